@@ -1,0 +1,112 @@
+// Operator CLI over /admin/v1: `npm run admin -- <command> [options]`, prints the API's JSON answer.
+import { parseArgs } from "node:util";
+import { readDevVars } from "./lib/dev-vars.ts";
+
+const usage = `Usage: npm run admin -- <command> [options]
+
+Commands:
+  accounts:create --name <name> [--plan free|starter|pro|enterprise] [--send-credits N] [--verify-credits N]
+                  [--daily-send-limit N] [--rate-limit N] [--features email_api,smtp_relay,ai]
+  accounts:get <account id>
+  accounts:update <account id> [--name ..] [--plan ..] [--daily-send-limit N] [--rate-limit N] [--features a,b]
+  accounts:credits <account id> [--send N] [--verify N] [--note text]
+
+Environment: WORKER_URL (default http://127.0.0.1:8787), ADMIN_TOKEN (default: from .dev.vars)`;
+
+const { positionals, values } = parseArgs({
+  allowPositionals: true,
+  options: {
+    name: { type: "string" },
+    plan: { type: "string" },
+    "send-credits": { type: "string" },
+    "verify-credits": { type: "string" },
+    "daily-send-limit": { type: "string" },
+    "rate-limit": { type: "string" },
+    features: { type: "string" },
+    send: { type: "string" },
+    verify: { type: "string" },
+    note: { type: "string" },
+    help: { type: "boolean", short: "h" },
+  },
+});
+
+function fail(message: string): never {
+  console.error(`${message}\n\n${usage}`);
+  process.exit(2);
+}
+
+function integer(flag: keyof typeof values): number | undefined {
+  const raw = values[flag];
+  if (raw === undefined) return undefined;
+  if (typeof raw !== "string" || !/^-?\d+$/.test(raw)) fail(`--${flag} must be an integer`);
+  return Number(raw);
+}
+
+const list = (raw: string | undefined) => raw?.split(",").map((item) => item.trim()).filter(Boolean);
+
+const [command, id] = positionals;
+if (values.help || !command) {
+  console.log(usage);
+  process.exit(command ? 0 : 2);
+}
+
+const requests: Record<string, () => { method: string; path: string; body?: Record<string, unknown> }> = {
+  "accounts:create": () => {
+    if (!values.name) fail("accounts:create needs --name");
+    return {
+      method: "POST",
+      path: "/admin/v1/accounts",
+      body: {
+        name: values.name,
+        plan: values.plan,
+        send_credits: integer("send-credits"),
+        verify_credits: integer("verify-credits"),
+        daily_send_limit: integer("daily-send-limit"),
+        rate_limit_per_minute: integer("rate-limit"),
+        features: list(values.features),
+      },
+    };
+  },
+  "accounts:get": () => ({ method: "GET", path: `/admin/v1/accounts/${encodeURIComponent(id ?? fail("accounts:get needs an account id"))}` }),
+  "accounts:update": () => ({
+    method: "PATCH",
+    path: `/admin/v1/accounts/${encodeURIComponent(id ?? fail("accounts:update needs an account id"))}`,
+    body: {
+      name: values.name,
+      plan: values.plan,
+      daily_send_limit: integer("daily-send-limit"),
+      rate_limit_per_minute: integer("rate-limit"),
+      features: list(values.features),
+    },
+  }),
+  "accounts:credits": () => ({
+    method: "POST",
+    path: `/admin/v1/accounts/${encodeURIComponent(id ?? fail("accounts:credits needs an account id"))}/credits`,
+    body: { send: integer("send"), verify: integer("verify"), note: values.note },
+  }),
+};
+
+const build = requests[command] ?? fail(`Unknown command: ${command}`);
+const request = build();
+const workerUrl = process.env.WORKER_URL ?? "http://127.0.0.1:8787";
+const adminToken = process.env.ADMIN_TOKEN ?? readDevVars().ADMIN_TOKEN;
+if (!adminToken) fail("ADMIN_TOKEN is not set (env or .dev.vars)");
+
+let response: Response;
+try {
+  response = await fetch(new URL(request.path, workerUrl), {
+    method: request.method,
+    headers: { Authorization: `Bearer ${adminToken}`, "Content-Type": "application/json" },
+    body: request.body ? JSON.stringify(request.body) : undefined,
+  });
+} catch (error) {
+  console.error(`Cannot reach the Worker at ${workerUrl}: ${(error as Error).message}. Is \`npm run dev\` running?`);
+  process.exit(1);
+}
+const text = await response.text();
+try {
+  console.log(JSON.stringify(JSON.parse(text), null, 2));
+} catch {
+  console.log(text);
+}
+process.exit(response.ok ? 0 : 1);

@@ -1,0 +1,173 @@
+// `npm run dev`: the whole local stack in one command. Applies D1 migrations, starts the dev DoH server and the
+// dev mail sink (in this process), the Worker (wrangler dev) as a child, seeds a demo account idempotently and
+// prints what a newcomer needs. Ctrl-C stops everything; state persists in .dev/ for the next run.
+import { spawn, type ChildProcess } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { z } from "zod";
+import { createDohServer } from "./dev/doh-server.ts";
+import { createMailSink } from "./dev/mail-sink.ts";
+import { readDevVars } from "./lib/dev-vars.ts";
+
+const port = z.coerce.number().int().min(1).max(65535);
+const config = z
+  .object({
+    WORKER_PORT: port.default(8787),
+    DOH_PORT: port.default(8053),
+    SINK_SMTP_PORT: port.default(1025),
+    SINK_HTTP_PORT: port.default(8025),
+    DEV_HOST: z.string().default("127.0.0.1"),
+  })
+  .parse(process.env);
+
+const stateDir = ".dev";
+const zonePath = `${stateDir}/zone.json`;
+const demoPath = `${stateDir}/demo.json`;
+const workerUrl = `http://${config.DEV_HOST}:${config.WORKER_PORT}`;
+const children: ChildProcess[] = [];
+// Offline-friendly: no metrics or update checks from wrangler.
+const childEnv = { ...process.env, WRANGLER_SEND_METRICS: "false", WRANGLER_DISABLE_UPDATE_CHECK: "true" };
+
+function ensureDevVars() {
+  if (existsSync(".dev.vars")) return;
+  // First run: secrets of our own, never the example's placeholders.
+  const secret = () => randomBytes(24).toString("base64url");
+  writeFileSync(
+    ".dev.vars",
+    [
+      `ADMIN_TOKEN="${secret()}"`,
+      `BRIDGE_SECRET="${secret()}"`,
+      `DKIM_ENCRYPTION_KEY="${randomBytes(32).toString("base64")}"`,
+      `SMTP_UPSTREAM_USER=""`,
+      `SMTP_UPSTREAM_PASS=""`,
+      "",
+    ].join("\n"),
+  );
+}
+
+function run(command: string, args: string[], options: { quiet?: boolean } = {}): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, { stdio: options.quiet ? ["ignore", "ignore", "inherit"] : "inherit", env: childEnv });
+    child.once("error", reject);
+    child.once("exit", (code) => (code === 0 ? resolve() : reject(new Error(`${command} ${args.join(" ")} exited with ${code}`))));
+  });
+}
+
+function startChild(name: string, command: string, args: string[]): ChildProcess {
+  // Its own process group, so stopping it also stops what it spawned (wrangler runs workerd).
+  const child = spawn(command, args, { stdio: ["ignore", "inherit", "inherit"], detached: true, env: childEnv });
+  child.once("exit", (code, signal) => {
+    if (!stopping) {
+      console.error(`${name} stopped (${signal ?? code}); stopping the stack`);
+      void stop(1);
+    }
+  });
+  children.push(child);
+  return child;
+}
+
+async function waitFor(url: string, timeoutMs = 60_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    try {
+      if ((await fetch(url)).ok) return;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((resolve) => setTimeout(resolve, 300));
+  }
+  throw new Error(`${url} did not answer within ${timeoutMs / 1000} s`);
+}
+
+type Demo = { account_id: string; api_key: string };
+
+async function seedDemoAccount(adminToken: string): Promise<Demo> {
+  if (existsSync(demoPath)) {
+    const demo = JSON.parse(readFileSync(demoPath, "utf8")) as Demo;
+    const me = await fetch(`${workerUrl}/api/v1/me`, { headers: { Authorization: `Bearer ${demo.api_key}` } });
+    if (me.ok) return demo;
+  }
+  const response = await fetch(`${workerUrl}/admin/v1/accounts`, {
+    method: "POST",
+    headers: { Authorization: `Bearer ${adminToken}`, "Content-Type": "application/json" },
+    body: JSON.stringify({ name: "Demo", plan: "starter", send_credits: 1000, verify_credits: 1000 }),
+  });
+  if (response.status !== 201) throw new Error(`seeding the demo account failed: ${response.status} ${await response.text()}`);
+  const account = (await response.json()) as { id: string; api_key: string };
+  const demo = { account_id: account.id, api_key: account.api_key };
+  writeFileSync(demoPath, JSON.stringify(demo, null, 2));
+  return demo;
+}
+
+let stopping = false;
+async function stop(code = 0) {
+  if (stopping) return;
+  stopping = true;
+  for (const child of children) {
+    if (child.pid && child.exitCode === null) {
+      try {
+        process.kill(-child.pid, "SIGTERM");
+      } catch {
+        // already gone
+      }
+    }
+  }
+  await Promise.allSettled([doh.close(), sink.close()]);
+  process.exit(code);
+}
+
+mkdirSync(stateDir, { recursive: true });
+if (!existsSync(zonePath)) writeFileSync(zonePath, "{}\n");
+ensureDevVars();
+const devVars = readDevVars();
+
+const doh = createDohServer({ zonePath });
+const sink = createMailSink();
+process.once("SIGINT", () => void stop(0));
+process.once("SIGTERM", () => void stop(0));
+
+await doh.listen(config.DOH_PORT, config.DEV_HOST);
+await sink.listen({ smtpPort: config.SINK_SMTP_PORT, httpPort: config.SINK_HTTP_PORT, host: config.DEV_HOST });
+
+await run("wrangler", ["d1", "migrations", "apply", "DB", "--local", "--persist-to", `${stateDir}/state`], { quiet: true });
+
+const vars = {
+  DOH_URL: `http://${config.DEV_HOST}:${config.DOH_PORT}/dns-query`,
+  SITE_URL: workerUrl,
+  SMTP_UPSTREAM_HOST: config.DEV_HOST,
+  SMTP_UPSTREAM_PORT: String(config.SINK_SMTP_PORT),
+  SMTP_UPSTREAM_SECURE: "off",
+  ALLOW_PRIVATE_WEBHOOK_URLS: "true",
+};
+startChild("wrangler dev", "wrangler", [
+  "dev",
+  "--ip",
+  config.DEV_HOST,
+  "--port",
+  String(config.WORKER_PORT),
+  "--persist-to",
+  `${stateDir}/state`,
+  "--test-scheduled",
+  "--show-interactive-dev-session=false",
+  ...Object.entries(vars).flatMap(([name, value]) => ["--var", `${name}:${value}`]),
+]);
+await waitFor(`${workerUrl}/api/v1/openapi.json`);
+
+const adminToken = devVars.ADMIN_TOKEN;
+if (!adminToken) throw new Error(".dev.vars has no ADMIN_TOKEN");
+const demo = await seedDemoAccount(adminToken);
+
+console.log(`
+Mailforge is running.
+
+  API            ${workerUrl}/api/v1        (reference: ${workerUrl}/api/v1/docs)
+  Demo API key   ${demo.api_key}
+  Operator token ${adminToken}   (npm run admin -- accounts:get ${demo.account_id})
+  Mail sink      smtp://${config.DEV_HOST}:${config.SINK_SMTP_PORT}, inbox http://${config.DEV_HOST}:${config.SINK_HTTP_PORT}/api/messages
+  DoH server     ${vars.DOH_URL}   (zone: ${zonePath})
+
+Try it:
+  curl -H "Authorization: Bearer ${demo.api_key}" ${workerUrl}/api/v1/me
+
+Ctrl-C stops everything; state is kept in ${stateDir}/ for the next run.
+`);

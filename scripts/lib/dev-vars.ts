@@ -1,0 +1,14 @@
+import { existsSync, readFileSync } from "node:fs";
+
+/** Reads KEY="value" lines of a .dev.vars/.env file (the format wrangler uses); missing file → empty. */
+export function readDevVars(path = ".dev.vars"): Record<string, string> {
+  if (!existsSync(path)) return {};
+  const vars: Record<string, string> = {};
+  for (const line of readFileSync(path, "utf8").split(/\r?\n/)) {
+    const match = /^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$/.exec(line);
+    if (!match || line.trimStart().startsWith("#")) continue;
+    const [, name, raw] = match as unknown as [string, string, string];
+    vars[name] = raw.replace(/^"(.*)"$/, "$1").replace(/^'(.*)'$/, "$1");
+  }
+  return vars;
+}

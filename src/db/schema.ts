@@ -1,0 +1,421 @@
+import { sql } from "drizzle-orm";
+import type { Scope } from "../types";
+import { index, integer, primaryKey, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
+
+// Timestamps are ISO 8601 UTC strings: they sort lexically, compare in SQL and go out in responses unchanged.
+const createdAt = () =>
+  text("created_at")
+    .notNull()
+    .default(sql`(strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))`);
+const updatedAt = () =>
+  text("updated_at")
+    .notNull()
+    .default(sql`(strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))`);
+
+export const accounts = sqliteTable("accounts", {
+  id: text("id").primaryKey(),
+  name: text("name").notNull(),
+  plan: text("plan").notNull().default("free"),
+  features: text("features", { mode: "json" }).$type<string[]>().notNull(),
+  dailySendLimit: integer("daily_send_limit").notNull(),
+  rateLimitPerMinute: integer("rate_limit_per_minute").notNull(),
+  // Cached balances; every change to them is written together with a credit_ledger row in one D1 batch.
+  sendBalance: integer("send_balance").notNull().default(0),
+  sendReserved: integer("send_reserved").notNull().default(0),
+  verifyBalance: integer("verify_balance").notNull().default(0),
+  createdAt: createdAt(),
+  updatedAt: updatedAt(),
+});
+
+export const apiKeys = sqliteTable(
+  "api_keys",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id")
+      .notNull()
+      .references(() => accounts.id),
+    name: text("name").notNull(),
+    // First characters of the key, kept so the owner can recognise it; the key itself is never stored.
+    prefix: text("prefix").notNull(),
+    keyHash: text("key_hash").notNull(),
+    scopes: text("scopes", { mode: "json" }).$type<Scope[] | null>(),
+    mode: text("mode", { enum: ["live", "test"] })
+      .notNull()
+      .default("live"),
+    createdAt: createdAt(),
+    lastUsedAt: text("last_used_at"),
+    revokedAt: text("revoked_at"),
+  },
+  (t) => [uniqueIndex("api_keys_key_hash").on(t.keyHash), index("api_keys_account").on(t.accountId)],
+);
+
+export const creditLedger = sqliteTable(
+  "credit_ledger",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id")
+      .notNull()
+      .references(() => accounts.id),
+    balance: text("balance", { enum: ["send", "verify"] }).notNull(),
+    kind: text("kind", { enum: ["top_up", "charge", "reservation", "release", "refund", "adjustment"] }).notNull(),
+    // Signed change to the balance (reservations change the reserved amount instead).
+    amount: integer("amount").notNull(),
+    // What the entry is for (msg_…, vjob_…, cmp_…); unique per kind so a retried producer cannot charge or refund twice.
+    referenceId: text("reference_id"),
+    note: text("note"),
+    balanceAfter: integer("balance_after").notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [
+    index("credit_ledger_account").on(t.accountId, t.createdAt),
+    uniqueIndex("credit_ledger_reference").on(t.balance, t.kind, t.referenceId),
+  ],
+);
+
+export const idempotencyKeys = sqliteTable(
+  "idempotency_keys",
+  {
+    accountId: text("account_id").notNull(),
+    key: text("key").notNull(),
+    route: text("route").notNull(),
+    requestHash: text("request_hash").notNull(),
+    responseStatus: integer("response_status"),
+    responseBody: text("response_body"),
+    createdAt: createdAt(),
+  },
+  (t) => [primaryKey({ columns: [t.accountId, t.route, t.key] }), index("idempotency_keys_created").on(t.createdAt)],
+);
+
+export type DnsRecordCheck = {
+  type: "TXT" | "MX" | "CNAME";
+  name: string;
+  value: string;
+  purpose: "dkim" | "spf" | "dmarc" | "return_path" | "dkim_ed25519";
+  status: "pending" | "verified" | "failed" | "not_found";
+  found?: string[];
+};
+
+export const domains = sqliteTable(
+  "domains",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id")
+      .notNull()
+      .references(() => accounts.id),
+    name: text("name").notNull(),
+    status: text("status", { enum: ["pending", "verified", "failed"] })
+      .notNull()
+      .default("pending"),
+    dkimSelector: text("dkim_selector").notNull(),
+    dkimPublicKey: text("dkim_public_key").notNull(),
+    // AES-GCM ciphertext (DKIM_ENCRYPTION_KEY), never the clear key.
+    dkimPrivateKey: text("dkim_private_key").notNull(),
+    records: text("records", { mode: "json" }).$type<DnsRecordCheck[]>().notNull(),
+    lastCheckedAt: text("last_checked_at"),
+    verifiedAt: text("verified_at"),
+    createdAt: createdAt(),
+    updatedAt: updatedAt(),
+  },
+  (t) => [uniqueIndex("domains_account_name").on(t.accountId, t.name), index("domains_status").on(t.status)],
+);
+
+export const templates = sqliteTable(
+  "templates",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id")
+      .notNull()
+      .references(() => accounts.id),
+    name: text("name").notNull(),
+    subject: text("subject").notNull(),
+    html: text("html"),
+    text: text("text"),
+    variables: text("variables", { mode: "json" }).$type<string[]>().notNull(),
+    createdAt: createdAt(),
+    updatedAt: updatedAt(),
+  },
+  (t) => [index("templates_account").on(t.accountId, t.createdAt)],
+);
+
+export const messages = sqliteTable(
+  "messages",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id")
+      .notNull()
+      .references(() => accounts.id),
+    source: text("source", { enum: ["api", "smtp", "campaign"] }).notNull(),
+    status: text("status", {
+      enum: ["queued", "sent", "delivered", "deferred", "bounced", "failed", "suppressed"],
+    }).notNull(),
+    fromAddress: text("from_address").notNull(),
+    fromName: text("from_name"),
+    domainId: text("domain_id").notNull(),
+    replyTo: text("reply_to"),
+    subject: text("subject").notNull(),
+    tags: text("tags", { mode: "json" }).$type<string[]>().notNull(),
+    metadata: text("metadata", { mode: "json" }).$type<Record<string, string>>().notNull(),
+    // What the consumer renders from: inline JSON when small, else an R2 key (attachments, raw MIME from the relay).
+    content: text("content"),
+    contentKey: text("content_key"),
+    creditsCharged: integer("credits_charged").notNull(),
+    testMode: integer("test_mode", { mode: "boolean" }).notNull().default(false),
+    attempts: integer("attempts").notNull().default(0),
+    smtpResponse: text("smtp_response"),
+    createdAt: createdAt(),
+    sentAt: text("sent_at"),
+    updatedAt: updatedAt(),
+  },
+  (t) => [index("messages_account_created").on(t.accountId, t.createdAt), index("messages_account_status").on(t.accountId, t.status)],
+);
+
+export const messageRecipients = sqliteTable(
+  "message_recipients",
+  {
+    messageId: text("message_id")
+      .notNull()
+      .references(() => messages.id),
+    email: text("email").notNull(),
+    accountId: text("account_id").notNull(),
+    status: text("status", {
+      enum: ["queued", "sent", "delivered", "deferred", "bounced", "failed", "suppressed", "complained"],
+    }).notNull(),
+    smtpResponse: text("smtp_response"),
+    updatedAt: updatedAt(),
+  },
+  (t) => [primaryKey({ columns: [t.messageId, t.email] }), index("message_recipients_account_email").on(t.accountId, t.email)],
+);
+
+export const messageTags = sqliteTable(
+  "message_tags",
+  {
+    messageId: text("message_id").notNull(),
+    accountId: text("account_id").notNull(),
+    tag: text("tag").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.messageId, t.tag] }), index("message_tags_account_tag").on(t.accountId, t.tag)],
+);
+
+export const events = sqliteTable(
+  "events",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id").notNull(),
+    type: text("type").notNull(),
+    // The object the event is about (msg_…, vjob_…, cmp_…), for timelines.
+    subjectId: text("subject_id"),
+    // One fact, one event: a retried producer hits this unique key instead of minting a second id.
+    dedupeKey: text("dedupe_key").notNull(),
+    data: text("data", { mode: "json" }).$type<Record<string, unknown>>().notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [
+    uniqueIndex("events_dedupe").on(t.accountId, t.dedupeKey),
+    index("events_account_created").on(t.accountId, t.createdAt),
+    index("events_subject").on(t.subjectId),
+  ],
+);
+
+export const suppressions = sqliteTable(
+  "suppressions",
+  {
+    accountId: text("account_id").notNull(),
+    email: text("email").notNull(),
+    reason: text("reason", { enum: ["bounce", "complaint", "unsubscribe", "manual"] }).notNull(),
+    sourceMessageId: text("source_message_id"),
+    createdAt: createdAt(),
+  },
+  (t) => [primaryKey({ columns: [t.accountId, t.email] })],
+);
+
+export const smtpCredentials = sqliteTable(
+  "smtp_credentials",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id")
+      .notNull()
+      .references(() => accounts.id),
+    name: text("name").notNull(),
+    username: text("username").notNull(),
+    passwordHash: text("password_hash").notNull(),
+    createdAt: createdAt(),
+    lastUsedAt: text("last_used_at"),
+    revokedAt: text("revoked_at"),
+  },
+  (t) => [uniqueIndex("smtp_credentials_username").on(t.username), index("smtp_credentials_account").on(t.accountId)],
+);
+
+export const webhookEndpoints = sqliteTable(
+  "webhook_endpoints",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id")
+      .notNull()
+      .references(() => accounts.id),
+    url: text("url").notNull(),
+    description: text("description"),
+    events: text("events", { mode: "json" }).$type<string[]>().notNull(),
+    enabled: integer("enabled", { mode: "boolean" }).notNull().default(true),
+    // AES-GCM ciphertext; the clear secret is needed to sign, so it cannot be a one-way hash.
+    secret: text("secret").notNull(),
+    previousSecret: text("previous_secret"),
+    previousSecretExpiresAt: text("previous_secret_expires_at"),
+    failingSince: text("failing_since"),
+    disabledReason: text("disabled_reason"),
+    createdAt: createdAt(),
+    updatedAt: updatedAt(),
+  },
+  (t) => [index("webhook_endpoints_account").on(t.accountId)],
+);
+
+export const webhookDeliveries = sqliteTable(
+  "webhook_deliveries",
+  {
+    id: text("id").primaryKey(),
+    endpointId: text("endpoint_id").notNull(),
+    accountId: text("account_id").notNull(),
+    eventId: text("event_id").notNull(),
+    eventType: text("event_type").notNull(),
+    attempt: integer("attempt").notNull(),
+    status: text("status", { enum: ["succeeded", "retrying", "failed"] }).notNull(),
+    statusCode: integer("status_code"),
+    responseSnippet: text("response_snippet"),
+    durationMs: integer("duration_ms"),
+    nextRetryAt: text("next_retry_at"),
+    createdAt: createdAt(),
+  },
+  (t) => [index("webhook_deliveries_endpoint").on(t.endpointId, t.createdAt), uniqueIndex("webhook_deliveries_attempt").on(t.endpointId, t.eventId, t.attempt)],
+);
+
+export const verificationJobs = sqliteTable(
+  "verification_jobs",
+  {
+    id: text("id").primaryKey(),
+    // The standalone verification API shows integer ids.
+    seq: integer("seq").notNull(),
+    accountId: text("account_id")
+      .notNull()
+      .references(() => accounts.id),
+    source: text("source", { enum: ["api", "batch"] }).notNull(),
+    name: text("name"),
+    status: text("status", { enum: ["pending", "processing", "completed", "failed"] }).notNull(),
+    total: integer("total").notNull(),
+    processed: integer("processed").notNull().default(0),
+    chargeable: integer("chargeable").notNull().default(0),
+    creditsCharged: integer("credits_charged").notNull().default(0),
+    counts: text("counts", { mode: "json" }).$type<Record<string, number>>().notNull(),
+    inputKey: text("input_key"),
+    error: text("error"),
+    createdAt: createdAt(),
+    updatedAt: updatedAt(),
+    completedAt: text("completed_at"),
+  },
+  (t) => [uniqueIndex("verification_jobs_seq").on(t.seq), index("verification_jobs_account").on(t.accountId, t.createdAt)],
+);
+
+export const verificationResults = sqliteTable(
+  "verification_results",
+  {
+    jobId: text("job_id").notNull(),
+    position: integer("position").notNull(),
+    email: text("email").notNull(),
+    result: text("result").notNull(),
+    status: text("status").notNull(),
+    detail: text("detail", { mode: "json" }).$type<Record<string, unknown>>().notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.jobId, t.position] })],
+);
+
+export const dnsCache = sqliteTable(
+  "dns_cache",
+  {
+    name: text("name").notNull(),
+    type: text("type").notNull(),
+    answer: text("answer", { mode: "json" }).$type<unknown>().notNull(),
+    expiresAt: integer("expires_at").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.name, t.type] })],
+);
+
+export const contacts = sqliteTable(
+  "contacts",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id")
+      .notNull()
+      .references(() => accounts.id),
+    email: text("email").notNull(),
+    // Trimmed, domain lower-cased: the create-or-update key.
+    emailKey: text("email_key").notNull(),
+    firstName: text("first_name"),
+    lastName: text("last_name"),
+    company: text("company"),
+    phone: text("phone"),
+    country: text("country"),
+    customFields: text("custom_fields", { mode: "json" }).$type<Record<string, string | number | boolean>>().notNull(),
+    status: text("status", { enum: ["subscribed", "unsubscribed", "bounced", "complained"] })
+      .notNull()
+      .default("subscribed"),
+    createdAt: createdAt(),
+    updatedAt: updatedAt(),
+  },
+  (t) => [uniqueIndex("contacts_account_email").on(t.accountId, t.emailKey), index("contacts_account_created").on(t.accountId, t.createdAt)],
+);
+
+export const lists = sqliteTable(
+  "lists",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id")
+      .notNull()
+      .references(() => accounts.id),
+    name: text("name").notNull(),
+    description: text("description"),
+    createdAt: createdAt(),
+    updatedAt: updatedAt(),
+  },
+  (t) => [index("lists_account").on(t.accountId, t.createdAt)],
+);
+
+export const listMembers = sqliteTable(
+  "list_members",
+  {
+    listId: text("list_id").notNull(),
+    contactId: text("contact_id").notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [primaryKey({ columns: [t.listId, t.contactId] }), index("list_members_contact").on(t.contactId)],
+);
+
+export const contactImports = sqliteTable(
+  "contact_imports",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id")
+      .notNull()
+      .references(() => accounts.id),
+    listId: text("list_id"),
+    status: text("status", { enum: ["pending", "processing", "completed", "failed"] }).notNull(),
+    mapping: text("mapping", { mode: "json" }).$type<Record<string, string>>().notNull(),
+    inputKey: text("input_key").notNull(),
+    total: integer("total").notNull().default(0),
+    processed: integer("processed").notNull().default(0),
+    created: integer("created").notNull().default(0),
+    updated: integer("updated").notNull().default(0),
+    failed: integer("failed").notNull().default(0),
+    error: text("error"),
+    createdAt: createdAt(),
+    updatedAt: updatedAt(),
+  },
+  (t) => [index("contact_imports_account").on(t.accountId, t.createdAt)],
+);
+
+export const contactImportErrors = sqliteTable(
+  "contact_import_errors",
+  {
+    importId: text("import_id").notNull(),
+    row: integer("row").notNull(),
+    message: text("message").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.importId, t.row] })],
+);

@@ -1,0 +1,65 @@
+import { DurableObject } from "cloudflare:workers";
+
+export type RateLimitDecision = {
+  allowed: boolean;
+  limit: number;
+  remaining: number;
+  /** Seconds until the bucket is full again (RateLimit-Reset). */
+  resetSeconds: number;
+  /** Seconds until the next request would be allowed (Retry-After); 0 when allowed. */
+  retryAfterSeconds: number;
+};
+
+export type QuotaDecision = { allowed: boolean; used: number; limit: number; retryAfterSeconds: number };
+
+type Bucket = { tokens: number; updatedAt: number };
+type Quota = { window: string; used: number };
+
+/**
+ * One instance per API key (requests per minute) or per account (daily sending quota). A Durable Object is a
+ * single writer and its synchronous KV storage cannot interleave, so the limits hold exactly under concurrency.
+ */
+export class RateLimiter extends DurableObject<Env> {
+  /** Token bucket of `limit` tokens refilled evenly over `windowSeconds`; a fresh bucket allows a full burst. */
+  consume(limit: number, windowSeconds = 60, cost = 1, now = Date.now()): RateLimitDecision {
+    const kv = this.ctx.storage.kv;
+    const ratePerMs = limit / (windowSeconds * 1000);
+    const stored = kv.get<Bucket>("bucket");
+    const elapsed = stored ? Math.max(0, now - stored.updatedAt) : 0;
+    const tokens = stored ? Math.min(limit, stored.tokens + elapsed * ratePerMs) : limit;
+    const allowed = tokens >= cost;
+    const left = allowed ? tokens - cost : tokens;
+    kv.put<Bucket>("bucket", { tokens: left, updatedAt: now });
+    return {
+      allowed,
+      limit,
+      remaining: Math.floor(left),
+      resetSeconds: Math.ceil((limit - left) / ratePerMs / 1000),
+      retryAfterSeconds: allowed ? 0 : Math.max(1, Math.ceil((cost - left) / ratePerMs / 1000)),
+    };
+  }
+
+  /**
+   * Counts `count` units against `limit` for the window named `window` (e.g. a UTC day) and refuses the whole
+   * request when it would pass the limit. `resetAt` is when the window ends, for Retry-After.
+   */
+  reserveQuota(window: string, count: number, limit: number, resetAt: number, now = Date.now()): QuotaDecision {
+    const kv = this.ctx.storage.kv;
+    const stored = kv.get<Quota>("quota");
+    const used = stored?.window === window ? stored.used : 0;
+    const retryAfterSeconds = Math.max(1, Math.ceil((resetAt - now) / 1000));
+    if (used + count > limit) return { allowed: false, used, limit, retryAfterSeconds };
+    kv.put<Quota>("quota", { window, used: used + count });
+    return { allowed: true, used: used + count, limit, retryAfterSeconds: 0 };
+  }
+
+  /** Gives units back when an accepted request is undone (e.g. refused for credits after the quota check). */
+  releaseQuota(window: string, count: number): number {
+    const kv = this.ctx.storage.kv;
+    const stored = kv.get<Quota>("quota");
+    if (stored?.window !== window) return 0;
+    const used = Math.max(0, stored.used - count);
+    kv.put<Quota>("quota", { window, used });
+    return used;
+  }
+}

@@ -1,0 +1,79 @@
+import type { Context } from "hono";
+import { HTTPException } from "hono/http-exception";
+import type { ContentfulStatusCode } from "hono/utils/http-status";
+import type { ZodError } from "zod";
+
+// One place maps a machine-readable code to its HTTP status, so handlers never pick statuses themselves.
+export const errorStatus = {
+  unauthorized: 401,
+  insufficient_credits: 402,
+  forbidden: 403,
+  scope_missing: 403,
+  feature_disabled: 403,
+  domain_not_verified: 403,
+  not_found: 404,
+  conflict: 409,
+  idempotency_conflict: 409,
+  payload_too_large: 413,
+  validation_failed: 422,
+  rate_limited: 429,
+  daily_limit_reached: 429,
+  internal_error: 500,
+  upstream_unavailable: 503,
+} as const satisfies Record<string, ContentfulStatusCode>;
+
+export type ErrorCode = keyof typeof errorStatus;
+export type FieldErrors = Record<string, string[]>;
+
+export class AppError extends HTTPException {
+  readonly code: ErrorCode;
+  readonly errors: FieldErrors | undefined;
+  readonly headers: Record<string, string>;
+
+  constructor(code: ErrorCode, message: string, options: { errors?: FieldErrors; headers?: Record<string, string> } = {}) {
+    super(errorStatus[code], { message });
+    this.code = code;
+    this.errors = options.errors;
+    this.headers = options.headers ?? {};
+  }
+}
+
+export const notFound = (what: string) => new AppError("not_found", `${what} not found`);
+
+export function validationError(errors: FieldErrors, message = "The request is invalid"): AppError {
+  return new AppError("validation_failed", message, { errors });
+}
+
+/** Zod issues keyed by their dotted field path (`to.3`, `attachments.0.content`), the shape 422 bodies carry. */
+export function fieldErrors(error: ZodError, prefix?: string): FieldErrors {
+  const errors: FieldErrors = {};
+  for (const issue of error.issues) {
+    const path = [prefix, ...issue.path.map(String)].filter((part) => part !== undefined && part !== "").join(".") || "body";
+    (errors[path] ??= []).push(issue.message);
+  }
+  return errors;
+}
+
+export function errorBody(code: string, message: string, errors?: FieldErrors) {
+  return errors ? { message, code, errors } : { message, code };
+}
+
+export function handleError(err: Error, c: Context): Response {
+  if (err instanceof AppError) {
+    for (const [name, value] of Object.entries(err.headers)) c.header(name, value);
+    return c.json(errorBody(err.code, err.message, err.errors), err.status);
+  }
+  if (err instanceof HTTPException) {
+    // Raised by hono itself: the JSON validator on a body that does not parse, body-limit, and the like.
+    if (err.status === 400 && /JSON/i.test(err.message)) {
+      return c.json(errorBody("validation_failed", "The request body is not valid JSON", { body: [err.message] }), 422);
+    }
+    if (err.status === 413) return c.json(errorBody("payload_too_large", "The request body is too large for this endpoint"), 413);
+    if (err.status === 415) {
+      return c.json(errorBody("validation_failed", "Send the body as JSON with `Content-Type: application/json`", { body: [err.message] }), 422);
+    }
+    return c.json(errorBody(err.status >= 500 ? "internal_error" : "validation_failed", err.message), err.status);
+  }
+  console.error(JSON.stringify({ level: "error", request_id: c.get("requestId"), message: err.message, stack: err.stack }));
+  return c.json(errorBody("internal_error", "Something went wrong on our side; retry with back-off"), 500);
+}

@@ -1,0 +1,20 @@
+const alphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+
+/** Uniform random base62 string (rejection sampling, so secrets built from it carry their full entropy). */
+export function randomBase62(length: number): string {
+  let out = "";
+  while (out.length < length) {
+    for (const byte of crypto.getRandomValues(new Uint8Array(length * 2))) {
+      if (byte < 248 && out.length < length) out += alphabet[byte % 62];
+    }
+  }
+  return out;
+}
+
+export type IdPrefix =
+  | "acc" | "key" | "led" | "dom" | "tpl" | "msg" | "evt" | "smtp" | "wh" | "whd"
+  | "vjob" | "con" | "lst" | "imp" | "req" | "cmp";
+
+export const newId = (prefix: IdPrefix) => `${prefix}_${randomBase62(22)}`;
+
+export const nowIso = () => new Date().toISOString();

@@ -1,0 +1,41 @@
+import { and, desc, eq, lt, or, type SQL } from "drizzle-orm";
+import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
+import { validationError } from "../errors";
+
+type Position = { createdAt: string; id: string };
+
+export function encodeCursor(position: Position): string {
+  return btoa(`${position.createdAt}|${position.id}`).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+}
+
+export function decodeCursor(cursor: string): Position {
+  try {
+    const [createdAt, id, extra] = atob(cursor.replace(/-/g, "+").replace(/_/g, "/")).split("|");
+    if (createdAt && id && extra === undefined && !Number.isNaN(Date.parse(createdAt))) return { createdAt, id };
+  } catch {
+    // falls through to the validation error below
+  }
+  throw validationError({ "query.cursor": ["Invalid cursor; pass next_cursor from the previous page"] });
+}
+
+/** Newest first, keyset-paginated on (created_at, id): stable while rows are inserted. */
+export function keysetPage(columns: { createdAt: SQLiteColumn; id: SQLiteColumn }, cursor: string | undefined) {
+  let where: SQL | undefined;
+  if (cursor) {
+    const position = decodeCursor(cursor);
+    where = or(lt(columns.createdAt, position.createdAt), and(eq(columns.createdAt, position.createdAt), lt(columns.id, position.id)));
+  }
+  return { where, orderBy: [desc(columns.createdAt), desc(columns.id)] as const };
+}
+
+/** Takes `limit + 1` fetched rows and returns the page in the API's list shape. */
+export function pageOf<Row extends Position, Item>(rows: Row[], limit: number, serialize: (row: Row) => Item) {
+  const page = rows.slice(0, limit);
+  const last = page.at(-1);
+  const hasMore = rows.length > limit;
+  return {
+    data: page.map(serialize),
+    has_more: hasMore,
+    next_cursor: hasMore && last ? encodeCursor(last) : null,
+  };
+}

@@ -1,0 +1,84 @@
+import { eq } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
+import { createMiddleware } from "hono/factory";
+import { apiKeys } from "../db/schema";
+import { authenticateApiKey, hasScope } from "../domain/accounts/api-keys";
+import { hasFeature } from "../domain/accounts/accounts";
+import { AppError } from "../errors";
+import { timingSafeEqualString } from "../lib/crypto";
+import type { AppEnv, Feature, Scope } from "../types";
+
+// last_used_at is informational; writing it at most once a minute keeps a D1 write off most requests.
+const lastUsedResolutionMs = 60_000;
+
+const bearerPattern = /^Bearer ([^\s]+)$/;
+
+export function bearerToken(header: string | undefined): string | undefined {
+  return header ? bearerPattern.exec(header.trim())?.[1] : undefined;
+}
+
+/** `Authorization: Bearer <API key>` on /api/v1, then the per-key rate limit from the account's plan. */
+export const apiKeyAuth = createMiddleware<AppEnv>(async (c, next) => {
+  const presented = bearerToken(c.req.header("Authorization"));
+  if (!presented) {
+    throw new AppError("unauthorized", "Missing API key: send it as `Authorization: Bearer <API_KEY>`");
+  }
+  const auth = await authenticateApiKey(drizzle(c.env.DB), presented);
+  if (!auth) throw new AppError("unauthorized", "Invalid API key: it does not exist, was revoked or was rotated");
+  c.set("auth", { account: auth.account, apiKey: auth.apiKey });
+
+  if (!auth.lastUsedAt || Date.now() - Date.parse(auth.lastUsedAt) > lastUsedResolutionMs) {
+    c.executionCtx.waitUntil(
+      drizzle(c.env.DB).update(apiKeys).set({ lastUsedAt: new Date().toISOString() }).where(eq(apiKeys.id, auth.apiKey.id)).run(),
+    );
+  }
+
+  const decision = await c.env.RATE_LIMITER.getByName(`key:${auth.apiKey.id}`).consume(auth.account.rateLimitPerMinute, 60);
+  const rateHeaders = {
+    "RateLimit-Limit": String(decision.limit),
+    "RateLimit-Remaining": String(decision.remaining),
+    "RateLimit-Reset": String(decision.resetSeconds),
+  };
+  for (const [name, value] of Object.entries(rateHeaders)) c.header(name, value);
+  if (!decision.allowed) {
+    throw new AppError("rate_limited", `Rate limit of ${decision.limit} requests per minute reached; retry after ${decision.retryAfterSeconds} s`, {
+      headers: { ...rateHeaders, "Retry-After": String(decision.retryAfterSeconds) },
+    });
+  }
+  await next();
+});
+
+export const requireScope = (scope: Scope) =>
+  createMiddleware<AppEnv>(async (c, next) => {
+    const { apiKey } = c.get("auth");
+    if (!hasScope(apiKey, scope)) throw new AppError("scope_missing", `This API key lacks the \`${scope}\` scope`);
+    await next();
+  });
+
+export const requireFullAccess = createMiddleware<AppEnv>(async (c, next) => {
+  if (c.get("auth").apiKey.scopes !== null) {
+    throw new AppError("scope_missing", "Managing API keys needs a full-access key (one created without scopes)");
+  }
+  await next();
+});
+
+export const requireFeatures = (...required: Feature[]) =>
+  createMiddleware<AppEnv>(async (c, next) => {
+    const { account } = c.get("auth");
+    const missing = required.filter((feature) => !hasFeature(account, feature));
+    if (missing.length > 0) {
+      throw new AppError("feature_disabled", `Your plan does not include: ${missing.join(", ")}. Ask the operator to enable it`);
+    }
+    await next();
+  });
+
+/** `Authorization: Bearer <ADMIN_TOKEN>` on /admin/v1, compared in constant time. */
+export const adminAuth = createMiddleware<AppEnv>(async (c, next) => {
+  const presented = bearerToken(c.req.header("Authorization"));
+  const expected = c.env.ADMIN_TOKEN;
+  if (!expected) throw new AppError("unauthorized", "The operator API is disabled: ADMIN_TOKEN is not set");
+  if (!presented || !(await timingSafeEqualString(presented, expected))) {
+    throw new AppError("unauthorized", "Missing or invalid operator token");
+  }
+  await next();
+});

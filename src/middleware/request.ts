@@ -1,0 +1,40 @@
+import { bodyLimit } from "hono/body-limit";
+import { createMiddleware } from "hono/factory";
+import { AppError } from "../errors";
+import { randomBase62 } from "../lib/ids";
+import type { AppEnv } from "../types";
+
+/** Every response, errors and unknown routes included, carries the id its logs are filed under. */
+export const requestId = createMiddleware<AppEnv>(async (c, next) => {
+  const id = `req_${randomBase62(20)}`;
+  c.set("requestId", id);
+  await next();
+  c.res.headers.set("X-Request-Id", id);
+});
+
+const MB = 1024 * 1024;
+// Request body caps per route; the first matching prefix wins. Sizes are of the request as sent (base64 included).
+const bodyLimits: [prefix: string, bytes: number][] = [
+  ["/api/v1/send", 15 * MB],
+  ["/internal/relay/messages", 40 * MB],
+  ["/api/batch/upload", 50 * MB],
+  ["/api/v1/contacts/import", 50 * MB],
+  ["/api/v1/verify", 5 * MB],
+  ["/", 1 * MB],
+];
+
+const limiters = bodyLimits.map(([prefix, maxSize]) => ({
+  prefix,
+  maxSize,
+  middleware: bodyLimit({
+    maxSize,
+    onError: () => {
+      throw new AppError("payload_too_large", `The request body is larger than this endpoint accepts (${Math.round(maxSize / MB)} MB)`);
+    },
+  }),
+}));
+
+export const requestBodyLimit = createMiddleware<AppEnv>(async (c, next) => {
+  const limiter = limiters.find(({ prefix }) => c.req.path.startsWith(prefix));
+  return limiter ? limiter.middleware(c, next) : next();
+});

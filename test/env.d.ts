@@ -1,0 +1,11 @@
+import type { D1Migration } from "cloudflare:test";
+
+declare global {
+  namespace Cloudflare {
+    interface Env {
+      TEST_MIGRATIONS: D1Migration[];
+      TEST_SINK_HTTP_URL: string;
+      TEST_DOH_ADMIN_URL: string;
+    }
+  }
+}
