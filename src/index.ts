@@ -3,8 +3,25 @@ import { createApp } from "./app";
 export { CampaignProgress } from "./durable-objects/campaign-progress";
 export { RateLimiter } from "./durable-objects/rate-limiter";
 
+type QueueConsumer = (batch: MessageBatch<unknown>, env: Env, ctx: ExecutionContext) => Promise<void>;
+type ScheduledTask = (env: Env, controller: ScheduledController) => Promise<void>;
+
+// One consumer per queue (names as in wrangler.toml); each parses its message bodies with its own zod schema.
+const queueConsumers: Record<string, QueueConsumer> = {};
+
+// Work the cron trigger runs; each task is independent and must tolerate running twice.
+const scheduledTasks: ScheduledTask[] = [];
+
 const app = createApp();
 
 export default {
   fetch: app.fetch,
+  async queue(batch, env, ctx) {
+    const consume = queueConsumers[batch.queue];
+    if (!consume) throw new Error(`No consumer for queue ${batch.queue}`);
+    await consume(batch, env, ctx);
+  },
+  async scheduled(controller, env, ctx) {
+    for (const task of scheduledTasks) ctx.waitUntil(task(env, controller));
+  },
 } satisfies ExportedHandler<Env>;

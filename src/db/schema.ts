@@ -208,9 +208,12 @@ export const events = sqliteTable(
     dedupeKey: text("dedupe_key").notNull(),
     data: text("data", { mode: "json" }).$type<Record<string, unknown>>().notNull(),
     createdAt: createdAt(),
+    // Outbox marker: set once the webhook deliveries for this event are enqueued; the cron retries the rest.
+    dispatchedAt: text("dispatched_at"),
   },
   (t) => [
     uniqueIndex("events_dedupe").on(t.accountId, t.dedupeKey),
+    index("events_undispatched").on(t.dispatchedAt, t.createdAt),
     index("events_account_created").on(t.accountId, t.createdAt),
     index("events_subject").on(t.subjectId),
   ],

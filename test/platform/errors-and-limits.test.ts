@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { exports } from "cloudflare:workers";
+import { env } from "cloudflare:workers";
 import { ADMIN_TOKEN, call, createAccount, json } from "../helpers";
 
 describe("errors and request ids", () => {
@@ -98,8 +98,7 @@ describe("rate limiting per key", () => {
 
 describe("the rate limiter object", () => {
   it("refills the bucket over the window", async () => {
-    const limiter = exports.default ? (await import("cloudflare:workers")).env.RATE_LIMITER.getByName("refill-test") : undefined;
-    if (!limiter) throw new Error("no limiter binding");
+    const limiter = env.RATE_LIMITER.getByName("refill-test");
     const start = 1_000_000;
     expect((await limiter.consume(2, 60, 1, start)).allowed).toBe(true);
     expect((await limiter.consume(2, 60, 1, start)).allowed).toBe(true);
@@ -109,7 +108,6 @@ describe("the rate limiter object", () => {
   });
 
   it("holds a daily quota exactly and releases it", async () => {
-    const { env } = await import("cloudflare:workers");
     const quota = env.RATE_LIMITER.getByName("daily-test");
     const resetAt = Date.now() + 3_600_000;
     const results = await Promise.all(Array.from({ length: 8 }, () => quota.reserveQuota("2026-11-22", 1, 5, resetAt)));
