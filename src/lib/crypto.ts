@@ -10,13 +10,19 @@ const encoder = new TextEncoder();
 export type WebCryptoKey = Awaited<ReturnType<typeof crypto.subtle.importKey>>;
 const decoder = new TextDecoder();
 
-export function bytesToBase64(bytes: Uint8Array): string {
+/** Bytes as a string of one char (U+0000–U+00FF) per byte: the input btoa expects, and a lossless text view. */
+export function binaryStringOf(bytes: Uint8Array): string {
   let binary = "";
-  // Chunked so String.fromCharCode never receives more arguments than the engine's call-stack limit allows.
-  for (let i = 0; i < bytes.length; i += 0x8000) {
-    binary += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  // Chunked to stay below engines' argument-count limits; apply() takes the typed array as it is, which is far
+  // faster than spreading it (spread goes through the iterator protocol element by element).
+  for (let i = 0; i < bytes.length; i += 0x2000) {
+    binary += String.fromCharCode.apply(null, bytes.subarray(i, i + 0x2000) as unknown as number[]);
   }
-  return btoa(binary);
+  return binary;
+}
+
+export function bytesToBase64(bytes: Uint8Array): string {
+  return btoa(binaryStringOf(bytes));
 }
 
 /** Decodes standard or URL-safe base64; whitespace (as in folded DKIM values or PEM bodies) is ignored. */

@@ -1,0 +1,221 @@
+import type { Account } from "../accounts/accounts";
+import { eventStatement, type EventInput } from "../events/events";
+import { chargeStatements, isAlreadyRecorded, wasApplied } from "../credits/ledger";
+import { normalizeSuppressionEmail } from "../suppressions/suppressions";
+import { dispatchEvents } from "../webhooks/dispatch";
+import { AppError, validationError } from "../../errors";
+import { newId } from "../../lib/ids";
+import { contentObjectKey, inlineContentLimit, type MessageContent, type SendQueueMessage } from "./content";
+import { reserveDailySends, releaseDailySends } from "./daily-limit";
+
+export type MessageSource = "api" | "smtp";
+
+export type StoredTemplate = { subject: string; html: string | null; text: string | null };
+
+/** A send request after parsing, whichever door it came through (POST /send or the SMTP relay). */
+export type AcceptInput = {
+  source: MessageSource;
+  from: { name?: string; address: string };
+  /** Deliverable addresses, de-duplicated; at most 50. */
+  recipients: string[];
+  replyTo?: string;
+  tags: string[];
+  metadata: Record<string, string>;
+  templateId?: string;
+  /** Builds subject and content once the template (if any) is loaded with the other reads. */
+  compose(template: StoredTemplate | undefined): { subject: string; content: MessageContent };
+};
+
+export type Sender = { account: Account; testMode: boolean; credentialId?: string };
+
+export type SendAccepted = {
+  id: string;
+  recipients: { email: string; status: "queued" | "suppressed" }[];
+  credits_charged: number;
+  status: "queued" | "suppressed";
+  test_mode: boolean;
+};
+
+export type Idempotency = { key: string; route: string; requestHash: string };
+
+export type AcceptResult = { status: number; body: SendAccepted; replayed: boolean };
+
+const domainOf = (address: string) => address.slice(address.lastIndexOf("@") + 1).toLowerCase();
+
+/**
+ * The one pipeline every message enters: checks the sending domain, suppressions, idempotency and the daily
+ * limit, then charges, stores the message and its recipients and records suppression events in ONE D1 batch
+ * (one transaction), and only then enqueues it. A charge that fails leaves nothing behind; a stored message is
+ * always charged exactly once.
+ */
+export type WaitUntil = { waitUntil(promise: Promise<unknown>): void };
+
+export async function acceptMessage(
+  env: Env,
+  ctx: WaitUntil,
+  sender: Sender,
+  input: AcceptInput,
+  idempotency?: Idempotency,
+): Promise<AcceptResult> {
+  const { account } = sender;
+  const d1 = env.DB;
+  const fromDomain = domainOf(input.from.address);
+  const normalized = input.recipients.map(normalizeSuppressionEmail);
+
+  // Round trip 1: everything the decision needs, read together.
+  const reads = [
+    d1.prepare("SELECT id FROM domains WHERE account_id = ?1 AND name = ?2 AND status = 'verified'").bind(account.id, fromDomain),
+    d1
+      .prepare(`SELECT email FROM suppressions WHERE account_id = ?1 AND email IN (${normalized.map((_, i) => `?${i + 2}`).join(", ")})`)
+      .bind(account.id, ...normalized),
+    ...(idempotency
+      ? [
+          d1
+            .prepare("SELECT request_hash, response_status, response_body FROM idempotency_keys WHERE account_id = ?1 AND route = ?2 AND key = ?3")
+            .bind(account.id, idempotency.route, idempotency.key),
+        ]
+      : []),
+    ...(input.templateId
+      ? [d1.prepare("SELECT subject, html, text FROM templates WHERE id = ?1 AND account_id = ?2").bind(input.templateId, account.id)]
+      : []),
+  ];
+  const results = await d1.batch(reads);
+  const domain = results[0]?.results[0] as { id: string } | undefined;
+  const suppressed = new Set((results[1]?.results ?? []).map((row) => (row as { email: string }).email));
+  const previous = idempotency ? (results[2]?.results[0] as IdempotencyRow | undefined) : undefined;
+  const template = input.templateId ? (results[idempotency ? 3 : 2]?.results[0] as StoredTemplate | undefined) : undefined;
+
+  if (previous && idempotency) return replay(previous, idempotency);
+  if (!domain) {
+    throw new AppError(
+      "domain_not_verified",
+      `The from domain ${fromDomain} is not a verified sending domain of this account; add it with POST /api/v1/domains and verify it`,
+    );
+  }
+  if (input.templateId && !template) throw validationError({ template_id: [`No template ${input.templateId} in this account`] });
+  const { subject, content } = input.compose(template);
+
+  const messageId = newId("msg");
+  const recipients = input.recipients.map((email, i) => ({
+    email,
+    status: suppressed.has(normalized[i]!) ? ("suppressed" as const) : ("queued" as const),
+  }));
+  const deliverable = recipients.filter((recipient) => recipient.status === "queued");
+  const charge = sender.testMode ? 0 : deliverable.length;
+  const status = deliverable.length > 0 ? "queued" : "suppressed";
+  const accepted: SendAccepted = { id: messageId, recipients, credits_charged: charge, status, test_mode: sender.testMode };
+
+  const serialized = JSON.stringify(content);
+  const inline = serialized.length <= inlineContentLimit;
+  if (!inline) await env.BLOBS.put(contentObjectKey(messageId), serialized, { httpMetadata: { contentType: "application/json" } });
+
+  const day = charge > 0 ? await reserveDailySends(env, account, charge) : undefined;
+
+  // Round trip 2: the charge and everything it pays for, in one transaction. Rows after the ledger entry are
+  // guarded by its existence, so a short balance writes nothing at all.
+  const guard = charge > 0 ? "WHERE EXISTS (SELECT 1 FROM credit_ledger WHERE balance = 'send' AND kind = 'charge' AND reference_id = ?1)" : "";
+  const events: EventInput[] = recipients
+    .filter((recipient) => recipient.status === "suppressed")
+    .map((recipient) => ({
+      accountId: account.id,
+      type: "relay.suppressed",
+      subjectId: messageId,
+      dedupeKey: `relay.suppressed:${messageId}:${recipient.email}`,
+      data: { message_id: messageId, recipient: recipient.email, reason: "suppressed", source: input.source, tags: input.tags, metadata: input.metadata },
+    }));
+  const writes = [
+    ...(charge > 0 ? chargeStatements(d1, { accountId: account.id, balance: "send", amount: charge, referenceId: messageId, note: "send" }) : []),
+    d1
+      .prepare(
+        `INSERT INTO messages (id, account_id, source, status, from_address, from_name, domain_id, reply_to, subject, tags, metadata,
+           content, content_key, credits_charged, test_mode)
+         SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15 ${guard}`,
+      )
+      .bind(
+        messageId,
+        account.id,
+        input.source,
+        status,
+        input.from.address,
+        input.from.name ?? null,
+        domain.id,
+        input.replyTo ?? null,
+        subject,
+        JSON.stringify(input.tags),
+        JSON.stringify(input.metadata),
+        inline ? serialized : null,
+        inline ? null : contentObjectKey(messageId),
+        charge,
+        sender.testMode ? 1 : 0,
+      ),
+    d1
+      .prepare(
+        `INSERT INTO message_recipients (message_id, email, account_id, status)
+         SELECT ?1, value ->> '$.email', ?2, value ->> '$.status' FROM json_each(?3) WHERE EXISTS (SELECT 1 FROM messages WHERE id = ?1)`,
+      )
+      .bind(messageId, account.id, JSON.stringify(recipients)),
+    ...(input.tags.length > 0
+      ? [
+          d1
+            .prepare(
+              `INSERT INTO message_tags (message_id, account_id, tag)
+               SELECT ?1, ?2, value FROM json_each(?3) WHERE EXISTS (SELECT 1 FROM messages WHERE id = ?1)`,
+            )
+            .bind(messageId, account.id, JSON.stringify(input.tags)),
+        ]
+      : []),
+    ...events.map((event) => eventStatement(d1, event)),
+    ...(idempotency
+      ? [
+          d1
+            .prepare(
+              `INSERT INTO idempotency_keys (account_id, route, key, request_hash, response_status, response_body)
+               SELECT ?1, ?2, ?3, ?4, 202, ?5 WHERE EXISTS (SELECT 1 FROM messages WHERE id = ?6)`,
+            )
+            .bind(account.id, idempotency.route, idempotency.key, idempotency.requestHash, JSON.stringify(accepted), messageId),
+        ]
+      : []),
+  ];
+
+  let written: D1Result[];
+  try {
+    written = await d1.batch(writes);
+  } catch (error) {
+    if (day) await releaseDailySends(env, account, day);
+    if (idempotency && isIdempotencyRace(error)) return replayAfterRace(d1, account.id, idempotency);
+    if (isAlreadyRecorded(error)) throw new AppError("conflict", "This message was already accepted");
+    throw error;
+  }
+  if (charge > 0 && !wasApplied(written[0]!)) {
+    if (day) await releaseDailySends(env, account, day);
+    const available = account.sendBalance - account.sendReserved;
+    throw new AppError("insufficient_credits", `Not enough sending credits: this message needs ${charge}, ${Math.max(0, available)} available`);
+  }
+
+  if (deliverable.length > 0) await env.SEND_QUEUE.send({ message_id: messageId } satisfies SendQueueMessage, { contentType: "json" });
+  if (events.length > 0) {
+    ctx.waitUntil(dispatchEvents(env, account.id, events.map((event) => event.dedupeKey)));
+  }
+  return { status: 202, body: accepted, replayed: false };
+}
+
+type IdempotencyRow = { request_hash: string; response_status: number; response_body: string };
+
+function replay(previous: IdempotencyRow, idempotency: Idempotency): AcceptResult {
+  if (previous.request_hash !== idempotency.requestHash) {
+    throw new AppError("idempotency_conflict", "This Idempotency-Key was already used with a different request body");
+  }
+  return { status: previous.response_status, body: JSON.parse(previous.response_body) as SendAccepted, replayed: true };
+}
+
+const isIdempotencyRace = (error: unknown) => error instanceof Error && /UNIQUE constraint failed: idempotency_keys/.test(error.message);
+
+/** Two requests with one key raced: the loser answers with the winner's stored response. */
+async function replayAfterRace(d1: D1Database, accountId: string, idempotency: Idempotency): Promise<AcceptResult> {
+  const row = await d1
+    .prepare("SELECT request_hash, response_status, response_body FROM idempotency_keys WHERE account_id = ?1 AND route = ?2 AND key = ?3")
+    .bind(accountId, idempotency.route, idempotency.key)
+    .first<IdempotencyRow>();
+  if (!row) throw new AppError("conflict", "A request with this Idempotency-Key is in progress; retry shortly");
+  return replay(row, idempotency);
+}

@@ -1,0 +1,35 @@
+import { z } from "zod";
+
+/**
+ * What the send consumer builds a message from, stored with the message (inline when small, else in R2).
+ * `compose`: an API send, rendered by the consumer (template placeholders, MIME, DKIM). `raw`: a message that
+ * arrived over SMTP, delivered with its own headers and structure; only DKIM and missing Message-ID/Date are added.
+ */
+export const messageContentSchema = z.discriminatedUnion("kind", [
+  z.object({
+    kind: z.literal("compose"),
+    /** The `to` list as the sender wrote it, for the To header; the envelope only carries deliverable recipients. */
+    to: z.array(z.string()),
+    html: z.string().optional(),
+    text: z.string().optional(),
+    variables: z.record(z.string(), z.string()),
+    attachments: z.array(z.object({ filename: z.string(), content_type: z.string(), content: z.string() })),
+  }),
+  z.object({ kind: z.literal("raw"), raw: z.string().describe("base64 of the bytes received") }),
+]);
+export type MessageContent = z.infer<typeof messageContentSchema>;
+
+// Inline in the D1 row below this size; above, the content goes to R2 and the row keeps its key.
+export const inlineContentLimit = 64 * 1024;
+export const contentObjectKey = (messageId: string) => `messages/${messageId}.json`;
+
+export const sendQueueMessageSchema = z.object({ message_id: z.string().startsWith("msg_") });
+export type SendQueueMessage = z.infer<typeof sendQueueMessageSchema>;
+
+export async function loadContent(env: Pick<Env, "BLOBS">, row: { content: string | null; contentKey: string | null }): Promise<MessageContent> {
+  if (row.content !== null) return messageContentSchema.parse(JSON.parse(row.content));
+  if (!row.contentKey) throw new Error("message has no content");
+  const object = await env.BLOBS.get(row.contentKey);
+  if (!object) throw new Error(`message content ${row.contentKey} is missing from R2`);
+  return messageContentSchema.parse(await object.json());
+}

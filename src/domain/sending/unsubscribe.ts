@@ -1,0 +1,39 @@
+import { bytesToBase64Url, hmacSha256Hex, timingSafeEqualString } from "../../lib/crypto";
+
+// The token names one recipient of one message and is signed, so a link cannot be edited to unsubscribe someone
+// else. The signing key is derived from DKIM_ENCRYPTION_KEY (already a secret) with its own label.
+const signingKey = (env: Pick<Env, "DKIM_ENCRYPTION_KEY">) => `unsubscribe:${env.DKIM_ENCRYPTION_KEY}`;
+const signatureLength = 32;
+
+function base64UrlToString(value: string): string {
+  const base64 = value.replace(/-/g, "+").replace(/_/g, "/");
+  return new TextDecoder().decode(Uint8Array.from(atob(base64), (char) => char.charCodeAt(0)));
+}
+
+export async function unsubscribeToken(env: Pick<Env, "DKIM_ENCRYPTION_KEY">, messageId: string, email: string): Promise<string> {
+  const payload = bytesToBase64Url(new TextEncoder().encode(JSON.stringify([messageId, email])));
+  const signature = (await hmacSha256Hex(signingKey(env), payload)).slice(0, signatureLength);
+  return `${payload}.${signature}`;
+}
+
+export async function readUnsubscribeToken(
+  env: Pick<Env, "DKIM_ENCRYPTION_KEY">,
+  token: string,
+): Promise<{ messageId: string; email: string } | undefined> {
+  const [payload, signature, extra] = token.split(".");
+  if (!payload || !signature || extra !== undefined || payload.length > 1000) return undefined;
+  const expected = (await hmacSha256Hex(signingKey(env), payload)).slice(0, signatureLength);
+  if (!(await timingSafeEqualString(signature, expected))) return undefined;
+  try {
+    const [messageId, email] = JSON.parse(base64UrlToString(payload)) as unknown[];
+    return typeof messageId === "string" && typeof email === "string" ? { messageId, email } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+export async function listUnsubscribeHeaders(env: Pick<Env, "DKIM_ENCRYPTION_KEY" | "SITE_URL">, messageId: string, email: string) {
+  const url = new URL(`/u/${await unsubscribeToken(env, messageId, email)}`, env.SITE_URL);
+  // RFC 8058 one-click: mailbox providers POST `List-Unsubscribe=One-Click` to the https URL.
+  return { "List-Unsubscribe": `<${url.href}>`, "List-Unsubscribe-Post": "List-Unsubscribe=One-Click" };
+}
