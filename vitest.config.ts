@@ -20,8 +20,12 @@ export default defineConfig(async () => {
             SMTP_UPSTREAM_PORT: String(inject("sinkSmtpPort")),
             SMTP_UPSTREAM_SECURE: "off",
             ALLOW_PRIVATE_WEBHOOK_URLS: "true",
+            // Short retry delays so the retry paths run through the real queue within a test.
+            SEND_RETRY_BASE_SECONDS: "1",
+            SEND_MAX_ATTEMPTS: "3",
             TEST_SINK_HTTP_URL: inject("sinkHttpUrl"),
             TEST_DOH_ADMIN_URL: inject("dohAdminUrl"),
+            TEST_WEBHOOK_RECEIVER_URL: inject("webhookReceiverUrl"),
           },
         },
       })),

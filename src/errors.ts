@@ -2,6 +2,7 @@ import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { ZodError } from "zod";
+import { logError } from "./lib/log";
 
 // One place maps a machine-readable code to its HTTP status, so handlers never pick statuses themselves.
 export const errorStatus = {
@@ -74,6 +75,6 @@ export function handleError(err: Error, c: Context): Response {
     }
     return c.json(errorBody(err.status >= 500 ? "internal_error" : "validation_failed", err.message), err.status);
   }
-  console.error(JSON.stringify({ level: "error", request_id: c.get("requestId"), message: err.message, stack: err.stack }));
+  logError(err.message, { request_id: c.get("requestId"), stack: err.stack });
   return c.json(errorBody("internal_error", "Something went wrong on our side; retry with back-off"), 500);
 }

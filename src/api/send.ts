@@ -1,0 +1,164 @@
+import { acceptMessage, type AcceptInput } from "../domain/sending/accept";
+import { parseMailbox } from "../domain/sending/addresses";
+import { renderTemplate } from "../domain/sending/render";
+import { AppError, validationError, type FieldErrors } from "../errors";
+import { sha256Hex } from "../lib/crypto";
+import { createRouter, errorResponse, jsonBody, jsonResponse, keyedRoute, z } from "../lib/openapi";
+
+export const maxRecipients = 50;
+export const maxAttachmentBytes = 10 * 1024 * 1024;
+
+const noLineBreaks = (value: string) => !/[\r\n]/.test(value);
+const base64 = /^[A-Za-z0-9+/\s]*={0,2}\s*$/;
+
+const AttachmentSchema = z.object({
+  filename: z.string().min(1).max(255).refine(noLineBreaks, "Must not contain line breaks"),
+  content: z.string().min(1).refine((value) => base64.test(value), "Must be base64"),
+  content_type: z
+    .string()
+    .regex(/^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*\/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*$/, "Must be a MIME type such as application/pdf")
+    .default("application/octet-stream"),
+});
+
+const SendRequestSchema = z
+  .object({
+    from: z.string().min(3).max(320).openapi({ example: "Acme <hello@example.com>" }),
+    to: z
+      .union([z.string().max(320), z.array(z.string().max(320)).min(1).max(maxRecipients)])
+      .openapi({ example: ["ann@example.org"], description: `1 to ${maxRecipients} recipients; one message, all recipients see the To list` }),
+    reply_to: z.string().max(320).optional(),
+    subject: z.string().max(998).refine(noLineBreaks, "The subject must not contain line breaks").optional(),
+    html: z.string().max(5_000_000).optional(),
+    text: z.string().max(5_000_000).optional(),
+    template_id: z.string().max(64).optional(),
+    variables: z.record(z.string().max(100), z.string().max(10_000)).optional().openapi({ example: { first_name: "Ann" } }),
+    metadata: z.record(z.string().min(1).max(64), z.string().max(500)).optional().openapi({ example: { order_id: "1042" } }),
+    tags: z.array(z.string().regex(/^[A-Za-z0-9_.:-]{1,64}$/, "Tags are 1-64 characters of letters, digits, _ . : -")).max(20).optional(),
+    attachments: z.array(AttachmentSchema).max(20).optional(),
+  })
+  .strict()
+  .superRefine((body, ctx) => {
+    if (!body.template_id && body.html === undefined && body.text === undefined) {
+      ctx.addIssue({ code: "custom", path: ["html"], message: "Give html, text or a template_id" });
+    }
+    if (body.template_id && (body.html !== undefined || body.text !== undefined)) {
+      ctx.addIssue({ code: "custom", path: ["template_id"], message: "Use either template_id or html/text, not both" });
+    }
+    if (!body.template_id && body.subject === undefined) ctx.addIssue({ code: "custom", path: ["subject"], message: "Required" });
+    if (body.metadata && Object.keys(body.metadata).length > 50) ctx.addIssue({ code: "custom", path: ["metadata"], message: "At most 50 keys" });
+  })
+  .openapi("SendRequest");
+
+const SendAcceptedSchema = z
+  .object({
+    id: z.string().openapi({ example: "msg_2Yq8Lm4Nc0Zp7Tx1Bv9Rk3" }),
+    recipients: z.array(z.object({ email: z.string(), status: z.enum(["queued", "suppressed"]) })),
+    credits_charged: z.number().int().openapi({ description: "1 per deliverable recipient; suppressed recipients are free" }),
+    status: z.enum(["queued", "suppressed"]),
+    test_mode: z.boolean().openapi({ description: "Sent with an sk_test_ key: simulated, never delivered, never charged" }),
+  })
+  .openapi("SendAccepted");
+
+const send = keyedRoute(
+  "send",
+  {
+    method: "post",
+    path: "/send",
+    tags: ["Sending"],
+    summary: "Send an email",
+    description:
+      "Accepted messages are charged (1 credit per deliverable recipient), stored and queued. Send `Idempotency-Key` to make retries safe: " +
+      "the same key and body within 24 h replays the first response, the same key with another body is a 409. " +
+      "Needs the account features `email_api` and `smtp_relay`.",
+    request: {
+      body: jsonBody(SendRequestSchema),
+      headers: z.object({ "idempotency-key": z.string().min(1).max(255).optional() }),
+    },
+    responses: {
+      202: jsonResponse(SendAcceptedSchema, "Accepted"),
+      402: errorResponse("Not enough sending credits"),
+      403: errorResponse("Scope, feature, or the from domain is not verified in this account"),
+      409: errorResponse("Idempotency-Key reused with a different body"),
+      413: errorResponse("Attachments larger than 10 MB in total"),
+      429: errorResponse("Rate limit or daily sending limit reached; see Retry-After"),
+    },
+  },
+  { features: ["email_api", "smtp_relay"] },
+);
+
+type SendRequest = z.infer<typeof SendRequestSchema>;
+
+function decodedSize(content: string): number {
+  const clean = content.replace(/\s+/g, "");
+  return Math.floor((clean.length * 3) / 4) - (clean.endsWith("==") ? 2 : clean.endsWith("=") ? 1 : 0);
+}
+
+/** Field checks zod cannot express (addresses, sizes); every problem is reported at once. */
+function toAcceptInput(body: SendRequest): AcceptInput {
+  const errors: FieldErrors = {};
+  const from = parseMailbox(body.from);
+  if (!from.ok) errors.from = [from.error];
+  const to = typeof body.to === "string" ? [body.to] : body.to;
+  const recipients: string[] = [];
+  const seen = new Set<string>();
+  to.forEach((entry, i) => {
+    const parsed = parseMailbox(entry);
+    if (!parsed.ok) errors[`to.${i}`] = [parsed.error];
+    else if (!seen.has(parsed.mailbox.address.toLowerCase())) {
+      seen.add(parsed.mailbox.address.toLowerCase());
+      recipients.push(parsed.mailbox.address);
+    }
+  });
+  const replyTo = body.reply_to === undefined ? undefined : parseMailbox(body.reply_to);
+  if (replyTo && !replyTo.ok) errors.reply_to = [replyTo.error];
+  (body.attachments ?? []).forEach((attachment, i) => {
+    if (attachment.content.replace(/\s+/g, "").length % 4 !== 0) errors[`attachments.${i}.content`] = ["Must be base64 (length a multiple of 4)"];
+  });
+  if (Object.keys(errors).length > 0) throw validationError(errors);
+
+  const attachmentBytes = (body.attachments ?? []).reduce((total, attachment) => total + decodedSize(attachment.content), 0);
+  if (attachmentBytes > maxAttachmentBytes) {
+    throw new AppError("payload_too_large", `Attachments total ${attachmentBytes} bytes; the limit is ${maxAttachmentBytes} bytes (10 MB)`);
+  }
+  const variables = body.variables ?? {};
+  return {
+    source: "api",
+    from: from.ok ? from.mailbox : { address: "" },
+    recipients,
+    replyTo: replyTo?.ok ? replyTo.mailbox.address : undefined,
+    tags: [...new Set(body.tags ?? [])],
+    metadata: body.metadata ?? {},
+    templateId: body.template_id,
+    compose(template) {
+      const subject = renderTemplate(body.subject ?? template?.subject ?? "", variables, { html: false });
+      if (/[\r\n]/.test(subject)) throw validationError({ subject: ["The rendered subject must not contain line breaks"] });
+      return {
+        subject,
+        content: {
+          kind: "compose",
+          to,
+          html: body.html ?? template?.html ?? undefined,
+          text: body.text ?? template?.text ?? undefined,
+          variables,
+          attachments: (body.attachments ?? []).map((attachment) => ({ ...attachment, content: attachment.content.replace(/\s+/g, "") })),
+        },
+      };
+    },
+  };
+}
+
+export const sendRoutes = createRouter().openapi(send, async (c) => {
+  const body = c.req.valid("json");
+  const input = toAcceptInput(body);
+  const key = c.req.valid("header")["idempotency-key"];
+  const { account, apiKey } = c.get("auth");
+  const result = await acceptMessage(
+    c.env,
+    c.executionCtx,
+    { account, testMode: apiKey.mode === "test" },
+    input,
+    key ? { key, route: "POST /send", requestHash: await sha256Hex(JSON.stringify(body)) } : undefined,
+  );
+  if (result.replayed) c.header("Idempotent-Replayed", "true");
+  return c.json(result.body, 202);
+});

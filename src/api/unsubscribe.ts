@@ -1,0 +1,47 @@
+import { Hono } from "hono";
+import { html } from "hono/html";
+import { eventStatement } from "../domain/events/events";
+import { readUnsubscribeToken } from "../domain/sending/unsubscribe";
+import { suppressionStatements } from "../domain/suppressions/suppressions";
+import { dispatchEvents } from "../domain/webhooks/dispatch";
+import type { AppEnv } from "../types";
+
+const page = (title: string, body: ReturnType<typeof html>) =>
+  html`<!doctype html><html><head><meta charset="utf-8"><meta name="viewport" content="width=device-width"><title>${title}</title></head>
+<body style="font-family:system-ui,sans-serif;max-width:32rem;margin:4rem auto;padding:0 1rem">${body}</body></html>`;
+
+/**
+ * `/u/<token>`: the List-Unsubscribe target. GET shows a confirmation button (link scanners must not unsubscribe
+ * anyone); POST, the RFC 8058 one-click request mailbox providers send, unsubscribes at once.
+ */
+export const unsubscribeRoutes = new Hono<AppEnv>()
+  .get("/u/:token", async (c) => {
+    const target = await readUnsubscribeToken(c.env, c.req.param("token"));
+    if (!target) return c.html(page("Link not valid", html`<h1>This unsubscribe link is not valid.</h1>`), 404);
+    return c.html(
+      page(
+        "Unsubscribe",
+        html`<h1>Unsubscribe ${target.email}?</h1>
+          <form method="post"><input type="hidden" name="List-Unsubscribe" value="One-Click" /><button type="submit">Unsubscribe</button></form>`,
+      ),
+    );
+  })
+  .post("/u/:token", async (c) => {
+    const target = await readUnsubscribeToken(c.env, c.req.param("token"));
+    if (!target) return c.html(page("Link not valid", html`<h1>This unsubscribe link is not valid.</h1>`), 404);
+    const message = await c.env.DB.prepare("SELECT account_id FROM messages WHERE id = ?1").bind(target.messageId).first<{ account_id: string }>();
+    if (!message) return c.html(page("Link not valid", html`<h1>This unsubscribe link is not valid.</h1>`), 404);
+    const dedupeKey = `unsubscribed:${target.messageId}:${target.email.toLowerCase()}`;
+    await c.env.DB.batch([
+      ...suppressionStatements(c.env.DB, { accountId: message.account_id, email: target.email, reason: "unsubscribe", sourceMessageId: target.messageId }),
+      eventStatement(c.env.DB, {
+        accountId: message.account_id,
+        type: "unsubscribed",
+        subjectId: target.messageId,
+        dedupeKey,
+        data: { message_id: target.messageId, email: target.email, method: "one_click" },
+      }),
+    ]);
+    c.executionCtx.waitUntil(dispatchEvents(c.env, message.account_id, [dedupeKey]));
+    return c.html(page("Unsubscribed", html`<h1>${target.email} is unsubscribed.</h1><p>You will not receive these emails any more.</p>`));
+  });

@@ -1,0 +1,148 @@
+import { and, eq, inArray } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
+import { domains, type DnsRecordCheck } from "../../db/schema";
+import { decryptSecret, encryptSecret } from "../../lib/crypto";
+import { newId, nowIso } from "../../lib/ids";
+import { resolve } from "../dns/doh";
+import { dkimTxtValue, generateDkimKeyPair } from "../sending/dkim";
+
+export type DomainRow = typeof domains.$inferSelect;
+
+// A domain name as a sending domain: LDH labels, at least two, no trailing dot, at most 253 characters.
+const domainPattern = /^(?=.{4,253}$)(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
+
+/** Lower-cased ASCII form (IDNs as punycode), or undefined when it cannot be a sending domain. */
+export function normalizeDomainName(input: string): string | undefined {
+  const trimmed = input.trim().toLowerCase().replace(/\.$/, "");
+  if (!trimmed || /[\s/@:?#[\]\\]/.test(trimmed)) return undefined;
+  let ascii: string;
+  try {
+    ascii = new URL(`http://${trimmed}`).hostname;
+  } catch {
+    return undefined;
+  }
+  return domainPattern.test(ascii) ? ascii : undefined;
+}
+
+/** Selector names carry the month, so a later key rotation can publish a new selector beside the old one. */
+function dkimSelector(now = new Date()): string {
+  return `mf${now.getUTCFullYear()}${String(now.getUTCMonth() + 1).padStart(2, "0")}`;
+}
+
+export function expectedRecords(domain: Pick<DomainRow, "name" | "dkimSelector" | "dkimPublicKey">, spfInclude: string): DnsRecordCheck[] {
+  return [
+    {
+      type: "TXT",
+      name: `${domain.dkimSelector}._domainkey.${domain.name}`,
+      value: dkimTxtValue(domain.dkimPublicKey),
+      purpose: "dkim",
+      status: "pending",
+    },
+    { type: "TXT", name: domain.name, value: `v=spf1 include:${spfInclude} ~all`, purpose: "spf", status: "pending" },
+    { type: "TXT", name: `_dmarc.${domain.name}`, value: `v=DMARC1; p=none; rua=mailto:dmarc@${domain.name}`, purpose: "dmarc", status: "pending" },
+  ];
+}
+
+export async function createDomainRow(accountId: string, name: string, env: Pick<Env, "DKIM_ENCRYPTION_KEY" | "SPF_INCLUDE">) {
+  const keys = await generateDkimKeyPair();
+  const base = { name, dkimSelector: dkimSelector(), dkimPublicKey: keys.publicKeyB64 };
+  return {
+    id: newId("dom"),
+    accountId,
+    ...base,
+    dkimPrivateKey: await encryptSecret(keys.privateKeyPkcs8B64, env.DKIM_ENCRYPTION_KEY),
+    records: expectedRecords(base, env.SPF_INCLUDE),
+    status: "pending" as const,
+  };
+}
+
+export const decryptDkimKey = (domain: Pick<DomainRow, "dkimPrivateKey">, env: Pick<Env, "DKIM_ENCRYPTION_KEY">) =>
+  decryptSecret(domain.dkimPrivateKey, env.DKIM_ENCRYPTION_KEY);
+
+/** Whitespace-insensitive comparison: resolvers and DNS panels reflow the `; ` separators of DKIM records. */
+const compact = (value: string) => value.replace(/\s+/g, "").toLowerCase();
+
+function spfIncludes(found: string, include: string): boolean {
+  return /^v=spf1(\s|$)/i.test(found.trim()) && found.toLowerCase().split(/\s+/).includes(`include:${include.toLowerCase()}`);
+}
+
+/**
+ * Looks every record up now (no cache: the user just published them) and says what was found. DKIM and SPF
+ * decide verification; DMARC is reported but optional, as with Resend and Postmark.
+ */
+export async function checkRecords(domain: DomainRow, env: Pick<Env, "DOH_URL" | "SPF_INCLUDE">): Promise<{ records: DnsRecordCheck[]; verified: boolean }> {
+  const expected = expectedRecords(domain, env.SPF_INCLUDE);
+  const records = await Promise.all(
+    expected.map(async (record): Promise<DnsRecordCheck> => {
+      const answer = await resolve({ url: env.DOH_URL }, record.name, "TXT");
+      if (answer.status === "servfail" || answer.status === "timeout") return { ...record, status: "pending", found: [] };
+      const found = answer.status === "ok" ? answer.records : [];
+      const matches =
+        record.purpose === "spf"
+          ? found.some((value) => spfIncludes(value, env.SPF_INCLUDE))
+          : record.purpose === "dmarc"
+            ? found.some((value) => /^v=DMARC1;/i.test(value.trim()))
+            : found.some((value) => compact(value) === compact(record.value));
+      return { ...record, status: matches ? "verified" : found.length > 0 ? "failed" : "not_found", found };
+    }),
+  );
+  const verified = records.filter((record) => record.purpose === "dkim" || record.purpose === "spf").every((record) => record.status === "verified");
+  return { records, verified };
+}
+
+/** Runs the check and stores its outcome; a verified domain whose records disappeared falls back to `failed`. */
+export async function verifyDomain(d1: D1Database, domain: DomainRow, env: Pick<Env, "DOH_URL" | "SPF_INCLUDE">): Promise<DomainRow> {
+  const { records, verified } = await checkRecords(domain, env);
+  const now = nowIso();
+  const status = verified ? "verified" : domain.status === "verified" ? "failed" : "pending";
+  const updated = await drizzle(d1)
+    .update(domains)
+    .set({ status, records, lastCheckedAt: now, verifiedAt: verified ? (domain.verifiedAt ?? now) : domain.verifiedAt, updatedAt: now })
+    .where(eq(domains.id, domain.id))
+    .returning()
+    .get();
+  return updated ?? domain;
+}
+
+export async function findVerifiedDomain(d1: D1Database, accountId: string, domainName: string): Promise<{ id: string; name: string } | undefined> {
+  return drizzle(d1)
+    .select({ id: domains.id, name: domains.name })
+    .from(domains)
+    .where(and(eq(domains.accountId, accountId), eq(domains.name, domainName.toLowerCase()), eq(domains.status, "verified")))
+    .get();
+}
+
+const recheckBatchSize = 50;
+
+/** Cron: re-checks pending domains and verified ones (flagging those whose records disappeared), oldest check first. */
+export async function recheckDomains(env: Env): Promise<void> {
+  const due = await drizzle(env.DB)
+    .select()
+    .from(domains)
+    .where(inArray(domains.status, ["pending", "verified", "failed"]))
+    .orderBy(domains.lastCheckedAt)
+    .limit(recheckBatchSize)
+    .all();
+  for (const domain of due) await verifyDomain(env.DB, domain, env);
+}
+
+export function serializeDomain(domain: DomainRow) {
+  return {
+    id: domain.id,
+    name: domain.name,
+    status: domain.status,
+    dkim_selector: domain.dkimSelector,
+    records: domain.records.map((record) => ({
+      type: record.type,
+      name: record.name,
+      value: record.value,
+      purpose: record.purpose,
+      status: record.status,
+      ...(record.found ? { found: record.found } : {}),
+    })),
+    last_checked_at: domain.lastCheckedAt,
+    verified_at: domain.verifiedAt,
+    created_at: domain.createdAt,
+    updated_at: domain.updatedAt,
+  };
+}

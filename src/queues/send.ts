@@ -1,0 +1,358 @@
+import { eventStatement, type EventInput } from "../domain/events/events";
+import { refundStatements } from "../domain/credits/ledger";
+import { decryptDkimKey } from "../domain/domains/domains";
+import { loadContent, sendQueueMessageSchema, type MessageContent } from "../domain/sending/content";
+import { importDkimPrivateKey, signDkim, type DkimPrivateKey } from "../domain/sending/dkim";
+import { buildMessageId, buildMimeMessage, formatRfc5322Date, MimeError } from "../domain/sending/mime";
+import { renderTemplate } from "../domain/sending/render";
+import { listUnsubscribeHeaders } from "../domain/sending/unsubscribe";
+import { suppressionStatements } from "../domain/suppressions/suppressions";
+import { smtpTransportFromEnv } from "../domain/transport/smtp";
+import type { RecipientOutcome, SendOutcome, Transport } from "../domain/transport/types";
+import { dispatchEvents } from "../domain/webhooks/dispatch";
+import { logError } from "../lib/log";
+
+type MessageRow = {
+  id: string;
+  account_id: string;
+  source: "api" | "smtp" | "campaign";
+  status: string;
+  from_address: string;
+  from_name: string | null;
+  domain_id: string;
+  reply_to: string | null;
+  subject: string;
+  tags: string;
+  metadata: string;
+  content: string | null;
+  content_key: string | null;
+  test_mode: number;
+  attempts: number;
+};
+type RecipientRow = { message_id: string; email: string; status: string };
+type DomainKeyRow = { id: string; name: string; dkim_selector: string; dkim_private_key: string };
+
+const pendingStatuses = new Set(["queued", "deferred"]);
+const encoder = new TextEncoder();
+
+/** What happened to one message in this batch: the D1 statements recording it and what to tell the queue. */
+type Disposition = { statements: D1PreparedStatement[]; events: EventInput[]; retryDelaySeconds?: number };
+
+function retryPolicy(env: Env) {
+  return {
+    baseSeconds: Math.max(0, Number(env.SEND_RETRY_BASE_SECONDS) || 60),
+    maxAttempts: Math.max(1, Number(env.SEND_MAX_ATTEMPTS) || 6),
+  };
+}
+
+/**
+ * Delivers a batch over one SMTP connection (RSET between messages). A message is sent only while its row says
+ * `queued`/`deferred`, so an at-least-once redelivery of an already handled message does nothing, and the outcome
+ * of the whole batch is written in one D1 batch before any queue message is acknowledged.
+ */
+export async function consumeSendBatch(batch: MessageBatch<unknown>, env: Env, transport: Transport = smtpTransportFromEnv(env)): Promise<void> {
+  const wanted = new Map<string, Message<unknown>>();
+  for (const queued of batch.messages) {
+    const parsed = sendQueueMessageSchema.safeParse(queued.body);
+    if (parsed.success) wanted.set(parsed.data.message_id, queued);
+    else {
+      logError("send queue: unreadable message body dropped", { body: queued.body });
+      queued.ack();
+    }
+  }
+  if (wanted.size === 0) return;
+
+  const ids = [...wanted.keys()];
+  const marks = ids.map((_, i) => `?${i + 1}`).join(", ");
+  const [messageRows, recipientRows, domainRows] = await env.DB.batch([
+    env.DB.prepare(`SELECT * FROM messages WHERE id IN (${marks})`).bind(...ids),
+    env.DB.prepare(`SELECT message_id, email, status FROM message_recipients WHERE message_id IN (${marks})`).bind(...ids),
+    env.DB.prepare(
+      `SELECT id, name, dkim_selector, dkim_private_key FROM domains WHERE id IN (SELECT domain_id FROM messages WHERE id IN (${marks}))`,
+    ).bind(...ids),
+  ]);
+  const recipientsOf = new Map<string, RecipientRow[]>();
+  for (const row of (recipientRows?.results ?? []) as RecipientRow[]) {
+    recipientsOf.set(row.message_id, [...(recipientsOf.get(row.message_id) ?? []), row]);
+  }
+  const domains = new Map(((domainRows?.results ?? []) as DomainKeyRow[]).map((row) => [row.id, row]));
+  const keys = new Map<string, Promise<DkimPrivateKey>>();
+  const dkimKey = (domain: DomainKeyRow) => {
+    let key = keys.get(domain.id);
+    if (!key) {
+      key = decryptDkimKey({ dkimPrivateKey: domain.dkim_private_key }, env).then(importDkimPrivateKey);
+      keys.set(domain.id, key);
+    }
+    return key;
+  };
+
+  const dispositions = new Map<string, Disposition>();
+  try {
+    for (const message of (messageRows?.results ?? []) as MessageRow[]) {
+      if (!pendingStatuses.has(message.status)) continue;
+      const pending = (recipientsOf.get(message.id) ?? []).filter((recipient) => pendingStatuses.has(recipient.status)).map((r) => r.email);
+      if (pending.length === 0) continue;
+      if (message.test_mode) {
+        dispositions.set(message.id, simulate(env, message, pending));
+        continue;
+      }
+      const domain = domains.get(message.domain_id);
+      let outcome: SendOutcome;
+      try {
+        if (!domain) throw new MimeError("invalid_address", "from", "the sending domain was removed");
+        const raw = await buildSignedMessage(env, message, await loadContent(env, { content: message.content, contentKey: message.content_key }), domain, await dkimKey(domain));
+        outcome = await transport.send({ mailFrom: message.from_address, rcptTo: pending }, raw);
+      } catch (error) {
+        if (!(error instanceof MimeError)) throw error;
+        // The message itself is unsendable: retrying cannot help.
+        outcome = { ok: false, kind: "permanent", stage: "message", connectionError: false, code: 554, response: `554 5.6.0 ${error.message}` };
+      }
+      dispositions.set(message.id, recordOutcome(env, message, pending, outcome));
+    }
+  } finally {
+    await transport.close();
+  }
+
+  const statements = [...dispositions.values()].flatMap((disposition) => disposition.statements);
+  if (statements.length > 0) await env.DB.batch(statements);
+  await dispatchAll(env, [...dispositions.values()].flatMap((disposition) => disposition.events));
+
+  for (const [id, queued] of wanted) {
+    const delaySeconds = dispositions.get(id)?.retryDelaySeconds;
+    if (delaySeconds === undefined) queued.ack();
+    else queued.retry({ delaySeconds });
+  }
+}
+
+async function dispatchAll(env: Env, events: EventInput[]) {
+  const byAccount = new Map<string, string[]>();
+  for (const event of events) byAccount.set(event.accountId, [...(byAccount.get(event.accountId) ?? []), event.dedupeKey]);
+  await Promise.all([...byAccount].map(([accountId, keys]) => dispatchEvents(env, accountId, keys)));
+}
+
+async function buildSignedMessage(env: Env, message: MessageRow, content: MessageContent, domain: DomainKeyRow, key: DkimPrivateKey): Promise<Uint8Array> {
+  let unsigned: Uint8Array;
+  if (content.kind === "raw") {
+    unsigned = withRequiredHeaders(Uint8Array.from(atob(content.raw), (char) => char.charCodeAt(0)), message);
+  } else {
+    const variables = content.variables;
+    unsigned = encoder.encode(
+      buildMimeMessage({
+        from: { name: message.from_name ?? undefined, address: message.from_address },
+        to: content.to,
+        replyTo: message.reply_to ?? undefined,
+        subject: message.subject,
+        html: content.html === undefined ? undefined : renderTemplate(content.html, variables, { html: true }),
+        text: content.text === undefined ? undefined : renderTemplate(content.text, variables, { html: false }),
+        attachments: content.attachments.map((attachment) => ({
+          filename: attachment.filename,
+          contentBase64: attachment.content,
+          contentType: attachment.content_type,
+        })),
+        // One-click unsubscribe names one recipient, so it is only offered on single-recipient messages.
+        headers: content.to.length === 1 ? await listUnsubscribeHeaders(env, message.id, content.to[0]!) : undefined,
+        messageId: buildMessageId(message.id, message.from_address),
+        date: new Date(),
+      }),
+    );
+  }
+  const signature = await signDkim(unsigned, { domain: domain.name, selector: domain.dkim_selector, privateKey: key });
+  const signatureBytes = encoder.encode(signature);
+  const signed = new Uint8Array(signatureBytes.length + unsigned.length);
+  signed.set(signatureBytes, 0);
+  signed.set(unsigned, signatureBytes.length);
+  return signed;
+}
+
+/** A relayed message keeps its own headers; only a missing Message-ID or Date is added (RFC 5322 requires Date). */
+function withRequiredHeaders(raw: Uint8Array, message: MessageRow): Uint8Array {
+  const text = new TextDecoder("latin1").decode(raw.subarray(0, Math.min(raw.length, 64 * 1024)));
+  const headerEnd = text.search(/\r?\n\r?\n/);
+  const header = headerEnd >= 0 ? text.slice(0, headerEnd) : text;
+  const add: string[] = [];
+  if (!/^message-id:/im.test(header)) add.push(`Message-ID: ${buildMessageId(message.id, message.from_address)}`);
+  if (!/^date:/im.test(header)) add.push(`Date: ${formatRfc5322Date(new Date())}`);
+  if (add.length === 0) return raw;
+  const prefix = encoder.encode(`${add.join("\r\n")}\r\n`);
+  const out = new Uint8Array(prefix.length + raw.length);
+  out.set(prefix, 0);
+  out.set(raw, prefix.length);
+  return out;
+}
+
+function eventData(message: MessageRow, extra: Record<string, unknown>) {
+  return {
+    message_id: message.id,
+    from: message.from_address,
+    subject: message.subject,
+    source: message.source,
+    tags: JSON.parse(message.tags) as string[],
+    metadata: JSON.parse(message.metadata) as Record<string, string>,
+    ...extra,
+  };
+}
+
+/** Turns the SMTP outcome for the pending recipients into state changes, refunds, suppressions and events. */
+function recordOutcome(env: Env, message: MessageRow, pending: string[], outcome: SendOutcome, final = false): Disposition {
+  const attempt = message.attempts + 1;
+  // Recipients the server did not answer for individually share the outcome of the whole transaction.
+  const individual = new Map((outcome.perRecipient ?? []).map((result) => [result.recipient, result]));
+  const perRecipient: RecipientOutcome[] = pending.map(
+    (recipient) =>
+      individual.get(recipient) ??
+      (outcome.ok
+        ? { recipient, ok: true, code: outcome.code, response: outcome.response }
+        : { recipient, ok: false, kind: outcome.kind, code: outcome.code, enhanced: outcome.enhanced, response: outcome.response }),
+  );
+  const accepted = perRecipient.filter((r) => r.ok).map((r) => r.recipient);
+  const rejected = perRecipient.filter((r): r is Extract<RecipientOutcome, { ok: false }> => !r.ok);
+  const { baseSeconds, maxAttempts } = retryPolicy(env);
+  const canRetry = !final && attempt < maxAttempts;
+  const bounced = rejected.filter((r) => r.kind === "permanent");
+  // A temporary refusal becomes final once the attempts are used up.
+  const deferred = canRetry ? rejected.filter((r) => r.kind === "temporary") : [];
+  const failed = canRetry ? [] : rejected.filter((r) => r.kind === "temporary");
+
+  const statements: D1PreparedStatement[] = [];
+  const events: EventInput[] = [];
+  const setRecipients = (emails: string[], status: string, response: string) => {
+    if (emails.length === 0) return;
+    statements.push(
+      env.DB.prepare(
+        `UPDATE message_recipients SET status = ?1, smtp_response = ?2, updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+         WHERE message_id = ?3 AND email IN (SELECT value FROM json_each(?4))`,
+      ).bind(status, response, message.id, JSON.stringify(emails)),
+    );
+  };
+  const refund = (email: string, why: string) => {
+    if (message.test_mode) return;
+    statements.push(...refundStatements(env.DB, { accountId: message.account_id, balance: "send", amount: 1, referenceId: `${message.id}:${email}`, note: why }));
+  };
+
+  if (accepted.length > 0) {
+    const response = perRecipient.find((r) => r.ok)?.response ?? outcome.response;
+    setRecipients(accepted, "sent", response);
+    events.push({
+      accountId: message.account_id,
+      type: "relay.sent",
+      subjectId: message.id,
+      dedupeKey: `relay.sent:${message.id}:${attempt}`,
+      data: eventData(message, { recipients: accepted, smtp_response: response }),
+    });
+  }
+  for (const rejection of bounced) {
+    setRecipients([rejection.recipient], "bounced", rejection.response);
+    refund(rejection.recipient, "permanent failure");
+    // 5.1.x: the mailbox or domain does not exist; sending there again would only hurt the sender's reputation.
+    if (rejection.enhanced?.startsWith("5.1.")) {
+      statements.push(...suppressionStatements(env.DB, { accountId: message.account_id, email: rejection.recipient, reason: "bounce", sourceMessageId: message.id }));
+    }
+    events.push({
+      accountId: message.account_id,
+      type: "relay.bounced",
+      subjectId: message.id,
+      dedupeKey: `relay.bounced:${message.id}:${rejection.recipient}`,
+      data: eventData(message, { recipient: rejection.recipient, bounce_type: "hard", smtp_code: rejection.code, enhanced_code: rejection.enhanced ?? null, smtp_response: rejection.response }),
+    });
+  }
+  setRecipients(deferred.map((r) => r.recipient), "deferred", deferred[0]?.response ?? "");
+  for (const rejection of failed) {
+    setRecipients([rejection.recipient], "failed", rejection.response);
+    refund(rejection.recipient, "delivery failed after retries");
+  }
+  if (failed.length > 0) {
+    events.push({
+      accountId: message.account_id,
+      type: "relay.failed",
+      subjectId: message.id,
+      dedupeKey: `relay.failed:${message.id}`,
+      data: eventData(message, { recipients: failed.map((r) => r.recipient), attempts: attempt, smtp_response: failed[0]!.response }),
+    });
+  }
+
+  const status = deferred.length > 0 ? "deferred" : accepted.length > 0 ? "sent" : bounced.length > 0 ? "bounced" : "failed";
+  statements.push(
+    env.DB.prepare(
+      `UPDATE messages SET status = ?1, attempts = ?2, smtp_response = ?3,
+         sent_at = CASE WHEN ?4 THEN COALESCE(sent_at, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')) ELSE sent_at END,
+         updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+       WHERE id = ?5`,
+    ).bind(status, attempt, outcome.response, accepted.length > 0 ? 1 : 0, message.id),
+  );
+  for (const event of events) statements.push(eventStatement(env.DB, event));
+  return { statements, events, retryDelaySeconds: deferred.length > 0 ? baseSeconds * 2 ** (attempt - 1) : undefined };
+}
+
+/**
+ * Test mode (sk_test_ keys): nothing leaves the system. The recipient's local part picks the outcome, as with
+ * SES's mailbox simulator: `bounced@…` bounces (5.1.1), `complained@…` is delivered then complains, anything else
+ * is delivered. Suppression lists are not touched.
+ */
+function simulate(env: Env, message: MessageRow, pending: string[]): Disposition {
+  const statements: D1PreparedStatement[] = [];
+  const events: EventInput[] = [];
+  const localPart = (email: string) => email.slice(0, email.lastIndexOf("@")).toLowerCase();
+  const bounced = pending.filter((email) => localPart(email) === "bounced");
+  const delivered = pending.filter((email) => localPart(email) !== "bounced");
+  const event = (type: EventInput["type"], key: string, extra: Record<string, unknown>) =>
+    events.push({ accountId: message.account_id, type, subjectId: message.id, dedupeKey: `${type}:${message.id}${key}`, data: eventData(message, { ...extra, test: true }) });
+
+  if (delivered.length > 0) {
+    statements.push(
+      env.DB.prepare(`UPDATE message_recipients SET status = 'delivered', smtp_response = '250 2.0.0 simulated' WHERE message_id = ?1 AND email IN (SELECT value FROM json_each(?2))`).bind(
+        message.id,
+        JSON.stringify(delivered),
+      ),
+    );
+    event("relay.sent", ":1", { recipients: delivered, smtp_response: "250 2.0.0 simulated" });
+    for (const email of delivered) event("relay.delivered", `:${email}`, { recipient: email });
+    for (const email of delivered.filter((address) => localPart(address) === "complained")) event("relay.complained", `:${email}`, { recipient: email });
+  }
+  for (const email of bounced) {
+    statements.push(
+      env.DB.prepare(`UPDATE message_recipients SET status = 'bounced', smtp_response = '550 5.1.1 simulated bounce' WHERE message_id = ?1 AND email = ?2`).bind(message.id, email),
+    );
+    event("relay.bounced", `:${email}`, { recipient: email, bounce_type: "hard", smtp_code: 550, enhanced_code: "5.1.1", smtp_response: "550 5.1.1 simulated bounce" });
+  }
+  statements.push(
+    env.DB.prepare(
+      `UPDATE messages SET status = ?1, attempts = attempts + 1, smtp_response = ?2, sent_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
+         updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?3`,
+    ).bind(delivered.length > 0 ? "delivered" : "bounced", delivered.length > 0 ? "250 2.0.0 simulated" : "550 5.1.1 simulated bounce", message.id),
+  );
+  for (const item of events) statements.push(eventStatement(env.DB, item));
+  return { statements, events };
+}
+
+/**
+ * Dead-letter queue: the queue gave up on these messages (the consumer kept throwing). They must not stay `queued`
+ * forever: mark what is still pending failed and refund it.
+ */
+export async function consumeSendDeadLetters(batch: MessageBatch<unknown>, env: Env): Promise<void> {
+  const ids = batch.messages.flatMap((queued) => {
+    const parsed = sendQueueMessageSchema.safeParse(queued.body);
+    return parsed.success ? [parsed.data.message_id] : [];
+  });
+  if (ids.length > 0) {
+    const marks = ids.map((_, i) => `?${i + 1}`).join(", ");
+    const [messageRows, recipientRows] = await env.DB.batch([
+      env.DB.prepare(`SELECT * FROM messages WHERE id IN (${marks}) AND status IN ('queued', 'deferred')`).bind(...ids),
+      env.DB.prepare(`SELECT message_id, email, status FROM message_recipients WHERE message_id IN (${marks}) AND status IN ('queued', 'deferred')`).bind(...ids),
+    ]);
+    const pendingOf = new Map<string, string[]>();
+    for (const row of (recipientRows?.results ?? []) as RecipientRow[]) pendingOf.set(row.message_id, [...(pendingOf.get(row.message_id) ?? []), row.email]);
+    const dispositions = ((messageRows?.results ?? []) as MessageRow[]).map((message) =>
+      recordOutcome(
+        env,
+        message,
+        pendingOf.get(message.id) ?? [],
+        { ok: false, kind: "temporary", stage: "connect", connectionError: true, code: 0, response: "delivery abandoned after repeated processing errors" },
+        true,
+      ),
+    );
+    const statements = dispositions.flatMap((disposition) => disposition.statements);
+    if (statements.length > 0) await env.DB.batch(statements);
+    await dispatchAll(env, dispositions.flatMap((disposition) => disposition.events));
+  }
+  batch.ackAll();
+}

@@ -1,0 +1,165 @@
+import { env } from "cloudflare:workers";
+import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test";
+import { describe, expect, it } from "vitest";
+import { chargeStatements } from "../../src/domain/credits/ledger";
+import { SmtpTransport } from "../../src/domain/transport/smtp";
+import { consumeSendBatch, consumeSendDeadLetters } from "../../src/queues/send";
+import { call, createAccount, json } from "../helpers";
+import { eventually, messageOf, sendBalance, sinkMessagesTo, sinkRule, verifiedDomain } from "./helpers";
+
+const rcpt = (label: string) => `${label}-${crypto.randomUUID().slice(0, 8)}@example.net`;
+
+async function setup() {
+  const account = await createAccount({ send_credits: 10 });
+  const domain = await verifiedDomain(account.api_key);
+  return { account, key: account.api_key, from: `hello@${domain.name}`, domainId: domain.id };
+}
+
+async function send(key: string, from: string, to: string) {
+  const response = await call("/api/v1/send", { key, body: { from, to: [to], subject: "Delivery test", text: "Hello" } });
+  expect(response.status).toBe(202);
+  return (await json<{ id: string }>(response)).id;
+}
+
+const settled = (key: string, id: string) =>
+  eventually(async () => {
+    const message = await messageOf(key, id);
+    return ["queued", "deferred"].includes(message.status) ? undefined : message;
+  }, 15_000);
+
+async function ledgerOf(id: string) {
+  const rows = await env.DB.prepare("SELECT kind, amount FROM credit_ledger WHERE reference_id = ?1 OR reference_id LIKE ?1 || ':%' ORDER BY created_at").bind(id).all();
+  return rows.results;
+}
+
+describe("delivery through the send queue to the provider", () => {
+  it("retries after a 451 and delivers, charged once", async () => {
+    const { key, from } = await setup();
+    const to = rcpt("greylisted");
+    await sinkRule({ match: to, phase: "rcpt", responses: [{ code: 451, message: "4.7.1 Greylisted, try again later" }] });
+    const id = await send(key, from, to);
+    const message = await settled(key, id);
+    expect(message.status).toBe("sent");
+    expect(message.attempts).toBe(2);
+    expect(message.recipients).toEqual([{ email: to, status: "sent", smtp_response: expect.stringMatching(/^250/) }]);
+    expect(await sinkMessagesTo(to)).toHaveLength(1);
+    expect(await ledgerOf(id)).toEqual([{ kind: "charge", amount: -1 }]);
+    expect(await sendBalance(key)).toBe(9);
+    expect(message.events.map((event) => event.type)).toEqual(["relay.sent"]);
+  });
+
+  it("bounces on 550 5.1.1: refunds the credit, suppresses the address, and skips it next time without charging", async () => {
+    const { key, from } = await setup();
+    const to = rcpt("nobody");
+    await sinkRule({ match: to, phase: "rcpt", responses: [{ code: 550, message: "5.1.1 <nobody>: Recipient address rejected: User unknown" }] });
+    const id = await send(key, from, to);
+    const message = await settled(key, id);
+    expect(message.status).toBe("bounced");
+    expect(message.recipients[0]).toMatchObject({ status: "bounced", smtp_response: expect.stringContaining("550 5.1.1") });
+    expect(message.events.map((event) => event.type)).toEqual(["relay.bounced"]);
+    expect(message.events[0]!.data).toMatchObject({ recipient: to, bounce_type: "hard", smtp_code: 550, enhanced_code: "5.1.1" });
+    expect(await ledgerOf(id)).toEqual([
+      { kind: "charge", amount: -1 },
+      { kind: "refund", amount: 1 },
+    ]);
+    expect(await sendBalance(key)).toBe(10);
+
+    const suppressions = await json<{ data: { email: string; reason: string }[] }>(await call(`/api/v1/suppressions?email=${encodeURIComponent(to)}`, { key }));
+    expect(suppressions.data).toMatchObject([{ email: to, reason: "bounce" }]);
+    const next = await json(await call("/api/v1/send", { key, body: { from, to: [to], subject: "again", text: "x" } }));
+    expect(next).toMatchObject({ status: "suppressed", credits_charged: 0 });
+    expect(await sendBalance(key)).toBe(10);
+  });
+
+  it("gives up after the last attempt when the provider keeps refusing: failed, refunded, relay.failed", async () => {
+    const { key, from } = await setup();
+    const to = rcpt("unavailable");
+    await sinkRule({ match: to, phase: "rcpt", responses: [{ code: 421, message: "4.3.2 Service not available, closing channel" }], times: 3 });
+    const id = await send(key, from, to);
+    const message = await settled(key, id);
+    expect(message.status).toBe("failed");
+    expect(message.attempts).toBe(3);
+    expect(message.events.map((event) => event.type)).toEqual(["relay.failed"]);
+    expect(await ledgerOf(id)).toEqual([
+      { kind: "charge", amount: -1 },
+      { kind: "refund", amount: 1 },
+    ]);
+    expect(await sinkMessagesTo(to)).toEqual([]);
+  }, 20_000);
+});
+
+/** A stored, charged message that is not on the queue, so the consumer can be driven step by step. */
+async function storedMessage(accountId: string, domainId: string, from: string, to: string) {
+  const id = `msg_direct${crypto.randomUUID().replace(/-/g, "").slice(0, 16)}`;
+  const content = JSON.stringify({ kind: "compose", to: [to], text: "Hello", variables: {}, attachments: [] });
+  await env.DB.batch([
+    ...chargeStatements(env.DB, { accountId, balance: "send", amount: 1, referenceId: id }),
+    env.DB.prepare(
+      `INSERT INTO messages (id, account_id, source, status, from_address, domain_id, subject, tags, metadata, content, credits_charged)
+       VALUES (?1, ?2, 'api', 'queued', ?3, ?4, 'Direct', '[]', '{}', ?5, 1)`,
+    ).bind(id, accountId, from, domainId, content),
+    env.DB.prepare("INSERT INTO message_recipients (message_id, email, account_id, status) VALUES (?1, ?2, ?3, 'queued')").bind(id, to, accountId),
+  ]);
+  return id;
+}
+
+const unreachable = () => new SmtpTransport({ host: "127.0.0.1", port: 9, secure: "off", connectTimeoutMs: 1000 });
+
+describe("the send consumer", () => {
+  it("retries a connection failure with doubling delays, then fails and refunds", async () => {
+    const { account, key, from, domainId } = await setup();
+    const id = await storedMessage(account.id, domainId, from, rcpt("down"));
+    const delays: (number | undefined)[] = [];
+    for (let attempt = 1; attempt <= 3; attempt++) {
+      const batch = createMessageBatch("mailforge-send", [{ id: `q${attempt}`, timestamp: new Date(), attempts: attempt, body: { message_id: id } }]);
+      const ctx = createExecutionContext();
+      // getQueueResult reports that a message was retried but not its delay, so the delay is read off the call.
+      const queued = batch.messages[0]!;
+      const retry = queued.retry.bind(queued);
+      let delay: number | undefined;
+      Object.defineProperty(queued, "retry", { value: (options?: QueueRetryOptions) => ((delay = options?.delaySeconds), retry(options)) });
+      await consumeSendBatch(batch, env, unreachable());
+      const result = await getQueueResult(batch, ctx);
+      expect(result.retryMessages.length + result.explicitAcks.length).toBe(1);
+      delays.push(delay);
+    }
+    expect(delays).toEqual([1, 2, undefined]);
+    const message = await messageOf(key, id);
+    expect(message).toMatchObject({ status: "failed", attempts: 3 });
+    expect(message.recipients[0]!.status).toBe("failed");
+    expect(await ledgerOf(id)).toEqual([
+      { kind: "charge", amount: -1 },
+      { kind: "refund", amount: 1 },
+    ]);
+  });
+
+  it("does nothing for a message that was already delivered (at-least-once redelivery)", async () => {
+    const { key, from } = await setup();
+    const to = rcpt("once");
+    const id = await send(key, from, to);
+    await settled(key, id);
+    const batch = createMessageBatch("mailforge-send", [{ id: "dup", timestamp: new Date(), attempts: 2, body: { message_id: id } }]);
+    const ctx = createExecutionContext();
+    await consumeSendBatch(batch, env);
+    expect((await getQueueResult(batch, ctx)).explicitAcks).toEqual(["dup"]);
+    expect(await sinkMessagesTo(to)).toHaveLength(1);
+  });
+
+  it("drops unreadable queue bodies instead of retrying them forever", async () => {
+    const batch = createMessageBatch("mailforge-send", [{ id: "junk", timestamp: new Date(), attempts: 1, body: { nope: true } }]);
+    const ctx = createExecutionContext();
+    await consumeSendBatch(batch, env, unreachable());
+    expect((await getQueueResult(batch, ctx)).explicitAcks).toEqual(["junk"]);
+  });
+
+  it("a message that lands in the dead-letter queue is marked failed and refunded, never left queued", async () => {
+    const { account, key, from, domainId } = await setup();
+    const id = await storedMessage(account.id, domainId, from, rcpt("dlq"));
+    const batch = createMessageBatch("mailforge-send-dlq", [{ id: "dead", timestamp: new Date(), attempts: 6, body: { message_id: id } }]);
+    await consumeSendDeadLetters(batch, env);
+    const message = await messageOf(key, id);
+    expect(message.status).toBe("failed");
+    expect(message.events.map((event) => event.type)).toEqual(["relay.failed"]);
+    expect(await sendBalance(key)).toBe(10);
+  });
+});

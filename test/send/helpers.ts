@@ -1,0 +1,71 @@
+import { env } from "cloudflare:workers";
+import { expect } from "vitest";
+import { call, json } from "../helpers";
+
+type DomainRecord = { type: string; name: string; value: string; purpose: string; status: string };
+export type Domain = { id: string; name: string; status: string; records: DomainRecord[] };
+
+/** Publishes records in the dev DoH server's zone, as a user would at their DNS host. */
+export async function publish(name: string, records: { TXT?: string[]; MX?: { priority: number; exchange: string }[] }) {
+  const response = await fetch(`${env.TEST_DOH_ADMIN_URL}/zone/${encodeURIComponent(name)}`, { method: "PUT", body: JSON.stringify(records) });
+  expect(response.status).toBe(200);
+}
+
+export async function unpublish(name: string) {
+  await fetch(`${env.TEST_DOH_ADMIN_URL}/zone/${encodeURIComponent(name)}`, { method: "DELETE" });
+}
+
+export async function publishRecords(domain: Domain) {
+  for (const record of domain.records) await publish(record.name, { TXT: [record.value] });
+}
+
+let counter = 0;
+export const uniqueDomain = (label: string) => `${label}-${Date.now().toString(36)}-${counter++}.send-test`;
+
+/** A domain added, its records published and verified: what a user does before the first send. */
+export async function verifiedDomain(apiKey: string, name = uniqueDomain("acme")): Promise<Domain> {
+  const created = await call("/api/v1/domains", { key: apiKey, body: { name } });
+  expect(created.status).toBe(201);
+  const domain = await json<Domain>(created);
+  await publishRecords(domain);
+  const verified = await json<Domain>(await call(`/api/v1/domains/${domain.id}/verify`, { key: apiKey, method: "POST" }));
+  expect(verified.status).toBe("verified");
+  return verified;
+}
+
+export type SinkMessage = { id: string; rcpt_to: string[]; mail_from: string; subject: string | null; message_id: string | null };
+
+export async function sinkMessagesTo(address: string): Promise<SinkMessage[]> {
+  const response = await fetch(`${env.TEST_SINK_HTTP_URL}/api/messages?to=${encodeURIComponent(address)}`);
+  return (await json<{ data: SinkMessage[] }>(response)).data;
+}
+
+export async function sinkRaw(id: string): Promise<string> {
+  return (await fetch(`${env.TEST_SINK_HTTP_URL}/api/messages/${id}/raw`)).text();
+}
+
+export async function sinkRule(rule: { match: string; phase: "mail" | "rcpt" | "data"; responses: { code: number; message: string }[]; times?: number }) {
+  const response = await fetch(`${env.TEST_SINK_HTTP_URL}/api/rules`, { method: "POST", body: JSON.stringify(rule), headers: { "Content-Type": "application/json" } });
+  expect(response.status).toBeLessThan(300);
+}
+
+/** Polls until `check` returns a value (the queue consumer runs in the background of the runtime). */
+export async function eventually<T>(check: () => Promise<T | undefined>, timeoutMs = 10_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error("condition not met in time");
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+export async function messageOf(apiKey: string, id: string) {
+  return json<{ status: string; recipients: { email: string; status: string; smtp_response: string | null }[]; events: { type: string; id: string; data: Record<string, unknown> }[]; attempts: number; smtp_response: string | null }>(
+    await call(`/api/v1/messages/${id}`, { key: apiKey }),
+  );
+}
+
+export async function sendBalance(apiKey: string): Promise<number> {
+  return (await json<{ balances: { send: { balance: number } } }>(await call("/api/v1/me", { key: apiKey }))).balances.send.balance;
+}

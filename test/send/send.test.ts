@@ -1,0 +1,250 @@
+import { env } from "cloudflare:workers";
+import PostalMime from "postal-mime";
+import { describe, expect, it } from "vitest";
+import { ADMIN_TOKEN, call, createAccount, createKey, json } from "../helpers";
+import { eventually, messageOf, sendBalance, sinkMessagesTo, sinkRaw, verifiedDomain } from "./helpers";
+
+const pdf = btoa("%PDF-1.4 tiny test document");
+
+async function setup(overrides: Record<string, unknown> = {}) {
+  const account = await createAccount({ send_credits: 100, ...overrides });
+  const domain = await verifiedDomain(account.api_key);
+  return { account, domain, key: account.api_key, from: `Acme <hello@${domain.name}>` };
+}
+
+const rcpt = (label: string) => `${label}-${crypto.randomUUID().slice(0, 8)}@example.net`;
+
+describe("POST /send", () => {
+  it("sends a templated message with placeholders, an attachment and a tag to the provider, DKIM-signed with one-click unsubscribe", async () => {
+    const { key, from, domain } = await setup();
+    const template = await json<{ id: string; variables: string[] }>(
+      await call("/api/v1/templates", {
+        key,
+        body: { name: "welcome", subject: "Welcome, {{first_name|friend}}", html: "<p>Hi {{first_name}}, your plan: {{plan|free}}</p>", text: "Hi {{first_name}}" },
+      }),
+    );
+    expect(template.variables).toEqual(["first_name", "plan"]);
+    const to = rcpt("ann");
+    const response = await call("/api/v1/send", {
+      key,
+      body: {
+        from,
+        to: [to],
+        reply_to: "support@example.org",
+        template_id: template.id,
+        variables: { first_name: "<Ann & Co>" },
+        tags: ["welcome"],
+        metadata: { user_id: "42" },
+        attachments: [{ filename: "terms.pdf", content: pdf, content_type: "application/pdf" }],
+      },
+    });
+    expect(response.status).toBe(202);
+    const accepted = await json(response);
+    expect(accepted).toEqual({ id: expect.stringMatching(/^msg_/), recipients: [{ email: to, status: "queued" }], credits_charged: 1, status: "queued", test_mode: false });
+
+    const [delivered] = await eventually(async () => ((await sinkMessagesTo(to)).length > 0 ? sinkMessagesTo(to) : undefined));
+    expect(delivered!.mail_from).toBe(`hello@${domain.name}`);
+    const raw = await sinkRaw(delivered!.id);
+    expect(raw).toMatch(new RegExp(`^DKIM-Signature: v=1; a=rsa-sha256; c=relaxed/relaxed;\\r\\n d=${domain.name.replace(/\./g, "\\.")}; s=mf\\d{6};`));
+    const parsed = await PostalMime.parse(raw);
+    expect(parsed.subject).toBe("Welcome, <Ann & Co>");
+    expect(parsed.html).toContain("Hi &lt;Ann &amp; Co&gt;, your plan: free");
+    expect(parsed.text?.trim()).toBe("Hi <Ann & Co>");
+    expect(parsed.from).toEqual({ name: "Acme", address: `hello@${domain.name}` });
+    expect(parsed.replyTo?.[0]?.address).toBe("support@example.org");
+    expect(parsed.messageId).toBe(`<${accepted.id}@${domain.name}>`);
+    expect(parsed.attachments).toHaveLength(1);
+    expect(parsed.attachments[0]).toMatchObject({ filename: "terms.pdf", mimeType: "application/pdf" });
+    const unsubscribe = parsed.headers.find((header) => header.key === "list-unsubscribe")!.value;
+    expect(unsubscribe).toMatch(/^<http:\/\/127\.0\.0\.1:8787\/u\/[^>]+>$/);
+    expect(parsed.headers.find((header) => header.key === "list-unsubscribe-post")?.value).toBe("List-Unsubscribe=One-Click");
+
+    const message = await eventually(async () => {
+      const current = await messageOf(key, accepted.id as string);
+      return current.status === "sent" ? current : undefined;
+    });
+    expect(message.recipients).toEqual([{ email: to, status: "sent", smtp_response: expect.stringMatching(/^250/) }]);
+    expect(message.events.map((event) => event.type)).toEqual(["relay.sent"]);
+    expect(message.events[0]!.data).toMatchObject({ message_id: accepted.id, tags: ["welcome"], metadata: { user_id: "42" }, source: "api" });
+
+    // The one-click link works as RFC 8058 describes: a POST unsubscribes, and the address is then skipped.
+    const path = new URL(unsubscribe.slice(1, -1)).pathname;
+    const page = await call(path);
+    expect(page.status).toBe(200);
+    const oneClick = await call(path, { method: "POST", body: "List-Unsubscribe=One-Click", headers: { "Content-Type": "application/x-www-form-urlencoded" } });
+    expect(oneClick.status).toBe(200);
+    const again = await json(await call("/api/v1/send", { key, body: { from, to: [to], subject: "again", text: "x" } }));
+    expect(again).toMatchObject({ status: "suppressed", credits_charged: 0, recipients: [{ email: to, status: "suppressed" }] });
+    expect((await call(`/u/${path.slice(3)}x`, { method: "POST" })).status).toBe(404);
+  });
+
+  it("charges one credit per deliverable recipient and lists them", async () => {
+    const { key, from } = await setup();
+    const to = [rcpt("a"), rcpt("b"), rcpt("c")];
+    const before = await sendBalance(key);
+    const accepted = await json(await call("/api/v1/send", { key, body: { from, to, subject: "Hello", text: "Hi" } }));
+    expect(accepted).toMatchObject({ credits_charged: 3, status: "queued" });
+    expect(await sendBalance(key)).toBe(before - 3);
+    const ledger = await env.DB.prepare("SELECT kind, amount, reference_id FROM credit_ledger WHERE reference_id = ?").bind(accepted.id).all();
+    expect(ledger.results).toEqual([{ kind: "charge", amount: -3, reference_id: accepted.id }]);
+  });
+
+  it.each([
+    ["an unverified from domain", { from: "a@unverified.example" }, 403, "domain_not_verified"],
+    ["a malformed from", { from: "not an address" }, 422, "from"],
+    ["a malformed recipient", { to: ["ok@example.net", "bad@@example.net"] }, 422, "to.1"],
+    ["51 recipients", { to: Array.from({ length: 51 }, (_, i) => `r${i}@example.net`) }, 422, "to"],
+    ["no recipients", { to: [] }, 422, "to"],
+    ["CRLF in the subject", { subject: "Hi\r\nBcc: victim@example.net" }, 422, "subject"],
+    ["CRLF in the from name", { from: "Acme\r\nBcc: x@y.z <hello@x.com>" }, 422, "from"],
+    ["bad base64", { attachments: [{ filename: "a.txt", content: "not*base64!", content_type: "text/plain" }] }, 422, "attachments.0.content"],
+    ["a bad content type", { attachments: [{ filename: "a.txt", content: "aGk=", content_type: "text" }] }, 422, "attachments.0.content_type"],
+    ["an unknown template_id", { template_id: "tpl_missing", text: undefined }, 422, "template_id"],
+    ["no body", { text: undefined }, 422, "html"],
+    ["an unknown field", { bcc: ["x@example.net"] }, 422, "body"],
+  ])("refuses %s with a clear error", async (_name, change, status, field) => {
+    const { key, from } = await setup();
+    const body = { from, to: [rcpt("x")], subject: "Hi", text: "Hello", ...change };
+    const response = await call("/api/v1/send", { key, body });
+    expect(response.status).toBe(status);
+    const error = await json<{ code: string; message: string; errors?: Record<string, string[]> }>(response);
+    if (status === 422) expect(Object.keys(error.errors ?? {})).toContain(field);
+    else expect(error.code).toBe(field);
+    expect(error.message.length).toBeGreaterThan(5);
+    expect(await sendBalance(key)).toBe(100);
+  });
+
+  it("refuses attachments over 10 MB with 413 and charges nothing", async () => {
+    const { key, from } = await setup();
+    const big = btoa("x".repeat(3 * 1024 * 1024));
+    const response = await call("/api/v1/send", {
+      key,
+      body: { from, to: [rcpt("big")], subject: "big", text: "x", attachments: [1, 2, 3, 4].map((i) => ({ filename: `${i}.bin`, content: big, content_type: "application/octet-stream" })) },
+    });
+    expect(response.status).toBe(413);
+    expect(await json(response)).toMatchObject({ code: "payload_too_large" });
+    expect(await sendBalance(key)).toBe(100);
+  });
+
+  it("needs the email_api and smtp_relay features and the send scope", async () => {
+    const { account, key, from } = await setup();
+    await call(`/admin/v1/accounts/${account.id}`, { key: ADMIN_TOKEN, method: "PATCH", body: { features: ["email_api"] } });
+    const refused = await call("/api/v1/send", { key, body: { from, to: [rcpt("f")], subject: "x", text: "x" } });
+    expect(refused.status).toBe(403);
+    expect(await json(refused)).toMatchObject({ code: "feature_disabled" });
+    await call(`/admin/v1/accounts/${account.id}`, { key: ADMIN_TOKEN, method: "PATCH", body: { features: ["email_api", "smtp_relay"] } });
+    const verifyOnly = await createKey(key, { name: "v", scopes: ["verify"] });
+    expect((await call("/api/v1/send", { key: verifyOnly.key, body: { from, to: [rcpt("f")], subject: "x", text: "x" } })).status).toBe(403);
+  });
+
+  it("accepts a send whose recipients are all suppressed without charging, with relay.suppressed events", async () => {
+    const { key, from } = await setup();
+    const to = rcpt("gone");
+    expect((await call("/api/v1/suppressions", { key, body: { email: to.toUpperCase(), reason: "manual" } })).status).toBe(201);
+    const response = await call("/api/v1/send", { key, body: { from, to: [to], subject: "x", text: "x" } });
+    expect(response.status).toBe(202);
+    const accepted = await json(response);
+    expect(accepted).toMatchObject({ credits_charged: 0, status: "suppressed", recipients: [{ email: to, status: "suppressed" }] });
+    expect(await sendBalance(key)).toBe(100);
+    const message = await messageOf(key, accepted.id as string);
+    expect(message.status).toBe("suppressed");
+    expect(message.events.map((event) => event.type)).toEqual(["relay.suppressed"]);
+  });
+
+  it("charges exactly the balance under 50 concurrent sends: 20 accepted, 30 refused with 402, balance 0", async () => {
+    const { key, from } = await setup({ send_credits: 20, rate_limit_per_minute: 1000, daily_send_limit: 1000 });
+    const responses = await Promise.all(Array.from({ length: 50 }, (_, i) => call("/api/v1/send", { key, body: { from, to: [rcpt(`c${i}`)], subject: "x", text: "x" } })));
+    const statuses = responses.map((response) => response.status);
+    expect(statuses.filter((status) => status === 202)).toHaveLength(20);
+    expect(statuses.filter((status) => status === 402)).toHaveLength(30);
+    const refused = await json(responses.find((response) => response.status === 402)!);
+    expect(refused).toMatchObject({ code: "insufficient_credits", message: expect.stringContaining("Not enough sending credits") });
+    expect(await sendBalance(key)).toBe(0);
+    const rows = await env.DB.prepare("SELECT count(*) AS n FROM messages").first<{ n: number }>();
+    expect(rows?.n).toBeGreaterThanOrEqual(20);
+  });
+
+  it("stops at the daily sending limit with 429 and Retry-After until midnight UTC, and does not count refused sends", async () => {
+    const { key, from } = await setup({ daily_send_limit: 3, send_credits: 2 });
+    expect((await call("/api/v1/send", { key, body: { from, to: [rcpt("d1"), rcpt("d2")], subject: "x", text: "x" } })).status).toBe(202);
+    expect((await call("/api/v1/send", { key, body: { from, to: [rcpt("d3")], subject: "x", text: "x" } })).status).toBe(402);
+    const { account } = { account: await json<{ id: string }>(await call("/api/v1/me", { key })) };
+    await call(`/admin/v1/accounts/${account.id}/credits`, { key: ADMIN_TOKEN, body: { send: 10 } });
+    expect((await call("/api/v1/send", { key, body: { from, to: [rcpt("d4")], subject: "x", text: "x" } })).status).toBe(202);
+    const limited = await call("/api/v1/send", { key, body: { from, to: [rcpt("d5")], subject: "x", text: "x" } });
+    expect(limited.status).toBe(429);
+    expect(await json(limited)).toMatchObject({ code: "daily_limit_reached" });
+    const retryAfter = Number(limited.headers.get("Retry-After"));
+    const midnight = new Date();
+    midnight.setUTCHours(24, 0, 0, 0);
+    expect(Math.abs(retryAfter - (midnight.getTime() - Date.now()) / 1000)).toBeLessThan(5);
+  });
+
+  it("replays the first response for the same Idempotency-Key and body, 409 for another body", async () => {
+    const { key, from } = await setup();
+    const body = { from, to: [rcpt("idem")], subject: "once", text: "x" };
+    const headers = { "Idempotency-Key": "order-1042" };
+    const [first, second] = await Promise.all([call("/api/v1/send", { key, body, headers }), call("/api/v1/send", { key, body, headers })]);
+    expect(first.status).toBe(202);
+    expect(second.status).toBe(202);
+    const [a, b] = [await json(first), await json(second)];
+    expect(a.id).toBe(b.id);
+    expect(await sendBalance(key)).toBe(99);
+    const third = await call("/api/v1/send", { key, body, headers });
+    expect(third.headers.get("Idempotent-Replayed")).toBe("true");
+    expect((await json(third)).id).toBe(a.id);
+    const conflict = await call("/api/v1/send", { key, body: { ...body, subject: "changed" }, headers });
+    expect(conflict.status).toBe(409);
+    expect(await json(conflict)).toMatchObject({ code: "idempotency_conflict" });
+  });
+});
+
+describe("test mode", () => {
+  it("sk_test_ keys simulate each outcome by recipient, never deliver and never charge", async () => {
+    const { key, from } = await setup();
+    const testKey = await createKey(key, { name: "sandbox", mode: "test" });
+    const delivered = `delivered-${crypto.randomUUID().slice(0, 6)}@example.net`;
+    const response = await call("/api/v1/send", {
+      key: testKey.key,
+      body: { from, to: [delivered, "bounced@example.net", "complained@example.net"], subject: "sandbox", text: "x" },
+    });
+    expect(response.status).toBe(202);
+    const accepted = await json(response);
+    expect(accepted).toMatchObject({ credits_charged: 0, test_mode: true });
+    const message = await eventually(async () => {
+      const current = await messageOf(key, accepted.id as string);
+      return current.status === "queued" ? undefined : current;
+    });
+    expect(message.status).toBe("delivered");
+    expect(Object.fromEntries(message.recipients.map((r) => [r.email.split("-")[0]!.split("@")[0], r.status]))).toEqual({ delivered: "delivered", bounced: "bounced", complained: "delivered" });
+    expect(message.events.map((event) => event.type).sort()).toEqual(["relay.bounced", "relay.complained", "relay.delivered", "relay.delivered", "relay.sent"]);
+    expect(await sinkMessagesTo(delivered)).toEqual([]);
+    expect(await sendBalance(key)).toBe(100);
+  });
+});
+
+describe("GET /messages", () => {
+  it("filters by status, recipient, tag and date, paginates with a cursor, and hides other accounts' messages", async () => {
+    const { key, from } = await setup();
+    const alice = rcpt("alice");
+    for (let i = 0; i < 3; i++) await call("/api/v1/send", { key, body: { from, to: [i === 0 ? alice : rcpt(`m${i}`)], subject: `m${i}`, text: "x", tags: i === 1 ? ["promo"] : [] } });
+    const page1 = await json<{ data: { subject: string }[]; has_more: boolean; next_cursor: string }>(await call("/api/v1/messages?limit=2", { key }));
+    expect(page1.data.map((m) => m.subject)).toEqual(["m2", "m1"]);
+    expect(page1.has_more).toBe(true);
+    const page2 = await json<{ data: { subject: string }[]; has_more: boolean }>(await call(`/api/v1/messages?limit=2&cursor=${page1.next_cursor}`, { key }));
+    expect(page2.data.map((m) => m.subject)).toEqual(["m0"]);
+    expect(page2.has_more).toBe(false);
+    expect((await json<{ data: { subject: string }[] }>(await call(`/api/v1/messages?to=${encodeURIComponent(alice.toUpperCase())}`, { key }))).data.map((m) => m.subject)).toEqual(["m0"]);
+    expect((await json<{ data: { subject: string }[] }>(await call("/api/v1/messages?tag=promo", { key }))).data.map((m) => m.subject)).toEqual(["m1"]);
+    const today = new Date().toISOString().slice(0, 10);
+    expect((await json<{ data: unknown[] }>(await call(`/api/v1/messages?created_after=${today}&created_before=${today}`, { key }))).data).toHaveLength(3);
+    expect((await json<{ data: unknown[] }>(await call("/api/v1/messages?created_before=2000-01-01", { key }))).data).toHaveLength(0);
+    expect((await call("/api/v1/messages?cursor=garbage", { key })).status).toBe(422);
+    expect((await call("/api/v1/messages?status=lost", { key })).status).toBe(422);
+
+    const other = await createAccount();
+    expect((await json<{ data: unknown[] }>(await call("/api/v1/messages", { key: other.api_key }))).data).toEqual([]);
+    const id = (await json<{ data: { id: string }[] }>(await call("/api/v1/messages?limit=1", { key }))).data[0]!.id;
+    expect((await call(`/api/v1/messages/${id}`, { key: other.api_key })).status).toBe(404);
+  });
+});
