@@ -228,7 +228,7 @@ export const suppressions = sqliteTable(
     sourceMessageId: text("source_message_id"),
     createdAt: createdAt(),
   },
-  (t) => [primaryKey({ columns: [t.accountId, t.email] })],
+  (t) => [primaryKey({ columns: [t.accountId, t.email] }), index("suppressions_account_created").on(t.accountId, t.createdAt)],
 );
 
 export const smtpCredentials = sqliteTable(
@@ -362,7 +362,12 @@ export const contacts = sqliteTable(
     createdAt: createdAt(),
     updatedAt: updatedAt(),
   },
-  (t) => [uniqueIndex("contacts_account_email").on(t.accountId, t.emailKey), index("contacts_account_created").on(t.accountId, t.createdAt)],
+  (t) => [
+    uniqueIndex("contacts_account_email").on(t.accountId, t.emailKey),
+    index("contacts_account_created").on(t.accountId, t.createdAt),
+    // Suppressions are keyed by the fully lower-cased address; this finds every contact of one (bounce, complaint).
+    index("contacts_account_email_lower").on(t.accountId, sql`lower(${t.emailKey})`),
+  ],
 );
 
 export const lists = sqliteTable(
@@ -401,6 +406,8 @@ export const contactImports = sqliteTable(
     status: text("status", { enum: ["pending", "processing", "completed", "failed"] }).notNull(),
     mapping: text("mapping", { mode: "json" }).$type<Record<string, string>>().notNull(),
     inputKey: text("input_key").notNull(),
+    // Byte offset in the CSV of the first record not yet imported: where the next chunk resumes.
+    inputOffset: integer("input_offset").notNull().default(0),
     total: integer("total").notNull().default(0),
     processed: integer("processed").notNull().default(0),
     created: integer("created").notNull().default(0),

@@ -1,0 +1,502 @@
+import { and, eq, gt, sql } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
+import { contacts, lists, listMembers, suppressions } from "../db/schema";
+import {
+  CONTACT_TEXT_MAX_LENGTH,
+  CUSTOM_FIELD_KEY_MAX_LENGTH,
+  addToListsSql,
+  contactFromSql,
+  contactReadStatement,
+  contactSelection,
+  contactStatuses,
+  contactTextFields,
+  contactUpsertSql,
+  customFieldsProblem,
+  mergeCustomFields,
+  serializeContact,
+  sqlStatement,
+  type ContactSqlRow,
+  type ContactTextField,
+  type ContactUpsert,
+} from "../domain/contacts/contacts";
+import { contactAddress, type ContactAddress } from "../domain/contacts/email";
+import { createContactImport, findContactImport, serializeContactImport, type ImportMapping } from "../domain/contacts/import";
+import { base64ToBytes } from "../lib/crypto";
+import { AppError, notFound, validationError, type FieldErrors } from "../errors";
+import { newId } from "../lib/ids";
+import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
+import { keysetPage, pageOf } from "../lib/pagination";
+
+/** An address as a contact takes it; the error names the broken rule. */
+export const ContactEmailSchema = z
+  .string()
+  .max(320)
+  .superRefine((value, ctx) => {
+    const address = contactAddress(value);
+    if ("error" in address) ctx.addIssue({ code: "custom", message: address.error });
+  })
+  .openapi({ example: "jane@example.com" });
+
+const TextFieldSchema = z
+  .string()
+  .trim()
+  .max(CONTACT_TEXT_MAX_LENGTH)
+  .nullable()
+  .optional()
+  .openapi({ description: "On update, `null` or an empty string clears the field; leaving it out keeps it" });
+
+const CustomFieldValueSchema = z.union([z.string().max(2048), z.number(), z.boolean(), z.null()], {
+  error: "Custom field values are strings, numbers, booleans or null (to remove the field); objects and arrays are not allowed",
+});
+
+export const CustomFieldsSchema = z
+  .record(z.string().min(1).max(CUSTOM_FIELD_KEY_MAX_LENGTH), CustomFieldValueSchema)
+  .superRefine((patch, ctx) => {
+    const problem = customFieldsProblem(patch);
+    if (problem) ctx.addIssue({ code: "custom", message: problem });
+  })
+  .openapi({
+    description: "Flat object of strings, numbers and booleans (at most 50 keys, 8 KB as JSON). Merged into the stored fields on update; `null` removes a key.",
+    example: { plan: "pro", seats: 12, trial: false },
+  });
+
+const ListIdsSchema = z.array(z.string().min(1).max(64)).max(100).openapi({ description: "Ids of lists to add the contact to" });
+
+const ContactInputSchema = z
+  .object({
+    email: ContactEmailSchema,
+    first_name: TextFieldSchema,
+    last_name: TextFieldSchema,
+    company: TextFieldSchema,
+    phone: TextFieldSchema,
+    country: TextFieldSchema,
+    custom_fields: CustomFieldsSchema.optional(),
+    lists: ListIdsSchema.optional(),
+  })
+  .strict()
+  .openapi("ContactInput");
+
+const ContactPatchSchema = z
+  .object({
+    email: ContactEmailSchema.optional(),
+    first_name: TextFieldSchema,
+    last_name: TextFieldSchema,
+    company: TextFieldSchema,
+    phone: TextFieldSchema,
+    country: TextFieldSchema,
+    custom_fields: CustomFieldsSchema.optional(),
+    status: z
+      .enum(["subscribed", "unsubscribed"])
+      .optional()
+      .openapi({ description: "Resubscribe or unsubscribe from campaigns. A suppressed address cannot be resubscribed." }),
+  })
+  .strict()
+  .refine((body) => Object.keys(body).length > 0, { message: "Send at least one field to change" })
+  .openapi("ContactPatch");
+
+export const ContactSchema = z
+  .object({
+    id: z.string().openapi({ example: "con_3kTz9Qm1bX7cV2nL8pR4sD" }),
+    email: z.string(),
+    first_name: z.string().nullable(),
+    last_name: z.string().nullable(),
+    company: z.string().nullable(),
+    phone: z.string().nullable(),
+    country: z.string().nullable(),
+    custom_fields: z.record(z.string(), z.union([z.string(), z.number(), z.boolean()])),
+    status: z.enum(contactStatuses).openapi({ description: "Suppressed addresses are stored `unsubscribed`; bounces and complaints set `bounced` / `complained`" }),
+    lists: z.array(z.string()).openapi({ description: "Ids of the lists the contact is in" }),
+    created_at: Timestamp,
+    updated_at: Timestamp,
+  })
+  .openapi("Contact");
+
+const ContactListQuery = PaginationQuery.extend({
+  email: z
+    .string()
+    .max(320)
+    .optional()
+    .openapi({
+      param: { name: "email", in: "query" },
+      description: "Look one contact up by address (domain compared without case). Answers a list of 0 or 1 contact.",
+    }),
+  list_id: z.string().min(1).max(64).optional().openapi({ param: { name: "list_id", in: "query" } }),
+  status: z.enum(contactStatuses).optional().openapi({ param: { name: "status", in: "query" } }),
+  created_after: z
+    .union([z.iso.datetime({ offset: true }), z.iso.date()])
+    .optional()
+    .openapi({ param: { name: "created_after", in: "query" }, description: "ISO 8601 date-time or date (UTC midnight)" }),
+});
+
+const ContactImportSchema = z
+  .object({
+    id: z.string().openapi({ example: "imp_7bQ2mX9kL1cV4nT8pR3sZa" }),
+    status: z.enum(["pending", "processing", "completed", "failed"]),
+    list_id: z.string().nullable(),
+    total: z.number().int().openapi({ description: "Rows below the header (blank lines not counted)" }),
+    processed: z.number().int(),
+    created: z.number().int(),
+    updated: z.number().int(),
+    failed: z.number().int(),
+    error: z.string().nullable().openapi({ description: "Why the whole import failed, when it did" }),
+    errors: z
+      .array(z.object({ row: z.number().int(), message: z.string() }))
+      .openapi({ description: "The first 100 rejected rows; `row` counts as a spreadsheet does (the header is row 1)" }),
+    created_at: Timestamp,
+    updated_at: Timestamp,
+  })
+  .openapi("ContactImport");
+
+const MappingSchema = z
+  .record(z.string().min(1).max(100), z.string().min(1).max(200))
+  .openapi({
+    description:
+      "Contact field → header of the CSV column. Fields: `email` (required), `first_name`, `last_name`, `company`, `phone`, `country`, `custom_fields.<name>`. " +
+      "Without a mapping, columns whose header names a contact field (`Email`, `E-mail`, `First name`, …) are imported and the others ignored.",
+    example: { email: "E-mail", first_name: "First", "custom_fields.plan": "Plan" },
+  });
+
+const ImportJsonSchema = z
+  .object({
+    file: z.string().min(1).openapi({ description: "The CSV as a data URI: `data:text/csv;base64,…`" }),
+    mapping: MappingSchema.optional(),
+    list_id: z.string().min(1).max(64).optional().openapi({ description: "Add every imported contact to this list" }),
+  })
+  .strict()
+  .openapi("ContactImportRequest");
+
+const ImportFormSchema = z
+  .object({
+    file: z.instanceof(File, { message: "Attach the CSV file as the `file` field" }).openapi({ type: "string", format: "binary" }),
+    mapping: z.string().max(20_000).optional().openapi({ description: "The mapping as a JSON object (see the JSON form)" }),
+    list_id: z.string().min(1).max(64).optional(),
+  })
+  .strict();
+
+const createContact = keyedRoute("contacts", {
+  method: "post",
+  path: "/contacts",
+  tags: ["Contacts"],
+  summary: "Create a contact, or update the one with this address",
+  description:
+    "The address is the key: trimmed, and its domain compared without case (`Jane@Example.com` updates `Jane@example.com`). " +
+    "Given fields replace the stored ones, `custom_fields` are merged, `lists` are added. A suppressed address is stored `unsubscribed`.",
+  request: { body: jsonBody(ContactInputSchema) },
+  responses: {
+    200: jsonResponse(ContactSchema, "The contact existed and was updated"),
+    201: jsonResponse(ContactSchema, "The contact was created"),
+  },
+});
+
+const listContacts = keyedRoute("contacts", {
+  method: "get",
+  path: "/contacts",
+  tags: ["Contacts"],
+  summary: "List contacts, newest first, or look one up by `email`",
+  request: { query: ContactListQuery },
+  responses: { 200: jsonResponse(paginated(ContactSchema, "ContactPage"), "A page of contacts"), 404: errorResponse("No such list (`list_id`)") },
+});
+
+const getContact = keyedRoute("contacts", {
+  method: "get",
+  path: "/contacts/{id}",
+  tags: ["Contacts"],
+  summary: "One contact",
+  request: { params: IdParam("con") },
+  responses: { 200: jsonResponse(ContactSchema, "The contact"), 404: errorResponse("No such contact") },
+});
+
+const updateContact = keyedRoute("contacts", {
+  method: "patch",
+  path: "/contacts/{id}",
+  tags: ["Contacts"],
+  summary: "Change a contact's fields, address or subscription",
+  request: { params: IdParam("con"), body: jsonBody(ContactPatchSchema) },
+  responses: {
+    200: jsonResponse(ContactSchema, "The contact as changed"),
+    404: errorResponse("No such contact"),
+    409: errorResponse("Another contact has this address"),
+  },
+});
+
+const deleteContact = keyedRoute("contacts", {
+  method: "delete",
+  path: "/contacts/{id}",
+  tags: ["Contacts"],
+  summary: "Delete a contact and its list memberships",
+  description: "Removes the personal data. A suppression of the address stays, so it is still never mailed.",
+  request: { params: IdParam("con") },
+  responses: { 200: jsonResponse(z.object({ id: z.string(), deleted: z.literal(true) }), "Deleted"), 404: errorResponse("No such contact") },
+});
+
+const importContacts = keyedRoute("contacts", {
+  method: "post",
+  path: "/contacts/import",
+  tags: ["Contacts"],
+  summary: "Import contacts from a CSV file",
+  description:
+    "Send the CSV as multipart/form-data (`file`, optional `mapping` as JSON, `list_id`) or as JSON with a data URI. " +
+    "UTF-8, comma, semicolon or tab separated, header row first. The header and mapping are checked now (422); rows are imported " +
+    "in the background, each created or updated by address; poll `GET /contacts/import/{id}`. Empty cells leave stored values alone.",
+  request: {
+    body: {
+      required: false,
+      content: { "multipart/form-data": { schema: ImportFormSchema }, "application/json": { schema: ImportJsonSchema } },
+    },
+  },
+  responses: { 202: jsonResponse(ContactImportSchema, "Accepted; `status` is `pending`"), 413: errorResponse("The file is larger than 50 MB") },
+});
+
+const getImport = keyedRoute("contacts", {
+  method: "get",
+  path: "/contacts/import/{id}",
+  tags: ["Contacts"],
+  summary: "Progress and result of an import",
+  request: { params: IdParam("imp") },
+  responses: { 200: jsonResponse(ContactImportSchema, "The import"), 404: errorResponse("No such import") },
+});
+
+/** The validated address of a body field the schema already checked. */
+function addressOf(email: string): ContactAddress {
+  const address = contactAddress(email);
+  if ("error" in address) throw validationError({ email: [address.error] });
+  return address;
+}
+
+/** Text fields present in the body; an empty string clears like null. */
+function givenTextFields(body: Partial<Record<ContactTextField, string | null | undefined>>) {
+  const fields: Partial<Record<ContactTextField, string | null>> = {};
+  for (const field of contactTextFields) {
+    const value = body[field];
+    if (value !== undefined) fields[field] = value === "" ? null : value;
+  }
+  return fields;
+}
+
+function parseMappingField(raw: string): ImportMapping {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(raw);
+  } catch {
+    throw validationError({ mapping: ["Send the mapping as a JSON object, e.g. {\"email\": \"E-mail\"}"] });
+  }
+  const result = MappingSchema.safeParse(parsed);
+  if (!result.success) throw validationError({ mapping: result.error.issues.map((issue) => issue.message) });
+  return result.data;
+}
+
+function decodeCsvDataUri(file: string): Uint8Array {
+  const invalid = (reason: string) => validationError({ file: [reason] }, `The file cannot be read: ${reason}`);
+  const match = /^data:([^,]*),/i.exec(file.slice(0, 1024));
+  if (!match) throw invalid("Not a data URI; send data:text/csv;base64,<content>");
+  if (!match[1]!.split(";").some((part) => part.trim().toLowerCase() === "base64")) {
+    throw invalid("The data URI is not base64-encoded; send data:text/csv;base64,<content>");
+  }
+  const content = file.slice(match[0].length).replace(/\s+/g, "");
+  if (content.length % 4 !== 0 || !/^[A-Za-z0-9+/]*={0,2}$/.test(content)) throw invalid("The content is not valid base64");
+  return base64ToBytes(content);
+}
+
+export const contactRoutes = createRouter()
+  .openapi(createContact, async (c) => {
+    const body = c.req.valid("json");
+    const accountId = c.get("auth").account.id;
+    const address = addressOf(body.email);
+    const listIds = [...new Set(body.lists ?? [])];
+    const db = drizzle(c.env.DB);
+
+    // One round trip for what must be checked before writing: the lists exist here, and the merged custom fields fit.
+    if (listIds.length > 0 || body.custom_fields) {
+      const [existing, owned] = await db.batch([
+        db
+          .select({ customFields: contacts.customFields })
+          .from(contacts)
+          .where(and(eq(contacts.accountId, accountId), eq(contacts.emailKey, address.key))),
+        db
+          .select({ id: lists.id })
+          .from(lists)
+          .where(and(eq(lists.accountId, accountId), sql`${lists.id} IN (SELECT value FROM json_each(${JSON.stringify(listIds)}))`)),
+      ]);
+      const errors: FieldErrors = {};
+      const ownedIds = new Set(owned.map((list) => list.id));
+      (body.lists ?? []).forEach((id, index) => {
+        if (!ownedIds.has(id)) errors[`lists.${index}`] = ["No list with this id in your account"];
+      });
+      const problem = body.custom_fields && customFieldsProblem(mergeCustomFields(existing[0]?.customFields ?? {}, body.custom_fields));
+      if (problem) errors.custom_fields = [problem];
+      if (Object.keys(errors).length > 0) throw validationError(errors);
+    }
+
+    const fields = givenTextFields(body);
+    const upsert: ContactUpsert = { id: newId("con"), address, fields, ...(body.custom_fields ? { customFields: body.custom_fields } : {}) };
+    const d1 = c.env.DB;
+    const [written, , saved] = await d1.batch([
+      sqlStatement(
+        d1,
+        contactUpsertSql(accountId, [upsert], {
+          columns: Object.keys(fields) as ContactTextField[],
+          onExisting: "overwrite",
+          ...(body.custom_fields ? { customFieldsPatch: body.custom_fields } : {}),
+        }),
+      ),
+      sqlStatement(d1, addToListsSql(accountId, address.key, listIds)),
+      contactReadStatement(d1, sql`c.account_id = ${accountId} AND c.email_key = ${address.key}`),
+    ]);
+    const row = saved?.results[0];
+    if (!row) throw new AppError("internal_error", "The contact was written but could not be read back");
+    const contact = contactFromSql(row as ContactSqlRow);
+    // A new address keeps the id minted here; an existing one returns its own.
+    const writtenId = (written?.results[0] as { id: string } | undefined)?.id;
+    return c.json(serializeContact(contact), writtenId === upsert.id ? 201 : 200);
+  })
+  .openapi(listContacts, async (c) => {
+    const query = c.req.valid("query");
+    const accountId = c.get("auth").account.id;
+    const db = drizzle(c.env.DB);
+    const conditions = [eq(contacts.accountId, accountId)];
+    if (query.email !== undefined) {
+      const address = contactAddress(query.email);
+      if ("error" in address) throw validationError({ "query.email": [address.error] });
+      conditions.push(eq(contacts.emailKey, address.key));
+    }
+    if (query.status) conditions.push(eq(contacts.status, query.status));
+    if (query.created_after) conditions.push(gt(contacts.createdAt, new Date(query.created_after).toISOString()));
+    if (query.list_id) conditions.push(sql`${contacts.id} IN (SELECT ${listMembers.contactId} FROM ${listMembers} WHERE ${listMembers.listId} = ${query.list_id})`);
+    const page = keysetPage({ createdAt: contacts.createdAt, id: contacts.id }, query.cursor);
+
+    const [list, rows] = await db.batch([
+      db
+        .select({ id: lists.id })
+        .from(lists)
+        .where(and(eq(lists.id, query.list_id ?? ""), eq(lists.accountId, accountId))),
+      db
+        .select(contactSelection)
+        .from(contacts)
+        .where(and(...conditions, page.where))
+        .orderBy(...page.orderBy)
+        .limit(query.limit + 1),
+    ]);
+    if (query.list_id && list.length === 0) throw notFound("List");
+    return c.json(pageOf(rows, query.limit, serializeContact), 200);
+  })
+  .openapi(getContact, async (c) => {
+    const row = await drizzle(c.env.DB)
+      .select(contactSelection)
+      .from(contacts)
+      .where(and(eq(contacts.id, c.req.valid("param").id), eq(contacts.accountId, c.get("auth").account.id)))
+      .get();
+    if (!row) throw notFound("Contact");
+    return c.json(serializeContact(row), 200);
+  })
+  .openapi(updateContact, async (c) => {
+    const body = c.req.valid("json");
+    const { id } = c.req.valid("param");
+    const accountId = c.get("auth").account.id;
+    const db = drizzle(c.env.DB);
+    const newAddress = body.email !== undefined ? addressOf(body.email) : undefined;
+    const where = and(eq(contacts.id, id), eq(contacts.accountId, accountId));
+
+    // One round trip: the contact, whoever holds the new address already, and whether either address is suppressed.
+    const [found, holders, newSuppressed] = await db.batch([
+      db
+        .select({
+          emailKey: contacts.emailKey,
+          customFields: contacts.customFields,
+          status: contacts.status,
+          suppressed: sql<number>`EXISTS (SELECT 1 FROM suppressions AS s WHERE s.account_id = ${accountId} AND s.email = lower("contacts"."email_key"))`.mapWith(Number),
+        })
+        .from(contacts)
+        .where(where),
+      db
+        .select({ id: contacts.id })
+        .from(contacts)
+        .where(and(eq(contacts.accountId, accountId), eq(contacts.emailKey, newAddress?.key ?? ""))),
+      db
+        .select({ email: suppressions.email })
+        .from(suppressions)
+        .where(and(eq(suppressions.accountId, accountId), eq(suppressions.email, newAddress?.suppressionKey ?? ""))),
+    ]);
+    const current = found[0];
+    if (!current) throw notFound("Contact");
+    const addressChanges = newAddress !== undefined && newAddress.key !== current.emailKey;
+    if (addressChanges && holders.some((holder) => holder.id !== id)) {
+      throw new AppError("conflict", "Another contact already has this address", { errors: { email: ["Another contact already has this address"] } });
+    }
+    const suppressed = addressChanges ? newSuppressed.length > 0 : current.suppressed === 1;
+
+    const errors: FieldErrors = {};
+    const customFields = body.custom_fields && mergeCustomFields(current.customFields, body.custom_fields);
+    const problem = customFields && customFieldsProblem(customFields);
+    if (problem) errors.custom_fields = [problem];
+    if (body.status === "subscribed" && suppressed) {
+      errors.status = ["The address is on the suppression list; remove it there (DELETE /suppressions/{email}) before resubscribing"];
+    }
+    if (Object.keys(errors).length > 0) throw validationError(errors);
+
+    let status = body.status ?? current.status;
+    if (suppressed && status === "subscribed") status = "unsubscribed";
+    const fields = givenTextFields(body);
+    const [, saved] = await db.batch([
+      db
+        .update(contacts)
+        .set({
+          ...(newAddress ? { email: newAddress.email, emailKey: newAddress.key } : {}),
+          firstName: fields.first_name,
+          lastName: fields.last_name,
+          company: fields.company,
+          phone: fields.phone,
+          country: fields.country,
+          // Merged in SQL from the stored value, so a concurrent update of other keys is not lost.
+          ...(body.custom_fields ? { customFields: sql`json_patch(${contacts.customFields}, ${JSON.stringify(body.custom_fields)})` } : {}),
+          status,
+          updatedAt: sql`(strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))`,
+        })
+        .where(where),
+      db.select(contactSelection).from(contacts).where(where),
+    ]);
+    const contact = saved[0];
+    if (!contact) throw notFound("Contact");
+    return c.json(serializeContact(contact), 200);
+  })
+  .openapi(deleteContact, async (c) => {
+    const { id } = c.req.valid("param");
+    const accountId = c.get("auth").account.id;
+    const db = drizzle(c.env.DB);
+    const [, deleted] = await db.batch([
+      db.delete(listMembers).where(sql`${listMembers.contactId} IN (SELECT ${contacts.id} FROM ${contacts} WHERE ${contacts.id} = ${id} AND ${contacts.accountId} = ${accountId})`),
+      db
+        .delete(contacts)
+        .where(and(eq(contacts.id, id), eq(contacts.accountId, accountId)))
+        .returning({ id: contacts.id }),
+    ]);
+    if (deleted.length === 0) throw notFound("Contact");
+    return c.json({ id, deleted: true as const }, 200);
+  })
+  .openapi(importContacts, async (c) => {
+    const contentType = c.req.header("content-type") ?? "";
+    const accountId = c.get("auth").account.id;
+    let input: { bytes: Uint8Array; mapping?: ImportMapping; listId?: string };
+    if (/^multipart\/form-data/i.test(contentType)) {
+      const form = c.req.valid("form");
+      // The validated type merges both body schemas; the form's own schema guarantees a File and a string here.
+      if (!(form.file instanceof File)) throw validationError({ file: ["Attach the CSV file as the `file` field"] });
+      input = {
+        bytes: new Uint8Array(await form.file.arrayBuffer()),
+        ...(typeof form.mapping === "string" ? { mapping: parseMappingField(form.mapping) } : {}),
+        ...(form.list_id ? { listId: form.list_id } : {}),
+      };
+    } else if (/^application\/json/i.test(contentType)) {
+      const body = c.req.valid("json");
+      if (typeof body.file !== "string" || typeof body.mapping === "string") throw validationError({ file: ["Send the file as a data URI"] });
+      input = { bytes: decodeCsvDataUri(body.file), ...(body.mapping ? { mapping: body.mapping } : {}), ...(body.list_id ? { listId: body.list_id } : {}) };
+    } else {
+      throw validationError({ body: ["Send the CSV as multipart/form-data (field `file`) or as JSON with a data URI in `file`"] });
+    }
+    const created = await createContactImport(c.env, accountId, input);
+    return c.json(serializeContactImport({ ...created, errors: [] }), 202);
+  })
+  .openapi(getImport, async (c) => {
+    const found = await findContactImport(drizzle(c.env.DB), c.get("auth").account.id, c.req.valid("param").id);
+    if (!found) throw notFound("Import");
+    return c.json(serializeContactImport(found), 200);
+  });

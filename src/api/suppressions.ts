@@ -1,0 +1,161 @@
+import { and, desc, eq, lt, or, type SQL } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
+import { suppressions } from "../db/schema";
+import { contactAddress } from "../domain/contacts/email";
+import { normalizeSuppressionEmail, suppressionReasons, suppressionStatements } from "../domain/suppressions/suppressions";
+import { AppError, notFound, validationError } from "../errors";
+import { createRouter, errorResponse, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
+import { decodeCursor, encodeCursor } from "../lib/pagination";
+
+const SuppressionSchema = z
+  .object({
+    email: z.string().openapi({ example: "jane@example.com", description: "Trimmed and lower-cased as a whole: every spelling of the mailbox is suppressed" }),
+    reason: z.enum(suppressionReasons),
+    source_message_id: z.string().nullable().openapi({ description: "The message that bounced or was complained about" }),
+    created_at: Timestamp,
+  })
+  .openapi("Suppression");
+
+const CreateSuppressionSchema = z
+  .object({
+    email: z
+      .string()
+      .max(320)
+      .superRefine((value, ctx) => {
+        const address = contactAddress(value);
+        if ("error" in address) ctx.addIssue({ code: "custom", message: address.error });
+      })
+      .openapi({ example: "jane@example.com" }),
+    reason: z.enum(suppressionReasons).default("manual"),
+  })
+  .strict()
+  .openapi("CreateSuppression");
+
+const EmailParam = z.object({
+  email: z
+    .string()
+    .min(1)
+    .max(320)
+    .openapi({ param: { name: "email", in: "path" }, example: "jane@example.com", description: "URL-encoded; compared as lower-cased" }),
+});
+
+const listSuppressions = keyedRoute("send", {
+  method: "get",
+  path: "/suppressions",
+  tags: ["Suppressions"],
+  summary: "The suppression list, newest first",
+  description: "Suppressed addresses are skipped (and not charged) by every send, and stored `unsubscribed` as contacts.",
+  request: {
+    query: PaginationQuery.extend({
+      email: z.string().max(320).optional().openapi({ param: { name: "email", in: "query" }, description: "Only this address (0 or 1 entry)" }),
+    }),
+  },
+  responses: { 200: jsonResponse(paginated(SuppressionSchema, "SuppressionPage"), "A page of entries") },
+});
+
+const addSuppression = keyedRoute("send", {
+  method: "post",
+  path: "/suppressions",
+  tags: ["Suppressions"],
+  summary: "Suppress an address",
+  description: "Idempotent: an address already on the list keeps its first entry (200). Contacts of the address become `unsubscribed`.",
+  request: { body: jsonBody(CreateSuppressionSchema) },
+  responses: {
+    200: jsonResponse(SuppressionSchema, "Already suppressed; the existing entry"),
+    201: jsonResponse(SuppressionSchema, "Suppressed"),
+  },
+});
+
+const removeSuppression = keyedRoute("send", {
+  method: "delete",
+  path: "/suppressions/{email}",
+  tags: ["Suppressions"],
+  summary: "Allow mail to an address again",
+  description: "Contacts of the address keep their status; resubscribe one with `PATCH /contacts/{id}`.",
+  request: { params: EmailParam },
+  responses: { 200: jsonResponse(SuppressionSchema.extend({ deleted: z.literal(true) }), "Removed"), 404: errorResponse("The address is not suppressed") },
+});
+
+type SuppressionRow = typeof suppressions.$inferSelect;
+
+const serializeSuppression = (row: SuppressionRow) => ({
+  email: row.email,
+  reason: row.reason,
+  source_message_id: row.sourceMessageId,
+  created_at: row.createdAt,
+});
+
+// Keyset on (created_at, email); the email is URI-encoded in the cursor because `|` is legal in a local part.
+function suppressionPageWhere(cursor: string | undefined): SQL | undefined {
+  if (!cursor) return undefined;
+  const position = decodeCursor(cursor);
+  let email: string;
+  try {
+    email = decodeURIComponent(position.id);
+  } catch {
+    throw validationError({ "query.cursor": ["Invalid cursor; pass next_cursor from the previous page"] });
+  }
+  return or(lt(suppressions.createdAt, position.createdAt), and(eq(suppressions.createdAt, position.createdAt), lt(suppressions.email, email)));
+}
+
+export const suppressionRoutes = createRouter()
+  .openapi(listSuppressions, async (c) => {
+    const query = c.req.valid("query");
+    const rows = await drizzle(c.env.DB)
+      .select()
+      .from(suppressions)
+      .where(
+        and(
+          eq(suppressions.accountId, c.get("auth").account.id),
+          query.email !== undefined ? eq(suppressions.email, normalizeSuppressionEmail(query.email)) : undefined,
+          suppressionPageWhere(query.cursor),
+        ),
+      )
+      .orderBy(desc(suppressions.createdAt), desc(suppressions.email))
+      .limit(query.limit + 1)
+      .all();
+    const page = rows.slice(0, query.limit);
+    const last = page.at(-1);
+    const hasMore = rows.length > query.limit;
+    return c.json(
+      {
+        data: page.map(serializeSuppression),
+        has_more: hasMore,
+        next_cursor: hasMore && last ? encodeCursor({ createdAt: last.createdAt, id: encodeURIComponent(last.email) }) : null,
+      },
+      200,
+    );
+  })
+  .openapi(addSuppression, async (c) => {
+    const body = c.req.valid("json");
+    const accountId = c.get("auth").account.id;
+    const email = normalizeSuppressionEmail(body.email);
+    const d1 = c.env.DB;
+    const [inserted, , entry] = await d1.batch<SuppressionRow>([
+      ...suppressionStatements(d1, { accountId, email: body.email, reason: body.reason }),
+      entryStatement(d1, accountId, email),
+    ]);
+    const row = entry?.results[0];
+    if (!inserted || !row) throw new AppError("internal_error", "The suppression was written but could not be read back");
+    return c.json(serializeSuppression(row), inserted.meta.changes > 0 ? 201 : 200);
+  })
+  .openapi(removeSuppression, async (c) => {
+    const row = await drizzle(c.env.DB)
+      .delete(suppressions)
+      .where(and(eq(suppressions.accountId, c.get("auth").account.id), eq(suppressions.email, normalizeSuppressionEmail(c.req.valid("param").email))))
+      .returning()
+      .get();
+    if (!row) throw notFound("Suppression");
+    return c.json({ ...serializeSuppression(row), deleted: true as const }, 200);
+  });
+
+/** The entry as it stands after the batch, read in the same round trip (aliased to the row type's names). */
+function entryStatement(d1: D1Database, accountId: string, email: string): D1PreparedStatement {
+  return d1
+    .prepare(
+      `SELECT account_id AS accountId, email, reason, source_message_id AS sourceMessageId, created_at AS createdAt
+       FROM suppressions WHERE account_id = ?1 AND email = ?2`,
+    )
+    .bind(accountId, email);
+}
+

@@ -1,0 +1,423 @@
+// Contact imports: a CSV accepted by the API (header and mapping checked, rows counted, file stored in R2), then
+// imported by the verify-queue consumer in chunks. Each chunk is one D1 batch: the contact upserts, the list
+// memberships, the row errors and the import's progress (byte offset and counters) commit together, and the
+// progress update only applies if the offset is still where the chunk started. So a redelivered or duplicated
+// message can neither skip rows nor count them twice, and a crash resumes from the last committed chunk.
+
+import { and, asc, eq, sql, type SQL } from "drizzle-orm";
+import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
+import { z } from "zod";
+import { contactImportErrors, contactImports } from "../../db/schema";
+import { validationError, type FieldErrors } from "../../errors";
+import { newId } from "../../lib/ids";
+import {
+  CONTACT_TEXT_MAX_LENGTH,
+  CUSTOM_FIELD_KEY_MAX_LENGTH,
+  CUSTOM_FIELDS_MAX_KEYS,
+  contactTextFields,
+  contactUpsertSql,
+  customFieldsProblem,
+  addMembersByKeySql,
+  ownedListIds,
+  sqlStatement,
+  type ContactTextField,
+  type ContactUpsert,
+  type CustomFields,
+} from "./contacts";
+import { bomLength, csvRecords, detectDelimiter, type CsvRecord } from "./csv";
+import { contactAddress } from "./email";
+
+export type ContactImport = typeof contactImports.$inferSelect;
+export type ImportMapping = Record<string, string>;
+
+export const contactImportMessageSchema = z.object({
+  kind: z.literal("contact_import"),
+  import_id: z.string().min(1),
+  /** Byte offset the import had reached when the message was sent (informational: D1 holds the truth). */
+  offset: z.number().int().nonnegative(),
+});
+export type ContactImportMessage = z.infer<typeof contactImportMessageSchema>;
+
+const CUSTOM_FIELD_PREFIX = "custom_fields.";
+/** The header must fit in this many bytes; it is re-read by every chunk. */
+const HEADER_MAX_BYTES = 64 * 1024;
+/** Errors kept per import (all failures are counted). */
+export const IMPORT_ERRORS_KEPT = 100;
+
+export const importTuning = {
+  /** Records per chunk: one D1 batch, one transaction. */
+  rowsPerChunk: 2_000,
+  /** Rows per INSERT … SELECT statement (each statement's rows travel as one bound JSON parameter). */
+  rowsPerStatement: 500,
+  /** R2 range read per chunk; a single record larger than this fails the import. */
+  windowBytes: 1024 * 1024,
+  /** Wall time a queue invocation spends before handing over to a fresh message. */
+  invocationBudgetMs: 20_000,
+};
+
+/** Which column of the file feeds which contact field. */
+export type ImportColumns = {
+  email: number;
+  text: [ContactTextField, number][];
+  custom: [string, number][];
+};
+
+const simplify = (name: string) => name.toLowerCase().replace(/[^a-z0-9]/g, "");
+
+// Header names recognised when no mapping is sent, compared after `simplify` ("E-mail" → "email").
+const headerAliases: Record<"email" | ContactTextField, string[]> = {
+  email: ["email", "emailaddress", "mail"],
+  first_name: ["firstname", "first", "givenname", "forename"],
+  last_name: ["lastname", "last", "surname", "familyname"],
+  company: ["company", "companyname", "organization", "organisation"],
+  phone: ["phone", "phonenumber", "mobile", "telephone"],
+  country: ["country", "countrycode"],
+};
+
+/** The mapping used when the request sends none: recognised header names only, other columns are not imported. */
+export function guessMapping(header: string[]): ImportMapping {
+  const mapping: ImportMapping = {};
+  for (const [target, aliases] of Object.entries(headerAliases)) {
+    const column = header.find((name) => aliases.includes(simplify(name)));
+    if (column !== undefined) mapping[target] = column;
+  }
+  return mapping;
+}
+
+/** Resolves a mapping (`{field: header name}`) against the header: exact name first, then ignoring case. */
+export function resolveColumns(header: string[], mapping: ImportMapping): ImportColumns | { errors: FieldErrors } {
+  const errors: FieldErrors = {};
+  const columns: ImportColumns = { email: -1, text: [], custom: [] };
+  for (const [target, name] of Object.entries(mapping)) {
+    const path = `mapping.${target}`;
+    let index = header.indexOf(name.trim());
+    if (index === -1) index = header.findIndex((column) => column.toLowerCase() === name.trim().toLowerCase());
+    if (index === -1) {
+      (errors[path] ??= []).push(`The file's header has no column "${name}" (columns: ${header.map((column) => `"${column}"`).join(", ")})`);
+      continue;
+    }
+    if (target === "email") columns.email = index;
+    else if ((contactTextFields as readonly string[]).includes(target)) columns.text.push([target as ContactTextField, index]);
+    else if (target.startsWith(CUSTOM_FIELD_PREFIX) && target.length > CUSTOM_FIELD_PREFIX.length) {
+      const key = target.slice(CUSTOM_FIELD_PREFIX.length);
+      if (key.length > CUSTOM_FIELD_KEY_MAX_LENGTH) (errors[path] ??= []).push(`Custom field names are at most ${CUSTOM_FIELD_KEY_MAX_LENGTH} characters`);
+      else columns.custom.push([key, index]);
+    } else {
+      (errors[path] ??= []).push(`Unknown field; map to email, ${contactTextFields.join(", ")} or custom_fields.<name>`);
+    }
+  }
+  if (columns.custom.length > CUSTOM_FIELDS_MAX_KEYS) (errors.mapping ??= []).push(`At most ${CUSTOM_FIELDS_MAX_KEYS} custom fields can be mapped`);
+  if (columns.email === -1 && !errors["mapping.email"]) {
+    (errors["mapping.email"] ??= []).push(
+      Object.keys(mapping).length === 0 || !("email" in mapping)
+        ? `No email column: name one "email" or send mapping.email (columns: ${header.map((column) => `"${column}"`).join(", ")})`
+        : "Map a column to email",
+    );
+  }
+  return Object.keys(errors).length > 0 ? { errors } : columns;
+}
+
+type Header = { names: string[]; delimiter: number; dataStart: number };
+
+/** The header record of a file (from its first bytes), or why there is none. */
+export function readHeader(head: Uint8Array, atEnd: boolean): Header | { error: string } {
+  const start = bomLength(head);
+  const delimiter = detectDelimiter(head, start);
+  const first = csvRecords(head, { start, delimiter, atEnd }).next();
+  if (first.done) {
+    return { error: atEnd ? "The file is empty: it needs a header row and at least one contact" : `The header row is longer than ${HEADER_MAX_BYTES / 1024} KB` };
+  }
+  return { names: first.value.fields.map((name) => name.trim()), delimiter, dataStart: first.value.end };
+}
+
+type RowOutcome = { upsert: ContactUpsert } | { error: string };
+
+/** One record as a contact to upsert, or the reason it cannot be imported. Empty cells are "no data". */
+export function importRow(record: CsvRecord, columns: ImportColumns): RowOutcome {
+  if (record.unterminatedQuote) return { error: "A quoted field is never closed, so the rest of the file was read as this row" };
+  const cell = (index: number) => (record.fields[index] ?? "").trim();
+  const email = cell(columns.email);
+  if (email === "") return { error: "The email cell is empty" };
+  const address = contactAddress(email);
+  if ("error" in address) return { error: address.error };
+
+  const fields: ContactUpsert["fields"] = {};
+  for (const [field, index] of columns.text) {
+    const value = cell(index);
+    if (value.length > CONTACT_TEXT_MAX_LENGTH) return { error: `${field} is longer than ${CONTACT_TEXT_MAX_LENGTH} characters` };
+    if (value !== "") fields[field] = value;
+  }
+  const custom: CustomFields = {};
+  for (const [key, index] of columns.custom) {
+    const value = cell(index);
+    if (value !== "") custom[key] = value;
+  }
+  const problem = customFieldsProblem(custom);
+  if (problem) return { error: problem };
+  return { upsert: { id: newId("con"), address, fields, ...(columns.custom.length > 0 ? { customFields: custom } : {}) } };
+}
+
+/** Why bytes are not a CSV file we can read (a workbook, binary, not UTF-8), or undefined. */
+function binaryFileProblem(bytes: Uint8Array): string | undefined {
+  if (bytes[0] === 0x50 && bytes[1] === 0x4b && bytes[2] === 0x03 && bytes[3] === 0x04) {
+    return "This is a ZIP archive (an .xlsx workbook?); export the sheet as CSV";
+  }
+  if (bytes.includes(0)) return "The file is binary, not CSV text";
+  try {
+    // Refused rather than imported with replacement characters in names and addresses.
+    new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes);
+  } catch {
+    return "The file is not UTF-8 text; export it as \"CSV UTF-8\"";
+  }
+  return undefined;
+}
+
+export const importObjectKey = (accountId: string, importId: string) => `contact-imports/${accountId}/${importId}.csv`;
+
+/**
+ * Accepts an import: checks the header, the mapping and the list, counts the records (so `total` is known from
+ * the start), stores the file in R2 and queues the first chunk. Problems with the file as a whole are a 422 now;
+ * problems with single rows are reported per row by the import.
+ */
+export async function createContactImport(
+  env: Env,
+  accountId: string,
+  input: { bytes: Uint8Array; mapping?: ImportMapping; listId?: string },
+): Promise<ContactImport> {
+  const { bytes } = input;
+  if (bytes.length === 0) throw validationError({ file: ["The file is empty"] }, "The file cannot be imported");
+  const problem = binaryFileProblem(bytes);
+  if (problem) throw validationError({ file: [problem] }, "The file cannot be imported");
+  const header = readHeader(bytes.subarray(0, HEADER_MAX_BYTES), bytes.length <= HEADER_MAX_BYTES);
+  if ("error" in header) throw validationError({ file: [header.error] }, "The file cannot be imported");
+  const mapping = input.mapping ?? guessMapping(header.names);
+  const columns = resolveColumns(header.names, mapping);
+  if ("errors" in columns) throw validationError(columns.errors, "The mapping does not fit the file");
+
+  let total = 0;
+  const records = csvRecords(bytes, { start: header.dataStart, delimiter: header.delimiter, atEnd: true });
+  while (!records.next().done) total++;
+  if (total === 0) throw validationError({ file: ["The file has a header but no rows to import"] }, "The file cannot be imported");
+
+  const db = drizzle(env.DB);
+  if (input.listId && !(await ownedListIds(db, accountId, [input.listId])).has(input.listId)) {
+    throw validationError({ list_id: ["No list with this id in your account"] });
+  }
+
+  const id = newId("imp");
+  const inputKey = importObjectKey(accountId, id);
+  await env.BLOBS.put(inputKey, bytes, { httpMetadata: { contentType: "text/csv" } });
+  const created = await db
+    .insert(contactImports)
+    .values({ id, accountId, listId: input.listId ?? null, status: "pending", mapping, inputKey, inputOffset: header.dataStart, total })
+    .returning()
+    .get();
+  const message: ContactImportMessage = { kind: "contact_import", import_id: id, offset: header.dataStart };
+  await env.VERIFY_QUEUE.send(message);
+  return created;
+}
+
+export async function findContactImport(db: DrizzleD1Database, accountId: string, importId: string) {
+  const [rows, errors] = await db.batch([
+    db
+      .select()
+      .from(contactImports)
+      .where(and(eq(contactImports.id, importId), eq(contactImports.accountId, accountId))),
+    db
+      .select({ row: contactImportErrors.row, message: contactImportErrors.message })
+      .from(contactImportErrors)
+      .where(eq(contactImportErrors.importId, importId))
+      .orderBy(asc(contactImportErrors.row))
+      .limit(IMPORT_ERRORS_KEPT),
+  ]);
+  const found = rows[0];
+  return found && { ...found, errors };
+}
+
+export function serializeContactImport(row: ContactImport & { errors: { row: number; message: string }[] }) {
+  return {
+    id: row.id,
+    status: row.status,
+    list_id: row.listId,
+    total: row.total,
+    processed: row.processed,
+    created: row.created,
+    updated: row.updated,
+    failed: row.failed,
+    error: row.error,
+    errors: row.errors,
+    created_at: row.createdAt,
+    updated_at: row.updatedAt,
+  };
+}
+
+export type ImportRunResult =
+  | { state: "failed" | "missing" }
+  /** D1's rows_read and rows_written (table rows and index entries) of this invocation's chunks: what D1 bills. */
+  | ({ state: "completed" } & D1Usage)
+  /** Another delivery of the same import committed this chunk first; this one stops. */
+  | { state: "superseded" }
+  /** Out of time for this invocation: continue from `offset` with a new message. */
+  | ({ state: "continue"; offset: number } & D1Usage);
+
+type D1Usage = { rowsRead: number; rowsWritten: number };
+
+const nowSql = sql.raw(`strftime('%Y-%m-%dT%H:%M:%fZ', 'now')`);
+
+/** Marks an import failed (a file-level problem, or a chunk that kept failing) and drops its file. */
+export async function failContactImport(env: Env, importId: string, reason: string): Promise<void> {
+  const db = drizzle(env.DB);
+  const row = await db
+    .update(contactImports)
+    .set({ status: "failed", error: reason, updatedAt: sql`${nowSql}` })
+    .where(and(eq(contactImports.id, importId), sql`${contactImports.status} IN ('pending', 'processing')`))
+    .returning({ inputKey: contactImports.inputKey })
+    .get();
+  if (row) await env.BLOBS.delete(row.inputKey);
+}
+
+/**
+ * Imports chunks of one import until it is done or `deadline` (epoch ms) has passed. Resumes from the offset D1
+ * holds, whatever offset the message carried, so a retried message picks up after the last committed chunk.
+ */
+export async function runContactImport(
+  env: Env,
+  importId: string,
+  options: { deadline: number; tuning?: Partial<typeof importTuning> },
+): Promise<ImportRunResult> {
+  const tuning = { ...importTuning, ...options.tuning };
+  const db = drizzle(env.DB);
+  const job = await db.select().from(contactImports).where(eq(contactImports.id, importId)).get();
+  if (!job) return { state: "missing" };
+  if (job.status === "completed" || job.status === "failed") {
+    // A crash between the last commit and the delete would otherwise leave the file behind.
+    await env.BLOBS.delete(job.inputKey);
+    return job.status === "completed" ? { state: "completed", rowsRead: 0, rowsWritten: 0 } : { state: "failed" };
+  }
+
+  const stored = await env.BLOBS.head(job.inputKey);
+  const head = stored && (await env.BLOBS.get(job.inputKey, { range: { offset: 0, length: Math.min(HEADER_MAX_BYTES, stored.size) } }));
+  if (!stored || !head) {
+    await failContactImport(env, importId, "The uploaded file is no longer in storage");
+    return { state: "failed" };
+  }
+  const size = stored.size;
+  const header = readHeader(new Uint8Array(await head.arrayBuffer()), size <= HEADER_MAX_BYTES);
+  const columns = "error" in header ? undefined : resolveColumns(header.names, job.mapping);
+  if ("error" in header || !columns || "errors" in columns) {
+    // Checked at upload, so only a file changed in storage gets here.
+    await failContactImport(env, importId, "The file's header no longer matches the mapping");
+    return { state: "failed" };
+  }
+  if (job.status === "pending") {
+    await db
+      .update(contactImports)
+      .set({ status: "processing", updatedAt: sql`${nowSql}` })
+      .where(and(eq(contactImports.id, importId), eq(contactImports.status, "pending")))
+      .run();
+  }
+
+  let { inputOffset: offset, processed, failed } = job;
+  const usage: D1Usage = { rowsRead: 0, rowsWritten: 0 };
+  for (;;) {
+    const length = Math.min(tuning.windowBytes, size - offset);
+    const atEnd = offset + length >= size;
+    let bytes = new Uint8Array(0);
+    if (length > 0) {
+      const window = await env.BLOBS.get(job.inputKey, { range: { offset, length } });
+      if (!window) {
+        await failContactImport(env, importId, "The uploaded file is no longer in storage");
+        return { state: "failed" };
+      }
+      bytes = new Uint8Array(await window.arrayBuffer());
+    }
+
+    const records: CsvRecord[] = [];
+    let exhausted = true;
+    for (const record of csvRecords(bytes, { start: 0, delimiter: header.delimiter, atEnd })) {
+      records.push(record);
+      if (records.length >= tuning.rowsPerChunk) {
+        exhausted = false;
+        break;
+      }
+    }
+    if (records.length === 0 && !atEnd) {
+      await failContactImport(env, importId, `Row ${processed + 2} is larger than ${Math.round(tuning.windowBytes / 1024)} KB`);
+      return { state: "failed" };
+    }
+    const done = atEnd && exhausted;
+    const nextOffset = done ? size : offset + records.at(-1)!.end;
+
+    const upserts: ContactUpsert[] = [];
+    const errors: { row: number; message: string }[] = [];
+    records.forEach((record, index) => {
+      const outcome = importRow(record, columns);
+      // Row numbers as a spreadsheet shows them: the header is row 1.
+      if ("error" in outcome) errors.push({ row: processed + index + 2, message: outcome.error });
+      else upserts.push(outcome.upsert);
+    });
+
+    const d1 = env.DB;
+    const statements: D1PreparedStatement[] = [];
+    const textColumns = columns.text.map(([field]) => field);
+    for (let i = 0; i < upserts.length; i += tuning.rowsPerStatement) {
+      const rows = upserts.slice(i, i + tuning.rowsPerStatement);
+      statements.push(sqlStatement(d1, contactUpsertSql(job.accountId, rows, { columns: textColumns, onExisting: "keep_blank" })));
+    }
+    if (job.listId) {
+      for (let i = 0; i < upserts.length; i += tuning.rowsPerStatement) {
+        const keys = upserts.slice(i, i + tuning.rowsPerStatement).map((upsert) => upsert.address.key);
+        statements.push(sqlStatement(d1, addMembersByKeySql(job.accountId, job.listId, keys)));
+      }
+    }
+    const kept = errors.slice(0, Math.max(0, IMPORT_ERRORS_KEPT - failed));
+    if (kept.length > 0) {
+      statements.push(
+        d1
+          .prepare(
+            `INSERT INTO contact_import_errors (import_id, row, message)
+             SELECT ?1, e.value ->> 'row', e.value ->> 'message' FROM json_each(?2) AS e
+             WHERE true ON CONFLICT (import_id, row) DO NOTHING`,
+          )
+          .bind(importId, JSON.stringify(kept)),
+      );
+    }
+    statements.push(sqlStatement(d1, progressSql(importId, { from: offset, to: nextOffset, records: records.length, upserts, failures: errors.length, done })));
+    const results = await d1.batch(statements);
+    if (results.at(-1)?.meta.changes === 0) return { state: "superseded" };
+    for (const { meta } of results) {
+      usage.rowsRead += meta.rows_read;
+      usage.rowsWritten += meta.rows_written;
+    }
+
+    offset = nextOffset;
+    processed += records.length;
+    failed += errors.length;
+    if (done) {
+      await env.BLOBS.delete(job.inputKey);
+      return { state: "completed", ...usage };
+    }
+    if (Date.now() >= options.deadline) return { state: "continue", offset, ...usage };
+  }
+}
+
+/**
+ * The chunk's progress, applied only if the import is still at the chunk's start offset. Contacts created by the
+ * chunk are those whose freshly minted id now exists (an existing address keeps its id), counted inside the batch.
+ */
+function progressSql(
+  importId: string,
+  chunk: { from: number; to: number; records: number; upserts: ContactUpsert[]; failures: number; done: boolean },
+): SQL {
+  const minted = JSON.stringify(chunk.upserts.map((upsert) => upsert.id));
+  const createdCount = sql`(SELECT count(*) FROM contacts WHERE id IN (SELECT value FROM json_each(${minted})))`;
+  return sql`UPDATE contact_imports SET
+      input_offset = ${chunk.to},
+      processed = processed + ${chunk.records},
+      created = created + ${createdCount},
+      updated = updated + ${chunk.upserts.length} - ${createdCount},
+      failed = failed + ${chunk.failures},
+      status = ${chunk.done ? "completed" : "processing"},
+      updated_at = ${nowSql}
+    WHERE id = ${importId} AND input_offset = ${chunk.from} AND status = 'processing'`;
+}
