@@ -6,6 +6,7 @@ declare global {
       TEST_MIGRATIONS: D1Migration[];
       TEST_SINK_HTTP_URL: string;
       TEST_DOH_ADMIN_URL: string;
+      TEST_WEBHOOK_RECEIVER_URL: string;
     }
   }
 }

@@ -4,6 +4,7 @@ import { join } from "node:path";
 import type { TestProject } from "vitest/node";
 import { createDohServer } from "../../scripts/dev/doh-server.ts";
 import { createMailSink } from "../../scripts/dev/mail-sink.ts";
+import { createWebhookReceiver } from "../../scripts/dev/webhook-receiver.ts";
 
 declare module "vitest" {
   export interface ProvidedContext {
@@ -11,6 +12,7 @@ declare module "vitest" {
     dohAdminUrl: string;
     sinkSmtpPort: number;
     sinkHttpUrl: string;
+    webhookReceiverUrl: string;
   }
 }
 
@@ -24,14 +26,17 @@ export default async function setup(project: TestProject) {
   const dohPort = await doh.listen(0, "127.0.0.1");
   const sink = createMailSink();
   const sinkPorts = await sink.listen({ smtpPort: 0, httpPort: 0, host: "127.0.0.1" });
+  const webhookReceiver = createWebhookReceiver();
+  const webhookReceiverPort = await webhookReceiver.listen(0, "127.0.0.1");
 
   project.provide("dohUrl", `http://127.0.0.1:${dohPort}/dns-query`);
   project.provide("dohAdminUrl", `http://127.0.0.1:${dohPort}`);
   project.provide("sinkSmtpPort", sinkPorts.smtpPort);
   project.provide("sinkHttpUrl", `http://127.0.0.1:${sinkPorts.httpPort}`);
+  project.provide("webhookReceiverUrl", `http://127.0.0.1:${webhookReceiverPort}`);
 
   return async () => {
-    await Promise.all([doh.close(), sink.close()]);
+    await Promise.all([doh.close(), sink.close(), webhookReceiver.close()]);
     await rm(dir, { recursive: true, force: true });
   };
 }

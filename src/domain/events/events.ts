@@ -1,3 +1,4 @@
+import { z } from "@hono/zod-openapi";
 import { newId } from "../../lib/ids";
 
 /** Every event type the platform emits (spec, Events). */
@@ -49,3 +50,116 @@ export function eventStatement(d1: D1Database, event: EventInput): D1PreparedSta
 }
 
 export type StoredEvent = { id: string; type: EventType; created_at: string; data: Record<string, unknown> };
+
+// ---------------------------------------------------------------------------------------------------------------
+// The `data` object of each event type. The spec leaves these open; they are fixed here once so producers, the
+// webhook test sender, the OpenAPI document and the README all describe the same shapes. Objects are loose: a
+// producer may add fields, receivers must ignore fields they do not know.
+
+// Fields every event about a message carries (what the sending pipeline writes), then the recipient for per-recipient
+// events. Test-mode messages (sk_test_ keys) add `test: true`.
+const messageEventFields = {
+  message_id: z.string().openapi({ example: "msg_4Qm0c2JYd7pG1rXw8LkN3e" }),
+  from: z.string().optional().openapi({ example: "Acme <hello@acme.example.com>" }),
+  subject: z.string().optional(),
+  source: z.enum(["api", "smtp", "campaign"]).optional().openapi({ description: "How the message was submitted" }),
+  campaign_id: z.string().nullable().optional().openapi({ description: "Set when the message belongs to a campaign" }),
+  tags: z.array(z.string()).optional().openapi({ description: "The message's tags" }),
+  metadata: z.record(z.string(), z.string()).optional().openapi({ description: "The message's metadata, as sent" }),
+  test: z.boolean().optional().openapi({ description: "true for messages of test-mode keys: nothing was really sent" }),
+};
+const recipientEventFields = {
+  ...messageEventFields,
+  recipient: z.string().openapi({ description: "The recipient this event is about", example: "jane@example.com" }),
+};
+const smtpResponse = z.string().nullable().optional().openapi({ description: "The receiving server's SMTP reply" });
+const bounceFields = {
+  bounce_type: z.enum(["hard", "soft", "blocked"]).openapi({ description: "hard: permanent; soft: temporary, gave up; blocked: refused by policy" }),
+  smtp_code: z.number().int().nullable().optional(),
+  enhanced_code: z.string().nullable().optional().openapi({ example: "5.1.1" }),
+  smtp_response: smtpResponse,
+};
+const trackingFields = {
+  user_agent: z.string().nullable().optional(),
+  ip: z.string().nullable().optional(),
+};
+
+export const eventDataSchemas = {
+  delivered: z.looseObject({ ...recipientEventFields, smtp_response: smtpResponse }).openapi("DeliveredEventData"),
+  bounced: z.looseObject({ ...recipientEventFields, ...bounceFields }).openapi("BouncedEventData"),
+  opened: z.looseObject({ ...recipientEventFields, ...trackingFields }).openapi("OpenedEventData"),
+  clicked: z.looseObject({ ...recipientEventFields, url: z.string(), ...trackingFields }).openapi("ClickedEventData"),
+  complained: z.looseObject({ ...recipientEventFields, feedback_type: z.string().nullable().optional() }).openapi("ComplainedEventData"),
+  unsubscribed: z
+    .looseObject({
+      email: z.string(),
+      message_id: z.string().nullable().optional(),
+      campaign_id: z.string().nullable().optional(),
+      method: z.enum(["link", "one_click", "api", "reply"]).optional().openapi({ description: "How the recipient unsubscribed" }),
+    })
+    .openapi("UnsubscribedEventData"),
+  "verification.completed": z
+    .looseObject({
+      verification_id: z.string().openapi({ description: "The bulk job id (vjob_…), or an id of the single check" }),
+      kind: z.enum(["single", "bulk"]),
+      total: z.number().int(),
+      counts: z.record(z.string(), z.number().int()).openapi({ description: "Addresses per result: valid, invalid, risky, unknown" }),
+      email: z.string().optional().openapi({ description: "Single checks only" }),
+      result: z.enum(["valid", "invalid", "risky", "unknown"]).optional().openapi({ description: "Single checks only" }),
+    })
+    .openapi("VerificationCompletedEventData"),
+  "campaign.completed": z
+    .looseObject({
+      campaign_id: z.string(),
+      name: z.string().optional(),
+      recipients: z.number().int(),
+      sent: z.number().int(),
+      failed: z.number().int(),
+      suppressed: z.number().int(),
+    })
+    .openapi("CampaignCompletedEventData"),
+  "warmup.status_changed": z
+    .looseObject({
+      warmup_id: z.string(),
+      ip: z.string().nullable().optional(),
+      previous_status: z.string(),
+      status: z.string(),
+    })
+    .openapi("WarmupStatusChangedEventData"),
+  "automation.completed": z
+    .looseObject({
+      automation_id: z.string(),
+      run_id: z.string(),
+      email: z.string(),
+      contact_id: z.string().nullable().optional(),
+    })
+    .openapi("AutomationCompletedEventData"),
+  "relay.sent": z
+    .looseObject({
+      ...messageEventFields,
+      recipients: z.array(z.string()).openapi({ description: "Recipients the provider accepted" }),
+      smtp_response: smtpResponse,
+    })
+    .openapi("RelaySentEventData"),
+  "relay.failed": z
+    .looseObject({
+      ...messageEventFields,
+      recipients: z.array(z.string()).openapi({ description: "Recipients that could not be delivered (credits refunded)" }),
+      attempts: z.number().int().optional(),
+      smtp_response: smtpResponse,
+    })
+    .openapi("RelayFailedEventData"),
+  "relay.suppressed": z
+    .looseObject({ ...recipientEventFields, reason: z.enum(["bounce", "complaint", "unsubscribe", "manual"]) })
+    .openapi("RelaySuppressedEventData"),
+  "relay.delivered": z.looseObject({ ...recipientEventFields, smtp_response: smtpResponse }).openapi("RelayDeliveredEventData"),
+  "relay.bounced": z.looseObject({ ...recipientEventFields, ...bounceFields }).openapi("RelayBouncedEventData"),
+  "relay.complained": z
+    .looseObject({ ...recipientEventFields, feedback_type: z.string().nullable().optional() })
+    .openapi("RelayComplainedEventData"),
+} satisfies Record<EventType, z.ZodType<Record<string, unknown>>>;
+
+export type EventData<T extends EventType> = z.infer<(typeof eventDataSchemas)[T]>;
+
+/** Writes events that have no batch of their own to join, then dispatches them (defined beside dispatchEvents). */
+export { recordEvents } from "../webhooks/dispatch";

@@ -1,0 +1,423 @@
+import { and, count, eq, type SQL } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
+import { webhookDeliveries, webhookEndpoints } from "../db/schema";
+import { createResolver } from "../domain/dns/doh";
+import { eventDataSchemas, eventTypes, type EventType } from "../domain/events/events";
+import { attemptDelivery, deliveryContext, type WebhookEnvelope } from "../domain/webhooks/delivery";
+import {
+  MAX_ENDPOINTS_PER_ACCOUNT,
+  normalizeSubscription,
+  previousSecretActive,
+  ROTATION_GRACE_MS,
+  type WebhookEndpointRow,
+} from "../domain/webhooks/endpoints";
+import { logDeliveryAttempt } from "../domain/webhooks/log";
+import { sampleEventData } from "../domain/webhooks/samples";
+import { generateWebhookSecret, maskWebhookSecret } from "../domain/webhooks/signing";
+import { allowPrivateWebhookUrls, checkWebhookUrl } from "../domain/webhooks/url-policy";
+import { AppError, notFound, validationError } from "../errors";
+import { decryptSecret, encryptSecret } from "../lib/crypto";
+import { newId, nowIso } from "../lib/ids";
+import {
+  createRouter,
+  errorResponse,
+  IdParam,
+  jsonBody,
+  jsonResponse,
+  keyedRoute,
+  paginated,
+  PaginationQuery,
+  Timestamp,
+  z,
+} from "../lib/openapi";
+import { keysetPage, pageOf } from "../lib/pagination";
+import type { AppEnv } from "../types";
+import type { Context } from "hono";
+
+const tags = ["Webhooks"];
+
+const SubscriptionSchema = z
+  .array(z.enum([...eventTypes, "*"]))
+  .min(1)
+  .max(eventTypes.length + 1)
+  .openapi({ description: "Event types to receive, or `[\"*\"]` for all of them (also types added later)", example: ["relay.delivered", "relay.bounced"] });
+
+const UrlSchema = z
+  .string()
+  .trim()
+  .min(1)
+  .max(2048)
+  .openapi({
+    description: "An https URL whose host resolves to public addresses only (no IP literals, no private ranges)",
+    example: "https://example.com/webhooks/mailforge",
+  });
+
+const CreateWebhookSchema = z
+  .object({
+    url: UrlSchema,
+    events: SubscriptionSchema,
+    description: z.string().trim().max(500).optional(),
+    enabled: z.boolean().default(true),
+  })
+  .strict()
+  .openapi("CreateWebhookEndpoint");
+
+const UpdateWebhookSchema = z
+  .object({
+    url: UrlSchema.optional(),
+    events: SubscriptionSchema.optional(),
+    description: z.string().trim().max(500).nullable().optional(),
+    enabled: z.boolean().optional().openapi({ description: "Re-enabling also clears `disabled_reason` and `failing_since`" }),
+    rotate_secret: z.boolean().optional().openapi({
+      description: "Issue a new secret, returned once in `secret`. The old one keeps signing (a second `v1=`) for 24 hours.",
+    }),
+  })
+  .strict()
+  .openapi("UpdateWebhookEndpoint");
+
+const WebhookEndpointSchema = z
+  .object({
+    id: z.string().openapi({ example: "wh_7Hc2dWq9Lm0PzX4sN1bR5t" }),
+    url: z.string(),
+    description: z.string().nullable(),
+    events: z.array(z.string()),
+    enabled: z.boolean(),
+    disabled_reason: z.string().nullable().openapi({ description: "Why the service disabled the endpoint; null when enabled or disabled by you" }),
+    failing_since: Timestamp.nullable().openapi({ description: "Start of the current run of failed deliveries; disabled after 5 days" }),
+    secret: z.string().openapi({
+      description: "The signing secret. In full (`whsec_` + base64) only in the response that issued it (create, rotate); masked elsewhere.",
+      example: "whsec_…k3Qz",
+    }),
+    previous_secret_expires_at: Timestamp.nullable().openapi({ description: "After a rotation: until when the previous secret also signs" }),
+    created_at: Timestamp,
+    updated_at: Timestamp,
+  })
+  .openapi("WebhookEndpoint");
+
+const DeliverySchema = z
+  .object({
+    id: z.string().openapi({ example: "whd_2kQ8sLr5Nb0XcV7mJ3pT9a" }),
+    event_id: z.string(),
+    event_type: z.string(),
+    attempt: z.number().int().openapi({ description: "1 for the first try, up to 7 (six retries)" }),
+    status: z.enum(["succeeded", "retrying", "failed"]),
+    status_code: z.number().int().nullable().openapi({ description: "null when no HTTP response came back" }),
+    response_snippet: z.string().nullable().openapi({ description: "First 500 characters of the response, or what went wrong" }),
+    duration_ms: z.number().int().nullable(),
+    next_retry_at: Timestamp.nullable().openapi({ description: "When the next attempt is scheduled (status `retrying`)" }),
+    created_at: Timestamp.openapi({ description: "When the attempt finished" }),
+  })
+  .openapi("WebhookDelivery");
+
+/** The request body of every webhook, one variant per event type. */
+export const WebhookEventSchema = z
+  .discriminatedUnion(
+    "type",
+    eventTypes.map((type) =>
+      z
+        .object({
+          id: z.string().openapi({ description: "Stable per event: de-duplicate by it", example: "evt_5Yh1cQm8Xr2LpW0dK7sN4b" }),
+          type: z.literal(type),
+          created_at: Timestamp,
+          data: eventDataSchemas[type].openapi({ example: sampleEventData[type] }),
+        })
+        // Named variants (`RelayBouncedEvent`, …) let the document carry a discriminator on `type`.
+        .openapi(`${type.replace(/(^|[._])(\w)/g, (_match, _separator, letter: string) => letter.toUpperCase())}Event`),
+    ) as unknown as [z.ZodObject, ...z.ZodObject[]],
+  )
+  .openapi("WebhookEvent", {
+    description:
+      "POSTed as JSON to the endpoint. Signed in `X-Service-Signature: t=<unix>,v1=<hex>` (HMAC-SHA256 of `<t>.<raw body>` keyed with the secret) and in the Standard Webhooks headers `webhook-id`, `webhook-timestamp`, `webhook-signature`.",
+  });
+
+const TestWebhookSchema = z
+  .object({
+    type: z.enum(eventTypes).default("relay.delivered").openapi({ description: "Which event type to send, with sample data" }),
+  })
+  .strict()
+  .openapi("TestWebhook");
+
+const TestResultSchema = z
+  .object({
+    ok: z.boolean().openapi({ description: "The endpoint answered 2xx" }),
+    status_code: z.number().int().nullable(),
+    duration_ms: z.number().int(),
+    response_snippet: z.string().nullable(),
+    event: WebhookEventSchema,
+  })
+  .openapi("WebhookTestResult");
+
+const DeliveriesQuery = PaginationQuery.extend({
+  status: z
+    .enum(["succeeded", "retrying", "failed"])
+    .optional()
+    .openapi({ param: { name: "status", in: "query" } }),
+  event_id: z
+    .string()
+    .max(64)
+    .optional()
+    .openapi({ param: { name: "event_id", in: "query" } }),
+});
+
+const notFoundResponse = { 404: errorResponse("No such webhook endpoint in this account") };
+
+const listWebhooks = keyedRoute("webhooks", {
+  method: "get",
+  path: "/webhooks",
+  tags,
+  summary: "List webhook endpoints",
+  request: { query: PaginationQuery },
+  responses: { 200: jsonResponse(paginated(WebhookEndpointSchema, "WebhookEndpointList"), "Endpoints, newest first; secrets masked") },
+});
+
+const createWebhook = keyedRoute("webhooks", {
+  method: "post",
+  path: "/webhooks",
+  tags,
+  summary: "Create a webhook endpoint",
+  request: { body: jsonBody(CreateWebhookSchema) },
+  responses: {
+    201: jsonResponse(WebhookEndpointSchema, "The endpoint; `secret` is shown in full only this once"),
+    503: errorResponse("The URL's host could not be resolved right now; try again"),
+  },
+});
+
+const getWebhook = keyedRoute("webhooks", {
+  method: "get",
+  path: "/webhooks/{id}",
+  tags,
+  summary: "Get a webhook endpoint",
+  request: { params: IdParam("wh") },
+  responses: { 200: jsonResponse(WebhookEndpointSchema, "The endpoint; secret masked"), ...notFoundResponse },
+});
+
+const updateWebhook = keyedRoute("webhooks", {
+  method: "patch",
+  path: "/webhooks/{id}",
+  tags,
+  summary: "Update a webhook endpoint, or rotate its secret",
+  request: { params: IdParam("wh"), body: jsonBody(UpdateWebhookSchema) },
+  responses: {
+    200: jsonResponse(WebhookEndpointSchema, "The endpoint; `secret` in full when `rotate_secret` issued a new one"),
+    ...notFoundResponse,
+    503: errorResponse("The URL's host could not be resolved right now; try again"),
+  },
+});
+
+const deleteWebhook = keyedRoute("webhooks", {
+  method: "delete",
+  path: "/webhooks/{id}",
+  tags,
+  summary: "Delete a webhook endpoint and its delivery log",
+  description: "Deliveries already queued for it are dropped.",
+  request: { params: IdParam("wh") },
+  responses: { 200: jsonResponse(z.object({ id: z.string(), deleted: z.literal(true) }), "Deleted"), ...notFoundResponse },
+});
+
+const testWebhook = keyedRoute("webhooks", {
+  method: "post",
+  path: "/webhooks/{id}/test",
+  tags,
+  summary: "Send a signed test event now",
+  description:
+    "Sends one event of the chosen type (default `relay.delivered`) with sample data, signed like every delivery, and reports what the endpoint answered. It is logged in the deliveries but never retried. Works on disabled endpoints, to check one before re-enabling it.",
+  request: { params: IdParam("wh"), body: { ...jsonBody(TestWebhookSchema), required: false } },
+  responses: { 200: jsonResponse(TestResultSchema, "What the endpoint answered"), ...notFoundResponse },
+});
+
+const listDeliveries = keyedRoute("webhooks", {
+  method: "get",
+  path: "/webhooks/{id}/deliveries",
+  tags,
+  summary: "Delivery log of a webhook endpoint",
+  description: "Every attempt, newest first: one row per try, retries included.",
+  request: { params: IdParam("wh"), query: DeliveriesQuery },
+  responses: { 200: jsonResponse(paginated(DeliverySchema, "WebhookDeliveryList"), "Attempts, newest first"), ...notFoundResponse },
+});
+
+type AppContext = Context<AppEnv>;
+
+async function serializeEndpoint(row: WebhookEndpointRow, encryptionKey: string, revealSecret?: string) {
+  return {
+    id: row.id,
+    url: row.url,
+    description: row.description,
+    events: row.events,
+    enabled: row.enabled,
+    disabled_reason: row.disabledReason,
+    failing_since: row.failingSince,
+    secret: revealSecret ?? maskWebhookSecret(await decryptSecret(row.secret, encryptionKey)),
+    previous_secret_expires_at: previousSecretActive(row, Date.now()) ? row.previousSecretExpiresAt : null,
+    created_at: row.createdAt,
+    updated_at: row.updatedAt,
+  };
+}
+
+function serializeDelivery(row: typeof webhookDeliveries.$inferSelect) {
+  return {
+    id: row.id,
+    event_id: row.eventId,
+    event_type: row.eventType,
+    attempt: row.attempt,
+    status: row.status,
+    status_code: row.statusCode,
+    response_snippet: row.responseSnippet,
+    duration_ms: row.durationMs,
+    next_retry_at: row.nextRetryAt,
+    created_at: row.createdAt,
+  };
+}
+
+/** The URL as stored, or a 422 (503 when DNS did not answer) explaining why it is refused. */
+async function acceptableUrl(c: AppContext, url: string): Promise<string> {
+  const check = await checkWebhookUrl(url, {
+    allowPrivate: allowPrivateWebhookUrls(c.env),
+    resolver: createResolver({ url: c.env.DOH_URL, db: c.env.DB }),
+  });
+  if (check.ok) return check.url;
+  if (check.transient) throw new AppError("upstream_unavailable", check.reason);
+  throw validationError({ url: [check.reason] }, "The webhook URL is not accepted");
+}
+
+function ownEndpoint(c: AppContext, id: string): SQL | undefined {
+  return and(eq(webhookEndpoints.id, id), eq(webhookEndpoints.accountId, c.get("auth").account.id));
+}
+
+async function findEndpoint(c: AppContext, id: string): Promise<WebhookEndpointRow> {
+  const row = await drizzle(c.env.DB).select().from(webhookEndpoints).where(ownEndpoint(c, id)).get();
+  if (!row) throw notFound("Webhook endpoint");
+  return row;
+}
+
+export const webhookRoutes = createRouter()
+  .openapi(listWebhooks, async (c) => {
+    const { limit, cursor } = c.req.valid("query");
+    const page = keysetPage({ createdAt: webhookEndpoints.createdAt, id: webhookEndpoints.id }, cursor);
+    const rows = await drizzle(c.env.DB)
+      .select()
+      .from(webhookEndpoints)
+      .where(and(eq(webhookEndpoints.accountId, c.get("auth").account.id), page.where))
+      .orderBy(...page.orderBy)
+      .limit(limit + 1)
+      .all();
+    const { data, ...rest } = pageOf(rows, limit, (row) => row);
+    return c.json({ data: await Promise.all(data.map((row) => serializeEndpoint(row, c.env.DKIM_ENCRYPTION_KEY))), ...rest }, 200);
+  })
+  .openapi(createWebhook, async (c) => {
+    const body = c.req.valid("json");
+    const accountId = c.get("auth").account.id;
+    const db = drizzle(c.env.DB);
+    const existing = await db.select({ n: count() }).from(webhookEndpoints).where(eq(webhookEndpoints.accountId, accountId)).get();
+    if ((existing?.n ?? 0) >= MAX_ENDPOINTS_PER_ACCOUNT) {
+      throw validationError(
+        { url: [`An account can have at most ${MAX_ENDPOINTS_PER_ACCOUNT} webhook endpoints; delete one first`] },
+        "Too many webhook endpoints",
+      );
+    }
+    const url = await acceptableUrl(c, body.url);
+    const secret = generateWebhookSecret();
+    const row = await db
+      .insert(webhookEndpoints)
+      .values({
+        id: newId("wh"),
+        accountId,
+        url,
+        description: body.description ?? null,
+        events: normalizeSubscription(body.events),
+        enabled: body.enabled,
+        secret: await encryptSecret(secret, c.env.DKIM_ENCRYPTION_KEY),
+      })
+      .returning()
+      .get();
+    return c.json(await serializeEndpoint(row, c.env.DKIM_ENCRYPTION_KEY, secret), 201);
+  })
+  .openapi(getWebhook, async (c) => {
+    const row = await findEndpoint(c, c.req.valid("param").id);
+    return c.json(await serializeEndpoint(row, c.env.DKIM_ENCRYPTION_KEY), 200);
+  })
+  .openapi(updateWebhook, async (c) => {
+    const { id } = c.req.valid("param");
+    const body = c.req.valid("json");
+    const current = await findEndpoint(c, id);
+    const now = nowIso();
+    const changes: Partial<typeof webhookEndpoints.$inferInsert> = { updatedAt: now };
+    if (body.url !== undefined) changes.url = await acceptableUrl(c, body.url);
+    if (body.events !== undefined) changes.events = normalizeSubscription(body.events);
+    if (body.description !== undefined) changes.description = body.description;
+    if (body.enabled !== undefined) {
+      changes.enabled = body.enabled;
+      // A decision of the owner replaces the service's: the reason and the failure streak start over.
+      changes.disabledReason = null;
+      changes.failingSince = null;
+    }
+    let newSecret: string | undefined;
+    if (body.rotate_secret) {
+      newSecret = generateWebhookSecret();
+      changes.secret = await encryptSecret(newSecret, c.env.DKIM_ENCRYPTION_KEY);
+      changes.previousSecret = current.secret;
+      changes.previousSecretExpiresAt = new Date(Date.parse(now) + ROTATION_GRACE_MS).toISOString();
+    }
+    const row = await drizzle(c.env.DB).update(webhookEndpoints).set(changes).where(ownEndpoint(c, id)).returning().get();
+    if (!row) throw notFound("Webhook endpoint");
+    return c.json(await serializeEndpoint(row, c.env.DKIM_ENCRYPTION_KEY, newSecret), 200);
+  })
+  .openapi(deleteWebhook, async (c) => {
+    const { id } = c.req.valid("param");
+    const row = await findEndpoint(c, id);
+    const db = drizzle(c.env.DB);
+    await db.batch([
+      db.delete(webhookDeliveries).where(eq(webhookDeliveries.endpointId, row.id)),
+      db.delete(webhookEndpoints).where(ownEndpoint(c, row.id)),
+    ]);
+    return c.json({ id: row.id, deleted: true as const }, 200);
+  })
+  .openapi(testWebhook, async (c) => {
+    const endpoint = await findEndpoint(c, c.req.valid("param").id);
+    // The body is optional: without one, c.req.valid("json") is empty and the default type applies.
+    const type: EventType = TestWebhookSchema.parse(c.req.valid("json") ?? {}).type;
+    const event: WebhookEnvelope = { id: newId("evt"), type, created_at: nowIso(), data: sampleEventData[type] };
+    const result = await attemptDelivery(deliveryContext(c.env), endpoint, event);
+    await logDeliveryAttempt(c.env, {
+      endpointId: endpoint.id,
+      accountId: endpoint.accountId,
+      eventId: event.id,
+      eventType: type,
+      attempt: 1,
+      status: result.ok ? "succeeded" : "failed",
+      statusCode: result.statusCode,
+      responseSnippet: result.responseSnippet,
+      durationMs: result.durationMs,
+      nextRetryAt: null,
+      createdAt: nowIso(),
+    });
+    return c.json(
+      {
+        ok: result.ok,
+        status_code: result.statusCode,
+        duration_ms: result.durationMs,
+        response_snippet: result.responseSnippet,
+        event: { ...event, type },
+      },
+      200,
+    );
+  })
+  .openapi(listDeliveries, async (c) => {
+    const endpoint = await findEndpoint(c, c.req.valid("param").id);
+    const { limit, cursor, status, event_id } = c.req.valid("query");
+    const page = keysetPage({ createdAt: webhookDeliveries.createdAt, id: webhookDeliveries.id }, cursor);
+    const rows = await drizzle(c.env.DB)
+      .select()
+      .from(webhookDeliveries)
+      .where(
+        and(
+          eq(webhookDeliveries.endpointId, endpoint.id),
+          status ? eq(webhookDeliveries.status, status) : undefined,
+          event_id ? eq(webhookDeliveries.eventId, event_id) : undefined,
+          page.where,
+        ),
+      )
+      .orderBy(...page.orderBy)
+      .limit(limit + 1)
+      .all();
+    return c.json(pageOf(rows, limit, serializeDelivery), 200);
+  });

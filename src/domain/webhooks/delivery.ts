@@ -1,0 +1,130 @@
+import { createResolver, type DnsResolver } from "../dns/doh";
+import { signingSecrets, type WebhookEndpointRow } from "./endpoints";
+import { signWebhook } from "./signing";
+import { allowPrivateWebhookUrls, checkWebhookUrl } from "./url-policy";
+
+/** Spec, Events rule 2: a failed delivery is retried after 1 min, 5 min, 30 min, 2 h, 6 h and 12 h. */
+export const RETRY_DELAYS_SECONDS = [60, 300, 1800, 7200, 21600, 43200] as const;
+/** The first attempt plus one per retry. */
+export const MAX_ATTEMPTS = RETRY_DELAYS_SECONDS.length + 1;
+export const DELIVERY_TIMEOUT_MS = 10_000;
+export const RESPONSE_SNIPPET_MAX_CHARS = 500;
+/** An endpoint whose every delivery has failed for this long is disabled. */
+export const AUTO_DISABLE_AFTER_MS = 5 * 24 * 60 * 60 * 1000;
+
+// Enough bytes for 500 characters of UTF-8 text; the rest of a large error page is never read.
+const SNIPPET_MAX_BYTES = 4 * RESPONSE_SNIPPET_MAX_CHARS;
+const USER_AGENT = "Mailforge-Webhooks/1.0";
+
+/** The webhook request body (spec: `{id, type, created_at, data}`), byte-identical on every attempt. */
+export type WebhookEnvelope = { id: string; type: string; created_at: string; data: Record<string, unknown> };
+
+export function envelopeBody(event: WebhookEnvelope): string {
+  return JSON.stringify({ id: event.id, type: event.type, created_at: event.created_at, data: event.data });
+}
+
+export type AttemptResult = {
+  ok: boolean;
+  /** null when no HTTP response came back (timeout, connection error, URL refused). */
+  statusCode: number | null;
+  durationMs: number;
+  /** The start of the response body, or what went wrong when there was none; at most 500 characters. */
+  responseSnippet: string | null;
+};
+
+export type DeliveryContext = {
+  env: Env;
+  /** Shared by the deliveries of one queue batch, so each host is resolved once. */
+  resolver: DnsResolver;
+  timeoutMs: number;
+};
+
+export function deliveryContext(env: Env, options: { timeoutMs?: number } = {}): DeliveryContext {
+  return { env, resolver: createResolver({ url: env.DOH_URL, db: env.DB }), timeoutMs: options.timeoutMs ?? DELIVERY_TIMEOUT_MS };
+}
+
+/** One signed POST of `event` to `endpoint`, with the URL policy checked again first (the name may have moved). */
+export async function attemptDelivery(
+  context: DeliveryContext,
+  endpoint: Pick<WebhookEndpointRow, "url" | "secret" | "previousSecret" | "previousSecretExpiresAt">,
+  event: WebhookEnvelope,
+): Promise<AttemptResult> {
+  const started = Date.now();
+  const check = await checkWebhookUrl(endpoint.url, { allowPrivate: allowPrivateWebhookUrls(context.env), resolver: context.resolver });
+  if (!check.ok) {
+    return { ok: false, statusCode: null, durationMs: Date.now() - started, responseSnippet: `Not sent: ${check.reason}` };
+  }
+  const body = envelopeBody(event);
+  const signature = await signWebhook({
+    secrets: await signingSecrets(endpoint, context.env.DKIM_ENCRYPTION_KEY),
+    eventId: event.id,
+    timestamp: Math.floor(Date.now() / 1000),
+    body,
+  });
+  return postWebhook({ url: check.url, body, headers: signature, timeoutMs: context.timeoutMs });
+}
+
+export async function postWebhook(input: {
+  url: string;
+  body: string;
+  headers: Record<string, string>;
+  timeoutMs: number;
+}): Promise<AttemptResult> {
+  const started = Date.now();
+  const signal = AbortSignal.timeout(input.timeoutMs);
+  try {
+    const response = await fetch(input.url, {
+      method: "POST",
+      headers: { ...input.headers, "Content-Type": "application/json", "User-Agent": USER_AGENT },
+      body: input.body,
+      // A redirect is not a delivery: following it would also let a public URL bounce us to a private one.
+      redirect: "manual",
+      signal,
+    });
+    let snippet = await readSnippet(response);
+    if (response.status >= 300 && response.status < 400) {
+      const location = response.headers.get("Location");
+      snippet = `Redirect${location ? ` to ${location}` : ""} not followed; answer with a 2xx status. ${snippet}`;
+    }
+    return {
+      ok: response.status >= 200 && response.status < 300,
+      statusCode: response.status,
+      durationMs: Date.now() - started,
+      responseSnippet: snippet.slice(0, RESPONSE_SNIPPET_MAX_CHARS),
+    };
+  } catch (error) {
+    const timedOut = signal.aborted;
+    const reason = timedOut
+      ? `Timed out after ${input.timeoutMs / 1000} s`
+      : `Request failed: ${error instanceof Error ? error.message : String(error)}`;
+    return { ok: false, statusCode: null, durationMs: Date.now() - started, responseSnippet: reason.slice(0, RESPONSE_SNIPPET_MAX_CHARS) };
+  }
+}
+
+async function readSnippet(response: Response): Promise<string> {
+  if (!response.body) return "";
+  const reader = response.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  try {
+    while (size < SNIPPET_MAX_BYTES) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      chunks.push(value);
+      size += value.length;
+    }
+  } catch {
+    // The body broke off or timed out after the status line arrived: the status decides, the snippet is partial.
+  } finally {
+    // Releases the connection without downloading the rest.
+    await reader.cancel().catch(() => undefined);
+  }
+  const bytes = new Uint8Array(size);
+  let offset = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, offset);
+    offset += chunk.length;
+  }
+  // A cut multi-byte character at the end decodes to U+FFFD instead of throwing.
+  return new TextDecoder().decode(bytes.subarray(0, SNIPPET_MAX_BYTES));
+}

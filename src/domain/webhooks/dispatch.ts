@@ -1,0 +1,134 @@
+import { and, asc, eq, inArray, isNull, lt } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
+import { events, webhookEndpoints } from "../../db/schema";
+import { nowIso } from "../../lib/ids";
+import { logError } from "../../lib/log";
+import { eventStatement, type EventInput } from "../events/events";
+import { subscribesTo } from "./endpoints";
+
+// The outbox: producers write events (with `eventStatement`, in the same D1 batch as the change they report), then
+// call `dispatchEvents`, which turns each event into one WEBHOOK_QUEUE message per subscribed endpoint and only then
+// sets `dispatched_at`. Anything a crash or a queue outage leaves undispatched is picked up by the cron sweep.
+// Enqueueing before marking means an event is never lost, and at worst enqueued twice (a sweep racing a slow
+// producer): receivers de-duplicate by event id, as the spec asks them to.
+
+/** Body of one WEBHOOK_QUEUE message: one attempt to deliver one event to one endpoint. */
+export type WebhookDeliveryMessage = { event_id: string; endpoint_id: string; attempt: number };
+
+// D1 binds at most 100 parameters per statement; sendBatch takes at most 100 messages.
+const IDS_PER_STATEMENT = 90;
+const MESSAGES_PER_SEND_BATCH = 100;
+/** Events younger than this belong to a producer that may still be dispatching them. */
+export const SWEEP_MIN_AGE_MS = 60_000;
+const SWEEP_PAGE_SIZE = 500;
+// Bounds one cron run; a larger backlog continues on the next run.
+const SWEEP_MAX_PAGES = 20;
+
+type EventRow = { id: string; accountId: string; type: string };
+
+function chunk<T>(items: readonly T[], size: number): T[][] {
+  const chunks: T[][] = [];
+  for (let i = 0; i < items.length; i += size) chunks.push(items.slice(i, i + size));
+  return chunks;
+}
+
+/**
+ * Enqueues the webhook deliveries of the account's events named by `dedupeKeys` that are not dispatched yet, and
+ * marks them dispatched. Call it after the batch that wrote them with `eventStatement` has committed. It never
+ * throws: an event it could not dispatch stays undispatched and the outbox sweep sends it within minutes, which
+ * is better than failing (and retrying) the producer's already committed work.
+ */
+export async function dispatchEvents(env: Env, accountId: string, dedupeKeys: string[]): Promise<void> {
+  try {
+    const db = drizzle(env.DB);
+    const rows: EventRow[] = [];
+    for (const keys of chunk([...new Set(dedupeKeys)], IDS_PER_STATEMENT)) {
+      rows.push(
+        ...(await db
+          .select({ id: events.id, accountId: events.accountId, type: events.type })
+          .from(events)
+          .where(and(eq(events.accountId, accountId), inArray(events.dedupeKey, keys), isNull(events.dispatchedAt)))
+          .all()),
+      );
+    }
+    await dispatchEventRows(env, rows);
+  } catch (error) {
+    logError("webhook dispatch failed; the outbox sweep will retry", {
+      account_id: accountId,
+      events: dedupeKeys.length,
+      error: error instanceof Error ? error.message : String(error),
+    });
+  }
+}
+
+/**
+ * For producers without a D1 batch of their own: writes the events (a fact already recorded is skipped by its
+ * dedupe key) and dispatches them.
+ */
+export async function recordEvents(env: Env, eventInputs: EventInput[]): Promise<void> {
+  if (eventInputs.length === 0) return;
+  await env.DB.batch(eventInputs.map((event) => eventStatement(env.DB, event)));
+  const keysByAccount = new Map<string, string[]>();
+  for (const event of eventInputs) {
+    const keys = keysByAccount.get(event.accountId) ?? [];
+    keys.push(event.dedupeKey);
+    keysByAccount.set(event.accountId, keys);
+  }
+  for (const [accountId, keys] of keysByAccount) await dispatchEvents(env, accountId, keys);
+}
+
+/** Returns how many queue messages were sent. */
+async function dispatchEventRows(env: Env, rows: readonly EventRow[]): Promise<number> {
+  if (rows.length === 0) return 0;
+  const db = drizzle(env.DB);
+  const endpoints: { id: string; accountId: string; events: string[] }[] = [];
+  for (const accountIds of chunk([...new Set(rows.map((row) => row.accountId))], IDS_PER_STATEMENT)) {
+    endpoints.push(
+      ...(await db
+        .select({ id: webhookEndpoints.id, accountId: webhookEndpoints.accountId, events: webhookEndpoints.events })
+        .from(webhookEndpoints)
+        .where(and(inArray(webhookEndpoints.accountId, accountIds), eq(webhookEndpoints.enabled, true)))
+        .all()),
+    );
+  }
+
+  const messages: MessageSendRequest<WebhookDeliveryMessage>[] = rows.flatMap((event) =>
+    endpoints
+      .filter((endpoint) => endpoint.accountId === event.accountId && subscribesTo(endpoint.events, event.type))
+      .map((endpoint) => ({ body: { event_id: event.id, endpoint_id: endpoint.id, attempt: 1 }, contentType: "json" as const })),
+  );
+  for (const part of chunk(messages, MESSAGES_PER_SEND_BATCH)) await env.WEBHOOK_QUEUE.sendBatch(part);
+
+  const dispatchedAt = nowIso();
+  const marks = chunk(
+    rows.map((row) => row.id),
+    IDS_PER_STATEMENT,
+  ).map((ids) => db.update(events).set({ dispatchedAt }).where(and(inArray(events.id, ids), isNull(events.dispatchedAt))));
+  const [first, ...rest] = marks;
+  if (first) await db.batch([first, ...rest]);
+  return messages.length;
+}
+
+/**
+ * The outbox sweep (cron): dispatches events a producer wrote but did not dispatch (it crashed, or the queue
+ * refused) once they are older than a minute. Safe to run concurrently with producers and with itself.
+ */
+export async function sweepUndispatchedEvents(env: Env): Promise<{ events: number; messages: number }> {
+  const db = drizzle(env.DB);
+  const cutoff = new Date(Date.now() - SWEEP_MIN_AGE_MS).toISOString();
+  let swept = 0;
+  let sent = 0;
+  for (let page = 0; page < SWEEP_MAX_PAGES; page++) {
+    const rows = await db
+      .select({ id: events.id, accountId: events.accountId, type: events.type })
+      .from(events)
+      .where(and(isNull(events.dispatchedAt), lt(events.createdAt, cutoff)))
+      .orderBy(asc(events.createdAt))
+      .limit(SWEEP_PAGE_SIZE)
+      .all();
+    sent += await dispatchEventRows(env, rows);
+    swept += rows.length;
+    if (rows.length < SWEEP_PAGE_SIZE) break;
+  }
+  return { events: swept, messages: sent };
+}

@@ -1,0 +1,44 @@
+import type { EventData, EventType } from "../events/events";
+
+// Sample `data` per event type: what POST /webhooks/{id}/test sends and what the OpenAPI document shows. Ids carry
+// `_test` and addresses are on example.com, so a receiver can tell a test event from a real one.
+
+const message = {
+  message_id: "msg_test0000000000000000000",
+  from: "Acme <hello@acme.example.com>",
+  subject: "Welcome to Acme",
+  source: "api" as const,
+  tags: ["welcome"],
+  metadata: { user_id: "42" },
+};
+const recipient = { ...message, recipient: "jane@example.com" };
+const bounce = { bounce_type: "hard" as const, smtp_code: 550, enhanced_code: "5.1.1", smtp_response: "550 5.1.1 The email account that you tried to reach does not exist" };
+
+export const sampleEventData: { [T in EventType]: EventData<T> } = {
+  delivered: { ...recipient, smtp_response: "250 2.0.0 OK queued" },
+  bounced: { ...recipient, ...bounce },
+  opened: { ...recipient, user_agent: "Mozilla/5.0", ip: "203.0.113.7" },
+  clicked: { ...recipient, url: "https://example.com/pricing", user_agent: "Mozilla/5.0", ip: "203.0.113.7" },
+  complained: { ...recipient, feedback_type: "abuse" },
+  unsubscribed: { email: "jane@example.com", message_id: message.message_id, campaign_id: null, method: "one_click" },
+  "verification.completed": {
+    verification_id: "vjob_test000000000000000000",
+    kind: "bulk",
+    total: 3,
+    counts: { valid: 1, invalid: 1, risky: 1, unknown: 0 },
+  },
+  "campaign.completed": { campaign_id: "cmp_test0000000000000000000", name: "November newsletter", recipients: 3, sent: 2, failed: 0, suppressed: 1 },
+  "warmup.status_changed": { warmup_id: "wrm_test0000000000000000000", ip: "198.51.100.10", previous_status: "warming", status: "completed" },
+  "automation.completed": {
+    automation_id: "aut_test0000000000000000000",
+    run_id: "run_test0000000000000000000",
+    email: "jane@example.com",
+    contact_id: "con_test0000000000000000000",
+  },
+  "relay.sent": { ...message, recipients: ["jane@example.com"], smtp_response: "250 2.0.0 Ok: queued as 4F2A1" },
+  "relay.failed": { ...message, recipients: ["jane@example.com"], attempts: 5, smtp_response: "451 4.7.1 Try again later" },
+  "relay.suppressed": { ...recipient, reason: "bounce" },
+  "relay.delivered": { ...recipient, smtp_response: "250 2.0.0 OK queued" },
+  "relay.bounced": { ...recipient, ...bounce },
+  "relay.complained": { ...recipient, feedback_type: "abuse" },
+};

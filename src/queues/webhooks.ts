@@ -1,0 +1,257 @@
+import { eq, inArray, sql } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
+import { z } from "zod";
+import { events, webhookDeliveries, webhookEndpoints } from "../db/schema";
+import {
+  attemptDelivery,
+  AUTO_DISABLE_AFTER_MS,
+  deliveryContext,
+  MAX_ATTEMPTS,
+  RETRY_DELAYS_SECONDS,
+  type AttemptResult,
+  type DeliveryContext,
+  type WebhookEnvelope,
+} from "../domain/webhooks/delivery";
+import type { WebhookDeliveryMessage } from "../domain/webhooks/dispatch";
+import type { WebhookEndpointRow } from "../domain/webhooks/endpoints";
+import { deliveryLogStatement, logDeliveryAttempt } from "../domain/webhooks/log";
+import { newId } from "../lib/ids";
+import { logError } from "../lib/log";
+
+// Consumer of `mailforge-webhooks`: one message is one attempt to deliver one event to one endpoint.
+//
+// Retries are fresh messages, not `message.retry()`: after a failed attempt the consumer logs it, sends
+// `{attempt: n + 1}` with `delaySeconds` from the schedule and acks the original. The attempt number is therefore
+// ours (not the platform's `message.attempts`, which also counts crashes of this consumer), `next_retry_at` is
+// exactly the time the retry was scheduled for, and the queue's own retries (max_retries = 10, then the DLQ) are
+// left for failures of the consumer itself (D1 or the queue unavailable).
+//
+// The messages of a batch are delivered concurrently, each with its own timeout and its own ack: a slow or dead
+// receiver delays no other request, it only makes the batch last as long as its own attempt (at most 10 s).
+
+const messageSchema = z.object({
+  event_id: z.string().min(1).max(64),
+  endpoint_id: z.string().min(1).max(64),
+  attempt: z.number().int().min(1).max(MAX_ATTEMPTS),
+}) satisfies z.ZodType<WebhookDeliveryMessage>;
+
+const IDS_PER_STATEMENT = 90;
+
+export type WebhookConsumerOptions = {
+  /** Per-request timeout; 10 s unless a test shortens it. */
+  timeoutMs?: number;
+};
+
+type EventRecord = WebhookEnvelope & { accountId: string };
+
+/** Expected drops (an endpoint deleted while its deliveries were queued) are worth a line, not an error. */
+function logWarning(message: string, fields: Record<string, unknown>) {
+  console.warn(JSON.stringify({ level: "warn", message, ...fields }));
+}
+
+async function loadEvents(env: Env, ids: string[]): Promise<Map<string, EventRecord>> {
+  const found = new Map<string, EventRecord>();
+  const db = drizzle(env.DB);
+  for (let i = 0; i < ids.length; i += IDS_PER_STATEMENT) {
+    const rows = await db
+      .select()
+      .from(events)
+      .where(inArray(events.id, ids.slice(i, i + IDS_PER_STATEMENT)))
+      .all();
+    for (const row of rows) {
+      found.set(row.id, { id: row.id, type: row.type, created_at: row.createdAt, data: row.data, accountId: row.accountId });
+    }
+  }
+  return found;
+}
+
+async function loadEndpoints(env: Env, ids: string[]): Promise<Map<string, WebhookEndpointRow>> {
+  const found = new Map<string, WebhookEndpointRow>();
+  const db = drizzle(env.DB);
+  for (let i = 0; i < ids.length; i += IDS_PER_STATEMENT) {
+    const rows = await db
+      .select()
+      .from(webhookEndpoints)
+      .where(inArray(webhookEndpoints.id, ids.slice(i, i + IDS_PER_STATEMENT)))
+      .all();
+    for (const row of rows) found.set(row.id, row);
+  }
+  return found;
+}
+
+/**
+ * After a failed attempt: sets `failing_since` if unset, and disables the endpoint when it was set more than 5 days
+ * ago. Returns whether the endpoint is still enabled.
+ */
+async function recordEndpointFailure(env: Env, endpointId: string, at: string): Promise<boolean> {
+  const cutoff = new Date(Date.parse(at) - AUTO_DISABLE_AFTER_MS).toISOString();
+  // SET expressions all read the row as it was, so `failing_since` below is the value before this failure.
+  const expired = sql`(${webhookEndpoints.failingSince} IS NOT NULL AND ${webhookEndpoints.failingSince} <= ${cutoff})`;
+  const row = await drizzle(env.DB)
+    .update(webhookEndpoints)
+    .set({
+      failingSince: sql`COALESCE(${webhookEndpoints.failingSince}, ${at})`,
+      enabled: sql`CASE WHEN ${expired} THEN 0 ELSE ${webhookEndpoints.enabled} END`,
+      disabledReason: sql`CASE WHEN ${expired} THEN 'Disabled automatically: every delivery has failed since ' || ${webhookEndpoints.failingSince} || ' (5 days)' ELSE ${webhookEndpoints.disabledReason} END`,
+      updatedAt: at,
+    })
+    .where(eq(webhookEndpoints.id, endpointId))
+    .returning({ enabled: webhookEndpoints.enabled })
+    .get();
+  return row?.enabled ?? false;
+}
+
+async function processMessage(
+  context: DeliveryContext,
+  message: WebhookDeliveryMessage,
+  event: EventRecord | undefined,
+  endpoint: WebhookEndpointRow | undefined,
+): Promise<void> {
+  const { env } = context;
+  const fields = { event_id: message.event_id, endpoint_id: message.endpoint_id, attempt: message.attempt };
+  if (!event) {
+    logError("webhook delivery dropped: the event does not exist", fields);
+    return;
+  }
+  // An endpoint of another account can only come from a forged or corrupted message; treat it as deleted.
+  if (!endpoint || endpoint.accountId !== event.accountId) {
+    logWarning("webhook delivery dropped: the endpoint was deleted", fields);
+    return;
+  }
+  const base = { endpointId: endpoint.id, accountId: endpoint.accountId, eventId: event.id, eventType: event.type, attempt: message.attempt };
+  if (!endpoint.enabled) {
+    await logDeliveryAttempt(env, {
+      ...base,
+      status: "failed",
+      statusCode: null,
+      responseSnippet: "Not sent: the endpoint is disabled",
+      durationMs: null,
+      nextRetryAt: null,
+      createdAt: new Date().toISOString(),
+    });
+    return;
+  }
+
+  const result: AttemptResult = await attemptDelivery(context, endpoint, event);
+  const finishedAt = new Date();
+  const at = finishedAt.toISOString();
+  const attempt = { ...base, statusCode: result.statusCode, responseSnippet: result.responseSnippet, durationMs: result.durationMs, createdAt: at };
+
+  if (result.ok) {
+    // The hot path: one D1 round trip, two statements only when a failure streak ends.
+    const db = drizzle(env.DB);
+    const logRow = deliveryLogStatement(env.DB, { ...attempt, status: "succeeded", nextRetryAt: null });
+    if (endpoint.failingSince === null) await logRow.run();
+    else await db.batch([logRow, db.update(webhookEndpoints).set({ failingSince: null, updatedAt: at }).where(eq(webhookEndpoints.id, endpoint.id))]);
+    return;
+  }
+
+  const stillEnabled = await recordEndpointFailure(env, endpoint.id, at);
+  const delaySeconds = RETRY_DELAYS_SECONDS[message.attempt - 1];
+  const retry = stillEnabled && delaySeconds !== undefined;
+  await logDeliveryAttempt(env, {
+    ...attempt,
+    status: retry ? "retrying" : "failed",
+    nextRetryAt: retry ? new Date(finishedAt.getTime() + delaySeconds * 1000).toISOString() : null,
+  });
+  if (retry) {
+    const next: WebhookDeliveryMessage = { event_id: event.id, endpoint_id: endpoint.id, attempt: message.attempt + 1 };
+    await env.WEBHOOK_QUEUE.send(next, { delaySeconds, contentType: "json" });
+  }
+}
+
+/** The consumer with its knobs exposed for tests; production uses `consumeWebhookDeliveries`. */
+export async function deliverWebhookBatch(batch: MessageBatch<unknown>, env: Env, options: WebhookConsumerOptions = {}): Promise<void> {
+  const parsed: { message: Message<unknown>; body: WebhookDeliveryMessage }[] = [];
+  for (const message of batch.messages) {
+    const body = messageSchema.safeParse(message.body);
+    if (body.success) {
+      parsed.push({ message, body: body.data });
+    } else {
+      // Retrying cannot fix a malformed body.
+      logError("webhook queue message dropped: invalid body", { message_id: message.id, issues: body.error.issues });
+      message.ack();
+    }
+  }
+  if (parsed.length === 0) return;
+
+  let eventsById: Map<string, EventRecord>;
+  let endpointsById: Map<string, WebhookEndpointRow>;
+  try {
+    [eventsById, endpointsById] = await Promise.all([
+      loadEvents(env, [...new Set(parsed.map(({ body }) => body.event_id))]),
+      loadEndpoints(env, [...new Set(parsed.map(({ body }) => body.endpoint_id))]),
+    ]);
+  } catch (error) {
+    logError("webhook batch could not be loaded; retrying it", { error: error instanceof Error ? error.message : String(error) });
+    batch.retryAll();
+    return;
+  }
+
+  const context = deliveryContext(env, options);
+  await Promise.allSettled(
+    parsed.map(async ({ message, body }) => {
+      try {
+        await processMessage(context, body, eventsById.get(body.event_id), endpointsById.get(body.endpoint_id));
+        message.ack();
+      } catch (error) {
+        // D1 or the queue failed around the attempt: let the queue redeliver this message (up to max_retries,
+        // then the DLQ). The receiver may see this attempt twice; it de-duplicates by event id.
+        logError("webhook delivery could not be recorded; the queue will redeliver it", {
+          event_id: body.event_id,
+          endpoint_id: body.endpoint_id,
+          attempt: body.attempt,
+          error: error instanceof Error ? error.message : String(error),
+        });
+        message.retry();
+      }
+    }),
+  );
+}
+
+export function consumeWebhookDeliveries(batch: MessageBatch<unknown>, env: Env): Promise<void> {
+  return deliverWebhookBatch(batch, env);
+}
+
+/**
+ * Consumer of `mailforge-webhooks-dlq`: a message lands here after the consumer itself failed on it 10 times.
+ * Its delivery is marked failed, so the log shows the end of the story instead of a `retrying` row forever.
+ */
+export async function consumeWebhookDeadLetters(batch: MessageBatch<unknown>, env: Env): Promise<void> {
+  const parsed = batch.messages.flatMap((message) => {
+    const body = messageSchema.safeParse(message.body);
+    return body.success ? [{ message, body: body.data }] : [];
+  });
+  const [eventsById, endpointsById] = await Promise.all([
+    loadEvents(env, [...new Set(parsed.map(({ body }) => body.event_id))]),
+    loadEndpoints(env, [...new Set(parsed.map(({ body }) => body.endpoint_id))]),
+  ]);
+  for (const { body } of parsed) {
+    const event = eventsById.get(body.event_id);
+    const endpoint = endpointsById.get(body.endpoint_id);
+    if (!event || !endpoint) {
+      logWarning("dead-lettered webhook delivery dropped: its event or endpoint no longer exists", { ...body });
+      continue;
+    }
+    // When the attempt itself was logged before the consumer failed, its status code and snippet stay.
+    await drizzle(env.DB)
+      .insert(webhookDeliveries)
+      .values({
+        id: newId("whd"),
+        endpointId: endpoint.id,
+        accountId: endpoint.accountId,
+        eventId: event.id,
+        eventType: event.type,
+        attempt: body.attempt,
+        status: "failed",
+        responseSnippet: "Gave up: this delivery could not be processed (dead-lettered)",
+        createdAt: new Date().toISOString(),
+      })
+      .onConflictDoUpdate({
+        target: [webhookDeliveries.endpointId, webhookDeliveries.eventId, webhookDeliveries.attempt],
+        set: { status: "failed", nextRetryAt: null },
+      })
+      .run();
+  }
+  batch.ackAll();
+}
