@@ -1,0 +1,76 @@
+import { X509Certificate, createPrivateKey } from "node:crypto";
+import { describe, expect, it } from "vitest";
+import { ConfigError, loadConfig } from "../src/config.ts";
+import { generateSelfSignedCertificate, loadTlsCredentials } from "../src/tls.ts";
+import { signBridgeRequest } from "../src/worker-client.ts";
+import { verifySignature } from "./helpers.ts";
+
+const required = { WORKER_URL: "http://127.0.0.1:8787", BRIDGE_SECRET: "0123456789abcdef0123" };
+
+describe("configuration from the environment", () => {
+  it("defaults to the standard ports on loopback, 5 s auth cache, no insecure auth", () => {
+    expect(loadConfig(required)).toMatchObject({
+      host: "127.0.0.1",
+      smtpPort: 587,
+      altPort: 2525,
+      smtpsPort: 465,
+      tls: undefined,
+      authCacheTtlMs: 5000,
+      allowInsecureAuthOnLoopback: false,
+      workerUrl: "http://127.0.0.1:8787",
+    });
+  });
+
+  it("names every bad variable in one error", () => {
+    const error = (() => {
+      try {
+        loadConfig({ WORKER_URL: "not a url", BRIDGE_SECRET: "short", SMTP_PORT: "70000", AUTH_CACHE_TTL_MS: "60000" });
+      } catch (caught) {
+        return caught as Error;
+      }
+      throw new Error("expected a ConfigError");
+    })();
+    expect(error).toBeInstanceOf(ConfigError);
+    for (const name of ["WORKER_URL", "BRIDGE_SECRET", "SMTP_PORT", "AUTH_CACHE_TTL_MS"]) expect(error.message).toContain(name);
+  });
+
+  it("needs certificate files in production, and both of them together", () => {
+    expect(() => loadConfig({ ...required, NODE_ENV: "production" })).toThrow(/required in production[\s\S]*at TLS_CERT/);
+    expect(() => loadConfig({ ...required, TLS_CERT: "/etc/cert.pem" })).toThrow(/TLS_KEY/);
+    expect(() => loadConfig({ ...required, NODE_ENV: "production", TLS_CERT: "/c", TLS_KEY: "/k", ALLOW_INSECURE_AUTH_ON_LOOPBACK: "true" })).toThrow(
+      /ALLOW_INSECURE_AUTH_ON_LOOPBACK/,
+    );
+    // an empty variable counts as unset
+    expect(loadConfig({ ...required, TLS_CERT: "", TLS_KEY: "" }).tls).toBeUndefined();
+  });
+});
+
+describe("TLS material", () => {
+  it("generates a valid self-signed certificate for the bridge's names without openssl", () => {
+    const { key, cert } = generateSelfSignedCertificate(["mx.example.test", "localhost", "127.0.0.1", "::1"]);
+    const certificate = new X509Certificate(cert);
+    expect(certificate.subject).toBe("CN=mx.example.test");
+    expect(certificate.subjectAltName).toBe("DNS:mx.example.test, DNS:localhost, IP Address:127.0.0.1, IP Address:0:0:0:0:0:0:0:1");
+    expect(certificate.verify(certificate.publicKey)).toBe(true);
+    expect(certificate.checkPrivateKey(createPrivateKey(key))).toBe(true);
+    expect(Date.parse(certificate.validTo) - Date.now()).toBeGreaterThan(300 * 24 * 3600_000);
+  });
+
+  it("is generated only when no files are configured", () => {
+    const config = loadConfig({ ...required, SMTP_HOSTNAME: "relay.test" });
+    expect(loadTlsCredentials(config).selfSigned).toBe(true);
+  });
+});
+
+describe("request signatures", () => {
+  it("signs t=<unix>,v1=<hex HMAC-SHA256 of '<t>.<body>'> and a verifier refuses old or altered requests", () => {
+    const body = JSON.stringify({ username: "smtp_x", password: "y" });
+    const now = Math.floor(Date.now() / 1000);
+    const header = signBridgeRequest("secret-secret-secret", body, now);
+    expect(header).toMatch(/^t=\d+,v1=[0-9a-f]{64}$/);
+    expect(verifySignature("secret-secret-secret", header, body, now)).toBe(true);
+    expect(verifySignature("secret-secret-secret", header, `${body} `, now)).toBe(false);
+    expect(verifySignature("another-secret-value", header, body, now)).toBe(false);
+    expect(verifySignature("secret-secret-secret", header, body, now + 301)).toBe(false);
+  });
+});

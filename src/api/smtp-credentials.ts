@@ -1,0 +1,106 @@
+import { and, desc, eq, isNull } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
+import { smtpCredentials } from "../db/schema";
+import { generateSmtpCredential, serializeSmtpCredential } from "../domain/smtp/credentials";
+import { notFound } from "../errors";
+import { newId, nowIso } from "../lib/ids";
+import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, Timestamp, z } from "../lib/openapi";
+
+const CreateSmtpCredentialSchema = z
+  .object({ name: z.string().trim().min(1).max(100).openapi({ example: "Billing app" }) })
+  .strict()
+  .openapi("CreateSmtpCredential");
+
+export const SmtpCredentialSchema = z
+  .object({
+    id: z.string().openapi({ example: "smtp_3kT9dQ0aZ1mL7pX2cV5bN8" }),
+    name: z.string(),
+    username: z.string().openapi({ example: "smtp_Qm2f8ZkT0aLx4Vb7Nc1R", description: "The SMTP username (AUTH PLAIN/LOGIN)" }),
+    created_at: Timestamp,
+    last_used_at: Timestamp.nullable(),
+  })
+  .openapi("SmtpCredential");
+
+const CreatedSmtpCredentialSchema = SmtpCredentialSchema.extend({
+  password: z.string().openapi({ description: "The SMTP password. Shown only in this response; store it now.", example: "…" }),
+}).openapi("CreatedSmtpCredential");
+
+const tags = ["SMTP relay"];
+
+const listCredentials = keyedRoute("send", {
+  method: "get",
+  path: "/smtp-credentials",
+  tags,
+  summary: "List SMTP credentials (never the passwords)",
+  responses: { 200: jsonResponse(z.object({ data: z.array(SmtpCredentialSchema) }), "Active credentials, newest first") },
+});
+
+const createCredential = keyedRoute(
+  "send",
+  {
+    method: "post",
+    path: "/smtp-credentials",
+    tags,
+    summary: "Create an SMTP credential",
+    description:
+      "A username and password for the SMTP relay (ports 587 and 2525 with STARTTLS, 465 with implicit TLS). The password is shown only in this response and stored as a hash.",
+    request: { body: jsonBody(CreateSmtpCredentialSchema) },
+    responses: { 201: jsonResponse(CreatedSmtpCredentialSchema, "The credential; `password` is shown only this once") },
+  },
+  { features: ["smtp_relay"] },
+);
+
+const revokeCredential = keyedRoute("send", {
+  method: "delete",
+  path: "/smtp-credentials/{id}",
+  tags,
+  summary: "Revoke an SMTP credential",
+  description: "The relay refuses it within seconds: new logins at once, open sessions at their next message.",
+  request: { params: IdParam("smtp") },
+  responses: {
+    200: jsonResponse(SmtpCredentialSchema.extend({ revoked_at: Timestamp }), "The revoked credential"),
+    404: errorResponse("No such credential"),
+  },
+});
+
+export const smtpCredentialRoutes = createRouter()
+  .openapi(listCredentials, async (c) => {
+    const rows = await drizzle(c.env.DB)
+      .select()
+      .from(smtpCredentials)
+      .where(and(eq(smtpCredentials.accountId, c.get("auth").account.id), isNull(smtpCredentials.revokedAt)))
+      .orderBy(desc(smtpCredentials.createdAt), desc(smtpCredentials.id))
+      .all();
+    return c.json({ data: rows.map(serializeSmtpCredential) }, 200);
+  })
+  .openapi(createCredential, async (c) => {
+    const secret = await generateSmtpCredential();
+    const row = await drizzle(c.env.DB)
+      .insert(smtpCredentials)
+      .values({
+        id: newId("smtp"),
+        accountId: c.get("auth").account.id,
+        name: c.req.valid("json").name,
+        username: secret.username,
+        passwordHash: secret.passwordHash,
+      })
+      .returning()
+      .get();
+    return c.json({ ...serializeSmtpCredential(row), password: secret.password }, 201);
+  })
+  .openapi(revokeCredential, async (c) => {
+    const row = await drizzle(c.env.DB)
+      .update(smtpCredentials)
+      .set({ revokedAt: nowIso() })
+      .where(
+        and(
+          eq(smtpCredentials.id, c.req.valid("param").id),
+          eq(smtpCredentials.accountId, c.get("auth").account.id),
+          isNull(smtpCredentials.revokedAt),
+        ),
+      )
+      .returning()
+      .get();
+    if (!row) throw notFound("SMTP credential");
+    return c.json({ ...serializeSmtpCredential(row), revoked_at: row.revokedAt ?? nowIso() }, 200);
+  });

@@ -1,0 +1,70 @@
+import { and, eq, isNull } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
+import { accounts, smtpCredentials } from "../../db/schema";
+import { sha256Hex, timingSafeEqualString } from "../../lib/crypto";
+import { randomBase62 } from "../../lib/ids";
+import type { Account } from "../accounts/accounts";
+
+export type SmtpCredentialRow = typeof smtpCredentials.$inferSelect;
+
+export const SMTP_USERNAME_PREFIX = "smtp_";
+const usernameLength = 20;
+const passwordLength = 40;
+
+/**
+ * A new credential: username `smtp_` + 20 base62 characters, password 40 base62 characters (about 238 bits).
+ * The password is a random secret the service generates, not something a person chose, so there is nothing for a
+ * slow hash (bcrypt, scrypt) to protect against: guessing 2^238 values is out of reach however fast each guess is.
+ * A single SHA-256 is therefore the right storage hash, as for API keys, and keeps AUTH cheap for the bridge.
+ */
+export async function generateSmtpCredential() {
+  const username = SMTP_USERNAME_PREFIX + randomBase62(usernameLength);
+  const password = randomBase62(passwordLength);
+  return { username, password, passwordHash: await sha256Hex(password) };
+}
+
+export function serializeSmtpCredential(row: SmtpCredentialRow) {
+  return { id: row.id, name: row.name, username: row.username, created_at: row.createdAt, last_used_at: row.lastUsedAt };
+}
+
+// Compared against when the username is unknown, so a miss costs the same hashing and comparison as a hit.
+const unknownUserHash = "0".repeat(64);
+
+// last_used_at is informational; writing it at most once a minute keeps a D1 write off most AUTHs.
+const lastUsedResolutionMs = 60_000;
+
+export type RelayIdentity = { credentialId: string; accountId: string };
+
+/**
+ * Checks a username and password as the SMTP bridge presents them. Unknown, revoked and wrong-password all return
+ * undefined after the same work (hash the presented password, compare in constant time against a stored or a
+ * dummy hash), so the answer time does not tell them apart.
+ */
+export async function authenticateSmtpCredential(
+  d1: D1Database,
+  username: string,
+  password: string,
+  waitUntil: (promise: Promise<unknown>) => void,
+): Promise<RelayIdentity | undefined> {
+  const row = await drizzle(d1).select().from(smtpCredentials).where(eq(smtpCredentials.username, username)).get();
+  const matches = await timingSafeEqualString(await sha256Hex(password), row?.passwordHash ?? unknownUserHash);
+  if (!row || row.revokedAt !== null || !matches) return undefined;
+  if (!row.lastUsedAt || Date.now() - Date.parse(row.lastUsedAt) > lastUsedResolutionMs) {
+    waitUntil(drizzle(d1).update(smtpCredentials).set({ lastUsedAt: new Date().toISOString() }).where(eq(smtpCredentials.id, row.id)).run());
+  }
+  return { credentialId: row.id, accountId: row.accountId };
+}
+
+/** The credential (not revoked) and its account, for the bridge's later calls that name the credential by id. */
+export async function findActiveCredential(
+  d1: D1Database,
+  credentialId: string,
+): Promise<{ credential: SmtpCredentialRow; account: Account } | undefined> {
+  const row = await drizzle(d1)
+    .select({ credential: smtpCredentials, account: accounts })
+    .from(smtpCredentials)
+    .innerJoin(accounts, eq(accounts.id, smtpCredentials.accountId))
+    .where(and(eq(smtpCredentials.id, credentialId), isNull(smtpCredentials.revokedAt)))
+    .get();
+  return row ?? undefined;
+}

@@ -1,0 +1,98 @@
+import { Hono, type Context } from "hono";
+import { createMiddleware } from "hono/factory";
+import { z } from "zod";
+import { hasFeature } from "../domain/accounts/accounts";
+import { findVerifiedDomain } from "../domain/domains/domains";
+import { acceptRelayMessage } from "../domain/sending/relay";
+import { BRIDGE_SIGNATURE_HEADER, verifyBridgeSignature } from "../domain/smtp/bridge-signature";
+import { authenticateSmtpCredential, findActiveCredential } from "../domain/smtp/credentials";
+import { AppError, fieldErrors, validationError } from "../errors";
+import { base64ToBytes } from "../lib/crypto";
+import type { AppEnv } from "../types";
+
+// The internal relay API: what the SMTP bridge (smtp-bridge/) calls for each SMTP phase. It is not part of the
+// public API (plain hono routes, so it never appears in the OpenAPI document) and sits outside the API-key
+// middleware; every request must instead carry the bridge's signature over its exact body.
+
+const verifyBridge = createMiddleware<AppEnv>(async (c, next) => {
+  const secret = c.env.BRIDGE_SECRET;
+  if (!secret) throw new AppError("unauthorized", "The relay API is disabled: BRIDGE_SECRET is not set");
+  // hono keeps the body it read, so the handler's own c.req.text() gets these same bytes
+  const body = await c.req.text();
+  if (!(await verifyBridgeSignature(secret, c.req.header(BRIDGE_SIGNATURE_HEADER), body))) {
+    throw new AppError("unauthorized", `Missing, invalid or expired ${BRIDGE_SIGNATURE_HEADER}`);
+  }
+  await next();
+});
+
+async function signedBody<T extends z.ZodType>(c: Context<AppEnv>, schema: T): Promise<z.infer<T>> {
+  let json: unknown;
+  try {
+    json = JSON.parse(await c.req.text());
+  } catch {
+    throw validationError({ body: ["The request body is not valid JSON"] });
+  }
+  const parsed = schema.safeParse(json);
+  if (!parsed.success) throw validationError(fieldErrors(parsed.error));
+  return parsed.data;
+}
+
+const mailbox = z.string().min(3).max(320).regex(/^[^@\s]+@[^@\s]+$/, "Not an email address");
+
+const AuthRequest = z.object({ username: z.string().min(1).max(200), password: z.string().min(1).max(200) });
+const SenderRequest = z.object({ credential_id: z.string().min(1).max(64), mail_from: mailbox });
+const MessageRequest = z.object({
+  credential_id: z.string().min(1).max(64),
+  mail_from: mailbox,
+  rcpt_to: z.array(z.string().min(1).max(320)).min(1).max(1000),
+  raw: z.string().min(1).regex(/^[A-Za-z0-9+/]+={0,2}$/, "Not base64"),
+});
+
+async function activeCredential(d1: D1Database, credentialId: string) {
+  const found = await findActiveCredential(d1, credentialId);
+  // the bridge answers this with 530: the session's credential was revoked after it logged in
+  if (!found) throw new AppError("unauthorized", "The SMTP credential does not exist or was revoked");
+  return found;
+}
+
+export const relayRoutes = new Hono<AppEnv>()
+  .use("*", verifyBridge)
+  .post("/auth", async (c) => {
+    const body = await signedBody(c, AuthRequest);
+    const identity = await authenticateSmtpCredential(c.env.DB, body.username, body.password, (promise) => c.executionCtx.waitUntil(promise));
+    if (!identity) throw new AppError("unauthorized", "Invalid SMTP username or password");
+    return c.json({ credential_id: identity.credentialId, account_id: identity.accountId }, 200);
+  })
+  .post("/sender", async (c) => {
+    const body = await signedBody(c, SenderRequest);
+    const { credential, account } = await activeCredential(c.env.DB, body.credential_id);
+    const missing = (["email_api", "smtp_relay"] as const).filter((feature) => !hasFeature(account, feature));
+    if (missing.length > 0) {
+      throw new AppError("feature_disabled", `SMTP relay is not enabled for this account (${missing.join(", ")}); ask the operator to enable it`);
+    }
+    const domainName = body.mail_from.slice(body.mail_from.lastIndexOf("@") + 1).toLowerCase();
+    const domain = await findVerifiedDomain(c.env.DB, account.id, domainName);
+    if (!domain) {
+      throw new AppError("domain_not_verified", `The domain ${domainName} is not a verified sending domain of this account`);
+    }
+    return c.json({ credential_id: credential.id, account_id: account.id, domain }, 200);
+  })
+  .post("/messages", async (c) => {
+    const body = await signedBody(c, MessageRequest);
+    const { credential, account } = await activeCredential(c.env.DB, body.credential_id);
+    // An SMTP credential is held to the account's per-minute limit as an API key is (one message, one request), so
+    // the relay is no way around it; the bridge turns the 429 into 451 4.7.0 with the Retry-After in the text.
+    const decision = await c.env.RATE_LIMITER.getByName(`smtp:${credential.id}`).consume(account.rateLimitPerMinute, 60);
+    if (!decision.allowed) {
+      throw new AppError("rate_limited", `Rate limit of ${decision.limit} messages per minute reached; retry after ${decision.retryAfterSeconds} s`, {
+        headers: { "Retry-After": String(decision.retryAfterSeconds) },
+      });
+    }
+    const accepted = await acceptRelayMessage(
+      c.env,
+      c.executionCtx,
+      { accountId: account.id, credentialId: credential.id },
+      { mailFrom: body.mail_from, rcptTo: body.rcpt_to, raw: base64ToBytes(body.raw) },
+    );
+    return c.json({ id: accepted.id, recipients: accepted.recipients, credits_charged: accepted.credits_charged, status: accepted.status }, 202);
+  });

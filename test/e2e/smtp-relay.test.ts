@@ -1,0 +1,173 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { connect, createServer, type AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { dkimVerify } from "mailauth";
+import MailComposer from "nodemailer/lib/mail-composer";
+import nodemailer from "nodemailer";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+
+// The whole relay path on the real local stack, started the way a developer starts it (scripts/dev.ts on free
+// ports, its own state directory): SMTP client → smtp-bridge → Worker /internal/relay → send queue → consumer →
+// DKIM signing → the dev mail sink. Nothing is faked.
+
+const root = new URL("../../", import.meta.url).pathname;
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+function listening(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect(port, "127.0.0.1");
+    socket.once("connect", () => (socket.destroy(), resolve(true)));
+    socket.once("error", () => resolve(false));
+  });
+}
+
+type Demo = { account_id: string; api_key: string; smtp: { id: string; username: string; password: string } };
+
+let stack: ChildProcess | undefined;
+let stateDir = "";
+let output = "";
+const ports: Record<string, number> = {};
+let demo: Demo;
+
+const workerUrl = () => `http://127.0.0.1:${ports.WORKER_PORT}`;
+
+async function api<T>(path: string, init: { method?: string; body?: unknown } = {}): Promise<{ status: number; body: T }> {
+  const response = await fetch(`${workerUrl()}${path}`, {
+    method: init.method ?? (init.body === undefined ? "GET" : "POST"),
+    headers: { Authorization: `Bearer ${demo.api_key}`, "Content-Type": "application/json" },
+    body: init.body === undefined ? undefined : JSON.stringify(init.body),
+  });
+  return { status: response.status, body: (await response.json()) as T };
+}
+
+beforeAll(async () => {
+  for (const name of ["WORKER_PORT", "DOH_PORT", "SINK_SMTP_PORT", "SINK_HTTP_PORT", "BRIDGE_SMTP_PORT", "BRIDGE_ALT_PORT", "BRIDGE_SMTPS_PORT"]) {
+    ports[name] = await freePort();
+  }
+  stateDir = await mkdtemp(join(tmpdir(), "mailforge-e2e-smtp-"));
+  // its own process group, so the whole stack (wrangler, workerd, the bridge) is stopped by one signal
+  stack = spawn("tsx", ["scripts/dev.ts"], {
+    cwd: root,
+    detached: true,
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, ...Object.fromEntries(Object.entries(ports).map(([k, v]) => [k, String(v)])), DEV_STATE_DIR: join(stateDir, "state") },
+  });
+  stack.stdout?.on("data", (chunk: Buffer) => (output += chunk.toString()));
+  stack.stderr?.on("data", (chunk: Buffer) => (output += chunk.toString()));
+  const deadline = Date.now() + 50_000;
+  while (!output.includes("Mailforge is running.")) {
+    if (Date.now() > deadline || stack.exitCode !== null) throw new Error(`the dev stack did not start:\n${output.slice(-3000)}`);
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+  demo = JSON.parse(await readFile(join(stateDir, "state", "demo.json"), "utf8")) as Demo;
+}, 60_000);
+
+afterAll(async () => {
+  if (stack?.pid && stack.exitCode === null) {
+    const exited = new Promise((resolve) => stack?.once("exit", resolve));
+    process.kill(-stack.pid, "SIGTERM");
+    await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 10_000))]);
+    // dev.ts signals its children and exits; wait until they have let go of their ports too
+    const deadline = Date.now() + 10_000;
+    for (const port of [ports.WORKER_PORT, ports.BRIDGE_SMTP_PORT]) {
+      while (Date.now() < deadline && (await listening(port ?? 0))) await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+  }
+  if (stateDir) await rm(stateDir, { recursive: true, force: true });
+}, 20_000);
+
+describe("SMTP relay end to end", () => {
+  it("prints the SMTP settings and the credential it seeded", () => {
+    expect(output).toContain(`ports ${ports.BRIDGE_SMTP_PORT} and ${ports.BRIDGE_ALT_PORT} (STARTTLS), ${ports.BRIDGE_SMTPS_PORT} (implicit TLS)`);
+    expect(output).toContain(`username ${demo.smtp.username}`);
+  });
+
+  it("delivers a multipart message sent over STARTTLS to the provider, unchanged apart from a valid DKIM signature", async () => {
+    // a sending domain, as a user sets it up: add it, publish its records, verify
+    const name = `relay-${Date.now().toString(36)}.test`;
+    const created = await api<{ id: string; records: { name: string; value: string }[] }>("/api/v1/domains", { body: { name } });
+    expect(created.status).toBe(201);
+    for (const record of created.body.records) {
+      const published = await fetch(`http://127.0.0.1:${ports.DOH_PORT}/zone/${encodeURIComponent(record.name)}`, {
+        method: "PUT",
+        body: JSON.stringify({ TXT: [record.value] }),
+      });
+      expect(published.status).toBe(200);
+    }
+    expect((await api<{ status: string }>(`/api/v1/domains/${created.body.id}/verify`, { method: "POST" })).body.status).toBe("verified");
+
+    const to = `reader-${Date.now().toString(36)}@example.org`;
+    const png = Buffer.from("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==", "base64");
+    const raw = await new MailComposer({
+      from: `"Acme" <billing@${name}>`,
+      to,
+      replyTo: `help@${name}`,
+      subject: "Your invoice",
+      messageId: `<invoice-7@${name}>`,
+      date: new Date(),
+      headers: { "X-Customer-Id": "42" },
+      text: "Invoice attached.\r\n",
+      html: `<p><img src="cid:logo@${name}"> Invoice attached.</p>`,
+      attachments: [
+        { filename: "invoice.pdf", content: Buffer.from("%PDF-1.4 invoice\n".repeat(100)), contentType: "application/pdf" },
+        { filename: "logo.png", content: png, contentType: "image/png", cid: `logo@${name}` },
+      ],
+    })
+      .compile()
+      .build();
+
+    const transport = nodemailer.createTransport({
+      host: "127.0.0.1",
+      port: ports.BRIDGE_SMTP_PORT,
+      secure: false,
+      requireTLS: true,
+      tls: { rejectUnauthorized: false },
+      auth: { user: demo.smtp.username, pass: demo.smtp.password },
+    });
+    const info = await transport.sendMail({ envelope: { from: `billing@${name}`, to: [to] }, raw });
+    const messageId = /^250 2\.0\.0 Ok: queued as (msg_\w+)$/.exec(info.response)?.[1];
+    expect(messageId).toBeDefined();
+
+    const stored = await api<{ source: string; status: string }>(`/api/v1/messages/${messageId}`);
+    expect(stored.body).toMatchObject({ source: "smtp" });
+
+    let delivered: { id: string } | undefined;
+    const deadline = Date.now() + 20_000;
+    while (!delivered && Date.now() < deadline) {
+      const listed = (await (await fetch(`http://127.0.0.1:${ports.SINK_HTTP_PORT}/api/messages?to=${encodeURIComponent(to)}`)).json()) as { data: { id: string }[] };
+      delivered = listed.data[0];
+      if (!delivered) await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+    expect(delivered).toBeDefined();
+    const received = Buffer.from(await (await fetch(`http://127.0.0.1:${ports.SINK_HTTP_PORT}/api/messages/${delivered?.id}/raw`)).arrayBuffer());
+
+    // the Worker prepended one DKIM-Signature header field and changed nothing else
+    const text = received.toString("latin1");
+    expect(text).toMatch(/^DKIM-Signature: v=1; a=rsa-sha256;/);
+    expect(received.subarray(received.length - raw.length).equals(raw)).toBe(true);
+    expect(text.slice(0, received.length - raw.length)).toMatch(/^DKIM-Signature: [^\r\n]*(\r\n[ \t][^\r\n]*)*\r\n$/);
+
+    const dkimRecords = new Map(created.body.records.map((record) => [record.name, record.value]));
+    const verdict = await dkimVerify(received, {
+      resolver: async (lookup: string, type: string) => {
+        const value = dkimRecords.get(lookup);
+        if (type !== "TXT" || !value) throw Object.assign(new Error(`no ${type} for ${lookup}`), { code: "ENOTFOUND" });
+        return [value.match(/.{1,255}/g) ?? []];
+      },
+    });
+    expect(verdict.results[0]?.status.result).toBe("pass");
+    expect(verdict.results[0]?.signingDomain).toBe(name);
+  }, 40_000);
+});

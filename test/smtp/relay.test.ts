@@ -1,0 +1,213 @@
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { signBridgeRequest } from "../../src/domain/smtp/bridge-signature";
+import { ADMIN_TOKEN, call, createAccount, json } from "../helpers";
+import { eventually, sinkMessagesTo, sinkRaw, verifiedDomain } from "../send/helpers";
+
+// The internal relay API as the SMTP bridge calls it: every request signed with BRIDGE_SECRET.
+
+const BRIDGE_SECRET = "test-bridge-secret";
+
+async function relay(path: string, payload: unknown, options: { secret?: string; t?: number; header?: string | null } = {}): Promise<Response> {
+  const body = JSON.stringify(payload);
+  const header = options.header === undefined ? await signBridgeRequest(options.secret ?? BRIDGE_SECRET, body, options.t) : options.header;
+  return call(`/internal/relay${path}`, { body, headers: header === null ? {} : { "X-Bridge-Signature": header } });
+}
+
+async function accountWithCredential(overrides: Record<string, unknown> = {}) {
+  const account = await createAccount({ send_credits: 100, ...overrides });
+  const created = await call("/api/v1/smtp-credentials", { key: account.api_key, body: { name: "relay" } });
+  expect(created.status).toBe(201);
+  const credential = await json<{ id: string; username: string; password: string }>(created);
+  return { account, credential };
+}
+
+const rcpt = (label: string) => `${label}-${crypto.randomUUID().slice(0, 8)}@example.net`;
+
+function base64(text: string): string {
+  let binary = "";
+  for (const byte of new TextEncoder().encode(text)) binary += String.fromCharCode(byte);
+  return btoa(binary);
+}
+
+describe("the bridge signature", () => {
+  it("is required, must match the body and BRIDGE_SECRET, and expires after 300 s", async () => {
+    const { credential } = await accountWithCredential();
+    const payload = { username: credential.username, password: credential.password };
+    // margins of 10 s either side of the 300 s tolerance, so a slow run cannot move a case across the boundary
+    const now = Math.floor(Date.now() / 1000);
+    expect((await relay("/auth", payload)).status).toBe(200);
+    expect((await relay("/auth", payload, { t: now - 290 })).status).toBe(200);
+
+    const refusals = [
+      await relay("/auth", payload, { header: null }),
+      await relay("/auth", payload, { secret: "not-the-bridge-secret" }),
+      await relay("/auth", payload, { t: now - 310 }),
+      await relay("/auth", payload, { t: now + 310 }),
+      await relay("/auth", payload, { header: "t=abc,v1=00" }),
+      // signed for one body, sent with another
+      await call("/internal/relay/auth", {
+        body: JSON.stringify({ ...payload, username: "smtp_someoneelse" }),
+        headers: { "X-Bridge-Signature": await signBridgeRequest(BRIDGE_SECRET, JSON.stringify(payload)) },
+      }),
+    ];
+    for (const response of refusals) {
+      expect(response.status).toBe(401);
+      expect(await json(response)).toMatchObject({ code: "unauthorized" });
+    }
+  });
+
+  it("is not an API key route: a Bearer key does not get in", async () => {
+    const { account } = await accountWithCredential();
+    const response = await call("/internal/relay/auth", { key: account.api_key, body: { username: "x", password: "y" } });
+    expect(response.status).toBe(401);
+  });
+});
+
+describe("POST /internal/relay/auth", () => {
+  it("answers the credential and account for a valid username and password, and records last use", async () => {
+    const { account, credential } = await accountWithCredential();
+    const response = await relay("/auth", { username: credential.username, password: credential.password });
+    expect(response.status).toBe(200);
+    expect(await json(response)).toEqual({ credential_id: credential.id, account_id: account.id });
+    const listed = await eventually(async () => {
+      const list = await json<{ data: { last_used_at: string | null }[] }>(await call("/api/v1/smtp-credentials", { key: account.api_key }));
+      return list.data[0]?.last_used_at ?? undefined;
+    });
+    expect(listed).toMatch(/^\d{4}-/);
+  });
+
+  it("refuses a wrong password, an unknown username and a revoked credential with 401", async () => {
+    const { account, credential } = await accountWithCredential();
+    expect((await relay("/auth", { username: credential.username, password: `${credential.password}x` })).status).toBe(401);
+    expect((await relay("/auth", { username: "smtp_doesnotexist0000000", password: credential.password })).status).toBe(401);
+    expect((await call(`/api/v1/smtp-credentials/${credential.id}`, { key: account.api_key, method: "DELETE" })).status).toBe(200);
+    const revoked = await relay("/auth", { username: credential.username, password: credential.password });
+    expect(revoked.status).toBe(401);
+    expect(await json(revoked)).toMatchObject({ code: "unauthorized" });
+  });
+
+  it("answers 422 for a body without the fields", async () => {
+    expect((await relay("/auth", { username: "" })).status).toBe(422);
+  });
+});
+
+describe("POST /internal/relay/sender", () => {
+  it("accepts a MAIL FROM on a verified domain of the account", async () => {
+    const { account, credential } = await accountWithCredential();
+    const domain = await verifiedDomain(account.api_key);
+    const response = await relay("/sender", { credential_id: credential.id, mail_from: `App@${domain.name.toUpperCase()}` });
+    expect(response.status).toBe(200);
+    expect(await json(response)).toMatchObject({ credential_id: credential.id, account_id: account.id, domain: { id: domain.id, name: domain.name } });
+  });
+
+  it("refuses an unverified domain, and another account's verified domain, with 403 domain_not_verified", async () => {
+    const { credential } = await accountWithCredential();
+    const other = await createAccount();
+    const othersDomain = await verifiedDomain(other.api_key);
+    for (const mailFrom of ["app@nowhere.example", `app@${othersDomain.name}`]) {
+      const response = await relay("/sender", { credential_id: credential.id, mail_from: mailFrom });
+      expect(response.status).toBe(403);
+      expect(await json(response)).toMatchObject({ code: "domain_not_verified" });
+    }
+  });
+
+  it("refuses an account without smtp_relay with 403 feature_disabled", async () => {
+    const { account, credential } = await accountWithCredential();
+    const domain = await verifiedDomain(account.api_key);
+    const patched = await call(`/admin/v1/accounts/${account.id}`, { key: ADMIN_TOKEN, method: "PATCH", body: { features: ["email_api"] } });
+    expect(patched.status).toBe(200);
+    const response = await relay("/sender", { credential_id: credential.id, mail_from: `app@${domain.name}` });
+    expect(response.status).toBe(403);
+    expect(await json(response)).toMatchObject({ code: "feature_disabled", message: expect.stringContaining("smtp_relay") });
+  });
+
+  it("refuses a revoked or unknown credential with 401", async () => {
+    const { account, credential } = await accountWithCredential();
+    const domain = await verifiedDomain(account.api_key);
+    await call(`/api/v1/smtp-credentials/${credential.id}`, { key: account.api_key, method: "DELETE" });
+    expect((await relay("/sender", { credential_id: credential.id, mail_from: `app@${domain.name}` })).status).toBe(401);
+    expect((await relay("/sender", { credential_id: "smtp_unknown", mail_from: `app@${domain.name}` })).status).toBe(401);
+  });
+});
+
+describe("POST /internal/relay/messages", () => {
+  it("accepts raw MIME into the send pipeline (202) and delivers it with the user's headers kept and a DKIM signature added", async () => {
+    const { account, credential } = await accountWithCredential();
+    const domain = await verifiedDomain(account.api_key);
+    const to = rcpt("relay");
+    const raw = [
+      `From: Acme <app@${domain.name}>`,
+      `To: <${to}>`,
+      "Subject: Relayed",
+      `Message-ID: <relay-1@${domain.name}>`,
+      "Reply-To: support@example.org",
+      "X-Custom-Trace: keep-me",
+      "MIME-Version: 1.0",
+      "Content-Type: text/plain; charset=utf-8",
+      "",
+      "Hello through the relay",
+      "",
+    ].join("\r\n");
+    const response = await relay("/messages", { credential_id: credential.id, mail_from: `app@${domain.name}`, rcpt_to: [to], raw: base64(raw) });
+    expect(response.status).toBe(202);
+    const accepted = await json<{ id: string; recipients: unknown; credits_charged: number; status: string }>(response);
+    expect(accepted).toMatchObject({ id: expect.stringMatching(/^msg_/), credits_charged: 1, status: "queued" });
+
+    const message = await json<{ source: string; subject: string }>(await call(`/api/v1/messages/${accepted.id}`, { key: account.api_key }));
+    expect(message).toMatchObject({ source: "smtp", subject: "Relayed" });
+
+    const [delivered] = await eventually(async () => {
+      const found = await sinkMessagesTo(to);
+      return found.length > 0 ? found : undefined;
+    });
+    const received = await sinkRaw(delivered?.id ?? "");
+    expect(received).toMatch(/^DKIM-Signature: /);
+    expect(received).toContain(`Message-ID: <relay-1@${domain.name}>`);
+    expect(received).toContain("X-Custom-Trace: keep-me");
+    expect(received).toContain("Hello through the relay");
+  });
+
+  it("holds a credential to the account's per-minute rate limit: 429 with Retry-After", async () => {
+    const { account, credential } = await accountWithCredential();
+    const domain = await verifiedDomain(account.api_key);
+    const patched = await call(`/admin/v1/accounts/${account.id}`, { key: ADMIN_TOKEN, method: "PATCH", body: { rate_limit_per_minute: 2 } });
+    expect(patched.status).toBe(200);
+    const to = rcpt("limited");
+    const payload = {
+      credential_id: credential.id,
+      mail_from: `app@${domain.name}`,
+      rcpt_to: [to],
+      raw: base64(`From: app@${domain.name}\r\nTo: ${to}\r\nSubject: x\r\n\r\nbody\r\n`),
+    };
+    expect((await relay("/messages", payload)).status).toBe(202);
+    expect((await relay("/messages", payload)).status).toBe(202);
+    const limited = await relay("/messages", payload);
+    expect(limited.status).toBe(429);
+    expect(Number(limited.headers.get("Retry-After"))).toBeGreaterThan(0);
+    expect(await json(limited)).toMatchObject({ code: "rate_limited" });
+  });
+
+  it("answers 402 when the account has no credits, 401 for a revoked credential, 422 for bad input", async () => {
+    const { account, credential } = await accountWithCredential({ send_credits: 0 });
+    const domain = await verifiedDomain(account.api_key);
+    const to = rcpt("broke");
+    const payload = {
+      credential_id: credential.id,
+      mail_from: `app@${domain.name}`,
+      rcpt_to: [to],
+      raw: base64(`From: app@${domain.name}\r\nTo: ${to}\r\nSubject: x\r\n\r\nbody\r\n`),
+    };
+    const broke = await relay("/messages", payload);
+    expect(broke.status).toBe(402);
+    expect(await json(broke)).toMatchObject({ code: "insufficient_credits" });
+
+    expect((await relay("/messages", { ...payload, raw: "not base64!" })).status).toBe(422);
+    expect((await relay("/messages", { ...payload, rcpt_to: [] })).status).toBe(422);
+
+    await call(`/api/v1/smtp-credentials/${credential.id}`, { key: account.api_key, method: "DELETE" });
+    expect((await relay("/messages", payload)).status).toBe(401);
+    const rows = await env.DB.prepare("SELECT COUNT(*) AS n FROM messages WHERE account_id = ?").bind(account.id).first<{ n: number }>();
+    expect(rows?.n).toBe(0);
+  });
+});
