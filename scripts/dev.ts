@@ -4,10 +4,12 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { connect } from "node:net";
 import { z } from "zod";
 import { createDohServer } from "./dev/doh-server.ts";
 import { createMailSink } from "./dev/mail-sink.ts";
 import { readDevVars } from "./lib/dev-vars.ts";
+import { seedDemoDomain } from "./lib/seed-domain.ts";
 
 const port = z.coerce.number().int().min(1).max(65535);
 const config = z
@@ -16,11 +18,16 @@ const config = z
     DOH_PORT: port.default(8053),
     SINK_SMTP_PORT: port.default(1025),
     SINK_HTTP_PORT: port.default(8025),
+    // unprivileged stand-ins for the relay's 587 and 465 (STARTTLS and implicit TLS), and 2525 (STARTTLS)
+    BRIDGE_SMTP_PORT: port.default(2587),
+    BRIDGE_ALT_PORT: port.default(2525),
+    BRIDGE_SMTPS_PORT: port.default(2465),
+    DEV_STATE_DIR: z.string().min(1).default(".dev"),
     DEV_HOST: z.string().default("127.0.0.1"),
   })
   .parse(process.env);
 
-const stateDir = ".dev";
+const stateDir = config.DEV_STATE_DIR;
 const zonePath = `${stateDir}/zone.json`;
 const demoPath = `${stateDir}/demo.json`;
 const workerUrl = `http://${config.DEV_HOST}:${config.WORKER_PORT}`;
@@ -53,9 +60,9 @@ function run(command: string, args: string[], options: { quiet?: boolean } = {})
   });
 }
 
-function startChild(name: string, command: string, args: string[]): ChildProcess {
+function startChild(name: string, command: string, args: string[], env: NodeJS.ProcessEnv = childEnv): ChildProcess {
   // Its own process group, so stopping it also stops what it spawned (wrangler runs workerd).
-  const child = spawn(command, args, { stdio: ["ignore", "inherit", "inherit"], detached: true, env: childEnv });
+  const child = spawn(command, args, { stdio: ["ignore", "inherit", "inherit"], detached: true, env });
   child.once("exit", (code, signal) => {
     if (!stopping) {
       console.error(`${name} stopped (${signal ?? code}); stopping the stack`);
@@ -79,7 +86,26 @@ async function waitFor(url: string, timeoutMs = 60_000) {
   throw new Error(`${url} did not answer within ${timeoutMs / 1000} s`);
 }
 
-type Demo = { account_id: string; api_key: string };
+async function waitForPort(port: number, timeoutMs = 30_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const open = await new Promise<boolean>((resolve) => {
+      const socket = connect(port, config.DEV_HOST);
+      const done = (listening: boolean) => {
+        socket.destroy();
+        resolve(listening);
+      };
+      socket.once("connect", () => done(true)).once("error", () => done(false));
+      socket.setTimeout(1000, () => done(false));
+    });
+    if (open) return;
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  throw new Error(`nothing listens on ${config.DEV_HOST}:${port} after ${timeoutMs / 1000} s`);
+}
+
+type SmtpCredential = { id: string; username: string; password: string };
+type Demo = { account_id: string; api_key: string; smtp?: SmtpCredential };
 
 async function seedDemoAccount(adminToken: string): Promise<Demo> {
   if (existsSync(demoPath)) {
@@ -97,6 +123,22 @@ async function seedDemoAccount(adminToken: string): Promise<Demo> {
   const demo = { account_id: account.id, api_key: account.api_key };
   writeFileSync(demoPath, JSON.stringify(demo, null, 2));
   return demo;
+}
+
+/** The demo account's SMTP credential: reused while it is still active, else a new one (its password shows once). */
+async function seedSmtpCredential(demo: Demo): Promise<SmtpCredential> {
+  const headers = { Authorization: `Bearer ${demo.api_key}`, "Content-Type": "application/json" };
+  if (demo.smtp) {
+    const listed = await fetch(`${workerUrl}/api/v1/smtp-credentials`, { headers });
+    const active = listed.ok ? ((await listed.json()) as { data: { id: string }[] }).data : [];
+    if (active.some((credential) => credential.id === demo.smtp?.id)) return demo.smtp;
+  }
+  const response = await fetch(`${workerUrl}/api/v1/smtp-credentials`, { method: "POST", headers, body: JSON.stringify({ name: "Demo (npm run dev)" }) });
+  if (response.status !== 201) throw new Error(`creating the demo SMTP credential failed: ${response.status} ${await response.text()}`);
+  const created = (await response.json()) as SmtpCredential;
+  const smtp = { id: created.id, username: created.username, password: created.password };
+  writeFileSync(demoPath, JSON.stringify({ ...demo, smtp }, null, 2));
+  return smtp;
 }
 
 let stopping = false;
@@ -151,11 +193,27 @@ startChild("wrangler dev", "wrangler", [
   "--show-interactive-dev-session=false",
   ...Object.entries(vars).flatMap(([name, value]) => ["--var", `${name}:${value}`]),
 ]);
+startChild("smtp bridge", "tsx", ["smtp-bridge/src/main.ts"], {
+  ...childEnv,
+  NODE_ENV: "development",
+  WORKER_URL: workerUrl,
+  BRIDGE_SECRET: devVars.BRIDGE_SECRET ?? "",
+  SMTP_HOST: config.DEV_HOST,
+  SMTP_HOSTNAME: "localhost",
+  SMTP_PORT: String(config.BRIDGE_SMTP_PORT),
+  SMTP_ALT_PORT: String(config.BRIDGE_ALT_PORT),
+  SMTPS_PORT: String(config.BRIDGE_SMTPS_PORT),
+  // local clients (swaks, scripts) may log in without TLS; anything off-loopback still needs STARTTLS
+  ALLOW_INSECURE_AUTH_ON_LOOPBACK: "true",
+});
 await waitFor(`${workerUrl}/api/v1/openapi.json`);
 
 const adminToken = devVars.ADMIN_TOKEN;
 if (!adminToken) throw new Error(".dev.vars has no ADMIN_TOKEN");
 const demo = await seedDemoAccount(adminToken);
+const demoDomain = await seedDemoDomain(workerUrl, demo.api_key, zonePath, "demo.mailforge.test");
+await waitForPort(config.BRIDGE_SMTP_PORT);
+const smtp = await seedSmtpCredential(demo);
 
 console.log(`
 Mailforge is running.
@@ -165,9 +223,18 @@ Mailforge is running.
   Operator token ${adminToken}   (npm run admin -- accounts:get ${demo.account_id})
   Mail sink      smtp://${config.DEV_HOST}:${config.SINK_SMTP_PORT}, inbox http://${config.DEV_HOST}:${config.SINK_HTTP_PORT}/api/messages
   DoH server     ${vars.DOH_URL}   (zone: ${zonePath})
+  Demo domain    ${demoDomain.name} (verified; its DKIM/SPF/DMARC records are in the dev zone)
+  SMTP relay     ${config.DEV_HOST}, ports ${config.BRIDGE_SMTP_PORT} and ${config.BRIDGE_ALT_PORT} (STARTTLS), ${config.BRIDGE_SMTPS_PORT} (implicit TLS); self-signed certificate
+                 username ${smtp.username}
+                 password ${smtp.password}
+                 (kept in ${demoPath}; AUTH without TLS is allowed from loopback in dev only)
 
 Try it:
   curl -H "Authorization: Bearer ${demo.api_key}" ${workerUrl}/api/v1/me
+  curl -H "Authorization: Bearer ${demo.api_key}" -H "Content-Type: application/json" ${workerUrl}/api/v1/send \\
+       -d '{"from": "Demo <hello@${demoDomain.name}>", "to": ["you@example.org"], "subject": "Hi {{name}}", "text": "Hello {{name|there}}!", "variables": {"name": "Ann"}}'
+  swaks --server ${config.DEV_HOST}:${config.BRIDGE_SMTP_PORT} --tls --auth-user ${smtp.username} --auth-password ${smtp.password} \\
+        --from hello@${demoDomain.name} --to someone@example.org
 
 Ctrl-C stops everything; state is kept in ${stateDir}/ for the next run.
 `);

@@ -1,12 +1,13 @@
 import type { Account } from "../accounts/accounts";
 import { eventStatement, type EventInput } from "../events/events";
-import { chargeStatements, isAlreadyRecorded, wasApplied } from "../credits/ledger";
+import { chargeStatements, isAlreadyRecorded, refundStatements, wasApplied } from "../credits/ledger";
 import { normalizeSuppressionEmail } from "../suppressions/suppressions";
 import { dispatchEvents } from "../webhooks/dispatch";
 import { AppError, validationError } from "../../errors";
 import { newId } from "../../lib/ids";
+import { logError } from "../../lib/log";
 import { contentObjectKey, inlineContentLimit, type MessageContent, type SendQueueMessage } from "./content";
-import { reserveDailySends, releaseDailySends } from "./daily-limit";
+import { reserveDailySends, releaseDailySends, type DailyReservation } from "./daily-limit";
 
 export type MessageSource = "api" | "smtp";
 
@@ -192,11 +193,37 @@ export async function acceptMessage(
     throw new AppError("insufficient_credits", `Not enough sending credits: this message needs ${charge}, ${Math.max(0, available)} available`);
   }
 
-  if (deliverable.length > 0) await env.SEND_QUEUE.send({ message_id: messageId } satisfies SendQueueMessage, { contentType: "json" });
+  if (deliverable.length > 0) await enqueueOrUndo(env, account, messageId, charge, day);
   if (events.length > 0) {
     ctx.waitUntil(dispatchEvents(env, account.id, events.map((event) => event.dedupeKey)));
   }
   return { status: 202, body: accepted, replayed: false };
+}
+
+/**
+ * The message is stored and charged; if it cannot be queued it must not stay `queued` with nobody to send it.
+ * One retry, then the acceptance is undone (failed, refunded) and the client gets a 503 to retry with back-off.
+ */
+async function enqueueOrUndo(env: Env, account: Account, messageId: string, charge: number, day: DailyReservation | undefined) {
+  const body: SendQueueMessage = { message_id: messageId };
+  try {
+    await env.SEND_QUEUE.send(body, { contentType: "json" });
+    return;
+  } catch {
+    try {
+      await env.SEND_QUEUE.send(body, { contentType: "json" });
+      return;
+    } catch (error) {
+      logError("send queue unavailable; acceptance undone", { message_id: messageId, error: String(error) });
+    }
+  }
+  await env.DB.batch([
+    env.DB.prepare("UPDATE messages SET status = 'failed', smtp_response = 'not queued: queue unavailable' WHERE id = ?1").bind(messageId),
+    env.DB.prepare("UPDATE message_recipients SET status = 'failed' WHERE message_id = ?1 AND status = 'queued'").bind(messageId),
+    ...(charge > 0 ? refundStatements(env.DB, { accountId: account.id, balance: "send", amount: charge, referenceId: `${messageId}:unqueued`, note: "queue unavailable" }) : []),
+  ]);
+  if (day) await releaseDailySends(env, account, day);
+  throw new AppError("upstream_unavailable", "The message could not be queued; nothing was charged. Retry with back-off");
 }
 
 type IdempotencyRow = { request_hash: string; response_status: number; response_body: string };

@@ -1,0 +1,108 @@
+// POST /send benchmarks through the real local stack (npm run dev's script on free ports), side by side in one run:
+//   1. accepted POST /send per second vs a bare keyed GET /api/v1/me on the same Worker (goal ≥ 0.5);
+//   2. delivery rate from the send queue to the dev mail sink vs nodemailer's pooled SMTP transport sending the same
+//      rendered messages to the same sink (goal ≥ 0.8).
+// D1 cost per send is measured inside workerd by test/send/d1-cost.test.ts (run by `npm run bench` too), and CPU per
+// message for render + MIME + DKIM by scripts/bench/render-mime-dkim.ts.
+// Run: npx tsx scripts/bench/send.ts [requests=400] [messages=300]
+import nodemailer from "nodemailer";
+import { readDevVars } from "../lib/dev-vars.ts";
+import { eventually, startStack, type Stack } from "../../test/e2e/stack.ts";
+
+const requests = Number(process.argv[2] ?? 400);
+const messages = Number(process.argv[3] ?? 300);
+const concurrency = 16;
+
+async function json<T>(response: Response): Promise<T> {
+  return (await response.json()) as T;
+}
+
+async function setupAccount(stack: Stack) {
+  const adminToken = readDevVars().ADMIN_TOKEN;
+  const created = await json<{ id: string; api_key: string }>(
+    await fetch(`${stack.workerUrl}/admin/v1/accounts`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${adminToken}`, "Content-Type": "application/json" },
+      body: JSON.stringify({ name: "Bench", plan: "enterprise", send_credits: 10_000_000, daily_send_limit: 10_000_000, rate_limit_per_minute: 1_000_000 }),
+    }),
+  );
+  const key = created.api_key;
+  const headers = { Authorization: `Bearer ${key}`, "Content-Type": "application/json" };
+  const name = `bench-${Date.now().toString(36)}.example`;
+  const domain = await json<{ id: string; records: { name: string; value: string }[] }>(
+    await fetch(`${stack.workerUrl}/api/v1/domains`, { method: "POST", headers, body: JSON.stringify({ name }) }),
+  );
+  for (const record of domain.records) await fetch(`${stack.dohAdminUrl}/zone/${record.name}`, { method: "PUT", body: JSON.stringify({ TXT: [record.value] }) });
+  await fetch(`${stack.workerUrl}/api/v1/domains/${domain.id}/verify`, { method: "POST", headers });
+  return { headers, from: `Bench <bench@${name}>` };
+}
+
+/** Runs `total` requests with `concurrency` in flight; returns requests per second of those that got `expected`. */
+async function throughput(total: number, request: (i: number) => Promise<Response>, expected: number): Promise<number> {
+  let next = 0;
+  let ok = 0;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < total) {
+        const response = await request(next++);
+        await response.arrayBuffer();
+        if (response.status === expected) ok++;
+      }
+    }),
+  );
+  if (ok !== total) throw new Error(`${total - ok} of ${total} requests did not answer ${expected}`);
+  return total / ((performance.now() - started) / 1000);
+}
+
+async function sinkCount(stack: Stack): Promise<number> {
+  return (await json<{ messages: number }>(await fetch(`${stack.sinkUrl}/api/stats`))).messages;
+}
+
+const stack = await startStack();
+try {
+  const { headers, from } = await setupAccount(stack);
+  const sendBody = (i: number, to = `reader${i}@example.org`) => JSON.stringify({ from, to: [to], subject: `Bench ${i}`, html: `<p>Hello {{name}}</p>`, text: "Hello", variables: { name: "Ann" } });
+
+  // 1. Accept rate vs a bare keyed GET, alternated over rounds so machine noise hits both alike.
+  const rates = { me: [] as number[], send: [] as number[] };
+  for (let round = 0; round < 3; round++) {
+    rates.me.push(await throughput(requests, () => fetch(`${stack.workerUrl}/api/v1/me`, { headers }), 200));
+    rates.send.push(await throughput(requests, (i) => fetch(`${stack.workerUrl}/api/v1/send`, { method: "POST", headers, body: sendBody(round * requests + i) }), 202));
+  }
+  const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+  const me = median(rates.me);
+  const send = median(rates.send);
+
+  // Let the deliveries of step 1 finish before step 2.
+  const accepted = 3 * requests;
+  await eventually(async () => ((await sinkCount(stack)) >= accepted ? true : undefined), 300_000);
+
+  // 2. Delivery: accept a backlog as fast as the API allows, then time how fast the consumer drains what is left
+  //    of it into the sink (acceptance and delivery share the Worker, so the backlog is what the queue holds).
+  const before = await sinkCount(stack);
+  await throughput(messages, (i) => fetch(`${stack.workerUrl}/api/v1/send`, { method: "POST", headers, body: sendBody(i, `drain${i}@example.org`) }), 202);
+  const drainStart = performance.now();
+  const backlog = before + messages - (await sinkCount(stack));
+  await eventually(async () => ((await sinkCount(stack)) >= before + messages ? true : undefined), 300_000);
+  const ourRate = backlog / ((performance.now() - drainStart) / 1000);
+
+  // The peer: nodemailer's pooled transport sending the same rendered bytes (taken from the sink) to the same sink.
+  const list = await json<{ data: { id: string; rcpt_to: string[]; mail_from: string }[] }>(await fetch(`${stack.sinkUrl}/api/messages`));
+  const samples = list.data.slice(-messages);
+  const raws = await Promise.all(samples.map(async (m) => ({ envelope: { from: m.mail_from, to: m.rcpt_to }, raw: Buffer.from(await (await fetch(`${stack.sinkUrl}/api/messages/${m.id}/raw`)).arrayBuffer()) })));
+  const transport = nodemailer.createTransport({ host: "127.0.0.1", port: stack.ports.SINK_SMTP_PORT, secure: false, pool: true, ignoreTLS: true });
+  const peerStarted = performance.now();
+  await Promise.all(raws.map((message) => transport.sendMail({ envelope: message.envelope, raw: message.raw })));
+  const peerRate = raws.length / ((performance.now() - peerStarted) / 1000);
+  transport.close();
+
+  const lines = [
+    `POST /send accepted/s ${send.toFixed(0)} vs GET /api/v1/me ${me.toFixed(0)} req/s (concurrency ${concurrency}, median of 3 rounds of ${requests}): ratio ${(send / me).toFixed(2)} (goal ≥ 0.5)`,
+    `delivery queue → sink ${ourRate.toFixed(0)} msg/s (draining a backlog of ${backlog}) vs nodemailer pooled SMTP ${peerRate.toFixed(0)} msg/s ` +
+      `(the same ${raws.length} rendered messages): ratio ${(ourRate / peerRate).toFixed(2)} (goal ≥ 0.8)`,
+  ];
+  process.stdout.write(`${lines.join("\n")}\n`);
+} finally {
+  await stack.stop();
+}

@@ -1,0 +1,77 @@
+import { dkimVerify } from "mailauth";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { eventually, startStack, type Stack } from "./stack.ts";
+
+let stack: Stack;
+
+beforeAll(async () => {
+  stack = await startStack();
+}, 120_000);
+
+afterAll(async () => {
+  await stack?.stop();
+});
+
+async function api<T = Record<string, unknown>>(path: string, init: { method?: string; body?: unknown } = {}): Promise<{ status: number; body: T }> {
+  const response = await fetch(`${stack.workerUrl}${path}`, {
+    method: init.method ?? (init.body ? "POST" : "GET"),
+    headers: { Authorization: `Bearer ${stack.apiKey}`, "Content-Type": "application/json" },
+    body: init.body ? JSON.stringify(init.body) : undefined,
+  });
+  return { status: response.status, body: (await response.json()) as T };
+}
+
+/** mailauth's resolver, answered by the dev DoH server: the DKIM key is read from what was actually published. */
+async function dohResolver(name: string, type: string): Promise<string[][]> {
+  const response = await fetch(`${stack.dohUrl}?name=${encodeURIComponent(name)}&type=${type}`, { headers: { Accept: "application/dns-json" } });
+  const answer = (await response.json()) as { Status: number; Answer?: { data: string }[] };
+  if (answer.Status !== 0 || !answer.Answer) throw Object.assign(new Error(`no ${type} for ${name}`), { code: "ENOTFOUND" });
+  return answer.Answer.map((record) => [...record.data.matchAll(/"((?:[^"\\]|\\.)*)"/g)].map((match) => match[1]!.replace(/\\(.)/g, "$1")));
+}
+
+describe("sending end to end through npm run dev", () => {
+  it("verifies a domain over DoH, sends a templated message that arrives DKIM-signed (verified by mailauth) and reaches sent", async () => {
+    const name = `e2e-${Date.now().toString(36)}.example`;
+    const domain = await api<{ id: string; records: { name: string; value: string }[] }>("/api/v1/domains", { body: { name } });
+    expect(domain.status).toBe(201);
+    for (const record of domain.body.records) {
+      const published = await fetch(`${stack.dohAdminUrl}/zone/${record.name}`, { method: "PUT", body: JSON.stringify({ TXT: [record.value] }) });
+      expect(published.status).toBe(200);
+    }
+    const verified = await api<{ status: string }>(`/api/v1/domains/${domain.body.id}/verify`, { method: "POST" });
+    expect(verified.body.status).toBe("verified");
+
+    const template = await api<{ id: string }>("/api/v1/templates", {
+      body: { name: "receipt", subject: "Receipt {{order}}", html: "<p>Thanks {{name|there}}!</p>", text: "Thanks {{name|there}}!" },
+    });
+    const to = `buyer-${Date.now().toString(36)}@example.org`;
+    const sent = await api<{ id: string; credits_charged: number }>("/api/v1/send", {
+      body: {
+        from: `Shop <orders@${name}>`,
+        to: [to],
+        template_id: template.body.id,
+        variables: { order: "#1042", name: "Ann" },
+        tags: ["receipt"],
+        attachments: [{ filename: "receipt.txt", content: Buffer.from("total: 42 EUR").toString("base64"), content_type: "text/plain" }],
+      },
+    });
+    expect(sent.status).toBe(202);
+    expect(sent.body.credits_charged).toBe(1);
+
+    const delivered = await eventually(async () => {
+      const list = (await (await fetch(`${stack.sinkUrl}/api/messages?to=${encodeURIComponent(to)}`)).json()) as { data: { id: string }[] };
+      return list.data[0];
+    });
+    const raw = await (await fetch(`${stack.sinkUrl}/api/messages/${delivered.id}/raw`)).text();
+    const dkim = await dkimVerify(raw, { resolver: dohResolver });
+    expect(dkim.results.map((result) => [result.signingDomain, result.status.result])).toEqual([[name, "pass"]]);
+    expect(raw).toMatch(/^Subject: Receipt #1042\r$/m);
+    expect(raw).toMatch(/^List-Unsubscribe-Post: List-Unsubscribe=One-Click\r$/m);
+
+    const message = await eventually(async () => {
+      const current = await api<{ status: string; events: { type: string }[]; source: string }>(`/api/v1/messages/${sent.body.id}`);
+      return current.body.status === "sent" ? current.body : undefined;
+    });
+    expect(message).toMatchObject({ source: "api", events: [{ type: "relay.sent" }] });
+  }, 60_000);
+});

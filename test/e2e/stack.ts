@@ -1,0 +1,92 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+export type Stack = {
+  workerUrl: string;
+  dohUrl: string;
+  dohAdminUrl: string;
+  sinkUrl: string;
+  ports: Record<string, number>;
+  apiKey: string;
+  accountId: string;
+  stateDir: string;
+  stop(): Promise<void>;
+};
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      server.close(() => (typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port"))));
+    });
+  });
+}
+
+/**
+ * Starts the real local stack (`npm run dev`'s script) on free ports with its own state directory and waits
+ * until it has seeded the demo account: what a newcomer gets, driven from a test.
+ */
+export async function startStack(): Promise<Stack> {
+  const names = ["WORKER_PORT", "DOH_PORT", "SINK_SMTP_PORT", "SINK_HTTP_PORT", "BRIDGE_SMTP_PORT", "BRIDGE_ALT_PORT", "BRIDGE_SMTPS_PORT"];
+  const ports: Record<string, number> = {};
+  for (const name of names) ports[name] = await freePort();
+  const stateDir = await mkdtemp(join(tmpdir(), "mailforge-e2e-"));
+  const child: ChildProcess = spawn(join(process.cwd(), "node_modules/.bin/tsx"), ["scripts/dev.ts"], {
+    env: { ...process.env, ...Object.fromEntries(Object.entries(ports).map(([k, v]) => [k, String(v)])), DEV_STATE_DIR: stateDir },
+    stdio: ["ignore", "pipe", "pipe"],
+    detached: true,
+  });
+  let output = "";
+  child.stdout?.on("data", (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr?.on("data", (chunk: Buffer) => (output += chunk.toString()));
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`stack did not start in time:\n${output.slice(-3000)}`)), 90_000);
+    const check = setInterval(() => {
+      if (output.includes("Mailforge is running")) {
+        clearTimeout(timer);
+        clearInterval(check);
+        resolve();
+      }
+    }, 200);
+    child.once("exit", (code) => {
+      clearTimeout(timer);
+      clearInterval(check);
+      reject(new Error(`stack exited with ${code}:\n${output.slice(-3000)}`));
+    });
+  });
+  const demo = JSON.parse(await readFile(join(stateDir, "demo.json"), "utf8")) as { account_id: string; api_key: string };
+  return {
+    workerUrl: `http://127.0.0.1:${ports.WORKER_PORT}`,
+    dohUrl: `http://127.0.0.1:${ports.DOH_PORT}/dns-query`,
+    dohAdminUrl: `http://127.0.0.1:${ports.DOH_PORT}`,
+    sinkUrl: `http://127.0.0.1:${ports.SINK_HTTP_PORT}`,
+    ports,
+    apiKey: demo.api_key,
+    accountId: demo.account_id,
+    stateDir,
+    async stop() {
+      if (child.pid && child.exitCode === null) {
+        const exited = new Promise((resolve) => child.once("exit", resolve));
+        process.kill(-child.pid, "SIGINT");
+        await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 10_000))]);
+      }
+      await rm(stateDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Polls until `check` returns a value. */
+export async function eventually<T>(check: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error("condition not met in time");
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
