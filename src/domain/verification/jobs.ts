@@ -1,0 +1,435 @@
+import { and, eq } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
+import { z } from "zod";
+import { verificationJobs } from "../../db/schema";
+import { AppError } from "../../errors";
+import { newId } from "../../lib/ids";
+import { logError } from "../../lib/log";
+import type { Account } from "../accounts/accounts";
+import { chargedGuard, chargeStatements, refundStatements, wasApplied } from "../credits/ledger";
+import type { DnsResolver } from "../dns/doh";
+import { eventStatement, type EventInput } from "../events/events";
+import { dispatchEvents, recordEvents } from "../webhooks/dispatch";
+import type { VerificationResult } from "./status";
+import { checkSyntax, dedupeKey } from "./syntax";
+import { verifyMany } from "./verify";
+
+// Bulk verification jobs: accepted (priced, charged, input stored in R2) in one request, verified in chunks by the
+// VERIFY_QUEUE consumer, finished by the chunk that brings `processed` to `total`, failed (and refunded) from the DLQ.
+
+export const MAX_JOB_ADDRESSES = 50_000;
+/**
+ * Distinct addresses per queue message. 500 keeps a chunk's D1 writes (one json_each INSERT per 500 rows, well under
+ * D1's 2 MB value limit) and its DNS work (a few dozen domains, 20 at a time) far inside one invocation's limits,
+ * while a 50,000-address job is still only ~100 messages (one `sendBatch` per 100).
+ */
+export const CHUNK_SIZE = 500;
+const QUEUE_SEND_BATCH_MAX = 100;
+const RESULT_ROWS_PER_INSERT = 500;
+
+export const JOB_STATUSES = ["pending", "processing", "completed", "failed"] as const;
+export type JobStatus = (typeof JOB_STATUSES)[number];
+
+export const JOB_COUNT_KEYS = ["valid", "invalid", "risky", "unknown", "duplicates", "bad_syntax"] as const;
+/**
+ * valid + invalid + risky + unknown = distinct addresses verified so far (bad syntax counts as invalid too);
+ * duplicates = inputs beyond the first of their dedupeKey; bad_syntax = distinct inputs that failed checkSyntax.
+ */
+export type JobCounts = Record<(typeof JOB_COUNT_KEYS)[number], number>;
+
+export type VerificationJob = typeof verificationJobs.$inferSelect;
+
+/** What a job verifies, stored in R2 once at acceptance; chunk messages carry only the job id and a slice of it. */
+export const jobInputSchema = z.object({
+  version: z.literal(1),
+  /** Also write a result row for every duplicate input (standalone batches with remove_duplicates false). */
+  include_duplicates: z.boolean(),
+  /** Distinct addresses as given, grouped by domain so a domain's DNS is asked by one chunk. */
+  emails: z.array(z.string()),
+  /** positions[i]: every input position (0-based) of emails[i], the first occurrence first. */
+  positions: z.array(z.array(z.number().int().nonnegative()).min(1)),
+  /** With include_duplicates only: repeats[i] holds the input text at positions[i][1…], as written in the file. */
+  repeats: z.array(z.array(z.string())).optional(),
+});
+export type JobInput = z.infer<typeof jobInputSchema>;
+
+export const verificationChunkSchema = z.object({
+  kind: z.literal("verification_chunk"),
+  job_id: z.string().min(1),
+  /** Slice [offset, offset + count) of the job input's distinct addresses. */
+  offset: z.number().int().nonnegative(),
+  count: z.number().int().positive().max(CHUNK_SIZE),
+});
+export type VerificationChunkMessage = z.infer<typeof verificationChunkSchema>;
+
+export type JobPlan = {
+  total: number;
+  distinct: number;
+  duplicates: number;
+  badSyntax: number;
+  /** What the job costs: distinct addresses with valid syntax (duplicates and bad syntax are free). */
+  chargeable: number;
+  input: JobInput;
+  chunks: { offset: number; count: number }[];
+};
+
+/**
+ * Prices and slices a job without any I/O: duplicates (by dedupeKey) and bad syntax (checkSyntax) are known before
+ * a single lookup, so a job the balance cannot pay for is refused before any work.
+ */
+export function planVerificationJob(emails: readonly string[], options: { includeDuplicates?: boolean } = {}): JobPlan {
+  const byKey = new Map<string, number>();
+  const distinct: { email: string; positions: number[]; repeats: string[]; domain: string }[] = [];
+  let badSyntax = 0;
+  emails.forEach((email, position) => {
+    const key = dedupeKey(email);
+    const seen = byKey.get(key);
+    if (seen !== undefined) {
+      distinct[seen]!.positions.push(position);
+      distinct[seen]!.repeats.push(email);
+      return;
+    }
+    byKey.set(key, distinct.length);
+    const syntax = checkSyntax(email);
+    if (!syntax.valid) badSyntax += 1;
+    // Bad syntax sorts first under "": those rows need no DNS and share chunks with nothing that does.
+    distinct.push({ email, positions: [position], repeats: [], domain: syntax.valid ? syntax.domain : "" });
+  });
+  // Grouping by domain keeps each domain's lookups in one chunk (Array#sort is stable: input order within a domain),
+  // so concurrent chunks do not ask the same names before the D1 cache has them.
+  distinct.sort((a, b) => (a.domain < b.domain ? -1 : a.domain > b.domain ? 1 : 0));
+
+  const includeDuplicates = options.includeDuplicates ?? false;
+  return {
+    total: emails.length,
+    distinct: distinct.length,
+    duplicates: emails.length - distinct.length,
+    badSyntax,
+    chargeable: distinct.length - badSyntax,
+    input: {
+      version: 1,
+      include_duplicates: includeDuplicates,
+      emails: distinct.map((entry) => entry.email),
+      positions: distinct.map((entry) => entry.positions),
+      ...(includeDuplicates ? { repeats: distinct.map((entry) => entry.repeats) } : {}),
+    },
+    chunks: cutChunks(distinct.map((entry) => entry.domain)),
+  };
+}
+
+/** Chunks of at most CHUNK_SIZE that end at a domain boundary unless one domain alone is larger than a chunk. */
+function cutChunks(domains: readonly string[]): { offset: number; count: number }[] {
+  const chunks: { offset: number; count: number }[] = [];
+  let start = 0;
+  let i = 0;
+  while (i < domains.length) {
+    let end = i;
+    while (end < domains.length && domains[end] === domains[i]) end++;
+    if (i > start && end - start > CHUNK_SIZE) {
+      chunks.push({ offset: start, count: i - start });
+      start = i;
+    }
+    while (end - start > CHUNK_SIZE) {
+      chunks.push({ offset: start, count: CHUNK_SIZE });
+      start += CHUNK_SIZE;
+    }
+    i = end;
+  }
+  if (domains.length > start) chunks.push({ offset: start, count: domains.length - start });
+  return chunks;
+}
+
+export const inputObjectKey = (jobId: string) => `verification-jobs/${jobId}/input.json`;
+
+const zeroCounts = (): JobCounts => ({ valid: 0, invalid: 0, risky: 0, unknown: 0, duplicates: 0, bad_syntax: 0 });
+
+export function jobCounts(job: Pick<VerificationJob, "counts">): JobCounts {
+  const counts = zeroCounts();
+  for (const key of JOB_COUNT_KEYS) counts[key] = Number(job.counts[key] ?? 0);
+  return counts;
+}
+
+export const insufficientVerifyCredits = (needed: number, available: number) =>
+  new AppError("insufficient_credits", `Not enough verification credits: this needs ${needed}, ${Math.max(0, available)} available`);
+
+export type NewJob = {
+  account: Account;
+  emails: readonly string[];
+  source: VerificationJob["source"];
+  name?: string | null;
+  includeDuplicates?: boolean;
+};
+
+/**
+ * Accepts a job: refuses it (402) when the balance cannot pay for it, stores its input in R2, then charges and
+ * inserts the job in ONE D1 batch (the job row is guarded by the ledger entry, so a short balance writes nothing).
+ * The caller enqueues the returned chunks (see `enqueueVerificationJob`).
+ */
+export async function createVerificationJob(env: Env, request: NewJob): Promise<{ job: VerificationJob; plan: JobPlan }> {
+  const { account } = request;
+  const plan = planVerificationJob(request.emails, { includeDuplicates: request.includeDuplicates });
+  if (plan.chargeable > account.verifyBalance) throw insufficientVerifyCredits(plan.chargeable, account.verifyBalance);
+
+  const d1 = env.DB;
+  const id = newId("vjob");
+  const inputKey = inputObjectKey(id);
+  await env.BLOBS.put(inputKey, JSON.stringify(plan.input), { httpMetadata: { contentType: "application/json" } });
+
+  const guard = plan.chargeable > 0 ? chargedGuard("verify", id) : undefined;
+  const counts: JobCounts = { ...zeroCounts(), duplicates: plan.duplicates };
+  const written = await d1.batch([
+    ...(plan.chargeable > 0
+      ? chargeStatements(d1, { accountId: account.id, balance: "verify", amount: plan.chargeable, referenceId: id, note: "verification job" })
+      : []),
+    d1
+      .prepare(
+        `INSERT INTO verification_jobs (id, seq, account_id, source, name, status, total, processed, chargeable, credits_charged, counts, input_key)
+         SELECT ?, COALESCE((SELECT MAX(seq) FROM verification_jobs), 0) + 1, ?, ?, ?, 'pending', ?, 0, ?, ?, ?, ?
+         ${guard ? `WHERE ${guard.sql}` : ""}`,
+      )
+      .bind(
+        id,
+        account.id,
+        request.source,
+        request.name ?? null,
+        plan.total,
+        plan.chargeable,
+        plan.chargeable,
+        JSON.stringify(counts),
+        inputKey,
+        ...(guard?.params ?? []),
+      ),
+  ]);
+  if (plan.chargeable > 0 && !wasApplied(written[0]!)) {
+    // The balance changed between the check above and the batch; nothing was written but the input.
+    await env.BLOBS.delete(inputKey);
+    const fresh = await env.DB.prepare("SELECT verify_balance FROM accounts WHERE id = ?").bind(account.id).first<number>("verify_balance");
+    throw insufficientVerifyCredits(plan.chargeable, fresh ?? 0);
+  }
+  const job = await findJob(env.DB, { id });
+  if (!job) throw new Error(`verification job ${id} was not written`);
+  return { job, plan };
+}
+
+/**
+ * Sends the job's chunks. If the queue refuses them the job would never run, so it is failed (and refunded) at once
+ * and the client gets a 503 to retry.
+ */
+export async function enqueueVerificationJob(env: Env, job: VerificationJob, chunks: JobPlan["chunks"]): Promise<void> {
+  const messages = chunks.map(
+    (chunk): MessageSendRequest<VerificationChunkMessage> => ({
+      body: { kind: "verification_chunk", job_id: job.id, offset: chunk.offset, count: chunk.count },
+      contentType: "json",
+    }),
+  );
+  try {
+    for (let i = 0; i < messages.length; i += QUEUE_SEND_BATCH_MAX) {
+      await env.VERIFY_QUEUE.sendBatch(messages.slice(i, i + QUEUE_SEND_BATCH_MAX));
+    }
+  } catch (error) {
+    logError("verification job could not be queued; failing and refunding it", {
+      job_id: job.id,
+      error: error instanceof Error ? error.message : String(error),
+    });
+    await failVerificationJob(env, job.id, "The job could not be queued");
+    throw new AppError("upstream_unavailable", "The verification queue is unavailable; the job was cancelled and refunded, retry shortly", {
+      headers: { "Retry-After": "5" },
+    });
+  }
+}
+
+export async function findJob(d1: D1Database, where: { id: string } | { seq: number }, accountId?: string): Promise<VerificationJob | undefined> {
+  const match = "id" in where ? eq(verificationJobs.id, where.id) : eq(verificationJobs.seq, where.seq);
+  return drizzle(d1)
+    .select()
+    .from(verificationJobs)
+    .where(accountId ? and(match, eq(verificationJobs.accountId, accountId)) : match)
+    .get();
+}
+
+/** A stored result: the engine's result, when it was checked, and for a duplicate row the position it repeats. */
+export type StoredResult = VerificationResult & { checked_at: string; duplicate_of?: number };
+export type ResultRow = { position: number; result: StoredResult };
+
+/** Results in input order after `afterPosition` (exclusive), `limit` of them. */
+export async function listJobResults(d1: D1Database, jobId: string, afterPosition: number, limit: number): Promise<ResultRow[]> {
+  const { results } = await d1
+    .prepare("SELECT position, detail FROM verification_results WHERE job_id = ?1 AND position > ?2 ORDER BY position LIMIT ?3")
+    .bind(jobId, afterPosition, limit)
+    .all<{ position: number; detail: string }>();
+  return results.map((row) => ({ position: row.position, result: JSON.parse(row.detail) as StoredResult }));
+}
+
+export type ChunkDeps = {
+  resolver: DnsResolver;
+  /** Reads (and may cache, per queue batch) the job's input from R2. */
+  loadInput: (job: VerificationJob) => Promise<JobInput>;
+  now?: () => Date;
+};
+
+export type ChunkOutcome = "processed" | "already_processed" | "job_finished" | "job_missing";
+
+/**
+ * Verifies one chunk. Safe under at-least-once delivery: the counter update and the result rows are one D1
+ * transaction, the update only applies while the chunk's first result row does not exist yet (the row that
+ * transaction writes), and rows are keyed (job_id, position) with INSERT OR IGNORE, so a redelivered or
+ * concurrently duplicated chunk writes nothing twice. The chunk that brings `processed` to `total` completes the job.
+ */
+export async function processVerificationChunk(env: Env, chunk: VerificationChunkMessage, deps: ChunkDeps): Promise<ChunkOutcome> {
+  const d1 = env.DB;
+  const job = await findJob(d1, { id: chunk.job_id });
+  if (!job) return "job_missing";
+  if (job.status === "completed") {
+    // A redelivery after the completing batch: make sure the event it owed was recorded.
+    await recordJobEvent(env, job);
+    return "job_finished";
+  }
+  if (job.status === "failed") return "job_finished";
+
+  const input = await deps.loadInput(job);
+  const end = chunk.offset + chunk.count;
+  if (end > input.emails.length) throw new Error(`chunk ${chunk.offset}+${chunk.count} is outside job ${job.id} (${input.emails.length} distinct)`);
+  const emails = input.emails.slice(chunk.offset, end);
+  const positions = input.positions.slice(chunk.offset, end);
+  const repeatTexts = input.repeats?.slice(chunk.offset, end);
+
+  const results = await verifyMany(emails, { resolver: deps.resolver });
+  const checkedAt = (deps.now?.() ?? new Date()).toISOString();
+  const delta = zeroCounts();
+  let processed = 0;
+  const rows: { position: number; email: string; result: string; status: string; detail: StoredResult }[] = [];
+  results.forEach((result, i) => {
+    const [first, ...repeats] = positions[i]!;
+    delta[result.result] += 1;
+    if (result.status === "invalid_syntax") delta.bad_syntax += 1;
+    processed += 1 + repeats.length;
+    const detail: StoredResult = { ...result, checked_at: checkedAt };
+    rows.push({ position: first!, email: result.email, result: result.result, status: result.status, detail });
+    if (input.include_duplicates) {
+      repeats.forEach((position, r) => {
+        // The row shows the address as that row wrote it (case, spaces) with the result of its first occurrence.
+        const email = repeatTexts?.[i]?.[r]?.trim() ?? result.email;
+        const account = email.includes("@") ? email.slice(0, email.lastIndexOf("@")) : result.account;
+        rows.push({ position, email, result: result.result, status: result.status, detail: { ...detail, email, account, duplicate_of: first! } });
+      });
+    }
+  });
+  const marker = positions[0]![0]!;
+
+  const inserts: D1PreparedStatement[] = [];
+  for (let i = 0; i < rows.length; i += RESULT_ROWS_PER_INSERT) {
+    inserts.push(
+      d1
+        .prepare(
+          `INSERT OR IGNORE INTO verification_results (job_id, position, email, result, status, detail)
+           SELECT ?1, value ->> '$.position', value ->> '$.email', value ->> '$.result', value ->> '$.status', value -> '$.detail'
+           FROM json_each(?2) WHERE EXISTS (SELECT 1 FROM verification_jobs WHERE id = ?1 AND status = 'processing')`,
+        )
+        .bind(job.id, JSON.stringify(rows.slice(i, i + RESULT_ROWS_PER_INSERT))),
+    );
+  }
+  const written = await d1.batch([
+    d1
+      .prepare(
+        `UPDATE verification_jobs SET status = 'processing', processed = processed + ?2,
+           counts = json_set(counts,
+             '$.valid', COALESCE(counts ->> '$.valid', 0) + ?3,
+             '$.invalid', COALESCE(counts ->> '$.invalid', 0) + ?4,
+             '$.risky', COALESCE(counts ->> '$.risky', 0) + ?5,
+             '$.unknown', COALESCE(counts ->> '$.unknown', 0) + ?6,
+             '$.bad_syntax', COALESCE(counts ->> '$.bad_syntax', 0) + ?7),
+           updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+         WHERE id = ?1 AND status IN ('pending', 'processing')
+           AND NOT EXISTS (SELECT 1 FROM verification_results WHERE job_id = ?1 AND position = ?8)`,
+      )
+      .bind(job.id, processed, delta.valid, delta.invalid, delta.risky, delta.unknown, delta.bad_syntax, marker),
+    ...inserts,
+    d1
+      .prepare(
+        `UPDATE verification_jobs SET status = 'completed', completed_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
+           updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+         WHERE id = ?1 AND status = 'processing' AND processed >= total`,
+      )
+      .bind(job.id),
+  ]);
+  const counted = written[0]!.meta.changes === 1;
+  const completed = written.at(-1)!.meta.changes === 1;
+  if (completed) {
+    const finished = await findJob(d1, { id: job.id });
+    if (finished) await recordJobEvent(env, finished);
+    // Nothing reads the input of a finished job (chunks stop at its status); a failed delete only leaves an object.
+    if (job.inputKey) await env.BLOBS.delete(job.inputKey).catch(() => undefined);
+  }
+  return counted ? "processed" : "already_processed";
+}
+
+/**
+ * Fails a job whose chunk reached the dead-letter queue, once: it stops further chunks (their writes are guarded
+ * by the job's status), keeps the results already written, refunds the addresses it did not verify and emits
+ * `verification.completed` with status `failed`. Running it again changes nothing.
+ */
+export async function failVerificationJob(env: Env, jobId: string, reason: string): Promise<VerificationJob | undefined> {
+  const d1 = env.DB;
+  await d1
+    .prepare(
+      `UPDATE verification_jobs SET status = 'failed', error = ?2, completed_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
+         updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+       WHERE id = ?1 AND status IN ('pending', 'processing')`,
+    )
+    .bind(jobId, reason)
+    .run();
+  const job = await findJob(d1, { id: jobId });
+  if (!job || job.status !== "failed") return job;
+
+  // Counters are frozen once the job is failed, so the refund is the same on every run.
+  const counts = jobCounts(job);
+  const verified = counts.valid + counts.invalid + counts.risky + counts.unknown - counts.bad_syntax;
+  const refund = Math.max(0, job.chargeable - verified);
+  const settled: VerificationJob = { ...job, creditsCharged: job.chargeable - refund };
+  const event = completionEvent(settled);
+  await d1.batch([
+    ...(refund > 0
+      ? [
+          d1
+            .prepare(
+              `UPDATE verification_jobs SET credits_charged = ?2
+               WHERE id = ?1 AND NOT EXISTS (SELECT 1 FROM credit_ledger WHERE balance = 'verify' AND kind = 'refund' AND reference_id = ?1)`,
+            )
+            .bind(job.id, settled.creditsCharged),
+          ...refundStatements(d1, { accountId: job.accountId, balance: "verify", amount: refund, referenceId: job.id, note: "verification job failed" }),
+        ]
+      : []),
+    eventStatement(d1, event),
+  ]);
+  await dispatchEvents(env, job.accountId, [event.dedupeKey]);
+  return settled;
+}
+
+function completionEvent(job: VerificationJob): EventInput {
+  return {
+    accountId: job.accountId,
+    type: "verification.completed",
+    subjectId: job.id,
+    dedupeKey: `verification.completed:${job.id}`,
+    data: {
+      verification_id: job.id,
+      kind: "bulk",
+      batch_id: job.seq,
+      source: job.source,
+      name: job.name,
+      status: job.status,
+      total: job.total,
+      processed: job.processed,
+      counts: jobCounts(job),
+      credits_charged: job.creditsCharged,
+      error: job.error,
+      created_at: job.createdAt,
+      completed_at: job.completedAt,
+    },
+  };
+}
+
+/** Writes the job's event (a no-op when already written) and hands it to the webhooks. */
+async function recordJobEvent(env: Env, job: VerificationJob): Promise<void> {
+  await recordEvents(env, [completionEvent(job)]);
+}

@@ -1,0 +1,67 @@
+import type { Account } from "../accounts/accounts";
+import { chargeStatements, refundStatements, wasApplied } from "../credits/ledger";
+import { createResolver } from "../dns/doh";
+import { recordEvents } from "../webhooks/dispatch";
+import { insufficientVerifyCredits } from "./jobs";
+import type { VerificationResult } from "./status";
+import { checkSyntax } from "./syntax";
+import { verifyEmail } from "./verify";
+
+export type SingleCheck = { result: VerificationResult; creditsCharged: number; checkedAt: string };
+
+export type SingleCheckOptions = {
+  /** Ledger reference of the charge (and the event's dedupe key): unique per request, e.g. its request id. */
+  reference: string;
+  /** Also record `verification.completed` for this check (single checks are opt-in; jobs always emit). */
+  emitEvent?: boolean;
+  waitUntil?: (promise: Promise<unknown>) => void;
+};
+
+/**
+ * One synchronous check, for POST /api/v1/verify {email} and GET /api/validate. Bad syntax is answered without
+ * DNS and free, so it needs no credit. Otherwise the credit is charged BEFORE the lookup (a 0 balance gets a 402
+ * and costs no DNS work) and given back if the check itself throws.
+ */
+export async function verifySingleAddress(env: Env, account: Account, email: string, options: SingleCheckOptions): Promise<SingleCheck> {
+  const d1 = env.DB;
+  const resolver = createResolver({ url: env.DOH_URL, db: d1, waitUntil: options.waitUntil });
+  let creditsCharged = 0;
+  if (checkSyntax(email).valid) {
+    if (account.verifyBalance < 1) throw insufficientVerifyCredits(1, account.verifyBalance);
+    const charge = { accountId: account.id, balance: "verify" as const, amount: 1, referenceId: options.reference, note: "verification" };
+    const [ledger] = await d1.batch(chargeStatements(d1, charge));
+    if (!wasApplied(ledger!)) throw insufficientVerifyCredits(1, 0);
+    creditsCharged = 1;
+    try {
+      const result = await verifyEmail(email, { resolver });
+      return await finish(result);
+    } catch (error) {
+      await d1.batch(refundStatements(d1, { ...charge, note: "verification failed" }));
+      throw error;
+    }
+  }
+  return finish(await verifyEmail(email, { resolver }));
+
+  async function finish(result: VerificationResult): Promise<SingleCheck> {
+    const checkedAt = new Date().toISOString();
+    if (options.emitEvent) {
+      await recordEvents(env, [
+        {
+          accountId: account.id,
+          type: "verification.completed",
+          dedupeKey: `verification.completed:${options.reference}`,
+          data: {
+            verification_id: options.reference,
+            kind: "single",
+            total: 1,
+            counts: { valid: 0, invalid: 0, risky: 0, unknown: 0, [result.result]: 1 },
+            ...result,
+            credits_charged: creditsCharged,
+            checked_at: checkedAt,
+          },
+        },
+      ]);
+    }
+    return { result, creditsCharged, checkedAt };
+  }
+}
