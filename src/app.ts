@@ -1,8 +1,21 @@
 import { Scalar } from "@scalar/hono-api-reference";
 import { adminAccountRoutes } from "./admin/accounts";
 import { apiKeyRoutes } from "./api/api-keys";
+import { contactRoutes } from "./api/contacts";
+import { listRoutes } from "./api/lists";
+import { suppressionRoutes } from "./api/suppressions";
+import { domainRoutes } from "./api/domains";
+import { messageRoutes } from "./api/messages";
+import { sendRoutes } from "./api/send";
+import { smtpCredentialRoutes } from "./api/smtp-credentials";
+import { templateRoutes } from "./api/templates";
+import { unsubscribeRoutes } from "./api/unsubscribe";
 import { meRoutes } from "./api/me";
+import { webhookRoutes } from "./api/webhooks";
+import { verifyRoutes } from "./api/verify";
+import { verifyApiRoutes } from "./verify-api";
 import { errorBody, handleError } from "./errors";
+import { relayRoutes } from "./internal/relay";
 import { createRouter } from "./lib/openapi";
 import { adminAuth, apiKeyAuth } from "./middleware/auth";
 import { requestBodyLimit, requestId } from "./middleware/request";
@@ -19,6 +32,16 @@ export const openApiInfo = {
   tags: [
     { name: "Account", description: "The account behind the key" },
     { name: "API keys", description: "Create, rotate and revoke keys" },
+    { name: "Domains", description: "Sending domains, DKIM keys and DNS verification" },
+    { name: "Sending", description: "POST /send and the messages it creates" },
+    { name: "Templates", description: "Stored subjects and bodies with {{placeholders}}" },
+    { name: "Webhooks", description: "Signed event deliveries to your endpoints, with retries and a delivery log" },
+    { name: "Verification", description: "Single checks and bulk verification jobs (POST /verify, GET /verify/{id})" },
+    { name: "Verification API", description: "The standalone verification API: /api/validate and /api/batch/*, key in `?apikey=`, 5 requests/s" },
+    { name: "Contacts", description: "Contacts (created or updated by address), custom fields and CSV imports" },
+    { name: "Lists", description: "Lists of contacts and their members" },
+    { name: "Suppressions", description: "Addresses never mailed again: bounces, complaints, unsubscribes, manual entries" },
+    { name: "SMTP relay", description: "Credentials for the SMTP relay (587/2525 STARTTLS, 465 TLS); the relay feeds the same pipeline as POST /send" },
     { name: "Operator", description: "Operator API under /admin/v1, authenticated with ADMIN_TOKEN" },
   ],
 };
@@ -35,6 +58,12 @@ export function createApp() {
     scheme: "bearer",
     description: "An API key: `Authorization: Bearer sk_live_…`",
   });
+  app.openAPIRegistry.registerComponent("securitySchemes", "verifyApiKey", {
+    type: "apiKey",
+    in: "query",
+    name: "apikey",
+    description: "An API key with the `verify` scope, on the verification API (/api/validate, /api/batch/*)",
+  });
   app.openAPIRegistry.registerComponent("securitySchemes", "adminToken", {
     type: "http",
     scheme: "bearer",
@@ -50,7 +79,22 @@ export function createApp() {
 
   app.route("/api/v1", meRoutes);
   app.route("/api/v1", apiKeyRoutes);
+  app.route("/api/v1", contactRoutes);
+  app.route("/api/v1", listRoutes);
+  app.route("/api/v1", suppressionRoutes);
+  app.route("/api/v1", webhookRoutes);
+  app.route("/api/v1", domainRoutes);
+  app.route("/api/v1", sendRoutes);
+  app.route("/api/v1", smtpCredentialRoutes);
+  app.route("/api/v1", messageRoutes);
+  app.route("/api/v1", templateRoutes);
+  app.route("/", unsubscribeRoutes);
+  app.route("/api/v1", verifyRoutes);
+  // The verification API: its own key check (?apikey=) per route, outside the Bearer middleware of /api/v1/*.
+  app.route("/api", verifyApiRoutes);
   app.route("/admin/v1", adminAccountRoutes);
+  // The SMTP bridge's calls: signed with BRIDGE_SECRET, outside the API-key middleware, absent from the OpenAPI document.
+  app.route("/internal/relay", relayRoutes);
 
   app.doc31("/api/v1/openapi.json", openApiInfo);
   app.get("/api/v1/docs", Scalar({ url: "/api/v1/openapi.json", pageTitle: "Mailforge API reference" }));

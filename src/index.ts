@@ -1,4 +1,10 @@
 import { createApp } from "./app";
+import { sweepUndispatchedEvents } from "./domain/webhooks/dispatch";
+import { consumeWebhookDeadLetters, consumeWebhookDeliveries } from "./queues/webhooks";
+import { recheckDomains } from "./domain/domains/domains";
+import { purgeDnsCache, purgeExpiredIdempotencyKeys } from "./domain/sending/maintenance";
+import { consumeSendBatch, consumeSendDeadLetters } from "./queues/send";
+import { consumeVerifyDeadLetters, consumeVerifyQueue } from "./queues/verify-queue";
 
 export { CampaignProgress } from "./durable-objects/campaign-progress";
 export { RateLimiter } from "./durable-objects/rate-limiter";
@@ -7,10 +13,23 @@ type QueueConsumer = (batch: MessageBatch<unknown>, env: Env, ctx: ExecutionCont
 type ScheduledTask = (env: Env, controller: ScheduledController) => Promise<void>;
 
 // One consumer per queue (names as in wrangler.toml); each parses its message bodies with its own zod schema.
-const queueConsumers: Record<string, QueueConsumer> = {};
+const queueConsumers: Record<string, QueueConsumer> = {
+  "mailforge-send": (batch, env) => consumeSendBatch(batch, env),
+  "mailforge-send-dlq": consumeSendDeadLetters,
+  "mailforge-webhooks": consumeWebhookDeliveries,
+  "mailforge-webhooks-dlq": consumeWebhookDeadLetters,
+  "mailforge-verify": consumeVerifyQueue,
+  "mailforge-verify-dlq": consumeVerifyDeadLetters,
+};
 
 // Work the cron trigger runs; each task is independent and must tolerate running twice.
-const scheduledTasks: ScheduledTask[] = [];
+const scheduledTasks: ScheduledTask[] = [
+  recheckDomains,
+  purgeExpiredIdempotencyKeys,
+  purgeDnsCache,
+  // The webhook outbox: events a producer wrote but did not dispatch.
+  async (env) => void (await sweepUndispatchedEvents(env)),
+];
 
 const app = createApp();
 
