@@ -21,7 +21,7 @@ import {
 } from "../domain/contacts/contacts";
 import { contactAddress, type ContactAddress } from "../domain/contacts/email";
 import { createContactImport, findContactImport, serializeContactImport, type ImportMapping } from "../domain/contacts/import";
-import { base64ToBytes } from "../lib/crypto";
+import { decodeBase64DataUri, UploadError } from "../lib/csv-upload";
 import { AppError, notFound, validationError, type FieldErrors } from "../errors";
 import { newId } from "../lib/ids";
 import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
@@ -286,15 +286,12 @@ function parseMappingField(raw: string): ImportMapping {
 }
 
 function decodeCsvDataUri(file: string): Uint8Array {
-  const invalid = (reason: string) => validationError({ file: [reason] }, `The file cannot be read: ${reason}`);
-  const match = /^data:([^,]*),/i.exec(file.slice(0, 1024));
-  if (!match) throw invalid("Not a data URI; send data:text/csv;base64,<content>");
-  if (!match[1]!.split(";").some((part) => part.trim().toLowerCase() === "base64")) {
-    throw invalid("The data URI is not base64-encoded; send data:text/csv;base64,<content>");
+  try {
+    return decodeBase64DataUri(file).bytes;
+  } catch (error) {
+    if (error instanceof UploadError) throw validationError({ file: [error.message] }, `The file cannot be read: ${error.message}`);
+    throw error;
   }
-  const content = file.slice(match[0].length).replace(/\s+/g, "");
-  if (content.length % 4 !== 0 || !/^[A-Za-z0-9+/]*={0,2}$/.test(content)) throw invalid("The content is not valid base64");
-  return base64ToBytes(content);
 }
 
 export const contactRoutes = createRouter()

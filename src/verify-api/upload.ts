@@ -1,5 +1,6 @@
 import Papa from "papaparse";
 import { validationError } from "../errors";
+import { csvBytesProblem, decodeBase64DataUri, UploadError, type DecodedDataUri } from "../lib/csv-upload";
 import { MAX_JOB_ADDRESSES } from "../domain/verification/jobs";
 
 // POST /api/batch/upload: `file` is `data:text/csv;name=<file>;base64,<content>`. Everything here is a 422 with the
@@ -21,55 +22,26 @@ const CSV_MEDIA_TYPES = new Set([
 ]);
 // Header cells naming the address column, compared without case, spaces, "_" and "-".
 const EMAIL_HEADERS = new Set(["email", "emailaddress", "mail"]);
-const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 
 const invalidFile = (reason: string) => validationError({ file: [reason] }, `The file cannot be read: ${reason}`);
 
 export type DecodedFile = { name: string; text: string };
 
-/** Splits and decodes the data URI: media type, `name=` parameter, base64 content, UTF-8 text. */
+/** Decodes the data URI (shared with the contacts import): media type, `name=` parameter, UTF-8 text. */
 export function decodeDataUri(file: string): DecodedFile {
-  const match = /^data:([^,]*),/i.exec(file);
-  if (!match) throw invalidFile("not a data URI; send data:text/csv;name=<file>;base64,<content>");
-  const [mediaType = "", ...parameters] = match[1]!.split(";").map((part) => part.trim());
-  if (!parameters.some((parameter) => parameter.toLowerCase() === "base64")) {
-    throw invalidFile("the data URI is not base64-encoded; send data:text/csv;name=<file>;base64,<content>");
-  }
-  if (!CSV_MEDIA_TYPES.has(mediaType.toLowerCase())) throw invalidFile(`not CSV: the data URI says ${mediaType}`);
-
-  const content = file.slice(match[0].length).replace(/\s+/g, "");
-  if (content.length % 4 !== 0 || !BASE64.test(content)) throw invalidFile("the content is not valid base64");
-  let bytes: Uint8Array;
+  let decoded: DecodedDataUri;
   try {
-    bytes = Uint8Array.from(atob(content), (char) => char.charCodeAt(0));
-  } catch {
-    throw invalidFile("the content is not valid base64");
+    decoded = decodeBase64DataUri(file);
+  } catch (error) {
+    if (error instanceof UploadError) throw invalidFile(error.message);
+    throw error;
   }
-  if (bytes[0] === 0x50 && bytes[1] === 0x4b && bytes[2] === 0x03 && bytes[3] === 0x04) {
-    throw invalidFile("not CSV: this is a ZIP archive (an .xlsx workbook?); export the sheet as CSV");
-  }
-  if (bytes.includes(0)) throw invalidFile("not CSV: the content is binary");
-  let text: string;
-  try {
-    // fatal: a Latin-1 or UTF-16 file is refused rather than read with replacement characters in the addresses.
-    text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false }).decode(bytes);
-  } catch {
-    throw invalidFile("not CSV: the content is not UTF-8 text");
-  }
-  return { name: fileName(parameters), text: text.replace(/^\uFEFF/, "") };
-}
-
-function fileName(parameters: string[]): string {
-  const raw = parameters.find((parameter) => /^name=/i.test(parameter))?.slice("name=".length).replace(/^"(.*)"$/, "$1");
-  if (!raw) return DEFAULT_NAME;
-  let name = raw;
-  try {
-    name = decodeURIComponent(raw);
-  } catch {
-    // a stray % is kept as written
-  }
-  name = name.replace(/[\r\n\t]/g, " ").trim();
-  return name ? name.slice(0, MAX_NAME_LENGTH) : DEFAULT_NAME;
+  if (!CSV_MEDIA_TYPES.has(decoded.mediaType)) throw invalidFile(`not CSV: the data URI says ${decoded.mediaType}`);
+  const problem = csvBytesProblem(decoded.bytes);
+  if (problem) throw invalidFile(problem);
+  const text = new TextDecoder("utf-8").decode(decoded.bytes).replace(/^\uFEFF/, "");
+  const name = decoded.name?.replace(/[\r\n\t]/g, " ").trim().slice(0, MAX_NAME_LENGTH);
+  return { name: name || DEFAULT_NAME, text };
 }
 
 const isEmailHeader = (cell: string) => EMAIL_HEADERS.has(cell.trim().toLowerCase().replace(/[\s_-]+/g, ""));

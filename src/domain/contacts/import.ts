@@ -9,6 +9,7 @@ import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
 import { z } from "zod";
 import { contactImportErrors, contactImports } from "../../db/schema";
 import { validationError, type FieldErrors } from "../../errors";
+import { csvBytesProblem } from "../../lib/csv-upload";
 import { newId } from "../../lib/ids";
 import {
   CONTACT_TEXT_MAX_LENGTH,
@@ -157,21 +158,6 @@ export function importRow(record: CsvRecord, columns: ImportColumns): RowOutcome
   return { upsert: { id: newId("con"), address, fields, ...(columns.custom.length > 0 ? { customFields: custom } : {}) } };
 }
 
-/** Why bytes are not a CSV file we can read (a workbook, binary, not UTF-8), or undefined. */
-function binaryFileProblem(bytes: Uint8Array): string | undefined {
-  if (bytes[0] === 0x50 && bytes[1] === 0x4b && bytes[2] === 0x03 && bytes[3] === 0x04) {
-    return "This is a ZIP archive (an .xlsx workbook?); export the sheet as CSV";
-  }
-  if (bytes.includes(0)) return "The file is binary, not CSV text";
-  try {
-    // Refused rather than imported with replacement characters in names and addresses.
-    new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes);
-  } catch {
-    return "The file is not UTF-8 text; export it as \"CSV UTF-8\"";
-  }
-  return undefined;
-}
-
 export const importObjectKey = (accountId: string, importId: string) => `contact-imports/${accountId}/${importId}.csv`;
 
 /**
@@ -186,7 +172,7 @@ export async function createContactImport(
 ): Promise<ContactImport> {
   const { bytes } = input;
   if (bytes.length === 0) throw validationError({ file: ["The file is empty"] }, "The file cannot be imported");
-  const problem = binaryFileProblem(bytes);
+  const problem = csvBytesProblem(bytes);
   if (problem) throw validationError({ file: [problem] }, "The file cannot be imported");
   const header = readHeader(bytes.subarray(0, HEADER_MAX_BYTES), bytes.length <= HEADER_MAX_BYTES);
   if ("error" in header) throw validationError({ file: [header.error] }, "The file cannot be imported");
