@@ -116,24 +116,29 @@ export function suggestDomain(
  */
 export function editDistance(a: string, b: string, max = Number.POSITIVE_INFINITY): number {
   if (Math.abs(a.length - b.length) > max) return max + 1;
-  let prevPrev: number[] = [];
-  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  // Three rolling rows in preallocated buffers: this runs for ~15 providers per address in bulk jobs.
+  const width = b.length + 1;
+  if (rows.length < width * 3) rows = new Uint16Array(width * 3);
+  let prevPrev = 0;
+  let prev = width;
+  let row = 2 * width;
+  for (let j = 0; j < width; j++) rows[prev + j] = j;
   for (let i = 1; i <= a.length; i++) {
-    const row = [i];
+    rows[row] = i;
     let rowMin = i;
     for (let j = 1; j <= b.length; j++) {
       const cost = a[i - 1] === b[j - 1] ? 0 : 1;
-      let value = Math.min(prev[j]! + 1, row[j - 1]! + 1, prev[j - 1]! + cost);
-      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) {
-        value = Math.min(value, prevPrev[j - 2]! + 1);
-      }
-      row.push(value);
-      rowMin = Math.min(rowMin, value);
+      let value = Math.min(rows[prev + j]! + 1, rows[row + j - 1]! + 1, rows[prev + j - 1]! + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) value = Math.min(value, rows[prevPrev + j - 2]! + 1);
+      rows[row + j] = value;
+      if (value < rowMin) rowMin = value;
     }
     if (rowMin > max) return max + 1;
-    prevPrev = prev;
-    prev = row;
+    [prevPrev, prev, row] = [prev, row, prevPrev];
   }
-  const distance = prev[b.length]!;
+  const distance = rows[prev + b.length]!;
   return distance > max ? max + 1 : distance;
 }
+
+// Scratch space for editDistance (no state between calls: every call overwrites what it reads).
+let rows = new Uint16Array(3 * 64);
