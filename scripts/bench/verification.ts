@@ -21,6 +21,7 @@ import mailchecker from "mailchecker";
 import { readDevVars } from "../lib/dev-vars.ts";
 
 const engineOnly = process.argv.includes("--engine-only");
+const jobOnly = process.argv.includes("--job-only");
 const [addressArg, domainArg] = process.argv.slice(2).filter((arg) => !arg.startsWith("--"));
 const addressCount = Number(addressArg ?? 50_000);
 const domainCount = Number(domainArg ?? 2_000);
@@ -239,4 +240,4 @@ if (!engineOnly) {
   await bulkJob();
   out();
 }
-await engineThroughput();
+if (!jobOnly) await engineThroughput();

@@ -1,5 +1,6 @@
 import { eq } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
+import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
 import { apiKeys } from "../db/schema";
 import { authenticateApiKey, hasScope } from "../domain/accounts/api-keys";
@@ -17,6 +18,37 @@ export function bearerToken(header: string | undefined): string | undefined {
   return header ? bearerPattern.exec(header.trim())?.[1] : undefined;
 }
 
+type AuthenticatedKey = NonNullable<Awaited<ReturnType<typeof authenticateApiKey>>>;
+
+/**
+ * What every keyed request goes through once its key is known: the key's context for the handlers, last_used_at,
+ * and its rate limit in the RateLimiter object `limiter` (RateLimit-* headers always, 429 with Retry-After past it).
+ */
+export async function admitKey(
+  c: Context<AppEnv>,
+  auth: AuthenticatedKey,
+  limiter: { name: string; limit: number; windowSeconds: number; per: "minute" | "second" },
+): Promise<void> {
+  c.set("auth", { account: auth.account, apiKey: auth.apiKey });
+  if (!auth.lastUsedAt || Date.now() - Date.parse(auth.lastUsedAt) > lastUsedResolutionMs) {
+    c.executionCtx.waitUntil(
+      drizzle(c.env.DB).update(apiKeys).set({ lastUsedAt: new Date().toISOString() }).where(eq(apiKeys.id, auth.apiKey.id)).run(),
+    );
+  }
+  const decision = await c.env.RATE_LIMITER.getByName(limiter.name).consume(limiter.limit, limiter.windowSeconds);
+  const rateHeaders = {
+    "RateLimit-Limit": String(decision.limit),
+    "RateLimit-Remaining": String(decision.remaining),
+    "RateLimit-Reset": String(decision.resetSeconds),
+  };
+  for (const [name, value] of Object.entries(rateHeaders)) c.header(name, value);
+  if (!decision.allowed) {
+    throw new AppError("rate_limited", `Rate limit of ${decision.limit} requests per ${limiter.per} reached; retry after ${decision.retryAfterSeconds} s`, {
+      headers: { ...rateHeaders, "Retry-After": String(decision.retryAfterSeconds) },
+    });
+  }
+}
+
 /** `Authorization: Bearer <API key>` on /api/v1, then the per-key rate limit from the account's plan. */
 export const apiKeyAuth = createMiddleware<AppEnv>(async (c, next) => {
   const presented = bearerToken(c.req.header("Authorization"));
@@ -25,26 +57,7 @@ export const apiKeyAuth = createMiddleware<AppEnv>(async (c, next) => {
   }
   const auth = await authenticateApiKey(drizzle(c.env.DB), presented);
   if (!auth) throw new AppError("unauthorized", "Invalid API key: it does not exist, was revoked or was rotated");
-  c.set("auth", { account: auth.account, apiKey: auth.apiKey });
-
-  if (!auth.lastUsedAt || Date.now() - Date.parse(auth.lastUsedAt) > lastUsedResolutionMs) {
-    c.executionCtx.waitUntil(
-      drizzle(c.env.DB).update(apiKeys).set({ lastUsedAt: new Date().toISOString() }).where(eq(apiKeys.id, auth.apiKey.id)).run(),
-    );
-  }
-
-  const decision = await c.env.RATE_LIMITER.getByName(`key:${auth.apiKey.id}`).consume(auth.account.rateLimitPerMinute, 60);
-  const rateHeaders = {
-    "RateLimit-Limit": String(decision.limit),
-    "RateLimit-Remaining": String(decision.remaining),
-    "RateLimit-Reset": String(decision.resetSeconds),
-  };
-  for (const [name, value] of Object.entries(rateHeaders)) c.header(name, value);
-  if (!decision.allowed) {
-    throw new AppError("rate_limited", `Rate limit of ${decision.limit} requests per minute reached; retry after ${decision.retryAfterSeconds} s`, {
-      headers: { ...rateHeaders, "Retry-After": String(decision.retryAfterSeconds) },
-    });
-  }
+  await admitKey(c, auth, { name: `key:${auth.apiKey.id}`, limit: auth.account.rateLimitPerMinute, windowSeconds: 60, per: "minute" });
   await next();
 });
 

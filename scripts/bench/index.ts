@@ -1,0 +1,50 @@
+// `npm run bench`: every benchmark, each printing its figures side by side with its baseline or peer from the same
+// run. The stack-based ones share one local stack (npm run dev's script on free ports, its own state directory);
+// send.ts starts its own, since it measures the Worker's request rate from a cold account.
+import { spawn } from "node:child_process";
+import { startStack } from "../../test/e2e/stack.ts";
+
+type Step = { title: string; command: string[]; env?: Record<string, string>; keep?: (line: string) => boolean };
+
+function run(step: Step): Promise<void> {
+  process.stdout.write(`\n## ${step.title}\n$ ${step.command.join(" ")}\n`);
+  return new Promise((resolve, reject) => {
+    const child = spawn(step.command[0]!, step.command.slice(1), { env: { ...process.env, ...step.env }, stdio: ["ignore", "pipe", "inherit"] });
+    let buffered = "";
+    child.stdout.on("data", (chunk: Buffer) => {
+      buffered += chunk.toString();
+      const lines = buffered.split("\n");
+      buffered = lines.pop() ?? "";
+      for (const line of lines) if (!step.keep || step.keep(line)) process.stdout.write(`${line}\n`);
+    });
+    child.once("exit", (code) => (code === 0 ? resolve() : reject(new Error(`${step.title} exited with ${code}`))));
+  });
+}
+
+const tsx = "node_modules/.bin/tsx";
+await run({ title: "render + MIME + DKIM CPU per message (Node, key imported once)", command: [tsx, "scripts/bench/render-mime-dkim.ts", "2000"] });
+await run({
+  title: "D1 cost of an accepted single-recipient send (measured in workerd)",
+  command: ["node_modules/.bin/vitest", "run", "--config", "vitest.config.ts", "test/send/d1-cost.test.ts"],
+  keep: (line) => line.includes("D1 per accepted"),
+});
+await run({ title: "POST /send accept rate and delivery rate", command: [tsx, "scripts/bench/send.ts", "200", "200"] });
+await run({ title: "verification engine without DNS vs peers", command: [tsx, "scripts/bench/verification.ts", "--engine-only"] });
+
+const stack = await startStack();
+try {
+  const env = {
+    WORKER_URL: stack.workerUrl,
+    WORKER_PORT: String(stack.ports.WORKER_PORT),
+    DOH_PORT: String(stack.ports.DOH_PORT),
+    DOH_ADMIN_URL: stack.dohAdminUrl,
+    DEV_STATE_DIR: stack.stateDir,
+    API_KEY: stack.apiKey,
+  };
+  await run({ title: "50,000-address bulk verification job and its DoH queries", command: [tsx, "scripts/bench/verification.ts", "--job-only"], env });
+  await run({ title: "100,000-row contact import", command: [tsx, "scripts/bench/contact-import.ts", "100000"], env });
+  await run({ title: "webhook deliveries vs a plain fetch loop; a slow receiver", command: [tsx, "scripts/bench/webhooks.ts", "500", "200"], env });
+  await run({ title: "SMTP bridge vs a bare smtp-server; bridge RSS", command: [tsx, "scripts/bench/smtp-bridge.ts", "300"], env });
+} finally {
+  await stack.stop();
+}
