@@ -38,6 +38,8 @@ const encoder = new TextEncoder();
 /** What happened to one message in this batch: the D1 statements recording it and what to tell the queue. */
 type Disposition = { statements: D1PreparedStatement[]; events: EventInput[]; retryDelaySeconds?: number };
 
+const connectionsPerBatch = (env: Env) => Math.max(1, Math.min(10, Number(env.SMTP_CONNECTIONS_PER_BATCH) || 3));
+
 function retryPolicy(env: Env) {
   return {
     baseSeconds: Math.max(0, Number(env.SEND_RETRY_BASE_SECONDS) || 60),
@@ -46,11 +48,15 @@ function retryPolicy(env: Env) {
 }
 
 /**
- * Delivers a batch over one SMTP connection (RSET between messages). A message is sent only while its row says
+ * Delivers a batch over a few reused SMTP connections (RSET between messages). A message is sent only while its row says
  * `queued`/`deferred`, so an at-least-once redelivery of an already handled message does nothing, and the outcome
  * of the whole batch is written in one D1 batch before any queue message is acknowledged.
  */
-export async function consumeSendBatch(batch: MessageBatch<unknown>, env: Env, transport: Transport = smtpTransportFromEnv(env)): Promise<void> {
+export async function consumeSendBatch(
+  batch: MessageBatch<unknown>,
+  env: Env,
+  openTransport: () => Transport = () => smtpTransportFromEnv(env),
+): Promise<void> {
   const wanted = new Map<string, Message<unknown>>();
   for (const queued of batch.messages) {
     const parsed = sendQueueMessageSchema.safeParse(queued.body);
@@ -87,31 +93,44 @@ export async function consumeSendBatch(batch: MessageBatch<unknown>, env: Env, t
   };
 
   const dispositions = new Map<string, Disposition>();
-  try {
-    for (const message of (messageRows?.results ?? []) as MessageRow[]) {
-      if (!pendingStatuses.has(message.status)) continue;
-      const pending = (recipientsOf.get(message.id) ?? []).filter((recipient) => pendingStatuses.has(recipient.status)).map((r) => r.email);
-      if (pending.length === 0) continue;
-      if (message.test_mode) {
-        dispositions.set(message.id, simulate(env, message, pending));
-        continue;
-      }
-      const domain = domains.get(message.domain_id);
-      let outcome: SendOutcome;
-      try {
-        if (!domain) throw new MimeError("invalid_address", "from", "the sending domain was removed");
-        const raw = await buildSignedMessage(env, message, await loadContent(env, { content: message.content, contentKey: message.content_key }), domain, await dkimKey(domain));
-        outcome = await transport.send({ mailFrom: message.from_address, rcptTo: pending }, raw);
-      } catch (error) {
-        if (!(error instanceof MimeError)) throw error;
-        // The message itself is unsendable: retrying cannot help.
-        outcome = { ok: false, kind: "permanent", stage: "message", connectionError: false, code: 554, response: `554 5.6.0 ${error.message}` };
-      }
-      dispositions.set(message.id, recordOutcome(env, message, pending, outcome));
-    }
-  } finally {
-    await transport.close();
+  const deliverable: { message: MessageRow; pending: string[] }[] = [];
+  for (const message of (messageRows?.results ?? []) as MessageRow[]) {
+    if (!pendingStatuses.has(message.status)) continue;
+    const pending = (recipientsOf.get(message.id) ?? []).filter((recipient) => pendingStatuses.has(recipient.status)).map((r) => r.email);
+    if (pending.length === 0) continue;
+    if (message.test_mode) dispositions.set(message.id, simulate(env, message, pending));
+    else deliverable.push({ message, pending });
   }
+
+  // A few connections share the batch (as a pooled SMTP client does); each is reused for its share of the
+  // messages with RSET in between, so a batch opens at most `lanes` connections, never one per message.
+  const lanes = Array.from({ length: Math.min(connectionsPerBatch(env), deliverable.length) }, (_, lane) =>
+    deliverable.filter((_, i) => i % connectionsPerBatch(env) === lane),
+  );
+  await Promise.all(
+    lanes.map(async (work) => {
+      const transport = openTransport();
+      try {
+        for (const { message, pending } of work) {
+          const domain = domains.get(message.domain_id);
+          let outcome: SendOutcome;
+          try {
+            if (!domain) throw new MimeError("invalid_address", "from", "the sending domain was removed");
+            const content = await loadContent(env, { content: message.content, contentKey: message.content_key });
+            const raw = await buildSignedMessage(env, message, content, domain, await dkimKey(domain));
+            outcome = await transport.send({ mailFrom: message.from_address, rcptTo: pending }, raw);
+          } catch (error) {
+            if (!(error instanceof MimeError)) throw error;
+            // The message itself is unsendable: retrying cannot help.
+            outcome = { ok: false, kind: "permanent", stage: "message", connectionError: false, code: 554, response: `554 5.6.0 ${error.message}` };
+          }
+          dispositions.set(message.id, recordOutcome(env, message, pending, outcome));
+        }
+      } finally {
+        await transport.close();
+      }
+    }),
+  );
 
   const statements = [...dispositions.values()].flatMap((disposition) => disposition.statements);
   if (statements.length > 0) await env.DB.batch(statements);

@@ -118,7 +118,7 @@ describe("the send consumer", () => {
       const retry = queued.retry.bind(queued);
       let delay: number | undefined;
       Object.defineProperty(queued, "retry", { value: (options?: QueueRetryOptions) => ((delay = options?.delaySeconds), retry(options)) });
-      await consumeSendBatch(batch, env, unreachable());
+      await consumeSendBatch(batch, env, unreachable);
       const result = await getQueueResult(batch, ctx);
       expect(result.retryMessages.length + result.explicitAcks.length).toBe(1);
       delays.push(delay);
@@ -145,10 +145,27 @@ describe("the send consumer", () => {
     expect(await sinkMessagesTo(to)).toHaveLength(1);
   });
 
+  it("spreads a batch over at most 3 reused connections instead of one per message", async () => {
+    const { account, from, domainId } = await setup();
+    const recipients = Array.from({ length: 9 }, (_, i) => rcpt(`lane${i}`));
+    const ids = [];
+    for (const to of recipients) ids.push(await storedMessage(account.id, domainId, from, to));
+    const batch = createMessageBatch(
+      "mailforge-send",
+      ids.map((id, i) => ({ id: `m${i}`, timestamp: new Date(), attempts: 1, body: { message_id: id } })),
+    );
+    const ctx = createExecutionContext();
+    await consumeSendBatch(batch, env);
+    expect((await getQueueResult(batch, ctx)).explicitAcks).toHaveLength(9);
+    const received = (await Promise.all(recipients.map(sinkMessagesTo))).flat();
+    expect(received).toHaveLength(9);
+    expect(new Set(received.map((message) => message.session_id)).size).toBe(3);
+  });
+
   it("drops unreadable queue bodies instead of retrying them forever", async () => {
     const batch = createMessageBatch("mailforge-send", [{ id: "junk", timestamp: new Date(), attempts: 1, body: { nope: true } }]);
     const ctx = createExecutionContext();
-    await consumeSendBatch(batch, env, unreachable());
+    await consumeSendBatch(batch, env, unreachable);
     expect((await getQueueResult(batch, ctx)).explicitAcks).toEqual(["junk"]);
   });
 
