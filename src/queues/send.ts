@@ -38,7 +38,7 @@ const encoder = new TextEncoder();
 /** What happened to one message in this batch: the D1 statements recording it and what to tell the queue. */
 type Disposition = { statements: D1PreparedStatement[]; events: EventInput[]; retryDelaySeconds?: number };
 
-const connectionsPerBatch = (env: Env) => Math.max(1, Math.min(10, Number(env.SMTP_CONNECTIONS_PER_BATCH) || 3));
+const connectionsPerBatch = (env: Env) => Math.max(1, Math.min(10, Number(env.SMTP_CONNECTIONS_PER_BATCH) || 5));
 
 function retryPolicy(env: Env) {
   return {
