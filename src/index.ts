@@ -8,6 +8,7 @@ import { consumeVerifyDeadLetters, consumeVerifyQueue } from "./queues/verify-qu
 
 export { CampaignProgress } from "./durable-objects/campaign-progress";
 export { RateLimiter } from "./durable-objects/rate-limiter";
+export { WebhookEndpointQueue } from "./durable-objects/webhook-endpoint-queue";
 
 type QueueConsumer = (batch: MessageBatch<unknown>, env: Env, ctx: ExecutionContext) => Promise<void>;
 type ScheduledTask = (env: Env, controller: ScheduledController) => Promise<void>;

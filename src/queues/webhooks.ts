@@ -26,8 +26,8 @@ import { logError } from "../lib/log";
 // exactly the time the retry was scheduled for, and the queue's own retries (max_retries = 10, then the DLQ) are
 // left for failures of the consumer itself (D1 or the queue unavailable).
 //
-// The messages of a batch are delivered concurrently, each with its own timeout and its own ack: a slow or dead
-// receiver delays no other request, it only makes the batch last as long as its own attempt (at most 10 s).
+// Attempts are handed to one WebhookEndpointQueue Durable Object per endpoint and delivered there, concurrently,
+// each with its own timeout: a slow or dead receiver delays only the attempts to itself.
 
 const messageSchema = z.object({
   event_id: z.string().min(1).max(64),
@@ -160,8 +160,7 @@ async function processMessage(
   }
 }
 
-/** The consumer with its knobs exposed for tests; production uses `consumeWebhookDeliveries`. */
-export async function deliverWebhookBatch(batch: MessageBatch<unknown>, env: Env, options: WebhookConsumerOptions = {}): Promise<void> {
+function parseBatch(batch: MessageBatch<unknown>): { message: Message<unknown>; body: WebhookDeliveryMessage }[] {
   const parsed: { message: Message<unknown>; body: WebhookDeliveryMessage }[] = [];
   for (const message of batch.messages) {
     const body = messageSchema.safeParse(message.body);
@@ -173,44 +172,78 @@ export async function deliverWebhookBatch(batch: MessageBatch<unknown>, env: Env
       message.ack();
     }
   }
-  if (parsed.length === 0) return;
+  return parsed;
+}
 
+/**
+ * Delivers attempts concurrently, each with its own timeout. Per attempt: `done` (delivered, or failed and its
+ * retry scheduled, or dropped) or `again` (D1 or the queue failed around it: run it again later; the receiver may
+ * then see it twice and de-duplicates by event id).
+ */
+export async function deliverWebhookMessages(
+  env: Env,
+  messages: WebhookDeliveryMessage[],
+  options: WebhookConsumerOptions = {},
+): Promise<("done" | "again")[]> {
+  if (messages.length === 0) return [];
   let eventsById: Map<string, EventRecord>;
   let endpointsById: Map<string, WebhookEndpointRow>;
   try {
     [eventsById, endpointsById] = await Promise.all([
-      loadEvents(env, [...new Set(parsed.map(({ body }) => body.event_id))]),
-      loadEndpoints(env, [...new Set(parsed.map(({ body }) => body.endpoint_id))]),
+      loadEvents(env, [...new Set(messages.map((message) => message.event_id))]),
+      loadEndpoints(env, [...new Set(messages.map((message) => message.endpoint_id))]),
     ]);
   } catch (error) {
-    logError("webhook batch could not be loaded; retrying it", { error: error instanceof Error ? error.message : String(error) });
-    batch.retryAll();
-    return;
+    logError("webhook deliveries could not be loaded; they will run again", { error: error instanceof Error ? error.message : String(error) });
+    return messages.map(() => "again");
   }
-
   const context = deliveryContext(env, options);
-  await Promise.allSettled(
-    parsed.map(async ({ message, body }) => {
+  return Promise.all(
+    messages.map(async (message): Promise<"done" | "again"> => {
       try {
-        await processMessage(context, body, eventsById.get(body.event_id), endpointsById.get(body.endpoint_id));
-        message.ack();
+        await processMessage(context, message, eventsById.get(message.event_id), endpointsById.get(message.endpoint_id));
+        return "done";
       } catch (error) {
-        // D1 or the queue failed around the attempt: let the queue redeliver this message (up to max_retries,
-        // then the DLQ). The receiver may see this attempt twice; it de-duplicates by event id.
-        logError("webhook delivery could not be recorded; the queue will redeliver it", {
-          event_id: body.event_id,
-          endpoint_id: body.endpoint_id,
-          attempt: body.attempt,
+        logError("webhook delivery could not be recorded; it will run again", {
+          ...message,
           error: error instanceof Error ? error.message : String(error),
         });
-        message.retry();
+        return "again";
       }
     }),
   );
 }
 
-export function consumeWebhookDeliveries(batch: MessageBatch<unknown>, env: Env): Promise<void> {
-  return deliverWebhookBatch(batch, env);
+/** Delivers a queue batch in place (tests drive the delivery logic through this). */
+export async function deliverWebhookBatch(batch: MessageBatch<unknown>, env: Env, options: WebhookConsumerOptions = {}): Promise<void> {
+  const parsed = parseBatch(batch);
+  const outcomes = await deliverWebhookMessages(
+    env,
+    parsed.map(({ body }) => body),
+    options,
+  );
+  parsed.forEach(({ message }, i) => (outcomes[i] === "done" ? message.ack() : message.retry()));
+}
+
+/**
+ * Consumer of `mailforge-webhooks`: hands each attempt to its endpoint's WebhookEndpointQueue object, which stores
+ * it durably before the message is acked and delivers it from its alarm. Endpoints are thereby isolated: a receiver
+ * taking 10 s to answer holds only its own object, never a queue batch that other endpoints' events are waiting in.
+ */
+export async function consumeWebhookDeliveries(batch: MessageBatch<unknown>, env: Env): Promise<void> {
+  const byEndpoint = new Map<string, { message: Message<unknown>; body: WebhookDeliveryMessage }[]>();
+  for (const item of parseBatch(batch)) byEndpoint.set(item.body.endpoint_id, [...(byEndpoint.get(item.body.endpoint_id) ?? []), item]);
+  await Promise.all(
+    [...byEndpoint].map(async ([endpointId, items]) => {
+      try {
+        await env.WEBHOOK_ENDPOINT_QUEUE.getByName(endpointId).enqueue(items.map(({ body }) => body));
+        for (const { message } of items) message.ack();
+      } catch (error) {
+        logError("webhook deliveries could not be handed to their endpoint queue; retrying", { endpoint_id: endpointId, error: String(error) });
+        for (const { message } of items) message.retry();
+      }
+    }),
+  );
 }
 
 /**

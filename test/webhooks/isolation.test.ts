@@ -1,0 +1,46 @@
+import { env } from "cloudflare:workers";
+import { runDurableObjectAlarm } from "cloudflare:test";
+import { expect, it } from "vitest";
+import { recordEvents } from "../../src/domain/webhooks/dispatch";
+import { createAccount } from "../helpers";
+import { addReceiverRule, createEndpoint, deliveriesOf, receivedOn, receiverPath, receiverUrl, uniqueKey, waitForRequests } from "./helpers";
+
+it("a slow endpoint does not delay another endpoint's deliveries (each endpoint delivers from its own object)", async () => {
+  const account = await createAccount();
+  const slowPath = receiverPath();
+  const fastPath = receiverPath();
+  await addReceiverRule({ path: slowPath, status: 200, delay_ms: 4_000, times: 10 });
+  const slow = await createEndpoint(account.api_key, { url: receiverUrl(slowPath), events: ["*"] });
+  await createEndpoint(account.api_key, { url: receiverUrl(fastPath), events: ["*"] });
+
+  const started = Date.now();
+  await recordEvents(
+    env,
+    Array.from({ length: 5 }, (_, i) => ({
+      accountId: account.id,
+      type: "relay.delivered" as const,
+      dedupeKey: uniqueKey(`isolation-${i}`),
+      data: { message_id: `msg_isolation_${i}`, recipient: `r${i}@example.com` },
+    })),
+  );
+  const fast = await waitForRequests(fastPath, 5, 10_000);
+  // Every fast delivery arrived well before the slow receiver answered its first request.
+  expect(Math.max(...fast.map((request) => request.received_at_ms)) - started).toBeLessThan(3_500);
+  expect((await receivedOn(slowPath)).length).toBeGreaterThan(0);
+  // The slow receiver still gets every event, answered and logged once it responds.
+  for (const deadline = Date.now() + 15_000; ; ) {
+    const logged = await deliveriesOf(account.api_key, slow.id);
+    if (logged.filter((delivery) => delivery.status === "succeeded").length === 5) break;
+    if (Date.now() > deadline) throw new Error("slow deliveries were not logged in time");
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}, 30_000);
+
+it("keeps an attempt in its endpoint's object until it is done", async () => {
+  const stub = env.WEBHOOK_ENDPOINT_QUEUE.getByName("wh_missing_endpoint");
+  await stub.enqueue([{ event_id: "evt_missing", endpoint_id: "wh_missing_endpoint", attempt: 1 }]);
+  expect(await stub.pending()).toHaveLength(1);
+  await runDurableObjectAlarm(stub);
+  // The event does not exist, so the attempt is dropped (logged) rather than kept forever.
+  expect(await stub.pending()).toEqual([]);
+});
