@@ -1,7 +1,4 @@
 import type { SQLWrapper } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
-
-export const database = (d1: D1Database) => drizzle(d1);
 
 type ToSql = SQLWrapper & { toSQL(): { sql: string; params: unknown[] } };
 
