@@ -1,15 +1,18 @@
 import { DurableObject } from "cloudflare:workers";
 
-// One per campaign: the single writer for fan-out counters and completion (campaigns build on it).
+/**
+ * One per campaign: the single writer of its fan-out counters (campaigns build on it). The synchronous KV API makes
+ * each increment a read-modify-write that no concurrent call can interleave with.
+ */
 export class CampaignProgress extends DurableObject<Env> {
-  async counters(): Promise<Record<string, number>> {
-    return (await this.ctx.storage.get<Record<string, number>>("counters")) ?? {};
+  counters(): Record<string, number> {
+    return this.ctx.storage.kv.get<Record<string, number>>("counters") ?? {};
   }
 
-  async increment(counter: string, by = 1): Promise<number> {
-    const counters = await this.counters();
+  increment(counter: string, by = 1): number {
+    const counters = this.counters();
     counters[counter] = (counters[counter] ?? 0) + by;
-    await this.ctx.storage.put("counters", counters);
+    this.ctx.storage.kv.put("counters", counters);
     return counters[counter];
   }
 }
