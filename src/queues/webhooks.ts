@@ -16,7 +16,7 @@ import type { WebhookDeliveryMessage } from "../domain/webhooks/dispatch";
 import type { WebhookEndpointRow } from "../domain/webhooks/endpoints";
 import { deliveryLogStatement, logDeliveryAttempt } from "../domain/webhooks/log";
 import { newId } from "../lib/ids";
-import { logError } from "../lib/log";
+import { logError, logWarning } from "../lib/log";
 
 // Consumer of `mailforge-webhooks`: one message is one attempt to deliver one event to one endpoint.
 //
@@ -43,11 +43,6 @@ export type WebhookConsumerOptions = {
 };
 
 type EventRecord = WebhookEnvelope & { accountId: string };
-
-/** Expected drops (an endpoint deleted while its deliveries were queued) are worth a line, not an error. */
-function logWarning(message: string, fields: Record<string, unknown>) {
-  console.warn(JSON.stringify({ level: "warn", message, ...fields }));
-}
 
 async function loadEvents(env: Env, ids: string[]): Promise<Map<string, EventRecord>> {
   const found = new Map<string, EventRecord>();
