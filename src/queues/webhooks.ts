@@ -15,6 +15,7 @@ import {
 import type { WebhookDeliveryMessage } from "../domain/webhooks/dispatch";
 import type { WebhookEndpointRow } from "../domain/webhooks/endpoints";
 import { deliveryLogStatement, logDeliveryAttempt } from "../domain/webhooks/log";
+import { statement } from "../db/client";
 import { newId } from "../lib/ids";
 import { logError, logWarning } from "../lib/log";
 
@@ -96,11 +97,16 @@ async function recordEndpointFailure(env: Env, endpointId: string, at: string): 
   return row?.enabled ?? false;
 }
 
+/**
+ * One attempt. A success only adds its log row (and the end of a failure streak) to `successWrites`, which the
+ * caller writes for all attempts of the run in one D1 batch: the common case costs no round trip of its own.
+ */
 async function processMessage(
   context: DeliveryContext,
   message: WebhookDeliveryMessage,
   event: EventRecord | undefined,
   endpoint: WebhookEndpointRow | undefined,
+  successWrites: D1PreparedStatement[],
 ): Promise<void> {
   const { env } = context;
   const fields = { event_id: message.event_id, endpoint_id: message.endpoint_id, attempt: message.attempt };
@@ -133,11 +139,10 @@ async function processMessage(
   const attempt = { ...base, statusCode: result.statusCode, responseSnippet: result.responseSnippet, durationMs: result.durationMs, createdAt: at };
 
   if (result.ok) {
-    // The hot path: one D1 round trip, two statements only when a failure streak ends.
-    const db = drizzle(env.DB);
-    const logRow = deliveryLogStatement(env.DB, { ...attempt, status: "succeeded", nextRetryAt: null });
-    if (endpoint.failingSince === null) await logRow.run();
-    else await db.batch([logRow, db.update(webhookEndpoints).set({ failingSince: null, updatedAt: at }).where(eq(webhookEndpoints.id, endpoint.id))]);
+    successWrites.push(statement(env.DB, deliveryLogStatement(env.DB, { ...attempt, status: "succeeded", nextRetryAt: null })));
+    if (endpoint.failingSince !== null) {
+      successWrites.push(statement(env.DB, drizzle(env.DB).update(webhookEndpoints).set({ failingSince: null, updatedAt: at }).where(eq(webhookEndpoints.id, endpoint.id))));
+    }
     return;
   }
 
@@ -193,10 +198,11 @@ export async function deliverWebhookMessages(
     return messages.map(() => "again");
   }
   const context = deliveryContext(env, options);
-  return Promise.all(
+  const successWrites: D1PreparedStatement[] = [];
+  const outcomes = await Promise.all(
     messages.map(async (message): Promise<"done" | "again"> => {
       try {
-        await processMessage(context, message, eventsById.get(message.event_id), endpointsById.get(message.endpoint_id));
+        await processMessage(context, message, eventsById.get(message.event_id), endpointsById.get(message.endpoint_id), successWrites);
         return "done";
       } catch (error) {
         logError("webhook delivery could not be recorded; it will run again", {
@@ -207,6 +213,16 @@ export async function deliverWebhookMessages(
       }
     }),
   );
+  if (successWrites.length > 0) {
+    try {
+      await env.DB.batch(successWrites);
+    } catch (error) {
+      // The receivers got their requests but the log did not: run them again (receivers de-duplicate by event id).
+      logError("webhook delivery log could not be written; the deliveries will run again", { error: String(error) });
+      return messages.map(() => "again");
+    }
+  }
+  return outcomes;
 }
 
 /** Delivers a queue batch in place (tests drive the delivery logic through this). */
