@@ -110,6 +110,9 @@ export const domains = sqliteTable(
     dkimPublicKey: text("dkim_public_key").notNull(),
     // AES-GCM ciphertext (DKIM_ENCRYPTION_KEY), never the clear key.
     dkimPrivateKey: text("dkim_private_key").notNull(),
+    // A second, Ed25519 signature (RFC 8463) beside the RSA one, for receivers that prefer it; optional to publish.
+    dkimEd25519PublicKey: text("dkim_ed25519_public_key"),
+    dkimEd25519PrivateKey: text("dkim_ed25519_private_key"),
     records: text("records", { mode: "json" }).$type<DnsRecordCheck[]>().notNull(),
     lastCheckedAt: text("last_checked_at"),
     verifiedAt: text("verified_at"),

@@ -1,6 +1,7 @@
 import { eventStatement, type EventInput } from "../domain/events/events";
 import { refundStatements } from "../domain/credits/ledger";
-import { decryptDkimKey } from "../domain/domains/domains";
+import type { DnsRecordCheck } from "../db/schema";
+import { decryptDkimKey, ed25519Selector } from "../domain/domains/domains";
 import { loadContent, sendQueueMessageSchema, type MessageContent } from "../domain/sending/content";
 import { importDkimPrivateKey, signDkim, type DkimPrivateKey } from "../domain/sending/dkim";
 import { buildMessageId, buildMimeMessage, formatRfc5322Date, MimeError } from "../domain/sending/mime";
@@ -30,7 +31,16 @@ type MessageRow = {
   attempts: number;
 };
 type RecipientRow = { message_id: string; email: string; status: string };
-type DomainKeyRow = { id: string; name: string; dkim_selector: string; dkim_private_key: string };
+type DomainKeyRow = {
+  id: string;
+  name: string;
+  dkim_selector: string;
+  dkim_private_key: string;
+  dkim_ed25519_private_key: string | null;
+  records: string;
+};
+/** The domain's signing keys: RSA always, Ed25519 once its DNS record has been found. */
+type SigningKeys = { rsa: DkimPrivateKey; ed25519?: DkimPrivateKey };
 
 const pendingStatuses = new Set(["queued", "deferred"]);
 const encoder = new TextEncoder();
@@ -74,7 +84,8 @@ export async function consumeSendBatch(
     env.DB.prepare(`SELECT * FROM messages WHERE id IN (${marks})`).bind(...ids),
     env.DB.prepare(`SELECT message_id, email, status FROM message_recipients WHERE message_id IN (${marks})`).bind(...ids),
     env.DB.prepare(
-      `SELECT id, name, dkim_selector, dkim_private_key FROM domains WHERE id IN (SELECT domain_id FROM messages WHERE id IN (${marks}))`,
+      `SELECT id, name, dkim_selector, dkim_private_key, dkim_ed25519_private_key, records FROM domains
+       WHERE id IN (SELECT domain_id FROM messages WHERE id IN (${marks}))`,
     ).bind(...ids),
   ]);
   const recipientsOf = new Map<string, RecipientRow[]>();
@@ -82,11 +93,12 @@ export async function consumeSendBatch(
     recipientsOf.set(row.message_id, [...(recipientsOf.get(row.message_id) ?? []), row]);
   }
   const domains = new Map(((domainRows?.results ?? []) as DomainKeyRow[]).map((row) => [row.id, row]));
-  const keys = new Map<string, Promise<DkimPrivateKey>>();
-  const dkimKey = (domain: DomainKeyRow) => {
+  // Keys are decrypted and imported once per domain per batch.
+  const keys = new Map<string, Promise<SigningKeys>>();
+  const signingKeys = (domain: DomainKeyRow) => {
     let key = keys.get(domain.id);
     if (!key) {
-      key = decryptDkimKey({ dkimPrivateKey: domain.dkim_private_key }, env).then(importDkimPrivateKey);
+      key = loadSigningKeys(env, domain);
       keys.set(domain.id, key);
     }
     return key;
@@ -117,7 +129,7 @@ export async function consumeSendBatch(
           try {
             if (!domain) throw new MimeError("invalid_address", "from", "the sending domain was removed");
             const content = await loadContent(env, { content: message.content, contentKey: message.content_key });
-            const raw = await buildSignedMessage(env, message, content, domain, await dkimKey(domain));
+            const raw = await buildSignedMessage(env, message, content, domain, await signingKeys(domain));
             outcome = await transport.send({ mailFrom: message.from_address, rcptTo: pending }, raw);
           } catch (error) {
             if (!(error instanceof MimeError)) throw error;
@@ -149,7 +161,15 @@ async function dispatchAll(env: Env, events: EventInput[]) {
   await Promise.all([...byAccount].map(([accountId, keys]) => dispatchEvents(env, accountId, keys)));
 }
 
-async function buildSignedMessage(env: Env, message: MessageRow, content: MessageContent, domain: DomainKeyRow, key: DkimPrivateKey): Promise<Uint8Array> {
+async function loadSigningKeys(env: Env, domain: DomainKeyRow): Promise<SigningKeys> {
+  const rsa = await importDkimPrivateKey(await decryptDkimKey({ dkimPrivateKey: domain.dkim_private_key }, env));
+  const records = JSON.parse(domain.records) as DnsRecordCheck[];
+  const published = records.some((record) => record.purpose === "dkim_ed25519" && record.status === "verified");
+  if (!domain.dkim_ed25519_private_key || !published) return { rsa };
+  return { rsa, ed25519: await importDkimPrivateKey(await decryptDkimKey({ dkimPrivateKey: domain.dkim_ed25519_private_key }, env)) };
+}
+
+async function buildSignedMessage(env: Env, message: MessageRow, content: MessageContent, domain: DomainKeyRow, keys: SigningKeys): Promise<Uint8Array> {
   let unsigned: Uint8Array;
   if (content.kind === "raw") {
     unsigned = withRequiredHeaders(Uint8Array.from(atob(content.raw), (char) => char.charCodeAt(0)), message);
@@ -175,7 +195,10 @@ async function buildSignedMessage(env: Env, message: MessageRow, content: Messag
       }),
     );
   }
-  const signature = await signDkim(unsigned, { domain: domain.name, selector: domain.dkim_selector, privateKey: key });
+  // Both signatures cover the same unsigned message; receivers that do not know ed25519-sha256 ignore that one.
+  const signature =
+    (keys.ed25519 ? await signDkim(unsigned, { domain: domain.name, selector: ed25519Selector(domain.dkim_selector), privateKey: keys.ed25519 }) : "") +
+    (await signDkim(unsigned, { domain: domain.name, selector: domain.dkim_selector, privateKey: keys.rsa }));
   const signatureBytes = encoder.encode(signature);
   const signed = new Uint8Array(signatureBytes.length + unsigned.length);
   signed.set(signatureBytes, 0);

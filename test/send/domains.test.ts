@@ -19,6 +19,11 @@ describe("sending domains", () => {
     expect(dkim.value.length).toBeGreaterThan(255);
     expect(domain.records.find((record) => record.purpose === "spf")).toMatchObject({ name, value: `v=spf1 include:${env.SPF_INCLUDE} ~all` });
     expect(domain.records.find((record) => record.purpose === "dmarc")).toMatchObject({ name: `_dmarc.${name}`, value: expect.stringMatching(/^v=DMARC1;/) });
+    expect(domain.records.find((record) => record.purpose === "dkim_ed25519")).toMatchObject({
+      type: "TXT",
+      name: `${domain.dkim_selector}e._domainkey.${name}`,
+      value: expect.stringMatching(/^v=DKIM1; k=ed25519; p=[A-Za-z0-9+/]{43}=$/),
+    });
 
     const stored = await env.DB.prepare("SELECT dkim_private_key FROM domains WHERE id = ?").bind(domain.id).first<{ dkim_private_key: string }>();
     expect(stored?.dkim_private_key).toMatch(/^v1\./);
@@ -31,20 +36,21 @@ describe("sending domains", () => {
 
     const early = await json<Domain>(await call(`/api/v1/domains/${created.id}/verify`, { key: account.api_key, method: "POST" }));
     expect(early.status).toBe("pending");
-    expect(early.records.map((record) => record.status)).toEqual(["not_found", "not_found", "not_found"]);
+    expect(early.records.map((record) => record.status)).toEqual(["not_found", "not_found", "not_found", "not_found"]);
 
     const spf = created.records.find((record) => record.purpose === "spf")!;
     await publish(spf.name, { TXT: ["v=spf1 -all"] });
     const wrongSpf = await json<Domain & { records: { found?: string[] }[] }>(await call(`/api/v1/domains/${created.id}/verify`, { key: account.api_key, method: "POST" }));
     expect(wrongSpf.records.find((record) => record.purpose === "spf")).toMatchObject({ status: "failed", found: ["v=spf1 -all"] });
 
-    await publishRecords({ ...created, records: created.records.filter((record) => record.purpose !== "dmarc") });
+    await publishRecords({ ...created, records: created.records.filter((record) => record.purpose === "dkim" || record.purpose === "spf") });
     const verified = await json<Domain>(await call(`/api/v1/domains/${created.id}/verify`, { key: account.api_key, method: "POST" }));
     expect(verified.status).toBe("verified");
     expect(verified.records.map((record) => [record.purpose, record.status])).toEqual([
       ["dkim", "verified"],
       ["spf", "verified"],
       ["dmarc", "not_found"],
+      ["dkim_ed25519", "not_found"],
     ]);
     const fetched = await json<Domain>(await call(`/api/v1/domains/${created.id}`, { key: account.api_key }));
     expect(fetched).toMatchObject({ status: "verified", verified_at: expect.any(String) });

@@ -45,7 +45,13 @@ describe("POST /send", () => {
     const [delivered] = await eventually(async () => ((await sinkMessagesTo(to)).length > 0 ? sinkMessagesTo(to) : undefined));
     expect(delivered!.mail_from).toBe(`hello@${domain.name}`);
     const raw = await sinkRaw(delivered!.id);
-    expect(raw).toMatch(new RegExp(`^DKIM-Signature: v=1; a=rsa-sha256; c=relaxed/relaxed;\\r\\n d=${domain.name.replace(/\./g, "\\.")}; s=mf\\d{6};`));
+    // Ed25519 first (its key is published by verifiedDomain), then RSA, both for the sender's domain.
+    const signatures = [...raw.matchAll(/^DKIM-Signature: v=1; a=([a-z0-9-]+); c=relaxed\/relaxed;\r\n d=([^;]+); s=([^;]+);/gm)];
+    expect(signatures.map((match) => [match[1], match[2], match[3]])).toEqual([
+      ["ed25519-sha256", domain.name, expect.stringMatching(/^mf\d{6}e$/)],
+      ["rsa-sha256", domain.name, expect.stringMatching(/^mf\d{6}$/)],
+    ]);
+    expect(raw.startsWith("DKIM-Signature: v=1; a=ed25519-sha256")).toBe(true);
     const parsed = await PostalMime.parse(raw);
     expect(parsed.subject).toBe("Welcome, <Ann & Co>");
     expect(parsed.html).toContain("Hi &lt;Ann &amp; Co&gt;, your plan: free");

@@ -4,7 +4,7 @@ import { domains, type DnsRecordCheck } from "../../db/schema";
 import { decryptSecret, encryptSecret } from "../../lib/crypto";
 import { newId, nowIso } from "../../lib/ids";
 import { resolve } from "../dns/doh";
-import { dkimTxtValue, generateDkimKeyPair } from "../sending/dkim";
+import { dkimTxtValue, generateDkimEd25519KeyPair, generateDkimKeyPair } from "../sending/dkim";
 
 export type DomainRow = typeof domains.$inferSelect;
 
@@ -29,7 +29,13 @@ function dkimSelector(now = new Date()): string {
   return `mf${now.getUTCFullYear()}${String(now.getUTCMonth() + 1).padStart(2, "0")}`;
 }
 
-export function expectedRecords(domain: Pick<DomainRow, "name" | "dkimSelector" | "dkimPublicKey">, spfInclude: string): DnsRecordCheck[] {
+/** The Ed25519 key is published under its own selector: a selector names one key. */
+export const ed25519Selector = (rsaSelector: string) => `${rsaSelector}e`;
+
+export function expectedRecords(
+  domain: Pick<DomainRow, "name" | "dkimSelector" | "dkimPublicKey" | "dkimEd25519PublicKey">,
+  spfInclude: string,
+): DnsRecordCheck[] {
   return [
     {
       type: "TXT",
@@ -40,17 +46,29 @@ export function expectedRecords(domain: Pick<DomainRow, "name" | "dkimSelector" 
     },
     { type: "TXT", name: domain.name, value: `v=spf1 include:${spfInclude} ~all`, purpose: "spf", status: "pending" },
     { type: "TXT", name: `_dmarc.${domain.name}`, value: `v=DMARC1; p=none; rua=mailto:dmarc@${domain.name}`, purpose: "dmarc", status: "pending" },
+    ...(domain.dkimEd25519PublicKey
+      ? [
+          {
+            type: "TXT" as const,
+            name: `${ed25519Selector(domain.dkimSelector)}._domainkey.${domain.name}`,
+            value: dkimTxtValue(domain.dkimEd25519PublicKey, "ed25519"),
+            purpose: "dkim_ed25519" as const,
+            status: "pending" as const,
+          },
+        ]
+      : []),
   ];
 }
 
 export async function createDomainRow(accountId: string, name: string, env: Pick<Env, "DKIM_ENCRYPTION_KEY" | "SPF_INCLUDE">) {
-  const keys = await generateDkimKeyPair();
-  const base = { name, dkimSelector: dkimSelector(), dkimPublicKey: keys.publicKeyB64 };
+  const [rsa, ed25519] = await Promise.all([generateDkimKeyPair(), generateDkimEd25519KeyPair()]);
+  const base = { name, dkimSelector: dkimSelector(), dkimPublicKey: rsa.publicKeyB64, dkimEd25519PublicKey: ed25519.publicKeyB64 };
   return {
     id: newId("dom"),
     accountId,
     ...base,
-    dkimPrivateKey: await encryptSecret(keys.privateKeyPkcs8B64, env.DKIM_ENCRYPTION_KEY),
+    dkimPrivateKey: await encryptSecret(rsa.privateKeyPkcs8B64, env.DKIM_ENCRYPTION_KEY),
+    dkimEd25519PrivateKey: await encryptSecret(ed25519.privateKeyPkcs8B64, env.DKIM_ENCRYPTION_KEY),
     records: expectedRecords(base, env.SPF_INCLUDE),
     status: "pending" as const,
   };
@@ -67,8 +85,9 @@ function spfIncludes(found: string, include: string): boolean {
 }
 
 /**
- * Looks every record up now (no cache: the user just published them) and says what was found. DKIM and SPF
- * decide verification; DMARC is reported but optional, as with Resend and Postmark.
+ * Looks every record up now (no cache: the user just published them) and says what was found. DKIM (RSA) and SPF
+ * decide verification; DMARC and the Ed25519 DKIM key are reported but optional (mail is signed with Ed25519 too
+ * only once its key is found).
  */
 export async function checkRecords(domain: DomainRow, env: Pick<Env, "DOH_URL" | "SPF_INCLUDE">): Promise<{ records: DnsRecordCheck[]; verified: boolean }> {
   const expected = expectedRecords(domain, env.SPF_INCLUDE);
