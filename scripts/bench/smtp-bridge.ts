@@ -81,11 +81,11 @@ const message = (from: string, i: number) => ({
 
 type RunResult = { accepted: number; failed: number; seconds: number; latencies: number[]; firstError?: string };
 
-/** `clients` pooled transports, one connection each, each sending its share back to back. */
-async function run(port: number, user: string, pass: string, from: string): Promise<RunResult> {
-  const transports = Array.from({ length: clients }, () =>
-    nodemailer.createTransport({ host: env.DEV_HOST, port, secure: false, requireTLS: true, tls: { rejectUnauthorized: false }, auth: { user, pass }, pool: true, maxConnections: 1, maxMessages: Infinity }),
-  );
+/**
+ * `clients` workers taking message numbers from one counter until `total` are sent; `send` resolves for an accepted
+ * message and throws with the reason for a refused one.
+ */
+async function drive(workers: number, send: (worker: number, i: number) => Promise<void>): Promise<RunResult> {
   const latencies: number[] = [];
   let accepted = 0;
   let failed = 0;
@@ -93,12 +93,12 @@ async function run(port: number, user: string, pass: string, from: string): Prom
   let next = 0;
   const started = performance.now();
   await Promise.all(
-    transports.map(async (transport) => {
+    Array.from({ length: workers }, async (_, worker) => {
       while (next < total) {
         const i = next++;
         const t0 = performance.now();
         try {
-          await transport.sendMail(message(from, i));
+          await send(worker, i);
           accepted++;
           latencies.push(performance.now() - t0);
         } catch (error) {
@@ -108,40 +108,32 @@ async function run(port: number, user: string, pass: string, from: string): Prom
       }
     }),
   );
-  const seconds = (performance.now() - started) / 1000;
+  return { accepted, failed, seconds: (performance.now() - started) / 1000, latencies, firstError };
+}
+
+/** `clients` pooled transports, one connection each, each sending its share back to back. */
+async function run(port: number, user: string, pass: string, from: string): Promise<RunResult> {
+  const transports = Array.from({ length: clients }, () =>
+    nodemailer.createTransport({ host: env.DEV_HOST, port, secure: false, requireTLS: true, tls: { rejectUnauthorized: false }, auth: { user, pass }, pool: true, maxConnections: 1, maxMessages: Infinity }),
+  );
+  const result = await drive(clients, async (worker, i) => {
+    await transports[worker]!.sendMail(message(from, i));
+  });
   for (const transport of transports) transport.close();
-  return { accepted, failed, seconds, latencies, firstError };
+  return result;
 }
 
 /** The same messages through POST /send with 10 concurrent HTTP clients: the Worker's own rate, for scale. */
 async function runApi(from: string): Promise<RunResult> {
-  const latencies: number[] = [];
-  let accepted = 0;
-  let failed = 0;
-  let firstError: string | undefined;
-  let next = 0;
-  const started = performance.now();
-  await Promise.all(
-    Array.from({ length: clients }, async () => {
-      while (next < total) {
-        const mail = message(from, next++);
-        const t0 = performance.now();
-        const response = await fetch(`${workerUrl}/api/v1/send`, {
-          method: "POST",
-          headers: { Authorization: `Bearer ${demo.api_key}`, "Content-Type": "application/json" },
-          body: JSON.stringify({ from: mail.from, to: [mail.to], subject: mail.subject, text: mail.text, html: mail.html }),
-        });
-        if (response.status === 202) {
-          accepted++;
-          latencies.push(performance.now() - t0);
-        } else {
-          failed++;
-          firstError ??= `${response.status} ${await response.text()}`;
-        }
-      }
-    }),
-  );
-  return { accepted, failed, seconds: (performance.now() - started) / 1000, latencies, firstError };
+  return drive(clients, async (_, i) => {
+    const mail = message(from, i);
+    const response = await fetch(`${workerUrl}/api/v1/send`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${demo.api_key}`, "Content-Type": "application/json" },
+      body: JSON.stringify({ from: mail.from, to: [mail.to], subject: mail.subject, text: mail.text, html: mail.html }),
+    });
+    if (response.status !== 202) throw new Error(`${response.status} ${await response.text()}`);
+  });
 }
 
 function percentile(values: number[], p: number): number {

@@ -116,9 +116,8 @@ export async function consumeSendBatch(
 
   // A few connections share the batch (as a pooled SMTP client does); each is reused for its share of the
   // messages with RSET in between, so a batch opens at most `lanes` connections, never one per message.
-  const lanes = Array.from({ length: Math.min(connectionsPerBatch(env), deliverable.length) }, (_, lane) =>
-    deliverable.filter((_, i) => i % connectionsPerBatch(env) === lane),
-  );
+  const laneCount = Math.min(connectionsPerBatch(env), deliverable.length);
+  const lanes = Array.from({ length: laneCount }, (_, lane) => deliverable.filter((_, i) => i % laneCount === lane));
   await Promise.all(
     lanes.map(async (work) => {
       const transport = openTransport();
