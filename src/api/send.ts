@@ -81,6 +81,7 @@ const send = keyedRoute(
       409: errorResponse("Idempotency-Key reused with a different body"),
       413: errorResponse("Attachments larger than 10 MB in total"),
       429: errorResponse("Rate limit or daily sending limit reached; see Retry-After"),
+      503: errorResponse("The message could not be queued; nothing was charged. Retry with back-off"),
     },
   },
   { features: ["email_api", "smtp_relay"] },

@@ -1,9 +1,9 @@
 import { Hono, type Context } from "hono";
 import { createMiddleware } from "hono/factory";
 import { z } from "zod";
-import { hasFeature } from "../domain/accounts/accounts";
 import { findVerifiedDomain } from "../domain/domains/domains";
-import { acceptRelayMessage } from "../domain/sending/relay";
+import { acceptRelayMessage, assertRelayEnabled } from "../domain/sending/relay";
+import { domainOf } from "../domain/sending/mime";
 import { BRIDGE_SIGNATURE_HEADER, verifyBridgeSignature } from "../domain/smtp/bridge-signature";
 import { authenticateSmtpCredential, findActiveCredential } from "../domain/smtp/credentials";
 import { AppError, fieldErrors, validationError } from "../errors";
@@ -66,11 +66,8 @@ export const relayRoutes = new Hono<AppEnv>()
   .post("/sender", async (c) => {
     const body = await signedBody(c, SenderRequest);
     const { credential, account } = await activeCredential(c.env.DB, body.credential_id);
-    const missing = (["email_api", "smtp_relay"] as const).filter((feature) => !hasFeature(account, feature));
-    if (missing.length > 0) {
-      throw new AppError("feature_disabled", `SMTP relay is not enabled for this account (${missing.join(", ")}); ask the operator to enable it`);
-    }
-    const domainName = body.mail_from.slice(body.mail_from.lastIndexOf("@") + 1).toLowerCase();
+    assertRelayEnabled(account);
+    const domainName = domainOf(body.mail_from);
     const domain = await findVerifiedDomain(c.env.DB, account.id, domainName);
     if (!domain) {
       throw new AppError("domain_not_verified", `The domain ${domainName} is not a verified sending domain of this account`);
@@ -91,7 +88,7 @@ export const relayRoutes = new Hono<AppEnv>()
     const accepted = await acceptRelayMessage(
       c.env,
       c.executionCtx,
-      { accountId: account.id, credentialId: credential.id },
+      account,
       { mailFrom: body.mail_from, rcptTo: body.rcpt_to, raw: base64ToBytes(body.raw) },
     );
     return c.json({ id: accepted.id, recipients: accepted.recipients, credits_charged: accepted.credits_charged, status: accepted.status }, 202);

@@ -131,9 +131,15 @@ export async function consumeSendBatch(
             const raw = await buildSignedMessage(env, message, content, domain, await signingKeys(domain));
             outcome = await transport.send({ mailFrom: message.from_address, rcptTo: pending }, raw);
           } catch (error) {
-            if (!(error instanceof MimeError)) throw error;
-            // The message itself is unsendable: retrying cannot help.
-            outcome = { ok: false, kind: "permanent", stage: "message", connectionError: false, code: 554, response: `554 5.6.0 ${error.message}` };
+            if (error instanceof MimeError) {
+              // The message itself is unsendable: retrying cannot help.
+              outcome = { ok: false, kind: "permanent", stage: "message", connectionError: false, code: 554, response: `554 5.6.0 ${error.message}` };
+            } else {
+              // Our side failed for this message (content missing in R2, a key that will not decrypt): retry this one
+              // alone, and still record what the rest of the batch did, so nothing already sent is sent again.
+              logError("send consumer: preparing a message failed", { message_id: message.id, error: String(error) });
+              outcome = { ok: false, kind: "temporary", stage: "message", connectionError: false, code: 0, response: `451 4.3.0 not sent: ${String(error)}` };
+            }
           }
           dispositions.set(message.id, recordOutcome(env, message, pending, outcome));
         }
@@ -311,14 +317,20 @@ function recordOutcome(env: Env, message: MessageRow, pending: string[], outcome
     });
   }
 
-  const status = deferred.length > 0 ? "deferred" : accepted.length > 0 ? "sent" : bounced.length > 0 ? "bounced" : "failed";
+  // The message's status follows all its recipients, including those an earlier attempt already sent.
   statements.push(
     env.DB.prepare(
-      `UPDATE messages SET status = ?1, attempts = ?2, smtp_response = ?3,
-         sent_at = CASE WHEN ?4 THEN COALESCE(sent_at, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')) ELSE sent_at END,
+      `UPDATE messages SET attempts = ?1, smtp_response = ?2,
+         sent_at = CASE WHEN ?3 THEN COALESCE(sent_at, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')) ELSE sent_at END,
+         status = (SELECT CASE
+             WHEN SUM(status IN ('queued', 'deferred')) > 0 THEN 'deferred'
+             WHEN SUM(status IN ('sent', 'delivered', 'complained')) > 0 THEN 'sent'
+             WHEN SUM(status = 'bounced') > 0 THEN 'bounced'
+             ELSE 'failed' END
+           FROM message_recipients WHERE message_id = ?4 AND status != 'suppressed'),
          updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
-       WHERE id = ?5`,
-    ).bind(status, attempt, outcome.response, accepted.length > 0 ? 1 : 0, message.id),
+       WHERE id = ?4`,
+    ).bind(attempt, outcome.response, accepted.length > 0 ? 1 : 0, message.id),
   );
   for (const event of events) statements.push(eventStatement(env.DB, event));
   return { statements, events, retryDelaySeconds: deferred.length > 0 ? baseSeconds * 2 ** (attempt - 1) : undefined };

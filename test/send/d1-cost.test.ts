@@ -23,7 +23,20 @@ function countingD1(d1: D1Database) {
         return results;
       },
     },
-    prepare: { value: (query: string) => d1.prepare(query) },
+    // A statement run on its own is a round trip too; wrap them so one slipping into the path is counted.
+    prepare: {
+      value: (query: string) => {
+        const counting = (statement: D1PreparedStatement): D1PreparedStatement =>
+          Object.create(statement, {
+            bind: { value: (...values: unknown[]) => counting(statement.bind(...values)) },
+            first: { value: (...args: [string?]) => ((usage.roundTrips += 1), statement.first(...(args as []))) },
+            run: { value: () => ((usage.roundTrips += 1), statement.run()) },
+            all: { value: () => ((usage.roundTrips += 1), statement.all()) },
+            raw: { value: () => ((usage.roundTrips += 1), statement.raw()) },
+          });
+        return counting(d1.prepare(query));
+      },
+    },
   });
   return { counted, usage };
 }

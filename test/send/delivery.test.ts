@@ -176,7 +176,34 @@ describe("the send consumer", () => {
     await consumeSendDeadLetters(batch, env);
     const message = await messageOf(key, id);
     expect(message.status).toBe("failed");
+    expect(message.recipients.map((recipient) => recipient.status)).toEqual(["failed"]);
     expect(message.events.map((event) => event.type)).toEqual(["relay.failed"]);
+    expect(await ledgerOf(id)).toEqual([
+      { kind: "charge", amount: -1 },
+      { kind: "refund", amount: 1 },
+    ]);
     expect(await sendBalance(key)).toBe(10);
+  });
+
+  it("records what the rest of a batch did when one message cannot be prepared, and retries only that one", async () => {
+    const { account, key, from, domainId } = await setup();
+    const [good, broken] = [rcpt("good"), rcpt("broken")];
+    const goodId = await storedMessage(account.id, domainId, from, good);
+    const brokenId = await storedMessage(account.id, domainId, from, broken);
+    // Its content lives in R2 under a key that holds nothing.
+    await env.DB.prepare("UPDATE messages SET content = NULL, content_key = 'messages/missing.json' WHERE id = ?").bind(brokenId).run();
+    const batch = createMessageBatch("mailforge-send", [
+      { id: "good", timestamp: new Date(), attempts: 1, body: { message_id: goodId } },
+      { id: "broken", timestamp: new Date(), attempts: 1, body: { message_id: brokenId } },
+    ]);
+    const ctx = createExecutionContext();
+    await consumeSendBatch(batch, env);
+    const result = await getQueueResult(batch, ctx);
+    expect(result.explicitAcks).toEqual(["good"]);
+    expect(result.retryMessages.map((message) => message.msgId)).toEqual(["broken"]);
+    expect((await messageOf(key, goodId)).status).toBe("sent");
+    expect(await sinkMessagesTo(good)).toHaveLength(1);
+    expect((await messageOf(key, brokenId)).status).toBe("deferred");
+    expect(await sinkMessagesTo(broken)).toEqual([]);
   });
 });

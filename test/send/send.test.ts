@@ -166,8 +166,9 @@ describe("POST /send", () => {
     const refused = await json(responses.find((response) => response.status === 402)!);
     expect(refused).toMatchObject({ code: "insufficient_credits", message: expect.stringContaining("Not enough sending credits") });
     expect(await sendBalance(key)).toBe(0);
-    const rows = await env.DB.prepare("SELECT count(*) AS n FROM messages").first<{ n: number }>();
-    expect(rows?.n).toBeGreaterThanOrEqual(20);
+    const me = await json<{ id: string }>(await call("/api/v1/me", { key }));
+    const rows = await env.DB.prepare("SELECT count(*) AS n FROM messages WHERE account_id = ?").bind(me.id).first<{ n: number }>();
+    expect(rows?.n).toBe(20);
   });
 
   it("stops at the daily sending limit with 429 and Retry-After until midnight UTC, and does not count refused sends", async () => {

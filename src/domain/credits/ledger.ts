@@ -33,7 +33,7 @@ export function topUpStatements(db: D1Database, accountId: string, balance: Bala
 /**
  * Charges `amount` only when that much is available. Run these in the caller's batch; statements that must only
  * happen when the charge went through can be guarded with `chargedGuard`. The batch fails with a UNIQUE
- * constraint error if the reference was already charged (see isAlreadyRecorded).
+ * constraint error if the reference was already charged.
  */
 export function chargeStatements(db: D1Database, change: LedgerChange) {
   const column = balanceColumn[change.balance];
@@ -118,10 +118,6 @@ export function releaseStatements(db: D1Database, change: Omit<LedgerChange, "ba
   ];
 }
 
-/** True when a D1 error is the ledger's unique index refusing a second entry for the same reference. */
-export function isAlreadyRecorded(error: unknown): boolean {
-  return error instanceof Error && /UNIQUE constraint failed: credit_ledger/.test(error.message);
-}
 
 /** The first statement of charge/reserve writes the ledger row; it wrote nothing when the balance was short. */
 export const wasApplied = (ledgerInsert: D1Result) => ledgerInsert.meta.changes === 1;

@@ -89,7 +89,10 @@ function spfIncludes(found: string, include: string): boolean {
  * decide verification; DMARC and the Ed25519 DKIM key are reported but optional (mail is signed with Ed25519 too
  * only once its key is found).
  */
-export async function checkRecords(domain: DomainRow, env: Pick<Env, "DOH_URL" | "SPF_INCLUDE">): Promise<{ records: DnsRecordCheck[]; verified: boolean }> {
+export async function checkRecords(
+  domain: DomainRow,
+  env: Pick<Env, "DOH_URL" | "SPF_INCLUDE">,
+): Promise<{ records: DnsRecordCheck[]; verified: boolean; inconclusive: boolean }> {
   const expected = expectedRecords(domain, env.SPF_INCLUDE);
   const records = await Promise.all(
     expected.map(async (record): Promise<DnsRecordCheck> => {
@@ -105,15 +108,19 @@ export async function checkRecords(domain: DomainRow, env: Pick<Env, "DOH_URL" |
       return { ...record, status: matches ? "verified" : found.length > 0 ? "failed" : "not_found", found };
     }),
   );
-  const verified = records.filter((record) => record.purpose === "dkim" || record.purpose === "spf").every((record) => record.status === "verified");
-  return { records, verified };
+  const required = records.filter((record) => record.purpose === "dkim" || record.purpose === "spf");
+  const verified = required.every((record) => record.status === "verified");
+  // A lookup that timed out or failed says nothing about the record: keep the domain's status for it.
+  const inconclusive = required.some((record) => record.status === "pending");
+  return { records, verified, inconclusive };
 }
 
 /** Runs the check and stores its outcome; a verified domain whose records disappeared falls back to `failed`. */
 export async function verifyDomain(d1: D1Database, domain: DomainRow, env: Pick<Env, "DOH_URL" | "SPF_INCLUDE">): Promise<DomainRow> {
-  const { records, verified } = await checkRecords(domain, env);
+  const { records, verified, inconclusive } = await checkRecords(domain, env);
   const now = nowIso();
-  const status = verified ? "verified" : domain.status === "verified" ? "failed" : "pending";
+  // A domain that was verified and lost a record is `failed` until the records are back; a DNS outage changes nothing.
+  const status = verified ? "verified" : inconclusive || domain.status === "pending" ? domain.status : "failed";
   const updated = await drizzle(d1)
     .update(domains)
     .set({ status, records, lastCheckedAt: now, verifiedAt: verified ? (domain.verifiedAt ?? now) : domain.verifiedAt, updatedAt: now })

@@ -1,11 +1,12 @@
 import type { Account } from "../accounts/accounts";
 import { eventStatement, type EventInput } from "../events/events";
-import { chargeStatements, isAlreadyRecorded, refundStatements, wasApplied } from "../credits/ledger";
+import { chargeStatements, refundStatements, wasApplied } from "../credits/ledger";
 import { normalizeSuppressionEmail } from "../suppressions/suppressions";
 import { dispatchEvents } from "../webhooks/dispatch";
 import { AppError, validationError } from "../../errors";
 import { newId } from "../../lib/ids";
 import { logError } from "../../lib/log";
+import { domainOf } from "./mime";
 import { contentObjectKey, inlineContentLimit, type MessageContent, type SendQueueMessage } from "./content";
 import { reserveDailySends, releaseDailySends, type DailyReservation } from "./daily-limit";
 
@@ -27,7 +28,7 @@ export type AcceptInput = {
   compose(template: StoredTemplate | undefined): { subject: string; content: MessageContent };
 };
 
-export type Sender = { account: Account; testMode: boolean; credentialId?: string };
+export type Sender = { account: Account; testMode: boolean };
 
 export type SendAccepted = {
   id: string;
@@ -41,7 +42,6 @@ export type Idempotency = { key: string; route: string; requestHash: string };
 
 export type AcceptResult = { status: number; body: SendAccepted; replayed: boolean };
 
-const domainOf = (address: string) => address.slice(address.lastIndexOf("@") + 1).toLowerCase();
 
 /**
  * The one pipeline every message enters: checks the sending domain, suppressions, idempotency and the daily
@@ -72,7 +72,7 @@ export async function acceptMessage(
     ...(idempotency
       ? [
           d1
-            .prepare("SELECT request_hash, response_status, response_body FROM idempotency_keys WHERE account_id = ?1 AND route = ?2 AND key = ?3")
+            .prepare(idempotencyLookup)
             .bind(account.id, idempotency.route, idempotency.key),
         ]
       : []),
@@ -178,51 +178,82 @@ export async function acceptMessage(
       : []),
   ];
 
+  // A refused or failed acceptance must not leave its content behind in R2.
+  const discardContent = () => (inline ? Promise.resolve() : env.BLOBS.delete(contentObjectKey(messageId)));
   let written: D1Result[];
   try {
     written = await d1.batch(writes);
   } catch (error) {
     if (day) await releaseDailySends(env, account, day);
+    await discardContent();
     if (idempotency && isIdempotencyRace(error)) return replayAfterRace(d1, account.id, idempotency);
-    if (isAlreadyRecorded(error)) throw new AppError("conflict", "This message was already accepted");
     throw error;
   }
   if (charge > 0 && !wasApplied(written[0]!)) {
     if (day) await releaseDailySends(env, account, day);
+    await discardContent();
     const available = account.sendBalance - account.sendReserved;
     throw new AppError("insufficient_credits", `Not enough sending credits: this message needs ${charge}, ${Math.max(0, available)} available`);
   }
 
-  if (deliverable.length > 0) await enqueueOrUndo(env, account, messageId, charge, day);
+  if (deliverable.length > 0) {
+    await enqueueOrUndo(env, account, messageId, charge > 0 ? deliverable.map((recipient) => recipient.email) : [], day, idempotency);
+  }
   if (events.length > 0) {
     ctx.waitUntil(dispatchEvents(env, account.id, events.map((event) => event.dedupeKey)));
   }
   return { status: 202, body: accepted, replayed: false };
 }
 
+const idempotencyLookup = "SELECT request_hash, response_status, response_body FROM idempotency_keys WHERE account_id = ?1 AND route = ?2 AND key = ?3";
+
 /**
  * The message is stored and charged; if it cannot be queued it must not stay `queued` with nobody to send it.
- * One retry, then the acceptance is undone (failed, refunded) and the client gets a 503 to retry with back-off.
+ * One retry, then the acceptance is undone (failed, refunded per recipient, idempotency key freed) and the client
+ * gets a 503 to retry with back-off. The undo only applies while the message is still `queued`, so a send that did
+ * reach the queue after all is never refunded.
  */
-async function enqueueOrUndo(env: Env, account: Account, messageId: string, charge: number, day: DailyReservation | undefined) {
+async function enqueueOrUndo(
+  env: Env,
+  account: Account,
+  messageId: string,
+  charged: string[],
+  day: DailyReservation | undefined,
+  idempotency: Idempotency | undefined,
+) {
   const body: SendQueueMessage = { message_id: messageId };
-  try {
-    await env.SEND_QUEUE.send(body, { contentType: "json" });
-    return;
-  } catch {
+  for (let attempt = 1; ; attempt++) {
     try {
       await env.SEND_QUEUE.send(body, { contentType: "json" });
       return;
     } catch (error) {
-      logError("send queue unavailable; acceptance undone", { message_id: messageId, error: String(error) });
+      if (attempt === 2) {
+        logError("send queue unavailable; undoing the acceptance", { message_id: messageId, error: String(error) });
+        break;
+      }
     }
   }
-  await env.DB.batch([
-    env.DB.prepare("UPDATE messages SET status = 'failed', smtp_response = 'not queued: queue unavailable' WHERE id = ?1").bind(messageId),
-    env.DB.prepare("UPDATE message_recipients SET status = 'failed' WHERE message_id = ?1 AND status = 'queued'").bind(messageId),
-    ...(charge > 0 ? refundStatements(env.DB, { accountId: account.id, balance: "send", amount: charge, referenceId: `${messageId}:unqueued`, note: "queue unavailable" }) : []),
-  ]);
-  if (day) await releaseDailySends(env, account, day);
+  try {
+    const claimed = await env.DB.prepare(
+      "UPDATE messages SET status = 'failed', smtp_response = 'not queued: queue unavailable' WHERE id = ?1 AND status = 'queued'",
+    )
+      .bind(messageId)
+      .run();
+    if (claimed.meta.changes === 1) {
+      await env.DB.batch([
+        env.DB.prepare("UPDATE message_recipients SET status = 'failed' WHERE message_id = ?1 AND status = 'queued'").bind(messageId),
+        // The consumer's refund reference per recipient, so the ledger's unique index never lets both apply.
+        ...charged.flatMap((email) =>
+          refundStatements(env.DB, { accountId: account.id, balance: "send", amount: 1, referenceId: `${messageId}:${email}`, note: "queue unavailable" }),
+        ),
+        ...(idempotency ? [env.DB.prepare("DELETE FROM idempotency_keys WHERE account_id = ?1 AND route = ?2 AND key = ?3").bind(account.id, idempotency.route, idempotency.key)] : []),
+      ]);
+      if (day) await releaseDailySends(env, account, day);
+    }
+  } catch (error) {
+    // Stored, charged and not queued: visible in the log with its id so an operator can requeue or refund it.
+    logError("undoing an unqueued message failed; it stays queued", { message_id: messageId, error: String(error) });
+  }
   throw new AppError("upstream_unavailable", "The message could not be queued; nothing was charged. Retry with back-off");
 }
 
@@ -240,7 +271,7 @@ const isIdempotencyRace = (error: unknown) => error instanceof Error && /UNIQUE 
 /** Two requests with one key raced: the loser answers with the winner's stored response. */
 async function replayAfterRace(d1: D1Database, accountId: string, idempotency: Idempotency): Promise<AcceptResult> {
   const row = await d1
-    .prepare("SELECT request_hash, response_status, response_body FROM idempotency_keys WHERE account_id = ?1 AND route = ?2 AND key = ?3")
+    .prepare(idempotencyLookup)
     .bind(accountId, idempotency.route, idempotency.key)
     .first<IdempotencyRow>();
   if (!row) throw new AppError("conflict", "A request with this Idempotency-Key is in progress; retry shortly");

@@ -1,12 +1,19 @@
 import PostalMime from "postal-mime";
-import { findAccount, hasFeature } from "../accounts/accounts";
-import { drizzle } from "drizzle-orm/d1";
+import { hasFeature, type Account } from "../accounts/accounts";
 import { AppError, validationError, type FieldErrors } from "../../errors";
 import { bytesToBase64 } from "../../lib/crypto";
 import { acceptMessage, type SendAccepted, type WaitUntil } from "./accept";
 import { parseMailbox } from "./addresses";
 
-export const maxRelayRecipients = 50;
+const maxRelayRecipients = 50;
+
+/** The relay, like POST /send, needs both the Email API and the SMTP relay features (spec, Endpoints rule 1). */
+export function assertRelayEnabled(account: Account): void {
+  const missing = (["email_api", "smtp_relay"] as const).filter((feature) => !hasFeature(account, feature));
+  if (missing.length > 0) {
+    throw new AppError("feature_disabled", `SMTP relay is not enabled for this account (${missing.join(", ")}); ask the operator to enable it`);
+  }
+}
 const tagHeader = "x-mailforge-tag";
 
 /**
@@ -18,13 +25,10 @@ const tagHeader = "x-mailforge-tag";
 export async function acceptRelayMessage(
   env: Env,
   ctx: WaitUntil,
-  sender: { accountId: string; credentialId: string },
+  account: Account,
   message: { mailFrom: string; rcptTo: string[]; raw: Uint8Array },
 ): Promise<SendAccepted> {
-  const account = await findAccount(drizzle(env.DB), sender.accountId);
-  if (!account) throw new AppError("unauthorized", "The SMTP credential's account no longer exists");
-  const missing = (["email_api", "smtp_relay"] as const).filter((feature) => !hasFeature(account, feature));
-  if (missing.length > 0) throw new AppError("feature_disabled", `SMTP relay is not enabled for this account (${missing.join(", ")})`);
+  assertRelayEnabled(account);
 
   const errors: FieldErrors = {};
   if (message.rcptTo.length === 0) errors.rcpt_to = ["At least one recipient"];
@@ -55,7 +59,7 @@ export async function acceptRelayMessage(
   const result = await acceptMessage(
     env,
     ctx,
-    { account, testMode: false, credentialId: sender.credentialId },
+    { account, testMode: false },
     {
       source: "smtp",
       from,
