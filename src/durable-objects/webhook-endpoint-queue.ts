@@ -19,12 +19,12 @@ export class WebhookEndpointQueue extends DurableObject<Env> {
     if ((await this.ctx.storage.getAlarm()) === null) await this.ctx.storage.setAlarm(Date.now());
   }
 
-  pending(): WebhookDeliveryMessage[] {
-    return [...this.ctx.storage.kv.list<WebhookDeliveryMessage>({ prefix: "attempt:" })].map(([, delivery]) => delivery);
+  pending(limit?: number): WebhookDeliveryMessage[] {
+    return [...this.ctx.storage.kv.list<WebhookDeliveryMessage>({ prefix: "attempt:", limit })].map(([, delivery]) => delivery);
   }
 
   override async alarm(): Promise<void> {
-    const batch = this.pending().slice(0, attemptsPerRun);
+    const batch = this.pending(attemptsPerRun);
     if (batch.length === 0) return;
     const outcomes = await deliverWebhookMessages(this.env, batch);
     let again = false;
@@ -33,6 +33,6 @@ export class WebhookEndpointQueue extends DurableObject<Env> {
       else again = true;
     });
     // A failure around D1 or the queue pauses this endpoint's attempts instead of spinning on them.
-    if (this.pending().length > 0) await this.ctx.storage.setAlarm(Date.now() + (again ? againAfterMs : 0));
+    if (this.pending(1).length > 0) await this.ctx.storage.setAlarm(Date.now() + (again ? againAfterMs : 0));
   }
 }

@@ -98,26 +98,25 @@ async function recordEndpointFailure(env: Env, endpointId: string, at: string): 
 }
 
 /**
- * One attempt. A success only adds its log row (and the end of a failure streak) to `successWrites`, which the
- * caller writes for all attempts of the run in one D1 batch: the common case costs no round trip of its own.
+ * One attempt. A success returns its log row (and the end of a failure streak) instead of writing it, so the caller
+ * writes those of all attempts of the run in one D1 batch: the common case costs no round trip of its own.
  */
 async function processMessage(
   context: DeliveryContext,
   message: WebhookDeliveryMessage,
   event: EventRecord | undefined,
   endpoint: WebhookEndpointRow | undefined,
-  successWrites: D1PreparedStatement[],
-): Promise<void> {
+): Promise<D1PreparedStatement[]> {
   const { env } = context;
   const fields = { event_id: message.event_id, endpoint_id: message.endpoint_id, attempt: message.attempt };
   if (!event) {
     logError("webhook delivery dropped: the event does not exist", fields);
-    return;
+    return [];
   }
   // An endpoint of another account can only come from a forged or corrupted message; treat it as deleted.
   if (!endpoint || endpoint.accountId !== event.accountId) {
     logWarning("webhook delivery dropped: the endpoint was deleted", fields);
-    return;
+    return [];
   }
   const base = { endpointId: endpoint.id, accountId: endpoint.accountId, eventId: event.id, eventType: event.type, attempt: message.attempt };
   if (!endpoint.enabled) {
@@ -130,7 +129,7 @@ async function processMessage(
       nextRetryAt: null,
       createdAt: new Date().toISOString(),
     });
-    return;
+    return [];
   }
 
   const result: AttemptResult = await attemptDelivery(context, endpoint, event);
@@ -139,11 +138,9 @@ async function processMessage(
   const attempt = { ...base, statusCode: result.statusCode, responseSnippet: result.responseSnippet, durationMs: result.durationMs, createdAt: at };
 
   if (result.ok) {
-    successWrites.push(statement(env.DB, deliveryLogStatement(env.DB, { ...attempt, status: "succeeded", nextRetryAt: null })));
-    if (endpoint.failingSince !== null) {
-      successWrites.push(statement(env.DB, drizzle(env.DB).update(webhookEndpoints).set({ failingSince: null, updatedAt: at }).where(eq(webhookEndpoints.id, endpoint.id))));
-    }
-    return;
+    const log = statement(env.DB, deliveryLogStatement(env.DB, { ...attempt, status: "succeeded", nextRetryAt: null }));
+    if (endpoint.failingSince === null) return [log];
+    return [log, statement(env.DB, drizzle(env.DB).update(webhookEndpoints).set({ failingSince: null, updatedAt: at }).where(eq(webhookEndpoints.id, endpoint.id)))];
   }
 
   const stillEnabled = await recordEndpointFailure(env, endpoint.id, at);
@@ -158,6 +155,7 @@ async function processMessage(
     const next: WebhookDeliveryMessage = { event_id: event.id, endpoint_id: endpoint.id, attempt: message.attempt + 1 };
     await env.WEBHOOK_QUEUE.send(next, { delaySeconds, contentType: "json" });
   }
+  return [];
 }
 
 function parseBatch(batch: MessageBatch<unknown>): { message: Message<unknown>; body: WebhookDeliveryMessage }[] {
@@ -198,31 +196,32 @@ export async function deliverWebhookMessages(
     return messages.map(() => "again");
   }
   const context = deliveryContext(env, options);
-  const successWrites: D1PreparedStatement[] = [];
-  const outcomes = await Promise.all(
-    messages.map(async (message): Promise<"done" | "again"> => {
+  const attempts = await Promise.all(
+    messages.map(async (message): Promise<{ outcome: "done" | "again"; successWrites: D1PreparedStatement[] }> => {
       try {
-        await processMessage(context, message, eventsById.get(message.event_id), endpointsById.get(message.endpoint_id), successWrites);
-        return "done";
+        const successWrites = await processMessage(context, message, eventsById.get(message.event_id), endpointsById.get(message.endpoint_id));
+        return { outcome: "done", successWrites };
       } catch (error) {
         logError("webhook delivery could not be recorded; it will run again", {
           ...message,
           error: error instanceof Error ? error.message : String(error),
         });
-        return "again";
+        return { outcome: "again", successWrites: [] };
       }
     }),
   );
+  const successWrites = attempts.flatMap((attempt) => attempt.successWrites);
   if (successWrites.length > 0) {
     try {
       await env.DB.batch(successWrites);
     } catch (error) {
-      // The receivers got their requests but the log did not: run them again (receivers de-duplicate by event id).
-      logError("webhook delivery log could not be written; the deliveries will run again", { error: String(error) });
-      return messages.map(() => "again");
+      // Those receivers got their requests but the log did not: run only those again (receivers de-duplicate by
+      // event id). Failed attempts already logged and scheduled their retry and must not run twice.
+      logError("webhook delivery log could not be written; those deliveries will run again", { error: String(error) });
+      return attempts.map((attempt) => (attempt.successWrites.length > 0 ? "again" : attempt.outcome));
     }
   }
-  return outcomes;
+  return attempts.map((attempt) => attempt.outcome);
 }
 
 /** Delivers a queue batch in place (tests drive the delivery logic through this). */
