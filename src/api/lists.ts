@@ -241,6 +241,7 @@ export const listRoutes = createRouter()
         .prepare(
           `INSERT INTO list_members (list_id, contact_id)
            SELECT ?1, c.id FROM contacts AS c WHERE c.account_id = ?2 AND c.id IN (SELECT value FROM json_each(?3))
+             AND EXISTS (SELECT 1 FROM lists WHERE id = ?1 AND account_id = ?2)
            ON CONFLICT (list_id, contact_id) DO NOTHING RETURNING contact_id AS id`,
         )
         .bind(listId, accountId, JSON.stringify(wanted)),

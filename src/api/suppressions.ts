@@ -1,7 +1,7 @@
 import { and, desc, eq, lt, or, type SQL } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { suppressions } from "../db/schema";
-import { contactAddress } from "../domain/contacts/email";
+import { ContactEmailSchema } from "./contacts";
 import { normalizeSuppressionEmail, suppressionReasons, suppressionStatements } from "../domain/suppressions/suppressions";
 import { AppError, notFound, validationError } from "../errors";
 import { createRouter, errorResponse, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
@@ -18,14 +18,7 @@ const SuppressionSchema = z
 
 const CreateSuppressionSchema = z
   .object({
-    email: z
-      .string()
-      .max(320)
-      .superRefine((value, ctx) => {
-        const address = contactAddress(value);
-        if ("error" in address) ctx.addIssue({ code: "custom", message: address.error });
-      })
-      .openapi({ example: "jane@example.com" }),
+    email: ContactEmailSchema,
     reason: z.enum(suppressionReasons).default("manual"),
   })
   .strict()

@@ -5,7 +5,7 @@ import {
   enqueueVerificationJob,
   findJob,
   JOB_STATUSES,
-  jobCounts,
+  jobSummary,
   listJobResults,
   MAX_JOB_ADDRESSES,
   type ResultRow,
@@ -171,19 +171,7 @@ const jobCsvColumns = [
 const jobCsvRow = ({ position, result }: ResultRow): CsvCell[] =>
   jobCsvColumns.map((column) => (column === "position" ? position : (result[column] ?? null)));
 
-function serializeJob(job: VerificationJob) {
-  return {
-    id: job.id,
-    status: job.status,
-    total: job.total,
-    processed: job.processed,
-    counts: jobCounts(job),
-    credits_charged: job.creditsCharged,
-    error: job.error,
-    created_at: job.createdAt,
-    completed_at: job.completedAt,
-  };
-}
+const serializeJob = (job: VerificationJob) => ({ id: job.id, ...jobSummary(job) });
 
 export const verifyRoutes = createRouter()
   .openapi(verify, async (c) => {

@@ -8,7 +8,6 @@ import { contacts, lists } from "../../db/schema";
 import type { ContactAddress } from "./email";
 
 export const contactStatuses = ["subscribed", "unsubscribed", "bounced", "complained"] as const;
-export type ContactStatus = (typeof contactStatuses)[number];
 
 /** The contact's own text columns, named the same in the API and the table. */
 export const contactTextFields = ["first_name", "last_name", "company", "phone", "country"] as const;

@@ -8,13 +8,6 @@ import { dedupeKey } from "../verification/syntax";
 export const suppressionReasons = ["bounce", "complaint", "unsubscribe", "manual"] as const;
 export type SuppressionReason = (typeof suppressionReasons)[number];
 
-export type SuppressionEntry = {
-  accountId: string;
-  email: string;
-  reason: SuppressionReason;
-  sourceMessageId?: string;
-};
-
 /** The contact status a suppression reason puts a contact of that address in. */
 export const contactStatusForReason = {
   bounce: "bounced",

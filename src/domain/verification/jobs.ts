@@ -28,7 +28,6 @@ const QUEUE_SEND_BATCH_MAX = 100;
 const RESULT_ROWS_PER_INSERT = 500;
 
 export const JOB_STATUSES = ["pending", "processing", "completed", "failed"] as const;
-export type JobStatus = (typeof JOB_STATUSES)[number];
 
 export const JOB_COUNT_KEYS = ["valid", "invalid", "risky", "unknown", "duplicates", "bad_syntax"] as const;
 /**
@@ -380,6 +379,8 @@ export async function failVerificationJob(env: Env, jobId: string, reason: strin
     .run();
   const job = await findJob(d1, { id: jobId });
   if (!job || job.status !== "failed") return job;
+  // The input is never read again; an upload can be tens of megabytes.
+  if (job.inputKey) await env.BLOBS.delete(job.inputKey);
 
   // Counters are frozen once the job is failed, so the refund is the same on every run.
   const counts = jobCounts(job);
@@ -405,27 +406,27 @@ export async function failVerificationJob(env: Env, jobId: string, reason: strin
   return settled;
 }
 
+/** What GET /verify/{id} and the `verification.completed` event both say about a job. */
+export function jobSummary(job: VerificationJob) {
+  return {
+    status: job.status,
+    total: job.total,
+    processed: job.processed,
+    counts: jobCounts(job),
+    credits_charged: job.creditsCharged,
+    error: job.error,
+    created_at: job.createdAt,
+    completed_at: job.completedAt,
+  };
+}
+
 function completionEvent(job: VerificationJob): EventInput {
   return {
     accountId: job.accountId,
     type: "verification.completed",
     subjectId: job.id,
     dedupeKey: `verification.completed:${job.id}`,
-    data: {
-      verification_id: job.id,
-      kind: "bulk",
-      batch_id: job.seq,
-      source: job.source,
-      name: job.name,
-      status: job.status,
-      total: job.total,
-      processed: job.processed,
-      counts: jobCounts(job),
-      credits_charged: job.creditsCharged,
-      error: job.error,
-      created_at: job.createdAt,
-      completed_at: job.completedAt,
-    },
+    data: { verification_id: job.id, kind: "bulk", batch_id: job.seq, source: job.source, name: job.name, ...jobSummary(job) },
   };
 }
 

@@ -32,13 +32,15 @@ export async function verifySingleAddress(env: Env, account: Account, email: str
     const [ledger] = await d1.batch(chargeStatements(d1, charge));
     if (!wasApplied(ledger!)) throw insufficientVerifyCredits(1, 0);
     creditsCharged = 1;
+    let result: VerificationResult;
     try {
-      const result = await verifyEmail(email, { resolver });
-      return await finish(result);
+      result = await verifyEmail(email, { resolver });
     } catch (error) {
       await d1.batch(refundStatements(d1, { ...charge, note: "verification failed" }));
       throw error;
     }
+    // The check is done and paid for; a failure to record its event must not refund it.
+    return finish(result);
   }
   return finish(await verifyEmail(email, { resolver }));
 
