@@ -149,7 +149,7 @@ export const messages = sqliteTable(
       .references(() => accounts.id),
     source: text("source", { enum: ["api", "smtp", "campaign"] }).notNull(),
     status: text("status", {
-      enum: ["queued", "sent", "delivered", "deferred", "bounced", "failed", "suppressed"],
+      enum: ["queued", "sending", "sent", "delivered", "deferred", "bounced", "failed", "suppressed", "unknown"],
     }).notNull(),
     fromAddress: text("from_address").notNull(),
     fromName: text("from_name"),
@@ -165,11 +165,17 @@ export const messages = sqliteTable(
     testMode: integer("test_mode", { mode: "boolean" }).notNull().default(false),
     attempts: integer("attempts").notNull().default(0),
     smtpResponse: text("smtp_response"),
+    // Set when a consumer claims the message for a delivery attempt (status `sending`); the cron finds stale claims.
+    claimedAt: text("claimed_at"),
     createdAt: createdAt(),
     sentAt: text("sent_at"),
     updatedAt: updatedAt(),
   },
-  (t) => [index("messages_account_created").on(t.accountId, t.createdAt), index("messages_account_status").on(t.accountId, t.status)],
+  (t) => [
+    index("messages_account_created").on(t.accountId, t.createdAt),
+    index("messages_account_status").on(t.accountId, t.status),
+    index("messages_status_updated").on(t.status, t.updatedAt),
+  ],
 );
 
 export const messageRecipients = sqliteTable(
@@ -244,6 +250,8 @@ export const smtpCredentials = sqliteTable(
     name: text("name").notNull(),
     username: text("username").notNull(),
     passwordHash: text("password_hash").notNull(),
+    // Inherited from the key that created it: a `test` credential's messages are simulated, never delivered.
+    mode: text("mode", { enum: ["live", "test"] }).notNull().default("live"),
     createdAt: createdAt(),
     lastUsedAt: text("last_used_at"),
     revokedAt: text("revoked_at"),

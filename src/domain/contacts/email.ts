@@ -1,14 +1,15 @@
 import { checkSyntax } from "../verification/syntax";
 
 /**
- * The create-or-update key of a contact (column `email_key`): trimmed, local part as given (in NFC), domain
- * lower-cased and IDNs in punycode. `Jane@Example.COM` and `Jane@example.com` are one contact; `jane@` is another,
- * since RFC 5321 lets a mailbox be case-sensitive (suppressions are stricter: see normalizeSuppressionEmail).
+ * The create-or-update key of a contact (column `email_key`): trimmed, NFC, IDNs in punycode, the whole address
+ * lower-cased, the same key as the suppression list's. `Jane@Example.COM` and `jane@example.com` are one contact:
+ * RFC 5321 allows a case-sensitive local part, but no large provider has one, and a contact that a suppression
+ * covers must be the same contact. The first spelling given stays in `email` for display.
  * An invalid address keys as its trimmed self; callers validate with `contactAddress` first.
  */
 export function contactEmailKey(email: string): string {
   const check = checkSyntax(email);
-  return check.valid ? check.normalized : check.email;
+  return check.valid ? check.normalized.toLowerCase() : check.email;
 }
 
 export type ContactAddress = {
@@ -25,5 +26,6 @@ export function contactAddress(input: string): ContactAddress | { error: string 
   const check = checkSyntax(input);
   if (!check.valid) return { error: `Invalid email address (${check.reason})` };
   // The verification engine lower-cases the normalized address for its duplicate key, which is the suppression key.
-  return { email: check.email, key: check.normalized, suppressionKey: check.normalized.toLowerCase() };
+  const key = check.normalized.toLowerCase();
+  return { email: check.email, key, suppressionKey: key };
 }
