@@ -3,6 +3,7 @@ import { sweepUndispatchedEvents } from "./domain/webhooks/dispatch";
 import { consumeWebhookDeadLetters, consumeWebhookDeliveries } from "./queues/webhooks";
 import { recheckDomains } from "./domain/domains/domains";
 import { purgeDnsCache, purgeExpiredIdempotencyKeys } from "./domain/sending/maintenance";
+import { requeueLostMessages, sweepStaleClaims } from "./domain/sending/recovery";
 import { consumeSendBatch, consumeSendDeadLetters } from "./queues/send";
 import { consumeVerifyDeadLetters, consumeVerifyQueue } from "./queues/verify-queue";
 
@@ -28,6 +29,9 @@ const scheduledTasks: ScheduledTask[] = [
   recheckDomains,
   purgeExpiredIdempotencyKeys,
   purgeDnsCache,
+  // Messages no consumer will finish on its own: lost queue messages, claims of consumers that died.
+  async (env) => void (await requeueLostMessages(env)),
+  async (env) => void (await sweepStaleClaims(env)),
   // The webhook outbox: events a producer wrote but did not dispatch.
   async (env) => void (await sweepUndispatchedEvents(env)),
 ];

@@ -4,7 +4,8 @@ import type { DnsRecordCheck } from "../db/schema";
 import { decryptDkimKey, ed25519Selector } from "../domain/domains/domains";
 import { loadContent, sendQueueMessageSchema, type MessageContent } from "../domain/sending/content";
 import { importDkimPrivateKey, signDkim, type DkimPrivateKey } from "../domain/sending/dkim";
-import { buildMessageId, buildMimeMessage, formatRfc5322Date, MimeError } from "../domain/sending/mime";
+import { buildMessageId, buildMimeMessage, displayFrom, formatRfc5322Date, MimeError } from "../domain/sending/mime";
+import { sendRetryPolicy } from "../domain/sending/recovery";
 import { renderTemplate } from "../domain/sending/render";
 import { listUnsubscribeHeaders } from "../domain/sending/unsubscribe";
 import { suppressionStatements } from "../domain/suppressions/suppressions";
@@ -42,20 +43,12 @@ type DomainKeyRow = {
 /** The domain's signing keys: RSA always, Ed25519 once its DNS record has been found. */
 type SigningKeys = { rsa: DkimPrivateKey; ed25519?: DkimPrivateKey };
 
-const pendingStatuses = new Set(["queued", "deferred"]);
 const encoder = new TextEncoder();
 
 /** What happened to one message in this batch: the D1 statements recording it and what to tell the queue. */
 type Disposition = { statements: D1PreparedStatement[]; events: EventInput[]; retryDelaySeconds?: number };
 
 const connectionsPerBatch = (env: Env) => Math.max(1, Math.min(10, Number(env.SMTP_CONNECTIONS_PER_BATCH) || 5));
-
-function retryPolicy(env: Env) {
-  return {
-    baseSeconds: Math.max(0, Number(env.SEND_RETRY_BASE_SECONDS) || 60),
-    maxAttempts: Math.max(1, Number(env.SEND_MAX_ATTEMPTS) || 6),
-  };
-}
 
 /**
  * Delivers a batch over a few reused SMTP connections (RSET between messages). A message is sent only while its row says
@@ -78,19 +71,30 @@ export async function consumeSendBatch(
   }
   if (wanted.size === 0) return;
 
-  const ids = [...wanted.keys()];
-  const marks = ids.map((_, i) => `?${i + 1}`).join(", ");
-  const [messageRows, recipientRows, domainRows] = await env.DB.batch([
-    env.DB.prepare(`SELECT * FROM messages WHERE id IN (${marks})`).bind(...ids),
-    env.DB.prepare(`SELECT message_id, email, status FROM message_recipients WHERE message_id IN (${marks})`).bind(...ids),
+  // Round trip 1 claims every message that still has recipients to deliver (queued/deferred → sending) and reads
+  // what sending needs. The claim is one conditional UPDATE, so of two consumers holding copies of one queue
+  // message (queues deliver at least once) only one gets the row back, and a redelivery after the outcome is
+  // recorded finds nothing to claim. A claim that fails sends nothing and the batch is retried.
+  const ids = JSON.stringify([...wanted.keys()]);
+  const [claimedRows, recipientRows, domainRows] = await env.DB.batch([
+    env.DB.prepare(
+      `UPDATE messages SET status = 'sending', claimed_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+       WHERE id IN (SELECT value FROM json_each(?1)) AND status IN ('queued', 'deferred')
+         AND EXISTS (SELECT 1 FROM message_recipients r WHERE r.message_id = messages.id AND r.status IN ('queued', 'deferred'))
+       RETURNING *`,
+    ).bind(ids),
+    env.DB.prepare(
+      `SELECT message_id, email, status FROM message_recipients
+       WHERE message_id IN (SELECT value FROM json_each(?1)) AND status IN ('queued', 'deferred')`,
+    ).bind(ids),
     env.DB.prepare(
       `SELECT id, name, dkim_selector, dkim_private_key, dkim_ed25519_private_key, records FROM domains
-       WHERE id IN (SELECT domain_id FROM messages WHERE id IN (${marks}))`,
-    ).bind(...ids),
+       WHERE id IN (SELECT domain_id FROM messages WHERE id IN (SELECT value FROM json_each(?1)))`,
+    ).bind(ids),
   ]);
-  const recipientsOf = new Map<string, RecipientRow[]>();
+  const recipientsOf = new Map<string, string[]>();
   for (const row of (recipientRows?.results ?? []) as RecipientRow[]) {
-    recipientsOf.set(row.message_id, [...(recipientsOf.get(row.message_id) ?? []), row]);
+    recipientsOf.set(row.message_id, [...(recipientsOf.get(row.message_id) ?? []), row.email]);
   }
   const domains = new Map(((domainRows?.results ?? []) as DomainKeyRow[]).map((row) => [row.id, row]));
   // Keys are decrypted and imported once per domain per batch.
@@ -106,10 +110,8 @@ export async function consumeSendBatch(
 
   const dispositions = new Map<string, Disposition>();
   const deliverable: { message: MessageRow; pending: string[] }[] = [];
-  for (const message of (messageRows?.results ?? []) as MessageRow[]) {
-    if (!pendingStatuses.has(message.status)) continue;
-    const pending = (recipientsOf.get(message.id) ?? []).filter((recipient) => pendingStatuses.has(recipient.status)).map((r) => r.email);
-    if (pending.length === 0) continue;
+  for (const message of (claimedRows?.results ?? []) as MessageRow[]) {
+    const pending = recipientsOf.get(message.id) ?? [];
     if (message.test_mode) dispositions.set(message.id, simulate(env, message, pending));
     else deliverable.push({ message, pending });
   }
@@ -150,13 +152,43 @@ export async function consumeSendBatch(
   );
 
   const statements = [...dispositions.values()].flatMap((disposition) => disposition.statements);
-  if (statements.length > 0) await env.DB.batch(statements);
+  if (statements.length > 0 && !(await recordWithRetries(env, statements))) {
+    // The messages were handed over (or refused) but the outcome could not be written. Redelivering the queue
+    // messages could not help: their rows say `sending`, so nothing would be sent again, and the outcome is gone.
+    // They are acknowledged; the cron turns the stale claims into `unknown` (see sweepStaleClaims).
+    for (const queued of wanted.values()) queued.ack();
+    return;
+  }
   await dispatchAll(env, [...dispositions.values()].flatMap((disposition) => disposition.events));
 
   for (const [id, queued] of wanted) {
     const delaySeconds = dispositions.get(id)?.retryDelaySeconds;
     if (delaySeconds === undefined) queued.ack();
     else queued.retry({ delaySeconds });
+  }
+}
+
+const outcomeWriteDelaysMs = [250, 500, 1_000, 2_000, 4_000];
+
+/**
+ * Writes a batch's outcome, retrying a failing D1 (a locked or briefly unavailable database) for about 8 s: the
+ * messages are already with the provider, and a lost outcome leaves them `unknown`. Every statement is idempotent
+ * (absolute values, guarded refunds, de-duplicated events), so a write that did apply but reported an error is
+ * safe to repeat. False when every attempt failed.
+ */
+async function recordWithRetries(env: Env, statements: D1PreparedStatement[]): Promise<boolean> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await env.DB.batch(statements);
+      return true;
+    } catch (error) {
+      const delay = outcomeWriteDelaysMs[attempt];
+      if (delay === undefined) {
+        logError("send consumer: recording a batch outcome failed; its messages stay claimed", { error: String(error) });
+        return false;
+      }
+      await scheduler.wait(delay);
+    }
   }
 }
 
@@ -230,7 +262,7 @@ function withRequiredHeaders(raw: Uint8Array, message: MessageRow): Uint8Array {
 function eventData(message: MessageRow, extra: Record<string, unknown>) {
   return {
     message_id: message.id,
-    from: message.from_address,
+    from: displayFrom(message.from_name, message.from_address),
     subject: message.subject,
     source: message.source,
     tags: JSON.parse(message.tags) as string[],
@@ -239,11 +271,17 @@ function eventData(message: MessageRow, extra: Record<string, unknown>) {
   };
 }
 
+/** 5.7.x is policy (content filter, reputation, authentication): the address may well exist. */
+function bounceType(rejection: { enhanced?: string }): "hard" | "blocked" {
+  return rejection.enhanced?.startsWith("5.7.") ? "blocked" : "hard";
+}
+
 /** Turns the SMTP outcome for the pending recipients into state changes, refunds, suppressions and events. */
 function recordOutcome(env: Env, message: MessageRow, pending: string[], outcome: SendOutcome, final = false): Disposition {
   const attempt = message.attempts + 1;
-  // Recipients the server did not answer for individually share the outcome of the whole transaction.
-  const individual = new Map((outcome.perRecipient ?? []).map((result) => [result.recipient, result]));
+  // Recipients the server did not answer for individually share the outcome of the whole transaction. A failed
+  // transaction delivered to nobody, whatever RCPT said.
+  const individual = new Map((outcome.perRecipient ?? []).filter((result) => outcome.ok || !result.ok).map((result) => [result.recipient, result]));
   const perRecipient: RecipientOutcome[] = pending.map(
     (recipient) =>
       individual.get(recipient) ??
@@ -253,7 +291,7 @@ function recordOutcome(env: Env, message: MessageRow, pending: string[], outcome
   );
   const accepted = perRecipient.filter((r) => r.ok).map((r) => r.recipient);
   const rejected = perRecipient.filter((r): r is Extract<RecipientOutcome, { ok: false }> => !r.ok);
-  const { baseSeconds, maxAttempts } = retryPolicy(env);
+  const { baseSeconds, maxAttempts } = sendRetryPolicy(env);
   const canRetry = !final && attempt < maxAttempts;
   const bounced = rejected.filter((r) => r.kind === "permanent");
   // A temporary refusal becomes final once the attempts are used up.
@@ -267,7 +305,7 @@ function recordOutcome(env: Env, message: MessageRow, pending: string[], outcome
     statements.push(
       env.DB.prepare(
         `UPDATE message_recipients SET status = ?1, smtp_response = ?2, updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
-         WHERE message_id = ?3 AND email IN (SELECT value FROM json_each(?4))`,
+         WHERE message_id = ?3 AND email IN (SELECT value FROM json_each(?4)) AND status IN ('queued', 'deferred', 'unknown')`,
       ).bind(status, response, message.id, JSON.stringify(emails)),
     );
   };
@@ -299,7 +337,7 @@ function recordOutcome(env: Env, message: MessageRow, pending: string[], outcome
       type: "relay.bounced",
       subjectId: message.id,
       dedupeKey: `relay.bounced:${message.id}:${rejection.recipient}`,
-      data: eventData(message, { recipient: rejection.recipient, bounce_type: "hard", smtp_code: rejection.code, enhanced_code: rejection.enhanced ?? null, smtp_response: rejection.response }),
+      data: eventData(message, { recipient: rejection.recipient, bounce_type: bounceType(rejection), smtp_code: rejection.code, enhanced_code: rejection.enhanced ?? null, smtp_response: rejection.response }),
     });
   }
   setRecipients(deferred.map((r) => r.recipient), "deferred", deferred[0]?.response ?? "");
@@ -325,6 +363,7 @@ function recordOutcome(env: Env, message: MessageRow, pending: string[], outcome
          status = (SELECT CASE
              WHEN SUM(status IN ('queued', 'deferred')) > 0 THEN 'deferred'
              WHEN SUM(status IN ('sent', 'delivered', 'complained')) > 0 THEN 'sent'
+             WHEN SUM(status = 'unknown') > 0 THEN 'unknown'
              WHEN SUM(status = 'bounced') > 0 THEN 'bounced'
              ELSE 'failed' END
            FROM message_recipients WHERE message_id = ?4 AND status != 'suppressed'),

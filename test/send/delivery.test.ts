@@ -24,7 +24,7 @@ async function send(key: string, from: string, to: string) {
 const settled = (key: string, id: string) =>
   eventually(async () => {
     const message = await messageOf(key, id);
-    return ["queued", "deferred"].includes(message.status) ? undefined : message;
+    return ["queued", "sending", "deferred"].includes(message.status) ? undefined : message;
   }, 15_000);
 
 async function ledgerOf(id: string) {

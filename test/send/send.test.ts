@@ -120,6 +120,64 @@ describe("POST /send", () => {
     expect(await sendBalance(key)).toBe(100);
   });
 
+  it("lists every invalid field at once: a bad recipient, a missing subject and a bad from in one 422", async () => {
+    const { key } = await setup();
+    const response = await call("/api/v1/send", { key, body: { from: "not an address", to: ["bad@@example.net"], text: "Hello" } });
+    expect(response.status).toBe(422);
+    const error = await json<{ code: string; errors: Record<string, string[]> }>(response);
+    expect(error.code).toBe("validation_failed");
+    expect(Object.keys(error.errors).sort()).toEqual(["from", "subject", "to.0"]);
+    // Cross-field rules still report when a field has the wrong type.
+    const mixed = await json<{ errors: Record<string, string[]> }>(
+      await call("/api/v1/send", { key, body: { from: "x", to: ["ok@example.net", 7], tags: "welcome" } }),
+    );
+    expect(Object.keys(mixed.errors).sort()).toEqual(["from", "html", "subject", "tags", "to.1"]);
+    expect(await sendBalance(key)).toBe(100);
+  });
+
+  it("accepts a recipient in the display form: the address is the recipient, the name stays in the To header", async () => {
+    const { key, from } = await setup();
+    const address = rcpt("ann");
+    const before = await sendBalance(key);
+    const response = await call("/api/v1/send", {
+      key,
+      body: { from, to: [`Ann Lee <${address}>`, address.toUpperCase().replace("@EXAMPLE.NET", "@example.net")], subject: "Hi", text: "Hello" },
+    });
+    expect(response.status).toBe(202);
+    const accepted = await json(response);
+    // One recipient: the second entry is the same address, compared without the name.
+    expect(accepted).toMatchObject({ recipients: [{ email: address, status: "queued" }], credits_charged: 1, status: "queued" });
+    expect(await sendBalance(key)).toBe(before - 1);
+    const message = await eventually(async () => {
+      const current = await messageOf(key, accepted.id as string);
+      return ["queued", "sending", "deferred"].includes(current.status) ? undefined : current;
+    });
+    expect(message.status).toBe("sent");
+    const [delivered] = await sinkMessagesTo(address);
+    expect(delivered!.rcpt_to).toEqual([address]);
+    const parsed = await PostalMime.parse(await sinkRaw(delivered!.id));
+    expect(parsed.to?.[0]).toEqual({ name: "Ann Lee", address });
+
+    // A suppressed address is found through its display form too, and nothing is charged for it.
+    expect((await call("/api/v1/suppressions", { key, body: { email: address, reason: "manual" } })).status).toBe(201);
+    const suppressed = await json(await call("/api/v1/send", { key, body: { from, to: [`"Lee, Ann" <${address}>`], subject: "Hi", text: "x" } }));
+    expect(suppressed).toMatchObject({ status: "suppressed", credits_charged: 0, recipients: [{ email: address, status: "suppressed" }] });
+  });
+
+  it("puts the bare address in the one-click unsubscribe link of a display-form recipient", async () => {
+    const { key, from } = await setup();
+    const address = rcpt("una");
+    const accepted = await json(await call("/api/v1/send", { key, body: { from, to: [`Una <${address}>`], subject: "Hi", text: "Hello" } }));
+    const [delivered] = await eventually(async () => ((await sinkMessagesTo(address)).length > 0 ? sinkMessagesTo(address) : undefined));
+    const parsed = await PostalMime.parse(await sinkRaw(delivered!.id));
+    const unsubscribe = parsed.headers.find((header) => header.key === "list-unsubscribe")!.value;
+    const path = new URL(unsubscribe.slice(1, -1)).pathname;
+    expect((await call(path, { method: "POST", body: "List-Unsubscribe=One-Click", headers: { "Content-Type": "application/x-www-form-urlencoded" } })).status).toBe(200);
+    const again = await json(await call("/api/v1/send", { key, body: { from, to: [address], subject: "again", text: "x" } }));
+    expect(again).toMatchObject({ status: "suppressed", credits_charged: 0 });
+    expect(accepted.id).not.toBe(again.id);
+  });
+
   it("refuses attachments over 10 MB with 413 and charges nothing", async () => {
     const { key, from } = await setup();
     const big = btoa("x".repeat(3 * 1024 * 1024));
@@ -220,7 +278,7 @@ describe("test mode", () => {
     expect(accepted).toMatchObject({ credits_charged: 0, test_mode: true });
     const message = await eventually(async () => {
       const current = await messageOf(key, accepted.id as string);
-      return current.status === "queued" ? undefined : current;
+      return ["queued", "sending"].includes(current.status) ? undefined : current;
     });
     expect(message.status).toBe("delivered");
     expect(Object.fromEntries(message.recipients.map((r) => [r.email.split("-")[0]!.split("@")[0], r.status]))).toEqual({ delivered: "delivered", bounced: "bounced", complained: "delivered" });

@@ -15,6 +15,7 @@ import { createMimeMessage, type MIMEMessage, Mailbox } from "mimetext/browser";
 // `.js` suffix: test/node and the benchmark type-check this file under Node's `nodenext` resolution, which
 // requires one; the Worker's bundler and vite map it to crypto.ts.
 import { bytesToBase64 } from "../../lib/crypto.js";
+import { parseMailbox } from "./addresses";
 
 export interface MimeAddress {
   name?: string;
@@ -108,6 +109,11 @@ export function domainOf(address: string): string {
 }
 
 /** `<localId@domain of the sender>`: receivers and DMARC reports tie a Message-ID's domain to the From domain. */
+/** The sender as the message record and its events show it: `Name <address>`, or the bare address. */
+export function displayFrom(name: string | null | undefined, address: string): string {
+  return name ? `${name} <${address}>` : address;
+}
+
 export function buildMessageId(localId: string, fromAddress: string): string {
   return `<${localId}@${domainOf(fromAddress)}>`;
 }
@@ -194,8 +200,17 @@ function formatMailboxList(value: unknown): string {
     .join(`,${CRLF} `);
 }
 
+/** A recipient as written in POST /send: a bare address, or `Name <address>` whose name belongs in the header. */
+function mailboxOfString(field: string, input: string): MimeAddress {
+  if (!input.includes("<")) return { address: input };
+  assertNoLineBreak(field, input);
+  const parsed = parseMailbox(input);
+  if (!parsed.ok) throw new MimeError("invalid_address", field, `${field} is not a valid address`);
+  return parsed.mailbox;
+}
+
 function toMailbox(field: string, input: string | MimeAddress): { addr: string; name?: string } {
-  const { address, name } = typeof input === "string" ? { address: input, name: undefined } : input;
+  const { address, name } = typeof input === "string" ? mailboxOfString(field, input) : input;
   checkAddress(`${field}.address`, address);
   if (name !== undefined) assertNoLineBreak(`${field}.name`, name);
   return name ? { addr: address, name } : { addr: address };

@@ -372,6 +372,11 @@ function connectionFailure(stage: SmtpStage, error: SmtpConnectionError): SendFa
   return { ok: false, kind: "temporary", stage, code: 0, response: error.message, connectionError: true };
 }
 
+/** A failure after RCPT: recipients the server had accepted share it; those it refused keep their own reply. */
+function failAccepted(perRecipient: RecipientOutcome[], reply: SmtpReply, kind: FailureKind): RecipientOutcome[] {
+  return perRecipient.map((outcome) => (outcome.ok ? { recipient: outcome.recipient, ok: false, kind, ...stripReply(reply) } : outcome));
+}
+
 function stripReply(reply: SmtpReply): SmtpReply {
   return { code: reply.code, response: reply.response, ...(reply.enhanced ? { enhanced: reply.enhanced } : {}) };
 }
@@ -518,9 +523,9 @@ export class SmtpTransport implements Transport {
     const write = (text: string) => step(() => connection.write(text, commandTimeoutMs));
     const read = (what: string) => step(async () => stripReply(await connection.readReply(commandTimeoutMs, what)));
     /** 421: the server is closing the session; whatever this transaction had achieved is void. */
-    const closing = (reply: SmtpReply, extra?: { perRecipient?: RecipientOutcome[] }) => {
+    const closing = (reply: SmtpReply, accepted?: RecipientOutcome[]) => {
       this.drop(connection);
-      return replyFailure(stage, reply, { kind: "temporary", ...extra });
+      return replyFailure(stage, reply, { kind: "temporary", ...(accepted ? { perRecipient: failAccepted(accepted, reply, "temporary") } : {}) });
     };
 
     if (pipelined) {
@@ -555,7 +560,7 @@ export class SmtpTransport implements Transport {
       for (const [i, rcpt] of envelope.rcptTo.entries()) {
         if (!pipelined) await write(rcptCommands[i]!);
         const reply = await read("RCPT TO");
-        if (reply.code === 421) return closing(reply, { perRecipient });
+        if (reply.code === 421) return closing(reply, perRecipient);
         perRecipient.push(
           reply.code === 250 || reply.code === 251
             ? { recipient: rcpt, ok: true, ...reply }
@@ -573,7 +578,7 @@ export class SmtpTransport implements Transport {
       await write("DATA\r\n");
       dataReply = await read("DATA");
     }
-    if (dataReply?.code === 421) return closing(dataReply, { perRecipient });
+    if (dataReply?.code === 421) return closing(dataReply, perRecipient);
 
     if (!mailAccepted || !anyAccepted) {
       // With PIPELINING the server has answered DATA already; a 354 without any valid recipient needs the
@@ -588,14 +593,17 @@ export class SmtpTransport implements Transport {
       return replyFailure("rcpt", first, { kind: allPermanent ? "permanent" : "temporary", perRecipient });
     }
     if (!dataReply || dataReply.code !== 354) {
-      return replyFailure("data", dataReply ?? { code: 0, response: "DATA was not sent" });
+      const refusal = dataReply ?? { code: 0, response: "DATA was not sent" };
+      return replyFailure("data", refusal, { perRecipient: failAccepted(perRecipient, refusal, kindOf(refusal.code)) });
     }
 
     stage = "message";
     await step(() => connection.write(data.payload, dataTimeoutMs));
     const final = await step(async () => stripReply(await connection.readReply(dataTimeoutMs, "end of data")));
-    if (final.code === 421) return closing(final, { perRecipient });
-    if (final.code !== 250) return replyFailure("message", final, { perRecipient });
+    if (final.code === 421) return closing(final, perRecipient);
+    // The reply to the final dot decides for every recipient accepted at RCPT: a 554 content rejection or a 451
+    // after 250s to RCPT means nobody got the message.
+    if (final.code !== 250) return replyFailure("message", final, { perRecipient: failAccepted(perRecipient, final, kindOf(final.code)) });
     return { ok: true, ...final, perRecipient };
   }
 }

@@ -44,7 +44,10 @@ export interface SendFailure extends SmtpReply {
   stage: SmtpStage;
   /** `code` is 0 when there was no SMTP reply to classify: refused connection, timeout, connection lost. */
   connectionError: boolean;
-  /** Present when the failure is that every recipient was rejected at RCPT. */
+  /**
+   * Recipients the server answered for at RCPT. After a failure no entry is `ok`: a later refusal (DATA, the final
+   * reply, a 421) applies to every recipient RCPT had accepted. Recipients without an entry share the failure.
+   */
   perRecipient?: RecipientOutcome[];
 }
 
