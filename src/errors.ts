@@ -45,10 +45,23 @@ export function validationError(errors: FieldErrors, message = "The request is i
   return new AppError("validation_failed", message, { errors });
 }
 
+type Issue = ZodError["issues"][number];
+
+/**
+ * A union's own issue only says "Invalid input". When the value has the type of exactly one option (an array for
+ * `string | string[]`), that option's issues say what is wrong and where (`to.1`), so they are reported instead.
+ */
+function explainUnion(issue: Issue): Issue[] {
+  if (issue.code !== "invalid_union" || issue.errors.length === 0) return [issue];
+  const matching = issue.errors.filter((branch) => !branch.some((inner) => inner.code === "invalid_type" && inner.path.length === 0));
+  if (matching.length !== 1) return [issue];
+  return matching[0]!.flatMap((inner) => explainUnion({ ...inner, path: [...issue.path, ...inner.path] }));
+}
+
 /** Zod issues keyed by their dotted field path (`to.3`, `attachments.0.content`), the shape 422 bodies carry. */
 export function fieldErrors(error: ZodError, prefix?: string): FieldErrors {
   const errors: FieldErrors = {};
-  for (const issue of error.issues) {
+  for (const issue of error.issues.flatMap(explainUnion)) {
     const path = [prefix, ...issue.path.map(String)].filter((part) => part !== undefined && part !== "").join(".") || "body";
     (errors[path] ??= []).push(issue.message);
   }
@@ -66,8 +79,10 @@ export function handleError(err: Error, c: Context): Response {
   }
   if (err instanceof HTTPException) {
     // Raised by hono itself: the JSON validator on a body that does not parse, body-limit, and the like.
-    if (err.status === 400 && /JSON/i.test(err.message)) {
-      return c.json(errorBody("validation_failed", "The request body is not valid JSON", { body: [err.message] }), 422);
+    // hono's validators answer 400 when a body does not parse; like every other invalid input that is a 422.
+    if (err.status === 400) {
+      const expected = /JSON/i.test(err.message) ? "valid JSON" : "a valid form (multipart/form-data or URL-encoded)";
+      return c.json(errorBody("validation_failed", `The request body is not ${expected}`, { body: [err.message] }), 422);
     }
     if (err.status === 413) return c.json(errorBody("payload_too_large", "The request body is too large for this endpoint"), 413);
     if (err.status === 415) {

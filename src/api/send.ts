@@ -1,9 +1,9 @@
 import { acceptMessage, type AcceptInput } from "../domain/sending/accept";
-import { parseMailbox } from "../domain/sending/addresses";
+import { parseMailbox, type Mailbox } from "../domain/sending/addresses";
 import { renderTemplate } from "../domain/sending/render";
-import { AppError, validationError, type FieldErrors } from "../errors";
+import { AppError, validationError } from "../errors";
 import { sha256Hex } from "../lib/crypto";
-import { createRouter, errorResponse, jsonBody, jsonResponse, keyedRoute, z } from "../lib/openapi";
+import { createRouter, errorResponse, evenWithFieldErrors, jsonBody, jsonResponse, keyedRoute, z } from "../lib/openapi";
 
 export const maxRecipients = 50;
 export const maxAttachmentBytes = 10 * 1024 * 1024;
@@ -11,9 +11,22 @@ export const maxAttachmentBytes = 10 * 1024 * 1024;
 const noLineBreaks = (value: string) => !/[\r\n]/.test(value);
 const base64 = /^[A-Za-z0-9+/\s]*={0,2}\s*$/;
 
+/** `Name <address>` or a bare address, checked in the schema so its error comes with every other field's. */
+const MailboxSchema = z
+  .string()
+  .max(320)
+  .superRefine((value, ctx) => {
+    const parsed = parseMailbox(value);
+    if (!parsed.ok) ctx.addIssue({ code: "custom", message: parsed.error });
+  });
+
 const AttachmentSchema = z.object({
   filename: z.string().min(1).max(255).refine(noLineBreaks, "Must not contain line breaks"),
-  content: z.string().min(1).refine((value) => base64.test(value), "Must be base64"),
+  content: z
+    .string()
+    .min(1)
+    .refine((value) => base64.test(value), "Must be base64")
+    .refine((value) => value.replace(/\s+/g, "").length % 4 === 0, "Must be base64 (length a multiple of 4)"),
   content_type: z
     .string()
     .regex(/^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*\/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*$/, "Must be a MIME type such as application/pdf")
@@ -22,11 +35,12 @@ const AttachmentSchema = z.object({
 
 const SendRequestSchema = z
   .object({
-    from: z.string().min(3).max(320).openapi({ example: "Acme <hello@example.com>" }),
-    to: z
-      .union([z.string().max(320), z.array(z.string().max(320)).min(1).max(maxRecipients)])
-      .openapi({ example: ["ann@example.org"], description: `1 to ${maxRecipients} recipients; one message, all recipients see the To list` }),
-    reply_to: z.string().max(320).optional(),
+    from: MailboxSchema.openapi({ example: "Acme <hello@example.com>" }),
+    to: z.union([MailboxSchema, z.array(MailboxSchema).min(1).max(maxRecipients)]).openapi({
+      example: ["ann@example.org", "Bob Lee <bob@example.org>"],
+      description: `1 to ${maxRecipients} recipients, each an address or \`Name <address>\`; one message, all recipients see the To list`,
+    }),
+    reply_to: MailboxSchema.optional(),
     subject: z.string().max(998).refine(noLineBreaks, "The subject must not contain line breaks").optional(),
     html: z.string().max(5_000_000).optional(),
     text: z.string().max(5_000_000).optional(),
@@ -38,6 +52,7 @@ const SendRequestSchema = z
   })
   .strict()
   .superRefine((body, ctx) => {
+    // Runs even when fields failed (see evenWithFieldErrors), so a field may hold any JSON value here.
     if (!body.template_id && body.html === undefined && body.text === undefined) {
       ctx.addIssue({ code: "custom", path: ["html"], message: "Give html, text or a template_id" });
     }
@@ -45,8 +60,10 @@ const SendRequestSchema = z
       ctx.addIssue({ code: "custom", path: ["template_id"], message: "Use either template_id or html/text, not both" });
     }
     if (!body.template_id && body.subject === undefined) ctx.addIssue({ code: "custom", path: ["subject"], message: "Required" });
-    if (body.metadata && Object.keys(body.metadata).length > 50) ctx.addIssue({ code: "custom", path: ["metadata"], message: "At most 50 keys" });
-  })
+    if (typeof body.metadata === "object" && body.metadata !== null && Object.keys(body.metadata).length > 50) {
+      ctx.addIssue({ code: "custom", path: ["metadata"], message: "At most 50 keys" });
+    }
+  }, evenWithFieldErrors)
   .openapi("SendRequest");
 
 const SendAcceptedSchema = z
@@ -94,29 +111,25 @@ function decodedSize(content: string): number {
   return Math.floor((clean.length * 3) / 4) - (clean.endsWith("==") ? 2 : clean.endsWith("=") ? 1 : 0);
 }
 
-/** Field checks zod cannot express (addresses, sizes); every problem is reported at once. */
+/** The schema has checked every mailbox; this parses them again for their parts. */
+function mailboxOf(input: string): Mailbox {
+  const parsed = parseMailbox(input);
+  if (!parsed.ok) throw validationError({ body: [parsed.error] });
+  return parsed.mailbox;
+}
+
 function toAcceptInput(body: SendRequest): AcceptInput {
-  const errors: FieldErrors = {};
-  const from = parseMailbox(body.from);
-  if (!from.ok) errors.from = [from.error];
+  const from = mailboxOf(body.from);
   const to = typeof body.to === "string" ? [body.to] : body.to;
+  // `Name <address>` entries keep their name in the To header; the recipients are the bare addresses, once each.
   const recipients: string[] = [];
   const seen = new Set<string>();
-  to.forEach((entry, i) => {
-    const parsed = parseMailbox(entry);
-    if (!parsed.ok) errors[`to.${i}`] = [parsed.error];
-    else if (!seen.has(parsed.mailbox.address.toLowerCase())) {
-      seen.add(parsed.mailbox.address.toLowerCase());
-      recipients.push(parsed.mailbox.address);
-    }
-  });
-  const replyTo = body.reply_to === undefined ? undefined : parseMailbox(body.reply_to);
-  if (replyTo && !replyTo.ok) errors.reply_to = [replyTo.error];
-  (body.attachments ?? []).forEach((attachment, i) => {
-    if (attachment.content.replace(/\s+/g, "").length % 4 !== 0) errors[`attachments.${i}.content`] = ["Must be base64 (length a multiple of 4)"];
-  });
-  if (Object.keys(errors).length > 0) throw validationError(errors);
-
+  for (const entry of to) {
+    const { address } = mailboxOf(entry);
+    if (seen.has(address.toLowerCase())) continue;
+    seen.add(address.toLowerCase());
+    recipients.push(address);
+  }
   const attachmentBytes = (body.attachments ?? []).reduce((total, attachment) => total + decodedSize(attachment.content), 0);
   if (attachmentBytes > maxAttachmentBytes) {
     throw new AppError("payload_too_large", `Attachments total ${attachmentBytes} bytes; the limit is ${maxAttachmentBytes} bytes (10 MB)`);
@@ -124,9 +137,9 @@ function toAcceptInput(body: SendRequest): AcceptInput {
   const variables = body.variables ?? {};
   return {
     source: "api",
-    from: from.ok ? from.mailbox : { address: "" },
+    from,
     recipients,
-    replyTo: replyTo?.ok ? replyTo.mailbox.address : undefined,
+    replyTo: body.reply_to === undefined ? undefined : mailboxOf(body.reply_to).address,
     tags: [...new Set(body.tags ?? [])],
     metadata: body.metadata ?? {},
     templateId: body.template_id,

@@ -17,6 +17,15 @@ export function createRouter() {
   });
 }
 
+/**
+ * For an object's cross-field `superRefine`: zod skips it once a field has the wrong type, and a 422 then lacks
+ * those rules' errors. Pass this to run it whenever the body is an object; the check must then read its fields as
+ * untrusted values.
+ */
+export const evenWithFieldErrors = {
+  when: (payload: { value: unknown }) => typeof payload.value === "object" && payload.value !== null && !Array.isArray(payload.value),
+};
+
 export const ErrorSchema = z
   .object({
     message: z.string().openapi({ example: "The request is invalid" }),

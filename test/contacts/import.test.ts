@@ -141,6 +141,25 @@ describe("import requests that are refused at once", () => {
     const plain = await call("/api/v1/contacts/import", { key: account.api_key, headers: { "Content-Type": "text/plain" }, body: "email\na@x.com" });
     expect(plain.status).toBe(422);
   });
+
+  it("answers a malformed multipart body with 422 and the error shape, as every other invalid body", async () => {
+    const account = await createAccount();
+    const bodies = [
+      // The boundary named in the header never appears in the body.
+      { contentType: "multipart/form-data; boundary=abc", body: "--xyz\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\nemail\r\n--xyz--\r\n" },
+      // No boundary at all.
+      { contentType: "multipart/form-data", body: "email\na@x.com\n" },
+      // A part that is cut off before its closing delimiter.
+      { contentType: "multipart/form-data; boundary=abc", body: "--abc\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.csv\"\r\n\r\nemail\r\na@x" },
+    ];
+    for (const { contentType, body } of bodies) {
+      const response = await call("/api/v1/contacts/import", { key: account.api_key, headers: { "Content-Type": contentType }, body });
+      expect(response.status, contentType).toBe(422);
+      expect(response.headers.get("X-Request-Id")).toBeTruthy();
+      const error = await json<ErrorBody>(response);
+      expect(error).toEqual({ code: "validation_failed", message: expect.stringContaining("form"), errors: { body: [expect.any(String)] } });
+    }
+  });
 });
 
 describe("the import consumer resumes", () => {

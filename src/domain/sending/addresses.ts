@@ -1,9 +1,7 @@
 import { checkSyntax } from "../verification/syntax";
+import { splitMailbox } from "./mime";
 
 export type Mailbox = { name?: string; address: string };
-
-// `Display Name <address>` or `"Display, Name" <address>`; the name may not contain angle brackets.
-const nameAddr = /^\s*(?:"((?:[^"\\\r\n]|\\.)*)"|([^<>"\r\n]*?))\s*<([^<>\s]+)>\s*$/;
 
 /**
  * Parses a sender or recipient as written in the API (`Ann <ann@example.com>` or a bare address) and checks the
@@ -12,10 +10,8 @@ const nameAddr = /^\s*(?:"((?:[^"\\\r\n]|\\.)*)"|([^<>"\r\n]*?))\s*<([^<>\s]+)>\
  */
 export function parseMailbox(input: string): { ok: true; mailbox: Mailbox } | { ok: false; error: string } {
   if (/[\r\n]/.test(input)) return { ok: false, error: "Must not contain line breaks" };
-  const match = nameAddr.exec(input);
-  const rawAddress = match ? match[3]! : input.trim();
-  const name = match ? (match[1]?.replace(/\\(.)/g, "$1") ?? match[2] ?? "").trim() : "";
-  const syntax = checkSyntax(rawAddress);
+  const split = splitMailbox(input);
+  const syntax = checkSyntax(split ? split.address : input.trim());
   if (!syntax.valid) return { ok: false, error: `Not a valid email address (${syntax.reason.replace(/_/g, " ")})` };
-  return { ok: true, mailbox: { ...(name ? { name } : {}), address: `${syntax.account}@${syntax.domain}` } };
+  return { ok: true, mailbox: { ...(split?.name ? { name: split.name } : {}), address: `${syntax.account}@${syntax.domain}` } };
 }

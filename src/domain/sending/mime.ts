@@ -15,7 +15,6 @@ import { createMimeMessage, type MIMEMessage, Mailbox } from "mimetext/browser";
 // `.js` suffix: test/node and the benchmark type-check this file under Node's `nodenext` resolution, which
 // requires one; the Worker's bundler and vite map it to crypto.ts.
 import { bytesToBase64 } from "../../lib/crypto.js";
-import { parseMailbox } from "./addresses";
 
 export interface MimeAddress {
   name?: string;
@@ -200,17 +199,19 @@ function formatMailboxList(value: unknown): string {
     .join(`,${CRLF} `);
 }
 
-/** A recipient as written in POST /send: a bare address, or `Name <address>` whose name belongs in the header. */
-function mailboxOfString(field: string, input: string): MimeAddress {
-  if (!input.includes("<")) return { address: input };
-  assertNoLineBreak(field, input);
-  const parsed = parseMailbox(input);
-  if (!parsed.ok) throw new MimeError("invalid_address", field, `${field} is not a valid address`);
-  return parsed.mailbox;
+// `Display Name <address>` or `"Display, Name" <address>`; the name may not contain angle brackets.
+const NAME_ADDR = /^\s*(?:"((?:[^"\\\r\n]|\\.)*)"|([^<>"\r\n]*?))\s*<([^<>\s]+)>\s*$/;
+
+/** Splits `Name <address>` (the form POST /send accepts); a string without angle brackets is a bare address. */
+export function splitMailbox(input: string): MimeAddress | undefined {
+  const match = NAME_ADDR.exec(input);
+  if (!match) return undefined;
+  const name = (match[1]?.replace(/\\(.)/g, "$1") ?? match[2] ?? "").trim();
+  return { ...(name ? { name } : {}), address: match[3]! };
 }
 
 function toMailbox(field: string, input: string | MimeAddress): { addr: string; name?: string } {
-  const { address, name } = typeof input === "string" ? mailboxOfString(field, input) : input;
+  const { address, name } = typeof input === "string" ? (splitMailbox(input) ?? { address: input }) : input;
   checkAddress(`${field}.address`, address);
   if (name !== undefined) assertNoLineBreak(`${field}.name`, name);
   return name ? { addr: address, name } : { addr: address };

@@ -1,4 +1,5 @@
 import { bytesToBase64Url, hmacSha256Hex, timingSafeEqualString } from "../../lib/crypto";
+import { parseMailbox } from "./addresses";
 
 // The token names one recipient of one message and is signed, so a link cannot be edited to unsubscribe someone
 // else. The signing key is derived from DKIM_ENCRYPTION_KEY (already a secret) with its own label.
@@ -32,7 +33,10 @@ export async function readUnsubscribeToken(
   }
 }
 
-export async function listUnsubscribeHeaders(env: Pick<Env, "DKIM_ENCRYPTION_KEY" | "SITE_URL">, messageId: string, email: string) {
+export async function listUnsubscribeHeaders(env: Pick<Env, "DKIM_ENCRYPTION_KEY" | "SITE_URL">, messageId: string, recipient: string) {
+  // The recipient may be written `Name <address>`; the link must name the address, which is what gets suppressed.
+  const parsed = parseMailbox(recipient);
+  const email = parsed.ok ? parsed.mailbox.address : recipient;
   const url = new URL(`/u/${await unsubscribeToken(env, messageId, email)}`, env.SITE_URL);
   // RFC 8058 one-click: mailbox providers POST `List-Unsubscribe=One-Click` to the https URL.
   return { "List-Unsubscribe": `<${url.href}>`, "List-Unsubscribe-Post": "List-Unsubscribe=One-Click" };
