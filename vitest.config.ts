@@ -24,6 +24,8 @@ export default defineConfig(async () => {
             SEND_RETRY_BASE_SECONDS: "1",
             SEND_MAX_ATTEMPTS: "3",
             TEST_SINK_HTTP_URL: inject("sinkHttpUrl"),
+            TEST_FAULT_SINK_SMTP_PORT: String(inject("faultSinkSmtpPort")),
+            TEST_FAULT_SINK_HTTP_URL: inject("faultSinkHttpUrl"),
             TEST_DOH_ADMIN_URL: inject("dohAdminUrl"),
             TEST_WEBHOOK_RECEIVER_URL: inject("webhookReceiverUrl"),
           },

@@ -5,6 +5,8 @@ declare global {
     interface Env {
       TEST_MIGRATIONS: D1Migration[];
       TEST_SINK_HTTP_URL: string;
+      TEST_FAULT_SINK_SMTP_PORT: string;
+      TEST_FAULT_SINK_HTTP_URL: string;
       TEST_DOH_ADMIN_URL: string;
       TEST_WEBHOOK_RECEIVER_URL: string;
     }

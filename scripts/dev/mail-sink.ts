@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
-import type { AddressInfo, Server } from "node:net";
+import type { AddressInfo, Server, Socket } from "node:net";
 import PostalMime, { type Address } from "postal-mime";
 import { SMTPServer, type SMTPServerDataStream, type SMTPServerSession } from "smtp-server";
 import { z } from "zod";
@@ -71,19 +71,29 @@ export interface MailSink {
   messages(): StoredMessage[];
 }
 
-const smtpPhaseSchema = z.enum(["mail", "rcpt", "data"]);
+/**
+ * Where a rule acts: `connect` (the greeting), `ehlo` (EHLO and HELO), `mail`, `rcpt`, `data_command` (the reply to DATA, before the
+ * message) and `data` (the reply after the message, at its final dot).
+ */
+const smtpPhaseSchema = z.enum(["connect", "ehlo", "mail", "rcpt", "data_command", "data"]);
 type SmtpPhase = z.infer<typeof smtpPhaseSchema>;
 
-const smtpReplySchema = z.object({
-  code: z.number().int().min(400).max(599),
-  message: z.string().min(1),
-});
+const smtpReplySchema = z.union([
+  z.object({
+    code: z.number().int().min(400).max(599),
+    message: z.string().min(1),
+  }),
+  /** close the connection without answering, as a crashed or overloaded server does */
+  z.object({ drop: z.literal(true) }),
+]);
 type SmtpReply = z.infer<typeof smtpReplySchema>;
+type SmtpErrorReply = Extract<SmtpReply, { code: number }>;
 
 const failureRuleSchema = z.object({
   /**
-   * "*" or an address, compared case-insensitively: for phase rcpt the recipient of the RCPT command, for data
-   * any recipient of the transaction, for mail the MAIL FROM address
+   * "*" or an address, compared case-insensitively: for phase rcpt the recipient of the RCPT command, for
+   * data_command and data any recipient of the transaction, for mail the MAIL FROM address; connect and ehlo rules
+   * match "*" only
    */
   match: z.string().min(1),
   phase: smtpPhaseSchema,
@@ -105,8 +115,21 @@ function describeRule(rule: FailureRule) {
   return { ...rest, remaining: pending.length };
 }
 
-function smtpError(reply: SmtpReply): Error {
+function smtpError(reply: SmtpErrorReply): Error {
   return Object.assign(new Error(reply.message), { responseCode: reply.code });
+}
+
+/** The parts of smtp-server's (untyped) SMTPConnection the sink reaches into: its per-command handlers and socket. */
+type CommandHandler = (command: Buffer, callback: () => void) => void;
+interface ConnectionInternals {
+  session: SMTPServerSession;
+  send(code: number, message: string): void;
+  close(): void;
+  _socket: Socket;
+  handler_RSET?: CommandHandler;
+  handler_EHLO?: CommandHandler;
+  handler_HELO?: CommandHandler;
+  handler_DATA?: CommandHandler;
 }
 
 function mailboxes(addresses: Address[] | undefined): MessageAddress[] {
@@ -204,19 +227,54 @@ export function createMailSink(options: { maxMessageBytes?: number } = {}): Mail
     return rule?.pending.shift();
   }
 
-  function countResets(session: SMTPServerSession): void {
-    // smtp-server has no RSET hook; wrap the command handler of this one connection.
-    const connection = [...smtp.connections].find((c) => c.session === session) as unknown as
-      | { handler_RSET?: (command: Buffer, callback: () => void) => void }
-      | undefined;
-    const handleRset = connection?.handler_RSET;
-    if (!connection || typeof handleRset !== "function") return;
-    connection.handler_RSET = function (command, callback) {
-      stats.rsets += 1;
-      handleRset.call(this, command, callback);
-    };
+  function connectionOf(session: SMTPServerSession): ConnectionInternals | undefined {
+    return [...smtp.connections].find((c) => c.session === session) as unknown as ConnectionInternals | undefined;
   }
 
+  /** Plays a rule's reply: an SMTP error through `reject`, or a dropped connection. */
+  function play(session: SMTPServerSession, reply: SmtpReply | undefined, reject: (error: Error) => void, accept: () => void): void {
+    if (!reply) return accept();
+    if ("drop" in reply) {
+      connectionOf(session)?._socket.destroy();
+      return;
+    }
+    reject(smtpError(reply));
+  }
+
+  /**
+   * smtp-server has no hooks for RSET, EHLO/HELO and the DATA command itself; wrap the command handlers of this one
+   * connection to count resets and to play `ehlo` and `data_command` rules.
+   */
+  function instrument(session: SMTPServerSession): void {
+    const connection = connectionOf(session);
+    if (!connection) return;
+    const wrap = (name: "handler_RSET" | "handler_EHLO" | "handler_HELO" | "handler_DATA", before: (callback: () => void) => boolean) => {
+      const original = connection[name];
+      if (typeof original !== "function") return;
+      connection[name] = function (command, callback) {
+        if (!before(callback)) original.call(this, command, callback);
+      };
+    };
+    wrap("handler_RSET", () => {
+      stats.rsets += 1;
+      return false;
+    });
+    const refuseCommand = (phase: SmtpPhase, addresses: () => string[]) => (callback: () => void) => {
+      const reply = takeReply(phase, addresses());
+      if (!reply) return false;
+      if ("drop" in reply) connection._socket.destroy();
+      else {
+        connection.send(reply.code, reply.message);
+        if (reply.code === 421) connection.close();
+        callback();
+      }
+      return true;
+    };
+    // HELO too: a client whose EHLO is refused falls back to it.
+    wrap("handler_EHLO", refuseCommand("ehlo", () => []));
+    wrap("handler_HELO", refuseCommand("ehlo", () => []));
+    wrap("handler_DATA", refuseCommand("data_command", () => session.envelope.rcptTo.map((rcpt) => rcpt.address)));
+  }
   const smtp = new SMTPServer({
     name: "mail-sink.local",
     banner: "mailforge dev mail sink",
@@ -230,19 +288,17 @@ export function createMailSink(options: { maxMessageBytes?: number } = {}): Mail
     logger: false,
     onConnect(session, callback) {
       stats.connections += 1;
-      countResets(session);
-      callback();
+      instrument(session);
+      play(session, takeReply("connect", []), callback, () => callback());
     },
     onAuth(auth, _session, callback) {
       callback(null, { user: auth.username ?? "" });
     },
-    onMailFrom(address, _session, callback) {
-      const reply = takeReply("mail", [address.address]);
-      callback(reply && smtpError(reply));
+    onMailFrom(address, session, callback) {
+      play(session, takeReply("mail", [address.address]), callback, () => callback());
     },
-    onRcptTo(address, _session, callback) {
-      const reply = takeReply("rcpt", [address.address]);
-      callback(reply && smtpError(reply));
+    onRcptTo(address, session, callback) {
+      play(session, takeReply("rcpt", [address.address]), callback, () => callback());
     },
     onData(stream, session, callback) {
       receive(stream, session).then(
@@ -258,6 +314,11 @@ export function createMailSink(options: { maxMessageBytes?: number } = {}): Mail
     if (stream.sizeExceeded) throw smtpError({ code: 552, message: "5.3.4 Message too big" });
     const rcptTo = session.envelope.rcptTo.map((rcpt) => rcpt.address);
     const reply = takeReply("data", rcptTo);
+    if (reply && "drop" in reply) {
+      connectionOf(session)?._socket.destroy();
+      // never answered: the client sees the connection close after its final dot
+      return new Promise<never>(() => undefined);
+    }
     if (reply) throw smtpError(reply);
 
     const receivedAt = new Date().toISOString();

@@ -287,7 +287,7 @@ function recordOutcome(env: Env, message: MessageRow, pending: string[], outcome
       individual.get(recipient) ??
       (outcome.ok
         ? { recipient, ok: true, code: outcome.code, response: outcome.response }
-        : { recipient, ok: false, kind: outcome.kind, code: outcome.code, enhanced: outcome.enhanced, response: outcome.response }),
+        : { recipient, ok: false, kind: outcome.kind, stage: outcome.stage, code: outcome.code, enhanced: outcome.enhanced, response: outcome.response }),
   );
   const accepted = perRecipient.filter((r) => r.ok).map((r) => r.recipient);
   const rejected = perRecipient.filter((r): r is Extract<RecipientOutcome, { ok: false }> => !r.ok);
@@ -329,7 +329,11 @@ function recordOutcome(env: Env, message: MessageRow, pending: string[], outcome
     setRecipients([rejection.recipient], "bounced", rejection.response);
     refund(rejection.recipient, "permanent failure");
     // 5.1.x: the mailbox or domain does not exist; sending there again would only hurt the sender's reputation.
-    if (rejection.enhanced?.startsWith("5.1.")) {
+    // Only when the refusal is about this recipient: its own RCPT reply, or a transaction it was alone in (a 5.1.x
+    // to MAIL FROM is about the sender).
+    const stage = rejection.stage ?? "rcpt";
+    const aboutRecipient = stage === "rcpt" || ((stage === "data" || stage === "message") && pending.length === 1);
+    if (aboutRecipient && rejection.enhanced?.startsWith("5.1.")) {
       statements.push(...suppressionStatements(env.DB, { accountId: message.account_id, email: rejection.recipient, reason: "bounce", sourceMessageId: message.id }));
     }
     events.push({

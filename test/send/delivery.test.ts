@@ -1,11 +1,10 @@
 import { env } from "cloudflare:workers";
 import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { chargeStatements } from "../../src/domain/credits/ledger";
 import { SmtpTransport } from "../../src/domain/transport/smtp";
 import { consumeSendBatch, consumeSendDeadLetters } from "../../src/queues/send";
 import { call, createAccount, json } from "../helpers";
-import { eventually, messageOf, sendBalance, sinkMessagesTo, sinkRule, verifiedDomain } from "./helpers";
+import { eventually, messageOf, sendBalance, sinkMessagesTo, sinkRule, storedMessage, verifiedDomain } from "./helpers";
 
 const rcpt = (label: string) => `${label}-${crypto.randomUUID().slice(0, 8)}@example.net`;
 
@@ -87,21 +86,6 @@ describe("delivery through the send queue to the provider", () => {
     expect(await sinkMessagesTo(to)).toEqual([]);
   }, 20_000);
 });
-
-/** A stored, charged message that is not on the queue, so the consumer can be driven step by step. */
-async function storedMessage(accountId: string, domainId: string, from: string, to: string) {
-  const id = `msg_direct${crypto.randomUUID().replace(/-/g, "").slice(0, 16)}`;
-  const content = JSON.stringify({ kind: "compose", to: [to], text: "Hello", variables: {}, attachments: [] });
-  await env.DB.batch([
-    ...chargeStatements(env.DB, { accountId, balance: "send", amount: 1, referenceId: id }),
-    env.DB.prepare(
-      `INSERT INTO messages (id, account_id, source, status, from_address, domain_id, subject, tags, metadata, content, credits_charged)
-       VALUES (?1, ?2, 'api', 'queued', ?3, ?4, 'Direct', '[]', '{}', ?5, 1)`,
-    ).bind(id, accountId, from, domainId, content),
-    env.DB.prepare("INSERT INTO message_recipients (message_id, email, account_id, status) VALUES (?1, ?2, ?3, 'queued')").bind(id, to, accountId),
-  ]);
-  return id;
-}
 
 const unreachable = () => new SmtpTransport({ host: "127.0.0.1", port: 9, secure: "off", connectTimeoutMs: 1000 });
 

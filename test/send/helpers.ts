@@ -1,5 +1,6 @@
 import { env } from "cloudflare:workers";
 import { expect } from "vitest";
+import { chargeStatements } from "../../src/domain/credits/ledger";
 import { call, json } from "../helpers";
 
 type DomainRecord = { type: string; name: string; value: string; purpose: string; status: string };
@@ -68,4 +69,25 @@ export async function messageOf(apiKey: string, id: string) {
 
 export async function sendBalance(apiKey: string): Promise<number> {
   return (await json<{ balances: { send: { balance: number } } }>(await call("/api/v1/me", { key: apiKey }))).balances.send.balance;
+}
+
+/**
+ * A stored message charged one credit per recipient in one ledger row, as acceptance leaves it, but not on the queue, so the
+ * consumer can be driven step by step with createMessageBatch.
+ */
+export async function storedMessage(accountId: string, domainId: string, from: string, to: string | string[]) {
+  const recipients = Array.isArray(to) ? to : [to];
+  const id = `msg_direct${crypto.randomUUID().replace(/-/g, "").slice(0, 16)}`;
+  const content = JSON.stringify({ kind: "compose", to: recipients, text: "Hello", variables: {}, attachments: [] });
+  await env.DB.batch([
+    ...chargeStatements(env.DB, { accountId, balance: "send", amount: recipients.length, referenceId: id }),
+    env.DB.prepare(
+      `INSERT INTO messages (id, account_id, source, status, from_address, domain_id, subject, tags, metadata, content, credits_charged)
+       VALUES (?1, ?2, 'api', 'queued', ?3, ?4, 'Direct', '[]', '{}', ?5, ?6)`,
+    ).bind(id, accountId, from, domainId, content, recipients.length),
+    ...recipients.map((email) =>
+      env.DB.prepare("INSERT INTO message_recipients (message_id, email, account_id, status) VALUES (?1, ?2, ?3, 'queued')").bind(id, email, accountId),
+    ),
+  ]);
+  return id;
 }

@@ -12,6 +12,8 @@ declare module "vitest" {
     dohAdminUrl: string;
     sinkSmtpPort: number;
     sinkHttpUrl: string;
+    faultSinkSmtpPort: number;
+    faultSinkHttpUrl: string;
     webhookReceiverUrl: string;
   }
 }
@@ -26,6 +28,10 @@ export default async function setup(project: TestProject) {
   const dohPort = await doh.listen(0, "127.0.0.1");
   const sink = createMailSink();
   const sinkPorts = await sink.listen({ smtpPort: 0, httpPort: 0, host: "127.0.0.1" });
+  // A second sink for the SMTP fault matrix: its rules refuse every connection or command ("*"), which would
+  // disturb the other test files sharing the first sink.
+  const faultSink = createMailSink();
+  const faultSinkPorts = await faultSink.listen({ smtpPort: 0, httpPort: 0, host: "127.0.0.1" });
   const webhookReceiver = createWebhookReceiver();
   const webhookReceiverPort = await webhookReceiver.listen(0, "127.0.0.1");
 
@@ -33,10 +39,12 @@ export default async function setup(project: TestProject) {
   project.provide("dohAdminUrl", `http://127.0.0.1:${dohPort}`);
   project.provide("sinkSmtpPort", sinkPorts.smtpPort);
   project.provide("sinkHttpUrl", `http://127.0.0.1:${sinkPorts.httpPort}`);
+  project.provide("faultSinkSmtpPort", faultSinkPorts.smtpPort);
+  project.provide("faultSinkHttpUrl", `http://127.0.0.1:${faultSinkPorts.httpPort}`);
   project.provide("webhookReceiverUrl", `http://127.0.0.1:${webhookReceiverPort}`);
 
   return async () => {
-    await Promise.all([doh.close(), sink.close(), webhookReceiver.close()]);
+    await Promise.all([doh.close(), sink.close(), faultSink.close(), webhookReceiver.close()]);
     await rm(dir, { recursive: true, force: true });
   };
 }

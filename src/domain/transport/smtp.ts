@@ -373,8 +373,8 @@ function connectionFailure(stage: SmtpStage, error: SmtpConnectionError): SendFa
 }
 
 /** A failure after RCPT: recipients the server had accepted share it; those it refused keep their own reply. */
-function failAccepted(perRecipient: RecipientOutcome[], reply: SmtpReply, kind: FailureKind): RecipientOutcome[] {
-  return perRecipient.map((outcome) => (outcome.ok ? { recipient: outcome.recipient, ok: false, kind, ...stripReply(reply) } : outcome));
+function failAccepted(perRecipient: RecipientOutcome[], stage: SmtpStage, reply: SmtpReply, kind: FailureKind): RecipientOutcome[] {
+  return perRecipient.map((outcome) => (outcome.ok ? { recipient: outcome.recipient, ok: false, kind, stage, ...stripReply(reply) } : outcome));
 }
 
 function stripReply(reply: SmtpReply): SmtpReply {
@@ -525,7 +525,7 @@ export class SmtpTransport implements Transport {
     /** 421: the server is closing the session; whatever this transaction had achieved is void. */
     const closing = (reply: SmtpReply, accepted?: RecipientOutcome[]) => {
       this.drop(connection);
-      return replyFailure(stage, reply, { kind: "temporary", ...(accepted ? { perRecipient: failAccepted(accepted, reply, "temporary") } : {}) });
+      return replyFailure(stage, reply, { kind: "temporary", ...(accepted ? { perRecipient: failAccepted(accepted, stage, reply, "temporary") } : {}) });
     };
 
     if (pipelined) {
@@ -594,7 +594,7 @@ export class SmtpTransport implements Transport {
     }
     if (!dataReply || dataReply.code !== 354) {
       const refusal = dataReply ?? { code: 0, response: "DATA was not sent" };
-      return replyFailure("data", refusal, { perRecipient: failAccepted(perRecipient, refusal, kindOf(refusal.code)) });
+      return replyFailure("data", refusal, { perRecipient: failAccepted(perRecipient, "data", refusal, kindOf(refusal.code)) });
     }
 
     stage = "message";
@@ -603,7 +603,7 @@ export class SmtpTransport implements Transport {
     if (final.code === 421) return closing(final, perRecipient);
     // The reply to the final dot decides for every recipient accepted at RCPT: a 554 content rejection or a 451
     // after 250s to RCPT means nobody got the message.
-    if (final.code !== 250) return replyFailure("message", final, { perRecipient: failAccepted(perRecipient, final, kindOf(final.code)) });
+    if (final.code !== 250) return replyFailure("message", final, { perRecipient: failAccepted(perRecipient, "message", final, kindOf(final.code)) });
     return { ok: true, ...final, perRecipient };
   }
 }
