@@ -187,7 +187,7 @@ export const messageRecipients = sqliteTable(
     email: text("email").notNull(),
     accountId: text("account_id").notNull(),
     status: text("status", {
-      enum: ["queued", "sent", "delivered", "deferred", "bounced", "failed", "suppressed", "complained"],
+      enum: ["queued", "sent", "delivered", "deferred", "bounced", "failed", "suppressed", "complained", "unknown"],
     }).notNull(),
     smtpResponse: text("smtp_response"),
     updatedAt: updatedAt(),

@@ -1,0 +1,199 @@
+// Delivery of accepted messages: claim, build, sign, hand to the transport, record the outcome. The send queue's
+// consumer only parses queue messages and tells the queue what to do with each.
+
+import { and, inArray, sql } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
+import { domains, messageRecipients, messages } from "../../db/schema";
+import { logError } from "../../lib/log";
+import type { EventInput } from "../events/events";
+import { smtpTransportFromEnv } from "../transport/smtp";
+import type { SendOutcome, Transport } from "../transport/types";
+import { dispatchEvents } from "../webhooks/dispatch";
+import { loadContent } from "./content";
+import { MimeError } from "./mime";
+import { recordOutcome, simulate, type Disposition, type MessageRow } from "./outcome";
+import { buildSignedMessage, loadSigningKeys, type SigningDomain, type SigningKeys } from "./signed-message";
+
+const connectionsPerBatch = (env: Env) => Math.max(1, Math.min(10, Number(env.SMTP_CONNECTIONS_PER_BATCH) || 5));
+const now = sql`strftime('%Y-%m-%dT%H:%M:%fZ', 'now')`;
+const inJson = (column: typeof messages.id | typeof messageRecipients.messageId, ids: string[]) => sql`${column} IN (SELECT value FROM json_each(${JSON.stringify(ids)}))`;
+const pending = ["queued", "deferred"] as const;
+
+/** Per message id, what the queue should do: nothing (acknowledge) or retry after the delay. */
+export type DeliveryResult = Map<string, { retryDelaySeconds: number }>;
+
+/**
+ * Delivers the given messages over a few reused connections (RSET between messages). Round trip 1 claims every
+ * message that still has recipients to deliver (queued/deferred → sending) and reads what sending needs. The claim
+ * is one conditional UPDATE, so of two consumers holding copies of one queue message (queues deliver at least once)
+ * only one gets the row back, and a redelivery after the outcome is recorded finds nothing to claim. A claim that
+ * fails sends nothing and throws, so the batch is retried. The outcome of the whole batch is written in one D1 batch.
+ */
+export async function deliverMessages(env: Env, ids: string[], openTransport: () => Transport = () => smtpTransportFromEnv(env)): Promise<DeliveryResult> {
+  const db = drizzle(env.DB);
+  const [claimed, recipientRows, domainRows] = await db.batch([
+    db
+      .update(messages)
+      .set({ status: "sending", claimedAt: now, updatedAt: now })
+      .where(
+        and(
+          inJson(messages.id, ids),
+          inArray(messages.status, pending),
+          sql`EXISTS (SELECT 1 FROM ${messageRecipients} WHERE ${messageRecipients.messageId} = ${messages.id} AND ${inArray(messageRecipients.status, pending)})`,
+        ),
+      )
+      .returning(),
+    db
+      .select({ messageId: messageRecipients.messageId, email: messageRecipients.email })
+      .from(messageRecipients)
+      .where(and(inJson(messageRecipients.messageId, ids), inArray(messageRecipients.status, pending))),
+    db
+      .select({
+        id: domains.id,
+        name: domains.name,
+        dkimSelector: domains.dkimSelector,
+        dkimPrivateKey: domains.dkimPrivateKey,
+        dkimEd25519PrivateKey: domains.dkimEd25519PrivateKey,
+        records: domains.records,
+      })
+      .from(domains)
+      .where(inArray(domains.id, db.select({ id: messages.domainId }).from(messages).where(inJson(messages.id, ids)))),
+  ]);
+
+  const recipientsOf = new Map<string, string[]>();
+  for (const row of recipientRows) recipientsOf.set(row.messageId, [...(recipientsOf.get(row.messageId) ?? []), row.email]);
+  const domainsById = new Map(domainRows.map((row) => [row.id, row]));
+  // Keys are decrypted and imported once per domain per batch.
+  const keys = new Map<string, Promise<SigningKeys>>();
+  const signingKeys = (domain: SigningDomain) => {
+    let key = keys.get(domain.id);
+    if (!key) {
+      key = loadSigningKeys(env, domain);
+      keys.set(domain.id, key);
+    }
+    return key;
+  };
+
+  const dispositions = new Map<string, Disposition>();
+  const deliverable: { message: MessageRow; recipients: string[] }[] = [];
+  for (const message of claimed) {
+    const recipients = recipientsOf.get(message.id) ?? [];
+    if (message.testMode) dispositions.set(message.id, simulate(env, message, recipients));
+    else deliverable.push({ message, recipients });
+  }
+
+  // A few connections share the batch (as a pooled SMTP client does); each is reused for its share of the
+  // messages with RSET in between, so a batch opens at most `lanes` connections, never one per message.
+  const laneCount = Math.min(connectionsPerBatch(env), deliverable.length);
+  const lanes = Array.from({ length: laneCount }, (_, lane) => deliverable.filter((_, i) => i % laneCount === lane));
+  await Promise.all(
+    lanes.map(async (work) => {
+      const transport = openTransport();
+      try {
+        for (const { message, recipients } of work) {
+          const outcome = await sendOne(env, transport, message, recipients, domainsById.get(message.domainId), signingKeys);
+          dispositions.set(message.id, recordOutcome(env, message, recipients, outcome));
+        }
+      } finally {
+        await transport.close();
+      }
+    }),
+  );
+
+  const result: DeliveryResult = new Map();
+  const statements = [...dispositions.values()].flatMap((disposition) => disposition.statements);
+  if (statements.length > 0 && !(await recordWithRetries(env, statements))) {
+    // The messages were handed over (or refused) but the outcome could not be written. Retrying the queue messages
+    // could not help: their rows say `sending`, so nothing would be sent again, and the outcome is gone. The cron
+    // turns the stale claims into `unknown` (see sweepStaleClaims).
+    return result;
+  }
+  await dispatchAll(env, [...dispositions.values()].flatMap((disposition) => disposition.events));
+  for (const [id, disposition] of dispositions) {
+    if (disposition.retryDelaySeconds !== undefined) result.set(id, { retryDelaySeconds: disposition.retryDelaySeconds });
+  }
+  return result;
+}
+
+async function sendOne(
+  env: Env,
+  transport: Transport,
+  message: MessageRow,
+  recipients: string[],
+  domain: SigningDomain | undefined,
+  signingKeys: (domain: SigningDomain) => Promise<SigningKeys>,
+): Promise<SendOutcome> {
+  try {
+    if (!domain) throw new MimeError("invalid_address", "from", "the sending domain was removed");
+    const content = await loadContent(env, message);
+    const raw = await buildSignedMessage(env, message, content, domain, await signingKeys(domain));
+    return await transport.send({ mailFrom: message.fromAddress, rcptTo: recipients }, raw);
+  } catch (error) {
+    if (error instanceof MimeError) {
+      // The message itself is unsendable: retrying cannot help.
+      return { ok: false, kind: "permanent", stage: "message", connectionError: false, code: 554, response: `554 5.6.0 ${error.message}` };
+    }
+    // Our side failed for this message (content missing in R2, a key that will not decrypt): retry this one alone,
+    // and still record what the rest of the batch did, so nothing already sent is sent again.
+    logError("send consumer: preparing a message failed", { message_id: message.id, error: String(error) });
+    return { ok: false, kind: "temporary", stage: "message", connectionError: false, code: 0, response: `451 4.3.0 not sent: ${String(error)}` };
+  }
+}
+
+/**
+ * The queue gave up on these messages (the consumer kept throwing). They must not stay `queued` forever: whatever is
+ * still pending is marked failed and refunded.
+ */
+export async function abandonMessages(env: Env, ids: string[]): Promise<void> {
+  const db = drizzle(env.DB);
+  const [messageRows, recipientRows] = await db.batch([
+    db.select().from(messages).where(and(inJson(messages.id, ids), inArray(messages.status, pending))),
+    db
+      .select({ messageId: messageRecipients.messageId, email: messageRecipients.email })
+      .from(messageRecipients)
+      .where(and(inJson(messageRecipients.messageId, ids), inArray(messageRecipients.status, pending))),
+  ]);
+  const pendingOf = new Map<string, string[]>();
+  for (const row of recipientRows) pendingOf.set(row.messageId, [...(pendingOf.get(row.messageId) ?? []), row.email]);
+  const dispositions = messageRows.map((message) =>
+    recordOutcome(
+      env,
+      message,
+      pendingOf.get(message.id) ?? [],
+      { ok: false, kind: "temporary", stage: "connect", connectionError: true, code: 0, response: "delivery abandoned after repeated processing errors" },
+      true,
+    ),
+  );
+  const statements = dispositions.flatMap((disposition) => disposition.statements);
+  if (statements.length > 0) await env.DB.batch(statements);
+  await dispatchAll(env, dispositions.flatMap((disposition) => disposition.events));
+}
+
+const outcomeWriteDelaysMs = [250, 500, 1_000, 2_000, 4_000];
+
+/**
+ * Writes a batch's outcome, retrying a failing D1 (a locked or briefly unavailable database) for about 8 s: the
+ * messages are already with the provider, and a lost outcome leaves them `unknown`. The statements are idempotent,
+ * so a write that did apply but reported an error is safe to repeat. False when every attempt failed.
+ */
+async function recordWithRetries(env: Env, statements: D1PreparedStatement[]): Promise<boolean> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await env.DB.batch(statements);
+      return true;
+    } catch (error) {
+      const delay = outcomeWriteDelaysMs[attempt];
+      if (delay === undefined) {
+        logError("send consumer: recording a batch outcome failed; its messages stay claimed", { error: String(error) });
+        return false;
+      }
+      await scheduler.wait(delay);
+    }
+  }
+}
+
+async function dispatchAll(env: Env, events: EventInput[]) {
+  const byAccount = new Map<string, string[]>();
+  for (const event of events) byAccount.set(event.accountId, [...(byAccount.get(event.accountId) ?? []), event.dedupeKey]);
+  await Promise.all([...byAccount].map(([accountId, keys]) => dispatchEvents(env, accountId, keys)));
+}

@@ -1,0 +1,177 @@
+// What one delivery attempt did to a message, as D1 statements (recipient and message states, refunds,
+// suppressions, events) and the events to dispatch once they are written. Every statement is idempotent (absolute
+// values, guarded refunds, de-duplicated events), so recording the same outcome twice changes nothing.
+
+import type { messages } from "../../db/schema";
+import { refundStatements } from "../credits/ledger";
+import { eventStatement, type EventInput } from "../events/events";
+import { suppressionStatements } from "../suppressions/suppressions";
+import type { RecipientOutcome, SendOutcome } from "../transport/types";
+import { displayFrom } from "./mime";
+import { sendRetryPolicy } from "./recovery";
+
+export type MessageRow = typeof messages.$inferSelect;
+
+/** What happened to one message: the D1 statements recording it, its events, and when to retry it (if at all). */
+export type Disposition = { statements: D1PreparedStatement[]; events: EventInput[]; retryDelaySeconds?: number };
+
+function eventData(message: MessageRow, extra: Record<string, unknown>) {
+  return {
+    message_id: message.id,
+    from: displayFrom(message.fromName, message.fromAddress),
+    subject: message.subject,
+    source: message.source,
+    tags: message.tags,
+    metadata: message.metadata,
+    ...extra,
+  };
+}
+
+/** 5.7.x is policy (content filter, reputation, authentication): the address may well exist. */
+function bounceType(rejection: { enhanced?: string }): "hard" | "blocked" {
+  return rejection.enhanced?.startsWith("5.7.") ? "blocked" : "hard";
+}
+
+/** Turns the SMTP outcome for the pending recipients into state changes, refunds, suppressions and events. */
+export function recordOutcome(env: Env, message: MessageRow, pending: string[], outcome: SendOutcome, final = false): Disposition {
+  const attempt = message.attempts + 1;
+  // Recipients the server did not answer for individually share the outcome of the whole transaction. A failed
+  // transaction delivered to nobody, whatever RCPT said.
+  const individual = new Map((outcome.perRecipient ?? []).filter((result) => outcome.ok || !result.ok).map((result) => [result.recipient, result]));
+  const perRecipient: RecipientOutcome[] = pending.map(
+    (recipient) =>
+      individual.get(recipient) ??
+      (outcome.ok
+        ? { recipient, ok: true, code: outcome.code, response: outcome.response }
+        : { recipient, ok: false, kind: outcome.kind, stage: outcome.stage, code: outcome.code, enhanced: outcome.enhanced, response: outcome.response }),
+  );
+  const accepted = perRecipient.filter((r) => r.ok).map((r) => r.recipient);
+  const rejected = perRecipient.filter((r): r is Extract<RecipientOutcome, { ok: false }> => !r.ok);
+  const { baseSeconds, maxAttempts } = sendRetryPolicy(env);
+  const canRetry = !final && attempt < maxAttempts;
+  const bounced = rejected.filter((r) => r.kind === "permanent");
+  // A temporary refusal becomes final once the attempts are used up.
+  const deferred = canRetry ? rejected.filter((r) => r.kind === "temporary") : [];
+  const failed = canRetry ? [] : rejected.filter((r) => r.kind === "temporary");
+
+  const statements: D1PreparedStatement[] = [];
+  const events: EventInput[] = [];
+  const setRecipients = (emails: string[], status: string, response: string) => {
+    if (emails.length === 0) return;
+    statements.push(
+      env.DB.prepare(
+        `UPDATE message_recipients SET status = ?1, smtp_response = ?2, updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+         WHERE message_id = ?3 AND email IN (SELECT value FROM json_each(?4)) AND status IN ('queued', 'deferred', 'unknown')`,
+      ).bind(status, response, message.id, JSON.stringify(emails)),
+    );
+  };
+  const refund = (email: string, why: string) => {
+    if (message.testMode) return;
+    statements.push(...refundStatements(env.DB, { accountId: message.accountId, balance: "send", amount: 1, referenceId: `${message.id}:${email}`, note: why }));
+  };
+
+  if (accepted.length > 0) {
+    const response = perRecipient.find((r) => r.ok)?.response ?? outcome.response;
+    setRecipients(accepted, "sent", response);
+    events.push({
+      accountId: message.accountId,
+      type: "relay.sent",
+      subjectId: message.id,
+      dedupeKey: `relay.sent:${message.id}:${attempt}`,
+      data: eventData(message, { recipients: accepted, smtp_response: response }),
+    });
+  }
+  for (const rejection of bounced) {
+    setRecipients([rejection.recipient], "bounced", rejection.response);
+    refund(rejection.recipient, "permanent failure");
+    // 5.1.x: the mailbox or domain does not exist; sending there again would only hurt the sender's reputation.
+    // Only when the refusal is about this recipient: its own RCPT reply, or a transaction it was alone in (a 5.1.x
+    // to MAIL FROM is about the sender).
+    const stage = rejection.stage ?? "rcpt";
+    const aboutRecipient = stage === "rcpt" || ((stage === "data" || stage === "message") && pending.length === 1);
+    if (aboutRecipient && rejection.enhanced?.startsWith("5.1.")) {
+      statements.push(...suppressionStatements(env.DB, { accountId: message.accountId, email: rejection.recipient, reason: "bounce", sourceMessageId: message.id }));
+    }
+    events.push({
+      accountId: message.accountId,
+      type: "relay.bounced",
+      subjectId: message.id,
+      dedupeKey: `relay.bounced:${message.id}:${rejection.recipient}`,
+      data: eventData(message, { recipient: rejection.recipient, bounce_type: bounceType(rejection), smtp_code: rejection.code, enhanced_code: rejection.enhanced ?? null, smtp_response: rejection.response }),
+    });
+  }
+  setRecipients(deferred.map((r) => r.recipient), "deferred", deferred[0]?.response ?? "");
+  for (const rejection of failed) {
+    setRecipients([rejection.recipient], "failed", rejection.response);
+    refund(rejection.recipient, "delivery failed after retries");
+  }
+  if (failed.length > 0) {
+    events.push({
+      accountId: message.accountId,
+      type: "relay.failed",
+      subjectId: message.id,
+      dedupeKey: `relay.failed:${message.id}`,
+      data: eventData(message, { recipients: failed.map((r) => r.recipient), attempts: attempt, smtp_response: failed[0]!.response }),
+    });
+  }
+
+  // The message's status follows all its recipients, including those an earlier attempt already sent.
+  statements.push(
+    env.DB.prepare(
+      `UPDATE messages SET attempts = ?1, smtp_response = ?2,
+         sent_at = CASE WHEN ?3 THEN COALESCE(sent_at, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')) ELSE sent_at END,
+         status = (SELECT CASE
+             WHEN SUM(status IN ('queued', 'deferred')) > 0 THEN 'deferred'
+             WHEN SUM(status IN ('sent', 'delivered', 'complained')) > 0 THEN 'sent'
+             WHEN SUM(status = 'unknown') > 0 THEN 'unknown'
+             WHEN SUM(status = 'bounced') > 0 THEN 'bounced'
+             ELSE 'failed' END
+           FROM message_recipients WHERE message_id = ?4 AND status != 'suppressed'),
+         updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+       WHERE id = ?4`,
+    ).bind(attempt, outcome.response, accepted.length > 0 ? 1 : 0, message.id),
+  );
+  for (const event of events) statements.push(eventStatement(env.DB, event));
+  return { statements, events, retryDelaySeconds: deferred.length > 0 ? baseSeconds * 2 ** (attempt - 1) : undefined };
+}
+
+/**
+ * Test mode (sk_test_ keys): nothing leaves the system. The recipient's local part picks the outcome, as with
+ * SES's mailbox simulator: `bounced@…` bounces (5.1.1), `complained@…` is delivered then complains, anything else
+ * is delivered. Suppression lists are not touched.
+ */
+export function simulate(env: Env, message: MessageRow, pending: string[]): Disposition {
+  const statements: D1PreparedStatement[] = [];
+  const events: EventInput[] = [];
+  const localPart = (email: string) => email.slice(0, email.lastIndexOf("@")).toLowerCase();
+  const bounced = pending.filter((email) => localPart(email) === "bounced");
+  const delivered = pending.filter((email) => localPart(email) !== "bounced");
+  const event = (type: EventInput["type"], key: string, extra: Record<string, unknown>) =>
+    events.push({ accountId: message.accountId, type, subjectId: message.id, dedupeKey: `${type}:${message.id}${key}`, data: eventData(message, { ...extra, test: true }) });
+
+  if (delivered.length > 0) {
+    statements.push(
+      env.DB.prepare(`UPDATE message_recipients SET status = 'delivered', smtp_response = '250 2.0.0 simulated' WHERE message_id = ?1 AND email IN (SELECT value FROM json_each(?2))`).bind(
+        message.id,
+        JSON.stringify(delivered),
+      ),
+    );
+    event("relay.sent", ":1", { recipients: delivered, smtp_response: "250 2.0.0 simulated" });
+    for (const email of delivered) event("relay.delivered", `:${email}`, { recipient: email });
+    for (const email of delivered.filter((address) => localPart(address) === "complained")) event("relay.complained", `:${email}`, { recipient: email });
+  }
+  for (const email of bounced) {
+    statements.push(
+      env.DB.prepare(`UPDATE message_recipients SET status = 'bounced', smtp_response = '550 5.1.1 simulated bounce' WHERE message_id = ?1 AND email = ?2`).bind(message.id, email),
+    );
+    event("relay.bounced", `:${email}`, { recipient: email, bounce_type: "hard", smtp_code: 550, enhanced_code: "5.1.1", smtp_response: "550 5.1.1 simulated bounce" });
+  }
+  statements.push(
+    env.DB.prepare(
+      `UPDATE messages SET status = ?1, attempts = attempts + 1, smtp_response = ?2, sent_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
+         updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?3`,
+    ).bind(delivered.length > 0 ? "delivered" : "bounced", delivered.length > 0 ? "250 2.0.0 simulated" : "550 5.1.1 simulated bounce", message.id),
+  );
+  for (const item of events) statements.push(eventStatement(env.DB, item));
+  return { statements, events };
+}
