@@ -1,6 +1,7 @@
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
-import { encodeDataPayload, SmtpTransport, smtpTransportFromEnv } from "../../src/domain/transport/smtp";
+import { SmtpTransport, smtpTransportFromEnv } from "../../src/domain/transport/smtp";
+import { encodeDataPayload } from "../../src/domain/transport/smtp-connection";
 import type { SendFailure, SendOutcome, SendSuccess } from "../../src/domain/transport/types";
 
 // Runs against the real dev mail sink started by the global setup. The sink is shared with other test files,
