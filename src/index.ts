@@ -6,13 +6,15 @@ import { purgeDnsCache, purgeExpiredIdempotencyKeys } from "./domain/sending/mai
 import { requeueLostMessages, sweepStaleClaims } from "./domain/sending/recovery";
 import { consumeSendBatch, consumeSendDeadLetters } from "./queues/send";
 import { consumeVerifyDeadLetters, consumeVerifyQueue } from "./queues/verify-queue";
+import { sweepStaleVerificationJobs } from "./domain/verification/jobs";
+import { sweepStaleContactImports } from "./domain/contacts/import";
+import { runScheduledTasks, type ScheduledTask } from "./lib/scheduled";
 
 export { CampaignProgress } from "./durable-objects/campaign-progress";
 export { RateLimiter } from "./durable-objects/rate-limiter";
 export { WebhookEndpointQueue } from "./durable-objects/webhook-endpoint-queue";
 
 type QueueConsumer = (batch: MessageBatch<unknown>, env: Env, ctx: ExecutionContext) => Promise<void>;
-type ScheduledTask = (env: Env, controller: ScheduledController) => Promise<void>;
 
 // One consumer per queue (names as in wrangler.toml); each parses its message bodies with its own zod schema.
 const queueConsumers: Record<string, QueueConsumer> = {
@@ -24,17 +26,20 @@ const queueConsumers: Record<string, QueueConsumer> = {
   "mailforge-verify-dlq": consumeVerifyDeadLetters,
 };
 
-// Work the cron trigger runs; each task is independent and must tolerate running twice.
-const scheduledTasks: ScheduledTask[] = [
+// Work the cron trigger runs, by name for the logs; each task is independent and must tolerate running twice.
+const scheduledTasks: Record<string, ScheduledTask> = {
   recheckDomains,
   purgeExpiredIdempotencyKeys,
   purgeDnsCache,
   // Messages no consumer will finish on its own: lost queue messages, claims of consumers that died.
-  async (env) => void (await requeueLostMessages(env)),
-  async (env) => void (await sweepStaleClaims(env)),
+  requeueLostMessages: async (env) => void (await requeueLostMessages(env)),
+  sweepStaleClaims: async (env) => void (await sweepStaleClaims(env)),
   // The webhook outbox: events a producer wrote but did not dispatch.
-  async (env) => void (await sweepUndispatchedEvents(env)),
-];
+  sweepUndispatchedEvents: async (env) => void (await sweepUndispatchedEvents(env)),
+  // Bulk work whose queue message was lost: resumed, or failed and refunded once it is too old.
+  sweepStaleVerificationJobs: async (env, controller) => void (await sweepStaleVerificationJobs(env, new Date(controller.scheduledTime))),
+  sweepStaleContactImports: async (env, controller) => void (await sweepStaleContactImports(env, new Date(controller.scheduledTime))),
+};
 
 const app = createApp();
 
@@ -46,6 +51,6 @@ export default {
     await consume(batch, env, ctx);
   },
   async scheduled(controller, env, ctx) {
-    for (const task of scheduledTasks) ctx.waitUntil(task(env, controller));
+    ctx.waitUntil(runScheduledTasks(scheduledTasks, env, controller));
   },
 } satisfies ExportedHandler<Env>;

@@ -1,8 +1,8 @@
 import { createResolver } from "../domain/dns/doh";
 import {
   failVerificationJob,
-  jobInputSchema,
   processVerificationChunk,
+  readJobInput,
   type JobInput,
   type VerificationChunkMessage,
   type VerificationJob,
@@ -27,7 +27,7 @@ export async function consumeVerificationChunks(deliveries: ChunkDelivery[], env
   const loadInput = (job: VerificationJob) => {
     let input = inputs.get(job.id);
     if (!input) {
-      input = readJobInput(env, job);
+      input = readJobInput(env, job).then((found) => found ?? Promise.reject(new Error(`verification job ${job.id}: input ${job.inputKey} is missing`)));
       inputs.set(job.id, input);
       // A failed read must not be served to the batch's other chunks of the job: they retry it themselves.
       input.catch(() => inputs.delete(job.id));
@@ -67,11 +67,4 @@ export async function failVerificationChunks(deliveries: ChunkDelivery[], env: E
       message.retry({ delaySeconds: RETRY_BASE_SECONDS });
     }
   }
-}
-
-async function readJobInput(env: Env, job: VerificationJob): Promise<JobInput> {
-  if (!job.inputKey) throw new Error(`verification job ${job.id} has no input`);
-  const object = await env.BLOBS.get(job.inputKey);
-  if (!object) throw new Error(`verification job ${job.id}: input ${job.inputKey} is missing`);
-  return jobInputSchema.parse(await object.json());
 }

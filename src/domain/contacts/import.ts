@@ -3,14 +3,23 @@
 // memberships, the row errors and the import's progress (byte offset and counters) commit together, and the
 // progress update only applies if the offset is still where the chunk started. So a redelivered or duplicated
 // message can neither skip rows nor count them twice, and a crash resumes from the last committed chunk.
+//
+// Staleness rule (cron, `sweepStaleContactImports`): every committed chunk bumps `updated_at`, an invocation hands
+// over to a fresh message after `invocationBudgetMs`, and a message that keeps failing marks the import failed on
+// its last attempt. So an import `pending` or `processing` whose `updated_at` is older than STALE_IMPORT_MS has lost
+// its queue message. While it is younger than MAX_IMPORT_AGE_MS a new message is sent from the offset D1 holds (a
+// copy racing a message that was only late is `superseded` at its first chunk) and `updated_at` is bumped, so the
+// next resume waits another window: at most MAX_IMPORT_AGE_MS / STALE_IMPORT_MS resumes. Older, it is failed, keeping
+// the rows imported so far. An import that keeps making progress is never touched, however long it runs.
 
 import { and, asc, eq, sql, type SQL } from "drizzle-orm";
 import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
 import { z } from "zod";
 import { contactImportErrors, contactImports } from "../../db/schema";
-import { validationError, type FieldErrors } from "../../errors";
+import { AppError, validationError, type FieldErrors } from "../../errors";
 import { csvBytesProblem } from "../../lib/csv-upload";
 import { newId } from "../../lib/ids";
+import { logError, logWarning } from "../../lib/log";
 import {
   CONTACT_TEXT_MAX_LENGTH,
   CUSTOM_FIELD_KEY_MAX_LENGTH,
@@ -199,7 +208,14 @@ export async function createContactImport(
     .returning()
     .get();
   const message: ContactImportMessage = { kind: "contact_import", import_id: id, offset: header.dataStart };
-  await env.VERIFY_QUEUE.send(message);
+  try {
+    await env.VERIFY_QUEUE.send(message);
+  } catch (error) {
+    // Left pending, the import would only start once the cron found it; the client can retry now instead.
+    logError("contact import could not be queued; failing it", { import_id: id, error: error instanceof Error ? error.message : String(error) });
+    await failContactImport(env, id, "The import could not be queued");
+    throw new AppError("upstream_unavailable", "The import queue is unavailable; nothing was imported, retry shortly", { headers: { "Retry-After": "5" } });
+  }
   return created;
 }
 
@@ -406,4 +422,40 @@ function progressSql(
       status = ${chunk.done ? "completed" : "processing"},
       updated_at = ${nowSql}
     WHERE id = ${importId} AND input_offset = ${chunk.from} AND status = 'processing'`;
+}
+
+export const STALE_IMPORT_MS = 15 * 60_000;
+export const MAX_IMPORT_AGE_MS = 2 * 60 * 60_000;
+const SWEEP_IMPORTS_MAX = 50;
+
+/** Cron: resumes or fails imports that stopped making progress (see the staleness rule at the top). */
+export async function sweepStaleContactImports(env: Env, now = new Date()): Promise<{ resumed: string[]; failed: string[] }> {
+  const staleBefore = new Date(now.getTime() - STALE_IMPORT_MS).toISOString();
+  const tooOldBefore = new Date(now.getTime() - MAX_IMPORT_AGE_MS).toISOString();
+  const { results } = await env.DB.prepare(
+    `SELECT id, created_at, input_offset FROM contact_imports WHERE status IN ('pending', 'processing') AND updated_at < ?1 ORDER BY updated_at LIMIT ?2`,
+  )
+    .bind(staleBefore, SWEEP_IMPORTS_MAX)
+    .all<{ id: string; created_at: string; input_offset: number }>();
+  const sweep = { resumed: [] as string[], failed: [] as string[] };
+  for (const row of results) {
+    try {
+      if (row.created_at < tooOldBefore) {
+        await failContactImport(env, row.id, "The import stopped making progress; rows imported so far are kept");
+        sweep.failed.push(row.id);
+        continue;
+      }
+      const message: ContactImportMessage = { kind: "contact_import", import_id: row.id, offset: row.input_offset };
+      await env.VERIFY_QUEUE.send(message);
+      await env.DB.prepare(`UPDATE contact_imports SET updated_at = ?3 WHERE id = ?1 AND updated_at < ?2 AND status IN ('pending', 'processing')`)
+        .bind(row.id, staleBefore, now.toISOString())
+        .run();
+      sweep.resumed.push(row.id);
+    } catch (error) {
+      // One import's trouble must not keep the others stuck.
+      logError("stale contact import could not be swept", { import_id: row.id, error: error instanceof Error ? error.message : String(error) });
+    }
+  }
+  if (sweep.resumed.length > 0 || sweep.failed.length > 0) logWarning("contacts: stale imports swept", sweep);
+  return sweep;
 }

@@ -3,6 +3,7 @@ import { drizzle } from "drizzle-orm/d1";
 import { domains, type DnsRecordCheck } from "../../db/schema";
 import { decryptSecret, encryptSecret } from "../../lib/crypto";
 import { newId, nowIso } from "../../lib/ids";
+import { logError } from "../../lib/log";
 import { resolve } from "../dns/doh";
 import { dkimTxtValue, generateDkimEd25519KeyPair, generateDkimKeyPair } from "../sending/dkim";
 
@@ -140,7 +141,10 @@ export async function findVerifiedDomain(d1: D1Database, accountId: string, doma
 
 const recheckBatchSize = 50;
 
-/** Cron: re-checks pending domains and verified ones (flagging those whose records disappeared), oldest check first. */
+/**
+ * Cron: re-checks pending domains and verified ones (flagging those whose records disappeared), oldest check first.
+ * A domain whose check or write fails is logged and left for the next run; the others are still checked.
+ */
 export async function recheckDomains(env: Env): Promise<void> {
   const due = await drizzle(env.DB)
     .select()
@@ -149,7 +153,15 @@ export async function recheckDomains(env: Env): Promise<void> {
     .orderBy(domains.lastCheckedAt)
     .limit(recheckBatchSize)
     .all();
-  for (const domain of due) await verifyDomain(env.DB, domain, env);
+  for (const domain of due) {
+    try {
+      await verifyDomain(env.DB, domain, env);
+    } catch (error) {
+      // Drizzle wraps D1's error in one that repeats the whole query and its parameters; the cause says what failed.
+      const reason = error instanceof Error && error.cause instanceof Error ? error.cause : error;
+      logError("domain re-check failed", { domain_id: domain.id, domain: domain.name, error: reason instanceof Error ? reason.message : String(reason) });
+    }
+  }
 }
 
 export function serializeDomain(domain: DomainRow) {

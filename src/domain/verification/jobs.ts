@@ -4,18 +4,19 @@ import { z } from "zod";
 import { verificationJobs } from "../../db/schema";
 import { AppError } from "../../errors";
 import { newId } from "../../lib/ids";
-import { logError } from "../../lib/log";
+import { logError, logWarning } from "../../lib/log";
 import type { Account } from "../accounts/accounts";
 import { chargedGuard, chargeStatements, refundStatements, wasApplied } from "../credits/ledger";
 import type { DnsResolver } from "../dns/doh";
 import { eventStatement, type EventInput } from "../events/events";
 import { dispatchEvents, recordEvents } from "../webhooks/dispatch";
 import type { VerificationResult } from "./status";
-import { checkSyntax, dedupeKey } from "./syntax";
+import { checkSyntax, dedupeKey, type SyntaxCheck } from "./syntax";
 import { verifyMany } from "./verify";
 
 // Bulk verification jobs: accepted (priced, charged, input stored in R2) in one request, verified in chunks by the
 // VERIFY_QUEUE consumer, finished by the chunk that brings `processed` to `total`, failed (and refunded) from the DLQ.
+// A job whose chunk messages were lost is resumed, or failed and refunded, by the cron: see STALE_JOB_MS.
 
 export const MAX_JOB_ADDRESSES = 50_000;
 /**
@@ -91,8 +92,7 @@ export function planVerificationJob(emails: readonly string[], options: { includ
     byKey.set(key, distinct.length);
     const syntax = checkSyntax(email);
     if (!syntax.valid) badSyntax += 1;
-    // Bad syntax sorts first under "": those rows need no DNS and share chunks with nothing that does.
-    distinct.push({ email, positions: [position], repeats: [], domain: syntax.valid ? syntax.domain : "" });
+    distinct.push({ email, positions: [position], repeats: [], domain: chunkDomain(syntax) });
   });
   // Grouping by domain keeps each domain's lookups in one chunk (Array#sort is stable: input order within a domain),
   // so concurrent chunks do not ask the same names before the D1 cache has them.
@@ -114,6 +114,18 @@ export function planVerificationJob(emails: readonly string[], options: { includ
     },
     chunks: cutChunks(distinct.map((entry) => entry.domain)),
   };
+}
+
+// Bad syntax sorts first under "": those rows need no DNS and share chunks with nothing that does.
+const chunkDomain = (syntax: SyntaxCheck) => (syntax.valid ? syntax.domain : "");
+
+/**
+ * The chunks `planVerificationJob` cut for this input, computed again from the stored addresses (which are in chunk
+ * order): the sweep needs them to find the chunks whose message was lost, and a chunk's boundaries must be the
+ * original ones, since its first result row is what makes a redelivery a no-op.
+ */
+export function inputChunks(input: JobInput): JobPlan["chunks"] {
+  return cutChunks(input.emails.map((email) => chunkDomain(checkSyntax(email))));
 }
 
 /** Chunks of at most CHUNK_SIZE that end at a domain boundary unless one domain alone is larger than a chunk. */
@@ -215,16 +227,8 @@ export async function createVerificationJob(env: Env, request: NewJob): Promise<
  * and the client gets a 503 to retry.
  */
 export async function enqueueVerificationJob(env: Env, job: VerificationJob, chunks: JobPlan["chunks"]): Promise<void> {
-  const messages = chunks.map(
-    (chunk): MessageSendRequest<VerificationChunkMessage> => ({
-      body: { kind: "verification_chunk", job_id: job.id, offset: chunk.offset, count: chunk.count },
-      contentType: "json",
-    }),
-  );
   try {
-    for (let i = 0; i < messages.length; i += QUEUE_SEND_BATCH_MAX) {
-      await env.VERIFY_QUEUE.sendBatch(messages.slice(i, i + QUEUE_SEND_BATCH_MAX));
-    }
+    await sendChunks(env, job.id, chunks);
   } catch (error) {
     logError("verification job could not be queued; failing and refunding it", {
       job_id: job.id,
@@ -235,6 +239,25 @@ export async function enqueueVerificationJob(env: Env, job: VerificationJob, chu
       headers: { "Retry-After": "5" },
     });
   }
+}
+
+async function sendChunks(env: Env, jobId: string, chunks: JobPlan["chunks"]): Promise<void> {
+  const messages = chunks.map(
+    (chunk): MessageSendRequest<VerificationChunkMessage> => ({
+      body: { kind: "verification_chunk", job_id: jobId, offset: chunk.offset, count: chunk.count },
+      contentType: "json",
+    }),
+  );
+  for (let i = 0; i < messages.length; i += QUEUE_SEND_BATCH_MAX) {
+    await env.VERIFY_QUEUE.sendBatch(messages.slice(i, i + QUEUE_SEND_BATCH_MAX));
+  }
+}
+
+/** The job's input, or undefined when the object is gone from R2. */
+export async function readJobInput(env: Env, job: VerificationJob): Promise<JobInput | undefined> {
+  if (!job.inputKey) return undefined;
+  const object = await env.BLOBS.get(job.inputKey);
+  return object ? jobInputSchema.parse(await object.json()) : undefined;
 }
 
 export async function findJob(d1: D1Database, where: { id: string } | { seq: number }, accountId?: string): Promise<VerificationJob | undefined> {
@@ -433,4 +456,78 @@ function completionEvent(job: VerificationJob): EventInput {
 /** Writes the job's event (a no-op when already written) and hands it to the webhooks. */
 async function recordJobEvent(env: Env, job: VerificationJob): Promise<void> {
   await recordEvents(env, [completionEvent(job)]);
+}
+
+/**
+ * Staleness rule for the cron. Every committed chunk bumps a job's `updated_at`, and a chunk that keeps throwing
+ * reaches the dead-letter queue (which fails the job) within about two minutes, so a job `pending` or `processing`
+ * whose `updated_at` is older than STALE_JOB_MS has lost queue messages. While the job is younger than
+ * MAX_JOB_AGE_MS, the chunks without their first result row are enqueued again (a copy of a chunk that was only
+ * late writes nothing twice) and `updated_at` is bumped, so the next resume waits another window: at most
+ * MAX_JOB_AGE_MS / STALE_JOB_MS resumes. A stale job older than that is failed and refunded for the addresses it
+ * did not verify. A job that keeps making progress is never touched, however long it runs.
+ */
+export const STALE_JOB_MS = 15 * 60_000;
+export const MAX_JOB_AGE_MS = 2 * 60 * 60_000;
+const SWEEP_JOBS_MAX = 50;
+
+export type JobSweep = { resumed: string[]; failed: string[] };
+
+/** Cron: resumes or fails verification jobs that stopped making progress (see STALE_JOB_MS). */
+export async function sweepStaleVerificationJobs(env: Env, now = new Date()): Promise<JobSweep> {
+  const staleBefore = new Date(now.getTime() - STALE_JOB_MS).toISOString();
+  const tooOldBefore = new Date(now.getTime() - MAX_JOB_AGE_MS).toISOString();
+  const { results } = await env.DB.prepare(
+    `SELECT id, created_at FROM verification_jobs WHERE status IN ('pending', 'processing') AND updated_at < ?1 ORDER BY updated_at LIMIT ?2`,
+  )
+    .bind(staleBefore, SWEEP_JOBS_MAX)
+    .all<{ id: string; created_at: string }>();
+  const sweep: JobSweep = { resumed: [], failed: [] };
+  for (const row of results) {
+    try {
+      if (row.created_at < tooOldBefore) {
+        await failVerificationJob(env, row.id, "The job stopped making progress; addresses not verified were refunded");
+        sweep.failed.push(row.id);
+      } else if (await resumeVerificationJob(env, row.id, staleBefore, now)) {
+        sweep.resumed.push(row.id);
+      } else {
+        sweep.failed.push(row.id);
+      }
+    } catch (error) {
+      // One job's trouble (R2, the queue) must not keep the others stuck.
+      logError("stale verification job could not be swept", { job_id: row.id, error: error instanceof Error ? error.message : String(error) });
+    }
+  }
+  if (sweep.resumed.length > 0 || sweep.failed.length > 0) logWarning("verification: stale jobs swept", { ...sweep });
+  return sweep;
+}
+
+/** Enqueues the chunks of a stale job that have no result yet; false when the job had to be failed instead. */
+async function resumeVerificationJob(env: Env, jobId: string, staleBefore: string, now: Date): Promise<boolean> {
+  const job = await findJob(env.DB, { id: jobId });
+  if (!job || (job.status !== "pending" && job.status !== "processing")) return true;
+  const input = await readJobInput(env, job);
+  if (!input) {
+    await failVerificationJob(env, job.id, "The job's input is no longer in storage; addresses not verified were refunded");
+    return false;
+  }
+  const chunks = inputChunks(input);
+  // A chunk is done once the result row of its first address exists: the row its own transaction writes.
+  const markers = chunks.map((chunk) => input.positions[chunk.offset]![0]!);
+  const { results } = await env.DB.prepare(
+    `SELECT value AS position FROM json_each(?2)
+     WHERE NOT EXISTS (SELECT 1 FROM verification_results WHERE job_id = ?1 AND position = json_each.value)`,
+  )
+    .bind(job.id, JSON.stringify(markers))
+    .all<{ position: number }>();
+  const missing = new Set(results.map((row) => row.position));
+  await sendChunks(
+    env,
+    job.id,
+    chunks.filter((_, i) => missing.has(markers[i]!)),
+  );
+  await env.DB.prepare(`UPDATE verification_jobs SET updated_at = ?3 WHERE id = ?1 AND updated_at < ?2 AND status IN ('pending', 'processing')`)
+    .bind(job.id, staleBefore, now.toISOString())
+    .run();
+  return true;
 }
