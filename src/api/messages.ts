@@ -1,11 +1,11 @@
-import { and, asc, eq, gte, inArray, lte, sql } from "drizzle-orm";
+import { and, asc, eq, getTableColumns, gte, inArray, lte, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { events, messageRecipients, messages, messageTags } from "../db/schema";
 import { notFound } from "../errors";
 import { keysetPage, pageOf } from "../lib/pagination";
 import { createRouter, errorResponse, IdParam, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 
-const messageStatuses = ["queued", "sent", "delivered", "deferred", "bounced", "failed", "suppressed"] as const;
+const messageStatuses = ["queued", "sending", "sent", "delivered", "deferred", "bounced", "failed", "suppressed", "unknown"] as const;
 
 const RecipientSchema = z.object({
   email: z.string(),
@@ -17,14 +17,21 @@ const MessageSummarySchema = z
   .object({
     id: z.string().openapi({ example: "msg_2Yq8Lm4Nc0Zp7Tx1Bv9Rk3" }),
     status: z.enum(messageStatuses).openapi({
-      description: "queued → sent (handed to the provider) → delivered; deferred while retrying; bounced, failed (refunded) or suppressed",
+      description:
+        "queued → sending (a delivery attempt is in progress) → sent (handed to the provider) → delivered; deferred while retrying; " +
+        "bounced, failed (refunded) or suppressed. unknown: an attempt was interrupted after the message may have been handed to " +
+        "the provider; it is not retried (that could deliver it twice) and not refunded.",
     }),
     source: z.enum(["api", "smtp", "campaign"]),
     from: z.string(),
     subject: z.string(),
     tags: z.array(z.string()),
     metadata: z.record(z.string(), z.string()),
-    credits_charged: z.number().int(),
+    credits_charged: z.number().int().openapi({ description: "Sending credits charged when the message was accepted (one per recipient)" }),
+    credits_refunded: z
+      .number()
+      .int()
+      .openapi({ description: "Credits given back since: one per recipient that bounced, failed or could not be queued. The net cost is credits_charged − credits_refunded" }),
     test_mode: z.boolean(),
     created_at: Timestamp,
     sent_at: Timestamp.nullable(),
@@ -73,7 +80,19 @@ const getMessage = keyedRoute("send", {
   responses: { 200: jsonResponse(MessageSchema, "The message"), 404: errorResponse("No such message") },
 });
 
-type MessageRow = typeof messages.$inferSelect;
+type MessageRow = typeof messages.$inferSelect & { creditsRefunded: number };
+
+/**
+ * Credits refunded for a message, as a column of the message query (one index range seek per row, no query per
+ * message): refunds are ledger rows referenced `<message id>:<recipient>`, and the range [id + ":", id + ";") is
+ * exactly the references starting with `<id>:` (";" follows ":"), which the (balance, kind, reference_id) index serves.
+ */
+// (Spelled out: drizzle renders a column of the query's own table unqualified, which inside this subquery would name
+// credit_ledger.id.)
+const creditsRefunded = sql<number>`(SELECT COALESCE(SUM(amount), 0) FROM credit_ledger
+  WHERE balance = 'send' AND kind = 'refund' AND reference_id >= messages.id || ':' AND reference_id < messages.id || ';')`.mapWith(Number);
+
+const messageColumns = { ...getTableColumns(messages), creditsRefunded };
 
 const summary = (row: MessageRow) => ({
   id: row.id,
@@ -84,6 +103,7 @@ const summary = (row: MessageRow) => ({
   tags: row.tags,
   metadata: row.metadata,
   credits_charged: row.creditsCharged,
+  credits_refunded: row.creditsRefunded,
   test_mode: row.testMode,
   created_at: row.createdAt,
   sent_at: row.sentAt,
@@ -97,7 +117,7 @@ export const messageRoutes = createRouter()
     const accountId = c.get("auth").account.id;
     const page = keysetPage(messages, query.cursor);
     const rows = await drizzle(c.env.DB)
-      .select()
+      .select(messageColumns)
       .from(messages)
       .where(
         and(
@@ -136,7 +156,7 @@ export const messageRoutes = createRouter()
     const { id } = c.req.valid("param");
     const accountId = c.get("auth").account.id;
     const [row, recipients, timeline] = await db.batch([
-      db.select().from(messages).where(and(eq(messages.id, id), eq(messages.accountId, accountId))),
+      db.select(messageColumns).from(messages).where(and(eq(messages.id, id), eq(messages.accountId, accountId))),
       db
         .select({ email: messageRecipients.email, status: messageRecipients.status, smtp_response: messageRecipients.smtpResponse })
         .from(messageRecipients)
@@ -145,7 +165,9 @@ export const messageRoutes = createRouter()
         .select({ id: events.id, type: events.type, created_at: events.createdAt, data: events.data })
         .from(events)
         .where(and(eq(events.subjectId, id), eq(events.accountId, accountId)))
-        .orderBy(asc(events.createdAt), asc(events.id)),
+        // Events written in one millisecond (one D1 batch) share created_at; the table's implicit rowid grows in insert
+        // order, so it keeps them in the order they happened.
+        .orderBy(asc(events.createdAt), sql`${events}.rowid`),
     ]);
     const message = row[0];
     if (!message) throw notFound("Message");
