@@ -417,7 +417,7 @@ export const contactRoutes = createRouter()
     if (!current) throw notFound("Contact");
     const addressChanges = newAddress !== undefined && newAddress.key !== current.emailKey;
     if (addressChanges && holders.some((holder) => holder.id !== id)) {
-      throw new AppError("conflict", "Another contact already has this address", { errors: { email: ["Another contact already has this address"] } });
+      throw new AppError("conflict", "Another contact already has this address");
     }
     const suppressed = addressChanges ? newSuppressed.length > 0 : current.suppressed === 1;
 
