@@ -7,7 +7,7 @@ import { generateApiKey } from "../domain/accounts/api-keys";
 import { topUpStatements } from "../domain/credits/ledger";
 import { notFound } from "../errors";
 import { newId, nowIso } from "../lib/ids";
-import { adminRoute, createRouter, errorResponse, IdParam, jsonBody, jsonResponse, z } from "../lib/openapi";
+import { adminRoute, createRouter, evenWithFieldErrors, errorResponse, IdParam, jsonBody, jsonResponse, z } from "../lib/openapi";
 import { AccountSchema, FeatureSchema } from "../api/schemas";
 
 const credits = z.number().int().min(0).max(1_000_000_000);
@@ -36,7 +36,7 @@ const UpdateAccountSchema = z
 const TopUpSchema = z
   .object({ send: credits.optional(), verify: credits.optional(), note: z.string().max(500).optional() })
   .strict()
-  .refine((body) => (body.send ?? 0) > 0 || (body.verify ?? 0) > 0, { message: "Give a positive `send` or `verify` amount" })
+  .refine((body) => (body.send ?? 0) > 0 || (body.verify ?? 0) > 0, { message: "Give a positive `send` or `verify` amount", ...evenWithFieldErrors })
   .openapi("TopUp");
 
 const createAccount = adminRoute({

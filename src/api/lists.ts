@@ -6,7 +6,7 @@ import { contactAddress } from "../domain/contacts/email";
 import { listSelection, serializeList } from "../domain/contacts/lists";
 import { notFound, validationError, type FieldErrors } from "../errors";
 import { newId, nowIso } from "../lib/ids";
-import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
+import { createRouter, evenWithFieldErrors, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 import { keysetPage, pageOf } from "../lib/pagination";
 
 const MEMBERS_PER_REQUEST = 1000;
@@ -51,7 +51,7 @@ const AddMembersSchema = z
       .openapi({ description: "Addresses; each is created as a contact if new (stored `unsubscribed` if suppressed)" }),
   })
   .strict()
-  .refine((body) => (body.contact_ids === undefined) !== (body.emails === undefined), { message: "Send either contact_ids or emails" })
+  .refine((body) => (body.contact_ids === undefined) !== (body.emails === undefined), { message: "Send either contact_ids or emails", ...evenWithFieldErrors })
   .openapi("AddListMembers");
 
 const AddMembersResultSchema = z

@@ -5,7 +5,7 @@ import { placeholderNames } from "../domain/sending/render";
 import { notFound, validationError } from "../errors";
 import { newId, nowIso } from "../lib/ids";
 import { keysetPage, pageOf } from "../lib/pagination";
-import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
+import { createRouter, evenWithFieldErrors, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 
 type TemplateRow = typeof templates.$inferSelect;
 
@@ -33,7 +33,7 @@ const TemplateSchema = z
 const CreateTemplateSchema = z
   .object(templateFields)
   .strict()
-  .refine((body) => Boolean(body.html ?? body.text), { message: "Give html, text or both", path: ["html"] })
+  .refine((body) => Boolean(body.html ?? body.text), { message: "Give html, text or both", path: ["html"], ...evenWithFieldErrors })
   .openapi("CreateTemplate");
 const UpdateTemplateSchema = z
   .object({

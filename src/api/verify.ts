@@ -1,5 +1,5 @@
 import { notFound, validationError } from "../errors";
-import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
+import { createRouter, evenWithFieldErrors, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 import {
   createVerificationJob,
   enqueueVerificationJob,
@@ -39,7 +39,7 @@ const VerifyRequestSchema = z
     if ((body.email === undefined) === (body.emails === undefined)) {
       ctx.addIssue({ code: "custom", path: ["email"], message: "Give either `email` (one address) or `emails` (a bulk job), not both" });
     }
-  })
+  }, evenWithFieldErrors)
   .openapi("VerifyRequest");
 
 const SingleResultSchema = verificationResultSchema
