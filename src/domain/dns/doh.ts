@@ -55,6 +55,11 @@ export interface DohOptions {
   waitUntil?: (promise: Promise<unknown>) => void;
   /** Upper bound on simultaneous DoH requests in `lookupMany`. */
   concurrency?: number;
+  /**
+   * For checks that must see the current answer (the webhook SSRF check): an answer is kept for at most
+   * min(its TTL, maxAgeSeconds), without the 30 s floor bulk lookups get. Use it without `db`, whose rows outlive it.
+   */
+  maxAgeSeconds?: number;
 }
 
 export const DEFAULT_DOH_TIMEOUT_MS = 3000;
@@ -288,16 +293,17 @@ async function queryDoh(opts: DohOptions, name: string, type: DnsRecordType): Pr
     }
     return { status: "servfail" };
   }
-  return interpretDohResponse(body, type);
+  const answer = interpretDohResponse(body, type, opts.maxAgeSeconds);
+  return isCacheable(answer) && opts.maxAgeSeconds !== undefined ? { ...answer, ttl: Math.min(answer.ttl, opts.maxAgeSeconds) } : answer;
 }
 
-function interpretDohResponse(body: DohResponse, type: DnsRecordType): DnsAnswer {
+function interpretDohResponse(body: DohResponse, type: DnsRecordType, maxAgeSeconds: number | undefined): DnsAnswer {
   if (body.Status === RCODE_NXDOMAIN) return { status: "nxdomain", ttl: negativeTtl(body) };
   if (body.Status !== RCODE_NOERROR) return { status: "servfail" };
   // A recursive answer may carry the CNAME chain before the records asked for.
   const matching = (body.Answer ?? []).filter((r) => r.type === TYPE_CODES[type]);
   if (matching.length === 0) return { status: "ok", records: [], ttl: negativeTtl(body) };
-  const ttl = clamp(Math.min(...matching.map((r) => r.TTL)), POSITIVE_TTL_MIN_S, POSITIVE_TTL_MAX_S);
+  const ttl = clamp(Math.min(...matching.map((r) => r.TTL)), maxAgeSeconds === undefined ? POSITIVE_TTL_MIN_S : 0, POSITIVE_TTL_MAX_S);
   if (type === "MX") {
     const records = matching.map((r) => parseMxData(r.data)).filter((r): r is MxRecord => r !== null);
     return { status: "ok", records, ttl };

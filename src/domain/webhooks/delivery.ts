@@ -32,18 +32,33 @@ export type AttemptResult = {
   responseSnippet: string | null;
 };
 
+/** How old a DNS answer the SSRF check at delivery time may use: never older than this, nor than its own TTL. */
+export const DELIVERY_DNS_MAX_AGE_S = 30;
+
 export type DeliveryContext = {
   env: Env;
-  /** Shared by the deliveries of one queue batch, so each host is resolved once. */
+  /** Fresh answers only (see DELIVERY_DNS_MAX_AGE_S), shared by the deliveries of one run. */
   resolver: DnsResolver;
   timeoutMs: number;
 };
 
 export function deliveryContext(env: Env, options: { timeoutMs?: number } = {}): DeliveryContext {
-  return { env, resolver: createResolver({ url: env.DOH_URL, db: env.DB }), timeoutMs: options.timeoutMs ?? DELIVERY_TIMEOUT_MS };
+  // Not the D1 DNS cache: its rows live as long as the record's TTL (up to a day), so a name re-pointed to a private
+  // address after an earlier delivery would still pass on the old answer.
+  const resolver = createResolver({ url: env.DOH_URL, maxAgeSeconds: DELIVERY_DNS_MAX_AGE_S });
+  return { env, resolver, timeoutMs: options.timeoutMs ?? DELIVERY_TIMEOUT_MS };
 }
 
-/** One signed POST of `event` to `endpoint`, with the URL policy checked again first (the name may have moved). */
+/**
+ * One signed POST of `event` to `endpoint`, with the URL policy checked again first on a fresh DNS answer (the name
+ * may have moved to a private address since the endpoint was saved).
+ *
+ * Why this is not airtight: fetch() in Workers cannot be told which address to connect to, so it resolves the name
+ * again itself. A name with a near-zero TTL served by a hostile DNS server can answer our lookup with a public
+ * address and fetch's, a moment later, with a private one (DNS rebinding). The fresh lookup narrows that window to
+ * the gap between two lookups of one delivery and catches every name re-pointed before it; closing it needs an
+ * egress proxy that checks the address it actually connects to.
+ */
 export async function attemptDelivery(
   context: DeliveryContext,
   endpoint: Pick<WebhookEndpointRow, "url" | "secret" | "previousSecret" | "previousSecretExpiresAt">,

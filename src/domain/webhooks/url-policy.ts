@@ -4,7 +4,8 @@ import { type DnsResolver } from "../dns/doh";
 // are not on the public internet (SSRF): loopback, private, link-local, CGNAT, unique-local and the other special
 // ranges. IP literals are refused outright (a hostname is what a TLS certificate names anyway), and hostnames are
 // resolved over DoH (A and AAAA) and refused when any address is not public. The check runs when an endpoint is
-// created or changed and again before every delivery, so a name re-pointed later (DNS rebinding) is caught too.
+// created or changed and again before every delivery on an answer at most 30 s old, so a name re-pointed later is
+// caught too (`attemptDelivery` says what a lookup of our own cannot catch).
 
 export type UrlCheck =
   | { ok: true; url: string }
