@@ -9,7 +9,7 @@ import { errorStatus, type ErrorCode } from "../../src/errors";
  * the schema and then breaks it: wrong types, huge and odd unicode strings, nulls, missing and extra fields, bodies
  * that do not parse or come with the wrong content type, garbage path parameters and another resource's id, with
  * and without a key. Every answer must be below 500, carry a request id, and every 4xx must be `{message, code,
- * errors?}` with `errors` only on a 422.
+ * errors?}` with `errors` on every 422 and nowhere else.
  *
  * Deterministic: each request is generated from (SEED, its index). A failure prints both and the whole request; change
  * SEED to explore other inputs.
@@ -377,6 +377,7 @@ async function checkAnswer(response: Response): Promise<string | undefined> {
   else if (errorStatus[error.code as ErrorCode] !== response.status) problems.push(`code ${error.code} on status ${response.status}`);
   const extra = Object.keys(error).filter((key) => !["message", "code", "errors"].includes(key));
   if (extra.length > 0) problems.push(`unexpected keys ${extra.join(", ")}`);
+  if (response.status === 422 && error.errors === undefined) problems.push("a 422 without errors");
   if (error.errors !== undefined) {
     if (response.status !== 422) problems.push("errors on a status other than 422");
     const fields = error.errors;
