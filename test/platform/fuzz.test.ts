@@ -131,7 +131,7 @@ function junkString(rng: Rng, ids: string[], huge = false): string {
   if (roll < 4) return rng.pick(oddStrings);
   if (roll < 6) return randomUnicode(rng, 1 + rng.int(40));
   if (roll < 7) return rng.pick(ids);
-  if (roll < 8) return rng.pick(["a", "\u00e9", "\u{1F600}", "\u0000", "\uD800"]).repeat(rng.pick(huge ? [256, 1_000, 70_000] : [256, 1_000]));
+  if (roll < 8) return rng.pick(["a", "\u00e9", "\u{1F600}", "\u0000", "\uD800"]).repeat(rng.pick(huge ? [256, 1_000, 70_000, 1_100_000] : [256, 1_000]));
   if (roll < 9) return "x".repeat(rng.pick([64, 65, 200, 201, 255, 256, 320, 321, 998, 999, 5_001]));
   return `${randomUnicode(rng, 3)}@${randomUnicode(rng, 5)}`;
 }
