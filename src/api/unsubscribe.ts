@@ -1,6 +1,7 @@
 import { Hono } from "hono";
 import { html } from "hono/html";
 import { eventStatement } from "../domain/events/events";
+import { config } from "../config";
 import { readUnsubscribeToken } from "../domain/sending/unsubscribe";
 import { suppressionStatements } from "../domain/suppressions/suppressions";
 import { dispatchEvents } from "../domain/webhooks/dispatch";
@@ -16,7 +17,7 @@ const page = (title: string, body: ReturnType<typeof html>) =>
  */
 export const unsubscribeRoutes = new Hono<AppEnv>()
   .get("/u/:token", async (c) => {
-    const target = await readUnsubscribeToken(c.env, c.req.param("token"));
+    const target = await readUnsubscribeToken(config(c.env), c.req.param("token"));
     if (!target) return c.html(page("Link not valid", html`<h1>This unsubscribe link is not valid.</h1>`), 404);
     return c.html(
       page(
@@ -27,7 +28,7 @@ export const unsubscribeRoutes = new Hono<AppEnv>()
     );
   })
   .post("/u/:token", async (c) => {
-    const target = await readUnsubscribeToken(c.env, c.req.param("token"));
+    const target = await readUnsubscribeToken(config(c.env), c.req.param("token"));
     if (!target) return c.html(page("Link not valid", html`<h1>This unsubscribe link is not valid.</h1>`), 404);
     const message = await c.env.DB.prepare("SELECT account_id FROM messages WHERE id = ?1").bind(target.messageId).first<{ account_id: string }>();
     if (!message) return c.html(page("Link not valid", html`<h1>This unsubscribe link is not valid.</h1>`), 404);

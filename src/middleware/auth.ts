@@ -8,6 +8,7 @@ import { hasFeature } from "../domain/accounts/accounts";
 import { AppError } from "../errors";
 import { timingSafeEqualString } from "../lib/crypto";
 import type { AppEnv, Feature, Scope } from "../types";
+import { config } from "../config";
 
 // last_used_at is informational; writing it at most once a minute keeps a D1 write off most requests.
 const lastUsedResolutionMs = 60_000;
@@ -88,7 +89,7 @@ export const requireFeatures = (...required: Feature[]) =>
 /** `Authorization: Bearer <ADMIN_TOKEN>` on /admin/v1, compared in constant time. */
 export const adminAuth = createMiddleware<AppEnv>(async (c, next) => {
   const presented = bearerToken(c.req.header("Authorization"));
-  const expected = c.env.ADMIN_TOKEN;
+  const expected = config(c.env).adminToken;
   if (!expected) throw new AppError("unauthorized", "The operator API is disabled: ADMIN_TOKEN is not set");
   if (!presented || !(await timingSafeEqualString(presented, expected))) {
     throw new AppError("unauthorized", "Missing or invalid operator token");

@@ -1,6 +1,7 @@
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
-import { SmtpTransport, smtpTransportFromEnv } from "../../src/domain/transport/smtp";
+import { config } from "../../src/config";
+import { SmtpTransport, smtpTransportFromConfig } from "../../src/domain/transport/smtp";
 import { encodeDataPayload } from "../../src/domain/transport/smtp-connection";
 import type { SendFailure, SendOutcome, SendSuccess } from "../../src/domain/transport/types";
 
@@ -45,8 +46,8 @@ function expectFailure(outcome: SendOutcome): asserts outcome is SendFailure {
 }
 
 const transports: SmtpTransport[] = [];
-function transport(overrides: Parameters<typeof smtpTransportFromEnv>[1] = {}): SmtpTransport {
-  const created = smtpTransportFromEnv(env, { commandTimeoutMs: 5_000, ...overrides });
+function transport(overrides: Parameters<typeof smtpTransportFromConfig>[1] = {}): SmtpTransport {
+  const created = smtpTransportFromConfig(config(env), { commandTimeoutMs: 5_000, ...overrides });
   transports.push(created);
   return created;
 }
@@ -259,7 +260,11 @@ describe("SMTP transport against the dev mail sink", () => {
   });
 
   it("rejects an invalid SMTP_UPSTREAM_SECURE with a readable error", () => {
-    expect(() => smtpTransportFromEnv({ ...env, SMTP_UPSTREAM_SECURE: "yes" })).toThrow(/SMTP_UPSTREAM_SECURE/);
+    expect(() => config({ ...env, SMTP_UPSTREAM_SECURE: "yes" })).toThrow(/SMTP_UPSTREAM_SECURE/);
+  });
+
+  it("refuses to build a transport without SMTP_UPSTREAM_HOST", () => {
+    expect(() => smtpTransportFromConfig(config({ ...env, SMTP_UPSTREAM_HOST: "" }))).toThrow(/SMTP_UPSTREAM_HOST is not set/);
   });
 });
 

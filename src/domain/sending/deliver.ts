@@ -3,10 +3,11 @@
 
 import { and, inArray, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
+import { config } from "../../config";
 import { domains, messageRecipients, messages } from "../../db/schema";
 import { logError } from "../../lib/log";
 import type { EventInput } from "../events/events";
-import { smtpTransportFromEnv } from "../transport/smtp";
+import { smtpTransportFromConfig } from "../transport/smtp";
 import type { SendOutcome, Transport } from "../transport/types";
 import { dispatchEvents } from "../webhooks/dispatch";
 import { loadContent } from "./content";
@@ -14,7 +15,6 @@ import { MimeError } from "./mime";
 import { recordOutcome, simulate, type Disposition, type MessageRow } from "./outcome";
 import { buildSignedMessage, loadSigningKeys, type SigningDomain, type SigningKeys } from "./signed-message";
 
-const connectionsPerBatch = (env: Env) => Math.max(1, Math.min(10, Number(env.SMTP_CONNECTIONS_PER_BATCH) || 5));
 const now = sql`strftime('%Y-%m-%dT%H:%M:%fZ', 'now')`;
 const inJson = (column: typeof messages.id | typeof messageRecipients.messageId, ids: string[]) => sql`${column} IN (SELECT value FROM json_each(${JSON.stringify(ids)}))`;
 const pending = ["queued", "deferred"] as const;
@@ -29,7 +29,7 @@ export type DeliveryResult = Map<string, { retryDelaySeconds: number }>;
  * only one gets the row back, and a redelivery after the outcome is recorded finds nothing to claim. A claim that
  * fails sends nothing and throws, so the batch is retried. The outcome of the whole batch is written in one D1 batch.
  */
-export async function deliverMessages(env: Env, ids: string[], openTransport: () => Transport = () => smtpTransportFromEnv(env)): Promise<DeliveryResult> {
+export async function deliverMessages(env: Env, ids: string[], openTransport: () => Transport = () => smtpTransportFromConfig(config(env))): Promise<DeliveryResult> {
   const db = drizzle(env.DB);
   const [claimed, recipientRows, domainRows] = await db.batch([
     db
@@ -84,7 +84,7 @@ export async function deliverMessages(env: Env, ids: string[], openTransport: ()
 
   // A few connections share the batch (as a pooled SMTP client does); each is reused for its share of the
   // messages with RSET in between, so a batch opens at most `lanes` connections, never one per message.
-  const laneCount = Math.min(connectionsPerBatch(env), deliverable.length);
+  const laneCount = Math.min(config(env).send.connectionsPerBatch, deliverable.length);
   const lanes = Array.from({ length: laneCount }, (_, lane) => deliverable.filter((_, i) => i % laneCount === lane));
   await Promise.all(
     lanes.map(async (work) => {

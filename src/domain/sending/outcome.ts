@@ -2,13 +2,13 @@
 // suppressions, events) and the events to dispatch once they are written. Every statement is idempotent (absolute
 // values, guarded refunds, de-duplicated events), so recording the same outcome twice changes nothing.
 
+import { config } from "../../config";
 import type { messages } from "../../db/schema";
 import { refundStatements } from "../credits/ledger";
 import { eventStatement, type EventInput } from "../events/events";
 import { suppressionStatements } from "../suppressions/suppressions";
 import type { RecipientOutcome, SendOutcome } from "../transport/types";
 import { displayFrom } from "./mime";
-import { sendRetryPolicy } from "./recovery";
 
 export type MessageRow = typeof messages.$inferSelect;
 
@@ -47,7 +47,7 @@ export function recordOutcome(env: Env, message: MessageRow, pending: string[], 
   );
   const accepted = perRecipient.filter((r) => r.ok).map((r) => r.recipient);
   const rejected = perRecipient.filter((r): r is Extract<RecipientOutcome, { ok: false }> => !r.ok);
-  const { baseSeconds, maxAttempts } = sendRetryPolicy(env);
+  const { retryBaseSeconds: baseSeconds, maxAttempts } = config(env).send;
   const canRetry = !final && attempt < maxAttempts;
   const bounced = rejected.filter((r) => r.kind === "permanent");
   // A temporary refusal becomes final once the attempts are used up.

@@ -3,16 +3,9 @@
 // things can leave it hanging: its queue message is gone (the queue refused it at acceptance and the undo failed too,
 // or a deferred retry was lost), or the consumer that claimed it ended before recording the outcome.
 
+import { config } from "../../config";
 import { logWarning } from "../../lib/log";
 import type { SendQueueMessage } from "./content";
-
-/** Delivery retries after an SMTP 4xx or a connection failure: the delay doubles from the base, then the message fails. */
-export function sendRetryPolicy(env: Pick<Env, "SEND_RETRY_BASE_SECONDS" | "SEND_MAX_ATTEMPTS">) {
-  return {
-    baseSeconds: Math.max(0, Number(env.SEND_RETRY_BASE_SECONDS) || 60),
-    maxAttempts: Math.max(1, Number(env.SEND_MAX_ATTEMPTS) || 6),
-  };
-}
 
 /**
  * A claim older than this belongs to a consumer invocation that has ended: Cloudflare Queues stops a consumer after
@@ -57,7 +50,7 @@ export async function sweepStaleClaims(env: Env, now = new Date()): Promise<numb
  * consumer can claim a message. Returns how many were enqueued.
  */
 export async function requeueLostMessages(env: Env, now = new Date()): Promise<number> {
-  const { baseSeconds } = sendRetryPolicy(env);
+  const baseSeconds = config(env).send.retryBaseSeconds;
   const rows = await env.DB.prepare(
     `SELECT id FROM messages
      WHERE ((status = 'queued' AND updated_at < ?1)

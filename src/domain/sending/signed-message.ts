@@ -1,5 +1,6 @@
 // The bytes a message leaves with: composed (or the relay's original bytes), then DKIM-signed with the domain's keys.
 
+import { config } from "../../config";
 import type { domains, messages } from "../../db/schema";
 import { decryptDkimKey, ed25519Selector } from "../domains/domains";
 import type { MessageContent } from "./content";
@@ -49,7 +50,7 @@ export async function buildSignedMessage(
           contentType: attachment.content_type,
         })),
         // One-click unsubscribe names one recipient, so it is only offered on single-recipient messages.
-        headers: content.to.length === 1 ? await listUnsubscribeHeaders(env, message.id, content.to[0]!) : undefined,
+        headers: content.to.length === 1 ? await listUnsubscribeHeaders(config(env), message.id, content.to[0]!) : undefined,
         messageId: buildMessageId(message.id, message.fromAddress),
         date: new Date(),
       }),

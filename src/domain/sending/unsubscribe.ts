@@ -1,9 +1,12 @@
 import { bytesToBase64Url, hmacSha256Hex, timingSafeEqualString } from "../../lib/crypto";
+import type { Config } from "../../config";
 import { parseMailbox } from "./addresses";
+
+type Keys = Pick<Config, "encryptionKey">;
 
 // The token names one recipient of one message and is signed, so a link cannot be edited to unsubscribe someone
 // else. The signing key is derived from DKIM_ENCRYPTION_KEY (already a secret) with its own label.
-const signingKey = (env: Pick<Env, "DKIM_ENCRYPTION_KEY">) => `unsubscribe:${env.DKIM_ENCRYPTION_KEY}`;
+const signingKey = (config: Keys) => `unsubscribe:${config.encryptionKey}`;
 const signatureLength = 32;
 
 function base64UrlToString(value: string): string {
@@ -11,19 +14,19 @@ function base64UrlToString(value: string): string {
   return new TextDecoder().decode(Uint8Array.from(atob(base64), (char) => char.charCodeAt(0)));
 }
 
-export async function unsubscribeToken(env: Pick<Env, "DKIM_ENCRYPTION_KEY">, messageId: string, email: string): Promise<string> {
+export async function unsubscribeToken(config: Keys, messageId: string, email: string): Promise<string> {
   const payload = bytesToBase64Url(new TextEncoder().encode(JSON.stringify([messageId, email])));
-  const signature = (await hmacSha256Hex(signingKey(env), payload)).slice(0, signatureLength);
+  const signature = (await hmacSha256Hex(signingKey(config), payload)).slice(0, signatureLength);
   return `${payload}.${signature}`;
 }
 
 export async function readUnsubscribeToken(
-  env: Pick<Env, "DKIM_ENCRYPTION_KEY">,
+  config: Keys,
   token: string,
 ): Promise<{ messageId: string; email: string } | undefined> {
   const [payload, signature, extra] = token.split(".");
   if (!payload || !signature || extra !== undefined || payload.length > 1000) return undefined;
-  const expected = (await hmacSha256Hex(signingKey(env), payload)).slice(0, signatureLength);
+  const expected = (await hmacSha256Hex(signingKey(config), payload)).slice(0, signatureLength);
   if (!(await timingSafeEqualString(signature, expected))) return undefined;
   try {
     const [messageId, email] = JSON.parse(base64UrlToString(payload)) as unknown[];
@@ -33,11 +36,11 @@ export async function readUnsubscribeToken(
   }
 }
 
-export async function listUnsubscribeHeaders(env: Pick<Env, "DKIM_ENCRYPTION_KEY" | "SITE_URL">, messageId: string, recipient: string) {
+export async function listUnsubscribeHeaders(config: Pick<Config, "encryptionKey" | "siteUrl">, messageId: string, recipient: string) {
   // The recipient may be written `Name <address>`; the link must name the address, which is what gets suppressed.
   const parsed = parseMailbox(recipient);
   const email = parsed.ok ? parsed.mailbox.address : recipient;
-  const url = new URL(`/u/${await unsubscribeToken(env, messageId, email)}`, env.SITE_URL);
+  const url = new URL(`/u/${await unsubscribeToken(config, messageId, email)}`, config.siteUrl);
   // RFC 8058 one-click: mailbox providers POST `List-Unsubscribe=One-Click` to the https URL.
   return { "List-Unsubscribe": `<${url.href}>`, "List-Unsubscribe-Post": "List-Unsubscribe=One-Click" };
 }

@@ -8,7 +8,7 @@
 // further transaction, a fresh connection when the server has closed the idle one. Commands are pipelined
 // (RFC 2920) when the server offers it, so a message costs one round trip plus DATA.
 
-import { z } from "zod";
+import { ConfigError, type Config } from "../../config";
 import {
   encodeDataPayload,
   ENVELOPE_ADDRESS,
@@ -291,46 +291,26 @@ export class SmtpTransport implements Transport {
   }
 }
 
-const smtpEnvSchema = z.object({
-  SMTP_UPSTREAM_HOST: z.string().min(1, "SMTP_UPSTREAM_HOST is not set"),
-  SMTP_UPSTREAM_PORT: z.coerce.number().int().min(1).max(65535).optional(),
-  SMTP_UPSTREAM_SECURE: z.enum(["tls", "starttls", "off"]),
-  SMTP_UPSTREAM_USER: z.string().optional(),
-  SMTP_UPSTREAM_PASS: z.string().optional(),
-  SITE_URL: z.string().optional(),
-});
-
-export type SmtpEnv = Pick<Env, "SMTP_UPSTREAM_HOST" | "SMTP_UPSTREAM_SECURE"> &
-  Partial<Pick<Env, "SMTP_UPSTREAM_PORT" | "SMTP_UPSTREAM_USER" | "SMTP_UPSTREAM_PASS" | "SITE_URL">>;
-
 const DEFAULT_PORTS: Record<SmtpSecurity, number> = { tls: 465, starttls: 587, off: 25 };
 
 /** EHLO name from SITE_URL's host: smarthosts log it and some reject a bare `localhost`. */
-function clientNameFrom(siteUrl: string | undefined): string {
-  if (!siteUrl) return DEFAULTS.clientName;
-  try {
-    const host = new URL(siteUrl).hostname;
-    if (/^\d{1,3}(\.\d{1,3}){3}$/.test(host)) return `[${host}]`;
-    if (host.startsWith("[")) return `[IPv6:${host.slice(1, -1)}]`;
-    return host || DEFAULTS.clientName;
-  } catch {
-    return DEFAULTS.clientName;
-  }
+function clientNameFrom(siteUrl: string): string {
+  const host = new URL(siteUrl).hostname;
+  if (/^\d{1,3}(\.\d{1,3}){3}$/.test(host)) return `[${host}]`;
+  if (host.startsWith("[")) return `[IPv6:${host.slice(1, -1)}]`;
+  return host || DEFAULTS.clientName;
 }
 
-/** The transport configured by `SMTP_UPSTREAM_*`; throws a readable error when they are missing or invalid. */
-export function smtpTransportFromEnv(env: SmtpEnv, overrides: Partial<SmtpTransportOptions> = {}): SmtpTransport {
-  const parsed = smtpEnvSchema.safeParse({ ...env, SMTP_UPSTREAM_PORT: env.SMTP_UPSTREAM_PORT || undefined });
-  if (!parsed.success) {
-    throw new Error(`invalid SMTP upstream configuration: ${parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`);
-  }
-  const config = parsed.data;
+/** The transport configured by `SMTP_UPSTREAM_*`; throws a readable error when no host is set. */
+export function smtpTransportFromConfig(config: Pick<Config, "smtp" | "siteUrl">, overrides: Partial<SmtpTransportOptions> = {}): SmtpTransport {
+  const { host, port, secure, user, pass } = config.smtp;
+  if (!host) throw new ConfigError("invalid configuration: SMTP_UPSTREAM_HOST is not set");
   return new SmtpTransport({
-    host: config.SMTP_UPSTREAM_HOST,
-    port: config.SMTP_UPSTREAM_PORT ?? DEFAULT_PORTS[config.SMTP_UPSTREAM_SECURE],
-    secure: config.SMTP_UPSTREAM_SECURE,
-    clientName: clientNameFrom(config.SITE_URL),
-    ...(config.SMTP_UPSTREAM_USER ? { user: config.SMTP_UPSTREAM_USER, pass: config.SMTP_UPSTREAM_PASS ?? "" } : {}),
+    host,
+    port: port ?? DEFAULT_PORTS[secure],
+    secure,
+    clientName: clientNameFrom(config.siteUrl),
+    ...(user ? { user, pass: pass ?? "" } : {}),
     ...overrides,
   });
 }

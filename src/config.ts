@@ -1,0 +1,89 @@
+// The Worker's configuration: every var and secret is read and checked here, once per `env` object, with its default
+// in this one place. Bindings (DB, BLOBS, queues, Durable Objects) stay on `env`. wrangler.toml sets only what the
+// local stack needs to differ from these defaults.
+
+import { z } from "zod";
+
+const flag = z.enum(["true", "false"]).default("false").transform((value) => value === "true");
+const optionalText = z
+  .string()
+  .optional()
+  .transform((value) => value || undefined);
+
+const configSchema = z.object({
+  /** DNS-over-HTTPS resolver (JSON API). */
+  DOH_URL: z.url().default("https://cloudflare-dns.com/dns-query"),
+  /** Root of the public links: unsubscribe, tracking, automation hooks. */
+  SITE_URL: z.url().default("http://127.0.0.1:8787"),
+  /** The include a sending domain's SPF record must carry. */
+  SPF_INCLUDE: z.string().min(1).default("_spf.mailforge.dev"),
+  /** Lets webhook endpoints and their DNS answers point at private addresses (local development only). */
+  ALLOW_PRIVATE_WEBHOOK_URLS: flag,
+  SMTP_UPSTREAM_HOST: optionalText,
+  SMTP_UPSTREAM_PORT: z.preprocess((value) => (value === "" ? undefined : value), z.coerce.number().int().min(1).max(65535).optional()),
+  SMTP_UPSTREAM_SECURE: z.enum(["tls", "starttls", "off"]).default("tls"),
+  SMTP_UPSTREAM_USER: optionalText,
+  SMTP_UPSTREAM_PASS: optionalText,
+  /** First delay before retrying a delivery after an SMTP 4xx or a connection failure; it doubles each attempt. */
+  SEND_RETRY_BASE_SECONDS: z.coerce.number().int().min(0).default(60),
+  /** Delivery attempts before a message fails and is refunded. */
+  SEND_MAX_ATTEMPTS: z.coerce.number().int().min(1).default(6),
+  /** SMTP connections a send-queue batch spreads its messages over, each reused with RSET. */
+  SMTP_CONNECTIONS_PER_BATCH: z.coerce.number().int().min(1).max(10).default(5),
+  ADMIN_TOKEN: optionalText,
+  BRIDGE_SECRET: optionalText,
+  /** AES-GCM key (32 bytes, base64) for DKIM keys and webhook secrets at rest; also keys unsubscribe links. */
+  DKIM_ENCRYPTION_KEY: z.string().min(1, "DKIM_ENCRYPTION_KEY is not set"),
+});
+
+export type Config = {
+  dohUrl: string;
+  siteUrl: string;
+  spfInclude: string;
+  allowPrivateWebhookUrls: boolean;
+  smtp: { host?: string; port?: number; secure: "tls" | "starttls" | "off"; user?: string; pass?: string };
+  send: { retryBaseSeconds: number; maxAttempts: number; connectionsPerBatch: number };
+  adminToken?: string;
+  bridgeSecret?: string;
+  encryptionKey: string;
+};
+
+export class ConfigError extends Error {
+  override name = "ConfigError";
+}
+
+const parsed = new WeakMap<object, Config>();
+
+/** The configuration of this deployment; throws ConfigError naming every invalid var. */
+export function config(env: Env): Config {
+  const cached = parsed.get(env);
+  if (cached) return cached;
+  const result = configSchema.safeParse(env);
+  if (!result.success) {
+    throw new ConfigError(`invalid configuration: ${result.error.issues.map((issue) => `${issue.path.join(".")}: ${issue.message}`).join("; ")}`);
+  }
+  const vars = result.data;
+  const value: Config = {
+    dohUrl: vars.DOH_URL,
+    siteUrl: vars.SITE_URL,
+    spfInclude: vars.SPF_INCLUDE,
+    allowPrivateWebhookUrls: vars.ALLOW_PRIVATE_WEBHOOK_URLS,
+    smtp: {
+      host: vars.SMTP_UPSTREAM_HOST,
+      port: vars.SMTP_UPSTREAM_PORT,
+      secure: vars.SMTP_UPSTREAM_SECURE,
+      user: vars.SMTP_UPSTREAM_USER,
+      pass: vars.SMTP_UPSTREAM_PASS,
+    },
+    send: {
+      retryBaseSeconds: vars.SEND_RETRY_BASE_SECONDS,
+      maxAttempts: vars.SEND_MAX_ATTEMPTS,
+      connectionsPerBatch: vars.SMTP_CONNECTIONS_PER_BATCH,
+    },
+    adminToken: vars.ADMIN_TOKEN,
+    bridgeSecret: vars.BRIDGE_SECRET,
+    encryptionKey: vars.DKIM_ENCRYPTION_KEY,
+  };
+  parsed.set(env, value);
+  return value;
+}
