@@ -324,7 +324,12 @@ export const verificationJobs = sqliteTable(
     updatedAt: updatedAt(),
     completedAt: text("completed_at"),
   },
-  (t) => [uniqueIndex("verification_jobs_seq").on(t.seq), index("verification_jobs_account").on(t.accountId, t.createdAt)],
+  (t) => [
+    uniqueIndex("verification_jobs_seq").on(t.seq),
+    index("verification_jobs_account").on(t.accountId, t.createdAt),
+    // The cron's sweep for jobs whose queue message was lost.
+    index("verification_jobs_status_updated").on(t.status, t.updatedAt),
+  ],
 );
 
 export const verificationResults = sqliteTable(
@@ -428,7 +433,7 @@ export const contactImports = sqliteTable(
     createdAt: createdAt(),
     updatedAt: updatedAt(),
   },
-  (t) => [index("contact_imports_account").on(t.accountId, t.createdAt)],
+  (t) => [index("contact_imports_account").on(t.accountId, t.createdAt), index("contact_imports_status_updated").on(t.status, t.updatedAt)],
 );
 
 export const contactImportErrors = sqliteTable(

@@ -1,0 +1,2 @@
+CREATE INDEX `contact_imports_status_updated` ON `contact_imports` (`status`,`updated_at`);--> statement-breakpoint
+CREATE INDEX `verification_jobs_status_updated` ON `verification_jobs` (`status`,`updated_at`);
