@@ -4,7 +4,11 @@ import { AppError } from "../errors";
 import { randomBase62 } from "../lib/ids";
 import type { AppEnv } from "../types";
 
-/** Every response, errors and unknown routes included, carries the id its logs are filed under. */
+/**
+ * Every response, errors and unknown routes included, carries the id its logs are filed under. Not hono/request-id:
+ * it adopts a caller's `X-Request-Id`, and ours is always minted here because it is also a ledger reference (the
+ * verification API charges per request id), so a replayed id must never let a caller skip a charge.
+ */
 export const requestId = createMiddleware<AppEnv>(async (c, next) => {
   const id = `req_${randomBase62(20)}`;
   c.set("requestId", id);

@@ -22,6 +22,12 @@ describe("errors and request ids", () => {
     expect(a.headers.get("X-Request-Id")).not.toBe(b.headers.get("X-Request-Id"));
   });
 
+  it("never adopts a caller's X-Request-Id: request ids are ledger references", async () => {
+    const response = await call("/nowhere", { headers: { "X-Request-Id": "req_AAAAAAAAAAAAAAAAAAAA" } });
+    expect(response.headers.get("X-Request-Id")).toMatch(/^req_[0-9A-Za-z]{20}$/);
+    expect(response.headers.get("X-Request-Id")).not.toBe("req_AAAAAAAAAAAAAAAAAAAA");
+  });
+
   it("malformed JSON is a 422 that says so, never a 500", async () => {
     const response = await call("/admin/v1/accounts", { key: ADMIN_TOKEN, body: '{"name": "Acme",' });
     expect(response.status).toBe(422);
