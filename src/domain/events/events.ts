@@ -49,8 +49,6 @@ export function eventStatement(d1: D1Database, event: EventInput): D1PreparedSta
     .bind(newId("evt"), event.accountId, event.type, event.subjectId ?? null, event.dedupeKey, JSON.stringify(event.data));
 }
 
-export type StoredEvent = { id: string; type: EventType; created_at: string; data: Record<string, unknown> };
-
 // ---------------------------------------------------------------------------------------------------------------
 // The `data` object of each event type. The spec leaves these open; they are fixed here once so producers, the
 // webhook test sender, the OpenAPI document and the README all describe the same shapes. Objects are loose: a

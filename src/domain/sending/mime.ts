@@ -10,6 +10,8 @@
 //   - Date and Message-ID are set explicitly (its generators use the clock and Math.random).
 // Every header value is checked for CR/LF before it is written: a value that could start a new header line is
 // rejected with a MimeError instead of being cleaned, so injection attempts surface as validation errors.
+// mimetext is pinned to an exact version in package.json: this module replaces its header fields and part headers,
+// which are internals a minor release may change; the MIME tests are the check before moving the pin.
 
 import { createMimeMessage, type MIMEMessage, Mailbox } from "mimetext/browser";
 // `.js` suffix: test/node and the benchmark type-check this file under Node's `nodenext` resolution, which
