@@ -1,6 +1,6 @@
 // Operator CLI over /admin/v1: `npm run admin -- <command> [options]`, prints the API's JSON answer.
 import { parseArgs } from "node:util";
-import { readDevVars } from "./lib/dev-vars.ts";
+import { devStackUrl, readDevVars } from "./lib/dev-vars.ts";
 
 const usage = `Usage: npm run admin -- <command> [options]
 
@@ -11,7 +11,8 @@ Commands:
   accounts:update <account id> [--name ..] [--plan ..] [--daily-send-limit N] [--rate-limit N] [--features a,b]
   accounts:credits <account id> [--send N] [--verify N] [--note text]
 
-Environment: WORKER_URL (default http://127.0.0.1:8787), ADMIN_TOKEN (default: from .dev.vars)`;
+Environment: WORKER_URL (default: the URL of the running \`npm run dev\` stack, read from DEV_STATE_DIR, else
+http://127.0.0.1:$WORKER_PORT or :8787), ADMIN_TOKEN (default: from .dev.vars)`;
 
 const { positionals, values } = parseArgs({
   allowPositionals: true,
@@ -88,7 +89,7 @@ const requests: Record<string, () => { method: string; path: string; body?: Reco
 
 const build = requests[command] ?? fail(`Unknown command: ${command}`);
 const request = build();
-const workerUrl = process.env.WORKER_URL ?? "http://127.0.0.1:8787";
+const workerUrl = process.env.WORKER_URL ?? devStackUrl() ?? `http://127.0.0.1:${process.env.WORKER_PORT ?? 8787}`;
 const adminToken = process.env.ADMIN_TOKEN ?? readDevVars().ADMIN_TOKEN;
 if (!adminToken) fail("ADMIN_TOKEN is not set (env or .dev.vars)");
 

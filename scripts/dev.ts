@@ -8,7 +8,7 @@ import { connect } from "node:net";
 import { z } from "zod";
 import { createDohServer } from "./dev/doh-server.ts";
 import { createMailSink } from "./dev/mail-sink.ts";
-import { readDevVars } from "./lib/dev-vars.ts";
+import { devStackUrlFile, readDevVars } from "./lib/dev-vars.ts";
 import { seedDemoDomain } from "./lib/seed-domain.ts";
 
 const port = z.coerce.number().int().min(1).max(65535);
@@ -32,8 +32,13 @@ const zonePath = `${stateDir}/zone.json`;
 const demoPath = `${stateDir}/demo.json`;
 const workerUrl = `http://${config.DEV_HOST}:${config.WORKER_PORT}`;
 const children: ChildProcess[] = [];
-// Offline-friendly: no metrics or update checks from wrangler.
-const childEnv = { ...process.env, WRANGLER_SEND_METRICS: "false", WRANGLER_DISABLE_UPDATE_CHECK: "true" };
+// Offline-friendly: no metrics, update checks or `Request.cf` download from wrangler and miniflare.
+const childEnv = {
+  ...process.env,
+  WRANGLER_SEND_METRICS: "false",
+  WRANGLER_DISABLE_UPDATE_CHECK: "true",
+  CLOUDFLARE_CF_FETCH_ENABLED: "false",
+};
 
 function ensureDevVars() {
   if (existsSync(".dev.vars")) return;
@@ -159,6 +164,9 @@ async function stop(code = 0) {
 }
 
 mkdirSync(stateDir, { recursive: true });
+// The state directory holds live keys and passwords: keep it out of git wherever DEV_STATE_DIR points.
+writeFileSync(`${stateDir}/.gitignore`, "*\n");
+writeFileSync(devStackUrlFile(stateDir), `${workerUrl}\n`);
 if (!existsSync(zonePath)) writeFileSync(zonePath, "{}\n");
 ensureDevVars();
 const devVars = readDevVars();

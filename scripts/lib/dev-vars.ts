@@ -12,3 +12,12 @@ export function readDevVars(path = ".dev.vars"): Record<string, string> {
   }
   return vars;
 }
+
+/** Where `npm run dev` writes the Worker URL it started, inside its state directory. */
+export const devStackUrlFile = (stateDir = process.env.DEV_STATE_DIR ?? ".dev") => `${stateDir}/worker-url`;
+
+/** The Worker URL of the dev stack, when one has been started from this checkout. */
+export function devStackUrl(): string | undefined {
+  const path = devStackUrlFile();
+  return existsSync(path) ? readFileSync(path, "utf8").trim() || undefined : undefined;
+}
