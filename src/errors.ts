@@ -10,6 +10,7 @@ export const errorStatus = {
   insufficient_credits: 402,
   forbidden: 403,
   scope_missing: 403,
+  live_key_required: 403,
   feature_disabled: 403,
   domain_not_verified: 403,
   not_found: 404,

@@ -1,13 +1,20 @@
 import { and, desc, eq, isNull } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { smtpCredentials } from "../db/schema";
+import { grantedMode } from "../domain/accounts/api-keys";
 import { generateSmtpCredential, serializeSmtpCredential } from "../domain/smtp/credentials";
 import { notFound } from "../errors";
 import { newId, nowIso } from "../lib/ids";
 import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, Timestamp, z } from "../lib/openapi";
 
 const CreateSmtpCredentialSchema = z
-  .object({ name: z.string().trim().min(1).max(100).openapi({ example: "Billing app" }) })
+  .object({
+    name: z.string().trim().min(1).max(100).openapi({ example: "Billing app" }),
+    mode: z.enum(["live", "test"]).optional().openapi({
+      description:
+        "`test`: messages are accepted and simulated like those of a test key, never delivered or charged. Default: the mode of the key making the request; a test key can create only test credentials",
+    }),
+  })
   .strict()
   .openapi("CreateSmtpCredential");
 
@@ -16,6 +23,7 @@ export const SmtpCredentialSchema = z
     id: z.string().openapi({ example: "smtp_3kT9dQ0aZ1mL7pX2cV5bN8" }),
     name: z.string(),
     username: z.string().openapi({ example: "smtp_Qm2f8ZkT0aLx4Vb7Nc1R", description: "The SMTP username (AUTH PLAIN/LOGIN)" }),
+    mode: z.enum(["live", "test"]).openapi({ description: "`test`: messages through this credential are simulated, never delivered" }),
     created_at: Timestamp,
     last_used_at: Timestamp.nullable(),
   })
@@ -45,7 +53,10 @@ const createCredential = keyedRoute(
     description:
       "A username and password for the SMTP relay (ports 587 and 2525 with STARTTLS, 465 with implicit TLS). The password is shown only in this response and stored as a hash.",
     request: { body: jsonBody(CreateSmtpCredentialSchema) },
-    responses: { 201: jsonResponse(CreatedSmtpCredentialSchema, "The credential; `password` is shown only this once") },
+    responses: {
+      201: jsonResponse(CreatedSmtpCredentialSchema, "The credential; `password` is shown only this once"),
+      403: errorResponse("`live_key_required`: a test key asked for a live credential; `feature_disabled`: no SMTP relay"),
+    },
   },
   { features: ["smtp_relay"] },
 );
@@ -74,15 +85,19 @@ export const smtpCredentialRoutes = createRouter()
     return c.json({ data: rows.map(serializeSmtpCredential) }, 200);
   })
   .openapi(createCredential, async (c) => {
+    const body = c.req.valid("json");
+    const { account, apiKey } = c.get("auth");
+    const mode = grantedMode(apiKey, body.mode, "SMTP credential");
     const secret = await generateSmtpCredential();
     const row = await drizzle(c.env.DB)
       .insert(smtpCredentials)
       .values({
         id: newId("smtp"),
-        accountId: c.get("auth").account.id,
-        name: c.req.valid("json").name,
+        accountId: account.id,
+        name: body.name,
         username: secret.username,
         passwordHash: secret.passwordHash,
+        mode,
       })
       .returning()
       .get();

@@ -135,6 +135,53 @@ describe("API key lifecycle", () => {
     expect(await json(await call("/api/v1/me", { key: key.key }))).toMatchObject({ api_key: { mode: "test" } });
   });
 
+  it("a test key cannot create, rotate or revoke live keys: 403 live_key_required, and nothing changes", async () => {
+    const { env } = await import("cloudflare:workers");
+    const account = await createAccount();
+    const testKey = await createKey(account.api_key, { name: "sandbox", mode: "test" });
+    const liveKey = await createKey(account.api_key, { name: "production", scopes: ["reports"] });
+    const liveKeys = () => env.DB.prepare("SELECT id, key_hash FROM api_keys WHERE account_id = ? AND mode = 'live' ORDER BY id").bind(account.id).all();
+    const before = (await liveKeys()).results;
+
+    const escalate = await call("/api/v1/api-keys", { key: testKey.key, body: { name: "escalate", mode: "live" } });
+    expect(escalate.status).toBe(403);
+    expect(await json(escalate)).toEqual({ code: "live_key_required", message: expect.stringContaining("test key") });
+
+    const rotate = await call(`/api/v1/api-keys/${liveKey.id}/rotate`, { key: testKey.key, method: "POST" });
+    expect(rotate.status).toBe(403);
+    const refused = await json(rotate);
+    expect(refused).toMatchObject({ code: "live_key_required" });
+    expect(JSON.stringify(refused)).not.toMatch(/sk_live_[0-9A-Za-z]{32}/);
+
+    const revoke = await call(`/api/v1/api-keys/${liveKey.id}`, { key: testKey.key, method: "DELETE" });
+    expect(revoke.status).toBe(403);
+    expect(await json(revoke)).toMatchObject({ code: "live_key_required" });
+
+    expect((await liveKeys()).results).toEqual(before);
+    expect((await call("/api/v1/credits", { key: liveKey.key })).status).toBe(200);
+  });
+
+  it("a test key creates test keys (its own mode by default) and rotates and revokes them; rotation keeps the mode", async () => {
+    const account = await createAccount();
+    const testKey = await createKey(account.api_key, { name: "sandbox", mode: "test" });
+    const child = await call("/api/v1/api-keys", { key: testKey.key, body: { name: "ci" } });
+    expect(child.status).toBe(201);
+    const created = await json<{ id: string; key: string; mode: string }>(child);
+    expect(created).toMatchObject({ mode: "test", key: expect.stringMatching(/^sk_test_/) });
+    expect((await call("/api/v1/api-keys", { key: testKey.key, body: { name: "explicit", mode: "test" } })).status).toBe(201);
+
+    for (const rotator of [testKey.key, account.api_key]) {
+      const rotated = await call(`/api/v1/api-keys/${created.id}/rotate`, { key: rotator, method: "POST" });
+      expect(rotated.status).toBe(200);
+      expect(await json(rotated)).toMatchObject({ mode: "test", key: expect.stringMatching(/^sk_test_/), prefix: expect.stringMatching(/^sk_test_/) });
+    }
+    expect((await call(`/api/v1/api-keys/${created.id}`, { key: testKey.key, method: "DELETE" })).status).toBe(200);
+
+    // a live key still creates live keys by default, and test keys when asked
+    expect(await createKey(account.api_key, { name: "live" })).toMatchObject({ key: expect.stringMatching(/^sk_live_/) });
+    expect(await createKey(account.api_key, { name: "test", mode: "test" })).toMatchObject({ key: expect.stringMatching(/^sk_test_/) });
+  });
+
   it("rejects unknown scopes and fields with 422 keyed by field", async () => {
     const account = await createAccount();
     const response = await call("/api/v1/api-keys", { key: account.api_key, body: { name: "", scopes: ["root"], admin: true } });

@@ -2,10 +2,10 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { call, createAccount, createKey, json } from "../helpers";
 
-type Credential = { id: string; name: string; username: string; password?: string; created_at: string; last_used_at: string | null };
+type Credential = { id: string; name: string; username: string; mode: "live" | "test"; password?: string; created_at: string; last_used_at: string | null };
 
-async function createCredential(key: string, name = "App server"): Promise<Credential> {
-  const response = await call("/api/v1/smtp-credentials", { key, body: { name } });
+async function createCredential(key: string, name = "App server", mode?: "live" | "test"): Promise<Credential> {
+  const response = await call("/api/v1/smtp-credentials", { key, body: { name, mode } });
   expect(response.status).toBe(201);
   return json<Credential>(response);
 }
@@ -14,13 +14,15 @@ describe("SMTP credentials", () => {
   it("creates a credential whose password is shown once, and lists it without the password", async () => {
     const account = await createAccount();
     const created = await createCredential(account.api_key, "Billing app");
-    expect(created).toMatchObject({ name: "Billing app", last_used_at: null });
+    expect(created).toMatchObject({ name: "Billing app", mode: "live", last_used_at: null });
     expect(created.id).toMatch(/^smtp_[0-9A-Za-z]{22}$/);
     expect(created.username).toMatch(/^smtp_[0-9A-Za-z]{20}$/);
     expect(created.password).toMatch(/^[0-9A-Za-z]{40}$/);
 
     const listed = await json<{ data: Credential[] }>(await call("/api/v1/smtp-credentials", { key: account.api_key }));
-    expect(listed.data).toEqual([{ id: created.id, name: "Billing app", username: created.username, created_at: created.created_at, last_used_at: null }]);
+    expect(listed.data).toEqual([
+      { id: created.id, name: "Billing app", username: created.username, mode: "live", created_at: created.created_at, last_used_at: null },
+    ]);
     expect(JSON.stringify(listed)).not.toContain(created.password);
   });
 
@@ -50,11 +52,37 @@ describe("SMTP credentials", () => {
     expect(await json(noRelay)).toMatchObject({ code: "feature_disabled", message: expect.stringContaining("smtp_relay") });
   });
 
-  it("rejects a missing name and unknown fields with 422 keyed by field", async () => {
+  it("rejects a missing name, an unknown mode and unknown fields with 422 keyed by field", async () => {
     const account = await createAccount();
-    const response = await call("/api/v1/smtp-credentials", { key: account.api_key, body: { name: " ", password: "mine" } });
+    const response = await call("/api/v1/smtp-credentials", { key: account.api_key, body: { name: " ", mode: "sandbox", password: "mine" } });
     expect(response.status).toBe(422);
-    expect(Object.keys((await json<{ errors: Record<string, string[]> }>(response)).errors)).toContain("name");
+    expect(Object.keys((await json<{ errors: Record<string, string[]> }>(response)).errors)).toEqual(expect.arrayContaining(["name", "mode"]));
+  });
+
+  it("a test key creates only test credentials: its own mode by default, 403 live_key_required for live", async () => {
+    const account = await createAccount();
+    const testKey = await createKey(account.api_key, { name: "sandbox", mode: "test" });
+    expect(await createCredential(testKey.key, "staging")).toMatchObject({ mode: "test" });
+    expect(await createCredential(testKey.key, "explicit", "test")).toMatchObject({ mode: "test" });
+
+    const escalate = await call("/api/v1/smtp-credentials", { key: testKey.key, body: { name: "escalate", mode: "live" } });
+    expect(escalate.status).toBe(403);
+    expect(await json(escalate)).toEqual({ code: "live_key_required", message: expect.stringContaining("test key") });
+
+    const rows = await env.DB.prepare("SELECT name, mode FROM smtp_credentials WHERE account_id = ? ORDER BY name").bind(account.id).all();
+    expect(rows.results).toEqual([
+      { name: "explicit", mode: "test" },
+      { name: "staging", mode: "test" },
+    ]);
+  });
+
+  it("a live key creates live credentials by default and test ones when asked; the list shows each mode", async () => {
+    const account = await createAccount();
+    const live = await createCredential(account.api_key, "production");
+    const test = await createCredential(account.api_key, "staging", "test");
+    expect([live.mode, test.mode]).toEqual(["live", "test"]);
+    const listed = await json<{ data: Credential[] }>(await call("/api/v1/smtp-credentials", { key: account.api_key }));
+    expect(Object.fromEntries(listed.data.map((credential) => [credential.name, credential.mode]))).toEqual({ production: "live", staging: "test" });
   });
 
   it("revokes a credential: gone from the list, a second revoke is 404", async () => {

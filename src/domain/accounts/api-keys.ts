@@ -3,6 +3,7 @@ import type { DrizzleD1Database } from "drizzle-orm/d1";
 import { accounts, apiKeys } from "../../db/schema";
 import { randomBase62 } from "../../lib/ids";
 import { sha256Hex } from "../../lib/crypto";
+import { AppError } from "../../errors";
 import type { ApiKeyContext, AuthContext, Scope } from "../../types";
 
 export type ApiKeyMode = "live" | "test";
@@ -40,6 +41,21 @@ export async function authenticateApiKey(
     .get();
   if (!row) return undefined;
   return { account: row.account, apiKey: toKeyContext(row.key), lastUsedAt: row.key.lastUsedAt };
+}
+
+/**
+ * The mode of what a key creates (another key, an SMTP credential): the mode asked for, else the key's own. Test
+ * keys go to places trusted less than production (CI, staging, a laptop), so nothing they create or rotate may
+ * send live mail; otherwise leaking one would be as bad as leaking a live key.
+ */
+export function grantedMode(caller: ApiKeyContext, requested: ApiKeyMode | undefined, what: string): ApiKeyMode {
+  const mode = requested ?? caller.mode;
+  if (mode === "live") assertLiveCaller(caller, `create a live ${what}`);
+  return mode;
+}
+
+export function assertLiveCaller(caller: ApiKeyContext, action: string): void {
+  if (caller.mode === "test") throw new AppError("live_key_required", `A test key (sk_test_…) cannot ${action}; use a live key (sk_live_…)`);
 }
 
 export const hasScope = (key: ApiKeyContext, scope: Scope) => key.scopes === null || key.scopes.includes(scope);

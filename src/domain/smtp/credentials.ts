@@ -24,7 +24,7 @@ export async function generateSmtpCredential() {
 }
 
 export function serializeSmtpCredential(row: SmtpCredentialRow) {
-  return { id: row.id, name: row.name, username: row.username, created_at: row.createdAt, last_used_at: row.lastUsedAt };
+  return { id: row.id, name: row.name, username: row.username, mode: row.mode, created_at: row.createdAt, last_used_at: row.lastUsedAt };
 }
 
 // Compared against when the username is unknown, so a miss costs the same hashing and comparison as a hit.
@@ -33,7 +33,7 @@ const unknownUserHash = "0".repeat(64);
 // last_used_at is informational; writing it at most once a minute keeps a D1 write off most AUTHs.
 const lastUsedResolutionMs = 60_000;
 
-export type RelayIdentity = { credentialId: string; accountId: string };
+export type RelayIdentity = { credentialId: string; accountId: string; mode: SmtpCredentialRow["mode"] };
 
 /**
  * Checks a username and password as the SMTP bridge presents them. Unknown, revoked and wrong-password all return
@@ -52,7 +52,7 @@ export async function authenticateSmtpCredential(
   if (!row.lastUsedAt || Date.now() - Date.parse(row.lastUsedAt) > lastUsedResolutionMs) {
     waitUntil(drizzle(d1).update(smtpCredentials).set({ lastUsedAt: new Date().toISOString() }).where(eq(smtpCredentials.id, row.id)).run());
   }
-  return { credentialId: row.id, accountId: row.accountId };
+  return { credentialId: row.id, accountId: row.accountId, mode: row.mode };
 }
 
 /** The credential (not revoked) and its account, for the bridge's later calls that name the credential by id. */
