@@ -61,7 +61,7 @@ export const relayRoutes = new Hono<AppEnv>()
     const body = await signedBody(c, AuthRequest);
     const identity = await authenticateSmtpCredential(c.env.DB, body.username, body.password, (promise) => c.executionCtx.waitUntil(promise));
     if (!identity) throw new AppError("unauthorized", "Invalid SMTP username or password");
-    return c.json({ credential_id: identity.credentialId, account_id: identity.accountId }, 200);
+    return c.json({ credential_id: identity.credentialId, account_id: identity.accountId, mode: identity.mode }, 200);
   })
   .post("/sender", async (c) => {
     const body = await signedBody(c, SenderRequest);
@@ -85,11 +85,15 @@ export const relayRoutes = new Hono<AppEnv>()
         headers: { "Retry-After": String(decision.retryAfterSeconds) },
       });
     }
+    // the credential's mode is read here, per message, so it holds however long the bridge keeps a session open
     const accepted = await acceptRelayMessage(
       c.env,
       c.executionCtx,
-      account,
+      { account, testMode: credential.mode === "test" },
       { mailFrom: body.mail_from, rcptTo: body.rcpt_to, raw: base64ToBytes(body.raw) },
     );
-    return c.json({ id: accepted.id, recipients: accepted.recipients, credits_charged: accepted.credits_charged, status: accepted.status }, 202);
+    return c.json(
+      { id: accepted.id, recipients: accepted.recipients, credits_charged: accepted.credits_charged, status: accepted.status, test_mode: accepted.test_mode },
+      202,
+    );
   });

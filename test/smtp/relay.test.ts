@@ -2,7 +2,7 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { signBridgeRequest } from "../../src/domain/smtp/bridge-signature";
 import { ADMIN_TOKEN, call, createAccount, json } from "../helpers";
-import { eventually, sinkMessagesTo, sinkRaw, verifiedDomain } from "../send/helpers";
+import { eventually, messageOf, sendBalance, sinkMessagesTo, sinkRaw, verifiedDomain } from "../send/helpers";
 
 // The internal relay API as the SMTP bridge calls it: every request signed with BRIDGE_SECRET.
 
@@ -14,9 +14,9 @@ async function relay(path: string, payload: unknown, options: { secret?: string;
   return call(`/internal/relay${path}`, { body, headers: header === null ? {} : { "X-Bridge-Signature": header } });
 }
 
-async function accountWithCredential(overrides: Record<string, unknown> = {}) {
+async function accountWithCredential(overrides: Record<string, unknown> = {}, credentialBody: Record<string, unknown> = {}) {
   const account = await createAccount({ send_credits: 100, ...overrides });
-  const created = await call("/api/v1/smtp-credentials", { key: account.api_key, body: { name: "relay" } });
+  const created = await call("/api/v1/smtp-credentials", { key: account.api_key, body: { name: "relay", ...credentialBody } });
   expect(created.status).toBe(201);
   const credential = await json<{ id: string; username: string; password: string }>(created);
   return { account, credential };
@@ -69,7 +69,7 @@ describe("POST /internal/relay/auth", () => {
     const { account, credential } = await accountWithCredential();
     const response = await relay("/auth", { username: credential.username, password: credential.password });
     expect(response.status).toBe(200);
-    expect(await json(response)).toEqual({ credential_id: credential.id, account_id: account.id });
+    expect(await json(response)).toEqual({ credential_id: credential.id, account_id: account.id, mode: "live" });
     const listed = await eventually(async () => {
       const list = await json<{ data: { last_used_at: string | null }[] }>(await call("/api/v1/smtp-credentials", { key: account.api_key }));
       return list.data[0]?.last_used_at ?? undefined;
@@ -209,5 +209,116 @@ describe("POST /internal/relay/messages", () => {
     expect((await relay("/messages", payload)).status).toBe(401);
     const rows = await env.DB.prepare("SELECT COUNT(*) AS n FROM messages WHERE account_id = ?").bind(account.id).first<{ n: number }>();
     expect(rows?.n).toBe(0);
+  });
+});
+
+describe("test-mode SMTP credentials", () => {
+  it("a credential created by a test key relays in test mode: accepted, simulated, never delivered, never charged", async () => {
+    const account = await createAccount({ send_credits: 100 });
+    const domain = await verifiedDomain(account.api_key);
+    const testKey = await json<{ key: string }>(await call("/api/v1/api-keys", { key: account.api_key, body: { name: "sandbox", mode: "test" } }));
+    const created = await call("/api/v1/smtp-credentials", { key: testKey.key, body: { name: "staging" } });
+    expect(created.status).toBe(201);
+    const credential = await json<{ id: string; username: string; password: string; mode: string }>(created);
+    expect(credential.mode).toBe("test");
+
+    const auth = await relay("/auth", { username: credential.username, password: credential.password });
+    expect(await json(auth)).toMatchObject({ credential_id: credential.id, mode: "test" });
+
+    const to = rcpt("sandboxed");
+    const response = await relay("/messages", {
+      credential_id: credential.id,
+      mail_from: `app@${domain.name}`,
+      rcpt_to: [to, "bounced@example.net"],
+      raw: base64(`From: app@${domain.name}\r\nTo: ${to}\r\nSubject: sandbox\r\n\r\nbody\r\n`),
+    });
+    expect(response.status).toBe(202);
+    const accepted = await json<{ id: string }>(response);
+    expect(accepted).toMatchObject({ credits_charged: 0, test_mode: true, status: "queued" });
+
+    const message = await eventually(async () => {
+      const current = await messageOf(account.api_key, accepted.id);
+      return ["queued", "sending"].includes(current.status) ? undefined : current;
+    });
+    expect(Object.fromEntries(message.recipients.map((recipient) => [recipient.email, recipient.status]))).toEqual({ [to]: "delivered", "bounced@example.net": "bounced" });
+    expect(await sinkMessagesTo(to)).toEqual([]);
+    expect(await sendBalance(account.api_key)).toBe(100);
+  });
+});
+
+describe("From, Sender and Bcc of relayed messages", () => {
+  async function setup() {
+    const { account, credential } = await accountWithCredential();
+    const domain = await verifiedDomain(account.api_key);
+    const send = (headers: string[], to = rcpt("header")) =>
+      relay("/messages", {
+        credential_id: credential.id,
+        mail_from: `app@${domain.name}`,
+        rcpt_to: [to],
+        raw: base64([...headers, `To: ${to}`, "Subject: headers", "", "body", ""].join("\r\n")),
+      });
+    const stored = async () =>
+      (await env.DB.prepare("SELECT COUNT(*) AS n FROM messages WHERE account_id = ?").bind(account.id).first<{ n: number }>())?.n;
+    return { account, credential, domain, send, stored };
+  }
+
+  it("refuses two From header fields with 403 (550 5.7.1 at the bridge), even when both are on the verified domain", async () => {
+    const { domain, send, stored } = await setup();
+    for (const second of [`From: ceo@${domain.name}`, "from: ceo@bank.example", `FROM:\r\n ceo@bank.example`]) {
+      const response = await send([`From: app@${domain.name}`, second]);
+      expect(response.status).toBe(403);
+      expect(await json(response)).toEqual({ code: "forbidden", message: "The message has 2 From header fields; exactly one is allowed" });
+    }
+    expect(await stored()).toBe(0);
+  });
+
+  it("refuses a From with several mailboxes unless every one is on a verified domain of the account", async () => {
+    const { account, domain, send, stored } = await setup();
+    for (const from of [`From: app@${domain.name}, ceo@bank.example`, `From: Team: app@${domain.name},\r\n "x" <ceo@bank.example>;`]) {
+      const response = await send([from]);
+      expect(response.status).toBe(403);
+      expect(await json(response)).toMatchObject({ code: "domain_not_verified", message: expect.stringContaining("ceo@bank.example") });
+    }
+    expect(await stored()).toBe(0);
+
+    const second = await verifiedDomain(account.api_key);
+    expect((await send([`From: app@${domain.name}, Ann <ann@${second.name.toUpperCase()}>`])).status).toBe(202);
+  });
+
+  it("refuses a Sender on a domain that is not a verified domain of the account", async () => {
+    const { domain, send, stored } = await setup();
+    const other = await createAccount();
+    const othersDomain = await verifiedDomain(other.api_key);
+    for (const sender of ["Sender: relay@bank.example", `Sender: relay@${othersDomain.name}`]) {
+      const response = await send([`From: app@${domain.name}`, sender]);
+      expect(response.status).toBe(403);
+      expect(await json(response)).toMatchObject({ code: "domain_not_verified" });
+    }
+    expect(await stored()).toBe(0);
+    expect((await send([`From: app@${domain.name}`, `Sender: relay@${domain.name}`])).status).toBe(202);
+  });
+
+  it("removes Bcc fields, folded lines included, and delivers every other byte as received", async () => {
+    const { credential, domain } = await setup();
+    const to = rcpt("visible");
+    const hidden = rcpt("hidden");
+    const kept = (lines: string[]) => lines.join("\r\n");
+    const head = [`From: app@${domain.name}`, `To: ${to}`];
+    const middle = ["Subject: blind copy", `Message-ID: <bcc-1@${domain.name}>`, "Date: Mon, 2 Feb 2026 10:00:00 +0000"];
+    const tail = ["X-Not-Bcc: bcc: stays", "MIME-Version: 1.0", "Content-Type: text/plain; charset=utf-8", "", "Bcc: in the body stays", ""];
+    const raw = kept([...head, `Bcc: ${hidden},`, ` other@example.net`, ...middle, `bcc :\t${hidden}`, ...tail]);
+    const response = await relay("/messages", { credential_id: credential.id, mail_from: `app@${domain.name}`, rcpt_to: [to, hidden], raw: base64(raw) });
+    expect(response.status).toBe(202);
+
+    for (const recipient of [to, hidden]) {
+      const [delivered] = await eventually(async () => {
+        const found = await sinkMessagesTo(recipient);
+        return found.length > 0 ? found : undefined;
+      });
+      const received = await sinkRaw(delivered?.id ?? "");
+      expect(received).toMatch(/^DKIM-Signature: /);
+      expect(received.endsWith(kept([...head, ...middle, ...tail]))).toBe(true);
+      expect(received).not.toContain(hidden);
+    }
   });
 });

@@ -1,9 +1,11 @@
-import PostalMime from "postal-mime";
+import PostalMime, { addressParser } from "postal-mime";
 import { hasFeature, type Account } from "../accounts/accounts";
 import { AppError, validationError, type FieldErrors } from "../../errors";
 import { bytesToBase64 } from "../../lib/crypto";
-import { acceptMessage, type SendAccepted, type WaitUntil } from "./accept";
+import { acceptMessage, type SendAccepted, type Sender, type WaitUntil } from "./accept";
 import { parseMailbox } from "./addresses";
+import { withoutHeaderFields } from "./header-block";
+import { domainOf } from "./mime";
 
 const maxRelayRecipients = 50;
 
@@ -14,20 +16,59 @@ export function assertRelayEnabled(account: Account): void {
     throw new AppError("feature_disabled", `SMTP relay is not enabled for this account (${missing.join(", ")}); ask the operator to enable it`);
   }
 }
+
 const tagHeader = "x-mailforge-tag";
+// Blind copies travel in the envelope only; left in the header, every recipient would see who else got one.
+const blindCopyHeaders: ReadonlySet<string> = new Set(["bcc", "resent-bcc"]);
+
+type ParsedEmail = Awaited<ReturnType<typeof PostalMime.parse>>;
+
+const mailboxesIn = (parsed: ParsedEmail, field: string) =>
+  parsed.headers
+    .filter((header) => header.key === field)
+    .flatMap((header) => addressParser(header.value, { flatten: true }).map((mailbox) => mailbox.address ?? ""));
+
+/**
+ * Recipients see the From and Sender header fields, not MAIL FROM, so each address in them must be on a verified
+ * domain of the account, as the API's `from` must. A second From field is refused outright: RFC 5322 allows one,
+ * and a client that shows the other one would show a sender no check looked at.
+ */
+async function assertAuthorsVerified(d1: D1Database, accountId: string, parsed: ParsedEmail): Promise<void> {
+  const fromFields = parsed.headers.filter((header) => header.key === "from").length;
+  if (fromFields > 1) {
+    throw new AppError("forbidden", `The message has ${fromFields} From header fields; exactly one is allowed`);
+  }
+  const from = mailboxesIn(parsed, "from");
+  const sender = mailboxesIn(parsed, "sender");
+  // acceptMessage checks the one From address itself; only more addresses need this extra read
+  if (from.length <= 1 && sender.length === 0) return;
+  const rows = await d1
+    .prepare("SELECT name FROM domains WHERE account_id = ?1 AND status = 'verified' AND name IN (SELECT value FROM json_each(?2))")
+    .bind(accountId, JSON.stringify([...new Set([...from, ...sender].map(domainOf))]))
+    .all<{ name: string }>();
+  const verified = new Set(rows.results.map((row) => row.name));
+  const foreign = [...new Set([...from, ...sender].filter((address) => !address.includes("@") || !verified.has(domainOf(address))))];
+  if (foreign.length > 0) {
+    throw new AppError(
+      "domain_not_verified",
+      `Every From and Sender address must be on a verified sending domain of this account; not verified: ${foreign.slice(0, 5).map((address) => address || "<>").join(", ")}`,
+    );
+  }
+}
 
 /**
  * A message that arrived through the SMTP bridge enters the same pipeline as POST /send (`acceptMessage`):
- * same checks, credits, suppressions, daily limit and queue. Its bytes are kept as received, so the user's own
- * headers, attachments and MIME structure reach the recipient; only DKIM (and a missing Message-ID or Date) is
- * added at delivery.
+ * same checks, credits, suppressions, daily limit and queue, in test mode for a test credential. Its bytes are kept
+ * as received apart from Bcc fields, so the user's own headers, attachments and MIME structure reach the recipient;
+ * only DKIM (and a missing Message-ID or Date) is added at delivery.
  */
 export async function acceptRelayMessage(
   env: Env,
   ctx: WaitUntil,
-  account: Account,
+  sender: Sender,
   message: { mailFrom: string; rcptTo: string[]; raw: Uint8Array },
 ): Promise<SendAccepted> {
+  const { account } = sender;
   assertRelayEnabled(account);
 
   const errors: FieldErrors = {};
@@ -40,7 +81,7 @@ export async function acceptRelayMessage(
     else if (!recipients.some((known) => known.toLowerCase() === parsed.mailbox.address.toLowerCase())) recipients.push(parsed.mailbox.address);
   });
 
-  let parsed: Awaited<ReturnType<typeof PostalMime.parse>>;
+  let parsed: ParsedEmail;
   try {
     parsed = await PostalMime.parse(message.raw);
   } catch {
@@ -49,6 +90,9 @@ export async function acceptRelayMessage(
   const headerFrom = parsed.from?.address ? parseMailbox(parsed.from.address) : parseMailbox(message.mailFrom);
   if (!headerFrom.ok) errors.from = [headerFrom.error];
   if (Object.keys(errors).length > 0) throw validationError(errors);
+  await assertAuthorsVerified(env.DB, account.id, parsed);
+  // removed before storing: DKIM is signed at delivery over the stored bytes, and they are what the provider gets
+  const raw = withoutHeaderFields(message.raw, blindCopyHeaders);
 
   const tags = parsed.headers
     .filter((header) => header.key === tagHeader)
@@ -59,7 +103,7 @@ export async function acceptRelayMessage(
   const result = await acceptMessage(
     env,
     ctx,
-    { account, testMode: false },
+    sender,
     {
       source: "smtp",
       from,
@@ -67,7 +111,7 @@ export async function acceptRelayMessage(
       replyTo: parsed.replyTo?.[0]?.address,
       tags: [...new Set(tags)].slice(0, 20),
       metadata: {},
-      compose: () => ({ subject: (parsed.subject ?? "").replace(/[\r\n]+/g, " ").slice(0, 998), content: { kind: "raw", raw: bytesToBase64(message.raw) } }),
+      compose: () => ({ subject: (parsed.subject ?? "").replace(/[\r\n]+/g, " ").slice(0, 998), content: { kind: "raw", raw: bytesToBase64(raw) } }),
     },
   );
   return result.body;
