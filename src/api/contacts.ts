@@ -1,31 +1,22 @@
-import { and, eq, gt, sql } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
-import { contacts, lists, listMembers, suppressions } from "../db/schema";
 import {
   CONTACT_TEXT_MAX_LENGTH,
   CUSTOM_FIELD_KEY_MAX_LENGTH,
-  addToListsSql,
-  contactFromSql,
-  contactReadStatement,
-  contactSelection,
   contactStatuses,
-  contactTextFields,
-  contactUpsertSql,
   customFieldsProblem,
-  mergeCustomFields,
+  deleteContact as removeContact,
+  findContact,
+  givenTextFields,
+  listContacts as findContacts,
+  saveContact,
   serializeContact,
-  sqlStatement,
-  type ContactSqlRow,
-  type ContactTextField,
-  type ContactUpsert,
+  updateContact as changeContact,
 } from "../domain/contacts/contacts";
 import { contactAddress, type ContactAddress } from "../domain/contacts/email";
 import { createContactImport, findContactImport, serializeContactImport, type ImportMapping } from "../domain/contacts/import";
 import { decodeBase64DataUri, UploadError } from "../lib/csv-upload";
-import { AppError, notFound, validationError, type FieldErrors } from "../errors";
-import { newId } from "../lib/ids";
+import { AppError, notFound, validationError } from "../errors";
 import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
-import { keysetPage, pageOf } from "../lib/pagination";
+import { pageOf } from "../lib/pagination";
 
 /** An address as a contact takes it; the error names the broken rule. */
 export const ContactEmailSchema = z
@@ -263,16 +254,6 @@ function addressOf(email: string): ContactAddress {
   return address;
 }
 
-/** Text fields present in the body; an empty string clears like null. */
-function givenTextFields(body: Partial<Record<ContactTextField, string | null | undefined>>) {
-  const fields: Partial<Record<ContactTextField, string | null>> = {};
-  for (const field of contactTextFields) {
-    const value = body[field];
-    if (value !== undefined) fields[field] = value === "" ? null : value;
-  }
-  return fields;
-}
-
 function parseMappingField(raw: string): ImportMapping {
   let parsed: unknown;
   try {
@@ -297,176 +278,64 @@ function decodeCsvDataUri(file: string): Uint8Array {
 export const contactRoutes = createRouter()
   .openapi(createContact, async (c) => {
     const body = c.req.valid("json");
-    const accountId = c.get("auth").account.id;
-    const address = addressOf(body.email);
-    const listIds = [...new Set(body.lists ?? [])];
-    const db = drizzle(c.env.DB);
-
-    // One round trip for what must be checked before writing: the lists exist here, and the merged custom fields fit.
-    if (listIds.length > 0 || body.custom_fields) {
-      const [existing, owned] = await db.batch([
-        db
-          .select({ customFields: contacts.customFields })
-          .from(contacts)
-          .where(and(eq(contacts.accountId, accountId), eq(contacts.emailKey, address.key))),
-        db
-          .select({ id: lists.id })
-          .from(lists)
-          .where(and(eq(lists.accountId, accountId), sql`${lists.id} IN (SELECT value FROM json_each(${JSON.stringify(listIds)}))`)),
-      ]);
-      const errors: FieldErrors = {};
-      const ownedIds = new Set(owned.map((list) => list.id));
-      (body.lists ?? []).forEach((id, index) => {
-        if (!ownedIds.has(id)) errors[`lists.${index}`] = ["No list with this id in your account"];
-      });
-      const problem = body.custom_fields && customFieldsProblem(mergeCustomFields(existing[0]?.customFields ?? {}, body.custom_fields));
-      if (problem) errors.custom_fields = [problem];
-      if (Object.keys(errors).length > 0) throw validationError(errors);
-    }
-
-    const fields = givenTextFields(body);
-    const upsert: ContactUpsert = { id: newId("con"), address, fields, ...(body.custom_fields ? { customFields: body.custom_fields } : {}) };
-    const d1 = c.env.DB;
-    const [written, , saved] = await d1.batch([
-      sqlStatement(
-        d1,
-        contactUpsertSql(accountId, [upsert], {
-          columns: Object.keys(fields) as ContactTextField[],
-          onExisting: "overwrite",
-          ...(body.custom_fields ? { customFieldsPatch: body.custom_fields } : {}),
-        }),
-      ),
-      sqlStatement(d1, addToListsSql(accountId, address.key, listIds)),
-      contactReadStatement(d1, sql`c.account_id = ${accountId} AND c.email_key = ${address.key}`),
-    ]);
-    const row = saved?.results[0];
-    if (!row) throw new AppError("internal_error", "The contact was written but could not be read back");
-    const contact = contactFromSql(row as ContactSqlRow);
-    // A new address keeps the id minted here; an existing one returns its own.
-    const writtenId = (written?.results[0] as { id: string } | undefined)?.id;
-    return c.json(serializeContact(contact), writtenId === upsert.id ? 201 : 200);
+    const outcome = await saveContact(c.env.DB, c.get("auth").account.id, {
+      address: addressOf(body.email),
+      fields: givenTextFields(body),
+      customFields: body.custom_fields,
+      listIds: body.lists ?? [],
+    });
+    if (outcome.kind === "invalid") throw validationError(outcome.errors);
+    return c.json(serializeContact(outcome.contact), outcome.created ? 201 : 200);
   })
   .openapi(listContacts, async (c) => {
     const query = c.req.valid("query");
-    const accountId = c.get("auth").account.id;
-    const db = drizzle(c.env.DB);
-    const conditions = [eq(contacts.accountId, accountId)];
+    let emailKey: string | undefined;
     if (query.email !== undefined) {
       const address = contactAddress(query.email);
       if ("error" in address) throw validationError({ "query.email": [address.error] });
-      conditions.push(eq(contacts.emailKey, address.key));
+      emailKey = address.key;
     }
-    if (query.status) conditions.push(eq(contacts.status, query.status));
-    if (query.created_after) conditions.push(gt(contacts.createdAt, new Date(query.created_after).toISOString()));
-    if (query.list_id) conditions.push(sql`${contacts.id} IN (SELECT ${listMembers.contactId} FROM ${listMembers} WHERE ${listMembers.listId} = ${query.list_id})`);
-    const page = keysetPage({ createdAt: contacts.createdAt, id: contacts.id }, query.cursor);
-
-    const [list, rows] = await db.batch([
-      db
-        .select({ id: lists.id })
-        .from(lists)
-        .where(and(eq(lists.id, query.list_id ?? ""), eq(lists.accountId, accountId))),
-      db
-        .select(contactSelection)
-        .from(contacts)
-        .where(and(...conditions, page.where))
-        .orderBy(...page.orderBy)
-        .limit(query.limit + 1),
-    ]);
-    if (query.list_id && list.length === 0) throw notFound("List");
-    return c.json(pageOf(rows, query.limit, serializeContact), 200);
+    const outcome = await findContacts(
+      c.env.DB,
+      c.get("auth").account.id,
+      {
+        emailKey,
+        status: query.status,
+        createdAfter: query.created_after && new Date(query.created_after).toISOString(),
+        listId: query.list_id,
+      },
+      { cursor: query.cursor, limit: query.limit },
+    );
+    if (outcome.kind === "list_not_found") throw notFound("List");
+    return c.json(pageOf(outcome.rows, query.limit, serializeContact), 200);
   })
   .openapi(getContact, async (c) => {
-    const row = await drizzle(c.env.DB)
-      .select(contactSelection)
-      .from(contacts)
-      .where(and(eq(contacts.id, c.req.valid("param").id), eq(contacts.accountId, c.get("auth").account.id)))
-      .get();
+    const row = await findContact(c.env.DB, c.get("auth").account.id, c.req.valid("param").id);
     if (!row) throw notFound("Contact");
     return c.json(serializeContact(row), 200);
   })
   .openapi(updateContact, async (c) => {
     const body = c.req.valid("json");
-    const { id } = c.req.valid("param");
-    const accountId = c.get("auth").account.id;
-    const db = drizzle(c.env.DB);
-    const newAddress = body.email !== undefined ? addressOf(body.email) : undefined;
-    const where = and(eq(contacts.id, id), eq(contacts.accountId, accountId));
-
-    // One round trip: the contact, whoever holds the new address already, and whether either address is suppressed.
-    const [found, holders, newSuppressed] = await db.batch([
-      db
-        .select({
-          emailKey: contacts.emailKey,
-          customFields: contacts.customFields,
-          status: contacts.status,
-          suppressed: sql<number>`EXISTS (SELECT 1 FROM suppressions AS s WHERE s.account_id = ${accountId} AND s.email = lower("contacts"."email_key"))`.mapWith(Number),
-        })
-        .from(contacts)
-        .where(where),
-      db
-        .select({ id: contacts.id })
-        .from(contacts)
-        .where(and(eq(contacts.accountId, accountId), eq(contacts.emailKey, newAddress?.key ?? ""))),
-      db
-        .select({ email: suppressions.email })
-        .from(suppressions)
-        .where(and(eq(suppressions.accountId, accountId), eq(suppressions.email, newAddress?.suppressionKey ?? ""))),
-    ]);
-    const current = found[0];
-    if (!current) throw notFound("Contact");
-    const addressChanges = newAddress !== undefined && newAddress.key !== current.emailKey;
-    if (addressChanges && holders.some((holder) => holder.id !== id)) {
-      throw new AppError("conflict", "Another contact already has this address");
+    const outcome = await changeContact(c.env.DB, c.get("auth").account.id, c.req.valid("param").id, {
+      address: body.email !== undefined ? addressOf(body.email) : undefined,
+      fields: givenTextFields(body),
+      customFields: body.custom_fields,
+      status: body.status,
+    });
+    switch (outcome.kind) {
+      case "not_found":
+        throw notFound("Contact");
+      case "address_taken":
+        throw new AppError("conflict", "Another contact already has this address");
+      case "invalid":
+        throw validationError(outcome.errors);
+      case "updated":
+        return c.json(serializeContact(outcome.contact), 200);
     }
-    const suppressed = addressChanges ? newSuppressed.length > 0 : current.suppressed === 1;
-
-    const errors: FieldErrors = {};
-    const customFields = body.custom_fields && mergeCustomFields(current.customFields, body.custom_fields);
-    const problem = customFields && customFieldsProblem(customFields);
-    if (problem) errors.custom_fields = [problem];
-    if (body.status === "subscribed" && suppressed) {
-      errors.status = ["The address is on the suppression list; remove it there (DELETE /suppressions/{email}) before resubscribing"];
-    }
-    if (Object.keys(errors).length > 0) throw validationError(errors);
-
-    let status = body.status ?? current.status;
-    if (suppressed && status === "subscribed") status = "unsubscribed";
-    const fields = givenTextFields(body);
-    const [, saved] = await db.batch([
-      db
-        .update(contacts)
-        .set({
-          ...(newAddress ? { email: newAddress.email, emailKey: newAddress.key } : {}),
-          firstName: fields.first_name,
-          lastName: fields.last_name,
-          company: fields.company,
-          phone: fields.phone,
-          country: fields.country,
-          // Merged in SQL from the stored value, so a concurrent update of other keys is not lost.
-          ...(body.custom_fields ? { customFields: sql`json_patch(${contacts.customFields}, ${JSON.stringify(body.custom_fields)})` } : {}),
-          status,
-          updatedAt: sql`(strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))`,
-        })
-        .where(where),
-      db.select(contactSelection).from(contacts).where(where),
-    ]);
-    const contact = saved[0];
-    if (!contact) throw notFound("Contact");
-    return c.json(serializeContact(contact), 200);
   })
   .openapi(deleteContact, async (c) => {
     const { id } = c.req.valid("param");
-    const accountId = c.get("auth").account.id;
-    const db = drizzle(c.env.DB);
-    const [, deleted] = await db.batch([
-      db.delete(listMembers).where(sql`${listMembers.contactId} IN (SELECT ${contacts.id} FROM ${contacts} WHERE ${contacts.id} = ${id} AND ${contacts.accountId} = ${accountId})`),
-      db
-        .delete(contacts)
-        .where(and(eq(contacts.id, id), eq(contacts.accountId, accountId)))
-        .returning({ id: contacts.id }),
-    ]);
-    if (deleted.length === 0) throw notFound("Contact");
+    if (!(await removeContact(c.env.DB, c.get("auth").account.id, id))) throw notFound("Contact");
     return c.json({ id, deleted: true as const }, 200);
   })
   .openapi(importContacts, async (c) => {
@@ -489,11 +358,15 @@ export const contactRoutes = createRouter()
     } else {
       throw validationError({ body: ["Send the CSV as multipart/form-data (field `file`) or as JSON with a data URI in `file`"] });
     }
-    const created = await createContactImport(c.env, accountId, input);
-    return c.json(serializeContactImport({ ...created, errors: [] }), 202);
+    const outcome = await createContactImport(c.env, accountId, input);
+    if (outcome.kind === "invalid") throw validationError(outcome.errors, outcome.message);
+    if (outcome.kind === "queue_unavailable") {
+      throw new AppError("upstream_unavailable", "The import queue is unavailable; nothing was imported, retry shortly", { headers: { "Retry-After": "5" } });
+    }
+    return c.json(serializeContactImport({ ...outcome.contactImport, errors: [] }), 202);
   })
   .openapi(getImport, async (c) => {
-    const found = await findContactImport(drizzle(c.env.DB), c.get("auth").account.id, c.req.valid("param").id);
+    const found = await findContactImport(c.env.DB, c.get("auth").account.id, c.req.valid("param").id);
     if (!found) throw notFound("Import");
     return c.json(serializeContactImport(found), 200);
   });

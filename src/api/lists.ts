@@ -1,13 +1,19 @@
-import { and, eq, sql } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
-import { listMembers, lists } from "../db/schema";
-import { addMembersByKeySql, contactUpsertSql, sqlStatement, type ContactUpsert } from "../domain/contacts/contacts";
-import { contactAddress } from "../domain/contacts/email";
-import { listSelection, serializeList } from "../domain/contacts/lists";
+import { contactAddress, type ContactAddress } from "../domain/contacts/email";
+import {
+  addMembersByAddress,
+  addMembersById,
+  createList as insertList,
+  deleteList as removeList,
+  findList,
+  listExists,
+  listLists as findLists,
+  removeMember as removeListMember,
+  serializeList,
+  updateList as changeList,
+} from "../domain/contacts/lists";
 import { notFound, validationError, type FieldErrors } from "../errors";
-import { newId, nowIso } from "../lib/ids";
 import { createRouter, evenWithFieldErrors, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
-import { keysetPage, pageOf } from "../lib/pagination";
+import { pageOf } from "../lib/pagination";
 
 const MEMBERS_PER_REQUEST = 1000;
 
@@ -137,141 +143,52 @@ const removeMember = keyedRoute("contacts", {
 export const listRoutes = createRouter()
   .openapi(createList, async (c) => {
     const body = c.req.valid("json");
-    const db = drizzle(c.env.DB);
-    const id = newId("lst");
-    await db.insert(lists).values({ id, accountId: c.get("auth").account.id, name: body.name, description: body.description ?? null }).run();
-    const row = await db.select(listSelection).from(lists).where(eq(lists.id, id)).get();
+    const row = await insertList(c.env.DB, c.get("auth").account.id, { name: body.name, description: body.description ?? null });
     if (!row) throw notFound("List");
     return c.json(serializeList(row), 201);
   })
   .openapi(listLists, async (c) => {
     const query = c.req.valid("query");
-    const page = keysetPage({ createdAt: lists.createdAt, id: lists.id }, query.cursor);
-    const rows = await drizzle(c.env.DB)
-      .select(listSelection)
-      .from(lists)
-      .where(and(eq(lists.accountId, c.get("auth").account.id), page.where))
-      .orderBy(...page.orderBy)
-      .limit(query.limit + 1)
-      .all();
+    const rows = await findLists(c.env.DB, c.get("auth").account.id, { cursor: query.cursor, limit: query.limit });
     return c.json(pageOf(rows, query.limit, serializeList), 200);
   })
   .openapi(getList, async (c) => {
-    const row = await drizzle(c.env.DB)
-      .select(listSelection)
-      .from(lists)
-      .where(and(eq(lists.id, c.req.valid("param").id), eq(lists.accountId, c.get("auth").account.id)))
-      .get();
+    const row = await findList(c.env.DB, c.get("auth").account.id, c.req.valid("param").id);
     if (!row) throw notFound("List");
     return c.json(serializeList(row), 200);
   })
   .openapi(updateList, async (c) => {
     const body = c.req.valid("json");
-    const db = drizzle(c.env.DB);
-    const where = and(eq(lists.id, c.req.valid("param").id), eq(lists.accountId, c.get("auth").account.id));
-    const [, rows] = await db.batch([
-      db.update(lists).set({ name: body.name, description: body.description, updatedAt: nowIso() }).where(where),
-      db.select(listSelection).from(lists).where(where),
-    ]);
-    const row = rows[0];
+    const row = await changeList(c.env.DB, c.get("auth").account.id, c.req.valid("param").id, { name: body.name, description: body.description });
     if (!row) throw notFound("List");
     return c.json(serializeList(row), 200);
   })
   .openapi(deleteList, async (c) => {
     const { id } = c.req.valid("param");
-    const accountId = c.get("auth").account.id;
-    const db = drizzle(c.env.DB);
-    const [, deleted] = await db.batch([
-      db.delete(listMembers).where(sql`${listMembers.listId} IN (SELECT ${lists.id} FROM ${lists} WHERE ${lists.id} = ${id} AND ${lists.accountId} = ${accountId})`),
-      db
-        .delete(lists)
-        .where(and(eq(lists.id, id), eq(lists.accountId, accountId)))
-        .returning({ id: lists.id }),
-    ]);
-    if (deleted.length === 0) throw notFound("List");
+    if (!(await removeList(c.env.DB, c.get("auth").account.id, id))) throw notFound("List");
     return c.json({ id, deleted: true as const }, 200);
   })
   .openapi(addMembers, async (c) => {
     const body = c.req.valid("json");
     const { id: listId } = c.req.valid("param");
     const accountId = c.get("auth").account.id;
-    const db = drizzle(c.env.DB);
-    const list = await db
-      .select({ id: lists.id })
-      .from(lists)
-      .where(and(eq(lists.id, listId), eq(lists.accountId, accountId)))
-      .get();
-    if (!list) throw notFound("List");
+    if (!(await listExists(c.env.DB, accountId, listId))) throw notFound("List");
 
     if (body.emails) {
       const errors: FieldErrors = {};
-      const upserts = new Map<string, ContactUpsert>();
+      const addresses: ContactAddress[] = [];
       body.emails.forEach((email, index) => {
         const address = contactAddress(email);
         if ("error" in address) errors[`emails.${index}`] = [address.error];
-        else if (!upserts.has(address.key)) upserts.set(address.key, { id: newId("con"), address, fields: {} });
+        else addresses.push(address);
       });
       if (Object.keys(errors).length > 0) throw validationError(errors);
-      const keys = [...upserts.keys()];
-      // Create the new addresses, add every address's contact, then read back which contacts those are.
-      const d1 = c.env.DB;
-      const [created, added, members] = await d1.batch<{ id?: string; contact_id?: string }>([
-        sqlStatement(d1, contactUpsertSql(accountId, [...upserts.values()], { columns: [], onExisting: "insert_only" })),
-        sqlStatement(d1, addMembersByKeySql(accountId, listId, keys)),
-        d1
-          .prepare("SELECT id FROM contacts WHERE account_id = ?1 AND email_key IN (SELECT value FROM json_each(?2))")
-          .bind(accountId, JSON.stringify(keys)),
-      ]);
-      const addedIds = new Set(added?.results.map((row) => row.contact_id));
-      return c.json(
-        {
-          added: [...addedIds].filter((id): id is string => id !== undefined),
-          already: (members?.results ?? []).map((row) => row.id).filter((id): id is string => id !== undefined && !addedIds.has(id)),
-          unknown: [],
-          created: (created?.results ?? []).map((row) => row.id).filter((id): id is string => id !== undefined),
-        },
-        200,
-      );
+      return c.json(await addMembersByAddress(c.env.DB, accountId, listId, addresses), 200);
     }
-
-    const wanted = [...new Set(body.contact_ids ?? [])];
-    const d1 = c.env.DB;
-    const [added, known] = await d1.batch<{ id: string }>([
-      d1
-        .prepare(
-          `INSERT INTO list_members (list_id, contact_id)
-           SELECT ?1, c.id FROM contacts AS c WHERE c.account_id = ?2 AND c.id IN (SELECT value FROM json_each(?3))
-             AND EXISTS (SELECT 1 FROM lists WHERE id = ?1 AND account_id = ?2)
-           ON CONFLICT (list_id, contact_id) DO NOTHING RETURNING contact_id AS id`,
-        )
-        .bind(listId, accountId, JSON.stringify(wanted)),
-      d1.prepare("SELECT id FROM contacts WHERE account_id = ?1 AND id IN (SELECT value FROM json_each(?2))").bind(accountId, JSON.stringify(wanted)),
-    ]);
-    const addedIds = new Set(added?.results.map((row) => row.id));
-    const knownIds = new Set(known?.results.map((row) => row.id));
-    return c.json(
-      {
-        added: wanted.filter((id) => addedIds.has(id)),
-        already: wanted.filter((id) => knownIds.has(id) && !addedIds.has(id)),
-        unknown: wanted.filter((id) => !knownIds.has(id)),
-        created: [],
-      },
-      200,
-    );
+    return c.json(await addMembersById(c.env.DB, accountId, listId, body.contact_ids ?? []), 200);
   })
   .openapi(removeMember, async (c) => {
     const { id: listId, contact_id: contactId } = c.req.valid("param");
-    const removed = await drizzle(c.env.DB)
-      .delete(listMembers)
-      .where(
-        and(
-          eq(listMembers.listId, listId),
-          eq(listMembers.contactId, contactId),
-          sql`EXISTS (SELECT 1 FROM ${lists} WHERE ${lists.id} = ${listId} AND ${lists.accountId} = ${c.get("auth").account.id})`,
-        ),
-      )
-      .returning({ contactId: listMembers.contactId })
-      .all();
-    if (removed.length === 0) throw notFound("List membership");
+    if (!(await removeListMember(c.env.DB, c.get("auth").account.id, listId, contactId))) throw notFound("List membership");
     return c.json({ list_id: listId, contact_id: contactId, deleted: true as const }, 200);
   });

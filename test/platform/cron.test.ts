@@ -2,9 +2,8 @@ import { env } from "cloudflare:workers";
 import { createExecutionContext, createScheduledController, waitOnExecutionContext } from "cloudflare:test";
 import { drizzle } from "drizzle-orm/d1";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { AppError } from "../../src/errors";
 import { findAccount } from "../../src/domain/accounts/accounts";
-import { createContactImport, importObjectKey, runContactImport } from "../../src/domain/contacts/import";
+import { importObjectKey, runContactImport } from "../../src/domain/contacts/import";
 import { recheckDomains } from "../../src/domain/domains/domains";
 import { CHUNK_SIZE, createVerificationJob, inputChunks, planVerificationJob } from "../../src/domain/verification/jobs";
 import worker from "../../src/index";
@@ -160,12 +159,16 @@ describe("cron: contact imports whose queue message was lost", () => {
   });
   it("an import the queue refuses is failed at once with a 503, not left pending for the cron", async () => {
     const account = await createAccount();
-    const refusingQueue = { send: async () => Promise.reject(new Error("queue unavailable")) } as unknown as Queue;
-    const refused = await createContactImport({ ...env, VERIFY_QUEUE: refusingQueue }, account.id, {
-      bytes: new TextEncoder().encode("email\nann@example.com\n"),
-    }).catch((error: unknown) => error);
-    expect(refused).toBeInstanceOf(AppError);
-    expect(refused).toMatchObject({ status: 503, code: "upstream_unavailable" });
+    // The test shares the Worker's env, so the route sees this refusing queue.
+    const refusing = vi.spyOn(env.VERIFY_QUEUE, "send").mockRejectedValue(new Error("queue unavailable"));
+    try {
+      const response = await call("/api/v1/contacts/import", { key: account.api_key, body: { file: `data:text/csv;base64,${btoa("email\nann@example.com\n")}` } });
+      expect(response.status).toBe(503);
+      expect(response.headers.get("retry-after")).toBe("5");
+      expect(await json(response)).toMatchObject({ code: "upstream_unavailable" });
+    } finally {
+      refusing.mockRestore();
+    }
     const row = await env.DB.prepare("SELECT status, error, input_key FROM contact_imports WHERE account_id = ?").bind(account.id).first<{ input_key: string }>();
     expect(row).toMatchObject({ status: "failed", error: "The import could not be queued" });
     expect(await env.BLOBS.head(row!.input_key)).toBeNull();

@@ -1,10 +1,14 @@
-// Contacts: create-or-update by address, custom fields, list memberships. Shared by the contacts and lists routes
-// and the import consumer, so every path applies the same keys, caps and suppression rule.
+// Contacts: create-or-update by address, custom fields, list memberships. This module owns the contacts' queries;
+// the contacts and lists routes and the import consumer all go through it, so every path applies the same keys,
+// caps and suppression rule.
 
-import { and, eq, getTableColumns, sql, type SQL } from "drizzle-orm";
-import type { DrizzleD1Database } from "drizzle-orm/d1";
-import { SQLiteAsyncDialect } from "drizzle-orm/sqlite-core";
-import { contacts, lists } from "../../db/schema";
+import { and, eq, gt, getTableColumns, sql, type SQL } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
+import { statement } from "../../db/client";
+import { contacts, listMembers, lists, suppressions } from "../../db/schema";
+import type { FieldErrors } from "../../errors";
+import { keysetPage } from "../../lib/pagination";
+import { newId } from "../../lib/ids";
 import type { ContactAddress } from "./email";
 
 export const contactStatuses = ["subscribed", "unsubscribed", "bounced", "complained"] as const;
@@ -33,25 +37,14 @@ const contactListIds = sql<string[]>`(SELECT json_group_array(list_id) FROM (SEL
   WHERE m.contact_id = "contacts"."id" ORDER BY m.created_at, m.list_id))`.mapWith((value: string) => JSON.parse(value) as string[]);
 
 /** Select shape of a contact as the API shows it: the row plus its list ids, in one query. */
-export const contactSelection = { ...getTableColumns(contacts), lists: contactListIds };
+const contactSelection = { ...getTableColumns(contacts), lists: contactListIds };
 export type ContactWithLists = ContactRow & { lists: string[] };
 
-const dialect = new SQLiteAsyncDialect();
-
-/**
- * A `sql` query as a D1 statement. Drizzle's own batch cannot bind raw SQL that has parameters, so statements
- * written as SQL join a batch through `D1Database.batch` instead.
- */
-export function sqlStatement(d1: D1Database, query: SQL): D1PreparedStatement {
-  const { sql: text, params } = dialect.sqlToQuery(query);
-  return d1.prepare(text).bind(...params);
-}
-
-export type ContactSqlRow = Omit<ContactWithLists, "customFields" | "lists"> & { customFields: string; lists: string };
+type ContactSqlRow = Omit<ContactWithLists, "customFields" | "lists"> & { customFields: string; lists: string };
 
 /** Reads contacts by a raw condition in a D1 batch: same row shape as `contactSelection`, mapped by `contactFromSql`. */
-export function contactReadStatement(d1: D1Database, where: SQL): D1PreparedStatement {
-  return sqlStatement(
+function contactReadStatement(d1: D1Database, where: SQL): D1PreparedStatement {
+  return statement(
     d1,
     sql`SELECT c.id, c.account_id AS accountId, c.email, c.email_key AS emailKey, c.first_name AS firstName, c.last_name AS lastName,
       c.company, c.phone, c.country, c.custom_fields AS customFields, c.status, c.created_at AS createdAt, c.updated_at AS updatedAt,
@@ -60,7 +53,7 @@ export function contactReadStatement(d1: D1Database, where: SQL): D1PreparedStat
   );
 }
 
-export function contactFromSql(row: ContactSqlRow): ContactWithLists {
+function contactFromSql(row: ContactSqlRow): ContactWithLists {
   return { ...row, customFields: JSON.parse(row.customFields) as CustomFields, lists: JSON.parse(row.lists) as string[] };
 }
 
@@ -190,13 +183,220 @@ export function addToListsSql(accountId: string, key: string, listIds: string[])
     ON CONFLICT (list_id, contact_id) DO NOTHING`;
 }
 
-/** The subset of `listIds` that are lists of the account. */
-export async function ownedListIds(db: DrizzleD1Database, accountId: string, listIds: string[]): Promise<Set<string>> {
-  if (listIds.length === 0) return new Set();
-  const rows = await db
-    .select({ id: lists.id })
-    .from(lists)
-    .where(and(eq(lists.accountId, accountId), sql`${lists.id} IN (SELECT value FROM json_each(${JSON.stringify(listIds)}))`))
-    .all();
-  return new Set(rows.map((row) => row.id));
+/** Text fields present in a request; an empty string clears like `null`, a missing field is left alone. */
+export function givenTextFields(input: Partial<Record<ContactTextField, string | null | undefined>>) {
+  const fields: Partial<Record<ContactTextField, string | null>> = {};
+  for (const field of contactTextFields) {
+    const value = input[field];
+    if (value !== undefined) fields[field] = value === "" ? null : value;
+  }
+  return fields;
+}
+
+const ownedListsWhere = (accountId: string, listIds: string[]) =>
+  and(eq(lists.accountId, accountId), sql`${lists.id} IN (SELECT value FROM json_each(${JSON.stringify(listIds)}))`);
+
+export type SaveContactInput = {
+  address: ContactAddress;
+  fields: Partial<Record<ContactTextField, string | null>>;
+  customFields?: CustomFieldsPatch;
+  /** Lists to add the contact to, as given (errors name their index). */
+  listIds: string[];
+};
+
+export type SaveContactOutcome = { kind: "invalid"; errors: FieldErrors } | { kind: "saved"; created: boolean; contact: ContactWithLists };
+
+/**
+ * Creates the contact of this address or updates it: given fields replace the stored ones, custom fields merge,
+ * lists are added. Unknown lists and custom fields that would outgrow their cap once merged are refused first.
+ */
+export async function saveContact(d1: D1Database, accountId: string, input: SaveContactInput): Promise<SaveContactOutcome> {
+  const { address, fields, customFields } = input;
+  const listIds = [...new Set(input.listIds)];
+  const db = drizzle(d1);
+
+  // One round trip for what must be checked before writing: the lists exist here, and the merged custom fields fit.
+  if (listIds.length > 0 || customFields) {
+    const [existing, owned] = await db.batch([
+      db
+        .select({ customFields: contacts.customFields })
+        .from(contacts)
+        .where(and(eq(contacts.accountId, accountId), eq(contacts.emailKey, address.key))),
+      db.select({ id: lists.id }).from(lists).where(ownedListsWhere(accountId, listIds)),
+    ]);
+    const errors: FieldErrors = {};
+    const ownedIds = new Set(owned.map((list) => list.id));
+    input.listIds.forEach((id, index) => {
+      if (!ownedIds.has(id)) errors[`lists.${index}`] = ["No list with this id in your account"];
+    });
+    const problem = customFields && customFieldsProblem(mergeCustomFields(existing[0]?.customFields ?? {}, customFields));
+    if (problem) errors.custom_fields = [problem];
+    if (Object.keys(errors).length > 0) return { kind: "invalid", errors };
+  }
+
+  const upsert: ContactUpsert = { id: newId("con"), address, fields, ...(customFields ? { customFields } : {}) };
+  const [written, , saved] = await d1.batch([
+    statement(
+      d1,
+      contactUpsertSql(accountId, [upsert], {
+        columns: Object.keys(fields) as ContactTextField[],
+        onExisting: "overwrite",
+        ...(customFields ? { customFieldsPatch: customFields } : {}),
+      }),
+    ),
+    statement(d1, addToListsSql(accountId, address.key, listIds)),
+    contactReadStatement(d1, sql`c.account_id = ${accountId} AND c.email_key = ${address.key}`),
+  ]);
+  const row = saved?.results[0];
+  if (!row) throw new Error("The contact was written but could not be read back");
+  // A new address keeps the id minted here; an existing one returns its own.
+  const writtenId = (written?.results[0] as { id: string } | undefined)?.id;
+  return { kind: "saved", created: writtenId === upsert.id, contact: contactFromSql(row as ContactSqlRow) };
+}
+
+export type ContactFilters = {
+  /** `email_key` of the address looked up. */
+  emailKey?: string;
+  status?: ContactRow["status"];
+  /** ISO 8601; contacts created strictly after. */
+  createdAfter?: string;
+  listId?: string;
+};
+
+/** A page of the account's contacts, newest first (`limit + 1` rows, for `pageOf`), or no such list. */
+export async function listContacts(
+  d1: D1Database,
+  accountId: string,
+  filters: ContactFilters,
+  page: { cursor?: string; limit: number },
+): Promise<{ kind: "list_not_found" } | { kind: "page"; rows: ContactWithLists[] }> {
+  const db = drizzle(d1);
+  const conditions = [eq(contacts.accountId, accountId)];
+  if (filters.emailKey !== undefined) conditions.push(eq(contacts.emailKey, filters.emailKey));
+  if (filters.status) conditions.push(eq(contacts.status, filters.status));
+  if (filters.createdAfter) conditions.push(gt(contacts.createdAt, filters.createdAfter));
+  if (filters.listId) conditions.push(sql`${contacts.id} IN (SELECT ${listMembers.contactId} FROM ${listMembers} WHERE ${listMembers.listId} = ${filters.listId})`);
+  const keyset = keysetPage({ createdAt: contacts.createdAt, id: contacts.id }, page.cursor);
+
+  const [list, rows] = await db.batch([
+    db
+      .select({ id: lists.id })
+      .from(lists)
+      .where(and(eq(lists.id, filters.listId ?? ""), eq(lists.accountId, accountId))),
+    db
+      .select(contactSelection)
+      .from(contacts)
+      .where(and(...conditions, keyset.where))
+      .orderBy(...keyset.orderBy)
+      .limit(page.limit + 1),
+  ]);
+  if (filters.listId && list.length === 0) return { kind: "list_not_found" };
+  return { kind: "page", rows };
+}
+
+export async function findContact(d1: D1Database, accountId: string, contactId: string): Promise<ContactWithLists | undefined> {
+  return drizzle(d1)
+    .select(contactSelection)
+    .from(contacts)
+    .where(and(eq(contacts.id, contactId), eq(contacts.accountId, accountId)))
+    .get();
+}
+
+export type ContactPatch = {
+  address?: ContactAddress;
+  fields: Partial<Record<ContactTextField, string | null>>;
+  customFields?: CustomFieldsPatch;
+  status?: "subscribed" | "unsubscribed";
+};
+
+export type UpdateContactOutcome =
+  | { kind: "not_found" }
+  /** Another contact of the account has the new address. */
+  | { kind: "address_taken" }
+  | { kind: "invalid"; errors: FieldErrors }
+  | { kind: "updated"; contact: ContactWithLists };
+
+/**
+ * Changes a contact. Rules: the new address must not belong to another contact; merged custom fields must fit;
+ * a suppressed address (the new one, or the current one if unchanged) cannot be resubscribed, and a subscribed
+ * contact whose address is suppressed is stored `unsubscribed`.
+ */
+export async function updateContact(d1: D1Database, accountId: string, contactId: string, patch: ContactPatch): Promise<UpdateContactOutcome> {
+  const db = drizzle(d1);
+  const newAddress = patch.address;
+  const where = and(eq(contacts.id, contactId), eq(contacts.accountId, accountId));
+
+  // One round trip: the contact, whoever holds the new address already, and whether either address is suppressed.
+  const [found, holders, newSuppressed] = await db.batch([
+    db
+      .select({
+        emailKey: contacts.emailKey,
+        customFields: contacts.customFields,
+        status: contacts.status,
+        suppressed: sql<number>`EXISTS (SELECT 1 FROM suppressions AS s WHERE s.account_id = ${accountId} AND s.email = lower("contacts"."email_key"))`.mapWith(Number),
+      })
+      .from(contacts)
+      .where(where),
+    db
+      .select({ id: contacts.id })
+      .from(contacts)
+      .where(and(eq(contacts.accountId, accountId), eq(contacts.emailKey, newAddress?.key ?? ""))),
+    db
+      .select({ email: suppressions.email })
+      .from(suppressions)
+      .where(and(eq(suppressions.accountId, accountId), eq(suppressions.email, newAddress?.suppressionKey ?? ""))),
+  ]);
+  const current = found[0];
+  if (!current) return { kind: "not_found" };
+  const addressChanges = newAddress !== undefined && newAddress.key !== current.emailKey;
+  if (addressChanges && holders.some((holder) => holder.id !== contactId)) return { kind: "address_taken" };
+  const suppressed = addressChanges ? newSuppressed.length > 0 : current.suppressed === 1;
+
+  const errors: FieldErrors = {};
+  const customFields = patch.customFields && mergeCustomFields(current.customFields, patch.customFields);
+  const problem = customFields && customFieldsProblem(customFields);
+  if (problem) errors.custom_fields = [problem];
+  if (patch.status === "subscribed" && suppressed) {
+    errors.status = ["The address is on the suppression list; remove it there (DELETE /suppressions/{email}) before resubscribing"];
+  }
+  if (Object.keys(errors).length > 0) return { kind: "invalid", errors };
+
+  let status = patch.status ?? current.status;
+  if (suppressed && status === "subscribed") status = "unsubscribed";
+  const { fields } = patch;
+  const [, saved] = await db.batch([
+    db
+      .update(contacts)
+      .set({
+        ...(newAddress ? { email: newAddress.email, emailKey: newAddress.key } : {}),
+        firstName: fields.first_name,
+        lastName: fields.last_name,
+        company: fields.company,
+        phone: fields.phone,
+        country: fields.country,
+        // Merged in SQL from the stored value, so a concurrent update of other keys is not lost.
+        ...(patch.customFields ? { customFields: sql`json_patch(${contacts.customFields}, ${JSON.stringify(patch.customFields)})` } : {}),
+        status,
+        updatedAt: sql`(${nowSql})`,
+      })
+      .where(where),
+    db.select(contactSelection).from(contacts).where(where),
+  ]);
+  const contact = saved[0];
+  return contact ? { kind: "updated", contact } : { kind: "not_found" };
+}
+
+/** Deletes a contact and its list memberships; false if the account has no such contact. */
+export async function deleteContact(d1: D1Database, accountId: string, contactId: string): Promise<boolean> {
+  const db = drizzle(d1);
+  const [, deleted] = await db.batch([
+    db
+      .delete(listMembers)
+      .where(sql`${listMembers.contactId} IN (SELECT ${contacts.id} FROM ${contacts} WHERE ${contacts.id} = ${contactId} AND ${contacts.accountId} = ${accountId})`),
+    db
+      .delete(contacts)
+      .where(and(eq(contacts.id, contactId), eq(contacts.accountId, accountId)))
+      .returning({ id: contacts.id }),
+  ]);
+  return deleted.length > 0;
 }

@@ -12,11 +12,12 @@
 // next resume waits another window: at most MAX_IMPORT_AGE_MS / STALE_IMPORT_MS resumes. Older, it is failed, keeping
 // the rows imported so far. An import that keeps making progress is never touched, however long it runs.
 
-import { and, asc, eq, sql, type SQL } from "drizzle-orm";
-import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
+import { and, asc, eq, inArray, lt, sql, type SQL } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
 import { z } from "zod";
+import { statement } from "../../db/client";
 import { contactImportErrors, contactImports } from "../../db/schema";
-import { AppError, validationError, type FieldErrors } from "../../errors";
+import type { FieldErrors } from "../../errors";
 import { csvBytesProblem } from "../../lib/csv-upload";
 import { newId } from "../../lib/ids";
 import { logError, logWarning } from "../../lib/log";
@@ -28,14 +29,13 @@ import {
   contactUpsertSql,
   customFieldsProblem,
   addMembersByKeySql,
-  ownedListIds,
-  sqlStatement,
   type ContactTextField,
   type ContactUpsert,
   type CustomFields,
 } from "./contacts";
 import { bomLength, csvRecords, detectDelimiter, type CsvRecord } from "./csv";
 import { contactAddress } from "./email";
+import { listExists } from "./lists";
 
 export type ContactImport = typeof contactImports.$inferSelect;
 export type ImportMapping = Record<string, string>;
@@ -169,40 +169,48 @@ export function importRow(record: CsvRecord, columns: ImportColumns): RowOutcome
 
 export const importObjectKey = (accountId: string, importId: string) => `contact-imports/${accountId}/${importId}.csv`;
 
+export type CreateImportOutcome =
+  | { kind: "created"; contactImport: ContactImport }
+  /** The file, its header, the mapping or the list cannot be imported; nothing was stored. */
+  | { kind: "invalid"; message: string; errors: FieldErrors }
+  /** The queue refused the first chunk's message; the import was failed and the client may retry. */
+  | { kind: "queue_unavailable" };
+
+const fileProblem = (problem: string): CreateImportOutcome => ({ kind: "invalid", message: "The file cannot be imported", errors: { file: [problem] } });
+
 /**
  * Accepts an import: checks the header, the mapping and the list, counts the records (so `total` is known from
- * the start), stores the file in R2 and queues the first chunk. Problems with the file as a whole are a 422 now;
+ * the start), stores the file in R2 and queues the first chunk. Problems with the file as a whole are refused now;
  * problems with single rows are reported per row by the import.
  */
 export async function createContactImport(
   env: Env,
   accountId: string,
   input: { bytes: Uint8Array; mapping?: ImportMapping; listId?: string },
-): Promise<ContactImport> {
+): Promise<CreateImportOutcome> {
   const { bytes } = input;
-  if (bytes.length === 0) throw validationError({ file: ["The file is empty"] }, "The file cannot be imported");
+  if (bytes.length === 0) return fileProblem("The file is empty");
   const problem = csvBytesProblem(bytes);
-  if (problem) throw validationError({ file: [problem] }, "The file cannot be imported");
+  if (problem) return fileProblem(problem);
   const header = readHeader(bytes.subarray(0, HEADER_MAX_BYTES), bytes.length <= HEADER_MAX_BYTES);
-  if ("error" in header) throw validationError({ file: [header.error] }, "The file cannot be imported");
+  if ("error" in header) return fileProblem(header.error);
   const mapping = input.mapping ?? guessMapping(header.names);
   const columns = resolveColumns(header.names, mapping);
-  if ("errors" in columns) throw validationError(columns.errors, "The mapping does not fit the file");
+  if ("errors" in columns) return { kind: "invalid", message: "The mapping does not fit the file", errors: columns.errors };
 
   let total = 0;
   const records = csvRecords(bytes, { start: header.dataStart, delimiter: header.delimiter, atEnd: true });
   while (!records.next().done) total++;
-  if (total === 0) throw validationError({ file: ["The file has a header but no rows to import"] }, "The file cannot be imported");
+  if (total === 0) return fileProblem("The file has a header but no rows to import");
 
-  const db = drizzle(env.DB);
-  if (input.listId && !(await ownedListIds(db, accountId, [input.listId])).has(input.listId)) {
-    throw validationError({ list_id: ["No list with this id in your account"] });
+  if (input.listId && !(await listExists(env.DB, accountId, input.listId))) {
+    return { kind: "invalid", message: "The request is invalid", errors: { list_id: ["No list with this id in your account"] } };
   }
 
   const id = newId("imp");
   const inputKey = importObjectKey(accountId, id);
   await env.BLOBS.put(inputKey, bytes, { httpMetadata: { contentType: "text/csv" } });
-  const created = await db
+  const created = await drizzle(env.DB)
     .insert(contactImports)
     .values({ id, accountId, listId: input.listId ?? null, status: "pending", mapping, inputKey, inputOffset: header.dataStart, total })
     .returning()
@@ -214,12 +222,13 @@ export async function createContactImport(
     // Left pending, the import would only start once the cron found it; the client can retry now instead.
     logError("contact import could not be queued; failing it", { import_id: id, error: error instanceof Error ? error.message : String(error) });
     await failContactImport(env, id, "The import could not be queued");
-    throw new AppError("upstream_unavailable", "The import queue is unavailable; nothing was imported, retry shortly", { headers: { "Retry-After": "5" } });
+    return { kind: "queue_unavailable" };
   }
-  return created;
+  return { kind: "created", contactImport: created };
 }
 
-export async function findContactImport(db: DrizzleD1Database, accountId: string, importId: string) {
+export async function findContactImport(d1: D1Database, accountId: string, importId: string) {
+  const db = drizzle(d1);
   const [rows, errors] = await db.batch([
     db
       .select()
@@ -364,27 +373,26 @@ export async function runContactImport(
     const textColumns = columns.text.map(([field]) => field);
     for (let i = 0; i < upserts.length; i += tuning.rowsPerStatement) {
       const rows = upserts.slice(i, i + tuning.rowsPerStatement);
-      statements.push(sqlStatement(d1, contactUpsertSql(job.accountId, rows, { columns: textColumns, onExisting: "keep_blank" })));
+      statements.push(statement(d1, contactUpsertSql(job.accountId, rows, { columns: textColumns, onExisting: "keep_blank" })));
     }
     if (job.listId) {
       for (let i = 0; i < upserts.length; i += tuning.rowsPerStatement) {
         const keys = upserts.slice(i, i + tuning.rowsPerStatement).map((upsert) => upsert.address.key);
-        statements.push(sqlStatement(d1, addMembersByKeySql(job.accountId, job.listId, keys)));
+        statements.push(statement(d1, addMembersByKeySql(job.accountId, job.listId, keys)));
       }
     }
     const kept = errors.slice(0, Math.max(0, IMPORT_ERRORS_KEPT - failed));
     if (kept.length > 0) {
       statements.push(
-        d1
-          .prepare(
-            `INSERT INTO contact_import_errors (import_id, row, message)
-             SELECT ?1, e.value ->> 'row', e.value ->> 'message' FROM json_each(?2) AS e
-             WHERE true ON CONFLICT (import_id, row) DO NOTHING`,
-          )
-          .bind(importId, JSON.stringify(kept)),
+        statement(
+          d1,
+          sql`INSERT INTO contact_import_errors (import_id, row, message)
+            SELECT ${importId}, e.value ->> 'row', e.value ->> 'message' FROM json_each(${JSON.stringify(kept)}) AS e
+            WHERE true ON CONFLICT (import_id, row) DO NOTHING`,
+        ),
       );
     }
-    statements.push(sqlStatement(d1, progressSql(importId, { from: offset, to: nextOffset, records: records.length, upserts, failures: errors.length, done })));
+    statements.push(statement(d1, progressSql(importId, { from: offset, to: nextOffset, records: records.length, upserts, failures: errors.length, done })));
     const results = await d1.batch(statements);
     if (results.at(-1)?.meta.changes === 0) return { state: "superseded" };
     for (const { meta } of results) {
@@ -432,23 +440,29 @@ const SWEEP_IMPORTS_MAX = 50;
 export async function sweepStaleContactImports(env: Env, now = new Date()): Promise<{ resumed: string[]; failed: string[] }> {
   const staleBefore = new Date(now.getTime() - STALE_IMPORT_MS).toISOString();
   const tooOldBefore = new Date(now.getTime() - MAX_IMPORT_AGE_MS).toISOString();
-  const { results } = await env.DB.prepare(
-    `SELECT id, created_at, input_offset FROM contact_imports WHERE status IN ('pending', 'processing') AND updated_at < ?1 ORDER BY updated_at LIMIT ?2`,
-  )
-    .bind(staleBefore, SWEEP_IMPORTS_MAX)
-    .all<{ id: string; created_at: string; input_offset: number }>();
+  const db = drizzle(env.DB);
+  const unfinished = inArray(contactImports.status, ["pending", "processing"]);
+  const stale = await db
+    .select({ id: contactImports.id, createdAt: contactImports.createdAt, inputOffset: contactImports.inputOffset })
+    .from(contactImports)
+    .where(and(unfinished, lt(contactImports.updatedAt, staleBefore)))
+    .orderBy(asc(contactImports.updatedAt))
+    .limit(SWEEP_IMPORTS_MAX)
+    .all();
   const sweep = { resumed: [] as string[], failed: [] as string[] };
-  for (const row of results) {
+  for (const row of stale) {
     try {
-      if (row.created_at < tooOldBefore) {
+      if (row.createdAt < tooOldBefore) {
         await failContactImport(env, row.id, "The import stopped making progress; rows imported so far are kept");
         sweep.failed.push(row.id);
         continue;
       }
-      const message: ContactImportMessage = { kind: "contact_import", import_id: row.id, offset: row.input_offset };
+      const message: ContactImportMessage = { kind: "contact_import", import_id: row.id, offset: row.inputOffset };
       await env.VERIFY_QUEUE.send(message);
-      await env.DB.prepare(`UPDATE contact_imports SET updated_at = ?3 WHERE id = ?1 AND updated_at < ?2 AND status IN ('pending', 'processing')`)
-        .bind(row.id, staleBefore, now.toISOString())
+      await db
+        .update(contactImports)
+        .set({ updatedAt: now.toISOString() })
+        .where(and(eq(contactImports.id, row.id), lt(contactImports.updatedAt, staleBefore), unfinished))
         .run();
       sweep.resumed.push(row.id);
     } catch (error) {
