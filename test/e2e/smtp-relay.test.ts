@@ -88,6 +88,44 @@ afterAll(async () => {
   if (stateDir) await rm(stateDir, { recursive: true, force: true });
 }, 20_000);
 
+/** A sending domain, as a user sets it up: add it, publish its records, verify. */
+async function verifiedDomain() {
+  const name = `relay-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 6)}.test`;
+  const created = await api<{ id: string; records: { name: string; value: string }[] }>("/api/v1/domains", { body: { name } });
+  expect(created.status).toBe(201);
+  for (const record of created.body.records) {
+    const published = await fetch(`http://127.0.0.1:${ports.DOH_PORT}/zone/${encodeURIComponent(record.name)}`, {
+      method: "PUT",
+      body: JSON.stringify({ TXT: [record.value] }),
+    });
+    expect(published.status).toBe(200);
+  }
+  expect((await api<{ status: string }>(`/api/v1/domains/${created.body.id}/verify`, { method: "POST" })).body.status).toBe("verified");
+  return { name, created };
+}
+
+function relayTransport() {
+  return nodemailer.createTransport({
+    host: "127.0.0.1",
+    port: ports.BRIDGE_SMTP_PORT,
+    secure: false,
+    requireTLS: true,
+    tls: { rejectUnauthorized: false },
+    auth: { user: demo.smtp.username, pass: demo.smtp.password },
+  });
+}
+
+async function sinkRawTo(address: string): Promise<Buffer> {
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    const listed = (await (await fetch(`http://127.0.0.1:${ports.SINK_HTTP_PORT}/api/messages?to=${encodeURIComponent(address)}`)).json()) as { data: { id: string }[] };
+    const delivered = listed.data[0];
+    if (delivered) return Buffer.from(await (await fetch(`http://127.0.0.1:${ports.SINK_HTTP_PORT}/api/messages/${delivered.id}/raw`)).arrayBuffer());
+    if (Date.now() > deadline) throw new Error(`nothing reached the sink for ${address}`);
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+}
+
 describe("SMTP relay end to end", () => {
   it("prints the SMTP settings and the credential it seeded", () => {
     expect(output).toContain(`ports ${ports.BRIDGE_SMTP_PORT} and ${ports.BRIDGE_ALT_PORT} (STARTTLS), ${ports.BRIDGE_SMTPS_PORT} (implicit TLS)`);
@@ -95,18 +133,7 @@ describe("SMTP relay end to end", () => {
   });
 
   it("delivers a multipart message sent over STARTTLS to the provider, unchanged apart from a valid DKIM signature", async () => {
-    // a sending domain, as a user sets it up: add it, publish its records, verify
-    const name = `relay-${Date.now().toString(36)}.test`;
-    const created = await api<{ id: string; records: { name: string; value: string }[] }>("/api/v1/domains", { body: { name } });
-    expect(created.status).toBe(201);
-    for (const record of created.body.records) {
-      const published = await fetch(`http://127.0.0.1:${ports.DOH_PORT}/zone/${encodeURIComponent(record.name)}`, {
-        method: "PUT",
-        body: JSON.stringify({ TXT: [record.value] }),
-      });
-      expect(published.status).toBe(200);
-    }
-    expect((await api<{ status: string }>(`/api/v1/domains/${created.body.id}/verify`, { method: "POST" })).body.status).toBe("verified");
+    const { name, created } = await verifiedDomain();
 
     const to = `reader-${Date.now().toString(36)}@example.org`;
     const png = Buffer.from("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==", "base64");
@@ -128,30 +155,14 @@ describe("SMTP relay end to end", () => {
       .compile()
       .build();
 
-    const transport = nodemailer.createTransport({
-      host: "127.0.0.1",
-      port: ports.BRIDGE_SMTP_PORT,
-      secure: false,
-      requireTLS: true,
-      tls: { rejectUnauthorized: false },
-      auth: { user: demo.smtp.username, pass: demo.smtp.password },
-    });
-    const info = await transport.sendMail({ envelope: { from: `billing@${name}`, to: [to] }, raw });
+    const info = await relayTransport().sendMail({ envelope: { from: `billing@${name}`, to: [to] }, raw });
     const messageId = /^250 2\.0\.0 Ok: queued as (msg_\w+)$/.exec(info.response)?.[1];
     expect(messageId).toBeDefined();
 
     const stored = await api<{ source: string; status: string }>(`/api/v1/messages/${messageId}`);
     expect(stored.body).toMatchObject({ source: "smtp" });
 
-    let delivered: { id: string } | undefined;
-    const deadline = Date.now() + 20_000;
-    while (!delivered && Date.now() < deadline) {
-      const listed = (await (await fetch(`http://127.0.0.1:${ports.SINK_HTTP_PORT}/api/messages?to=${encodeURIComponent(to)}`)).json()) as { data: { id: string }[] };
-      delivered = listed.data[0];
-      if (!delivered) await new Promise((resolve) => setTimeout(resolve, 250));
-    }
-    expect(delivered).toBeDefined();
-    const received = Buffer.from(await (await fetch(`http://127.0.0.1:${ports.SINK_HTTP_PORT}/api/messages/${delivered?.id}/raw`)).arrayBuffer());
+    const received = await sinkRawTo(to);
 
     // the Worker prepended its two DKIM-Signature header fields (Ed25519 and RSA, both keys published) and changed
     // nothing else
@@ -173,5 +184,23 @@ describe("SMTP relay end to end", () => {
       [name, "pass"],
       [name, "pass"],
     ]);
+  }, 40_000);
+
+  it("refuses a second From field with 550 5.7.1 after DATA, and takes Bcc fields out of what reaches the provider", async () => {
+    const { name } = await verifiedDomain();
+    const to = `reader-${Date.now().toString(36)}@example.org`;
+    const hidden = `hidden-${Date.now().toString(36)}@example.org`;
+    const transport = relayTransport();
+    const message = (headers: string[]) => Buffer.from([...headers, `To: ${to}`, "Subject: From checks", "", "body", ""].join("\r\n"));
+
+    const spoofed = transport.sendMail({ envelope: { from: `billing@${name}`, to: [to] }, raw: message([`From: billing@${name}`, "From: ceo@bank.example"]) });
+    await expect(spoofed).rejects.toMatchObject({ responseCode: 550, response: expect.stringMatching(/^550 5\.7\.1 .*2 From header fields/) });
+
+    const raw = message([`From: billing@${name}`, `Bcc: ${hidden}`, `Message-ID: <bcc-e2e@${name}>`, `Date: ${new Date().toUTCString()}`]);
+    const info = await transport.sendMail({ envelope: { from: `billing@${name}`, to: [to, hidden] }, raw });
+    expect(info.response).toMatch(/^250 2\.0\.0 Ok: queued as msg_/);
+    const received = (await sinkRawTo(hidden)).toString("latin1");
+    expect(received).not.toContain(hidden);
+    expect(received.endsWith(raw.toString("latin1").replace(`Bcc: ${hidden}\r\n`, ""))).toBe(true);
   }, 40_000);
 });
