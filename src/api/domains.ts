@@ -1,9 +1,14 @@
-import { and, eq } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
-import { domains } from "../db/schema";
-import { createDomainRow, normalizeDomainName, serializeDomain, verifyDomain } from "../domain/domains/domains";
+import {
+  createDomain as addDomain,
+  deleteDomain as removeDomain,
+  findDomain,
+  listDomains as findDomains,
+  normalizeDomainName,
+  serializeDomain,
+  verifyDomain,
+} from "../domain/domains/domains";
 import { AppError, notFound, validationError } from "../errors";
-import { keysetPage, pageOf } from "../lib/pagination";
+import { pageOf } from "../lib/pagination";
 import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 
 const DnsRecordSchema = z
@@ -83,7 +88,7 @@ const deleteDomain = keyedRoute("domains", {
 });
 
 async function ownedDomain(d1: D1Database, accountId: string, id: string) {
-  const domain = await drizzle(d1).select().from(domains).where(and(eq(domains.id, id), eq(domains.accountId, accountId))).get();
+  const domain = await findDomain(d1, accountId, id);
   if (!domain) throw notFound("Domain");
   return domain;
 }
@@ -91,26 +96,17 @@ async function ownedDomain(d1: D1Database, accountId: string, id: string) {
 export const domainRoutes = createRouter()
   .openapi(listDomains, async (c) => {
     const { limit, cursor } = c.req.valid("query");
-    const page = keysetPage(domains, cursor);
-    const rows = await drizzle(c.env.DB)
-      .select()
-      .from(domains)
-      .where(and(eq(domains.accountId, c.get("auth").account.id), page.where))
-      .orderBy(...page.orderBy)
-      .limit(limit + 1)
-      .all();
+    const rows = await findDomains(c.env.DB, c.get("auth").account.id, { cursor, limit });
     return c.json(pageOf(rows, limit, serializeDomain), 200);
   })
   .openapi(createDomain, async (c) => {
     const name = normalizeDomainName(c.req.valid("json").name);
     if (!name) throw validationError({ name: ["Not a domain name this account can send from (e.g. example.com or mail.example.com)"] });
-    const accountId = c.get("auth").account.id;
-    const db = drizzle(c.env.DB);
-    const existing = await db.select({ id: domains.id }).from(domains).where(and(eq(domains.accountId, accountId), eq(domains.name, name))).get();
-    if (existing) throw new AppError("conflict", `The domain ${name} is already on this account (${existing.id})`);
-    const row = await db.insert(domains).values(await createDomainRow(accountId, name, c.env)).onConflictDoNothing().returning().get();
-    if (!row) throw new AppError("conflict", `The domain ${name} is already on this account`);
-    return c.json(serializeDomain(row), 201);
+    const outcome = await addDomain(c.env.DB, c.get("auth").account.id, name, c.env);
+    if (outcome.kind === "exists") {
+      throw new AppError("conflict", `The domain ${name} is already on this account${outcome.id ? ` (${outcome.id})` : ""}`);
+    }
+    return c.json(serializeDomain(outcome.domain), 201);
   })
   .openapi(getDomain, async (c) => c.json(serializeDomain(await ownedDomain(c.env.DB, c.get("auth").account.id, c.req.valid("param").id)), 200))
   .openapi(verify, async (c) => {
@@ -118,7 +114,7 @@ export const domainRoutes = createRouter()
     return c.json(serializeDomain(await verifyDomain(c.env.DB, domain, c.env)), 200);
   })
   .openapi(deleteDomain, async (c) => {
-    const domain = await ownedDomain(c.env.DB, c.get("auth").account.id, c.req.valid("param").id);
-    await drizzle(c.env.DB).delete(domains).where(eq(domains.id, domain.id)).run();
-    return c.json({ id: domain.id, deleted: true as const }, 200);
+    const { id } = c.req.valid("param");
+    if (!(await removeDomain(c.env.DB, c.get("auth").account.id, id))) throw notFound("Domain");
+    return c.json({ id, deleted: true as const }, 200);
   });

@@ -1,9 +1,12 @@
+// Sending domains: DKIM keys, the records to publish, their checks. This module owns the domains' queries.
+
 import { and, eq, inArray } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { domains, type DnsRecordCheck } from "../../db/schema";
 import { decryptSecret, encryptSecret } from "../../lib/crypto";
 import { newId, nowIso } from "../../lib/ids";
 import { logError } from "../../lib/log";
+import { keysetPage } from "../../lib/pagination";
 import { resolve } from "../dns/doh";
 import { dkimTxtValue, generateDkimEd25519KeyPair, generateDkimKeyPair } from "../sending/dkim";
 
@@ -61,7 +64,7 @@ export function expectedRecords(
   ];
 }
 
-export async function createDomainRow(accountId: string, name: string, env: Pick<Env, "DKIM_ENCRYPTION_KEY" | "SPF_INCLUDE">) {
+async function createDomainRow(accountId: string, name: string, env: Pick<Env, "DKIM_ENCRYPTION_KEY" | "SPF_INCLUDE">) {
   const [rsa, ed25519] = await Promise.all([generateDkimKeyPair(), generateDkimEd25519KeyPair()]);
   const base = { name, dkimSelector: dkimSelector(), dkimPublicKey: rsa.publicKeyB64, dkimEd25519PublicKey: ed25519.publicKeyB64 };
   return {
@@ -114,6 +117,49 @@ export async function checkRecords(
   // A lookup that timed out or failed says nothing about the record: keep the domain's status for it.
   const inconclusive = required.some((record) => record.status === "pending");
   return { records, verified, inconclusive };
+}
+
+export type CreateDomainOutcome = { kind: "created"; domain: DomainRow } | { kind: "exists"; id?: string };
+
+/** Adds a sending domain (`name` normalized) with fresh DKIM keys; refused when the account already has it. */
+export async function createDomain(
+  d1: D1Database,
+  accountId: string,
+  name: string,
+  env: Pick<Env, "DKIM_ENCRYPTION_KEY" | "SPF_INCLUDE">,
+): Promise<CreateDomainOutcome> {
+  const db = drizzle(d1);
+  const existing = await db.select({ id: domains.id }).from(domains).where(and(eq(domains.accountId, accountId), eq(domains.name, name))).get();
+  if (existing) return { kind: "exists", id: existing.id };
+  // Checked first so the DKIM keys are not generated for nothing; the unique index settles a concurrent create.
+  const row = await db.insert(domains).values(await createDomainRow(accountId, name, env)).onConflictDoNothing().returning().get();
+  return row ? { kind: "created", domain: row } : { kind: "exists" };
+}
+
+/** A page of the account's domains, newest first (`limit + 1` rows, for `pageOf`). */
+export async function listDomains(d1: D1Database, accountId: string, page: { cursor?: string; limit: number }): Promise<DomainRow[]> {
+  const keyset = keysetPage(domains, page.cursor);
+  return drizzle(d1)
+    .select()
+    .from(domains)
+    .where(and(eq(domains.accountId, accountId), keyset.where))
+    .orderBy(...keyset.orderBy)
+    .limit(page.limit + 1)
+    .all();
+}
+
+export async function findDomain(d1: D1Database, accountId: string, domainId: string): Promise<DomainRow | undefined> {
+  return drizzle(d1).select().from(domains).where(and(eq(domains.id, domainId), eq(domains.accountId, accountId))).get();
+}
+
+/** Removes one of the account's domains; false if there is no such domain. */
+export async function deleteDomain(d1: D1Database, accountId: string, domainId: string): Promise<boolean> {
+  const deleted = await drizzle(d1)
+    .delete(domains)
+    .where(and(eq(domains.id, domainId), eq(domains.accountId, accountId)))
+    .returning({ id: domains.id })
+    .get();
+  return deleted !== undefined;
 }
 
 /** Runs the check and stores its outcome; a verified domain whose records disappeared falls back to `failed`. */
