@@ -1,7 +1,7 @@
 import { and, desc, eq, isNull } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { smtpCredentials } from "../db/schema";
-import { grantedMode } from "../domain/accounts/api-keys";
+import { assertLiveCaller, grantedMode } from "../domain/accounts/api-keys";
 import { generateSmtpCredential, serializeSmtpCredential } from "../domain/smtp/credentials";
 import { notFound } from "../errors";
 import { newId, nowIso } from "../lib/ids";
@@ -66,10 +66,11 @@ const revokeCredential = keyedRoute("send", {
   path: "/smtp-credentials/{id}",
   tags,
   summary: "Revoke an SMTP credential",
-  description: "The relay refuses it within seconds: new logins at once, open sessions at their next message.",
+  description: "The relay refuses it within seconds: new logins at once, open sessions at their next message. A test key may revoke only test credentials.",
   request: { params: IdParam("smtp") },
   responses: {
     200: jsonResponse(SmtpCredentialSchema.extend({ revoked_at: Timestamp }), "The revoked credential"),
+    403: errorResponse("`live_key_required`: a test key tried to revoke a live credential"),
     404: errorResponse("No such credential"),
   },
 });
@@ -104,18 +105,15 @@ export const smtpCredentialRoutes = createRouter()
     return c.json({ ...serializeSmtpCredential(row), password: secret.password }, 201);
   })
   .openapi(revokeCredential, async (c) => {
-    const row = await drizzle(c.env.DB)
-      .update(smtpCredentials)
-      .set({ revokedAt: nowIso() })
-      .where(
-        and(
-          eq(smtpCredentials.id, c.req.valid("param").id),
-          eq(smtpCredentials.accountId, c.get("auth").account.id),
-          isNull(smtpCredentials.revokedAt),
-        ),
-      )
-      .returning()
-      .get();
+    const db = drizzle(c.env.DB);
+    const { account, apiKey } = c.get("auth");
+    const where = and(eq(smtpCredentials.id, c.req.valid("param").id), eq(smtpCredentials.accountId, account.id), isNull(smtpCredentials.revokedAt));
+    // as for API keys: a leaked test key must not be able to stop production mail
+    if (apiKey.mode === "test") {
+      const target = await db.select({ mode: smtpCredentials.mode }).from(smtpCredentials).where(where).get();
+      if (target?.mode === "live") assertLiveCaller(apiKey, "revoke a live SMTP credential");
+    }
+    const row = await db.update(smtpCredentials).set({ revokedAt: nowIso() }).where(where).returning().get();
     if (!row) throw notFound("SMTP credential");
     return c.json({ ...serializeSmtpCredential(row), revoked_at: row.revokedAt ?? nowIso() }, 200);
   });

@@ -76,6 +76,19 @@ describe("SMTP credentials", () => {
     ]);
   });
 
+  it("a test key revokes test credentials but not live ones (403 live_key_required)", async () => {
+    const account = await createAccount();
+    const testKey = await createKey(account.api_key, { name: "sandbox", mode: "test" });
+    const live = await createCredential(account.api_key, "production");
+    const test = await createCredential(account.api_key, "staging", "test");
+    const refused = await call(`/api/v1/smtp-credentials/${live.id}`, { key: testKey.key, method: "DELETE" });
+    expect(refused.status).toBe(403);
+    expect(await json(refused)).toMatchObject({ code: "live_key_required" });
+    expect((await call(`/api/v1/smtp-credentials/${test.id}`, { key: testKey.key, method: "DELETE" })).status).toBe(200);
+    const listed = await json<{ data: Credential[] }>(await call("/api/v1/smtp-credentials", { key: account.api_key }));
+    expect(listed.data.map((credential) => credential.name)).toEqual(["production"]);
+  });
+
   it("a live key creates live credentials by default and test ones when asked; the list shows each mode", async () => {
     const account = await createAccount();
     const live = await createCredential(account.api_key, "production");
