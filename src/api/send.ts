@@ -1,12 +1,12 @@
 import { acceptMessage, type AcceptInput } from "../domain/sending/accept";
 import { parseMailbox, type Mailbox } from "../domain/sending/addresses";
 import { renderTemplate } from "../domain/sending/render";
+import { sendLimits, tagPattern, tagRule } from "../domain/sending/rules";
 import { AppError, validationError } from "../errors";
 import { sha256Hex } from "../lib/crypto";
 import { createRouter, errorResponse, evenWithFieldErrors, jsonBody, jsonResponse, keyedRoute, z } from "../lib/openapi";
 
-export const maxRecipients = 50;
-export const maxAttachmentBytes = 10 * 1024 * 1024;
+const { recipients: maxRecipients, attachmentBytes: maxAttachmentBytes } = sendLimits;
 
 const noLineBreaks = (value: string) => !/[\r\n]/.test(value);
 const base64 = /^[A-Za-z0-9+/\s]*={0,2}\s*$/;
@@ -46,8 +46,11 @@ const SendRequestSchema = z
     text: z.string().max(5_000_000).optional(),
     template_id: z.string().max(64).optional(),
     variables: z.record(z.string().max(100), z.string().max(10_000)).optional().openapi({ example: { first_name: "Ann" } }),
-    metadata: z.record(z.string().min(1).max(64), z.string().max(500)).optional().openapi({ example: { order_id: "1042" } }),
-    tags: z.array(z.string().regex(/^[A-Za-z0-9_.:-]{1,64}$/, "Tags are 1-64 characters of letters, digits, _ . : -")).max(20).optional(),
+    metadata: z
+      .record(z.string().min(1).max(sendLimits.metadataKeyLength), z.string().max(sendLimits.metadataValueLength))
+      .optional()
+      .openapi({ example: { order_id: "1042" } }),
+    tags: z.array(z.string().regex(tagPattern, tagRule)).max(sendLimits.tags).optional(),
     attachments: z.array(AttachmentSchema).max(20).optional(),
   })
   .strict()
@@ -60,8 +63,8 @@ const SendRequestSchema = z
       ctx.addIssue({ code: "custom", path: ["template_id"], message: "Use either template_id or html/text, not both" });
     }
     if (!body.template_id && body.subject === undefined) ctx.addIssue({ code: "custom", path: ["subject"], message: "Required" });
-    if (typeof body.metadata === "object" && body.metadata !== null && Object.keys(body.metadata).length > 50) {
-      ctx.addIssue({ code: "custom", path: ["metadata"], message: "At most 50 keys" });
+    if (typeof body.metadata === "object" && body.metadata !== null && Object.keys(body.metadata).length > sendLimits.metadataKeys) {
+      ctx.addIssue({ code: "custom", path: ["metadata"], message: `At most ${sendLimits.metadataKeys} keys` });
     }
   }, evenWithFieldErrors)
   .openapi("SendRequest");
@@ -120,16 +123,8 @@ function mailboxOf(input: string): Mailbox {
 
 function toAcceptInput(body: SendRequest): AcceptInput {
   const from = mailboxOf(body.from);
+  // `Name <address>` entries keep their name in the To header; acceptMessage makes the recipients of them.
   const to = typeof body.to === "string" ? [body.to] : body.to;
-  // `Name <address>` entries keep their name in the To header; the recipients are the bare addresses, once each.
-  const recipients: string[] = [];
-  const seen = new Set<string>();
-  for (const entry of to) {
-    const { address } = mailboxOf(entry);
-    if (seen.has(address.toLowerCase())) continue;
-    seen.add(address.toLowerCase());
-    recipients.push(address);
-  }
   const attachmentBytes = (body.attachments ?? []).reduce((total, attachment) => total + decodedSize(attachment.content), 0);
   if (attachmentBytes > maxAttachmentBytes) {
     throw new AppError("payload_too_large", `Attachments total ${attachmentBytes} bytes; the limit is ${maxAttachmentBytes} bytes (10 MB)`);
@@ -138,9 +133,9 @@ function toAcceptInput(body: SendRequest): AcceptInput {
   return {
     source: "api",
     from,
-    recipients,
+    recipients: to,
     replyTo: body.reply_to === undefined ? undefined : mailboxOf(body.reply_to).address,
-    tags: [...new Set(body.tags ?? [])],
+    tags: body.tags ?? [],
     metadata: body.metadata ?? {},
     templateId: body.template_id,
     compose(template) {

@@ -9,6 +9,7 @@ import { authenticateSmtpCredential, findActiveCredential } from "../domain/smtp
 import { AppError, fieldErrors, validationError } from "../errors";
 import { base64ToBytes } from "../lib/crypto";
 import type { AppEnv } from "../types";
+import { sendLimits } from "../domain/sending/rules";
 
 // The internal relay API: what the SMTP bridge (smtp-bridge/) calls for each SMTP phase. It is not part of the
 // public API (plain hono routes, so it never appears in the OpenAPI document) and sits outside the API-key
@@ -44,7 +45,8 @@ const SenderRequest = z.object({ credential_id: z.string().min(1).max(64), mail_
 const MessageRequest = z.object({
   credential_id: z.string().min(1).max(64),
   mail_from: mailbox,
-  rcpt_to: z.array(z.string().min(1).max(320)).min(1).max(1000),
+  // The bridge enforces the same cap at RCPT (452 4.5.3); acceptMessage holds every door to it.
+  rcpt_to: z.array(z.string().min(1).max(320)).min(1).max(sendLimits.recipients),
   raw: z.string().min(1).regex(/^[A-Za-z0-9+/]+={0,2}$/, "Not base64"),
 });
 

@@ -204,6 +204,10 @@ describe("POST /internal/relay/messages", () => {
 
     expect((await relay("/messages", { ...payload, raw: "not base64!" })).status).toBe(422);
     expect((await relay("/messages", { ...payload, rcpt_to: [] })).status).toBe(422);
+    // One recipient cap for every door: the API's 50, not the 1,000 this route once allowed.
+    const crowd = await relay("/messages", { ...payload, rcpt_to: Array.from({ length: 51 }, (_, i) => `r${i}@example.net`) });
+    expect(crowd.status).toBe(422);
+    expect((await json<{ errors: Record<string, string[]> }>(crowd)).errors).toHaveProperty("rcpt_to");
 
     await call(`/api/v1/smtp-credentials/${credential.id}`, { key: account.api_key, method: "DELETE" });
     expect((await relay("/messages", payload)).status).toBe(401);

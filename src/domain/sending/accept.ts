@@ -7,6 +7,7 @@ import { AppError, validationError } from "../../errors";
 import { newId } from "../../lib/ids";
 import { logError } from "../../lib/log";
 import { domainOf } from "./mime";
+import { applySendRules } from "./rules";
 import { contentObjectKey, inlineContentLimit, type MessageContent, type SendQueueMessage } from "./content";
 import { reserveDailySends, releaseDailySends, type DailyReservation } from "./daily-limit";
 
@@ -18,7 +19,7 @@ export type StoredTemplate = { subject: string; html: string | null; text: strin
 export type AcceptInput = {
   source: MessageSource;
   from: { name?: string; address: string };
-  /** Deliverable addresses, de-duplicated; at most 50. */
+  /** Recipients as given (`address` or `Name <address>`); acceptMessage de-duplicates and caps them (rules.ts). */
   recipients: string[];
   replyTo?: string;
   tags: string[];
@@ -61,7 +62,10 @@ export async function acceptMessage(
   const { account } = sender;
   const d1 = env.DB;
   const fromDomain = domainOf(input.from.address);
-  const normalized = input.recipients.map(normalizeSuppressionEmail);
+  const rules = applySendRules(input, input.source === "smtp" ? "rcpt_to" : "to");
+  if (!rules.ok) throw validationError(rules.errors);
+  const { tags } = rules;
+  const normalized = rules.recipients.map(normalizeSuppressionEmail);
 
   // Round trip 1: everything the decision needs, read together.
   const reads = [
@@ -97,7 +101,7 @@ export async function acceptMessage(
   const { subject, content } = input.compose(template);
 
   const messageId = newId("msg");
-  const recipients = input.recipients.map((email, i) => ({
+  const recipients = rules.recipients.map((email, i) => ({
     email,
     status: suppressed.has(normalized[i]!) ? ("suppressed" as const) : ("queued" as const),
   }));
@@ -122,7 +126,7 @@ export async function acceptMessage(
       type: "relay.suppressed",
       subjectId: messageId,
       dedupeKey: `relay.suppressed:${messageId}:${recipient.email}`,
-      data: { message_id: messageId, recipient: recipient.email, reason: "suppressed", source: input.source, tags: input.tags, metadata: input.metadata },
+      data: { message_id: messageId, recipient: recipient.email, reason: "suppressed", source: input.source, tags, metadata: input.metadata },
     }));
   const writes = [
     ...(charge > 0 ? chargeStatements(d1, { accountId: account.id, balance: "send", amount: charge, referenceId: messageId, note: "send" }) : []),
@@ -142,7 +146,7 @@ export async function acceptMessage(
         domain.id,
         input.replyTo ?? null,
         subject,
-        JSON.stringify(input.tags),
+        JSON.stringify(tags),
         JSON.stringify(input.metadata),
         inline ? serialized : null,
         inline ? null : contentObjectKey(messageId),
@@ -155,14 +159,14 @@ export async function acceptMessage(
          SELECT ?1, value ->> '$.email', ?2, value ->> '$.status' FROM json_each(?3) WHERE EXISTS (SELECT 1 FROM messages WHERE id = ?1)`,
       )
       .bind(messageId, account.id, JSON.stringify(recipients)),
-    ...(input.tags.length > 0
+    ...(tags.length > 0
       ? [
           d1
             .prepare(
               `INSERT INTO message_tags (message_id, account_id, tag)
                SELECT ?1, ?2, value FROM json_each(?3) WHERE EXISTS (SELECT 1 FROM messages WHERE id = ?1)`,
             )
-            .bind(messageId, account.id, JSON.stringify(input.tags)),
+            .bind(messageId, account.id, JSON.stringify(tags)),
         ]
       : []),
     ...events.map((event) => eventStatement(d1, event)),

@@ -5,9 +5,8 @@ import { bytesToBase64 } from "../../lib/crypto";
 import { acceptMessage, type SendAccepted, type Sender, type WaitUntil } from "./accept";
 import { parseMailbox } from "./addresses";
 import { withoutHeaderFields } from "./header-block";
+import { sendLimits, tagPattern } from "./rules";
 import { domainOf } from "./mime";
-
-const maxRelayRecipients = 50;
 
 /** The relay, like POST /send, needs both the Email API and the SMTP relay features (spec, Endpoints rule 1). */
 export function assertRelayEnabled(account: Account): void {
@@ -72,15 +71,6 @@ export async function acceptRelayMessage(
   assertRelayEnabled(account);
 
   const errors: FieldErrors = {};
-  if (message.rcptTo.length === 0) errors.rcpt_to = ["At least one recipient"];
-  if (message.rcptTo.length > maxRelayRecipients) errors.rcpt_to = [`At most ${maxRelayRecipients} recipients per message`];
-  const recipients: string[] = [];
-  message.rcptTo.forEach((rcpt, i) => {
-    const parsed = parseMailbox(rcpt);
-    if (!parsed.ok) errors[`rcpt_to.${i}`] = [parsed.error];
-    else if (!recipients.some((known) => known.toLowerCase() === parsed.mailbox.address.toLowerCase())) recipients.push(parsed.mailbox.address);
-  });
-
   let parsed: ParsedEmail;
   try {
     parsed = await PostalMime.parse(message.raw);
@@ -98,7 +88,8 @@ export async function acceptRelayMessage(
     .filter((header) => header.key === tagHeader)
     .flatMap((header) => header.value.split(","))
     .map((tag) => tag.trim())
-    .filter((tag) => /^[A-Za-z0-9_.:-]{1,64}$/.test(tag));
+    // Headers are whatever the client wrote: tags that break the rule are dropped rather than failing the message.
+    .filter((tag) => tagPattern.test(tag));
   const from = headerFrom.ok ? { ...headerFrom.mailbox, ...(parsed.from?.name ? { name: parsed.from.name } : {}) } : { address: "" };
   const result = await acceptMessage(
     env,
@@ -107,9 +98,9 @@ export async function acceptRelayMessage(
     {
       source: "smtp",
       from,
-      recipients,
+      recipients: message.rcptTo,
       replyTo: parsed.replyTo?.[0]?.address,
-      tags: [...new Set(tags)].slice(0, 20),
+      tags: [...new Set(tags)].slice(0, sendLimits.tags),
       metadata: {},
       compose: () => ({ subject: (parsed.subject ?? "").replace(/[\r\n]+/g, " ").slice(0, 998), content: { kind: "raw", raw: bytesToBase64(raw) } }),
     },
