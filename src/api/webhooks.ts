@@ -1,23 +1,21 @@
-import { and, count, eq, type SQL } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
-import { webhookDeliveries, webhookEndpoints } from "../db/schema";
-import { createResolver } from "../domain/dns/doh";
 import { eventDataSchemas, eventTypes, type EventType } from "../domain/events/events";
-import { attemptDelivery, deliveryContext, type WebhookEnvelope } from "../domain/webhooks/delivery";
+import { sendTestEvent } from "../domain/webhooks/delivery";
 import {
+  createEndpoint,
+  deleteEndpoint,
+  findEndpoint,
+  listDeliveries as findDeliveries,
+  listEndpoints,
   MAX_ENDPOINTS_PER_ACCOUNT,
-  normalizeSubscription,
   previousSecretActive,
-  ROTATION_GRACE_MS,
+  updateEndpoint,
+  type WebhookDeliveryRow,
   type WebhookEndpointRow,
 } from "../domain/webhooks/endpoints";
-import { logDeliveryAttempt } from "../domain/webhooks/log";
 import { sampleEventData } from "../domain/webhooks/samples";
-import { generateWebhookSecret, maskWebhookSecret } from "../domain/webhooks/signing";
-import { allowPrivateWebhookUrls, checkWebhookUrl } from "../domain/webhooks/url-policy";
+import { maskWebhookSecret } from "../domain/webhooks/signing";
 import { AppError, notFound, validationError } from "../errors";
-import { decryptSecret, encryptSecret } from "../lib/crypto";
-import { newId, nowIso } from "../lib/ids";
+import { decryptSecret } from "../lib/crypto";
 import {
   createRouter,
   errorResponse,
@@ -30,9 +28,7 @@ import {
   Timestamp,
   z,
 } from "../lib/openapi";
-import { keysetPage, pageOf } from "../lib/pagination";
-import type { AppEnv } from "../types";
-import type { Context } from "hono";
+import { pageOf } from "../lib/pagination";
 
 const tags = ["Webhooks"];
 
@@ -235,8 +231,6 @@ const listDeliveries = keyedRoute("webhooks", {
   responses: { 200: jsonResponse(paginated(DeliverySchema, "WebhookDeliveryList"), "Attempts, newest first"), ...notFoundResponse },
 });
 
-type AppContext = Context<AppEnv>;
-
 async function serializeEndpoint(row: WebhookEndpointRow, encryptionKey: string, revealSecret?: string) {
   return {
     id: row.id,
@@ -253,7 +247,7 @@ async function serializeEndpoint(row: WebhookEndpointRow, encryptionKey: string,
   };
 }
 
-function serializeDelivery(row: typeof webhookDeliveries.$inferSelect) {
+function serializeDelivery(row: WebhookDeliveryRow) {
   return {
     id: row.id,
     event_id: row.eventId,
@@ -268,23 +262,14 @@ function serializeDelivery(row: typeof webhookDeliveries.$inferSelect) {
   };
 }
 
-/** The URL as stored, or a 422 (503 when DNS did not answer) explaining why it is refused. */
-async function acceptableUrl(c: AppContext, url: string): Promise<string> {
-  const check = await checkWebhookUrl(url, {
-    allowPrivate: allowPrivateWebhookUrls(c.env),
-    resolver: createResolver({ url: c.env.DOH_URL, db: c.env.DB }),
-  });
-  if (check.ok) return check.url;
-  if (check.transient) throw new AppError("upstream_unavailable", check.reason);
-  throw validationError({ url: [check.reason] }, "The webhook URL is not accepted");
+/** A refused URL: 422, or 503 when DNS did not answer and the same URL may pass later. */
+function urlRefused(outcome: { reason: string; transient: boolean }): AppError {
+  if (outcome.transient) return new AppError("upstream_unavailable", outcome.reason);
+  return validationError({ url: [outcome.reason] }, "The webhook URL is not accepted");
 }
 
-function ownEndpoint(c: AppContext, id: string): SQL | undefined {
-  return and(eq(webhookEndpoints.id, id), eq(webhookEndpoints.accountId, c.get("auth").account.id));
-}
-
-async function findEndpoint(c: AppContext, id: string): Promise<WebhookEndpointRow> {
-  const row = await drizzle(c.env.DB).select().from(webhookEndpoints).where(ownEndpoint(c, id)).get();
+async function ownedEndpoint(d1: D1Database, accountId: string, id: string): Promise<WebhookEndpointRow> {
+  const row = await findEndpoint(d1, accountId, id);
   if (!row) throw notFound("Webhook endpoint");
   return row;
 }
@@ -292,104 +277,43 @@ async function findEndpoint(c: AppContext, id: string): Promise<WebhookEndpointR
 export const webhookRoutes = createRouter()
   .openapi(listWebhooks, async (c) => {
     const { limit, cursor } = c.req.valid("query");
-    const page = keysetPage({ createdAt: webhookEndpoints.createdAt, id: webhookEndpoints.id }, cursor);
-    const rows = await drizzle(c.env.DB)
-      .select()
-      .from(webhookEndpoints)
-      .where(and(eq(webhookEndpoints.accountId, c.get("auth").account.id), page.where))
-      .orderBy(...page.orderBy)
-      .limit(limit + 1)
-      .all();
+    const rows = await listEndpoints(c.env.DB, c.get("auth").account.id, { cursor, limit });
     const { data, ...rest } = pageOf(rows, limit, (row) => row);
     return c.json({ data: await Promise.all(data.map((row) => serializeEndpoint(row, c.env.DKIM_ENCRYPTION_KEY))), ...rest }, 200);
   })
   .openapi(createWebhook, async (c) => {
     const body = c.req.valid("json");
-    const accountId = c.get("auth").account.id;
-    const db = drizzle(c.env.DB);
-    const existing = await db.select({ n: count() }).from(webhookEndpoints).where(eq(webhookEndpoints.accountId, accountId)).get();
-    if ((existing?.n ?? 0) >= MAX_ENDPOINTS_PER_ACCOUNT) {
+    const outcome = await createEndpoint(c.env, c.get("auth").account.id, body);
+    if (outcome.kind === "too_many") {
       throw validationError(
         { url: [`An account can have at most ${MAX_ENDPOINTS_PER_ACCOUNT} webhook endpoints; delete one first`] },
         "Too many webhook endpoints",
       );
     }
-    const url = await acceptableUrl(c, body.url);
-    const secret = generateWebhookSecret();
-    const row = await db
-      .insert(webhookEndpoints)
-      .values({
-        id: newId("wh"),
-        accountId,
-        url,
-        description: body.description ?? null,
-        events: normalizeSubscription(body.events),
-        enabled: body.enabled,
-        secret: await encryptSecret(secret, c.env.DKIM_ENCRYPTION_KEY),
-      })
-      .returning()
-      .get();
-    return c.json(await serializeEndpoint(row, c.env.DKIM_ENCRYPTION_KEY, secret), 201);
+    if (outcome.kind === "url_refused") throw urlRefused(outcome);
+    return c.json(await serializeEndpoint(outcome.endpoint, c.env.DKIM_ENCRYPTION_KEY, outcome.secret), 201);
   })
   .openapi(getWebhook, async (c) => {
-    const row = await findEndpoint(c, c.req.valid("param").id);
+    const row = await ownedEndpoint(c.env.DB, c.get("auth").account.id, c.req.valid("param").id);
     return c.json(await serializeEndpoint(row, c.env.DKIM_ENCRYPTION_KEY), 200);
   })
   .openapi(updateWebhook, async (c) => {
-    const { id } = c.req.valid("param");
-    const body = c.req.valid("json");
-    const current = await findEndpoint(c, id);
-    const now = nowIso();
-    const changes: Partial<typeof webhookEndpoints.$inferInsert> = { updatedAt: now };
-    if (body.url !== undefined) changes.url = await acceptableUrl(c, body.url);
-    if (body.events !== undefined) changes.events = normalizeSubscription(body.events);
-    if (body.description !== undefined) changes.description = body.description;
-    if (body.enabled !== undefined) {
-      changes.enabled = body.enabled;
-      // A decision of the owner replaces the service's: the reason and the failure streak start over.
-      changes.disabledReason = null;
-      changes.failingSince = null;
-    }
-    let newSecret: string | undefined;
-    if (body.rotate_secret) {
-      newSecret = generateWebhookSecret();
-      changes.secret = await encryptSecret(newSecret, c.env.DKIM_ENCRYPTION_KEY);
-      changes.previousSecret = current.secret;
-      changes.previousSecretExpiresAt = new Date(Date.parse(now) + ROTATION_GRACE_MS).toISOString();
-    }
-    const row = await drizzle(c.env.DB).update(webhookEndpoints).set(changes).where(ownEndpoint(c, id)).returning().get();
-    if (!row) throw notFound("Webhook endpoint");
-    return c.json(await serializeEndpoint(row, c.env.DKIM_ENCRYPTION_KEY, newSecret), 200);
+    const { rotate_secret: rotateSecret, ...change } = c.req.valid("json");
+    const outcome = await updateEndpoint(c.env, c.get("auth").account.id, c.req.valid("param").id, { ...change, rotateSecret });
+    if (outcome.kind === "not_found") throw notFound("Webhook endpoint");
+    if (outcome.kind === "url_refused") throw urlRefused(outcome);
+    return c.json(await serializeEndpoint(outcome.endpoint, c.env.DKIM_ENCRYPTION_KEY, outcome.secret), 200);
   })
   .openapi(deleteWebhook, async (c) => {
     const { id } = c.req.valid("param");
-    const row = await findEndpoint(c, id);
-    const db = drizzle(c.env.DB);
-    await db.batch([
-      db.delete(webhookDeliveries).where(eq(webhookDeliveries.endpointId, row.id)),
-      db.delete(webhookEndpoints).where(ownEndpoint(c, row.id)),
-    ]);
-    return c.json({ id: row.id, deleted: true as const }, 200);
+    if (!(await deleteEndpoint(c.env.DB, c.get("auth").account.id, id))) throw notFound("Webhook endpoint");
+    return c.json({ id, deleted: true as const }, 200);
   })
   .openapi(testWebhook, async (c) => {
-    const endpoint = await findEndpoint(c, c.req.valid("param").id);
+    const endpoint = await ownedEndpoint(c.env.DB, c.get("auth").account.id, c.req.valid("param").id);
     // The body is optional: without one, c.req.valid("json") is empty and the default type applies.
     const type: EventType = TestWebhookSchema.parse(c.req.valid("json") ?? {}).type;
-    const event: WebhookEnvelope = { id: newId("evt"), type, created_at: nowIso(), data: sampleEventData[type] };
-    const result = await attemptDelivery(deliveryContext(c.env), endpoint, event);
-    await logDeliveryAttempt(c.env, {
-      endpointId: endpoint.id,
-      accountId: endpoint.accountId,
-      eventId: event.id,
-      eventType: type,
-      attempt: 1,
-      status: result.ok ? "succeeded" : "failed",
-      statusCode: result.statusCode,
-      responseSnippet: result.responseSnippet,
-      durationMs: result.durationMs,
-      nextRetryAt: null,
-      createdAt: nowIso(),
-    });
+    const { event, result } = await sendTestEvent(c.env, endpoint, type);
     return c.json(
       {
         ok: result.ok,
@@ -402,22 +326,8 @@ export const webhookRoutes = createRouter()
     );
   })
   .openapi(listDeliveries, async (c) => {
-    const endpoint = await findEndpoint(c, c.req.valid("param").id);
-    const { limit, cursor, status, event_id } = c.req.valid("query");
-    const page = keysetPage({ createdAt: webhookDeliveries.createdAt, id: webhookDeliveries.id }, cursor);
-    const rows = await drizzle(c.env.DB)
-      .select()
-      .from(webhookDeliveries)
-      .where(
-        and(
-          eq(webhookDeliveries.endpointId, endpoint.id),
-          status ? eq(webhookDeliveries.status, status) : undefined,
-          event_id ? eq(webhookDeliveries.eventId, event_id) : undefined,
-          page.where,
-        ),
-      )
-      .orderBy(...page.orderBy)
-      .limit(limit + 1)
-      .all();
+    const { limit, cursor, status, event_id: eventId } = c.req.valid("query");
+    const rows = await findDeliveries(c.env.DB, c.get("auth").account.id, c.req.valid("param").id, { status, eventId }, { cursor, limit });
+    if (!rows) throw notFound("Webhook endpoint");
     return c.json(pageOf(rows, limit, serializeDelivery), 200);
   });

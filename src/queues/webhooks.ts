@@ -1,22 +1,21 @@
-import { eq, inArray, sql } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
 import { z } from "zod";
-import { events, webhookDeliveries, webhookEndpoints } from "../db/schema";
 import {
   attemptDelivery,
-  AUTO_DISABLE_AFTER_MS,
   deliveryContext,
   MAX_ATTEMPTS,
   RETRY_DELAYS_SECONDS,
   type AttemptResult,
   type DeliveryContext,
-  type WebhookEnvelope,
 } from "../domain/webhooks/delivery";
-import type { WebhookDeliveryMessage } from "../domain/webhooks/dispatch";
-import type { WebhookEndpointRow } from "../domain/webhooks/endpoints";
-import { deliveryLogStatement, logDeliveryAttempt } from "../domain/webhooks/log";
-import { statement } from "../db/client";
-import { newId } from "../lib/ids";
+import { findDispatchedEvents, type DispatchedEvent, type WebhookDeliveryMessage } from "../domain/webhooks/dispatch";
+import {
+  deliverySucceededStatements,
+  findEndpointsByIds,
+  logDeadLetteredDelivery,
+  logDeliveryAttempt,
+  recordEndpointFailure,
+  type WebhookEndpointRow,
+} from "../domain/webhooks/endpoints";
 import { logError, logWarning } from "../lib/log";
 
 // Consumer of `mailforge-webhooks`: one message is one attempt to deliver one event to one endpoint.
@@ -36,66 +35,10 @@ const messageSchema = z.object({
   attempt: z.number().int().min(1).max(MAX_ATTEMPTS),
 }) satisfies z.ZodType<WebhookDeliveryMessage>;
 
-const IDS_PER_STATEMENT = 90;
-
 export type WebhookConsumerOptions = {
   /** Per-request timeout; 10 s unless a test shortens it. */
   timeoutMs?: number;
 };
-
-type EventRecord = WebhookEnvelope & { accountId: string };
-
-async function loadEvents(env: Env, ids: string[]): Promise<Map<string, EventRecord>> {
-  const found = new Map<string, EventRecord>();
-  const db = drizzle(env.DB);
-  for (let i = 0; i < ids.length; i += IDS_PER_STATEMENT) {
-    const rows = await db
-      .select()
-      .from(events)
-      .where(inArray(events.id, ids.slice(i, i + IDS_PER_STATEMENT)))
-      .all();
-    for (const row of rows) {
-      found.set(row.id, { id: row.id, type: row.type, created_at: row.createdAt, data: row.data, accountId: row.accountId });
-    }
-  }
-  return found;
-}
-
-async function loadEndpoints(env: Env, ids: string[]): Promise<Map<string, WebhookEndpointRow>> {
-  const found = new Map<string, WebhookEndpointRow>();
-  const db = drizzle(env.DB);
-  for (let i = 0; i < ids.length; i += IDS_PER_STATEMENT) {
-    const rows = await db
-      .select()
-      .from(webhookEndpoints)
-      .where(inArray(webhookEndpoints.id, ids.slice(i, i + IDS_PER_STATEMENT)))
-      .all();
-    for (const row of rows) found.set(row.id, row);
-  }
-  return found;
-}
-
-/**
- * After a failed attempt: sets `failing_since` if unset, and disables the endpoint when it was set more than 5 days
- * ago. Returns whether the endpoint is still enabled.
- */
-async function recordEndpointFailure(env: Env, endpointId: string, at: string): Promise<boolean> {
-  const cutoff = new Date(Date.parse(at) - AUTO_DISABLE_AFTER_MS).toISOString();
-  // SET expressions all read the row as it was, so `failing_since` below is the value before this failure.
-  const expired = sql`(${webhookEndpoints.failingSince} IS NOT NULL AND ${webhookEndpoints.failingSince} <= ${cutoff})`;
-  const row = await drizzle(env.DB)
-    .update(webhookEndpoints)
-    .set({
-      failingSince: sql`COALESCE(${webhookEndpoints.failingSince}, ${at})`,
-      enabled: sql`CASE WHEN ${expired} THEN 0 ELSE ${webhookEndpoints.enabled} END`,
-      disabledReason: sql`CASE WHEN ${expired} THEN 'Disabled automatically: every delivery has failed since ' || ${webhookEndpoints.failingSince} || ' (5 days)' ELSE ${webhookEndpoints.disabledReason} END`,
-      updatedAt: at,
-    })
-    .where(eq(webhookEndpoints.id, endpointId))
-    .returning({ enabled: webhookEndpoints.enabled })
-    .get();
-  return row?.enabled ?? false;
-}
 
 /**
  * One attempt. A success returns its log row (and the end of a failure streak) instead of writing it, so the caller
@@ -104,7 +47,7 @@ async function recordEndpointFailure(env: Env, endpointId: string, at: string): 
 async function processMessage(
   context: DeliveryContext,
   message: WebhookDeliveryMessage,
-  event: EventRecord | undefined,
+  event: DispatchedEvent | undefined,
   endpoint: WebhookEndpointRow | undefined,
 ): Promise<D1PreparedStatement[]> {
   const { env } = context;
@@ -120,7 +63,7 @@ async function processMessage(
   }
   const base = { endpointId: endpoint.id, accountId: endpoint.accountId, eventId: event.id, eventType: event.type, attempt: message.attempt };
   if (!endpoint.enabled) {
-    await logDeliveryAttempt(env, {
+    await logDeliveryAttempt(env.DB, {
       ...base,
       status: "failed",
       statusCode: null,
@@ -137,16 +80,12 @@ async function processMessage(
   const at = finishedAt.toISOString();
   const attempt = { ...base, statusCode: result.statusCode, responseSnippet: result.responseSnippet, durationMs: result.durationMs, createdAt: at };
 
-  if (result.ok) {
-    const log = statement(env.DB, deliveryLogStatement(env.DB, { ...attempt, status: "succeeded", nextRetryAt: null }));
-    if (endpoint.failingSince === null) return [log];
-    return [log, statement(env.DB, drizzle(env.DB).update(webhookEndpoints).set({ failingSince: null, updatedAt: at }).where(eq(webhookEndpoints.id, endpoint.id)))];
-  }
+  if (result.ok) return deliverySucceededStatements(env.DB, endpoint, attempt);
 
-  const stillEnabled = await recordEndpointFailure(env, endpoint.id, at);
+  const stillEnabled = await recordEndpointFailure(env.DB, endpoint.id, at);
   const delaySeconds = RETRY_DELAYS_SECONDS[message.attempt - 1];
   const retry = stillEnabled && delaySeconds !== undefined;
-  await logDeliveryAttempt(env, {
+  await logDeliveryAttempt(env.DB, {
     ...attempt,
     status: retry ? "retrying" : "failed",
     nextRetryAt: retry ? new Date(finishedAt.getTime() + delaySeconds * 1000).toISOString() : null,
@@ -184,12 +123,12 @@ export async function deliverWebhookMessages(
   options: WebhookConsumerOptions = {},
 ): Promise<("done" | "again")[]> {
   if (messages.length === 0) return [];
-  let eventsById: Map<string, EventRecord>;
+  let eventsById: Map<string, DispatchedEvent>;
   let endpointsById: Map<string, WebhookEndpointRow>;
   try {
     [eventsById, endpointsById] = await Promise.all([
-      loadEvents(env, [...new Set(messages.map((message) => message.event_id))]),
-      loadEndpoints(env, [...new Set(messages.map((message) => message.endpoint_id))]),
+      findDispatchedEvents(env.DB, [...new Set(messages.map((message) => message.event_id))]),
+      findEndpointsByIds(env.DB, [...new Set(messages.map((message) => message.endpoint_id))]),
     ]);
   } catch (error) {
     logError("webhook deliveries could not be loaded; they will run again", { error: error instanceof Error ? error.message : String(error) });
@@ -266,8 +205,8 @@ export async function consumeWebhookDeadLetters(batch: MessageBatch<unknown>, en
     return body.success ? [{ message, body: body.data }] : [];
   });
   const [eventsById, endpointsById] = await Promise.all([
-    loadEvents(env, [...new Set(parsed.map(({ body }) => body.event_id))]),
-    loadEndpoints(env, [...new Set(parsed.map(({ body }) => body.endpoint_id))]),
+    findDispatchedEvents(env.DB, [...new Set(parsed.map(({ body }) => body.event_id))]),
+    findEndpointsByIds(env.DB, [...new Set(parsed.map(({ body }) => body.endpoint_id))]),
   ]);
   for (const { body } of parsed) {
     const event = eventsById.get(body.event_id);
@@ -276,25 +215,13 @@ export async function consumeWebhookDeadLetters(batch: MessageBatch<unknown>, en
       logWarning("dead-lettered webhook delivery dropped: its event or endpoint no longer exists", { ...body });
       continue;
     }
-    // When the attempt itself was logged before the consumer failed, its status code and snippet stay.
-    await drizzle(env.DB)
-      .insert(webhookDeliveries)
-      .values({
-        id: newId("whd"),
-        endpointId: endpoint.id,
-        accountId: endpoint.accountId,
-        eventId: event.id,
-        eventType: event.type,
-        attempt: body.attempt,
-        status: "failed",
-        responseSnippet: "Gave up: this delivery could not be processed (dead-lettered)",
-        createdAt: new Date().toISOString(),
-      })
-      .onConflictDoUpdate({
-        target: [webhookDeliveries.endpointId, webhookDeliveries.eventId, webhookDeliveries.attempt],
-        set: { status: "failed", nextRetryAt: null },
-      })
-      .run();
+    await logDeadLetteredDelivery(env.DB, {
+      endpointId: endpoint.id,
+      accountId: endpoint.accountId,
+      eventId: event.id,
+      eventType: event.type,
+      attempt: body.attempt,
+    });
   }
   batch.ackAll();
 }

@@ -1,5 +1,8 @@
 import { createResolver, type DnsResolver } from "../dns/doh";
-import { signingSecrets, type WebhookEndpointRow } from "./endpoints";
+import { newId, nowIso } from "../../lib/ids";
+import type { EventType } from "../events/events";
+import { logDeliveryAttempt, signingSecrets, type WebhookEndpointRow } from "./endpoints";
+import { sampleEventData } from "./samples";
 import { signWebhook } from "./signing";
 import { allowPrivateWebhookUrls, checkWebhookUrl } from "./url-policy";
 
@@ -9,8 +12,6 @@ export const RETRY_DELAYS_SECONDS = [60, 300, 1800, 7200, 21600, 43200] as const
 export const MAX_ATTEMPTS = RETRY_DELAYS_SECONDS.length + 1;
 export const DELIVERY_TIMEOUT_MS = 10_000;
 export const RESPONSE_SNIPPET_MAX_CHARS = 500;
-/** An endpoint whose every delivery has failed for this long is disabled. */
-export const AUTO_DISABLE_AFTER_MS = 5 * 24 * 60 * 60 * 1000;
 
 // Enough bytes for 500 characters of UTF-8 text; the rest of a large error page is never read.
 const SNIPPET_MAX_BYTES = 4 * RESPONSE_SNIPPET_MAX_CHARS;
@@ -142,4 +143,27 @@ async function readSnippet(response: Response): Promise<string> {
   }
   // A cut multi-byte character at the end decodes to U+FFFD instead of throwing.
   return new TextDecoder().decode(bytes.subarray(0, SNIPPET_MAX_BYTES));
+}
+
+/**
+ * Sends one event of `type` with sample data to the endpoint now, signed like every delivery, and logs it (never
+ * retried). Works on a disabled endpoint, so its owner can check it before re-enabling it.
+ */
+export async function sendTestEvent(env: Env, endpoint: WebhookEndpointRow, type: EventType): Promise<{ event: WebhookEnvelope; result: AttemptResult }> {
+  const event: WebhookEnvelope = { id: newId("evt"), type, created_at: nowIso(), data: sampleEventData[type] };
+  const result = await attemptDelivery(deliveryContext(env), endpoint, event);
+  await logDeliveryAttempt(env.DB, {
+    endpointId: endpoint.id,
+    accountId: endpoint.accountId,
+    eventId: event.id,
+    eventType: type,
+    attempt: 1,
+    status: result.ok ? "succeeded" : "failed",
+    statusCode: result.statusCode,
+    responseSnippet: result.responseSnippet,
+    durationMs: result.durationMs,
+    nextRetryAt: null,
+    createdAt: nowIso(),
+  });
+  return { event, result };
 }

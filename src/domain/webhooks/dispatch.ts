@@ -1,10 +1,11 @@
 import { and, asc, eq, inArray, isNull, lt } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
-import { events, webhookEndpoints } from "../../db/schema";
+import { events } from "../../db/schema";
 import { nowIso } from "../../lib/ids";
 import { logError } from "../../lib/log";
 import { eventStatement, type EventInput } from "../events/events";
-import { subscribesTo } from "./endpoints";
+import type { WebhookEnvelope } from "./delivery";
+import { enabledEndpointsOf, subscribesTo } from "./endpoints";
 
 // The outbox: producers write events (with `eventStatement`, in the same D1 batch as the change they report), then
 // call `dispatchEvents`, which turns each event into one WEBHOOK_QUEUE message per subscribed endpoint and only then
@@ -77,20 +78,25 @@ export async function recordEvents(env: Env, eventInputs: EventInput[]): Promise
   for (const [accountId, keys] of keysByAccount) await dispatchEvents(env, accountId, keys);
 }
 
+/** An event as its deliveries send it, with the account it belongs to. */
+export type DispatchedEvent = WebhookEnvelope & { accountId: string };
+
+/** Events by id, for the delivery consumers. */
+export async function findDispatchedEvents(d1: D1Database, ids: string[]): Promise<Map<string, DispatchedEvent>> {
+  const found = new Map<string, DispatchedEvent>();
+  const db = drizzle(d1);
+  for (const part of chunk(ids, IDS_PER_STATEMENT)) {
+    const rows = await db.select().from(events).where(inArray(events.id, part)).all();
+    for (const row of rows) found.set(row.id, { id: row.id, type: row.type, created_at: row.createdAt, data: row.data, accountId: row.accountId });
+  }
+  return found;
+}
+
 /** Returns how many queue messages were sent. */
 async function dispatchEventRows(env: Env, rows: readonly EventRow[]): Promise<number> {
   if (rows.length === 0) return 0;
   const db = drizzle(env.DB);
-  const endpoints: { id: string; accountId: string; events: string[] }[] = [];
-  for (const accountIds of chunk([...new Set(rows.map((row) => row.accountId))], IDS_PER_STATEMENT)) {
-    endpoints.push(
-      ...(await db
-        .select({ id: webhookEndpoints.id, accountId: webhookEndpoints.accountId, events: webhookEndpoints.events })
-        .from(webhookEndpoints)
-        .where(and(inArray(webhookEndpoints.accountId, accountIds), eq(webhookEndpoints.enabled, true)))
-        .all()),
-    );
-  }
+  const endpoints = await enabledEndpointsOf(env.DB, [...new Set(rows.map((row) => row.accountId))]);
 
   const messages: MessageSendRequest<WebhookDeliveryMessage>[] = rows.flatMap((event) =>
     endpoints

@@ -1,14 +1,29 @@
-import { decryptSecret } from "../../lib/crypto";
-import { webhookEndpoints } from "../../db/schema";
+// Webhook endpoints and their delivery log. This module owns their queries: the webhooks routes, the delivery
+// consumer, the dead-letter consumer and the dispatcher go through it.
+
+import { and, eq, inArray, sql } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
+import { statement } from "../../db/client";
+import { webhookDeliveries, webhookEndpoints } from "../../db/schema";
+import { decryptSecret, encryptSecret } from "../../lib/crypto";
+import { newId, nowIso } from "../../lib/ids";
+import { keysetPage } from "../../lib/pagination";
+import { createResolver } from "../dns/doh";
 import type { EventType } from "../events/events";
+import { generateWebhookSecret } from "./signing";
+import { allowPrivateWebhookUrls, checkWebhookUrl } from "./url-policy";
 
 export type WebhookEndpointRow = typeof webhookEndpoints.$inferSelect;
+export type WebhookDeliveryRow = typeof webhookDeliveries.$inferSelect;
 
 /** What an endpoint subscribes to: event types, or `*` for every type (including types added later). */
 export type EventSubscription = EventType | "*";
 
 /** After a rotation the old secret keeps signing this long, so receivers can roll out the new one without gaps. */
 export const ROTATION_GRACE_MS = 24 * 60 * 60 * 1000;
+
+/** An endpoint whose every delivery has failed for this long is disabled. */
+export const AUTO_DISABLE_AFTER_MS = 5 * 24 * 60 * 60 * 1000;
 
 /** At most this many endpoints per account: each one multiplies every event into one more delivery. */
 export const MAX_ENDPOINTS_PER_ACCOUNT = 20;
@@ -35,4 +50,287 @@ export async function signingSecrets(
   const current = await decryptSecret(row.secret, encryptionKey);
   const previous = previousSecretActive(row, now) ? row.previousSecret : null;
   return previous ? [current, await decryptSecret(previous, encryptionKey)] : [current];
+}
+
+type UrlRefused = { kind: "url_refused"; reason: string; /** DNS did not answer: worth retrying. */ transient: boolean };
+
+/** The URL as stored, or why it is refused (checked against the URL policy on a DNS answer). */
+async function acceptableUrl(env: Env, url: string): Promise<{ kind: "ok"; url: string } | UrlRefused> {
+  const check = await checkWebhookUrl(url, { allowPrivate: allowPrivateWebhookUrls(env), resolver: createResolver({ url: env.DOH_URL, db: env.DB }) });
+  return check.ok ? { kind: "ok", url: check.url } : { kind: "url_refused", reason: check.reason, transient: check.transient === true };
+}
+
+const ownEndpoint = (accountId: string, endpointId: string) => and(eq(webhookEndpoints.id, endpointId), eq(webhookEndpoints.accountId, accountId));
+
+/** A page of the account's endpoints, newest first (`limit + 1` rows, for `pageOf`). */
+export async function listEndpoints(d1: D1Database, accountId: string, page: { cursor?: string; limit: number }): Promise<WebhookEndpointRow[]> {
+  const keyset = keysetPage({ createdAt: webhookEndpoints.createdAt, id: webhookEndpoints.id }, page.cursor);
+  return drizzle(d1)
+    .select()
+    .from(webhookEndpoints)
+    .where(and(eq(webhookEndpoints.accountId, accountId), keyset.where))
+    .orderBy(...keyset.orderBy)
+    .limit(page.limit + 1)
+    .all();
+}
+
+export async function findEndpoint(d1: D1Database, accountId: string, endpointId: string): Promise<WebhookEndpointRow | undefined> {
+  return drizzle(d1).select().from(webhookEndpoints).where(ownEndpoint(accountId, endpointId)).get();
+}
+
+/** Endpoints by id, whatever their account (the delivery consumer checks the account against the event's). */
+export async function findEndpointsByIds(d1: D1Database, ids: string[]): Promise<Map<string, WebhookEndpointRow>> {
+  const found = new Map<string, WebhookEndpointRow>();
+  const db = drizzle(d1);
+  for (let i = 0; i < ids.length; i += IDS_PER_STATEMENT) {
+    const rows = await db
+      .select()
+      .from(webhookEndpoints)
+      .where(inArray(webhookEndpoints.id, ids.slice(i, i + IDS_PER_STATEMENT)))
+      .all();
+    for (const row of rows) found.set(row.id, row);
+  }
+  return found;
+}
+
+// D1 binds at most 100 parameters per statement.
+const IDS_PER_STATEMENT = 90;
+
+/** The enabled endpoints of these accounts, with what they subscribe to. */
+export async function enabledEndpointsOf(d1: D1Database, accountIds: string[]): Promise<Pick<WebhookEndpointRow, "id" | "accountId" | "events">[]> {
+  const db = drizzle(d1);
+  const endpoints: Pick<WebhookEndpointRow, "id" | "accountId" | "events">[] = [];
+  for (let i = 0; i < accountIds.length; i += IDS_PER_STATEMENT) {
+    endpoints.push(
+      ...(await db
+        .select({ id: webhookEndpoints.id, accountId: webhookEndpoints.accountId, events: webhookEndpoints.events })
+        .from(webhookEndpoints)
+        .where(and(inArray(webhookEndpoints.accountId, accountIds.slice(i, i + IDS_PER_STATEMENT)), eq(webhookEndpoints.enabled, true)))
+        .all()),
+    );
+  }
+  return endpoints;
+}
+
+export type CreateEndpointOutcome =
+  | { kind: "too_many" }
+  | UrlRefused
+  /** `secret` in full: shown to the owner this once. */
+  | { kind: "created"; endpoint: WebhookEndpointRow; secret: string };
+
+export async function createEndpoint(
+  env: Env,
+  accountId: string,
+  input: { url: string; description?: string; events: EventSubscription[]; enabled: boolean },
+): Promise<CreateEndpointOutcome> {
+  const db = drizzle(env.DB);
+  const existing = await db.select({ n: sql<number>`count(*)` }).from(webhookEndpoints).where(eq(webhookEndpoints.accountId, accountId)).get();
+  if ((existing?.n ?? 0) >= MAX_ENDPOINTS_PER_ACCOUNT) return { kind: "too_many" };
+  const url = await acceptableUrl(env, input.url);
+  if (url.kind !== "ok") return url;
+  const secret = generateWebhookSecret();
+  const endpoint = await db
+    .insert(webhookEndpoints)
+    .values({
+      id: newId("wh"),
+      accountId,
+      url: url.url,
+      description: input.description ?? null,
+      events: normalizeSubscription(input.events),
+      enabled: input.enabled,
+      secret: await encryptSecret(secret, env.DKIM_ENCRYPTION_KEY),
+    })
+    .returning()
+    .get();
+  return { kind: "created", endpoint, secret };
+}
+
+export type EndpointChange = {
+  url?: string;
+  events?: EventSubscription[];
+  description?: string | null;
+  enabled?: boolean;
+  rotateSecret?: boolean;
+};
+
+export type UpdateEndpointOutcome =
+  | { kind: "not_found" }
+  | UrlRefused
+  /** `secret` in full when a rotation issued a new one. */
+  | { kind: "updated"; endpoint: WebhookEndpointRow; secret?: string };
+
+/**
+ * Changes an endpoint. Enabling or disabling it is the owner's decision and clears the service's (the reason and
+ * the failure streak); a rotation keeps the previous secret signing for ROTATION_GRACE_MS.
+ */
+export async function updateEndpoint(env: Env, accountId: string, endpointId: string, change: EndpointChange): Promise<UpdateEndpointOutcome> {
+  const current = await findEndpoint(env.DB, accountId, endpointId);
+  if (!current) return { kind: "not_found" };
+  const now = nowIso();
+  const changes: Partial<typeof webhookEndpoints.$inferInsert> = { updatedAt: now };
+  if (change.url !== undefined) {
+    const url = await acceptableUrl(env, change.url);
+    if (url.kind !== "ok") return url;
+    changes.url = url.url;
+  }
+  if (change.events !== undefined) changes.events = normalizeSubscription(change.events);
+  if (change.description !== undefined) changes.description = change.description;
+  if (change.enabled !== undefined) {
+    changes.enabled = change.enabled;
+    changes.disabledReason = null;
+    changes.failingSince = null;
+  }
+  let secret: string | undefined;
+  if (change.rotateSecret) {
+    secret = generateWebhookSecret();
+    changes.secret = await encryptSecret(secret, env.DKIM_ENCRYPTION_KEY);
+    changes.previousSecret = current.secret;
+    changes.previousSecretExpiresAt = new Date(Date.parse(now) + ROTATION_GRACE_MS).toISOString();
+  }
+  const endpoint = await drizzle(env.DB).update(webhookEndpoints).set(changes).where(ownEndpoint(accountId, endpointId)).returning().get();
+  if (!endpoint) return { kind: "not_found" };
+  return secret ? { kind: "updated", endpoint, secret } : { kind: "updated", endpoint };
+}
+
+/** Deletes an endpoint and its delivery log; false if the account has no such endpoint. */
+export async function deleteEndpoint(d1: D1Database, accountId: string, endpointId: string): Promise<boolean> {
+  const db = drizzle(d1);
+  const [, deleted] = await db.batch([
+    db
+      .delete(webhookDeliveries)
+      .where(
+        and(
+          eq(webhookDeliveries.endpointId, endpointId),
+          sql`EXISTS (SELECT 1 FROM ${webhookEndpoints} WHERE ${webhookEndpoints.id} = ${endpointId} AND ${webhookEndpoints.accountId} = ${accountId})`,
+        ),
+      ),
+    db.delete(webhookEndpoints).where(ownEndpoint(accountId, endpointId)).returning({ id: webhookEndpoints.id }),
+  ]);
+  return deleted.length > 0;
+}
+
+/** A page of an endpoint's delivery log, newest first (`limit + 1` rows), or undefined if the endpoint is not the account's. */
+export async function listDeliveries(
+  d1: D1Database,
+  accountId: string,
+  endpointId: string,
+  filters: { status?: WebhookDeliveryRow["status"]; eventId?: string },
+  page: { cursor?: string; limit: number },
+): Promise<WebhookDeliveryRow[] | undefined> {
+  const db = drizzle(d1);
+  const keyset = keysetPage({ createdAt: webhookDeliveries.createdAt, id: webhookDeliveries.id }, page.cursor);
+  const [endpoint, rows] = await db.batch([
+    db.select({ id: webhookEndpoints.id }).from(webhookEndpoints).where(ownEndpoint(accountId, endpointId)),
+    db
+      .select()
+      .from(webhookDeliveries)
+      .where(
+        and(
+          eq(webhookDeliveries.endpointId, endpointId),
+          filters.status ? eq(webhookDeliveries.status, filters.status) : undefined,
+          filters.eventId ? eq(webhookDeliveries.eventId, filters.eventId) : undefined,
+          keyset.where,
+        ),
+      )
+      .orderBy(...keyset.orderBy)
+      .limit(page.limit + 1),
+  ]);
+  return endpoint.length > 0 ? rows : undefined;
+}
+
+export type DeliveryRecord = {
+  endpointId: string;
+  accountId: string;
+  eventId: string;
+  eventType: string;
+  attempt: number;
+  status: "succeeded" | "retrying" | "failed";
+  statusCode: number | null;
+  responseSnippet: string | null;
+  durationMs: number | null;
+  nextRetryAt: string | null;
+  createdAt: string;
+};
+
+/**
+ * Writes one attempt to the delivery log. The (endpoint, event, attempt) key makes a repeated attempt (the queue
+ * redelivered a message whose ack was lost) overwrite its row instead of failing.
+ */
+function deliveryLogQuery(d1: D1Database, record: DeliveryRecord) {
+  return drizzle(d1)
+    .insert(webhookDeliveries)
+    .values({ id: newId("whd"), ...record })
+    .onConflictDoUpdate({
+      target: [webhookDeliveries.endpointId, webhookDeliveries.eventId, webhookDeliveries.attempt],
+      set: {
+        status: record.status,
+        statusCode: record.statusCode,
+        responseSnippet: record.responseSnippet,
+        durationMs: record.durationMs,
+        nextRetryAt: record.nextRetryAt,
+        createdAt: record.createdAt,
+      },
+    });
+}
+
+export async function logDeliveryAttempt(d1: D1Database, record: DeliveryRecord): Promise<void> {
+  await deliveryLogQuery(d1, record).run();
+}
+
+/**
+ * The writes of a successful attempt, for the caller to batch with others: its log row, and the end of the
+ * endpoint's failure streak if it had one.
+ */
+export function deliverySucceededStatements(
+  d1: D1Database,
+  endpoint: Pick<WebhookEndpointRow, "id" | "failingSince">,
+  record: Omit<DeliveryRecord, "status" | "nextRetryAt">,
+): D1PreparedStatement[] {
+  const log = statement(d1, deliveryLogQuery(d1, { ...record, status: "succeeded", nextRetryAt: null }));
+  if (endpoint.failingSince === null) return [log];
+  const recovered = drizzle(d1).update(webhookEndpoints).set({ failingSince: null, updatedAt: record.createdAt }).where(eq(webhookEndpoints.id, endpoint.id));
+  return [log, statement(d1, recovered)];
+}
+
+/**
+ * After a failed attempt: sets `failing_since` if unset, and disables the endpoint when it was set more than 5 days
+ * ago. Returns whether the endpoint is still enabled.
+ */
+export async function recordEndpointFailure(d1: D1Database, endpointId: string, at: string): Promise<boolean> {
+  const cutoff = new Date(Date.parse(at) - AUTO_DISABLE_AFTER_MS).toISOString();
+  // SET expressions all read the row as it was, so `failing_since` below is the value before this failure.
+  const expired = sql`(${webhookEndpoints.failingSince} IS NOT NULL AND ${webhookEndpoints.failingSince} <= ${cutoff})`;
+  const row = await drizzle(d1)
+    .update(webhookEndpoints)
+    .set({
+      failingSince: sql`COALESCE(${webhookEndpoints.failingSince}, ${at})`,
+      enabled: sql`CASE WHEN ${expired} THEN 0 ELSE ${webhookEndpoints.enabled} END`,
+      disabledReason: sql`CASE WHEN ${expired} THEN 'Disabled automatically: every delivery has failed since ' || ${webhookEndpoints.failingSince} || ' (5 days)' ELSE ${webhookEndpoints.disabledReason} END`,
+      updatedAt: at,
+    })
+    .where(eq(webhookEndpoints.id, endpointId))
+    .returning({ enabled: webhookEndpoints.enabled })
+    .get();
+  return row?.enabled ?? false;
+}
+
+/** Marks a dead-lettered attempt failed; when the attempt itself was logged, its status code and snippet stay. */
+export async function logDeadLetteredDelivery(
+  d1: D1Database,
+  record: Pick<DeliveryRecord, "endpointId" | "accountId" | "eventId" | "eventType" | "attempt">,
+): Promise<void> {
+  await drizzle(d1)
+    .insert(webhookDeliveries)
+    .values({
+      id: newId("whd"),
+      ...record,
+      status: "failed",
+      responseSnippet: "Gave up: this delivery could not be processed (dead-lettered)",
+      createdAt: new Date().toISOString(),
+    })
+    .onConflictDoUpdate({
+      target: [webhookDeliveries.endpointId, webhookDeliveries.eventId, webhookDeliveries.attempt],
+      set: { status: "failed", nextRetryAt: null },
+    })
+    .run();
 }
