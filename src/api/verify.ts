@@ -1,4 +1,4 @@
-import { notFound, validationError } from "../errors";
+import { AppError, notFound, validationError } from "../errors";
 import { createRouter, evenWithFieldErrors, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 import {
   createVerificationJob,
@@ -8,6 +8,7 @@ import {
   jobSummary,
   listJobResults,
   MAX_JOB_ADDRESSES,
+  type InsufficientCredits,
   type ResultRow,
   type VerificationJob,
 } from "../domain/verification/jobs";
@@ -173,13 +174,25 @@ const jobCsvRow = ({ position, result }: ResultRow): CsvCell[] =>
 
 const serializeJob = (job: VerificationJob) => ({ id: job.id, ...jobSummary(job) });
 
+/** The 402 of a verification the balance cannot pay for (both verification surfaces answer it). */
+export const insufficientVerifyCredits = ({ needed, available }: InsufficientCredits) =>
+  new AppError("insufficient_credits", `Not enough verification credits: this needs ${needed}, ${Math.max(0, available)} available`);
+
+/** The 503 of a job the queue refused (it was failed and refunded at once). */
+export const verificationQueueUnavailable = () =>
+  new AppError("upstream_unavailable", "The verification queue is unavailable; the job was cancelled and refunded, retry shortly", {
+    headers: { "Retry-After": "5" },
+  });
+
 export const verifyRoutes = createRouter()
   .openapi(verify, async (c) => {
     const body = c.req.valid("json");
     const { account } = c.get("auth");
     if (body.emails !== undefined) {
-      const { job, plan } = await createVerificationJob(c.env, { account, emails: body.emails, source: "api" });
-      await enqueueVerificationJob(c.env, job, plan.chunks);
+      const created = await createVerificationJob(c.env, { account, emails: body.emails, source: "api" });
+      if (created.kind === "insufficient_credits") throw insufficientVerifyCredits(created);
+      const { job, plan } = created;
+      if ((await enqueueVerificationJob(c.env, job, plan.chunks)) === "queue_unavailable") throw verificationQueueUnavailable();
       c.header("Location", `/api/v1/verify/${job.id}`);
       return c.json({ id: job.id, status: "pending" as const, total: job.total, credits_charged: job.creditsCharged }, 202);
     }
@@ -189,6 +202,7 @@ export const verifyRoutes = createRouter()
       emitEvent: body.emit_event,
       waitUntil: (promise) => c.executionCtx.waitUntil(promise),
     });
+    if (check.kind === "insufficient_credits") throw insufficientVerifyCredits(check);
     return c.json({ ...check.result, credits_charged: check.creditsCharged, checked_at: check.checkedAt }, 200);
   })
   .openapi(getJob, async (c) => {

@@ -4,6 +4,7 @@ import { createRouter, errorResponse, jsonBody, jsonResponse, z } from "../lib/o
 import { createVerificationJob, enqueueVerificationJob, findJob, JOB_STATUSES, jobCounts, type VerificationJob } from "../domain/verification/jobs";
 import { jobResultsCsv } from "../domain/verification/results-csv";
 import { verifySingleAddress } from "../domain/verification/single";
+import { insufficientVerifyCredits, verificationQueueUnavailable } from "../api/verify";
 import { VERIFICATION_QUALITIES } from "../domain/verification/status";
 import { verifyApiKeyAuth } from "./auth";
 import { STANDALONE_STATUSES, toStandaloneResult, withOffset } from "./result";
@@ -168,20 +169,23 @@ export const verifyApiRoutes = createRouter()
       reference: c.get("requestId"),
       waitUntil: (promise) => c.executionCtx.waitUntil(promise),
     });
+    if (check.kind === "insufficient_credits") throw insufficientVerifyCredits(check);
     return c.json(toStandaloneResult(check.result, check.checkedAt), 200);
   })
   .openapi(upload, async (c) => {
     const body = c.req.valid("json");
     const file = decodeDataUri(body.file);
     const emails = readEmailColumn(file.text, body.first_row_is_header);
-    const { job, plan } = await createVerificationJob(c.env, {
+    const created = await createVerificationJob(c.env, {
       account: c.get("auth").account,
       emails,
       source: "batch",
       name: file.name,
       includeDuplicates: !body.remove_duplicates,
     });
-    await enqueueVerificationJob(c.env, job, plan.chunks);
+    if (created.kind === "insufficient_credits") throw insufficientVerifyCredits(created);
+    const { job, plan } = created;
+    if ((await enqueueVerificationJob(c.env, job, plan.chunks)) === "queue_unavailable") throw verificationQueueUnavailable();
     const message =
       `File accepted: ${plan.total} rows, ${plan.duplicates} duplicates, ${plan.badSyntax} with bad syntax; ` +
       `${plan.chargeable} credits charged. Poll GET /api/batch/${job.seq}.`;

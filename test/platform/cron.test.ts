@@ -46,8 +46,9 @@ async function lostVerificationJob(account: CreatedAccount, count: number) {
   const suffix = freshBulkSuffix();
   const emails = Array.from({ length: count }, (_, i) => `user${i}@d${i % 3}.${suffix}`);
   const row = await findAccount(drizzle(env.DB), account.id);
-  const { job, plan } = await createVerificationJob(env, { account: row!, emails, source: "api" });
-  return { job, plan };
+  const created = await createVerificationJob(env, { account: row!, emails, source: "api" });
+  if (created.kind !== "created") throw new Error(`the job was refused: ${created.kind}`);
+  return { job: created.job, plan: created.plan };
 }
 
 const backdateJob = (id: string, updatedMinutesAgo: number, createdMinutesAgo = updatedMinutesAgo) =>

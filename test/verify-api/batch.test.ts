@@ -216,7 +216,9 @@ describe("batch ids belong to one account", () => {
     const owner = await createAccount({ verify_credits: 10 });
     const row = await findAccount(drizzle(env.DB), owner.id);
     // Accepted but never enqueued: it stays pending.
-    const { job } = await createVerificationJob(env, { account: row!, emails: ["ann@acme.verify-test"], source: "batch", name: "x.csv" });
+    const created = await createVerificationJob(env, { account: row!, emails: ["ann@acme.verify-test"], source: "batch", name: "x.csv" });
+    if (created.kind !== "created") throw new Error(`the job was refused: ${created.kind}`);
+    const { job } = created;
     const other = await createAccount({ verify_credits: 10 });
     expect((await call(`/api/batch/${job.seq}?apikey=${other.api_key}`)).status).toBe(404);
     expect((await call(`/api/batch/${job.seq}/download?apikey=${other.api_key}`)).status).toBe(404);

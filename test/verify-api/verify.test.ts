@@ -272,7 +272,9 @@ describe("chunks under at-least-once delivery and the dead-letter queue", () => 
   async function acceptedJob(emails: string[], credits = 10_000) {
     const account = await createAccount({ verify_credits: credits });
     const row = await findAccount(drizzle(env.DB), account.id);
-    const { job, plan } = await createVerificationJob(env, { account: row!, emails, source: "api" });
+    const created = await createVerificationJob(env, { account: row!, emails, source: "api" });
+    if (created.kind !== "created") throw new Error(`the job was refused: ${created.kind}`);
+    const { job, plan } = created;
     const chunks = plan.chunks.map((chunk) => ({ kind: "verification_chunk", job_id: job.id, ...chunk }));
     return { account, job, plan, chunks };
   }

@@ -1,3 +1,6 @@
+import { eq, sql, type SQL } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
+import { accounts } from "../../db/schema";
 import { newId } from "../../lib/ids";
 
 /**
@@ -53,12 +56,24 @@ export function chargeStatements(db: D1Database, change: LedgerChange) {
   ];
 }
 
-/** SQL condition (and its bindings) true once `referenceId` has been charged in this batch or before. */
-export function chargedGuard(balance: BalanceKind, referenceId: string) {
-  return {
-    sql: "EXISTS (SELECT 1 FROM credit_ledger WHERE balance = ? AND kind = 'charge' AND reference_id = ?)",
-    params: [balance, referenceId] as const,
-  };
+/** SQL condition true once `referenceId` has been charged, in this batch or before: guards what the charge pays for. */
+export function chargedGuard(balance: BalanceKind, referenceId: string): SQL {
+  return sql`EXISTS (SELECT 1 FROM credit_ledger WHERE balance = ${balance} AND kind = 'charge' AND reference_id = ${referenceId})`;
+}
+
+/** SQL condition true once `referenceId` has been refunded, in this batch or before. */
+export function refundedGuard(balance: BalanceKind, referenceId: string): SQL {
+  return sql`EXISTS (SELECT 1 FROM credit_ledger WHERE balance = ${balance} AND kind = 'refund' AND reference_id = ${referenceId})`;
+}
+
+/** What the account can spend now from this balance (0 for an unknown account). */
+export async function availableCredits(d1: D1Database, accountId: string, balance: BalanceKind): Promise<number> {
+  const row = await drizzle(d1)
+    .select({ available: sql<number>`${sql.raw(availableExpr[balance])}` })
+    .from(accounts)
+    .where(eq(accounts.id, accountId))
+    .get();
+  return row?.available ?? 0;
 }
 
 /** Gives credits back; idempotent per reference (a second refund for the same reference changes nothing). */

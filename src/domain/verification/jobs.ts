@@ -1,12 +1,12 @@
-import { and, eq } from "drizzle-orm";
+import { and, asc, eq, gt, inArray, lt, not, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { z } from "zod";
-import { verificationJobs } from "../../db/schema";
-import { AppError } from "../../errors";
+import { statement } from "../../db/client";
+import { verificationJobs, verificationResults } from "../../db/schema";
 import { newId } from "../../lib/ids";
 import { logError, logWarning } from "../../lib/log";
 import type { Account } from "../accounts/accounts";
-import { chargedGuard, chargeStatements, refundStatements, wasApplied } from "../credits/ledger";
+import { availableCredits, chargedGuard, chargeStatements, refundedGuard, refundStatements, wasApplied } from "../credits/ledger";
 import type { DnsResolver } from "../dns/doh";
 import { eventStatement, type EventInput } from "../events/events";
 import { dispatchEvents, recordEvents } from "../webhooks/dispatch";
@@ -160,8 +160,11 @@ export function jobCounts(job: Pick<VerificationJob, "counts">): JobCounts {
   return counts;
 }
 
-export const insufficientVerifyCredits = (needed: number, available: number) =>
-  new AppError("insufficient_credits", `Not enough verification credits: this needs ${needed}, ${Math.max(0, available)} available`);
+/** The balance cannot pay: `needed` credits, `available` at the time of the check. */
+export type InsufficientCredits = { kind: "insufficient_credits"; needed: number; available: number };
+
+const nowSql = sql`(strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))`;
+const unfinished = inArray(verificationJobs.status, ["pending", "processing"]);
 
 export type NewJob = {
   account: Account;
@@ -172,14 +175,17 @@ export type NewJob = {
 };
 
 /**
- * Accepts a job: refuses it (402) when the balance cannot pay for it, stores its input in R2, then charges and
- * inserts the job in ONE D1 batch (the job row is guarded by the ledger entry, so a short balance writes nothing).
+ * Accepts a job: refuses it when the balance cannot pay for it, stores its input in R2, then charges and inserts
+ * the job in ONE D1 batch (the job row is guarded by the ledger entry, so a short balance writes nothing).
  * The caller enqueues the returned chunks (see `enqueueVerificationJob`).
  */
-export async function createVerificationJob(env: Env, request: NewJob): Promise<{ job: VerificationJob; plan: JobPlan }> {
+export async function createVerificationJob(
+  env: Env,
+  request: NewJob,
+): Promise<InsufficientCredits | { kind: "created"; job: VerificationJob; plan: JobPlan }> {
   const { account } = request;
   const plan = planVerificationJob(request.emails, { includeDuplicates: request.includeDuplicates });
-  if (plan.chargeable > account.verifyBalance) throw insufficientVerifyCredits(plan.chargeable, account.verifyBalance);
+  if (plan.chargeable > account.verifyBalance) return { kind: "insufficient_credits", needed: plan.chargeable, available: account.verifyBalance };
 
   const d1 = env.DB;
   const id = newId("vjob");
@@ -192,52 +198,40 @@ export async function createVerificationJob(env: Env, request: NewJob): Promise<
     ...(plan.chargeable > 0
       ? chargeStatements(d1, { accountId: account.id, balance: "verify", amount: plan.chargeable, referenceId: id, note: "verification job" })
       : []),
-    d1
-      .prepare(
-        `INSERT INTO verification_jobs (id, seq, account_id, source, name, status, total, processed, chargeable, credits_charged, counts, input_key)
-         SELECT ?, COALESCE((SELECT MAX(seq) FROM verification_jobs), 0) + 1, ?, ?, ?, 'pending', ?, 0, ?, ?, ?, ?
-         ${guard ? `WHERE ${guard.sql}` : ""}`,
-      )
-      .bind(
-        id,
-        account.id,
-        request.source,
-        request.name ?? null,
-        plan.total,
-        plan.chargeable,
-        plan.chargeable,
-        JSON.stringify(counts),
-        inputKey,
-        ...(guard?.params ?? []),
-      ),
+    // `seq` (the standalone API's batch id) is the next number, taken inside the insert so two jobs never share one.
+    statement(
+      d1,
+      sql`INSERT INTO verification_jobs (id, seq, account_id, source, name, status, total, processed, chargeable, credits_charged, counts, input_key)
+        SELECT ${id}, COALESCE((SELECT MAX(seq) FROM verification_jobs), 0) + 1, ${account.id}, ${request.source}, ${request.name ?? null},
+          'pending', ${plan.total}, 0, ${plan.chargeable}, ${plan.chargeable}, ${JSON.stringify(counts)}, ${inputKey}
+        WHERE ${guard ?? sql`true`}`,
+    ),
   ]);
   if (plan.chargeable > 0 && !wasApplied(written[0]!)) {
     // The balance changed between the check above and the batch; nothing was written but the input.
     await env.BLOBS.delete(inputKey);
-    const fresh = await env.DB.prepare("SELECT verify_balance FROM accounts WHERE id = ?").bind(account.id).first<number>("verify_balance");
-    throw insufficientVerifyCredits(plan.chargeable, fresh ?? 0);
+    return { kind: "insufficient_credits", needed: plan.chargeable, available: await availableCredits(d1, account.id, "verify") };
   }
   const job = await findJob(env.DB, { id });
   if (!job) throw new Error(`verification job ${id} was not written`);
-  return { job, plan };
+  return { kind: "created", job, plan };
 }
 
 /**
  * Sends the job's chunks. If the queue refuses them the job would never run, so it is failed (and refunded) at once
- * and the client gets a 503 to retry.
+ * and the client should retry.
  */
-export async function enqueueVerificationJob(env: Env, job: VerificationJob, chunks: JobPlan["chunks"]): Promise<void> {
+export async function enqueueVerificationJob(env: Env, job: VerificationJob, chunks: JobPlan["chunks"]): Promise<"queued" | "queue_unavailable"> {
   try {
     await sendChunks(env, job.id, chunks);
+    return "queued";
   } catch (error) {
     logError("verification job could not be queued; failing and refunding it", {
       job_id: job.id,
       error: error instanceof Error ? error.message : String(error),
     });
     await failVerificationJob(env, job.id, "The job could not be queued");
-    throw new AppError("upstream_unavailable", "The verification queue is unavailable; the job was cancelled and refunded, retry shortly", {
-      headers: { "Retry-After": "5" },
-    });
+    return "queue_unavailable";
   }
 }
 
@@ -275,11 +269,14 @@ export type ResultRow = { position: number; result: StoredResult };
 
 /** Results in input order after `afterPosition` (exclusive), `limit` of them. */
 export async function listJobResults(d1: D1Database, jobId: string, afterPosition: number, limit: number): Promise<ResultRow[]> {
-  const { results } = await d1
-    .prepare("SELECT position, detail FROM verification_results WHERE job_id = ?1 AND position > ?2 ORDER BY position LIMIT ?3")
-    .bind(jobId, afterPosition, limit)
-    .all<{ position: number; detail: string }>();
-  return results.map((row) => ({ position: row.position, result: JSON.parse(row.detail) as StoredResult }));
+  const rows = await drizzle(d1)
+    .select({ position: verificationResults.position, detail: verificationResults.detail })
+    .from(verificationResults)
+    .where(and(eq(verificationResults.jobId, jobId), gt(verificationResults.position, afterPosition)))
+    .orderBy(asc(verificationResults.position))
+    .limit(limit)
+    .all();
+  return rows.map((row) => ({ position: row.position, result: row.detail as StoredResult }));
 }
 
 export type ChunkDeps = {
@@ -341,38 +338,44 @@ export async function processVerificationChunk(env: Env, chunk: VerificationChun
   const inserts: D1PreparedStatement[] = [];
   for (let i = 0; i < rows.length; i += RESULT_ROWS_PER_INSERT) {
     inserts.push(
-      d1
-        .prepare(
-          `INSERT OR IGNORE INTO verification_results (job_id, position, email, result, status, detail)
-           SELECT ?1, value ->> '$.position', value ->> '$.email', value ->> '$.result', value ->> '$.status', value -> '$.detail'
-           FROM json_each(?2) WHERE EXISTS (SELECT 1 FROM verification_jobs WHERE id = ?1 AND status = 'processing')`,
-        )
-        .bind(job.id, JSON.stringify(rows.slice(i, i + RESULT_ROWS_PER_INSERT))),
+      statement(
+        d1,
+        sql`INSERT OR IGNORE INTO verification_results (job_id, position, email, result, status, detail)
+          SELECT ${job.id}, value ->> '$.position', value ->> '$.email', value ->> '$.result', value ->> '$.status', value -> '$.detail'
+          FROM json_each(${JSON.stringify(rows.slice(i, i + RESULT_ROWS_PER_INSERT))})
+          WHERE EXISTS (SELECT 1 FROM verification_jobs WHERE id = ${job.id} AND status = 'processing')`,
+      ),
     );
   }
+  const db = drizzle(d1);
+  const add = (key: keyof JobCounts) => sql`'$.${sql.raw(key)}', COALESCE(counts ->> '$.${sql.raw(key)}', 0) + ${delta[key]}`;
   const written = await d1.batch([
-    d1
-      .prepare(
-        `UPDATE verification_jobs SET status = 'processing', processed = processed + ?2,
-           counts = json_set(counts,
-             '$.valid', COALESCE(counts ->> '$.valid', 0) + ?3,
-             '$.invalid', COALESCE(counts ->> '$.invalid', 0) + ?4,
-             '$.risky', COALESCE(counts ->> '$.risky', 0) + ?5,
-             '$.unknown', COALESCE(counts ->> '$.unknown', 0) + ?6,
-             '$.bad_syntax', COALESCE(counts ->> '$.bad_syntax', 0) + ?7),
-           updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
-         WHERE id = ?1 AND status IN ('pending', 'processing')
-           AND NOT EXISTS (SELECT 1 FROM verification_results WHERE job_id = ?1 AND position = ?8)`,
-      )
-      .bind(job.id, processed, delta.valid, delta.invalid, delta.risky, delta.unknown, delta.bad_syntax, marker),
+    statement(
+      d1,
+      db
+        .update(verificationJobs)
+        .set({
+          status: "processing",
+          processed: sql`processed + ${processed}`,
+          counts: sql`json_set(counts, ${add("valid")}, ${add("invalid")}, ${add("risky")}, ${add("unknown")}, ${add("bad_syntax")})`,
+          updatedAt: nowSql,
+        })
+        .where(
+          and(
+            eq(verificationJobs.id, job.id),
+            unfinished,
+            sql`NOT EXISTS (SELECT 1 FROM verification_results WHERE job_id = ${job.id} AND position = ${marker})`,
+          ),
+        ),
+    ),
     ...inserts,
-    d1
-      .prepare(
-        `UPDATE verification_jobs SET status = 'completed', completed_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
-           updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
-         WHERE id = ?1 AND status = 'processing' AND processed >= total`,
-      )
-      .bind(job.id),
+    statement(
+      d1,
+      db
+        .update(verificationJobs)
+        .set({ status: "completed", completedAt: nowSql, updatedAt: nowSql })
+        .where(and(eq(verificationJobs.id, job.id), eq(verificationJobs.status, "processing"), sql`processed >= total`)),
+    ),
   ]);
   const counted = written[0]!.meta.changes === 1;
   const completed = written.at(-1)!.meta.changes === 1;
@@ -392,13 +395,11 @@ export async function processVerificationChunk(env: Env, chunk: VerificationChun
  */
 export async function failVerificationJob(env: Env, jobId: string, reason: string): Promise<VerificationJob | undefined> {
   const d1 = env.DB;
-  await d1
-    .prepare(
-      `UPDATE verification_jobs SET status = 'failed', error = ?2, completed_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
-         updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
-       WHERE id = ?1 AND status IN ('pending', 'processing')`,
-    )
-    .bind(jobId, reason)
+  const db = drizzle(d1);
+  await db
+    .update(verificationJobs)
+    .set({ status: "failed", error: reason, completedAt: nowSql, updatedAt: nowSql })
+    .where(and(eq(verificationJobs.id, jobId), unfinished))
     .run();
   const job = await findJob(d1, { id: jobId });
   if (!job || job.status !== "failed") return job;
@@ -414,12 +415,13 @@ export async function failVerificationJob(env: Env, jobId: string, reason: strin
   await d1.batch([
     ...(refund > 0
       ? [
-          d1
-            .prepare(
-              `UPDATE verification_jobs SET credits_charged = ?2
-               WHERE id = ?1 AND NOT EXISTS (SELECT 1 FROM credit_ledger WHERE balance = 'verify' AND kind = 'refund' AND reference_id = ?1)`,
-            )
-            .bind(job.id, settled.creditsCharged),
+          statement(
+            d1,
+            db
+              .update(verificationJobs)
+              .set({ creditsCharged: settled.creditsCharged })
+              .where(and(eq(verificationJobs.id, job.id), not(refundedGuard("verify", job.id)))),
+          ),
           ...refundStatements(d1, { accountId: job.accountId, balance: "verify", amount: refund, referenceId: job.id, note: "verification job failed" }),
         ]
       : []),
@@ -477,15 +479,17 @@ export type JobSweep = { resumed: string[]; failed: string[] };
 export async function sweepStaleVerificationJobs(env: Env, now = new Date()): Promise<JobSweep> {
   const staleBefore = new Date(now.getTime() - STALE_JOB_MS).toISOString();
   const tooOldBefore = new Date(now.getTime() - MAX_JOB_AGE_MS).toISOString();
-  const { results } = await env.DB.prepare(
-    `SELECT id, created_at FROM verification_jobs WHERE status IN ('pending', 'processing') AND updated_at < ?1 ORDER BY updated_at LIMIT ?2`,
-  )
-    .bind(staleBefore, SWEEP_JOBS_MAX)
-    .all<{ id: string; created_at: string }>();
+  const stale = await drizzle(env.DB)
+    .select({ id: verificationJobs.id, createdAt: verificationJobs.createdAt })
+    .from(verificationJobs)
+    .where(and(unfinished, lt(verificationJobs.updatedAt, staleBefore)))
+    .orderBy(asc(verificationJobs.updatedAt))
+    .limit(SWEEP_JOBS_MAX)
+    .all();
   const sweep: JobSweep = { resumed: [], failed: [] };
-  for (const row of results) {
+  for (const row of stale) {
     try {
-      if (row.created_at < tooOldBefore) {
+      if (row.createdAt < tooOldBefore) {
         await failVerificationJob(env, row.id, "The job stopped making progress; addresses not verified were refunded");
         sweep.failed.push(row.id);
       } else if (await resumeVerificationJob(env, row.id, staleBefore, now)) {
@@ -514,20 +518,21 @@ async function resumeVerificationJob(env: Env, jobId: string, staleBefore: strin
   const chunks = inputChunks(input);
   // A chunk is done once the result row of its first address exists: the row its own transaction writes.
   const markers = chunks.map((chunk) => input.positions[chunk.offset]![0]!);
-  const { results } = await env.DB.prepare(
-    `SELECT value AS position FROM json_each(?2)
-     WHERE NOT EXISTS (SELECT 1 FROM verification_results WHERE job_id = ?1 AND position = json_each.value)`,
-  )
-    .bind(job.id, JSON.stringify(markers))
-    .all<{ position: number }>();
-  const missing = new Set(results.map((row) => row.position));
+  const db = drizzle(env.DB);
+  const unstarted = await db.all<{ position: number }>(
+    sql`SELECT value AS position FROM json_each(${JSON.stringify(markers)})
+      WHERE NOT EXISTS (SELECT 1 FROM verification_results WHERE job_id = ${job.id} AND position = json_each.value)`,
+  );
+  const missing = new Set(unstarted.map((row) => row.position));
   await sendChunks(
     env,
     job.id,
     chunks.filter((_, i) => missing.has(markers[i]!)),
   );
-  await env.DB.prepare(`UPDATE verification_jobs SET updated_at = ?3 WHERE id = ?1 AND updated_at < ?2 AND status IN ('pending', 'processing')`)
-    .bind(job.id, staleBefore, now.toISOString())
+  await db
+    .update(verificationJobs)
+    .set({ updatedAt: now.toISOString() })
+    .where(and(eq(verificationJobs.id, job.id), lt(verificationJobs.updatedAt, staleBefore), unfinished))
     .run();
   return true;
 }

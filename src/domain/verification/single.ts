@@ -2,7 +2,7 @@ import type { Account } from "../accounts/accounts";
 import { chargeStatements, refundStatements, wasApplied } from "../credits/ledger";
 import { createResolver } from "../dns/doh";
 import { recordEvents } from "../webhooks/dispatch";
-import { insufficientVerifyCredits } from "./jobs";
+import type { InsufficientCredits } from "./jobs";
 import type { VerificationResult } from "./status";
 import { checkSyntax } from "./syntax";
 import { verifyEmail } from "./verify";
@@ -19,18 +19,23 @@ export type SingleCheckOptions = {
 
 /**
  * One synchronous check, for POST /api/v1/verify {email} and GET /api/validate. Bad syntax is answered without
- * DNS and free, so it needs no credit. Otherwise the credit is charged BEFORE the lookup (a 0 balance gets a 402
+ * DNS and free, so it needs no credit. Otherwise the credit is charged BEFORE the lookup (a 0 balance is refused
  * and costs no DNS work) and given back if the check itself throws.
  */
-export async function verifySingleAddress(env: Env, account: Account, email: string, options: SingleCheckOptions): Promise<SingleCheck> {
+export async function verifySingleAddress(
+  env: Env,
+  account: Account,
+  email: string,
+  options: SingleCheckOptions,
+): Promise<InsufficientCredits | ({ kind: "checked" } & SingleCheck)> {
   const d1 = env.DB;
   const resolver = createResolver({ url: env.DOH_URL, db: d1, waitUntil: options.waitUntil });
   let creditsCharged = 0;
   if (checkSyntax(email).valid) {
-    if (account.verifyBalance < 1) throw insufficientVerifyCredits(1, account.verifyBalance);
+    if (account.verifyBalance < 1) return { kind: "insufficient_credits", needed: 1, available: account.verifyBalance };
     const charge = { accountId: account.id, balance: "verify" as const, amount: 1, referenceId: options.reference, note: "verification" };
     const [ledger] = await d1.batch(chargeStatements(d1, charge));
-    if (!wasApplied(ledger!)) throw insufficientVerifyCredits(1, 0);
+    if (!wasApplied(ledger!)) return { kind: "insufficient_credits", needed: 1, available: 0 };
     creditsCharged = 1;
     let result: VerificationResult;
     try {
@@ -44,7 +49,7 @@ export async function verifySingleAddress(env: Env, account: Account, email: str
   }
   return finish(await verifyEmail(email, { resolver }));
 
-  async function finish(result: VerificationResult): Promise<SingleCheck> {
+  async function finish(result: VerificationResult): Promise<{ kind: "checked" } & SingleCheck> {
     const checkedAt = new Date().toISOString();
     if (options.emitEvent) {
       await recordEvents(env, [
@@ -64,6 +69,6 @@ export async function verifySingleAddress(env: Env, account: Account, email: str
         },
       ]);
     }
-    return { result, creditsCharged, checkedAt };
+    return { kind: "checked", result, creditsCharged, checkedAt };
   }
 }
