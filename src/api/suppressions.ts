@@ -1,9 +1,13 @@
-import { and, desc, eq, lt, or, type SQL } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
-import { suppressions } from "../db/schema";
 import { ContactEmailSchema } from "./contacts";
-import { normalizeSuppressionEmail, suppressionReasons, suppressionStatements } from "../domain/suppressions/suppressions";
-import { AppError, notFound, validationError } from "../errors";
+import {
+  addSuppression as suppress,
+  listSuppressions as findSuppressions,
+  removeSuppression as unsuppress,
+  suppressionReasons,
+  type SuppressionPosition,
+  type SuppressionRow,
+} from "../domain/suppressions/suppressions";
+import { notFound, validationError } from "../errors";
 import { createRouter, errorResponse, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 import { decodeCursor, encodeCursor } from "../lib/pagination";
 
@@ -69,8 +73,6 @@ const removeSuppression = keyedRoute("send", {
   responses: { 200: jsonResponse(SuppressionSchema.extend({ deleted: z.literal(true) }), "Removed"), 404: errorResponse("The address is not suppressed") },
 });
 
-type SuppressionRow = typeof suppressions.$inferSelect;
-
 const serializeSuppression = (row: SuppressionRow) => ({
   email: row.email,
   reason: row.reason,
@@ -79,34 +81,25 @@ const serializeSuppression = (row: SuppressionRow) => ({
 });
 
 // Keyset on (created_at, email); the email is URI-encoded in the cursor because `|` is legal in a local part.
-function suppressionPageWhere(cursor: string | undefined): SQL | undefined {
+function decodeSuppressionCursor(cursor: string | undefined): SuppressionPosition | undefined {
   if (!cursor) return undefined;
   const position = decodeCursor(cursor);
-  let email: string;
   try {
-    email = decodeURIComponent(position.id);
+    return { createdAt: position.createdAt, email: decodeURIComponent(position.id) };
   } catch {
     throw validationError({ "query.cursor": ["Invalid cursor; pass next_cursor from the previous page"] });
   }
-  return or(lt(suppressions.createdAt, position.createdAt), and(eq(suppressions.createdAt, position.createdAt), lt(suppressions.email, email)));
 }
 
 export const suppressionRoutes = createRouter()
   .openapi(listSuppressions, async (c) => {
     const query = c.req.valid("query");
-    const rows = await drizzle(c.env.DB)
-      .select()
-      .from(suppressions)
-      .where(
-        and(
-          eq(suppressions.accountId, c.get("auth").account.id),
-          query.email !== undefined ? eq(suppressions.email, normalizeSuppressionEmail(query.email)) : undefined,
-          suppressionPageWhere(query.cursor),
-        ),
-      )
-      .orderBy(desc(suppressions.createdAt), desc(suppressions.email))
-      .limit(query.limit + 1)
-      .all();
+    const rows = await findSuppressions(
+      c.env.DB,
+      c.get("auth").account.id,
+      { email: query.email },
+      { after: decodeSuppressionCursor(query.cursor), limit: query.limit },
+    );
     const page = rows.slice(0, query.limit);
     const last = page.at(-1);
     const hasMore = rows.length > query.limit;
@@ -121,34 +114,11 @@ export const suppressionRoutes = createRouter()
   })
   .openapi(addSuppression, async (c) => {
     const body = c.req.valid("json");
-    const accountId = c.get("auth").account.id;
-    const email = normalizeSuppressionEmail(body.email);
-    const d1 = c.env.DB;
-    const [inserted, , entry] = await d1.batch<SuppressionRow>([
-      ...suppressionStatements(d1, { accountId, email: body.email, reason: body.reason }),
-      entryStatement(d1, accountId, email),
-    ]);
-    const row = entry?.results[0];
-    if (!inserted || !row) throw new AppError("internal_error", "The suppression was written but could not be read back");
-    return c.json(serializeSuppression(row), inserted.meta.changes > 0 ? 201 : 200);
+    const { created, entry } = await suppress(c.env.DB, c.get("auth").account.id, body);
+    return c.json(serializeSuppression(entry), created ? 201 : 200);
   })
   .openapi(removeSuppression, async (c) => {
-    const row = await drizzle(c.env.DB)
-      .delete(suppressions)
-      .where(and(eq(suppressions.accountId, c.get("auth").account.id), eq(suppressions.email, normalizeSuppressionEmail(c.req.valid("param").email))))
-      .returning()
-      .get();
+    const row = await unsuppress(c.env.DB, c.get("auth").account.id, c.req.valid("param").email);
     if (!row) throw notFound("Suppression");
     return c.json({ ...serializeSuppression(row), deleted: true as const }, 200);
   });
-
-/** The entry as it stands after the batch, read in the same round trip (aliased to the row type's names). */
-function entryStatement(d1: D1Database, accountId: string, email: string): D1PreparedStatement {
-  return d1
-    .prepare(
-      `SELECT account_id AS accountId, email, reason, source_message_id AS sourceMessageId, created_at AS createdAt
-       FROM suppressions WHERE account_id = ?1 AND email = ?2`,
-    )
-    .bind(accountId, email);
-}
-

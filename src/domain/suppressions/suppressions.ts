@@ -1,12 +1,18 @@
 // The account's suppression list: addresses that must never be mailed again (hard bounces, complaints,
 // unsubscribes, manual entries). The sending pipeline asks `suppressedAmong` before it charges or queues a
-// recipient, and records bounces and complaints with `suppressionStatements` inside its own D1 batch.
+// recipient, and records bounces and complaints with `suppressionStatements` inside its own D1 batch. This module
+// owns the suppressions' queries.
 
+import { and, desc, eq, lt, or, sql, type SQL } from "drizzle-orm";
+import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
+import { statement } from "../../db/client";
+import { contacts, suppressions } from "../../db/schema";
 import { contactEmailKey } from "../contacts/email";
 import { dedupeKey } from "../verification/syntax";
 
 export const suppressionReasons = ["bounce", "complaint", "unsubscribe", "manual"] as const;
 export type SuppressionReason = (typeof suppressionReasons)[number];
+export type SuppressionRow = typeof suppressions.$inferSelect;
 
 /** The contact status a suppression reason puts a contact of that address in. */
 export const contactStatusForReason = {
@@ -38,12 +44,18 @@ export function normalizeSuppressionEmail(email: string): string {
 export async function suppressedAmong(d1: D1Database, accountId: string, emails: string[]): Promise<Set<string>> {
   const keys = [...new Set(emails.map(normalizeSuppressionEmail))];
   if (keys.length === 0) return new Set();
+  const db = drizzle(d1);
   const statements: D1PreparedStatement[] = [];
   for (let i = 0; i < keys.length; i += SUPPRESSION_LOOKUP_CHUNK) {
+    const chunk = JSON.stringify(keys.slice(i, i + SUPPRESSION_LOOKUP_CHUNK));
     statements.push(
-      d1
-        .prepare("SELECT email FROM suppressions WHERE account_id = ?1 AND email IN (SELECT value FROM json_each(?2))")
-        .bind(accountId, JSON.stringify(keys.slice(i, i + SUPPRESSION_LOOKUP_CHUNK))),
+      statement(
+        d1,
+        db
+          .select({ email: suppressions.email })
+          .from(suppressions)
+          .where(and(eq(suppressions.accountId, accountId), sql`${suppressions.email} IN (SELECT value FROM json_each(${chunk}))`)),
+      ),
     );
   }
   const results = statements.length === 1 ? [await statements[0]!.all<{ email: string }>()] : await d1.batch<{ email: string }>(statements);
@@ -56,31 +68,98 @@ export async function suppressedAmong(d1: D1Database, accountId: string, emails:
  * of that address. A contact only moves to a stronger status (subscribed < unsubscribed < bounced < complained),
  * so a later manual entry does not hide an earlier complaint.
  */
-export function suppressionStatements(
-  d1: D1Database,
-  entry: { accountId: string; email: string; reason: "bounce" | "complaint" | "unsubscribe" | "manual"; sourceMessageId?: string },
-): D1PreparedStatement[] {
+export function suppressionStatements(d1: D1Database, entry: SuppressionEntry): D1PreparedStatement[] {
+  return suppressionQueries(drizzle(d1), entry).map((query) => statement(d1, query));
+}
+
+type SuppressionEntry = { accountId: string; email: string; reason: SuppressionReason; sourceMessageId?: string };
+
+function suppressionQueries(db: DrizzleD1Database, entry: SuppressionEntry) {
   const key = normalizeSuppressionEmail(entry.email);
   const status = contactStatusForReason[entry.reason];
   return [
-    d1
-      .prepare(
-        `INSERT INTO suppressions (account_id, email, reason, source_message_id) VALUES (?1, ?2, ?3, ?4)
-         ON CONFLICT (account_id, email) DO NOTHING`,
-      )
-      .bind(entry.accountId, key, entry.reason, entry.sourceMessageId ?? null),
+    db
+      .insert(suppressions)
+      .values({ accountId: entry.accountId, email: key, reason: entry.reason, sourceMessageId: entry.sourceMessageId ?? null })
+      .onConflictDoNothing({ target: [suppressions.accountId, suppressions.email] }),
     // lower(email_key) is what the contacts_account_email_lower index holds. SQLite's lower() folds ASCII only,
     // so the key is also compared after folding the address as the contact stores it (non-ASCII local parts).
-    d1
-      .prepare(
-        `UPDATE contacts SET status = ?3, updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
-         WHERE account_id = ?1 AND lower(email_key) IN (?2, lower(?4)) AND ${statusRank("status")} < ${statusRank("?3")}`,
-      )
-      .bind(entry.accountId, key, status, contactEmailKey(entry.email)),
-  ];
+    db
+      .update(contacts)
+      .set({ status, updatedAt: sql`(strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))` })
+      .where(
+        and(
+          eq(contacts.accountId, entry.accountId),
+          sql`lower(${contacts.emailKey}) IN (${key}, lower(${contactEmailKey(entry.email)}))`,
+          sql`${statusRank(sql`${contacts.status}`)} < ${statusRank(sql`${status}`)}`,
+        ),
+      ),
+  ] as const;
 }
 
 /** SQL ranking contact statuses by how firmly they keep mail away. */
-export function statusRank(expression: string): string {
-  return `(CASE ${expression} WHEN 'subscribed' THEN 0 WHEN 'unsubscribed' THEN 1 WHEN 'bounced' THEN 2 ELSE 3 END)`;
+function statusRank(status: SQL): SQL {
+  return sql`(CASE ${status} WHEN 'subscribed' THEN 0 WHEN 'unsubscribed' THEN 1 WHEN 'bounced' THEN 2 ELSE 3 END)`;
+}
+
+/** Where a page of the suppression list starts: after this entry (newest first, on created_at then email). */
+export type SuppressionPosition = { createdAt: string; email: string };
+
+/** A page of the account's suppression list, newest first (`limit + 1` rows), or the entry of one address. */
+export async function listSuppressions(
+  d1: D1Database,
+  accountId: string,
+  filters: { email?: string },
+  page: { after?: SuppressionPosition; limit: number },
+): Promise<SuppressionRow[]> {
+  const { after } = page;
+  return drizzle(d1)
+    .select()
+    .from(suppressions)
+    .where(
+      and(
+        eq(suppressions.accountId, accountId),
+        filters.email !== undefined ? eq(suppressions.email, normalizeSuppressionEmail(filters.email)) : undefined,
+        after
+          ? or(lt(suppressions.createdAt, after.createdAt), and(eq(suppressions.createdAt, after.createdAt), lt(suppressions.email, after.email)))
+          : undefined,
+      ),
+    )
+    .orderBy(desc(suppressions.createdAt), desc(suppressions.email))
+    .limit(page.limit + 1)
+    .all();
+}
+
+/**
+ * Suppresses an address by hand (or as the owner's unsubscribe); an address already on the list keeps its first
+ * entry. Returns the entry as it stands and whether this call created it, in one round trip.
+ */
+export async function addSuppression(
+  d1: D1Database,
+  accountId: string,
+  input: { email: string; reason: SuppressionReason },
+): Promise<{ created: boolean; entry: SuppressionRow }> {
+  const db = drizzle(d1);
+  const email = normalizeSuppressionEmail(input.email);
+  const [insert, updateContacts] = suppressionQueries(db, { accountId, email: input.email, reason: input.reason });
+  const [inserted, , entry] = await db.batch([
+    insert,
+    updateContacts,
+    db
+      .select()
+      .from(suppressions)
+      .where(and(eq(suppressions.accountId, accountId), eq(suppressions.email, email))),
+  ]);
+  const row = entry[0];
+  if (!row) throw new Error("The suppression was written but could not be read back");
+  return { created: inserted.meta.changes > 0, entry: row };
+}
+
+/** Removes an address from the list; the removed entry, or undefined if it was not suppressed. */
+export async function removeSuppression(d1: D1Database, accountId: string, email: string): Promise<SuppressionRow | undefined> {
+  return drizzle(d1)
+    .delete(suppressions)
+    .where(and(eq(suppressions.accountId, accountId), eq(suppressions.email, normalizeSuppressionEmail(email))))
+    .returning()
+    .get();
 }
