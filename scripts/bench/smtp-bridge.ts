@@ -2,15 +2,19 @@
 // (STARTTLS + AUTH, one connection each, reused), through the real bridge into the Worker, side by side with a bare
 // smtp-server that discards each message, on the same machine in the same run; plus the bridge's peak RSS, and
 // POST /send with 10 HTTP clients for scale (what the Worker itself sustains, so the bridge's share is visible).
+// With --large: the bridge's memory with big messages instead, `parallel` nodemailer clients (10) each sending one
+// message of `mib` MiB (20) at the same time; its peak RSS should grow by about the bytes in flight, not a multiple.
 //
 // Needs the local stack (`npm run dev`, or on other ports:
 //   WORKER_PORT=38787 DOH_PORT=38053 SINK_SMTP_PORT=31025 SINK_HTTP_PORT=38025 \
 //   BRIDGE_SMTP_PORT=32587 BRIDGE_ALT_PORT=32525 BRIDGE_SMTPS_PORT=32465 npm run dev)
 // then: WORKER_PORT=38787 DOH_PORT=38053 npx tsx scripts/bench/smtp-bridge.ts [messages=1000]
+//   or: WORKER_PORT=38787 DOH_PORT=38053 npx tsx scripts/bench/smtp-bridge.ts --large [parallel=10] [mib=20]
 // It starts its own bridge process (so it can read its peak RSS), sets up a verified bench domain on the demo
 // account, tops up the credits the run needs, and stops the bridge afterwards.
 
 import { spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import { createServer as createNetServer, type AddressInfo } from "node:net";
 import nodemailer from "nodemailer";
@@ -27,8 +31,11 @@ const env = z
     DEV_STATE_DIR: z.string().default(".dev"),
   })
   .parse(process.env);
-const total = Number(process.argv[2] ?? 1000);
-const clients = 10;
+const large = process.argv[2] === "--large";
+const args = process.argv.slice(large ? 3 : 2).map(Number);
+const total = large ? (args[0] ?? 10) : (args[0] ?? 1000);
+const clients = large ? total : 10;
+const largeMessageBytes = (args[1] ?? 20) * 1024 * 1024;
 const workerUrl = `http://${env.DEV_HOST}:${env.WORKER_PORT}`;
 const devVars = readDevVars();
 const demoPath = `${env.DEV_STATE_DIR}/demo.json`;
@@ -141,14 +148,58 @@ function percentile(values: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
 }
 
-/** Peak resident set size (VmHWM) of a process, in MiB, where /proc exists. */
-function peakRssMiB(pid: number): number | undefined {
+/** Resident set size of a process in MiB, where /proc exists: VmHWM is the peak so far, VmRSS the current one. */
+function rssMiB(pid: number, field: "VmHWM" | "VmRSS"): number | undefined {
   try {
-    const match = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+    const match = new RegExp(`${field}:\\s+(\\d+) kB`).exec(readFileSync(`/proc/${pid}/status`, "utf8"));
     return match ? Number(match[1]) / 1024 : undefined;
   } catch {
     return undefined;
   }
+}
+const showMiB = (value: number | undefined) => (value === undefined ? "n/a (no /proc)" : `${value.toFixed(1)} MiB`);
+
+/**
+ * A message of `bytes` bytes (to within one line): a short text part and a random attachment filling the rest, in
+ * base64 lines of 76 characters as mail clients send it.
+ */
+function largeMessage(from: string, bytes: number): Buffer {
+  const boundary = "bench-boundary-0123456789";
+  const head = [
+    `From: Bench <${from}>`,
+    "To: reader@example.org",
+    "Subject: Bench large message",
+    "MIME-Version: 1.0",
+    `Content-Type: multipart/mixed; boundary="${boundary}"`,
+    "",
+    `--${boundary}`,
+    "Content-Type: text/plain; charset=utf-8",
+    "",
+    "A large attachment follows.",
+    `--${boundary}`,
+    "Content-Type: application/octet-stream",
+    "Content-Transfer-Encoding: base64",
+    'Content-Disposition: attachment; filename="bench.bin"',
+    "",
+    "",
+  ].join("\r\n");
+  const tail = `--${boundary}--\r\n`;
+  // a full line is 78 bytes (76 characters + CRLF) and carries 57 bytes of the attachment
+  const lines = Math.floor((bytes - Buffer.byteLength(head) - Buffer.byteLength(tail)) / 78);
+  const body = randomBytes(lines * 57).toString("base64").replace(/.{76}/g, "$&\r\n");
+  return Buffer.from(`${head}${body}${tail}`);
+}
+
+/** `clients` separate connections, each sending one large message, all at once. */
+async function runLarge(port: number, user: string, pass: string, from: string, raw: Buffer): Promise<RunResult> {
+  return drive(clients, async () => {
+    const transport = nodemailer.createTransport({ host: env.DEV_HOST, port, secure: false, requireTLS: true, tls: { rejectUnauthorized: false }, auth: { user, pass } });
+    try {
+      await transport.sendMail({ envelope: { from, to: ["reader@example.org"] }, raw });
+    } finally {
+      transport.close();
+    }
+  });
 }
 
 // --- setup ---
@@ -172,6 +223,9 @@ const bridge = spawn(process.execPath, ["--import", "tsx", "smtp-bridge/src/main
     SMTP_ALT_PORT: String(bridgePorts.alt),
     SMTPS_PORT: String(bridgePorts.smtps),
     MAX_CONNECTIONS_PER_IP: "50",
+    // the local Worker can take more than the default 25 s over ten 27 MB bodies at once; what --large measures is
+    // the bridge's memory, so it waits for the answer rather than giving up with 451 4.3.0
+    ...(large ? { WORKER_TIMEOUT_MS: "120000" } : {}),
   },
 });
 const bridgeReady = async () => {
@@ -186,6 +240,27 @@ const bridgeReady = async () => {
   throw new Error("the bridge did not start");
 };
 await bridgeReady();
+
+const row = (name: string, result: RunResult) =>
+  `${name.padEnd(28)} ${String(result.accepted).padStart(8)} ${String(result.failed).padStart(6)} ${result.seconds.toFixed(2).padStart(8)} ${(result.accepted / result.seconds).toFixed(1).padStart(9)} ${percentile(result.latencies, 50).toFixed(1).padStart(8)} ${percentile(result.latencies, 95).toFixed(1).padStart(8)}`;
+const header = `${"target".padEnd(28)} ${"accepted".padStart(8)} ${"failed".padStart(6)} ${"seconds".padStart(8)} ${"msg/s".padStart(9)} ${"p50 ms".padStart(8)} ${"p95 ms".padStart(8)}`;
+
+if (large) {
+  const raw = largeMessage(from, largeMessageBytes);
+  const idle = rssMiB(bridge.pid ?? 0, "VmRSS");
+  process.stderr.write(`bench: ${clients} connections at once, one ${raw.length}-byte message each, through the bridge → Worker at ${workerUrl}\n`);
+  const result = await runLarge(bridgePorts.smtp, smtpCredential.username, smtpCredential.password, from, raw);
+  const lines = [
+    header,
+    row(`bridge → Worker, ${(raw.length / 1024 / 1024).toFixed(0)} MiB each`, result),
+    `bridge RSS idle before the run: ${showMiB(idle)}`,
+    `bridge peak RSS: ${showMiB(rssMiB(bridge.pid ?? 0, "VmHWM"))} (${clients} × ${raw.length} bytes sent at once = ${((clients * raw.length) / 1024 / 1024).toFixed(0)} MiB)`,
+    ...(result.firstError ? [`first error: ${result.firstError}`] : []),
+  ];
+  process.stdout.write(`${lines.join("\n")}\n`);
+  bridge.kill("SIGTERM");
+  process.exit(0);
+}
 
 const bareCert = generateSelfSignedCertificate(["localhost"]);
 const bare = new SMTPServer({
@@ -206,16 +281,14 @@ const bareResult = await run(barePort, "bench", "bench", from);
 const bridgeResult = await run(bridgePorts.smtp, smtpCredential.username, smtpCredential.password, from);
 const apiResult = await runApi(from);
 
-const bridgeRss = peakRssMiB(bridge.pid ?? 0);
+const bridgeRss = rssMiB(bridge.pid ?? 0, "VmHWM");
 
-const row = (name: string, result: RunResult) =>
-  `${name.padEnd(28)} ${String(result.accepted).padStart(8)} ${String(result.failed).padStart(6)} ${result.seconds.toFixed(2).padStart(8)} ${(result.accepted / result.seconds).toFixed(1).padStart(9)} ${percentile(result.latencies, 50).toFixed(1).padStart(8)} ${percentile(result.latencies, 95).toFixed(1).padStart(8)}`;
 const lines = [
-  `${"target".padEnd(28)} ${"accepted".padStart(8)} ${"failed".padStart(6)} ${"seconds".padStart(8)} ${"msg/s".padStart(9)} ${"p50 ms".padStart(8)} ${"p95 ms".padStart(8)}`,
+  header,
   row("bare smtp-server (discard)", bareResult),
   row("bridge → Worker", bridgeResult),
   row("POST /send (HTTP, for scale)", apiResult),
-  `bridge peak RSS: ${bridgeRss ? `${bridgeRss.toFixed(1)} MiB` : "n/a (no /proc)"}`,
+  `bridge peak RSS: ${showMiB(bridgeRss)}`,
   ...[bareResult.firstError, bridgeResult.firstError, apiResult.firstError].filter(Boolean).map((error) => `first error: ${error}`),
 ];
 process.stdout.write(`${lines.join("\n")}\n`);
