@@ -1,4 +1,4 @@
-import { hostname } from "node:os";
+import { hostname, tmpdir } from "node:os";
 import { z } from "zod";
 
 // The bridge is configured by environment variables only, parsed here once. Nothing else reads process.env, so
@@ -30,6 +30,12 @@ const envSchema = z
     TLS_KEY: z.string().min(1).optional(),
     NODE_ENV: z.string().default("development"),
     MAX_MESSAGE_BYTES: positiveInt.max(MAX_MESSAGE_BYTES_CEILING).default(25 * 1024 * 1024),
+    /**
+     * The DATA bytes all sessions together may hold while their messages wait for the Worker (spooled to SPOOL_DIR,
+     * so this bounds disk use and the load put on the Worker); a message that would go past it gets 451 4.3.1.
+     */
+    MAX_BYTES_IN_FLIGHT: positiveInt.default(512 * 1024 * 1024),
+    SPOOL_DIR: z.string().min(1).default(tmpdir()),
     WORKER_URL: z.url({ protocol: /^https?$/, message: "must be the Worker's http(s) base URL, e.g. http://127.0.0.1:8787" }),
     BRIDGE_SECRET: z.string().min(16, "must be the Worker's BRIDGE_SECRET (at least 16 characters)"),
     ALLOW_INSECURE_AUTH_ON_LOOPBACK: flag,
@@ -53,6 +59,13 @@ const envSchema = z
         message: "required in production (PEM file paths in TLS_CERT and TLS_KEY); a self-signed certificate is generated only outside production",
       });
     }
+    if (env.MAX_BYTES_IN_FLIGHT < env.MAX_MESSAGE_BYTES) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["MAX_BYTES_IN_FLIGHT"],
+        message: `must be at least MAX_MESSAGE_BYTES (${env.MAX_MESSAGE_BYTES}), or a message of the announced SIZE could never be taken`,
+      });
+    }
     if (env.NODE_ENV === "production" && env.ALLOW_INSECURE_AUTH_ON_LOOPBACK) {
       ctx.addIssue({ code: "custom", path: ["ALLOW_INSECURE_AUTH_ON_LOOPBACK"], message: "must not be set in production" });
     }
@@ -70,6 +83,10 @@ export interface BridgeConfig {
   /** PEM file paths; undefined: a self-signed pair is generated at start. */
   tls: { certPath: string; keyPath: string } | undefined;
   maxMessageBytes: number;
+  /** Total DATA bytes held at once across sessions; past it, 451 4.3.1. */
+  maxBytesInFlight: number;
+  /** Where messages wait (as unlinked files) between DATA and the Worker's answer. */
+  spoolDir: string;
   workerUrl: string;
   bridgeSecret: string;
   allowInsecureAuthOnLoopback: boolean;
@@ -102,6 +119,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     serverName: e.SMTP_HOSTNAME,
     tls: e.TLS_CERT && e.TLS_KEY ? { certPath: e.TLS_CERT, keyPath: e.TLS_KEY } : undefined,
     maxMessageBytes: e.MAX_MESSAGE_BYTES,
+    maxBytesInFlight: e.MAX_BYTES_IN_FLIGHT,
+    spoolDir: e.SPOOL_DIR,
     workerUrl: e.WORKER_URL.replace(/\/+$/, ""),
     bridgeSecret: e.BRIDGE_SECRET,
     allowInsecureAuthOnLoopback: e.ALLOW_INSECURE_AUTH_ON_LOOPBACK,

@@ -30,6 +30,8 @@ logger.log("info", "bridge.listening", {
   self_signed_certificate: bridge.tls.selfSigned,
   insecure_auth_on_loopback: config.allowInsecureAuthOnLoopback,
   max_message_bytes: config.maxMessageBytes,
+  max_bytes_in_flight: config.maxBytesInFlight,
+  spool_dir: config.spoolDir,
 });
 
 let stopping = false;

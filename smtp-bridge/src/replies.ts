@@ -22,6 +22,7 @@ export const replies = {
   badRecipient: () => smtpReply(553, "5.1.3", "Invalid recipient address"),
   tooBig: (limit: number) => smtpReply(552, "5.3.4", `Message too big: the limit is ${limit} bytes`),
   unparseable: (why: string) => smtpReply(554, "5.6.0", `Message could not be parsed: ${why}`),
+  noRoom: () => smtpReply(451, "4.3.1", "Insufficient system storage, try again later"),
   workerUnavailable: () => smtpReply(451, "4.3.0", "Temporary failure, the message was not accepted; try again later"),
   shuttingDown: () => smtpReply(421, "4.3.2", "Service shutting down, try again later"),
   tooManyConnections: () => smtpReply(421, "4.7.0", "Too many connections, try again later"),

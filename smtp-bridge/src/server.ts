@@ -5,6 +5,7 @@ import { SMTPServer, type SMTPServerDataStream, type SMTPServerOptions, type SMT
 import { MAX_RECIPIENTS, type BridgeConfig } from "./config.ts";
 import { createJsonLogger, type LogFields, type Logger } from "./log.ts";
 import { ENHANCED_CODE_PREFIX, replies, replyForRefusal, type SmtpReplyError } from "./replies.ts";
+import { ByteBudget, SpooledMessage, spoolData } from "./spool.ts";
 import { loadTlsCredentials, type TlsCredentials } from "./tls.ts";
 import { createWorkerClient, WorkerUnavailableError, type RelayIdentity, type WorkerClient } from "./worker-client.ts";
 
@@ -14,7 +15,8 @@ import { createWorkerClient, WorkerUnavailableError, type RelayIdentity, type Wo
 //   AUTH      PLAIN/LOGIN after TLS, checked by the Worker, successes cached for at most AUTH_CACHE_TTL_MS
 //   MAIL FROM the Worker confirms the account may send from that domain, so a bad sender fails before DATA
 //   RCPT TO   syntax and the API's 50-recipient cap
-//   DATA      size, a MIME parse as a sanity check, then the exact bytes go to the Worker; 250 only after its 202
+//   DATA      size and the bytes-in-flight cap, spooled to disk (spool.ts), the header section parsed as a sanity
+//             check, then the exact bytes go to the Worker; 250 only after its 202
 // Nothing here opens a port or reads the environment until listen() is called.
 
 type Connection = SMTPServer["connections"] extends Set<infer C> ? C : never;
@@ -101,6 +103,33 @@ const relayUserOf = (session: SMTPServerSession): RelayUser | undefined => {
 
 const describeReply = (error: SmtpReplyError) => `${error.responseCode} ${error.message}`;
 
+/** What the client hears at the end of DATA, and what the transaction log says about it. */
+interface DataOutcome {
+  reply: SmtpReplyError | null;
+  message?: string;
+  fields: LogFields;
+}
+
+const refused = (reply: SmtpReplyError, fields: LogFields = {}): DataOutcome => ({
+  reply,
+  fields: { outcome: reply.responseCode >= 500 ? "rejected" : "deferred", reply: describeReply(reply), ...fields },
+});
+
+/**
+ * Why the header section cannot be a message, if it cannot. postal-mime is lenient by design; what it cannot turn
+ * into headers with a From is refused here rather than after a round trip to the Worker (which parses it whole).
+ */
+async function headerProblem(head: Buffer): Promise<string | undefined> {
+  try {
+    const email = await PostalMime.parse(head);
+    if (email.headers.length === 0) return "no header section";
+    if (!email.headers.some((header) => header.key === "from")) return "no From header";
+    return undefined;
+  } catch (error) {
+    return (error as Error).message;
+  }
+}
+
 /**
  * Two adjustments to what smtp-server says on one connection:
  *  - it adds a generic enhanced status code to every reply (452 becomes 4.2.2, 550 becomes 5.1.1); the bridge's
@@ -132,6 +161,7 @@ export function createServer(config: BridgeConfig, deps: BridgeDeps = {}): Bridg
   const authCache = new TtlCache<RelayIdentity>(config.authCacheTtlMs, now);
   const senderCache = new TtlCache<true>(config.authCacheTtlMs, now);
   const sessions = new Map<string, SessionState>();
+  const inFlight = new ByteBudget(config.maxBytesInFlight);
   const connectionsPerIp = new Map<string, number>();
   let shuttingDown = false;
   let closing: Promise<void> | undefined;
@@ -295,41 +325,26 @@ export function createServer(config: BridgeConfig, deps: BridgeDeps = {}): Bridg
     },
   };
 
-  async function readData(stream: SMTPServerDataStream): Promise<{ raw: Buffer; bytes: number }> {
-    const chunks: Buffer[] = [];
-    let bytes = 0;
-    for await (const chunk of stream as AsyncIterable<Buffer>) {
-      bytes += chunk.length;
-      // past the limit the rest is drained, not kept: the reply will be 552 whatever it contains
-      if (bytes <= config.maxMessageBytes) chunks.push(chunk);
+  async function receive(stream: SMTPServerDataStream, session: SMTPServerSession): Promise<DataOutcome> {
+    const received = await spoolData(stream, { dir: config.spoolDir, budget: inFlight, maxBytes: config.maxMessageBytes });
+    let outcome: DataOutcome;
+    if (received.outcome === "too_big") outcome = refused(replies.tooBig(config.maxMessageBytes));
+    else if (received.outcome === "no_room") outcome = refused(replies.noRoom(), { error: received.reason });
+    else {
+      try {
+        const problem = await headerProblem(received.head);
+        outcome = problem ? refused(replies.unparseable(problem)) : await submit(received.message, session);
+      } finally {
+        await received.message.close();
+      }
     }
-    return { raw: Buffer.concat(chunks), bytes };
+    return { ...outcome, fields: { ...outcome.fields, bytes: received.bytes } };
   }
 
-  async function receive(
-    stream: SMTPServerDataStream,
-    session: SMTPServerSession,
-  ): Promise<{ reply: SmtpReplyError | null; message?: string; fields: LogFields }> {
-    const { raw, bytes } = await readData(stream);
-    const rejected = (reply: SmtpReplyError, fields: LogFields = {}) => ({
-      reply,
-      fields: { outcome: reply.responseCode >= 500 ? "rejected" : "deferred", reply: describeReply(reply), bytes, ...fields },
-    });
-    if (stream.sizeExceeded || bytes > config.maxMessageBytes) return rejected(replies.tooBig(config.maxMessageBytes));
-
-    // postal-mime is lenient by design; what it cannot turn into a message with headers and a From is refused
-    // here rather than after a round trip to the Worker.
-    try {
-      const email = await PostalMime.parse(raw, { attachmentEncoding: "arraybuffer" });
-      if (email.headers.length === 0) return rejected(replies.unparseable("no header section"));
-      if (!email.headers.some((header) => header.key === "from")) return rejected(replies.unparseable("no From header"));
-    } catch (error) {
-      return rejected(replies.unparseable((error as Error).message));
-    }
-
+  async function submit(raw: SpooledMessage, session: SMTPServerSession): Promise<DataOutcome> {
     const user = relayUserOf(session);
     const mailFrom = session.envelope.mailFrom;
-    if (!user || !mailFrom) return rejected(replies.credentialRevoked());
+    if (!user || !mailFrom) return refused(replies.credentialRevoked());
     try {
       const result = await worker.submitMessage({
         credentialId: user.credentialId,
@@ -338,17 +353,17 @@ export function createServer(config: BridgeConfig, deps: BridgeDeps = {}): Bridg
         raw,
       });
       if (!result.ok) {
-        return rejected(replyForRefusal(result.refusal), { worker_status: result.refusal.status, error_code: result.refusal.code });
+        return refused(replyForRefusal(result.refusal), { worker_status: result.refusal.status, error_code: result.refusal.code });
       }
       const message = `2.0.0 Ok: queued as ${result.value.id}`;
       return {
         reply: null,
         message,
-        fields: { outcome: "queued", reply: `250 ${message}`, message_id: result.value.id, bytes, credits_charged: result.value.creditsCharged },
+        fields: { outcome: "queued", reply: `250 ${message}`, message_id: result.value.id, credits_charged: result.value.creditsCharged },
       };
     } catch (error) {
       if (!(error instanceof WorkerUnavailableError)) throw error;
-      return rejected(replies.workerUnavailable(), { error: error.message });
+      return refused(replies.workerUnavailable(), { error: error.message });
     }
   }
 
@@ -404,6 +419,14 @@ export function createServer(config: BridgeConfig, deps: BridgeDeps = {}): Bridg
       return sessions.size;
     },
     async listen() {
+      // a spool directory that cannot be written would otherwise only show as 451 on every message
+      try {
+        await (await SpooledMessage.create(config.spoolDir, inFlight)).close();
+      } catch (error) {
+        throw Object.assign(new Error(`SPOOL_DIR ${config.spoolDir} cannot hold messages: ${(error as Error).message}`), {
+          code: (error as NodeJS.ErrnoException).code,
+        });
+      }
       const ports: BridgePorts = { smtp: 0, alt: 0, smtps: 0 };
       try {
         for (const { key, port, server } of listeners) ports[key] = await listenOn(server, port);

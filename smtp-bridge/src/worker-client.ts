@@ -1,5 +1,8 @@
 import { createHmac } from "node:crypto";
+import { request as httpRequest, type ClientRequest } from "node:http";
+import { request as httpsRequest } from "node:https";
 import { z } from "zod";
+import type { MessageBytes } from "./spool.ts";
 
 // The bridge's only way into Mailforge: signed JSON requests to the Worker's /internal/relay routes. The signature
 // is the same scheme as outgoing webhooks (`t=<unix>,v1=<hex HMAC-SHA256(secret, "<t>.<body>")>`), so one
@@ -7,9 +10,30 @@ import { z } from "zod";
 
 export const SIGNATURE_HEADER = "X-Bridge-Signature";
 
-export function signBridgeRequest(secret: string, body: string, nowSeconds = Math.floor(Date.now() / 1000)): string {
-  const digest = createHmac("sha256", secret).update(`${nowSeconds}.${body}`).digest("hex");
-  return `t=${nowSeconds},v1=${digest}`;
+/** The signature over a body given in parts, so a large one is never held whole. */
+export async function signBridgeRequest(
+  secret: string,
+  body: AsyncIterable<Uint8Array> | Iterable<Uint8Array>,
+  nowSeconds = Math.floor(Date.now() / 1000),
+): Promise<string> {
+  const hmac = createHmac("sha256", secret).update(`${nowSeconds}.`);
+  for await (const part of body) hmac.update(part);
+  return `t=${nowSeconds},v1=${hmac.digest("hex")}`;
+}
+
+/**
+ * Base64 of a byte stream, chunk by chunk: each chunk's leftover bytes (beyond a multiple of 3) are carried into the
+ * next, so the result is identical to encoding the whole at once.
+ */
+async function* base64Chunks(chunks: AsyncIterable<Buffer>): AsyncIterable<Buffer> {
+  let carry = Buffer.alloc(0);
+  for await (const chunk of chunks) {
+    const joined = carry.length === 0 ? chunk : Buffer.concat([carry, chunk]);
+    const whole = joined.length - (joined.length % 3);
+    carry = Buffer.from(joined.subarray(whole));
+    if (whole > 0) yield Buffer.from(joined.subarray(0, whole).toString("base64"), "latin1");
+  }
+  if (carry.length > 0) yield Buffer.from(carry.toString("base64"), "latin1");
 }
 
 /** A definite answer from the Worker other than success: the request was understood and refused. */
@@ -49,7 +73,7 @@ export interface SubmittedMessage {
   mailFrom: string;
   rcptTo: string[];
   /** The DATA bytes exactly as received (dot-unstuffed); forwarded unchanged. */
-  raw: Buffer;
+  raw: MessageBytes;
 }
 
 export interface WorkerClient {
@@ -75,34 +99,79 @@ export interface WorkerClientOptions {
   workerUrl: string;
   bridgeSecret: string;
   timeoutMs: number;
-  fetch?: typeof fetch;
+}
+
+/** A request body as parts, produced on demand: once to sign it, once to send it. */
+interface RequestBody {
+  length: number;
+  parts(): AsyncIterable<Uint8Array> | Iterable<Uint8Array>;
+}
+
+const jsonBody = (payload: unknown): RequestBody => {
+  const bytes = Buffer.from(JSON.stringify(payload));
+  return { length: bytes.length, parts: () => [bytes] };
+};
+
+/** Until the socket has taken what was written, or the request is gone. */
+const drained = (request: ClientRequest) =>
+  new Promise<void>((resolve) => {
+    const done = () => {
+      request.off("drain", done).off("close", done);
+      resolve();
+    };
+    request.on("drain", done).on("close", done);
+  });
+
+/**
+ * One POST with node:http(s) rather than fetch: its write() and 'drain' keep a streamed body to what the socket has
+ * taken (Node's fetch copied and queued the parts of an async iterable body: 10 × 20 MiB messages cost 300 MiB).
+ */
+function postBody(url: URL, headers: Record<string, string>, body: RequestBody, signal: AbortSignal): Promise<{ status: number; text: string; retryAfter: string | null }> {
+  return new Promise((resolve, reject) => {
+    const send = url.protocol === "https:" ? httpsRequest : httpRequest;
+    const request = send(url, { method: "POST", headers: { ...headers, "Content-Length": String(body.length) }, signal }, (response) => {
+      const chunks: Buffer[] = [];
+      response.on("data", (chunk: Buffer) => chunks.push(chunk));
+      response.once("error", reject);
+      response.once("end", () => {
+        const retryAfter = response.headers["retry-after"];
+        resolve({ status: response.statusCode ?? 0, text: Buffer.concat(chunks).toString("utf8"), retryAfter: retryAfter ?? null });
+      });
+    });
+    request.once("error", reject);
+    void (async () => {
+      for await (const part of body.parts()) {
+        if (request.destroyed) return;
+        if (!request.write(part)) await drained(request);
+      }
+      request.end();
+    })().catch((error: unknown) => request.destroy(error as Error));
+  });
 }
 
 export function createWorkerClient(options: WorkerClientOptions): WorkerClient {
-  const fetchImpl = options.fetch ?? fetch;
-
-  async function post(path: string, payload: unknown): Promise<{ status: number; body: unknown; retryAfter: string | null }> {
-    const body = JSON.stringify(payload);
-    let response: Response;
+  async function post(path: string, body: RequestBody): Promise<{ status: number; body: unknown; retryAfter: string | null }> {
+    const signature = await signBridgeRequest(options.bridgeSecret, body.parts());
+    let answer: { status: number; text: string; retryAfter: string | null };
     try {
-      response = await fetchImpl(`${options.workerUrl}/internal/relay${path}`, {
-        method: "POST",
-        headers: { "Content-Type": "application/json", [SIGNATURE_HEADER]: signBridgeRequest(options.bridgeSecret, body) },
+      answer = await postBody(
+        new URL(`${options.workerUrl}/internal/relay${path}`),
+        { "Content-Type": "application/json", [SIGNATURE_HEADER]: signature },
         body,
-        signal: AbortSignal.timeout(options.timeoutMs),
-      });
+        AbortSignal.timeout(options.timeoutMs),
+      );
     } catch (error) {
       throw new WorkerUnavailableError(`Worker ${path} unreachable: ${(error as Error).message}`);
     }
     let parsed: unknown;
     try {
-      parsed = await response.json();
+      parsed = JSON.parse(answer.text);
     } catch {
       // a proxy's HTML error page, a truncated body: not an answer the bridge can act on
-      throw new WorkerUnavailableError(`Worker ${path} answered ${response.status} without a JSON body`);
+      throw new WorkerUnavailableError(`Worker ${path} answered ${answer.status} without a JSON body`);
     }
-    if (response.status >= 500) throw new WorkerUnavailableError(`Worker ${path} answered ${response.status}`);
-    return { status: response.status, body: parsed, retryAfter: response.headers.get("Retry-After") };
+    if (answer.status >= 500) throw new WorkerUnavailableError(`Worker ${path} answered ${answer.status}`);
+    return { status: answer.status, body: parsed, retryAfter: answer.retryAfter };
   }
 
   function refusal(status: number, body: unknown, retryAfter: string | null): WorkerRefusal {
@@ -117,7 +186,7 @@ export function createWorkerClient(options: WorkerClientOptions): WorkerClient {
     };
   }
 
-  async function call<T>(path: string, payload: unknown, successStatus: number, read: (body: unknown) => T): Promise<WorkerResult<T>> {
+  async function call<T>(path: string, payload: RequestBody, successStatus: number, read: (body: unknown) => T): Promise<WorkerResult<T>> {
     const { status, body, retryAfter } = await post(path, payload);
     if (status !== successStatus) return { ok: false, refusal: refusal(status, body, retryAfter) };
     try {
@@ -129,20 +198,26 @@ export function createWorkerClient(options: WorkerClientOptions): WorkerClient {
 
   return {
     authenticate: (username, password) =>
-      call("/auth", { username, password }, 200, (body) => {
+      call("/auth", jsonBody({ username, password }), 200, (body) => {
         const identity = identitySchema.parse(body);
         return { credentialId: identity.credential_id, accountId: identity.account_id };
       }),
     checkSender: (credentialId, mailFrom) =>
-      call("/sender", { credential_id: credentialId, mail_from: mailFrom }, 200, () => undefined),
-    submitMessage: (message) =>
-      call(
+      call("/sender", jsonBody({ credential_id: credentialId, mail_from: mailFrom }), 200, () => undefined),
+    submitMessage: (message) => {
+      // {"credential_id":…,"mail_from":…,"rcpt_to":[…],"raw":"<base64>"}, the base64 made as the bytes are sent
+      const envelope = JSON.stringify({ credential_id: message.credentialId, mail_from: message.mailFrom, rcpt_to: message.rcptTo });
+      const open = Buffer.from(`${envelope.slice(0, -1)},"raw":"`);
+      const close = Buffer.from('"}');
+      return call(
         "/messages",
         {
-          credential_id: message.credentialId,
-          mail_from: message.mailFrom,
-          rcpt_to: message.rcptTo,
-          raw: message.raw.toString("base64"),
+          length: open.length + 4 * Math.ceil(message.raw.size / 3) + close.length,
+          async *parts() {
+            yield open;
+            yield* base64Chunks(message.raw.chunks());
+            yield close;
+          },
         },
         202,
         (body) => {
@@ -154,6 +229,7 @@ export function createWorkerClient(options: WorkerClientOptions): WorkerClient {
             status: accepted.status,
           };
         },
-      ),
+      );
+    },
   };
 }

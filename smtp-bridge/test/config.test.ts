@@ -1,4 +1,5 @@
 import { X509Certificate, createPrivateKey } from "node:crypto";
+import { tmpdir } from "node:os";
 import { describe, expect, it } from "vitest";
 import { ConfigError, loadConfig } from "../src/config.ts";
 import { generateSelfSignedCertificate, loadTlsCredentials } from "../src/tls.ts";
@@ -34,6 +35,13 @@ describe("configuration from the environment", () => {
     for (const name of ["WORKER_URL", "BRIDGE_SECRET", "SMTP_PORT", "AUTH_CACHE_TTL_MS"]) expect(error.message).toContain(name);
   });
 
+  it("caps the bytes in flight at 512 MiB by default, never below MAX_MESSAGE_BYTES, spooled in the temp directory", () => {
+    expect(loadConfig(required)).toMatchObject({ maxBytesInFlight: 512 * 1024 * 1024, maxMessageBytes: 25 * 1024 * 1024, spoolDir: tmpdir() });
+    expect(loadConfig({ ...required, MAX_BYTES_IN_FLIGHT: "1000000", MAX_MESSAGE_BYTES: "1000000" }).maxBytesInFlight).toBe(1_000_000);
+    expect(() => loadConfig({ ...required, MAX_BYTES_IN_FLIGHT: "1000000" })).toThrow(/must be at least MAX_MESSAGE_BYTES[\s\S]*at MAX_BYTES_IN_FLIGHT/);
+    expect(() => loadConfig({ ...required, MAX_BYTES_IN_FLIGHT: "lots" })).toThrow(/MAX_BYTES_IN_FLIGHT/);
+  });
+
   it("needs certificate files in production, and both of them together", () => {
     expect(() => loadConfig({ ...required, NODE_ENV: "production" })).toThrow(/required in production[\s\S]*at TLS_CERT/);
     expect(() => loadConfig({ ...required, TLS_CERT: "/etc/cert.pem" })).toThrow(/TLS_KEY/);
@@ -63,10 +71,11 @@ describe("TLS material", () => {
 });
 
 describe("request signatures", () => {
-  it("signs t=<unix>,v1=<hex HMAC-SHA256 of '<t>.<body>'> and a verifier refuses old or altered requests", () => {
+  it("signs t=<unix>,v1=<hex HMAC-SHA256 of '<t>.<body>'> and a verifier refuses old or altered requests", async () => {
     const body = JSON.stringify({ username: "smtp_x", password: "y" });
     const now = Math.floor(Date.now() / 1000);
-    const header = signBridgeRequest("secret-secret-secret", body, now);
+    // the body signed in parts, as a streamed message is, gives the signature of the whole
+    const header = await signBridgeRequest("secret-secret-secret", [Buffer.from(body.slice(0, 10)), Buffer.from(body.slice(10))], now);
     expect(header).toMatch(/^t=\d+,v1=[0-9a-f]{64}$/);
     expect(verifySignature("secret-secret-secret", header, body, now)).toBe(true);
     expect(verifySignature("secret-secret-secret", header, `${body} `, now)).toBe(false);

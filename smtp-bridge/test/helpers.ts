@@ -216,6 +216,11 @@ export class SmtpDialog {
     });
   }
 
+  /** Bytes without waiting for a reply (part of a message, say). */
+  write(data: string): void {
+    this.socket.write(data);
+  }
+
   async send(line: string): Promise<string> {
     this.socket.write(`${line}\r\n`);
     return this.next();

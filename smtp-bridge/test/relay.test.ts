@@ -1,10 +1,17 @@
 import { createHash } from "node:crypto";
+import { mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { connect as tlsConnect } from "node:tls";
 import { execFileSync } from "node:child_process";
 import MailComposer from "nodemailer/lib/mail-composer";
 import nodemailer from "nodemailer";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { loadConfig } from "../src/config.ts";
+import { createMemoryLogger } from "../src/log.ts";
+import { createServer } from "../src/server.ts";
 import {
+  BRIDGE_SECRET,
   FakeWorker,
   SmtpDialog,
   VERIFIED_DOMAIN,
@@ -391,5 +398,124 @@ describe("graceful shutdown", () => {
     await closed;
     expect(local.bridge.sessionCount).toBe(0);
     await expect(transport(local.ports.smtp).verify()).rejects.toMatchObject({ code: expect.stringMatching(/ECONNREFUSED|ESOCKET|ECONNECTION/) });
+  });
+});
+
+describe("bytes in flight (MAX_BYTES_IN_FLIGHT)", () => {
+  // `bytes` bytes whose body has every byte value in lines of 998 (CR and LF only as the line ends, as SMTP needs):
+  // a step that treated the message as text would change it
+  const binaryMessage = (bytes: number, subject: string) => {
+    const head = Buffer.from(`From: <${FROM}>\r\nTo: <ann@example.org>\r\nSubject: ${subject}\r\nContent-Type: application/octet-stream\r\n\r\n`);
+    const body = Buffer.alloc(bytes - head.length);
+    for (let i = 0; i < body.length; i++) {
+      const column = i % 1000;
+      body[i] = column === 998 ? 0x0d : column === 999 ? 0x0a : i % 256 === 0x0a || i % 256 === 0x0d ? 0x41 : i % 256;
+    }
+    body.set([0x41, 0x0d, 0x0a], body.length - 3);
+    return Buffer.concat([head, body]);
+  };
+  const messageCalls = () => worker.requests.filter((request) => request.path.endsWith("/messages")).length;
+  const spoolDirs: string[] = [];
+  const spoolDir = () => {
+    const dir = mkdtempSync(join(tmpdir(), "bridge-spool-test-"));
+    spoolDirs.push(dir);
+    return dir;
+  };
+
+  afterEach(() => {
+    worker.messageDelayMs = 0;
+  });
+
+  afterAll(() => {
+    for (const dir of spoolDirs) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("a message that would go past the cap gets 451 4.3.1 and is not kept; messages under it relay byte for byte", async () => {
+    const dir = spoolDir();
+    const local = await startBridge(worker, { MAX_MESSAGE_BYTES: "100000", MAX_BYTES_IN_FLIGHT: "150000", SPOOL_DIR: dir });
+    try {
+      const first = binaryMessage(90_000, "first");
+      const second = binaryMessage(90_000, "second");
+      worker.messageDelayMs = 800;
+      const callsBefore = messageCalls();
+      const inFlight = transport(local.ports.smtp).sendMail({ envelope: { from: FROM, to: ["ann@example.org"] }, raw: first });
+      // the first message's bytes are held until the (slow) Worker answers
+      const deadline = Date.now() + 5000;
+      while (messageCalls() === callsBefore && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+      expect(messageCalls()).toBe(callsBefore + 1);
+      // spool files are unlinked as soon as they are open: nothing is left behind, even by a crash
+      expect(readdirSync(dir)).toEqual([]);
+
+      const stored = worker.messages.length;
+      const error = await sendError(transport(local.ports.smtp).sendMail({ envelope: { from: FROM, to: ["ann@example.org"] }, raw: second }));
+      expect(error.responseCode).toBe(451);
+      expect(error.response).toMatch(/^451 4\.3\.1 Insufficient system storage/);
+      expect(local.logs.filter((entry) => entry.event === "smtp.transaction").at(-1)).toMatchObject({
+        outcome: "deferred",
+        error: expect.stringContaining("MAX_BYTES_IN_FLIGHT"),
+      });
+
+      expect((await inFlight).response).toMatch(/^250 2\.0\.0 /);
+      expect(worker.messages).toHaveLength(stored + 1);
+      expect(sha256(worker.messages.at(-1)?.raw ?? Buffer.alloc(0))).toBe(sha256(first));
+
+      // the first message's bytes were given back: the client's retry of the second is taken
+      worker.messageDelayMs = 0;
+      const retried = await transport(local.ports.smtp).sendMail({ envelope: { from: FROM, to: ["ann@example.org"] }, raw: second });
+      expect(retried.response).toMatch(/^250 2\.0\.0 /);
+      expect(sha256(worker.messages.at(-1)?.raw ?? Buffer.alloc(0))).toBe(sha256(second));
+    } finally {
+      await local.bridge.close({ timeoutMs: 500 });
+    }
+  });
+
+  it("a message of several MiB, of any bytes and a length not divisible by 3, reaches the Worker byte for byte", async () => {
+    const raw = binaryMessage(3 * 1024 * 1024 + 1, "large");
+    expect(raw.length % 3).not.toBe(0);
+    const info = await transport(started.ports.smtp).sendMail({ envelope: { from: FROM, to: ["ann@example.org"] }, raw });
+    expect(info.response).toMatch(/^250 2\.0\.0 /);
+    const received = worker.messages.at(-1)?.raw ?? Buffer.alloc(0);
+    expect(received.length).toBe(raw.length);
+    expect(sha256(received)).toBe(sha256(raw));
+  });
+
+  it("the bytes of a client that hangs up in the middle of DATA are given back", async () => {
+    const local = await startBridge(worker, {
+      MAX_MESSAGE_BYTES: "100000",
+      MAX_BYTES_IN_FLIGHT: "150000",
+      ALLOW_INSECURE_AUTH_ON_LOOPBACK: "true",
+      SPOOL_DIR: spoolDir(),
+    });
+    try {
+      const { dialog } = await SmtpDialog.open(local.ports.smtp);
+      await dialog.send("EHLO client.test");
+      expect(await dialog.send(`AUTH PLAIN ${plainAuth(USER, PASSWORD)}`)).toMatch(/^235 /);
+      expect(await dialog.send(`MAIL FROM:<${FROM}>`)).toMatch(/^250 /);
+      expect(await dialog.send("RCPT TO:<ann@example.org>")).toMatch(/^250 /);
+      expect(await dialog.send("DATA")).toMatch(/^354 /);
+      dialog.write(`From: ${FROM}\r\nSubject: cut\r\n\r\n${`${"z".repeat(98)}\r\n`.repeat(900)}`);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      dialog.close();
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(local.logs.filter((entry) => entry.event === "smtp.transaction").at(-1)).toMatchObject({ outcome: "aborted" });
+
+      const raw = binaryMessage(90_000, "after the hang-up");
+      expect((await transport(local.ports.smtp).sendMail({ envelope: { from: FROM, to: ["ann@example.org"] }, raw })).response).toMatch(/^250 2\.0\.0 /);
+    } finally {
+      await local.bridge.close({ timeoutMs: 500 });
+    }
+  });
+
+  it("a SPOOL_DIR that cannot hold files stops the bridge at start, naming the variable", async () => {
+    const config = loadConfig({
+      WORKER_URL: worker.url,
+      BRIDGE_SECRET,
+      SMTP_PORT: "0",
+      SMTP_ALT_PORT: "0",
+      SMTPS_PORT: "0",
+      SPOOL_DIR: join(tmpdir(), "no-such-dir-for-the-bridge", "spool"),
+    });
+    const bridge = createServer(config, { logger: createMemoryLogger() });
+    await expect(bridge.listen()).rejects.toMatchObject({ code: "ENOENT", message: expect.stringMatching(/^SPOOL_DIR .* cannot hold messages/) });
   });
 });
