@@ -1,6 +1,7 @@
 import { eq, sql, type SQL } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
-import { accounts } from "../../db/schema";
+import { statement } from "../../db/client";
+import { accounts, creditLedger } from "../../db/schema";
 import { newId } from "../../lib/ids";
 
 /**
@@ -10,26 +11,28 @@ import { newId } from "../../lib/ids";
  */
 export type BalanceKind = "send" | "verify";
 
-const balanceColumn = { send: "send_balance", verify: "verify_balance" } as const;
+const balanceColumn = { send: sql.raw("send_balance"), verify: sql.raw("verify_balance") } as const;
 // What can be spent now: sending credits held for scheduled campaigns are not available to other sends.
-const availableExpr = { send: "send_balance - send_reserved", verify: "verify_balance" } as const;
+const availableExpr = { send: sql.raw("(send_balance - send_reserved)"), verify: sql.raw("verify_balance") } as const;
 
-const ledgerColumns = "id, account_id, balance, kind, amount, reference_id, note, balance_after";
-const entryExists = "EXISTS (SELECT 1 FROM credit_ledger WHERE balance = ?1 AND kind = ?2 AND reference_id = ?3)";
+const insertEntry = sql.raw("INSERT INTO credit_ledger (id, account_id, balance, kind, amount, reference_id, note, balance_after)");
+const insertEntryOnce = sql.raw("INSERT OR IGNORE INTO credit_ledger (id, account_id, balance, kind, amount, reference_id, note, balance_after)");
+const nowSql = sql.raw("strftime('%Y-%m-%dT%H:%M:%fZ', 'now')");
+
+type EntryKind = (typeof creditLedger.$inferSelect)["kind"];
+const entryExists = (balance: BalanceKind, kind: EntryKind, referenceId: string) =>
+  sql`EXISTS (SELECT 1 FROM credit_ledger WHERE balance = ${balance} AND kind = ${kind} AND reference_id = ${referenceId})`;
 
 export type LedgerChange = { accountId: string; balance: BalanceKind; amount: number; referenceId: string; note?: string };
 
 export function topUpStatements(db: D1Database, accountId: string, balance: BalanceKind, amount: number, note: string | null) {
   const column = balanceColumn[balance];
   return [
-    db
-      .prepare(
-        `INSERT INTO credit_ledger (${ledgerColumns}) SELECT ?1, id, ?2, 'top_up', ?3, NULL, ?4, ${column} + ?3 FROM accounts WHERE id = ?5`,
-      )
-      .bind(newId("led"), balance, amount, note, accountId),
-    db
-      .prepare(`UPDATE accounts SET ${column} = ${column} + ?1, updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?2`)
-      .bind(amount, accountId),
+    statement(
+      db,
+      sql`${insertEntry} SELECT ${newId("led")}, id, ${balance}, 'top_up', ${amount}, NULL, ${note}, ${column} + ${amount} FROM accounts WHERE id = ${accountId}`,
+    ),
+    statement(db, sql`UPDATE accounts SET ${column} = ${column} + ${amount}, updated_at = ${nowSql} WHERE id = ${accountId}`),
   ];
 }
 
@@ -41,35 +44,33 @@ export function topUpStatements(db: D1Database, accountId: string, balance: Bala
 export function chargeStatements(db: D1Database, change: LedgerChange) {
   const column = balanceColumn[change.balance];
   return [
-    db
-      .prepare(
-        `INSERT INTO credit_ledger (${ledgerColumns})
-         SELECT ?1, id, ?2, 'charge', -?3, ?4, ?5, ${column} - ?3 FROM accounts WHERE id = ?6 AND ${availableExpr[change.balance]} >= ?3`,
-      )
-      .bind(newId("led"), change.balance, change.amount, change.referenceId, change.note ?? null, change.accountId),
-    db
-      .prepare(
-        `UPDATE accounts SET ${column} = ${column} - ?4, updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
-         WHERE id = ?5 AND ${entryExists}`,
-      )
-      .bind(change.balance, "charge", change.referenceId, change.amount, change.accountId),
+    statement(
+      db,
+      sql`${insertEntry} SELECT ${newId("led")}, id, ${change.balance}, 'charge', ${-change.amount}, ${change.referenceId}, ${change.note ?? null},
+        ${column} - ${change.amount} FROM accounts WHERE id = ${change.accountId} AND ${availableExpr[change.balance]} >= ${change.amount}`,
+    ),
+    statement(
+      db,
+      sql`UPDATE accounts SET ${column} = ${column} - ${change.amount}, updated_at = ${nowSql}
+        WHERE id = ${change.accountId} AND ${entryExists(change.balance, "charge", change.referenceId)}`,
+    ),
   ];
 }
 
 /** SQL condition true once `referenceId` has been charged, in this batch or before: guards what the charge pays for. */
 export function chargedGuard(balance: BalanceKind, referenceId: string): SQL {
-  return sql`EXISTS (SELECT 1 FROM credit_ledger WHERE balance = ${balance} AND kind = 'charge' AND reference_id = ${referenceId})`;
+  return entryExists(balance, "charge", referenceId);
 }
 
 /** SQL condition true once `referenceId` has been refunded, in this batch or before. */
 export function refundedGuard(balance: BalanceKind, referenceId: string): SQL {
-  return sql`EXISTS (SELECT 1 FROM credit_ledger WHERE balance = ${balance} AND kind = 'refund' AND reference_id = ${referenceId})`;
+  return entryExists(balance, "refund", referenceId);
 }
 
 /** What the account can spend now from this balance (0 for an unknown account). */
 export async function availableCredits(d1: D1Database, accountId: string, balance: BalanceKind): Promise<number> {
   const row = await drizzle(d1)
-    .select({ available: sql<number>`${sql.raw(availableExpr[balance])}` })
+    .select({ available: sql<number>`${availableExpr[balance]}` })
     .from(accounts)
     .where(eq(accounts.id, accountId))
     .get();
@@ -81,36 +82,32 @@ export function refundStatements(db: D1Database, change: LedgerChange) {
   const column = balanceColumn[change.balance];
   const entryId = newId("led");
   return [
-    db
-      .prepare(
-        `INSERT OR IGNORE INTO credit_ledger (${ledgerColumns})
-         SELECT ?1, id, ?2, 'refund', ?3, ?4, ?5, ${column} + ?3 FROM accounts WHERE id = ?6`,
-      )
-      .bind(entryId, change.balance, change.amount, change.referenceId, change.note ?? null, change.accountId),
-    db
-      .prepare(
-        `UPDATE accounts SET ${column} = ${column} + ?2, updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
-         WHERE id = ?3 AND EXISTS (SELECT 1 FROM credit_ledger WHERE id = ?1)`,
-      )
-      .bind(entryId, change.amount, change.accountId),
+    statement(
+      db,
+      sql`${insertEntryOnce} SELECT ${entryId}, id, ${change.balance}, 'refund', ${change.amount}, ${change.referenceId}, ${change.note ?? null},
+        ${column} + ${change.amount} FROM accounts WHERE id = ${change.accountId}`,
+    ),
+    statement(
+      db,
+      sql`UPDATE accounts SET ${column} = ${column} + ${change.amount}, updated_at = ${nowSql}
+        WHERE id = ${change.accountId} AND EXISTS (SELECT 1 FROM credit_ledger WHERE id = ${entryId})`,
+    ),
   ];
 }
 
 /** Holds sending credits (campaigns reserve at send time); fails when that much is not available. */
 export function reserveStatements(db: D1Database, change: Omit<LedgerChange, "balance">) {
   return [
-    db
-      .prepare(
-        `INSERT INTO credit_ledger (${ledgerColumns})
-         SELECT ?1, id, 'send', 'reservation', ?2, ?3, ?4, send_balance FROM accounts WHERE id = ?5 AND send_balance - send_reserved >= ?2`,
-      )
-      .bind(newId("led"), change.amount, change.referenceId, change.note ?? null, change.accountId),
-    db
-      .prepare(
-        `UPDATE accounts SET send_reserved = send_reserved + ?4, updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
-         WHERE id = ?5 AND ${entryExists}`,
-      )
-      .bind("send", "reservation", change.referenceId, change.amount, change.accountId),
+    statement(
+      db,
+      sql`${insertEntry} SELECT ${newId("led")}, id, 'send', 'reservation', ${change.amount}, ${change.referenceId}, ${change.note ?? null}, send_balance
+        FROM accounts WHERE id = ${change.accountId} AND ${availableExpr.send} >= ${change.amount}`,
+    ),
+    statement(
+      db,
+      sql`UPDATE accounts SET send_reserved = send_reserved + ${change.amount}, updated_at = ${nowSql}
+        WHERE id = ${change.accountId} AND ${entryExists("send", "reservation", change.referenceId)}`,
+    ),
   ];
 }
 
@@ -118,21 +115,18 @@ export function reserveStatements(db: D1Database, change: Omit<LedgerChange, "ba
 export function releaseStatements(db: D1Database, change: Omit<LedgerChange, "balance">) {
   const entryId = newId("led");
   return [
-    db
-      .prepare(
-        `INSERT OR IGNORE INTO credit_ledger (${ledgerColumns})
-         SELECT ?1, id, 'send', 'release', -?2, ?3, ?4, send_balance FROM accounts WHERE id = ?5`,
-      )
-      .bind(entryId, change.amount, change.referenceId, change.note ?? null, change.accountId),
-    db
-      .prepare(
-        `UPDATE accounts SET send_reserved = MAX(0, send_reserved - ?2), updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
-         WHERE id = ?3 AND EXISTS (SELECT 1 FROM credit_ledger WHERE id = ?1)`,
-      )
-      .bind(entryId, change.amount, change.accountId),
+    statement(
+      db,
+      sql`${insertEntryOnce} SELECT ${entryId}, id, 'send', 'release', ${-change.amount}, ${change.referenceId}, ${change.note ?? null}, send_balance
+        FROM accounts WHERE id = ${change.accountId}`,
+    ),
+    statement(
+      db,
+      sql`UPDATE accounts SET send_reserved = MAX(0, send_reserved - ${change.amount}), updated_at = ${nowSql}
+        WHERE id = ${change.accountId} AND EXISTS (SELECT 1 FROM credit_ledger WHERE id = ${entryId})`,
+    ),
   ];
 }
-
 
 /** The first statement of charge/reserve writes the ledger row; it wrote nothing when the balance was short. */
 export const wasApplied = (ledgerInsert: D1Result) => ledgerInsert.meta.changes === 1;
