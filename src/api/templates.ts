@@ -1,13 +1,14 @@
-import { and, eq } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
-import { templates } from "../db/schema";
-import { placeholderNames } from "../domain/sending/render";
+import {
+  createTemplate as addTemplate,
+  deleteTemplate as removeTemplate,
+  findTemplate,
+  listTemplates as findTemplates,
+  updateTemplate as changeTemplate,
+  type TemplateRow,
+} from "../domain/templates/templates";
 import { notFound, validationError } from "../errors";
-import { newId, nowIso } from "../lib/ids";
-import { keysetPage, pageOf } from "../lib/pagination";
+import { pageOf } from "../lib/pagination";
 import { createRouter, evenWithFieldErrors, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
-
-type TemplateRow = typeof templates.$inferSelect;
 
 const noLineBreaks = (value: string) => !/[\r\n]/.test(value);
 const templateFields = {
@@ -49,9 +50,6 @@ function serializeTemplate(row: TemplateRow) {
   return { id: row.id, name: row.name, subject: row.subject, html: row.html, text: row.text, variables: row.variables, created_at: row.createdAt, updated_at: row.updatedAt };
 }
 
-const variablesOf = (row: Pick<TemplateRow, "subject" | "html" | "text">) =>
-  [...new Set([row.subject, row.html ?? "", row.text ?? ""].flatMap(placeholderNames))];
-
 const route = (method: "get" | "post" | "patch" | "delete", path: string, summary: string) => ({ method, path, summary, tags: ["Templates"] });
 
 const listTemplates = keyedRoute("send", {
@@ -81,31 +79,15 @@ const deleteTemplate = keyedRoute("send", {
   responses: { 200: jsonResponse(z.object({ id: z.string(), deleted: z.literal(true) }), "Deleted"), 404: errorResponse("No such template") },
 });
 
-export async function findTemplate(d1: D1Database, accountId: string, id: string): Promise<TemplateRow | undefined> {
-  return drizzle(d1).select().from(templates).where(and(eq(templates.id, id), eq(templates.accountId, accountId))).get();
-}
-
 export const templateRoutes = createRouter()
   .openapi(listTemplates, async (c) => {
     const { limit, cursor } = c.req.valid("query");
-    const page = keysetPage(templates, cursor);
-    const rows = await drizzle(c.env.DB)
-      .select()
-      .from(templates)
-      .where(and(eq(templates.accountId, c.get("auth").account.id), page.where))
-      .orderBy(...page.orderBy)
-      .limit(limit + 1)
-      .all();
+    const rows = await findTemplates(c.env.DB, c.get("auth").account.id, { cursor, limit });
     return c.json(pageOf(rows, limit, serializeTemplate), 200);
   })
   .openapi(createTemplate, async (c) => {
     const body = c.req.valid("json");
-    const content = { subject: body.subject, html: body.html ?? null, text: body.text ?? null };
-    const row = await drizzle(c.env.DB)
-      .insert(templates)
-      .values({ id: newId("tpl"), accountId: c.get("auth").account.id, name: body.name, ...content, variables: variablesOf(content) })
-      .returning()
-      .get();
+    const row = await addTemplate(c.env.DB, c.get("auth").account.id, { name: body.name, subject: body.subject, html: body.html ?? null, text: body.text ?? null });
     return c.json(serializeTemplate(row), 201);
   })
   .openapi(getTemplate, async (c) => {
@@ -114,33 +96,13 @@ export const templateRoutes = createRouter()
     return c.json(serializeTemplate(row), 200);
   })
   .openapi(updateTemplate, async (c) => {
-    const accountId = c.get("auth").account.id;
-    const { id } = c.req.valid("param");
-    const current = await findTemplate(c.env.DB, accountId, id);
-    if (!current) throw notFound("Template");
-    const body = c.req.valid("json");
-    const next = {
-      name: body.name ?? current.name,
-      subject: body.subject ?? current.subject,
-      html: body.html === undefined ? current.html : body.html,
-      text: body.text === undefined ? current.text : body.text,
-    };
-    if (!next.html && !next.text) throw validationError({ html: ["A template needs html, text or both"] });
-    const row = await drizzle(c.env.DB)
-      .update(templates)
-      .set({ ...next, variables: variablesOf(next), updatedAt: nowIso() })
-      .where(and(eq(templates.id, id), eq(templates.accountId, accountId)))
-      .returning()
-      .get();
-    if (!row) throw notFound("Template");
-    return c.json(serializeTemplate(row), 200);
+    const outcome = await changeTemplate(c.env.DB, c.get("auth").account.id, c.req.valid("param").id, c.req.valid("json"));
+    if (outcome.kind === "not_found") throw notFound("Template");
+    if (outcome.kind === "no_content") throw validationError({ html: ["A template needs html, text or both"] });
+    return c.json(serializeTemplate(outcome.template), 200);
   })
   .openapi(deleteTemplate, async (c) => {
-    const row = await drizzle(c.env.DB)
-      .delete(templates)
-      .where(and(eq(templates.id, c.req.valid("param").id), eq(templates.accountId, c.get("auth").account.id)))
-      .returning({ id: templates.id })
-      .get();
-    if (!row) throw notFound("Template");
-    return c.json({ id: row.id, deleted: true as const }, 200);
+    const { id } = c.req.valid("param");
+    if (!(await removeTemplate(c.env.DB, c.get("auth").account.id, id))) throw notFound("Template");
+    return c.json({ id, deleted: true as const }, 200);
   });

@@ -1,0 +1,75 @@
+// Message templates: a subject and html/text bodies with `{{name|fallback}}` placeholders. This module owns the
+// templates' queries and keeps each template's `variables` in step with its content.
+
+import { and, eq } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
+import { templates } from "../../db/schema";
+import { newId, nowIso } from "../../lib/ids";
+import { keysetPage } from "../../lib/pagination";
+import { placeholderNames } from "../sending/render";
+
+export type TemplateRow = typeof templates.$inferSelect;
+type TemplateContent = Pick<TemplateRow, "subject" | "html" | "text">;
+
+const variablesOf = (content: TemplateContent) =>
+  [...new Set([content.subject, content.html ?? "", content.text ?? ""].flatMap(placeholderNames))];
+
+const ownTemplate = (accountId: string, templateId: string) => and(eq(templates.id, templateId), eq(templates.accountId, accountId));
+
+/** A page of the account's templates, newest first (`limit + 1` rows, for `pageOf`). */
+export async function listTemplates(d1: D1Database, accountId: string, page: { cursor?: string; limit: number }): Promise<TemplateRow[]> {
+  const keyset = keysetPage(templates, page.cursor);
+  return drizzle(d1)
+    .select()
+    .from(templates)
+    .where(and(eq(templates.accountId, accountId), keyset.where))
+    .orderBy(...keyset.orderBy)
+    .limit(page.limit + 1)
+    .all();
+}
+
+export async function findTemplate(d1: D1Database, accountId: string, templateId: string): Promise<TemplateRow | undefined> {
+  return drizzle(d1).select().from(templates).where(ownTemplate(accountId, templateId)).get();
+}
+
+export async function createTemplate(d1: D1Database, accountId: string, input: { name: string } & TemplateContent): Promise<TemplateRow> {
+  const content = { subject: input.subject, html: input.html, text: input.text };
+  return drizzle(d1)
+    .insert(templates)
+    .values({ id: newId("tpl"), accountId, name: input.name, ...content, variables: variablesOf(content) })
+    .returning()
+    .get();
+}
+
+export type TemplateChange = { name?: string; subject?: string; html?: string | null; text?: string | null };
+
+/** Changes a template; `undefined` keeps a field, `null` clears a body. A template keeps html, text or both. */
+export async function updateTemplate(
+  d1: D1Database,
+  accountId: string,
+  templateId: string,
+  change: TemplateChange,
+): Promise<{ kind: "not_found" } | { kind: "no_content" } | { kind: "updated"; template: TemplateRow }> {
+  const current = await findTemplate(d1, accountId, templateId);
+  if (!current) return { kind: "not_found" };
+  const next = {
+    name: change.name ?? current.name,
+    subject: change.subject ?? current.subject,
+    html: change.html === undefined ? current.html : change.html,
+    text: change.text === undefined ? current.text : change.text,
+  };
+  if (!next.html && !next.text) return { kind: "no_content" };
+  const template = await drizzle(d1)
+    .update(templates)
+    .set({ ...next, variables: variablesOf(next), updatedAt: nowIso() })
+    .where(ownTemplate(accountId, templateId))
+    .returning()
+    .get();
+  return template ? { kind: "updated", template } : { kind: "not_found" };
+}
+
+/** Deletes a template; false if the account has no such template. */
+export async function deleteTemplate(d1: D1Database, accountId: string, templateId: string): Promise<boolean> {
+  const row = await drizzle(d1).delete(templates).where(ownTemplate(accountId, templateId)).returning({ id: templates.id }).get();
+  return row !== undefined;
+}
