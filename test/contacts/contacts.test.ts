@@ -34,12 +34,12 @@ describe("POST /contacts creates or updates by address", () => {
     expect(count?.n).toBe(1);
   });
 
-  it("keeps a different local-part case as a different contact", async () => {
+  it("treats a different local-part case as the same contact, keeping the first spelling", async () => {
     const account = await createAccount();
     const lower = await createContact(account.api_key, { email: "sam@example.com" });
     const upper = await call("/api/v1/contacts", { key: account.api_key, body: { email: "SAM@example.com" } });
-    expect(upper.status).toBe(201);
-    expect((await json<Contact>(upper)).id).not.toBe(lower.id);
+    expect(upper.status).toBe(200);
+    expect(await json<Contact>(upper)).toMatchObject({ id: lower.id, email: "sam@example.com" });
   });
 
   it("merges custom fields on update, and null removes a key", async () => {
