@@ -58,7 +58,8 @@ export async function suppressedAmong(d1: D1Database, accountId: string, emails:
       ),
     );
   }
-  const results = statements.length === 1 ? [await statements[0]!.all<{ email: string }>()] : await d1.batch<{ email: string }>(statements);
+  type Found = Pick<SuppressionRow, "email">;
+  const results = statements.length === 1 ? [await statements[0]!.all<Found>()] : await d1.batch<Found>(statements);
   return new Set(results.flatMap((result) => result.results.map((row) => row.email)));
 }
 

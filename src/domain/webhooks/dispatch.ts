@@ -25,7 +25,7 @@ const SWEEP_PAGE_SIZE = 500;
 // Bounds one cron run; a larger backlog continues on the next run.
 const SWEEP_MAX_PAGES = 20;
 
-type EventRow = { id: string; accountId: string; type: string };
+type EventRow = Pick<typeof events.$inferSelect, "id" | "accountId" | "type">;
 
 function chunk<T>(items: readonly T[], size: number): T[][] {
   const chunks: T[][] = [];
