@@ -1,7 +1,11 @@
 import { z } from "@hono/zod-openapi";
 import { newId } from "../../lib/ids";
 
-/** Every event type the platform emits (spec, Events). */
+/**
+ * Every event type of the spec (Events) that webhooks can subscribe to. Reserved, nothing emits them yet: `delivered`,
+ * `bounced`, `complained` (campaign mail), `opened`, `clicked` (tracking), `campaign.completed`,
+ * `warmup.status_changed`, `automation.completed`; `relay.delivered` and `relay.complained` come from test mode only.
+ */
 export const eventTypes = [
   "delivered",
   "bounced",
@@ -60,8 +64,8 @@ const messageEventFields = {
   message_id: z.string().openapi({ example: "msg_4Qm0c2JYd7pG1rXw8LkN3e" }),
   from: z.string().optional().openapi({ example: "Acme <hello@acme.example.com>" }),
   subject: z.string().optional(),
-  source: z.enum(["api", "smtp", "campaign"]).optional().openapi({ description: "How the message was submitted" }),
-  campaign_id: z.string().nullable().optional().openapi({ description: "Set when the message belongs to a campaign" }),
+  source: z.enum(["api", "smtp", "campaign"]).optional().openapi({ description: "How the message was submitted (`campaign` is reserved)" }),
+  campaign_id: z.string().nullable().optional().openapi({ description: "Reserved for campaigns, which are not built yet: not sent today" }),
   tags: z.array(z.string()).optional().openapi({ description: "The message's tags" }),
   metadata: z.record(z.string(), z.string()).optional().openapi({ description: "The message's metadata, as sent" }),
   test: z.boolean().optional().openapi({ description: "true for messages of test-mode keys: nothing was really sent" }),
@@ -72,28 +76,47 @@ const recipientEventFields = {
 };
 const smtpResponse = z.string().nullable().optional().openapi({ description: "The receiving server's SMTP reply" });
 const bounceFields = {
-  bounce_type: z.enum(["hard", "soft", "blocked"]).openapi({ description: "hard: permanent; soft: temporary, gave up; blocked: refused by policy" }),
+  bounce_type: z
+    .enum(["hard", "soft", "blocked"])
+    .openapi({
+      description: "hard: permanent; blocked: refused by policy (5.7.x). soft is reserved: a delivery given up on after 4xx replies is relay.failed",
+    }),
   smtp_code: z.number().int().nullable().optional(),
   enhanced_code: z.string().nullable().optional().openapi({ example: "5.1.1" }),
   smtp_response: smtpResponse,
 };
+const reserved = (why: string) => `Reserved: nothing emits this event yet (${why}). It can be subscribed to and sent by the test endpoint.`;
+const testModeOnly = (why: string) => `Emitted for test-mode messages only for now (${why}).`;
 const trackingFields = {
   user_agent: z.string().nullable().optional(),
   ip: z.string().nullable().optional(),
 };
 
 export const eventDataSchemas = {
-  delivered: z.looseObject({ ...recipientEventFields, smtp_response: smtpResponse }).openapi("DeliveredEventData"),
-  bounced: z.looseObject({ ...recipientEventFields, ...bounceFields }).openapi("BouncedEventData"),
-  opened: z.looseObject({ ...recipientEventFields, ...trackingFields }).openapi("OpenedEventData"),
-  clicked: z.looseObject({ ...recipientEventFields, url: z.string(), ...trackingFields }).openapi("ClickedEventData"),
-  complained: z.looseObject({ ...recipientEventFields, feedback_type: z.string().nullable().optional() }).openapi("ComplainedEventData"),
+  delivered: z
+    .looseObject({ ...recipientEventFields, smtp_response: smtpResponse })
+    .openapi("DeliveredEventData", { description: reserved("campaign mail is not built") }),
+  bounced: z
+    .looseObject({ ...recipientEventFields, ...bounceFields })
+    .openapi("BouncedEventData", { description: reserved("campaign mail is not built") }),
+  opened: z
+    .looseObject({ ...recipientEventFields, ...trackingFields })
+    .openapi("OpenedEventData", { description: reserved("open tracking is not built") }),
+  clicked: z
+    .looseObject({ ...recipientEventFields, url: z.string(), ...trackingFields })
+    .openapi("ClickedEventData", { description: reserved("click tracking is not built") }),
+  complained: z
+    .looseObject({ ...recipientEventFields, feedback_type: z.string().nullable().optional() })
+    .openapi("ComplainedEventData", { description: reserved("campaign mail is not built") }),
   unsubscribed: z
     .looseObject({
       email: z.string(),
       message_id: z.string().nullable().optional(),
       campaign_id: z.string().nullable().optional(),
-      method: z.enum(["link", "one_click", "api", "reply"]).optional().openapi({ description: "How the recipient unsubscribed" }),
+      method: z
+        .enum(["link", "one_click", "api", "reply"])
+        .optional()
+        .openapi({ description: "How the recipient unsubscribed: one_click (the List-Unsubscribe link) today; link, api and reply are reserved" }),
     })
     .openapi("UnsubscribedEventData"),
   "verification.completed": z
@@ -115,7 +138,7 @@ export const eventDataSchemas = {
       failed: z.number().int(),
       suppressed: z.number().int(),
     })
-    .openapi("CampaignCompletedEventData"),
+    .openapi("CampaignCompletedEventData", { description: reserved("campaigns are not built") }),
   "warmup.status_changed": z
     .looseObject({
       warmup_id: z.string(),
@@ -123,7 +146,7 @@ export const eventDataSchemas = {
       previous_status: z.string(),
       status: z.string(),
     })
-    .openapi("WarmupStatusChangedEventData"),
+    .openapi("WarmupStatusChangedEventData", { description: reserved("IP warm-up is not built") }),
   "automation.completed": z
     .looseObject({
       automation_id: z.string(),
@@ -131,7 +154,7 @@ export const eventDataSchemas = {
       email: z.string(),
       contact_id: z.string().nullable().optional(),
     })
-    .openapi("AutomationCompletedEventData"),
+    .openapi("AutomationCompletedEventData", { description: reserved("automations are not built") }),
   "relay.sent": z
     .looseObject({
       ...messageEventFields,
@@ -150,11 +173,13 @@ export const eventDataSchemas = {
   "relay.suppressed": z
     .looseObject({ ...recipientEventFields, reason: z.enum(["bounce", "complaint", "unsubscribe", "manual"]) })
     .openapi("RelaySuppressedEventData"),
-  "relay.delivered": z.looseObject({ ...recipientEventFields, smtp_response: smtpResponse }).openapi("RelayDeliveredEventData"),
+  "relay.delivered": z
+    .looseObject({ ...recipientEventFields, smtp_response: smtpResponse })
+    .openapi("RelayDeliveredEventData", { description: testModeOnly("providers' delivery notifications are not wired") }),
   "relay.bounced": z.looseObject({ ...recipientEventFields, ...bounceFields }).openapi("RelayBouncedEventData"),
   "relay.complained": z
     .looseObject({ ...recipientEventFields, feedback_type: z.string().nullable().optional() })
-    .openapi("RelayComplainedEventData"),
+    .openapi("RelayComplainedEventData", { description: testModeOnly("no provider feedback loop is wired") }),
 } satisfies Record<EventType, z.ZodType<Record<string, unknown>>>;
 
 export type EventData<T extends EventType> = z.infer<(typeof eventDataSchemas)[T]>;
