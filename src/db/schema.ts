@@ -445,3 +445,40 @@ export const contactImportErrors = sqliteTable(
   },
   (t) => [primaryKey({ columns: [t.importId, t.row] })],
 );
+
+// A campaign's From: an address on one of the account's verified domains.
+export const senders = sqliteTable(
+  "senders",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id")
+      .notNull()
+      .references(() => accounts.id),
+    name: text("name").notNull(),
+    email: text("email").notNull(),
+    replyTo: text("reply_to"),
+    domainId: text("domain_id").notNull(),
+    createdAt: createdAt(),
+    updatedAt: updatedAt(),
+  },
+  (t) => [index("senders_account").on(t.accountId, t.createdAt)],
+);
+
+export type SegmentCondition = { field: string; op: string; value?: unknown };
+
+// A saved audience: contacts matching all (or any) of the conditions, evaluated when used, never materialised.
+export const segments = sqliteTable(
+  "segments",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id")
+      .notNull()
+      .references(() => accounts.id),
+    name: text("name").notNull(),
+    match: text("match", { enum: ["all", "any"] }).notNull(),
+    conditions: text("conditions", { mode: "json" }).$type<SegmentCondition[]>().notNull(),
+    createdAt: createdAt(),
+    updatedAt: updatedAt(),
+  },
+  (t) => [index("segments_account").on(t.accountId, t.createdAt)],
+);
