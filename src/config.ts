@@ -13,7 +13,7 @@ const optionalText = z
 const configSchema = z.object({
   /** DNS-over-HTTPS resolver (JSON API). */
   DOH_URL: z.url().default("https://cloudflare-dns.com/dns-query"),
-  /** Root of the public links: unsubscribe, tracking, automation hooks. */
+  /** Root of the public links (one-click unsubscribe) and the EHLO name sent to the smarthost. */
   SITE_URL: z.url().default("http://127.0.0.1:8787"),
   /** The include a sending domain's SPF record must carry. */
   SPF_INCLUDE: z.string().min(1).default("_spf.mailforge.dev"),

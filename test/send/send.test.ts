@@ -213,6 +213,9 @@ describe("POST /send", () => {
     const message = await messageOf(key, accepted.id as string);
     expect(message.status).toBe("suppressed");
     expect(message.events.map((event) => event.type)).toEqual(["relay.suppressed"]);
+    // The suppression's own reason, and the message fields every message event carries.
+    expect(accepted).toEqual({ id: accepted.id, credits_charged: 0, status: "suppressed", recipients: [{ email: to, status: "suppressed" }], test_mode: false });
+    expect(message.events[0]!.data).toMatchObject({ recipient: to, reason: "manual", from, subject: "x", source: "api" });
   });
 
   it("charges exactly the balance under 50 concurrent sends: 20 accepted, 30 refused with 402, balance 0", async () => {

@@ -6,7 +6,7 @@ import { dispatchEvents } from "../webhooks/dispatch";
 import { AppError, validationError } from "../../errors";
 import { newId } from "../../lib/ids";
 import { logError } from "../../lib/log";
-import { domainOf } from "./mime";
+import { displayFrom, domainOf } from "./mime";
 import { applySendRules } from "./rules";
 import { contentObjectKey, inlineContentLimit, type MessageContent, type SendQueueMessage } from "./content";
 import { reserveDailySends, releaseDailySends, type DailyReservation } from "./daily-limit";
@@ -71,7 +71,7 @@ export async function acceptMessage(
   const reads = [
     d1.prepare("SELECT id FROM domains WHERE account_id = ?1 AND name = ?2 AND status = 'verified'").bind(account.id, fromDomain),
     d1
-      .prepare(`SELECT email FROM suppressions WHERE account_id = ?1 AND email IN (${normalized.map((_, i) => `?${i + 2}`).join(", ")})`)
+      .prepare(`SELECT email, reason FROM suppressions WHERE account_id = ?1 AND email IN (${normalized.map((_, i) => `?${i + 2}`).join(", ")})`)
       .bind(account.id, ...normalized),
     ...(idempotency
       ? [
@@ -86,7 +86,8 @@ export async function acceptMessage(
   ];
   const results = await d1.batch(reads);
   const domain = results[0]?.results[0] as { id: string } | undefined;
-  const suppressed = new Set((results[1]?.results ?? []).map((row) => (row as { email: string }).email));
+  // Why each suppressed address is on the list, as its relay.suppressed event says.
+  const suppressed = new Map((results[1]?.results ?? []).map((row) => [(row as { email: string }).email, (row as { reason: string }).reason]));
   const previous = idempotency ? (results[2]?.results[0] as IdempotencyRow | undefined) : undefined;
   const template = input.templateId ? (results[idempotency ? 3 : 2]?.results[0] as StoredTemplate | undefined) : undefined;
 
@@ -104,11 +105,18 @@ export async function acceptMessage(
   const recipients = rules.recipients.map((email, i) => ({
     email,
     status: suppressed.has(normalized[i]!) ? ("suppressed" as const) : ("queued" as const),
+    reason: suppressed.get(normalized[i]!),
   }));
   const deliverable = recipients.filter((recipient) => recipient.status === "queued");
   const charge = sender.testMode ? 0 : deliverable.length;
   const status = deliverable.length > 0 ? "queued" : "suppressed";
-  const accepted: SendAccepted = { id: messageId, recipients, credits_charged: charge, status, test_mode: sender.testMode };
+  const accepted: SendAccepted = {
+    id: messageId,
+    recipients: recipients.map(({ email, status }) => ({ email, status })),
+    credits_charged: charge,
+    status,
+    test_mode: sender.testMode,
+  };
 
   const serialized = JSON.stringify(content);
   const inline = serialized.length <= inlineContentLimit;
@@ -126,7 +134,16 @@ export async function acceptMessage(
       type: "relay.suppressed",
       subjectId: messageId,
       dedupeKey: `relay.suppressed:${messageId}:${recipient.email}`,
-      data: { message_id: messageId, recipient: recipient.email, reason: "suppressed", source: input.source, tags, metadata: input.metadata },
+      data: {
+        message_id: messageId,
+        from: displayFrom(input.from.name, input.from.address),
+        subject,
+        source: input.source,
+        tags,
+        metadata: input.metadata,
+        recipient: recipient.email,
+        reason: recipient.reason,
+      },
     }));
   const writes = [
     ...(charge > 0 ? chargeStatements(d1, { accountId: account.id, balance: "send", amount: charge, referenceId: messageId, note: "send" }) : []),
