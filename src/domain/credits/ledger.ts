@@ -1,7 +1,7 @@
 import { eq, sql, type SQL } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { statement } from "../../db/client";
-import { accounts, creditLedger } from "../../db/schema";
+import { accounts, type creditLedger } from "../../db/schema";
 import { newId } from "../../lib/ids";
 
 /**
