@@ -29,6 +29,7 @@ import {
   z,
 } from "../lib/openapi";
 import { pageOf } from "../lib/pagination";
+import { config } from "../config";
 
 const tags = ["Webhooks"];
 
@@ -279,7 +280,7 @@ export const webhookRoutes = createRouter()
     const { limit, cursor } = c.req.valid("query");
     const rows = await listEndpoints(c.env.DB, c.get("auth").account.id, { cursor, limit });
     const { data, ...rest } = pageOf(rows, limit, (row) => row);
-    return c.json({ data: await Promise.all(data.map((row) => serializeEndpoint(row, c.env.DKIM_ENCRYPTION_KEY))), ...rest }, 200);
+    return c.json({ data: await Promise.all(data.map((row) => serializeEndpoint(row, config(c.env).encryptionKey))), ...rest }, 200);
   })
   .openapi(createWebhook, async (c) => {
     const body = c.req.valid("json");
@@ -291,18 +292,18 @@ export const webhookRoutes = createRouter()
       );
     }
     if (outcome.kind === "url_refused") throw urlRefused(outcome);
-    return c.json(await serializeEndpoint(outcome.endpoint, c.env.DKIM_ENCRYPTION_KEY, outcome.secret), 201);
+    return c.json(await serializeEndpoint(outcome.endpoint, config(c.env).encryptionKey, outcome.secret), 201);
   })
   .openapi(getWebhook, async (c) => {
     const row = await ownedEndpoint(c.env.DB, c.get("auth").account.id, c.req.valid("param").id);
-    return c.json(await serializeEndpoint(row, c.env.DKIM_ENCRYPTION_KEY), 200);
+    return c.json(await serializeEndpoint(row, config(c.env).encryptionKey), 200);
   })
   .openapi(updateWebhook, async (c) => {
     const { rotate_secret: rotateSecret, ...change } = c.req.valid("json");
     const outcome = await updateEndpoint(c.env, c.get("auth").account.id, c.req.valid("param").id, { ...change, rotateSecret });
     if (outcome.kind === "not_found") throw notFound("Webhook endpoint");
     if (outcome.kind === "url_refused") throw urlRefused(outcome);
-    return c.json(await serializeEndpoint(outcome.endpoint, c.env.DKIM_ENCRYPTION_KEY, outcome.secret), 200);
+    return c.json(await serializeEndpoint(outcome.endpoint, config(c.env).encryptionKey, outcome.secret), 200);
   })
   .openapi(deleteWebhook, async (c) => {
     const { id } = c.req.valid("param");

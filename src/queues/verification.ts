@@ -8,6 +8,7 @@ import {
   type VerificationJob,
 } from "../domain/verification/jobs";
 import { logError } from "../lib/log";
+import { config } from "../config";
 
 /** A queue message whose body was parsed as a verification chunk by the verify queue's router. */
 export type ChunkDelivery = { message: Message<unknown>; chunk: VerificationChunkMessage };
@@ -22,7 +23,7 @@ const RETRY_BASE_SECONDS = 10;
  */
 export async function consumeVerificationChunks(deliveries: ChunkDelivery[], env: Env): Promise<void> {
   // No waitUntil: the D1 cache write finishes before the chunk does, so the next batch's chunks find it.
-  const resolver = createResolver({ url: env.DOH_URL, db: env.DB });
+  const resolver = createResolver({ url: config(env).dohUrl, db: env.DB });
   const inputs = new Map<string, Promise<JobInput>>();
   const loadInput = (job: VerificationJob) => {
     let input = inputs.get(job.id);

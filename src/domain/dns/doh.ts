@@ -45,7 +45,7 @@ export function createDnsCache(): DnsCache {
 }
 
 export interface DohOptions {
-  /** `env.DOH_URL`. */
+  /** The resolver URL (`DOH_URL`, see src/config.ts). */
   url: string;
   /** Cross-request cache (`env.DB`); omitted, only the in-memory cache is used. */
   db?: D1Database;

@@ -9,6 +9,7 @@ import { logError } from "../../lib/log";
 import { keysetPage } from "../../lib/pagination";
 import { resolve } from "../dns/doh";
 import { dkimTxtValue, generateDkimEd25519KeyPair, generateDkimKeyPair } from "../sending/dkim";
+import { config } from "../../config";
 
 export type DomainRow = typeof domains.$inferSelect;
 
@@ -64,22 +65,22 @@ export function expectedRecords(
   ];
 }
 
-async function createDomainRow(accountId: string, name: string, env: Pick<Env, "DKIM_ENCRYPTION_KEY" | "SPF_INCLUDE">) {
+async function createDomainRow(accountId: string, name: string, env: Env) {
   const [rsa, ed25519] = await Promise.all([generateDkimKeyPair(), generateDkimEd25519KeyPair()]);
   const base = { name, dkimSelector: dkimSelector(), dkimPublicKey: rsa.publicKeyB64, dkimEd25519PublicKey: ed25519.publicKeyB64 };
   return {
     id: newId("dom"),
     accountId,
     ...base,
-    dkimPrivateKey: await encryptSecret(rsa.privateKeyPkcs8B64, env.DKIM_ENCRYPTION_KEY),
-    dkimEd25519PrivateKey: await encryptSecret(ed25519.privateKeyPkcs8B64, env.DKIM_ENCRYPTION_KEY),
-    records: expectedRecords(base, env.SPF_INCLUDE),
+    dkimPrivateKey: await encryptSecret(rsa.privateKeyPkcs8B64, config(env).encryptionKey),
+    dkimEd25519PrivateKey: await encryptSecret(ed25519.privateKeyPkcs8B64, config(env).encryptionKey),
+    records: expectedRecords(base, config(env).spfInclude),
     status: "pending" as const,
   };
 }
 
-export const decryptDkimKey = (domain: Pick<DomainRow, "dkimPrivateKey">, env: Pick<Env, "DKIM_ENCRYPTION_KEY">) =>
-  decryptSecret(domain.dkimPrivateKey, env.DKIM_ENCRYPTION_KEY);
+export const decryptDkimKey = (domain: Pick<DomainRow, "dkimPrivateKey">, env: Env) =>
+  decryptSecret(domain.dkimPrivateKey, config(env).encryptionKey);
 
 /** Whitespace-insensitive comparison: resolvers and DNS panels reflow the `; ` separators of DKIM records. */
 const compact = (value: string) => value.replace(/\s+/g, "").toLowerCase();
@@ -95,17 +96,17 @@ function spfIncludes(found: string, include: string): boolean {
  */
 export async function checkRecords(
   domain: DomainRow,
-  env: Pick<Env, "DOH_URL" | "SPF_INCLUDE">,
+  env: Env,
 ): Promise<{ records: DnsRecordCheck[]; verified: boolean; inconclusive: boolean }> {
-  const expected = expectedRecords(domain, env.SPF_INCLUDE);
+  const expected = expectedRecords(domain, config(env).spfInclude);
   const records = await Promise.all(
     expected.map(async (record): Promise<DnsRecordCheck> => {
-      const answer = await resolve({ url: env.DOH_URL }, record.name, "TXT");
+      const answer = await resolve({ url: config(env).dohUrl }, record.name, "TXT");
       if (answer.status === "servfail" || answer.status === "timeout") return { ...record, status: "pending", found: [] };
       const found = answer.status === "ok" ? answer.records : [];
       const matches =
         record.purpose === "spf"
-          ? found.some((value) => spfIncludes(value, env.SPF_INCLUDE))
+          ? found.some((value) => spfIncludes(value, config(env).spfInclude))
           : record.purpose === "dmarc"
             ? found.some((value) => /^v=DMARC1;/i.test(value.trim()))
             : found.some((value) => compact(value) === compact(record.value));
@@ -126,7 +127,7 @@ export async function createDomain(
   d1: D1Database,
   accountId: string,
   name: string,
-  env: Pick<Env, "DKIM_ENCRYPTION_KEY" | "SPF_INCLUDE">,
+  env: Env,
 ): Promise<CreateDomainOutcome> {
   const db = drizzle(d1);
   const existing = await db.select({ id: domains.id }).from(domains).where(and(eq(domains.accountId, accountId), eq(domains.name, name))).get();
@@ -163,7 +164,7 @@ export async function deleteDomain(d1: D1Database, accountId: string, domainId: 
 }
 
 /** Runs the check and stores its outcome; a verified domain whose records disappeared falls back to `failed`. */
-export async function verifyDomain(d1: D1Database, domain: DomainRow, env: Pick<Env, "DOH_URL" | "SPF_INCLUDE">): Promise<DomainRow> {
+export async function verifyDomain(d1: D1Database, domain: DomainRow, env: Env): Promise<DomainRow> {
   const { records, verified, inconclusive } = await checkRecords(domain, env);
   const now = nowIso();
   // A domain that was verified and lost a record is `failed` until the records are back; a DNS outage changes nothing.

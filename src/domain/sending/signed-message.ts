@@ -17,7 +17,7 @@ export type SigningKeys = { rsa: DkimPrivateKey; ed25519?: DkimPrivateKey };
 
 const encoder = new TextEncoder();
 
-export async function loadSigningKeys(env: Pick<Env, "DKIM_ENCRYPTION_KEY">, domain: SigningDomain): Promise<SigningKeys> {
+export async function loadSigningKeys(env: Env, domain: SigningDomain): Promise<SigningKeys> {
   const rsa = await importDkimPrivateKey(await decryptDkimKey(domain, env));
   const published = domain.records.some((record) => record.purpose === "dkim_ed25519" && record.status === "verified");
   if (!domain.dkimEd25519PrivateKey || !published) return { rsa };

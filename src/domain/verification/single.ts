@@ -6,6 +6,7 @@ import type { InsufficientCredits } from "./jobs";
 import type { VerificationResult } from "./status";
 import { checkSyntax } from "./syntax";
 import { verifyEmail } from "./verify";
+import { config } from "../../config";
 
 export type SingleCheck = { result: VerificationResult; creditsCharged: number; checkedAt: string };
 
@@ -29,7 +30,7 @@ export async function verifySingleAddress(
   options: SingleCheckOptions,
 ): Promise<InsufficientCredits | ({ kind: "checked" } & SingleCheck)> {
   const d1 = env.DB;
-  const resolver = createResolver({ url: env.DOH_URL, db: d1, waitUntil: options.waitUntil });
+  const resolver = createResolver({ url: config(env).dohUrl, db: d1, waitUntil: options.waitUntil });
   let creditsCharged = 0;
   if (checkSyntax(email).valid) {
     if (account.verifyBalance < 1) return { kind: "insufficient_credits", needed: 1, available: account.verifyBalance };

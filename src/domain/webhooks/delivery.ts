@@ -5,6 +5,7 @@ import { logDeliveryAttempt, signingSecrets, type WebhookEndpointRow } from "./e
 import { sampleEventData } from "./samples";
 import { signWebhook } from "./signing";
 import { allowPrivateWebhookUrls, checkWebhookUrl } from "./url-policy";
+import { config } from "../../config";
 
 /** Spec, Events rule 2: a failed delivery is retried after 1 min, 5 min, 30 min, 2 h, 6 h and 12 h. */
 export const RETRY_DELAYS_SECONDS = [60, 300, 1800, 7200, 21600, 43200] as const;
@@ -46,7 +47,7 @@ export type DeliveryContext = {
 export function deliveryContext(env: Env, options: { timeoutMs?: number } = {}): DeliveryContext {
   // Not the D1 DNS cache: its rows live as long as the record's TTL (up to a day), so a name re-pointed to a private
   // address after an earlier delivery would still pass on the old answer.
-  const resolver = createResolver({ url: env.DOH_URL, maxAgeSeconds: DELIVERY_DNS_MAX_AGE_S });
+  const resolver = createResolver({ url: config(env).dohUrl, maxAgeSeconds: DELIVERY_DNS_MAX_AGE_S });
   return { env, resolver, timeoutMs: options.timeoutMs ?? DELIVERY_TIMEOUT_MS };
 }
 
@@ -72,7 +73,7 @@ export async function attemptDelivery(
   }
   const body = envelopeBody(event);
   const signature = await signWebhook({
-    secrets: await signingSecrets(endpoint, context.env.DKIM_ENCRYPTION_KEY),
+    secrets: await signingSecrets(endpoint, config(context.env).encryptionKey),
     eventId: event.id,
     timestamp: Math.floor(Date.now() / 1000),
     body,

@@ -12,6 +12,7 @@ import { createResolver } from "../dns/doh";
 import type { EventType } from "../events/events";
 import { generateWebhookSecret } from "./signing";
 import { allowPrivateWebhookUrls, checkWebhookUrl } from "./url-policy";
+import { config } from "../../config";
 
 export type WebhookEndpointRow = typeof webhookEndpoints.$inferSelect;
 export type WebhookDeliveryRow = typeof webhookDeliveries.$inferSelect;
@@ -56,7 +57,7 @@ type UrlRefused = { kind: "url_refused"; reason: string; /** DNS did not answer:
 
 /** The URL as stored, or why it is refused (checked against the URL policy on a DNS answer). */
 async function acceptableUrl(env: Env, url: string): Promise<{ kind: "ok"; url: string } | UrlRefused> {
-  const check = await checkWebhookUrl(url, { allowPrivate: allowPrivateWebhookUrls(env), resolver: createResolver({ url: env.DOH_URL, db: env.DB }) });
+  const check = await checkWebhookUrl(url, { allowPrivate: allowPrivateWebhookUrls(env), resolver: createResolver({ url: config(env).dohUrl, db: env.DB }) });
   return check.ok ? { kind: "ok", url: check.url } : { kind: "url_refused", reason: check.reason, transient: check.transient === true };
 }
 
@@ -138,7 +139,7 @@ export async function createEndpoint(
       description: input.description ?? null,
       events: normalizeSubscription(input.events),
       enabled: input.enabled,
-      secret: await encryptSecret(secret, env.DKIM_ENCRYPTION_KEY),
+      secret: await encryptSecret(secret, config(env).encryptionKey),
     })
     .returning()
     .get();
@@ -183,7 +184,7 @@ export async function updateEndpoint(env: Env, accountId: string, endpointId: st
   let secret: string | undefined;
   if (change.rotateSecret) {
     secret = generateWebhookSecret();
-    changes.secret = await encryptSecret(secret, env.DKIM_ENCRYPTION_KEY);
+    changes.secret = await encryptSecret(secret, config(env).encryptionKey);
     changes.previousSecret = current.secret;
     changes.previousSecretExpiresAt = new Date(Date.parse(now) + ROTATION_GRACE_MS).toISOString();
   }

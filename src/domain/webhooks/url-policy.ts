@@ -1,4 +1,5 @@
 import { type DnsResolver } from "../dns/doh";
+import { config } from "../../config";
 
 // Webhook URLs are requests our Worker makes on a customer's behalf, so an URL must not point it at addresses that
 // are not on the public internet (SSRF): loopback, private, link-local, CGNAT, unique-local and the other special
@@ -21,8 +22,8 @@ export type UrlPolicy = {
 
 export const MAX_WEBHOOK_URL_LENGTH = 2048;
 
-export function allowPrivateWebhookUrls(env: Pick<Env, "ALLOW_PRIVATE_WEBHOOK_URLS">): boolean {
-  return env.ALLOW_PRIVATE_WEBHOOK_URLS === "true";
+export function allowPrivateWebhookUrls(env: Env): boolean {
+  return config(env).allowPrivateWebhookUrls;
 }
 
 export async function checkWebhookUrl(raw: string, policy: UrlPolicy): Promise<UrlCheck> {
