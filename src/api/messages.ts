@@ -5,7 +5,7 @@ import { notFound } from "../errors";
 import { keysetPage, pageOf } from "../lib/pagination";
 import { createRouter, errorResponse, IdParam, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 
-const messageStatuses = ["queued", "sending", "sent", "delivered", "deferred", "bounced", "failed", "suppressed", "unknown"] as const;
+const messageStatuses = ["scheduled", "queued", "sending", "sent", "delivered", "deferred", "bounced", "failed", "suppressed", "unknown", "cancelled"] as const;
 
 const RecipientSchema = z.object({
   email: z.string(),
@@ -20,7 +20,8 @@ const MessageSummarySchema = z
       description:
         "queued → sending (a delivery attempt is in progress) → sent (handed to the provider) → delivered; deferred while retrying; " +
         "bounced, failed (refunded) or suppressed. unknown: an attempt was interrupted after the message may have been handed to " +
-        "the provider; it is not retried (that could deliver it twice) and not refunded.",
+        "the provider; it is not retried (that could deliver it twice) and not refunded. Campaign messages start scheduled (waiting for " +
+        "the campaign's fan-out) and end cancelled if their campaign is cancelled before they are sent.",
     }),
     source: z.enum(["api", "smtp", "campaign"]),
     from: z.string(),

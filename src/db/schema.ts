@@ -148,8 +148,10 @@ export const messages = sqliteTable(
       .notNull()
       .references(() => accounts.id),
     source: text("source", { enum: ["api", "smtp", "campaign"] }).notNull(),
+    // Campaign messages start `scheduled` (materialised, waiting for the fan-out to enqueue them) and end `cancelled`
+    // when their campaign is cancelled before they were sent.
     status: text("status", {
-      enum: ["queued", "sending", "sent", "delivered", "deferred", "bounced", "failed", "suppressed", "unknown"],
+      enum: ["scheduled", "queued", "sending", "sent", "delivered", "deferred", "bounced", "failed", "suppressed", "unknown", "cancelled"],
     }).notNull(),
     fromAddress: text("from_address").notNull(),
     fromName: text("from_name"),
@@ -167,6 +169,8 @@ export const messages = sqliteTable(
     smtpResponse: text("smtp_response"),
     // Set when a consumer claims the message for a delivery attempt (status `sending`); the cron finds stale claims.
     claimedAt: text("claimed_at"),
+    // The campaign a `source: campaign` message belongs to (one message per recipient).
+    campaignId: text("campaign_id"),
     createdAt: createdAt(),
     sentAt: text("sent_at"),
     updatedAt: updatedAt(),
@@ -175,6 +179,8 @@ export const messages = sqliteTable(
     index("messages_account_created").on(t.accountId, t.createdAt),
     index("messages_account_status").on(t.accountId, t.status),
     index("messages_status_updated").on(t.status, t.updatedAt),
+    // The fan-out's pages (status scheduled) and the campaign's counters and completion check (count per status).
+    index("messages_campaign_status").on(t.campaignId, t.status),
   ],
 );
 
@@ -187,7 +193,7 @@ export const messageRecipients = sqliteTable(
     email: text("email").notNull(),
     accountId: text("account_id").notNull(),
     status: text("status", {
-      enum: ["queued", "sent", "delivered", "deferred", "bounced", "failed", "suppressed", "complained", "unknown"],
+      enum: ["queued", "sent", "delivered", "deferred", "bounced", "failed", "suppressed", "complained", "unknown", "cancelled"],
     }).notNull(),
     smtpResponse: text("smtp_response"),
     updatedAt: updatedAt(),
@@ -481,4 +487,42 @@ export const segments = sqliteTable(
     updatedAt: updatedAt(),
   },
   (t) => [index("segments_account").on(t.accountId, t.createdAt)],
+);
+
+export const campaignStatuses = ["draft", "scheduled", "sending", "sent", "cancelled", "failed"] as const;
+
+// A campaign: content, audience (lists ∪ segments − exclude_lists) and its sending state. Its recipients are
+// messages (`messages.campaign_id`), materialised when sending starts; counters are counted from them.
+export const campaigns = sqliteTable(
+  "campaigns",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id")
+      .notNull()
+      .references(() => accounts.id),
+    name: text("name").notNull(),
+    status: text("status", { enum: campaignStatuses }).notNull().default("draft"),
+    senderId: text("sender_id"),
+    subject: text("subject"),
+    preheader: text("preheader"),
+    html: text("html"),
+    text: text("text"),
+    templateId: text("template_id"),
+    variables: text("variables", { mode: "json" }).$type<Record<string, string>>().notNull(),
+    tags: text("tags", { mode: "json" }).$type<string[]>().notNull(),
+    lists: text("lists", { mode: "json" }).$type<string[]>().notNull(),
+    segments: text("segments", { mode: "json" }).$type<string[]>().notNull(),
+    excludeLists: text("exclude_lists", { mode: "json" }).$type<string[]>().notNull(),
+    trackOpens: integer("track_opens", { mode: "boolean" }).notNull().default(true),
+    trackClicks: integer("track_clicks", { mode: "boolean" }).notNull().default(true),
+    sendAt: text("send_at"),
+    startedAt: text("started_at"),
+    completedAt: text("completed_at"),
+    // Credits held in the ledger (reference = campaign id) for the audience counted at POST /send.
+    creditsReserved: integer("credits_reserved").notNull().default(0),
+    error: text("error"),
+    createdAt: createdAt(),
+    updatedAt: updatedAt(),
+  },
+  (t) => [index("campaigns_account").on(t.accountId, t.createdAt), index("campaigns_account_status").on(t.accountId, t.status, t.createdAt)],
 );
