@@ -9,6 +9,7 @@ import {
   resolve,
   type DohOptions,
 } from "../../src/domain/dns/doh";
+import { config } from "../../src/config";
 
 interface DohStats {
   queries: number;
@@ -25,8 +26,8 @@ function freshName(): string {
   return `n-${crypto.randomUUID().slice(0, 8)}.cache.verify-test`;
 }
 
-const memoryOnly = (): DohOptions => ({ url: env.DOH_URL, cache: createDnsCache() });
-const withD1 = (): DohOptions => ({ url: env.DOH_URL, db: env.DB, cache: createDnsCache() });
+const memoryOnly = (): DohOptions => ({ url: config(env).dohUrl, cache: createDnsCache() });
+const withD1 = (): DohOptions => ({ url: config(env).dohUrl, db: env.DB, cache: createDnsCache() });
 
 describe("resolve: answers", () => {
   it("parses MX records, strips trailing dots and keeps the lowest TTL", async () => {
@@ -200,7 +201,7 @@ describe("resolve: caching", () => {
 
   it("a resolver from createResolver keeps one cache across its calls", async () => {
     const name = freshName();
-    const resolver = createResolver({ url: env.DOH_URL });
+    const resolver = createResolver({ url: config(env).dohUrl });
     await resolver.resolve(name, "MX");
     await resolver.lookupMany([{ name, type: "MX" }]);
     expect(await queriesFor(name, "MX")).toBe(1);

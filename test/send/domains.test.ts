@@ -4,6 +4,7 @@ import { describe, expect, it } from "vitest";
 import worker from "../../src/index";
 import { call, createAccount, json } from "../helpers";
 import { publish, publishRecords, uniqueDomain, unpublish, verifiedDomain, type Domain } from "./helpers";
+import { config } from "../../src/config";
 
 describe("sending domains", () => {
   it("returns the DKIM, SPF and DMARC records to publish, each exactly as it must be published", async () => {
@@ -17,7 +18,7 @@ describe("sending domains", () => {
     expect(dkim).toMatchObject({ type: "TXT", name: `${domain.dkim_selector}._domainkey.${name}`, status: "pending" });
     expect(dkim.value).toMatch(/^v=DKIM1; k=rsa; p=[A-Za-z0-9+/]+=*$/);
     expect(dkim.value.length).toBeGreaterThan(255);
-    expect(domain.records.find((record) => record.purpose === "spf")).toMatchObject({ name, value: `v=spf1 include:${env.SPF_INCLUDE} ~all` });
+    expect(domain.records.find((record) => record.purpose === "spf")).toMatchObject({ name, value: `v=spf1 include:${config(env).spfInclude} ~all` });
     expect(domain.records.find((record) => record.purpose === "dmarc")).toMatchObject({ name: `_dmarc.${name}`, value: expect.stringMatching(/^v=DMARC1;/) });
     expect(domain.records.find((record) => record.purpose === "dkim_ed25519")).toMatchObject({
       type: "TXT",

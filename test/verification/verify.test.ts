@@ -8,8 +8,9 @@ import {
   verifyMany,
   type VerificationResult,
 } from "../../src/domain/verification";
+import { config } from "../../src/config";
 
-const deps = (timeoutMs?: number) => ({ resolver: createResolver({ url: env.DOH_URL, db: env.DB, timeoutMs }) });
+const deps = (timeoutMs?: number) => ({ resolver: createResolver({ url: config(env).dohUrl, db: env.DB, timeoutMs }) });
 const verify = (email: string, timeoutMs?: number) => verifyEmail(email, deps(timeoutMs));
 
 async function queriesFor(name: string, type: string): Promise<number> {
@@ -250,7 +251,7 @@ describe("verifyMany", () => {
       A: { status: "ok", records: ["192.0.2.1"], ttl: 60 },
       AAAA: { status: "ok", records: [], ttl: 60 },
     };
-    const inner = createResolver({ url: env.DOH_URL });
+    const inner = createResolver({ url: config(env).dohUrl });
     const resolver: DnsResolver = {
       resolve: async <T extends DnsRecordType>(name: string, type: T) => {
         calls.push(`${name}/${type}`);

@@ -110,7 +110,8 @@ export class RecordingQueue {
   }
 }
 
-export function envWith(queue: RecordingQueue, overrides: Partial<Env> = {}): Env {
+/** `overrides` may also set vars (strings) that src/config.ts reads, such as ALLOW_PRIVATE_WEBHOOK_URLS. */
+export function envWith(queue: RecordingQueue, overrides: Partial<Env> & Record<string, unknown> = {}): Env {
   return { ...env, WEBHOOK_QUEUE: queue as unknown as Queue, ...overrides };
 }
 

@@ -2,11 +2,12 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { createDnsCache, createResolver } from "../../src/domain/dns/doh";
 import { checkWebhookUrl, isPublicAddress } from "../../src/domain/webhooks/url-policy";
+import { config } from "../../src/config";
 
 // The Workers test environment sets ALLOW_PRIVATE_WEBHOOK_URLS=true (the receiver is on loopback), so the SSRF
 // rules are exercised by calling the policy with allowPrivate: false, against the dev DoH server's zone.
 
-const strict = () => ({ allowPrivate: false, resolver: createResolver({ url: env.DOH_URL, cache: createDnsCache() }) });
+const strict = () => ({ allowPrivate: false, resolver: createResolver({ url: config(env).dohUrl, cache: createDnsCache() }) });
 
 /** A name of our own in the DoH zone, published through the DoH server's admin endpoint. */
 async function publish(records: { A?: string[]; AAAA?: string[] }): Promise<string> {
