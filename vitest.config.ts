@@ -1,5 +1,49 @@
+import { readdirSync, readFileSync } from "node:fs";
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
 import { defineConfig } from "vitest/config";
+import { unstable_readConfig } from "wrangler";
+
+/**
+ * The packages (and subpaths) the Worker and its tests import. Every test file starts a fresh workerd whose module
+ * runner fetches each module over a socket; pre-bundled, zod, hono and drizzle are a few modules instead of hundreds.
+ * Scanned rather than listed so a new import is bundled too: a subpath left out would load a second copy of its
+ * package beside the bundle (two `HTTPException` classes, and `instanceof` fails).
+ */
+function importedPackages(): string[] {
+  const specifiers = new Set<string>();
+  for (const dir of ["src", "test"]) {
+    for (const file of readdirSync(dir, { recursive: true, encoding: "utf8" })) {
+      if (!file.endsWith(".ts") || /^(e2e|node|setup)\//.test(file)) continue;
+      const source = readFileSync(`${dir}/${file}`, "utf8");
+      for (const [, specifier] of source.matchAll(/^(?:import|export)(?!\s+type\b)[^"';]*?from\s+"([^"]+)"/gm)) {
+        if (!/^(\.|\/|node:|cloudflare:|workerd:|vitest)/.test(specifier!) && !specifier!.endsWith(".json")) specifiers.add(specifier!);
+      }
+    }
+  }
+  return [...specifiers].sort();
+}
+
+/**
+ * wrangler.toml's queue consumers with no batch wait: a message is handed to its consumer at once instead of after up
+ * to `max_batch_timeout` seconds, which every test that goes through a real queue would otherwise spend waiting.
+ * Messages sent together (one `sendBatch`) still arrive as one batch.
+ */
+function immediateQueueConsumers() {
+  const { queues } = unstable_readConfig({ config: "./wrangler.toml" });
+  type Consumer = { queue: string; max_batch_size?: number; max_retries?: number; dead_letter_queue?: string; retry_delay?: number };
+  return Object.fromEntries(
+    (queues.consumers ?? []).map((consumer: Consumer) => [
+      consumer.queue,
+      {
+        maxBatchSize: consumer.max_batch_size,
+        maxBatchTimeout: 0,
+        maxRetries: consumer.max_retries,
+        deadLetterQueue: consumer.dead_letter_queue,
+        retryDelay: consumer.retry_delay,
+      },
+    ]),
+  );
+}
 
 export default defineConfig(async () => {
   const migrations = await readD1Migrations("./migrations");
@@ -8,6 +52,7 @@ export default defineConfig(async () => {
       cloudflareTest(({ inject }) => ({
         wrangler: { configPath: "./wrangler.toml" },
         miniflare: {
+          queueConsumers: immediateQueueConsumers(),
           bindings: {
             TEST_MIGRATIONS: migrations,
             ADMIN_TOKEN: "test-admin-token",
@@ -20,8 +65,9 @@ export default defineConfig(async () => {
             SMTP_UPSTREAM_PORT: String(inject("sinkSmtpPort")),
             SMTP_UPSTREAM_SECURE: "off",
             ALLOW_PRIVATE_WEBHOOK_URLS: "true",
-            // Short retry delays so the retry paths run through the real queue within a test.
-            SEND_RETRY_BASE_SECONDS: "1",
+            // Retries go back on the real queue at once, so retry paths cost no waiting; the back-off arithmetic
+            // is asserted with an explicit base (test/send/delivery.test.ts).
+            SEND_RETRY_BASE_SECONDS: "0",
             SEND_MAX_ATTEMPTS: "3",
             TEST_SINK_HTTP_URL: inject("sinkHttpUrl"),
             TEST_FAULT_SINK_SMTP_PORT: String(inject("faultSinkSmtpPort")),
@@ -37,6 +83,10 @@ export default defineConfig(async () => {
       exclude: ["test/e2e/**", "test/node/**"],
       globalSetup: ["./test/setup/global-setup.ts"],
       setupFiles: ["./test/setup/apply-migrations.ts"],
+      // Each file gets its own workerd (its own D1, queues, Durable Objects). Vitest's default of cores − 1 runs them
+      // one at a time on 2 cores, while most of a file's time is spent waiting on queues and loopback servers.
+      maxWorkers: 2,
+      deps: { optimizer: { ssr: { enabled: true, include: importedPackages() } } },
     },
   };
 });

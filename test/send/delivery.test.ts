@@ -94,6 +94,8 @@ describe("the send consumer", () => {
     const { account, key, from, domainId } = await setup();
     const id = await storedMessage(account.id, domainId, from, rcpt("down"));
     const delays: (number | undefined)[] = [];
+    // The suite retries with no delay (vitest.config.ts); the production base shows the doubling.
+    const withBackoff = { ...env, SEND_RETRY_BASE_SECONDS: "60" };
     for (let attempt = 1; attempt <= 3; attempt++) {
       const batch = createMessageBatch("mailforge-send", [{ id: `q${attempt}`, timestamp: new Date(), attempts: attempt, body: { message_id: id } }]);
       const ctx = createExecutionContext();
@@ -102,12 +104,12 @@ describe("the send consumer", () => {
       const retry = queued.retry.bind(queued);
       let delay: number | undefined;
       Object.defineProperty(queued, "retry", { value: (options?: QueueRetryOptions) => ((delay = options?.delaySeconds), retry(options)) });
-      await consumeSendBatch(batch, env, unreachable);
+      await consumeSendBatch(batch, withBackoff, unreachable);
       const result = await getQueueResult(batch, ctx);
       expect(result.retryMessages.length + result.explicitAcks.length).toBe(1);
       delays.push(delay);
     }
-    expect(delays).toEqual([1, 2, undefined]);
+    expect(delays).toEqual([60, 120, undefined]);
     const message = await messageOf(key, id);
     expect(message).toMatchObject({ status: "failed", attempts: 3 });
     expect(message.recipients[0]!.status).toBe("failed");
