@@ -88,11 +88,11 @@ describe("resolve: answers", () => {
   it("reports NXDOMAIN, SERVFAIL and a timeout", async () => {
     expect(await resolve(memoryOnly(), "absent.verify-test", "MX")).toEqual({ status: "nxdomain", ttl: 60 });
     expect(await resolve(memoryOnly(), "servfail.verify-test", "MX")).toEqual({ status: "servfail" });
-    const started = Date.now();
+    // The fixture answers this name after 3 s with an MX record; "timeout" can only come from the 200 ms abort
+    // firing before that answer, so no clock is read.
     expect(await resolve({ ...memoryOnly(), timeoutMs: 200 }, "slow.verify-test", "MX")).toEqual({
       status: "timeout",
     });
-    expect(Date.now() - started).toBeLessThan(2500);
   });
 
   it("reports a resolver that answers with an HTTP error as SERVFAIL", async () => {

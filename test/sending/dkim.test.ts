@@ -94,9 +94,8 @@ describe("relaxed body canonicalization", () => {
   });
 
   it("stays linear on long runs of whitespace", () => {
-    const started = Date.now();
+    // A quadratic pass over 400,000 whitespace characters would not finish within the test's timeout; Date.now()
+    // stands still without I/O in workerd, so no clock could measure it here anyway.
     expect(canonicalizeBodyRelaxed(`${" ".repeat(200_000)}x${"\t ".repeat(100_000)}`)).toBe(" x\r\n");
-    // Date.now() only advances across I/O in workerd; the call itself finishing is the real assertion.
-    expect(Date.now() - started).toBeLessThan(5_000);
   });
 });
