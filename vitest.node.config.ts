@@ -6,6 +6,9 @@ export default defineConfig({
     include: ["scripts/**/*.test.ts", "smtp-bridge/test/**/*.test.ts", "test/node/**/*.test.ts", "test/e2e/**/*.test.ts"],
     testTimeout: 30_000,
     hookTimeout: 120_000,
-    fileParallelism: false,
+    // Every file listens on ports of its own (0, or free ports for a whole stack with its own state directory), so
+    // two run at once: an e2e file's stack starts while another file runs. Vitest's default of cores − 1 would be
+    // one at a time on 2 cores.
+    maxWorkers: 2,
   },
 });
