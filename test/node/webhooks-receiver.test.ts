@@ -66,10 +66,13 @@ describe("webhook receiver", () => {
     await post("/_rules", JSON.stringify({ path: "/slow", status: 202, delay_ms: 400 }));
     const started = Date.now();
     const response = await post("/slow");
+    const answeredAt = Date.now();
     expect(response.status).toBe(202);
-    expect(Date.now() - started).toBeGreaterThanOrEqual(380);
+    expect(answeredAt - started).toBeGreaterThanOrEqual(380);
     const [request] = (await requests("/slow")).data;
-    expect(request!.received_at_ms - started).toBeLessThan(200);
+    // Recorded when it arrived, a whole delay before the answer left; lower bounds hold on any machine.
+    expect(request!.received_at_ms).toBeGreaterThanOrEqual(started);
+    expect(answeredAt - request!.received_at_ms).toBeGreaterThanOrEqual(380);
   });
 
   it("refuses invalid rules with 422", async () => {
