@@ -1,7 +1,7 @@
 // Sending domains: DKIM keys, the records to publish, their checks. This module owns the domains' queries.
 
-import { and, eq, inArray } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
+import { and, eq, inArray, sql } from "drizzle-orm";
+import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
 import { domains, type DnsRecordCheck } from "../../db/schema";
 import { decryptSecret, encryptSecret } from "../../lib/crypto";
 import { newId, nowIso } from "../../lib/ids";
@@ -178,12 +178,26 @@ export async function verifyDomain(d1: D1Database, domain: DomainRow, env: Env):
   return updated ?? domain;
 }
 
-export async function findVerifiedDomain(d1: D1Database, accountId: string, domainName: string): Promise<{ id: string; name: string } | undefined> {
-  return drizzle(d1)
+/** The query behind `findVerifiedDomain`, for a caller that reads it inside its own batch (raw rows: id, name). */
+export function verifiedDomainQuery(db: DrizzleD1Database, accountId: string, domainName: string) {
+  return db
     .select({ id: domains.id, name: domains.name })
     .from(domains)
-    .where(and(eq(domains.accountId, accountId), eq(domains.name, domainName.toLowerCase()), eq(domains.status, "verified")))
-    .get();
+    .where(and(eq(domains.accountId, accountId), eq(domains.name, domainName.toLowerCase()), eq(domains.status, "verified")));
+}
+
+/** Which of `names` (lower-cased domain names) are verified sending domains of the account. */
+export async function verifiedDomainNames(d1: D1Database, accountId: string, names: string[]): Promise<Set<string>> {
+  const rows = await drizzle(d1)
+    .select({ name: domains.name })
+    .from(domains)
+    .where(and(eq(domains.accountId, accountId), eq(domains.status, "verified"), sql`${domains.name} IN (SELECT value FROM json_each(${JSON.stringify(names)}))`))
+    .all();
+  return new Set(rows.map((row) => row.name));
+}
+
+export async function findVerifiedDomain(d1: D1Database, accountId: string, domainName: string): Promise<{ id: string; name: string } | undefined> {
+  return verifiedDomainQuery(drizzle(d1), accountId, domainName).get();
 }
 
 const recheckBatchSize = 50;

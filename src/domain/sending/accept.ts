@@ -1,7 +1,13 @@
+import { and, eq, sql } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
+import { statement } from "../../db/client";
+import { messageRecipients, messages, type domains, type suppressions, type templates } from "../../db/schema";
 import type { Account } from "../accounts/accounts";
+import { verifiedDomainQuery } from "../domains/domains";
 import { eventStatement, type EventInput } from "../events/events";
-import { chargeStatements, refundStatements, wasApplied } from "../credits/ledger";
-import { normalizeSuppressionEmail } from "../suppressions/suppressions";
+import { chargedGuard, chargeStatements, refundStatements, wasApplied } from "../credits/ledger";
+import { normalizeSuppressionEmail, suppressionsAmongQuery } from "../suppressions/suppressions";
+import { templateContentQuery } from "../templates/templates";
 import { dispatchEvents } from "../webhooks/dispatch";
 import { AppError, validationError } from "../../errors";
 import { newId } from "../../lib/ids";
@@ -10,10 +16,19 @@ import { displayFrom, domainOf } from "./mime";
 import { applySendRules } from "./rules";
 import { contentObjectKey, inlineContentLimit, type MessageContent, type SendQueueMessage } from "./content";
 import { reserveDailySends, releaseDailySends, type DailyReservation } from "./daily-limit";
+import {
+  findStoredResponse,
+  isIdempotencyRace,
+  recordResponseStatement,
+  releaseKeyStatement,
+  storedResponseStatement,
+  type Idempotency,
+  type StoredResponse,
+} from "./idempotency";
 
 export type MessageSource = "api" | "smtp";
 
-export type StoredTemplate = { subject: string; html: string | null; text: string | null };
+export type StoredTemplate = Pick<typeof templates.$inferSelect, "subject" | "html" | "text">;
 
 /** A send request after parsing, whichever door it came through (POST /send or the SMTP relay). */
 export type AcceptInput = {
@@ -39,10 +54,9 @@ export type SendAccepted = {
   test_mode: boolean;
 };
 
-export type Idempotency = { key: string; route: string; requestHash: string };
-
 export type AcceptResult = { status: number; body: SendAccepted; replayed: boolean };
 
+export type WaitUntil = { waitUntil(promise: Promise<unknown>): void };
 
 /**
  * The one pipeline every message enters: checks the sending domain, suppressions, idempotency and the daily
@@ -50,8 +64,6 @@ export type AcceptResult = { status: number; body: SendAccepted; replayed: boole
  * (one transaction), and only then enqueues it. A charge that fails leaves nothing behind; a stored message is
  * always charged exactly once.
  */
-export type WaitUntil = { waitUntil(promise: Promise<unknown>): void };
-
 export async function acceptMessage(
   env: Env,
   ctx: WaitUntil,
@@ -67,28 +79,20 @@ export async function acceptMessage(
   const { tags } = rules;
   const normalized = rules.recipients.map(normalizeSuppressionEmail);
 
-  // Round trip 1: everything the decision needs, read together.
-  const reads = [
-    d1.prepare("SELECT id FROM domains WHERE account_id = ?1 AND name = ?2 AND status = 'verified'").bind(account.id, fromDomain),
-    d1
-      .prepare(`SELECT email, reason FROM suppressions WHERE account_id = ?1 AND email IN (${normalized.map((_, i) => `?${i + 2}`).join(", ")})`)
-      .bind(account.id, ...normalized),
-    ...(idempotency
-      ? [
-          d1
-            .prepare(idempotencyLookup)
-            .bind(account.id, idempotency.route, idempotency.key),
-        ]
-      : []),
-    ...(input.templateId
-      ? [d1.prepare("SELECT subject, html, text FROM templates WHERE id = ?1 AND account_id = ?2").bind(input.templateId, account.id)]
-      : []),
-  ];
-  const results = await d1.batch(reads);
-  const domain = results[0]?.results[0] as { id: string } | undefined;
+  // Round trip 1: everything the decision needs, read together. Raw D1 rows, keyed by column name.
+  const db = drizzle(d1);
+  const results = await d1.batch([
+    statement(d1, verifiedDomainQuery(db, account.id, fromDomain)),
+    statement(d1, suppressionsAmongQuery(db, account.id, normalized)),
+    ...(idempotency ? [storedResponseStatement(d1, account.id, idempotency)] : []),
+    ...(input.templateId ? [statement(d1, templateContentQuery(db, account.id, input.templateId))] : []),
+  ]);
+  const domain = results[0]?.results[0] as Pick<typeof domains.$inferSelect, "id" | "name"> | undefined;
   // Why each suppressed address is on the list, as its relay.suppressed event says.
-  const suppressed = new Map((results[1]?.results ?? []).map((row) => [(row as { email: string }).email, (row as { reason: string }).reason]));
-  const previous = idempotency ? (results[2]?.results[0] as IdempotencyRow | undefined) : undefined;
+  const suppressed = new Map(
+    ((results[1]?.results ?? []) as Pick<typeof suppressions.$inferSelect, "email" | "reason">[]).map((row) => [row.email, row.reason]),
+  );
+  const previous = idempotency ? (results[2]?.results[0] as StoredResponse | undefined) : undefined;
   const template = input.templateId ? (results[idempotency ? 3 : 2]?.results[0] as StoredTemplate | undefined) : undefined;
 
   if (previous && idempotency) return replay(previous, idempotency);
@@ -126,7 +130,6 @@ export async function acceptMessage(
 
   // Round trip 2: the charge and everything it pays for, in one transaction. Rows after the ledger entry are
   // guarded by its existence, so a short balance writes nothing at all.
-  const guard = charge > 0 ? "WHERE EXISTS (SELECT 1 FROM credit_ledger WHERE balance = 'send' AND kind = 'charge' AND reference_id = ?1)" : "";
   const events: EventInput[] = recipients
     .filter((recipient) => recipient.status === "suppressed")
     .map((recipient) => ({
@@ -145,58 +148,34 @@ export async function acceptMessage(
         reason: recipient.reason,
       },
     }));
+  const messageStored = sql`EXISTS (SELECT 1 FROM messages WHERE id = ${messageId})`;
   const writes = [
     ...(charge > 0 ? chargeStatements(d1, { accountId: account.id, balance: "send", amount: charge, referenceId: messageId, note: "send" }) : []),
-    d1
-      .prepare(
-        `INSERT INTO messages (id, account_id, source, status, from_address, from_name, domain_id, reply_to, subject, tags, metadata,
-           content, content_key, credits_charged, test_mode)
-         SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15 ${guard}`,
-      )
-      .bind(
-        messageId,
-        account.id,
-        input.source,
-        status,
-        input.from.address,
-        input.from.name ?? null,
-        domain.id,
-        input.replyTo ?? null,
-        subject,
-        JSON.stringify(tags),
-        JSON.stringify(input.metadata),
-        inline ? serialized : null,
-        inline ? null : contentObjectKey(messageId),
-        charge,
-        sender.testMode ? 1 : 0,
-      ),
-    d1
-      .prepare(
-        `INSERT INTO message_recipients (message_id, email, account_id, status)
-         SELECT ?1, value ->> '$.email', ?2, value ->> '$.status' FROM json_each(?3) WHERE EXISTS (SELECT 1 FROM messages WHERE id = ?1)`,
-      )
-      .bind(messageId, account.id, JSON.stringify(recipients)),
+    statement(
+      d1,
+      sql`INSERT INTO messages (id, account_id, source, status, from_address, from_name, domain_id, reply_to, subject, tags, metadata,
+          content, content_key, credits_charged, test_mode)
+        SELECT ${messageId}, ${account.id}, ${input.source}, ${status}, ${input.from.address}, ${input.from.name ?? null}, ${domain.id},
+          ${input.replyTo ?? null}, ${subject}, ${JSON.stringify(tags)}, ${JSON.stringify(input.metadata)}, ${inline ? serialized : null},
+          ${inline ? null : contentObjectKey(messageId)}, ${charge}, ${sender.testMode ? 1 : 0}
+        ${charge > 0 ? sql`WHERE ${chargedGuard("send", messageId)}` : sql``}`,
+    ),
+    statement(
+      d1,
+      sql`INSERT INTO message_recipients (message_id, email, account_id, status)
+        SELECT ${messageId}, value ->> '$.email', ${account.id}, value ->> '$.status' FROM json_each(${JSON.stringify(recipients)}) WHERE ${messageStored}`,
+    ),
     ...(tags.length > 0
       ? [
-          d1
-            .prepare(
-              `INSERT INTO message_tags (message_id, account_id, tag)
-               SELECT ?1, ?2, value FROM json_each(?3) WHERE EXISTS (SELECT 1 FROM messages WHERE id = ?1)`,
-            )
-            .bind(messageId, account.id, JSON.stringify(tags)),
+          statement(
+            d1,
+            sql`INSERT INTO message_tags (message_id, account_id, tag)
+              SELECT ${messageId}, ${account.id}, value FROM json_each(${JSON.stringify(tags)}) WHERE ${messageStored}`,
+          ),
         ]
       : []),
     ...events.map((event) => eventStatement(d1, event)),
-    ...(idempotency
-      ? [
-          d1
-            .prepare(
-              `INSERT INTO idempotency_keys (account_id, route, key, request_hash, response_status, response_body)
-               SELECT ?1, ?2, ?3, ?4, 202, ?5 WHERE EXISTS (SELECT 1 FROM messages WHERE id = ?6)`,
-            )
-            .bind(account.id, idempotency.route, idempotency.key, idempotency.requestHash, JSON.stringify(accepted), messageId),
-        ]
-      : []),
+    ...(idempotency ? [recordResponseStatement(d1, account.id, idempotency, { status: 202, body: accepted }, messageId)] : []),
   ];
 
   // A refused or failed acceptance must not leave its content behind in R2.
@@ -226,8 +205,6 @@ export async function acceptMessage(
   return { status: 202, body: accepted, replayed: false };
 }
 
-const idempotencyLookup = "SELECT request_hash, response_status, response_body FROM idempotency_keys WHERE account_id = ?1 AND route = ?2 AND key = ?3";
-
 /**
  * The message is stored and charged; if it cannot be queued it must not stay `queued` with nobody to send it.
  * One retry, then the acceptance is undone (failed, refunded per recipient, idempotency key freed) and the client
@@ -255,19 +232,26 @@ async function enqueueOrUndo(
     }
   }
   try {
-    const claimed = await env.DB.prepare(
-      "UPDATE messages SET status = 'failed', smtp_response = 'not queued: queue unavailable' WHERE id = ?1 AND status = 'queued'",
-    )
-      .bind(messageId)
+    const db = drizzle(env.DB);
+    const claimed = await db
+      .update(messages)
+      .set({ status: "failed", smtpResponse: "not queued: queue unavailable" })
+      .where(and(eq(messages.id, messageId), eq(messages.status, "queued")))
       .run();
     if (claimed.meta.changes === 1) {
       await env.DB.batch([
-        env.DB.prepare("UPDATE message_recipients SET status = 'failed' WHERE message_id = ?1 AND status = 'queued'").bind(messageId),
+        statement(
+          env.DB,
+          db
+            .update(messageRecipients)
+            .set({ status: "failed" })
+            .where(and(eq(messageRecipients.messageId, messageId), eq(messageRecipients.status, "queued"))),
+        ),
         // The consumer's refund reference per recipient, so the ledger's unique index never lets both apply.
         ...charged.flatMap((email) =>
           refundStatements(env.DB, { accountId: account.id, balance: "send", amount: 1, referenceId: `${messageId}:${email}`, note: "queue unavailable" }),
         ),
-        ...(idempotency ? [env.DB.prepare("DELETE FROM idempotency_keys WHERE account_id = ?1 AND route = ?2 AND key = ?3").bind(account.id, idempotency.route, idempotency.key)] : []),
+        ...(idempotency ? [releaseKeyStatement(env.DB, account.id, idempotency)] : []),
       ]);
       if (day) await releaseDailySends(env, account, day);
     }
@@ -278,23 +262,16 @@ async function enqueueOrUndo(
   throw new AppError("upstream_unavailable", "The message could not be queued; nothing was charged. Retry with back-off");
 }
 
-type IdempotencyRow = { request_hash: string; response_status: number; response_body: string };
-
-function replay(previous: IdempotencyRow, idempotency: Idempotency): AcceptResult {
+function replay(previous: StoredResponse, idempotency: Idempotency): AcceptResult {
   if (previous.request_hash !== idempotency.requestHash) {
     throw new AppError("idempotency_conflict", "This Idempotency-Key was already used with a different request body");
   }
   return { status: previous.response_status, body: JSON.parse(previous.response_body) as SendAccepted, replayed: true };
 }
 
-const isIdempotencyRace = (error: unknown) => error instanceof Error && /UNIQUE constraint failed: idempotency_keys/.test(error.message);
-
 /** Two requests with one key raced: the loser answers with the winner's stored response. */
 async function replayAfterRace(d1: D1Database, accountId: string, idempotency: Idempotency): Promise<AcceptResult> {
-  const row = await d1
-    .prepare(idempotencyLookup)
-    .bind(accountId, idempotency.route, idempotency.key)
-    .first<IdempotencyRow>();
+  const row = await findStoredResponse(d1, accountId, idempotency);
   if (!row) throw new AppError("conflict", "A request with this Idempotency-Key is in progress; retry shortly");
   return replay(row, idempotency);
 }

@@ -3,7 +3,10 @@
 // things can leave it hanging: its queue message is gone (the queue refused it at acceptance and the undo failed too,
 // or a deferred retry was lost), or the consumer that claimed it ended before recording the outcome.
 
+import { and, eq, exists, inArray, lt, or, sql } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
 import { config } from "../../config";
+import { messageRecipients, messages } from "../../db/schema";
 import { logWarning } from "../../lib/log";
 import type { SendQueueMessage } from "./content";
 
@@ -26,20 +29,26 @@ const iso = (date: Date) => date.toISOString();
  * consumer.) Returns how many messages were marked.
  */
 export async function sweepStaleClaims(env: Env, now = new Date()): Promise<number> {
+  const db = drizzle(env.DB);
   const cutoff = iso(new Date(now.getTime() - claimTimeoutSeconds * 1000));
-  const stale = `SELECT id FROM messages WHERE status = 'sending' AND claimed_at < ?1 ORDER BY claimed_at LIMIT ${sweepLimit}`;
-  const [, marked] = await env.DB.batch([
-    env.DB.prepare(
-      `UPDATE message_recipients SET status = 'unknown', smtp_response = ?2, updated_at = ?3
-       WHERE message_id IN (${stale}) AND status IN ('queued', 'deferred')`,
-    ).bind(cutoff, unknownResponse, iso(now)),
-    env.DB.prepare(`UPDATE messages SET status = 'unknown', smtp_response = ?2, updated_at = ?3 WHERE id IN (${stale}) RETURNING id`).bind(
-      cutoff,
-      unknownResponse,
-      iso(now),
-    ),
+  const stale = db
+    .select({ id: messages.id })
+    .from(messages)
+    .where(and(eq(messages.status, "sending"), lt(messages.claimedAt, cutoff)))
+    .orderBy(messages.claimedAt)
+    .limit(sweepLimit);
+  const [, marked] = await db.batch([
+    db
+      .update(messageRecipients)
+      .set({ status: "unknown", smtpResponse: unknownResponse, updatedAt: iso(now) })
+      .where(and(inArray(messageRecipients.messageId, stale), inArray(messageRecipients.status, ["queued", "deferred"]))),
+    db
+      .update(messages)
+      .set({ status: "unknown", smtpResponse: unknownResponse, updatedAt: iso(now) })
+      .where(inArray(messages.id, stale))
+      .returning({ id: messages.id }),
   ]);
-  const ids = ((marked?.results ?? []) as { id: string }[]).map((row) => row.id);
+  const ids = marked.map((row) => row.id);
   if (ids.length > 0) logWarning("send: stale delivery claims marked unknown", { message_ids: ids });
   return ids.length;
 }
@@ -51,16 +60,29 @@ export async function sweepStaleClaims(env: Env, now = new Date()): Promise<numb
  */
 export async function requeueLostMessages(env: Env, now = new Date()): Promise<number> {
   const baseSeconds = config(env).send.retryBaseSeconds;
-  const rows = await env.DB.prepare(
-    `SELECT id FROM messages
-     WHERE ((status = 'queued' AND updated_at < ?1)
-        OR (status = 'deferred' AND (julianday(?2) - julianday(updated_at)) * 86400 > ?3 * (1 << MIN(MAX(attempts - 1, 0), 20)) + ?4))
-       AND EXISTS (SELECT 1 FROM message_recipients r WHERE r.message_id = messages.id AND r.status IN ('queued', 'deferred'))
-     LIMIT ${sweepLimit}`,
-  )
-    .bind(iso(new Date(now.getTime() - lostAfterSeconds * 1000)), iso(now), baseSeconds, lostAfterSeconds)
-    .all<{ id: string }>();
-  const ids = rows.results.map((row) => row.id);
+  const pending = drizzle(env.DB)
+    .select({ id: messageRecipients.messageId })
+    .from(messageRecipients)
+    .where(and(sql`${messageRecipients.messageId} = ${messages.id}`, inArray(messageRecipients.status, ["queued", "deferred"])));
+  const rows = await drizzle(env.DB)
+    .select({ id: messages.id })
+    .from(messages)
+    .where(
+      and(
+        or(
+          and(eq(messages.status, "queued"), lt(messages.updatedAt, iso(new Date(now.getTime() - lostAfterSeconds * 1000)))),
+          // deferred past its retry time: the consumer's back-off (base × 2^(attempts − 1)) plus the grace period
+          and(
+            eq(messages.status, "deferred"),
+            sql`(julianday(${iso(now)}) - julianday(${messages.updatedAt})) * 86400 > ${baseSeconds} * (1 << MIN(MAX(${messages.attempts} - 1, 0), 20)) + ${lostAfterSeconds}`,
+          ),
+        ),
+        exists(pending),
+      ),
+    )
+    .limit(sweepLimit)
+    .all();
+  const ids = rows.map((row) => row.id);
   // sendBatch takes at most 100 messages.
   for (let i = 0; i < ids.length; i += 100) {
     await env.SEND_QUEUE.sendBatch(ids.slice(i, i + 100).map((id) => ({ body: { message_id: id } satisfies SendQueueMessage, contentType: "json" as const })));

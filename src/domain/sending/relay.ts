@@ -1,5 +1,6 @@
 import PostalMime, { addressParser } from "postal-mime";
 import { hasFeature, type Account } from "../accounts/accounts";
+import { verifiedDomainNames } from "../domains/domains";
 import { AppError, validationError, type FieldErrors } from "../../errors";
 import { bytesToBase64 } from "../../lib/crypto";
 import { acceptMessage, type SendAccepted, type Sender, type WaitUntil } from "./accept";
@@ -41,11 +42,7 @@ async function assertAuthorsVerified(d1: D1Database, accountId: string, parsed: 
   const sender = mailboxesIn(parsed, "sender");
   // acceptMessage checks the one From address itself; only more addresses need this extra read
   if (from.length <= 1 && sender.length === 0) return;
-  const rows = await d1
-    .prepare("SELECT name FROM domains WHERE account_id = ?1 AND status = 'verified' AND name IN (SELECT value FROM json_each(?2))")
-    .bind(accountId, JSON.stringify([...new Set([...from, ...sender].map(domainOf))]))
-    .all<{ name: string }>();
-  const verified = new Set(rows.results.map((row) => row.name));
+  const verified = await verifiedDomainNames(d1, accountId, [...new Set([...from, ...sender].map(domainOf))]);
   const foreign = [...new Set([...from, ...sender].filter((address) => !address.includes("@") || !verified.has(domainOf(address))))];
   if (foreign.length > 0) {
     throw new AppError(

@@ -47,20 +47,22 @@ export async function suppressedAmong(d1: D1Database, accountId: string, emails:
   const db = drizzle(d1);
   const statements: D1PreparedStatement[] = [];
   for (let i = 0; i < keys.length; i += SUPPRESSION_LOOKUP_CHUNK) {
-    const chunk = JSON.stringify(keys.slice(i, i + SUPPRESSION_LOOKUP_CHUNK));
-    statements.push(
-      statement(
-        d1,
-        db
-          .select({ email: suppressions.email })
-          .from(suppressions)
-          .where(and(eq(suppressions.accountId, accountId), sql`${suppressions.email} IN (SELECT value FROM json_each(${chunk}))`)),
-      ),
-    );
+    statements.push(statement(d1, suppressionsAmongQuery(db, accountId, keys.slice(i, i + SUPPRESSION_LOOKUP_CHUNK))));
   }
   type Found = Pick<SuppressionRow, "email">;
   const results = statements.length === 1 ? [await statements[0]!.all<Found>()] : await d1.batch<Found>(statements);
   return new Set(results.flatMap((result) => result.results.map((row) => row.email)));
+}
+
+/**
+ * The entries (email, reason) of those of `keys` (normalised addresses) that are suppressed, as one statement with
+ * one bound parameter whatever the number of keys: for a caller that reads it inside its own batch.
+ */
+export function suppressionsAmongQuery(db: DrizzleD1Database, accountId: string, keys: string[]) {
+  return db
+    .select({ email: suppressions.email, reason: suppressions.reason })
+    .from(suppressions)
+    .where(and(eq(suppressions.accountId, accountId), sql`${suppressions.email} IN (SELECT value FROM json_each(${JSON.stringify(keys)}))`));
 }
 
 /**

@@ -2,7 +2,7 @@
 // templates' queries and keeps each template's `variables` in step with its content.
 
 import { and, eq } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
+import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
 import { templates } from "../../db/schema";
 import { newId, nowIso } from "../../lib/ids";
 import { keysetPage } from "../../lib/pagination";
@@ -26,6 +26,11 @@ export async function listTemplates(d1: D1Database, accountId: string, page: { c
     .orderBy(...keyset.orderBy)
     .limit(page.limit + 1)
     .all();
+}
+
+/** A template's subject and bodies, for a caller that reads it inside its own batch (raw rows: subject, html, text). */
+export function templateContentQuery(db: DrizzleD1Database, accountId: string, templateId: string) {
+  return db.select({ subject: templates.subject, html: templates.html, text: templates.text }).from(templates).where(ownTemplate(accountId, templateId));
 }
 
 export async function findTemplate(d1: D1Database, accountId: string, templateId: string): Promise<TemplateRow | undefined> {

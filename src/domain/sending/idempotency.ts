@@ -1,0 +1,69 @@
+// Idempotency-Key records of POST /send: the first response to a key is stored with a hash of its request and
+// replayed for 24 hours (ARCHITECTURE.md). This module owns the idempotency_keys queries; acceptMessage runs them
+// inside its own batches so a record exists exactly when its message does.
+
+import { and, eq, lt, sql } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
+import { statement } from "../../db/client";
+import { idempotencyKeys } from "../../db/schema";
+
+export type Idempotency = { key: string; route: string; requestHash: string };
+
+/** A stored response as the lookup's raw D1 row has it (column names); accept writes all three together. */
+export type StoredResponse = { request_hash: string; response_status: number; response_body: string };
+
+// Idempotency keys are honoured for 24 hours (ARCHITECTURE.md); the cron frees them afterwards.
+const idempotencyWindowHours = 24;
+
+const sameKey = (accountId: string, idempotency: Idempotency) =>
+  and(eq(idempotencyKeys.accountId, accountId), eq(idempotencyKeys.route, idempotency.route), eq(idempotencyKeys.key, idempotency.key));
+
+/** The stored response for this key, as a statement for the caller's batch (raw row: `StoredResponse`). */
+export function storedResponseStatement(d1: D1Database, accountId: string, idempotency: Idempotency): D1PreparedStatement {
+  const query = drizzle(d1)
+    .select({
+      request_hash: idempotencyKeys.requestHash,
+      response_status: idempotencyKeys.responseStatus,
+      response_body: idempotencyKeys.responseBody,
+    })
+    .from(idempotencyKeys)
+    .where(sameKey(accountId, idempotency));
+  return statement(d1, query);
+}
+
+export async function findStoredResponse(d1: D1Database, accountId: string, idempotency: Idempotency): Promise<StoredResponse | undefined> {
+  return (await storedResponseStatement(d1, accountId, idempotency).first<StoredResponse>()) ?? undefined;
+}
+
+/**
+ * Records the response for this key, only if the message `messageId` was written in the same batch. A second
+ * request with the key that got here first makes the batch fail on the primary key (`isIdempotencyRace`).
+ */
+export function recordResponseStatement(
+  d1: D1Database,
+  accountId: string,
+  idempotency: Idempotency,
+  response: { status: number; body: unknown },
+  messageId: string,
+): D1PreparedStatement {
+  return statement(
+    d1,
+    sql`INSERT INTO idempotency_keys (account_id, route, key, request_hash, response_status, response_body)
+      SELECT ${accountId}, ${idempotency.route}, ${idempotency.key}, ${idempotency.requestHash}, ${response.status}, ${JSON.stringify(response.body)}
+      WHERE EXISTS (SELECT 1 FROM messages WHERE id = ${messageId})`,
+  );
+}
+
+/** Frees the key, so the client can retry an acceptance that was undone. */
+export function releaseKeyStatement(d1: D1Database, accountId: string, idempotency: Idempotency): D1PreparedStatement {
+  return statement(d1, drizzle(d1).delete(idempotencyKeys).where(sameKey(accountId, idempotency)));
+}
+
+export const isIdempotencyRace = (error: unknown) => error instanceof Error && /UNIQUE constraint failed: idempotency_keys/.test(error.message);
+
+export async function purgeExpiredKeys(d1: D1Database): Promise<void> {
+  await drizzle(d1)
+    .delete(idempotencyKeys)
+    .where(lt(idempotencyKeys.createdAt, sql`strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ${`-${idempotencyWindowHours} hours`})`))
+    .run();
+}
