@@ -1,8 +1,6 @@
-import { and, asc, eq, getTableColumns, gte, inArray, lte, sql } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
-import { events, messageRecipients, messages, messageTags } from "../db/schema";
+import { findMessage, listMessages as findMessages, type MessageRow } from "../domain/sending/messages";
 import { notFound } from "../errors";
-import { keysetPage, pageOf } from "../lib/pagination";
+import { pageOf } from "../lib/pagination";
 import { createRouter, errorResponse, IdParam, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 
 const messageStatuses = ["scheduled", "queued", "sending", "sent", "delivered", "deferred", "bounced", "failed", "suppressed", "unknown", "cancelled"] as const;
@@ -81,20 +79,6 @@ const getMessage = keyedRoute("send", {
   responses: { 200: jsonResponse(MessageSchema, "The message"), 404: errorResponse("No such message") },
 });
 
-type MessageRow = typeof messages.$inferSelect & { creditsRefunded: number };
-
-/**
- * Credits refunded for a message, as a column of the message query (one index range seek per row, no query per
- * message): refunds are ledger rows referenced `<message id>:<recipient>`, and the range [id + ":", id + ";") is
- * exactly the references starting with `<id>:` (";" follows ":"), which the (balance, kind, reference_id) index serves.
- */
-// (Spelled out: drizzle renders a column of the query's own table unqualified, which inside this subquery would name
-// credit_ledger.id.)
-const creditsRefunded = sql<number>`(SELECT COALESCE(SUM(amount), 0) FROM credit_ledger
-  WHERE balance = 'send' AND kind = 'refund' AND reference_id >= messages.id || ':' AND reference_id < messages.id || ';')`.mapWith(Number);
-
-const messageColumns = { ...getTableColumns(messages), creditsRefunded };
-
 const summary = (row: MessageRow) => ({
   id: row.id,
   status: row.status,
@@ -110,70 +94,26 @@ const summary = (row: MessageRow) => ({
   sent_at: row.sentAt,
 });
 
-const toIso = (value: string, endOfDay: boolean) => (value.length === 10 ? `${value}T${endOfDay ? "23:59:59.999" : "00:00:00.000"}Z` : new Date(value).toISOString());
-
 export const messageRoutes = createRouter()
   .openapi(listMessages, async (c) => {
-    const query = c.req.valid("query");
-    const accountId = c.get("auth").account.id;
-    const page = keysetPage(messages, query.cursor);
-    const rows = await drizzle(c.env.DB)
-      .select(messageColumns)
-      .from(messages)
-      .where(
-        and(
-          eq(messages.accountId, accountId),
-          page.where,
-          query.status ? eq(messages.status, query.status) : undefined,
-          query.created_after ? gte(messages.createdAt, toIso(query.created_after, false)) : undefined,
-          query.created_before ? lte(messages.createdAt, toIso(query.created_before, true)) : undefined,
-          query.to
-            ? inArray(
-                messages.id,
-                drizzle(c.env.DB)
-                  .select({ id: messageRecipients.messageId })
-                  .from(messageRecipients)
-                  .where(and(eq(messageRecipients.accountId, accountId), sql`lower(${messageRecipients.email}) = ${query.to.trim().toLowerCase()}`)),
-              )
-            : undefined,
-          query.tag
-            ? inArray(
-                messages.id,
-                drizzle(c.env.DB)
-                  .select({ id: messageTags.messageId })
-                  .from(messageTags)
-                  .where(and(eq(messageTags.accountId, accountId), eq(messageTags.tag, query.tag))),
-              )
-            : undefined,
-        ),
-      )
-      .orderBy(...page.orderBy)
-      .limit(query.limit + 1)
-      .all();
-    return c.json(pageOf(rows, query.limit, summary), 200);
+    const { cursor, limit, status, to, tag, created_after, created_before } = c.req.valid("query");
+    const filters = { status, to, tag, createdAfter: created_after, createdBefore: created_before };
+    const rows = await findMessages(c.env.DB, c.get("auth").account.id, filters, { cursor, limit });
+    return c.json(pageOf(rows, limit, summary), 200);
   })
   .openapi(getMessage, async (c) => {
-    const db = drizzle(c.env.DB);
-    const { id } = c.req.valid("param");
-    const accountId = c.get("auth").account.id;
-    const [row, recipients, timeline] = await db.batch([
-      db.select(messageColumns).from(messages).where(and(eq(messages.id, id), eq(messages.accountId, accountId))),
-      db
-        .select({ email: messageRecipients.email, status: messageRecipients.status, smtp_response: messageRecipients.smtpResponse })
-        .from(messageRecipients)
-        .where(and(eq(messageRecipients.messageId, id), eq(messageRecipients.accountId, accountId))),
-      db
-        .select({ id: events.id, type: events.type, created_at: events.createdAt, data: events.data })
-        .from(events)
-        .where(and(eq(events.subjectId, id), eq(events.accountId, accountId)))
-        // Events written in one millisecond (one D1 batch) share created_at; the table's implicit rowid grows in insert
-        // order, so it keeps them in the order they happened.
-        .orderBy(asc(events.createdAt), sql`${events}.rowid`),
-    ]);
-    const message = row[0];
-    if (!message) throw notFound("Message");
+    const found = await findMessage(c.env.DB, c.get("auth").account.id, c.req.valid("param").id);
+    if (!found) throw notFound("Message");
+    const { message, recipients, timeline } = found;
     return c.json(
-      { ...summary(message), reply_to: message.replyTo, recipients, attempts: message.attempts, smtp_response: message.smtpResponse, events: timeline },
+      {
+        ...summary(message),
+        reply_to: message.replyTo,
+        recipients: recipients.map((recipient) => ({ email: recipient.email, status: recipient.status, smtp_response: recipient.smtpResponse })),
+        attempts: message.attempts,
+        smtp_response: message.smtpResponse,
+        events: timeline.map((event) => ({ id: event.id, type: event.type, created_at: event.createdAt, data: event.data })),
+      },
       200,
     );
   });

@@ -1,0 +1,110 @@
+// Messages as the API shows them: the list with its filters, and one message with its recipients and event
+// timeline. This module owns those reads; acceptance, delivery and recovery write messages in their own batches.
+
+import { and, asc, eq, getTableColumns, gte, inArray, lte, sql } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
+import { events, messageRecipients, messages, messageTags } from "../../db/schema";
+import { keysetPage } from "../../lib/pagination";
+
+export type MessageRow = typeof messages.$inferSelect & { creditsRefunded: number };
+export type MessageStatus = MessageRow["status"];
+
+/**
+ * Credits refunded for a message, as a column of the message query (one index range seek per row, no query per
+ * message): refunds are ledger rows referenced `<message id>:<recipient>`, and the range [id + ":", id + ";") is
+ * exactly the references starting with `<id>:` (";" follows ":"), which the (balance, kind, reference_id) index serves.
+ */
+// (Spelled out: drizzle renders a column of the query's own table unqualified, which inside this subquery would name
+// credit_ledger.id.)
+const creditsRefunded = sql<number>`(SELECT COALESCE(SUM(amount), 0) FROM credit_ledger
+  WHERE balance = 'send' AND kind = 'refund' AND reference_id >= messages.id || ':' AND reference_id < messages.id || ';')`.mapWith(Number);
+
+const messageColumns = { ...getTableColumns(messages), creditsRefunded };
+
+export type MessageFilters = {
+  status?: MessageStatus;
+  /** A recipient address, compared case-insensitively. */
+  to?: string;
+  tag?: string;
+  /** YYYY-MM-DD (from the start of that day) or an ISO timestamp, inclusive. */
+  createdAfter?: string;
+  /** YYYY-MM-DD (to the end of that day) or an ISO timestamp, inclusive. */
+  createdBefore?: string;
+};
+
+const toIso = (value: string, endOfDay: boolean) =>
+  value.length === 10 ? `${value}T${endOfDay ? "23:59:59.999" : "00:00:00.000"}Z` : new Date(value).toISOString();
+
+/** A page of the account's messages matching the filters, newest first (`limit + 1` rows, for `pageOf`). */
+export async function listMessages(
+  d1: D1Database,
+  accountId: string,
+  filters: MessageFilters,
+  page: { cursor?: string; limit: number },
+): Promise<MessageRow[]> {
+  const db = drizzle(d1);
+  const keyset = keysetPage(messages, page.cursor);
+  return db
+    .select(messageColumns)
+    .from(messages)
+    .where(
+      and(
+        eq(messages.accountId, accountId),
+        keyset.where,
+        filters.status ? eq(messages.status, filters.status) : undefined,
+        filters.createdAfter ? gte(messages.createdAt, toIso(filters.createdAfter, false)) : undefined,
+        filters.createdBefore ? lte(messages.createdAt, toIso(filters.createdBefore, true)) : undefined,
+        filters.to
+          ? inArray(
+              messages.id,
+              db
+                .select({ id: messageRecipients.messageId })
+                .from(messageRecipients)
+                .where(and(eq(messageRecipients.accountId, accountId), sql`lower(${messageRecipients.email}) = ${filters.to.trim().toLowerCase()}`)),
+            )
+          : undefined,
+        filters.tag
+          ? inArray(
+              messages.id,
+              db
+                .select({ id: messageTags.messageId })
+                .from(messageTags)
+                .where(and(eq(messageTags.accountId, accountId), eq(messageTags.tag, filters.tag))),
+            )
+          : undefined,
+      ),
+    )
+    .orderBy(...keyset.orderBy)
+    .limit(page.limit + 1)
+    .all();
+}
+
+export type MessageDetail = {
+  message: MessageRow;
+  recipients: Pick<typeof messageRecipients.$inferSelect, "email" | "status" | "smtpResponse">[];
+  timeline: Pick<typeof events.$inferSelect, "id" | "type" | "createdAt" | "data">[];
+};
+
+/** One message of the account with its recipients and events in the order they happened, in one round trip. */
+export async function findMessage(d1: D1Database, accountId: string, messageId: string): Promise<MessageDetail | undefined> {
+  const db = drizzle(d1);
+  const [row, recipients, timeline] = await db.batch([
+    db
+      .select(messageColumns)
+      .from(messages)
+      .where(and(eq(messages.id, messageId), eq(messages.accountId, accountId))),
+    db
+      .select({ email: messageRecipients.email, status: messageRecipients.status, smtpResponse: messageRecipients.smtpResponse })
+      .from(messageRecipients)
+      .where(and(eq(messageRecipients.messageId, messageId), eq(messageRecipients.accountId, accountId))),
+    db
+      .select({ id: events.id, type: events.type, createdAt: events.createdAt, data: events.data })
+      .from(events)
+      .where(and(eq(events.subjectId, messageId), eq(events.accountId, accountId)))
+      // Events written in one millisecond (one D1 batch) share created_at; the table's implicit rowid grows in insert
+      // order, so it keeps them in the order they happened.
+      .orderBy(asc(events.createdAt), sql`${events}.rowid`),
+  ]);
+  const message = row[0];
+  return message ? { message, recipients, timeline } : undefined;
+}
