@@ -1,9 +1,5 @@
-import { and, desc, eq, isNull } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
-import { apiKeys } from "../db/schema";
-import { assertLiveCaller, generateApiKey, grantedMode, serializeApiKey } from "../domain/accounts/api-keys";
-import { notFound } from "../errors";
-import { newId, nowIso } from "../lib/ids";
+import { createApiKey, listApiKeys, revokeApiKey, rotateApiKey, serializeApiKey } from "../domain/accounts/api-keys";
+import { AppError, notFound } from "../errors";
 import { createRouter, IdParam, jsonBody, jsonResponse, keyedRoute, errorResponse, z } from "../lib/openapi";
 import { ApiKeySchema, CreatedApiKeySchema, ScopeSchema } from "./schemas";
 
@@ -73,55 +69,23 @@ const revokeKey = keyedRoute("full_access", {
 
 export const apiKeyRoutes = createRouter()
   .openapi(listKeys, async (c) => {
-    const rows = await drizzle(c.env.DB)
-      .select()
-      .from(apiKeys)
-      .where(and(eq(apiKeys.accountId, c.get("auth").account.id), isNull(apiKeys.revokedAt)))
-      .orderBy(desc(apiKeys.createdAt), desc(apiKeys.id))
-      .all();
+    const rows = await listApiKeys(c.env.DB, c.get("auth").account.id);
     return c.json({ data: rows.map(serializeApiKey) }, 200);
   })
   .openapi(createKey, async (c) => {
-    const body = c.req.valid("json");
-    const mode = grantedMode(c.get("auth").apiKey, body.mode, "key");
-    const secret = await generateApiKey(mode);
-    const row = await drizzle(c.env.DB)
-      .insert(apiKeys)
-      .values({
-        id: newId("key"),
-        accountId: c.get("auth").account.id,
-        name: body.name,
-        prefix: secret.prefix,
-        keyHash: secret.keyHash,
-        scopes: body.scopes ? [...new Set(body.scopes)] : null,
-        mode,
-      })
-      .returning()
-      .get();
-    return c.json({ ...serializeApiKey(row), key: secret.key }, 201);
+    const outcome = await createApiKey(c.env.DB, c.get("auth"), c.req.valid("json"));
+    if (outcome.kind === "live_key_required") throw new AppError(outcome.kind, outcome.message);
+    return c.json({ ...serializeApiKey(outcome.row), key: outcome.key }, 201);
   })
   .openapi(rotateKey, async (c) => {
-    const db = drizzle(c.env.DB);
-    const where = and(eq(apiKeys.id, c.req.valid("param").id), eq(apiKeys.accountId, c.get("auth").account.id), isNull(apiKeys.revokedAt));
-    const current = await db.select({ mode: apiKeys.mode }).from(apiKeys).where(where).get();
-    if (!current) throw notFound("API key");
-    // the new secret has the key's mode, so a test key rotating a live key would be handed a live secret
-    if (current.mode === "live") assertLiveCaller(c.get("auth").apiKey, "rotate a live key");
-    const secret = await generateApiKey(current.mode);
-    const row = await db.update(apiKeys).set({ keyHash: secret.keyHash, prefix: secret.prefix }).where(where).returning().get();
-    if (!row) throw notFound("API key");
-    return c.json({ ...serializeApiKey(row), key: secret.key }, 200);
+    const outcome = await rotateApiKey(c.env.DB, c.get("auth"), c.req.valid("param").id);
+    if (outcome.kind === "not_found") throw notFound("API key");
+    if (outcome.kind === "live_key_required") throw new AppError(outcome.kind, outcome.message);
+    return c.json({ ...serializeApiKey(outcome.row), key: outcome.key }, 200);
   })
   .openapi(revokeKey, async (c) => {
-    const db = drizzle(c.env.DB);
-    const { account, apiKey } = c.get("auth");
-    const where = and(eq(apiKeys.id, c.req.valid("param").id), eq(apiKeys.accountId, account.id), isNull(apiKeys.revokedAt));
-    // a leaked test key must not be able to take production down by revoking its live keys
-    if (apiKey.mode === "test") {
-      const target = await db.select({ mode: apiKeys.mode }).from(apiKeys).where(where).get();
-      if (target?.mode === "live") assertLiveCaller(apiKey, "revoke a live key");
-    }
-    const row = await db.update(apiKeys).set({ revokedAt: nowIso() }).where(where).returning().get();
-    if (!row) throw notFound("API key");
-    return c.json({ ...serializeApiKey(row), revoked_at: row.revokedAt ?? nowIso() }, 200);
+    const outcome = await revokeApiKey(c.env.DB, c.get("auth"), c.req.valid("param").id);
+    if (outcome.kind === "not_found") throw notFound("API key");
+    if (outcome.kind === "live_key_required") throw new AppError(outcome.kind, outcome.message);
+    return c.json({ ...serializeApiKey(outcome.row), revoked_at: outcome.row.revokedAt }, 200);
   });

@@ -1,17 +1,11 @@
-import { eq } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
 import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
-import { apiKeys } from "../db/schema";
 import { authenticateApiKey, hasScope } from "../domain/accounts/api-keys";
 import { hasFeature } from "../domain/accounts/accounts";
 import { AppError } from "../errors";
 import { timingSafeEqualString } from "../lib/crypto";
-import type { AppEnv, Feature, Scope } from "../types";
+import type { AppEnv, AuthContext, Feature, Scope } from "../types";
 import { config } from "../config";
-
-// last_used_at is informational; writing it at most once a minute keeps a D1 write off most requests.
-const lastUsedResolutionMs = 60_000;
 
 const bearerPattern = /^Bearer ([^\s]+)$/;
 
@@ -19,23 +13,16 @@ export function bearerToken(header: string | undefined): string | undefined {
   return header ? bearerPattern.exec(header.trim())?.[1] : undefined;
 }
 
-type AuthenticatedKey = NonNullable<Awaited<ReturnType<typeof authenticateApiKey>>>;
-
 /**
- * What every keyed request goes through once its key is known: the key's context for the handlers, last_used_at,
- * and its rate limit in the RateLimiter object `limiter` (RateLimit-* headers always, 429 with Retry-After past it).
+ * What every keyed request goes through once its key is known: the key's context for the handlers, and its rate
+ * limit in the RateLimiter object `limiter` (RateLimit-* headers always, 429 with Retry-After past it).
  */
 export async function admitKey(
   c: Context<AppEnv>,
-  auth: AuthenticatedKey,
+  auth: AuthContext,
   limiter: { name: string; limit: number; windowSeconds: number; per: "minute" | "second" },
 ): Promise<void> {
-  c.set("auth", { account: auth.account, apiKey: auth.apiKey });
-  if (!auth.lastUsedAt || Date.now() - Date.parse(auth.lastUsedAt) > lastUsedResolutionMs) {
-    c.executionCtx.waitUntil(
-      drizzle(c.env.DB).update(apiKeys).set({ lastUsedAt: new Date().toISOString() }).where(eq(apiKeys.id, auth.apiKey.id)).run(),
-    );
-  }
+  c.set("auth", auth);
   const decision = await c.env.RATE_LIMITER.getByName(limiter.name).consume(limiter.limit, limiter.windowSeconds);
   const rateHeaders = {
     "RateLimit-Limit": String(decision.limit),
@@ -56,7 +43,7 @@ export const apiKeyAuth = createMiddleware<AppEnv>(async (c, next) => {
   if (!presented) {
     throw new AppError("unauthorized", "Missing API key: send it as `Authorization: Bearer <API_KEY>`");
   }
-  const auth = await authenticateApiKey(drizzle(c.env.DB), presented);
+  const auth = await authenticateApiKey(c.env.DB, presented, (write) => c.executionCtx.waitUntil(write));
   if (!auth) throw new AppError("unauthorized", "Invalid API key: it does not exist, was revoked or was rotated");
   await admitKey(c, auth, { name: `key:${auth.apiKey.id}`, limit: auth.account.rateLimitPerMinute, windowSeconds: 60, per: "minute" });
   await next();

@@ -1,9 +1,11 @@
-import { and, eq, isNull } from "drizzle-orm";
-import type { DrizzleD1Database } from "drizzle-orm/d1";
+// API keys: minting, rotating, revoking and authenticating them, and the rule that a test key never gets hold of
+// live power. This module owns the api_keys queries; the routes and the auth middleware call it.
+
+import { and, desc, eq, isNull } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
 import { accounts, apiKeys } from "../../db/schema";
-import { randomBase62 } from "../../lib/ids";
+import { newId, nowIso, randomBase62 } from "../../lib/ids";
 import { sha256Hex } from "../../lib/crypto";
-import { AppError } from "../../errors";
 import type { ApiKeyContext, AuthContext, Scope } from "../../types";
 
 export type ApiKeyMode = "live" | "test";
@@ -27,12 +29,20 @@ export function toKeyContext(row: Pick<ApiKeyRow, "id" | "name" | "prefix" | "sc
   return { id: row.id, name: row.name, prefix: row.prefix, scopes: row.scopes ?? null, mode: row.mode };
 }
 
-/** Resolves a presented key to its account, or undefined for an unknown, revoked or rotated-away key. */
+// last_used_at is informational; writing it at most once a minute keeps a D1 write off most requests.
+const lastUsedResolutionMs = 60_000;
+
+/**
+ * Resolves a presented key to its account, or undefined for an unknown, revoked or rotated-away key. Notes the use
+ * in last_used_at through `waitUntil`, after the answer.
+ */
 export async function authenticateApiKey(
-  db: DrizzleD1Database,
+  d1: D1Database,
   presented: string,
-): Promise<(AuthContext & { lastUsedAt: string | null }) | undefined> {
+  waitUntil: (promise: Promise<unknown>) => void,
+): Promise<AuthContext | undefined> {
   if (!looksLikeApiKey(presented)) return undefined;
+  const db = drizzle(d1);
   const row = await db
     .select({ key: apiKeys, account: accounts })
     .from(apiKeys)
@@ -40,22 +50,102 @@ export async function authenticateApiKey(
     .where(and(eq(apiKeys.keyHash, await sha256Hex(presented)), isNull(apiKeys.revokedAt)))
     .get();
   if (!row) return undefined;
-  return { account: row.account, apiKey: toKeyContext(row.key), lastUsedAt: row.key.lastUsedAt };
+  if (!row.key.lastUsedAt || Date.now() - Date.parse(row.key.lastUsedAt) > lastUsedResolutionMs) {
+    waitUntil(db.update(apiKeys).set({ lastUsedAt: nowIso() }).where(eq(apiKeys.id, row.key.id)).run());
+  }
+  return { account: row.account, apiKey: toKeyContext(row.key) };
 }
+
+/** A test key asked for live power: what to tell it. */
+export type LiveKeyRequired = { kind: "live_key_required"; message: string };
 
 /**
- * The mode of what a key creates (another key, an SMTP credential): the mode asked for, else the key's own. Test
- * keys go to places trusted less than production (CI, staging, a laptop), so nothing they create or rotate may
- * send live mail; otherwise leaking one would be as bad as leaking a live key.
+ * Test keys go to places trusted less than production (CI, staging, a laptop), so nothing they create or rotate may
+ * send live mail, and they may not revoke live keys or credentials: otherwise leaking one would be as bad as leaking
+ * a live key. The refusal when a test key acts on something live, else undefined.
  */
-export function grantedMode(caller: ApiKeyContext, requested: ApiKeyMode | undefined, what: string): ApiKeyMode {
-  const mode = requested ?? caller.mode;
-  if (mode === "live") assertLiveCaller(caller, `create a live ${what}`);
-  return mode;
+export function refuseTestKeyOnLive(caller: ApiKeyContext, targetMode: ApiKeyMode, action: string): LiveKeyRequired | undefined {
+  if (caller.mode === "live" || targetMode === "test") return undefined;
+  return { kind: "live_key_required", message: `A test key (sk_test_…) cannot ${action}; use a live key (sk_live_…)` };
 }
 
-export function assertLiveCaller(caller: ApiKeyContext, action: string): void {
-  if (caller.mode === "test") throw new AppError("live_key_required", `A test key (sk_test_…) cannot ${action}; use a live key (sk_live_…)`);
+/** The mode of what a key creates (another key, an SMTP credential): the mode asked for, else the key's own. */
+export function grantedMode(caller: ApiKeyContext, requested: ApiKeyMode | undefined, what: string): { kind: "granted"; mode: ApiKeyMode } | LiveKeyRequired {
+  const mode = requested ?? caller.mode;
+  return refuseTestKeyOnLive(caller, mode, `create a live ${what}`) ?? { kind: "granted", mode };
+}
+
+const activeKey = (accountId: string, keyId: string) => and(eq(apiKeys.id, keyId), eq(apiKeys.accountId, accountId), isNull(apiKeys.revokedAt));
+
+/** The account's active keys, newest first. */
+export async function listApiKeys(d1: D1Database, accountId: string): Promise<ApiKeyRow[]> {
+  return drizzle(d1)
+    .select()
+    .from(apiKeys)
+    .where(and(eq(apiKeys.accountId, accountId), isNull(apiKeys.revokedAt)))
+    .orderBy(desc(apiKeys.createdAt), desc(apiKeys.id))
+    .all();
+}
+
+/** A new key of the caller's account; `key` is the secret, returned only here. */
+export async function createApiKey(
+  d1: D1Database,
+  caller: AuthContext,
+  input: { name: string; scopes?: Scope[]; mode?: ApiKeyMode },
+): Promise<{ kind: "created"; row: ApiKeyRow; key: string } | LiveKeyRequired> {
+  const granted = grantedMode(caller.apiKey, input.mode, "key");
+  if (granted.kind !== "granted") return granted;
+  const secret = await generateApiKey(granted.mode);
+  const row = await drizzle(d1)
+    .insert(apiKeys)
+    .values({
+      id: newId("key"),
+      accountId: caller.account.id,
+      name: input.name,
+      prefix: secret.prefix,
+      keyHash: secret.keyHash,
+      scopes: input.scopes ? [...new Set(input.scopes)] : null,
+      mode: granted.mode,
+    })
+    .returning()
+    .get();
+  return { kind: "created", row, key: secret.key };
+}
+
+/** Replaces a key's secret; the key keeps its mode, so only a live key may rotate a live one. */
+export async function rotateApiKey(
+  d1: D1Database,
+  caller: AuthContext,
+  keyId: string,
+): Promise<{ kind: "rotated"; row: ApiKeyRow; key: string } | { kind: "not_found" } | LiveKeyRequired> {
+  const db = drizzle(d1);
+  const where = activeKey(caller.account.id, keyId);
+  const current = await db.select({ mode: apiKeys.mode }).from(apiKeys).where(where).get();
+  if (!current) return { kind: "not_found" };
+  // the new secret has the key's mode, so a test key rotating a live key would be handed a live secret
+  const refusal = refuseTestKeyOnLive(caller.apiKey, current.mode, "rotate a live key");
+  if (refusal) return refusal;
+  const secret = await generateApiKey(current.mode);
+  const row = await db.update(apiKeys).set({ keyHash: secret.keyHash, prefix: secret.prefix }).where(where).returning().get();
+  return row ? { kind: "rotated", row, key: secret.key } : { kind: "not_found" };
+}
+
+/** Revokes a key at once; a test key may revoke only test keys. */
+export async function revokeApiKey(
+  d1: D1Database,
+  caller: AuthContext,
+  keyId: string,
+): Promise<{ kind: "revoked"; row: ApiKeyRow & { revokedAt: string } } | { kind: "not_found" } | LiveKeyRequired> {
+  const db = drizzle(d1);
+  const where = activeKey(caller.account.id, keyId);
+  if (caller.apiKey.mode === "test") {
+    const target = await db.select({ mode: apiKeys.mode }).from(apiKeys).where(where).get();
+    const refusal = target && refuseTestKeyOnLive(caller.apiKey, target.mode, "revoke a live key");
+    if (refusal) return refusal;
+  }
+  const revokedAt = nowIso();
+  const row = await db.update(apiKeys).set({ revokedAt }).where(where).returning().get();
+  return row ? { kind: "revoked", row: { ...row, revokedAt: row.revokedAt ?? revokedAt } } : { kind: "not_found" };
 }
 
 export const hasScope = (key: ApiKeyContext, scope: Scope) => key.scopes === null || key.scopes.includes(scope);
