@@ -1,10 +1,5 @@
-import { and, desc, eq, isNull } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
-import { smtpCredentials } from "../db/schema";
-import { assertLiveCaller, grantedMode } from "../domain/accounts/api-keys";
-import { generateSmtpCredential, serializeSmtpCredential } from "../domain/smtp/credentials";
-import { notFound } from "../errors";
-import { newId, nowIso } from "../lib/ids";
+import { createSmtpCredential, listSmtpCredentials, revokeSmtpCredential, serializeSmtpCredential } from "../domain/smtp/credentials";
+import { AppError, notFound } from "../errors";
 import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, Timestamp, z } from "../lib/openapi";
 
 const CreateSmtpCredentialSchema = z
@@ -77,43 +72,17 @@ const revokeCredential = keyedRoute("send", {
 
 export const smtpCredentialRoutes = createRouter()
   .openapi(listCredentials, async (c) => {
-    const rows = await drizzle(c.env.DB)
-      .select()
-      .from(smtpCredentials)
-      .where(and(eq(smtpCredentials.accountId, c.get("auth").account.id), isNull(smtpCredentials.revokedAt)))
-      .orderBy(desc(smtpCredentials.createdAt), desc(smtpCredentials.id))
-      .all();
+    const rows = await listSmtpCredentials(c.env.DB, c.get("auth").account.id);
     return c.json({ data: rows.map(serializeSmtpCredential) }, 200);
   })
   .openapi(createCredential, async (c) => {
-    const body = c.req.valid("json");
-    const { account, apiKey } = c.get("auth");
-    const mode = grantedMode(apiKey, body.mode, "SMTP credential");
-    const secret = await generateSmtpCredential();
-    const row = await drizzle(c.env.DB)
-      .insert(smtpCredentials)
-      .values({
-        id: newId("smtp"),
-        accountId: account.id,
-        name: body.name,
-        username: secret.username,
-        passwordHash: secret.passwordHash,
-        mode,
-      })
-      .returning()
-      .get();
-    return c.json({ ...serializeSmtpCredential(row), password: secret.password }, 201);
+    const outcome = await createSmtpCredential(c.env.DB, c.get("auth"), c.req.valid("json"));
+    if (outcome.kind === "live_key_required") throw new AppError(outcome.kind, outcome.message);
+    return c.json({ ...serializeSmtpCredential(outcome.row), password: outcome.password }, 201);
   })
   .openapi(revokeCredential, async (c) => {
-    const db = drizzle(c.env.DB);
-    const { account, apiKey } = c.get("auth");
-    const where = and(eq(smtpCredentials.id, c.req.valid("param").id), eq(smtpCredentials.accountId, account.id), isNull(smtpCredentials.revokedAt));
-    // as for API keys: a leaked test key must not be able to stop production mail
-    if (apiKey.mode === "test") {
-      const target = await db.select({ mode: smtpCredentials.mode }).from(smtpCredentials).where(where).get();
-      if (target?.mode === "live") assertLiveCaller(apiKey, "revoke a live SMTP credential");
-    }
-    const row = await db.update(smtpCredentials).set({ revokedAt: nowIso() }).where(where).returning().get();
-    if (!row) throw notFound("SMTP credential");
-    return c.json({ ...serializeSmtpCredential(row), revoked_at: row.revokedAt ?? nowIso() }, 200);
+    const outcome = await revokeSmtpCredential(c.env.DB, c.get("auth"), c.req.valid("param").id);
+    if (outcome.kind === "not_found") throw notFound("SMTP credential");
+    if (outcome.kind === "live_key_required") throw new AppError(outcome.kind, outcome.message);
+    return c.json({ ...serializeSmtpCredential(outcome.row), revoked_at: outcome.row.revokedAt }, 200);
   });

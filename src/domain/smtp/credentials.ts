@@ -1,9 +1,14 @@
-import { and, eq, isNull } from "drizzle-orm";
+// SMTP credentials: the username and password the bridge's clients log in with. This module owns their queries;
+// the API routes and the bridge's internal endpoints call it.
+
+import { and, desc, eq, isNull } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { accounts, smtpCredentials } from "../../db/schema";
 import { sha256Hex, timingSafeEqualString } from "../../lib/crypto";
-import { randomBase62 } from "../../lib/ids";
+import { newId, nowIso, randomBase62 } from "../../lib/ids";
+import type { AuthContext } from "../../types";
 import type { Account } from "../accounts/accounts";
+import { grantedMode, refuseTestKeyOnLive, type ApiKeyMode, type LiveKeyRequired } from "../accounts/api-keys";
 
 export type SmtpCredentialRow = typeof smtpCredentials.$inferSelect;
 
@@ -25,6 +30,61 @@ export async function generateSmtpCredential() {
 
 export function serializeSmtpCredential(row: SmtpCredentialRow) {
   return { id: row.id, name: row.name, username: row.username, mode: row.mode, created_at: row.createdAt, last_used_at: row.lastUsedAt };
+}
+
+const activeCredential = (accountId: string, credentialId: string) =>
+  and(eq(smtpCredentials.id, credentialId), eq(smtpCredentials.accountId, accountId), isNull(smtpCredentials.revokedAt));
+
+/** The account's active credentials, newest first. */
+export async function listSmtpCredentials(d1: D1Database, accountId: string): Promise<SmtpCredentialRow[]> {
+  return drizzle(d1)
+    .select()
+    .from(smtpCredentials)
+    .where(and(eq(smtpCredentials.accountId, accountId), isNull(smtpCredentials.revokedAt)))
+    .orderBy(desc(smtpCredentials.createdAt), desc(smtpCredentials.id))
+    .all();
+}
+
+/** A new credential of the caller's account, of the mode `grantedMode` allows; `password` is returned only here. */
+export async function createSmtpCredential(
+  d1: D1Database,
+  caller: AuthContext,
+  input: { name: string; mode?: ApiKeyMode },
+): Promise<{ kind: "created"; row: SmtpCredentialRow; password: string } | LiveKeyRequired> {
+  const granted = grantedMode(caller.apiKey, input.mode, "SMTP credential");
+  if (granted.kind !== "granted") return granted;
+  const secret = await generateSmtpCredential();
+  const row = await drizzle(d1)
+    .insert(smtpCredentials)
+    .values({
+      id: newId("smtp"),
+      accountId: caller.account.id,
+      name: input.name,
+      username: secret.username,
+      passwordHash: secret.passwordHash,
+      mode: granted.mode,
+    })
+    .returning()
+    .get();
+  return { kind: "created", row, password: secret.password };
+}
+
+/** Revokes a credential at once; as for API keys, a test key may revoke only test credentials. */
+export async function revokeSmtpCredential(
+  d1: D1Database,
+  caller: AuthContext,
+  credentialId: string,
+): Promise<{ kind: "revoked"; row: SmtpCredentialRow & { revokedAt: string } } | { kind: "not_found" } | LiveKeyRequired> {
+  const db = drizzle(d1);
+  const where = activeCredential(caller.account.id, credentialId);
+  if (caller.apiKey.mode === "test") {
+    const target = await db.select({ mode: smtpCredentials.mode }).from(smtpCredentials).where(where).get();
+    const refusal = target && refuseTestKeyOnLive(caller.apiKey, target.mode, "revoke a live SMTP credential");
+    if (refusal) return refusal;
+  }
+  const revokedAt = nowIso();
+  const row = await db.update(smtpCredentials).set({ revokedAt }).where(where).returning().get();
+  return row ? { kind: "revoked", row: { ...row, revokedAt: row.revokedAt ?? revokedAt } } : { kind: "not_found" };
 }
 
 // Compared against when the username is unknown, so a miss costs the same hashing and comparison as a hit.
