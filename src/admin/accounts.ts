@@ -1,12 +1,13 @@
-import { eq } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
-import { statement } from "../db/client";
-import { accounts, apiKeys } from "../db/schema";
-import { defaultFeatures, findAccount, planNames, plans, serializeAccount } from "../domain/accounts/accounts";
-import { generateApiKey } from "../domain/accounts/api-keys";
-import { topUpStatements } from "../domain/credits/ledger";
+import {
+  createAccount as addAccount,
+  findAccount,
+  planNames,
+  serializeAccount,
+  topUpAccount,
+  updateAccount as changeAccount,
+} from "../domain/accounts/accounts";
 import { notFound } from "../errors";
-import { newId, nowIso } from "../lib/ids";
 import { adminRoute, createRouter, evenWithFieldErrors, errorResponse, IdParam, jsonBody, jsonResponse, z } from "../lib/openapi";
 import { AccountSchema, FeatureSchema } from "../api/schemas";
 
@@ -77,29 +78,16 @@ const topUp = adminRoute({
 export const adminAccountRoutes = createRouter()
   .openapi(createAccount, async (c) => {
     const body = c.req.valid("json");
-    const accountId = newId("acc");
-    const key = await generateApiKey("live");
-    const db = drizzle(c.env.DB);
-    const plan = plans[body.plan];
-    await c.env.DB.batch([
-      statement(c.env.DB, db.insert(accounts).values({
-        id: accountId,
-        name: body.name,
-        plan: body.plan,
-        features: [...new Set(body.features ?? defaultFeatures)],
-        dailySendLimit: body.daily_send_limit ?? plan.dailySendLimit,
-        rateLimitPerMinute: body.rate_limit_per_minute ?? plan.rateLimitPerMinute,
-      })),
-      statement(
-        c.env.DB,
-        db.insert(apiKeys).values({ id: newId("key"), accountId, name: "Default", prefix: key.prefix, keyHash: key.keyHash, scopes: null }),
-      ),
-      ...(body.send_credits > 0 ? topUpStatements(c.env.DB, accountId, "send", body.send_credits, "initial credits") : []),
-      ...(body.verify_credits > 0 ? topUpStatements(c.env.DB, accountId, "verify", body.verify_credits, "initial credits") : []),
-    ]);
-    const account = await findAccount(db, accountId);
-    if (!account) throw notFound("Account");
-    return c.json({ ...serializeAccount(account), api_key: key.key }, 201);
+    const { account, key } = await addAccount(c.env.DB, {
+      name: body.name,
+      plan: body.plan,
+      features: body.features,
+      sendCredits: body.send_credits,
+      verifyCredits: body.verify_credits,
+      dailySendLimit: body.daily_send_limit,
+      rateLimitPerMinute: body.rate_limit_per_minute,
+    });
+    return c.json({ ...serializeAccount(account), api_key: key }, 201);
   })
   .openapi(getAccount, async (c) => {
     const account = await findAccount(drizzle(c.env.DB), c.req.valid("param").id);
@@ -108,34 +96,19 @@ export const adminAccountRoutes = createRouter()
   })
   .openapi(updateAccount, async (c) => {
     const body = c.req.valid("json");
-    const planDefaults = body.plan ? plans[body.plan] : undefined;
-    const row = await drizzle(c.env.DB)
-      .update(accounts)
-      .set({
-        name: body.name,
-        plan: body.plan,
-        features: body.features ? [...new Set(body.features)] : undefined,
-        dailySendLimit: body.daily_send_limit ?? planDefaults?.dailySendLimit,
-        rateLimitPerMinute: body.rate_limit_per_minute ?? planDefaults?.rateLimitPerMinute,
-        updatedAt: nowIso(),
-      })
-      .where(eq(accounts.id, c.req.valid("param").id))
-      .returning()
-      .get();
-    if (!row) throw notFound("Account");
-    return c.json(serializeAccount(row), 200);
+    const account = await changeAccount(c.env.DB, c.req.valid("param").id, {
+      name: body.name,
+      plan: body.plan,
+      features: body.features,
+      dailySendLimit: body.daily_send_limit,
+      rateLimitPerMinute: body.rate_limit_per_minute,
+    });
+    if (!account) throw notFound("Account");
+    return c.json(serializeAccount(account), 200);
   })
   .openapi(topUp, async (c) => {
-    const { id } = c.req.valid("param");
     const body = c.req.valid("json");
-    const db = drizzle(c.env.DB);
-    if (!(await findAccount(db, id))) throw notFound("Account");
-    const note = body.note ?? "operator top-up";
-    await c.env.DB.batch([
-      ...(body.send ? topUpStatements(c.env.DB, id, "send", body.send, note) : []),
-      ...(body.verify ? topUpStatements(c.env.DB, id, "verify", body.verify, note) : []),
-    ]);
-    const account = await findAccount(db, id);
+    const account = await topUpAccount(c.env.DB, c.req.valid("param").id, { send: body.send, verify: body.verify, note: body.note ?? "operator top-up" });
     if (!account) throw notFound("Account");
     return c.json(serializeAccount(account), 200);
   });

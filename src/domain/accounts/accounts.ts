@@ -1,7 +1,14 @@
+// Accounts: plans, limits, features and balances, as the operator sets them. This module owns the accounts'
+// queries; balances change only through the credits ledger.
+
 import { eq } from "drizzle-orm";
-import type { DrizzleD1Database } from "drizzle-orm/d1";
+import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
+import { statement } from "../../db/client";
 import { accounts } from "../../db/schema";
+import { newId, nowIso } from "../../lib/ids";
 import type { Feature } from "../../types";
+import { topUpStatements } from "../credits/ledger";
+import { defaultKeyStatement } from "./api-keys";
 
 export type Account = typeof accounts.$inferSelect;
 
@@ -48,4 +55,79 @@ export function serializeAccount(account: Account) {
 
 export async function findAccount(db: DrizzleD1Database, id: string): Promise<Account | undefined> {
   return db.select().from(accounts).where(eq(accounts.id, id)).get();
+}
+
+type Limits = { dailySendLimit?: number; rateLimitPerMinute?: number };
+
+/**
+ * A new account with its first full-access key and its initial credits (ledger entries), in one transaction. The
+ * limits not given are the plan's; `key` is the key's secret, returned only here.
+ */
+export async function createAccount(
+  d1: D1Database,
+  input: { name: string; plan: Plan; features?: Feature[]; sendCredits: number; verifyCredits: number } & Limits,
+): Promise<{ account: Account; key: string }> {
+  const accountId = newId("acc");
+  const defaults = plans[input.plan];
+  const firstKey = await defaultKeyStatement(d1, accountId);
+  const db = drizzle(d1);
+  await d1.batch([
+    statement(
+      d1,
+      db.insert(accounts).values({
+        id: accountId,
+        name: input.name,
+        plan: input.plan,
+        features: [...new Set(input.features ?? defaultFeatures)],
+        dailySendLimit: input.dailySendLimit ?? defaults.dailySendLimit,
+        rateLimitPerMinute: input.rateLimitPerMinute ?? defaults.rateLimitPerMinute,
+      }),
+    ),
+    firstKey.statement,
+    ...(input.sendCredits > 0 ? topUpStatements(d1, accountId, "send", input.sendCredits, "initial credits") : []),
+    ...(input.verifyCredits > 0 ? topUpStatements(d1, accountId, "verify", input.verifyCredits, "initial credits") : []),
+  ]);
+  const account = await findAccount(db, accountId);
+  if (!account) throw new Error(`Account ${accountId} was written but could not be read back`);
+  return { account, key: firstKey.key };
+}
+
+/**
+ * Changes an account; `undefined` keeps a field. A new plan brings its default limits unless limits are given with
+ * it. Undefined when there is no such account.
+ */
+export async function updateAccount(
+  d1: D1Database,
+  accountId: string,
+  change: { name?: string; plan?: Plan; features?: Feature[] } & Limits,
+): Promise<Account | undefined> {
+  const defaults = change.plan ? plans[change.plan] : undefined;
+  return drizzle(d1)
+    .update(accounts)
+    .set({
+      name: change.name,
+      plan: change.plan,
+      features: change.features ? [...new Set(change.features)] : undefined,
+      dailySendLimit: change.dailySendLimit ?? defaults?.dailySendLimit,
+      rateLimitPerMinute: change.rateLimitPerMinute ?? defaults?.rateLimitPerMinute,
+      updatedAt: nowIso(),
+    })
+    .where(eq(accounts.id, accountId))
+    .returning()
+    .get();
+}
+
+/** Adds credits to either balance, one ledger entry each; the account as it stands after, or undefined if none. */
+export async function topUpAccount(
+  d1: D1Database,
+  accountId: string,
+  credits: { send?: number; verify?: number; note: string },
+): Promise<Account | undefined> {
+  const db = drizzle(d1);
+  if (!(await findAccount(db, accountId))) return undefined;
+  await d1.batch([
+    ...(credits.send ? topUpStatements(d1, accountId, "send", credits.send, credits.note) : []),
+    ...(credits.verify ? topUpStatements(d1, accountId, "verify", credits.verify, credits.note) : []),
+  ]);
+  return findAccount(db, accountId);
 }

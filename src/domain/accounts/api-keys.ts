@@ -3,6 +3,7 @@
 
 import { and, desc, eq, isNull } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
+import { statement } from "../../db/client";
 import { accounts, apiKeys } from "../../db/schema";
 import { newId, nowIso, randomBase62 } from "../../lib/ids";
 import { sha256Hex } from "../../lib/crypto";
@@ -76,6 +77,15 @@ export function grantedMode(caller: ApiKeyContext, requested: ApiKeyMode | undef
 }
 
 const activeKey = (accountId: string, keyId: string) => and(eq(apiKeys.id, keyId), eq(apiKeys.accountId, accountId), isNull(apiKeys.revokedAt));
+
+/** A new account's first key (live, full access, named "Default"), as a statement for the account's creation batch. */
+export async function defaultKeyStatement(d1: D1Database, accountId: string): Promise<{ statement: D1PreparedStatement; key: string }> {
+  const secret = await generateApiKey("live");
+  const insert = drizzle(d1)
+    .insert(apiKeys)
+    .values({ id: newId("key"), accountId, name: "Default", prefix: secret.prefix, keyHash: secret.keyHash, scopes: null });
+  return { statement: statement(d1, insert), key: secret.key };
+}
 
 /** The account's active keys, newest first. */
 export async function listApiKeys(d1: D1Database, accountId: string): Promise<ApiKeyRow[]> {
