@@ -1,10 +1,14 @@
 import { z } from "@hono/zod-openapi";
+import { drizzle } from "drizzle-orm/d1";
+import { statement } from "../../db/client";
+import { events } from "../../db/schema";
 import { newId } from "../../lib/ids";
 
 /**
- * Every event type of the spec (Events) that webhooks can subscribe to. Reserved, nothing emits them yet: `delivered`,
- * `bounced`, `complained` (campaign mail), `opened`, `clicked` (tracking), `campaign.completed`,
- * `warmup.status_changed`, `automation.completed`; `relay.delivered` and `relay.complained` come from test mode only.
+ * Every event type of the spec (Events) that webhooks can subscribe to. Campaign mail emits `bounced` and
+ * `campaign.completed`. Reserved, nothing emits them yet: `delivered`, `complained` (provider feedback is not wired),
+ * `opened`, `clicked` (tracking), `warmup.status_changed`, `automation.completed`; `relay.delivered` and
+ * `relay.complained` come from test mode only.
  */
 export const eventTypes = [
   "delivered",
@@ -45,12 +49,11 @@ export type EventInput = {
  * `dispatchEvents` (webhooks) with the same account and dedupe keys.
  */
 export function eventStatement(d1: D1Database, event: EventInput): D1PreparedStatement {
-  return d1
-    .prepare(
-      `INSERT INTO events (id, account_id, type, subject_id, dedupe_key, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-       ON CONFLICT (account_id, dedupe_key) DO NOTHING`,
-    )
-    .bind(newId("evt"), event.accountId, event.type, event.subjectId ?? null, event.dedupeKey, JSON.stringify(event.data));
+  const insert = drizzle(d1)
+    .insert(events)
+    .values({ id: newId("evt"), accountId: event.accountId, type: event.type, subjectId: event.subjectId ?? null, dedupeKey: event.dedupeKey, data: event.data })
+    .onConflictDoNothing({ target: [events.accountId, events.dedupeKey] });
+  return statement(d1, insert);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -64,8 +67,8 @@ const messageEventFields = {
   message_id: z.string().openapi({ example: "msg_4Qm0c2JYd7pG1rXw8LkN3e" }),
   from: z.string().optional().openapi({ example: "Acme <hello@acme.example.com>" }),
   subject: z.string().optional(),
-  source: z.enum(["api", "smtp", "campaign"]).optional().openapi({ description: "How the message was submitted (`campaign` is reserved)" }),
-  campaign_id: z.string().nullable().optional().openapi({ description: "Reserved for campaigns, which are not built yet: not sent today" }),
+  source: z.enum(["api", "smtp", "campaign"]).optional().openapi({ description: "How the message was submitted: POST /send, the SMTP relay, or a campaign" }),
+  campaign_id: z.string().nullable().optional().openapi({ description: "The campaign of a campaign message (absent for API and SMTP messages)" }),
   tags: z.array(z.string()).optional().openapi({ description: "The message's tags" }),
   metadata: z.record(z.string(), z.string()).optional().openapi({ description: "The message's metadata, as sent" }),
   test: z.boolean().optional().openapi({ description: "true for messages of test-mode keys: nothing was really sent" }),
@@ -95,10 +98,10 @@ const trackingFields = {
 export const eventDataSchemas = {
   delivered: z
     .looseObject({ ...recipientEventFields, smtp_response: smtpResponse })
-    .openapi("DeliveredEventData", { description: reserved("campaign mail is not built") }),
+    .openapi("DeliveredEventData", { description: reserved("providers' delivery notifications for campaign mail are not wired") }),
   bounced: z
     .looseObject({ ...recipientEventFields, ...bounceFields })
-    .openapi("BouncedEventData", { description: reserved("campaign mail is not built") }),
+    .openapi("BouncedEventData", { description: "A campaign message bounced; its reserved credit was released" }),
   opened: z
     .looseObject({ ...recipientEventFields, ...trackingFields })
     .openapi("OpenedEventData", { description: reserved("open tracking is not built") }),
@@ -107,7 +110,7 @@ export const eventDataSchemas = {
     .openapi("ClickedEventData", { description: reserved("click tracking is not built") }),
   complained: z
     .looseObject({ ...recipientEventFields, feedback_type: z.string().nullable().optional() })
-    .openapi("ComplainedEventData", { description: reserved("campaign mail is not built") }),
+    .openapi("ComplainedEventData", { description: reserved("no provider feedback loop is wired") }),
   unsubscribed: z
     .looseObject({
       email: z.string(),
@@ -135,10 +138,14 @@ export const eventDataSchemas = {
       name: z.string().optional(),
       recipients: z.number().int(),
       sent: z.number().int(),
+      delivered: z.number().int().optional(),
+      bounced: z.number().int().optional(),
       failed: z.number().int(),
       suppressed: z.number().int(),
+      cancelled: z.number().int().optional(),
+      unknown: z.number().int().optional(),
     })
-    .openapi("CampaignCompletedEventData", { description: reserved("campaigns are not built") }),
+    .openapi("CampaignCompletedEventData", { description: "Every recipient of a sent campaign reached a final state; the counters are those of GET /campaigns/{id}" }),
   "warmup.status_changed": z
     .looseObject({
       warmup_id: z.string(),
