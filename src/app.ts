@@ -3,6 +3,7 @@ import { adminAccountRoutes } from "./admin/accounts";
 import { apiKeyRoutes } from "./api/api-keys";
 import { contactRoutes } from "./api/contacts";
 import { listRoutes } from "./api/lists";
+import { senderRoutes } from "./api/senders";
 import { suppressionRoutes } from "./api/suppressions";
 import { domainRoutes } from "./api/domains";
 import { messageRoutes } from "./api/messages";
@@ -40,6 +41,7 @@ export const openApiInfo = {
     { name: "Verification API", description: "The standalone verification API: /api/validate and /api/batch/*, key in `?apikey=`, 5 requests/s" },
     { name: "Contacts", description: "Contacts (created or updated by address), custom fields and CSV imports" },
     { name: "Lists", description: "Lists of contacts and their members" },
+    { name: "Senders", description: "The names and addresses (on verified domains) campaigns are sent from" },
     { name: "Suppressions", description: "Addresses never mailed again: bounces, complaints, unsubscribes, manual entries" },
     { name: "SMTP relay", description: "Credentials for the SMTP relay (587/2525 STARTTLS, 465 TLS); the relay feeds the same pipeline as POST /send" },
     { name: "Operator", description: "Operator API under /admin/v1, authenticated with ADMIN_TOKEN" },
@@ -81,6 +83,7 @@ export function createApp() {
   app.route("/api/v1", apiKeyRoutes);
   app.route("/api/v1", contactRoutes);
   app.route("/api/v1", listRoutes);
+  app.route("/api/v1", senderRoutes);
   app.route("/api/v1", suppressionRoutes);
   app.route("/api/v1", webhookRoutes);
   app.route("/api/v1", domainRoutes);

@@ -1,0 +1,130 @@
+import {
+  createSender as addSender,
+  deleteSender as removeSender,
+  findSender,
+  listSenders as findSenders,
+  senderAddress,
+  updateSender as changeSender,
+  type SenderAddressProblem,
+  type SenderRow,
+} from "../domain/campaigns/senders";
+import { notFound, validationError } from "../errors";
+import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
+import { pageOf } from "../lib/pagination";
+
+const AddressSchema = z
+  .string()
+  .trim()
+  .max(320)
+  .superRefine((value, ctx) => {
+    const address = senderAddress(value);
+    if ("error" in address) ctx.addIssue({ code: "custom", message: address.error });
+  });
+
+const senderFields = {
+  // The name goes into the From header of every campaign message.
+  name: z
+    .string()
+    .trim()
+    .min(1)
+    .max(200)
+    .refine((value) => !/[\r\n]/.test(value), "The name must not contain line breaks")
+    .openapi({ example: "Acme News" }),
+  email: AddressSchema.openapi({ description: "On a verified sending domain of the account", example: "news@acme.example" }),
+  reply_to: AddressSchema.nullable().optional().openapi({ description: "Any address; `null` removes it", example: "support@acme.example" }),
+};
+
+const SenderSchema = z
+  .object({
+    id: z.string().openapi({ example: "snd_4fK9pQ2mZ7xB1vL8tR3cWd" }),
+    name: z.string(),
+    email: z.string(),
+    reply_to: z.string().nullable(),
+    domain_id: z.string().openapi({ description: "The verified domain the address is on" }),
+    created_at: Timestamp,
+    updated_at: Timestamp,
+  })
+  .openapi("Sender");
+
+const CreateSenderSchema = z.object(senderFields).strict().openapi("CreateSender");
+const UpdateSenderSchema = z
+  .object({ name: senderFields.name.optional(), email: senderFields.email.optional(), reply_to: senderFields.reply_to })
+  .strict()
+  .openapi("UpdateSender");
+
+function serializeSender(row: SenderRow) {
+  return { id: row.id, name: row.name, email: row.email, reply_to: row.replyTo, domain_id: row.domainId, created_at: row.createdAt, updated_at: row.updatedAt };
+}
+
+/** The 422 of a sender whose address cannot send: keyed `email`, as the field the user must change. */
+function addressError(problem: SenderAddressProblem) {
+  return validationError({
+    email: [
+      problem.kind === "invalid_email"
+        ? problem.error
+        : `${problem.domain} is not a verified sending domain of this account; add it with POST /api/v1/domains and verify it`,
+    ],
+  });
+}
+
+const route = (method: "get" | "post" | "patch" | "delete", path: string, summary: string) => ({ method, path, summary, tags: ["Senders"] });
+const unverified = "The address is not on a verified sending domain of the account (`errors.email`), or a field is invalid";
+
+const listSenders = keyedRoute("campaigns", {
+  ...route("get", "/senders", "List senders"),
+  request: { query: PaginationQuery },
+  responses: { 200: jsonResponse(paginated(SenderSchema, "SenderList"), "Senders, newest first") },
+});
+const createSender = keyedRoute("campaigns", {
+  ...route("post", "/senders", "Create a sender"),
+  description: "The name and address campaigns are sent from. The address must be on a verified sending domain of the account.",
+  request: { body: jsonBody(CreateSenderSchema) },
+  responses: { 201: jsonResponse(SenderSchema, "The sender"), 422: errorResponse(unverified) },
+});
+const getSender = keyedRoute("campaigns", {
+  ...route("get", "/senders/{id}", "One sender"),
+  request: { params: IdParam("snd") },
+  responses: { 200: jsonResponse(SenderSchema, "The sender"), 404: errorResponse("No such sender") },
+});
+const updateSender = keyedRoute("campaigns", {
+  ...route("patch", "/senders/{id}", "Change a sender"),
+  description: "The address's domain (the new address, or the current one) is checked again: it must still be verified.",
+  request: { params: IdParam("snd"), body: jsonBody(UpdateSenderSchema) },
+  responses: { 200: jsonResponse(SenderSchema, "The sender"), 404: errorResponse("No such sender"), 422: errorResponse(unverified) },
+});
+const deleteSender = keyedRoute("campaigns", {
+  ...route("delete", "/senders/{id}", "Delete a sender"),
+  description: "Campaigns that name a deleted sender are refused when sent, until they are given another.",
+  request: { params: IdParam("snd") },
+  responses: { 200: jsonResponse(z.object({ id: z.string(), deleted: z.literal(true) }), "Deleted"), 404: errorResponse("No such sender") },
+});
+
+export const senderRoutes = createRouter()
+  .openapi(listSenders, async (c) => {
+    const { limit, cursor } = c.req.valid("query");
+    const rows = await findSenders(c.env.DB, c.get("auth").account.id, { cursor, limit });
+    return c.json(pageOf(rows, limit, serializeSender), 200);
+  })
+  .openapi(createSender, async (c) => {
+    const body = c.req.valid("json");
+    const outcome = await addSender(c.env.DB, c.get("auth").account.id, { name: body.name, email: body.email, replyTo: body.reply_to ?? null });
+    if (outcome.kind !== "created") throw addressError(outcome);
+    return c.json(serializeSender(outcome.sender), 201);
+  })
+  .openapi(getSender, async (c) => {
+    const row = await findSender(c.env.DB, c.get("auth").account.id, c.req.valid("param").id);
+    if (!row) throw notFound("Sender");
+    return c.json(serializeSender(row), 200);
+  })
+  .openapi(updateSender, async (c) => {
+    const body = c.req.valid("json");
+    const outcome = await changeSender(c.env.DB, c.get("auth").account.id, c.req.valid("param").id, { name: body.name, email: body.email, replyTo: body.reply_to });
+    if (outcome.kind === "not_found") throw notFound("Sender");
+    if (outcome.kind !== "updated") throw addressError(outcome);
+    return c.json(serializeSender(outcome.sender), 200);
+  })
+  .openapi(deleteSender, async (c) => {
+    const { id } = c.req.valid("param");
+    if (!(await removeSender(c.env.DB, c.get("auth").account.id, id))) throw notFound("Sender");
+    return c.json({ id, deleted: true as const }, 200);
+  });

@@ -1,0 +1,105 @@
+// Campaign senders: the name and address a campaign is sent from. The address must be on a verified sending domain
+// of the account when the sender is saved; the domain's id is kept so the send can re-check it is still verified.
+// This module owns the senders' queries.
+
+import { and, eq } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
+import { senders } from "../../db/schema";
+import { newId, nowIso } from "../../lib/ids";
+import { keysetPage } from "../../lib/pagination";
+import { verifiedDomainQuery } from "../domains/domains";
+import { checkSyntax } from "../verification/syntax";
+
+export type SenderRow = typeof senders.$inferSelect;
+
+/** The address as a sender stores it (local part in NFC, domain lower-cased ASCII), or why it cannot be one. */
+export function senderAddress(input: string): { address: string; domain: string } | { error: string } {
+  const check = checkSyntax(input);
+  if (!check.valid) return { error: `Not a valid email address (${check.reason.replace(/_/g, " ")})` };
+  return { address: check.normalized, domain: check.domain };
+}
+
+const ownSender = (accountId: string, senderId: string) => and(eq(senders.id, senderId), eq(senders.accountId, accountId));
+
+type AddressCheck =
+  | { kind: "invalid_email"; error: string }
+  | { kind: "domain_not_verified"; domain: string }
+  | { kind: "ok"; email: string; domainId: string };
+
+/** The address as stored and the id of the account's verified domain it is on, or why it cannot be a sender's. */
+async function checkAddress(d1: D1Database, accountId: string, input: string): Promise<AddressCheck> {
+  const address = senderAddress(input);
+  if ("error" in address) return { kind: "invalid_email", error: address.error };
+  const domain = await verifiedDomainQuery(drizzle(d1), accountId, address.domain).get();
+  return domain ? { kind: "ok", email: address.address, domainId: domain.id } : { kind: "domain_not_verified", domain: address.domain };
+}
+
+/** A page of the account's senders, newest first (`limit + 1` rows, for `pageOf`). */
+export async function listSenders(d1: D1Database, accountId: string, page: { cursor?: string; limit: number }): Promise<SenderRow[]> {
+  const keyset = keysetPage(senders, page.cursor);
+  return drizzle(d1)
+    .select()
+    .from(senders)
+    .where(and(eq(senders.accountId, accountId), keyset.where))
+    .orderBy(...keyset.orderBy)
+    .limit(page.limit + 1)
+    .all();
+}
+
+export async function findSender(d1: D1Database, accountId: string, senderId: string): Promise<SenderRow | undefined> {
+  return drizzle(d1).select().from(senders).where(ownSender(accountId, senderId)).get();
+}
+
+export type SenderInput = { name: string; email: string; replyTo: string | null };
+/** Why an address cannot be a sender's. */
+export type SenderAddressProblem = Exclude<AddressCheck, { kind: "ok" }>;
+export type SaveSenderOutcome<Kind extends string> = SenderAddressProblem | { kind: Kind; sender: SenderRow };
+
+/** Creates a sender; refused unless its address is on a verified domain of the account. */
+export async function createSender(d1: D1Database, accountId: string, input: SenderInput): Promise<SaveSenderOutcome<"created">> {
+  const address = await checkAddress(d1, accountId, input.email);
+  if (address.kind !== "ok") return address;
+  const sender = await drizzle(d1)
+    .insert(senders)
+    .values({ id: newId("snd"), accountId, name: input.name, email: address.email, replyTo: input.replyTo, domainId: address.domainId })
+    .returning()
+    .get();
+  return { kind: "created", sender };
+}
+
+export type SenderChange = { name?: string; email?: string; replyTo?: string | null };
+
+/**
+ * Changes a sender; `undefined` keeps a field, `null` clears reply_to. The address's domain (the new address, or the
+ * current one) is checked again and its id stored afresh, so a domain deleted and added back is followed.
+ */
+export async function updateSender(
+  d1: D1Database,
+  accountId: string,
+  senderId: string,
+  change: SenderChange,
+): Promise<{ kind: "not_found" } | SaveSenderOutcome<"updated">> {
+  const current = await findSender(d1, accountId, senderId);
+  if (!current) return { kind: "not_found" };
+  const address = await checkAddress(d1, accountId, change.email ?? current.email);
+  if (address.kind !== "ok") return address;
+  const sender = await drizzle(d1)
+    .update(senders)
+    .set({
+      name: change.name ?? current.name,
+      email: address.email,
+      replyTo: change.replyTo === undefined ? current.replyTo : change.replyTo,
+      domainId: address.domainId,
+      updatedAt: nowIso(),
+    })
+    .where(ownSender(accountId, senderId))
+    .returning()
+    .get();
+  return sender ? { kind: "updated", sender } : { kind: "not_found" };
+}
+
+/** Deletes a sender; false if the account has no such sender. Campaigns check their sender exists when sent. */
+export async function deleteSender(d1: D1Database, accountId: string, senderId: string): Promise<boolean> {
+  const row = await drizzle(d1).delete(senders).where(ownSender(accountId, senderId)).returning({ id: senders.id }).get();
+  return row !== undefined;
+}
