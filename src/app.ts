@@ -1,6 +1,7 @@
 import { Scalar } from "@scalar/hono-api-reference";
 import { adminAccountRoutes } from "./admin/accounts";
 import { apiKeyRoutes } from "./api/api-keys";
+import { campaignRoutes } from "./api/campaigns";
 import { contactRoutes } from "./api/contacts";
 import { listRoutes } from "./api/lists";
 import { senderRoutes } from "./api/senders";
@@ -42,6 +43,7 @@ export const openApiInfo = {
     { name: "Contacts", description: "Contacts (created or updated by address), custom fields and CSV imports" },
     { name: "Lists", description: "Lists of contacts and their members" },
     { name: "Senders", description: "The names and addresses (on verified domains) campaigns are sent from" },
+    { name: "Campaigns", description: "Newsletters to lists and segments: drafts, scheduling, reserved credits, one personalised message per contact" },
     { name: "Suppressions", description: "Addresses never mailed again: bounces, complaints, unsubscribes, manual entries" },
     { name: "SMTP relay", description: "Credentials for the SMTP relay (587/2525 STARTTLS, 465 TLS); the relay feeds the same pipeline as POST /send" },
     { name: "Operator", description: "Operator API under /admin/v1, authenticated with ADMIN_TOKEN" },
@@ -91,6 +93,7 @@ export function createApp() {
   app.route("/api/v1", smtpCredentialRoutes);
   app.route("/api/v1", messageRoutes);
   app.route("/api/v1", templateRoutes);
+  app.route("/api/v1", campaignRoutes);
   app.route("/", unsubscribeRoutes);
   app.route("/api/v1", verifyRoutes);
   // The verification API: its own key check (?apikey=) per route, outside the Bearer middleware of /api/v1/*.

@@ -16,6 +16,7 @@ export const errorStatus = {
   not_found: 404,
   conflict: 409,
   idempotency_conflict: 409,
+  campaign_not_draft: 409,
   payload_too_large: 413,
   validation_failed: 422,
   rate_limited: 429,

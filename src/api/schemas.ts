@@ -5,10 +5,10 @@ import { features, scopes } from "../types";
 export const ScopeSchema = z.enum(scopes).openapi("Scope", {
   description:
     "send: sending, messages, templates, suppressions, SMTP credentials; verify; contacts: contacts and lists; domains; webhooks; " +
-    "reports: credits. campaigns, automations and ai are reserved: a key can carry them, but nothing is built behind them yet.",
+    "reports: credits; campaigns: campaigns. automations and ai are reserved: a key can carry them, but nothing is built behind them yet.",
 });
 export const FeatureSchema = z.enum(features).openapi("Feature", {
-  description: "email_api and smtp_relay enable sending. ai, campaigns and automations are reserved: nothing is built behind them yet.",
+  description: "email_api and smtp_relay enable sending; campaigns enables campaigns. ai and automations are reserved: nothing is built behind them yet.",
 });
 
 export const BalancesSchema = z

@@ -1,18 +1,139 @@
 import { DurableObject } from "cloudflare:workers";
+import { findAccount } from "../domain/accounts/accounts";
+import { audienceWhere } from "../domain/campaigns/audience";
+import { segmentConditions } from "../domain/campaigns/campaigns";
+import {
+  beginSending,
+  completeIfDone,
+  enqueueScheduled,
+  failCampaign,
+  loadCampaign,
+  MATERIALISE_CHUNK,
+  materialiseChunk,
+  senderOf,
+  sweepCancelled,
+} from "../domain/campaigns/fanout";
+import { releaseDailySends, reserveDailySendsUpTo } from "../domain/sending/daily-limit";
+import { drizzle } from "drizzle-orm/d1";
+import { logError } from "../lib/log";
 
 /**
- * One per campaign: the single writer of its fan-out counters (campaigns build on it). The synchronous KV API makes
- * each increment a read-modify-write that no concurrent call can interleave with.
+ * fanout: materialising the audience (`cursor` = last contact id written, "" before the first) and enqueueing what
+ * is materialised; drain: everything is enqueued, waiting for the last messages to reach a final state.
+ */
+type Progress = { campaignId: string; accountId: string; phase: "fanout" | "drain"; cursor: string; materialised: number; audienceDone: boolean };
+
+/** One alarm run works this long, then re-arms itself at once: a long campaign is many short runs, each resumable. */
+const RUN_BUDGET_MS = 10_000;
+/** Messages enqueued per step; the daily limit is counted per step. */
+const ENQUEUE_STEP = 1_000;
+/** While draining, the completion check runs at least this often (the send consumer also wakes it after each batch). */
+const DRAIN_POLL_MS = 30_000;
+const RETRY_MS = 30_000;
+
+/**
+ * One per campaign (named by its id): owns the campaign's schedule (an alarm at send_at), its fan-out cursor and its
+ * completion. The state lives in this object's storage, so a crash or redeploy resumes where the last step ended;
+ * every step is idempotent in D1 (see domain/campaigns/fanout.ts). Only the alarm does work: the RPC methods arm it.
  */
 export class CampaignProgress extends DurableObject<Env> {
-  counters(): Record<string, number> {
-    return this.ctx.storage.kv.get<Record<string, number>>("counters") ?? {};
+  private progress(): Progress | undefined {
+    return this.ctx.storage.kv.get<Progress>("progress");
   }
 
-  increment(counter: string, by = 1): number {
-    const counters = this.counters();
-    counters[counter] = (counters[counter] ?? 0) + by;
-    this.ctx.storage.kv.put("counters", counters);
-    return counters[counter];
+  /** Arms the fan-out for `runAt` (ms); a second call (a retried POST /send) changes nothing. */
+  async start(campaignId: string, accountId: string, runAt: number): Promise<void> {
+    if (!this.progress())
+      this.ctx.storage.kv.put<Progress>("progress", { campaignId, accountId, phase: "fanout", cursor: "", materialised: 0, audienceDone: false });
+    await this.ctx.storage.setAlarm(runAt);
+  }
+
+  /** Runs the next step now (after a cancellation). */
+  async wake(): Promise<void> {
+    if (this.progress()) await this.ctx.storage.setAlarm(Date.now());
+  }
+
+  /** The send consumer recorded outcomes of this campaign's messages: check completion soon. */
+  async messagesSettled(): Promise<void> {
+    if (this.progress()?.phase !== "drain") return;
+    const soon = Date.now() + 500;
+    const current = await this.ctx.storage.getAlarm();
+    if (current === null || current > soon) await this.ctx.storage.setAlarm(soon);
+  }
+
+  override async alarm(): Promise<void> {
+    const progress = this.progress();
+    if (!progress) return;
+    try {
+      const next = await this.step(progress);
+      if (next === undefined) this.ctx.storage.kv.delete("progress");
+      else await this.ctx.storage.setAlarm(next);
+    } catch (error) {
+      logError("campaign fan-out step failed; retrying", { campaign_id: progress.campaignId, error: String(error) });
+      await this.ctx.storage.setAlarm(Date.now() + RETRY_MS);
+    }
+  }
+
+  /** Does one run of work; returns when to run next, or undefined when the campaign needs nothing more. */
+  private async step(progress: Progress): Promise<number | undefined> {
+    const env = this.env;
+    let campaign = await loadCampaign(env.DB, progress.campaignId);
+    if (!campaign || campaign.status === "draft" || campaign.status === "sent" || campaign.status === "failed") return undefined;
+    if (campaign.status === "scheduled") {
+      if (campaign.sendAt && Date.parse(campaign.sendAt) > Date.now()) return Date.parse(campaign.sendAt);
+      await beginSending(env.DB, campaign.id);
+      campaign = await loadCampaign(env.DB, progress.campaignId);
+      if (!campaign) return undefined;
+    }
+    if (campaign.status === "cancelled" && progress.phase === "fanout") {
+      await sweepCancelled(env.DB, campaign.id);
+      this.save({ ...progress, phase: "drain" });
+      return (await completeIfDone(env, campaign.id)).complete ? undefined : Date.now() + DRAIN_POLL_MS;
+    }
+    if (progress.phase === "drain") return (await completeIfDone(env, campaign.id)).complete ? undefined : Date.now() + DRAIN_POLL_MS;
+
+    const sender = await senderOf(env.DB, campaign);
+    if (!sender || sender.domainStatus !== "verified") {
+      await failCampaign(env.DB, campaign, sender ? `the sender's domain ${sender.domain ?? ""} is no longer verified` : "the sender was deleted");
+      return undefined;
+    }
+    const account = await findAccount(drizzle(env.DB), campaign.accountId);
+    if (!account) return undefined;
+    const where = audienceWhere(campaign, await segmentConditions(env.DB, campaign));
+    const deadline = Date.now() + RUN_BUDGET_MS;
+    let state = progress;
+    while (Date.now() < deadline) {
+      // The audience is capped at the reservation taken at POST /send: contacts added since then wait for another campaign.
+      for (let i = 0; i < ENQUEUE_STEP / MATERIALISE_CHUNK && !state.audienceDone; i++) {
+        const room = campaign.creditsReserved - state.materialised;
+        const chunk =
+          room > 0
+            ? await materialiseChunk(env.DB, campaign, sender, where, state.cursor, Math.min(MATERIALISE_CHUNK, room))
+            : { inserted: 0, last: undefined };
+        state = {
+          ...state,
+          cursor: chunk.last ?? state.cursor,
+          materialised: state.materialised + chunk.inserted,
+          audienceDone: chunk.last === undefined,
+        };
+        this.save(state);
+      }
+
+      const { reservation, resumeAt } = await reserveDailySendsUpTo(env, account, ENQUEUE_STEP);
+      const enqueued = await enqueueScheduled(env, campaign.id, reservation.count);
+      if (enqueued < reservation.count) await releaseDailySends(env, account, { window: reservation.window, count: reservation.count - enqueued });
+      if (reservation.count === 0) return resumeAt;
+      if (state.audienceDone && enqueued < reservation.count) {
+        this.save({ ...state, phase: "drain" });
+        return (await completeIfDone(env, campaign.id)).complete ? undefined : Date.now() + DRAIN_POLL_MS;
+      }
+      const current = await loadCampaign(env.DB, campaign.id);
+      if (current?.status !== "sending") return Date.now();
+    }
+    return Date.now();
+  }
+
+  private save(progress: Progress) {
+    this.ctx.storage.kv.put<Progress>("progress", progress);
   }
 }

@@ -17,4 +17,8 @@ export type IdPrefix =
 
 export const newId = (prefix: IdPrefix) => `${prefix}_${randomBase62(22)}`;
 
+/** An id of newId's shape derived from a digest (at least 22 bytes), for rows a retried producer must write once. */
+export const idFromDigest = (prefix: IdPrefix, digest: Uint8Array) =>
+  `${prefix}_${Array.from(digest.subarray(0, 22), (byte) => alphabet[byte % 62]).join("")}`;
+
 export const nowIso = () => new Date().toISOString();

@@ -125,11 +125,3 @@ describe("the rate limiter object", () => {
   });
 });
 
-describe("the campaign progress object", () => {
-  it("keeps one campaign's counters in one place, across concurrent increments", async () => {
-    const progress = env.CAMPAIGN_PROGRESS.getByName("cmp_counter_test");
-    await Promise.all(Array.from({ length: 20 }, () => progress.increment("sent")));
-    await progress.increment("bounced", 2);
-    expect(await progress.counters()).toEqual({ sent: 20, bounced: 2 });
-  });
-});

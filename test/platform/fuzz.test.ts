@@ -420,7 +420,7 @@ describe("OpenAPI-driven fuzzing", () => {
     expect(response.status).toBe(200);
     document = await json<OpenApiDocument>(response);
 
-    const account = await createAccount({ send_credits: 1_000, verify_credits: 1_000, rate_limit_per_minute: 1_000_000, features: ["email_api", "smtp_relay"] });
+    const account = await createAccount({ send_credits: 1_000, verify_credits: 1_000, rate_limit_per_minute: 1_000_000, features: ["email_api", "smtp_relay", "campaigns"] });
     const test = await createKey(account.api_key, { name: "fuzz test mode", mode: "test" });
     const scoped = await createKey(account.api_key, { name: "fuzz verify only", scopes: ["verify"] });
     keys = { full: account.api_key, test: test.key, scoped: scoped.key };
@@ -437,6 +437,7 @@ describe("OpenAPI-driven fuzzing", () => {
       created("/api/v1/templates", { name: "fuzz", subject: "Hi", text: "Hello" }),
       created("/api/v1/webhooks", { url: env.TEST_WEBHOOK_RECEIVER_URL, events: ["relay.sent"] }),
       created("/api/v1/domains", { name: "fuzz-domain.example" }),
+      created("/api/v1/campaigns", { name: "fuzz campaign", subject: "Hi", text: "Hello" }),
     ]);
     // A verified domain lets a plausible POST /send reach the acceptance (simulated: it goes with the test-mode key).
     const domain = await verifiedDomain(account.api_key);
@@ -462,6 +463,9 @@ describe("OpenAPI-driven fuzzing", () => {
       "POST /api/v1/verify": [{ email: "jane@example.com" }, { emails: ["a@example.com", "b@example.org"] }],
       "POST /api/batch/upload": [{ file: csv }],
       "POST /api/v1/suppressions": [{ email: "s@example.com", reason: "manual" }],
+      "POST /api/v1/campaigns": [{ name: "c", subject: "Hi {{first_name|there}}", html: "<p>Hi</p>", lists: made[1] ? [made[1]] : [], variables: { a: "b" }, tags: ["t"] }],
+      "PATCH /api/v1/campaigns/{id}": [{ name: "renamed", exclude_lists: made[1] ? [made[1]] : [] }],
+      "POST /api/v1/campaigns/{id}/send": [{}, { send_at: new Date(Date.now() + 3_600_000).toISOString() }],
       "POST /admin/v1/accounts": [{ name: "Fuzz", send_credits: 1, features: ["email_api"] }],
       "POST /admin/v1/accounts/{id}/credits": [{ send: 1, note: "fuzz" }],
     };

@@ -128,5 +128,25 @@ export function releaseStatements(db: D1Database, change: Omit<LedgerChange, "ba
   ];
 }
 
+/**
+ * Spends reserved sending credits (a campaign recipient that was sent): the balance and the reserved amount both
+ * drop by `amount`, so `available` does not change. Once per reference, like a refund.
+ */
+export function chargeFromReservationStatements(db: D1Database, change: Omit<LedgerChange, "balance">) {
+  const entryId = newId("led");
+  return [
+    statement(
+      db,
+      sql`${insertEntryOnce} SELECT ${entryId}, id, 'send', 'charge', ${-change.amount}, ${change.referenceId}, ${change.note ?? null}, send_balance - ${change.amount}
+        FROM accounts WHERE id = ${change.accountId}`,
+    ),
+    statement(
+      db,
+      sql`UPDATE accounts SET send_balance = send_balance - ${change.amount}, send_reserved = MAX(0, send_reserved - ${change.amount}), updated_at = ${nowSql}
+        WHERE id = ${change.accountId} AND EXISTS (SELECT 1 FROM credit_ledger WHERE id = ${entryId})`,
+    ),
+  ];
+}
+
 /** The first statement of charge/reserve writes the ledger row; it wrote nothing when the balance was short. */
 export const wasApplied = (ledgerInsert: D1Result) => ledgerInsert.meta.changes === 1;

@@ -4,6 +4,7 @@ import { z } from "zod";
  * What the send consumer builds a message from, stored with the message (inline when small, else in R2).
  * `compose`: an API send, rendered by the consumer (template placeholders, MIME, DKIM). `raw`: a message that
  * arrived over SMTP, delivered with its own headers and structure; only DKIM and missing Message-ID/Date are added.
+ * `campaign`: one recipient of a campaign (`messages.campaign_id`), rendered from the campaign and the contact.
  */
 export const messageContentSchema = z.discriminatedUnion("kind", [
   z.object({
@@ -16,6 +17,7 @@ export const messageContentSchema = z.discriminatedUnion("kind", [
     attachments: z.array(z.object({ filename: z.string(), content_type: z.string(), content: z.string() })),
   }),
   z.object({ kind: z.literal("raw"), raw: z.string().describe("base64 of the bytes received") }),
+  z.object({ kind: z.literal("campaign"), contact_id: z.string() }),
 ]);
 export type MessageContent = z.infer<typeof messageContentSchema>;
 

@@ -12,11 +12,14 @@ import type { SendOutcome, Transport } from "../transport/types";
 import { dispatchEvents } from "../webhooks/dispatch";
 import { loadContent } from "./content";
 import { MimeError } from "./mime";
-import { recordOutcome, simulate, type Disposition, type MessageRow } from "./outcome";
+import { recordOutcome, recordSkipped, simulate, type Disposition, type MessageRow } from "./outcome";
+import { campaignRecipientReads, campaignRecipientsOf, type CampaignRecipient } from "../campaigns/delivery";
+import { notifyCampaigns } from "../campaigns/fanout";
 import { buildSignedMessage, loadSigningKeys, type SigningDomain, type SigningKeys } from "./signed-message";
 
 const now = sql`strftime('%Y-%m-%dT%H:%M:%fZ', 'now')`;
-const inJson = (column: typeof messages.id | typeof messageRecipients.messageId, ids: string[]) => sql`${column} IN (SELECT value FROM json_each(${JSON.stringify(ids)}))`;
+const inJson = (column: typeof messages.id | typeof messageRecipients.messageId, ids: string[]) =>
+  sql`${column} IN (SELECT value FROM json_each(${JSON.stringify(ids)}))`;
 const pending = ["queued", "deferred"] as const;
 
 /** Per message id, what the queue should do: nothing (acknowledge) or retry after the delay. */
@@ -29,9 +32,13 @@ export type DeliveryResult = Map<string, { retryDelaySeconds: number }>;
  * only one gets the row back, and a redelivery after the outcome is recorded finds nothing to claim. A claim that
  * fails sends nothing and throws, so the batch is retried. The outcome of the whole batch is written in one D1 batch.
  */
-export async function deliverMessages(env: Env, ids: string[], openTransport: () => Transport = () => smtpTransportFromConfig(config(env))): Promise<DeliveryResult> {
+export async function deliverMessages(
+  env: Env,
+  ids: string[],
+  openTransport: () => Transport = () => smtpTransportFromConfig(config(env)),
+): Promise<DeliveryResult> {
   const db = drizzle(env.DB);
-  const [claimed, recipientRows, domainRows] = await db.batch([
+  const [claimed, recipientRows, domainRows, campaignRows, campaignContacts] = await db.batch([
     db
       .update(messages)
       .set({ status: "sending", claimedAt: now, updatedAt: now })
@@ -58,7 +65,9 @@ export async function deliverMessages(env: Env, ids: string[], openTransport: ()
       })
       .from(domains)
       .where(inArray(domains.id, db.select({ id: messages.domainId }).from(messages).where(inJson(messages.id, ids)))),
+    ...campaignRecipientReads(db, ids),
   ]);
+  const campaignRecipients = campaignRecipientsOf(claimed, [campaignRows, campaignContacts]);
 
   const recipientsOf = new Map<string, string[]>();
   for (const row of recipientRows) recipientsOf.set(row.messageId, [...(recipientsOf.get(row.messageId) ?? []), row.email]);
@@ -75,11 +84,14 @@ export async function deliverMessages(env: Env, ids: string[], openTransport: ()
   };
 
   const dispositions = new Map<string, Disposition>();
-  const deliverable: { message: MessageRow; recipients: string[] }[] = [];
+  const deliverable: { message: MessageRow; recipients: string[]; campaignRecipient?: CampaignRecipient }[] = [];
   for (const message of claimed) {
     const recipients = recipientsOf.get(message.id) ?? [];
-    if (message.testMode) dispositions.set(message.id, simulate(env, message, recipients));
-    else deliverable.push({ message, recipients });
+    const campaignRecipient = campaignRecipients.get(message.id);
+    if (campaignRecipient && "skip" in campaignRecipient)
+      dispositions.set(message.id, recordSkipped(env, message, recipients, campaignRecipient.skip, campaignRecipient.reason));
+    else if (message.testMode) dispositions.set(message.id, simulate(env, message, recipients));
+    else deliverable.push({ message, recipients, campaignRecipient });
   }
 
   // A few connections share the batch (as a pooled SMTP client does); each is reused for its share of the
@@ -90,8 +102,8 @@ export async function deliverMessages(env: Env, ids: string[], openTransport: ()
     lanes.map(async (work) => {
       const transport = openTransport();
       try {
-        for (const { message, recipients } of work) {
-          const outcome = await sendOne(env, transport, message, recipients, domainsById.get(message.domainId), signingKeys);
+        for (const { message, recipients, campaignRecipient } of work) {
+          const outcome = await sendOne(env, transport, message, recipients, domainsById.get(message.domainId), signingKeys, campaignRecipient);
           dispositions.set(message.id, recordOutcome(env, message, recipients, outcome));
         }
       } finally {
@@ -108,7 +120,11 @@ export async function deliverMessages(env: Env, ids: string[], openTransport: ()
     // turns the stale claims into `unknown` (see sweepStaleClaims).
     return result;
   }
-  await dispatchAll(env, [...dispositions.values()].flatMap((disposition) => disposition.events));
+  await dispatchAll(
+    env,
+    [...dispositions.values()].flatMap((disposition) => disposition.events),
+  );
+  await notifyCampaigns(env, claimed);
   for (const [id, disposition] of dispositions) {
     if (disposition.retryDelaySeconds !== undefined) result.set(id, { retryDelaySeconds: disposition.retryDelaySeconds });
   }
@@ -122,11 +138,12 @@ async function sendOne(
   recipients: string[],
   domain: SigningDomain | undefined,
   signingKeys: (domain: SigningDomain) => Promise<SigningKeys>,
+  campaignRecipient?: CampaignRecipient,
 ): Promise<SendOutcome> {
   try {
     if (!domain) throw new MimeError("invalid_address", "from", "the sending domain was removed");
     const content = await loadContent(env, message);
-    const raw = await buildSignedMessage(env, message, content, domain, await signingKeys(domain));
+    const raw = await buildSignedMessage(env, message, content, domain, await signingKeys(domain), campaignRecipient);
     return await transport.send({ mailFrom: message.fromAddress, rcptTo: recipients }, raw);
   } catch (error) {
     if (error instanceof MimeError) {
@@ -147,7 +164,10 @@ async function sendOne(
 export async function abandonMessages(env: Env, ids: string[]): Promise<void> {
   const db = drizzle(env.DB);
   const [messageRows, recipientRows] = await db.batch([
-    db.select().from(messages).where(and(inJson(messages.id, ids), inArray(messages.status, pending))),
+    db
+      .select()
+      .from(messages)
+      .where(and(inJson(messages.id, ids), inArray(messages.status, pending))),
     db
       .select({ messageId: messageRecipients.messageId, email: messageRecipients.email })
       .from(messageRecipients)
@@ -160,13 +180,24 @@ export async function abandonMessages(env: Env, ids: string[]): Promise<void> {
       env,
       message,
       pendingOf.get(message.id) ?? [],
-      { ok: false, kind: "temporary", stage: "connect", connectionError: true, code: 0, response: "delivery abandoned after repeated processing errors" },
+      {
+        ok: false,
+        kind: "temporary",
+        stage: "connect",
+        connectionError: true,
+        code: 0,
+        response: "delivery abandoned after repeated processing errors",
+      },
       true,
     ),
   );
   const statements = dispositions.flatMap((disposition) => disposition.statements);
   if (statements.length > 0) await env.DB.batch(statements);
-  await dispatchAll(env, dispositions.flatMap((disposition) => disposition.events));
+  await dispatchAll(
+    env,
+    dispositions.flatMap((disposition) => disposition.events),
+  );
+  await notifyCampaigns(env, messageRows);
 }
 
 const outcomeWriteDelaysMs = [250, 500, 1_000, 2_000, 4_000];

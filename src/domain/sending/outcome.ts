@@ -4,7 +4,8 @@
 
 import { config } from "../../config";
 import type { messages } from "../../db/schema";
-import { refundStatements } from "../credits/ledger";
+import { chargeFromReservationStatements, refundStatements, releaseStatements } from "../credits/ledger";
+import { recipientReference } from "../campaigns/fanout";
 import { eventStatement, type EventInput } from "../events/events";
 import { suppressionStatements } from "../suppressions/suppressions";
 import type { RecipientOutcome, SendOutcome } from "../transport/types";
@@ -23,6 +24,7 @@ function eventData(message: MessageRow, extra: Record<string, unknown>) {
     source: message.source,
     tags: message.tags,
     metadata: message.metadata,
+    ...(message.campaignId ? { campaign_id: message.campaignId } : {}),
     ...extra,
   };
 }
@@ -43,7 +45,15 @@ export function recordOutcome(env: Env, message: MessageRow, pending: string[], 
       individual.get(recipient) ??
       (outcome.ok
         ? { recipient, ok: true, code: outcome.code, response: outcome.response }
-        : { recipient, ok: false, kind: outcome.kind, stage: outcome.stage, code: outcome.code, enhanced: outcome.enhanced, response: outcome.response }),
+        : {
+            recipient,
+            ok: false,
+            kind: outcome.kind,
+            stage: outcome.stage,
+            code: outcome.code,
+            enhanced: outcome.enhanced,
+            response: outcome.response,
+          }),
   );
   const accepted = perRecipient.filter((r) => r.ok).map((r) => r.recipient);
   const rejected = perRecipient.filter((r): r is Extract<RecipientOutcome, { ok: false }> => !r.ok);
@@ -65,21 +75,44 @@ export function recordOutcome(env: Env, message: MessageRow, pending: string[], 
       ).bind(status, response, message.id, JSON.stringify(emails)),
     );
   };
+  // A campaign message (one recipient) was not charged when it was accepted: its campaign reserved a credit for it,
+  // which its outcome turns into a charge (sent) or gives back (bounced, failed). Campaign mail emits the spec's
+  // per-recipient events (`bounced`), not the relay.* events of API and SMTP messages.
+  const campaignId = message.source === "campaign" ? message.campaignId : null;
   const refund = (email: string, why: string) => {
     if (message.testMode) return;
-    statements.push(...refundStatements(env.DB, { accountId: message.accountId, balance: "send", amount: 1, referenceId: `${message.id}:${email}`, note: why }));
+    if (campaignId) {
+      statements.push(
+        ...releaseStatements(env.DB, { accountId: message.accountId, amount: 1, referenceId: recipientReference(campaignId, message.id), note: why }),
+      );
+      return;
+    }
+    statements.push(
+      ...refundStatements(env.DB, { accountId: message.accountId, balance: "send", amount: 1, referenceId: `${message.id}:${email}`, note: why }),
+    );
   };
 
   if (accepted.length > 0) {
     const response = perRecipient.find((r) => r.ok)?.response ?? outcome.response;
     setRecipients(accepted, "sent", response);
-    events.push({
-      accountId: message.accountId,
-      type: "relay.sent",
-      subjectId: message.id,
-      dedupeKey: `relay.sent:${message.id}:${attempt}`,
-      data: eventData(message, { recipients: accepted, smtp_response: response }),
-    });
+    if (campaignId) {
+      statements.push(
+        ...chargeFromReservationStatements(env.DB, {
+          accountId: message.accountId,
+          amount: accepted.length,
+          referenceId: recipientReference(campaignId, message.id),
+          note: "campaign recipient sent",
+        }),
+      );
+    } else {
+      events.push({
+        accountId: message.accountId,
+        type: "relay.sent",
+        subjectId: message.id,
+        dedupeKey: `relay.sent:${message.id}:${attempt}`,
+        data: eventData(message, { recipients: accepted, smtp_response: response }),
+      });
+    }
   }
   for (const rejection of bounced) {
     setRecipients([rejection.recipient], "bounced", rejection.response);
@@ -90,22 +123,35 @@ export function recordOutcome(env: Env, message: MessageRow, pending: string[], 
     const stage = rejection.stage ?? "rcpt";
     const aboutRecipient = stage === "rcpt" || ((stage === "data" || stage === "message") && pending.length === 1);
     if (aboutRecipient && rejection.enhanced?.startsWith("5.1.")) {
-      statements.push(...suppressionStatements(env.DB, { accountId: message.accountId, email: rejection.recipient, reason: "bounce", sourceMessageId: message.id }));
+      statements.push(
+        ...suppressionStatements(env.DB, { accountId: message.accountId, email: rejection.recipient, reason: "bounce", sourceMessageId: message.id }),
+      );
     }
+    const type = campaignId ? "bounced" : "relay.bounced";
     events.push({
       accountId: message.accountId,
-      type: "relay.bounced",
+      type,
       subjectId: message.id,
-      dedupeKey: `relay.bounced:${message.id}:${rejection.recipient}`,
-      data: eventData(message, { recipient: rejection.recipient, bounce_type: bounceType(rejection), smtp_code: rejection.code, enhanced_code: rejection.enhanced ?? null, smtp_response: rejection.response }),
+      dedupeKey: `${type}:${message.id}:${rejection.recipient}`,
+      data: eventData(message, {
+        recipient: rejection.recipient,
+        bounce_type: bounceType(rejection),
+        smtp_code: rejection.code,
+        enhanced_code: rejection.enhanced ?? null,
+        smtp_response: rejection.response,
+      }),
     });
   }
-  setRecipients(deferred.map((r) => r.recipient), "deferred", deferred[0]?.response ?? "");
+  setRecipients(
+    deferred.map((r) => r.recipient),
+    "deferred",
+    deferred[0]?.response ?? "",
+  );
   for (const rejection of failed) {
     setRecipients([rejection.recipient], "failed", rejection.response);
     refund(rejection.recipient, "delivery failed after retries");
   }
-  if (failed.length > 0) {
+  if (failed.length > 0 && !campaignId) {
     events.push({
       accountId: message.accountId,
       type: "relay.failed",
@@ -136,6 +182,35 @@ export function recordOutcome(env: Env, message: MessageRow, pending: string[], 
 }
 
 /**
+ * A campaign message not sent after all (its contact unsubscribed or was suppressed since the audience was
+ * materialised, or its campaign was cancelled): the recipient and message take `status`, the credit goes back.
+ */
+export function recordSkipped(env: Env, message: MessageRow, pending: string[], status: "suppressed" | "cancelled", reason: string): Disposition {
+  const statements: D1PreparedStatement[] = [
+    env.DB.prepare(
+      `UPDATE message_recipients SET status = ?1, smtp_response = ?2, updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+       WHERE message_id = ?3 AND status IN ('queued', 'deferred')`,
+    ).bind(status, reason, message.id),
+    env.DB.prepare("UPDATE messages SET status = ?1, smtp_response = ?2, updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?3").bind(
+      status,
+      reason,
+      message.id,
+    ),
+  ];
+  if (message.campaignId && pending.length > 0) {
+    statements.push(
+      ...releaseStatements(env.DB, {
+        accountId: message.accountId,
+        amount: pending.length,
+        referenceId: recipientReference(message.campaignId, message.id),
+        note: reason,
+      }),
+    );
+  }
+  return { statements, events: [] };
+}
+
+/**
  * Test mode (sk_test_ keys): nothing leaves the system. The recipient's local part picks the outcome, as with
  * SES's mailbox simulator: `bounced@…` bounces (5.1.1), `complained@…` is delivered then complains, anything else
  * is delivered. Suppression lists are not touched.
@@ -147,24 +222,38 @@ export function simulate(env: Env, message: MessageRow, pending: string[]): Disp
   const bounced = pending.filter((email) => localPart(email) === "bounced");
   const delivered = pending.filter((email) => localPart(email) !== "bounced");
   const event = (type: EventInput["type"], key: string, extra: Record<string, unknown>) =>
-    events.push({ accountId: message.accountId, type, subjectId: message.id, dedupeKey: `${type}:${message.id}${key}`, data: eventData(message, { ...extra, test: true }) });
+    events.push({
+      accountId: message.accountId,
+      type,
+      subjectId: message.id,
+      dedupeKey: `${type}:${message.id}${key}`,
+      data: eventData(message, { ...extra, test: true }),
+    });
 
   if (delivered.length > 0) {
     statements.push(
-      env.DB.prepare(`UPDATE message_recipients SET status = 'delivered', smtp_response = '250 2.0.0 simulated' WHERE message_id = ?1 AND email IN (SELECT value FROM json_each(?2))`).bind(
-        message.id,
-        JSON.stringify(delivered),
-      ),
+      env.DB.prepare(
+        `UPDATE message_recipients SET status = 'delivered', smtp_response = '250 2.0.0 simulated' WHERE message_id = ?1 AND email IN (SELECT value FROM json_each(?2))`,
+      ).bind(message.id, JSON.stringify(delivered)),
     );
     event("relay.sent", ":1", { recipients: delivered, smtp_response: "250 2.0.0 simulated" });
     for (const email of delivered) event("relay.delivered", `:${email}`, { recipient: email });
-    for (const email of delivered.filter((address) => localPart(address) === "complained")) event("relay.complained", `:${email}`, { recipient: email });
+    for (const email of delivered.filter((address) => localPart(address) === "complained"))
+      event("relay.complained", `:${email}`, { recipient: email });
   }
   for (const email of bounced) {
     statements.push(
-      env.DB.prepare(`UPDATE message_recipients SET status = 'bounced', smtp_response = '550 5.1.1 simulated bounce' WHERE message_id = ?1 AND email = ?2`).bind(message.id, email),
+      env.DB.prepare(
+        `UPDATE message_recipients SET status = 'bounced', smtp_response = '550 5.1.1 simulated bounce' WHERE message_id = ?1 AND email = ?2`,
+      ).bind(message.id, email),
     );
-    event("relay.bounced", `:${email}`, { recipient: email, bounce_type: "hard", smtp_code: 550, enhanced_code: "5.1.1", smtp_response: "550 5.1.1 simulated bounce" });
+    event("relay.bounced", `:${email}`, {
+      recipient: email,
+      bounce_type: "hard",
+      smtp_code: 550,
+      enhanced_code: "5.1.1",
+      smtp_response: "550 5.1.1 simulated bounce",
+    });
   }
   statements.push(
     env.DB.prepare(

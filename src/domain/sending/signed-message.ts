@@ -8,8 +8,12 @@ import { importDkimPrivateKey, signDkim, type DkimPrivateKey } from "./dkim";
 import { buildMessageId, buildMimeMessage, formatRfc5322Date } from "./mime";
 import { renderTemplate } from "./render";
 import { listUnsubscribeHeaders } from "./unsubscribe";
+import { renderCampaignMessage, type CampaignRecipient } from "../campaigns/delivery";
 
-export type SigningDomain = Pick<typeof domains.$inferSelect, "id" | "name" | "dkimSelector" | "dkimPrivateKey" | "dkimEd25519PrivateKey" | "records">;
+export type SigningDomain = Pick<
+  typeof domains.$inferSelect,
+  "id" | "name" | "dkimSelector" | "dkimPrivateKey" | "dkimEd25519PrivateKey" | "records"
+>;
 type MessageRow = typeof messages.$inferSelect;
 
 /** The domain's signing keys: RSA always, Ed25519 once its DNS record has been found. */
@@ -24,16 +28,38 @@ export async function loadSigningKeys(env: Env, domain: SigningDomain): Promise<
   return { rsa, ed25519: await importDkimPrivateKey(await decryptDkimKey({ dkimPrivateKey: domain.dkimEd25519PrivateKey }, env)) };
 }
 
+/** `campaignRecipient`: for a campaign message, its campaign and contact (loaded for the whole batch). */
 export async function buildSignedMessage(
   env: Env,
   message: MessageRow,
   content: MessageContent,
   domain: SigningDomain,
   keys: SigningKeys,
+  campaignRecipient?: CampaignRecipient,
 ): Promise<Uint8Array> {
   let unsigned: Uint8Array;
   if (content.kind === "raw") {
-    unsigned = withRequiredHeaders(Uint8Array.from(atob(content.raw), (char) => char.charCodeAt(0)), message);
+    unsigned = withRequiredHeaders(
+      Uint8Array.from(atob(content.raw), (char) => char.charCodeAt(0)),
+      message,
+    );
+  } else if (content.kind === "campaign") {
+    if (!campaignRecipient) throw new Error(`campaign message ${message.id} has no loaded campaign and contact`);
+    const rendered = await renderCampaignMessage(env, message.id, campaignRecipient);
+    unsigned = encoder.encode(
+      buildMimeMessage({
+        from: { name: message.fromName ?? undefined, address: message.fromAddress },
+        to: [rendered.to],
+        replyTo: message.replyTo ?? undefined,
+        subject: rendered.subject,
+        html: rendered.html,
+        text: rendered.text,
+        attachments: [],
+        headers: rendered.headers,
+        messageId: buildMessageId(message.id, message.fromAddress),
+        date: new Date(),
+      }),
+    );
   } else {
     const variables = content.variables;
     unsigned = encoder.encode(
@@ -58,8 +84,9 @@ export async function buildSignedMessage(
   }
   // Both signatures cover the same unsigned message; receivers that do not know ed25519-sha256 ignore that one.
   const signature =
-    (keys.ed25519 ? await signDkim(unsigned, { domain: domain.name, selector: ed25519Selector(domain.dkimSelector), privateKey: keys.ed25519 }) : "") +
-    (await signDkim(unsigned, { domain: domain.name, selector: domain.dkimSelector, privateKey: keys.rsa }));
+    (keys.ed25519
+      ? await signDkim(unsigned, { domain: domain.name, selector: ed25519Selector(domain.dkimSelector), privateKey: keys.ed25519 })
+      : "") + (await signDkim(unsigned, { domain: domain.name, selector: domain.dkimSelector, privateKey: keys.rsa }));
   const signatureBytes = encoder.encode(signature);
   const signed = new Uint8Array(signatureBytes.length + unsigned.length);
   signed.set(signatureBytes, 0);

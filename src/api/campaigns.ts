@@ -1,0 +1,441 @@
+import {
+  cancelCampaign,
+  campaignCounters,
+  createCampaign,
+  deleteDraft,
+  findCampaign,
+  listCampaigns,
+  MAX_SCHEDULE_DAYS,
+  sendCampaign,
+  serializeCampaign,
+  updateDraft,
+  type CampaignInput,
+  type CampaignStatus,
+  type SaveOutcome,
+} from "../domain/campaigns/campaigns";
+import { sendLimits, tagPattern, tagRule } from "../domain/sending/rules";
+import { AppError, notFound, validationError } from "../errors";
+import { campaignStatuses } from "../db/schema";
+import {
+  createRouter,
+  errorResponse,
+  evenWithFieldErrors,
+  IdParam,
+  jsonBody,
+  jsonResponse,
+  keyedRoute,
+  paginated,
+  PaginationQuery,
+  Timestamp,
+  z,
+} from "../lib/openapi";
+import { pageOf } from "../lib/pagination";
+
+const noLineBreaks = (value: string) => !/[\r\n]/.test(value);
+const ids = (what: string) =>
+  z
+    .array(z.string().min(1).max(64))
+    .max(100)
+    .openapi({ description: `${what} ids of this account` });
+
+const fields = {
+  name: z.string().trim().min(1).max(200),
+  sender_id: z.string().min(1).max(64).nullable().openapi({ description: "A sender (POST /senders); a draft may lack one, sending needs it" }),
+  subject: z
+    .string()
+    .max(998)
+    .refine(noLineBreaks, "The subject must not contain line breaks")
+    .nullable()
+    .openapi({ description: "May contain placeholders" }),
+  preheader: z
+    .string()
+    .max(500)
+    .nullable()
+    .openapi({ description: "Preview text shown after the subject by most mail clients (hidden in the body)" }),
+  html: z.string().max(2_000_000).nullable(),
+  text: z.string().max(2_000_000).nullable(),
+  template_id: z
+    .string()
+    .min(1)
+    .max(64)
+    .nullable()
+    .openapi({ description: "Instead of html/text: a template whose subject and bodies are copied into the campaign when it is sent" }),
+  variables: z
+    .record(z.string().max(100), z.string().max(10_000))
+    .openapi({ description: "Campaign-wide placeholder values; contact fields take precedence" }),
+  tags: z.array(z.string().regex(tagPattern, tagRule)).max(sendLimits.tags),
+  lists: ids("List"),
+  segments: ids("Segment"),
+  exclude_lists: ids("List"),
+  track_opens: z.boolean().openapi({ description: "Stored, not applied yet: open tracking is not built" }),
+  track_clicks: z.boolean().openapi({ description: "Stored, not applied yet: click tracking is not built" }),
+};
+
+const CreateCampaignSchema = z
+  .object({
+    ...fields,
+    sender_id: fields.sender_id.optional(),
+    subject: fields.subject.optional(),
+    preheader: fields.preheader.optional(),
+    html: fields.html.optional(),
+    text: fields.text.optional(),
+    template_id: fields.template_id.optional(),
+    variables: fields.variables.optional(),
+    tags: fields.tags.optional(),
+    lists: fields.lists.optional(),
+    segments: fields.segments.optional(),
+    exclude_lists: fields.exclude_lists.optional(),
+    track_opens: fields.track_opens.optional(),
+    track_clicks: fields.track_clicks.optional(),
+  })
+  .strict()
+  .superRefine((body, ctx) => {
+    if (typeof body.html === "string" && typeof body.template_id === "string")
+      ctx.addIssue({ code: "custom", path: ["html"], message: "Give html (and text) or a template_id, not both" });
+  }, evenWithFieldErrors)
+  .openapi("CreateCampaign");
+
+const UpdateCampaignSchema = z
+  .object(
+    Object.fromEntries(Object.entries(fields).map(([name, schema]) => [name, schema.optional()])) as {
+      [K in keyof typeof fields]: z.ZodOptional<(typeof fields)[K]>;
+    },
+  )
+  .strict()
+  .refine((body) => Object.keys(body).length > 0, { message: "Send at least one field" })
+  .openapi("UpdateCampaign");
+
+const CountersSchema = z
+  .object({
+    recipients: z.number().int().openapi({ description: "Messages materialised (one per recipient) so far" }),
+    pending: z.number().int().openapi({ description: "Not final yet: waiting for the fan-out, queued, being sent or retrying" }),
+    sent: z.number().int().openapi({ description: "Handed to the provider (including delivered)" }),
+    delivered: z.number().int(),
+    bounced: z.number().int(),
+    failed: z.number().int(),
+    suppressed: z
+      .number()
+      .int()
+      .openapi({ description: "Skipped at sending time: unsubscribed, suppressed or deleted since the audience was counted" }),
+    cancelled: z.number().int(),
+    unknown: z.number().int().openapi({ description: "Interrupted after a possible hand-off; not retried, not charged" }),
+  })
+  .openapi("CampaignCounters", {
+    description: "Counted from the campaign's messages. Opens, clicks, unsubscribes and complaints are not counted yet (tracking is not built).",
+  });
+
+const CampaignSchema = z
+  .object({
+    id: z.string().openapi({ example: "cmp_7Hq2mX9cL1vB4nZ8tR3pKd" }),
+    name: z.string(),
+    status: z.enum(campaignStatuses).openapi({
+      description:
+        "draft → sending (sent now) or scheduled (send_at) → sent; cancelled (POST /cancel while scheduled or sending); failed (could not start, e.g. its sender went away)",
+    }),
+    sender_id: z.string().nullable(),
+    subject: z.string().nullable(),
+    preheader: z.string().nullable(),
+    html: z.string().nullable(),
+    text: z.string().nullable(),
+    template_id: z.string().nullable(),
+    variables: z.record(z.string(), z.string()),
+    tags: z.array(z.string()),
+    lists: z.array(z.string()),
+    segments: z.array(z.string()),
+    exclude_lists: z.array(z.string()),
+    track_opens: z.boolean().openapi({ description: "Stored, not applied yet: open tracking is not built" }),
+    track_clicks: z.boolean().openapi({ description: "Stored, not applied yet: click tracking is not built" }),
+    send_at: Timestamp.nullable(),
+    started_at: Timestamp.nullable(),
+    completed_at: Timestamp.nullable(),
+    credits_reserved: z.number().int().openapi({ description: "Sending credits reserved at POST /send for the audience counted then" }),
+    counters: CountersSchema,
+    error: z.string().nullable(),
+    created_at: Timestamp,
+    updated_at: Timestamp,
+  })
+  .openapi("Campaign");
+
+const SendCampaignSchema = z
+  .object({
+    send_at: z.iso
+      .datetime({ offset: true })
+      .optional()
+      .openapi({ description: `When to send (ISO 8601, in the future, at most ${MAX_SCHEDULE_DAYS} days ahead); now if absent` }),
+  })
+  .strict()
+  .openapi("SendCampaign");
+
+const SendCampaignResultSchema = z
+  .object({
+    id: z.string(),
+    status: z.enum(["sending", "scheduled"]),
+    recipients: z
+      .number()
+      .int()
+      .openapi({ description: "Audience counted now; the audience is materialised when sending starts, capped at this number" }),
+    credits_reserved: z.number().int(),
+    send_at: Timestamp,
+  })
+  .openapi("SendCampaignResult");
+
+const ListQuery = PaginationQuery.extend({
+  status: z
+    .enum(campaignStatuses)
+    .optional()
+    .openapi({ param: { name: "status", in: "query" } }),
+});
+
+const notDraft = errorResponse("`campaign_not_draft`: only a draft can be changed, deleted or sent");
+const feature = { features: ["campaigns" as const] };
+
+const createRoute = keyedRoute(
+  "campaigns",
+  {
+    method: "post",
+    path: "/campaigns",
+    tags: ["Campaigns"],
+    summary: "Create a campaign (a draft)",
+    description:
+      "Needs the account feature `campaigns`. Every list, segment, sender and template named must be the account's (422 names each bad id).",
+    request: { body: jsonBody(CreateCampaignSchema) },
+    responses: { 201: jsonResponse(CampaignSchema, "The draft") },
+  },
+  feature,
+);
+
+const listRoute = keyedRoute(
+  "campaigns",
+  {
+    method: "get",
+    path: "/campaigns",
+    tags: ["Campaigns"],
+    summary: "Campaigns, newest first",
+    request: { query: ListQuery },
+    responses: { 200: jsonResponse(paginated(CampaignSchema, "CampaignPage"), "A page of campaigns") },
+  },
+  feature,
+);
+
+const getRoute = keyedRoute(
+  "campaigns",
+  {
+    method: "get",
+    path: "/campaigns/{id}",
+    tags: ["Campaigns"],
+    summary: "One campaign with its status and counters",
+    request: { params: IdParam("cmp") },
+    responses: { 200: jsonResponse(CampaignSchema, "The campaign"), 404: errorResponse("No such campaign") },
+  },
+  feature,
+);
+
+const updateRoute = keyedRoute(
+  "campaigns",
+  {
+    method: "patch",
+    path: "/campaigns/{id}",
+    tags: ["Campaigns"],
+    summary: "Change a draft",
+    request: { params: IdParam("cmp"), body: jsonBody(UpdateCampaignSchema) },
+    responses: { 200: jsonResponse(CampaignSchema, "The draft"), 404: errorResponse("No such campaign"), 409: notDraft },
+  },
+  feature,
+);
+
+const deleteRoute = keyedRoute(
+  "campaigns",
+  {
+    method: "delete",
+    path: "/campaigns/{id}",
+    tags: ["Campaigns"],
+    summary: "Delete a draft",
+    request: { params: IdParam("cmp") },
+    responses: {
+      200: jsonResponse(z.object({ id: z.string(), deleted: z.literal(true) }), "Deleted"),
+      404: errorResponse("No such campaign"),
+      409: notDraft,
+    },
+  },
+  feature,
+);
+
+const sendRoute = keyedRoute(
+  "campaigns",
+  {
+    method: "post",
+    path: "/campaigns/{id}/send",
+    tags: ["Campaigns"],
+    summary: "Send a draft now, or schedule it",
+    description:
+      "Counts the audience ((lists ∪ segments) − exclude_lists − contacts not subscribed − suppressed addresses, one per address) and reserves that many " +
+      "sending credits. Each recipient sent turns a reserved credit into a charge; recipients that bounce, fail or are skipped release theirs; nothing " +
+      "stays reserved once the campaign completes. Every message carries List-Unsubscribe (one-click, RFC 8058) and a visible unsubscribe link " +
+      "(`{{unsubscribe_url}}`, or a footer when the body lacks it). Recipients count against the daily sending limit as they are enqueued; past it " +
+      "the campaign waits for the next UTC day. Needs a live key.",
+    request: { params: IdParam("cmp"), body: jsonBody(SendCampaignSchema) },
+    responses: {
+      202: jsonResponse(SendCampaignResultSchema, "Sending, or scheduled"),
+      402: errorResponse("`insufficient_credits`: fewer sending credits available than recipients; nothing was reserved"),
+      404: errorResponse("No such campaign"),
+      409: notDraft,
+      422: errorResponse("No verified sender, no subject or body, an empty audience, or a bad send_at"),
+      503: errorResponse("The fan-out could not be started; the campaign failed and its credits were released"),
+    },
+  },
+  feature,
+);
+
+const cancelRoute = keyedRoute(
+  "campaigns",
+  {
+    method: "post",
+    path: "/campaigns/{id}/cancel",
+    tags: ["Campaigns"],
+    summary: "Cancel a scheduled or sending campaign",
+    description:
+      "Stops the fan-out: messages not yet sent are cancelled and their reserved credits released. Messages already handed to the provider stay sent.",
+    request: { params: IdParam("cmp") },
+    responses: {
+      200: jsonResponse(CampaignSchema, "The cancelled campaign"),
+      404: errorResponse("No such campaign"),
+      409: errorResponse("`conflict`: only a scheduled or sending campaign can be cancelled"),
+    },
+  },
+  feature,
+);
+
+type Body = z.infer<typeof UpdateCampaignSchema>;
+
+function inputOf(body: Body): Partial<CampaignInput> {
+  return {
+    name: body.name,
+    senderId: body.sender_id,
+    subject: body.subject,
+    preheader: body.preheader,
+    html: body.html,
+    text: body.text,
+    templateId: body.template_id,
+    variables: body.variables,
+    tags: body.tags === undefined ? undefined : [...new Set(body.tags)],
+    lists: body.lists === undefined ? undefined : [...new Set(body.lists)],
+    segments: body.segments,
+    excludeLists: body.exclude_lists === undefined ? undefined : [...new Set(body.exclude_lists)],
+    trackOpens: body.track_opens,
+    trackClicks: body.track_clicks,
+  };
+}
+
+const segmentsNotBuilt = (segments: string[] | undefined) => {
+  // Segments are built by another module; until it lands a campaign cannot target them (never silently ignored).
+  if (segments && segments.length > 0) throw validationError({ segments: ["Segments cannot be used in campaigns yet; use lists"] });
+};
+
+function savedOrThrow(outcome: SaveOutcome) {
+  if (outcome.kind === "saved") return outcome.campaign;
+  if (outcome.kind === "invalid") throw validationError(outcome.errors);
+  if (outcome.kind === "not_draft") throw new AppError("campaign_not_draft", `The campaign is ${outcome.status}; only a draft can be changed`);
+  throw notFound("Campaign");
+}
+
+export const campaignRoutes = createRouter()
+  .openapi(createRoute, async (c) => {
+    const body = c.req.valid("json");
+    segmentsNotBuilt(body.segments);
+    const input = inputOf(body);
+    const campaign = savedOrThrow(
+      await createCampaign(c.env.DB, c.get("auth").account.id, {
+        name: body.name,
+        senderId: input.senderId ?? null,
+        subject: input.subject ?? null,
+        preheader: input.preheader ?? null,
+        html: input.html ?? null,
+        text: input.text ?? null,
+        templateId: input.templateId ?? null,
+        variables: input.variables ?? {},
+        tags: input.tags ?? [],
+        lists: input.lists ?? [],
+        segments: input.segments ?? [],
+        excludeLists: input.excludeLists ?? [],
+        trackOpens: input.trackOpens ?? true,
+        trackClicks: input.trackClicks ?? true,
+      }),
+    );
+    return c.json(serializeCampaign(campaign), 201);
+  })
+  .openapi(listRoute, async (c) => {
+    const query = c.req.valid("query");
+    const rows = await listCampaigns(c.env.DB, c.get("auth").account.id, {
+      cursor: query.cursor,
+      limit: query.limit,
+      status: query.status as CampaignStatus | undefined,
+    });
+    const counters = await campaignCounters(
+      c.env.DB,
+      rows.slice(0, query.limit).map((row) => row.id),
+    );
+    return c.json(
+      pageOf(rows, query.limit, (row) => serializeCampaign(row, counters.get(row.id))),
+      200,
+    );
+  })
+  .openapi(getRoute, async (c) => {
+    const campaign = await findCampaign(c.env.DB, c.get("auth").account.id, c.req.valid("param").id);
+    if (!campaign) throw notFound("Campaign");
+    const counters = await campaignCounters(c.env.DB, [campaign.id]);
+    return c.json(serializeCampaign(campaign, counters.get(campaign.id)), 200);
+  })
+  .openapi(updateRoute, async (c) => {
+    const body = c.req.valid("json");
+    segmentsNotBuilt(body.segments);
+    const campaign = savedOrThrow(await updateDraft(c.env.DB, c.get("auth").account.id, c.req.valid("param").id, inputOf(body)));
+    return c.json(serializeCampaign(campaign), 200);
+  })
+  .openapi(deleteRoute, async (c) => {
+    const { id } = c.req.valid("param");
+    const outcome = await deleteDraft(c.env.DB, c.get("auth").account.id, id);
+    if (outcome.kind === "not_found") throw notFound("Campaign");
+    if (outcome.kind === "not_draft") throw new AppError("campaign_not_draft", `The campaign is ${outcome.status}; only a draft can be deleted`);
+    return c.json({ id, deleted: true as const }, 200);
+  })
+  .openapi(sendRoute, async (c) => {
+    const { send_at: sendAtText } = c.req.valid("json");
+    const { account, apiKey } = c.get("auth");
+    if (apiKey.mode === "test") throw new AppError("live_key_required", "Campaigns are sent with a live key; test mode does not cover campaigns yet");
+    let sendAt: Date | undefined;
+    if (sendAtText !== undefined) {
+      sendAt = new Date(sendAtText);
+      const ahead = sendAt.getTime() - Date.now();
+      if (ahead <= 0) throw validationError({ send_at: ["Must be in the future"] });
+      if (ahead > MAX_SCHEDULE_DAYS * 86_400_000) throw validationError({ send_at: [`At most ${MAX_SCHEDULE_DAYS} days ahead`] });
+    }
+    const outcome = await sendCampaign(c.env, account.id, c.req.valid("param").id, sendAt);
+    switch (outcome.kind) {
+      case "not_found":
+        throw notFound("Campaign");
+      case "not_draft":
+        throw new AppError("campaign_not_draft", `The campaign is ${outcome.status}; only a draft can be sent`);
+      case "invalid":
+        throw validationError(outcome.errors, "The campaign cannot be sent");
+      case "insufficient_credits":
+        throw new AppError("insufficient_credits", `Not enough sending credits: the audience is ${outcome.needed}, ${outcome.available} available`);
+      case "unavailable":
+        throw new AppError("upstream_unavailable", "The campaign could not be started; it failed and its credits were released");
+      case "started": {
+        const { campaign } = outcome;
+        const status = campaign.status === "scheduled" ? ("scheduled" as const) : ("sending" as const);
+        return c.json(
+          { id: campaign.id, status, recipients: outcome.recipients, credits_reserved: campaign.creditsReserved, send_at: campaign.sendAt! },
+          202,
+        );
+      }
+    }
+  })
+  .openapi(cancelRoute, async (c) => {
+    const outcome = await cancelCampaign(c.env, c.get("auth").account.id, c.req.valid("param").id);
+    if (outcome.kind === "not_found") throw notFound("Campaign");
+    if (outcome.kind === "not_cancellable")
+      throw new AppError("conflict", `The campaign is ${outcome.status}; only a scheduled or sending campaign can be cancelled`);
+    const counters = await campaignCounters(c.env.DB, [outcome.campaign.id]);
+    return c.json(serializeCampaign(outcome.campaign, counters.get(outcome.campaign.id)), 200);
+  });

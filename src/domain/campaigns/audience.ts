@@ -1,0 +1,51 @@
+// A campaign's audience: (members of its lists ∪ contacts matching any of its segments) − members of its excluded
+// lists − contacts that are not `subscribed` − suppressed addresses. Contacts are unique per address in an account,
+// so one contact is one recipient. The audience is counted at POST /send (for the reservation) and materialised as
+// one message per contact when sending starts, in chunks, so a large audience never needs one large statement.
+
+import { and, asc, count, eq, gt, or, sql, type SQL } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
+import { contacts, type campaigns } from "../../db/schema";
+
+type CampaignRow = typeof campaigns.$inferSelect;
+export type Audience = Pick<CampaignRow, "accountId" | "lists" | "segments" | "excludeLists">;
+
+const jsonIds = (ids: string[]) => sql`(SELECT value FROM json_each(${JSON.stringify(ids)}))`;
+
+/**
+ * The SQL condition over `contacts` selecting the audience; `segmentConditions` are the compiled conditions of the
+ * campaign's segments (each a condition over `contacts`).
+ */
+export function audienceWhere(audience: Audience, segmentConditions: SQL[]): SQL {
+  const included: SQL[] = [...segmentConditions];
+  if (audience.lists.length > 0) {
+    included.push(sql`EXISTS (SELECT 1 FROM list_members AS m WHERE m.contact_id = ${contacts.id} AND m.list_id IN ${jsonIds(audience.lists)})`);
+  }
+  const where = and(
+    eq(contacts.accountId, audience.accountId),
+    eq(contacts.status, "subscribed"),
+    included.length > 0 ? or(...included) : sql`0`,
+    audience.excludeLists.length > 0
+      ? sql`NOT EXISTS (SELECT 1 FROM list_members AS x WHERE x.contact_id = ${contacts.id} AND x.list_id IN ${jsonIds(audience.excludeLists)})`
+      : undefined,
+    // Suppressions are keyed by the fully lower-cased address, as lower(email_key) is (see normalizeSuppressionEmail).
+    sql`NOT EXISTS (SELECT 1 FROM suppressions AS s WHERE s.account_id = ${audience.accountId} AND s.email = lower(${contacts.emailKey}))`,
+  );
+  return where ?? sql`0`;
+}
+
+export async function countAudience(d1: D1Database, where: SQL): Promise<number> {
+  const row = await drizzle(d1).select({ total: count() }).from(contacts).where(where).get();
+  return row?.total ?? 0;
+}
+
+/** The next `limit` audience contacts after `afterContactId`, in id order (the materialisation's keyset). */
+export async function audiencePage(d1: D1Database, where: SQL, afterContactId: string, limit: number) {
+  return drizzle(d1)
+    .select({ id: contacts.id, email: contacts.emailKey })
+    .from(contacts)
+    .where(and(where, gt(contacts.id, afterContactId)))
+    .orderBy(asc(contacts.id))
+    .limit(limit)
+    .all();
+}

@@ -1,0 +1,397 @@
+// Campaigns: drafts (create, read, change, delete), the move to sending (audience counted, credits reserved, the
+// fan-out started in the campaign's CampaignProgress object) and cancellation. This module owns the campaigns'
+// queries; the fan-out and completion live in fanout.ts, what the send consumer needs in delivery.ts.
+
+import { and, count, eq, inArray, sql, type SQL } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
+import { statement } from "../../db/client";
+import { campaigns, domains, lists, messages, segments, senders, templates, type campaignStatuses } from "../../db/schema";
+import type { FieldErrors } from "../../errors";
+import { newId, nowIso } from "../../lib/ids";
+import { logError } from "../../lib/log";
+import { keysetPage } from "../../lib/pagination";
+import { releaseStatements, reserveStatements, wasApplied } from "../credits/ledger";
+import { audienceWhere, countAudience } from "./audience";
+
+export type CampaignRow = typeof campaigns.$inferSelect;
+export type CampaignStatus = (typeof campaignStatuses)[number];
+
+/** Scheduling horizon of POST /campaigns/{id}/send. */
+export const MAX_SCHEDULE_DAYS = 30;
+
+export type CampaignInput = {
+  name: string;
+  senderId: string | null;
+  subject: string | null;
+  preheader: string | null;
+  html: string | null;
+  text: string | null;
+  templateId: string | null;
+  variables: Record<string, string>;
+  tags: string[];
+  lists: string[];
+  segments: string[];
+  excludeLists: string[];
+  trackOpens: boolean;
+  trackClicks: boolean;
+};
+
+/** Messages per status, counted over the messages_campaign_status index. */
+export type CampaignCounters = {
+  recipients: number;
+  pending: number;
+  sent: number;
+  delivered: number;
+  bounced: number;
+  failed: number;
+  suppressed: number;
+  cancelled: number;
+  unknown: number;
+};
+
+const emptyCounters = (): CampaignCounters => ({
+  recipients: 0,
+  pending: 0,
+  sent: 0,
+  delivered: 0,
+  bounced: 0,
+  failed: 0,
+  suppressed: 0,
+  cancelled: 0,
+  unknown: 0,
+});
+
+export function countersFrom(rows: { status: string; total: number }[]): CampaignCounters {
+  const counters = emptyCounters();
+  for (const { status, total } of rows) {
+    counters.recipients += total;
+    if (status === "sent" || status === "delivered") counters.sent += total;
+    if (status === "delivered") counters.delivered += total;
+    else if (status === "bounced" || status === "failed" || status === "suppressed" || status === "cancelled" || status === "unknown")
+      counters[status] += total;
+    else if (status !== "sent") counters.pending += total;
+  }
+  return counters;
+}
+
+export async function campaignCounters(d1: D1Database, campaignIds: string[]): Promise<Map<string, CampaignCounters>> {
+  const result = new Map<string, CampaignCounters>();
+  if (campaignIds.length === 0) return result;
+  const rows = await drizzle(d1)
+    .select({ campaignId: messages.campaignId, status: messages.status, total: count() })
+    .from(messages)
+    .where(sql`${messages.campaignId} IN (SELECT value FROM json_each(${JSON.stringify(campaignIds)}))`)
+    .groupBy(messages.campaignId, messages.status)
+    .all();
+  const byCampaign = new Map<string, { status: string; total: number }[]>();
+  for (const row of rows) byCampaign.set(row.campaignId!, [...(byCampaign.get(row.campaignId!) ?? []), row]);
+  for (const id of campaignIds) result.set(id, countersFrom(byCampaign.get(id) ?? []));
+  return result;
+}
+
+export function serializeCampaign(row: CampaignRow, counters: CampaignCounters = emptyCounters()) {
+  return {
+    id: row.id,
+    name: row.name,
+    status: row.status,
+    sender_id: row.senderId,
+    subject: row.subject,
+    preheader: row.preheader,
+    html: row.html,
+    text: row.text,
+    template_id: row.templateId,
+    variables: row.variables,
+    tags: row.tags,
+    lists: row.lists,
+    segments: row.segments,
+    exclude_lists: row.excludeLists,
+    track_opens: row.trackOpens,
+    track_clicks: row.trackClicks,
+    send_at: row.sendAt,
+    started_at: row.startedAt,
+    completed_at: row.completedAt,
+    credits_reserved: row.creditsReserved,
+    counters,
+    error: row.error,
+    created_at: row.createdAt,
+    updated_at: row.updatedAt,
+  };
+}
+
+const owned = (accountId: string, id: string) => and(eq(campaigns.id, id), eq(campaigns.accountId, accountId));
+
+export async function findCampaign(d1: D1Database, accountId: string, id: string): Promise<CampaignRow | undefined> {
+  return drizzle(d1).select().from(campaigns).where(owned(accountId, id)).get();
+}
+
+/** A page of the account's campaigns, newest first (`limit + 1` rows, for `pageOf`). */
+export async function listCampaigns(d1: D1Database, accountId: string, page: { cursor?: string; limit: number; status?: CampaignStatus }) {
+  const keyset = keysetPage(campaigns, page.cursor);
+  return drizzle(d1)
+    .select()
+    .from(campaigns)
+    .where(and(eq(campaigns.accountId, accountId), page.status ? eq(campaigns.status, page.status) : undefined, keyset.where))
+    .orderBy(...keyset.orderBy)
+    .limit(page.limit + 1)
+    .all();
+}
+
+type References = Pick<CampaignInput, "senderId" | "templateId" | "lists" | "segments" | "excludeLists">;
+
+/** Each id the campaign names that is not the account's, keyed by its field path (`lists.2`); one round trip. */
+async function referenceProblems(d1: D1Database, accountId: string, refs: References): Promise<FieldErrors> {
+  const db = drizzle(d1);
+  const listIds = [...new Set([...refs.lists, ...refs.excludeLists])];
+  const [foundLists, foundSegments, foundSenders, foundTemplates] = await db.batch([
+    db
+      .select({ id: lists.id })
+      .from(lists)
+      .where(and(eq(lists.accountId, accountId), inArray(lists.id, listIds.length > 0 ? listIds : [""]))),
+    db
+      .select({ id: segments.id })
+      .from(segments)
+      .where(and(eq(segments.accountId, accountId), inArray(segments.id, refs.segments.length > 0 ? refs.segments : [""]))),
+    db
+      .select({ id: senders.id })
+      .from(senders)
+      .where(and(eq(senders.accountId, accountId), eq(senders.id, refs.senderId ?? ""))),
+    db
+      .select({ id: templates.id })
+      .from(templates)
+      .where(and(eq(templates.accountId, accountId), eq(templates.id, refs.templateId ?? ""))),
+  ]);
+  const known = new Set([...foundLists, ...foundSegments].map((row) => row.id));
+  const errors: FieldErrors = {};
+  const check = (field: "lists" | "segments" | "exclude_lists", ids: string[], what: string) =>
+    ids.forEach((id, i) => {
+      if (!known.has(id)) errors[`${field}.${i}`] = [`No ${what} ${id} in this account`];
+    });
+  check("lists", refs.lists, "list");
+  check("segments", refs.segments, "segment");
+  check("exclude_lists", refs.excludeLists, "list");
+  if (refs.senderId && foundSenders.length === 0) errors.sender_id = [`No sender ${refs.senderId} in this account`];
+  if (refs.templateId && foundTemplates.length === 0) errors.template_id = [`No template ${refs.templateId} in this account`];
+  return errors;
+}
+
+export type SaveOutcome =
+  | { kind: "saved"; campaign: CampaignRow }
+  | { kind: "invalid"; errors: FieldErrors }
+  | { kind: "not_found" }
+  | { kind: "not_draft"; status: CampaignStatus };
+
+export async function createCampaign(d1: D1Database, accountId: string, input: CampaignInput): Promise<SaveOutcome> {
+  const errors = await referenceProblems(d1, accountId, input);
+  if (Object.keys(errors).length > 0) return { kind: "invalid", errors };
+  const campaign = await drizzle(d1)
+    .insert(campaigns)
+    .values({ id: newId("cmp"), accountId, status: "draft", ...input })
+    .returning()
+    .get();
+  return { kind: "saved", campaign };
+}
+
+/** Changes a draft; `undefined` fields stay as they are. Only a draft can change (its audience and content are fixed once sending). */
+export async function updateDraft(d1: D1Database, accountId: string, id: string, change: Partial<CampaignInput>): Promise<SaveOutcome> {
+  const current = await findCampaign(d1, accountId, id);
+  if (!current) return { kind: "not_found" };
+  if (current.status !== "draft") return { kind: "not_draft", status: current.status };
+  const merged = { ...current, ...Object.fromEntries(Object.entries(change).filter(([, value]) => value !== undefined)) } as CampaignRow;
+  const errors = await referenceProblems(d1, accountId, merged);
+  if (merged.html !== null && merged.templateId !== null) errors.html = ["Give html (and text) or a template_id, not both"];
+  if (Object.keys(errors).length > 0) return { kind: "invalid", errors };
+  const updated = await drizzle(d1)
+    .update(campaigns)
+    .set({ ...change, updatedAt: nowIso() })
+    .where(and(owned(accountId, id), eq(campaigns.status, "draft")))
+    .returning()
+    .get();
+  if (!updated) return { kind: "not_draft", status: (await findCampaign(d1, accountId, id))?.status ?? "draft" };
+  return { kind: "saved", campaign: updated };
+}
+
+export async function deleteDraft(
+  d1: D1Database,
+  accountId: string,
+  id: string,
+): Promise<{ kind: "deleted" } | { kind: "not_found" } | { kind: "not_draft"; status: CampaignStatus }> {
+  const deleted = await drizzle(d1)
+    .delete(campaigns)
+    .where(and(owned(accountId, id), eq(campaigns.status, "draft")))
+    .returning({ id: campaigns.id })
+    .get();
+  if (deleted) return { kind: "deleted" };
+  const current = await findCampaign(d1, accountId, id);
+  return current ? { kind: "not_draft", status: current.status } : { kind: "not_found" };
+}
+
+/**
+ * The compiled conditions of the campaign's segments. Segments (their conditions and SQL) are another module's;
+ * until it exists, creating a campaign with segments is refused (see the API), so this sees none.
+ */
+export async function segmentConditions(_d1: D1Database, campaign: Pick<CampaignRow, "segments">): Promise<SQL[]> {
+  if (campaign.segments.length > 0) throw new Error("segments are not supported yet");
+  return [];
+}
+
+export type SendOutcome =
+  | { kind: "started"; campaign: CampaignRow; recipients: number }
+  | { kind: "not_found" }
+  | { kind: "not_draft"; status: CampaignStatus }
+  | { kind: "invalid"; errors: FieldErrors }
+  | { kind: "insufficient_credits"; needed: number; available: number }
+  | { kind: "unavailable" };
+
+/**
+ * Moves a draft to `sending` (now) or `scheduled` (`sendAt`): checks the sender and content, counts the audience,
+ * reserves that many sending credits and changes the status in ONE D1 batch (the status change is guarded by the
+ * reservation, so a short balance changes nothing), then arms the campaign's CampaignProgress object. A template's
+ * subject and bodies are copied into the campaign here, so editing the template later does not change it.
+ */
+export async function sendCampaign(env: Env, accountId: string, id: string, sendAt: Date | undefined): Promise<SendOutcome> {
+  const d1 = env.DB;
+  const db = drizzle(d1);
+  const campaign = await findCampaign(d1, accountId, id);
+  if (!campaign) return { kind: "not_found" };
+  if (campaign.status !== "draft") return { kind: "not_draft", status: campaign.status };
+
+  const [senderRows, templateRows] = await db.batch([
+    db
+      .select({ email: senders.email, domain: domains.name, domainStatus: domains.status })
+      .from(senders)
+      .leftJoin(domains, eq(domains.id, senders.domainId))
+      .where(and(eq(senders.accountId, accountId), eq(senders.id, campaign.senderId ?? ""))),
+    db
+      .select()
+      .from(templates)
+      .where(and(eq(templates.accountId, accountId), eq(templates.id, campaign.templateId ?? ""))),
+  ]);
+  const sender = senderRows[0];
+  const template = templateRows[0];
+  const errors: FieldErrors = {};
+  if (!campaign.senderId) errors.sender_id = ["A campaign needs a sender to be sent; set sender_id with PATCH /campaigns/{id}"];
+  else if (!sender) errors.sender_id = [`No sender ${campaign.senderId} in this account`];
+  else if (sender.domainStatus !== "verified")
+    errors.sender_id = [`The sender's domain ${sender.domain ?? sender.email} is not verified; verify it with POST /domains/{id}/verify`];
+  const subject = campaign.subject ?? template?.subject ?? null;
+  const html = campaign.html ?? template?.html ?? null;
+  const text = campaign.text ?? template?.text ?? null;
+  if (campaign.templateId && !template) errors.template_id = [`No template ${campaign.templateId} in this account`];
+  if (!subject) errors.subject = ["A campaign needs a subject to be sent"];
+  if (html === null && text === null) errors.html = ["A campaign needs html, text or a template_id to be sent"];
+  if (Object.keys(errors).length > 0) return { kind: "invalid", errors };
+
+  const recipients = await countAudience(d1, audienceWhere(campaign, await segmentConditions(d1, campaign)));
+  if (recipients === 0) {
+    return {
+      kind: "invalid",
+      errors: { lists: ["The audience is empty: no subscribed, unsuppressed contact is in these lists or segments (after exclusions)"] },
+    };
+  }
+
+  const status = sendAt ? "scheduled" : "sending";
+  const now = nowIso();
+  const reservation = reserveStatements(d1, { accountId, amount: recipients, referenceId: campaign.id, note: `campaign ${campaign.name}` });
+  let written: D1Result[];
+  try {
+    written = await d1.batch([
+      ...reservation,
+      statement(
+        d1,
+        db
+          .update(campaigns)
+          .set({
+            status,
+            subject,
+            html,
+            text,
+            sendAt: sendAt?.toISOString() ?? now,
+            startedAt: sendAt ? null : now,
+            creditsReserved: recipients,
+            updatedAt: now,
+          })
+          .where(
+            and(
+              owned(accountId, id),
+              eq(campaigns.status, "draft"),
+              sql`EXISTS (SELECT 1 FROM credit_ledger WHERE balance = 'send' AND kind = 'reservation' AND reference_id = ${id})`,
+            ),
+          ),
+      ),
+    ]);
+  } catch (error) {
+    // The reservation's reference is the campaign: a second send (even a concurrent one) hits the unique index.
+    if (error instanceof Error && /UNIQUE constraint failed: credit_ledger/.test(error.message)) return { kind: "not_draft", status: "sending" };
+    throw error;
+  }
+  if (!wasApplied(written[0]!)) {
+    const account = await d1
+      .prepare("SELECT send_balance - send_reserved AS available FROM accounts WHERE id = ?1")
+      .bind(accountId)
+      .first<{ available: number }>();
+    return { kind: "insufficient_credits", needed: recipients, available: Math.max(0, account?.available ?? 0) };
+  }
+
+  try {
+    await armProgress(env, campaign.id, accountId, sendAt?.getTime() ?? Date.now());
+  } catch (error) {
+    logError("campaign: arming its progress object failed", { campaign_id: id, error: String(error) });
+    await failUnstarted(d1, accountId, campaign.id, recipients);
+    return { kind: "unavailable" };
+  }
+  const started = await findCampaign(d1, accountId, id);
+  return { kind: "started", campaign: started!, recipients };
+}
+
+async function armProgress(env: Env, campaignId: string, accountId: string, runAt: number) {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await env.CAMPAIGN_PROGRESS.getByName(campaignId).start(campaignId, accountId, runAt);
+    } catch (error) {
+      if (attempt === 2) throw error;
+    }
+  }
+}
+
+/**
+ * The fan-out could not be armed, so nothing will ever send the campaign: it fails and its reservation is released
+ * (the reservation's reference is the campaign, so it cannot be taken again; duplicating the campaign is the retry).
+ */
+async function failUnstarted(d1: D1Database, accountId: string, campaignId: string, amount: number) {
+  const db = drizzle(d1);
+  const now = nowIso();
+  await d1.batch([
+    statement(
+      d1,
+      db
+        .update(campaigns)
+        .set({ status: "failed", error: "the fan-out could not be started", completedAt: now, updatedAt: now })
+        .where(owned(accountId, campaignId)),
+    ),
+    ...releaseStatements(d1, { accountId, amount, referenceId: campaignId, note: "campaign not started" }),
+  ]);
+}
+
+export type CancelOutcome =
+  | { kind: "cancelled"; campaign: CampaignRow }
+  | { kind: "not_found" }
+  | { kind: "not_cancellable"; status: CampaignStatus };
+
+/**
+ * Stops a scheduled or sending campaign: messages not yet enqueued are cancelled and their credits released by the
+ * campaign's progress object; messages already enqueued are cancelled by the send consumer if it has not sent them.
+ */
+export async function cancelCampaign(env: Env, accountId: string, id: string): Promise<CancelOutcome> {
+  const cancelled = await drizzle(env.DB)
+    .update(campaigns)
+    .set({ status: "cancelled", updatedAt: nowIso() })
+    .where(and(owned(accountId, id), inArray(campaigns.status, ["scheduled", "sending"])))
+    .returning()
+    .get();
+  if (!cancelled) {
+    const current = await findCampaign(env.DB, accountId, id);
+    return current ? { kind: "not_cancellable", status: current.status } : { kind: "not_found" };
+  }
+  await env.CAMPAIGN_PROGRESS.getByName(id).wake();
+  return { kind: "cancelled", campaign: (await findCampaign(env.DB, accountId, id))! };
+}
