@@ -1,15 +1,9 @@
 import { hostname, tmpdir } from "node:os";
+import { maxRawMessageBytes } from "@mailforge/bridge-contract";
 import { z } from "zod";
 
 // The bridge is configured by environment variables only, parsed here once. Nothing else reads process.env, so
 // tests build a config from a plain object and the server never depends on the process it runs in.
-
-/** The API's own cap (POST /send takes at most 50 recipients); the relay must not be a way around it. */
-export const MAX_RECIPIENTS = 50;
-
-// The Worker accepts at most 40 MB on /internal/relay/messages; the raw message travels base64-encoded (4/3) in
-// JSON, so 30 MiB of DATA is the most that can ever reach it.
-const MAX_MESSAGE_BYTES_CEILING = 30 * 1024 * 1024;
 
 const port = z.coerce.number().int().min(0).max(65535);
 const positiveInt = z.coerce.number().int().positive();
@@ -29,7 +23,8 @@ const envSchema = z
     TLS_CERT: z.string().min(1).optional(),
     TLS_KEY: z.string().min(1).optional(),
     NODE_ENV: z.string().default("development"),
-    MAX_MESSAGE_BYTES: positiveInt.max(MAX_MESSAGE_BYTES_CEILING).default(25 * 1024 * 1024),
+    // the most whose /messages request the Worker still takes (the raw message travels base64-encoded in JSON)
+    MAX_MESSAGE_BYTES: positiveInt.max(maxRawMessageBytes).default(25 * 1024 * 1024),
     /**
      * The DATA bytes all sessions together may hold while their messages wait for the Worker (spooled to SPOOL_DIR,
      * so this bounds disk use and the load put on the Worker); a message that would go past it gets 451 4.3.1.

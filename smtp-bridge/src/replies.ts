@@ -20,6 +20,7 @@ export const replies = {
   nullSender: () => smtpReply(553, "5.1.7", "The null sender <> cannot submit mail; use an address on a verified domain"),
   badSender: () => smtpReply(553, "5.1.7", "Invalid sender address"),
   badRecipient: () => smtpReply(553, "5.1.3", "Invalid recipient address"),
+  tooManyRecipients: (limit: number) => smtpReply(452, "4.5.3", `Too many recipients: at most ${limit} per message`),
   tooBig: (limit: number) => smtpReply(552, "5.3.4", `Message too big: the limit is ${limit} bytes`),
   unparseable: (why: string) => smtpReply(554, "5.6.0", `Message could not be parsed: ${why}`),
   noRoom: () => smtpReply(451, "4.3.1", "Insufficient system storage, try again later"),

@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import type { AddressInfo } from "node:net";
 import PostalMime from "postal-mime";
 import { SMTPServer, type SMTPServerDataStream, type SMTPServerOptions, type SMTPServerSession } from "smtp-server";
-import { MAX_RECIPIENTS, type BridgeConfig } from "./config.ts";
+import type { BridgeConfig } from "./config.ts";
 import { createJsonLogger, type LogFields, type Logger } from "./log.ts";
 import { ENHANCED_CODE_PREFIX, replies, replyForRefusal, type SmtpReplyError } from "./replies.ts";
 import { ByteBudget, SpooledMessage, spoolData } from "./spool.ts";
@@ -14,7 +14,7 @@ import { createWorkerClient, WorkerUnavailableError, type RelayIdentity, type Wo
 //   connect   global and per-IP connection caps
 //   AUTH      PLAIN/LOGIN after TLS, checked by the Worker, successes cached for at most AUTH_CACHE_TTL_MS
 //   MAIL FROM the Worker confirms the account may send from that domain, so a bad sender fails before DATA
-//   RCPT TO   syntax and the API's 50-recipient cap
+//   RCPT TO   syntax and the pipeline's recipient cap, which the Worker states in its AUTH answer
 //   DATA      size and the bytes-in-flight cap, spooled to disk (spool.ts), the header section parsed as a sanity
 //             check, then the exact bytes go to the Worker; 250 only after its 202
 // Nothing here opens a port or reads the environment until listen() is called.
@@ -296,8 +296,15 @@ export function createServer(config: BridgeConfig, deps: BridgeDeps = {}): Bridg
       );
     },
 
-    onRcptTo(address, _session, callback) {
-      // the 50-recipient cap is smtp-server's maxRecipients (452 4.5.3), which also ignores repeated addresses
+    onRcptTo(address, session, callback) {
+      const user = relayUserOf(session);
+      if (!user) return callback(replies.credentialRevoked()); // authOptional is off, so this is a safety net
+      // the Worker's cap, learnt at AUTH; a repeated address replaces its earlier entry, so it never counts twice
+      const rcptTo = session.envelope.rcptTo;
+      const key = address.address.toLowerCase();
+      if (rcptTo.length >= user.maxRecipients && !rcptTo.some((rcpt) => rcpt.address.toLowerCase() === key)) {
+        return callback(replies.tooManyRecipients(user.maxRecipients));
+      }
       callback(isValidMailbox(address.address) ? undefined : replies.badRecipient());
     },
 
@@ -374,7 +381,6 @@ export function createServer(config: BridgeConfig, deps: BridgeDeps = {}): Bridg
     cert: tls.cert,
     minVersion: "TLSv1.2",
     size: config.maxMessageBytes,
-    maxRecipients: MAX_RECIPIENTS,
     authMethods: ["PLAIN", "LOGIN"],
     authOptional: false,
     allowInsecureAuth: config.allowInsecureAuthOnLoopback,

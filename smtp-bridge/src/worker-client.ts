@@ -1,25 +1,19 @@
-import { createHmac } from "node:crypto";
 import { request as httpRequest, type ClientRequest } from "node:http";
 import { request as httpsRequest } from "node:https";
-import { z } from "zod";
+import {
+  BRIDGE_SIGNATURE_HEADER,
+  ErrorResponse,
+  RELAY_BASE_PATH,
+  relayEndpoints,
+  signBridgeRequest,
+  type MessageRequest,
+} from "@mailforge/bridge-contract";
+import type { z } from "zod";
 import type { MessageBytes } from "./spool.ts";
 
-// The bridge's only way into Mailforge: signed JSON requests to the Worker's /internal/relay routes. The signature
-// is the same scheme as outgoing webhooks (`t=<unix>,v1=<hex HMAC-SHA256(secret, "<t>.<body>")>`), so one
-// verifier on the Worker side covers both ideas and a replayed request is refused after 300 s.
-
-export const SIGNATURE_HEADER = "X-Bridge-Signature";
-
-/** The signature over a body given in parts, so a large one is never held whole. */
-export async function signBridgeRequest(
-  secret: string,
-  body: AsyncIterable<Uint8Array> | Iterable<Uint8Array>,
-  nowSeconds = Math.floor(Date.now() / 1000),
-): Promise<string> {
-  const hmac = createHmac("sha256", secret).update(`${nowSeconds}.`);
-  for await (const part of body) hmac.update(part);
-  return `t=${nowSeconds},v1=${hmac.digest("hex")}`;
-}
+// The bridge's only way into Mailforge: signed JSON requests to the Worker's /internal/relay routes. Paths, bodies
+// and the signature are the contract both sides import (packages/bridge-contract); this file only carries them
+// over HTTP, streaming the one large body there is.
 
 /**
  * Base64 of a byte stream, chunk by chunk: each chunk's leftover bytes (beyond a multiple of 3) are carried into the
@@ -59,13 +53,13 @@ export class WorkerUnavailableError extends Error {
 export interface RelayIdentity {
   credentialId: string;
   accountId: string;
+  /** The pipeline's recipient cap for this credential's messages, enforced at RCPT TO. */
+  maxRecipients: number;
 }
 
 export interface AcceptedMessage {
   id: string;
-  recipients: number;
   creditsCharged: number;
-  status: string;
 }
 
 export interface SubmittedMessage {
@@ -82,23 +76,18 @@ export interface WorkerClient {
   submitMessage(message: SubmittedMessage): Promise<WorkerResult<AcceptedMessage>>;
 }
 
-const identitySchema = z.object({ credential_id: z.string().min(1), account_id: z.string().min(1) });
-const acceptedSchema = z.object({
-  id: z.string().min(1),
-  recipients: z.union([z.number().int(), z.array(z.unknown())]),
-  credits_charged: z.number().int(),
-  status: z.string(),
-});
-const errorSchema = z.object({
-  message: z.string().default("refused"),
-  code: z.string().default("unknown"),
-  errors: z.record(z.string(), z.array(z.string())).optional(),
-});
-
 export interface WorkerClientOptions {
   workerUrl: string;
   bridgeSecret: string;
   timeoutMs: number;
+}
+
+/** What the client needs to know of a route in `relayEndpoints`. */
+interface Endpoint<Q extends z.ZodType, R extends z.ZodType> {
+  path: string;
+  status: number;
+  request: Q;
+  response: R;
 }
 
 /** A request body as parts, produced on demand: once to sign it, once to send it. */
@@ -155,8 +144,8 @@ export function createWorkerClient(options: WorkerClientOptions): WorkerClient {
     let answer: { status: number; text: string; retryAfter: string | null };
     try {
       answer = await postBody(
-        new URL(`${options.workerUrl}/internal/relay${path}`),
-        { "Content-Type": "application/json", [SIGNATURE_HEADER]: signature },
+        new URL(`${options.workerUrl}${RELAY_BASE_PATH}${path}`),
+        { "Content-Type": "application/json", [BRIDGE_SIGNATURE_HEADER]: signature },
         body,
         AbortSignal.timeout(options.timeoutMs),
       );
@@ -175,7 +164,7 @@ export function createWorkerClient(options: WorkerClientOptions): WorkerClient {
   }
 
   function refusal(status: number, body: unknown, retryAfter: string | null): WorkerRefusal {
-    const error = errorSchema.safeParse(body);
+    const error = ErrorResponse.safeParse(body);
     const seconds = retryAfter === null ? NaN : Number(retryAfter);
     return {
       status,
@@ -186,50 +175,47 @@ export function createWorkerClient(options: WorkerClientOptions): WorkerClient {
     };
   }
 
-  async function call<T>(path: string, payload: RequestBody, successStatus: number, read: (body: unknown) => T): Promise<WorkerResult<T>> {
-    const { status, body, retryAfter } = await post(path, payload);
-    if (status !== successStatus) return { ok: false, refusal: refusal(status, body, retryAfter) };
-    try {
-      return { ok: true, value: read(body) };
-    } catch (error) {
-      throw new WorkerUnavailableError(`Worker ${path} answered ${status} with an unexpected body: ${(error as Error).message}`);
+  async function call<R extends z.ZodType>(endpoint: Endpoint<z.ZodType, R>, payload: RequestBody): Promise<WorkerResult<z.infer<R>>> {
+    const { status, body, retryAfter } = await post(endpoint.path, payload);
+    if (status !== endpoint.status) return { ok: false, refusal: refusal(status, body, retryAfter) };
+    const read = endpoint.response.safeParse(body);
+    if (!read.success) {
+      throw new WorkerUnavailableError(`Worker ${endpoint.path} answered ${status} with an unexpected body: ${read.error.message}`);
     }
+    return { ok: true, value: read.data };
   }
 
+  const callJson = <Q extends z.ZodType, R extends z.ZodType>(endpoint: Endpoint<Q, R>, payload: z.input<Q>) => call(endpoint, jsonBody(payload));
+
   return {
-    authenticate: (username, password) =>
-      call("/auth", jsonBody({ username, password }), 200, (body) => {
-        const identity = identitySchema.parse(body);
-        return { credentialId: identity.credential_id, accountId: identity.account_id };
-      }),
-    checkSender: (credentialId, mailFrom) =>
-      call("/sender", jsonBody({ credential_id: credentialId, mail_from: mailFrom }), 200, () => undefined),
-    submitMessage: (message) => {
+    async authenticate(username, password) {
+      const result = await callJson(relayEndpoints.auth, { username, password });
+      if (!result.ok) return result;
+      const identity = result.value;
+      return { ok: true, value: { credentialId: identity.credential_id, accountId: identity.account_id, maxRecipients: identity.max_recipients } };
+    },
+    async checkSender(credentialId, mailFrom) {
+      const result = await callJson(relayEndpoints.sender, { credential_id: credentialId, mail_from: mailFrom });
+      return result.ok ? { ok: true, value: undefined } : result;
+    },
+    async submitMessage(message) {
       // {"credential_id":…,"mail_from":…,"rcpt_to":[…],"raw":"<base64>"}, the base64 made as the bytes are sent
-      const envelope = JSON.stringify({ credential_id: message.credentialId, mail_from: message.mailFrom, rcpt_to: message.rcptTo });
-      const open = Buffer.from(`${envelope.slice(0, -1)},"raw":"`);
+      const envelope: Omit<z.input<typeof MessageRequest>, "raw"> = {
+        credential_id: message.credentialId,
+        mail_from: message.mailFrom,
+        rcpt_to: message.rcptTo,
+      };
+      const open = Buffer.from(`${JSON.stringify(envelope).slice(0, -1)},"raw":"`);
       const close = Buffer.from('"}');
-      return call(
-        "/messages",
-        {
-          length: open.length + 4 * Math.ceil(message.raw.size / 3) + close.length,
-          async *parts() {
-            yield open;
-            yield* base64Chunks(message.raw.chunks());
-            yield close;
-          },
+      const result = await call(relayEndpoints.messages, {
+        length: open.length + 4 * Math.ceil(message.raw.size / 3) + close.length,
+        async *parts() {
+          yield open;
+          yield* base64Chunks(message.raw.chunks());
+          yield close;
         },
-        202,
-        (body) => {
-          const accepted = acceptedSchema.parse(body);
-          return {
-            id: accepted.id,
-            recipients: Array.isArray(accepted.recipients) ? accepted.recipients.length : accepted.recipients,
-            creditsCharged: accepted.credits_charged,
-            status: accepted.status,
-          };
-        },
-      );
+      });
+      return result.ok ? { ok: true, value: { id: result.value.id, creditsCharged: result.value.credits_charged } } : result;
     },
   };
 }

@@ -1,14 +1,23 @@
 import { spawn } from "node:child_process";
-import { createHmac, timingSafeEqual } from "node:crypto";
 import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { connect, type AddressInfo, type Socket } from "node:net";
+import {
+  RELAY_BASE_PATH,
+  relayEndpoints,
+  verifyBridgeSignature,
+  type AuthResponse,
+  type ErrorResponse,
+  type MessageResponse,
+  type SenderResponse,
+} from "@mailforge/bridge-contract";
+import type { z } from "zod";
 import { loadConfig, type BridgeConfig } from "../src/config.ts";
 import { createMemoryLogger } from "../src/log.ts";
 import { createServer, type BridgePorts, type BridgeServer } from "../src/server.ts";
 
-// Test doubles at the bridge's outer edge: a fake Worker that is a real HTTP server checking the signature the
-// way the Worker does, a bridge started on port 0 against it, and a raw SMTP dialog for replies that
-// off-the-shelf clients hide.
+// Test doubles at the bridge's outer edge: a fake Worker that is a real HTTP server holding requests to the contract
+// the real Worker holds them to (its signature check and request schemas, packages/bridge-contract), a bridge
+// started on port 0 against it, and a raw SMTP dialog for replies that off-the-shelf clients hide.
 
 export const BRIDGE_SECRET = "bridge-test-secret-0123456789";
 export const VERIFIED_DOMAIN = "verified.test";
@@ -33,16 +42,6 @@ interface FakeCredential {
   revoked: boolean;
 }
 
-/** Verifies `X-Bridge-Signature` exactly as the Worker's relay middleware does (300 s tolerance, constant time). */
-export function verifySignature(secret: string, header: string | undefined, body: string, nowSeconds = Math.floor(Date.now() / 1000)): boolean {
-  const match = /^t=(\d+),v1=([0-9a-f]{64})$/.exec(header ?? "");
-  if (!match) return false;
-  const t = Number(match[1]);
-  if (Math.abs(nowSeconds - t) > 300) return false;
-  const expected = createHmac("sha256", secret).update(`${t}.${body}`).digest();
-  return timingSafeEqual(expected, Buffer.from(match[2] ?? "", "hex"));
-}
-
 export class FakeWorker {
   readonly messages: StoredRelayMessage[] = [];
   readonly requests: { path: string; signatureValid: boolean }[] = [];
@@ -51,6 +50,8 @@ export class FakeWorker {
   readonly messageReplies: CannedReply[] = [];
   /** Delay before answering POST /messages (to keep a session inside DATA). */
   messageDelayMs = 0;
+  /** The recipient cap stated in the AUTH answer (the real Worker's is sendLimits.recipients). */
+  maxRecipients = 50;
   private readonly credentials = new Map<string, FakeCredential>();
   private server: Server | undefined;
   private port = 0;
@@ -90,7 +91,7 @@ export class FakeWorker {
     });
   }
 
-  private findActive(credentialId: unknown): FakeCredential | undefined {
+  private findActive(credentialId: string): FakeCredential | undefined {
     return [...this.credentials.values()].find((c) => c.credentialId === credentialId && !c.revoked);
   }
 
@@ -99,46 +100,66 @@ export class FakeWorker {
     for await (const chunk of req as AsyncIterable<Buffer>) chunks.push(chunk);
     const body = Buffer.concat(chunks).toString("utf8");
     const path = req.url ?? "";
-    const signatureValid = verifySignature(BRIDGE_SECRET, req.headers["x-bridge-signature"] as string | undefined, body);
+    const signatureValid = await verifyBridgeSignature(BRIDGE_SECRET, req.headers["x-bridge-signature"] as string | undefined, body);
     this.requests.push({ path, signatureValid });
     const send = (status: number, payload: unknown, headers: Record<string, string> = {}) => {
       res.writeHead(status, { "Content-Type": "application/json", ...headers });
       res.end(JSON.stringify(payload));
     };
-    if (!signatureValid) return send(401, { code: "unauthorized", message: "bad bridge signature" });
-    const input = JSON.parse(body) as Record<string, unknown>;
+    const refuse = (status: number, error: z.input<typeof ErrorResponse>, headers?: Record<string, string>) => send(status, error, headers);
+    if (!signatureValid) return refuse(401, { code: "unauthorized", message: "bad bridge signature" });
+    const route = (Object.keys(relayEndpoints) as (keyof typeof relayEndpoints)[]).find((key) => `${RELAY_BASE_PATH}${relayEndpoints[key].path}` === path);
+    if (!route) return refuse(404, { code: "not_found", message: `no route ${path}` });
+    const json: unknown = JSON.parse(body);
+    const invalid = (error: z.ZodError) => refuse(422, { code: "validation_failed", message: "The request is invalid", errors: { body: [error.message] } });
 
-    if (path === "/internal/relay/auth") {
-      const credential = this.credentials.get(String(input.username));
-      if (!credential || credential.revoked || credential.password !== input.password) {
-        return send(401, { code: "unauthorized", message: "Invalid SMTP credentials" });
+    if (route === "auth") {
+      const input = relayEndpoints.auth.request.safeParse(json);
+      if (!input.success) return invalid(input.error);
+      const credential = this.credentials.get(input.data.username);
+      if (!credential || credential.revoked || credential.password !== input.data.password) {
+        return refuse(401, { code: "unauthorized", message: "Invalid SMTP credentials" });
       }
-      return send(200, { credential_id: credential.credentialId, account_id: credential.accountId });
+      const identity: z.input<typeof AuthResponse> = {
+        credential_id: credential.credentialId,
+        account_id: credential.accountId,
+        mode: "live",
+        max_recipients: this.maxRecipients,
+      };
+      return send(relayEndpoints.auth.status, identity);
     }
-    if (path === "/internal/relay/sender") {
-      if (!this.findActive(input.credential_id)) return send(401, { code: "unauthorized", message: "credential revoked" });
-      const domain = String(input.mail_from).split("@").pop()?.toLowerCase() ?? "";
+    if (route === "sender") {
+      const input = relayEndpoints.sender.request.safeParse(json);
+      if (!input.success) return invalid(input.error);
+      const credential = this.findActive(input.data.credential_id);
+      if (!credential) return refuse(401, { code: "unauthorized", message: "credential revoked" });
+      const domain = input.data.mail_from.split("@").pop()?.toLowerCase() ?? "";
       if (!this.verifiedDomains.has(domain)) {
-        return send(403, { code: "domain_not_verified", message: `The domain ${domain} is not a verified sending domain of this account` });
+        return refuse(403, { code: "domain_not_verified", message: `The domain ${domain} is not a verified sending domain of this account` });
       }
-      return send(200, { ok: true });
+      const sender: z.input<typeof SenderResponse> = {
+        credential_id: credential.credentialId,
+        account_id: credential.accountId,
+        domain: { id: "dom_fake", name: domain },
+      };
+      return send(relayEndpoints.sender.status, sender);
     }
-    if (path === "/internal/relay/messages") {
-      if (this.messageDelayMs) await new Promise((resolve) => setTimeout(resolve, this.messageDelayMs));
-      if (!this.findActive(input.credential_id)) return send(401, { code: "unauthorized", message: "credential revoked" });
-      const canned = this.messageReplies.shift();
-      if (canned) return send(canned.status, canned.body, canned.headers);
-      const rcptTo = input.rcpt_to as string[];
-      this.messages.push({
-        credential_id: String(input.credential_id),
-        mail_from: String(input.mail_from),
-        rcpt_to: rcptTo,
-        raw: Buffer.from(String(input.raw), "base64"),
-      });
-      const id = `msg_fake${this.nextId++}`;
-      return send(202, { id, recipients: rcptTo.length, credits_charged: rcptTo.length, status: "queued" });
-    }
-    send(404, { code: "not_found", message: `no route ${path}` });
+    const input = relayEndpoints.messages.request.safeParse(json);
+    if (!input.success) return invalid(input.error);
+    const message = input.data;
+    if (this.messageDelayMs) await new Promise((resolve) => setTimeout(resolve, this.messageDelayMs));
+    if (!this.findActive(message.credential_id)) return refuse(401, { code: "unauthorized", message: "credential revoked" });
+    const canned = this.messageReplies.shift();
+    if (canned) return send(canned.status, canned.body, canned.headers);
+    this.messages.push({ credential_id: message.credential_id, mail_from: message.mail_from, rcpt_to: message.rcpt_to, raw: Buffer.from(message.raw, "base64") });
+    const accepted: z.input<typeof MessageResponse> = {
+      id: `msg_fake${this.nextId++}`,
+      recipients: message.rcpt_to.map((email) => ({ email, status: "queued" })),
+      credits_charged: message.rcpt_to.length,
+      status: "queued",
+      test_mode: false,
+    };
+    send(relayEndpoints.messages.status, accepted);
   }
 }
 

@@ -1,10 +1,20 @@
 import { Hono, type Context } from "hono";
 import { createMiddleware } from "hono/factory";
-import { z } from "zod";
+import {
+  AuthRequest,
+  BRIDGE_SIGNATURE_HEADER,
+  MessageRequest,
+  relayEndpoints,
+  SenderRequest,
+  verifyBridgeSignature,
+  type AuthResponse,
+  type MessageResponse,
+  type SenderResponse,
+} from "@mailforge/bridge-contract";
+import type { z } from "zod";
 import { findVerifiedDomain } from "../domain/domains/domains";
 import { acceptRelayMessage, assertRelayEnabled } from "../domain/sending/relay";
 import { domainOf } from "../domain/sending/mime";
-import { BRIDGE_SIGNATURE_HEADER, verifyBridgeSignature } from "../domain/smtp/bridge-signature";
 import { authenticateSmtpCredential, findActiveCredential } from "../domain/smtp/credentials";
 import { AppError, fieldErrors, validationError } from "../errors";
 import { base64ToBytes } from "../lib/crypto";
@@ -13,7 +23,8 @@ import { sendLimits } from "../domain/sending/rules";
 
 // The internal relay API: what the SMTP bridge (smtp-bridge/) calls for each SMTP phase. It is not part of the
 // public API (plain hono routes, so it never appears in the OpenAPI document) and sits outside the API-key
-// middleware; every request must instead carry the bridge's signature over its exact body.
+// middleware; every request must instead carry the bridge's signature over its exact body. Paths, bodies and the
+// signature are the contract the bridge imports too (packages/bridge-contract).
 
 const verifyBridge = createMiddleware<AppEnv>(async (c, next) => {
   const secret = c.env.BRIDGE_SECRET;
@@ -38,18 +49,6 @@ async function signedBody<T extends z.ZodType>(c: Context<AppEnv>, schema: T): P
   return parsed.data;
 }
 
-const mailbox = z.string().min(3).max(320).regex(/^[^@\s]+@[^@\s]+$/, "Not an email address");
-
-const AuthRequest = z.object({ username: z.string().min(1).max(200), password: z.string().min(1).max(200) });
-const SenderRequest = z.object({ credential_id: z.string().min(1).max(64), mail_from: mailbox });
-const MessageRequest = z.object({
-  credential_id: z.string().min(1).max(64),
-  mail_from: mailbox,
-  // The bridge enforces the same cap at RCPT (452 4.5.3); acceptMessage holds every door to it.
-  rcpt_to: z.array(z.string().min(1).max(320)).min(1).max(sendLimits.recipients),
-  raw: z.string().min(1).regex(/^[A-Za-z0-9+/]+={0,2}$/, "Not base64"),
-});
-
 async function activeCredential(d1: D1Database, credentialId: string) {
   const found = await findActiveCredential(d1, credentialId);
   // the bridge answers this with 530: the session's credential was revoked after it logged in
@@ -59,13 +58,19 @@ async function activeCredential(d1: D1Database, credentialId: string) {
 
 export const relayRoutes = new Hono<AppEnv>()
   .use("*", verifyBridge)
-  .post("/auth", async (c) => {
+  .post(relayEndpoints.auth.path, async (c) => {
     const body = await signedBody(c, AuthRequest);
     const identity = await authenticateSmtpCredential(c.env.DB, body.username, body.password, (promise) => c.executionCtx.waitUntil(promise));
     if (!identity) throw new AppError("unauthorized", "Invalid SMTP username or password");
-    return c.json({ credential_id: identity.credentialId, account_id: identity.accountId, mode: identity.mode }, 200);
+    const answer: z.input<typeof AuthResponse> = {
+      credential_id: identity.credentialId,
+      account_id: identity.accountId,
+      mode: identity.mode,
+      max_recipients: sendLimits.recipients,
+    };
+    return c.json(answer, relayEndpoints.auth.status);
   })
-  .post("/sender", async (c) => {
+  .post(relayEndpoints.sender.path, async (c) => {
     const body = await signedBody(c, SenderRequest);
     const { credential, account } = await activeCredential(c.env.DB, body.credential_id);
     assertRelayEnabled(account);
@@ -74,9 +79,10 @@ export const relayRoutes = new Hono<AppEnv>()
     if (!domain) {
       throw new AppError("domain_not_verified", `The domain ${domainName} is not a verified sending domain of this account`);
     }
-    return c.json({ credential_id: credential.id, account_id: account.id, domain }, 200);
+    const answer: z.input<typeof SenderResponse> = { credential_id: credential.id, account_id: account.id, domain };
+    return c.json(answer, relayEndpoints.sender.status);
   })
-  .post("/messages", async (c) => {
+  .post(relayEndpoints.messages.path, async (c) => {
     const body = await signedBody(c, MessageRequest);
     const { credential, account } = await activeCredential(c.env.DB, body.credential_id);
     // An SMTP credential is held to the account's per-minute limit as an API key is (one message, one request), so
@@ -94,8 +100,12 @@ export const relayRoutes = new Hono<AppEnv>()
       { account, testMode: credential.mode === "test" },
       { mailFrom: body.mail_from, rcptTo: body.rcpt_to, raw: base64ToBytes(body.raw) },
     );
-    return c.json(
-      { id: accepted.id, recipients: accepted.recipients, credits_charged: accepted.credits_charged, status: accepted.status, test_mode: accepted.test_mode },
-      202,
-    );
+    const answer: z.input<typeof MessageResponse> = {
+      id: accepted.id,
+      recipients: accepted.recipients,
+      credits_charged: accepted.credits_charged,
+      status: accepted.status,
+      test_mode: accepted.test_mode,
+    };
+    return c.json(answer, relayEndpoints.messages.status);
   });

@@ -1,3 +1,4 @@
+import { RELAY_BASE_PATH, RELAY_MESSAGES_MAX_BODY_BYTES, relayEndpoints } from "@mailforge/bridge-contract";
 import { bodyLimit } from "hono/body-limit";
 import { createMiddleware } from "hono/factory";
 import { AppError } from "../errors";
@@ -20,7 +21,8 @@ const MB = 1024 * 1024;
 // Request body caps per route; the first matching prefix wins. Sizes are of the request as sent (base64 included).
 const bodyLimits: [prefix: string, bytes: number][] = [
   ["/api/v1/send", 15 * MB],
-  ["/internal/relay/messages", 40 * MB],
+  // the bridge sizes its largest message from this same constant
+  [`${RELAY_BASE_PATH}${relayEndpoints.messages.path}`, RELAY_MESSAGES_MAX_BODY_BYTES],
   ["/api/batch/upload", 50 * MB],
   ["/api/v1/contacts/import", 50 * MB],
   ["/api/v1/verify", 5 * MB],

@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { signBridgeRequest } from "../../src/domain/smtp/bridge-signature";
+import { signBridgeRequest } from "@mailforge/bridge-contract";
 import { ADMIN_TOKEN, call, createAccount, json } from "../helpers";
 import { eventually, messageOf, sendBalance, sinkMessagesTo, sinkRaw, verifiedDomain } from "../send/helpers";
 
@@ -65,11 +65,11 @@ describe("the bridge signature", () => {
 });
 
 describe("POST /internal/relay/auth", () => {
-  it("answers the credential and account for a valid username and password, and records last use", async () => {
+  it("answers the credential, its account and the recipient cap for a valid username and password, and records last use", async () => {
     const { account, credential } = await accountWithCredential();
     const response = await relay("/auth", { username: credential.username, password: credential.password });
     expect(response.status).toBe(200);
-    expect(await json(response)).toEqual({ credential_id: credential.id, account_id: account.id, mode: "live" });
+    expect(await json(response)).toEqual({ credential_id: credential.id, account_id: account.id, mode: "live", max_recipients: 50 });
     const listed = await eventually(async () => {
       const list = await json<{ data: { last_used_at: string | null }[] }>(await call("/api/v1/smtp-credentials", { key: account.api_key }));
       return list.data[0]?.last_used_at ?? undefined;

@@ -1,0 +1,138 @@
+import { hmac } from "@noble/hashes/hmac.js";
+import { sha256 } from "@noble/hashes/sha2.js";
+import { bytesToHex } from "@noble/hashes/utils.js";
+import { z } from "zod";
+
+// The one contract between the Worker's /internal/relay routes (src/internal/relay.ts) and the SMTP bridge's client
+// (smtp-bridge/src/worker-client.ts): paths, request and response bodies, and the request signature. Both import
+// this file, so a change to either side that the other would not understand fails to typecheck.
+//
+// It runs in workerd and in Node 22 (the bridge's Docker image strips the types itself): web platform globals only,
+// no node: modules, no imports of other project files.
+
+/** Where the Worker mounts the relay routes. */
+export const RELAY_BASE_PATH = "/internal/relay";
+
+/**
+ * The largest body the Worker takes on /messages. The raw message travels base64-encoded (4/3) inside JSON, so the
+ * bridge derives its own DATA ceiling from this (`maxRawMessageBytes`).
+ */
+export const RELAY_MESSAGES_MAX_BODY_BYTES = 40 * 1024 * 1024;
+
+// What the JSON around `raw` may take at most: ids, MAIL FROM and the recipients, with room to spare.
+const ENVELOPE_ALLOWANCE_BYTES = 64 * 1024;
+
+/** The largest message (DATA bytes) whose /messages request still fits under RELAY_MESSAGES_MAX_BODY_BYTES. */
+export const maxRawMessageBytes = Math.floor(((RELAY_MESSAGES_MAX_BODY_BYTES - ENVELOPE_ALLOWANCE_BYTES) / 4) * 3);
+
+const id = z.string().min(1).max(64);
+const mailbox = z
+  .string()
+  .min(3)
+  .max(320)
+  .regex(/^[^@\s]+@[^@\s]+$/, "Not an email address");
+const queuedOrSuppressed = z.enum(["queued", "suppressed"]);
+
+/** AUTH: the username and password the client gave. */
+export const AuthRequest = z.object({ username: z.string().min(1).max(200), password: z.string().min(1).max(200) });
+/**
+ * The credential's identity, and the recipient cap the pipeline will enforce, so the bridge can refuse the
+ * recipient past it at RCPT TO (452 4.5.3) without a cap of its own.
+ */
+export const AuthResponse = z.object({
+  credential_id: id,
+  account_id: id,
+  mode: z.enum(["live", "test"]),
+  max_recipients: z.number().int().positive(),
+});
+
+/** MAIL FROM: may this credential's account send from that address's domain? */
+export const SenderRequest = z.object({ credential_id: id, mail_from: mailbox });
+export const SenderResponse = z.object({ credential_id: id, account_id: id, domain: z.object({ id, name: z.string().min(1) }) });
+
+/**
+ * End of DATA: the message exactly as received, base64 in `raw`. The recipient cap is not repeated here:
+ * acceptMessage enforces it (after de-duplication) for every door, this one included.
+ */
+export const MessageRequest = z.object({
+  credential_id: id,
+  mail_from: mailbox,
+  rcpt_to: z.array(z.string().min(1).max(320)).min(1),
+  raw: z
+    .string()
+    .min(1)
+    .regex(/^[A-Za-z0-9+/]+={0,2}$/, "Not base64"),
+});
+export const MessageResponse = z.object({
+  id: id,
+  recipients: z.array(z.object({ email: z.string(), status: queuedOrSuppressed })),
+  credits_charged: z.number().int().nonnegative(),
+  status: queuedOrSuppressed,
+  test_mode: z.boolean(),
+});
+
+/** Every refusal, in the API's error shape. */
+export const ErrorResponse = z.object({
+  message: z.string(),
+  code: z.string(),
+  errors: z.record(z.string(), z.array(z.string())).optional(),
+});
+
+/** Each route: its path under RELAY_BASE_PATH, its bodies, and the status that means success. */
+export const relayEndpoints = {
+  auth: { path: "/auth", request: AuthRequest, response: AuthResponse, status: 200 },
+  sender: { path: "/sender", request: SenderRequest, response: SenderResponse, status: 200 },
+  messages: { path: "/messages", request: MessageRequest, response: MessageResponse, status: 202 },
+} as const;
+
+// Every request carries `X-Bridge-Signature: t=<unix>,v1=<hex>`, where hex is HMAC-SHA256 keyed with BRIDGE_SECRET
+// over `<t>.<body as sent>`: the outgoing webhooks' scheme, pointed the other way. The timestamp bounds a replay to
+// the tolerance window; the body is signed byte for byte, so nothing is re-serialised before checking.
+
+export const BRIDGE_SIGNATURE_HEADER = "X-Bridge-Signature";
+export const BRIDGE_SIGNATURE_TOLERANCE_SECONDS = 300;
+
+const headerPattern = /^t=(\d{1,12}),\s*v1=([0-9a-f]{64})$/;
+const encoder = new TextEncoder();
+const nowInSeconds = () => Math.floor(Date.now() / 1000);
+
+/** A request body whole, or in parts (a large one is never held whole: the bridge streams it from its spool). */
+export type SignedBody = string | Uint8Array | Iterable<Uint8Array> | AsyncIterable<Uint8Array>;
+
+/**
+ * The signature header for `body`. WebCrypto can only sign a whole buffer, so the HMAC is computed with
+ * @noble/hashes, which takes it part by part; the result is plain HMAC-SHA256, what `verifyBridgeSignature`
+ * (WebCrypto) and any other implementation compute over the whole body.
+ */
+export async function signBridgeRequest(secret: string, body: SignedBody, nowSeconds = nowInSeconds()): Promise<string> {
+  const mac = hmac.create(sha256, encoder.encode(secret)).update(encoder.encode(`${nowSeconds}.`));
+  if (typeof body === "string") mac.update(encoder.encode(body));
+  else if (body instanceof Uint8Array) mac.update(body);
+  else for await (const part of body) mac.update(part);
+  return `t=${nowSeconds},v1=${bytesToHex(mac.digest())}`;
+}
+
+const hexToBytes = (hex: string) => Uint8Array.from(hex.match(/../g) ?? [], (pair) => Number.parseInt(pair, 16));
+
+/**
+ * True when `header` signs `body` with `secret` and its timestamp is within BRIDGE_SIGNATURE_TOLERANCE_SECONDS of
+ * now. The receiver holds the body whole, so this is WebCrypto's (native, and constant-time in its comparison).
+ */
+export async function verifyBridgeSignature(
+  secret: string,
+  header: string | null | undefined,
+  body: string | Uint8Array,
+  nowSeconds = nowInSeconds(),
+): Promise<boolean> {
+  const match = headerPattern.exec(header?.trim() ?? "");
+  if (!match) return false;
+  const [, timestamp = "", presented = ""] = match;
+  if (Math.abs(nowSeconds - Number(timestamp)) > BRIDGE_SIGNATURE_TOLERANCE_SECONDS) return false;
+  const prefix = encoder.encode(`${timestamp}.`);
+  const text = typeof body === "string" ? encoder.encode(body) : body;
+  const signed = new Uint8Array(prefix.length + text.length);
+  signed.set(prefix);
+  signed.set(text, prefix.length);
+  const key = await crypto.subtle.importKey("raw", encoder.encode(secret), { name: "HMAC", hash: "SHA-256" }, false, ["verify"]);
+  return crypto.subtle.verify("HMAC", key, hexToBytes(presented), signed);
+}
