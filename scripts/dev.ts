@@ -121,7 +121,7 @@ async function seedDemoAccount(adminToken: string): Promise<Demo> {
   const response = await fetch(`${workerUrl}/admin/v1/accounts`, {
     method: "POST",
     headers: { Authorization: `Bearer ${adminToken}`, "Content-Type": "application/json" },
-    body: JSON.stringify({ name: "Demo", plan: "starter", send_credits: 1000, verify_credits: 1000 }),
+    body: JSON.stringify({ name: "Demo", plan: "starter", features: ["email_api", "smtp_relay", "campaigns"], send_credits: 1000, verify_credits: 1000 }),
   });
   if (response.status !== 201) throw new Error(`seeding the demo account failed: ${response.status} ${await response.text()}`);
   const account = (await response.json()) as { id: string; api_key: string };
