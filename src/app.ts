@@ -4,6 +4,7 @@ import { apiKeyRoutes } from "./api/api-keys";
 import { campaignRoutes } from "./api/campaigns";
 import { contactRoutes } from "./api/contacts";
 import { listRoutes } from "./api/lists";
+import { segmentRoutes } from "./api/segments";
 import { senderRoutes } from "./api/senders";
 import { suppressionRoutes } from "./api/suppressions";
 import { domainRoutes } from "./api/domains";
@@ -42,6 +43,7 @@ export const openApiInfo = {
     { name: "Verification API", description: "The standalone verification API: /api/validate and /api/batch/*, key in `?apikey=`, 5 requests/s" },
     { name: "Contacts", description: "Contacts (created or updated by address), custom fields and CSV imports" },
     { name: "Lists", description: "Lists of contacts and their members" },
+    { name: "Segments", description: "Saved audiences: contacts matching conditions on their fields, custom fields and lists" },
     { name: "Senders", description: "The names and addresses (on verified domains) campaigns are sent from" },
     { name: "Campaigns", description: "Newsletters to lists and segments: drafts, scheduling, reserved credits, one personalised message per contact" },
     { name: "Suppressions", description: "Addresses never mailed again: bounces, complaints, unsubscribes, manual entries" },
@@ -85,6 +87,7 @@ export function createApp() {
   app.route("/api/v1", apiKeyRoutes);
   app.route("/api/v1", contactRoutes);
   app.route("/api/v1", listRoutes);
+  app.route("/api/v1", segmentRoutes);
   app.route("/api/v1", senderRoutes);
   app.route("/api/v1", suppressionRoutes);
   app.route("/api/v1", webhookRoutes);

@@ -2,8 +2,8 @@
 // the contacts and lists routes and the import consumer all go through it, so every path applies the same keys,
 // caps and suppression rule.
 
-import { and, eq, gt, getTableColumns, sql, type SQL } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
+import { and, desc, eq, gt, getTableColumns, sql, type SQL } from "drizzle-orm";
+import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
 import { statement } from "../../db/client";
 import { contacts, listMembers, lists, suppressions } from "../../db/schema";
 import type { FieldErrors } from "../../errors";
@@ -300,6 +300,11 @@ export async function findContact(d1: D1Database, accountId: string, contactId: 
     .from(contacts)
     .where(and(eq(contacts.id, contactId), eq(contacts.accountId, accountId)))
     .get();
+}
+
+/** The first `limit` contacts matching a condition over `contacts`, newest first, as the API shows them: for a caller's batch. */
+export function contactsMatchingQuery(db: DrizzleD1Database, where: SQL, limit: number) {
+  return db.select(contactSelection).from(contacts).where(where).orderBy(desc(contacts.createdAt), desc(contacts.id)).limit(limit);
 }
 
 export type ContactPatch = {
