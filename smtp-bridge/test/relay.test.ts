@@ -316,6 +316,27 @@ describe("refusing mail with the right reply", () => {
     expect(worker.messages.at(-1)?.rcpt_to).toHaveLength(50);
   });
 
+  it("the recipient cap is the one the Worker states at AUTH; a repeated address does not count twice", async () => {
+    worker.maxRecipients = 3;
+    const local = await startBridge(worker, { ALLOW_INSECURE_AUTH_ON_LOOPBACK: "true" });
+    try {
+      const { dialog } = await SmtpDialog.open(local.ports.smtp);
+      await dialog.send("EHLO client.test");
+      expect(await dialog.send(`AUTH PLAIN ${plainAuth(USER, PASSWORD)}`)).toMatch(/^235 /);
+      expect(await dialog.send(`MAIL FROM:<${FROM}>`)).toMatch(/^250 /);
+      for (const rcpt of ["a@example.org", "b@example.org", "c@example.org"]) expect(await dialog.send(`RCPT TO:<${rcpt}>`)).toMatch(/^250 /);
+      expect(await dialog.send("RCPT TO:<d@example.org>")).toMatch(/^452 4\.5\.3 Too many recipients: at most 3 per message/);
+      expect(await dialog.send("RCPT TO:<B@example.org>")).toMatch(/^250 /);
+      expect(await dialog.send("DATA")).toMatch(/^354 /);
+      expect(await dialog.send(`From: ${FROM}\r\nSubject: three\r\n\r\nbody\r\n.`)).toMatch(/^250 2\.0\.0 Ok: queued as msg_fake/);
+      expect(worker.messages.at(-1)?.rcpt_to).toEqual(["a@example.org", "B@example.org", "c@example.org"]);
+      dialog.close();
+    } finally {
+      worker.maxRecipients = 50;
+      await local.bridge.close({ timeoutMs: 500 });
+    }
+  });
+
   it("caps concurrent connections per IP with 421 4.7.0", async () => {
     const local = await startBridge(worker, { MAX_CONNECTIONS_PER_IP: "2" });
     try {
