@@ -445,7 +445,10 @@ describe("OpenAPI-driven fuzzing", () => {
     const sent = await call("/api/v1/send", { key: test.key, body: { from, to: ["delivered@example.com"], subject: "fuzz", text: "x" } });
     expect(sent.status).toBe(202);
     const credential = await created("/api/v1/smtp-credentials", { name: "fuzz" });
-    ids.push(victim.id, victimKey.id, from, (await json<{ id: string }>(sent)).id, ...[...made, credential].filter((id): id is string => id !== undefined));
+    // A sender needs the verified domain, and a segment on a list needs the list.
+    const sender = await created("/api/v1/senders", { name: "Fuzz", email: `news@${domain.name}` });
+    const segment = await created("/api/v1/segments", { name: "fuzz", match: "all", conditions: [{ field: "list", op: "in", value: made[1] ?? "lst_x" }] });
+    ids.push(victim.id, victimKey.id, from, (await json<{ id: string }>(sent)).id, ...[...made, credential, sender, segment].filter((id): id is string => id !== undefined));
     const csv = "data:text/csv;base64,ZW1haWwsZmlyc3RfbmFtZQphQGV4YW1wbGUuY29tLEFubgo="; // "email,first_name\na@example.com,Ann\n"
     corpus = {
       "POST /api/v1/send": [
@@ -466,6 +469,21 @@ describe("OpenAPI-driven fuzzing", () => {
       "POST /api/v1/campaigns": [{ name: "c", subject: "Hi {{first_name|there}}", html: "<p>Hi</p>", lists: made[1] ? [made[1]] : [], variables: { a: "b" }, tags: ["t"] }],
       "PATCH /api/v1/campaigns/{id}": [{ name: "renamed", exclude_lists: made[1] ? [made[1]] : [] }],
       "POST /api/v1/campaigns/{id}/send": [{}, { send_at: new Date(Date.now() + 3_600_000).toISOString() }],
+      "POST /api/v1/senders": [{ name: "News", email: `news@${domain.name}`, reply_to: "r@example.org" }],
+      "PATCH /api/v1/senders/{id}": [{ name: "Renamed", email: `hello@${domain.name}` }, { reply_to: null }],
+      "POST /api/v1/segments": [
+        {
+          name: "s",
+          match: "any",
+          conditions: [
+            { field: "custom_fields.seats", op: "gt", value: 3 },
+            { field: "list", op: "not_in", value: [made[1] ?? "lst_x"] },
+            { field: "created_at", op: "within_days", value: 30 },
+            { field: "email", op: "ends_with", value: "@example.com" },
+          ],
+        },
+      ],
+      "PATCH /api/v1/segments/{id}": [{ match: "all", conditions: [{ field: "first_name", op: "in", value: ["Ann", "Bob"] }] }, { name: "renamed" }],
       "POST /admin/v1/accounts": [{ name: "Fuzz", send_credits: 1, features: ["email_api"] }],
       "POST /admin/v1/accounts/{id}/credits": [{ send: 1, note: "fuzz" }],
     };
