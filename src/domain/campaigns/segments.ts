@@ -369,32 +369,38 @@ export function segmentAudienceWhere(accountId: string, segment: SegmentShape, n
   );
 }
 
+/** Each condition compiled (or its problem), by index; entries whose field or op is not even a string are skipped. */
+function compileAll(conditions: unknown[]) {
+  const now = new Date();
+  return conditions.map((condition) => {
+    if (typeof condition !== "object" || condition === null || Array.isArray(condition)) return undefined;
+    const { field, op, value } = condition as Record<string, unknown>;
+    return typeof field === "string" && typeof op === "string" ? compileCondition({ field, op, value }, now) : undefined;
+  });
+}
+
 /**
  * What is wrong with each condition, keyed `conditions.<i>.field|op|value`, without the database (list ids are
  * checked by `createSegment`/`updateSegment`). Reads untrusted input: entries that are not objects, or whose field or
  * op is not a string, are left to the schema's own type errors.
  */
 export function conditionProblems(conditions: unknown[]): FieldErrors {
+  return problemsOf(compileAll(conditions));
+}
+
+function problemsOf(compiled: ReturnType<typeof compileAll>): FieldErrors {
   const errors: FieldErrors = {};
-  const now = new Date();
-  conditions.forEach((condition, index) => {
-    if (typeof condition !== "object" || condition === null || Array.isArray(condition)) return;
-    const { field, op, value } = condition as Record<string, unknown>;
-    if (typeof field !== "string" || typeof op !== "string") return;
-    const result = compileCondition({ field, op, value }, now);
-    if ("problem" in result) errors[`conditions.${index}.${result.problem}`] = [result.message];
+  compiled.forEach((result, index) => {
+    if (result && "problem" in result) errors[`conditions.${index}.${result.problem}`] = [result.message];
   });
   return errors;
 }
 
 /** All problems with the conditions, list ids of other accounts (or none) included. */
 async function checkConditions(d1: D1Database, accountId: string, conditions: SegmentCondition[]): Promise<FieldErrors> {
-  const errors = conditionProblems(conditions);
-  const now = new Date();
-  const listIdsByIndex = conditions.map((condition) => {
-    const result = condition.field === "list" ? compileCondition(condition, now) : undefined;
-    return result && "listIds" in result ? result.listIds : [];
-  });
+  const compiled = compileAll(conditions);
+  const errors = problemsOf(compiled);
+  const listIdsByIndex = compiled.map((result) => (result && "listIds" in result ? result.listIds : []));
   const wanted = [...new Set(listIdsByIndex.flat())];
   if (wanted.length === 0) return errors;
   const owned = await drizzle(d1)
