@@ -20,6 +20,7 @@ import { AppError, fieldErrors, validationError } from "../errors";
 import { base64ToBytes } from "../lib/crypto";
 import type { AppEnv } from "../types";
 import { sendLimits } from "../domain/sending/rules";
+import { config } from "../config";
 
 // The internal relay API: what the SMTP bridge (smtp-bridge/) calls for each SMTP phase. It is not part of the
 // public API (plain hono routes, so it never appears in the OpenAPI document) and sits outside the API-key
@@ -27,7 +28,7 @@ import { sendLimits } from "../domain/sending/rules";
 // signature are the contract the bridge imports too (packages/bridge-contract).
 
 const verifyBridge = createMiddleware<AppEnv>(async (c, next) => {
-  const secret = c.env.BRIDGE_SECRET;
+  const secret = config(c.env).bridgeSecret;
   if (!secret) throw new AppError("unauthorized", "The relay API is disabled: BRIDGE_SECRET is not set");
   // hono keeps the body it read, so the handler's own c.req.text() gets these same bytes
   const body = await c.req.text();
