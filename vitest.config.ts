@@ -86,6 +86,9 @@ export default defineConfig(async () => {
       // Each file gets its own workerd (its own D1, queues, Durable Objects). Vitest's default of cores − 1 runs them
       // one at a time on 2 cores, while most of a file's time is spent waiting on queues and loopback servers.
       maxWorkers: 2,
+      // Two workerd runtimes share 2 cores with whatever else the machine runs; a test that waits on real queues
+      // and timers gets more than Vitest's default 5 s before it counts as hung.
+      testTimeout: 15_000,
       deps: { optimizer: { ssr: { enabled: true, include: importedPackages() } } },
     },
   };
