@@ -326,11 +326,6 @@ function inputOf(body: Body): Partial<CampaignInput> {
   };
 }
 
-const segmentsNotBuilt = (segments: string[] | undefined) => {
-  // Segments are built by another module; until it lands a campaign cannot target them (never silently ignored).
-  if (segments && segments.length > 0) throw validationError({ segments: ["Segments cannot be used in campaigns yet; use lists"] });
-};
-
 function savedOrThrow(outcome: SaveOutcome) {
   if (outcome.kind === "saved") return outcome.campaign;
   if (outcome.kind === "invalid") throw validationError(outcome.errors);
@@ -341,7 +336,6 @@ function savedOrThrow(outcome: SaveOutcome) {
 export const campaignRoutes = createRouter()
   .openapi(createRoute, async (c) => {
     const body = c.req.valid("json");
-    segmentsNotBuilt(body.segments);
     const input = inputOf(body);
     const campaign = savedOrThrow(
       await createCampaign(c.env.DB, c.get("auth").account.id, {
@@ -387,7 +381,6 @@ export const campaignRoutes = createRouter()
   })
   .openapi(updateRoute, async (c) => {
     const body = c.req.valid("json");
-    segmentsNotBuilt(body.segments);
     const campaign = savedOrThrow(await updateDraft(c.env.DB, c.get("auth").account.id, c.req.valid("param").id, inputOf(body)));
     return c.json(serializeCampaign(campaign), 200);
   })

@@ -70,12 +70,22 @@ describe("campaigns, sent now", () => {
     const t = tag();
     const addr = (name: string) => `${name}-${t}@example.net`;
     await contact(key, { email: addr("ann"), first_name: "<Ann>", custom_fields: { plan: "pro" }, lists: [customers] });
-    await contact(key, { email: addr("both"), first_name: "Bo", lists: [customers, newsletter] });
+    await contact(key, { email: addr("both"), first_name: "Bo", custom_fields: { plan: "enterprise" }, lists: [customers, newsletter] });
     await contact(key, { email: addr("nameless"), lists: [newsletter] });
     await contact(key, { email: addr("excluded"), first_name: "Ex", lists: [customers, excluded] });
     await contact(key, { email: addr("suppressed"), lists: [customers] });
     const unsubscribed = await contact(key, { email: addr("unsub"), lists: [newsletter] });
     await contact(key, { email: addr("outsider"), first_name: "Out" });
+    // In no list: reached through the segment. "both" matches it too and still gets one message; "vip-excluded" matches
+    // it but is on the excluded list.
+    await contact(key, { email: addr("vip"), first_name: "Vi", custom_fields: { plan: "enterprise" } });
+    await contact(key, { email: addr("vip-excluded"), custom_fields: { plan: "enterprise" }, lists: [excluded] });
+    const segmentResponse = await call("/api/v1/segments", {
+      key,
+      body: { name: "Enterprise", match: "all", conditions: [{ field: "custom_fields.plan", op: "eq", value: "enterprise" }] },
+    });
+    expect(segmentResponse.status).toBe(201);
+    const enterprise = (await json<{ id: string }>(segmentResponse)).id;
     expect((await call("/api/v1/suppressions", { key, body: { email: addr("suppressed") } })).status).toBeLessThan(300);
     expect((await call(`/api/v1/contacts/${unsubscribed}`, { key, method: "PATCH", body: { status: "unsubscribed" } })).status).toBe(200);
 
@@ -90,6 +100,7 @@ describe("campaigns, sent now", () => {
         text: "Hello {{first_name|there}}. Leave: {{unsubscribe_url}}",
         variables: { month: "November" },
         lists: [customers, newsletter],
+        segments: [enterprise],
         exclude_lists: [excluded],
       },
     });
@@ -99,17 +110,17 @@ describe("campaigns, sent now", () => {
 
     const sent = await call(`/api/v1/campaigns/${draft.id}/send`, { key, body: {} });
     expect(sent.status).toBe(202);
-    expect(await json(sent)).toEqual({ id: draft.id, status: "sending", recipients: 3, credits_reserved: 3, send_at: expect.any(String) });
+    expect(await json(sent)).toEqual({ id: draft.id, status: "sending", recipients: 4, credits_reserved: 4, send_at: expect.any(String) });
 
     const done = await eventually(async () => {
       const current = await campaignOf(key, draft.id);
       return current.status === "sent" ? current : undefined;
     }, 20_000);
-    expect(done.counters).toMatchObject({ recipients: 3, pending: 0, sent: 3, bounced: 0, failed: 0, suppressed: 0, cancelled: 0 });
+    expect(done.counters).toMatchObject({ recipients: 4, pending: 0, sent: 4, bounced: 0, failed: 0, suppressed: 0, cancelled: 0 });
     expect(done.completed_at).not.toBeNull();
 
-    const expected = ["ann", "both", "nameless"];
-    for (const name of ["excluded", "suppressed", "unsub", "outsider"]) expect(await sinkMessagesTo(addr(name))).toEqual([]);
+    const expected = ["ann", "both", "nameless", "vip"];
+    for (const name of ["excluded", "suppressed", "unsub", "outsider", "vip-excluded"]) expect(await sinkMessagesTo(addr(name))).toEqual([]);
     const delivered = new Map<string, Email>();
     for (const name of expected) {
       const messages = await sinkMessagesTo(addr(name));
@@ -149,25 +160,25 @@ describe("campaigns, sent now", () => {
     const suppression = await call(`/api/v1/suppressions?email=${encodeURIComponent(addr("ann"))}`, { key });
     expect((await json<{ data: { reason: string }[] }>(suppression)).data).toEqual([expect.objectContaining({ reason: "unsubscribe" })]);
 
-    // Ledger: reservation of 3, three charges taken from it, nothing left reserved.
+    // Ledger: reservation of 4, four charges taken from it, nothing left reserved.
     const ledger = await ledgerOf(account.id);
     expect(ledger.filter((entry) => entry.kind !== "top_up")).toEqual(
       expect.arrayContaining([
-        { kind: "reservation", amount: 3, reference_id: draft.id },
-        ...[1, 2, 3].map(() => ({
+        { kind: "reservation", amount: 4, reference_id: draft.id },
+        ...[1, 2, 3, 4].map(() => ({
           kind: "charge",
           amount: -1,
           reference_id: expect.stringMatching(new RegExp(`^${draft.id}:msg_[0-9A-Za-z]{22}$`)),
         })),
       ]),
     );
-    expect(ledger.filter((entry) => entry.kind !== "top_up")).toHaveLength(4);
-    expect(await balances(key)).toEqual({ balance: 97, reserved: 0, available: 97 });
+    expect(ledger.filter((entry) => entry.kind !== "top_up")).toHaveLength(5);
+    expect(await balances(key)).toEqual({ balance: 96, reserved: 0, available: 96 });
 
     const [request] = await waitForRequests(hook, 1);
     const event = JSON.parse(request!.body) as { type: string; data: Record<string, unknown> };
     expect(event.type).toBe("campaign.completed");
-    expect(event.data).toMatchObject({ campaign_id: draft.id, name: "November news", recipients: 3, sent: 3, failed: 0, suppressed: 0 });
+    expect(event.data).toMatchObject({ campaign_id: draft.id, name: "November news", recipients: 4, sent: 4, failed: 0, suppressed: 0 });
   });
 
   it("turns a bounced recipient's reserved credit into a release and emits `bounced`", async () => {

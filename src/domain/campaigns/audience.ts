@@ -8,7 +8,7 @@ import { drizzle } from "drizzle-orm/d1";
 import { contacts, type campaigns } from "../../db/schema";
 
 type CampaignRow = typeof campaigns.$inferSelect;
-export type Audience = Pick<CampaignRow, "accountId" | "lists" | "segments" | "excludeLists">;
+export type Audience = Pick<CampaignRow, "accountId" | "lists" | "excludeLists">;
 
 const jsonIds = (ids: string[]) => sql`(SELECT value FROM json_each(${JSON.stringify(ids)}))`;
 

@@ -12,6 +12,7 @@ import { logError } from "../../lib/log";
 import { keysetPage } from "../../lib/pagination";
 import { releaseStatements, reserveStatements, wasApplied } from "../credits/ledger";
 import { audienceWhere, countAudience } from "./audience";
+import { segmentWhere } from "./segments";
 
 export type CampaignRow = typeof campaigns.$inferSelect;
 export type CampaignStatus = (typeof campaignStatuses)[number];
@@ -225,13 +226,14 @@ export async function deleteDraft(
   return current ? { kind: "not_draft", status: current.status } : { kind: "not_found" };
 }
 
-/**
- * The compiled conditions of the campaign's segments. Segments (their conditions and SQL) are another module's;
- * until it exists, creating a campaign with segments is refused (see the API), so this sees none.
- */
-export async function segmentConditions(_d1: D1Database, campaign: Pick<CampaignRow, "segments">): Promise<SQL[]> {
-  if (campaign.segments.length > 0) throw new Error("segments are not supported yet");
-  return [];
+/** The compiled conditions of the campaign's segments; a segment deleted since the campaign was saved matches nobody. */
+export async function segmentConditions(d1: D1Database, campaign: Pick<CampaignRow, "accountId" | "segments">): Promise<SQL[]> {
+  if (campaign.segments.length === 0) return [];
+  const rows = await drizzle(d1)
+    .select({ match: segments.match, conditions: segments.conditions })
+    .from(segments)
+    .where(and(eq(segments.accountId, campaign.accountId), inArray(segments.id, campaign.segments)));
+  return rows.map((row) => segmentWhere(campaign.accountId, row));
 }
 
 export type SendOutcome =

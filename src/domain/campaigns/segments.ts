@@ -19,6 +19,7 @@
 import { and, count, eq, or, sql, type SQL } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { contacts, lists, segments, type SegmentCondition } from "../../db/schema";
+import { audienceWhere } from "./audience";
 import type { FieldErrors } from "../../errors";
 import { newId, nowIso } from "../../lib/ids";
 import { keysetPage } from "../../lib/pagination";
@@ -354,19 +355,9 @@ export function segmentWhere(accountId: string, segment: SegmentShape, now = new
   return and(eq(contacts.accountId, accountId), matches ?? sql`0`) ?? sql`0`;
 }
 
-/**
- * The contacts a send to the segment targets: its matches whose status is `subscribed` and whose address is not
- * suppressed (the rule a campaign's audience applies).
- */
+/** The contacts a send to the segment targets: the campaign audience rule (see audience.ts) applied to its matches. */
 export function segmentAudienceWhere(accountId: string, segment: SegmentShape, now = new Date()): SQL {
-  return (
-    and(
-      segmentWhere(accountId, segment, now),
-      eq(contacts.status, "subscribed"),
-      // Suppressions are keyed by the fully lower-cased address, as lower(email_key) is (see normalizeSuppressionEmail).
-      sql`NOT EXISTS (SELECT 1 FROM suppressions AS s WHERE s.account_id = ${accountId} AND s.email = lower(${contacts.emailKey}))`,
-    ) ?? sql`0`
-  );
+  return audienceWhere({ accountId, lists: [], excludeLists: [] }, [segmentWhere(accountId, segment, now)]);
 }
 
 /** Each condition compiled (or its problem), by index; entries whose field or op is not even a string are skipped. */
