@@ -1,9 +1,7 @@
 import { Hono } from "hono";
 import { html } from "hono/html";
-import { eventStatement } from "../domain/events/events";
 import { config } from "../config";
-import { readUnsubscribeToken } from "../domain/sending/unsubscribe";
-import { suppressionStatements } from "../domain/suppressions/suppressions";
+import { readUnsubscribeToken, unsubscribeRecipient } from "../domain/sending/unsubscribe";
 import { dispatchEvents } from "../domain/webhooks/dispatch";
 import type { AppEnv } from "../types";
 
@@ -14,7 +12,7 @@ const page = (title: string, body: ReturnType<typeof html>) =>
 /**
  * `/u/<token>`: the List-Unsubscribe target. GET shows a confirmation button (link scanners must not unsubscribe
  * anyone); POST, the RFC 8058 one-click request mailbox providers send, unsubscribes at once: the address is
- * suppressed and every contact of it becomes `unsubscribed` in the same batch (suppressionStatements).
+ * suppressed and every contact of it becomes `unsubscribed` in the same batch (unsubscribeRecipient).
  */
 export const unsubscribeRoutes = new Hono<AppEnv>()
   .get("/u/:token", async (c) => {
@@ -31,26 +29,8 @@ export const unsubscribeRoutes = new Hono<AppEnv>()
   .post("/u/:token", async (c) => {
     const target = await readUnsubscribeToken(config(c.env), c.req.param("token"));
     if (!target) return c.html(page("Link not valid", html`<h1>This unsubscribe link is not valid.</h1>`), 404);
-    const message = await c.env.DB.prepare("SELECT account_id, campaign_id FROM messages WHERE id = ?1")
-      .bind(target.messageId)
-      .first<{ account_id: string; campaign_id: string | null }>();
-    if (!message) return c.html(page("Link not valid", html`<h1>This unsubscribe link is not valid.</h1>`), 404);
-    const dedupeKey = `unsubscribed:${target.messageId}:${target.email.toLowerCase()}`;
-    await c.env.DB.batch([
-      ...suppressionStatements(c.env.DB, {
-        accountId: message.account_id,
-        email: target.email,
-        reason: "unsubscribe",
-        sourceMessageId: target.messageId,
-      }),
-      eventStatement(c.env.DB, {
-        accountId: message.account_id,
-        type: "unsubscribed",
-        subjectId: target.messageId,
-        dedupeKey,
-        data: { message_id: target.messageId, campaign_id: message.campaign_id, email: target.email, method: "one_click" },
-      }),
-    ]);
-    c.executionCtx.waitUntil(dispatchEvents(c.env, message.account_id, [dedupeKey]));
+    const done = await unsubscribeRecipient(c.env, target);
+    if (!done) return c.html(page("Link not valid", html`<h1>This unsubscribe link is not valid.</h1>`), 404);
+    c.executionCtx.waitUntil(dispatchEvents(c.env, done.accountId, [done.dedupeKey]));
     return c.html(page("Unsubscribed", html`<h1>${target.email} is unsubscribed.</h1><p>You will not receive these emails any more.</p>`));
   });

@@ -2,7 +2,9 @@
 // suppressions, events) and the events to dispatch once they are written. Every statement is idempotent (absolute
 // values, guarded refunds, de-duplicated events), so recording the same outcome twice changes nothing.
 
+import { sql } from "drizzle-orm";
 import { config } from "../../config";
+import { statement } from "../../db/client";
 import type { messages } from "../../db/schema";
 import { chargeFromReservationStatements, refundStatements, releaseStatements } from "../credits/ledger";
 import { recipientReference } from "../campaigns/fanout";
@@ -12,6 +14,8 @@ import type { RecipientOutcome, SendOutcome } from "../transport/types";
 import { displayFrom } from "./mime";
 
 export type MessageRow = typeof messages.$inferSelect;
+
+const now = sql`strftime('%Y-%m-%dT%H:%M:%fZ', 'now')`;
 
 /** What happened to one message: the D1 statements recording it, its events, and when to retry it (if at all). */
 export type Disposition = { statements: D1PreparedStatement[]; events: EventInput[]; retryDelaySeconds?: number };
@@ -69,10 +73,11 @@ export function recordOutcome(env: Env, message: MessageRow, pending: string[], 
   const setRecipients = (emails: string[], status: string, response: string) => {
     if (emails.length === 0) return;
     statements.push(
-      env.DB.prepare(
-        `UPDATE message_recipients SET status = ?1, smtp_response = ?2, updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
-         WHERE message_id = ?3 AND email IN (SELECT value FROM json_each(?4)) AND status IN ('queued', 'deferred', 'unknown')`,
-      ).bind(status, response, message.id, JSON.stringify(emails)),
+      statement(
+        env.DB,
+        sql`UPDATE message_recipients SET status = ${status}, smtp_response = ${response}, updated_at = ${now}
+         WHERE message_id = ${message.id} AND email IN (SELECT value FROM json_each(${JSON.stringify(emails)})) AND status IN ('queued', 'deferred', 'unknown')`,
+      ),
     );
   };
   // A campaign message (one recipient) was not charged when it was accepted: its campaign reserved a credit for it,
@@ -163,19 +168,20 @@ export function recordOutcome(env: Env, message: MessageRow, pending: string[], 
 
   // The message's status follows all its recipients, including those an earlier attempt already sent.
   statements.push(
-    env.DB.prepare(
-      `UPDATE messages SET attempts = ?1, smtp_response = ?2,
-         sent_at = CASE WHEN ?3 THEN COALESCE(sent_at, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')) ELSE sent_at END,
+    statement(
+      env.DB,
+      sql`UPDATE messages SET attempts = ${attempt}, smtp_response = ${outcome.response},
+         sent_at = CASE WHEN ${accepted.length > 0 ? 1 : 0} THEN COALESCE(sent_at, ${now}) ELSE sent_at END,
          status = (SELECT CASE
              WHEN SUM(status IN ('queued', 'deferred')) > 0 THEN 'deferred'
              WHEN SUM(status IN ('sent', 'delivered', 'complained')) > 0 THEN 'sent'
              WHEN SUM(status = 'unknown') > 0 THEN 'unknown'
              WHEN SUM(status = 'bounced') > 0 THEN 'bounced'
              ELSE 'failed' END
-           FROM message_recipients WHERE message_id = ?4 AND status != 'suppressed'),
-         updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
-       WHERE id = ?4`,
-    ).bind(attempt, outcome.response, accepted.length > 0 ? 1 : 0, message.id),
+           FROM message_recipients WHERE message_id = ${message.id} AND status != 'suppressed'),
+         updated_at = ${now}
+       WHERE id = ${message.id}`,
+    ),
   );
   for (const event of events) statements.push(eventStatement(env.DB, event));
   return { statements, events, retryDelaySeconds: deferred.length > 0 ? baseSeconds * 2 ** (attempt - 1) : undefined };
@@ -187,15 +193,12 @@ export function recordOutcome(env: Env, message: MessageRow, pending: string[], 
  */
 export function recordSkipped(env: Env, message: MessageRow, pending: string[], status: "suppressed" | "cancelled", reason: string): Disposition {
   const statements: D1PreparedStatement[] = [
-    env.DB.prepare(
-      `UPDATE message_recipients SET status = ?1, smtp_response = ?2, updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
-       WHERE message_id = ?3 AND status IN ('queued', 'deferred')`,
-    ).bind(status, reason, message.id),
-    env.DB.prepare("UPDATE messages SET status = ?1, smtp_response = ?2, updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?3").bind(
-      status,
-      reason,
-      message.id,
+    statement(
+      env.DB,
+      sql`UPDATE message_recipients SET status = ${status}, smtp_response = ${reason}, updated_at = ${now}
+       WHERE message_id = ${message.id} AND status IN ('queued', 'deferred')`,
     ),
+    statement(env.DB, sql`UPDATE messages SET status = ${status}, smtp_response = ${reason}, updated_at = ${now} WHERE id = ${message.id}`),
   ];
   if (message.campaignId && pending.length > 0) {
     statements.push(
@@ -232,9 +235,11 @@ export function simulate(env: Env, message: MessageRow, pending: string[]): Disp
 
   if (delivered.length > 0) {
     statements.push(
-      env.DB.prepare(
-        `UPDATE message_recipients SET status = 'delivered', smtp_response = '250 2.0.0 simulated' WHERE message_id = ?1 AND email IN (SELECT value FROM json_each(?2))`,
-      ).bind(message.id, JSON.stringify(delivered)),
+      statement(
+        env.DB,
+        sql`UPDATE message_recipients SET status = 'delivered', smtp_response = '250 2.0.0 simulated'
+          WHERE message_id = ${message.id} AND email IN (SELECT value FROM json_each(${JSON.stringify(delivered)}))`,
+      ),
     );
     event("relay.sent", ":1", { recipients: delivered, smtp_response: "250 2.0.0 simulated" });
     for (const email of delivered) event("relay.delivered", `:${email}`, { recipient: email });
@@ -243,9 +248,10 @@ export function simulate(env: Env, message: MessageRow, pending: string[]): Disp
   }
   for (const email of bounced) {
     statements.push(
-      env.DB.prepare(
-        `UPDATE message_recipients SET status = 'bounced', smtp_response = '550 5.1.1 simulated bounce' WHERE message_id = ?1 AND email = ?2`,
-      ).bind(message.id, email),
+      statement(
+        env.DB,
+        sql`UPDATE message_recipients SET status = 'bounced', smtp_response = '550 5.1.1 simulated bounce' WHERE message_id = ${message.id} AND email = ${email}`,
+      ),
     );
     event("relay.bounced", `:${email}`, {
       recipient: email,
@@ -256,10 +262,12 @@ export function simulate(env: Env, message: MessageRow, pending: string[]): Disp
     });
   }
   statements.push(
-    env.DB.prepare(
-      `UPDATE messages SET status = ?1, attempts = attempts + 1, smtp_response = ?2, sent_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
-         updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?3`,
-    ).bind(delivered.length > 0 ? "delivered" : "bounced", delivered.length > 0 ? "250 2.0.0 simulated" : "550 5.1.1 simulated bounce", message.id),
+    statement(
+      env.DB,
+      sql`UPDATE messages SET status = ${delivered.length > 0 ? "delivered" : "bounced"}, attempts = attempts + 1,
+         smtp_response = ${delivered.length > 0 ? "250 2.0.0 simulated" : "550 5.1.1 simulated bounce"}, sent_at = ${now}, updated_at = ${now}
+         WHERE id = ${message.id}`,
+    ),
   );
   for (const item of events) statements.push(eventStatement(env.DB, item));
   return { statements, events };

@@ -1,5 +1,10 @@
 import { bytesToBase64Url, hmacSha256Hex, timingSafeEqualString } from "../../lib/crypto";
+import { eq } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
 import type { Config } from "../../config";
+import { messages } from "../../db/schema";
+import { eventStatement } from "../events/events";
+import { suppressionStatements } from "../suppressions/suppressions";
 import { parseMailbox } from "./addresses";
 
 type Keys = Pick<Config, "encryptionKey">;
@@ -43,4 +48,32 @@ export async function listUnsubscribeHeaders(config: Pick<Config, "encryptionKey
   const url = new URL(`/u/${await unsubscribeToken(config, messageId, email)}`, config.siteUrl);
   // RFC 8058 one-click: mailbox providers POST `List-Unsubscribe=One-Click` to the https URL.
   return { "List-Unsubscribe": `<${url.href}>`, "List-Unsubscribe-Post": "List-Unsubscribe=One-Click" };
+}
+
+/**
+ * Unsubscribes the recipient a token names: the address is suppressed, every contact of it becomes `unsubscribed`
+ * and an `unsubscribed` event is recorded, in one batch. Undefined when the message no longer exists.
+ */
+export async function unsubscribeRecipient(
+  env: Env,
+  target: { messageId: string; email: string },
+): Promise<{ accountId: string; dedupeKey: string } | undefined> {
+  const message = await drizzle(env.DB)
+    .select({ accountId: messages.accountId, campaignId: messages.campaignId })
+    .from(messages)
+    .where(eq(messages.id, target.messageId))
+    .get();
+  if (!message) return undefined;
+  const dedupeKey = `unsubscribed:${target.messageId}:${target.email.toLowerCase()}`;
+  await env.DB.batch([
+    ...suppressionStatements(env.DB, { accountId: message.accountId, email: target.email, reason: "unsubscribe", sourceMessageId: target.messageId }),
+    eventStatement(env.DB, {
+      accountId: message.accountId,
+      type: "unsubscribed",
+      subjectId: target.messageId,
+      dedupeKey,
+      data: { message_id: target.messageId, campaign_id: message.campaignId, email: target.email, method: "one_click" },
+    }),
+  ]);
+  return { accountId: message.accountId, dedupeKey };
 }
