@@ -161,6 +161,29 @@ function smtpDialog(port: number, commands: string[]): Promise<string> {
   });
 }
 
+describe("clients that go away", () => {
+  it("keeps serving after a client resets its connection inside a transaction (a test runtime shutting down)", async () => {
+    const socket = connect(smtpPort, "127.0.0.1");
+    socket.setEncoding("utf8");
+    // Greeting, EHLO, MAIL FROM: the reset comes once a transaction has begun.
+    await new Promise<void>((resolve, reject) => {
+      const commands = ["EHLO client.test", "MAIL FROM:<a@acme.test>"];
+      socket.on("data", (chunk: string) => {
+        if (!/^\d{3} .*\r\n$/m.test(chunk)) return;
+        const next = commands.shift();
+        if (next) socket.write(`${next}\r\n`);
+        else resolve();
+      });
+      socket.once("error", reject);
+    });
+    const closed = new Promise((resolve) => socket.once("close", resolve));
+    socket.resetAndDestroy();
+    await closed;
+    await smtpTransport().sendMail({ from: "a@acme.test", to: "after-reset@example.com", subject: "still here", text: "hi" });
+    expect((await listMessages("?to=after-reset@example.com")).map((message) => message.subject)).toEqual(["still here"]);
+  });
+});
+
 describe("programmed failures", () => {
   it("answers 451 to the first DATA for a recipient, then accepts the retry", async () => {
     await addRule({ match: "Retry@Example.com", phase: "data", responses: [{ code: 451, message: "4.3.0 Try again later" }] });

@@ -307,6 +307,9 @@ export function createMailSink(options: { maxMessageBytes?: number } = {}): Mail
       );
     },
   });
+  // A client that drops its connection mid-transaction (a test runtime shutting down, a killed process) surfaces
+  // here as ECONNRESET; without a listener the error would take the whole sink, and the process, down.
+  smtp.on("error", () => {});
 
   /** Stores one message from DATA and returns its id, or throws the SMTP error to answer with. */
   async function receive(stream: SMTPServerDataStream, session: SMTPServerSession): Promise<string> {
