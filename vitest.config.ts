@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync } from "node:fs";
+import { lstatSync, readdirSync, readFileSync } from "node:fs";
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
 import { defineConfig } from "vitest/config";
 import { unstable_readConfig } from "wrangler";
@@ -7,7 +7,8 @@ import { unstable_readConfig } from "wrangler";
  * The packages (and subpaths) the Worker and its tests import. Every test file starts a fresh workerd whose module
  * runner fetches each module over a socket; pre-bundled, zod, hono and drizzle are a few modules instead of hundreds.
  * Scanned rather than listed so a new import is bundled too: a subpath left out would load a second copy of its
- * package beside the bundle (two `HTTPException` classes, and `instanceof` fails).
+ * package beside the bundle (two `HTTPException` classes, and `instanceof` fails). Workspace packages (symlinked into
+ * node_modules) stay source: a bundle of them would not see their edits until the optimizer's cache is cleared.
  */
 function importedPackages(): string[] {
   const specifiers = new Set<string>();
@@ -16,7 +17,9 @@ function importedPackages(): string[] {
       if (!file.endsWith(".ts") || /^(e2e|node|setup)\//.test(file)) continue;
       const source = readFileSync(`${dir}/${file}`, "utf8");
       for (const [, specifier] of source.matchAll(/^(?:import|export)(?!\s+type\b)[^"';]*?from\s+"([^"]+)"/gm)) {
-        if (!/^(\.|\/|node:|cloudflare:|workerd:|vitest)/.test(specifier!) && !specifier!.endsWith(".json")) specifiers.add(specifier!);
+        if (/^(\.|\/|node:|cloudflare:|workerd:|vitest)/.test(specifier!) || specifier!.endsWith(".json")) continue;
+        const packageName = specifier!.split("/").slice(0, specifier!.startsWith("@") ? 2 : 1).join("/");
+        if (!lstatSync(`node_modules/${packageName}`).isSymbolicLink()) specifiers.add(specifier!);
       }
     }
   }
