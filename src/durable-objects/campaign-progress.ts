@@ -7,6 +7,7 @@ import {
   completeIfDone,
   enqueueScheduled,
   failCampaign,
+  hasScheduled,
   loadCampaign,
   MATERIALISE_CHUNK,
   materialiseChunk,
@@ -122,11 +123,13 @@ export class CampaignProgress extends DurableObject<Env> {
       const { reservation, resumeAt } = await reserveDailySendsUpTo(env, account, ENQUEUE_STEP);
       const enqueued = await enqueueScheduled(env, campaign.id, reservation.count);
       if (enqueued < reservation.count) await releaseDailySends(env, account, { window: reservation.window, count: reservation.count - enqueued });
-      if (reservation.count === 0) return resumeAt;
-      if (state.audienceDone && enqueued < reservation.count) {
+      // The day's limit used up with nothing left to enqueue is the end of the fan-out, not a reason to wait for midnight.
+      const allEnqueued = state.audienceDone && (reservation.count === 0 ? !(await hasScheduled(env.DB, campaign.id)) : enqueued < reservation.count);
+      if (allEnqueued) {
         this.save({ ...state, phase: "drain" });
         return (await completeIfDone(env, campaign.id)).complete ? undefined : Date.now() + DRAIN_POLL_MS;
       }
+      if (reservation.count === 0) return resumeAt;
       const current = await loadCampaign(env.DB, campaign.id);
       if (current?.status !== "sending") return Date.now();
     }

@@ -165,6 +165,12 @@ export async function enqueueScheduled(env: Env, campaignId: string, limit: numb
   return ids.length;
 }
 
+/** Whether any message of the campaign still waits to be enqueued (one row of the (campaign_id, status) index). */
+export async function hasScheduled(d1: D1Database, campaignId: string): Promise<boolean> {
+  const row = await d1.prepare("SELECT 1 AS found FROM messages WHERE campaign_id = ?1 AND status = 'scheduled' LIMIT 1").bind(campaignId).first();
+  return row !== null;
+}
+
 /** A cancelled campaign's messages that were never enqueued: cancelled, their credits left to the settlement. */
 export async function sweepCancelled(d1: D1Database, campaignId: string): Promise<void> {
   const scheduled = "SELECT id FROM messages WHERE campaign_id = ?1 AND status = 'scheduled'";
