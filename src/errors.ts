@@ -61,11 +61,18 @@ function explainUnion(issue: Issue): Issue[] {
 }
 
 /** Zod issues keyed by their dotted field path (`to.3`, `attachments.0.content`), the shape 422 bodies carry. */
+/** Adds one message under `path`, after any already there. */
+export function addFieldError(errors: FieldErrors, path: string, message: string): void {
+  const messages = errors[path];
+  if (messages) messages.push(message);
+  else errors[path] = [message];
+}
+
 export function fieldErrors(error: ZodError, prefix?: string): FieldErrors {
   const errors: FieldErrors = {};
   for (const issue of error.issues.flatMap(explainUnion)) {
     const path = [prefix, ...issue.path.map(String)].filter((part) => part !== undefined && part !== "").join(".") || "body";
-    (errors[path] ??= []).push(issue.message);
+    addFieldError(errors, path, issue.message);
   }
   return errors;
 }

@@ -292,7 +292,7 @@ export function createDohServer(options: { zonePath: string }): DohServer {
       return sendJson(res, 400, { error: "wire-format queries (dns=) are not supported; use ?name=&type=" });
     }
     const rawName = url.searchParams.get("name");
-    if (!rawName || !rawName.trim()) return sendJson(res, 400, { error: "missing query parameter: name" });
+    if (!rawName?.trim()) return sendJson(res, 400, { error: "missing query parameter: name" });
     const type = parseType(url.searchParams.get("type"));
     if (type === undefined) return sendJson(res, 400, { error: `unsupported type: ${url.searchParams.get("type")}` });
 

@@ -233,7 +233,10 @@ export function createMailSink(options: { maxMessageBytes?: number } = {}): Mail
 
   /** Plays a rule's reply: an SMTP error through `reject`, or a dropped connection. */
   function play(session: SMTPServerSession, reply: SmtpReply | undefined, reject: (error: Error) => void, accept: () => void): void {
-    if (!reply) return accept();
+    if (!reply) {
+      accept();
+      return;
+    }
     if ("drop" in reply) {
       connectionOf(session)?._socket.destroy();
       return;
@@ -403,7 +406,7 @@ export function createMailSink(options: { maxMessageBytes?: number } = {}): Mail
           const errors: Record<string, string[]> = {};
           for (const issue of parsed.error.issues) {
             const field = issue.path.join(".") || "(body)";
-            (errors[field] ??= []).push(issue.message);
+            errors[field] = [...(errors[field] ?? []), issue.message];
           }
           return sendError(res, 422, "validation_error", "invalid rule", errors);
         }

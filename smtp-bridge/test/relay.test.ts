@@ -271,7 +271,7 @@ describe("refusing mail with the right reply", () => {
       expect(await dialog.send(`MAIL FROM:<${FROM}>`)).toMatch(/^250 /);
       expect(await dialog.send("RCPT TO:<ann@example.org>")).toMatch(/^250 /);
       expect(await dialog.send("DATA")).toMatch(/^354 /);
-      expect(await dialog.send(`From: ${FROM}\r\nSubject: big\r\n\r\n${"y".repeat(76)}\r\n`.repeat(100) + ".")).toMatch(/^552 5\.3\.4 Message too big/);
+      expect(await dialog.send(`${`From: ${FROM}\r\nSubject: big\r\n\r\n${"y".repeat(76)}\r\n`.repeat(100)}.`)).toMatch(/^552 5\.3\.4 Message too big/);
       dialog.close();
       // nodemailer passes SIZE= with MAIL FROM or sends it whole: 552 5.3.4 either way
       const before = worker.messages.length;

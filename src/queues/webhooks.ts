@@ -171,7 +171,10 @@ export async function deliverWebhookBatch(batch: MessageBatch<unknown>, env: Env
     parsed.map(({ body }) => body),
     options,
   );
-  parsed.forEach(({ message }, i) => (outcomes[i] === "done" ? message.ack() : message.retry()));
+  for (const [i, { message }] of parsed.entries()) {
+    if (outcomes[i] === "done") message.ack();
+    else message.retry();
+  }
 }
 
 /**

@@ -10,6 +10,10 @@ import { verifiedDomain } from "./helpers";
 /** Counts what the accept path asks of D1: round trips, statements and the rows D1 reports written. */
 function countingD1(d1: D1Database) {
   const usage = { roundTrips: 0, statements: 0, rowsChanged: 0, rowsWritten: 0 };
+  const roundTrip = <T>(run: () => T): T => {
+    usage.roundTrips += 1;
+    return run();
+  };
   const counted: D1Database = Object.create(d1, {
     batch: {
       value: async (statements: D1PreparedStatement[]) => {
@@ -29,10 +33,10 @@ function countingD1(d1: D1Database) {
         const counting = (statement: D1PreparedStatement): D1PreparedStatement =>
           Object.create(statement, {
             bind: { value: (...values: unknown[]) => counting(statement.bind(...values)) },
-            first: { value: (...args: [string?]) => ((usage.roundTrips += 1), statement.first(...(args as []))) },
-            run: { value: () => ((usage.roundTrips += 1), statement.run()) },
-            all: { value: () => ((usage.roundTrips += 1), statement.all()) },
-            raw: { value: () => ((usage.roundTrips += 1), statement.raw()) },
+            first: { value: (...args: [string?]) => roundTrip(() => statement.first(...(args as []))) },
+            run: { value: () => roundTrip(() => statement.run()) },
+            all: { value: () => roundTrip(() => statement.all()) },
+            raw: { value: () => roundTrip(() => statement.raw()) },
           });
         return counting(d1.prepare(query));
       },

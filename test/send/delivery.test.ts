@@ -103,7 +103,12 @@ describe("the send consumer", () => {
       const queued = batch.messages[0]!;
       const retry = queued.retry.bind(queued);
       let delay: number | undefined;
-      Object.defineProperty(queued, "retry", { value: (options?: QueueRetryOptions) => ((delay = options?.delaySeconds), retry(options)) });
+      Object.defineProperty(queued, "retry", {
+        value: (options?: QueueRetryOptions) => {
+          delay = options?.delaySeconds;
+          retry(options);
+        },
+      });
       await consumeSendBatch(batch, withBackoff, unreachable);
       const result = await getQueueResult(batch, ctx);
       expect(result.retryMessages.length + result.explicitAcks.length).toBe(1);

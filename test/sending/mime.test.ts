@@ -98,7 +98,7 @@ describe("buildMimeMessage", () => {
     const raw = buildMimeMessage(
       input({
         subject: "Ünïcödé ".repeat(30),
-        text: "a\nb\r\nc\rd " + "é".repeat(500),
+        text: `a\nb\r\nc\rd ${"é".repeat(500)}`,
         html: `<div>${"x".repeat(5000)}</div>\n`,
         attachments: [{ filename: "big.bin", contentBase64: toBase64(pdfBytes), contentType: "application/octet-stream" }],
       }),

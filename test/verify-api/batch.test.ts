@@ -54,7 +54,7 @@ describe("POST /api/batch/upload → GET /api/batch/{id} → /download", () => {
       ["Broken", "jane@@one", ""],
       ["Role", `admin@two.${suffix}`, ""],
     ];
-    const csv = "\uFEFF" + Papa.unparse(rows, { newline: "\r\n", quotes: true }) + "\r\n";
+    const csv = `\uFEFF${Papa.unparse(rows, { newline: "\r\n", quotes: true })}\r\n`;
     const account = await createAccount({ verify_credits: 10 });
     const response = await upload(account.api_key, { file: csvDataUri(csv, "leads%20may.csv"), remove_duplicates: false, first_row_is_header: true });
     expect(response.status).toBe(200);

@@ -86,7 +86,7 @@ describe("the verification API key (?apikey=)", () => {
     const missing = await validate(undefined, "jane@acme.verify-test");
     expect(missing.status).toBe(401);
     expect(await json(missing)).toEqual({ code: "unauthorized", message: expect.stringContaining("apikey") });
-    expect((await validate("sk_live_" + "0".repeat(32), "jane@acme.verify-test")).status).toBe(401);
+    expect((await validate(`sk_live_${"0".repeat(32)}`, "jane@acme.verify-test")).status).toBe(401);
     expect((await validate("not-a-key", "jane@acme.verify-test")).status).toBe(401);
     // The main API's Bearer header is not how this API takes its key.
     const account = await createAccount();

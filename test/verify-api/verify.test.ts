@@ -77,7 +77,7 @@ describe("POST /api/v1/verify {email}: one address, synchronously", () => {
     expect((await verify(sendOnly.key, { email: "jane@acme.verify-test" })).status).toBe(403);
     const verifyOnly = await createKey(account.api_key, { name: "verify only", scopes: ["verify"] });
     expect((await verify(verifyOnly.key, { email: "jane@acme.verify-test" })).status).toBe(200);
-    expect((await verify("sk_live_" + "x".repeat(32), { email: "jane@acme.verify-test" })).status).toBe(401);
+    expect((await verify(`sk_live_${"x".repeat(32)}`, { email: "jane@acme.verify-test" })).status).toBe(401);
   });
 });
 
@@ -308,7 +308,7 @@ describe("chunks under at-least-once delivery and the dead-letter queue", () => 
 
   it("a redelivered chunk writes nothing twice and does not count twice", async () => {
     const suffix = freshBulkSuffix();
-    const emails = [...Array.from({ length: 700 }, (_, i) => `u${i}@d${i % 7}.${suffix}`), "u1@D1." + suffix.toUpperCase()];
+    const emails = [...Array.from({ length: 700 }, (_, i) => `u${i}@d${i % 7}.${suffix}`), `u1@D1.${suffix.toUpperCase()}`];
     const { account, job, chunks } = await acceptedJob(emails);
     expect(chunks.length).toBe(2);
 

@@ -17,7 +17,7 @@ import { drizzle } from "drizzle-orm/d1";
 import { z } from "zod";
 import { statement } from "../../db/client";
 import { contactImportErrors, contactImports } from "../../db/schema";
-import type { FieldErrors } from "../../errors";
+import { addFieldError, type FieldErrors } from "../../errors";
 import { csvBytesProblem } from "../../lib/csv-upload";
 import { newId } from "../../lib/ids";
 import { logError, logWarning } from "../../lib/log";
@@ -103,22 +103,22 @@ export function resolveColumns(header: string[], mapping: ImportMapping): Import
     let index = header.indexOf(name.trim());
     if (index === -1) index = header.findIndex((column) => column.toLowerCase() === name.trim().toLowerCase());
     if (index === -1) {
-      (errors[path] ??= []).push(`The file's header has no column "${name}" (columns: ${header.map((column) => `"${column}"`).join(", ")})`);
+      addFieldError(errors, path, `The file's header has no column "${name}" (columns: ${header.map((column) => `"${column}"`).join(", ")})`);
       continue;
     }
     if (target === "email") columns.email = index;
     else if ((contactTextFields as readonly string[]).includes(target)) columns.text.push([target as ContactTextField, index]);
     else if (target.startsWith(CUSTOM_FIELD_PREFIX) && target.length > CUSTOM_FIELD_PREFIX.length) {
       const key = target.slice(CUSTOM_FIELD_PREFIX.length);
-      if (key.length > CUSTOM_FIELD_KEY_MAX_LENGTH) (errors[path] ??= []).push(`Custom field names are at most ${CUSTOM_FIELD_KEY_MAX_LENGTH} characters`);
+      if (key.length > CUSTOM_FIELD_KEY_MAX_LENGTH) addFieldError(errors, path, `Custom field names are at most ${CUSTOM_FIELD_KEY_MAX_LENGTH} characters`);
       else columns.custom.push([key, index]);
     } else {
-      (errors[path] ??= []).push(`Unknown field; map to email, ${contactTextFields.join(", ")} or custom_fields.<name>`);
+      addFieldError(errors, path, `Unknown field; map to email, ${contactTextFields.join(", ")} or custom_fields.<name>`);
     }
   }
-  if (columns.custom.length > CUSTOM_FIELDS_MAX_KEYS) (errors.mapping ??= []).push(`At most ${CUSTOM_FIELDS_MAX_KEYS} custom fields can be mapped`);
+  if (columns.custom.length > CUSTOM_FIELDS_MAX_KEYS) addFieldError(errors, "mapping", `At most ${CUSTOM_FIELDS_MAX_KEYS} custom fields can be mapped`);
   if (columns.email === -1 && !errors["mapping.email"]) {
-    (errors["mapping.email"] ??= []).push(
+    addFieldError(errors, "mapping.email", 
       Object.keys(mapping).length === 0 || !("email" in mapping)
         ? `No email column: name one "email" or send mapping.email (columns: ${header.map((column) => `"${column}"`).join(", ")})`
         : "Map a column to email",

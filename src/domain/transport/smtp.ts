@@ -155,7 +155,7 @@ export class SmtpTransport implements Transport {
 
   private async connected(): Promise<SmtpConnection> {
     const current = this.connection;
-    if (current && current.isOpen && current.transactions < this.options.maxMessagesPerConnection) return current;
+    if (current?.isOpen && current.transactions < this.options.maxMessagesPerConnection) return current;
     this.connection = null;
     if (current) await current.quit();
     const connection = new SmtpConnection(this.options);
@@ -212,7 +212,7 @@ export class SmtpTransport implements Transport {
     };
 
     if (pipelined) {
-      await write((reused ? "RSET\r\n" : "") + mailCommand + rcptCommands.join("") + "DATA\r\n");
+      await write([reused ? "RSET\r\n" : "", mailCommand, ...rcptCommands, "DATA\r\n"].join(""));
     }
     if (reused) {
       let rset: SmtpReply;
@@ -275,7 +275,7 @@ export class SmtpTransport implements Transport {
       const first = perRecipient[0]!;
       return replyFailure("rcpt", first, { kind: allPermanent ? "permanent" : "temporary", perRecipient });
     }
-    if (!dataReply || dataReply.code !== 354) {
+    if (dataReply?.code !== 354) {
       const refusal = dataReply ?? { code: 0, response: "DATA was not sent" };
       return replyFailure("data", refusal, { perRecipient: failAccepted(perRecipient, "data", refusal, kindOf(refusal.code)) });
     }

@@ -402,7 +402,7 @@ export async function failVerificationJob(env: Env, jobId: string, reason: strin
     .where(and(eq(verificationJobs.id, jobId), unfinished))
     .run();
   const job = await findJob(d1, { id: jobId });
-  if (!job || job.status !== "failed") return job;
+  if (job?.status !== "failed") return job;
   // The input is never read again; an upload can be tens of megabytes.
   if (job.inputKey) await env.BLOBS.delete(job.inputKey);
 

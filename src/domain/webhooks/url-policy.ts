@@ -1,4 +1,4 @@
-import { type DnsResolver } from "../dns/doh";
+import type { DnsResolver } from "../dns/doh";
 import { config } from "../../config";
 
 // Webhook URLs are requests our Worker makes on a customer's behalf, so an URL must not point it at addresses that
