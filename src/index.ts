@@ -8,6 +8,7 @@ import { consumeSendBatch, consumeSendDeadLetters } from "./queues/send";
 import { consumeVerifyDeadLetters, consumeVerifyQueue } from "./queues/verify-queue";
 import { sweepStaleVerificationJobs } from "./domain/verification/jobs";
 import { sweepStaleContactImports } from "./domain/contacts/import";
+import { resumeStalledCampaigns } from "./domain/campaigns/recovery";
 import { runScheduledTasks, type ScheduledTask } from "./lib/scheduled";
 
 export { CampaignProgress } from "./durable-objects/campaign-progress";
@@ -39,6 +40,8 @@ const scheduledTasks: Record<string, ScheduledTask> = {
   // Bulk work whose queue message was lost: resumed, or failed and refunded once it is too old.
   sweepStaleVerificationJobs: async (env, controller) => void (await sweepStaleVerificationJobs(env, new Date(controller.scheduledTime))),
   sweepStaleContactImports: async (env, controller) => void (await sweepStaleContactImports(env, new Date(controller.scheduledTime))),
+  // Campaign fan-outs whose progress object lost its alarm: re-armed where they stopped.
+  resumeStalledCampaigns: async (env, controller) => void (await resumeStalledCampaigns(env, new Date(controller.scheduledTime))),
 };
 
 const app = createApp();

@@ -49,6 +49,21 @@ export class CampaignProgress extends DurableObject<Env> {
     await this.ctx.storage.setAlarm(runAt);
   }
 
+  /**
+   * The cron found the campaign unchanged for a while (domain/campaigns/recovery.ts): arms a run now unless one is
+   * armed. Lost progress starts again from the first contact with the count of messages already in D1 (writing a
+   * chunk again inserts nothing, and the count keeps the audience within the reservation). Returns whether it armed.
+   */
+  async resume(campaignId: string, accountId: string): Promise<boolean> {
+    if (!this.progress()) {
+      const written = await this.env.DB.prepare("SELECT count(*) AS total FROM messages WHERE campaign_id = ?1").bind(campaignId).first<{ total: number }>();
+      this.save({ campaignId, accountId, phase: "fanout", cursor: "", materialised: written?.total ?? 0, audienceDone: false });
+    }
+    if ((await this.ctx.storage.getAlarm()) !== null) return false;
+    await this.ctx.storage.setAlarm(Date.now());
+    return true;
+  }
+
   /** Runs the next step now (after a cancellation). */
   async wake(): Promise<void> {
     if (this.progress()) await this.ctx.storage.setAlarm(Date.now());
