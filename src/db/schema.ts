@@ -524,5 +524,10 @@ export const campaigns = sqliteTable(
     createdAt: createdAt(),
     updatedAt: updatedAt(),
   },
-  (t) => [index("campaigns_account").on(t.accountId, t.createdAt), index("campaigns_account_status").on(t.accountId, t.status, t.createdAt)],
+  (t) => [
+    index("campaigns_account").on(t.accountId, t.createdAt),
+    index("campaigns_account_status").on(t.accountId, t.status, t.createdAt),
+    // The cron's sweep for campaigns whose fan-out stalled.
+    index("campaigns_status_updated").on(t.status, t.updatedAt),
+  ],
 );

@@ -1,0 +1,1 @@
+CREATE INDEX `campaigns_status_updated` ON `campaigns` (`status`,`updated_at`);
