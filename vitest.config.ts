@@ -18,7 +18,10 @@ function importedPackages(): string[] {
       const source = readFileSync(`${dir}/${file}`, "utf8");
       for (const [, specifier] of source.matchAll(/^(?:import|export)(?!\s+type\b)[^"';]*?from\s+"([^"]+)"/gm)) {
         if (/^(\.|\/|node:|cloudflare:|workerd:|vitest)/.test(specifier!) || specifier!.endsWith(".json")) continue;
-        const packageName = specifier!.split("/").slice(0, specifier!.startsWith("@") ? 2 : 1).join("/");
+        const packageName = specifier!
+          .split("/")
+          .slice(0, specifier!.startsWith("@") ? 2 : 1)
+          .join("/");
         if (!lstatSync(`node_modules/${packageName}`).isSymbolicLink()) specifiers.add(specifier!);
       }
     }

@@ -43,7 +43,11 @@ function integer(flag: keyof typeof values): number | undefined {
   return Number(raw);
 }
 
-const list = (raw: string | undefined) => raw?.split(",").map((item) => item.trim()).filter(Boolean);
+const list = (raw: string | undefined) =>
+  raw
+    ?.split(",")
+    .map((item) => item.trim())
+    .filter(Boolean);
 
 const [command, id] = positionals;
 if (values.help || !command) {

@@ -121,7 +121,13 @@ async function seedDemoAccount(adminToken: string): Promise<Demo> {
   const response = await fetch(`${workerUrl}/admin/v1/accounts`, {
     method: "POST",
     headers: { Authorization: `Bearer ${adminToken}`, "Content-Type": "application/json" },
-    body: JSON.stringify({ name: "Demo", plan: "starter", features: ["email_api", "smtp_relay", "campaigns"], send_credits: 1000, verify_credits: 1000 }),
+    body: JSON.stringify({
+      name: "Demo",
+      plan: "starter",
+      features: ["email_api", "smtp_relay", "campaigns"],
+      send_credits: 1000,
+      verify_credits: 1000,
+    }),
   });
   if (response.status !== 201) throw new Error(`seeding the demo account failed: ${response.status} ${await response.text()}`);
   const account = (await response.json()) as { id: string; api_key: string };
@@ -138,7 +144,11 @@ async function seedSmtpCredential(demo: Demo): Promise<SmtpCredential> {
     const active = listed.ok ? ((await listed.json()) as { data: { id: string }[] }).data : [];
     if (active.some((credential) => credential.id === demo.smtp?.id)) return demo.smtp;
   }
-  const response = await fetch(`${workerUrl}/api/v1/smtp-credentials`, { method: "POST", headers, body: JSON.stringify({ name: "Demo (npm run dev)" }) });
+  const response = await fetch(`${workerUrl}/api/v1/smtp-credentials`, {
+    method: "POST",
+    headers,
+    body: JSON.stringify({ name: "Demo (npm run dev)" }),
+  });
   if (response.status !== 201) throw new Error(`creating the demo SMTP credential failed: ${response.status} ${await response.text()}`);
   const created = (await response.json()) as SmtpCredential;
   const smtp = { id: created.id, username: created.username, password: created.password };

@@ -45,9 +45,15 @@ export const openApiInfo = {
     { name: "Lists", description: "Lists of contacts and their members" },
     { name: "Segments", description: "Saved audiences: contacts matching conditions on their fields, custom fields and lists" },
     { name: "Senders", description: "The names and addresses (on verified domains) campaigns are sent from" },
-    { name: "Campaigns", description: "Newsletters to lists and segments: drafts, scheduling, reserved credits, one personalised message per contact" },
+    {
+      name: "Campaigns",
+      description: "Newsletters to lists and segments: drafts, scheduling, reserved credits, one personalised message per contact",
+    },
     { name: "Suppressions", description: "Addresses never mailed again: bounces, complaints, unsubscribes, manual entries" },
-    { name: "SMTP relay", description: "Credentials for the SMTP relay (587/2525 STARTTLS, 465 TLS); the relay feeds the same pipeline as POST /send" },
+    {
+      name: "SMTP relay",
+      description: "Credentials for the SMTP relay (587/2525 STARTTLS, 465 TLS); the relay feeds the same pipeline as POST /send",
+    },
     { name: "Operator", description: "Operator API under /admin/v1, authenticated with ADMIN_TOKEN" },
   ],
 };

@@ -4,7 +4,10 @@
 
 import { z } from "zod";
 
-const flag = z.enum(["true", "false"]).default("false").transform((value) => value === "true");
+const flag = z
+  .enum(["true", "false"])
+  .default("false")
+  .transform((value) => value === "true");
 const optionalText = z
   .string()
   .optional()

@@ -27,7 +27,10 @@ export function call(path: string, options: CallOptions = {}): Promise<Response>
 export type CreatedAccount = { id: string; api_key: string; name: string };
 
 export async function createAccount(overrides: Record<string, unknown> = {}): Promise<CreatedAccount> {
-  const response = await call("/admin/v1/accounts", { key: ADMIN_TOKEN, body: { name: "Acme", send_credits: 100, verify_credits: 100, ...overrides } });
+  const response = await call("/admin/v1/accounts", {
+    key: ADMIN_TOKEN,
+    body: { name: "Acme", send_credits: 100, verify_credits: 100, ...overrides },
+  });
   if (response.status !== 201) throw new Error(`account creation failed: ${response.status} ${await response.text()}`);
   return response.json();
 }

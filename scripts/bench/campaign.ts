@@ -101,14 +101,17 @@ const account = await request<{ id: string; api_key: string }>("/admin/v1/accoun
 const key = account.api_key;
 const domainName = `campaign-bench-${run}.example`;
 const domain = await request<{ id: string; records: { name: string; value: string }[] }>("/api/v1/domains", key, { body: { name: domainName } });
-for (const record of domain.records) await fetch(`${dohAdminUrl}/zone/${record.name}`, { method: "PUT", body: JSON.stringify({ TXT: [record.value] }) });
+for (const record of domain.records)
+  await fetch(`${dohAdminUrl}/zone/${record.name}`, { method: "PUT", body: JSON.stringify({ TXT: [record.value] }) });
 const verified = await request<{ status: string }>(`/api/v1/domains/${domain.id}/verify`, key, { method: "POST" });
 if (verified.status !== "verified") throw new Error(`the bench domain did not verify: ${verified.status}`);
 const sender = await request<{ id: string }>("/api/v1/senders", key, { body: { name: "Bench News", email: `news@${domainName}` } });
 const list = await request<{ id: string }>("/api/v1/lists", key, { body: { name: "bench" } });
 
 process.stdout.write(`Campaign bench: ${contacts.toLocaleString("en")} contacts against ${workerUrl} (account ${account.id})\n`);
-const csv = ["email,first_name,plan", ...Array.from({ length: contacts }, (_, i) => `reader${i}-${run}@example.org,Reader${i},plan${i % 3}`)].join("\r\n");
+const csv = ["email,first_name,plan", ...Array.from({ length: contacts }, (_, i) => `reader${i}-${run}@example.org,Reader${i},plan${i % 3}`)].join(
+  "\r\n",
+);
 const form = new FormData();
 form.append("file", new Blob([`${csv}\r\n`], { type: "text/csv" }), "bench.csv");
 form.append("mapping", JSON.stringify({ email: "email", first_name: "first_name", "custom_fields.plan": "plan" }));
@@ -128,7 +131,7 @@ const campaign = await request<{ id: string }>("/api/v1/campaigns", key, {
     name: "Bench newsletter",
     sender_id: sender.id,
     subject: "Hello {{first_name|there}}",
-    html: "<p>Hi {{first_name|there}}, you are on {{custom_fields.plan}}.</p><p><a href=\"{{unsubscribe_url}}\">Unsubscribe</a></p>",
+    html: '<p>Hi {{first_name|there}}, you are on {{custom_fields.plan}}.</p><p><a href="{{unsubscribe_url}}">Unsubscribe</a></p>',
     lists: [list.id],
   },
 });

@@ -65,7 +65,10 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 async function runImport(label: string, csv: string, listId: string) {
   const form = new FormData();
   form.append("file", new Blob([csv], { type: "text/csv" }), "bench.csv");
-  form.append("mapping", JSON.stringify({ email: "email", first_name: "first_name", last_name: "last_name", company: "company", "custom_fields.plan": "plan" }));
+  form.append(
+    "mapping",
+    JSON.stringify({ email: "email", first_name: "first_name", last_name: "last_name", company: "company", "custom_fields.plan": "plan" }),
+  );
   form.append("list_id", listId);
 
   const before = await api<{ contact_count: number }>(`/lists/${listId}`);
@@ -107,7 +110,9 @@ async function runImport(label: string, csv: string, listId: string) {
 
 const runId = Date.now().toString(36);
 const csv = generateCsv(runId, rows);
-process.stdout.write(`Contact import bench: ${rows.toLocaleString("en")} rows, ${(csv.length / 1024 / 1024).toFixed(1)} MB CSV, against ${workerUrl}\n\n`);
+process.stdout.write(
+  `Contact import bench: ${rows.toLocaleString("en")} rows, ${(csv.length / 1024 / 1024).toFixed(1)} MB CSV, against ${workerUrl}\n\n`,
+);
 const list = await api<{ id: string }>("/lists", { method: "POST", body: JSON.stringify({ name: `bench ${runId}` }) });
 await runImport("first import (creates)", csv, list.id);
 await runImport("same file again (updates)", csv, list.id);

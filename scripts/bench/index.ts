@@ -41,12 +41,20 @@ try {
     DEV_STATE_DIR: stack.stateDir,
     API_KEY: stack.apiKey,
   };
-  await run({ title: "50,000-address bulk verification job and its DoH queries", command: [tsx, "scripts/bench/verification.ts", "--job-only"], env });
+  await run({
+    title: "50,000-address bulk verification job and its DoH queries",
+    command: [tsx, "scripts/bench/verification.ts", "--job-only"],
+    env,
+  });
   await run({ title: "100,000-row contact import", command: [tsx, "scripts/bench/contact-import.ts", "100000"], env });
   await run({ title: "webhook deliveries vs a plain fetch loop; a slow receiver", command: [tsx, "scripts/bench/webhooks.ts", "500", "200"], env });
   await run({ title: "SMTP bridge vs a bare smtp-server; bridge RSS", command: [tsx, "scripts/bench/smtp-bridge.ts", "300"], env });
   // Last: the campaign's 100,000 deliveries drain in the background and would slow any bench after it.
-  await run({ title: "100,000-contact campaign: POST send to the last message enqueued", command: [tsx, "scripts/bench/campaign.ts", "100000"], env });
+  await run({
+    title: "100,000-contact campaign: POST send to the last message enqueued",
+    command: [tsx, "scripts/bench/campaign.ts", "100000"],
+    env,
+  });
 } finally {
   await stack.stop();
 }

@@ -78,7 +78,12 @@ function mailComposerBuild(input: MimeMessageInput): Promise<Buffer> {
     subject: input.subject,
     html: input.html,
     text: input.text,
-    attachments: (input.attachments ?? []).map((a) => ({ filename: a.filename, content: a.contentBase64, encoding: "base64", contentType: a.contentType })),
+    attachments: (input.attachments ?? []).map((a) => ({
+      filename: a.filename,
+      content: a.contentBase64,
+      encoding: "base64",
+      contentType: a.contentType,
+    })),
     headers: input.headers ?? {},
     messageId: input.messageId,
     date: input.date,

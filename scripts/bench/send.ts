@@ -23,7 +23,13 @@ async function setupAccount(stack: Stack) {
     await fetch(`${stack.workerUrl}/admin/v1/accounts`, {
       method: "POST",
       headers: { Authorization: `Bearer ${adminToken}`, "Content-Type": "application/json" },
-      body: JSON.stringify({ name: "Bench", plan: "enterprise", send_credits: 10_000_000, daily_send_limit: 10_000_000, rate_limit_per_minute: 1_000_000 }),
+      body: JSON.stringify({
+        name: "Bench",
+        plan: "enterprise",
+        send_credits: 10_000_000,
+        daily_send_limit: 10_000_000,
+        rate_limit_per_minute: 1_000_000,
+      }),
     }),
   );
   const key = created.api_key;
@@ -32,7 +38,8 @@ async function setupAccount(stack: Stack) {
   const domain = await json<{ id: string; records: { name: string; value: string }[] }>(
     await fetch(`${stack.workerUrl}/api/v1/domains`, { method: "POST", headers, body: JSON.stringify({ name }) }),
   );
-  for (const record of domain.records) await fetch(`${stack.dohAdminUrl}/zone/${record.name}`, { method: "PUT", body: JSON.stringify({ TXT: [record.value] }) });
+  for (const record of domain.records)
+    await fetch(`${stack.dohAdminUrl}/zone/${record.name}`, { method: "PUT", body: JSON.stringify({ TXT: [record.value] }) });
   await fetch(`${stack.workerUrl}/api/v1/domains/${domain.id}/verify`, { method: "POST", headers });
   return { headers, from: `Bench <bench@${name}>` };
 }
@@ -62,13 +69,20 @@ async function sinkCount(stack: Stack): Promise<number> {
 const stack = await startStack();
 try {
   const { headers, from } = await setupAccount(stack);
-  const sendBody = (i: number, to = `reader${i}@example.org`) => JSON.stringify({ from, to: [to], subject: `Bench ${i}`, html: `<p>Hello {{name}}</p>`, text: "Hello", variables: { name: "Ann" } });
+  const sendBody = (i: number, to = `reader${i}@example.org`) =>
+    JSON.stringify({ from, to: [to], subject: `Bench ${i}`, html: `<p>Hello {{name}}</p>`, text: "Hello", variables: { name: "Ann" } });
 
   // 1. Accept rate vs a bare keyed GET, alternated over rounds so machine noise hits both alike.
   const rates = { me: [] as number[], send: [] as number[] };
   for (let round = 0; round < 3; round++) {
     rates.me.push(await throughput(requests, () => fetch(`${stack.workerUrl}/api/v1/me`, { headers }), 200));
-    rates.send.push(await throughput(requests, (i) => fetch(`${stack.workerUrl}/api/v1/send`, { method: "POST", headers, body: sendBody(round * requests + i) }), 202));
+    rates.send.push(
+      await throughput(
+        requests,
+        (i) => fetch(`${stack.workerUrl}/api/v1/send`, { method: "POST", headers, body: sendBody(round * requests + i) }),
+        202,
+      ),
+    );
   }
   const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
   const me = median(rates.me);
@@ -81,7 +95,11 @@ try {
   // 2. Delivery: accept a backlog as fast as the API allows, then time how fast the consumer drains what is left
   //    of it into the sink (acceptance and delivery share the Worker, so the backlog is what the queue holds).
   const before = await sinkCount(stack);
-  await throughput(messages, (i) => fetch(`${stack.workerUrl}/api/v1/send`, { method: "POST", headers, body: sendBody(i, `drain${i}@example.org`) }), 202);
+  await throughput(
+    messages,
+    (i) => fetch(`${stack.workerUrl}/api/v1/send`, { method: "POST", headers, body: sendBody(i, `drain${i}@example.org`) }),
+    202,
+  );
   const drainStart = performance.now();
   const backlog = before + messages - (await sinkCount(stack));
   await eventually(async () => ((await sinkCount(stack)) >= before + messages ? true : undefined), 300_000);
@@ -90,7 +108,12 @@ try {
   // The peer: nodemailer's pooled transport sending the same rendered bytes (taken from the sink) to the same sink.
   const list = await json<{ data: { id: string; rcpt_to: string[]; mail_from: string }[] }>(await fetch(`${stack.sinkUrl}/api/messages`));
   const samples = list.data.slice(-messages);
-  const raws = await Promise.all(samples.map(async (m) => ({ envelope: { from: m.mail_from, to: m.rcpt_to }, raw: Buffer.from(await (await fetch(`${stack.sinkUrl}/api/messages/${m.id}/raw`)).arrayBuffer()) })));
+  const raws = await Promise.all(
+    samples.map(async (m) => ({
+      envelope: { from: m.mail_from, to: m.rcpt_to },
+      raw: Buffer.from(await (await fetch(`${stack.sinkUrl}/api/messages/${m.id}/raw`)).arrayBuffer()),
+    })),
+  );
   const transport = nodemailer.createTransport({ host: "127.0.0.1", port: stack.ports.SINK_SMTP_PORT, secure: false, pool: true, ignoreTLS: true });
   const peerStarted = performance.now();
   await Promise.all(raws.map((message) => transport.sendMail({ envelope: message.envelope, raw: message.raw })));

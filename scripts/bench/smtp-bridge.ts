@@ -121,7 +121,17 @@ async function drive(workers: number, send: (worker: number, i: number) => Promi
 /** `clients` pooled transports, one connection each, each sending its share back to back. */
 async function run(port: number, user: string, pass: string, from: string): Promise<RunResult> {
   const transports = Array.from({ length: clients }, () =>
-    nodemailer.createTransport({ host: env.DEV_HOST, port, secure: false, requireTLS: true, tls: { rejectUnauthorized: false }, auth: { user, pass }, pool: true, maxConnections: 1, maxMessages: Infinity }),
+    nodemailer.createTransport({
+      host: env.DEV_HOST,
+      port,
+      secure: false,
+      requireTLS: true,
+      tls: { rejectUnauthorized: false },
+      auth: { user, pass },
+      pool: true,
+      maxConnections: 1,
+      maxMessages: Infinity,
+    }),
   );
   const result = await drive(clients, async (worker, i) => {
     await transports[worker]!.sendMail(message(from, i));
@@ -186,14 +196,23 @@ function largeMessage(from: string, bytes: number): Buffer {
   const tail = `--${boundary}--\r\n`;
   // a full line is 78 bytes (76 characters + CRLF) and carries 57 bytes of the attachment
   const lines = Math.floor((bytes - Buffer.byteLength(head) - Buffer.byteLength(tail)) / 78);
-  const body = randomBytes(lines * 57).toString("base64").replace(/.{76}/g, "$&\r\n");
+  const body = randomBytes(lines * 57)
+    .toString("base64")
+    .replace(/.{76}/g, "$&\r\n");
   return Buffer.from(`${head}${body}${tail}`);
 }
 
 /** `clients` separate connections, each sending one large message, all at once. */
 async function runLarge(port: number, user: string, pass: string, from: string, raw: Buffer): Promise<RunResult> {
   return drive(clients, async () => {
-    const transport = nodemailer.createTransport({ host: env.DEV_HOST, port, secure: false, requireTLS: true, tls: { rejectUnauthorized: false }, auth: { user, pass } });
+    const transport = nodemailer.createTransport({
+      host: env.DEV_HOST,
+      port,
+      secure: false,
+      requireTLS: true,
+      tls: { rejectUnauthorized: false },
+      auth: { user, pass },
+    });
     try {
       await transport.sendMail({ envelope: { from, to: ["reader@example.org"] }, raw });
     } finally {

@@ -74,7 +74,18 @@ function shuffle<T>(items: T[], next: () => number): T[] {
 }
 
 const firstNames = ["jane", "john", "ana", "li", "omar", "sofia", "max", "eva", "raj", "mia", "admin", "info", "José", "o'neil"];
-const realDomains = ["gmail.com", "yahoo.com", "outlook.com", "hotmail.co.uk", "mailinator.com", "gmial.com", "yaho.com", "acme.io", "example.org", "xn--bcher-kva.de"];
+const realDomains = [
+  "gmail.com",
+  "yahoo.com",
+  "outlook.com",
+  "hotmail.co.uk",
+  "mailinator.com",
+  "gmial.com",
+  "yaho.com",
+  "acme.io",
+  "example.org",
+  "xn--bcher-kva.de",
+];
 /** The i-th of many distinct addresses that fail checkSyntax, in ten shapes. */
 const badAddress = (i: number) =>
   [
@@ -144,20 +155,27 @@ async function bulkJob() {
   for (const d of implicit) await put(domainName(d), { A: ["192.0.2.10"] });
 
   try {
-    const account = await request<{ api_key: string }>("POST", `${workerUrl}/admin/v1/accounts`, {
-      name: "Verification bench",
-      plan: "enterprise",
-      verify_credits: addressCount * 2,
-      rate_limit_per_minute: 1_000_000,
-    }, { Authorization: `Bearer ${adminToken}` });
+    const account = await request<{ api_key: string }>(
+      "POST",
+      `${workerUrl}/admin/v1/accounts`,
+      {
+        name: "Verification bench",
+        plan: "enterprise",
+        verify_credits: addressCount * 2,
+        rate_limit_per_minute: 1_000_000,
+      },
+      { Authorization: `Bearer ${adminToken}` },
+    );
     if (account.status !== 201) throw new Error(`account creation failed: ${account.status} ${JSON.stringify(account.body)}`);
     const auth = { Authorization: `Bearer ${account.body.api_key}` };
 
     const engine = (await import(enginePath)) as Engine;
-    const distinctDomains = new Set(emails.flatMap((email) => {
-      const syntax = engine.checkSyntax(email);
-      return syntax.valid ? [syntax.domain] : [];
-    }));
+    const distinctDomains = new Set(
+      emails.flatMap((email) => {
+        const syntax = engine.checkSyntax(email);
+        return syntax.valid ? [syntax.domain] : [];
+      }),
+    );
     const started = performance.now();
     const accepted = await request<{ id: string; credits_charged: number }>("POST", `${workerUrl}/api/v1/verify`, { emails }, auth);
     const acceptedMs = performance.now() - started;
@@ -186,12 +204,16 @@ async function bulkJob() {
     const necessary = asked.size + 2 * [...implicit].length;
 
     out(`(a) bulk job through ${workerUrl}: ${emails.length} addresses, ${distinctDomains.size} distinct domains`);
-    out(`    accepted (202) in ${acceptedMs.toFixed(0)} ms; completed in ${(wallMs / 1000).toFixed(1)} s wall ` +
-      `(${Math.round(emails.length / (wallMs / 1000))} addresses/s); status ${job.status}`);
+    out(
+      `    accepted (202) in ${acceptedMs.toFixed(0)} ms; completed in ${(wallMs / 1000).toFixed(1)} s wall ` +
+        `(${Math.round(emails.length / (wallMs / 1000))} addresses/s); status ${job.status}`,
+    );
     out(`    total ${job.total}, processed ${job.processed}, credits charged ${job.credits_charged}, counts ${JSON.stringify(job.counts)}`);
     out(`    CSV: ${csvText.split("\r\n").length - 2} rows, ${(csvText.length / 1e6).toFixed(1)} MB in ${csvMs.toFixed(0)} ms`);
-    out(`    DoH queries: ${queries} (${JSON.stringify(byType)}) for ${asked.size} names; bound distinct domains × 3 types = ${distinctDomains.size * 3}; ` +
-      `minimum necessary ${necessary}; names asked more than once: ${ours.filter(([, n]) => n > 1).length}`);
+    out(
+      `    DoH queries: ${queries} (${JSON.stringify(byType)}) for ${asked.size} names; bound distinct domains × 3 types = ${distinctDomains.size * 3}; ` +
+        `minimum necessary ${necessary}; names asked more than once: ${ours.filter(([, n]) => n > 1).length}`,
+    );
   } finally {
     for (const name of published) await request("DELETE", `${dohAdminUrl}/zone/${encodeURIComponent(name)}`);
   }
@@ -206,7 +228,9 @@ async function measure(label: string, inputs: readonly string[], check: (email: 
   for (const email of inputs) await check(email);
   const used = cpuUsage(cpu);
   const perSecond = inputs.length / ((performance.now() - started) / 1000);
-  out(`    ${label.padEnd(58)} ${Math.round(perSecond).toLocaleString("en").padStart(10)} /s   ${((used.user + used.system) / inputs.length).toFixed(2).padStart(7)} µs CPU each`);
+  out(
+    `    ${label.padEnd(58)} ${Math.round(perSecond).toLocaleString("en").padStart(10)} /s   ${((used.user + used.system) / inputs.length).toFixed(2).padStart(7)} µs CPU each`,
+  );
   return perSecond;
 }
 
@@ -214,7 +238,9 @@ async function engineThroughput() {
   const engine = (await import(enginePath)) as Engine;
   const inputs = engineInputs(addressCount);
   const deps = { resolver: instantResolver };
-  out(`(b) single-address checks without DNS, Node ${process.version}, ${inputs.length} mixed addresses (5% bad syntax, 1/3 at providers, typo and disposable domains)`);
+  out(
+    `(b) single-address checks without DNS, Node ${process.version}, ${inputs.length} mixed addresses (5% bad syntax, 1/3 at providers, typo and disposable domains)`,
+  );
   const full = await measure("mailforge verifyEmail (syntax, lists, typo, result; DNS stub)", inputs, (email) => engine.verifyEmail(email, deps));
   const syntax = await measure("mailforge checkSyntax (syntax only)", inputs, (email) => engine.checkSyntax(email));
   const validator = await measure("email-validator validate (syntax only)", inputs, (email) => emailValidator.validate(email));
@@ -232,8 +258,10 @@ async function engineThroughput() {
   const ours = await Promise.all(inputs.map((email) => engine.verifyEmail(email, deps)));
   const syntaxOk = ours.filter((result) => result.syntax_valid).length;
   const deliverable = ours.filter((result) => result.result === "valid").length;
-  out(`    accepted: mailforge syntax ${syntaxOk}, mailforge valid (not disposable/role) ${deliverable}, ` +
-    `email-validator ${inputs.filter((email) => emailValidator.validate(email)).length}, mailchecker ${inputs.filter((email) => mailchecker.isValid(email)).length}`);
+  out(
+    `    accepted: mailforge syntax ${syntaxOk}, mailforge valid (not disposable/role) ${deliverable}, ` +
+      `email-validator ${inputs.filter((email) => emailValidator.validate(email)).length}, mailchecker ${inputs.filter((email) => mailchecker.isValid(email)).length}`,
+  );
 }
 
 if (!engineOnly) {

@@ -65,10 +65,14 @@ async function insertEvents(accountId: string, count: number, tag: string): Prom
       json_object('message_id', 'msg_bench_${tag}_' || i, 'recipient', 'user' || i || '@example.com', 'test', json('true')),
       strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-2 minutes')
     FROM n`;
-  await promisify(execFile)("npx", ["wrangler", "d1", "execute", "DB", "--local", "--persist-to", `${config.DEV_STATE_DIR}/state`, "--command", sql], {
-    env: { ...process.env, WRANGLER_SEND_METRICS: "false" },
-    maxBuffer: 16 * 1024 * 1024,
-  });
+  await promisify(execFile)(
+    "npx",
+    ["wrangler", "d1", "execute", "DB", "--local", "--persist-to", `${config.DEV_STATE_DIR}/state`, "--command", sql],
+    {
+      env: { ...process.env, WRANGLER_SEND_METRICS: "false" },
+      maxBuffer: 16 * 1024 * 1024,
+    },
+  );
 }
 
 async function fireCron(): Promise<number> {
@@ -143,7 +147,11 @@ await Promise.all(
   Array.from({ length: 50 }, async () => {
     while (next < events) {
       next++;
-      const response = await fetch(receiverUrl(concurrentPath), { method: "POST", headers: { "Content-Type": "application/json" }, body: sampleBody });
+      const response = await fetch(receiverUrl(concurrentPath), {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: sampleBody,
+      });
       await response.arrayBuffer();
     }
   }),

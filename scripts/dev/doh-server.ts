@@ -17,15 +17,11 @@ const RESPONSE_CODE = { NOERROR: 0, SERVFAIL: 2, NXDOMAIN: 3 } as const;
 
 const RECORD_TYPE = { A: 1, NS: 2, CNAME: 5, MX: 15, TXT: 16, AAAA: 28 } as const;
 type RecordTypeName = keyof typeof RECORD_TYPE;
-const RECORD_TYPE_NAME = new Map<number, RecordTypeName>(
-  Object.entries(RECORD_TYPE).map(([name, code]) => [code, name as RecordTypeName]),
-);
+const RECORD_TYPE_NAME = new Map<number, RecordTypeName>(Object.entries(RECORD_TYPE).map(([name, code]) => [code, name as RecordTypeName]));
 
 const ttlSchema = z.number().int().nonnegative();
 const valueRecordSchema = z.union([z.string(), z.object({ value: z.string(), ttl: ttlSchema.optional() }).strict()]);
-const mxRecordSchema = z
-  .object({ priority: z.number().int().min(0).max(65535), exchange: z.string().min(1), ttl: ttlSchema.optional() })
-  .strict();
+const mxRecordSchema = z.object({ priority: z.number().int().min(0).max(65535), exchange: z.string().min(1), ttl: ttlSchema.optional() }).strict();
 
 const zoneEntrySchema = z
   .object({
@@ -158,9 +154,11 @@ export function upsertRecords(path: string, name: string, records: Partial<ZoneE
       return merged;
     });
   zoneWrites.set(key, write);
-  void write.finally(() => {
-    if (zoneWrites.get(key) === write) zoneWrites.delete(key);
-  }).catch(() => undefined);
+  void write
+    .finally(() => {
+      if (zoneWrites.get(key) === write) zoneWrites.delete(key);
+    })
+    .catch(() => undefined);
   return write;
 }
 

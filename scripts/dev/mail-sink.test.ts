@@ -259,9 +259,7 @@ describe("connection stats", () => {
       auth: { user: "pooled", pass: "x" },
     });
     try {
-      await Promise.all(
-        [1, 2, 3].map((n) => pool.sendMail({ from: "a@acme.test", to: `r${n}@example.com`, subject: `m${n}`, text: "x" })),
-      );
+      await Promise.all([1, 2, 3].map((n) => pool.sendMail({ from: "a@acme.test", to: `r${n}@example.com`, subject: `m${n}`, text: "x" })));
       expect((await api<SinkStats>("/api/stats")).body).toEqual({ connections: 1, messages: 3, rsets: 0 });
       const messages = await listMessages();
       expect(new Set(messages.map((m) => m.session_id)).size).toBe(1);

@@ -133,9 +133,7 @@ interface ConnectionInternals {
 }
 
 function mailboxes(addresses: Address[] | undefined): MessageAddress[] {
-  return (addresses ?? []).flatMap((address) =>
-    address.group ? address.group : [{ name: address.name, address: address.address }],
-  );
+  return (addresses ?? []).flatMap((address) => (address.group ? address.group : [{ name: address.name, address: address.address }]));
 }
 
 type HeaderFields = Pick<MessageSummary, "subject" | "from" | "to" | "message_id">;
@@ -162,8 +160,7 @@ async function describeMessage(message: StoredMessage): Promise<MessageDetail> {
     ...summary,
     headers: email.headers.map(({ key, value }) => ({ key, value })),
     attachments: email.attachments.map((attachment) => {
-      const content =
-        typeof attachment.content === "string" ? Buffer.from(attachment.content) : Buffer.from(attachment.content as ArrayBuffer);
+      const content = typeof attachment.content === "string" ? Buffer.from(attachment.content) : Buffer.from(attachment.content as ArrayBuffer);
       return {
         filename: attachment.filename,
         content_type: attachment.mimeType,
@@ -221,9 +218,7 @@ export function createMailSink(options: { maxMessageBytes?: number } = {}): Mail
 
   function takeReply(phase: SmtpPhase, addresses: string[]): SmtpReply | undefined {
     const candidates = addresses.map((address) => address.toLowerCase());
-    const rule = rules.find(
-      (r) => r.phase === phase && r.pending.length > 0 && (r.match === "*" || candidates.includes(r.match.toLowerCase())),
-    );
+    const rule = rules.find((r) => r.phase === phase && r.pending.length > 0 && (r.match === "*" || candidates.includes(r.match.toLowerCase())));
     return rule?.pending.shift();
   }
 
@@ -274,9 +269,18 @@ export function createMailSink(options: { maxMessageBytes?: number } = {}): Mail
       return true;
     };
     // HELO too: a client whose EHLO is refused falls back to it.
-    wrap("handler_EHLO", refuseCommand("ehlo", () => []));
-    wrap("handler_HELO", refuseCommand("ehlo", () => []));
-    wrap("handler_DATA", refuseCommand("data_command", () => session.envelope.rcptTo.map((rcpt) => rcpt.address)));
+    wrap(
+      "handler_EHLO",
+      refuseCommand("ehlo", () => []),
+    );
+    wrap(
+      "handler_HELO",
+      refuseCommand("ehlo", () => []),
+    );
+    wrap(
+      "handler_DATA",
+      refuseCommand("data_command", () => session.envelope.rcptTo.map((rcpt) => rcpt.address)),
+    );
   }
   const smtp = new SMTPServer({
     name: "mail-sink.local",

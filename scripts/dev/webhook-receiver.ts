@@ -25,7 +25,10 @@ const ruleSchema = z.object({
   delay_ms: z.number().int().min(0).max(120_000).default(0),
   /** Answer this many matching requests, then stop matching; omitted: until the rules are deleted. */
   times: z.number().int().positive().optional(),
-  body: z.string().max(64 * 1024).default(""),
+  body: z
+    .string()
+    .max(64 * 1024)
+    .default(""),
 });
 type RuleInput = z.infer<typeof ruleSchema>;
 type Rule = RuleInput & { id: number; remaining: number };

@@ -140,10 +140,7 @@ type ReceivedData =
  * Reads DATA to its end into a spool file. Past `maxBytes`, when the budget is used up, or when the disk refuses a
  * write, the rest is drained and not kept: smtp-server waits for the stream's end before it sends the reply.
  */
-export async function spoolData(
-  stream: SMTPServerDataStream,
-  options: { dir: string; budget: ByteBudget; maxBytes: number },
-): Promise<ReceivedData> {
+export async function spoolData(stream: SMTPServerDataStream, options: { dir: string; budget: ByteBudget; maxBytes: number }): Promise<ReceivedData> {
   let message: SpooledMessage | undefined;
   let bytes = 0;
   let refusal: { outcome: "too_big" } | { outcome: "no_room"; reason: string } | undefined;

@@ -78,9 +78,7 @@ export function generateSelfSignedCertificate(names: string[], now = new Date())
   const serial = randomBytes(16);
   serial[0] = (serial[0] ?? 0) & 0x7f || 0x01;
 
-  const altNames = [...new Set(names)].map((entry) =>
-    isIP(entry) ? der(0x87, ipBytes(entry)) : der(0x82, Buffer.from(entry, "ascii")),
-  );
+  const altNames = [...new Set(names)].map((entry) => (isIP(entry) ? der(0x87, ipBytes(entry)) : der(0x82, Buffer.from(entry, "ascii"))));
   const extensions = sequence(
     sequence(oid("2.5.29.17"), der(0x04, sequence(...altNames))),
     sequence(oid("2.5.29.19"), der(0x01, Buffer.from([0xff])), der(0x04, sequence())),

@@ -115,7 +115,12 @@ const drained = (request: ClientRequest) =>
  * One POST with node:http(s) rather than fetch: its write() and 'drain' keep a streamed body to what the socket has
  * taken (Node's fetch copied and queued the parts of an async iterable body: 10 × 20 MiB messages cost 300 MiB).
  */
-function postBody(url: URL, headers: Record<string, string>, body: RequestBody, signal: AbortSignal): Promise<{ status: number; text: string; retryAfter: string | null }> {
+function postBody(
+  url: URL,
+  headers: Record<string, string>,
+  body: RequestBody,
+  signal: AbortSignal,
+): Promise<{ status: number; text: string; retryAfter: string | null }> {
   return new Promise((resolve, reject) => {
     const send = url.protocol === "https:" ? httpsRequest : httpRequest;
     const request = send(url, { method: "POST", headers: { ...headers, "Content-Length": String(body.length) }, signal }, (response) => {

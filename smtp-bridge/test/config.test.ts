@@ -36,7 +36,9 @@ describe("configuration from the environment", () => {
   it("caps the bytes in flight at 512 MiB by default, never below MAX_MESSAGE_BYTES, spooled in the temp directory", () => {
     expect(loadConfig(required)).toMatchObject({ maxBytesInFlight: 512 * 1024 * 1024, maxMessageBytes: 25 * 1024 * 1024, spoolDir: tmpdir() });
     expect(loadConfig({ ...required, MAX_BYTES_IN_FLIGHT: "1000000", MAX_MESSAGE_BYTES: "1000000" }).maxBytesInFlight).toBe(1_000_000);
-    expect(() => loadConfig({ ...required, MAX_BYTES_IN_FLIGHT: "1000000" })).toThrow(/must be at least MAX_MESSAGE_BYTES[\s\S]*at MAX_BYTES_IN_FLIGHT/);
+    expect(() => loadConfig({ ...required, MAX_BYTES_IN_FLIGHT: "1000000" })).toThrow(
+      /must be at least MAX_MESSAGE_BYTES[\s\S]*at MAX_BYTES_IN_FLIGHT/,
+    );
     expect(() => loadConfig({ ...required, MAX_BYTES_IN_FLIGHT: "lots" })).toThrow(/MAX_BYTES_IN_FLIGHT/);
   });
 

@@ -108,10 +108,13 @@ export class FakeWorker {
     };
     const refuse = (status: number, error: z.input<typeof ErrorResponse>, headers?: Record<string, string>) => send(status, error, headers);
     if (!signatureValid) return refuse(401, { code: "unauthorized", message: "bad bridge signature" });
-    const route = (Object.keys(relayEndpoints) as (keyof typeof relayEndpoints)[]).find((key) => `${RELAY_BASE_PATH}${relayEndpoints[key].path}` === path);
+    const route = (Object.keys(relayEndpoints) as (keyof typeof relayEndpoints)[]).find(
+      (key) => `${RELAY_BASE_PATH}${relayEndpoints[key].path}` === path,
+    );
     if (!route) return refuse(404, { code: "not_found", message: `no route ${path}` });
     const json: unknown = JSON.parse(body);
-    const invalid = (error: z.ZodError) => refuse(422, { code: "validation_failed", message: "The request is invalid", errors: { body: [error.message] } });
+    const invalid = (error: z.ZodError) =>
+      refuse(422, { code: "validation_failed", message: "The request is invalid", errors: { body: [error.message] } });
 
     if (route === "auth") {
       const input = relayEndpoints.auth.request.safeParse(json);
@@ -151,7 +154,12 @@ export class FakeWorker {
     if (!this.findActive(message.credential_id)) return refuse(401, { code: "unauthorized", message: "credential revoked" });
     const canned = this.messageReplies.shift();
     if (canned) return send(canned.status, canned.body, canned.headers);
-    this.messages.push({ credential_id: message.credential_id, mail_from: message.mail_from, rcpt_to: message.rcpt_to, raw: Buffer.from(message.raw, "base64") });
+    this.messages.push({
+      credential_id: message.credential_id,
+      mail_from: message.mail_from,
+      rcpt_to: message.rcpt_to,
+      raw: Buffer.from(message.raw, "base64"),
+    });
     const accepted: z.input<typeof MessageResponse> = {
       id: `msg_fake${this.nextId++}`,
       recipients: message.rcpt_to.map((email) => ({ email, status: "queued" })),

@@ -10,16 +10,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { loadConfig } from "../src/config.ts";
 import { createMemoryLogger } from "../src/log.ts";
 import { createServer } from "../src/server.ts";
-import {
-  BRIDGE_SECRET,
-  FakeWorker,
-  SmtpDialog,
-  VERIFIED_DOMAIN,
-  plainAuth,
-  runProcess,
-  startBridge,
-  type StartedBridge,
-} from "./helpers.ts";
+import { BRIDGE_SECRET, FakeWorker, SmtpDialog, VERIFIED_DOMAIN, plainAuth, runProcess, startBridge, type StartedBridge } from "./helpers.ts";
 
 // The bridge between real SMTP clients (nodemailer, Python's smtplib, swaks) and a fake Worker that is a real
 // HTTP server checking the request signature. Each case names what a client would see.
@@ -156,7 +147,20 @@ print(json.dumps(out))
   const swaks = which("swaks");
   // swaks is Debian's `swaks` package (apt-get install -y swaks); without it this case has nothing to run.
   it.skipIf(!swaks)("swaks: AUTH PLAIN after STARTTLS, and AUTH LOGIN over implicit TLS", async () => {
-    const common = ["--server", "127.0.0.1", "--auth-user", USER, "--auth-password", PASSWORD, "--from", FROM, "--to", "carol@example.org", "--timeout", "10"];
+    const common = [
+      "--server",
+      "127.0.0.1",
+      "--auth-user",
+      USER,
+      "--auth-password",
+      PASSWORD,
+      "--from",
+      FROM,
+      "--to",
+      "carol@example.org",
+      "--timeout",
+      "10",
+    ];
     const starttls = await runProcess(swaks, [...common, "--port", String(started.ports.smtp), "--tls", "--auth", "PLAIN"]);
     expect(starttls.code).toBe(0);
     expect(starttls.stdout).toMatch(/<~\s+250 2\.0\.0 Ok: queued as msg_fake/);
@@ -271,7 +275,9 @@ describe("refusing mail with the right reply", () => {
       expect(await dialog.send(`MAIL FROM:<${FROM}>`)).toMatch(/^250 /);
       expect(await dialog.send("RCPT TO:<ann@example.org>")).toMatch(/^250 /);
       expect(await dialog.send("DATA")).toMatch(/^354 /);
-      expect(await dialog.send(`${`From: ${FROM}\r\nSubject: big\r\n\r\n${"y".repeat(76)}\r\n`.repeat(100)}.`)).toMatch(/^552 5\.3\.4 Message too big/);
+      expect(await dialog.send(`${`From: ${FROM}\r\nSubject: big\r\n\r\n${"y".repeat(76)}\r\n`.repeat(100)}.`)).toMatch(
+        /^552 5\.3\.4 Message too big/,
+      );
       dialog.close();
       // nodemailer passes SIZE= with MAIL FROM or sends it whole: 552 5.3.4 either way
       const before = worker.messages.length;
@@ -285,27 +291,46 @@ describe("refusing mail with the right reply", () => {
   });
 
   it.each([
-    ["no credits (402)", { status: 402, body: { code: "insufficient_credits", message: "Not enough sending credits: 1 needed, 0 available" } }, /^452 4\.3\.1 Insufficient credits: Not enough sending credits/],
+    [
+      "no credits (402)",
+      { status: 402, body: { code: "insufficient_credits", message: "Not enough sending credits: 1 needed, 0 available" } },
+      /^452 4\.3\.1 Insufficient credits: Not enough sending credits/,
+    ],
     [
       "the daily limit (429)",
       { status: 429, body: { code: "daily_limit_reached", message: "Daily sending limit of 100 reached" }, headers: { "Retry-After": "3600" } },
       /^451 4\.7\.0 Daily sending limit of 100 reached \(retry after 3600 s\)$/,
     ],
-    ["a disabled feature (403)", { status: 403, body: { code: "feature_disabled", message: "Your plan does not include: smtp_relay" } }, /^550 5\.7\.1 Your plan does not include/],
-    ["a too large message (413)", { status: 413, body: { code: "payload_too_large", message: "Message too large" } }, /^552 5\.3\.4 Message too large$/],
+    [
+      "a disabled feature (403)",
+      { status: 403, body: { code: "feature_disabled", message: "Your plan does not include: smtp_relay" } },
+      /^550 5\.7\.1 Your plan does not include/,
+    ],
+    [
+      "a too large message (413)",
+      { status: 413, body: { code: "payload_too_large", message: "Message too large" } },
+      /^552 5\.3\.4 Message too large$/,
+    ],
     [
       "an invalid recipient (422)",
       { status: 422, body: { code: "validation_failed", message: "The request is invalid", errors: { "to.0": ["Invalid email address"] } } },
       /^550 5\.1\.3 The request is invalid \(to\.0: Invalid email address\)$/,
     ],
-    ["an invalid message (422)", { status: 422, body: { code: "validation_failed", message: "The message has no Subject", errors: { subject: ["Required"] } } }, /^550 5\.6\.0 The message has no Subject/],
+    [
+      "an invalid message (422)",
+      { status: 422, body: { code: "validation_failed", message: "The message has no Subject", errors: { subject: ["Required"] } } },
+      /^550 5\.6\.0 The message has no Subject/,
+    ],
     ["a Worker error (500)", { status: 500, body: { code: "internal_error", message: "boom" } }, /^451 4\.3\.0 /],
   ])("the Worker refusing for %s maps to the SMTP reply", async (_name, reply, expected) => {
     worker.messageReplies.push(reply);
     const error = await sendError(transport(started.ports.smtp).sendMail(simpleMail()));
     expect(error.response).toMatch(expected);
     const log = started.logs.filter((entry) => entry.event === "smtp.transaction").at(-1);
-    expect(log).toMatchObject({ phase: "data", outcome: reply.status === 402 || reply.status === 429 || reply.status >= 500 ? "deferred" : "rejected" });
+    expect(log).toMatchObject({
+      phase: "data",
+      outcome: reply.status === 402 || reply.status === 429 || reply.status >= 500 ? "deferred" : "rejected",
+    });
   });
 
   it("more than 50 recipients: the 51st gets 452 4.5.3", async () => {
@@ -386,7 +411,10 @@ describe("when the Worker is away", () => {
     try {
       const error = await sendError(transport(local.ports.smtp).sendMail(simpleMail()));
       expect(error.response).toMatch(/^451 4\.3\.0 /);
-      expect(local.logs.filter((entry) => entry.event === "smtp.transaction").at(-1)).toMatchObject({ outcome: "deferred", error: expect.stringContaining("unreachable") });
+      expect(local.logs.filter((entry) => entry.event === "smtp.transaction").at(-1)).toMatchObject({
+        outcome: "deferred",
+        error: expect.stringContaining("unreachable"),
+      });
     } finally {
       worker.messageDelayMs = 0;
       await local.bridge.close({ timeoutMs: 500 });
@@ -521,7 +549,9 @@ describe("bytes in flight (MAX_BYTES_IN_FLIGHT)", () => {
       expect(local.logs.filter((entry) => entry.event === "smtp.transaction").at(-1)).toMatchObject({ outcome: "aborted" });
 
       const raw = binaryMessage(90_000, "after the hang-up");
-      expect((await transport(local.ports.smtp).sendMail({ envelope: { from: FROM, to: ["ann@example.org"] }, raw })).response).toMatch(/^250 2\.0\.0 /);
+      expect((await transport(local.ports.smtp).sendMail({ envelope: { from: FROM, to: ["ann@example.org"] }, raw })).response).toMatch(
+        /^250 2\.0\.0 /,
+      );
     } finally {
       await local.bridge.close({ timeoutMs: 500 });
     }

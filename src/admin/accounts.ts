@@ -30,7 +30,12 @@ const CreateAccountSchema = z
   .openapi("CreateAccount");
 
 const UpdateAccountSchema = z
-  .object({ name: z.string().trim().min(1).max(200).optional(), plan: z.enum(planNames).optional(), ...limits, features: z.array(FeatureSchema).optional() })
+  .object({
+    name: z.string().trim().min(1).max(200).optional(),
+    plan: z.enum(planNames).optional(),
+    ...limits,
+    features: z.array(FeatureSchema).optional(),
+  })
   .strict()
   .openapi("UpdateAccount");
 
@@ -108,7 +113,11 @@ export const adminAccountRoutes = createRouter()
   })
   .openapi(topUp, async (c) => {
     const body = c.req.valid("json");
-    const account = await topUpAccount(c.env.DB, c.req.valid("param").id, { send: body.send, verify: body.verify, note: body.note ?? "operator top-up" });
+    const account = await topUpAccount(c.env.DB, c.req.valid("param").id, {
+      send: body.send,
+      verify: body.verify,
+      note: body.note ?? "operator top-up",
+    });
     if (!account) throw notFound("Account");
     return c.json(serializeAccount(account), 200);
   });

@@ -6,14 +6,10 @@ import { ApiKeySchema, CreatedApiKeySchema, ScopeSchema } from "./schemas";
 const CreateApiKeySchema = z
   .object({
     name: z.string().trim().min(1).max(100),
-    scopes: z
-      .array(ScopeSchema)
-      .min(1)
-      .max(9)
-      .optional()
-      .openapi({ description: "Limit the key to these scopes; omit for a full-access key" }),
+    scopes: z.array(ScopeSchema).min(1).max(9).optional().openapi({ description: "Limit the key to these scopes; omit for a full-access key" }),
     mode: z.enum(["live", "test"]).optional().openapi({
-      description: "`test` keys (sk_test_…) never deliver mail. Default: the mode of the key making the request; a test key can create only test keys",
+      description:
+        "`test` keys (sk_test_…) never deliver mail. Default: the mode of the key making the request; a test key can create only test keys",
     }),
   })
   .strict()

@@ -47,7 +47,8 @@ export const CustomFieldsSchema = z
     if (problem) ctx.addIssue({ code: "custom", message: problem });
   })
   .openapi({
-    description: "Flat object of strings, numbers and booleans (at most 50 keys, 8 KB as JSON). Merged into the stored fields on update; `null` removes a key.",
+    description:
+      "Flat object of strings, numbers and booleans (at most 50 keys, 8 KB as JSON). Merged into the stored fields on update; `null` removes a key.",
     example: { plan: "pro", seats: 12, trial: false },
   });
 
@@ -95,7 +96,9 @@ export const ContactSchema = z
     phone: z.string().nullable(),
     country: z.string().nullable(),
     custom_fields: z.record(z.string(), z.union([z.string(), z.number(), z.boolean()])),
-    status: z.enum(contactStatuses).openapi({ description: "Suppressed addresses are stored `unsubscribed`; bounces and complaints set `bounced` / `complained`" }),
+    status: z
+      .enum(contactStatuses)
+      .openapi({ description: "Suppressed addresses are stored `unsubscribed`; bounces and complaints set `bounced` / `complained`" }),
     lists: z.array(z.string()).openapi({ description: "Ids of the lists the contact is in" }),
     created_at: Timestamp,
     updated_at: Timestamp,
@@ -111,8 +114,16 @@ const ContactListQuery = PaginationQuery.extend({
       param: { name: "email", in: "query" },
       description: "Look one contact up by address (domain compared without case). Answers a list of 0 or 1 contact.",
     }),
-  list_id: z.string().min(1).max(64).optional().openapi({ param: { name: "list_id", in: "query" } }),
-  status: z.enum(contactStatuses).optional().openapi({ param: { name: "status", in: "query" } }),
+  list_id: z
+    .string()
+    .min(1)
+    .max(64)
+    .optional()
+    .openapi({ param: { name: "list_id", in: "query" } }),
+  status: z
+    .enum(contactStatuses)
+    .optional()
+    .openapi({ param: { name: "status", in: "query" } }),
   created_after: z
     .union([z.iso.datetime({ offset: true }), z.iso.date()])
     .optional()
@@ -138,14 +149,12 @@ const ContactImportSchema = z
   })
   .openapi("ContactImport");
 
-const MappingSchema = z
-  .record(z.string().min(1).max(100), z.string().min(1).max(200))
-  .openapi({
-    description:
-      "Contact field → header of the CSV column. Fields: `email` (required), `first_name`, `last_name`, `company`, `phone`, `country`, `custom_fields.<name>`. " +
-      "Without a mapping, columns whose header names a contact field (`Email`, `E-mail`, `First name`, …) are imported and the others ignored.",
-    example: { email: "E-mail", first_name: "First", "custom_fields.plan": "Plan" },
-  });
+const MappingSchema = z.record(z.string().min(1).max(100), z.string().min(1).max(200)).openapi({
+  description:
+    "Contact field → header of the CSV column. Fields: `email` (required), `first_name`, `last_name`, `company`, `phone`, `country`, `custom_fields.<name>`. " +
+    "Without a mapping, columns whose header names a contact field (`Email`, `E-mail`, `First name`, …) are imported and the others ignored.",
+  example: { email: "E-mail", first_name: "First", "custom_fields.plan": "Plan" },
+});
 
 const ImportJsonSchema = z
   .object({
@@ -259,7 +268,7 @@ function parseMappingField(raw: string): ImportMapping {
   try {
     parsed = JSON.parse(raw);
   } catch {
-    throw validationError({ mapping: ["Send the mapping as a JSON object, e.g. {\"email\": \"E-mail\"}"] });
+    throw validationError({ mapping: ['Send the mapping as a JSON object, e.g. {"email": "E-mail"}'] });
   }
   const result = MappingSchema.safeParse(parsed);
   if (!result.success) throw validationError({ mapping: result.error.issues.map((issue) => issue.message) });
@@ -354,14 +363,20 @@ export const contactRoutes = createRouter()
     } else if (/^application\/json/i.test(contentType)) {
       const body = c.req.valid("json");
       if (typeof body.file !== "string" || typeof body.mapping === "string") throw validationError({ file: ["Send the file as a data URI"] });
-      input = { bytes: decodeCsvDataUri(body.file), ...(body.mapping ? { mapping: body.mapping } : {}), ...(body.list_id ? { listId: body.list_id } : {}) };
+      input = {
+        bytes: decodeCsvDataUri(body.file),
+        ...(body.mapping ? { mapping: body.mapping } : {}),
+        ...(body.list_id ? { listId: body.list_id } : {}),
+      };
     } else {
       throw validationError({ body: ["Send the CSV as multipart/form-data (field `file`) or as JSON with a data URI in `file`"] });
     }
     const outcome = await createContactImport(c.env, accountId, input);
     if (outcome.kind === "invalid") throw validationError(outcome.errors, outcome.message);
     if (outcome.kind === "queue_unavailable") {
-      throw new AppError("upstream_unavailable", "The import queue is unavailable; nothing was imported, retry shortly", { headers: { "Retry-After": "5" } });
+      throw new AppError("upstream_unavailable", "The import queue is unavailable; nothing was imported, retry shortly", {
+        headers: { "Retry-After": "5" },
+      });
     }
     return c.json(serializeContactImport({ ...outcome.contactImport, errors: [] }), 202);
   })

@@ -38,7 +38,10 @@ const DomainSchema = z
   })
   .openapi("Domain");
 
-const CreateDomainSchema = z.object({ name: z.string().max(253).openapi({ example: "example.com" }) }).strict().openapi("CreateDomain");
+const CreateDomainSchema = z
+  .object({ name: z.string().max(253).openapi({ example: "example.com" }) })
+  .strict()
+  .openapi("CreateDomain");
 
 const listDomains = keyedRoute("domains", {
   method: "get",

@@ -12,7 +12,19 @@ import {
   updateList as changeList,
 } from "../domain/contacts/lists";
 import { notFound, validationError, type FieldErrors } from "../errors";
-import { createRouter, evenWithFieldErrors, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
+import {
+  createRouter,
+  evenWithFieldErrors,
+  errorResponse,
+  IdParam,
+  jsonBody,
+  jsonResponse,
+  keyedRoute,
+  paginated,
+  PaginationQuery,
+  Timestamp,
+  z,
+} from "../lib/openapi";
 import { pageOf } from "../lib/pagination";
 
 const MEMBERS_PER_REQUEST = 1000;
@@ -57,7 +69,10 @@ const AddMembersSchema = z
       .openapi({ description: "Addresses; each is created as a contact if new (stored `unsubscribed` if suppressed)" }),
   })
   .strict()
-  .refine((body) => (body.contact_ids === undefined) !== (body.emails === undefined), { message: "Send either contact_ids or emails", ...evenWithFieldErrors })
+  .refine((body) => (body.contact_ids === undefined) !== (body.emails === undefined), {
+    message: "Send either contact_ids or emails",
+    ...evenWithFieldErrors,
+  })
   .openapi("AddListMembers");
 
 const AddMembersResultSchema = z
@@ -70,7 +85,11 @@ const AddMembersResultSchema = z
   .openapi("AddListMembersResult");
 
 const MemberParams = IdParam("lst").extend({
-  contact_id: z.string().min(1).max(64).openapi({ param: { name: "contact_id", in: "path" }, example: "con_3kTz9Qm1bX7cV2nL8pR4sD" }),
+  contact_id: z
+    .string()
+    .min(1)
+    .max(64)
+    .openapi({ param: { name: "contact_id", in: "path" }, example: "con_3kTz9Qm1bX7cV2nL8pR4sD" }),
 });
 
 const createList = keyedRoute("contacts", {

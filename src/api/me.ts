@@ -34,7 +34,10 @@ export const meRoutes = createRouter()
   .openapi(getMe, (c) => {
     const { account, apiKey } = c.get("auth");
     return c.json(
-      { ...serializeAccount(account), api_key: { id: apiKey.id, name: apiKey.name, prefix: apiKey.prefix, mode: apiKey.mode, scopes: apiKey.scopes } },
+      {
+        ...serializeAccount(account),
+        api_key: { id: apiKey.id, name: apiKey.name, prefix: apiKey.prefix, mode: apiKey.mode, scopes: apiKey.scopes },
+      },
       200,
     );
   })

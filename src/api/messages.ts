@@ -3,7 +3,19 @@ import { notFound } from "../errors";
 import { pageOf } from "../lib/pagination";
 import { createRouter, errorResponse, IdParam, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 
-const messageStatuses = ["scheduled", "queued", "sending", "sent", "delivered", "deferred", "bounced", "failed", "suppressed", "unknown", "cancelled"] as const;
+const messageStatuses = [
+  "scheduled",
+  "queued",
+  "sending",
+  "sent",
+  "delivered",
+  "deferred",
+  "bounced",
+  "failed",
+  "suppressed",
+  "unknown",
+  "cancelled",
+] as const;
 
 const RecipientSchema = z.object({
   email: z.string(),
@@ -27,10 +39,10 @@ const MessageSummarySchema = z
     tags: z.array(z.string()),
     metadata: z.record(z.string(), z.string()),
     credits_charged: z.number().int().openapi({ description: "Sending credits charged when the message was accepted (one per recipient)" }),
-    credits_refunded: z
-      .number()
-      .int()
-      .openapi({ description: "Credits given back since: one per recipient that bounced, failed or could not be queued. The net cost is credits_charged − credits_refunded" }),
+    credits_refunded: z.number().int().openapi({
+      description:
+        "Credits given back since: one per recipient that bounced, failed or could not be queued. The net cost is credits_charged − credits_refunded",
+    }),
     test_mode: z.boolean(),
     created_at: Timestamp,
     sent_at: Timestamp.nullable(),
@@ -46,9 +58,20 @@ const MessageSchema = MessageSummarySchema.extend({
 }).openapi("Message");
 
 const ListQuery = PaginationQuery.extend({
-  status: z.enum(messageStatuses).optional().openapi({ param: { name: "status", in: "query" } }),
-  to: z.string().max(320).optional().openapi({ param: { name: "to", in: "query" }, description: "A recipient address" }),
-  tag: z.string().max(64).optional().openapi({ param: { name: "tag", in: "query" } }),
+  status: z
+    .enum(messageStatuses)
+    .optional()
+    .openapi({ param: { name: "status", in: "query" } }),
+  to: z
+    .string()
+    .max(320)
+    .optional()
+    .openapi({ param: { name: "to", in: "query" }, description: "A recipient address" }),
+  tag: z
+    .string()
+    .max(64)
+    .optional()
+    .openapi({ param: { name: "tag", in: "query" } }),
   created_after: z.iso
     .date()
     .or(z.iso.datetime({ offset: true }))

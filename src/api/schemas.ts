@@ -8,7 +8,8 @@ export const ScopeSchema = z.enum(scopes).openapi("Scope", {
     "reports: credits; campaigns: campaigns. automations and ai are reserved: a key can carry them, but nothing is built behind them yet.",
 });
 export const FeatureSchema = z.enum(features).openapi("Feature", {
-  description: "email_api and smtp_relay enable sending; campaigns enables campaigns. ai and automations are reserved: nothing is built behind them yet.",
+  description:
+    "email_api and smtp_relay enable sending; campaigns enables campaigns. ai and automations are reserved: nothing is built behind them yet.",
 });
 
 export const BalancesSchema = z

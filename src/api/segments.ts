@@ -24,7 +24,10 @@ const ConditionSchema = z
       .string()
       .max(100)
       .openapi({ description: `One of ${segmentFields.map((field) => `\`${field}\``).join(", ")}`, example: "custom_fields.plan" }),
-    op: z.string().max(20).openapi({ enum: [...segmentOperators], example: "eq" }),
+    op: z
+      .string()
+      .max(20)
+      .openapi({ enum: [...segmentOperators], example: "eq" }),
     value: z.unknown().optional().openapi({
       description:
         "A string, number or boolean; an array for `in`; a list id or array of list ids for `list`; days for `within_days`; an ISO 8601 date for `created_at`; none for `exists`/`not_exists`",
@@ -75,7 +78,10 @@ const UpdateSegmentSchema = z
 const SegmentCountSchema = z
   .object({
     count: z.number().int().openapi({ description: "Matching contacts a send would target: `subscribed` and not suppressed" }),
-    contacts: z.array(ContactSchema).optional().openapi({ description: `With \`preview=1\`: the first ${SEGMENT_PREVIEW_SIZE} of them, newest first` }),
+    contacts: z
+      .array(ContactSchema)
+      .optional()
+      .openapi({ description: `With \`preview=1\`: the first ${SEGMENT_PREVIEW_SIZE} of them, newest first` }),
   })
   .openapi("SegmentCount");
 

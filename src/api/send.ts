@@ -45,7 +45,10 @@ const SendRequestSchema = z
     html: z.string().max(5_000_000).optional(),
     text: z.string().max(5_000_000).optional(),
     template_id: z.string().max(64).optional(),
-    variables: z.record(z.string().max(100), z.string().max(10_000)).optional().openapi({ example: { first_name: "Ann" } }),
+    variables: z
+      .record(z.string().max(100), z.string().max(10_000))
+      .optional()
+      .openapi({ example: { first_name: "Ann" } }),
     metadata: z
       .record(z.string().min(1).max(sendLimits.metadataKeyLength), z.string().max(sendLimits.metadataValueLength))
       .optional()

@@ -53,7 +53,15 @@ const UpdateSenderSchema = z
   .openapi("UpdateSender");
 
 function serializeSender(row: SenderRow) {
-  return { id: row.id, name: row.name, email: row.email, reply_to: row.replyTo, domain_id: row.domainId, created_at: row.createdAt, updated_at: row.updatedAt };
+  return {
+    id: row.id,
+    name: row.name,
+    email: row.email,
+    reply_to: row.replyTo,
+    domain_id: row.domainId,
+    created_at: row.createdAt,
+    updated_at: row.updatedAt,
+  };
 }
 
 /** The 422 of a sender whose address cannot send: keyed `email`, as the field the user must change. */
@@ -118,7 +126,11 @@ export const senderRoutes = createRouter()
   })
   .openapi(updateSender, async (c) => {
     const body = c.req.valid("json");
-    const outcome = await changeSender(c.env.DB, c.get("auth").account.id, c.req.valid("param").id, { name: body.name, email: body.email, replyTo: body.reply_to });
+    const outcome = await changeSender(c.env.DB, c.get("auth").account.id, c.req.valid("param").id, {
+      name: body.name,
+      email: body.email,
+      replyTo: body.reply_to,
+    });
     if (outcome.kind === "not_found") throw notFound("Sender");
     if (outcome.kind !== "updated") throw addressError(outcome);
     return c.json(serializeSender(outcome.sender), 200);

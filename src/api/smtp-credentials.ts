@@ -61,7 +61,8 @@ const revokeCredential = keyedRoute("send", {
   path: "/smtp-credentials/{id}",
   tags,
   summary: "Revoke an SMTP credential",
-  description: "The relay refuses it within seconds: new logins at once, open sessions at their next message. A test key may revoke only test credentials.",
+  description:
+    "The relay refuses it within seconds: new logins at once, open sessions at their next message. A test key may revoke only test credentials.",
   request: { params: IdParam("smtp") },
   responses: {
     200: jsonResponse(SmtpCredentialSchema.extend({ revoked_at: Timestamp }), "The revoked credential"),

@@ -13,7 +13,9 @@ import { decodeCursor, encodeCursor } from "../lib/pagination";
 
 const SuppressionSchema = z
   .object({
-    email: z.string().openapi({ example: "jane@example.com", description: "Trimmed and lower-cased as a whole: every spelling of the mailbox is suppressed" }),
+    email: z
+      .string()
+      .openapi({ example: "jane@example.com", description: "Trimmed and lower-cased as a whole: every spelling of the mailbox is suppressed" }),
     reason: z.enum(suppressionReasons),
     source_message_id: z.string().nullable().openapi({ description: "The message that bounced or was complained about" }),
     created_at: Timestamp,
@@ -44,7 +46,11 @@ const listSuppressions = keyedRoute("send", {
   description: "Suppressed addresses are skipped (and not charged) by every send, and stored `unsubscribed` as contacts.",
   request: {
     query: PaginationQuery.extend({
-      email: z.string().max(320).optional().openapi({ param: { name: "email", in: "query" }, description: "Only this address (0 or 1 entry)" }),
+      email: z
+        .string()
+        .max(320)
+        .optional()
+        .openapi({ param: { name: "email", in: "query" }, description: "Only this address (0 or 1 entry)" }),
     }),
   },
   responses: { 200: jsonResponse(paginated(SuppressionSchema, "SuppressionPage"), "A page of entries") },
@@ -70,7 +76,10 @@ const removeSuppression = keyedRoute("send", {
   summary: "Allow mail to an address again",
   description: "Contacts of the address keep their status; resubscribe one with `PATCH /contacts/{id}`.",
   request: { params: EmailParam },
-  responses: { 200: jsonResponse(SuppressionSchema.extend({ deleted: z.literal(true) }), "Removed"), 404: errorResponse("The address is not suppressed") },
+  responses: {
+    200: jsonResponse(SuppressionSchema.extend({ deleted: z.literal(true) }), "Removed"),
+    404: errorResponse("The address is not suppressed"),
+  },
 });
 
 const serializeSuppression = (row: SuppressionRow) => ({

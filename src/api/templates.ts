@@ -8,7 +8,19 @@ import {
 } from "../domain/templates/templates";
 import { notFound, validationError } from "../errors";
 import { pageOf } from "../lib/pagination";
-import { createRouter, evenWithFieldErrors, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
+import {
+  createRouter,
+  evenWithFieldErrors,
+  errorResponse,
+  IdParam,
+  jsonBody,
+  jsonResponse,
+  keyedRoute,
+  paginated,
+  PaginationQuery,
+  Timestamp,
+  z,
+} from "../lib/openapi";
 
 const noLineBreaks = (value: string) => !/[\r\n]/.test(value);
 const templateFields = {
@@ -47,7 +59,16 @@ const UpdateTemplateSchema = z
   .openapi("UpdateTemplate");
 
 function serializeTemplate(row: TemplateRow) {
-  return { id: row.id, name: row.name, subject: row.subject, html: row.html, text: row.text, variables: row.variables, created_at: row.createdAt, updated_at: row.updatedAt };
+  return {
+    id: row.id,
+    name: row.name,
+    subject: row.subject,
+    html: row.html,
+    text: row.text,
+    variables: row.variables,
+    created_at: row.createdAt,
+    updated_at: row.updatedAt,
+  };
 }
 
 const route = (method: "get" | "post" | "patch" | "delete", path: string, summary: string) => ({ method, path, summary, tags: ["Templates"] });
@@ -87,7 +108,12 @@ export const templateRoutes = createRouter()
   })
   .openapi(createTemplate, async (c) => {
     const body = c.req.valid("json");
-    const row = await addTemplate(c.env.DB, c.get("auth").account.id, { name: body.name, subject: body.subject, html: body.html ?? null, text: body.text ?? null });
+    const row = await addTemplate(c.env.DB, c.get("auth").account.id, {
+      name: body.name,
+      subject: body.subject,
+      html: body.html ?? null,
+      text: body.text ?? null,
+    });
     return c.json(serializeTemplate(row), 201);
   })
   .openapi(getTemplate, async (c) => {

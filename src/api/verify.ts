@@ -1,5 +1,17 @@
 import { AppError, notFound, validationError } from "../errors";
-import { createRouter, evenWithFieldErrors, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
+import {
+  createRouter,
+  evenWithFieldErrors,
+  errorResponse,
+  IdParam,
+  jsonBody,
+  jsonResponse,
+  keyedRoute,
+  paginated,
+  PaginationQuery,
+  Timestamp,
+  z,
+} from "../lib/openapi";
 import {
   createVerificationJob,
   enqueueVerificationJob,
@@ -113,7 +125,13 @@ const verify = keyedRoute("verify", {
 });
 
 const JobQuery = PaginationQuery.extend({
-  limit: z.coerce.number().int().min(1).max(1000).default(100).openapi({ param: { name: "limit", in: "query" } }),
+  limit: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(1000)
+    .default(100)
+    .openapi({ param: { name: "limit", in: "query" } }),
   format: z
     .enum(["json", "csv"])
     .default("json")

@@ -16,18 +16,7 @@ import { sampleEventData } from "../domain/webhooks/samples";
 import { maskWebhookSecret } from "../domain/webhooks/signing";
 import { AppError, notFound, validationError } from "../errors";
 import { decryptSecret } from "../lib/crypto";
-import {
-  createRouter,
-  errorResponse,
-  IdParam,
-  jsonBody,
-  jsonResponse,
-  keyedRoute,
-  paginated,
-  PaginationQuery,
-  Timestamp,
-  z,
-} from "../lib/openapi";
+import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 import { pageOf } from "../lib/pagination";
 import { config } from "../config";
 
@@ -37,17 +26,15 @@ const SubscriptionSchema = z
   .array(z.enum([...eventTypes, "*"]))
   .min(1)
   .max(eventTypes.length + 1)
-  .openapi({ description: "Event types to receive, or `[\"*\"]` for all of them (also types added later)", example: ["relay.delivered", "relay.bounced"] });
-
-const UrlSchema = z
-  .string()
-  .trim()
-  .min(1)
-  .max(2048)
   .openapi({
-    description: "An https URL whose host resolves to public addresses only (no IP literals, no private ranges)",
-    example: "https://example.com/webhooks/mailforge",
+    description: 'Event types to receive, or `["*"]` for all of them (also types added later)',
+    example: ["relay.delivered", "relay.bounced"],
   });
+
+const UrlSchema = z.string().trim().min(1).max(2048).openapi({
+  description: "An https URL whose host resolves to public addresses only (no IP literals, no private ranges)",
+  example: "https://example.com/webhooks/mailforge",
+});
 
 const CreateWebhookSchema = z
   .object({

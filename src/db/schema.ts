@@ -3,14 +3,8 @@ import type { Scope } from "../types";
 import { index, integer, primaryKey, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
 
 // Timestamps are ISO 8601 UTC strings: they sort lexically, compare in SQL and go out in responses unchanged.
-const createdAt = () =>
-  text("created_at")
-    .notNull()
-    .default(sql`(strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))`);
-const updatedAt = () =>
-  text("updated_at")
-    .notNull()
-    .default(sql`(strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))`);
+const createdAt = () => text("created_at").notNull().default(sql`(strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))`);
+const updatedAt = () => text("updated_at").notNull().default(sql`(strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))`);
 
 export const accounts = sqliteTable("accounts", {
   id: text("id").primaryKey(),
@@ -66,10 +60,7 @@ export const creditLedger = sqliteTable(
     balanceAfter: integer("balance_after").notNull(),
     createdAt: createdAt(),
   },
-  (t) => [
-    index("credit_ledger_account").on(t.accountId, t.createdAt),
-    uniqueIndex("credit_ledger_reference").on(t.balance, t.kind, t.referenceId),
-  ],
+  (t) => [index("credit_ledger_account").on(t.accountId, t.createdAt), uniqueIndex("credit_ledger_reference").on(t.balance, t.kind, t.referenceId)],
 );
 
 export const idempotencyKeys = sqliteTable(
@@ -257,7 +248,9 @@ export const smtpCredentials = sqliteTable(
     username: text("username").notNull(),
     passwordHash: text("password_hash").notNull(),
     // Inherited from the key that created it: a `test` credential's messages are simulated, never delivered.
-    mode: text("mode", { enum: ["live", "test"] }).notNull().default("live"),
+    mode: text("mode", { enum: ["live", "test"] })
+      .notNull()
+      .default("live"),
     createdAt: createdAt(),
     lastUsedAt: text("last_used_at"),
     revokedAt: text("revoked_at"),
@@ -304,7 +297,10 @@ export const webhookDeliveries = sqliteTable(
     nextRetryAt: text("next_retry_at"),
     createdAt: createdAt(),
   },
-  (t) => [index("webhook_deliveries_endpoint").on(t.endpointId, t.createdAt), uniqueIndex("webhook_deliveries_attempt").on(t.endpointId, t.eventId, t.attempt)],
+  (t) => [
+    index("webhook_deliveries_endpoint").on(t.endpointId, t.createdAt),
+    uniqueIndex("webhook_deliveries_attempt").on(t.endpointId, t.eventId, t.attempt),
+  ],
 );
 
 export const verificationJobs = sqliteTable(

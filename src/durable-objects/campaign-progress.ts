@@ -56,7 +56,9 @@ export class CampaignProgress extends DurableObject<Env> {
    */
   async resume(campaignId: string, accountId: string): Promise<boolean> {
     if (!this.progress()) {
-      const written = await this.env.DB.prepare("SELECT count(*) AS total FROM messages WHERE campaign_id = ?1").bind(campaignId).first<{ total: number }>();
+      const written = await this.env.DB.prepare("SELECT count(*) AS total FROM messages WHERE campaign_id = ?1")
+        .bind(campaignId)
+        .first<{ total: number }>();
       this.save({ campaignId, accountId, phase: "fanout", cursor: "", materialised: written?.total ?? 0, audienceDone: false });
     }
     if ((await this.ctx.storage.getAlarm()) !== null) return false;
@@ -109,7 +111,7 @@ export class CampaignProgress extends DurableObject<Env> {
     if (progress.phase === "drain") return (await completeIfDone(env, campaign.id)).complete ? undefined : Date.now() + DRAIN_POLL_MS;
 
     const sender = await senderOf(env.DB, campaign);
-    if (!sender || sender.domainStatus !== "verified") {
+    if (sender?.domainStatus !== "verified") {
       await failCampaign(env.DB, campaign, sender ? `the sender's domain ${sender.domain ?? ""} is no longer verified` : "the sender was deleted");
       return undefined;
     }

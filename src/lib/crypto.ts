@@ -53,9 +53,7 @@ export async function sha256Hex(input: string): Promise<string> {
 }
 
 export async function hmacSha256Hex(key: string, message: string): Promise<string> {
-  const cryptoKey = await crypto.subtle.importKey("raw", encoder.encode(key), { name: "HMAC", hash: "SHA-256" }, false, [
-    "sign",
-  ]);
+  const cryptoKey = await crypto.subtle.importKey("raw", encoder.encode(key), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
   return bytesToHex(new Uint8Array(await crypto.subtle.sign("HMAC", cryptoKey, encoder.encode(message))));
 }
 
@@ -69,10 +67,7 @@ type SubtleWithTimingSafeEqual = typeof crypto.subtle & {
  * always runs over 32 bytes and the time taken reveals neither the length nor the common prefix of the secret.
  */
 export async function timingSafeEqualString(a: string, b: string): Promise<boolean> {
-  const [hashA, hashB] = await Promise.all([
-    crypto.subtle.digest("SHA-256", encoder.encode(a)),
-    crypto.subtle.digest("SHA-256", encoder.encode(b)),
-  ]);
+  const [hashA, hashB] = await Promise.all([crypto.subtle.digest("SHA-256", encoder.encode(a)), crypto.subtle.digest("SHA-256", encoder.encode(b))]);
   const subtle = crypto.subtle as SubtleWithTimingSafeEqual;
   if (typeof subtle.timingSafeEqual === "function") return subtle.timingSafeEqual(hashA, hashB);
   const left = new Uint8Array(hashA);
@@ -98,9 +93,7 @@ function importSecretKey(base64Key: string): Promise<WebCryptoKey> {
       throw new SecretKeyError("DKIM_ENCRYPTION_KEY is not valid base64");
     }
     if (raw.length !== 32) {
-      throw new SecretKeyError(
-        `DKIM_ENCRYPTION_KEY must be the base64 of exactly 32 bytes (AES-256), got ${raw.length} bytes`,
-      );
+      throw new SecretKeyError(`DKIM_ENCRYPTION_KEY must be the base64 of exactly 32 bytes (AES-256), got ${raw.length} bytes`);
     }
     cached = crypto.subtle.importKey("raw", raw, { name: "AES-GCM" }, false, ["encrypt", "decrypt"]);
     cached.catch(() => secretKeyCache.delete(base64Key));

@@ -21,7 +21,10 @@ export function decodeBase64DataUri(file: string): DecodedDataUri {
   }
   const content = file.slice(match[0].length).replace(/\s+/g, "");
   if (content.length % 4 !== 0 || !base64Content.test(content)) throw new UploadError("the content is not valid base64");
-  const rawName = parameters.find((parameter) => /^name=/i.test(parameter))?.slice("name=".length).replace(/^"(.*)"$/, "$1");
+  const rawName = parameters
+    .find((parameter) => /^name=/i.test(parameter))
+    ?.slice("name=".length)
+    .replace(/^"(.*)"$/, "$1");
   let name = rawName;
   if (rawName) {
     try {
@@ -43,7 +46,7 @@ export function csvBytesProblem(bytes: Uint8Array): string | undefined {
     // Refused rather than read with replacement characters in names and addresses.
     new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes);
   } catch {
-    return "not CSV: the content is not UTF-8 text; export it as \"CSV UTF-8\"";
+    return 'not CSV: the content is not UTF-8 text; export it as "CSV UTF-8"';
   }
   return undefined;
 }

@@ -12,8 +12,24 @@ export function randomBase62(length: number): string {
 }
 
 export type IdPrefix =
-  | "acc" | "key" | "led" | "dom" | "tpl" | "msg" | "evt" | "smtp" | "wh" | "whd"
-  | "vjob" | "con" | "lst" | "imp" | "req" | "cmp" | "snd" | "seg";
+  | "acc"
+  | "key"
+  | "led"
+  | "dom"
+  | "tpl"
+  | "msg"
+  | "evt"
+  | "smtp"
+  | "wh"
+  | "whd"
+  | "vjob"
+  | "con"
+  | "lst"
+  | "imp"
+  | "req"
+  | "cmp"
+  | "snd"
+  | "seg";
 
 export const newId = (prefix: IdPrefix) => `${prefix}_${randomBase62(22)}`;
 

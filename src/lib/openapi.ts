@@ -30,7 +30,10 @@ export const ErrorSchema = z
   .object({
     message: z.string().openapi({ example: "The request is invalid" }),
     code: z.string().openapi({ example: "validation_failed" }),
-    errors: z.record(z.string(), z.array(z.string())).optional().openapi({ example: { "to.0": ["Invalid email address"] } }),
+    errors: z
+      .record(z.string(), z.array(z.string()))
+      .optional()
+      .openapi({ example: { "to.0": ["Invalid email address"] } }),
   })
   .openapi("Error");
 
@@ -91,16 +94,30 @@ export const jsonResponse = <T extends z.ZodType>(schema: T, description: string
 });
 
 export const IdParam = (prefix: string) =>
-  z.object({ id: z.string().min(1).max(64).openapi({ param: { name: "id", in: "path" }, example: `${prefix}_8fJ2kQ0aZ1` }) });
+  z.object({
+    id: z
+      .string()
+      .min(1)
+      .max(64)
+      .openapi({ param: { name: "id", in: "path" }, example: `${prefix}_8fJ2kQ0aZ1` }),
+  });
 
 export const Timestamp = z.string().openapi({ format: "date-time", example: "2026-11-22T10:15:00.000Z" });
 
 export const PaginationQuery = z.object({
-  limit: z.coerce.number().int().min(1).max(100).default(20).openapi({ param: { name: "limit", in: "query" } }),
-  cursor: z.string().max(200).optional().openapi({ param: { name: "cursor", in: "query" } }),
+  limit: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(100)
+    .default(20)
+    .openapi({ param: { name: "limit", in: "query" } }),
+  cursor: z
+    .string()
+    .max(200)
+    .optional()
+    .openapi({ param: { name: "cursor", in: "query" } }),
 });
 
 export const paginated = <T extends z.ZodType>(item: T, name: string) =>
-  z
-    .object({ data: z.array(item), has_more: z.boolean(), next_cursor: z.string().nullable() })
-    .openapi(name);
+  z.object({ data: z.array(item), has_more: z.boolean(), next_cursor: z.string().nullable() }).openapi(name);

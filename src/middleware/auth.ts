@@ -31,9 +31,13 @@ export async function admitKey(
   };
   for (const [name, value] of Object.entries(rateHeaders)) c.header(name, value);
   if (!decision.allowed) {
-    throw new AppError("rate_limited", `Rate limit of ${decision.limit} requests per ${limiter.per} reached; retry after ${decision.retryAfterSeconds} s`, {
-      headers: { ...rateHeaders, "Retry-After": String(decision.retryAfterSeconds) },
-    });
+    throw new AppError(
+      "rate_limited",
+      `Rate limit of ${decision.limit} requests per ${limiter.per} reached; retry after ${decision.retryAfterSeconds} s`,
+      {
+        headers: { ...rateHeaders, "Retry-After": String(decision.retryAfterSeconds) },
+      },
+    );
   }
 }
 

@@ -28,7 +28,9 @@ export async function consumeVerificationChunks(deliveries: ChunkDelivery[], env
   const loadInput = (job: VerificationJob) => {
     let input = inputs.get(job.id);
     if (!input) {
-      input = readJobInput(env, job).then((found) => found ?? Promise.reject(new Error(`verification job ${job.id}: input ${job.inputKey} is missing`)));
+      input = readJobInput(env, job).then(
+        (found) => found ?? Promise.reject(new Error(`verification job ${job.id}: input ${job.inputKey} is missing`)),
+      );
       inputs.set(job.id, input);
       // A failed read must not be served to the batch's other chunks of the job: they retry it themselves.
       input.catch(() => inputs.delete(job.id));

@@ -37,16 +37,21 @@ const StandaloneResultSchema = z
   .object({
     email: z.string().openapi({ example: "jane@example.com" }),
     status: z.enum(STANDALONE_STATUSES).openapi({
-      description: "valid; invalid (bad syntax, no such domain, null MX, no mail route); do_not_mail (disposable or role account); unknown (DNS failed, retry later)",
+      description:
+        "valid; invalid (bad syntax, no such domain, null MX, no mail route); do_not_mail (disposable or role account); unknown (DNS failed, retry later)",
     }),
     checked_at: Timestamp,
     account: z.string().openapi({ description: "Local part", example: "jane" }),
     domain: z.string().openapi({ example: "example.com" }),
     quality: z.enum(VERIFICATION_QUALITIES).openapi({ description: "safe: send; risky: send with care; bad: do not mail; unknown: retry later" }),
     score: z.number().min(0).max(1).openapi({ example: 0.9 }),
-    mx_record: z.string().openapi({ description: "Best-priority mail exchanger; the domain for an implicit MX; \"\" when none", example: "mx1.example.com" }),
+    mx_record: z
+      .string()
+      .openapi({ description: 'Best-priority mail exchanger; the domain for an implicit MX; "" when none', example: "mx1.example.com" }),
     did_you_mean: z.string().nullable().openapi({ description: "Corrected address when the domain looks mistyped" }),
-    sub_status: z.array(z.string()).openapi({ description: "Notes, most specific first: engine status, rule or note, flags. [] for a clean address", example: [] }),
+    sub_status: z
+      .array(z.string())
+      .openapi({ description: "Notes, most specific first: engine status, rule or note, flags. [] for a clean address", example: [] }),
   })
   .openapi("StandaloneValidationResult");
 
@@ -57,8 +62,17 @@ const validate = verifyApiRoute({
   description: "1 verification credit; bad syntax is free.",
   request: {
     query: z.object({
-      email: z.string().trim().min(1, "Must not be empty").max(1024).openapi({ param: { name: "email", in: "query" }, example: "jane@example.com" }),
-      ip_address: z.string().max(64).optional().openapi({ param: { name: "ip_address", in: "query" }, description: "Accepted for compatibility; not used" }),
+      email: z
+        .string()
+        .trim()
+        .min(1, "Must not be empty")
+        .max(1024)
+        .openapi({ param: { name: "email", in: "query" }, example: "jane@example.com" }),
+      ip_address: z
+        .string()
+        .max(64)
+        .optional()
+        .openapi({ param: { name: "ip_address", in: "query" }, description: "Accepted for compatibility; not used" }),
     }),
   },
   responses: {
@@ -96,8 +110,14 @@ const BatchStatusSchema = BatchSchema.extend({
 
 const UploadSchema = z
   .object({
-    file: z.string().min(1).openapi({ description: "data:text/csv;name=<file>;base64,<content>", example: "data:text/csv;name=leads.csv;base64,ZW1haWwKamFuZUBleGFtcGxlLmNvbQo=" }),
-    remove_duplicates: z.boolean().default(false).openapi({ description: "Drop repeated addresses from the results file (they are free either way)" }),
+    file: z.string().min(1).openapi({
+      description: "data:text/csv;name=<file>;base64,<content>",
+      example: "data:text/csv;name=leads.csv;base64,ZW1haWwKamFuZUBleGFtcGxlLmNvbQo=",
+    }),
+    remove_duplicates: z
+      .boolean()
+      .default(false)
+      .openapi({ description: "Drop repeated addresses from the results file (they are free either way)" }),
     first_row_is_header: z
       .boolean()
       .optional()
@@ -122,7 +142,11 @@ const upload = verifyApiRoute({
 });
 
 const BatchIdParam = z.object({
-  id: z.coerce.number().int().positive().openapi({ param: { name: "id", in: "path" }, example: 42 }),
+  id: z.coerce
+    .number()
+    .int()
+    .positive()
+    .openapi({ param: { name: "id", in: "path" }, example: 42 }),
 });
 
 const getBatch = verifyApiRoute({
@@ -140,7 +164,8 @@ const downloadBatch = verifyApiRoute({
   method: "get",
   path: "/batch/{id}/download",
   summary: "Results of a finished batch as CSV",
-  description: "One row per file row in file order (repeats dropped when uploaded with remove_duplicates). A failed batch gives the rows it verified.",
+  description:
+    "One row per file row in file order (repeats dropped when uploaded with remove_duplicates). A failed batch gives the rows it verified.",
   request: { params: BatchIdParam },
   responses: {
     200: { description: "The results", content: { "text/csv": { schema: z.string() } } },
@@ -149,7 +174,18 @@ const downloadBatch = verifyApiRoute({
   },
 });
 
-const batchCsvColumns = ["email", "status", "sub_status", "account", "domain", "quality", "score", "mx_record", "did_you_mean", "checked_at"] as const;
+const batchCsvColumns = [
+  "email",
+  "status",
+  "sub_status",
+  "account",
+  "domain",
+  "quality",
+  "score",
+  "mx_record",
+  "did_you_mean",
+  "checked_at",
+] as const;
 
 function serializeBatch(job: VerificationJob) {
   return {

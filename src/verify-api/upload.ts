@@ -40,11 +40,20 @@ export function decodeDataUri(file: string): DecodedFile {
   const problem = csvBytesProblem(decoded.bytes);
   if (problem) throw invalidFile(problem);
   const text = new TextDecoder("utf-8").decode(decoded.bytes).replace(/^\uFEFF/, "");
-  const name = decoded.name?.replace(/[\r\n\t]/g, " ").trim().slice(0, MAX_NAME_LENGTH);
+  const name = decoded.name
+    ?.replace(/[\r\n\t]/g, " ")
+    .trim()
+    .slice(0, MAX_NAME_LENGTH);
   return { name: name || DEFAULT_NAME, text };
 }
 
-const isEmailHeader = (cell: string) => EMAIL_HEADERS.has(cell.trim().toLowerCase().replace(/[\s_-]+/g, ""));
+const isEmailHeader = (cell: string) =>
+  EMAIL_HEADERS.has(
+    cell
+      .trim()
+      .toLowerCase()
+      .replace(/[\s_-]+/g, ""),
+  );
 
 /**
  * The address column of a CSV (quoted fields, CRLF or LF, any delimiter Papa Parse detects). The column is the one

@@ -31,7 +31,9 @@ async function runCron(): Promise<void> {
 const minutesAgo = (minutes: number) => new Date(Date.now() - minutes * 60_000).toISOString();
 
 const backdate = (id: string, minutes: number, sendAt?: string) =>
-  env.DB.prepare("UPDATE campaigns SET updated_at = ?2, send_at = coalesce(?3, send_at) WHERE id = ?1").bind(id, minutesAgo(minutes), sendAt ?? null).run();
+  env.DB.prepare("UPDATE campaigns SET updated_at = ?2, send_at = coalesce(?3, send_at) WHERE id = ?1")
+    .bind(id, minutesAgo(minutes), sendAt ?? null)
+    .run();
 
 async function killFanOut(campaignId: string): Promise<void> {
   await runInDurableObject(progressObject(campaignId), async (_, state) => {
@@ -76,7 +78,10 @@ describe("cron: campaign fan-outs that died", () => {
     const { account, key, sender } = await campaignAccount({ sendCredits: 10, dailySendLimit: 3 });
     const { list, addresses } = await audienceOf(key, 5);
     const campaign = await sendCampaign(key, sender, list);
-    await eventually(async () => ((await alarmOf(campaign.id)) === nextUtcMidnight() && (await campaignOf(key, campaign.id)).counters.sent === 3 ? true : undefined), 20_000);
+    await eventually(
+      async () => ((await alarmOf(campaign.id)) === nextUtcMidnight() && (await campaignOf(key, campaign.id)).counters.sent === 3 ? true : undefined),
+      20_000,
+    );
     await killFanOut(campaign.id);
     await newSendingDay(account.id);
 
@@ -97,7 +102,10 @@ describe("cron: campaign fan-outs that died", () => {
     const { key, sender } = await campaignAccount({ sendCredits: 10, dailySendLimit: 3 });
     const { list, addresses } = await audienceOf(key, 5);
     const campaign = await sendCampaign(key, sender, list);
-    await eventually(async () => ((await alarmOf(campaign.id)) === nextUtcMidnight() && (await campaignOf(key, campaign.id)).counters.sent === 3 ? true : undefined), 20_000);
+    await eventually(
+      async () => ((await alarmOf(campaign.id)) === nextUtcMidnight() && (await campaignOf(key, campaign.id)).counters.sent === 3 ? true : undefined),
+      20_000,
+    );
 
     await backdate(campaign.id, 20);
     await runCron();

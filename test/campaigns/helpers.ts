@@ -60,14 +60,17 @@ export async function campaignOf(key: string, id: string) {
 
 export async function ledgerOf(accountId: string): Promise<Ledger[]> {
   return (
-    await env.DB.prepare("SELECT kind, amount, reference_id FROM credit_ledger WHERE account_id = ?1 AND balance = 'send' AND kind != 'top_up' ORDER BY rowid")
+    await env.DB.prepare(
+      "SELECT kind, amount, reference_id FROM credit_ledger WHERE account_id = ?1 AND balance = 'send' AND kind != 'top_up' ORDER BY rowid",
+    )
       .bind(accountId)
       .all<Ledger>()
   ).results;
 }
 
 export async function sendBalance(key: string) {
-  return (await json<{ balances: { send: { balance: number; reserved: number; available: number } } }>(await call("/api/v1/me", { key }))).balances.send;
+  return (await json<{ balances: { send: { balance: number; reserved: number; available: number } } }>(await call("/api/v1/me", { key }))).balances
+    .send;
 }
 
 export const progressObject = (campaignId: string) => env.CAMPAIGN_PROGRESS.getByName(campaignId);
@@ -89,9 +92,7 @@ export async function newSendingDay(accountId: string): Promise<void> {
 
 /** How many messages the campaign has in D1 and how many distinct contacts they are for. */
 export async function messageRows(campaignId: string) {
-  return env.DB.prepare(
-    "SELECT count(*) AS messages, count(DISTINCT content ->> '$.contact_id') AS contacts FROM messages WHERE campaign_id = ?1",
-  )
+  return env.DB.prepare("SELECT count(*) AS messages, count(DISTINCT content ->> '$.contact_id') AS contacts FROM messages WHERE campaign_id = ?1")
     .bind(campaignId)
     .first<{ messages: number; contacts: number }>();
 }

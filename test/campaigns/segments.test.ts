@@ -64,16 +64,35 @@ describe("segment conditions against real contacts", () => {
     // Custom fields as a CSV import stores them: strings only.
     await add(
       "bob",
-      { email: "bob@shop.example", first_name: "Bob", company: "ACME Corp", country: "DE", custom_fields: { plan: "free", seats: "3", vip: "false", code: "50XYoff" }, lists: [listB] },
+      {
+        email: "bob@shop.example",
+        first_name: "Bob",
+        company: "ACME Corp",
+        country: "DE",
+        custom_fields: { plan: "free", seats: "3", vip: "false", code: "50XYoff" },
+        lists: [listB],
+      },
       "2025-06-01T00:00:00.000Z",
     );
-    await add("carol", { email: "Carol@Example.com", company: "Beta", country: "fr", custom_fields: { plan: "Pro", seats: "12.5", renewal: daysAgo(2) }, lists: [listA, listB] });
+    await add("carol", {
+      email: "Carol@Example.com",
+      company: "Beta",
+      country: "fr",
+      custom_fields: { plan: "Pro", seats: "12.5", renewal: daysAgo(2) },
+      lists: [listA, listB],
+    });
     await add("dan", { email: "dan@other.test", first_name: "Dan", custom_fields: { plan: "enterprise", seats: "abc", vip: false } }, daysAgo(10));
     await add("frank", { email: "frank_x@example.com", first_name: "Frank" });
     await add("franky", { email: "frankyx@example.com", first_name: "Franky" });
 
     // Not in any audience: unsubscribed, and suppressed. Both match many conditions below.
-    const eve = await add("eve", { email: "eve@example.com", first_name: "Eve", company: "Acme", custom_fields: { plan: "pro", seats: 50 }, lists: [listA] });
+    const eve = await add("eve", {
+      email: "eve@example.com",
+      first_name: "Eve",
+      company: "Acme",
+      custom_fields: { plan: "pro", seats: 50 },
+      lists: [listA],
+    });
     expect((await call(`/api/v1/contacts/${eve.id}`, { key: account.api_key, method: "PATCH", body: { status: "unsubscribed" } })).status).toBe(200);
     await add("gus", { email: "gus@example.com", first_name: "Gus", company: "Acme", custom_fields: { plan: "pro", seats: 50 }, lists: [listA] });
     expect((await call("/api/v1/suppressions", { key: account.api_key, body: { email: "GUS@example.com", reason: "complaint" } })).status).toBe(201);
@@ -108,7 +127,10 @@ describe("segment conditions against real contacts", () => {
   it("email compares the contact's lower-cased key", async () => {
     expect(await audience([{ field: "email", op: "eq", value: "CAROL@example.COM" }])).toEqual(["carol"]);
     expect(await audience([{ field: "email", op: "neq", value: "ann@example.com" }])).toEqual(except("ann"));
-    expect(await audience([{ field: "email", op: "in", value: ["ann@example.com", "BOB@shop.example", "nobody@example.com"] }])).toEqual(["ann", "bob"]);
+    expect(await audience([{ field: "email", op: "in", value: ["ann@example.com", "BOB@shop.example", "nobody@example.com"] }])).toEqual([
+      "ann",
+      "bob",
+    ]);
     expect(await audience([{ field: "email", op: "ends_with", value: "@EXAMPLE.com" }])).toEqual(["ann", "carol", "frank", "franky"]);
   });
 
@@ -211,15 +233,32 @@ describe("segment conditions against real contacts", () => {
     expect(await audience([{ field: "company", op: "in", value: ["') OR 1=1 --", "Robert'); DROP TABLE contacts;--"] }])).toEqual([]);
 
     for (const field of [`custom_fields.plan') OR 1=1 --`, 'custom_fields.plan"', "custom_fields.a.b", "custom_fields.$", "custom_fields."]) {
-      const response = await call("/api/v1/segments", { key: account.api_key, body: { name: "evil", match: "all", conditions: [{ field, op: "exists" }] } });
+      const response = await call("/api/v1/segments", {
+        key: account.api_key,
+        body: { name: "evil", match: "all", conditions: [{ field, op: "exists" }] },
+      });
       expect(response.status).toBe(422);
-      expect((await json<ErrorBody>(response)).errors).toEqual({ "conditions.0.field": ["A custom field key is 1 to 64 letters, digits, `_` or `-`"] });
+      expect((await json<ErrorBody>(response)).errors).toEqual({
+        "conditions.0.field": ["A custom field key is 1 to 64 letters, digits, `_` or `-`"],
+      });
     }
-    const list = await call("/api/v1/segments", { key: account.api_key, body: { name: "evil", match: "all", conditions: [{ field: "list", op: "in", value: "x' OR '1'='1" }] } });
+    const list = await call("/api/v1/segments", {
+      key: account.api_key,
+      body: { name: "evil", match: "all", conditions: [{ field: "list", op: "in", value: "x' OR '1'='1" }] },
+    });
     expect(list.status).toBe(422);
     expect((await json<ErrorBody>(list)).errors).toEqual({ "conditions.0.value": ["No list x' OR '1'='1 in this account"] });
     // Nothing was dropped or rewritten along the way.
-    expect((await countOf(account.api_key, (await createSegment(account.api_key, { name: "all", match: "all", conditions: [{ field: "status", op: "eq", value: "subscribed" }] })).id)).count).toBe(6);
+    expect(
+      (
+        await countOf(
+          account.api_key,
+          (
+            await createSegment(account.api_key, { name: "all", match: "all", conditions: [{ field: "status", op: "eq", value: "subscribed" }] })
+          ).id,
+        )
+      ).count,
+    ).toBe(6);
   });
 
   it("the compiled condition works in COUNT(*) and INSERT … SELECT, with 20 conditions under D1's parameter cap", async () => {
@@ -275,12 +314,22 @@ describe("segments API", () => {
     expect(await json<Segment>(await call(`/api/v1/segments/${segment.id}`, { key: account.api_key }))).toEqual(segment);
     expect(await countOf(account.api_key, segment.id, false)).toEqual({ count: 1 });
     const preview = await countOf(account.api_key, segment.id);
-    expect(preview.contacts?.map((contact) => [contact.email, contact.lists, contact.custom_fields])).toEqual([["a@example.com", [list.id], { plan: "pro" }]]);
+    expect(preview.contacts?.map((contact) => [contact.email, contact.lists, contact.custom_fields])).toEqual([
+      ["a@example.com", [list.id], { plan: "pro" }],
+    ]);
 
-    const other = await createSegment(account.api_key, { name: "Everyone", match: "any", conditions: [{ field: "email", op: "ends_with", value: "@example.com" }] });
-    const page = await json<{ data: Segment[]; has_more: boolean; next_cursor: string | null }>(await call("/api/v1/segments?limit=1", { key: account.api_key }));
+    const other = await createSegment(account.api_key, {
+      name: "Everyone",
+      match: "any",
+      conditions: [{ field: "email", op: "ends_with", value: "@example.com" }],
+    });
+    const page = await json<{ data: Segment[]; has_more: boolean; next_cursor: string | null }>(
+      await call("/api/v1/segments?limit=1", { key: account.api_key }),
+    );
     expect(page).toMatchObject({ data: [{ id: other.id }], has_more: true });
-    const rest = await json<{ data: Segment[]; has_more: boolean }>(await call(`/api/v1/segments?limit=1&cursor=${page.next_cursor}`, { key: account.api_key }));
+    const rest = await json<{ data: Segment[]; has_more: boolean }>(
+      await call(`/api/v1/segments?limit=1&cursor=${page.next_cursor}`, { key: account.api_key }),
+    );
     expect(rest).toMatchObject({ data: [{ id: segment.id }], has_more: false });
 
     const changed = await call(`/api/v1/segments/${segment.id}`, {
@@ -289,14 +338,25 @@ describe("segments API", () => {
       body: { match: "any", conditions: [{ field: "custom_fields.plan", op: "in", value: ["pro", "free"] }] },
     });
     expect(changed.status).toBe(200);
-    expect(await json<Segment>(changed)).toMatchObject({ name: "Pro customers", match: "any", conditions: [{ field: "custom_fields.plan", op: "in", value: ["pro", "free"] }] });
+    expect(await json<Segment>(changed)).toMatchObject({
+      name: "Pro customers",
+      match: "any",
+      conditions: [{ field: "custom_fields.plan", op: "in", value: ["pro", "free"] }],
+    });
     expect(await countOf(account.api_key, segment.id, false)).toEqual({ count: 2 });
 
-    const refused = await call(`/api/v1/segments/${segment.id}`, { key: account.api_key, method: "PATCH", body: { name: "x", conditions: [{ field: "list", op: "in", value: "lst_nope" }] } });
+    const refused = await call(`/api/v1/segments/${segment.id}`, {
+      key: account.api_key,
+      method: "PATCH",
+      body: { name: "x", conditions: [{ field: "list", op: "in", value: "lst_nope" }] },
+    });
     expect(refused.status).toBe(422);
     expect((await json<Segment>(await call(`/api/v1/segments/${segment.id}`, { key: account.api_key }))).name).toBe("Pro customers");
 
-    expect(await json(await call(`/api/v1/segments/${segment.id}`, { key: account.api_key, method: "DELETE" }))).toEqual({ id: segment.id, deleted: true });
+    expect(await json(await call(`/api/v1/segments/${segment.id}`, { key: account.api_key, method: "DELETE" }))).toEqual({
+      id: segment.id,
+      deleted: true,
+    });
     expect((await call(`/api/v1/segments/${segment.id}`, { key: account.api_key })).status).toBe(404);
     expect((await call(`/api/v1/segments/${segment.id}/count`, { key: account.api_key })).status).toBe(404);
   });

@@ -16,7 +16,11 @@ describe("senders", () => {
     const account = await createAccount();
     const domain = await verifiedDomain(account.api_key);
 
-    const sender = await createSender(account.api_key, { name: " Acme News ", email: `News@${domain.name.toUpperCase()}`, reply_to: "support@example.org" });
+    const sender = await createSender(account.api_key, {
+      name: " Acme News ",
+      email: `News@${domain.name.toUpperCase()}`,
+      reply_to: "support@example.org",
+    });
     expect(sender).toMatchObject({
       id: expect.stringMatching(/^snd_/),
       name: "Acme News",
@@ -29,13 +33,21 @@ describe("senders", () => {
     expect(second.reply_to).toBeNull();
 
     expect(await json<Sender>(await call(`/api/v1/senders/${sender.id}`, { key: account.api_key }))).toEqual(sender);
-    const firstPage = await json<{ data: Sender[]; has_more: boolean; next_cursor: string | null }>(await call("/api/v1/senders?limit=1", { key: account.api_key }));
+    const firstPage = await json<{ data: Sender[]; has_more: boolean; next_cursor: string | null }>(
+      await call("/api/v1/senders?limit=1", { key: account.api_key }),
+    );
     expect(firstPage.data.map((entry) => entry.name)).toEqual(["Billing"]);
     expect(firstPage.has_more).toBe(true);
-    const secondPage = await json<{ data: Sender[]; has_more: boolean }>(await call(`/api/v1/senders?limit=1&cursor=${firstPage.next_cursor}`, { key: account.api_key }));
+    const secondPage = await json<{ data: Sender[]; has_more: boolean }>(
+      await call(`/api/v1/senders?limit=1&cursor=${firstPage.next_cursor}`, { key: account.api_key }),
+    );
     expect(secondPage).toMatchObject({ data: [{ id: sender.id }], has_more: false });
 
-    const changed = await call(`/api/v1/senders/${sender.id}`, { key: account.api_key, method: "PATCH", body: { name: "Acme Weekly", reply_to: null } });
+    const changed = await call(`/api/v1/senders/${sender.id}`, {
+      key: account.api_key,
+      method: "PATCH",
+      body: { name: "Acme Weekly", reply_to: null },
+    });
     expect(changed.status).toBe(200);
     expect(await json<Sender>(changed)).toMatchObject({ name: "Acme Weekly", email: `News@${domain.name}`, reply_to: null, domain_id: domain.id });
 
@@ -65,7 +77,10 @@ describe("senders", () => {
 
   it("checks the fields: a bad address, a name with a line break, unknown fields, all at once", async () => {
     const account = await createAccount();
-    const response = await call("/api/v1/senders", { key: account.api_key, body: { name: "News\r\nBcc: x@example.com", email: "not-an-address", reply_to: "also bad", extra: 1 } });
+    const response = await call("/api/v1/senders", {
+      key: account.api_key,
+      body: { name: "News\r\nBcc: x@example.com", email: "not-an-address", reply_to: "also bad", extra: 1 },
+    });
     expect(response.status).toBe(422);
     const body = await json<ErrorBody>(response);
     expect(Object.keys(body.errors ?? {}).sort()).toEqual(["body", "email", "name", "reply_to"]);
@@ -78,12 +93,18 @@ describe("senders", () => {
     const second = await verifiedDomain(account.api_key);
     const sender = await createSender(account.api_key, { name: "News", email: `news@${domain.name}` });
 
-    const refused = await call(`/api/v1/senders/${sender.id}`, { key: account.api_key, method: "PATCH", body: { name: "Other", email: "news@unverified.example" } });
+    const refused = await call(`/api/v1/senders/${sender.id}`, {
+      key: account.api_key,
+      method: "PATCH",
+      body: { name: "Other", email: "news@unverified.example" },
+    });
     expect(refused.status).toBe(422);
     expect((await json<ErrorBody>(refused)).errors?.email?.[0]).toContain("unverified.example is not a verified sending domain");
     expect(await json<Sender>(await call(`/api/v1/senders/${sender.id}`, { key: account.api_key }))).toEqual(sender);
 
-    const moved = await json<Sender>(await call(`/api/v1/senders/${sender.id}`, { key: account.api_key, method: "PATCH", body: { email: `hello@${second.name}` } }));
+    const moved = await json<Sender>(
+      await call(`/api/v1/senders/${sender.id}`, { key: account.api_key, method: "PATCH", body: { email: `hello@${second.name}` } }),
+    );
     expect(moved).toMatchObject({ email: `hello@${second.name}`, domain_id: second.id, name: "News" });
 
     // The domain is deleted: even a name change is refused until the address is on a verified domain again.

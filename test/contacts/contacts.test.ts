@@ -75,7 +75,9 @@ describe("reading, changing and deleting contacts", () => {
   it("GET /contacts?email= looks one contact up (domain without case), as a list of 0 or 1", async () => {
     const account = await createAccount();
     const contact = await createContact(account.api_key, { email: "find.me@example.com" });
-    const found = await json<{ data: Contact[]; has_more: boolean }>(await call("/api/v1/contacts?email=find.me%40Example.COM", { key: account.api_key }));
+    const found = await json<{ data: Contact[]; has_more: boolean }>(
+      await call("/api/v1/contacts?email=find.me%40Example.COM", { key: account.api_key }),
+    );
     expect(found).toEqual({ data: [expect.objectContaining({ id: contact.id })], has_more: false, next_cursor: null });
     const missing = await json<{ data: Contact[] }>(await call("/api/v1/contacts?email=nobody%40example.com", { key: account.api_key }));
     expect(missing.data).toEqual([]);
@@ -168,8 +170,19 @@ describe("bad input", () => {
     ["an unknown field", { email: "a@example.com", nickname: "J" }, "body"],
     ["a nested custom field", { email: "a@example.com", custom_fields: { address: { city: "Paris" } } }, "custom_fields.address"],
     ["an array custom field", { email: "a@example.com", custom_fields: { tags: ["a"] } }, "custom_fields.tags"],
-    ["too many custom fields", { email: "a@example.com", custom_fields: Object.fromEntries(Array.from({ length: 51 }, (_, i) => [`k${i}`, i])) }, "custom_fields"],
-    ["oversized custom fields", { email: "a@example.com", custom_fields: { a: "x".repeat(2000), b: "x".repeat(2000), c: "x".repeat(2000), d: "x".repeat(2000), e: "x".repeat(2000) } }, "custom_fields"],
+    [
+      "too many custom fields",
+      { email: "a@example.com", custom_fields: Object.fromEntries(Array.from({ length: 51 }, (_, i) => [`k${i}`, i])) },
+      "custom_fields",
+    ],
+    [
+      "oversized custom fields",
+      {
+        email: "a@example.com",
+        custom_fields: { a: "x".repeat(2000), b: "x".repeat(2000), c: "x".repeat(2000), d: "x".repeat(2000), e: "x".repeat(2000) },
+      },
+      "custom_fields",
+    ],
     ["a too long first name", { email: "a@example.com", first_name: "x".repeat(300) }, "first_name"],
   ])("refuses %s with 422 naming the field", async (_name, body, field) => {
     const account = await createAccount();
@@ -182,7 +195,10 @@ describe("bad input", () => {
 
   it("refuses custom fields whose merge with the stored ones would exceed the cap", async () => {
     const account = await createAccount();
-    await createContact(account.api_key, { email: "cap@example.com", custom_fields: Object.fromEntries(Array.from({ length: 40 }, (_, i) => [`a${i}`, i])) });
+    await createContact(account.api_key, {
+      email: "cap@example.com",
+      custom_fields: Object.fromEntries(Array.from({ length: 40 }, (_, i) => [`a${i}`, i])),
+    });
     const response = await call("/api/v1/contacts", {
       key: account.api_key,
       body: { email: "cap@example.com", custom_fields: Object.fromEntries(Array.from({ length: 11 }, (_, i) => [`b${i}`, i])) },
@@ -229,7 +245,10 @@ describe("isolation and scopes", () => {
     expect((await call(`/api/v1/contacts?list_id=${list.id}`, { key })).status).toBe(404);
     expect((await json<{ data: Contact[] }>(await call("/api/v1/contacts?email=private%40example.com", { key }))).data).toEqual([]);
     // Nothing of the owner's changed.
-    expect(await json<Contact>(await call(`/api/v1/contacts/${contact.id}`, { key: owner.api_key }))).toMatchObject({ first_name: null, lists: [list.id] });
+    expect(await json<Contact>(await call(`/api/v1/contacts/${contact.id}`, { key: owner.api_key }))).toMatchObject({
+      first_name: null,
+      lists: [list.id],
+    });
   });
 
   it("needs the contacts scope", async () => {

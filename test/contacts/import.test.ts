@@ -45,7 +45,11 @@ describe("CSV import through the queue", () => {
     const ann = await contactByEmail(account.api_key, "ann@example.com");
     // The second row for ann updated the first: an empty First cell kept "Ann".
     expect(ann).toMatchObject({ first_name: "Ann", last_name: "Lee", custom_fields: { plan: "enterprise" }, lists: [list.id] });
-    expect(await contactByEmail(account.api_key, "bob@example.com")).toMatchObject({ email: "bob@Example.COM", first_name: 'Bob "The Builder"', last_name: null });
+    expect(await contactByEmail(account.api_key, "bob@example.com")).toMatchObject({
+      email: "bob@Example.COM",
+      first_name: 'Bob "The Builder"',
+      last_name: null,
+    });
     expect(await contactByEmail(account.api_key, "carl@example.com")).toMatchObject({ last_name: "multi\r\nline" });
     expect(await contactByEmail(account.api_key, "suppressed@EXAMPLE.com")).toMatchObject({ status: "unsubscribed" });
     const listed = await json<{ contact_count: number }>(await call(`/api/v1/lists/${list.id}`, { key: account.api_key }));
@@ -104,7 +108,11 @@ describe("CSV import through the queue", () => {
 describe("import requests that are refused at once", () => {
   const refusals: [string, () => Record<string, unknown>, string][] = [
     ["a header without an email column", () => ({ file: dataUri("name,phone\nAnn,1\n") }), "mapping.email"],
-    ["a mapping to a missing column", () => ({ file: dataUri("email\na@x.com\n"), mapping: { email: "email", first_name: "Given" } }), "mapping.first_name"],
+    [
+      "a mapping to a missing column",
+      () => ({ file: dataUri("email\na@x.com\n"), mapping: { email: "email", first_name: "Given" } }),
+      "mapping.first_name",
+    ],
     ["an unknown mapping target", () => ({ file: dataUri("email\na@x.com\n"), mapping: { email: "email", nickname: "email" } }), "mapping.nickname"],
     ["a header with no rows", () => ({ file: dataUri("email\n") }), "file"],
     ["an empty file", () => ({ file: "data:text/csv;base64," }), "file"],
@@ -129,13 +137,19 @@ describe("import requests that are refused at once", () => {
     const account = await createAccount();
     const other = await createAccount();
     const foreign = await createList(other.api_key);
-    const listResponse = await call("/api/v1/contacts/import", { key: account.api_key, body: { file: dataUri("email\na@x.com\n"), list_id: foreign.id } });
+    const listResponse = await call("/api/v1/contacts/import", {
+      key: account.api_key,
+      body: { file: dataUri("email\na@x.com\n"), list_id: foreign.id },
+    });
     expect(listResponse.status).toBe(422);
     const noFile = await postMultipart("/api/v1/contacts/import", account.api_key, { mapping: "{}" });
     expect(noFile.status).toBe(422);
     // Keyed by where the field came from, as query parameters are (`query.…`).
     expect(Object.keys((await json<ErrorBody>(noFile)).errors ?? {})).toContain("form.file");
-    const badMapping = await postMultipart("/api/v1/contacts/import", account.api_key, { file: new File(["email\na@x.com\n"], "a.csv"), mapping: "{not json" });
+    const badMapping = await postMultipart("/api/v1/contacts/import", account.api_key, {
+      file: new File(["email\na@x.com\n"], "a.csv"),
+      mapping: "{not json",
+    });
     expect(badMapping.status).toBe(422);
     expect(Object.keys((await json<ErrorBody>(badMapping)).errors ?? {})).toContain("mapping");
     const plain = await call("/api/v1/contacts/import", { key: account.api_key, headers: { "Content-Type": "text/plain" }, body: "email\na@x.com" });
@@ -146,11 +160,14 @@ describe("import requests that are refused at once", () => {
     const account = await createAccount();
     const bodies = [
       // The boundary named in the header never appears in the body.
-      { contentType: "multipart/form-data; boundary=abc", body: "--xyz\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\nemail\r\n--xyz--\r\n" },
+      { contentType: "multipart/form-data; boundary=abc", body: '--xyz\r\nContent-Disposition: form-data; name="file"\r\n\r\nemail\r\n--xyz--\r\n' },
       // No boundary at all.
       { contentType: "multipart/form-data", body: "email\na@x.com\n" },
       // A part that is cut off before its closing delimiter.
-      { contentType: "multipart/form-data; boundary=abc", body: "--abc\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.csv\"\r\n\r\nemail\r\na@x" },
+      {
+        contentType: "multipart/form-data; boundary=abc",
+        body: '--abc\r\nContent-Disposition: form-data; name="file"; filename="a.csv"\r\n\r\nemail\r\na@x',
+      },
     ];
     for (const { contentType, body } of bodies) {
       const response = await call("/api/v1/contacts/import", { key: account.api_key, headers: { "Content-Type": contentType }, body });
@@ -206,7 +223,10 @@ describe("the import consumer resumes", () => {
   it("two deliveries of the same chunk: one commits, the other is superseded without counting twice", async () => {
     const { id } = await stagedImport("email,name\na@example.com,A\nb@example.com,B\nc@example.com,C\n");
     const tuning = { rowsPerChunk: 2 };
-    const [first, second] = await Promise.all([runContactImport(env, id, { deadline: 0, tuning }), runContactImport(env, id, { deadline: 0, tuning })]);
+    const [first, second] = await Promise.all([
+      runContactImport(env, id, { deadline: 0, tuning }),
+      runContactImport(env, id, { deadline: 0, tuning }),
+    ]);
     expect([first.state, second.state].sort()).toEqual(["continue", "superseded"]);
     expect(await runContactImport(env, id, { deadline: Date.now() + 10_000, tuning })).toMatchObject({ state: "completed" });
     const row = await env.DB.prepare("SELECT processed, created, updated FROM contact_imports WHERE id = ?").bind(id).first();
@@ -245,7 +265,9 @@ describe("the import consumer resumes", () => {
       contactUpsertSql("acc_x", [], { columns: ["first_name"], onExisting: "keep_blank" }),
     ]) {
       const { sql, params } = new SQLiteAsyncDialect().sqlToQuery(query);
-      const plan = await env.DB.prepare(`EXPLAIN QUERY PLAN ${sql}`).bind(...params).all<{ detail: string }>();
+      const plan = await env.DB.prepare(`EXPLAIN QUERY PLAN ${sql}`)
+        .bind(...params)
+        .all<{ detail: string }>();
       plans.push(plan.results.map((step) => step.detail).join("; "));
     }
     const byKey = /SEARCH c USING INDEX contacts_account_email \(account_id=\? AND email_key=\?\)/;
@@ -265,11 +287,16 @@ describe("the import consumer on the real queue", () => {
     try {
       const account = await createAccount();
       const rows = Array.from({ length: 450 }, (_, i) => `q${i}@example.com,Q${i}`);
-      const response = await call("/api/v1/contacts/import", { key: account.api_key, body: { file: dataUri(`email,first_name\n${rows.join("\n")}\n`) } });
+      const response = await call("/api/v1/contacts/import", {
+        key: account.api_key,
+        body: { file: dataUri(`email,first_name\n${rows.join("\n")}\n`) },
+      });
       const { id } = await json<ContactImport>(response);
       const done = await waitForImport(account.api_key, id, 60_000);
       expect(done).toMatchObject({ status: "completed", total: 450, processed: 450, created: 450, updated: 0, failed: 0 });
-      const messages = sends.mock.calls.map(([body]) => body as { kind: string; import_id: string; offset: number }).filter((body) => body.import_id === id);
+      const messages = sends.mock.calls
+        .map(([body]) => body as { kind: string; import_id: string; offset: number })
+        .filter((body) => body.import_id === id);
       // The upload's message, then one per chunk of 100 that ran out of time.
       expect(messages.length).toBe(5);
       expect(messages.every((body) => body.kind === "contact_import")).toBe(true);

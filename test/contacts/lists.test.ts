@@ -10,7 +10,13 @@ describe("lists", () => {
     const created = await call("/api/v1/lists", { key: account.api_key, body: { name: " Customers ", description: "Paying" } });
     expect(created.status).toBe(201);
     const list = await json<List>(created);
-    expect(list).toMatchObject({ id: expect.stringMatching(/^lst_/), name: "Customers", description: "Paying", contact_count: 0, subscriber_count: 0 });
+    expect(list).toMatchObject({
+      id: expect.stringMatching(/^lst_/),
+      name: "Customers",
+      description: "Paying",
+      contact_count: 0,
+      subscriber_count: 0,
+    });
     const empty = await createList(account.api_key, "Empty");
 
     await createContact(account.api_key, { email: "c1@example.com", lists: [list.id] });
@@ -68,7 +74,9 @@ describe("lists", () => {
       await call(`/api/v1/lists/${list.id}/contacts`, { key: account.api_key, body: { contact_ids: [mine.id, theirs.id, "con_nope"] } }),
     );
     expect(first).toEqual({ added: [mine.id], already: [], unknown: [theirs.id, "con_nope"], created: [] });
-    const again = await json<Record<string, string[]>>(await call(`/api/v1/lists/${list.id}/contacts`, { key: account.api_key, body: { contact_ids: [mine.id] } }));
+    const again = await json<Record<string, string[]>>(
+      await call(`/api/v1/lists/${list.id}/contacts`, { key: account.api_key, body: { contact_ids: [mine.id] } }),
+    );
     expect(again).toMatchObject({ added: [], already: [mine.id] });
 
     const removed = await call(`/api/v1/lists/${list.id}/contacts/${mine.id}`, { key: account.api_key, method: "DELETE" });
@@ -93,7 +101,10 @@ describe("lists", () => {
       expect((await call("/api/v1/lists", { key: account.api_key, body })).status).toBe(422);
     }
     expect((await call(`/api/v1/lists/${list.id}`, { key: account.api_key, method: "PATCH", body: {} })).status).toBe(422);
-    const both = await call(`/api/v1/lists/${list.id}/contacts`, { key: account.api_key, body: { emails: ["a@example.com"], contact_ids: ["con_x"] } });
+    const both = await call(`/api/v1/lists/${list.id}/contacts`, {
+      key: account.api_key,
+      body: { emails: ["a@example.com"], contact_ids: ["con_x"] },
+    });
     expect(both.status).toBe(422);
     const bad = await call(`/api/v1/lists/${list.id}/contacts`, { key: account.api_key, body: { emails: ["ok@example.com", "broken"] } });
     expect(bad.status).toBe(422);

@@ -26,7 +26,9 @@ describe("the suppression list", () => {
     expect(await json<Contact>(await call(`/api/v1/contacts/${contact.id}`, { key: account.api_key }))).toMatchObject({ status: "unsubscribed" });
 
     const bounced = await createContact(account.api_key, { email: "bounce@example.com" });
-    await env.DB.batch(suppressionStatements(env.DB, { accountId: account.id, email: "Bounce@example.com", reason: "bounce", sourceMessageId: "msg_1" }));
+    await env.DB.batch(
+      suppressionStatements(env.DB, { accountId: account.id, email: "Bounce@example.com", reason: "bounce", sourceMessageId: "msg_1" }),
+    );
     expect(await json<Contact>(await call(`/api/v1/contacts/${bounced.id}`, { key: account.api_key }))).toMatchObject({ status: "bounced" });
     // A later, weaker reason does not hide the bounce; a complaint is stronger.
     await env.DB.batch(suppressionStatements(env.DB, { accountId: account.id, email: "bounce@example.com", reason: "unsubscribe" }));

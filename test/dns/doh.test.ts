@@ -1,14 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import {
-  createDnsCache,
-  createResolver,
-  lookupMany,
-  parseMxData,
-  parseTxtData,
-  resolve,
-  type DohOptions,
-} from "../../src/domain/dns/doh";
+import { createDnsCache, createResolver, lookupMany, parseMxData, parseTxtData, resolve, type DohOptions } from "../../src/domain/dns/doh";
 import { config } from "../../src/config";
 
 interface DohStats {
@@ -151,9 +143,7 @@ describe("resolve: caching", () => {
     const after = Date.now();
     expect(await resolve(withD1(), missing, "MX")).toMatchObject({ status: "nxdomain" });
     expect(await queriesFor(missing, "MX")).toBe(1);
-    const row = await env.DB.prepare("SELECT expires_at FROM dns_cache WHERE name = ?")
-      .bind(missing)
-      .first<{ expires_at: number }>();
+    const row = await env.DB.prepare("SELECT expires_at FROM dns_cache WHERE name = ?").bind(missing).first<{ expires_at: number }>();
     expect(row!.expires_at - before).toBeGreaterThanOrEqual(60_000);
     expect(row!.expires_at - after).toBeLessThanOrEqual(60_000);
 
@@ -174,9 +164,9 @@ describe("resolve: caching", () => {
     const slow = { ...withD1(), timeoutMs: 100 };
     expect(await resolve(slow, "slow.verify-test", "TXT")).toEqual({ status: "timeout" });
     expect(slow.cache!.size).toBe(0);
-    const rows = await env.DB.prepare(
-      "SELECT count(*) AS n FROM dns_cache WHERE name IN ('servfail.verify-test', 'slow.verify-test')",
-    ).first<{ n: number }>();
+    const rows = await env.DB.prepare("SELECT count(*) AS n FROM dns_cache WHERE name IN ('servfail.verify-test', 'slow.verify-test')").first<{
+      n: number;
+    }>();
     expect(rows!.n).toBe(0);
   });
 

@@ -121,7 +121,9 @@ function relayTransport() {
 async function sinkRawTo(address: string): Promise<Buffer> {
   const deadline = Date.now() + 20_000;
   for (;;) {
-    const listed = (await (await fetch(`http://127.0.0.1:${ports.SINK_HTTP_PORT}/api/messages?to=${encodeURIComponent(address)}`)).json()) as { data: { id: string }[] };
+    const listed = (await (await fetch(`http://127.0.0.1:${ports.SINK_HTTP_PORT}/api/messages?to=${encodeURIComponent(address)}`)).json()) as {
+      data: { id: string }[];
+    };
     const delivered = listed.data[0];
     if (delivered) return Buffer.from(await (await fetch(`http://127.0.0.1:${ports.SINK_HTTP_PORT}/api/messages/${delivered.id}/raw`)).arrayBuffer());
     if (Date.now() > deadline) throw new Error(`nothing reached the sink for ${address}`);
@@ -196,7 +198,10 @@ describe("SMTP relay end to end", () => {
     const transport = relayTransport();
     const message = (headers: string[]) => Buffer.from([...headers, `To: ${to}`, "Subject: From checks", "", "body", ""].join("\r\n"));
 
-    const spoofed = transport.sendMail({ envelope: { from: `billing@${name}`, to: [to] }, raw: message([`From: billing@${name}`, "From: ceo@bank.example"]) });
+    const spoofed = transport.sendMail({
+      envelope: { from: `billing@${name}`, to: [to] },
+      raw: message([`From: billing@${name}`, "From: ceo@bank.example"]),
+    });
     await expect(spoofed).rejects.toMatchObject({ responseCode: 550, response: expect.stringMatching(/^550 5\.7\.1 .*2 From header fields/) });
 
     const raw = message([`From: billing@${name}`, `Bcc: ${hidden}`, `Message-ID: <bcc-e2e@${name}>`, `Date: ${new Date().toUTCString()}`]);

@@ -140,7 +140,8 @@ describe("API key lifecycle", () => {
     const account = await createAccount();
     const testKey = await createKey(account.api_key, { name: "sandbox", mode: "test" });
     const liveKey = await createKey(account.api_key, { name: "production", scopes: ["reports"] });
-    const liveKeys = () => env.DB.prepare("SELECT id, key_hash FROM api_keys WHERE account_id = ? AND mode = 'live' ORDER BY id").bind(account.id).all();
+    const liveKeys = () =>
+      env.DB.prepare("SELECT id, key_hash FROM api_keys WHERE account_id = ? AND mode = 'live' ORDER BY id").bind(account.id).all();
     const before = (await liveKeys()).results;
 
     const escalate = await call("/api/v1/api-keys", { key: testKey.key, body: { name: "escalate", mode: "live" } });
@@ -173,7 +174,11 @@ describe("API key lifecycle", () => {
     for (const rotator of [testKey.key, account.api_key]) {
       const rotated = await call(`/api/v1/api-keys/${created.id}/rotate`, { key: rotator, method: "POST" });
       expect(rotated.status).toBe(200);
-      expect(await json(rotated)).toMatchObject({ mode: "test", key: expect.stringMatching(/^sk_test_/), prefix: expect.stringMatching(/^sk_test_/) });
+      expect(await json(rotated)).toMatchObject({
+        mode: "test",
+        key: expect.stringMatching(/^sk_test_/),
+        prefix: expect.stringMatching(/^sk_test_/),
+      });
     }
     expect((await call(`/api/v1/api-keys/${created.id}`, { key: testKey.key, method: "DELETE" })).status).toBe(200);
 
@@ -214,14 +219,20 @@ describe("the operator API", () => {
       body: { plan: "pro", features: ["email_api", "smtp_relay"], daily_send_limit: 5000 },
     });
     expect(patched.status).toBe(200);
-    expect(await json(patched)).toMatchObject({ plan: "pro", features: ["email_api", "smtp_relay"], limits: { daily_send_limit: 5000, rate_limit_per_minute: 3000 } });
+    expect(await json(patched)).toMatchObject({
+      plan: "pro",
+      features: ["email_api", "smtp_relay"],
+      limits: { daily_send_limit: 5000, rate_limit_per_minute: 3000 },
+    });
 
     const topped = await call(`/admin/v1/accounts/${account.id}/credits`, { key: ADMIN_TOKEN, body: { send: 10, verify: 7 } });
     expect(topped.status).toBe(200);
     expect(await json(topped)).toMatchObject({ balances: { send: { balance: 15, available: 15 }, verify: { balance: 7 } } });
 
     const { env } = await import("cloudflare:workers");
-    const ledger = await env.DB.prepare("SELECT balance, kind, amount, balance_after FROM credit_ledger WHERE account_id = ? ORDER BY balance, balance_after")
+    const ledger = await env.DB.prepare(
+      "SELECT balance, kind, amount, balance_after FROM credit_ledger WHERE account_id = ? ORDER BY balance, balance_after",
+    )
       .bind(account.id)
       .all();
     expect(ledger.results).toEqual([

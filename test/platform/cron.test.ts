@@ -52,7 +52,9 @@ async function lostVerificationJob(account: CreatedAccount, count: number) {
 }
 
 const backdateJob = (id: string, updatedMinutesAgo: number, createdMinutesAgo = updatedMinutesAgo) =>
-  env.DB.prepare("UPDATE verification_jobs SET updated_at = ?2, created_at = ?3 WHERE id = ?1").bind(id, minutesAgo(updatedMinutesAgo), minutesAgo(createdMinutesAgo)).run();
+  env.DB.prepare("UPDATE verification_jobs SET updated_at = ?2, created_at = ?3 WHERE id = ?1")
+    .bind(id, minutesAgo(updatedMinutesAgo), minutesAgo(createdMinutesAgo))
+    .run();
 
 describe("cron: verification jobs whose queue messages were lost", () => {
   it("resumes a stale job: the chunk whose message was lost runs, and the job completes with every address counted once", async () => {
@@ -67,7 +69,9 @@ describe("cron: verification jobs whose queue messages were lost", () => {
     // Not stale yet after 5 minutes: the cron leaves it alone.
     await env.DB.prepare("UPDATE verification_jobs SET updated_at = ?2 WHERE id = ?1").bind(job.id, minutesAgo(5)).run();
     await runCron();
-    const untouched = await env.DB.prepare("SELECT status, processed, updated_at FROM verification_jobs WHERE id = ?").bind(job.id).first<{ updated_at: string }>();
+    const untouched = await env.DB.prepare("SELECT status, processed, updated_at FROM verification_jobs WHERE id = ?")
+      .bind(job.id)
+      .first<{ updated_at: string }>();
     expect(untouched).toMatchObject({ status: "processing", processed: first!.count });
     expect(Date.parse(untouched!.updated_at)).toBeLessThan(Date.now() - 4 * 60_000);
 
@@ -104,8 +108,15 @@ describe("cron: verification jobs whose queue messages were lost", () => {
     await backdateJob(job.id, 20, 180);
 
     await runCron();
-    const failed = await json<{ status: string; processed: number; credits_charged: number; error: string }>(await call(`/api/v1/verify/${job.id}?limit=1`, { key: account.api_key }));
-    expect(failed).toMatchObject({ status: "failed", processed: first!.count, credits_charged: first!.count, error: expect.stringContaining("stopped making progress") });
+    const failed = await json<{ status: string; processed: number; credits_charged: number; error: string }>(
+      await call(`/api/v1/verify/${job.id}?limit=1`, { key: account.api_key }),
+    );
+    expect(failed).toMatchObject({
+      status: "failed",
+      processed: first!.count,
+      credits_charged: first!.count,
+      error: expect.stringContaining("stopped making progress"),
+    });
     expect(await verifyBalance(account.api_key)).toBe(1000 - first!.count);
     const refunds = await env.DB.prepare("SELECT amount FROM credit_ledger WHERE reference_id = ? AND kind = 'refund'").bind(job.id).all();
     expect(refunds.results).toEqual([{ amount: second!.count }]);
@@ -133,7 +144,9 @@ describe("cron: contact imports whose queue message was lost", () => {
     return { account, id };
   }
   const backdateImport = (id: string, updatedMinutesAgo: number, createdMinutesAgo = updatedMinutesAgo) =>
-    env.DB.prepare("UPDATE contact_imports SET updated_at = ?2, created_at = ?3 WHERE id = ?1").bind(id, minutesAgo(updatedMinutesAgo), minutesAgo(createdMinutesAgo)).run();
+    env.DB.prepare("UPDATE contact_imports SET updated_at = ?2, created_at = ?3 WHERE id = ?1")
+      .bind(id, minutesAgo(updatedMinutesAgo), minutesAgo(createdMinutesAgo))
+      .run();
 
   it("resumes a stale import from the offset it reached, counting every row once", async () => {
     const { account, id } = await stagedImport(30);
@@ -154,7 +167,9 @@ describe("cron: contact imports whose queue message was lost", () => {
     await backdateImport(id, 20, 180);
 
     await runCron();
-    const body = await json<{ status: string; processed: number; error: string }>(await call(`/api/v1/contacts/import/${id}`, { key: account.api_key }));
+    const body = await json<{ status: string; processed: number; error: string }>(
+      await call(`/api/v1/contacts/import/${id}`, { key: account.api_key }),
+    );
     expect(body).toMatchObject({ status: "failed", processed: 10, error: expect.stringContaining("stopped making progress") });
     expect(await env.BLOBS.head(importObjectKey(account.id, id))).toBeNull();
   });
@@ -163,14 +178,19 @@ describe("cron: contact imports whose queue message was lost", () => {
     // The test shares the Worker's env, so the route sees this refusing queue.
     const refusing = vi.spyOn(env.VERIFY_QUEUE, "send").mockRejectedValue(new Error("queue unavailable"));
     try {
-      const response = await call("/api/v1/contacts/import", { key: account.api_key, body: { file: `data:text/csv;base64,${btoa("email\nann@example.com\n")}` } });
+      const response = await call("/api/v1/contacts/import", {
+        key: account.api_key,
+        body: { file: `data:text/csv;base64,${btoa("email\nann@example.com\n")}` },
+      });
       expect(response.status).toBe(503);
       expect(response.headers.get("retry-after")).toBe("5");
       expect(await json(response)).toMatchObject({ code: "upstream_unavailable" });
     } finally {
       refusing.mockRestore();
     }
-    const row = await env.DB.prepare("SELECT status, error, input_key FROM contact_imports WHERE account_id = ?").bind(account.id).first<{ input_key: string }>();
+    const row = await env.DB.prepare("SELECT status, error, input_key FROM contact_imports WHERE account_id = ?")
+      .bind(account.id)
+      .first<{ input_key: string }>();
     expect(row).toMatchObject({ status: "failed", error: "The import could not be queued" });
     expect(await env.BLOBS.head(row!.input_key)).toBeNull();
   });
@@ -183,7 +203,10 @@ describe("cron: isolation", () => {
   });
 
   async function servfail(name: string) {
-    const response = await fetch(`${env.TEST_DOH_ADMIN_URL}/zone/${encodeURIComponent(name)}`, { method: "PUT", body: JSON.stringify({ $servfail: true }) });
+    const response = await fetch(`${env.TEST_DOH_ADMIN_URL}/zone/${encodeURIComponent(name)}`, {
+      method: "PUT",
+      body: JSON.stringify({ $servfail: true }),
+    });
     expect(response.status).toBe(200);
   }
 
@@ -207,9 +230,12 @@ describe("cron: isolation", () => {
     cleanups.push(() => env.DB.prepare("DROP TRIGGER IF EXISTS cron_test_write_fails").run());
 
     const errors = await errorLogsDuring(() => recheckDomains(env));
-    expect(errors).toContainEqual(expect.objectContaining({ message: "domain re-check failed", domain_id: writeFails.id, error: expect.stringContaining("disk I/O error") }));
+    expect(errors).toContainEqual(
+      expect.objectContaining({ message: "domain re-check failed", domain_id: writeFails.id, error: expect.stringContaining("disk I/O error") }),
+    );
 
-    const fetch = async (id: string) => json<Domain & { last_checked_at: string | null }>(await call(`/api/v1/domains/${id}`, { key: account.api_key }));
+    const fetch = async (id: string) =>
+      json<Domain & { last_checked_at: string | null }>(await call(`/api/v1/domains/${id}`, { key: account.api_key }));
     expect(await fetch(healthy.id)).toMatchObject({ status: "verified" });
     expect(await fetch(dnsDown.id)).toMatchObject({ status: "pending", last_checked_at: expect.any(String) });
     expect(await fetch(writeFails.id)).toMatchObject({ status: "pending", last_checked_at: null });

@@ -38,7 +38,11 @@ describe("errors and request ids", () => {
   it("a JSON body of the wrong type or with the wrong content type is a 422", async () => {
     const array = await call("/admin/v1/accounts", { key: ADMIN_TOKEN, body: "[1,2]" });
     expect(array.status).toBe(422);
-    const form = await call("/admin/v1/accounts", { key: ADMIN_TOKEN, body: "name=Acme", headers: { "Content-Type": "application/x-www-form-urlencoded" } });
+    const form = await call("/admin/v1/accounts", {
+      key: ADMIN_TOKEN,
+      body: "name=Acme",
+      headers: { "Content-Type": "application/x-www-form-urlencoded" },
+    });
     expect(form.status).toBe(422);
   });
 
@@ -124,4 +128,3 @@ describe("the rate limiter object", () => {
     expect((await quota.reserveQuota("2026-11-23", 5, 5, resetAt)).allowed).toBe(true);
   });
 });
-

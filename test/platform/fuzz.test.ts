@@ -47,7 +47,13 @@ type Operation = {
   security: "apiKey" | "verifyApiKey" | "adminToken";
 };
 type OpenApiDocument = {
-  paths: Record<string, Record<string, { parameters?: Parameter[]; requestBody?: { content: Record<string, { schema?: Schema }> }; security?: Record<string, string[]>[] }>>;
+  paths: Record<
+    string,
+    Record<
+      string,
+      { parameters?: Parameter[]; requestBody?: { content: Record<string, { schema?: Schema }> }; security?: Record<string, string[]>[] }
+    >
+  >;
   components?: { schemas?: Record<string, Schema> };
 };
 
@@ -84,7 +90,7 @@ const oddStrings = [
   "Ünïcödé@exämple.com",
   "ann@xn--exmple-cua.com",
   "Ann <ann@example.org>",
-  "\"quoted, name\" <q@example.org>",
+  '"quoted, name" <q@example.org>',
   "a\r\nBcc: victim@example.net",
   "../../etc/passwd",
   "%00%2e%2e%2f",
@@ -131,7 +137,8 @@ function junkString(rng: Rng, ids: string[], huge = false): string {
   if (roll < 4) return rng.pick(oddStrings);
   if (roll < 6) return randomUnicode(rng, 1 + rng.int(40));
   if (roll < 7) return rng.pick(ids);
-  if (roll < 8) return rng.pick(["a", "\u00e9", "\u{1F600}", "\u0000", "\uD800"]).repeat(rng.pick(huge ? [256, 1_000, 70_000, 1_100_000] : [256, 1_000]));
+  if (roll < 8)
+    return rng.pick(["a", "\u00e9", "\u{1F600}", "\u0000", "\uD800"]).repeat(rng.pick(huge ? [256, 1_000, 70_000, 1_100_000] : [256, 1_000]));
   if (roll < 9) return "x".repeat(rng.pick([64, 65, 200, 201, 255, 256, 320, 321, 998, 999, 5_001]));
   return `${randomUnicode(rng, 3)}@${randomUnicode(rng, 5)}`;
 }
@@ -150,7 +157,9 @@ function junkValue(rng: Rng, ids: string[], depth = 0): Json {
     case 5:
       return rng.pick<Json>([[], {}, "", 0]);
     case 6:
-      return depth > 0 ? [junkValue(rng, ids, depth + 1)] : Array.from({ length: rng.pick([1, 3, 60, 1_001]) }, () => rng.pick<Json>([1, "a", null, {}]));
+      return depth > 0
+        ? [junkValue(rng, ids, depth + 1)]
+        : Array.from({ length: rng.pick([1, 3, 60, 1_001]) }, () => rng.pick<Json>([1, "a", null, {}]));
     case 7:
       return Object.fromEntries(Array.from({ length: 1 + rng.int(4) }, () => [junkString(rng, ids).slice(0, 80), junkValue(rng, ids, depth + 1)]));
     default: {
@@ -251,7 +260,15 @@ class Fuzzer {
 
 type Auth = "full" | "test" | "scoped" | "none" | "bogus";
 type Keys = { full: string; test: string; scoped: string };
-type FuzzRequest = { index: number; operation: string; auth: Auth; method: string; url: string; headers: Record<string, string>; body?: string | FormData };
+type FuzzRequest = {
+  index: number;
+  operation: string;
+  auth: Auth;
+  method: string;
+  url: string;
+  headers: Record<string, string>;
+  body?: string | FormData;
+};
 
 const percentGarbage = ["%", "%zz", "%00", "%ED%A0%80", "%C0%AF", "%2F..%2F", "..", "%20", "a%2Fb", "%F0%9F%98%80"];
 
@@ -261,7 +278,9 @@ function pathValue(rng: Rng, ids: string[]): string {
   if (roll < 6) return rng.pick(percentGarbage);
   if (roll < 7) return "x".repeat(rng.pick([65, 2_000, 10_000]));
   // encodeURIComponent refuses lone surrogates; those are covered by %ED%A0%80 above.
-  const text = junkString(rng, ids).replace(/[\uD800-\uDFFF]/g, "?").slice(0, 300);
+  const text = junkString(rng, ids)
+    .replace(/[\uD800-\uDFFF]/g, "?")
+    .slice(0, 300);
   return text === "" ? rng.pick(percentGarbage) : encodeURIComponent(text);
 }
 
@@ -283,10 +302,15 @@ function buildRequest(index: number, operation: Operation, fuzzer: Fuzzer, ids: 
   // POST /send with a full key uses the test-mode key, so an input that happens to be valid is simulated, not mailed.
   const sendingKey = operation.path === "/api/v1/send" && auth === "full" ? keys.test : undefined;
   const secret =
-    auth === "none" ? undefined
-    : auth === "bogus" ? rng.pick(["sk_live_bogus", "Bearer", "sk_test_", "x".repeat(500), ADMIN_TOKEN, `${keys.full}x`])
-    : operation.security === "adminToken" ? (auth === "full" ? ADMIN_TOKEN : keys[auth])
-    : sendingKey ?? keys[auth];
+    auth === "none"
+      ? undefined
+      : auth === "bogus"
+        ? rng.pick(["sk_live_bogus", "Bearer", "sk_test_", "x".repeat(500), ADMIN_TOKEN, `${keys.full}x`])
+        : operation.security === "adminToken"
+          ? auth === "full"
+            ? ADMIN_TOKEN
+            : keys[auth]
+          : (sendingKey ?? keys[auth]);
   if (secret !== undefined) {
     if (operation.security === "verifyApiKey") query.set("apikey", secret);
     else headers.Authorization = rng.chance(0.95) ? `Bearer ${secret}` : `Basic ${secret}`;
@@ -303,7 +327,13 @@ function buildRequest(index: number, operation: Operation, fuzzer: Fuzzer, ids: 
       headers[parameter.name] = rng.pick(["", "k", "x".repeat(256), "x".repeat(5_000), "\t spaced \t", "idem-1", "k\u0001"]);
     }
   }
-  if (rng.chance(0.1)) query.append(junkString(rng, ids).replace(/[\uD800-\uDFFF]/g, "?").slice(0, 50), "1");
+  if (rng.chance(0.1))
+    query.append(
+      junkString(rng, ids)
+        .replace(/[\uD800-\uDFFF]/g, "?")
+        .slice(0, 50),
+      "1",
+    );
 
   let body: string | FormData | undefined;
   if (operation.body) {
@@ -322,12 +352,32 @@ function buildRequest(index: number, operation: Operation, fuzzer: Fuzzer, ids: 
     } else if (roll < 15) {
       // JSON that does not parse, or parses to something odd (Infinity, deep nesting).
       const text = JSON.stringify(value);
-      body = rng.pick([text.slice(0, Math.max(1, text.length - 1 - rng.int(5))), `${text},`, "{", "nul", "\u0000", `\uFEFF${text}`, "{'a': 1}", `{"a": 1e999999}`, "[".repeat(20_000)]);
+      body = rng.pick([
+        text.slice(0, Math.max(1, text.length - 1 - rng.int(5))),
+        `${text},`,
+        "{",
+        "nul",
+        "\u0000",
+        `\uFEFF${text}`,
+        "{'a': 1}",
+        `{"a": 1e999999}`,
+        "[".repeat(20_000),
+      ]);
       headers["Content-Type"] = "application/json";
     } else if (roll < 18) {
       // The body in the wrong dress.
       const text = JSON.stringify(rng.chance(0.5) ? value : junkValue(rng, ids));
-      const contentType = rng.pick(["text/plain", "application/x-www-form-urlencoded", "multipart/form-data", "multipart/form-data; boundary=zz", "application/xml", "", "application/json; charset=utf-16", "application/merge-patch+json", "APPLICATION/JSON"]);
+      const contentType = rng.pick([
+        "text/plain",
+        "application/x-www-form-urlencoded",
+        "multipart/form-data",
+        "multipart/form-data; boundary=zz",
+        "application/xml",
+        "",
+        "application/json; charset=utf-16",
+        "application/merge-patch+json",
+        "APPLICATION/JSON",
+      ]);
       body = contentType.startsWith("application/x-www-form") ? `a=${encodeURIComponent(text)}&a=2&%zz=1` : text;
       if (contentType !== "") headers["Content-Type"] = contentType;
     } else {
@@ -337,21 +387,35 @@ function buildRequest(index: number, operation: Operation, fuzzer: Fuzzer, ids: 
       for (const [name, field] of Object.entries(plausible)) {
         if (rng.chance(0.8)) form.append(name, typeof field === "string" ? field : JSON.stringify(field));
       }
-      if (rng.chance(0.5)) form.append("file", new File([rng.pick(["email\na@x.com\n", "", "\u0000\u0001", `email\n${"e@x.co\n".repeat(10_000)}`])], "a.csv", { type: "text/csv" }));
+      if (rng.chance(0.5))
+        form.append(
+          "file",
+          new File([rng.pick(["email\na@x.com\n", "", "\u0000\u0001", `email\n${"e@x.co\n".repeat(10_000)}`])], "a.csv", { type: "text/csv" }),
+        );
       // workerd's FormData refuses to encode a field name ending in a backslash, so the client could not send it.
       if (rng.chance(0.3)) form.append(junkString(rng, ids).slice(0, 30).replace(/\\+$/, ""), junkString(rng, ids));
       body = form;
     }
   }
   const search = query.toString();
-  return { index, operation: `${operation.method} ${operation.path}`, auth, method: operation.method, url: `http://localhost${path}${search ? `?${search}` : ""}`, headers, body };
+  return {
+    index,
+    operation: `${operation.method} ${operation.path}`,
+    auth,
+    method: operation.method,
+    url: `http://localhost${path}${search ? `?${search}` : ""}`,
+    headers,
+    body,
+  };
 }
 
 function describeRequest(request: FuzzRequest): string {
   const body =
-    request.body === undefined ? "(none)"
-    : typeof request.body === "string" ? JSON.stringify(request.body.length > 600 ? `${request.body.slice(0, 600)}… (${request.body.length} chars)` : request.body)
-    : `multipart ${JSON.stringify([...request.body.entries()].map(([name, value]) => [name, typeof value === "string" ? value.slice(0, 100) : `file ${value.size} bytes`]))}`;
+    request.body === undefined
+      ? "(none)"
+      : typeof request.body === "string"
+        ? JSON.stringify(request.body.length > 600 ? `${request.body.slice(0, 600)}… (${request.body.length} chars)` : request.body)
+        : `multipart ${JSON.stringify([...request.body.entries()].map(([name, value]) => [name, typeof value === "string" ? value.slice(0, 100) : `file ${value.size} bytes`]))}`;
   const url = request.url.length > 400 ? `${request.url.slice(0, 400)}… (${request.url.length} chars)` : request.url;
   return `seed ${SEED} request #${request.index} (${request.operation}, auth ${request.auth}): ${request.method} ${url}\n  headers ${JSON.stringify(request.headers).slice(0, 300)}\n  body ${body}`;
 }
@@ -369,7 +433,8 @@ async function checkAnswer(response: Response): Promise<string | undefined> {
     return `status ${response.status} with a body that is not JSON: ${text.slice(0, 200)}`;
   }
   const problems: string[] = [];
-  if (typeof body !== "object" || body === null || Array.isArray(body)) return `status ${response.status} with a body that is not an object: ${text.slice(0, 200)}`;
+  if (typeof body !== "object" || body === null || Array.isArray(body))
+    return `status ${response.status} with a body that is not an object: ${text.slice(0, 200)}`;
   const error = body as Record<string, unknown>;
   if (typeof error.message !== "string" || error.message === "") problems.push("no message");
   if (typeof error.code !== "string" || !(error.code in errorStatus)) problems.push("a code that is not one of the documented error codes");
@@ -382,7 +447,9 @@ async function checkAnswer(response: Response): Promise<string | undefined> {
     if (response.status !== 422) problems.push("errors on a status other than 422");
     const fields = error.errors;
     const wellFormed =
-      typeof fields === "object" && fields !== null && !Array.isArray(fields) &&
+      typeof fields === "object" &&
+      fields !== null &&
+      !Array.isArray(fields) &&
       Object.values(fields).every((messages) => Array.isArray(messages) && messages.length > 0 && messages.every((m) => typeof m === "string"));
     if (!wellFormed) problems.push("errors is not a record of string arrays");
   }
@@ -399,7 +466,9 @@ function operationsOf(document: OpenApiDocument): Operation[] {
         method: method.toUpperCase(),
         path,
         parameters: operation.parameters ?? [],
-        body: content ? { contentTypes: Object.keys(content), schema: (content["application/json"] ?? Object.values(content)[0])?.schema } : undefined,
+        body: content
+          ? { contentTypes: Object.keys(content), schema: (content["application/json"] ?? Object.values(content)[0])?.schema }
+          : undefined,
         security: security === "adminToken" || security === "verifyApiKey" ? security : "apiKey",
       });
     }
@@ -420,7 +489,12 @@ describe("OpenAPI-driven fuzzing", () => {
     expect(response.status).toBe(200);
     document = await json<OpenApiDocument>(response);
 
-    const account = await createAccount({ send_credits: 1_000, verify_credits: 1_000, rate_limit_per_minute: 1_000_000, features: ["email_api", "smtp_relay", "campaigns"] });
+    const account = await createAccount({
+      send_credits: 1_000,
+      verify_credits: 1_000,
+      rate_limit_per_minute: 1_000_000,
+      features: ["email_api", "smtp_relay", "campaigns"],
+    });
     const test = await createKey(account.api_key, { name: "fuzz test mode", mode: "test" });
     const scoped = await createKey(account.api_key, { name: "fuzz verify only", scopes: ["verify"] });
     keys = { full: account.api_key, test: test.key, scoped: scoped.key };
@@ -447,18 +521,52 @@ describe("OpenAPI-driven fuzzing", () => {
     const credential = await created("/api/v1/smtp-credentials", { name: "fuzz" });
     // A sender needs the verified domain, and a segment on a list needs the list.
     const sender = await created("/api/v1/senders", { name: "Fuzz", email: `news@${domain.name}` });
-    const segment = await created("/api/v1/segments", { name: "fuzz", match: "all", conditions: [{ field: "list", op: "in", value: made[1] ?? "lst_x" }] });
-    ids.push(victim.id, victimKey.id, from, (await json<{ id: string }>(sent)).id, ...[...made, credential, sender, segment].filter((id): id is string => id !== undefined));
+    const segment = await created("/api/v1/segments", {
+      name: "fuzz",
+      match: "all",
+      conditions: [{ field: "list", op: "in", value: made[1] ?? "lst_x" }],
+    });
+    ids.push(
+      victim.id,
+      victimKey.id,
+      from,
+      (await json<{ id: string }>(sent)).id,
+      ...[...made, credential, sender, segment].filter((id): id is string => id !== undefined),
+    );
     const csv = "data:text/csv;base64,ZW1haWwsZmlyc3RfbmFtZQphQGV4YW1wbGUuY29tLEFubgo="; // "email,first_name\na@example.com,Ann\n"
     corpus = {
       "POST /api/v1/send": [
-        { from, to: ["Ann <ann@example.org>", "bob@example.org"], subject: "Hi {{first_name}}", html: "<p>Hi</p>", text: "Hi", variables: { first_name: "Ann" }, tags: ["t"], metadata: { k: "v" } },
-        { from, to: "ann@example.org", reply_to: "r@example.org", subject: "x", text: "x", attachments: [{ filename: "a.txt", content: "aGk=", content_type: "text/plain" }] },
+        {
+          from,
+          to: ["Ann <ann@example.org>", "bob@example.org"],
+          subject: "Hi {{first_name}}",
+          html: "<p>Hi</p>",
+          text: "Hi",
+          variables: { first_name: "Ann" },
+          tags: ["t"],
+          metadata: { k: "v" },
+        },
+        {
+          from,
+          to: "ann@example.org",
+          reply_to: "r@example.org",
+          subject: "x",
+          text: "x",
+          attachments: [{ filename: "a.txt", content: "aGk=", content_type: "text/plain" }],
+        },
         { from, to: ["ann@example.org"], template_id: made[2] ?? "tpl_x", variables: { first_name: "Ann" } },
       ],
-      "POST /api/v1/contacts": [{ email: "c@example.com", first_name: "C", custom_fields: { plan: "pro", seats: 3 }, lists: made[1] ? [made[1]] : [] }],
-      "PATCH /api/v1/contacts/{id}": [{ email: "fuzz-contact@example.com", first_name: "D", custom_fields: { plan: null } }, { status: "unsubscribed" }],
-      "POST /api/v1/contacts/import": [{ file: csv }, { file: csv, mapping: { email: "email", first_name: "first_name" }, list_id: made[1] ?? "lst_x" }],
+      "POST /api/v1/contacts": [
+        { email: "c@example.com", first_name: "C", custom_fields: { plan: "pro", seats: 3 }, lists: made[1] ? [made[1]] : [] },
+      ],
+      "PATCH /api/v1/contacts/{id}": [
+        { email: "fuzz-contact@example.com", first_name: "D", custom_fields: { plan: null } },
+        { status: "unsubscribed" },
+      ],
+      "POST /api/v1/contacts/import": [
+        { file: csv },
+        { file: csv, mapping: { email: "email", first_name: "first_name" }, list_id: made[1] ?? "lst_x" },
+      ],
       "POST /api/v1/lists/{id}/contacts": [{ emails: ["a@example.com"] }, { contact_ids: made[0] ? [made[0]] : [] }],
       "POST /api/v1/webhooks": [{ url: env.TEST_WEBHOOK_RECEIVER_URL, events: ["*"] }],
       "POST /api/v1/webhooks/{id}/test": [{ type: "relay.sent" }, {}],
@@ -466,7 +574,9 @@ describe("OpenAPI-driven fuzzing", () => {
       "POST /api/v1/verify": [{ email: "jane@example.com" }, { emails: ["a@example.com", "b@example.org"] }],
       "POST /api/batch/upload": [{ file: csv }],
       "POST /api/v1/suppressions": [{ email: "s@example.com", reason: "manual" }],
-      "POST /api/v1/campaigns": [{ name: "c", subject: "Hi {{first_name|there}}", html: "<p>Hi</p>", lists: made[1] ? [made[1]] : [], variables: { a: "b" }, tags: ["t"] }],
+      "POST /api/v1/campaigns": [
+        { name: "c", subject: "Hi {{first_name|there}}", html: "<p>Hi</p>", lists: made[1] ? [made[1]] : [], variables: { a: "b" }, tags: ["t"] },
+      ],
       "PATCH /api/v1/campaigns/{id}": [{ name: "renamed", exclude_lists: made[1] ? [made[1]] : [] }],
       "POST /api/v1/campaigns/{id}/send": [{}, { send_at: new Date(Date.now() + 3_600_000).toISOString() }],
       "POST /api/v1/senders": [{ name: "News", email: `news@${domain.name}`, reply_to: "r@example.org" }],
@@ -505,7 +615,9 @@ describe("OpenAPI-driven fuzzing", () => {
         const request = buildRequest(index, operations[Math.floor(index / REQUESTS_PER_OPERATION)]!, fuzzer, ids, keys);
         let problem: string | undefined;
         try {
-          const response = await exports.default.fetch(new Request(request.url, { method: request.method, headers: request.headers, body: request.body }));
+          const response = await exports.default.fetch(
+            new Request(request.url, { method: request.method, headers: request.headers, body: request.body }),
+          );
           statuses.set(response.status, (statuses.get(response.status) ?? 0) + 1);
           problem = await checkAnswer(response);
         } catch (error) {
@@ -528,7 +640,8 @@ describe("OpenAPI-driven fuzzing", () => {
 describe("cases found by the fuzzer", () => {
   it("a PATCH moving a contact onto another contact's address is a 409 without field errors (errors belong to 422s)", async () => {
     const account = await createAccount();
-    const contact = async (email: string) => (await json<{ id: string }>(await call("/api/v1/contacts", { key: account.api_key, body: { email } }))).id;
+    const contact = async (email: string) =>
+      (await json<{ id: string }>(await call("/api/v1/contacts", { key: account.api_key, body: { email } }))).id;
     await contact("taken@example.com");
     const mover = await contact("mover@example.com");
     const response = await call(`/api/v1/contacts/${mover}`, { key: account.api_key, method: "PATCH", body: { email: "Taken@Example.com" } });
@@ -538,7 +651,11 @@ describe("cases found by the fuzzer", () => {
 
   it("a multipart body that does not parse is a 422 validation_failed, not a framework 400", async () => {
     const account = await createAccount();
-    const response = await call("/api/v1/contacts/import", { key: account.api_key, headers: { "Content-Type": "multipart/form-data; boundary=zz" }, body: '{"file":"x"}' });
+    const response = await call("/api/v1/contacts/import", {
+      key: account.api_key,
+      headers: { "Content-Type": "multipart/form-data; boundary=zz" },
+      body: '{"file":"x"}',
+    });
     expect(response.status).toBe(422);
     expect(await checkAnswer(response)).toBeUndefined();
   });

@@ -3,7 +3,8 @@ import { describe, expect, it } from "vitest";
 import { refundStatements, releaseStatements, reserveStatements, wasApplied } from "../../src/domain/credits/ledger";
 import { call, createAccount, json } from "../helpers";
 
-const balances = async (key: string) => json<{ send: { balance: number; reserved: number; available: number } }>(await call("/api/v1/credits", { key }));
+const balances = async (key: string) =>
+  json<{ send: { balance: number; reserved: number; available: number } }>(await call("/api/v1/credits", { key }));
 
 describe("the credits ledger", () => {
   it("reserves sending credits (as campaigns do at send time), never beyond what is available, and releases them once", async () => {
@@ -27,7 +28,11 @@ describe("the credits ledger", () => {
     await env.DB.batch(refundStatements(env.DB, refund));
     await env.DB.batch(refundStatements(env.DB, refund));
     expect((await balances(account.api_key)).send.balance).toBe(12);
-    const rows = await env.DB.prepare("SELECT kind, amount, balance_after FROM credit_ledger WHERE account_id = ? AND balance = 'send' ORDER BY created_at").bind(account.id).all();
+    const rows = await env.DB.prepare(
+      "SELECT kind, amount, balance_after FROM credit_ledger WHERE account_id = ? AND balance = 'send' ORDER BY created_at",
+    )
+      .bind(account.id)
+      .all();
     expect(rows.results).toEqual([
       { kind: "top_up", amount: 10, balance_after: 10 },
       { kind: "refund", amount: 2, balance_after: 12 },

@@ -15,7 +15,12 @@ describe("one 422 lists every invalid field, cross-field rules included", () => 
   it.each([
     ["POST /api/v1/templates", "/api/v1/templates", { name: 5, subject: "Hi" }, ["html", "name"]],
     ["POST /api/v1/verify", "/api/v1/verify", { emit_event: "yes" }, ["email", "emit_event"]],
-    ["POST /api/v1/lists/{id}/contacts", "/api/v1/lists/{list}/contacts", { emails: ["a@example.com"], contact_ids: "con_1" }, ["body", "contact_ids"]],
+    [
+      "POST /api/v1/lists/{id}/contacts",
+      "/api/v1/lists/{list}/contacts",
+      { emails: ["a@example.com"], contact_ids: "con_1" },
+      ["body", "contact_ids"],
+    ],
   ])("%s", async (_name, path, body, fields) => {
     const account = await createAccount();
     const list = await json<{ id: string }>(await call("/api/v1/lists", { key: account.api_key, body: { name: "l" } }));

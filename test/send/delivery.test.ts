@@ -27,7 +27,11 @@ const settled = (key: string, id: string) =>
   }, 15_000);
 
 async function ledgerOf(id: string) {
-  const rows = await env.DB.prepare("SELECT kind, amount FROM credit_ledger WHERE reference_id = ?1 OR reference_id LIKE ?1 || ':%' ORDER BY created_at").bind(id).all();
+  const rows = await env.DB.prepare(
+    "SELECT kind, amount FROM credit_ledger WHERE reference_id = ?1 OR reference_id LIKE ?1 || ':%' ORDER BY created_at",
+  )
+    .bind(id)
+    .all();
   return rows.results;
 }
 
@@ -63,7 +67,9 @@ describe("delivery through the send queue to the provider", () => {
     ]);
     expect(await sendBalance(key)).toBe(10);
 
-    const suppressions = await json<{ data: { email: string; reason: string }[] }>(await call(`/api/v1/suppressions?email=${encodeURIComponent(to)}`, { key }));
+    const suppressions = await json<{ data: { email: string; reason: string }[] }>(
+      await call(`/api/v1/suppressions?email=${encodeURIComponent(to)}`, { key }),
+    );
     expect(suppressions.data).toMatchObject([{ email: to, reason: "bounce" }]);
     const next = await json(await call("/api/v1/send", { key, body: { from, to: [to], subject: "again", text: "x" } }));
     expect(next).toMatchObject({ status: "suppressed", credits_charged: 0 });

@@ -19,7 +19,10 @@ describe("sending domains", () => {
     expect(dkim.value).toMatch(/^v=DKIM1; k=rsa; p=[A-Za-z0-9+/]+=*$/);
     expect(dkim.value.length).toBeGreaterThan(255);
     expect(domain.records.find((record) => record.purpose === "spf")).toMatchObject({ name, value: `v=spf1 include:${config(env).spfInclude} ~all` });
-    expect(domain.records.find((record) => record.purpose === "dmarc")).toMatchObject({ name: `_dmarc.${name}`, value: expect.stringMatching(/^v=DMARC1;/) });
+    expect(domain.records.find((record) => record.purpose === "dmarc")).toMatchObject({
+      name: `_dmarc.${name}`,
+      value: expect.stringMatching(/^v=DMARC1;/),
+    });
     expect(domain.records.find((record) => record.purpose === "dkim_ed25519")).toMatchObject({
       type: "TXT",
       name: `${domain.dkim_selector}e._domainkey.${name}`,
@@ -41,7 +44,9 @@ describe("sending domains", () => {
 
     const spf = created.records.find((record) => record.purpose === "spf")!;
     await publish(spf.name, { TXT: ["v=spf1 -all"] });
-    const wrongSpf = await json<Domain & { records: { found?: string[] }[] }>(await call(`/api/v1/domains/${created.id}/verify`, { key: account.api_key, method: "POST" }));
+    const wrongSpf = await json<Domain & { records: { found?: string[] }[] }>(
+      await call(`/api/v1/domains/${created.id}/verify`, { key: account.api_key, method: "POST" }),
+    );
     expect(wrongSpf.records.find((record) => record.purpose === "spf")).toMatchObject({ status: "failed", found: ["v=spf1 -all"] });
 
     await publishRecords({ ...created, records: created.records.filter((record) => record.purpose === "dkim" || record.purpose === "spf") });

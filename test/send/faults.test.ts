@@ -15,10 +15,21 @@ type Phase = "connect" | "ehlo" | "mail" | "rcpt" | "data_command" | "data";
 
 const faultSink = env.TEST_FAULT_SINK_HTTP_URL;
 const toFaultSink = () =>
-  new SmtpTransport({ host: "127.0.0.1", port: Number(env.TEST_FAULT_SINK_SMTP_PORT), secure: "off", connectTimeoutMs: 2_000, commandTimeoutMs: 2_000, dataTimeoutMs: 2_000 });
+  new SmtpTransport({
+    host: "127.0.0.1",
+    port: Number(env.TEST_FAULT_SINK_SMTP_PORT),
+    secure: "off",
+    connectTimeoutMs: 2_000,
+    commandTimeoutMs: 2_000,
+    dataTimeoutMs: 2_000,
+  });
 
 async function rule(phase: Phase, responses: Reply[], match = "*") {
-  const response = await fetch(`${faultSink}/api/rules`, { method: "POST", body: JSON.stringify({ match, phase, responses }), headers: { "Content-Type": "application/json" } });
+  const response = await fetch(`${faultSink}/api/rules`, {
+    method: "POST",
+    body: JSON.stringify({ match, phase, responses }),
+    headers: { "Content-Type": "application/json" },
+  });
   expect(response.status).toBe(201);
 }
 
@@ -28,7 +39,11 @@ async function delivered(address: string): Promise<{ id: string; rcpt_to: string
 }
 
 async function ledgerOf(id: string) {
-  const rows = await env.DB.prepare("SELECT kind, amount FROM credit_ledger WHERE reference_id = ?1 OR reference_id LIKE ?1 || ':%' ORDER BY created_at, kind").bind(id).all();
+  const rows = await env.DB.prepare(
+    "SELECT kind, amount FROM credit_ledger WHERE reference_id = ?1 OR reference_id LIKE ?1 || ':%' ORDER BY created_at, kind",
+  )
+    .bind(id)
+    .all();
   return rows.results;
 }
 
@@ -38,7 +53,9 @@ async function suppressed(accountId: string, email: string) {
 
 /** One delivery attempt of one message through the consumer; what it told the queue. */
 async function attempt(id: string, transport = toFaultSink) {
-  const batch = createMessageBatch("mailforge-send", [{ id: `q-${crypto.randomUUID()}`, timestamp: new Date(), attempts: 1, body: { message_id: id } }]);
+  const batch = createMessageBatch("mailforge-send", [
+    { id: `q-${crypto.randomUUID()}`, timestamp: new Date(), attempts: 1, body: { message_id: id } },
+  ]);
   const ctx = createExecutionContext();
   await consumeSendBatch(batch, env, transport);
   const result = await getQueueResult(batch, ctx);
@@ -74,7 +91,15 @@ const matrix: { phase: Phase; label: string; responses: Reply[]; outcome: "defer
   { phase: "connect", label: "dropped", responses: drop, outcome: "deferred" },
   // Both EHLO and the HELO fallback refused.
   { phase: "ehlo", label: "451", responses: [...temporary, ...temporary], outcome: "deferred" },
-  { phase: "ehlo", label: "550", responses: [{ code: 550, message: "5.7.1 Go away" }, { code: 550, message: "5.7.1 Go away" }], outcome: "deferred" },
+  {
+    phase: "ehlo",
+    label: "550",
+    responses: [
+      { code: 550, message: "5.7.1 Go away" },
+      { code: 550, message: "5.7.1 Go away" },
+    ],
+    outcome: "deferred",
+  },
   { phase: "ehlo", label: "dropped", responses: drop, outcome: "deferred" },
   { phase: "mail", label: "451", responses: temporary, outcome: "deferred" },
   { phase: "mail", label: "550 5.1.8", responses: [{ code: 550, message: "5.1.8 Sender address rejected" }], outcome: "bounced" },
@@ -147,7 +172,12 @@ describe("the provider refuses or fails at each step of the SMTP dialogue", () =
     const byEmail = Object.fromEntries(message.recipients.map((r) => [r.email, r]));
     for (const email of accepted) expect(byEmail[email]).toMatchObject({ status: "bounced", smtp_response: "554 5.7.1 Content rejected" });
     expect(byEmail[unknown]).toMatchObject({ status: "bounced", smtp_response: "550 5.1.1 User unknown" });
-    expect(message.events.filter((event) => event.type === "relay.bounced").map((event) => event.data.bounce_type).sort()).toEqual(["blocked", "blocked", "hard"]);
+    expect(
+      message.events
+        .filter((event) => event.type === "relay.bounced")
+        .map((event) => event.data.bounce_type)
+        .sort(),
+    ).toEqual(["blocked", "blocked", "hard"]);
     expect(await ledgerOf(id)).toEqual([
       { kind: "charge", amount: -3 },
       { kind: "refund", amount: 1 },
@@ -252,7 +282,10 @@ describe("nothing stuck", () => {
     const deferred = await storedMessage(account.id, domainId, from, rcpt("lost-retry"));
     await env.DB.batch([
       env.DB.prepare("UPDATE messages SET updated_at = ?2 WHERE id = ?1").bind(lost, new Date(Date.now() - 20 * 60_000).toISOString()),
-      env.DB.prepare("UPDATE messages SET status = 'deferred', attempts = 1, updated_at = ?2 WHERE id = ?1").bind(deferred, new Date(Date.now() - 20 * 60_000).toISOString()),
+      env.DB.prepare("UPDATE messages SET status = 'deferred', attempts = 1, updated_at = ?2 WHERE id = ?1").bind(
+        deferred,
+        new Date(Date.now() - 20 * 60_000).toISOString(),
+      ),
     ]);
     expect(await requeueLostMessages(env)).toBe(2);
     // The real queue consumer (delivering to the main dev sink) picks both up.

@@ -45,8 +45,17 @@ export async function sinkRaw(id: string): Promise<string> {
   return (await fetch(`${env.TEST_SINK_HTTP_URL}/api/messages/${id}/raw`)).text();
 }
 
-export async function sinkRule(rule: { match: string; phase: "mail" | "rcpt" | "data"; responses: { code: number; message: string }[]; times?: number }) {
-  const response = await fetch(`${env.TEST_SINK_HTTP_URL}/api/rules`, { method: "POST", body: JSON.stringify(rule), headers: { "Content-Type": "application/json" } });
+export async function sinkRule(rule: {
+  match: string;
+  phase: "mail" | "rcpt" | "data";
+  responses: { code: number; message: string }[];
+  times?: number;
+}) {
+  const response = await fetch(`${env.TEST_SINK_HTTP_URL}/api/rules`, {
+    method: "POST",
+    body: JSON.stringify(rule),
+    headers: { "Content-Type": "application/json" },
+  });
   expect(response.status).toBeLessThan(300);
 }
 
@@ -62,9 +71,13 @@ export async function eventually<T>(check: () => Promise<T | undefined>, timeout
 }
 
 export async function messageOf(apiKey: string, id: string) {
-  return json<{ status: string; recipients: { email: string; status: string; smtp_response: string | null }[]; events: { type: string; id: string; data: Record<string, unknown> }[]; attempts: number; smtp_response: string | null }>(
-    await call(`/api/v1/messages/${id}`, { key: apiKey }),
-  );
+  return json<{
+    status: string;
+    recipients: { email: string; status: string; smtp_response: string | null }[];
+    events: { type: string; id: string; data: Record<string, unknown> }[];
+    attempts: number;
+    smtp_response: string | null;
+  }>(await call(`/api/v1/messages/${id}`, { key: apiKey }));
 }
 
 export async function sendBalance(apiKey: string): Promise<number> {
@@ -86,7 +99,11 @@ export async function storedMessage(accountId: string, domainId: string, from: s
        VALUES (?1, ?2, 'api', 'queued', ?3, ?4, 'Direct', '[]', '{}', ?5, ?6)`,
     ).bind(id, accountId, from, domainId, content, recipients.length),
     ...recipients.map((email) =>
-      env.DB.prepare("INSERT INTO message_recipients (message_id, email, account_id, status) VALUES (?1, ?2, ?3, 'queued')").bind(id, email, accountId),
+      env.DB.prepare("INSERT INTO message_recipients (message_id, email, account_id, status) VALUES (?1, ?2, ?3, 'queued')").bind(
+        id,
+        email,
+        accountId,
+      ),
     ),
   ]);
   return id;

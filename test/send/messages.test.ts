@@ -25,14 +25,9 @@ describe("the message record", () => {
     const types = ["relay.sent", "relay.delivered", "relay.complained"];
     await env.DB.batch(
       written.map((eventId, i) =>
-        env.DB.prepare("INSERT INTO events (id, account_id, type, subject_id, dedupe_key, data, created_at) VALUES (?1, ?2, ?3, ?4, ?5, '{}', ?6)").bind(
-          eventId,
-          account.id,
-          types[i],
-          id,
-          `${types[i]}:${id}`,
-          at,
-        ),
+        env.DB.prepare(
+          "INSERT INTO events (id, account_id, type, subject_id, dedupe_key, data, created_at) VALUES (?1, ?2, ?3, ?4, ?5, '{}', ?6)",
+        ).bind(eventId, account.id, types[i], id, `${types[i]}:${id}`, at),
       ),
     );
     const message = await messageOf(account.api_key, id);
@@ -43,8 +38,14 @@ describe("the message record", () => {
     const { key, from } = await setup();
     const bounced = rcpt("nobody");
     const delivered = rcpt("someone");
-    await sinkRule({ match: bounced, phase: "rcpt", responses: [{ code: 550, message: "5.1.1 <nobody>: Recipient address rejected: User unknown" }] });
-    const sent = await json<{ id: string }>(await call("/api/v1/send", { key, body: { from, to: [bounced, delivered], subject: "Refunds", text: "Hi" } }));
+    await sinkRule({
+      match: bounced,
+      phase: "rcpt",
+      responses: [{ code: 550, message: "5.1.1 <nobody>: Recipient address rejected: User unknown" }],
+    });
+    const sent = await json<{ id: string }>(
+      await call("/api/v1/send", { key, body: { from, to: [bounced, delivered], subject: "Refunds", text: "Hi" } }),
+    );
     const other = await json<{ id: string }>(await call("/api/v1/send", { key, body: { from, to: [rcpt("fine")], subject: "Fine", text: "Hi" } }));
 
     const message = await eventually(async () => {
@@ -82,9 +83,9 @@ describe("the message record", () => {
   });
 
   it("documents credits_refunded and every status in the OpenAPI document", async () => {
-    const document = await json<{ components: { schemas: Record<string, { properties: Record<string, { enum?: string[]; description?: string }> }> } }>(
-      await call("/api/v1/openapi.json"),
-    );
+    const document = await json<{
+      components: { schemas: Record<string, { properties: Record<string, { enum?: string[]; description?: string }> }> };
+    }>(await call("/api/v1/openapi.json"));
     const summary = document.components.schemas.MessageSummary!;
     expect(summary.properties.credits_refunded).toMatchObject({ description: expect.stringContaining("refunded") });
     expect(summary.properties.status!.enum).toEqual(expect.arrayContaining(["sending", "unknown"]));

@@ -18,14 +18,21 @@ it("undoes an acceptance the send queue refuses: 503, refunded, failed, and the 
     recipients: ["ann@example.org", "bob@example.org"],
     tags: [],
     metadata: {},
-    compose: () => ({ subject: "Hi", content: { kind: "compose", to: ["ann@example.org", "bob@example.org"], text: "Hi", variables: {}, attachments: [] } }),
+    compose: () => ({
+      subject: "Hi",
+      content: { kind: "compose", to: ["ann@example.org", "bob@example.org"], text: "Hi", variables: {}, attachments: [] },
+    }),
   };
   const idempotency = { key: "retry-me", route: "POST /send", requestHash: "h" };
   const refusingQueue = { send: async () => Promise.reject(new Error("queue unavailable")), sendBatch: async () => undefined } as unknown as Queue;
 
-  const refused = await acceptMessage({ ...env, SEND_QUEUE: refusingQueue }, createExecutionContext(), { account, testMode: false }, input, idempotency).catch(
-    (error: unknown) => error,
-  );
+  const refused = await acceptMessage(
+    { ...env, SEND_QUEUE: refusingQueue },
+    createExecutionContext(),
+    { account, testMode: false },
+    input,
+    idempotency,
+  ).catch((error: unknown) => error);
   expect(refused).toBeInstanceOf(AppError);
   expect(refused).toMatchObject({ status: 503, code: "upstream_unavailable" });
   expect(await sendBalance(created.api_key)).toBe(10);

@@ -20,7 +20,12 @@ describe("POST /send", () => {
     const template = await json<{ id: string; variables: string[] }>(
       await call("/api/v1/templates", {
         key,
-        body: { name: "welcome", subject: "Welcome, {{first_name|friend}}", html: "<p>Hi {{first_name}}, your plan: {{plan|free}}</p>", text: "Hi {{first_name}}" },
+        body: {
+          name: "welcome",
+          subject: "Welcome, {{first_name|friend}}",
+          html: "<p>Hi {{first_name}}, your plan: {{plan|free}}</p>",
+          text: "Hi {{first_name}}",
+        },
       }),
     );
     expect(template.variables).toEqual(["first_name", "plan"]);
@@ -40,7 +45,13 @@ describe("POST /send", () => {
     });
     expect(response.status).toBe(202);
     const accepted = await json(response);
-    expect(accepted).toEqual({ id: expect.stringMatching(/^msg_/), recipients: [{ email: to, status: "queued" }], credits_charged: 1, status: "queued", test_mode: false });
+    expect(accepted).toEqual({
+      id: expect.stringMatching(/^msg_/),
+      recipients: [{ email: to, status: "queued" }],
+      credits_charged: 1,
+      status: "queued",
+      test_mode: false,
+    });
 
     const [delivered] = await eventually(async () => ((await sinkMessagesTo(to)).length > 0 ? sinkMessagesTo(to) : undefined));
     expect(delivered!.mail_from).toBe(`hello@${domain.name}`);
@@ -77,7 +88,11 @@ describe("POST /send", () => {
     const path = new URL(unsubscribe.slice(1, -1)).pathname;
     const page = await call(path);
     expect(page.status).toBe(200);
-    const oneClick = await call(path, { method: "POST", body: "List-Unsubscribe=One-Click", headers: { "Content-Type": "application/x-www-form-urlencoded" } });
+    const oneClick = await call(path, {
+      method: "POST",
+      body: "List-Unsubscribe=One-Click",
+      headers: { "Content-Type": "application/x-www-form-urlencoded" },
+    });
     expect(oneClick.status).toBe(200);
     const again = await json(await call("/api/v1/send", { key, body: { from, to: [to], subject: "again", text: "x" } }));
     expect(again).toMatchObject({ status: "suppressed", credits_charged: 0, recipients: [{ email: to, status: "suppressed" }] });
@@ -172,7 +187,10 @@ describe("POST /send", () => {
     const parsed = await PostalMime.parse(await sinkRaw(delivered!.id));
     const unsubscribe = parsed.headers.find((header) => header.key === "list-unsubscribe")!.value;
     const path = new URL(unsubscribe.slice(1, -1)).pathname;
-    expect((await call(path, { method: "POST", body: "List-Unsubscribe=One-Click", headers: { "Content-Type": "application/x-www-form-urlencoded" } })).status).toBe(200);
+    expect(
+      (await call(path, { method: "POST", body: "List-Unsubscribe=One-Click", headers: { "Content-Type": "application/x-www-form-urlencoded" } }))
+        .status,
+    ).toBe(200);
     const again = await json(await call("/api/v1/send", { key, body: { from, to: [address], subject: "again", text: "x" } }));
     expect(again).toMatchObject({ status: "suppressed", credits_charged: 0 });
     expect(accepted.id).not.toBe(again.id);
@@ -183,7 +201,13 @@ describe("POST /send", () => {
     const big = btoa("x".repeat(3 * 1024 * 1024));
     const response = await call("/api/v1/send", {
       key,
-      body: { from, to: [rcpt("big")], subject: "big", text: "x", attachments: [1, 2, 3, 4].map((i) => ({ filename: `${i}.bin`, content: big, content_type: "application/octet-stream" })) },
+      body: {
+        from,
+        to: [rcpt("big")],
+        subject: "big",
+        text: "x",
+        attachments: [1, 2, 3, 4].map((i) => ({ filename: `${i}.bin`, content: big, content_type: "application/octet-stream" })),
+      },
     });
     expect(response.status).toBe(413);
     expect(await json(response)).toMatchObject({ code: "payload_too_large" });
@@ -214,13 +238,21 @@ describe("POST /send", () => {
     expect(message.status).toBe("suppressed");
     expect(message.events.map((event) => event.type)).toEqual(["relay.suppressed"]);
     // The suppression's own reason, and the message fields every message event carries.
-    expect(accepted).toEqual({ id: accepted.id, credits_charged: 0, status: "suppressed", recipients: [{ email: to, status: "suppressed" }], test_mode: false });
+    expect(accepted).toEqual({
+      id: accepted.id,
+      credits_charged: 0,
+      status: "suppressed",
+      recipients: [{ email: to, status: "suppressed" }],
+      test_mode: false,
+    });
     expect(message.events[0]!.data).toMatchObject({ recipient: to, reason: "manual", from, subject: "x", source: "api" });
   });
 
   it("charges exactly the balance under 50 concurrent sends: 20 accepted, 30 refused with 402, balance 0", async () => {
     const { key, from } = await setup({ send_credits: 20, rate_limit_per_minute: 1000, daily_send_limit: 1000 });
-    const responses = await Promise.all(Array.from({ length: 50 }, (_, i) => call("/api/v1/send", { key, body: { from, to: [rcpt(`c${i}`)], subject: "x", text: "x" } })));
+    const responses = await Promise.all(
+      Array.from({ length: 50 }, (_, i) => call("/api/v1/send", { key, body: { from, to: [rcpt(`c${i}`)], subject: "x", text: "x" } })),
+    );
     const statuses = responses.map((response) => response.status);
     expect(statuses.filter((status) => status === 202)).toHaveLength(20);
     expect(statuses.filter((status) => status === 402)).toHaveLength(30);
@@ -288,8 +320,18 @@ describe("test mode", () => {
       return ["queued", "sending"].includes(current.status) ? undefined : current;
     });
     expect(message.status).toBe("delivered");
-    expect(Object.fromEntries(message.recipients.map((r) => [r.email.split("-")[0]!.split("@")[0], r.status]))).toEqual({ delivered: "delivered", bounced: "bounced", complained: "delivered" });
-    expect(message.events.map((event) => event.type).sort()).toEqual(["relay.bounced", "relay.complained", "relay.delivered", "relay.delivered", "relay.sent"]);
+    expect(Object.fromEntries(message.recipients.map((r) => [r.email.split("-")[0]!.split("@")[0], r.status]))).toEqual({
+      delivered: "delivered",
+      bounced: "bounced",
+      complained: "delivered",
+    });
+    expect(message.events.map((event) => event.type).sort()).toEqual([
+      "relay.bounced",
+      "relay.complained",
+      "relay.delivered",
+      "relay.delivered",
+      "relay.sent",
+    ]);
     expect(await sinkMessagesTo(delivered)).toEqual([]);
     expect(await sendBalance(key)).toBe(100);
   });
@@ -299,17 +341,33 @@ describe("GET /messages", () => {
   it("filters by status, recipient, tag and date, paginates with a cursor, and hides other accounts' messages", async () => {
     const { key, from } = await setup();
     const alice = rcpt("alice");
-    for (let i = 0; i < 3; i++) await call("/api/v1/send", { key, body: { from, to: [i === 0 ? alice : rcpt(`m${i}`)], subject: `m${i}`, text: "x", tags: i === 1 ? ["promo"] : [] } });
-    const page1 = await json<{ data: { subject: string }[]; has_more: boolean; next_cursor: string }>(await call("/api/v1/messages?limit=2", { key }));
+    for (let i = 0; i < 3; i++)
+      await call("/api/v1/send", {
+        key,
+        body: { from, to: [i === 0 ? alice : rcpt(`m${i}`)], subject: `m${i}`, text: "x", tags: i === 1 ? ["promo"] : [] },
+      });
+    const page1 = await json<{ data: { subject: string }[]; has_more: boolean; next_cursor: string }>(
+      await call("/api/v1/messages?limit=2", { key }),
+    );
     expect(page1.data.map((m) => m.subject)).toEqual(["m2", "m1"]);
     expect(page1.has_more).toBe(true);
-    const page2 = await json<{ data: { subject: string }[]; has_more: boolean }>(await call(`/api/v1/messages?limit=2&cursor=${page1.next_cursor}`, { key }));
+    const page2 = await json<{ data: { subject: string }[]; has_more: boolean }>(
+      await call(`/api/v1/messages?limit=2&cursor=${page1.next_cursor}`, { key }),
+    );
     expect(page2.data.map((m) => m.subject)).toEqual(["m0"]);
     expect(page2.has_more).toBe(false);
-    expect((await json<{ data: { subject: string }[] }>(await call(`/api/v1/messages?to=${encodeURIComponent(alice.toUpperCase())}`, { key }))).data.map((m) => m.subject)).toEqual(["m0"]);
-    expect((await json<{ data: { subject: string }[] }>(await call("/api/v1/messages?tag=promo", { key }))).data.map((m) => m.subject)).toEqual(["m1"]);
+    expect(
+      (await json<{ data: { subject: string }[] }>(await call(`/api/v1/messages?to=${encodeURIComponent(alice.toUpperCase())}`, { key }))).data.map(
+        (m) => m.subject,
+      ),
+    ).toEqual(["m0"]);
+    expect((await json<{ data: { subject: string }[] }>(await call("/api/v1/messages?tag=promo", { key }))).data.map((m) => m.subject)).toEqual([
+      "m1",
+    ]);
     const today = new Date().toISOString().slice(0, 10);
-    expect((await json<{ data: unknown[] }>(await call(`/api/v1/messages?created_after=${today}&created_before=${today}`, { key }))).data).toHaveLength(3);
+    expect(
+      (await json<{ data: unknown[] }>(await call(`/api/v1/messages?created_after=${today}&created_before=${today}`, { key }))).data,
+    ).toHaveLength(3);
     expect((await json<{ data: unknown[] }>(await call("/api/v1/messages?created_before=2000-01-01", { key }))).data).toHaveLength(0);
     expect((await call("/api/v1/messages?cursor=garbage", { key })).status).toBe(422);
     expect((await call("/api/v1/messages?status=lost", { key })).status).toBe(422);

@@ -8,7 +8,9 @@ describe("templates", () => {
   it("are listed a page at a time, read, changed (variables follow the content) and deleted, within their account only", async () => {
     const account = await createAccount();
     const key = account.api_key;
-    const first = await json<Template>(await call("/api/v1/templates", { key, body: { name: "one", subject: "Hi {{name}}", text: "Plan {{plan|free}}" } }));
+    const first = await json<Template>(
+      await call("/api/v1/templates", { key, body: { name: "one", subject: "Hi {{name}}", text: "Plan {{plan|free}}" } }),
+    );
     const second = await json<Template>(await call("/api/v1/templates", { key, body: { name: "two", subject: "Hello", html: "<p>x</p>" } }));
     expect(first.variables).toEqual(["name", "plan"]);
 
@@ -20,9 +22,19 @@ describe("templates", () => {
     expect([...page.data, ...rest.data].map((template) => template.id).sort()).toEqual([first.id, second.id].sort());
     expect(await json<Template>(await call(`/api/v1/templates/${first.id}`, { key }))).toMatchObject({ name: "one", text: "Plan {{plan|free}}" });
 
-    const changed = await call(`/api/v1/templates/${first.id}`, { key, method: "PATCH", body: { subject: "Dear {{title}}", html: "<b>{{name}}</b>", text: null } });
+    const changed = await call(`/api/v1/templates/${first.id}`, {
+      key,
+      method: "PATCH",
+      body: { subject: "Dear {{title}}", html: "<b>{{name}}</b>", text: null },
+    });
     expect(changed.status).toBe(200);
-    expect(await json<Template>(changed)).toMatchObject({ name: "one", subject: "Dear {{title}}", html: "<b>{{name}}</b>", text: null, variables: ["title", "name"] });
+    expect(await json<Template>(changed)).toMatchObject({
+      name: "one",
+      subject: "Dear {{title}}",
+      html: "<b>{{name}}</b>",
+      text: null,
+      variables: ["title", "name"],
+    });
 
     const empty = await call(`/api/v1/templates/${first.id}`, { key, method: "PATCH", body: { html: null } });
     expect(empty.status).toBe(422);

@@ -33,9 +33,7 @@ describe("encryptSecret / decryptSecret (DKIM keys at rest)", () => {
 describe("hashes and tokens", () => {
   it("computes SHA-256 and HMAC-SHA256 as hex (RFC 4231 test case 2)", async () => {
     expect(await sha256Hex("abc")).toBe("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-    expect(await hmacSha256Hex("Jefe", "what do ya want for nothing?")).toBe(
-      "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843",
-    );
+    expect(await hmacSha256Hex("Jefe", "what do ya want for nothing?")).toBe("5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
   });
 
   it("makes unpadded base64url tokens of the requested entropy", () => {

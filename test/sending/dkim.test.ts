@@ -17,13 +17,23 @@ const message = "From: Ann <ann@acme.test>\r\nTo: bob@example.org\r\nSubject:  H
 
 function tags(header: string): Map<string, string> {
   const value = header.replace(/^DKIM-Signature:/, "").replace(/\r\n[ \t]/g, "");
-  return new Map(value.split(";").map((tag) => tag.trim()).filter(Boolean).map((tag) => [tag.slice(0, tag.indexOf("=")), tag.slice(tag.indexOf("=") + 1).replace(/\s+/g, "")]));
+  return new Map(
+    value
+      .split(";")
+      .map((tag) => tag.trim())
+      .filter(Boolean)
+      .map((tag) => [tag.slice(0, tag.indexOf("=")), tag.slice(tag.indexOf("=") + 1).replace(/\s+/g, "")]),
+  );
 }
 
 /** The signed data for `message`, canonicalized by hand per RFC 6376 §3.4.2 and §3.7. */
 function signedData(header: string): Uint8Array {
   const withoutSignature = header.replace(/\r\n$/, "").replace(/b=[^;]*$/, "b=");
-  const canonicalSignature = `dkim-signature:${withoutSignature.slice("DKIM-Signature:".length).replace(/\r\n/g, "").replace(/[ \t]+/g, " ").trim()}`;
+  const canonicalSignature = `dkim-signature:${withoutSignature
+    .slice("DKIM-Signature:".length)
+    .replace(/\r\n/g, "")
+    .replace(/[ \t]+/g, " ")
+    .trim()}`;
   return encoder.encode(`from:Ann <ann@acme.test>\r\nto:bob@example.org\r\nsubject:Hello there\r\n${canonicalSignature}`);
 }
 
@@ -51,13 +61,9 @@ describe("DKIM signing in workerd", () => {
     expect(t.get("h")).toBe("from:to:subject");
     expect(t.get("bh")).toBe(await bodyHashOf("Hi Bob\r\n"));
 
-    const publicKey = await crypto.subtle.importKey(
-      "spki",
-      base64ToBytes(pair.publicKeyB64),
-      { name: "RSASSA-PKCS1-v1_5", hash: "SHA-256" },
-      false,
-      ["verify"],
-    );
+    const publicKey = await crypto.subtle.importKey("spki", base64ToBytes(pair.publicKeyB64), { name: "RSASSA-PKCS1-v1_5", hash: "SHA-256" }, false, [
+      "verify",
+    ]);
     expect(await crypto.subtle.verify("RSASSA-PKCS1-v1_5", publicKey, base64ToBytes(t.get("b")!), signedData(header))).toBe(true);
   });
 

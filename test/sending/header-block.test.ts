@@ -8,8 +8,16 @@ describe("withoutHeaderFields", () => {
   it.each([
     ["first field", "Bcc: a@x.test\r\nFrom: f@x.test\r\n\r\nbody", "From: f@x.test\r\n\r\nbody"],
     ["last field before the body", "From: f@x.test\r\nBcc: a@x.test\r\n\r\nbody", "From: f@x.test\r\n\r\nbody"],
-    ["folded over tab and space lines", "From: f@x.test\r\nBCC: a@x.test,\r\n\tb@x.test,\r\n  c@x.test\r\nTo: t@x.test\r\n\r\n", "From: f@x.test\r\nTo: t@x.test\r\n\r\n"],
-    ["two fields apart, LF line ends", "Bcc: a@x.test\nFrom: f@x.test\nresent-bcc : b@x.test\nTo: t@x.test\n\nbody\n", "From: f@x.test\nTo: t@x.test\n\nbody\n"],
+    [
+      "folded over tab and space lines",
+      "From: f@x.test\r\nBCC: a@x.test,\r\n\tb@x.test,\r\n  c@x.test\r\nTo: t@x.test\r\n\r\n",
+      "From: f@x.test\r\nTo: t@x.test\r\n\r\n",
+    ],
+    [
+      "two fields apart, LF line ends",
+      "Bcc: a@x.test\nFrom: f@x.test\nresent-bcc : b@x.test\nTo: t@x.test\n\nbody\n",
+      "From: f@x.test\nTo: t@x.test\n\nbody\n",
+    ],
     ["a message with no body", "From: f@x.test\r\nBcc: a@x.test", "From: f@x.test\r\n"],
   ])("removes a Bcc field as the %s", (_case, input, expected) => {
     expect(strip(input)).toBe(expected);

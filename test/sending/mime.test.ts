@@ -53,7 +53,7 @@ describe("buildMimeMessage", () => {
         html: "<p>HTML body with €</p>",
         attachments: [
           { filename: "invoice.pdf", contentBase64: toBase64(pdfBytes), contentType: "application/pdf" },
-          { filename: "résumé \"final\".pdf", contentBase64: toBase64(pngBytes), contentType: "application/pdf" },
+          { filename: 'résumé "final".pdf', contentBase64: toBase64(pngBytes), contentType: "application/pdf" },
           { filename: "logo.png", contentBase64: toBase64(pngBytes), contentType: "image/png", contentId: "logo@acme" },
         ],
         headers: {

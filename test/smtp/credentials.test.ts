@@ -2,7 +2,15 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { call, createAccount, createKey, json } from "../helpers";
 
-type Credential = { id: string; name: string; username: string; mode: "live" | "test"; password?: string; created_at: string; last_used_at: string | null };
+type Credential = {
+  id: string;
+  name: string;
+  username: string;
+  mode: "live" | "test";
+  password?: string;
+  created_at: string;
+  last_used_at: string | null;
+};
 
 async function createCredential(key: string, name = "App server", mode?: "live" | "test"): Promise<Credential> {
   const response = await call("/api/v1/smtp-credentials", { key, body: { name, mode } });

@@ -98,7 +98,11 @@ describe("POST /internal/relay/sender", () => {
     const domain = await verifiedDomain(account.api_key);
     const response = await relay("/sender", { credential_id: credential.id, mail_from: `App@${domain.name.toUpperCase()}` });
     expect(response.status).toBe(200);
-    expect(await json(response)).toMatchObject({ credential_id: credential.id, account_id: account.id, domain: { id: domain.id, name: domain.name } });
+    expect(await json(response)).toMatchObject({
+      credential_id: credential.id,
+      account_id: account.id,
+      domain: { id: domain.id, name: domain.name },
+    });
   });
 
   it("refuses an unverified domain, and another account's verified domain, with 403 domain_not_verified", async () => {
@@ -244,7 +248,10 @@ describe("test-mode SMTP credentials", () => {
       const current = await messageOf(account.api_key, accepted.id);
       return ["queued", "sending"].includes(current.status) ? undefined : current;
     });
-    expect(Object.fromEntries(message.recipients.map((recipient) => [recipient.email, recipient.status]))).toEqual({ [to]: "delivered", "bounced@example.net": "bounced" });
+    expect(Object.fromEntries(message.recipients.map((recipient) => [recipient.email, recipient.status]))).toEqual({
+      [to]: "delivered",
+      "bounced@example.net": "bounced",
+    });
     expect(await sinkMessagesTo(to)).toEqual([]);
     expect(await sendBalance(account.api_key)).toBe(100);
   });
@@ -311,7 +318,12 @@ describe("From, Sender and Bcc of relayed messages", () => {
     const middle = ["Subject: blind copy", `Message-ID: <bcc-1@${domain.name}>`, "Date: Mon, 2 Feb 2026 10:00:00 +0000"];
     const tail = ["X-Not-Bcc: bcc: stays", "MIME-Version: 1.0", "Content-Type: text/plain; charset=utf-8", "", "Bcc: in the body stays", ""];
     const raw = kept([...head, `Bcc: ${hidden},`, ` other@example.net`, ...middle, `bcc :\t${hidden}`, ...tail]);
-    const response = await relay("/messages", { credential_id: credential.id, mail_from: `app@${domain.name}`, rcpt_to: [to, hidden], raw: base64(raw) });
+    const response = await relay("/messages", {
+      credential_id: credential.id,
+      mail_from: `app@${domain.name}`,
+      rcpt_to: [to, hidden],
+      raw: base64(raw),
+    });
     expect(response.status).toBe(202);
 
     for (const recipient of [to, hidden]) {

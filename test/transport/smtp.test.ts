@@ -82,9 +82,7 @@ describe("SMTP transport against the dev mail sink", () => {
 
   it("delivers the raw bytes unchanged, including lines that start with a dot", async () => {
     const rcpt = unique("bytes");
-    const raw =
-      message("dots", ".leading dot\r\n..two dots\r\n.\r\nmiddle . line\r\n. space\r\nünïcödé 8-bit\r\n") +
-      "last line without dot\r\n";
+    const raw = `${message("dots", ".leading dot\r\n..two dots\r\n.\r\nmiddle . line\r\n. space\r\nünïcödé 8-bit\r\n")}last line without dot\r\n`;
     const outcome = await transport().send({ mailFrom: "bounces@acme.test", rcptTo: [rcpt] }, raw);
     expectSuccess(outcome);
     const [stored] = await sinkMessagesTo(rcpt);
@@ -107,7 +105,9 @@ describe("SMTP transport against the dev mail sink", () => {
     expectFailure(outcome);
     expect(outcome).toMatchObject({ kind: "temporary", stage: "rcpt", code: 451, enhanced: "4.3.0", connectionError: false });
     expect(outcome.response).toBe("451 4.3.0 Try again later");
-    expect(outcome.perRecipient).toEqual([{ recipient: rcpt, ok: false, kind: "temporary", code: 451, enhanced: "4.3.0", response: "451 4.3.0 Try again later" }]);
+    expect(outcome.perRecipient).toEqual([
+      { recipient: rcpt, ok: false, kind: "temporary", code: 451, enhanced: "4.3.0", response: "451 4.3.0 Try again later" },
+    ]);
 
     // The rule is used up: the retry on the same transport goes through.
     expectSuccess(await smtp.send({ mailFrom: "bounces@acme.test", rcptTo: [rcpt] }, message("greylisted, retried")));
@@ -147,7 +147,14 @@ describe("SMTP transport against the dev mail sink", () => {
       const smtp = transport({ pipelining });
       const bad = unique("bad");
       const later = unique("later");
-      await addRule({ match: bad, phase: "rcpt", responses: [{ code: 550, message: "5.1.1 No such user" }, { code: 550, message: "5.1.1 No such user" }] });
+      await addRule({
+        match: bad,
+        phase: "rcpt",
+        responses: [
+          { code: 550, message: "5.1.1 No such user" },
+          { code: 550, message: "5.1.1 No such user" },
+        ],
+      });
       await addRule({ match: later, phase: "rcpt", responses: [{ code: 450, message: "4.2.1 Try later" }] });
       const mixed = await smtp.send({ mailFrom: "bounces@acme.test", rcptTo: [bad, later] }, message("none accepted"));
       expectFailure(mixed);

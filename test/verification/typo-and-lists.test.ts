@@ -1,10 +1,5 @@
 import { describe, expect, it } from "vitest";
-import {
-  isDisposableDomain,
-  isFreeProviderDomain,
-  isRoleBasedLocalPart,
-  suggestDomain,
-} from "../../src/domain/verification";
+import { isDisposableDomain, isFreeProviderDomain, isRoleBasedLocalPart, suggestDomain } from "../../src/domain/verification";
 import { editDistance } from "../../src/domain/verification/typo";
 
 describe("suggestDomain", () => {

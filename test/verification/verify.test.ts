@@ -1,13 +1,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { createResolver, type DnsAnswer, type DnsRecordType, type DnsResolver } from "../../src/domain/dns/doh";
-import {
-  VERIFICATION_STATUSES,
-  verificationResultSchema,
-  verifyEmail,
-  verifyMany,
-  type VerificationResult,
-} from "../../src/domain/verification";
+import { VERIFICATION_STATUSES, verificationResultSchema, verifyEmail, verifyMany, type VerificationResult } from "../../src/domain/verification";
 import { config } from "../../src/config";
 
 const deps = (timeoutMs?: number) => ({ resolver: createResolver({ url: config(env).dohUrl, db: env.DB, timeoutMs }) });

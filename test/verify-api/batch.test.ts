@@ -85,7 +85,18 @@ describe("POST /api/batch/upload → GET /api/batch/{id} → /download", () => {
     });
 
     const results = await download(account.api_key, body.data.id);
-    expect(results.meta.fields).toEqual(["email", "status", "sub_status", "account", "domain", "quality", "score", "mx_record", "did_you_mean", "checked_at"]);
+    expect(results.meta.fields).toEqual([
+      "email",
+      "status",
+      "sub_status",
+      "account",
+      "domain",
+      "quality",
+      "score",
+      "mx_record",
+      "did_you_mean",
+      "checked_at",
+    ]);
     // One row per file row, in file order; the duplicate repeats the first occurrence's result.
     expect(results.data.map((row) => [row.email, row.status])).toEqual([
       [`jane@one.${suffix}`, "valid"],

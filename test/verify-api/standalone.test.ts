@@ -48,7 +48,10 @@ describe("GET /api/validate: the standalone validation result", () => {
       ["jane@mailinator.com", { status: "do_not_mail", quality: "bad", sub_status: ["disposable"] }],
       ["admin@acme.verify-test", { status: "do_not_mail", quality: "risky", sub_status: ["role_based"] }],
       ["jane@servfail.verify-test", { status: "unknown", quality: "unknown", sub_status: ["dns_error", "servfail"] }],
-      ["jane@@acme.verify-test", { status: "invalid", account: "jane@", domain: "acme.verify-test", sub_status: ["invalid_syntax", "invalid_local_part"] }],
+      [
+        "jane@@acme.verify-test",
+        { status: "invalid", account: "jane@", domain: "acme.verify-test", sub_status: ["invalid_syntax", "invalid_local_part"] },
+      ],
     ];
     for (const [email, expected] of cases) {
       const response = await validate(account.api_key, email);

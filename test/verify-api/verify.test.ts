@@ -6,16 +6,7 @@ import { createVerificationJob, planVerificationJob, CHUNK_SIZE } from "../../sr
 import { findAccount } from "../../src/domain/accounts/accounts";
 import { drizzle } from "drizzle-orm/d1";
 import { call, createAccount, createKey, json } from "../helpers";
-import {
-  deliver,
-  dohQueriesUnder,
-  eventsOf,
-  freshBulkSuffix,
-  ledgerOf,
-  verifyBalance,
-  waitForJob,
-  type JobBody,
-} from "./helpers";
+import { deliver, dohQueriesUnder, eventsOf, freshBulkSuffix, ledgerOf, verifyBalance, waitForJob, type JobBody } from "./helpers";
 
 const verify = (key: string, body: unknown) => call("/api/v1/verify", { key, body });
 
@@ -206,15 +197,34 @@ describe("bulk jobs through the real queue", () => {
     expect(parsed.errors).toEqual([]);
     expect(parsed.data).toHaveLength(distinct.size);
     expect(parsed.meta.fields).toEqual([
-      "position", "email", "normalized", "account", "domain", "result", "status", "sub_status", "mx_found", "mx_record",
-      "disposable", "role_based", "free_provider", "did_you_mean", "score", "quality", "syntax_valid", "checked_at",
+      "position",
+      "email",
+      "normalized",
+      "account",
+      "domain",
+      "result",
+      "status",
+      "sub_status",
+      "mx_found",
+      "mx_record",
+      "disposable",
+      "role_based",
+      "free_provider",
+      "did_you_mean",
+      "score",
+      "quality",
+      "syntax_valid",
+      "checked_at",
     ]);
     expect(new Set(parsed.data.map((row) => dedupeKey(row.email!))).size).toBe(distinct.size);
 
     // The finished job emitted verification.completed once.
     const events = await eventsOf(body.id);
     expect(events).toHaveLength(1);
-    expect(events[0]).toMatchObject({ type: "verification.completed", data: { verification_id: body.id, kind: "bulk", status: "completed", total: 3000 } });
+    expect(events[0]).toMatchObject({
+      type: "verification.completed",
+      data: { verification_id: body.id, kind: "bulk", status: "completed", total: 3000 },
+    });
   }, 120_000);
 
   it("refuses a job the balance cannot pay for with 402 before any work; duplicates and bad syntax do not count", async () => {
@@ -300,7 +310,9 @@ describe("chunks under at-least-once delivery and the dead-letter queue", () => 
     const plan = planVerificationJob(emails);
     expect(plan.chunks.every((chunk) => chunk.count <= CHUNK_SIZE)).toBe(true);
     expect(plan.chunks.reduce((sum, chunk) => sum + chunk.count, 0)).toBe(1800);
-    const domainsOf = plan.chunks.map((chunk) => new Set(plan.input.emails.slice(chunk.offset, chunk.offset + chunk.count).map((e) => e.split("@")[1])));
+    const domainsOf = plan.chunks.map(
+      (chunk) => new Set(plan.input.emails.slice(chunk.offset, chunk.offset + chunk.count).map((e) => e.split("@")[1])),
+    );
     // one.example and two.example (300 each) never share a chunk, and neither is split.
     expect(domainsOf.filter((domains) => domains.has("one.example"))).toHaveLength(1);
     expect(domainsOf.filter((domains) => domains.has("two.example"))).toHaveLength(1);

@@ -68,7 +68,13 @@ describe("delivery through the real queue", () => {
     await createEndpoint(account.api_key, { url: receiverUrl(paths.disabled), events: ["*"], enabled: false });
     await createEndpoint(other.api_key, { url: receiverUrl(paths.other), events: ["*"] });
 
-    const sent = event(account.id, "relay.sent", { message_id: "msg_1", source: "api", from: "a@acme.test", recipients: ["b@example.com"], subject: "Hi" });
+    const sent = event(account.id, "relay.sent", {
+      message_id: "msg_1",
+      source: "api",
+      from: "a@acme.test",
+      recipients: ["b@example.com"],
+      subject: "Hi",
+    });
     const bounced = event(account.id, "relay.bounced", { message_id: "msg_1", email: "b@example.com", bounce_type: "hard" });
     await recordEvents(env, [sent, bounced]);
 
@@ -285,7 +291,10 @@ describe("endpoint health", () => {
     await env.DB.prepare("UPDATE webhook_endpoints SET failing_since = ? WHERE id = ?").bind(since, endpoint.id).run();
     await runConsumer([message], { env: envWith(queue) });
     expect(queue.take()).toHaveLength(1);
-    expect(await json(await call(`/api/v1/webhooks/${endpoint.id}`, { key: account.api_key }))).toMatchObject({ enabled: true, failing_since: since });
+    expect(await json(await call(`/api/v1/webhooks/${endpoint.id}`, { key: account.api_key }))).toMatchObject({
+      enabled: true,
+      failing_since: since,
+    });
   });
 
   it("deliveries for a disabled endpoint are dropped and logged", async () => {
@@ -354,14 +363,18 @@ describe("secret rotation", () => {
 describe("malformed and dead-lettered messages", () => {
   it("acks a message whose body does not parse, delivering nothing", async () => {
     const queue = new RecordingQueue();
-    const result = await runConsumer([{ event_id: "evt_x" }, "garbage", { event_id: "evt_x", endpoint_id: "wh_x", attempt: 99 }], { env: envWith(queue) });
+    const result = await runConsumer([{ event_id: "evt_x" }, "garbage", { event_id: "evt_x", endpoint_id: "wh_x", attempt: 99 }], {
+      env: envWith(queue),
+    });
     expect(result.explicitAcks).toHaveLength(3);
     expect(queue.take()).toEqual([]);
   });
 
   it("the DLQ consumer marks the delivery failed", async () => {
     const { account, endpoint, message } = await setup();
-    const batch = createMessageBatch("mailforge-webhooks-dlq", [{ id: "dlq-1", timestamp: new Date(), attempts: 11, body: { ...message, attempt: 4 } }]);
+    const batch = createMessageBatch("mailforge-webhooks-dlq", [
+      { id: "dlq-1", timestamp: new Date(), attempts: 11, body: { ...message, attempt: 4 } },
+    ]);
     await consumeWebhookDeadLetters(batch, env);
     expect((await getQueueResult(batch, createExecutionContext())).ackAll).toBe(true);
     expect(await deliveriesOf(account.api_key, endpoint.id)).toMatchObject([

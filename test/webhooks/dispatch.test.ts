@@ -10,7 +10,9 @@ function event(accountId: string, type: EventType, data: Record<string, unknown>
 }
 
 async function eventIdOf(accountId: string, dedupeKey: string): Promise<string> {
-  const row = await env.DB.prepare("SELECT id FROM events WHERE account_id = ? AND dedupe_key = ?").bind(accountId, dedupeKey).first<{ id: string }>();
+  const row = await env.DB.prepare("SELECT id FROM events WHERE account_id = ? AND dedupe_key = ?")
+    .bind(accountId, dedupeKey)
+    .first<{ id: string }>();
   if (!row) throw new Error(`no event ${dedupeKey}`);
   return row.id;
 }
@@ -128,7 +130,9 @@ describe("outbox sweep", () => {
     await env.DB.batch([eventStatement(env.DB, old), eventStatement(env.DB, young)]);
     const oldId = await eventIdOf(account.id, old.dedupeKey);
     const youngId = await eventIdOf(account.id, young.dedupeKey);
-    await env.DB.prepare("UPDATE events SET created_at = ? WHERE id = ?").bind(new Date(Date.now() - 61_000).toISOString(), oldId).run();
+    await env.DB.prepare("UPDATE events SET created_at = ? WHERE id = ?")
+      .bind(new Date(Date.now() - 61_000).toISOString(), oldId)
+      .run();
 
     const queue = new RecordingQueue();
     await sweepUndispatchedEvents(envWith(queue));

@@ -85,7 +85,9 @@ describe("webhook endpoints API: happy paths", () => {
   it("re-enabling clears the automatic disable reason and the failure streak", async () => {
     const account = await createAccount();
     const endpoint = await createEndpoint(account.api_key, { url: receiverUrl("/re"), events: ["*"] });
-    await env.DB.prepare("UPDATE webhook_endpoints SET enabled = 0, disabled_reason = 'failing', failing_since = '2026-01-01T00:00:00.000Z' WHERE id = ?")
+    await env.DB.prepare(
+      "UPDATE webhook_endpoints SET enabled = 0, disabled_reason = 'failing', failing_since = '2026-01-01T00:00:00.000Z' WHERE id = ?",
+    )
       .bind(endpoint.id)
       .run();
     const response = await call(`/api/v1/webhooks/${endpoint.id}`, { key: account.api_key, method: "PATCH", body: { enabled: true } });
@@ -130,9 +132,13 @@ describe("POST /webhooks/{id}/test", () => {
     const endpoint = await createEndpoint(account.api_key, { url: receiverUrl(path), events: ["relay.bounced"] });
     const response = await call(`/api/v1/webhooks/${endpoint.id}/test`, { key: account.api_key, body: { type: "relay.bounced" } });
     expect(response.status).toBe(200);
-    const result = await json<{ ok: boolean; status_code: number; duration_ms: number; response_snippet: string; event: { id: string; type: string } }>(
-      response,
-    );
+    const result = await json<{
+      ok: boolean;
+      status_code: number;
+      duration_ms: number;
+      response_snippet: string;
+      event: { id: string; type: string };
+    }>(response);
     expect(result).toMatchObject({ ok: true, status_code: 200, response_snippet: '{"ok":true}', event: { type: "relay.bounced" } });
     expect(result.duration_ms).toBeGreaterThanOrEqual(0);
 
@@ -140,7 +146,11 @@ describe("POST /webhooks/{id}/test", () => {
     expect(request).toBeDefined();
     const body = JSON.parse(request!.body);
     expect(Object.keys(body)).toEqual(["id", "type", "created_at", "data"]);
-    expect(body).toMatchObject({ id: result.event.id, type: "relay.bounced", data: { bounce_type: "hard", recipient: "jane@example.com", message_id: expect.stringContaining("_test") } });
+    expect(body).toMatchObject({
+      id: result.event.id,
+      type: "relay.bounced",
+      data: { bounce_type: "hard", recipient: "jane@example.com", message_id: expect.stringContaining("_test") },
+    });
     expect(await specVerify(endpoint.secret, request!.headers["x-service-signature"]!, request!.body, Math.floor(Date.now() / 1000))).toBe(true);
 
     const [logged] = await deliveriesOf(account.api_key, endpoint.id);
@@ -150,7 +160,10 @@ describe("POST /webhooks/{id}/test", () => {
   it("defaults to relay.delivered without a body, and reports a failing endpoint without retrying it", async () => {
     const account = await createAccount();
     const path = receiverPath();
-    await fetch(`${env.TEST_WEBHOOK_RECEIVER_URL}/_rules`, { method: "POST", body: JSON.stringify({ path, status: 503, body: "down for maintenance" }) });
+    await fetch(`${env.TEST_WEBHOOK_RECEIVER_URL}/_rules`, {
+      method: "POST",
+      body: JSON.stringify({ path, status: 503, body: "down for maintenance" }),
+    });
     const endpoint = await createEndpoint(account.api_key, { url: receiverUrl(path), events: ["*"] });
     const response = await call(`/api/v1/webhooks/${endpoint.id}/test`, { key: account.api_key, method: "POST" });
     expect(await json(response)).toMatchObject({
@@ -185,7 +198,10 @@ describe("POST /webhooks/{id}/test", () => {
 describe("webhook endpoints API: errors", () => {
   it("refuses unknown event types with 422 naming the field", async () => {
     const account = await createAccount();
-    const response = await call("/api/v1/webhooks", { key: account.api_key, body: { url: receiverUrl("/x"), events: ["relay.sent", "email.opened"] } });
+    const response = await call("/api/v1/webhooks", {
+      key: account.api_key,
+      body: { url: receiverUrl("/x"), events: ["relay.sent", "email.opened"] },
+    });
     expect(response.status).toBe(422);
     expect(await json(response)).toMatchObject({ code: "validation_failed", errors: { "events.1": [expect.any(String)] } });
     const empty = await call("/api/v1/webhooks", { key: account.api_key, body: { url: receiverUrl("/x"), events: [] } });

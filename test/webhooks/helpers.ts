@@ -118,10 +118,7 @@ export function envWith(queue: RecordingQueue, overrides: Partial<Env> & Record<
 let messageSeq = 0;
 
 /** Runs the webhook consumer on these message bodies, as the queue would, and returns the ack/retry outcome. */
-export async function runConsumer(
-  bodies: unknown[],
-  options: { env: Env; timeoutMs?: number },
-): Promise<QueueResult> {
+export async function runConsumer(bodies: unknown[], options: { env: Env; timeoutMs?: number }): Promise<QueueResult> {
   const batch = createMessageBatch(
     "mailforge-webhooks",
     bodies.map((body) => ({ id: `msg-${++messageSeq}`, timestamp: new Date(), attempts: 1, body })),

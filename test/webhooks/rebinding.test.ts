@@ -25,7 +25,9 @@ async function setup(ttl: number) {
   const endpoint = await createEndpoint(account.api_key, { url: `https://${name}/hook`, events: ["*"] });
   const queue = new RecordingQueue();
   const strict = envWith(queue, { ALLOW_PRIVATE_WEBHOOK_URLS: "false" });
-  await recordEvents(envWith(queue), [{ accountId: account.id, type: "relay.delivered", dedupeKey: uniqueKey("rebind"), data: { message_id: "msg_x" } }]);
+  await recordEvents(envWith(queue), [
+    { accountId: account.id, type: "relay.delivered", dedupeKey: uniqueKey("rebind"), data: { message_id: "msg_x" } },
+  ]);
   const [dispatched] = queue.take();
   return { name, account, endpoint, queue, strict, message: dispatched!.body };
 }

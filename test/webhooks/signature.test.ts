@@ -82,7 +82,10 @@ describe("verifyWebhook (receiver helper)", () => {
     expect(await verifyWebhook(secret, header, `${body} `, t)).toEqual({ ok: false, reason: "signature_mismatch" });
     expect(await verifyWebhook(generateWebhookSecret(), header, body, t)).toEqual({ ok: false, reason: "signature_mismatch" });
     // Moving t forward to dodge the tolerance breaks the signature, because t is signed.
-    expect(await verifyWebhook(secret, header.replace(`t=${t}`, `t=${t + 1000}`), body, t + 1000)).toEqual({ ok: false, reason: "signature_mismatch" });
+    expect(await verifyWebhook(secret, header.replace(`t=${t}`, `t=${t + 1000}`), body, t + 1000)).toEqual({
+      ok: false,
+      reason: "signature_mismatch",
+    });
   });
 
   it("accepts any of several v1 values and ignores unknown schemes", async () => {

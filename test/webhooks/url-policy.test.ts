@@ -90,7 +90,22 @@ describe("webhook URL policy (SSRF)", () => {
     for (const address of ["93.184.215.14", "8.8.8.8", "2606:4700::1111", "2001:4860:4860::8888", "::ffff:8.8.8.8"]) {
       expect(isPublicAddress(address), address).toBe(true);
     }
-    for (const address of ["10.0.0.5", "172.31.255.255", "100.127.0.1", "198.18.0.1", "224.0.0.1", "255.255.255.255", "::", "::1", "fe80::1", "ff02::1", "2001:db8::1", "garbage", "1.2.3", "1::2::3"]) {
+    for (const address of [
+      "10.0.0.5",
+      "172.31.255.255",
+      "100.127.0.1",
+      "198.18.0.1",
+      "224.0.0.1",
+      "255.255.255.255",
+      "::",
+      "::1",
+      "fe80::1",
+      "ff02::1",
+      "2001:db8::1",
+      "garbage",
+      "1.2.3",
+      "1::2::3",
+    ]) {
       expect(isPublicAddress(address), address).toBe(false);
     }
   });

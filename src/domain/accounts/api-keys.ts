@@ -71,7 +71,11 @@ export function refuseTestKeyOnLive(caller: ApiKeyContext, targetMode: ApiKeyMod
 }
 
 /** The mode of what a key creates (another key, an SMTP credential): the mode asked for, else the key's own. */
-export function grantedMode(caller: ApiKeyContext, requested: ApiKeyMode | undefined, what: string): { kind: "granted"; mode: ApiKeyMode } | LiveKeyRequired {
+export function grantedMode(
+  caller: ApiKeyContext,
+  requested: ApiKeyMode | undefined,
+  what: string,
+): { kind: "granted"; mode: ApiKeyMode } | LiveKeyRequired {
   const mode = requested ?? caller.mode;
   return refuseTestKeyOnLive(caller, mode, `create a live ${what}`) ?? { kind: "granted", mode };
 }

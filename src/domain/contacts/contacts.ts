@@ -275,7 +275,8 @@ export async function listContacts(
   if (filters.emailKey !== undefined) conditions.push(eq(contacts.emailKey, filters.emailKey));
   if (filters.status) conditions.push(eq(contacts.status, filters.status));
   if (filters.createdAfter) conditions.push(gt(contacts.createdAt, filters.createdAfter));
-  if (filters.listId) conditions.push(sql`${contacts.id} IN (SELECT ${listMembers.contactId} FROM ${listMembers} WHERE ${listMembers.listId} = ${filters.listId})`);
+  if (filters.listId)
+    conditions.push(sql`${contacts.id} IN (SELECT ${listMembers.contactId} FROM ${listMembers} WHERE ${listMembers.listId} = ${filters.listId})`);
   const keyset = keysetPage({ createdAt: contacts.createdAt, id: contacts.id }, page.cursor);
 
   const [list, rows] = await db.batch([
@@ -338,7 +339,10 @@ export async function updateContact(d1: D1Database, accountId: string, contactId
         emailKey: contacts.emailKey,
         customFields: contacts.customFields,
         status: contacts.status,
-        suppressed: sql<number>`EXISTS (SELECT 1 FROM suppressions AS s WHERE s.account_id = ${accountId} AND s.email = lower("contacts"."email_key"))`.mapWith(Number),
+        suppressed:
+          sql<number>`EXISTS (SELECT 1 FROM suppressions AS s WHERE s.account_id = ${accountId} AND s.email = lower("contacts"."email_key"))`.mapWith(
+            Number,
+          ),
       })
       .from(contacts)
       .where(where),
@@ -397,7 +401,9 @@ export async function deleteContact(d1: D1Database, accountId: string, contactId
   const [, deleted] = await db.batch([
     db
       .delete(listMembers)
-      .where(sql`${listMembers.contactId} IN (SELECT ${contacts.id} FROM ${contacts} WHERE ${contacts.id} = ${contactId} AND ${contacts.accountId} = ${accountId})`),
+      .where(
+        sql`${listMembers.contactId} IN (SELECT ${contacts.id} FROM ${contacts} WHERE ${contacts.id} = ${contactId} AND ${contacts.accountId} = ${accountId})`,
+      ),
     db
       .delete(contacts)
       .where(and(eq(contacts.id, contactId), eq(contacts.accountId, accountId)))

@@ -110,15 +110,19 @@ export function resolveColumns(header: string[], mapping: ImportMapping): Import
     else if ((contactTextFields as readonly string[]).includes(target)) columns.text.push([target as ContactTextField, index]);
     else if (target.startsWith(CUSTOM_FIELD_PREFIX) && target.length > CUSTOM_FIELD_PREFIX.length) {
       const key = target.slice(CUSTOM_FIELD_PREFIX.length);
-      if (key.length > CUSTOM_FIELD_KEY_MAX_LENGTH) addFieldError(errors, path, `Custom field names are at most ${CUSTOM_FIELD_KEY_MAX_LENGTH} characters`);
+      if (key.length > CUSTOM_FIELD_KEY_MAX_LENGTH)
+        addFieldError(errors, path, `Custom field names are at most ${CUSTOM_FIELD_KEY_MAX_LENGTH} characters`);
       else columns.custom.push([key, index]);
     } else {
       addFieldError(errors, path, `Unknown field; map to email, ${contactTextFields.join(", ")} or custom_fields.<name>`);
     }
   }
-  if (columns.custom.length > CUSTOM_FIELDS_MAX_KEYS) addFieldError(errors, "mapping", `At most ${CUSTOM_FIELDS_MAX_KEYS} custom fields can be mapped`);
+  if (columns.custom.length > CUSTOM_FIELDS_MAX_KEYS)
+    addFieldError(errors, "mapping", `At most ${CUSTOM_FIELDS_MAX_KEYS} custom fields can be mapped`);
   if (columns.email === -1 && !errors["mapping.email"]) {
-    addFieldError(errors, "mapping.email", 
+    addFieldError(
+      errors,
+      "mapping.email",
       Object.keys(mapping).length === 0 || !("email" in mapping)
         ? `No email column: name one "email" or send mapping.email (columns: ${header.map((column) => `"${column}"`).join(", ")})`
         : "Map a column to email",
@@ -135,7 +139,11 @@ export function readHeader(head: Uint8Array, atEnd: boolean): Header | { error: 
   const delimiter = detectDelimiter(head, start);
   const first = csvRecords(head, { start, delimiter, atEnd }).next();
   if (first.done) {
-    return { error: atEnd ? "The file is empty: it needs a header row and at least one contact" : `The header row is longer than ${HEADER_MAX_BYTES / 1024} KB` };
+    return {
+      error: atEnd
+        ? "The file is empty: it needs a header row and at least one contact"
+        : `The header row is longer than ${HEADER_MAX_BYTES / 1024} KB`,
+    };
   }
   return { names: first.value.fields.map((name) => name.trim()), delimiter, dataStart: first.value.end };
 }
@@ -176,7 +184,11 @@ export type CreateImportOutcome =
   /** The queue refused the first chunk's message; the import was failed and the client may retry. */
   | { kind: "queue_unavailable" };
 
-const fileProblem = (problem: string): CreateImportOutcome => ({ kind: "invalid", message: "The file cannot be imported", errors: { file: [problem] } });
+const fileProblem = (problem: string): CreateImportOutcome => ({
+  kind: "invalid",
+  message: "The file cannot be imported",
+  errors: { file: [problem] },
+});
 
 /**
  * Accepts an import: checks the header, the mapping and the list, counts the records (so `total` is known from
@@ -392,7 +404,9 @@ export async function runContactImport(
         ),
       );
     }
-    statements.push(statement(d1, progressSql(importId, { from: offset, to: nextOffset, records: records.length, upserts, failures: errors.length, done })));
+    statements.push(
+      statement(d1, progressSql(importId, { from: offset, to: nextOffset, records: records.length, upserts, failures: errors.length, done })),
+    );
     const results = await d1.batch(statements);
     if (results.at(-1)?.meta.changes === 0) return { state: "superseded" };
     for (const { meta } of results) {

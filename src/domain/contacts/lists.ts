@@ -34,7 +34,11 @@ export function serializeList(row: ListWithCounts) {
 
 const ownedList = (accountId: string, listId: string) => and(eq(lists.id, listId), eq(lists.accountId, accountId));
 
-export async function createList(d1: D1Database, accountId: string, input: { name: string; description: string | null }): Promise<ListWithCounts | undefined> {
+export async function createList(
+  d1: D1Database,
+  accountId: string,
+  input: { name: string; description: string | null },
+): Promise<ListWithCounts | undefined> {
   const db = drizzle(d1);
   const id = newId("lst");
   await db.insert(lists).values({ id, accountId, name: input.name, description: input.description }).run();
@@ -83,7 +87,9 @@ export async function updateList(
 export async function deleteList(d1: D1Database, accountId: string, listId: string): Promise<boolean> {
   const db = drizzle(d1);
   const [, deleted] = await db.batch([
-    db.delete(listMembers).where(sql`${listMembers.listId} IN (SELECT ${lists.id} FROM ${lists} WHERE ${lists.id} = ${listId} AND ${lists.accountId} = ${accountId})`),
+    db
+      .delete(listMembers)
+      .where(sql`${listMembers.listId} IN (SELECT ${lists.id} FROM ${lists} WHERE ${lists.id} = ${listId} AND ${lists.accountId} = ${accountId})`),
     db.delete(lists).where(ownedList(accountId, listId)).returning({ id: lists.id }),
   ]);
   return deleted.length > 0;

@@ -110,11 +110,7 @@ function cacheKey(name: string, type: DnsRecordType): string {
 }
 
 /** One lookup through both cache levels; see `lookupMany` to look up many names with one D1 read. */
-export async function resolve<T extends DnsRecordType>(
-  opts: DohOptions,
-  name: string,
-  type: T,
-): Promise<DnsAnswer<T>> {
+export async function resolve<T extends DnsRecordType>(opts: DohOptions, name: string, type: T): Promise<DnsAnswer<T>> {
   const [answer] = await lookupMany(opts, [{ name, type }]);
   // lookupMany returns one answer per query, in order.
   return answer!;
@@ -124,10 +120,7 @@ export async function resolve<T extends DnsRecordType>(
  * Answers in the order of `queries`. Keys not in the Map are read from D1 with one query per 90 names,
  * the rest go to DoH (at most `concurrency` at once) and are written back to D1 in one batch.
  */
-export async function lookupMany<T extends DnsRecordType>(
-  opts: DohOptions,
-  queries: readonly DnsQuery<T>[],
-): Promise<DnsAnswer<T>[]> {
+export async function lookupMany<T extends DnsRecordType>(opts: DohOptions, queries: readonly DnsQuery<T>[]): Promise<DnsAnswer<T>[]> {
   const cache = opts.cache ?? createDnsCache();
   const now = Date.now();
   const pending = new Map<string, { query: DnsQuery<T>; settle: (answer: DnsAnswer) => void }>();
@@ -172,7 +165,10 @@ async function fillPending<T extends DnsRecordType>(
   pending: Map<string, { query: DnsQuery<T>; settle: (answer: DnsAnswer) => void }>,
 ): Promise<void> {
   const fromDb = opts.db
-    ? await readDbCache(opts.db, [...pending.values()].map((p) => p.query))
+    ? await readDbCache(
+        opts.db,
+        [...pending.values()].map((p) => p.query),
+      )
     : new Map<string, DnsAnswer>();
   const toFetch: { query: DnsQuery<T>; settle: (answer: DnsAnswer) => void }[] = [];
   for (const [key, p] of pending) {
@@ -364,11 +360,7 @@ export function parseTxtData(data: string): string {
   return new TextDecoder().decode(new Uint8Array(bytes));
 }
 
-export async function mapWithConcurrency<T>(
-  items: readonly T[],
-  limit: number,
-  worker: (item: T) => Promise<void>,
-): Promise<void> {
+export async function mapWithConcurrency<T>(items: readonly T[], limit: number, worker: (item: T) => Promise<void>): Promise<void> {
   let next = 0;
   const run = async () => {
     while (next < items.length) {

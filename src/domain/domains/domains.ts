@@ -94,10 +94,7 @@ function spfIncludes(found: string, include: string): boolean {
  * decide verification; DMARC and the Ed25519 DKIM key are reported but optional (mail is signed with Ed25519 too
  * only once its key is found).
  */
-export async function checkRecords(
-  domain: DomainRow,
-  env: Env,
-): Promise<{ records: DnsRecordCheck[]; verified: boolean; inconclusive: boolean }> {
+export async function checkRecords(domain: DomainRow, env: Env): Promise<{ records: DnsRecordCheck[]; verified: boolean; inconclusive: boolean }> {
   const expected = expectedRecords(domain, config(env).spfInclude);
   const records = await Promise.all(
     expected.map(async (record): Promise<DnsRecordCheck> => {
@@ -123,17 +120,21 @@ export async function checkRecords(
 export type CreateDomainOutcome = { kind: "created"; domain: DomainRow } | { kind: "exists"; id?: string };
 
 /** Adds a sending domain (`name` normalized) with fresh DKIM keys; refused when the account already has it. */
-export async function createDomain(
-  d1: D1Database,
-  accountId: string,
-  name: string,
-  env: Env,
-): Promise<CreateDomainOutcome> {
+export async function createDomain(d1: D1Database, accountId: string, name: string, env: Env): Promise<CreateDomainOutcome> {
   const db = drizzle(d1);
-  const existing = await db.select({ id: domains.id }).from(domains).where(and(eq(domains.accountId, accountId), eq(domains.name, name))).get();
+  const existing = await db
+    .select({ id: domains.id })
+    .from(domains)
+    .where(and(eq(domains.accountId, accountId), eq(domains.name, name)))
+    .get();
   if (existing) return { kind: "exists", id: existing.id };
   // Checked first so the DKIM keys are not generated for nothing; the unique index settles a concurrent create.
-  const row = await db.insert(domains).values(await createDomainRow(accountId, name, env)).onConflictDoNothing().returning().get();
+  const row = await db
+    .insert(domains)
+    .values(await createDomainRow(accountId, name, env))
+    .onConflictDoNothing()
+    .returning()
+    .get();
   return row ? { kind: "created", domain: row } : { kind: "exists" };
 }
 
@@ -150,7 +151,11 @@ export async function listDomains(d1: D1Database, accountId: string, page: { cur
 }
 
 export async function findDomain(d1: D1Database, accountId: string, domainId: string): Promise<DomainRow | undefined> {
-  return drizzle(d1).select().from(domains).where(and(eq(domains.id, domainId), eq(domains.accountId, accountId))).get();
+  return drizzle(d1)
+    .select()
+    .from(domains)
+    .where(and(eq(domains.id, domainId), eq(domains.accountId, accountId)))
+    .get();
 }
 
 /** Removes one of the account's domains; false if there is no such domain. */
@@ -191,7 +196,13 @@ export async function verifiedDomainNames(d1: D1Database, accountId: string, nam
   const rows = await drizzle(d1)
     .select({ name: domains.name })
     .from(domains)
-    .where(and(eq(domains.accountId, accountId), eq(domains.status, "verified"), sql`${domains.name} IN (SELECT value FROM json_each(${JSON.stringify(names)}))`))
+    .where(
+      and(
+        eq(domains.accountId, accountId),
+        eq(domains.status, "verified"),
+        sql`${domains.name} IN (SELECT value FROM json_each(${JSON.stringify(names)}))`,
+      ),
+    )
     .all();
   return new Set(rows.map((row) => row.name));
 }
@@ -220,7 +231,11 @@ export async function recheckDomains(env: Env): Promise<void> {
     } catch (error) {
       // Drizzle wraps D1's error in one that repeats the whole query and its parameters; the cause says what failed.
       const reason = error instanceof Error && error.cause instanceof Error ? error.cause : error;
-      logError("domain re-check failed", { domain_id: domain.id, domain: domain.name, error: reason instanceof Error ? reason.message : String(reason) });
+      logError("domain re-check failed", {
+        domain_id: domain.id,
+        domain: domain.name,
+        error: reason instanceof Error ? reason.message : String(reason),
+      });
     }
   }
 }

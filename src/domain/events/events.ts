@@ -51,7 +51,14 @@ export type EventInput = {
 export function eventStatement(d1: D1Database, event: EventInput): D1PreparedStatement {
   const insert = drizzle(d1)
     .insert(events)
-    .values({ id: newId("evt"), accountId: event.accountId, type: event.type, subjectId: event.subjectId ?? null, dedupeKey: event.dedupeKey, data: event.data })
+    .values({
+      id: newId("evt"),
+      accountId: event.accountId,
+      type: event.type,
+      subjectId: event.subjectId ?? null,
+      dedupeKey: event.dedupeKey,
+      data: event.data,
+    })
     .onConflictDoNothing({ target: [events.accountId, events.dedupeKey] });
   return statement(d1, insert);
 }
@@ -67,7 +74,10 @@ const messageEventFields = {
   message_id: z.string().openapi({ example: "msg_4Qm0c2JYd7pG1rXw8LkN3e" }),
   from: z.string().optional().openapi({ example: "Acme <hello@acme.example.com>" }),
   subject: z.string().optional(),
-  source: z.enum(["api", "smtp", "campaign"]).optional().openapi({ description: "How the message was submitted: POST /send, the SMTP relay, or a campaign" }),
+  source: z
+    .enum(["api", "smtp", "campaign"])
+    .optional()
+    .openapi({ description: "How the message was submitted: POST /send, the SMTP relay, or a campaign" }),
   campaign_id: z.string().nullable().optional().openapi({ description: "The campaign of a campaign message (absent for API and SMTP messages)" }),
   tags: z.array(z.string()).optional().openapi({ description: "The message's tags" }),
   metadata: z.record(z.string(), z.string()).optional().openapi({ description: "The message's metadata, as sent" }),
@@ -79,11 +89,9 @@ const recipientEventFields = {
 };
 const smtpResponse = z.string().nullable().optional().openapi({ description: "The receiving server's SMTP reply" });
 const bounceFields = {
-  bounce_type: z
-    .enum(["hard", "soft", "blocked"])
-    .openapi({
-      description: "hard: permanent; blocked: refused by policy (5.7.x). soft is reserved: a delivery given up on after 4xx replies is relay.failed",
-    }),
+  bounce_type: z.enum(["hard", "soft", "blocked"]).openapi({
+    description: "hard: permanent; blocked: refused by policy (5.7.x). soft is reserved: a delivery given up on after 4xx replies is relay.failed",
+  }),
   smtp_code: z.number().int().nullable().optional(),
   enhanced_code: z.string().nullable().optional().openapi({ example: "5.1.1" }),
   smtp_response: smtpResponse,
@@ -145,7 +153,9 @@ export const eventDataSchemas = {
       cancelled: z.number().int().optional(),
       unknown: z.number().int().optional(),
     })
-    .openapi("CampaignCompletedEventData", { description: "Every recipient of a sent campaign reached a final state; the counters are those of GET /campaigns/{id}" }),
+    .openapi("CampaignCompletedEventData", {
+      description: "Every recipient of a sent campaign reached a final state; the counters are those of GET /campaigns/{id}",
+    }),
   "warmup.status_changed": z
     .looseObject({
       warmup_id: z.string(),

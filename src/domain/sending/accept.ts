@@ -64,13 +64,7 @@ export type WaitUntil = { waitUntil(promise: Promise<unknown>): void };
  * (one transaction), and only then enqueues it. A charge that fails leaves nothing behind; a stored message is
  * always charged exactly once.
  */
-export async function acceptMessage(
-  env: Env,
-  ctx: WaitUntil,
-  sender: Sender,
-  input: AcceptInput,
-  idempotency?: Idempotency,
-): Promise<AcceptResult> {
+export async function acceptMessage(env: Env, ctx: WaitUntil, sender: Sender, input: AcceptInput, idempotency?: Idempotency): Promise<AcceptResult> {
   const { account } = sender;
   const d1 = env.DB;
   const fromDomain = domainOf(input.from.address);
@@ -200,7 +194,13 @@ export async function acceptMessage(
     await enqueueOrUndo(env, account, messageId, charge > 0 ? deliverable.map((recipient) => recipient.email) : [], day, idempotency);
   }
   if (events.length > 0) {
-    ctx.waitUntil(dispatchEvents(env, account.id, events.map((event) => event.dedupeKey)));
+    ctx.waitUntil(
+      dispatchEvents(
+        env,
+        account.id,
+        events.map((event) => event.dedupeKey),
+      ),
+    );
   }
   return { status: 202, body: accepted, replayed: false };
 }
@@ -249,7 +249,13 @@ async function enqueueOrUndo(
         ),
         // The consumer's refund reference per recipient, so the ledger's unique index never lets both apply.
         ...charged.flatMap((email) =>
-          refundStatements(env.DB, { accountId: account.id, balance: "send", amount: 1, referenceId: `${messageId}:${email}`, note: "queue unavailable" }),
+          refundStatements(env.DB, {
+            accountId: account.id,
+            balance: "send",
+            amount: 1,
+            referenceId: `${messageId}:${email}`,
+            note: "queue unavailable",
+          }),
         ),
         ...(idempotency ? [releaseKeyStatement(env.DB, account.id, idempotency)] : []),
       ]);

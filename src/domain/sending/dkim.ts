@@ -41,8 +41,17 @@ export type DkimSignOptions = KeyInput & {
 };
 
 export const DEFAULT_SIGNED_HEADERS: readonly string[] = [
-  "from", "to", "cc", "subject", "date", "message-id", "reply-to", "mime-version", "content-type",
-  "list-unsubscribe", "list-unsubscribe-post",
+  "from",
+  "to",
+  "cc",
+  "subject",
+  "date",
+  "message-id",
+  "reply-to",
+  "mime-version",
+  "content-type",
+  "list-unsubscribe",
+  "list-unsubscribe-post",
 ];
 
 const RSA_PARAMS = { name: "RSASSA-PKCS1-v1_5", hash: "SHA-256" } as const;
@@ -67,11 +76,10 @@ async function exportPair(pair: unknown, publicFormat: "spki" | "raw"): Promise<
 
 /** RSA-2048 key pair (RSASSA-PKCS1-v1_5 / SHA-256), the algorithm every DKIM verifier supports. */
 export async function generateDkimKeyPair(): Promise<DkimKeyPair> {
-  const pair = await crypto.subtle.generateKey(
-    { ...RSA_PARAMS, modulusLength: 2048, publicExponent: new Uint8Array([1, 0, 1]) },
-    true,
-    ["sign", "verify"],
-  );
+  const pair = await crypto.subtle.generateKey({ ...RSA_PARAMS, modulusLength: 2048, publicExponent: new Uint8Array([1, 0, 1]) }, true, [
+    "sign",
+    "verify",
+  ]);
   return exportPair(pair, "spki");
 }
 
@@ -156,7 +164,13 @@ function parseHeaderFields(headerBlock: string): HeaderField[] {
     }
     const colon = line.indexOf(":");
     if (colon <= 0) continue; // not a header field; verifiers skip it as well
-    fields.push({ name: line.slice(0, colon).replace(/[ \t]+$/, "").toLowerCase(), raw: line });
+    fields.push({
+      name: line
+        .slice(0, colon)
+        .replace(/[ \t]+$/, "")
+        .toLowerCase(),
+      raw: line,
+    });
   }
   return fields;
 }
@@ -164,7 +178,10 @@ function parseHeaderFields(headerBlock: string): HeaderField[] {
 /** Relaxed header canonicalization (RFC 6376 §3.4.2), without the trailing CRLF. */
 export function canonicalizeHeaderRelaxed(field: string): string {
   const colon = field.indexOf(":");
-  const name = field.slice(0, colon).replace(/[ \t]+$/, "").toLowerCase();
+  const name = field
+    .slice(0, colon)
+    .replace(/[ \t]+$/, "")
+    .toLowerCase();
   // Only SP and HTAB count as WSP: String#trim would also eat U+00A0, i.e. the byte 0xA0 of a UTF-8 sequence.
   const value = field
     .slice(colon + 1)
@@ -220,11 +237,7 @@ class FoldedHeader {
       return;
     }
     // Only h= (after colons) and base64 values may contain FWS; a long d= or s= stays whole on its own line.
-    const breakable = tag.startsWith("h=")
-      ? tag.split(/(?<=:)/)
-      : tag.startsWith("bh=")
-        ? (tag.match(/.{1,60}/g) ?? [])
-        : [tag];
+    const breakable = tag.startsWith("h=") ? tag.split(/(?<=:)/) : tag.startsWith("bh=") ? (tag.match(/.{1,60}/g) ?? []) : [tag];
     for (const [i, part] of breakable.entries()) {
       const text = i === breakable.length - 1 ? `${part}${separator}` : part;
       if (this.column + text.length > LINE) this.newLine();

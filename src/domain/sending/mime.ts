@@ -76,9 +76,23 @@ const HARD_MAX_LINE = 998;
 
 // Headers this module writes itself, plus trace and signature headers a sender must not forge.
 const RESERVED_HEADERS = new Set([
-  "from", "sender", "to", "cc", "bcc", "reply-to", "subject", "date", "message-id", "mime-version",
-  "content-type", "content-transfer-encoding", "content-disposition", "content-id", "dkim-signature",
-  "return-path", "received",
+  "from",
+  "sender",
+  "to",
+  "cc",
+  "bcc",
+  "reply-to",
+  "subject",
+  "date",
+  "message-id",
+  "mime-version",
+  "content-type",
+  "content-transfer-encoding",
+  "content-disposition",
+  "content-id",
+  "dkim-signature",
+  "return-path",
+  "received",
 ]);
 
 const HEADER_NAME = /^[!-9;-~]+$/; // printable US-ASCII except ':' (RFC 5322 §2.2)
@@ -372,10 +386,7 @@ export function buildMimeMessage(input: MimeMessageInput): string {
     // Written here rather than by mimetext, which puts the raw filename between quotes.
     const filename = attachment.filename;
     const asciiName = /^[\x20-\x7e]*$/.test(filename) ? filename.replace(/[\\"]/g, "\\$&") : null;
-    part.setHeader(
-      "Content-Type",
-      `${attachment.contentType}; name="${asciiName ?? encodeWords(filename, MAX_LINE).replace(/\r\n /g, " ")}"`,
-    );
+    part.setHeader("Content-Type", `${attachment.contentType}; name="${asciiName ?? encodeWords(filename, MAX_LINE).replace(/\r\n /g, " ")}"`);
     part.setHeader(
       "Content-Disposition",
       asciiName !== null ? `${disposition}; filename="${asciiName}"` : `${disposition}; filename*=UTF-8''${rfc2231Value(filename)}`,

@@ -85,7 +85,9 @@ export async function requeueLostMessages(env: Env, now = new Date()): Promise<n
   const ids = rows.map((row) => row.id);
   // sendBatch takes at most 100 messages.
   for (let i = 0; i < ids.length; i += 100) {
-    await env.SEND_QUEUE.sendBatch(ids.slice(i, i + 100).map((id) => ({ body: { message_id: id } satisfies SendQueueMessage, contentType: "json" as const })));
+    await env.SEND_QUEUE.sendBatch(
+      ids.slice(i, i + 100).map((id) => ({ body: { message_id: id } satisfies SendQueueMessage, contentType: "json" as const })),
+    );
   }
   if (ids.length > 0) logWarning("send: messages without a queue message enqueued again", { message_ids: ids });
   return ids.length;

@@ -47,7 +47,10 @@ async function assertAuthorsVerified(d1: D1Database, accountId: string, parsed: 
   if (foreign.length > 0) {
     throw new AppError(
       "domain_not_verified",
-      `Every From and Sender address must be on a verified sending domain of this account; not verified: ${foreign.slice(0, 5).map((address) => address || "<>").join(", ")}`,
+      `Every From and Sender address must be on a verified sending domain of this account; not verified: ${foreign
+        .slice(0, 5)
+        .map((address) => address || "<>")
+        .join(", ")}`,
     );
   }
 }
@@ -88,19 +91,14 @@ export async function acceptRelayMessage(
     // Headers are whatever the client wrote: tags that break the rule are dropped rather than failing the message.
     .filter((tag) => tagPattern.test(tag));
   const from = headerFrom.ok ? { ...headerFrom.mailbox, ...(parsed.from?.name ? { name: parsed.from.name } : {}) } : { address: "" };
-  const result = await acceptMessage(
-    env,
-    ctx,
-    sender,
-    {
-      source: "smtp",
-      from,
-      recipients: message.rcptTo,
-      replyTo: parsed.replyTo?.[0]?.address,
-      tags: [...new Set(tags)].slice(0, sendLimits.tags),
-      metadata: {},
-      compose: () => ({ subject: (parsed.subject ?? "").replace(/[\r\n]+/g, " ").slice(0, 998), content: { kind: "raw", raw: bytesToBase64(raw) } }),
-    },
-  );
+  const result = await acceptMessage(env, ctx, sender, {
+    source: "smtp",
+    from,
+    recipients: message.rcptTo,
+    replyTo: parsed.replyTo?.[0]?.address,
+    tags: [...new Set(tags)].slice(0, sendLimits.tags),
+    metadata: {},
+    compose: () => ({ subject: (parsed.subject ?? "").replace(/[\r\n]+/g, " ").slice(0, 998), content: { kind: "raw", raw: bytesToBase64(raw) } }),
+  });
   return result.body;
 }

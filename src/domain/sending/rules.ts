@@ -52,8 +52,10 @@ export function applySendRules(
   const keys = Object.keys(input.metadata);
   if (keys.length > sendLimits.metadataKeys) errors.metadata = [`At most ${sendLimits.metadataKeys} keys`];
   for (const key of keys) {
-    if (key.length === 0 || key.length > sendLimits.metadataKeyLength) errors[`metadata.${key}`] = [`Keys are 1-${sendLimits.metadataKeyLength} characters`];
-    else if ((input.metadata[key] ?? "").length > sendLimits.metadataValueLength) errors[`metadata.${key}`] = [`At most ${sendLimits.metadataValueLength} characters`];
+    if (key.length === 0 || key.length > sendLimits.metadataKeyLength)
+      errors[`metadata.${key}`] = [`Keys are 1-${sendLimits.metadataKeyLength} characters`];
+    else if ((input.metadata[key] ?? "").length > sendLimits.metadataValueLength)
+      errors[`metadata.${key}`] = [`At most ${sendLimits.metadataValueLength} characters`];
   }
   return Object.keys(errors).length > 0 ? { ok: false, errors } : { ok: true, recipients, tags };
 }

@@ -25,10 +25,7 @@ export async function unsubscribeToken(config: Keys, messageId: string, email: s
   return `${payload}.${signature}`;
 }
 
-export async function readUnsubscribeToken(
-  config: Keys,
-  token: string,
-): Promise<{ messageId: string; email: string } | undefined> {
+export async function readUnsubscribeToken(config: Keys, token: string): Promise<{ messageId: string; email: string } | undefined> {
   const [payload, signature, extra] = token.split(".");
   if (!payload || !signature || extra !== undefined || payload.length > 1000) return undefined;
   const expected = (await hmacSha256Hex(signingKey(config), payload)).slice(0, signatureLength);

@@ -11,8 +11,7 @@ import { placeholderNames } from "../sending/render";
 export type TemplateRow = typeof templates.$inferSelect;
 type TemplateContent = Pick<TemplateRow, "subject" | "html" | "text">;
 
-const variablesOf = (content: TemplateContent) =>
-  [...new Set([content.subject, content.html ?? "", content.text ?? ""].flatMap(placeholderNames))];
+const variablesOf = (content: TemplateContent) => [...new Set([content.subject, content.html ?? "", content.text ?? ""].flatMap(placeholderNames))];
 
 const ownTemplate = (accountId: string, templateId: string) => and(eq(templates.id, templateId), eq(templates.accountId, accountId));
 
@@ -30,7 +29,10 @@ export async function listTemplates(d1: D1Database, accountId: string, page: { c
 
 /** A template's subject and bodies, for a caller that reads it inside its own batch (raw rows: subject, html, text). */
 export function templateContentQuery(db: DrizzleD1Database, accountId: string, templateId: string) {
-  return db.select({ subject: templates.subject, html: templates.html, text: templates.text }).from(templates).where(ownTemplate(accountId, templateId));
+  return db
+    .select({ subject: templates.subject, html: templates.html, text: templates.text })
+    .from(templates)
+    .where(ownTemplate(accountId, templateId));
 }
 
 export async function findTemplate(d1: D1Database, accountId: string, templateId: string): Promise<TemplateRow | undefined> {

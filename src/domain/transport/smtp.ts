@@ -35,11 +35,7 @@ function kindOf(code: number): FailureKind {
 
 /** A reply that ends the attempt. Replies during session setup are about our configuration or the server, not
  * the message: retrying later (or after fixing the credentials) can succeed, so they never count as a bounce. */
-function replyFailure(
-  stage: SmtpStage,
-  reply: SmtpReply,
-  extra: { kind?: FailureKind; perRecipient?: RecipientOutcome[] } = {},
-): SendFailure {
+function replyFailure(stage: SmtpStage, reply: SmtpReply, extra: { kind?: FailureKind; perRecipient?: RecipientOutcome[] } = {}): SendFailure {
   const sessionStage = stage === "greeting" || stage === "ehlo" || stage === "starttls" || stage === "auth" || stage === "rset";
   return {
     ok: false,
@@ -80,7 +76,6 @@ class StageError extends Error {
     super(failure.message);
   }
 }
-
 
 export class SmtpTransport implements Transport {
   private readonly options: ResolvedOptions;
@@ -208,7 +203,10 @@ export class SmtpTransport implements Transport {
     /** 421: the server is closing the session; whatever this transaction had achieved is void. */
     const closing = (reply: SmtpReply, accepted?: RecipientOutcome[]) => {
       this.drop(connection);
-      return replyFailure(stage, reply, { kind: "temporary", ...(accepted ? { perRecipient: failAccepted(accepted, stage, reply, "temporary") } : {}) });
+      return replyFailure(stage, reply, {
+        kind: "temporary",
+        ...(accepted ? { perRecipient: failAccepted(accepted, stage, reply, "temporary") } : {}),
+      });
     };
 
     if (pipelined) {

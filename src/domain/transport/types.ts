@@ -27,7 +27,7 @@ export interface SmtpReply {
 
 export type RecipientOutcome =
   | ({ recipient: string; ok: true } & SmtpReply)
-  | ({ recipient: string; ok: false; kind: FailureKind; /** where it was refused; `rcpt` when absent */ stage?: SmtpStage } & SmtpReply);
+  | ({ recipient: string; ok: false; kind: FailureKind /** where it was refused; `rcpt` when absent */; stage?: SmtpStage } & SmtpReply);
 
 export interface SendSuccess extends SmtpReply {
   ok: true;

@@ -422,7 +422,13 @@ export async function failVerificationJob(env: Env, jobId: string, reason: strin
               .set({ creditsCharged: settled.creditsCharged })
               .where(and(eq(verificationJobs.id, job.id), not(refundedGuard("verify", job.id)))),
           ),
-          ...refundStatements(d1, { accountId: job.accountId, balance: "verify", amount: refund, referenceId: job.id, note: "verification job failed" }),
+          ...refundStatements(d1, {
+            accountId: job.accountId,
+            balance: "verify",
+            amount: refund,
+            referenceId: job.id,
+            note: "verification job failed",
+          }),
         ]
       : []),
     eventStatement(d1, event),

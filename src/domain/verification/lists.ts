@@ -8,9 +8,7 @@ const disposableDomains: ReadonlySet<string> = new Set(disposableDomainList.map(
 
 // free-email-domains merges disposable lists into its own; a domain is free-provider only if it is not
 // disposable, so the two flags never contradict each other.
-const freeProviderDomains: ReadonlySet<string> = new Set(
-  freeDomainList.map((d) => d.toLowerCase()).filter((d) => !disposableDomains.has(d)),
-);
+const freeProviderDomains: ReadonlySet<string> = new Set(freeDomainList.map((d) => d.toLowerCase()).filter((d) => !disposableDomains.has(d)));
 
 const roleLocalPartSet: ReadonlySet<string> = new Set(roleLocalParts.map((r) => r.toLowerCase()));
 

@@ -11,17 +11,19 @@ const ROWS_PER_PAGE = 1_000;
  * 50,000-row file never sits in memory. Cells that a spreadsheet would run as a formula (`=`, `+`, `-`, `@`) are
  * prefixed with `'` (CSV injection), the usual defence; addresses are otherwise written as verified.
  */
-export function jobResultsCsv(d1: D1Database, jobId: string, columns: readonly string[], toRow: (row: ResultRow) => CsvCell[]): ReadableStream<Uint8Array> {
+export function jobResultsCsv(
+  d1: D1Database,
+  jobId: string,
+  columns: readonly string[],
+  toRow: (row: ResultRow) => CsvCell[],
+): ReadableStream<Uint8Array> {
   const encoder = new TextEncoder();
   let after = -1;
   let headerSent = false;
   return new ReadableStream<Uint8Array>({
     async pull(controller) {
       const rows = await listJobResults(d1, jobId, after, ROWS_PER_PAGE);
-      const lines = Papa.unparse(
-        { fields: [...columns], data: rows.map(toRow) },
-        { header: !headerSent, newline: "\r\n", escapeFormulae: true },
-      );
+      const lines = Papa.unparse({ fields: [...columns], data: rows.map(toRow) }, { header: !headerSent, newline: "\r\n", escapeFormulae: true });
       headerSent = true;
       if (lines) controller.enqueue(encoder.encode(`${lines}\r\n`));
       const last = rows.at(-1);

@@ -66,16 +66,12 @@ export const VERIFICATION_STATUSES = {
     result: "valid",
     quality: "safe",
     baseScore: 0.9,
-    description:
-      "Syntax and domain mail routing check out. The mailbox itself and catch-all cannot be probed (port 25), hence 0.9, not 1.",
+    description: "Syntax and domain mail routing check out. The mailbox itself and catch-all cannot be probed (port 25), hence 0.9, not 1.",
   },
 } as const satisfies Record<string, StatusInfo>;
 
 export type VerificationStatus = keyof typeof VERIFICATION_STATUSES;
-export const VERIFICATION_STATUS_NAMES = Object.keys(VERIFICATION_STATUSES) as [
-  VerificationStatus,
-  ...VerificationStatus[],
-];
+export const VERIFICATION_STATUS_NAMES = Object.keys(VERIFICATION_STATUSES) as [VerificationStatus, ...VerificationStatus[]];
 
 /** Notes that lower the score of an address that is otherwise valid or risky. */
 export const SCORE_DEDUCTIONS = {
@@ -90,10 +86,7 @@ export type VerificationSubStatus = SyntaxSubStatus | DnsSubStatus | NoteSubStat
 
 export const verificationResultSchema = z.object({
   email: z.string().describe("The address as given, trimmed."),
-  normalized: z
-    .string()
-    .nullable()
-    .describe("Local part (NFC) @ lower-cased punycode domain; null when the syntax is invalid."),
+  normalized: z.string().nullable().describe("Local part (NFC) @ lower-cased punycode domain; null when the syntax is invalid."),
   account: z.string().describe("Local part of the address."),
   domain: z.string().describe("Domain part, lower-cased, IDNs in punycode."),
   result: z.enum(VERIFICATION_RESULTS),
@@ -103,10 +96,7 @@ export const verificationResultSchema = z.object({
     .nullable()
     .describe("The most specific note: the syntax rule broken, servfail/timeout, or typo_suggested, smtputf8, implicit_mx, free_provider."),
   mx_found: z.boolean().describe("The domain publishes at least one usable MX record."),
-  mx_record: z
-    .string()
-    .nullable()
-    .describe("Best-priority mail exchanger; the domain itself for an implicit MX."),
+  mx_record: z.string().nullable().describe("Best-priority mail exchanger; the domain itself for an implicit MX."),
   disposable: z.boolean(),
   role_based: z.boolean(),
   free_provider: z.boolean(),

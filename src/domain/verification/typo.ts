@@ -79,10 +79,7 @@ const fuzzyTargets = TOP_PROVIDERS.map((domain) => {
  * The domain the user probably meant, or null: `gmial.com` → `gmail.com`, `yahoo.cm` → `yahoo.com`,
  * `acme.con` → `acme.com`. Expects a lower-cased ASCII domain.
  */
-export function suggestDomain(
-  domain: string,
-  isKnownProvider: (domain: string) => boolean = () => false,
-): string | null {
+export function suggestDomain(domain: string, isKnownProvider: (domain: string) => boolean = () => false): string | null {
   if (topProviders.has(domain) || LOOKALIKE_PROVIDERS.has(domain)) return null;
   const labels = domain.split(".");
   const tld = labels[labels.length - 1] ?? "";

@@ -147,8 +147,7 @@ function buildResult(syntax: ValidSyntax, domainCheck: DomainCheck): Verificatio
     status,
     sub_status: subStatus,
     mx_found: domainCheck.kind === "mx",
-    mx_record:
-      domainCheck.kind === "mx" ? domainCheck.exchange : domainCheck.kind === "implicit_mx" ? syntax.domain : null,
+    mx_record: domainCheck.kind === "mx" ? domainCheck.exchange : domainCheck.kind === "implicit_mx" ? syntax.domain : null,
     disposable,
     role_based: roleBased,
     free_provider: freeProvider,

@@ -81,12 +81,7 @@ export async function attemptDelivery(
   return postWebhook({ url: check.url, body, headers: signature, timeoutMs: context.timeoutMs });
 }
 
-export async function postWebhook(input: {
-  url: string;
-  body: string;
-  headers: Record<string, string>;
-  timeoutMs: number;
-}): Promise<AttemptResult> {
+export async function postWebhook(input: { url: string; body: string; headers: Record<string, string>; timeoutMs: number }): Promise<AttemptResult> {
   const started = Date.now();
   const signal = AbortSignal.timeout(input.timeoutMs);
   try {
@@ -150,7 +145,11 @@ async function readSnippet(response: Response): Promise<string> {
  * Sends one event of `type` with sample data to the endpoint now, signed like every delivery, and logs it (never
  * retried). Works on a disabled endpoint, so its owner can check it before re-enabling it.
  */
-export async function sendTestEvent(env: Env, endpoint: WebhookEndpointRow, type: EventType): Promise<{ event: WebhookEnvelope; result: AttemptResult }> {
+export async function sendTestEvent(
+  env: Env,
+  endpoint: WebhookEndpointRow,
+  type: EventType,
+): Promise<{ event: WebhookEnvelope; result: AttemptResult }> {
   const event: WebhookEnvelope = { id: newId("evt"), type, created_at: nowIso(), data: sampleEventData[type] };
   const result = await attemptDelivery(deliveryContext(env), endpoint, event);
   await logDeliveryAttempt(env.DB, {

@@ -109,7 +109,12 @@ async function dispatchEventRows(env: Env, rows: readonly EventRow[]): Promise<n
   const marks = chunk(
     rows.map((row) => row.id),
     IDS_PER_STATEMENT,
-  ).map((ids) => db.update(events).set({ dispatchedAt }).where(and(inArray(events.id, ids), isNull(events.dispatchedAt))));
+  ).map((ids) =>
+    db
+      .update(events)
+      .set({ dispatchedAt })
+      .where(and(inArray(events.id, ids), isNull(events.dispatchedAt))),
+  );
   const [first, ...rest] = marks;
   if (first) await db.batch([first, ...rest]);
   return messages.length;

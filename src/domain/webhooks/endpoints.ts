@@ -53,11 +53,14 @@ export async function signingSecrets(
   return previous ? [current, await decryptSecret(previous, encryptionKey)] : [current];
 }
 
-type UrlRefused = { kind: "url_refused"; reason: string; /** DNS did not answer: worth retrying. */ transient: boolean };
+type UrlRefused = { kind: "url_refused"; reason: string /** DNS did not answer: worth retrying. */; transient: boolean };
 
 /** The URL as stored, or why it is refused (checked against the URL policy on a DNS answer). */
 async function acceptableUrl(env: Env, url: string): Promise<{ kind: "ok"; url: string } | UrlRefused> {
-  const check = await checkWebhookUrl(url, { allowPrivate: allowPrivateWebhookUrls(env), resolver: createResolver({ url: config(env).dohUrl, db: env.DB }) });
+  const check = await checkWebhookUrl(url, {
+    allowPrivate: allowPrivateWebhookUrls(env),
+    resolver: createResolver({ url: config(env).dohUrl, db: env.DB }),
+  });
   return check.ok ? { kind: "ok", url: check.url } : { kind: "url_refused", reason: check.reason, transient: check.transient === true };
 }
 
@@ -289,7 +292,10 @@ export function deliverySucceededStatements(
 ): D1PreparedStatement[] {
   const log = statement(d1, deliveryLogQuery(d1, { ...record, status: "succeeded", nextRetryAt: null }));
   if (endpoint.failingSince === null) return [log];
-  const recovered = drizzle(d1).update(webhookEndpoints).set({ failingSince: null, updatedAt: record.createdAt }).where(eq(webhookEndpoints.id, endpoint.id));
+  const recovered = drizzle(d1)
+    .update(webhookEndpoints)
+    .set({ failingSince: null, updatedAt: record.createdAt })
+    .where(eq(webhookEndpoints.id, endpoint.id));
   return [log, statement(d1, recovered)];
 }
 

@@ -12,7 +12,12 @@ const message = {
   metadata: { user_id: "42" },
 };
 const recipient = { ...message, recipient: "jane@example.com" };
-const bounce = { bounce_type: "hard" as const, smtp_code: 550, enhanced_code: "5.1.1", smtp_response: "550 5.1.1 The email account that you tried to reach does not exist" };
+const bounce = {
+  bounce_type: "hard" as const,
+  smtp_code: 550,
+  enhanced_code: "5.1.1",
+  smtp_response: "550 5.1.1 The email account that you tried to reach does not exist",
+};
 
 export const sampleEventData: { [T in EventType]: EventData<T> } = {
   delivered: { ...recipient, smtp_response: "250 2.0.0 OK queued" },

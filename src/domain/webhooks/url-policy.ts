@@ -102,7 +102,7 @@ const v4ToInt = (ip: Ipv4) => ((ip[0] << 24) | (ip[1] << 16) | (ip[2] << 8) | ip
 
 function isPublicIpv4(ip: Ipv4): boolean {
   const value = v4ToInt(ip);
-  return !NON_PUBLIC_V4.some(([base, bits]) => (value >>> (32 - bits)) === (v4ToInt(base) >>> (32 - bits)));
+  return !NON_PUBLIC_V4.some(([base, bits]) => value >>> (32 - bits) === v4ToInt(base) >>> (32 - bits));
 }
 
 type Ipv6 = number[]; // eight 16-bit groups
