@@ -40,8 +40,10 @@ async function assertAuthorsVerified(d1: D1Database, accountId: string, parsed: 
   }
   const from = mailboxesIn(parsed, "from");
   const sender = mailboxesIn(parsed, "sender");
-  // acceptMessage checks the one From address itself; only more addresses need this extra read
-  if (from.length <= 1 && sender.length === 0) return;
+  // acceptMessage checks the From address postal-mime reports (or MAIL FROM when there is none); only other
+  // addresses need this extra read. A group (`From: Team: a@x, b@y;`) has no such address, so each member is checked.
+  const checkedByAccept = parsed.from?.address?.toLowerCase();
+  if (sender.length === 0 && (from.length === 0 || (from.length === 1 && from[0]!.toLowerCase() === checkedByAccept))) return;
   const verified = await verifiedDomainNames(d1, accountId, [...new Set([...from, ...sender].map(domainOf))]);
   const foreign = [...new Set([...from, ...sender].filter((address) => !address.includes("@") || !verified.has(domainOf(address))))];
   if (foreign.length > 0) {
