@@ -169,7 +169,8 @@ export const sendRoutes = createRouter().openapi(send, async (c) => {
     c.executionCtx,
     { account, testMode: apiKey.mode === "test" },
     input,
-    key ? { key, route: "POST /send", requestHash: await sha256Hex(JSON.stringify(body)) } : undefined,
+    // Test and live keys never share a stored answer: a test key's send must not replay for a live one.
+    key ? { key, route: apiKey.mode === "test" ? "POST /send (test)" : "POST /send", requestHash: await sha256Hex(JSON.stringify(body)) } : undefined,
   );
   if (result.replayed) c.header("Idempotent-Replayed", "true");
   return c.json(result.body, 202);

@@ -41,6 +41,8 @@ const limiters = bodyLimits.map(([prefix, maxSize]) => ({
 }));
 
 export const requestBodyLimit = createMiddleware<AppEnv>(async (c, next) => {
-  const limiter = limiters.find(({ prefix }) => c.req.path.startsWith(prefix));
+  // A prefix names a path segment: /api/v1/send must not also cover /api/v1/senders.
+  const path = c.req.path;
+  const limiter = limiters.find(({ prefix }) => prefix === "/" || path === prefix || path.startsWith(`${prefix}/`));
   return limiter ? limiter.middleware(c, next) : next();
 });

@@ -301,6 +301,30 @@ describe("POST /send", () => {
     expect(conflict.status).toBe(409);
     expect(await json(conflict)).toMatchObject({ code: "idempotency_conflict" });
   });
+
+  it("never replays a test key's answer for a live key with the same Idempotency-Key", async () => {
+    const { key, from } = await setup();
+    const testKey = await createKey(key, { name: "sandbox", mode: "test" });
+    const body = { from, to: [rcpt("idem-mode")], subject: "once", text: "x" };
+    const headers = { "Idempotency-Key": "order-7" };
+    const simulated = await json(await call("/api/v1/send", { key: testKey.key, body, headers }));
+    expect(simulated).toMatchObject({ test_mode: true, credits_charged: 0 });
+    const live = await call("/api/v1/send", { key, body, headers });
+    expect(live.status).toBe(202);
+    expect(live.headers.get("Idempotent-Replayed")).toBeNull();
+    const liveAnswer = await json(live);
+    expect(liveAnswer).toMatchObject({ test_mode: false, credits_charged: 1 });
+    // The live key's own retry replays the live answer.
+    const retried = await call("/api/v1/send", { key, body, headers });
+    expect(retried.headers.get("Idempotent-Replayed")).toBe("true");
+    expect((await json(retried)).id).toBe(liveAnswer.id);
+  });
+
+  it("applies the 1 MB body cap to /senders (the 15 MB cap is /send's alone)", async () => {
+    const { key } = await setup();
+    const response = await call("/api/v1/senders", { key, body: { name: "x".repeat(2 * 1024 * 1024), email: "a@b.test" } });
+    expect(response.status).toBe(413);
+  });
 });
 
 describe("test mode", () => {
