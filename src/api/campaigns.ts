@@ -333,8 +333,18 @@ function savedOrThrow(outcome: SaveOutcome) {
   throw notFound("Campaign");
 }
 
+/**
+ * Campaigns are live-only (a test key cannot send one), so a test key cannot change them either: a leaked `sk_test_`
+ * key must not rewrite, delete or cancel what a live key sends.
+ */
+function requireLiveKey(auth: { apiKey: { mode: "live" | "test" } }, what: string): void {
+  if (auth.apiKey.mode === "test")
+    throw new AppError("live_key_required", `Campaigns are ${what} with a live key; test mode does not cover campaigns`);
+}
+
 export const campaignRoutes = createRouter()
   .openapi(createRoute, async (c) => {
+    requireLiveKey(c.get("auth"), "created");
     const body = c.req.valid("json");
     const input = inputOf(body);
     const campaign = savedOrThrow(
@@ -380,11 +390,13 @@ export const campaignRoutes = createRouter()
     return c.json(serializeCampaign(campaign, counters.get(campaign.id)), 200);
   })
   .openapi(updateRoute, async (c) => {
+    requireLiveKey(c.get("auth"), "changed");
     const body = c.req.valid("json");
     const campaign = savedOrThrow(await updateDraft(c.env.DB, c.get("auth").account.id, c.req.valid("param").id, inputOf(body)));
     return c.json(serializeCampaign(campaign), 200);
   })
   .openapi(deleteRoute, async (c) => {
+    requireLiveKey(c.get("auth"), "deleted");
     const { id } = c.req.valid("param");
     const outcome = await deleteDraft(c.env.DB, c.get("auth").account.id, id);
     if (outcome.kind === "not_found") throw notFound("Campaign");
@@ -393,8 +405,8 @@ export const campaignRoutes = createRouter()
   })
   .openapi(sendRoute, async (c) => {
     const { send_at: sendAtText } = c.req.valid("json");
-    const { account, apiKey } = c.get("auth");
-    if (apiKey.mode === "test") throw new AppError("live_key_required", "Campaigns are sent with a live key; test mode does not cover campaigns yet");
+    const { account } = c.get("auth");
+    requireLiveKey(c.get("auth"), "sent");
     let sendAt: Date | undefined;
     if (sendAtText !== undefined) {
       sendAt = new Date(sendAtText);
@@ -425,6 +437,7 @@ export const campaignRoutes = createRouter()
     }
   })
   .openapi(cancelRoute, async (c) => {
+    requireLiveKey(c.get("auth"), "cancelled");
     const outcome = await cancelCampaign(c.env, c.get("auth").account.id, c.req.valid("param").id);
     if (outcome.kind === "not_found") throw notFound("Campaign");
     if (outcome.kind === "not_cancellable")

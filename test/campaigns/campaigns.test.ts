@@ -350,6 +350,20 @@ describe("refusals", () => {
     const testKey = await createKey(key, { name: "test", mode: "test" });
     const fromTestKey = await call(`/api/v1/campaigns/${emptyCampaign.id}/send`, { key: testKey.key, body: {} });
     expect(fromTestKey.status).toBe(403);
+    // A test key reads campaigns but cannot create, change, delete or cancel them.
+    const before = await campaignOf(key, emptyCampaign.id);
+    for (const [path, method, body] of [
+      ["/api/v1/campaigns", "POST", { name: "sneaky" }],
+      [`/api/v1/campaigns/${emptyCampaign.id}`, "PATCH", { html: "<p>changed</p>" }],
+      [`/api/v1/campaigns/${emptyCampaign.id}`, "DELETE", undefined],
+      [`/api/v1/campaigns/${emptyCampaign.id}/cancel`, "POST", {}],
+    ] as const) {
+      const response = await call(path, { key: testKey.key, method, body });
+      expect(response.status).toBe(403);
+      expect(await json(response)).toMatchObject({ code: "live_key_required" });
+    }
+    expect((await call(`/api/v1/campaigns/${emptyCampaign.id}`, { key: testKey.key })).status).toBe(200);
+    expect(await campaignOf(key, emptyCampaign.id)).toEqual(before);
   });
 
   it("needs the campaigns feature", async () => {
