@@ -1,6 +1,6 @@
 import { DurableObject } from "cloudflare:workers";
 import { findAccount } from "../domain/accounts/accounts";
-import { audienceWhere } from "../domain/campaigns/audience";
+import { audienceParameters, audienceWhere, MAX_AUDIENCE_PARAMETERS } from "../domain/campaigns/audience";
 import { segmentConditions } from "../domain/campaigns/campaigns";
 import {
   beginSending,
@@ -118,6 +118,11 @@ export class CampaignProgress extends DurableObject<Env> {
     const account = await findAccount(drizzle(env.DB), campaign.accountId);
     if (!account) return undefined;
     const where = audienceWhere(campaign, await segmentConditions(env.DB, campaign));
+    // A segment edited after POST /send can outgrow D1's parameter limit: fail (credits released) rather than retry forever.
+    if (audienceParameters(where) > MAX_AUDIENCE_PARAMETERS) {
+      await failCampaign(env.DB, campaign, "its segments now have too many conditions together for one query");
+      return undefined;
+    }
     const deadline = Date.now() + RUN_BUDGET_MS;
     let state = progress;
     while (Date.now() < deadline) {

@@ -4,6 +4,7 @@
 // one message per contact when sending starts, in chunks, so a large audience never needs one large statement.
 
 import { and, asc, count, eq, gt, or, sql, type SQL } from "drizzle-orm";
+import { SQLiteAsyncDialect } from "drizzle-orm/sqlite-core";
 import { drizzle } from "drizzle-orm/d1";
 import { contacts, type campaigns } from "../../db/schema";
 
@@ -32,6 +33,18 @@ export function audienceWhere(audience: Audience, segmentConditions: SQL[]): SQL
     sql`NOT EXISTS (SELECT 1 FROM suppressions AS s WHERE s.account_id = ${audience.accountId} AND s.email = lower(${contacts.emailKey}))`,
   );
   return where ?? sql`0`;
+}
+
+const dialect = new SQLiteAsyncDialect();
+/**
+ * D1 binds at most 100 parameters per statement; the fan-out's page query adds a few to the audience's own. Every
+ * segment condition binds its values, so many segments with many conditions can go past it.
+ */
+export const MAX_AUDIENCE_PARAMETERS = 90;
+
+/** How many parameters the audience condition binds (see MAX_AUDIENCE_PARAMETERS). */
+export function audienceParameters(where: SQL): number {
+  return dialect.sqlToQuery(where).params.length;
 }
 
 export async function countAudience(d1: D1Database, where: SQL): Promise<number> {

@@ -11,7 +11,7 @@ import { newId, nowIso } from "../../lib/ids";
 import { logError } from "../../lib/log";
 import { keysetPage } from "../../lib/pagination";
 import { releaseStatements, reserveStatements, wasApplied } from "../credits/ledger";
-import { audienceWhere, countAudience } from "./audience";
+import { audienceParameters, audienceWhere, countAudience, MAX_AUDIENCE_PARAMETERS } from "./audience";
 import { segmentWhere } from "./segments";
 
 export type CampaignRow = typeof campaigns.$inferSelect;
@@ -283,7 +283,14 @@ export async function sendCampaign(env: Env, accountId: string, id: string, send
   if (html === null && text === null) errors.html = ["A campaign needs html, text or a template_id to be sent"];
   if (Object.keys(errors).length > 0) return { kind: "invalid", errors };
 
-  const recipients = await countAudience(d1, audienceWhere(campaign, await segmentConditions(d1, campaign)));
+  const where = audienceWhere(campaign, await segmentConditions(d1, campaign));
+  if (audienceParameters(where) > MAX_AUDIENCE_PARAMETERS) {
+    return {
+      kind: "invalid",
+      errors: { segments: ["These lists and segments have too many conditions together for one query; use fewer segments or conditions"] },
+    };
+  }
+  const recipients = await countAudience(d1, where);
   if (recipients === 0) {
     return {
       kind: "invalid",
