@@ -18,7 +18,8 @@ import { webhookRoutes } from "./api/webhooks";
 import { verifyRoutes } from "./api/verify";
 import { verifyApiRoutes } from "./verify-api";
 import { errorBody, handleError } from "./errors";
-import { relayRoutes } from "./internal/relay";
+import { RELAY_BASE_PATH } from "@mailforge/bridge-contract";
+import { relayGate, relayRoutes } from "./internal/relay";
 import { createRouter } from "./lib/openapi";
 import { adminAuth, apiKeyAuth } from "./middleware/auth";
 import { requestBodyLimit, requestId } from "./middleware/request";
@@ -61,6 +62,7 @@ export const openApiInfo = {
 export function createApp() {
   const app = createRouter();
   app.use("*", requestId);
+  app.use(`${RELAY_BASE_PATH}/*`, relayGate);
   app.use("*", requestBodyLimit);
   app.onError(handleError);
   app.notFound((c) => c.json(errorBody("not_found", `No route for ${c.req.method} ${c.req.path}`), 404));
@@ -109,7 +111,7 @@ export function createApp() {
   app.route("/api", verifyApiRoutes);
   app.route("/admin/v1", adminAccountRoutes);
   // The SMTP bridge's calls: signed with BRIDGE_SECRET, outside the API-key middleware, absent from the OpenAPI document.
-  app.route("/internal/relay", relayRoutes);
+  app.route(RELAY_BASE_PATH, relayRoutes);
 
   app.doc31("/api/v1/openapi.json", openApiInfo);
   app.get("/api/v1/docs", Scalar({ url: "/api/v1/openapi.json", pageTitle: "Mailforge API reference" }));

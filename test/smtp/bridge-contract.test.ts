@@ -9,6 +9,7 @@ import {
   signBridgeRequest,
   verifyBridgeSignature,
 } from "@mailforge/bridge-contract";
+import { exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { sendLimits } from "../../src/domain/sending/rules";
 import { call, createAccount, json } from "../helpers";
@@ -94,6 +95,22 @@ describe("the relay routes answer what the bridge reads", () => {
       status: "queued",
       test_mode: false,
     });
+  });
+
+  it("refuses a request without a fresh signature before reading its body", async () => {
+    // A body that never ends: reading it would hang, so a 401 proves the Worker did not read it.
+    const endless = () => new ReadableStream<Uint8Array>({ pull: () => new Promise<void>(() => undefined) });
+    for (const header of [undefined, `t=${Math.floor(Date.now() / 1000) - 3600},v1=${"0".repeat(64)}`]) {
+      const response = await exports.default.fetch(
+        new Request(`http://localhost${RELAY_BASE_PATH}${relayEndpoints.messages.path}`, {
+          method: "POST",
+          headers: { "Content-Type": "application/json", ...(header ? { [BRIDGE_SIGNATURE_HEADER]: header } : {}) },
+          body: endless(),
+          duplex: "half",
+        } as RequestInit),
+      );
+      expect(response.status).toBe(401);
+    }
   });
 
   it("refusals (bad signature, invalid body, too many recipients) parse with the contract's error schema", async () => {

@@ -112,6 +112,21 @@ export async function signBridgeRequest(secret: string, body: SignedBody, nowSec
   return `t=${nowSeconds},v1=${bytesToHex(mac.digest())}`;
 }
 
+/**
+ * The header's timestamp and digest when it is well formed and within the tolerance, else undefined: a receiver
+ * checks this before reading a (possibly 40 MB) body, so an unsigned or stale request costs it nothing.
+ */
+export function freshSignatureHeader(
+  header: string | null | undefined,
+  nowSeconds = nowInSeconds(),
+): { timestamp: string; presented: string } | undefined {
+  const match = headerPattern.exec(header?.trim() ?? "");
+  if (!match) return undefined;
+  const [, timestamp = "", presented = ""] = match;
+  if (Math.abs(nowSeconds - Number(timestamp)) > BRIDGE_SIGNATURE_TOLERANCE_SECONDS) return undefined;
+  return { timestamp, presented };
+}
+
 const hexToBytes = (hex: string) => Uint8Array.from(hex.match(/../g) ?? [], (pair) => Number.parseInt(pair, 16));
 
 /**
@@ -124,10 +139,9 @@ export async function verifyBridgeSignature(
   body: string | Uint8Array,
   nowSeconds = nowInSeconds(),
 ): Promise<boolean> {
-  const match = headerPattern.exec(header?.trim() ?? "");
-  if (!match) return false;
-  const [, timestamp = "", presented = ""] = match;
-  if (Math.abs(nowSeconds - Number(timestamp)) > BRIDGE_SIGNATURE_TOLERANCE_SECONDS) return false;
+  const parts = freshSignatureHeader(header, nowSeconds);
+  if (!parts) return false;
+  const { timestamp, presented } = parts;
   const prefix = encoder.encode(`${timestamp}.`);
   const text = typeof body === "string" ? encoder.encode(body) : body;
   const signed = new Uint8Array(prefix.length + text.length);
