@@ -4,6 +4,7 @@
 
 import { and, count, eq, inArray, sql, type SQL } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
+import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
 import { statement } from "../../db/client";
 import { campaigns, domains, lists, messages, segments, senders, templates, type campaignStatuses } from "../../db/schema";
 import type { FieldErrors } from "../../errors";
@@ -140,6 +141,9 @@ export async function listCampaigns(d1: D1Database, accountId: string, page: { c
 type References = Pick<CampaignInput, "senderId" | "templateId" | "lists" | "segments" | "excludeLists">;
 
 /** Each id the campaign names that is not the account's, keyed by its field path (`lists.2`); one round trip. */
+/** `column IN (ids)` with the ids bound as one JSON array: up to 100 lists and 100 exclusions stay under D1's 100 parameters. */
+const inJsonArray = (column: SQLiteColumn, ids: string[]) => sql`${column} IN (SELECT value FROM json_each(${JSON.stringify(ids)}))`;
+
 async function referenceProblems(d1: D1Database, accountId: string, refs: References): Promise<FieldErrors> {
   const db = drizzle(d1);
   const listIds = [...new Set([...refs.lists, ...refs.excludeLists])];
@@ -147,11 +151,11 @@ async function referenceProblems(d1: D1Database, accountId: string, refs: Refere
     db
       .select({ id: lists.id })
       .from(lists)
-      .where(and(eq(lists.accountId, accountId), inArray(lists.id, listIds.length > 0 ? listIds : [""]))),
+      .where(and(eq(lists.accountId, accountId), inJsonArray(lists.id, listIds))),
     db
       .select({ id: segments.id })
       .from(segments)
-      .where(and(eq(segments.accountId, accountId), inArray(segments.id, refs.segments.length > 0 ? refs.segments : [""]))),
+      .where(and(eq(segments.accountId, accountId), inJsonArray(segments.id, refs.segments))),
     db
       .select({ id: senders.id })
       .from(senders)
@@ -232,7 +236,7 @@ export async function segmentConditions(d1: D1Database, campaign: Pick<CampaignR
   const rows = await drizzle(d1)
     .select({ match: segments.match, conditions: segments.conditions })
     .from(segments)
-    .where(and(eq(segments.accountId, campaign.accountId), inArray(segments.id, campaign.segments)));
+    .where(and(eq(segments.accountId, campaign.accountId), inJsonArray(segments.id, campaign.segments)));
   return rows.map((row) => segmentWhere(campaign.accountId, row));
 }
 
