@@ -4,7 +4,7 @@
 // call that module; they build no queries. Row types come from db/schema.ts (`typeof table.$inferSelect`).
 // `statement()` below is the one way to put such a query into a `D1Database.batch` beside the ledger's statements.
 
-import { is, SQL, type SQLWrapper } from "drizzle-orm";
+import { is, SQL, sql, type SQLWrapper } from "drizzle-orm";
 import { SQLiteAsyncDialect } from "drizzle-orm/sqlite-core";
 
 type ToSql = SQLWrapper & { toSQL(): { sql: string; params: unknown[] } };
@@ -18,4 +18,12 @@ const dialect = new SQLiteAsyncDialect();
 export function statement(d1: D1Database, query: ToSql | SQL): D1PreparedStatement {
   const { sql, params } = is(query, SQL) ? dialect.sqlToQuery(query) : query.toSQL();
   return d1.prepare(sql).bind(...params);
+}
+
+/** The current time as the schema's timestamps store it (ISO 8601 UTC with milliseconds), computed by SQLite. */
+export const sqlNow = sql`strftime('%Y-%m-%dT%H:%M:%fZ', 'now')`;
+
+/** `column IN (values)` with the values bound as ONE JSON array: any number of ids stays under D1's 100 parameters. */
+export function inJsonArray(column: SQLWrapper, values: readonly unknown[]): SQL {
+  return sql`${column} IN (SELECT value FROM json_each(${JSON.stringify(values)}))`;
 }

@@ -7,11 +7,10 @@ import { and, asc, count, eq, gt, or, sql, type SQL } from "drizzle-orm";
 import { SQLiteAsyncDialect } from "drizzle-orm/sqlite-core";
 import { drizzle } from "drizzle-orm/d1";
 import { contacts, type campaigns } from "../../db/schema";
+import { inJsonArray } from "../../db/client";
 
 type CampaignRow = typeof campaigns.$inferSelect;
 export type Audience = Pick<CampaignRow, "accountId" | "lists" | "excludeLists">;
-
-const jsonIds = (ids: string[]) => sql`(SELECT value FROM json_each(${JSON.stringify(ids)}))`;
 
 /**
  * The SQL condition over `contacts` selecting the audience; `segmentConditions` are the compiled conditions of the
@@ -20,14 +19,16 @@ const jsonIds = (ids: string[]) => sql`(SELECT value FROM json_each(${JSON.strin
 export function audienceWhere(audience: Audience, segmentConditions: SQL[]): SQL {
   const included: SQL[] = [...segmentConditions];
   if (audience.lists.length > 0) {
-    included.push(sql`EXISTS (SELECT 1 FROM list_members AS m WHERE m.contact_id = ${contacts.id} AND m.list_id IN ${jsonIds(audience.lists)})`);
+    included.push(
+      sql`EXISTS (SELECT 1 FROM list_members AS m WHERE m.contact_id = ${contacts.id} AND ${inJsonArray(sql`m.list_id`, audience.lists)})`,
+    );
   }
   const where = and(
     eq(contacts.accountId, audience.accountId),
     eq(contacts.status, "subscribed"),
     included.length > 0 ? or(...included) : sql`0`,
     audience.excludeLists.length > 0
-      ? sql`NOT EXISTS (SELECT 1 FROM list_members AS x WHERE x.contact_id = ${contacts.id} AND x.list_id IN ${jsonIds(audience.excludeLists)})`
+      ? sql`NOT EXISTS (SELECT 1 FROM list_members AS x WHERE x.contact_id = ${contacts.id} AND ${inJsonArray(sql`x.list_id`, audience.excludeLists)})`
       : undefined,
     // Suppressions are keyed by the fully lower-cased address, as lower(email_key) is (see normalizeSuppressionEmail).
     sql`NOT EXISTS (SELECT 1 FROM suppressions AS s WHERE s.account_id = ${audience.accountId} AND s.email = lower(${contacts.emailKey}))`,

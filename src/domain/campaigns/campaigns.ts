@@ -4,8 +4,7 @@
 
 import { and, count, eq, inArray, sql, type SQL } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
-import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
-import { statement } from "../../db/client";
+import { inJsonArray, statement } from "../../db/client";
 import { campaigns, domains, lists, messages, segments, senders, templates, type campaignStatuses } from "../../db/schema";
 import type { FieldErrors } from "../../errors";
 import { newId, nowIso } from "../../lib/ids";
@@ -82,7 +81,7 @@ export async function campaignCounters(d1: D1Database, campaignIds: string[]): P
   const rows = await drizzle(d1)
     .select({ campaignId: messages.campaignId, status: messages.status, total: count() })
     .from(messages)
-    .where(sql`${messages.campaignId} IN (SELECT value FROM json_each(${JSON.stringify(campaignIds)}))`)
+    .where(inJsonArray(messages.campaignId, campaignIds))
     .groupBy(messages.campaignId, messages.status)
     .all();
   const byCampaign = new Map<string, { status: string; total: number }[]>();
@@ -141,9 +140,6 @@ export async function listCampaigns(d1: D1Database, accountId: string, page: { c
 type References = Pick<CampaignInput, "senderId" | "templateId" | "lists" | "segments" | "excludeLists">;
 
 /** Each id the campaign names that is not the account's, keyed by its field path (`lists.2`); one round trip. */
-/** `column IN (ids)` with the ids bound as one JSON array: up to 100 lists and 100 exclusions stay under D1's 100 parameters. */
-const inJsonArray = (column: SQLiteColumn, ids: string[]) => sql`${column} IN (SELECT value FROM json_each(${JSON.stringify(ids)}))`;
-
 async function referenceProblems(d1: D1Database, accountId: string, refs: References): Promise<FieldErrors> {
   const db = drizzle(d1);
   const listIds = [...new Set([...refs.lists, ...refs.excludeLists])];

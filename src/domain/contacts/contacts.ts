@@ -4,7 +4,7 @@
 
 import { and, desc, eq, gt, getTableColumns, sql, type SQL } from "drizzle-orm";
 import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
-import { statement } from "../../db/client";
+import { inJsonArray, sqlNow, statement } from "../../db/client";
 import { contacts, listMembers, lists, suppressions } from "../../db/schema";
 import type { FieldErrors } from "../../errors";
 import { keysetPage } from "../../lib/pagination";
@@ -28,8 +28,6 @@ export type CustomFields = Record<string, CustomFieldValue>;
 export type CustomFieldsPatch = Record<string, CustomFieldValue | null>;
 
 export type ContactRow = typeof contacts.$inferSelect;
-
-const nowSql = sql.raw(`strftime('%Y-%m-%dT%H:%M:%fZ', 'now')`);
 
 /** The ids of the contact's lists, oldest membership first, as one column of the contact's own row. */
 // The outer column is spelled out: drizzle writes a single-table select's columns unqualified ("id").
@@ -156,7 +154,7 @@ export function contactUpsertSql(accountId: string, rows: ContactUpsert[], optio
   }
   // excluded.status is 'unsubscribed' only when the address is suppressed; bounced and complained stay as they are.
   sets.push(sql`status = CASE WHEN excluded.status = 'unsubscribed' AND contacts.status = 'subscribed' THEN 'unsubscribed' ELSE contacts.status END`);
-  sets.push(sql`updated_at = ${nowSql}`);
+  sets.push(sql`updated_at = ${sqlNow}`);
   return sql`${insert} ON CONFLICT (account_id, email_key) DO UPDATE SET ${sql.join(sets, sql`, `)} RETURNING id`;
 }
 
@@ -193,8 +191,7 @@ export function givenTextFields(input: Partial<Record<ContactTextField, string |
   return fields;
 }
 
-const ownedListsWhere = (accountId: string, listIds: string[]) =>
-  and(eq(lists.accountId, accountId), sql`${lists.id} IN (SELECT value FROM json_each(${JSON.stringify(listIds)}))`);
+const ownedListsWhere = (accountId: string, listIds: string[]) => and(eq(lists.accountId, accountId), inJsonArray(lists.id, listIds));
 
 export type SaveContactInput = {
   address: ContactAddress;
@@ -386,7 +383,7 @@ export async function updateContact(d1: D1Database, accountId: string, contactId
         // Merged in SQL from the stored value, so a concurrent update of other keys is not lost.
         ...(patch.customFields ? { customFields: sql`json_patch(${contacts.customFields}, ${JSON.stringify(patch.customFields)})` } : {}),
         status,
-        updatedAt: sql`(${nowSql})`,
+        updatedAt: sql`(${sqlNow})`,
       })
       .where(where),
     db.select(contactSelection).from(contacts).where(where),

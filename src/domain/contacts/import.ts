@@ -15,7 +15,7 @@
 import { and, asc, eq, inArray, lt, sql, type SQL } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { z } from "zod";
-import { statement } from "../../db/client";
+import { sqlNow, statement } from "../../db/client";
 import { contactImportErrors, contactImports } from "../../db/schema";
 import { addFieldError, type FieldErrors } from "../../errors";
 import { csvBytesProblem } from "../../lib/csv-upload";
@@ -285,14 +285,12 @@ export type ImportRunResult =
 
 type D1Usage = { rowsRead: number; rowsWritten: number };
 
-const nowSql = sql.raw(`strftime('%Y-%m-%dT%H:%M:%fZ', 'now')`);
-
 /** Marks an import failed (a file-level problem, or a chunk that kept failing) and drops its file. */
 export async function failContactImport(env: Env, importId: string, reason: string): Promise<void> {
   const db = drizzle(env.DB);
   const row = await db
     .update(contactImports)
-    .set({ status: "failed", error: reason, updatedAt: sql`${nowSql}` })
+    .set({ status: "failed", error: reason, updatedAt: sql`${sqlNow}` })
     .where(and(eq(contactImports.id, importId), sql`${contactImports.status} IN ('pending', 'processing')`))
     .returning({ inputKey: contactImports.inputKey })
     .get();
@@ -335,7 +333,7 @@ export async function runContactImport(
   if (job.status === "pending") {
     await db
       .update(contactImports)
-      .set({ status: "processing", updatedAt: sql`${nowSql}` })
+      .set({ status: "processing", updatedAt: sql`${sqlNow}` })
       .where(and(eq(contactImports.id, importId), eq(contactImports.status, "pending")))
       .run();
   }
@@ -442,7 +440,7 @@ function progressSql(
       updated = updated + ${chunk.upserts.length} - ${createdCount},
       failed = failed + ${chunk.failures},
       status = ${chunk.done ? "completed" : "processing"},
-      updated_at = ${nowSql}
+      updated_at = ${sqlNow}
     WHERE id = ${importId} AND input_offset = ${chunk.from} AND status = 'processing'`;
 }
 

@@ -2,7 +2,7 @@
 
 import { and, eq, getTableColumns, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
-import { statement } from "../../db/client";
+import { inJsonArray, statement } from "../../db/client";
 import { contacts, listMembers, lists } from "../../db/schema";
 import { newId, nowIso } from "../../lib/ids";
 import { keysetPage } from "../../lib/pagination";
@@ -115,7 +115,7 @@ export async function addMembersByAddress(d1: D1Database, accountId: string, lis
       drizzle(d1)
         .select({ id: contacts.id })
         .from(contacts)
-        .where(and(eq(contacts.accountId, accountId), sql`${contacts.emailKey} IN (SELECT value FROM json_each(${JSON.stringify(keys)}))`)),
+        .where(and(eq(contacts.accountId, accountId), inJsonArray(contacts.emailKey, keys))),
     ),
   ]);
   const addedIds = new Set(added?.results.map((row) => row.contact_id));

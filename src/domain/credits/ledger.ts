@@ -1,6 +1,6 @@
 import { eq, sql, type SQL } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
-import { statement } from "../../db/client";
+import { sqlNow, statement } from "../../db/client";
 import { accounts, type creditLedger } from "../../db/schema";
 import { newId } from "../../lib/ids";
 
@@ -17,7 +17,6 @@ const availableExpr = { send: sql.raw("(send_balance - send_reserved)"), verify:
 
 const insertEntry = sql.raw("INSERT INTO credit_ledger (id, account_id, balance, kind, amount, reference_id, note, balance_after)");
 const insertEntryOnce = sql.raw("INSERT OR IGNORE INTO credit_ledger (id, account_id, balance, kind, amount, reference_id, note, balance_after)");
-const nowSql = sql.raw("strftime('%Y-%m-%dT%H:%M:%fZ', 'now')");
 
 type EntryKind = (typeof creditLedger.$inferSelect)["kind"];
 const entryExists = (balance: BalanceKind, kind: EntryKind, referenceId: string) =>
@@ -32,7 +31,7 @@ export function topUpStatements(db: D1Database, accountId: string, balance: Bala
       db,
       sql`${insertEntry} SELECT ${newId("led")}, id, ${balance}, 'top_up', ${amount}, NULL, ${note}, ${column} + ${amount} FROM accounts WHERE id = ${accountId}`,
     ),
-    statement(db, sql`UPDATE accounts SET ${column} = ${column} + ${amount}, updated_at = ${nowSql} WHERE id = ${accountId}`),
+    statement(db, sql`UPDATE accounts SET ${column} = ${column} + ${amount}, updated_at = ${sqlNow} WHERE id = ${accountId}`),
   ];
 }
 
@@ -51,7 +50,7 @@ export function chargeStatements(db: D1Database, change: LedgerChange) {
     ),
     statement(
       db,
-      sql`UPDATE accounts SET ${column} = ${column} - ${change.amount}, updated_at = ${nowSql}
+      sql`UPDATE accounts SET ${column} = ${column} - ${change.amount}, updated_at = ${sqlNow}
         WHERE id = ${change.accountId} AND ${entryExists(change.balance, "charge", change.referenceId)}`,
     ),
   ];
@@ -89,7 +88,7 @@ export function refundStatements(db: D1Database, change: LedgerChange) {
     ),
     statement(
       db,
-      sql`UPDATE accounts SET ${column} = ${column} + ${change.amount}, updated_at = ${nowSql}
+      sql`UPDATE accounts SET ${column} = ${column} + ${change.amount}, updated_at = ${sqlNow}
         WHERE id = ${change.accountId} AND EXISTS (SELECT 1 FROM credit_ledger WHERE id = ${entryId})`,
     ),
   ];
@@ -105,7 +104,7 @@ export function reserveStatements(db: D1Database, change: Omit<LedgerChange, "ba
     ),
     statement(
       db,
-      sql`UPDATE accounts SET send_reserved = send_reserved + ${change.amount}, updated_at = ${nowSql}
+      sql`UPDATE accounts SET send_reserved = send_reserved + ${change.amount}, updated_at = ${sqlNow}
         WHERE id = ${change.accountId} AND ${entryExists("send", "reservation", change.referenceId)}`,
     ),
   ];
@@ -122,7 +121,7 @@ export function releaseStatements(db: D1Database, change: Omit<LedgerChange, "ba
     ),
     statement(
       db,
-      sql`UPDATE accounts SET send_reserved = MAX(0, send_reserved - ${change.amount}), updated_at = ${nowSql}
+      sql`UPDATE accounts SET send_reserved = MAX(0, send_reserved - ${change.amount}), updated_at = ${sqlNow}
         WHERE id = ${change.accountId} AND EXISTS (SELECT 1 FROM credit_ledger WHERE id = ${entryId})`,
     ),
   ];
@@ -142,7 +141,7 @@ export function chargeFromReservationStatements(db: D1Database, change: Omit<Led
     ),
     statement(
       db,
-      sql`UPDATE accounts SET send_balance = send_balance - ${change.amount}, send_reserved = MAX(0, send_reserved - ${change.amount}), updated_at = ${nowSql}
+      sql`UPDATE accounts SET send_balance = send_balance - ${change.amount}, send_reserved = MAX(0, send_reserved - ${change.amount}), updated_at = ${sqlNow}
         WHERE id = ${change.accountId} AND EXISTS (SELECT 1 FROM credit_ledger WHERE id = ${entryId})`,
     ),
   ];

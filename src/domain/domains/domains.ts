@@ -1,6 +1,6 @@
 // Sending domains: DKIM keys, the records to publish, their checks. This module owns the domains' queries.
 
-import { and, eq, inArray, sql } from "drizzle-orm";
+import { and, eq, inArray } from "drizzle-orm";
 import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
 import { domains, type DnsRecordCheck } from "../../db/schema";
 import { decryptSecret, encryptSecret } from "../../lib/crypto";
@@ -10,6 +10,7 @@ import { keysetPage } from "../../lib/pagination";
 import { resolve } from "../dns/doh";
 import { dkimTxtValue, generateDkimEd25519KeyPair, generateDkimKeyPair } from "../sending/dkim";
 import { config } from "../../config";
+import { inJsonArray } from "../../db/client";
 
 export type DomainRow = typeof domains.$inferSelect;
 
@@ -196,13 +197,7 @@ export async function verifiedDomainNames(d1: D1Database, accountId: string, nam
   const rows = await drizzle(d1)
     .select({ name: domains.name })
     .from(domains)
-    .where(
-      and(
-        eq(domains.accountId, accountId),
-        eq(domains.status, "verified"),
-        sql`${domains.name} IN (SELECT value FROM json_each(${JSON.stringify(names)}))`,
-      ),
-    )
+    .where(and(eq(domains.accountId, accountId), eq(domains.status, "verified"), inJsonArray(domains.name, names)))
     .all();
   return new Set(rows.map((row) => row.name));
 }

@@ -16,10 +16,8 @@ import { recordOutcome, recordSkipped, simulate, type Disposition, type MessageR
 import { campaignRecipientReads, campaignRecipientsOf, type CampaignRecipient } from "../campaigns/delivery";
 import { notifyCampaigns } from "../campaigns/fanout";
 import { buildSignedMessage, loadSigningKeys, type SigningDomain, type SigningKeys } from "./signed-message";
+import { inJsonArray, sqlNow } from "../../db/client";
 
-const now = sql`strftime('%Y-%m-%dT%H:%M:%fZ', 'now')`;
-const inJson = (column: typeof messages.id | typeof messageRecipients.messageId, ids: string[]) =>
-  sql`${column} IN (SELECT value FROM json_each(${JSON.stringify(ids)}))`;
 const pending = ["queued", "deferred"] as const;
 
 /** Per message id, what the queue should do: nothing (acknowledge) or retry after the delay. */
@@ -41,10 +39,10 @@ export async function deliverMessages(
   const [claimed, recipientRows, domainRows, campaignRows, campaignContacts] = await db.batch([
     db
       .update(messages)
-      .set({ status: "sending", claimedAt: now, updatedAt: now })
+      .set({ status: "sending", claimedAt: sqlNow, updatedAt: sqlNow })
       .where(
         and(
-          inJson(messages.id, ids),
+          inJsonArray(messages.id, ids),
           inArray(messages.status, pending),
           sql`EXISTS (SELECT 1 FROM ${messageRecipients} WHERE ${messageRecipients.messageId} = ${messages.id} AND ${inArray(messageRecipients.status, pending)})`,
         ),
@@ -53,7 +51,7 @@ export async function deliverMessages(
     db
       .select({ messageId: messageRecipients.messageId, email: messageRecipients.email })
       .from(messageRecipients)
-      .where(and(inJson(messageRecipients.messageId, ids), inArray(messageRecipients.status, pending))),
+      .where(and(inJsonArray(messageRecipients.messageId, ids), inArray(messageRecipients.status, pending))),
     db
       .select({
         id: domains.id,
@@ -64,7 +62,7 @@ export async function deliverMessages(
         records: domains.records,
       })
       .from(domains)
-      .where(inArray(domains.id, db.select({ id: messages.domainId }).from(messages).where(inJson(messages.id, ids)))),
+      .where(inArray(domains.id, db.select({ id: messages.domainId }).from(messages).where(inJsonArray(messages.id, ids)))),
     ...campaignRecipientReads(db, ids),
   ]);
   const campaignRecipients = campaignRecipientsOf(claimed, [campaignRows, campaignContacts]);
@@ -167,11 +165,11 @@ export async function abandonMessages(env: Env, ids: string[]): Promise<void> {
     db
       .select()
       .from(messages)
-      .where(and(inJson(messages.id, ids), inArray(messages.status, pending))),
+      .where(and(inJsonArray(messages.id, ids), inArray(messages.status, pending))),
     db
       .select({ messageId: messageRecipients.messageId, email: messageRecipients.email })
       .from(messageRecipients)
-      .where(and(inJson(messageRecipients.messageId, ids), inArray(messageRecipients.status, pending))),
+      .where(and(inJsonArray(messageRecipients.messageId, ids), inArray(messageRecipients.status, pending))),
   ]);
   const pendingOf = new Map<string, string[]>();
   for (const row of recipientRows) pendingOf.set(row.messageId, [...(pendingOf.get(row.messageId) ?? []), row.email]);

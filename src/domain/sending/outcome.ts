@@ -4,7 +4,7 @@
 
 import { sql } from "drizzle-orm";
 import { config } from "../../config";
-import { statement } from "../../db/client";
+import { sqlNow, statement } from "../../db/client";
 import type { messages } from "../../db/schema";
 import { chargeFromReservationStatements, refundStatements, releaseStatements } from "../credits/ledger";
 import { recipientReference } from "../campaigns/fanout";
@@ -14,8 +14,6 @@ import type { RecipientOutcome, SendOutcome } from "../transport/types";
 import { displayFrom } from "./mime";
 
 export type MessageRow = typeof messages.$inferSelect;
-
-const now = sql`strftime('%Y-%m-%dT%H:%M:%fZ', 'now')`;
 
 /** What happened to one message: the D1 statements recording it, its events, and when to retry it (if at all). */
 export type Disposition = { statements: D1PreparedStatement[]; events: EventInput[]; retryDelaySeconds?: number };
@@ -75,7 +73,7 @@ export function recordOutcome(env: Env, message: MessageRow, pending: string[], 
     statements.push(
       statement(
         env.DB,
-        sql`UPDATE message_recipients SET status = ${status}, smtp_response = ${response}, updated_at = ${now}
+        sql`UPDATE message_recipients SET status = ${status}, smtp_response = ${response}, updated_at = ${sqlNow}
          WHERE message_id = ${message.id} AND email IN (SELECT value FROM json_each(${JSON.stringify(emails)})) AND status IN ('queued', 'deferred', 'unknown')`,
       ),
     );
@@ -171,7 +169,7 @@ export function recordOutcome(env: Env, message: MessageRow, pending: string[], 
     statement(
       env.DB,
       sql`UPDATE messages SET attempts = ${attempt}, smtp_response = ${outcome.response},
-         sent_at = CASE WHEN ${accepted.length > 0 ? 1 : 0} THEN COALESCE(sent_at, ${now}) ELSE sent_at END,
+         sent_at = CASE WHEN ${accepted.length > 0 ? 1 : 0} THEN COALESCE(sent_at, ${sqlNow}) ELSE sent_at END,
          status = (SELECT CASE
              WHEN SUM(status IN ('queued', 'deferred')) > 0 THEN 'deferred'
              WHEN SUM(status IN ('sent', 'delivered', 'complained')) > 0 THEN 'sent'
@@ -179,7 +177,7 @@ export function recordOutcome(env: Env, message: MessageRow, pending: string[], 
              WHEN SUM(status = 'bounced') > 0 THEN 'bounced'
              ELSE 'failed' END
            FROM message_recipients WHERE message_id = ${message.id} AND status != 'suppressed'),
-         updated_at = ${now}
+         updated_at = ${sqlNow}
        WHERE id = ${message.id}`,
     ),
   );
@@ -195,10 +193,10 @@ export function recordSkipped(env: Env, message: MessageRow, pending: string[], 
   const statements: D1PreparedStatement[] = [
     statement(
       env.DB,
-      sql`UPDATE message_recipients SET status = ${status}, smtp_response = ${reason}, updated_at = ${now}
+      sql`UPDATE message_recipients SET status = ${status}, smtp_response = ${reason}, updated_at = ${sqlNow}
        WHERE message_id = ${message.id} AND status IN ('queued', 'deferred')`,
     ),
-    statement(env.DB, sql`UPDATE messages SET status = ${status}, smtp_response = ${reason}, updated_at = ${now} WHERE id = ${message.id}`),
+    statement(env.DB, sql`UPDATE messages SET status = ${status}, smtp_response = ${reason}, updated_at = ${sqlNow} WHERE id = ${message.id}`),
   ];
   if (message.campaignId && pending.length > 0) {
     statements.push(
@@ -265,7 +263,7 @@ export function simulate(env: Env, message: MessageRow, pending: string[]): Disp
     statement(
       env.DB,
       sql`UPDATE messages SET status = ${delivered.length > 0 ? "delivered" : "bounced"}, attempts = attempts + 1,
-         smtp_response = ${delivered.length > 0 ? "250 2.0.0 simulated" : "550 5.1.1 simulated bounce"}, sent_at = ${now}, updated_at = ${now}
+         smtp_response = ${delivered.length > 0 ? "250 2.0.0 simulated" : "550 5.1.1 simulated bounce"}, sent_at = ${sqlNow}, updated_at = ${sqlNow}
          WHERE id = ${message.id}`,
     ),
   );

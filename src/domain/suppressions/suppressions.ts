@@ -5,7 +5,7 @@
 
 import { and, desc, eq, lt, or, sql, type SQL } from "drizzle-orm";
 import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
-import { statement } from "../../db/client";
+import { inJsonArray, statement } from "../../db/client";
 import { contacts, suppressions } from "../../db/schema";
 import { contactEmailKey } from "../contacts/email";
 import { dedupeKey } from "../verification/syntax";
@@ -62,7 +62,7 @@ export function suppressionsAmongQuery(db: DrizzleD1Database, accountId: string,
   return db
     .select({ email: suppressions.email, reason: suppressions.reason })
     .from(suppressions)
-    .where(and(eq(suppressions.accountId, accountId), sql`${suppressions.email} IN (SELECT value FROM json_each(${JSON.stringify(keys)}))`));
+    .where(and(eq(suppressions.accountId, accountId), inJsonArray(suppressions.email, keys)));
 }
 
 /**

@@ -1,7 +1,7 @@
 import { and, asc, eq, gt, inArray, lt, not, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { z } from "zod";
-import { statement } from "../../db/client";
+import { sqlNow, statement } from "../../db/client";
 import { verificationJobs, verificationResults } from "../../db/schema";
 import { newId } from "../../lib/ids";
 import { logError, logWarning } from "../../lib/log";
@@ -163,7 +163,6 @@ export function jobCounts(job: Pick<VerificationJob, "counts">): JobCounts {
 /** The balance cannot pay: `needed` credits, `available` at the time of the check. */
 export type InsufficientCredits = { kind: "insufficient_credits"; needed: number; available: number };
 
-const nowSql = sql`(strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))`;
 const unfinished = inArray(verificationJobs.status, ["pending", "processing"]);
 
 export type NewJob = {
@@ -358,7 +357,7 @@ export async function processVerificationChunk(env: Env, chunk: VerificationChun
           status: "processing",
           processed: sql`processed + ${processed}`,
           counts: sql`json_set(counts, ${add("valid")}, ${add("invalid")}, ${add("risky")}, ${add("unknown")}, ${add("bad_syntax")})`,
-          updatedAt: nowSql,
+          updatedAt: sqlNow,
         })
         .where(
           and(
@@ -373,7 +372,7 @@ export async function processVerificationChunk(env: Env, chunk: VerificationChun
       d1,
       db
         .update(verificationJobs)
-        .set({ status: "completed", completedAt: nowSql, updatedAt: nowSql })
+        .set({ status: "completed", completedAt: sqlNow, updatedAt: sqlNow })
         .where(and(eq(verificationJobs.id, job.id), eq(verificationJobs.status, "processing"), sql`processed >= total`)),
     ),
   ]);
@@ -398,7 +397,7 @@ export async function failVerificationJob(env: Env, jobId: string, reason: strin
   const db = drizzle(d1);
   await db
     .update(verificationJobs)
-    .set({ status: "failed", error: reason, completedAt: nowSql, updatedAt: nowSql })
+    .set({ status: "failed", error: reason, completedAt: sqlNow, updatedAt: sqlNow })
     .where(and(eq(verificationJobs.id, jobId), unfinished))
     .run();
   const job = await findJob(d1, { id: jobId });
