@@ -324,6 +324,8 @@ describe("POST /send", () => {
     const { key } = await setup();
     const response = await call("/api/v1/senders", { key, body: { name: "x".repeat(2 * 1024 * 1024), email: "a@b.test" } });
     expect(response.status).toBe(413);
+    expect(response.headers.get("X-Request-Id")).toMatch(/^req_/);
+    expect(await json(response)).toEqual({ code: "payload_too_large", message: "The request body is larger than this endpoint accepts (1 MB)" });
   });
 });
 
