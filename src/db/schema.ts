@@ -162,6 +162,9 @@ export const messages = sqliteTable(
     claimedAt: text("claimed_at"),
     // The campaign a `source: campaign` message belongs to (one message per recipient).
     campaignId: text("campaign_id"),
+    // Open pixel / click rewriting applied when the message is built for delivery (campaigns default on, API off).
+    trackOpens: integer("track_opens", { mode: "boolean" }).notNull().default(false),
+    trackClicks: integer("track_clicks", { mode: "boolean" }).notNull().default(false),
     createdAt: createdAt(),
     sentAt: text("sent_at"),
     updatedAt: updatedAt(),
@@ -187,6 +190,14 @@ export const messageRecipients = sqliteTable(
       enum: ["queued", "sent", "delivered", "deferred", "bounced", "failed", "suppressed", "complained", "unknown", "cancelled"],
     }).notNull(),
     smtpResponse: text("smtp_response"),
+    // Mailbox provider of the address (gmail, microsoft, yahoo, apple, other), set when its outcome is recorded:
+    // the reports' provider dimension, reused by the tracking events of the same recipient.
+    provider: text("provider"),
+    // Engagement (tracking): first human open and click, and how many of each (machine opens are not counted here).
+    openedAt: text("opened_at"),
+    clickedAt: text("clicked_at"),
+    opens: integer("opens").notNull().default(0),
+    clicks: integer("clicks").notNull().default(0),
     updatedAt: updatedAt(),
   },
   (t) => [primaryKey({ columns: [t.messageId, t.email] }), index("message_recipients_account_email").on(t.accountId, t.email)],
@@ -377,6 +388,8 @@ export const contacts = sqliteTable(
     status: text("status", { enum: ["subscribed", "unsubscribed", "bounced", "complained"] })
       .notNull()
       .default("subscribed"),
+    // Last open or click by this contact (tracking), for segments and re-engagement.
+    lastActivityAt: text("last_activity_at"),
     createdAt: createdAt(),
     updatedAt: updatedAt(),
   },
@@ -526,4 +539,64 @@ export const campaigns = sqliteTable(
     // The cron's sweep for campaigns whose fan-out stalled.
     index("campaigns_status_updated").on(t.status, t.updatedAt),
   ],
+);
+
+export const providers = ["gmail", "microsoft", "yahoo", "apple", "other"] as const;
+
+// Daily rollups that reports read instead of scanning messages or events. Every counted fact increments one row in
+// the same D1 batch that records it (src/domain/reports/rollups.ts). `campaign_id` is '' for non-campaign mail and
+// `domain` is the sending domain's name, so a report needs no join.
+export const dailyStats = sqliteTable(
+  "daily_stats",
+  {
+    accountId: text("account_id").notNull(),
+    day: text("day").notNull(),
+    domain: text("domain").notNull(),
+    provider: text("provider", { enum: providers }).notNull(),
+    campaignId: text("campaign_id").notNull(),
+    sent: integer("sent").notNull().default(0),
+    delivered: integer("delivered").notNull().default(0),
+    hardBounces: integer("hard_bounces").notNull().default(0),
+    softBounces: integer("soft_bounces").notNull().default(0),
+    opens: integer("opens").notNull().default(0),
+    uniqueOpens: integer("unique_opens").notNull().default(0),
+    machineOpens: integer("machine_opens").notNull().default(0),
+    clicks: integer("clicks").notNull().default(0),
+    uniqueClicks: integer("unique_clicks").notNull().default(0),
+    unsubscribes: integer("unsubscribes").notNull().default(0),
+    complaints: integer("complaints").notNull().default(0),
+    failed: integer("failed").notNull().default(0),
+    suppressed: integer("suppressed").notNull().default(0),
+  },
+  (t) => [primaryKey({ columns: [t.accountId, t.day, t.domain, t.provider, t.campaignId] }), index("daily_stats_campaign").on(t.campaignId, t.day)],
+);
+
+// Clicks per link of a campaign (the campaign report's `links`); unique = recipients who clicked that link.
+export const campaignLinks = sqliteTable(
+  "campaign_links",
+  {
+    campaignId: text("campaign_id").notNull(),
+    url: text("url").notNull(),
+    clicks: integer("clicks").notNull().default(0),
+    uniqueClicks: integer("unique_clicks").notNull().default(0),
+  },
+  (t) => [primaryKey({ columns: [t.campaignId, t.url] })],
+);
+
+// Daily usage per account: API calls (flushed by the per-key RateLimiter object, not written per request) and the
+// credit ledger's movements (written by the ledger in the batch of each entry), so GET /usage reads days, not rows.
+export const usageDaily = sqliteTable(
+  "usage_daily",
+  {
+    accountId: text("account_id").notNull(),
+    day: text("day").notNull(),
+    apiCalls: integer("api_calls").notNull().default(0),
+    sendCharged: integer("send_charged").notNull().default(0),
+    sendRefunded: integer("send_refunded").notNull().default(0),
+    sendReserved: integer("send_reserved").notNull().default(0),
+    sendReleased: integer("send_released").notNull().default(0),
+    verifyCharged: integer("verify_charged").notNull().default(0),
+    verifyRefunded: integer("verify_refunded").notNull().default(0),
+  },
+  (t) => [primaryKey({ columns: [t.accountId, t.day] })],
 );
