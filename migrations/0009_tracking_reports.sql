@@ -33,6 +33,7 @@ CREATE TABLE `usage_daily` (
 	`account_id` text NOT NULL,
 	`day` text NOT NULL,
 	`api_calls` integer DEFAULT 0 NOT NULL,
+	`verifications` integer DEFAULT 0 NOT NULL,
 	`send_charged` integer DEFAULT 0 NOT NULL,
 	`send_refunded` integer DEFAULT 0 NOT NULL,
 	`send_reserved` integer DEFAULT 0 NOT NULL,

@@ -591,6 +591,8 @@ export const usageDaily = sqliteTable(
     accountId: text("account_id").notNull(),
     day: text("day").notNull(),
     apiCalls: integer("api_calls").notNull().default(0),
+    // Addresses verified (single, bulk and the standalone verification API), whether or not they were charged.
+    verifications: integer("verifications").notNull().default(0),
     sendCharged: integer("send_charged").notNull().default(0),
     sendRefunded: integer("send_refunded").notNull().default(0),
     sendReserved: integer("send_reserved").notNull().default(0),
