@@ -13,6 +13,8 @@ export const accounts = sqliteTable("accounts", {
   features: text("features", { mode: "json" }).$type<string[]>().notNull(),
   dailySendLimit: integer("daily_send_limit").notNull(),
   rateLimitPerMinute: integer("rate_limit_per_minute").notNull(),
+  // Plan limit: completed AI draft generations per calendar month (UTC).
+  aiGenerationsPerMonth: integer("ai_generations_per_month").notNull().default(0),
   // Cached balances; every change to them is written together with a credit_ledger row in one D1 batch.
   sendBalance: integer("send_balance").notNull().default(0),
   sendReserved: integer("send_reserved").notNull().default(0),
@@ -601,4 +603,101 @@ export const usageDaily = sqliteTable(
     verifyRefunded: integer("verify_refunded").notNull().default(0),
   },
   (t) => [primaryKey({ columns: [t.accountId, t.day] })],
+);
+
+export const automationStatuses = ["active", "paused"] as const;
+
+// An automation: ordered steps run per contact by one Workflows instance per run. `private_path` is the
+// unguessable part of its no-key trigger URL ({SITE_URL}/hooks/automations/<path>); rotating it replaces the value.
+export const automations = sqliteTable(
+  "automations",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id")
+      .notNull()
+      .references(() => accounts.id),
+    name: text("name").notNull(),
+    status: text("status", { enum: automationStatuses }).notNull().default("active"),
+    steps: text("steps", { mode: "json" }).$type<unknown[]>().notNull(),
+    redirectUrl: text("redirect_url"),
+    privatePath: text("private_path").notNull(),
+    createdAt: createdAt(),
+    updatedAt: updatedAt(),
+  },
+  (t) => [index("automations_account").on(t.accountId, t.createdAt), uniqueIndex("automations_private_path").on(t.privatePath)],
+);
+
+export const automationRunStatuses = ["running", "waiting", "completed", "failed", "cancelled"] as const;
+
+// One run of an automation for one contact; its id is the Workflows instance id. `event_id` (the caller's, or the
+// run id when none was given) is unique per automation, so a retried trigger finds its run instead of starting one.
+export const automationRuns = sqliteTable(
+  "automation_runs",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id").notNull(),
+    automationId: text("automation_id").notNull(),
+    contactId: text("contact_id").notNull(),
+    email: text("email").notNull(),
+    eventId: text("event_id").notNull(),
+    status: text("status", { enum: automationRunStatuses }).notNull().default("running"),
+    // The steps as they were when the run started, so editing the automation does not change a run under way.
+    steps: text("steps", { mode: "json" }).$type<unknown[]>().notNull(),
+    input: text("input", { mode: "json" }).$type<Record<string, unknown>>().notNull(),
+    error: text("error"),
+    createdAt: createdAt(),
+    updatedAt: updatedAt(),
+    completedAt: text("completed_at"),
+  },
+  (t) => [
+    uniqueIndex("automation_runs_event").on(t.automationId, t.eventId),
+    index("automation_runs_account").on(t.accountId, t.createdAt),
+    index("automation_runs_automation").on(t.automationId, t.createdAt),
+  ],
+);
+
+export const runStepStatuses = ["running", "completed", "skipped", "failed"] as const;
+
+// What each step of a run did (start, finish, result), written by the workflow as it goes.
+export const automationRunSteps = sqliteTable(
+  "automation_run_steps",
+  {
+    runId: text("run_id").notNull(),
+    index: integer("step_index").notNull(),
+    type: text("type").notNull(),
+    status: text("status", { enum: runStepStatuses }).notNull(),
+    detail: text("detail", { mode: "json" }).$type<Record<string, unknown>>().notNull(),
+    startedAt: text("started_at"),
+    finishedAt: text("finished_at"),
+  },
+  (t) => [primaryKey({ columns: [t.runId, t.index] })],
+);
+
+export const aiRequestStatuses = ["queued", "running", "completed", "failed"] as const;
+
+// A request for AI-generated campaign drafts: stored, generated from a queue, its variations saved as draft campaigns.
+export const aiRequests = sqliteTable(
+  "ai_requests",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id")
+      .notNull()
+      .references(() => accounts.id),
+    status: text("status", { enum: aiRequestStatuses }).notNull().default("queued"),
+    input: text("input", { mode: "json" }).$type<Record<string, unknown>>().notNull(),
+    result: text("result", { mode: "json" }).$type<Record<string, unknown>>(),
+    campaignIds: text("campaign_ids", { mode: "json" }).$type<string[]>().notNull(),
+    error: text("error"),
+    inputTokens: integer("input_tokens"),
+    outputTokens: integer("output_tokens"),
+    attempts: integer("attempts").notNull().default(0),
+    createdAt: createdAt(),
+    updatedAt: updatedAt(),
+    completedAt: text("completed_at"),
+  },
+  (t) => [
+    index("ai_requests_account").on(t.accountId, t.createdAt),
+    // The monthly quota counts completed generations per account.
+    index("ai_requests_account_completed").on(t.accountId, t.status, t.completedAt),
+  ],
 );
