@@ -10,7 +10,7 @@ export default defineConfig({
         extends: true,
         test: {
           name: "node",
-          include: ["scripts/**/*.test.ts", "smtp-bridge/test/**/*.test.ts", "test/node/**/*.test.ts"],
+          include: ["scripts/**/*.test.ts", "smtp-bridge/test/**/*.test.ts", "test/node/**/*.test.ts", "sdk/test/**/*.test.ts"],
           // Each file listens on ports the system picks (port 0), so two run at once; Vitest's default of
           // cores − 1 would be one at a time on 2 cores.
           maxWorkers: 2,

@@ -22,7 +22,7 @@ import { promisify } from "node:util";
 import { z } from "zod";
 import { createWebhookReceiver, type ReceivedRequest } from "../dev/webhook-receiver.ts";
 import { readDevVars } from "../lib/dev-vars.ts";
-import { verifyWebhook } from "../../src/sdk/verify-webhook.ts";
+import { verifyWebhook } from "../../sdk/src/verify-webhook.ts";
 
 const config = z
   .object({

@@ -1,7 +1,7 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
 import { Webhook } from "standardwebhooks";
 import { beforeAll, describe, expect, it } from "vitest";
-import { verifyWebhook } from "../../src/sdk/verify-webhook.ts";
+import { verifyWebhook } from "../../sdk/src/verify-webhook.ts";
 
 // What a receiver running Node does, checked against the Worker's own signing function: the README's plain
 // `node:crypto` snippet, the SDK helper (WebCrypto) and the standardwebhooks package, all outside workerd.

@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import type { EventInput, EventType } from "../../src/domain/events/events";
 import { recordEvents } from "../../src/domain/webhooks/dispatch";
 import { consumeWebhookDeadLetters } from "../../src/queues/webhooks";
-import { verifyWebhook } from "../../src/sdk/verify-webhook";
+import { verifyWebhook } from "../../sdk/src/verify-webhook";
 import { call, createAccount, json } from "../helpers";
 import {
   addReceiverRule,

@@ -1,7 +1,7 @@
 // Verifies the `X-Service-Signature` header of a Mailforge webhook. Self-contained and WebCrypto-only, so this one
 // file can be copied into a Node 18+, Deno, Bun, browser or Cloudflare Workers project as it is.
 //
-//   const result = await verifyWebhook(process.env.MAILFORGE_WEBHOOK_SECRET, request.headers["x-service-signature"], rawBody);
+//   const result = await verifyWebhook(process.env.MAILFORGE_WEBHOOK_SECRET, request.headers, rawBody);
 //   if (!result.ok) return reply(400, result.reason);
 //
 // `rawBody` must be the body exactly as received (before any JSON parsing and re-serialising).
@@ -14,13 +14,25 @@ export type VerifyWebhookResult =
 
 const encoder = new TextEncoder();
 
+/** The request's headers (a fetch `Headers`, or Node's `request.headers`), or the `X-Service-Signature` value alone. */
+export type WebhookHeaders = string | Headers | Readonly<Record<string, string | readonly string[] | undefined>>;
+
+function signatureHeader(headers: WebhookHeaders): string {
+  if (typeof headers === "string") return headers;
+  if (headers instanceof Headers) return headers.get("x-service-signature") ?? "";
+  const name = Object.keys(headers).find((key) => key.toLowerCase() === "x-service-signature");
+  const value = name === undefined ? undefined : headers[name];
+  return (typeof value === "string" ? value : value?.join(",")) ?? "";
+}
+
 /**
  * @param secret the endpoint secret as shown when it was issued (`whsec_…`, used whole as the HMAC key)
- * @param header the value of `X-Service-Signature`: `t=<unix seconds>,v1=<hex>[,v1=<hex>…]`
+ * @param headers the request's headers, or the value of `X-Service-Signature`: `t=<unix seconds>,v1=<hex>[,v1=<hex>…]`
  * @param rawBody the request body exactly as received
  * @param now current time in unix seconds (defaults to the clock); the header's `t` must be within 300 s of it
  */
-export async function verifyWebhook(secret: string, header: string, rawBody: string, now?: number): Promise<VerifyWebhookResult> {
+export async function verifyWebhook(secret: string, headers: WebhookHeaders, rawBody: string, now?: number): Promise<VerifyWebhookResult> {
+  const header = signatureHeader(headers);
   let timestamp: number | undefined;
   const signatures: string[] = [];
   for (const part of header.split(",")) {
