@@ -184,12 +184,18 @@ export type SaveOutcome =
 export async function createCampaign(d1: D1Database, accountId: string, input: CampaignInput): Promise<SaveOutcome> {
   const errors = await referenceProblems(d1, accountId, input);
   if (Object.keys(errors).length > 0) return { kind: "invalid", errors };
-  const campaign = await drizzle(d1)
-    .insert(campaigns)
-    .values({ id: newId("cmp"), accountId, status: "draft", ...input })
-    .returning()
-    .get();
+  const campaign = await draftInsert(d1, accountId, newId("cmp"), input).returning().get();
   return { kind: "saved", campaign };
+}
+
+/**
+ * The insert of a new draft, for a caller that writes it in its own D1 batch (AI drafts, with ids derived from their
+ * request so a retried batch cannot write them twice). Its references must have been checked, or be empty.
+ */
+export function draftInsert(d1: D1Database, accountId: string, id: string, input: CampaignInput) {
+  return drizzle(d1)
+    .insert(campaigns)
+    .values({ id, accountId, status: "draft", ...input });
 }
 
 /** Changes a draft; `undefined` fields stay as they are. Only a draft can change (its audience and content are fixed once sending). */
