@@ -13,6 +13,7 @@ export const errorStatus = {
   live_key_required: 403,
   feature_disabled: 403,
   domain_not_verified: 403,
+  ai_quota_exceeded: 403,
   not_found: 404,
   conflict: 409,
   idempotency_conflict: 409,
@@ -23,6 +24,7 @@ export const errorStatus = {
   daily_limit_reached: 429,
   internal_error: 500,
   upstream_unavailable: 503,
+  ai_not_configured: 503,
 } as const satisfies Record<string, ContentfulStatusCode>;
 
 export type ErrorCode = keyof typeof errorStatus;

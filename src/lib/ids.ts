@@ -29,7 +29,8 @@ export type IdPrefix =
   | "req"
   | "cmp"
   | "snd"
-  | "seg";
+  | "seg"
+  | "air";
 
 export const newId = (prefix: IdPrefix) => `${prefix}_${randomBase62(22)}`;
 
