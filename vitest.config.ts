@@ -80,6 +80,14 @@ export default defineConfig(async () => {
             TEST_FAULT_SINK_HTTP_URL: inject("faultSinkHttpUrl"),
             TEST_DOH_ADMIN_URL: inject("dohAdminUrl"),
             TEST_WEBHOOK_RECEIVER_URL: inject("webhookReceiverUrl"),
+            // AI drafts against the fake OpenAI-compatible provider (test/setup/ai-provider.ts); retries at once,
+            // a short time-out so the time-out path costs little.
+            AI_BASE_URL: `${inject("aiProviderUrl")}/v1`,
+            AI_MODEL: "test-model",
+            AI_API_KEY: "test-ai-key",
+            AI_RETRY_BASE_SECONDS: "0",
+            AI_TIMEOUT_SECONDS: "2",
+            TEST_AI_PROVIDER_URL: inject("aiProviderUrl"),
           },
         },
       })),
@@ -87,7 +95,7 @@ export default defineConfig(async () => {
     test: {
       include: ["test/**/*.test.ts"],
       exclude: ["test/e2e/**", "test/node/**"],
-      globalSetup: ["./test/setup/global-setup.ts"],
+      globalSetup: ["./test/setup/global-setup.ts", "./test/setup/ai-provider.ts"],
       setupFiles: ["./test/setup/apply-migrations.ts"],
       // Each file gets its own workerd (its own D1, queues, Durable Objects). Vitest's default of cores − 1 runs them
       // one at a time on 2 cores, while most of a file's time is spent waiting on queues and loopback servers.

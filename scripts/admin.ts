@@ -6,9 +6,10 @@ const usage = `Usage: npm run admin -- <command> [options]
 
 Commands:
   accounts:create --name <name> [--plan free|starter|pro|enterprise] [--send-credits N] [--verify-credits N]
-                  [--daily-send-limit N] [--rate-limit N] [--features email_api,smtp_relay,ai]
+                  [--daily-send-limit N] [--rate-limit N] [--ai-generations N] [--features email_api,smtp_relay,ai]
   accounts:get <account id>
-  accounts:update <account id> [--name ..] [--plan ..] [--daily-send-limit N] [--rate-limit N] [--features a,b]
+  accounts:update <account id> [--name ..] [--plan ..] [--daily-send-limit N] [--rate-limit N] [--ai-generations N]
+                  [--features a,b]
   accounts:credits <account id> [--send N] [--verify N] [--note text]
 
 Environment: WORKER_URL (default: the URL of the running \`npm run dev\` stack, read from DEV_STATE_DIR, else
@@ -23,6 +24,7 @@ const { positionals, values } = parseArgs({
     "verify-credits": { type: "string" },
     "daily-send-limit": { type: "string" },
     "rate-limit": { type: "string" },
+    "ai-generations": { type: "string" },
     features: { type: "string" },
     send: { type: "string" },
     verify: { type: "string" },
@@ -68,6 +70,7 @@ const requests: Record<string, () => { method: string; path: string; body?: Reco
         verify_credits: integer("verify-credits"),
         daily_send_limit: integer("daily-send-limit"),
         rate_limit_per_minute: integer("rate-limit"),
+        ai_generations_per_month: integer("ai-generations"),
         features: list(values.features),
       },
     };
@@ -81,6 +84,7 @@ const requests: Record<string, () => { method: string; path: string; body?: Reco
       plan: values.plan,
       daily_send_limit: integer("daily-send-limit"),
       rate_limit_per_minute: integer("rate-limit"),
+      ai_generations_per_month: integer("ai-generations"),
       features: list(values.features),
     },
   }),

@@ -16,6 +16,7 @@ import { unsubscribeRoutes } from "./api/unsubscribe";
 import { meRoutes } from "./api/me";
 import { webhookRoutes } from "./api/webhooks";
 import { verifyRoutes } from "./api/verify";
+import { aiRoutes } from "./api/ai";
 import { verifyApiRoutes } from "./verify-api";
 import { errorBody, handleError } from "./errors";
 import { RELAY_BASE_PATH } from "@mailforge/bridge-contract";
@@ -49,6 +50,10 @@ export const openApiInfo = {
     {
       name: "Campaigns",
       description: "Newsletters to lists and segments: drafts, scheduling, reserved credits, one personalised message per contact",
+    },
+    {
+      name: "AI drafts",
+      description: "Campaign drafts written by a model from a brief: queued, polled, saved as draft campaigns; nothing is sent by this path",
     },
     { name: "Suppressions", description: "Addresses never mailed again: bounces, complaints, unsubscribes, manual entries" },
     {
@@ -105,6 +110,7 @@ export function createApp() {
   app.route("/api/v1", messageRoutes);
   app.route("/api/v1", templateRoutes);
   app.route("/api/v1", campaignRoutes);
+  app.route("/api/v1", aiRoutes);
   app.route("/", unsubscribeRoutes);
   app.route("/api/v1", verifyRoutes);
   // The verification API: its own key check (?apikey=) per route, outside the Bearer middleware of /api/v1/*.

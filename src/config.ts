@@ -37,6 +37,17 @@ const configSchema = z.object({
   BRIDGE_SECRET: optionalText,
   /** AES-GCM key (32 bytes, base64) for DKIM keys and webhook secrets at rest; also keys unsubscribe links. */
   DKIM_ENCRYPTION_KEY: z.string().min(1, "DKIM_ENCRYPTION_KEY is not set"),
+  /** An OpenAI-compatible API including `/v1` (OpenAI, Workers AI's /v1, AI Gateway, Ollama, vLLM, llama.cpp); wins over the `AI` binding. */
+  AI_BASE_URL: z.preprocess((value) => (value === "" ? undefined : value), z.url().optional()),
+  AI_API_KEY: optionalText,
+  /** The model: required with AI_BASE_URL; with the `AI` binding, a Workers AI model name. */
+  AI_MODEL: optionalText,
+  /** How long one provider call may take before it counts as a time-out (retried). */
+  AI_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(900).default(120),
+  /** First delay before retrying a generation after a time-out, 429 or 5xx; it doubles each attempt. */
+  AI_RETRY_BASE_SECONDS: z.coerce.number().int().min(0).default(30),
+  /** Generation attempts (queue deliveries) before a request fails on provider errors. */
+  AI_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(10).default(4),
 });
 
 export type Config = {
@@ -49,6 +60,7 @@ export type Config = {
   adminToken?: string;
   bridgeSecret?: string;
   encryptionKey: string;
+  ai: { baseUrl?: string; apiKey?: string; model?: string; timeoutMs: number; retryBaseSeconds: number; maxAttempts: number };
 };
 
 export class ConfigError extends Error {
@@ -86,6 +98,14 @@ export function config(env: Env): Config {
     adminToken: vars.ADMIN_TOKEN,
     bridgeSecret: vars.BRIDGE_SECRET,
     encryptionKey: vars.DKIM_ENCRYPTION_KEY,
+    ai: {
+      baseUrl: vars.AI_BASE_URL,
+      apiKey: vars.AI_API_KEY,
+      model: vars.AI_MODEL,
+      timeoutMs: vars.AI_TIMEOUT_SECONDS * 1000,
+      retryBaseSeconds: vars.AI_RETRY_BASE_SECONDS,
+      maxAttempts: vars.AI_MAX_ATTEMPTS,
+    },
   };
   parsed.set(env, value);
   return value;

@@ -5,6 +5,7 @@ import { recheckDomains } from "./domain/domains/domains";
 import { purgeDnsCache, purgeExpiredIdempotencyKeys } from "./domain/sending/maintenance";
 import { requeueLostMessages, sweepStaleClaims } from "./domain/sending/recovery";
 import { consumeSendBatch, consumeSendDeadLetters } from "./queues/send";
+import { consumeAiDeadLetters, consumeAiRequests } from "./queues/ai";
 import { consumeVerifyDeadLetters, consumeVerifyQueue } from "./queues/verify-queue";
 import { sweepStaleVerificationJobs } from "./domain/verification/jobs";
 import { sweepStaleContactImports } from "./domain/contacts/import";
@@ -25,6 +26,8 @@ const queueConsumers: Record<string, QueueConsumer> = {
   "mailforge-webhooks-dlq": consumeWebhookDeadLetters,
   "mailforge-verify": consumeVerifyQueue,
   "mailforge-verify-dlq": consumeVerifyDeadLetters,
+  "mailforge-ai": consumeAiRequests,
+  "mailforge-ai-dlq": consumeAiDeadLetters,
 };
 
 // Work the cron trigger runs, by name for the logs; each task is independent and must tolerate running twice.

@@ -9,6 +9,7 @@ declare global {
       TEST_FAULT_SINK_HTTP_URL: string;
       TEST_DOH_ADMIN_URL: string;
       TEST_WEBHOOK_RECEIVER_URL: string;
+      TEST_AI_PROVIDER_URL: string;
     }
   }
 }

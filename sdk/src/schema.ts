@@ -5220,6 +5220,261 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/ai/campaign": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Queue AI-generated campaign drafts
+         * @description Stores the request and queues its generation; poll GET /ai/requests/{id}. When it completes, each variation and each follow-up is a campaign in `draft` (no sender, no audience): nothing is scheduled or sent, and no sending credit is touched. Each request counts 1 against the account's monthly AI generations (`ai_usage` in GET /me) while it is queued or running and once completed; a failed one does not count. Needs a live key.
+         *
+         *     Scope: `ai`.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["AiCampaignRequest"];
+                };
+            };
+            responses: {
+                /** @description Queued */
+                202: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["AiRequestAccepted"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `ai_quota_exceeded`: this month's AI generations are used up (the message gives the reset date); nothing was queued. Also `scope_missing`, `feature_disabled` (the `ai` and `campaigns` features), `live_key_required` */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `ai_not_configured`: this deployment has no AI provider; `upstream_unavailable`: the request could not be queued */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/ai/requests/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One AI request: its status and, once completed, the drafts
+         * @description Scope: `ai`.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The request */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["AiRequest"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such request in this account */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/ai/requests": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * AI requests, newest first
+         * @description Scope: `ai`.
+         */
+        get: {
+            parameters: {
+                query?: {
+                    limit?: number;
+                    cursor?: string;
+                    status?: "queued" | "running" | "completed" | "failed";
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description A page of requests */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["AiRequestPage"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/verify": {
         parameters: {
             query?: never;
@@ -6055,6 +6310,21 @@ export interface components {
                 /** @description null: full access */
                 scopes: components["schemas"]["Scope"][] | null;
             };
+            /** @description AI drafts (POST /ai/campaign) this month; failed requests do not count */
+            ai_usage: {
+                /** @description limits.ai_generations_per_month */
+                limit: number;
+                /** @description Generations completed this UTC month */
+                used: number;
+                /** @description Requests queued or running; they count against the limit too */
+                in_progress: number;
+                /**
+                 * Format: date-time
+                 * @description Start of the next UTC month
+                 * @example 2026-11-22T10:15:00.000Z
+                 */
+                resets_at: string;
+            };
         };
         Credits: {
             send: {
@@ -6081,6 +6351,8 @@ export interface components {
             limits: {
                 daily_send_limit: number;
                 rate_limit_per_minute: number;
+                /** @description AI draft requests per UTC month (POST /ai/campaign) */
+                ai_generations_per_month: number;
             };
             balances: components["schemas"]["Credits"];
             /**
@@ -7978,6 +8250,99 @@ export interface components {
              */
             send_at?: string;
         };
+        AiRequestAccepted: {
+            id: string;
+            /** @enum {string} */
+            status: "queued";
+        };
+        AiCampaignRequest: {
+            /** @description What the campaign is about, in your words */
+            prompt: string;
+            /** @description What the email should achieve, e.g. `announce the spring sale` */
+            objective?: string;
+            /** @description Who receives it */
+            audience?: string;
+            /** @description e.g. `friendly`, `formal` */
+            tone?: string;
+            /** @description BCP 47 tag of the language to write in; default English */
+            language?: string;
+            offer?: string;
+            /** @description The call to action */
+            cta?: string;
+            /** @enum {string} */
+            length?: "short" | "medium" | "long";
+            /**
+             * @description Alternative versions of the email, each a draft campaign
+             * @default 1
+             */
+            variations: number;
+            /**
+             * @description Follow-up emails, each a draft campaign
+             * @default 0
+             */
+            followups: number;
+        };
+        AiRequest: {
+            /** @example air_5Rk2mQ8zX0cV4bN7pL1tY3 */
+            id: string;
+            /** @enum {string} */
+            status: "queued" | "running" | "completed" | "failed";
+            /** @description The request as accepted (defaults filled in) */
+            input: {
+                [key: string]: unknown;
+            };
+            /** @description When completed */
+            result: {
+                variations: {
+                    subject: string;
+                    preheader: string | null;
+                    /** @description Sanitised: no script/style/iframe/object/form, no on* attributes, no javascript:/data: URLs */
+                    html: string;
+                    /** @description The model's, or made from the html when it gave none */
+                    text: string;
+                }[];
+                followups: {
+                    subject: string;
+                    preheader: string | null;
+                    /** @description Sanitised: no script/style/iframe/object/form, no on* attributes, no javascript:/data: URLs */
+                    html: string;
+                    /** @description The model's, or made from the html when it gave none */
+                    text: string;
+                    delay_days: number;
+                }[];
+            } | null;
+            /** @description The draft campaigns: the variations in order, then the follow-ups */
+            campaign_ids: string[];
+            /** @description Why it failed */
+            error: string | null;
+            usage: {
+                input_tokens: number;
+                output_tokens: number;
+            } | null;
+            /** @description Times the generation was started (provider time-outs, 429 and 5xx are retried) */
+            attempts: number;
+            /**
+             * Format: date-time
+             * @example 2026-11-22T10:15:00.000Z
+             */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @example 2026-11-22T10:15:00.000Z
+             */
+            updated_at: string;
+            /**
+             * Format: date-time
+             * @description When it completed or failed
+             * @example 2026-11-22T10:15:00.000Z
+             */
+            completed_at: string | null;
+        };
+        AiRequestPage: {
+            data: components["schemas"]["AiRequest"][];
+            has_more: boolean;
+            next_cursor: string | null;
+        };
         VerificationResult: {
             /** @description The address as given, trimmed. */
             email: string;
@@ -8219,6 +8584,7 @@ export interface components {
             verify_credits: number;
             daily_send_limit?: number;
             rate_limit_per_minute?: number;
+            ai_generations_per_month?: number;
             /** @description Defaults to email_api and smtp_relay */
             features?: components["schemas"]["Feature"][];
         };
@@ -8233,6 +8599,7 @@ export interface components {
             plan?: "free" | "starter" | "pro" | "enterprise";
             daily_send_limit?: number;
             rate_limit_per_minute?: number;
+            ai_generations_per_month?: number;
             features?: components["schemas"]["Feature"][];
         };
         TopUp: {

@@ -15,6 +15,7 @@ const credits = z.number().int().min(0).max(1_000_000_000);
 const limits = {
   daily_send_limit: z.number().int().min(0).max(100_000_000).optional(),
   rate_limit_per_minute: z.number().int().min(1).max(1_000_000).optional(),
+  ai_generations_per_month: z.number().int().min(0).max(1_000_000).optional(),
 };
 
 const CreateAccountSchema = z
@@ -91,6 +92,7 @@ export const adminAccountRoutes = createRouter()
       verifyCredits: body.verify_credits,
       dailySendLimit: body.daily_send_limit,
       rateLimitPerMinute: body.rate_limit_per_minute,
+      aiGenerationsPerMonth: body.ai_generations_per_month,
     });
     return c.json({ ...serializeAccount(account), api_key: key }, 201);
   })
@@ -107,6 +109,7 @@ export const adminAccountRoutes = createRouter()
       features: body.features,
       dailySendLimit: body.daily_send_limit,
       rateLimitPerMinute: body.rate_limit_per_minute,
+      aiGenerationsPerMonth: body.ai_generations_per_month,
     });
     if (!account) throw notFound("Account");
     return c.json(serializeAccount(account), 200);

@@ -1,7 +1,8 @@
 import { serializeAccount } from "../domain/accounts/accounts";
-import { createRouter, jsonResponse, keyedRoute, z } from "../lib/openapi";
+import { createRouter, jsonResponse, keyedRoute, Timestamp, z } from "../lib/openapi";
 import { AccountSchema, BalancesSchema, ScopeSchema } from "./schemas";
 import { balancesOf } from "../domain/accounts/accounts";
+import { aiUsage } from "../domain/ai/requests";
 
 const MeSchema = AccountSchema.extend({
   api_key: z.object({
@@ -11,6 +12,14 @@ const MeSchema = AccountSchema.extend({
     mode: z.enum(["live", "test"]),
     scopes: z.array(ScopeSchema).nullable().openapi({ description: "null: full access" }),
   }),
+  ai_usage: z
+    .object({
+      limit: z.number().int().openapi({ description: "limits.ai_generations_per_month" }),
+      used: z.number().int().openapi({ description: "Generations completed this UTC month" }),
+      in_progress: z.number().int().openapi({ description: "Requests queued or running; they count against the limit too" }),
+      resets_at: Timestamp.openapi({ description: "Start of the next UTC month" }),
+    })
+    .openapi({ description: "AI drafts (POST /ai/campaign) this month; failed requests do not count" }),
 }).openapi("Me");
 
 const getMe = keyedRoute("any", {
@@ -31,12 +40,14 @@ const getCredits = keyedRoute("reports", {
 });
 
 export const meRoutes = createRouter()
-  .openapi(getMe, (c) => {
+  .openapi(getMe, async (c) => {
     const { account, apiKey } = c.get("auth");
+    const ai = await aiUsage(c.env.DB, account);
     return c.json(
       {
         ...serializeAccount(account),
         api_key: { id: apiKey.id, name: apiKey.name, prefix: apiKey.prefix, mode: apiKey.mode, scopes: apiKey.scopes },
+        ai_usage: { limit: ai.limit, used: ai.used, in_progress: ai.inProgress, resets_at: ai.resetsAt },
       },
       200,
     );

@@ -25,7 +25,11 @@ export const AccountSchema = z
     name: z.string(),
     plan: z.string(),
     features: z.array(z.string()),
-    limits: z.object({ daily_send_limit: z.number().int(), rate_limit_per_minute: z.number().int() }),
+    limits: z.object({
+      daily_send_limit: z.number().int(),
+      rate_limit_per_minute: z.number().int(),
+      ai_generations_per_month: z.number().int().openapi({ description: "AI draft requests per UTC month (POST /ai/campaign)" }),
+    }),
     balances: BalancesSchema,
     created_at: Timestamp,
     updated_at: Timestamp,

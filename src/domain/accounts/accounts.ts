@@ -14,10 +14,10 @@ export type Account = typeof accounts.$inferSelect;
 
 /** Defaults per plan; an operator can override each limit per account. */
 export const plans = {
-  free: { rateLimitPerMinute: 60, dailySendLimit: 100 },
-  starter: { rateLimitPerMinute: 600, dailySendLimit: 10_000 },
-  pro: { rateLimitPerMinute: 3_000, dailySendLimit: 100_000 },
-  enterprise: { rateLimitPerMinute: 10_000, dailySendLimit: 1_000_000 },
+  free: { rateLimitPerMinute: 60, dailySendLimit: 100, aiGenerationsPerMonth: 10 },
+  starter: { rateLimitPerMinute: 600, dailySendLimit: 10_000, aiGenerationsPerMonth: 100 },
+  pro: { rateLimitPerMinute: 3_000, dailySendLimit: 100_000, aiGenerationsPerMonth: 1_000 },
+  enterprise: { rateLimitPerMinute: 10_000, dailySendLimit: 1_000_000, aiGenerationsPerMonth: 10_000 },
 } as const;
 export type Plan = keyof typeof plans;
 export const planNames = Object.keys(plans) as [Plan, ...Plan[]];
@@ -46,6 +46,7 @@ export function serializeAccount(account: Account) {
     limits: {
       daily_send_limit: account.dailySendLimit,
       rate_limit_per_minute: account.rateLimitPerMinute,
+      ai_generations_per_month: account.aiGenerationsPerMonth,
     },
     balances: balancesOf(account),
     created_at: account.createdAt,
@@ -57,7 +58,7 @@ export async function findAccount(db: DrizzleD1Database, id: string): Promise<Ac
   return db.select().from(accounts).where(eq(accounts.id, id)).get();
 }
 
-type Limits = { dailySendLimit?: number; rateLimitPerMinute?: number };
+type Limits = { dailySendLimit?: number; rateLimitPerMinute?: number; aiGenerationsPerMonth?: number };
 
 /**
  * A new account with its first full-access key and its initial credits (ledger entries), in one transaction. The
@@ -81,6 +82,7 @@ export async function createAccount(
         features: [...new Set(input.features ?? defaultFeatures)],
         dailySendLimit: input.dailySendLimit ?? defaults.dailySendLimit,
         rateLimitPerMinute: input.rateLimitPerMinute ?? defaults.rateLimitPerMinute,
+        aiGenerationsPerMonth: input.aiGenerationsPerMonth ?? defaults.aiGenerationsPerMonth,
       }),
     ),
     firstKey.statement,
@@ -110,6 +112,7 @@ export async function updateAccount(
       features: change.features ? [...new Set(change.features)] : undefined,
       dailySendLimit: change.dailySendLimit ?? defaults?.dailySendLimit,
       rateLimitPerMinute: change.rateLimitPerMinute ?? defaults?.rateLimitPerMinute,
+      aiGenerationsPerMonth: change.aiGenerationsPerMonth ?? defaults?.aiGenerationsPerMonth,
       updatedAt: nowIso(),
     })
     .where(eq(accounts.id, accountId))

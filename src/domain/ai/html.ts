@@ -1,0 +1,60 @@
+// The HTML a model writes is untrusted: it becomes a campaign a person will send to their contacts. sanitize-html
+// (htmlparser2, no DOM, so it runs on Workers) keeps the tags and inline styles email HTML is made of and drops
+// everything that runs code or loads a page: script/style/iframe/object/embed/form, every `on*` attribute, and
+// URLs other than http(s)/mailto/tel. Placeholders (`{{first_name|there}}`, `href="{{unsubscribe_url}}"`) carry no
+// scheme, so they survive as they are; the campaign renderer fills them in later, HTML-escaped.
+
+import { convert } from "html-to-text";
+import sanitizeHtml from "sanitize-html";
+
+// Style values that can load or run something in some client (old IE `expression()`, `-moz-binding`, `url()`).
+const unsafeStyle = /expression\s*\(|url\s*\(|javascript:|behavior\s*:|-moz-binding|@import/i;
+
+const emailAttributes = ["style", "align", "valign", "width", "height", "bgcolor", "border", "dir", "lang", "title", "role"];
+
+const options: sanitizeHtml.IOptions = {
+  allowedTags: [...sanitizeHtml.defaults.allowedTags, "img", "center", "font"],
+  allowedAttributes: {
+    "*": emailAttributes,
+    a: ["href", "name", "target", "rel"],
+    img: ["src", "alt"],
+    table: ["cellpadding", "cellspacing", "role"],
+    td: ["colspan", "rowspan"],
+    th: ["colspan", "rowspan", "scope"],
+    font: ["color", "face", "size"],
+  },
+  allowedSchemes: ["http", "https", "mailto", "tel"],
+  allowedSchemesByTag: { img: ["http", "https"] },
+  allowProtocolRelative: false,
+  // Their text is code or page metadata, not content: dropped together with the tag.
+  nonTextTags: ["script", "style", "textarea", "option", "noscript", "title", "head", "iframe", "object", "template"],
+  transformTags: {
+    "*": (tagName, attribs) => {
+      if (attribs.style !== undefined && unsafeStyle.test(attribs.style)) {
+        const { style: _dropped, ...rest } = attribs;
+        return { tagName, attribs: rest };
+      }
+      return { tagName, attribs };
+    },
+  },
+};
+
+/** The model's HTML with only what an email needs; placeholders untouched. */
+export function sanitizeEmailHtml(html: string): string {
+  return sanitizeHtml(html, options).trim();
+}
+
+const keepCase = { options: { uppercase: false } };
+
+/** A plain-text part from the (sanitised) HTML, for a model that gave none; links keep their URL, placeholders their case. */
+export function textFromHtml(html: string): string {
+  return convert(html, {
+    wordwrap: 78,
+    selectors: [
+      { selector: "a", options: { hideLinkHrefIfSameAsText: true } },
+      { selector: "img", format: "skip" },
+      ...["h1", "h2", "h3", "h4", "h5", "h6"].map((selector) => ({ selector, ...keepCase })),
+      { selector: "table", format: "dataTable", options: { uppercaseHeaderCells: false } },
+    ],
+  }).trim();
+}

@@ -1,0 +1,228 @@
+// AI requests: stored at POST /ai/campaign (quota checked in the same statement), claimed by the queue consumer,
+// completed together with their draft campaigns in one D1 batch, or failed. This module owns ai_requests' queries.
+//
+// Quota: completed generations whose completed_at falls in the current UTC month, plus the requests still queued or
+// running, must stay under accounts.ai_generations_per_month. Counting those in flight at POST time is what stops ten
+// concurrent POSTs from passing a limit of 1 (the INSERT … SELECT … WHERE is one statement, and D1 runs one at a
+// time); a request that then fails gives its place back.
+
+import { and, count, eq, gte, inArray, or, sql } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
+import { sqlNow, statement } from "../../db/client";
+import { accounts, aiRequests, type aiRequestStatuses } from "../../db/schema";
+import { idFromDigest, newId } from "../../lib/ids";
+import { keysetPage } from "../../lib/pagination";
+import { draftInsert } from "../campaigns/campaigns";
+import type { AiRequestInput, GeneratedDrafts } from "./draft";
+import type { TokenUsage } from "./provider";
+
+export type AiRequestRow = typeof aiRequests.$inferSelect;
+export type AiRequestStatus = (typeof aiRequestStatuses)[number];
+
+/** The UTC month `now` is in: where the quota's count starts, and when it starts again. */
+export function quotaMonth(now: Date): { start: string; resetsAt: string } {
+  const start = Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1);
+  const next = Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1);
+  return { start: new Date(start).toISOString(), resetsAt: new Date(next).toISOString() };
+}
+
+const countedThisMonth = (accountId: string, monthStart: string) =>
+  and(
+    eq(aiRequests.accountId, accountId),
+    or(inArray(aiRequests.status, ["queued", "running"]), and(eq(aiRequests.status, "completed"), gte(aiRequests.completedAt, monthStart))),
+  );
+
+export type AiUsage = { limit: number; used: number; inProgress: number; resetsAt: string };
+
+/** This month's generations of the account: completed, and queued or running (which count against the limit too). */
+export async function aiUsage(d1: D1Database, account: { id: string; aiGenerationsPerMonth: number }, now = new Date()): Promise<AiUsage> {
+  const month = quotaMonth(now);
+  const rows = await drizzle(d1)
+    .select({ status: aiRequests.status, total: count() })
+    .from(aiRequests)
+    .where(countedThisMonth(account.id, month.start))
+    .groupBy(aiRequests.status)
+    .all();
+  const total = (status: AiRequestStatus) => rows.find((row) => row.status === status)?.total ?? 0;
+  return { limit: account.aiGenerationsPerMonth, used: total("completed"), inProgress: total("queued") + total("running"), resetsAt: month.resetsAt };
+}
+
+export type CreateOutcome = { kind: "created"; request: AiRequestRow } | { kind: "quota_exceeded"; limit: number; resetsAt: string };
+
+/** Stores a queued request if the account's monthly quota has room for it, in one statement. */
+export async function createAiRequest(d1: D1Database, accountId: string, input: AiRequestInput, now = new Date()): Promise<CreateOutcome> {
+  const id = newId("air");
+  const month = quotaMonth(now);
+  const db = drizzle(d1);
+  const counted = db.select({ n: count() }).from(aiRequests).where(countedThisMonth(accountId, month.start));
+  const limit = db.select({ limit: accounts.aiGenerationsPerMonth }).from(accounts).where(eq(accounts.id, accountId));
+  const inserted = await statement(
+    d1,
+    sql`INSERT INTO ${aiRequests} (id, account_id, status, input, campaign_ids)
+        SELECT ${id}, ${accountId}, 'queued', ${JSON.stringify(input)}, '[]'
+        WHERE (${counted}) < (${limit})`,
+  ).run();
+  if (inserted.meta.changes === 0) {
+    const account = await limit.get();
+    return { kind: "quota_exceeded", limit: account?.limit ?? 0, resetsAt: month.resetsAt };
+  }
+  const request = await db.select().from(aiRequests).where(eq(aiRequests.id, id)).get();
+  if (!request) throw new Error(`AI request ${id} was written but could not be read back`);
+  return { kind: "created", request };
+}
+
+export async function findAiRequest(d1: D1Database, accountId: string, id: string): Promise<AiRequestRow | undefined> {
+  return drizzle(d1)
+    .select()
+    .from(aiRequests)
+    .where(and(eq(aiRequests.id, id), eq(aiRequests.accountId, accountId)))
+    .get();
+}
+
+/** A page of the account's requests, newest first (`limit + 1` rows, for `pageOf`). */
+export async function listAiRequests(d1: D1Database, accountId: string, page: { cursor?: string; limit: number; status?: AiRequestStatus }) {
+  const keyset = keysetPage(aiRequests, page.cursor);
+  return drizzle(d1)
+    .select()
+    .from(aiRequests)
+    .where(and(eq(aiRequests.accountId, accountId), page.status ? eq(aiRequests.status, page.status) : undefined, keyset.where))
+    .orderBy(...keyset.orderBy)
+    .limit(page.limit + 1)
+    .all();
+}
+
+/**
+ * Marks the request running and counts the attempt; undefined when it is already completed or failed (a duplicate
+ * or late delivery). A running request is claimed again: its consumer died, and the queue delivered it anew.
+ */
+export async function claimAiRequest(d1: D1Database, id: string): Promise<AiRequestRow | undefined> {
+  return drizzle(d1)
+    .update(aiRequests)
+    .set({ status: "running", attempts: sql`${aiRequests.attempts} + 1`, updatedAt: sql`${sqlNow}` })
+    .where(and(eq(aiRequests.id, id), inArray(aiRequests.status, ["queued", "running"])))
+    .returning()
+    .get();
+}
+
+const addedUsage = (usage: TokenUsage | undefined) =>
+  usage && {
+    inputTokens: sql`coalesce(${aiRequests.inputTokens}, 0) + ${usage.inputTokens}`,
+    outputTokens: sql`coalesce(${aiRequests.outputTokens}, 0) + ${usage.outputTokens}`,
+  };
+
+/** Back to `queued` while the queue waits to deliver it again (after a time-out, 429 or 5xx). */
+export async function requeueAiRequest(d1: D1Database, id: string): Promise<void> {
+  await drizzle(d1)
+    .update(aiRequests)
+    .set({ status: "queued", updatedAt: sql`${sqlNow}` })
+    .where(and(eq(aiRequests.id, id), eq(aiRequests.status, "running")));
+}
+
+/** Failed for good; it no longer counts against the quota. Completed requests stay completed. */
+export async function failAiRequest(d1: D1Database, id: string, error: string, usage?: TokenUsage): Promise<void> {
+  await drizzle(d1)
+    .update(aiRequests)
+    .set({ status: "failed", error, ...addedUsage(usage), completedAt: sql`${sqlNow}`, updatedAt: sql`${sqlNow}` })
+    .where(and(eq(aiRequests.id, id), inArray(aiRequests.status, ["queued", "running"])));
+}
+
+const MAX_NAME_EXCERPT = 80;
+
+/** "AI: <start of the prompt> — variation 1 of 2", so the drafts are recognisable in GET /campaigns. */
+function draftName(input: AiRequestInput, part: string): string {
+  const prompt = input.prompt.replace(/\s+/g, " ").trim();
+  const excerpt = prompt.length > MAX_NAME_EXCERPT ? `${prompt.slice(0, MAX_NAME_EXCERPT - 1)}…` : prompt;
+  return `AI: ${excerpt} — ${part}`;
+}
+
+async function draftId(requestId: string, index: number): Promise<string> {
+  return idFromDigest("cmp", new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(`${requestId}:${index}`))));
+}
+
+export type StoredResult = {
+  variations: { subject: string; preheader: string | null; html: string; text: string }[];
+  followups: { delay_days: number; subject: string; preheader: string | null; html: string; text: string }[];
+};
+
+/**
+ * Writes each variation and follow-up as a draft campaign and completes the request, in one D1 batch. The drafts'
+ * ids derive from the request, so a second consumer finishing the same request fails on them and writes nothing:
+ * "already_completed".
+ */
+export async function completeAiRequest(
+  d1: D1Database,
+  request: AiRequestRow,
+  input: AiRequestInput,
+  drafts: GeneratedDrafts,
+  usage: TokenUsage,
+): Promise<"completed" | "already_completed"> {
+  const contents = [
+    ...drafts.variations.map((draft, i) => ({ draft, name: draftName(input, `variation ${i + 1} of ${drafts.variations.length}`) })),
+    ...drafts.followups.map((draft, i) => ({ draft, name: draftName(input, `follow-up ${i + 1}, ${draft.delayDays} day(s) later`) })),
+  ];
+  const ids = await Promise.all(contents.map((_, i) => draftId(request.id, i)));
+  const result: StoredResult = {
+    variations: drafts.variations.map(({ subject, preheader, html, text }) => ({ subject, preheader, html, text })),
+    followups: drafts.followups.map(({ delayDays, subject, preheader, html, text }) => ({ delay_days: delayDays, subject, preheader, html, text })),
+  };
+  const inserts = contents.map(({ draft, name }, i) =>
+    statement(
+      d1,
+      draftInsert(d1, request.accountId, ids[i]!, {
+        name,
+        senderId: null,
+        subject: draft.subject,
+        preheader: draft.preheader,
+        html: draft.html,
+        text: draft.text,
+        templateId: null,
+        variables: {},
+        tags: [],
+        lists: [],
+        segments: [],
+        excludeLists: [],
+        trackOpens: true,
+        trackClicks: true,
+      }),
+    ),
+  );
+  const completion = statement(
+    d1,
+    drizzle(d1)
+      .update(aiRequests)
+      .set({
+        status: "completed",
+        result,
+        campaignIds: ids,
+        error: null,
+        ...addedUsage(usage),
+        completedAt: sql`${sqlNow}`,
+        updatedAt: sql`${sqlNow}`,
+      })
+      .where(and(eq(aiRequests.id, request.id), inArray(aiRequests.status, ["queued", "running"]))),
+  );
+  try {
+    await d1.batch([...inserts, completion]);
+  } catch (error) {
+    if (error instanceof Error && /UNIQUE constraint failed: campaigns\.id/.test(error.message)) return "already_completed";
+    throw error;
+  }
+  return "completed";
+}
+
+export function serializeAiRequest(row: AiRequestRow) {
+  return {
+    id: row.id,
+    status: row.status,
+    input: row.input,
+    result: row.result as StoredResult | null,
+    campaign_ids: row.campaignIds,
+    error: row.error,
+    usage:
+      row.inputTokens === null && row.outputTokens === null ? null : { input_tokens: row.inputTokens ?? 0, output_tokens: row.outputTokens ?? 0 },
+    attempts: row.attempts,
+    created_at: row.createdAt,
+    updated_at: row.updatedAt,
+    completed_at: row.completedAt,
+  };
+}
