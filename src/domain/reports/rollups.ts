@@ -47,22 +47,83 @@ export function sendingDomain(fromAddress: string): string {
  * writes it. Returns no statement when every count is zero.
  */
 export function rollupStatements(db: D1Database, key: RollupKey, counts: RollupCounts, guard?: SQL): D1PreparedStatement[] {
-  const columns = rollupCounters.filter((column) => (counts[column] ?? 0) !== 0);
+  const columns = countedColumns(counts);
   if (columns.length === 0) return [];
-  // Column names come from the fixed list above, never from input.
-  const names = sql.raw(columns.join(", "));
   const values = sql.join(
     columns.map((column) => sql`${counts[column]!}`),
     sql`, `,
   );
-  const updates = sql.raw(columns.map((column) => `${column} = ${column} + excluded.${column}`).join(", "));
   return [
     statement(
       db,
-      sql`INSERT INTO daily_stats (account_id, day, domain, provider, campaign_id, ${names})
-        SELECT ${key.accountId}, strftime('%Y-%m-%d', 'now'), ${key.domain}, ${key.provider ?? "other"}, ${key.campaignId ?? ""}, ${values}
+      sql`INSERT INTO daily_stats (account_id, day, domain, provider, campaign_id, ${columnList(columns)})
+        SELECT ${key.accountId}, ${today}, ${key.domain}, ${key.provider ?? "other"}, ${key.campaignId ?? ""}, ${values}
         WHERE ${guard ?? sql`1`}
-        ON CONFLICT (account_id, day, domain, provider, campaign_id) DO UPDATE SET ${updates}`,
+        ${upsert(columns)}`,
     ),
   ];
 }
+
+/** The recipients of one message a rollup counts: those among `emails` whose status is one of `statuses`. */
+export type CountedRecipients = { messageId: string; emails: readonly string[]; statuses: readonly string[] };
+
+/**
+ * Adds `counts` once per recipient of `recipients` at this point of the batch, to the row of each recipient's stored
+ * provider. Placed before the statement that moves them out of `statuses`, it makes an outcome idempotent per
+ * recipient: recorded twice, the second time finds none of them left to count.
+ */
+export function recipientRollupStatements(
+  db: D1Database,
+  key: Omit<RollupKey, "provider">,
+  counts: RollupCounts,
+  recipients: CountedRecipients,
+): D1PreparedStatement[] {
+  const columns = countedColumns(counts);
+  if (columns.length === 0 || recipients.emails.length === 0) return [];
+  const provider = sql`COALESCE(provider, 'other')`;
+  const values = sql.join(
+    columns.map((column) => sql`${counts[column]!} * COUNT(*)`),
+    sql`, `,
+  );
+  return [
+    statement(
+      db,
+      sql`INSERT INTO daily_stats (account_id, day, domain, provider, campaign_id, ${columnList(columns)})
+        SELECT ${key.accountId}, ${today}, ${key.domain}, ${provider}, ${key.campaignId ?? ""}, ${values}
+        FROM message_recipients
+        WHERE message_id = ${recipients.messageId}
+          AND email IN (SELECT value FROM json_each(${JSON.stringify(recipients.emails)}))
+          AND status IN (SELECT value FROM json_each(${JSON.stringify(recipients.statuses)}))
+        GROUP BY ${provider}
+        ${upsert(columns)}`,
+    ),
+  ];
+}
+
+/**
+ * Stores each recipient's mailbox provider unless it has one: the first outcome decides, so a recipient deferred
+ * then sent is counted under one provider. `providers` is keyed by email.
+ */
+export function recipientProviderStatements(db: D1Database, messageId: string, providers: ReadonlyMap<string, Provider>): D1PreparedStatement[] {
+  if (providers.size === 0) return [];
+  const byEmail = JSON.stringify(Object.fromEntries(providers));
+  return [
+    statement(
+      db,
+      sql`UPDATE message_recipients SET provider = (SELECT value FROM json_each(${byEmail}) WHERE key = message_recipients.email)
+        WHERE message_id = ${messageId} AND provider IS NULL AND email IN (SELECT key FROM json_each(${byEmail}))`,
+    ),
+  ];
+}
+
+const today = sql`strftime('%Y-%m-%d', 'now')`;
+
+const countedColumns = (counts: RollupCounts) => rollupCounters.filter((column) => (counts[column] ?? 0) !== 0);
+
+// Column names come from the fixed list of counters, never from input.
+const columnList = (columns: readonly RollupCounter[]) => sql.raw(columns.join(", "));
+
+const upsert = (columns: readonly RollupCounter[]) =>
+  sql.raw(
+    `ON CONFLICT (account_id, day, domain, provider, campaign_id) DO UPDATE SET ${columns.map((column) => `${column} = ${column} + excluded.${column}`).join(", ")}`,
+  );

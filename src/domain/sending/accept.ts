@@ -13,6 +13,8 @@ import { AppError, validationError } from "../../errors";
 import { newId } from "../../lib/ids";
 import { logError } from "../../lib/log";
 import { displayFrom, domainOf } from "./mime";
+import { providerOfDomain, recipientDomain } from "../reports/providers";
+import { recipientRollupStatements, sendingDomain } from "../reports/rollups";
 import { applySendRules } from "./rules";
 import { contentObjectKey, inlineContentLimit, type MessageContent, type SendQueueMessage } from "./content";
 import { reserveDailySends, releaseDailySends, type DailyReservation } from "./daily-limit";
@@ -104,6 +106,8 @@ export async function acceptMessage(env: Env, ctx: WaitUntil, sender: Sender, in
     email,
     status: suppressed.has(normalized[i]!) ? ("suppressed" as const) : ("queued" as const),
     reason: suppressed.get(normalized[i]!),
+    // Only what the domain name tells (no DNS here); delivery looks up the MX of the rest.
+    provider: providerOfDomain(recipientDomain(email)) ?? null,
   }));
   const deliverable = recipients.filter((recipient) => recipient.status === "queued");
   const charge = sender.testMode ? 0 : deliverable.length;
@@ -156,9 +160,23 @@ export async function acceptMessage(env: Env, ctx: WaitUntil, sender: Sender, in
     ),
     statement(
       d1,
-      sql`INSERT INTO message_recipients (message_id, email, account_id, status)
-        SELECT ${messageId}, value ->> '$.email', ${account.id}, value ->> '$.status' FROM json_each(${JSON.stringify(recipients)}) WHERE ${messageStored}`,
+      sql`INSERT INTO message_recipients (message_id, email, account_id, status, provider)
+        SELECT ${messageId}, value ->> '$.email', ${account.id}, value ->> '$.status', value ->> '$.provider'
+        FROM json_each(${JSON.stringify(recipients)}) WHERE ${messageStored}`,
     ),
+    // Suppressed recipients count in the reports (a new message: this batch runs once); test mode is never counted.
+    ...(sender.testMode
+      ? []
+      : recipientRollupStatements(
+          d1,
+          { accountId: account.id, domain: sendingDomain(input.from.address), campaignId: null },
+          { suppressed: 1 },
+          {
+            messageId,
+            emails: recipients.filter((recipient) => recipient.status === "suppressed").map((recipient) => recipient.email),
+            statuses: ["suppressed"],
+          },
+        )),
     ...(tags.length > 0
       ? [
           statement(

@@ -17,6 +17,7 @@ import { campaignRecipientReads, campaignRecipientsOf, type CampaignRecipient } 
 import { notifyCampaigns } from "../campaigns/fanout";
 import { buildSignedMessage, loadSigningKeys, type SigningDomain, type SigningKeys } from "./signed-message";
 import { inJsonArray, sqlNow } from "../../db/client";
+import { recipientDomain, resolveProviders } from "../reports/providers";
 
 const pending = ["queued", "deferred"] as const;
 
@@ -49,7 +50,7 @@ export async function deliverMessages(
       )
       .returning(),
     db
-      .select({ messageId: messageRecipients.messageId, email: messageRecipients.email })
+      .select({ messageId: messageRecipients.messageId, email: messageRecipients.email, provider: messageRecipients.provider })
       .from(messageRecipients)
       .where(and(inJsonArray(messageRecipients.messageId, ids), inArray(messageRecipients.status, pending))),
     db
@@ -70,6 +71,13 @@ export async function deliverMessages(
   const recipientsOf = new Map<string, string[]>();
   for (const row of recipientRows) recipientsOf.set(row.messageId, [...(recipientsOf.get(row.messageId) ?? []), row.email]);
   const domainsById = new Map(domainRows.map((row) => [row.id, row]));
+  // The reports' mailbox providers of the recipients not classified yet (test mode is not counted), looked up while
+  // the batch is being sent: only recording an outcome waits for them.
+  const counted = new Set(claimed.filter((message) => !message.testMode).map((message) => message.id));
+  const providersLookup = resolveProviders(
+    env,
+    recipientRows.filter((row) => row.provider === null && counted.has(row.messageId)).map((row) => recipientDomain(row.email)),
+  );
   // Keys are decrypted and imported once per domain per batch.
   const keys = new Map<string, Promise<SigningKeys>>();
   const signingKeys = (domain: SigningDomain) => {
@@ -86,9 +94,10 @@ export async function deliverMessages(
   for (const message of claimed) {
     const recipients = recipientsOf.get(message.id) ?? [];
     const campaignRecipient = campaignRecipients.get(message.id);
-    if (campaignRecipient && "skip" in campaignRecipient)
-      dispositions.set(message.id, recordSkipped(env, message, recipients, campaignRecipient.skip, campaignRecipient.reason));
-    else if (message.testMode) dispositions.set(message.id, simulate(env, message, recipients));
+    if (campaignRecipient && "skip" in campaignRecipient) {
+      const providers = campaignRecipient.skip === "suppressed" ? await providersLookup : undefined;
+      dispositions.set(message.id, recordSkipped(env, message, recipients, campaignRecipient.skip, campaignRecipient.reason, providers));
+    } else if (message.testMode) dispositions.set(message.id, simulate(env, message, recipients));
     else deliverable.push({ message, recipients, campaignRecipient });
   }
 
@@ -102,7 +111,7 @@ export async function deliverMessages(
       try {
         for (const { message, recipients, campaignRecipient } of work) {
           const outcome = await sendOne(env, transport, message, recipients, domainsById.get(message.domainId), signingKeys, campaignRecipient);
-          dispositions.set(message.id, recordOutcome(env, message, recipients, outcome));
+          dispositions.set(message.id, recordOutcome(env, message, recipients, outcome, false, await providersLookup));
         }
       } finally {
         await transport.close();

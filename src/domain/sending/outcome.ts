@@ -9,6 +9,8 @@ import type { messages } from "../../db/schema";
 import { chargeFromReservationStatements, refundStatements, releaseStatements } from "../credits/ledger";
 import { recipientReference } from "../campaigns/fanout";
 import { eventStatement, type EventInput } from "../events/events";
+import { providerOfDomain, recipientDomain } from "../reports/providers";
+import { recipientProviderStatements, recipientRollupStatements, sendingDomain, type Provider, type RollupCounts } from "../reports/rollups";
 import { suppressionStatements } from "../suppressions/suppressions";
 import type { RecipientOutcome, SendOutcome } from "../transport/types";
 import { displayFrom } from "./mime";
@@ -36,8 +38,51 @@ function bounceType(rejection: { enhanced?: string }): "hard" | "blocked" {
   return rejection.enhanced?.startsWith("5.7.") ? "blocked" : "hard";
 }
 
+/** Mailbox providers by recipient domain (resolved once per delivery batch); a domain not in it is told by its name. */
+export type ProvidersByDomain = ReadonlyMap<string, Provider>;
+
+/**
+ * The report rollups of a message's recipients: their providers are stored first (once), and `count` returns the
+ * rollup statement to place BEFORE the update that moves the counted recipients out of `statuses`. Test mode
+ * (sk_test_) mail is never counted.
+ */
+function messageRollups(env: Env, message: MessageRow, recipients: string[], providers: ProvidersByDomain | undefined) {
+  const counted = !message.testMode;
+  const key = { accountId: message.accountId, domain: sendingDomain(message.fromAddress), campaignId: message.campaignId };
+  const byEmail = new Map(
+    recipients.map((email) => {
+      const domain = recipientDomain(email);
+      return [email, providers?.get(domain) ?? providerOfDomain(domain) ?? "other"] as const;
+    }),
+  );
+  return {
+    providerStatements: counted ? recipientProviderStatements(env.DB, message.id, byEmail) : [],
+    count: (emails: string[], statuses: readonly string[], counts: RollupCounts) =>
+      counted ? recipientRollupStatements(env.DB, key, counts, { messageId: message.id, emails, statuses }) : [],
+  };
+}
+
+const pendingStatuses = ["queued", "deferred", "unknown"] as const;
+
+// What each recipient transition adds to the rollups, and from which statuses it counts. Every final transport
+// outcome is also one `sent` (the denominator of the delivery and bounce rates).
+const transitionRollups = {
+  sent: { from: pendingStatuses, counts: { sent: 1, delivered: 1 } },
+  bounced: { from: pendingStatuses, counts: { sent: 1, hard_bounces: 1 } },
+  failed: { from: pendingStatuses, counts: { sent: 1, failed: 1 } },
+  // A soft bounce is counted on a recipient's first deferral, not on each retry.
+  deferred: { from: ["queued"], counts: { soft_bounces: 1 } },
+} satisfies Record<string, { from: readonly string[]; counts: RollupCounts }>;
+
 /** Turns the SMTP outcome for the pending recipients into state changes, refunds, suppressions and events. */
-export function recordOutcome(env: Env, message: MessageRow, pending: string[], outcome: SendOutcome, final = false): Disposition {
+export function recordOutcome(
+  env: Env,
+  message: MessageRow,
+  pending: string[],
+  outcome: SendOutcome,
+  final = false,
+  providers?: ProvidersByDomain,
+): Disposition {
   const attempt = message.attempts + 1;
   // Recipients the server did not answer for individually share the outcome of the whole transaction. A failed
   // transaction delivered to nobody, whatever RCPT said.
@@ -66,10 +111,13 @@ export function recordOutcome(env: Env, message: MessageRow, pending: string[], 
   const deferred = canRetry ? rejected.filter((r) => r.kind === "temporary") : [];
   const failed = canRetry ? [] : rejected.filter((r) => r.kind === "temporary");
 
-  const statements: D1PreparedStatement[] = [];
+  const rollups = messageRollups(env, message, pending, providers);
+  const statements: D1PreparedStatement[] = [...rollups.providerStatements];
   const events: EventInput[] = [];
-  const setRecipients = (emails: string[], status: string, response: string) => {
+  const setRecipients = (emails: string[], status: keyof typeof transitionRollups, response: string) => {
     if (emails.length === 0) return;
+    const { from, counts } = transitionRollups[status];
+    statements.push(...rollups.count(emails, from, counts));
     statements.push(
       statement(
         env.DB,
@@ -189,8 +237,18 @@ export function recordOutcome(env: Env, message: MessageRow, pending: string[], 
  * A campaign message not sent after all (its contact unsubscribed or was suppressed since the audience was
  * materialised, or its campaign was cancelled): the recipient and message take `status`, the credit goes back.
  */
-export function recordSkipped(env: Env, message: MessageRow, pending: string[], status: "suppressed" | "cancelled", reason: string): Disposition {
+export function recordSkipped(
+  env: Env,
+  message: MessageRow,
+  pending: string[],
+  status: "suppressed" | "cancelled",
+  reason: string,
+  providers?: ProvidersByDomain,
+): Disposition {
+  // A recipient skipped as suppressed is counted in the reports; one skipped because its campaign was cancelled is not.
+  const rollups = status === "suppressed" ? messageRollups(env, message, pending, providers) : undefined;
   const statements: D1PreparedStatement[] = [
+    ...(rollups ? [...rollups.providerStatements, ...rollups.count(pending, ["queued", "deferred"], { suppressed: 1 })] : []),
     statement(
       env.DB,
       sql`UPDATE message_recipients SET status = ${status}, smtp_response = ${reason}, updated_at = ${sqlNow}

@@ -1,8 +1,10 @@
 import { bytesToBase64Url, hmacSha256Hex, timingSafeEqualString } from "../../lib/crypto";
-import { eq } from "drizzle-orm";
+import { and, eq, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import type { Config } from "../../config";
-import { messages } from "../../db/schema";
+import { messageRecipients, messages } from "../../db/schema";
+import { asProvider, providerOfDomain, recipientDomain } from "../reports/providers";
+import { rollupStatements, sendingDomain } from "../reports/rollups";
 import { eventStatement } from "../events/events";
 import { suppressionStatements } from "../suppressions/suppressions";
 import { parseMailbox } from "./addresses";
@@ -56,13 +58,35 @@ export async function unsubscribeRecipient(
   target: { messageId: string; email: string },
 ): Promise<{ accountId: string; dedupeKey: string } | undefined> {
   const message = await drizzle(env.DB)
-    .select({ accountId: messages.accountId, campaignId: messages.campaignId })
+    .select({
+      accountId: messages.accountId,
+      campaignId: messages.campaignId,
+      fromAddress: messages.fromAddress,
+      testMode: messages.testMode,
+      provider: messageRecipients.provider,
+    })
     .from(messages)
+    .leftJoin(messageRecipients, and(eq(messageRecipients.messageId, messages.id), eq(messageRecipients.email, target.email)))
     .where(eq(messages.id, target.messageId))
     .get();
   if (!message) return undefined;
   const dedupeKey = `unsubscribed:${target.messageId}:${target.email.toLowerCase()}`;
+  const key = {
+    accountId: message.accountId,
+    domain: sendingDomain(message.fromAddress),
+    provider: asProvider(message.provider) ?? providerOfDomain(recipientDomain(target.email)),
+    campaignId: message.campaignId,
+  };
   await env.DB.batch([
+    // Counted once per recipient and message: before the event is written, while it does not exist yet.
+    ...(message.testMode
+      ? []
+      : rollupStatements(
+          env.DB,
+          key,
+          { unsubscribes: 1 },
+          sql`NOT EXISTS (SELECT 1 FROM events WHERE account_id = ${message.accountId} AND dedupe_key = ${dedupeKey})`,
+        )),
     ...suppressionStatements(env.DB, { accountId: message.accountId, email: target.email, reason: "unsubscribe", sourceMessageId: target.messageId }),
     eventStatement(env.DB, {
       accountId: message.accountId,
