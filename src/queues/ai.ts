@@ -3,7 +3,7 @@ import { failAiRequest } from "../domain/ai/requests";
 import { logError } from "../lib/log";
 
 // Generations are slow (seconds to minutes each) and independent: a batch runs them side by side.
-export async function consumeAiRequests(batch: MessageBatch<unknown>, env: Env, _ctx: ExecutionContext): Promise<void> {
+export async function consumeAiRequests(batch: MessageBatch<unknown>, env: Env): Promise<void> {
   await Promise.all(
     batch.messages.map(async (message) => {
       const body = aiQueueMessageSchema.safeParse(message.body);
@@ -27,7 +27,7 @@ export async function consumeAiRequests(batch: MessageBatch<unknown>, env: Env, 
 }
 
 /** Requests whose consumer kept failing (not the provider: that is retried and failed above) end `failed`. */
-export async function consumeAiDeadLetters(batch: MessageBatch<unknown>, env: Env, _ctx: ExecutionContext): Promise<void> {
+export async function consumeAiDeadLetters(batch: MessageBatch<unknown>, env: Env): Promise<void> {
   for (const message of batch.messages) {
     const body = aiQueueMessageSchema.safeParse(message.body);
     if (body.success) {
