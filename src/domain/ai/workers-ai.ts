@@ -20,6 +20,7 @@ export function workersAiProvider(binding: AiBinding, model: string, timeoutMs: 
     name: "workers-ai",
     async complete(request: CompletionRequest): Promise<Completion> {
       let answer: unknown;
+      let timer: ReturnType<typeof setTimeout> | undefined;
       try {
         answer = await Promise.race([
           binding.run(model, {
@@ -27,11 +28,15 @@ export function workersAiProvider(binding: AiBinding, model: string, timeoutMs: 
             response_format: { type: "json_schema", json_schema: request.schema.schema },
             max_tokens: 8192,
           }),
-          new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no answer within ${timeoutMs / 1000} s`)), timeoutMs)),
+          new Promise<never>((_, reject) => {
+            timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs / 1000} s`)), timeoutMs);
+          }),
         ]);
       } catch (error) {
         const message = error instanceof Error ? error.message : String(error);
         throw new ProviderError(`Workers AI (${model}) failed: ${message}`, !permanentError.test(message));
+      } finally {
+        clearTimeout(timer);
       }
       const parsed = answerSchema.safeParse(answer);
       if (!parsed.success) throw new ProviderError(`Workers AI (${model}) gave no answer in the expected shape`, true);
