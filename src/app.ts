@@ -16,6 +16,8 @@ import { unsubscribeRoutes } from "./api/unsubscribe";
 import { meRoutes } from "./api/me";
 import { webhookRoutes } from "./api/webhooks";
 import { verifyRoutes } from "./api/verify";
+import { reportRoutes } from "./api/reports";
+import { usageRoutes } from "./api/usage";
 import { aiRoutes } from "./api/ai";
 import { verifyApiRoutes } from "./verify-api";
 import { errorBody, handleError } from "./errors";
@@ -56,6 +58,7 @@ export const openApiInfo = {
       description: "Campaign drafts written by a model from a brief: queued, polled, saved as draft campaigns; nothing is sent by this path",
     },
     { name: "Suppressions", description: "Addresses never mailed again: bounces, complaints, unsubscribes, manual entries" },
+    { name: "Reports", description: "Delivery and engagement per day, mailbox provider, sending domain and campaign; usage and credits" },
     {
       name: "SMTP relay",
       description: "Credentials for the SMTP relay (587/2525 STARTTLS, 465 TLS); the relay feeds the same pipeline as POST /send",
@@ -113,6 +116,8 @@ export function createApp() {
   app.route("/api/v1", aiRoutes);
   app.route("/", unsubscribeRoutes);
   app.route("/api/v1", verifyRoutes);
+  app.route("/api/v1", reportRoutes);
+  app.route("/api/v1", usageRoutes);
   // The verification API: its own key check (?apikey=) per route, outside the Bearer middleware of /api/v1/*.
   app.route("/api", verifyApiRoutes);
   app.route("/admin/v1", adminAccountRoutes);

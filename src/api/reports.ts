@@ -1,0 +1,119 @@
+import { findCampaign } from "../domain/campaigns/campaigns";
+import { providers } from "../db/schema";
+import { rollupCounters, type RollupCounter } from "../domain/reports/rollups";
+import { campaignReport, defaultRange, maxRangeDays, overviewReport, rangeLength } from "../domain/reports/reports";
+import { notFound } from "../errors";
+import { createRouter, errorResponse, IdParam, jsonResponse, keyedRoute, z } from "../lib/openapi";
+
+const counterDescriptions: Record<RollupCounter, string> = {
+  sent: "Recipients with a final transport outcome: delivered + hard_bounces + failed",
+  delivered: "Accepted by the receiving server (its final 250)",
+  hard_bounces: "Refused for good (5xx)",
+  soft_bounces: "Deferred (4xx) at least once; each recipient counted once, on its first deferral",
+  opens: "Opens by people, every one",
+  unique_opens: "Recipients who opened, once each",
+  machine_opens: "Opens by privacy proxies, image prefetchers and scanners, counted apart from opens",
+  clicks: "Clicks on tracked links, every one",
+  unique_clicks: "Recipients who clicked, once each",
+  unsubscribes: "Unsubscribed through the message's link",
+  complaints: "Marked as spam",
+  failed: "Given up after the retries",
+  suppressed: "Skipped because the address is suppressed (when sent or when its campaign reached it)",
+};
+
+export const CountsSchema = z
+  .object(
+    Object.fromEntries(rollupCounters.map((counter) => [counter, z.number().int().openapi({ description: counterDescriptions[counter] })])) as Record<
+      RollupCounter,
+      z.ZodNumber
+    >,
+  )
+  .openapi("ReportCounts", { description: "Per recipient; mail sent with test keys (sk_test_) is never counted" });
+
+export const RatesSchema = z
+  .object({
+    delivery_rate: z.number().openapi({ description: "delivered / sent" }),
+    bounce_rate: z.number().openapi({ description: "hard_bounces / sent" }),
+    open_rate: z.number().openapi({ description: "unique_opens / delivered" }),
+    click_rate: z.number().openapi({ description: "unique_clicks / delivered" }),
+    unsubscribe_rate: z.number().openapi({ description: "unsubscribes / delivered" }),
+    complaint_rate: z.number().openapi({ description: "complaints / delivered" }),
+  })
+  .openapi("ReportRates", { description: "Fractions rounded to 4 decimals; 0 when the denominator is 0" });
+
+const isoDate = z.iso.date({ error: "Must be a date YYYY-MM-DD" });
+
+const day = (name: "from" | "to", description: string) =>
+  isoDate.optional().openapi({ param: { name, in: "query" }, description, example: name === "from" ? "2026-11-01" : "2026-11-30" });
+
+/** `from`/`to` of a report: both optional (30 days ending today, UTC), to ≥ from, at most 366 days. */
+export const DateRangeQuery = z
+  .object({
+    from: day("from", "First day, UTC (inclusive). Default: 29 days before `to`"),
+    to: day("to", "Last day, UTC (inclusive). Default: today"),
+  })
+  .superRefine((query, ctx) => {
+    // Zod runs this even when a date is malformed; that one already has its error.
+    if (![query.from, query.to].every((date) => date === undefined || isoDate.safeParse(date).success)) return;
+    const range = defaultRange(query);
+    if (range.to < range.from) ctx.addIssue({ code: "custom", path: ["to"], message: "Must be on or after `from`" });
+    else if (rangeLength(range) > maxRangeDays)
+      ctx.addIssue({ code: "custom", path: ["to"], message: `The range may cover at most ${maxRangeDays} days` });
+  });
+
+const OverviewSchema = z
+  .object({
+    from: z.string().openapi({ example: "2026-11-01" }),
+    to: z.string().openapi({ example: "2026-11-30" }),
+    totals: CountsSchema,
+    rates: RatesSchema,
+    providers: z
+      .array(CountsSchema.extend({ provider: z.enum(providers), rates: RatesSchema }))
+      .openapi({ description: "Every mailbox provider, in this order: gmail, microsoft, yahoo, apple, other" }),
+    domains: z
+      .array(CountsSchema.extend({ domain: z.string(), rates: RatesSchema }))
+      .openapi({ description: "Sending domains (the From address's) with mail in the range, most sent first" }),
+    daily: z.array(CountsSchema.extend({ date: z.string() })).openapi({ description: "Every day of the range, in order, zeros included" }),
+  })
+  .openapi("ReportOverview");
+
+const CampaignReportSchema = z
+  .object({
+    campaign_id: z.string(),
+    totals: CountsSchema,
+    rates: RatesSchema,
+    links: z
+      .array(z.object({ url: z.string(), clicks: z.number().int(), unique_clicks: z.number().int() }))
+      .openapi({ description: "Tracked links of the campaign, most clicked first" }),
+  })
+  .openapi("CampaignReport");
+
+const getOverview = keyedRoute("reports", {
+  method: "get",
+  path: "/reports/overview",
+  tags: ["Reports"],
+  summary: "Delivery and engagement over a date range",
+  description:
+    "Totals and rates, per mailbox provider (from the recipient's domain and its MX), per sending domain and per day (UTC). " +
+    "Read from daily rollups written with each event, so a report costs the same for a thousand emails as for a million.",
+  request: { query: DateRangeQuery },
+  responses: { 200: jsonResponse(OverviewSchema, "The report") },
+});
+
+const getCampaignReport = keyedRoute("reports", {
+  method: "get",
+  path: "/reports/campaigns/{id}",
+  tags: ["Reports"],
+  summary: "One campaign's delivery, engagement and link clicks",
+  request: { params: IdParam("cmp") },
+  responses: { 200: jsonResponse(CampaignReportSchema, "The campaign's report"), 404: errorResponse("No such campaign") },
+});
+
+export const reportRoutes = createRouter()
+  .openapi(getOverview, async (c) => c.json(await overviewReport(c.env.DB, c.get("auth").account.id, defaultRange(c.req.valid("query"))), 200))
+  .openapi(getCampaignReport, async (c) => {
+    const accountId = c.get("auth").account.id;
+    const { id } = c.req.valid("param");
+    if (!(await findCampaign(c.env.DB, accountId, id))) throw notFound("Campaign");
+    return c.json({ campaign_id: id, ...(await campaignReport(c.env.DB, accountId, id)) }, 200);
+  });
