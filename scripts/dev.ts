@@ -124,7 +124,7 @@ async function seedDemoAccount(adminToken: string): Promise<Demo> {
     body: JSON.stringify({
       name: "Demo",
       plan: "starter",
-      features: ["email_api", "smtp_relay", "campaigns"],
+      features: ["email_api", "smtp_relay", "campaigns", "automations", "ai"],
       send_credits: 1000,
       verify_credits: 1000,
     }),
