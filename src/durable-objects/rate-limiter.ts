@@ -1,4 +1,5 @@
 import { DurableObject } from "cloudflare:workers";
+import { usageStatements } from "../domain/reports/usage";
 
 export type RateLimitDecision = {
   allowed: boolean;
@@ -14,14 +15,23 @@ export type QuotaDecision = { allowed: boolean; used: number; limit: number; ret
 
 type Bucket = { tokens: number; updatedAt: number };
 type Quota = { window: string; used: number };
+/** API calls admitted and not yet written to usage_daily, per account and UTC day (key `calls:<day>:<account>`). */
+type PendingCalls = { accountId: string; day: string; calls: number };
+
+// API calls reach D1 in one write per key per minute at most, never one per request.
+const callFlushIntervalMs = 60_000;
 
 /**
  * One instance per API key (requests per minute) or per account (daily sending quota). A Durable Object is a
  * single writer and its synchronous KV storage cannot interleave, so the limits hold exactly under concurrency.
+ * The per-key instances also count the API calls they admit for GET /usage, flushed to D1 by an alarm.
  */
 export class RateLimiter extends DurableObject<Env> {
-  /** Token bucket of `limit` tokens refilled evenly over `windowSeconds`; a fresh bucket allows a full burst. */
-  consume(limit: number, windowSeconds = 60, cost = 1, now = Date.now()): RateLimitDecision {
+  /**
+   * Token bucket of `limit` tokens refilled evenly over `windowSeconds`; a fresh bucket allows a full burst. With
+   * `countFor` (an account id), an admitted request is counted as one API call of that account.
+   */
+  async consume(limit: number, windowSeconds = 60, cost = 1, now = Date.now(), countFor?: string): Promise<RateLimitDecision> {
     const kv = this.ctx.storage.kv;
     const ratePerMs = limit / (windowSeconds * 1000);
     const stored = kv.get<Bucket>("bucket");
@@ -30,6 +40,7 @@ export class RateLimiter extends DurableObject<Env> {
     const allowed = tokens >= cost;
     const left = allowed ? tokens - cost : tokens;
     kv.put<Bucket>("bucket", { tokens: left, updatedAt: now });
+    if (allowed && countFor) await this.countCall(countFor, now);
     return {
       allowed,
       limit,
@@ -51,6 +62,37 @@ export class RateLimiter extends DurableObject<Env> {
     if (used + count > limit) return { allowed: false, used, limit, retryAfterSeconds };
     kv.put<Quota>("quota", { window, used: used + count });
     return { allowed: true, used: used + count, limit, retryAfterSeconds: 0 };
+  }
+
+  private async countCall(accountId: string, now: number) {
+    const kv = this.ctx.storage.kv;
+    const day = new Date(now).toISOString().slice(0, 10);
+    const key = `calls:${day}:${accountId}`;
+    kv.put<PendingCalls>(key, { accountId, day, calls: (kv.get<PendingCalls>(key)?.calls ?? 0) + 1 });
+    if (kv.get<boolean>("flushScheduled")) return;
+    kv.put("flushScheduled", true);
+    await this.ctx.storage.setAlarm(Date.now() + callFlushIntervalMs);
+  }
+
+  /**
+   * Writes the counted API calls to usage_daily in one batch. Calls admitted while the write is under way stay for
+   * the next flush; a failed write throws, and the runtime retries the alarm with the counts still here.
+   */
+  override async alarm() {
+    const kv = this.ctx.storage.kv;
+    const pending = [...kv.list<PendingCalls>({ prefix: "calls:" })];
+    if (pending.length > 0) {
+      await this.env.DB.batch(
+        pending.flatMap(([, { accountId, day, calls }]) => usageStatements(this.env.DB, accountId, { api_calls: calls }, { day })),
+      );
+    }
+    for (const [key, flushed] of pending) {
+      const left = (kv.get<PendingCalls>(key)?.calls ?? 0) - flushed.calls;
+      if (left > 0) kv.put<PendingCalls>(key, { ...flushed, calls: left });
+      else kv.delete(key);
+    }
+    if ([...kv.list({ prefix: "calls:", limit: 1 })].length > 0) await this.ctx.storage.setAlarm(Date.now() + callFlushIntervalMs);
+    else kv.delete("flushScheduled");
   }
 
   /** Gives units back when an accepted request is undone (e.g. refused for credits after the quota check). */

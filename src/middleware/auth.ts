@@ -23,7 +23,8 @@ export async function admitKey(
   limiter: { name: string; limit: number; windowSeconds: number; per: "minute" | "second" },
 ): Promise<void> {
   c.set("auth", auth);
-  const decision = await c.env.RATE_LIMITER.getByName(limiter.name).consume(limiter.limit, limiter.windowSeconds);
+  // The key's own limiter also counts the call for the account's usage (flushed to D1 once a minute).
+  const decision = await c.env.RATE_LIMITER.getByName(limiter.name).consume(limiter.limit, limiter.windowSeconds, 1, undefined, auth.account.id);
   const rateHeaders = {
     "RateLimit-Limit": String(decision.limit),
     "RateLimit-Remaining": String(decision.remaining),

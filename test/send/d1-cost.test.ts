@@ -45,7 +45,7 @@ function countingD1(d1: D1Database) {
   return { counted, usage };
 }
 
-it("an accepted single-recipient send with a tag and an Idempotency-Key costs 2 D1 round trips and 6 table rows", async () => {
+it("an accepted single-recipient send with a tag and an Idempotency-Key costs 2 D1 round trips and 7 table rows", async () => {
   const created = await createAccount({ send_credits: 10 });
   const domain = await verifiedDomain(created.api_key);
   const account = (await findAccount(drizzle(env.DB), created.id))!;
@@ -67,8 +67,8 @@ it("an accepted single-recipient send with a tag and an Idempotency-Key costs 2 
   );
   await waitOnExecutionContext(ctx);
   expect(result.status).toBe(202);
-  // ledger entry, account balance, message, recipient, tag, idempotency record
-  expect(usage).toMatchObject({ roundTrips: 2, rowsChanged: 6 });
+  // ledger entry, account balance, the day's usage row (GET /usage), message, recipient, tag, idempotency record
+  expect(usage).toMatchObject({ roundTrips: 2, rowsChanged: 7 });
   console.info(
     `D1 per accepted single-recipient send: ${usage.roundTrips} round trips, ${usage.statements} statements, ` +
       `${usage.rowsChanged} table rows written (${usage.rowsWritten} incl. index entries, as D1 bills them)`,

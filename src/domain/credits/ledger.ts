@@ -22,6 +22,23 @@ type EntryKind = (typeof creditLedger.$inferSelect)["kind"];
 const entryExists = (balance: BalanceKind, kind: EntryKind, referenceId: string) =>
   sql`EXISTS (SELECT 1 FROM credit_ledger WHERE balance = ${balance} AND kind = ${kind} AND reference_id = ${referenceId})`;
 
+type UsageColumn = "send_charged" | "send_refunded" | "send_reserved" | "send_released" | "verify_charged" | "verify_refunded";
+
+/**
+ * Adds the entry `entryId` to its account's day of usage_daily (GET /usage). Read from the entry row itself: only an
+ * entry this batch wrote (its id is new) is counted, as much as it moved and on the day the ledger dates it, so usage
+ * always matches the ledger.
+ */
+function usageStatement(db: D1Database, entryId: string, column: UsageColumn) {
+  const counter = sql.raw(column);
+  return statement(
+    db,
+    sql`INSERT INTO usage_daily (account_id, day, ${counter})
+      SELECT account_id, substr(created_at, 1, 10), ABS(amount) FROM credit_ledger WHERE id = ${entryId}
+      ON CONFLICT (account_id, day) DO UPDATE SET ${counter} = ${counter} + excluded.${counter}`,
+  );
+}
+
 export type LedgerChange = { accountId: string; balance: BalanceKind; amount: number; referenceId: string; note?: string };
 
 export function topUpStatements(db: D1Database, accountId: string, balance: BalanceKind, amount: number, note: string | null) {
@@ -42,10 +59,11 @@ export function topUpStatements(db: D1Database, accountId: string, balance: Bala
  */
 export function chargeStatements(db: D1Database, change: LedgerChange) {
   const column = balanceColumn[change.balance];
+  const entryId = newId("led");
   return [
     statement(
       db,
-      sql`${insertEntry} SELECT ${newId("led")}, id, ${change.balance}, 'charge', ${-change.amount}, ${change.referenceId}, ${change.note ?? null},
+      sql`${insertEntry} SELECT ${entryId}, id, ${change.balance}, 'charge', ${-change.amount}, ${change.referenceId}, ${change.note ?? null},
         ${column} - ${change.amount} FROM accounts WHERE id = ${change.accountId} AND ${availableExpr[change.balance]} >= ${change.amount}`,
     ),
     statement(
@@ -53,6 +71,7 @@ export function chargeStatements(db: D1Database, change: LedgerChange) {
       sql`UPDATE accounts SET ${column} = ${column} - ${change.amount}, updated_at = ${sqlNow}
         WHERE id = ${change.accountId} AND ${entryExists(change.balance, "charge", change.referenceId)}`,
     ),
+    usageStatement(db, entryId, change.balance === "send" ? "send_charged" : "verify_charged"),
   ];
 }
 
@@ -91,15 +110,17 @@ export function refundStatements(db: D1Database, change: LedgerChange) {
       sql`UPDATE accounts SET ${column} = ${column} + ${change.amount}, updated_at = ${sqlNow}
         WHERE id = ${change.accountId} AND EXISTS (SELECT 1 FROM credit_ledger WHERE id = ${entryId})`,
     ),
+    usageStatement(db, entryId, change.balance === "send" ? "send_refunded" : "verify_refunded"),
   ];
 }
 
 /** Holds sending credits (campaigns reserve at send time); fails when that much is not available. */
 export function reserveStatements(db: D1Database, change: Omit<LedgerChange, "balance">) {
+  const entryId = newId("led");
   return [
     statement(
       db,
-      sql`${insertEntry} SELECT ${newId("led")}, id, 'send', 'reservation', ${change.amount}, ${change.referenceId}, ${change.note ?? null}, send_balance
+      sql`${insertEntry} SELECT ${entryId}, id, 'send', 'reservation', ${change.amount}, ${change.referenceId}, ${change.note ?? null}, send_balance
         FROM accounts WHERE id = ${change.accountId} AND ${availableExpr.send} >= ${change.amount}`,
     ),
     statement(
@@ -107,6 +128,7 @@ export function reserveStatements(db: D1Database, change: Omit<LedgerChange, "ba
       sql`UPDATE accounts SET send_reserved = send_reserved + ${change.amount}, updated_at = ${sqlNow}
         WHERE id = ${change.accountId} AND ${entryExists("send", "reservation", change.referenceId)}`,
     ),
+    usageStatement(db, entryId, "send_reserved"),
   ];
 }
 
@@ -124,6 +146,7 @@ export function releaseStatements(db: D1Database, change: Omit<LedgerChange, "ba
       sql`UPDATE accounts SET send_reserved = MAX(0, send_reserved - ${change.amount}), updated_at = ${sqlNow}
         WHERE id = ${change.accountId} AND EXISTS (SELECT 1 FROM credit_ledger WHERE id = ${entryId})`,
     ),
+    usageStatement(db, entryId, "send_released"),
   ];
 }
 
@@ -144,6 +167,7 @@ export function chargeFromReservationStatements(db: D1Database, change: Omit<Led
       sql`UPDATE accounts SET send_balance = send_balance - ${change.amount}, send_reserved = MAX(0, send_reserved - ${change.amount}), updated_at = ${sqlNow}
         WHERE id = ${change.accountId} AND EXISTS (SELECT 1 FROM credit_ledger WHERE id = ${entryId})`,
     ),
+    usageStatement(db, entryId, "send_charged"),
   ];
 }
 

@@ -6,6 +6,7 @@ import { verificationJobs, verificationResults } from "../../db/schema";
 import { newId } from "../../lib/ids";
 import { logError, logWarning } from "../../lib/log";
 import type { Account } from "../accounts/accounts";
+import { usageStatements } from "../reports/usage";
 import { availableCredits, chargedGuard, chargeStatements, refundedGuard, refundStatements, wasApplied } from "../credits/ledger";
 import type { DnsResolver } from "../dns/doh";
 import { eventStatement, type EventInput } from "../events/events";
@@ -366,6 +367,17 @@ export async function processVerificationChunk(env: Env, chunk: VerificationChun
             sql`NOT EXISTS (SELECT 1 FROM verification_results WHERE job_id = ${job.id} AND position = ${marker})`,
           ),
         ),
+    ),
+    // The addresses this chunk verified (a repeated row is not verified again), counted only when the update above
+    // counted the chunk: the job is processing and the chunk's first result row is not written yet.
+    ...usageStatements(
+      d1,
+      job.accountId,
+      { verifications: results.length },
+      {
+        guard: sql`EXISTS (SELECT 1 FROM verification_jobs WHERE id = ${job.id} AND status = 'processing')
+        AND NOT EXISTS (SELECT 1 FROM verification_results WHERE job_id = ${job.id} AND position = ${marker})`,
+      },
     ),
     ...inserts,
     statement(

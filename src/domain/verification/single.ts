@@ -7,6 +7,7 @@ import type { VerificationResult } from "./status";
 import { checkSyntax } from "./syntax";
 import { verifyEmail } from "./verify";
 import { config } from "../../config";
+import { usageStatements } from "../reports/usage";
 
 export type SingleCheck = { result: VerificationResult; creditsCharged: number; checkedAt: string };
 
@@ -52,6 +53,8 @@ export async function verifySingleAddress(
 
   async function finish(result: VerificationResult): Promise<{ kind: "checked" } & SingleCheck> {
     const checkedAt = new Date().toISOString();
+    // A single check stores no result row: its usage count is the only write it adds, free or charged.
+    await d1.batch(usageStatements(d1, account.id, { verifications: 1 }));
     if (options.emitEvent) {
       await recordEvents(env, [
         {
