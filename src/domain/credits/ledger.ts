@@ -132,14 +132,17 @@ export function reserveStatements(db: D1Database, change: Omit<LedgerChange, "ba
   ];
 }
 
-/** Returns reserved credits that will not be spent (a cancelled or finished campaign); once per reference. */
-export function releaseStatements(db: D1Database, change: Omit<LedgerChange, "balance">) {
+/** A caller's extra condition on a reservation change, evaluated in its batch (e.g. the holding campaign is not settled yet). */
+const holding = (when: SQL | undefined) => (when === undefined ? sql`` : sql` AND ${when}`);
+
+/** Returns reserved credits that will not be spent (a cancelled or finished campaign); once per reference; only if `when` holds. */
+export function releaseStatements(db: D1Database, change: Omit<LedgerChange, "balance">, when?: SQL) {
   const entryId = newId("led");
   return [
     statement(
       db,
       sql`${insertEntryOnce} SELECT ${entryId}, id, 'send', 'release', ${-change.amount}, ${change.referenceId}, ${change.note ?? null}, send_balance
-        FROM accounts WHERE id = ${change.accountId}`,
+        FROM accounts WHERE id = ${change.accountId}${holding(when)}`,
     ),
     statement(
       db,
@@ -152,15 +155,15 @@ export function releaseStatements(db: D1Database, change: Omit<LedgerChange, "ba
 
 /**
  * Spends reserved sending credits (a campaign recipient that was sent): the balance and the reserved amount both
- * drop by `amount`, so `available` does not change. Once per reference, like a refund.
+ * drop by `amount`, so `available` does not change. Once per reference, like a refund; only if `when` holds.
  */
-export function chargeFromReservationStatements(db: D1Database, change: Omit<LedgerChange, "balance">) {
+export function chargeFromReservationStatements(db: D1Database, change: Omit<LedgerChange, "balance">, when?: SQL) {
   const entryId = newId("led");
   return [
     statement(
       db,
       sql`${insertEntryOnce} SELECT ${entryId}, id, 'send', 'charge', ${-change.amount}, ${change.referenceId}, ${change.note ?? null}, send_balance - ${change.amount}
-        FROM accounts WHERE id = ${change.accountId}`,
+        FROM accounts WHERE id = ${change.accountId}${holding(when)}`,
     ),
     statement(
       db,

@@ -130,11 +130,18 @@ export function recordOutcome(
   // which its outcome turns into a charge (sent) or gives back (bounced, failed). Campaign mail emits the spec's
   // per-recipient events (`bounced`), not the relay.* events of API and SMTP messages.
   const campaignId = message.source === "campaign" ? message.campaignId : null;
+  // An outcome written after the cron marked the claim `unknown` and the campaign was settled: the settlement released
+  // this recipient's credit with the rest, so charging or releasing it now would take from another campaign's hold.
+  const unsettled = sql`EXISTS (SELECT 1 FROM campaigns WHERE id = ${campaignId} AND completed_at IS NULL)`;
   const refund = (email: string, why: string) => {
     if (message.testMode) return;
     if (campaignId) {
       statements.push(
-        ...releaseStatements(env.DB, { accountId: message.accountId, amount: 1, referenceId: recipientReference(campaignId, message.id), note: why }),
+        ...releaseStatements(
+          env.DB,
+          { accountId: message.accountId, amount: 1, referenceId: recipientReference(campaignId, message.id), note: why },
+          unsettled,
+        ),
       );
       return;
     }
@@ -148,12 +155,16 @@ export function recordOutcome(
     setRecipients(accepted, "sent", response);
     if (campaignId) {
       statements.push(
-        ...chargeFromReservationStatements(env.DB, {
-          accountId: message.accountId,
-          amount: accepted.length,
-          referenceId: recipientReference(campaignId, message.id),
-          note: "campaign recipient sent",
-        }),
+        ...chargeFromReservationStatements(
+          env.DB,
+          {
+            accountId: message.accountId,
+            amount: accepted.length,
+            referenceId: recipientReference(campaignId, message.id),
+            note: "campaign recipient sent",
+          },
+          unsettled,
+        ),
       );
     } else {
       events.push({
