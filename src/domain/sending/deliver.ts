@@ -2,7 +2,7 @@
 // consumer only parses queue messages and tells the queue what to do with each.
 
 import { and, inArray, sql } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
+import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
 import { config } from "../../config";
 import { domains, messageRecipients, messages } from "../../db/schema";
 import { logError } from "../../lib/log";
@@ -25,6 +25,24 @@ const pending = ["queued", "deferred"] as const;
 export type DeliveryResult = Map<string, { retryDelaySeconds: number }>;
 
 /**
+ * Claims the messages among `ids` that still have recipients to deliver (queued/deferred → sending). One conditional
+ * UPDATE: of two consumers holding copies of one queue message, only one gets the row back.
+ */
+function claim(db: DrizzleD1Database, ids: string[]) {
+  return db
+    .update(messages)
+    .set({ status: "sending", claimedAt: sqlNow, updatedAt: sqlNow })
+    .where(
+      and(
+        inJsonArray(messages.id, ids),
+        inArray(messages.status, pending),
+        sql`EXISTS (SELECT 1 FROM ${messageRecipients} WHERE ${messageRecipients.messageId} = ${messages.id} AND ${inArray(messageRecipients.status, pending)})`,
+      ),
+    )
+    .returning();
+}
+
+/**
  * Delivers the given messages over a few reused connections (RSET between messages). Round trip 1 claims every
  * message that still has recipients to deliver (queued/deferred → sending) and reads what sending needs. The claim
  * is one conditional UPDATE, so of two consumers holding copies of one queue message (queues deliver at least once)
@@ -38,17 +56,7 @@ export async function deliverMessages(
 ): Promise<DeliveryResult> {
   const db = drizzle(env.DB);
   const [claimed, recipientRows, domainRows, campaignRows, campaignContacts] = await db.batch([
-    db
-      .update(messages)
-      .set({ status: "sending", claimedAt: sqlNow, updatedAt: sqlNow })
-      .where(
-        and(
-          inJsonArray(messages.id, ids),
-          inArray(messages.status, pending),
-          sql`EXISTS (SELECT 1 FROM ${messageRecipients} WHERE ${messageRecipients.messageId} = ${messages.id} AND ${inArray(messageRecipients.status, pending)})`,
-        ),
-      )
-      .returning(),
+    claim(db, ids),
     db
       .select({ messageId: messageRecipients.messageId, email: messageRecipients.email, provider: messageRecipients.provider })
       .from(messageRecipients)
@@ -166,15 +174,13 @@ async function sendOne(
 
 /**
  * The queue gave up on these messages (the consumer kept throwing). They must not stay `queued` forever: whatever is
- * still pending is marked failed and refunded.
+ * still pending is marked failed and refunded. They are claimed first, as a delivery would: a requeued copy being
+ * delivered meanwhile owns its message, and abandoning it too would record a failure (and a refund) beside its outcome.
  */
 export async function abandonMessages(env: Env, ids: string[]): Promise<void> {
   const db = drizzle(env.DB);
   const [messageRows, recipientRows] = await db.batch([
-    db
-      .select()
-      .from(messages)
-      .where(and(inJsonArray(messages.id, ids), inArray(messages.status, pending))),
+    claim(db, ids),
     db
       .select({ messageId: messageRecipients.messageId, email: messageRecipients.email })
       .from(messageRecipients)
