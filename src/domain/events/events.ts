@@ -1,4 +1,5 @@
 import { z } from "@hono/zod-openapi";
+import { sql, type SQL } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { statement } from "../../db/client";
 import { events } from "../../db/schema";
@@ -46,21 +47,32 @@ export type EventInput = {
 /**
  * The one way events are written: an INSERT that is a no-op when the fact is already recorded, so it can join the
  * producer's own D1 batch (one transaction with the state change it reports). After the batch commits, call
- * `dispatchEvents` (webhooks) with the same account and dedupe keys.
+ * `dispatchEvents` (webhooks) with the same account and dedupe keys. With `when`, the event is written only if that
+ * SQL condition holds at its point of the batch (the state change it reports did happen).
  */
-export function eventStatement(d1: D1Database, event: EventInput): D1PreparedStatement {
-  const insert = drizzle(d1)
-    .insert(events)
-    .values({
-      id: newId("evt"),
-      accountId: event.accountId,
-      type: event.type,
-      subjectId: event.subjectId ?? null,
-      dedupeKey: event.dedupeKey,
-      data: event.data,
-    })
-    .onConflictDoNothing({ target: [events.accountId, events.dedupeKey] });
-  return statement(d1, insert);
+export function eventStatement(d1: D1Database, event: EventInput, when?: SQL): D1PreparedStatement {
+  const row = {
+    id: newId("evt"),
+    accountId: event.accountId,
+    type: event.type,
+    subjectId: event.subjectId ?? null,
+    dedupeKey: event.dedupeKey,
+    data: event.data,
+  };
+  if (when === undefined)
+    return statement(
+      d1,
+      drizzle(d1)
+        .insert(events)
+        .values(row)
+        .onConflictDoNothing({ target: [events.accountId, events.dedupeKey] }),
+    );
+  return statement(
+    d1,
+    sql`INSERT INTO ${events} (id, account_id, type, subject_id, dedupe_key, data)
+      SELECT ${row.id}, ${row.accountId}, ${row.type}, ${row.subjectId}, ${row.dedupeKey}, ${JSON.stringify(row.data)} WHERE ${when}
+      ON CONFLICT (account_id, dedupe_key) DO NOTHING`,
+  );
 }
 
 // ---------------------------------------------------------------------------------------------------------------
