@@ -38,11 +38,22 @@ const MessageSummarySchema = z
     subject: z.string(),
     tags: z.array(z.string()),
     metadata: z.record(z.string(), z.string()),
-    credits_charged: z.number().int().openapi({ description: "Sending credits charged when the message was accepted (one per recipient)" }),
-    credits_refunded: z.number().int().openapi({
-      description:
-        "Credits given back since: one per recipient that bounced, failed or could not be queued. The net cost is credits_charged − credits_refunded",
-    }),
+    credits_charged: z
+      .number()
+      .int()
+      .openapi({
+        description:
+          "Sending credits charged when the message was accepted (one per recipient). A campaign message is charged from its campaign's " +
+          "reservation once it is sent: 0 while pending, and 0 if its reserved credit was released (bounced, failed, skipped, cancelled)",
+      }),
+    credits_refunded: z
+      .number()
+      .int()
+      .openapi({
+        description:
+          "Credits given back since: one per recipient that bounced, failed or could not be queued (always 0 for campaign messages, " +
+          "which are charged only once sent). The net cost is credits_charged − credits_refunded",
+      }),
     test_mode: z.boolean(),
     created_at: Timestamp,
     sent_at: Timestamp.nullable(),

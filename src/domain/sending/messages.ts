@@ -13,13 +13,20 @@ export type MessageStatus = MessageRow["status"];
  * Credits refunded for a message, as a column of the message query (one index range seek per row, no query per
  * message): refunds are ledger rows referenced `<message id>:<recipient>`, and the range [id + ":", id + ";") is
  * exactly the references starting with `<id>:` (";" follows ":"), which the (balance, kind, reference_id) index serves.
+ * A campaign message is never charged then refunded: its credit is reserved by its campaign, and turned into a charge
+ * (`<campaign id>:<message id>`) only once it is sent; a credit released instead was never charged. So its charge is
+ * that ledger row, and its refunds are none.
  */
-// (Spelled out: drizzle renders a column of the query's own table unqualified, which inside this subquery would name
-// credit_ledger.id.)
+// (Spelled out: drizzle renders a column of the query's own table unqualified, which inside these subqueries would
+// name a credit_ledger column.)
+const creditsCharged = sql<number>`CASE WHEN messages.source = 'campaign' THEN (SELECT COALESCE(-SUM(amount), 0) FROM credit_ledger
+  WHERE balance = 'send' AND kind = 'charge' AND reference_id = messages.campaign_id || ':' || messages.id) ELSE messages.credits_charged END`.mapWith(
+  Number,
+);
 const creditsRefunded = sql<number>`(SELECT COALESCE(SUM(amount), 0) FROM credit_ledger
   WHERE balance = 'send' AND kind = 'refund' AND reference_id >= messages.id || ':' AND reference_id < messages.id || ';')`.mapWith(Number);
 
-const messageColumns = { ...getTableColumns(messages), creditsRefunded };
+const messageColumns = { ...getTableColumns(messages), creditsCharged, creditsRefunded };
 
 export type MessageFilters = {
   status?: MessageStatus;
