@@ -130,7 +130,8 @@ const CampaignSchema = z
     name: z.string(),
     status: z.enum(campaignStatuses).openapi({
       description:
-        "draft → sending (sent now) or scheduled (send_at) → sent; cancelled (POST /cancel while scheduled or sending); failed (could not start, e.g. its sender went away)",
+        "draft → sending (sent now) or scheduled (send_at) → sent; cancelled (POST /cancel while scheduled or sending); failed (its sender or its domain went away, or its fan-out could not start; " +
+        "messages not yet sent are cancelled and the unused reservation released, as for a cancel, and completed_at is set once settled)",
     }),
     sender_id: z.string().nullable(),
     subject: z.string().nullable(),

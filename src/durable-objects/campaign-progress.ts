@@ -11,8 +11,9 @@ import {
   loadCampaign,
   MATERIALISE_CHUNK,
   materialiseChunk,
+  materialisedCount,
   senderOf,
-  sweepCancelled,
+  sweepUnqueued,
 } from "../domain/campaigns/fanout";
 import { releaseDailySends, reserveDailySendsUpTo } from "../domain/sending/daily-limit";
 import { drizzle } from "drizzle-orm/d1";
@@ -51,17 +52,15 @@ export class CampaignProgress extends DurableObject<Env> {
 
   /**
    * The cron found the campaign unchanged for a while (domain/campaigns/recovery.ts): arms a run now unless one is
-   * armed. Lost progress starts again from the first contact with the count of messages already in D1 (writing a
-   * chunk again inserts nothing, and the count keeps the audience within the reservation). Returns whether it armed.
+   * armed. Lost progress starts again from the first contact (writing a chunk again inserts nothing, and each run
+   * counts what D1 holds against the reservation). A campaign being settled (cancelled or failed) is armed now
+   * unless it is about to run anyway: its only alarm may be its send_at, days away, and its credits would wait for it
+   * (a cancel whose wake-up did not arrive). Returns whether it armed.
    */
-  async resume(campaignId: string, accountId: string): Promise<boolean> {
-    if (!this.progress()) {
-      const written = await this.env.DB.prepare("SELECT count(*) AS total FROM messages WHERE campaign_id = ?1")
-        .bind(campaignId)
-        .first<{ total: number }>();
-      this.save({ campaignId, accountId, phase: "fanout", cursor: "", materialised: written?.total ?? 0, audienceDone: false });
-    }
-    if ((await this.ctx.storage.getAlarm()) !== null) return false;
+  async resume(campaignId: string, accountId: string, settling = false): Promise<boolean> {
+    if (!this.progress()) this.save({ campaignId, accountId, phase: "fanout", cursor: "", materialised: 0, audienceDone: false });
+    const armed = await this.ctx.storage.getAlarm();
+    if (armed !== null && (!settling || armed <= Date.now() + DRAIN_POLL_MS)) return false;
     await this.ctx.storage.setAlarm(Date.now());
     return true;
   }
@@ -96,35 +95,32 @@ export class CampaignProgress extends DurableObject<Env> {
   private async step(progress: Progress): Promise<number | undefined> {
     const env = this.env;
     let campaign = await loadCampaign(env.DB, progress.campaignId);
-    if (!campaign || campaign.status === "draft" || campaign.status === "sent" || campaign.status === "failed") return undefined;
+    if (!campaign || campaign.status === "draft" || campaign.completedAt !== null) return undefined;
     if (campaign.status === "scheduled") {
       if (campaign.sendAt && Date.parse(campaign.sendAt) > Date.now()) return Date.parse(campaign.sendAt);
       await beginSending(env.DB, campaign.id);
       campaign = await loadCampaign(env.DB, progress.campaignId);
       if (!campaign) return undefined;
     }
-    if (campaign.status === "cancelled" && progress.phase === "fanout") {
-      await sweepCancelled(env.DB, campaign.id);
-      this.save({ ...progress, phase: "drain" });
-      return (await completeIfDone(env, campaign.id)).complete ? undefined : Date.now() + DRAIN_POLL_MS;
-    }
-    if (progress.phase === "drain") return (await completeIfDone(env, campaign.id)).complete ? undefined : Date.now() + DRAIN_POLL_MS;
+    if (campaign.status === "cancelled" || campaign.status === "failed") return this.settle(progress);
+    if (progress.phase === "drain") return this.drain(campaign.id);
 
     const sender = await senderOf(env.DB, campaign);
     if (sender?.domainStatus !== "verified") {
-      await failCampaign(env.DB, campaign, sender ? `the sender's domain ${sender.domain ?? ""} is no longer verified` : "the sender was deleted");
-      return undefined;
+      await failCampaign(env.DB, campaign.id, sender ? `the sender's domain ${sender.domain ?? ""} is no longer verified` : "the sender was deleted");
+      return this.settle(progress);
     }
     const account = await findAccount(drizzle(env.DB), campaign.accountId);
     if (!account) return undefined;
     const where = audienceWhere(campaign, await segmentConditions(env.DB, campaign));
-    // A segment edited after POST /send can outgrow D1's parameter limit: fail (credits released) rather than retry forever.
+    // A segment edited after POST /send can outgrow D1's parameter limit: fail (settled like a cancel) rather than retry forever.
     if (audienceParameters(where) > MAX_AUDIENCE_PARAMETERS) {
-      await failCampaign(env.DB, campaign, "its segments now have too many conditions together for one query");
-      return undefined;
+      await failCampaign(env.DB, campaign.id, "its segments now have too many conditions together for one query");
+      return this.settle(progress);
     }
     const deadline = Date.now() + RUN_BUDGET_MS;
-    let state = progress;
+    // The stored count can be behind D1 (a save lost after a chunk was written): the cap below needs the real one.
+    let state = progress.audienceDone ? progress : { ...progress, materialised: await materialisedCount(env.DB, campaign.id) };
     while (Date.now() < deadline) {
       // The audience is capped at the reservation taken at POST /send: contacts added since then wait for another campaign.
       for (let i = 0; i < ENQUEUE_STEP / MATERIALISE_CHUNK && !state.audienceDone; i++) {
@@ -143,19 +139,37 @@ export class CampaignProgress extends DurableObject<Env> {
       }
 
       const { reservation, resumeAt } = await reserveDailySendsUpTo(env, account, ENQUEUE_STEP);
-      const enqueued = await enqueueScheduled(env, campaign.id, reservation.count);
+      const { enqueued, error } = await enqueueScheduled(env, campaign.id, reservation.count);
+      // Recipients not enqueued (nothing left, or the queue refused them) do not count against today's limit.
       if (enqueued < reservation.count) await releaseDailySends(env, account, { window: reservation.window, count: reservation.count - enqueued });
+      if (error !== undefined) throw error;
       // The day's limit used up with nothing left to enqueue is the end of the fan-out, not a reason to wait for midnight.
       const allEnqueued = state.audienceDone && (reservation.count === 0 ? !(await hasScheduled(env.DB, campaign.id)) : enqueued < reservation.count);
       if (allEnqueued) {
         this.save({ ...state, phase: "drain" });
-        return (await completeIfDone(env, campaign.id)).complete ? undefined : Date.now() + DRAIN_POLL_MS;
+        return this.drain(campaign.id);
       }
       if (reservation.count === 0) return resumeAt;
       const current = await loadCampaign(env.DB, campaign.id);
       if (current?.status !== "sending") return Date.now();
     }
     return Date.now();
+  }
+
+  /**
+   * A cancelled or failed campaign: its messages not yet enqueued are cancelled (once, before draining), the ones on
+   * the queue are skipped by the consumer, and it is settled once they have drained.
+   */
+  private async settle(progress: Progress): Promise<number | undefined> {
+    if (progress.phase === "fanout") {
+      await sweepUnqueued(this.env.DB, progress.campaignId);
+      this.save({ ...progress, phase: "drain" });
+    }
+    return this.drain(progress.campaignId);
+  }
+
+  private async drain(campaignId: string): Promise<number | undefined> {
+    return (await completeIfDone(this.env, campaignId)) ? undefined : Date.now() + DRAIN_POLL_MS;
   }
 
   private save(progress: Progress) {

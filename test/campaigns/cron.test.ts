@@ -1,54 +1,29 @@
-import { createExecutionContext, createScheduledController, runInDurableObject } from "cloudflare:test";
-import { waitOnExecutionContext } from "cloudflare:test";
-import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import worker from "../../src/index";
 import { call, json } from "../helpers";
-import { eventually, sinkMessagesTo } from "../send/helpers";
+import { sinkMessagesTo } from "../send/helpers";
 import {
   alarmOf,
   audienceOf,
+  backdate,
   campaignAccount,
   campaignOf,
+  killFanOut,
   messageRows,
+  minutesAgo,
   newSendingDay,
   nextUtcMidnight,
-  progressObject,
+  runCron,
   sendBalance,
   sendCampaign,
+  throttled,
   type Campaign,
+  waitForStatus,
 } from "./helpers";
 
 // The cron's resumeStalledCampaigns through the Worker's real scheduled handler. A fan-out "dies" by deleting its
 // progress object's alarm and storage; time is moved by back-dating the campaign row.
 
-async function runCron(): Promise<void> {
-  const ctx = createExecutionContext();
-  await worker.scheduled(createScheduledController({ cron: "*/15 * * * *" }), env, ctx);
-  await waitOnExecutionContext(ctx);
-}
-
-const minutesAgo = (minutes: number) => new Date(Date.now() - minutes * 60_000).toISOString();
-
-const backdate = (id: string, minutes: number, sendAt?: string) =>
-  env.DB.prepare("UPDATE campaigns SET updated_at = ?2, send_at = coalesce(?3, send_at) WHERE id = ?1")
-    .bind(id, minutesAgo(minutes), sendAt ?? null)
-    .run();
-
-async function killFanOut(campaignId: string): Promise<void> {
-  await runInDurableObject(progressObject(campaignId), async (_, state) => {
-    await state.storage.deleteAlarm();
-    state.storage.kv.delete("progress");
-  });
-}
-
 const deliveries = (addresses: string[]) => Promise.all(addresses.map(async (address) => (await sinkMessagesTo(address)).length));
-
-const waitForSent = (key: string, id: string) =>
-  eventually(async () => {
-    const current = await campaignOf(key, id);
-    return current.status === "sent" ? current : undefined;
-  }, 20_000);
 
 describe("cron: campaign fan-outs that died", () => {
   it("starts a scheduled campaign whose alarm was lost once its send_at is 15 minutes past", async () => {
@@ -68,7 +43,7 @@ describe("cron: campaign fan-outs that died", () => {
 
     await backdate(draft.id, 20, minutesAgo(20));
     await runCron();
-    const done = await waitForSent(key, draft.id);
+    const done = await waitForStatus(key, draft.id, "sent");
     expect(done.counters).toMatchObject({ recipients: 2, sent: 2, pending: 0 });
     expect(await deliveries(addresses)).toEqual([1, 1]);
     expect(await sendBalance(key)).toEqual({ balance: 8, reserved: 0, available: 8 });
@@ -78,10 +53,7 @@ describe("cron: campaign fan-outs that died", () => {
     const { account, key, sender } = await campaignAccount({ sendCredits: 10, dailySendLimit: 3 });
     const { list, addresses } = await audienceOf(key, 5);
     const campaign = await sendCampaign(key, sender, list);
-    await eventually(
-      async () => ((await alarmOf(campaign.id)) === nextUtcMidnight() && (await campaignOf(key, campaign.id)).counters.sent === 3 ? true : undefined),
-      20_000,
-    );
+    await throttled(key, campaign.id, 3);
     await killFanOut(campaign.id);
     await newSendingDay(account.id);
 
@@ -91,7 +63,7 @@ describe("cron: campaign fan-outs that died", () => {
     await backdate(campaign.id, 20);
     await runCron();
     await runCron();
-    const done = await waitForSent(key, campaign.id);
+    const done = await waitForStatus(key, campaign.id, "sent");
     expect(done.counters).toMatchObject({ recipients: 5, sent: 5, pending: 0 });
     expect(await messageRows(campaign.id)).toEqual({ messages: 5, contacts: 5 });
     expect(await deliveries(addresses)).toEqual([1, 1, 1, 1, 1]);
@@ -102,10 +74,7 @@ describe("cron: campaign fan-outs that died", () => {
     const { key, sender } = await campaignAccount({ sendCredits: 10, dailySendLimit: 3 });
     const { list, addresses } = await audienceOf(key, 5);
     const campaign = await sendCampaign(key, sender, list);
-    await eventually(
-      async () => ((await alarmOf(campaign.id)) === nextUtcMidnight() && (await campaignOf(key, campaign.id)).counters.sent === 3 ? true : undefined),
-      20_000,
-    );
+    await throttled(key, campaign.id, 3);
 
     await backdate(campaign.id, 20);
     await runCron();

@@ -10,11 +10,11 @@ import {
   ledgerOf,
   messageRows,
   newSendingDay,
-  nextUtcMidnight,
   progressObject,
   sendBalance,
   sendCampaign,
-  type Campaign,
+  throttled,
+  waitForStatus,
 } from "./helpers";
 
 // The fan-out in CampaignProgress under the account's daily sending limit, after a crash, and when cancelled midway,
@@ -26,27 +26,13 @@ async function deliveries(addresses: string[]): Promise<number[]> {
   return Promise.all(addresses.map(async (address) => (await sinkMessagesTo(address)).length));
 }
 
-const waitForStatus = (key: string, id: string, status: string) =>
-  eventually(async () => {
-    const current = await campaignOf(key, id);
-    return current.status === status ? current : undefined;
-  }, 20_000);
-
-/** The fan-out has used the day's limit and sleeps until midnight UTC, with `sent` messages out. */
-async function throttled(key: string, campaign: Campaign, sent: number): Promise<Campaign> {
-  return eventually(async () => {
-    const current = await campaignOf(key, campaign.id);
-    return current.counters.sent === sent && (await alarmOf(campaign.id)) === nextUtcMidnight() ? current : undefined;
-  }, 20_000);
-}
-
 describe("campaign fan-out under the daily sending limit", () => {
   it("enqueues up to what is left of the day's limit, sleeps until midnight UTC, then sends the rest", async () => {
     const { account: owner, key, domain, sender } = await campaignAccount({ sendCredits: 10, dailySendLimit: 3 });
     const { list, addresses } = await audienceOf(key, 5);
     const campaign = await sendCampaign(key, sender, list);
 
-    const paused = await throttled(key, campaign, 3);
+    const paused = await throttled(key, campaign.id, 3);
     expect(paused.status).toBe("sending");
     expect(paused.counters).toMatchObject({ recipients: 5, sent: 3, pending: 2 });
     expect((await deliveries(addresses)).sort()).toEqual([0, 0, 1, 1, 1]);
@@ -81,7 +67,7 @@ describe("campaign fan-out after a crash", () => {
     const { account: owner, key, sender } = await campaignAccount({ sendCredits: 10, dailySendLimit: 3 });
     const { list, addresses } = await audienceOf(key, 5);
     const campaign = await sendCampaign(key, sender, list);
-    await throttled(key, campaign, 3);
+    await throttled(key, campaign.id, 3);
 
     // The object's last save was lost: its storage says nothing was materialised yet, though all 5 messages are in D1
     // and 3 of them went out.
@@ -109,7 +95,7 @@ describe("cancelling a campaign midway through its fan-out", () => {
     const { account: owner, key, sender } = await campaignAccount({ sendCredits: 10, dailySendLimit: 3 });
     const { list, addresses } = await audienceOf(key, 5);
     const campaign = await sendCampaign(key, sender, list);
-    await throttled(key, campaign, 3);
+    await throttled(key, campaign.id, 3);
 
     const cancelled = await call(`/api/v1/campaigns/${campaign.id}/cancel`, { key, method: "POST" });
     expect(cancelled.status).toBe(200);

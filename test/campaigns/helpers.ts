@@ -1,8 +1,9 @@
-import { runInDurableObject } from "cloudflare:test";
+import { createExecutionContext, createScheduledController, runInDurableObject, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { expect } from "vitest";
+import worker from "../../src/index";
 import { call, createAccount, json } from "../helpers";
-import { verifiedDomain } from "../send/helpers";
+import { eventually, verifiedDomain } from "../send/helpers";
 
 export type Campaign = {
   id: string;
@@ -95,4 +96,53 @@ export async function messageRows(campaignId: string) {
   return env.DB.prepare("SELECT count(*) AS messages, count(DISTINCT content ->> '$.contact_id') AS contacts FROM messages WHERE campaign_id = ?1")
     .bind(campaignId)
     .first<{ messages: number; contacts: number }>();
+}
+
+/** Waits until the campaign has used the day's sending limit (`sent` messages out) and its object sleeps until midnight UTC. */
+export async function throttled(key: string, campaignId: string, sent: number): Promise<Campaign> {
+  return eventually(async () => {
+    const current = await campaignOf(key, campaignId);
+    return current.counters.sent === sent && (await alarmOf(campaignId)) === nextUtcMidnight() ? current : undefined;
+  }, 20_000);
+}
+
+export const waitForStatus = (key: string, id: string, status: string) =>
+  eventually(async () => {
+    const current = await campaignOf(key, id);
+    return current.status === status ? current : undefined;
+  }, 20_000);
+
+/** The campaign's messages with their recipient's address. */
+export async function campaignMessages(campaignId: string) {
+  return (
+    await env.DB.prepare(
+      `SELECT m.id, m.status, r.email FROM messages AS m JOIN message_recipients AS r ON r.message_id = m.id
+       WHERE m.campaign_id = ?1`,
+    )
+      .bind(campaignId)
+      .all<{ id: string; status: string; email: string }>()
+  ).results;
+}
+
+/** Runs the Worker's real scheduled handler (the cron) once. */
+export async function runCron(): Promise<void> {
+  const ctx = createExecutionContext();
+  await worker.scheduled(createScheduledController({ cron: "*/15 * * * *" }), env, ctx);
+  await waitOnExecutionContext(ctx);
+}
+
+export const minutesAgo = (minutes: number) => new Date(Date.now() - minutes * 60_000).toISOString();
+
+/** Moves time for the cron's stalled-campaign sweep: the campaign's row (and optionally its send_at) is that old. */
+export const backdate = (id: string, minutes: number, sendAt?: string) =>
+  env.DB.prepare("UPDATE campaigns SET updated_at = ?2, send_at = coalesce(?3, send_at) WHERE id = ?1")
+    .bind(id, minutesAgo(minutes), sendAt ?? null)
+    .run();
+
+/** A fan-out that died: its progress object has lost its alarm and its state. */
+export async function killFanOut(campaignId: string): Promise<void> {
+  await runInDurableObject(progressObject(campaignId), async (_, state) => {
+    await state.storage.deleteAlarm();
+    state.storage.kv.delete("progress");
+  });
 }

@@ -10,8 +10,9 @@ import type { FieldErrors } from "../../errors";
 import { newId, nowIso } from "../../lib/ids";
 import { logError } from "../../lib/log";
 import { keysetPage } from "../../lib/pagination";
-import { releaseStatements, reserveStatements, wasApplied } from "../credits/ledger";
+import { reserveStatements, wasApplied } from "../credits/ledger";
 import { audienceParameters, audienceWhere, countAudience, MAX_AUDIENCE_PARAMETERS } from "./audience";
+import { completeIfDone } from "./fanout";
 import { segmentWhere } from "./segments";
 
 export type CampaignRow = typeof campaigns.$inferSelect;
@@ -351,7 +352,7 @@ export async function sendCampaign(env: Env, accountId: string, id: string, send
     await armProgress(env, campaign.id, accountId, sendAt?.getTime() ?? Date.now());
   } catch (error) {
     logError("campaign: arming its progress object failed", { campaign_id: id, error: String(error) });
-    await failUnstarted(d1, accountId, campaign.id, recipients);
+    await failUnstarted(env, accountId, campaign.id);
     return { kind: "unavailable" };
   }
   const started = await findCampaign(d1, accountId, id);
@@ -371,20 +372,16 @@ async function armProgress(env: Env, campaignId: string, accountId: string, runA
 /**
  * The fan-out could not be armed, so nothing will ever send the campaign: it fails and its reservation is released
  * (the reservation's reference is the campaign, so it cannot be taken again; duplicating the campaign is the retry).
+ * Only a campaign still scheduled or sending fails: one cancelled meanwhile stays cancelled. The release is
+ * completeIfDone's settlement, which holds back while any message is pending (should the object have started after
+ * all, it drains and settles the campaign itself, seeing it failed).
  */
-async function failUnstarted(d1: D1Database, accountId: string, campaignId: string, amount: number) {
-  const db = drizzle(d1);
-  const now = nowIso();
-  await d1.batch([
-    statement(
-      d1,
-      db
-        .update(campaigns)
-        .set({ status: "failed", error: "the fan-out could not be started", completedAt: now, updatedAt: now })
-        .where(owned(accountId, campaignId)),
-    ),
-    ...releaseStatements(d1, { accountId, amount, referenceId: campaignId, note: "campaign not started" }),
-  ]);
+export async function failUnstarted(env: Env, accountId: string, campaignId: string): Promise<void> {
+  await drizzle(env.DB)
+    .update(campaigns)
+    .set({ status: "failed", error: "the fan-out could not be started", updatedAt: nowIso() })
+    .where(and(owned(accountId, campaignId), inArray(campaigns.status, ["scheduled", "sending"])));
+  await completeIfDone(env, campaignId);
 }
 
 export type CancelOutcome =
@@ -407,6 +404,11 @@ export async function cancelCampaign(env: Env, accountId: string, id: string): P
     const current = await findCampaign(env.DB, accountId, id);
     return current ? { kind: "not_cancellable", status: current.status } : { kind: "not_found" };
   }
-  await env.CAMPAIGN_PROGRESS.getByName(id).wake();
-  return { kind: "cancelled", campaign: (await findCampaign(env.DB, accountId, id))! };
+  try {
+    await env.CAMPAIGN_PROGRESS.getByName(id).wake();
+  } catch (error) {
+    // The cancel is stored; the cron's stalled-campaign sweep settles the campaign if its object never hears of it.
+    logError("campaign: waking its progress object after a cancel failed", { campaign_id: id, error: String(error) });
+  }
+  return { kind: "cancelled", campaign: cancelled };
 }

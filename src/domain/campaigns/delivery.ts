@@ -1,6 +1,6 @@
 // What the send consumer needs for campaign messages: the campaigns and contacts of a whole batch in one D1 round
 // trip, the decision to skip a recipient who unsubscribed (or was suppressed) since the audience was materialised or
-// whose campaign was cancelled, and the personalised subject and bodies with a visible unsubscribe link.
+// whose campaign was cancelled or failed, and the personalised subject and bodies with a visible unsubscribe link.
 
 import { sql } from "drizzle-orm";
 import type { DrizzleD1Database } from "drizzle-orm/d1";
@@ -47,7 +47,7 @@ export function campaignRecipientReads(db: DrizzleD1Database, ids: string[]) {
 
 type CampaignReadResults = [CampaignRow[], { contact: ContactRow; suppressed: number }[]];
 
-/** Per claimed campaign message: what to render it from, or why it is skipped (unsubscribed since, or cancelled). */
+/** Per claimed campaign message: what to render it from, or why it is skipped (unsubscribed since, or its campaign cancelled or failed). */
 export function campaignRecipientsOf(
   claimed: MessageRow[],
   [campaignRows, contactRows]: CampaignReadResults,
@@ -60,8 +60,8 @@ export function campaignRecipientsOf(
     const campaign = message.campaignId ? campaignsById.get(message.campaignId) : undefined;
     const contactId = contactIdOf(message);
     const found = contactId ? contactsById.get(contactId) : undefined;
-    if (!campaign || campaign.status === "cancelled")
-      result.set(message.id, { skip: "cancelled", reason: "campaign cancelled before this message was sent" });
+    if (!campaign || campaign.status === "cancelled" || campaign.status === "failed")
+      result.set(message.id, { skip: "cancelled", reason: `campaign ${campaign?.status ?? "deleted"} before this message was sent` });
     else if (!found || found.contact.accountId !== message.accountId)
       result.set(message.id, { skip: "suppressed", reason: "contact deleted before this message was sent" });
     else if (found.suppressed === 1 || found.contact.status !== "subscribed") {

@@ -6,23 +6,23 @@
 // Rows written per recipient before delivery: its message, its message_recipients row, and the message's move to
 // `queued` (campaign messages get no message_tags rows).
 
-import { and, eq, sql } from "drizzle-orm";
+import { and, eq, inArray, isNull, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
-import { statement } from "../../db/client";
-import { campaigns, domains, senders } from "../../db/schema";
+import { inJsonArray, sqlNow, statement } from "../../db/client";
+import { campaigns, creditLedger, domains, messageRecipients, messages, senders } from "../../db/schema";
 import { idFromDigest, nowIso } from "../../lib/ids";
+import { logError } from "../../lib/log";
 import { releaseStatements } from "../credits/ledger";
 import { eventStatement } from "../events/events";
 import type { SendQueueMessage } from "../sending/content";
 import { dispatchEvents } from "../webhooks/dispatch";
-import { logError } from "../../lib/log";
 import { audiencePage } from "./audience";
-import { countersFrom, type CampaignCounters, type CampaignRow } from "./campaigns";
+import { countersFrom, type CampaignRow } from "./campaigns";
 
 /** Contacts per materialisation statement pair; D1 binds the chunk as one JSON parameter. */
 export const MATERIALISE_CHUNK = 500;
 const SEND_BATCH = 100;
-const pendingStatuses = ["scheduled", "queued", "sending", "deferred"];
+const pendingStatuses = ["scheduled", "queued", "sending", "deferred"] as const;
 const encoder = new TextEncoder();
 
 /** The ledger reference of one recipient's charge or release: the campaign's references sort together. */
@@ -69,19 +69,17 @@ export async function beginSending(d1: D1Database, campaignId: string): Promise<
   return moved !== undefined;
 }
 
-/** The campaign cannot be sent (its sender went away): failed, with its whole reservation released. */
-export async function failCampaign(d1: D1Database, campaign: CampaignRow, error: string): Promise<void> {
-  const now = nowIso();
-  await d1.batch([
-    statement(
-      d1,
-      drizzle(d1)
-        .update(campaigns)
-        .set({ status: "failed", error, completedAt: now, updatedAt: now })
-        .where(and(eq(campaigns.id, campaign.id), sql`${campaigns.status} IN ('scheduled', 'sending')`)),
-    ),
-    ...releaseStatements(d1, { accountId: campaign.accountId, amount: campaign.creditsReserved, referenceId: campaign.id, note: "campaign failed" }),
-  ]);
+/**
+ * The campaign cannot be sent (its sender went away, its audience query no longer fits): `failed`, and from then on
+ * settled like a cancelled campaign (see settle in CampaignProgress): its unqueued messages are swept, its queued ones
+ * are skipped by the consumer, and completeIfDone releases what is left once they have drained. Releasing the whole
+ * reservation here would let messages already on the queue charge credits that other campaigns hold.
+ */
+export async function failCampaign(d1: D1Database, campaignId: string, error: string): Promise<void> {
+  await drizzle(d1)
+    .update(campaigns)
+    .set({ status: "failed", error, updatedAt: nowIso() })
+    .where(and(eq(campaigns.id, campaignId), inArray(campaigns.status, ["scheduled", "sending"])));
 }
 
 /** Same campaign and contact, same message id: a chunk written twice (a retried alarm) inserts nothing the second time. */
@@ -107,141 +105,194 @@ export async function materialiseChunk(
     contacts.map(async (contact) => ({ id: await messageIdFor(campaign.id, contact.id), contact_id: contact.id, email: contact.email })),
   );
   const chunk = JSON.stringify(rows);
+  // INSERT … SELECT over json_each: one statement per table for the whole chunk, within D1's 100 parameters.
   const [written] = await d1.batch([
-    d1
-      .prepare(
-        `INSERT OR IGNORE INTO messages (id, account_id, source, status, from_address, from_name, domain_id, reply_to, subject, tags, metadata,
-           content, credits_charged, campaign_id)
-         SELECT value ->> '$.id', ?1, 'campaign', 'scheduled', ?2, ?3, ?4, ?5, ?6, ?7, '{}',
-           json_object('kind', 'campaign', 'contact_id', value ->> '$.contact_id'), 1, ?8
-         FROM json_each(?9)`,
-      )
-      .bind(
-        campaign.accountId,
-        sender.email,
-        sender.name,
-        sender.domainId,
-        sender.replyTo,
-        campaign.subject ?? "",
-        JSON.stringify(campaign.tags),
-        campaign.id,
-        chunk,
-      ),
-    d1
-      .prepare(
-        `INSERT OR IGNORE INTO message_recipients (message_id, email, account_id, status)
-         SELECT value ->> '$.id', value ->> '$.email', ?1, 'queued' FROM json_each(?2)`,
-      )
-      .bind(campaign.accountId, chunk),
+    statement(
+      d1,
+      sql`INSERT OR IGNORE INTO ${messages} (id, account_id, source, status, from_address, from_name, domain_id, reply_to, subject, tags, metadata,
+           content, credits_charged, campaign_id, track_opens, track_clicks)
+         SELECT value ->> '$.id', ${campaign.accountId}, 'campaign', 'scheduled', ${sender.email}, ${sender.name}, ${sender.domainId},
+           ${sender.replyTo}, ${campaign.subject ?? ""}, ${JSON.stringify(campaign.tags)}, '{}',
+           json_object('kind', 'campaign', 'contact_id', value ->> '$.contact_id'), 1, ${campaign.id},
+           ${campaign.trackOpens ? 1 : 0}, ${campaign.trackClicks ? 1 : 0}
+         FROM json_each(${chunk})`,
+    ),
+    statement(
+      d1,
+      sql`INSERT OR IGNORE INTO ${messageRecipients} (message_id, email, account_id, status)
+         SELECT value ->> '$.id', value ->> '$.email', ${campaign.accountId}, 'queued' FROM json_each(${chunk})`,
+    ),
   ]);
   return { inserted: written!.meta.changes, last: contacts.at(-1)!.id };
+}
+
+/** How many messages the campaign has in D1: what the fan-out has materialised, whatever its own storage says. */
+export async function materialisedCount(d1: D1Database, campaignId: string): Promise<number> {
+  const row = await drizzle(d1).select({ total: sql<number>`count(*)` }).from(messages).where(eq(messages.campaignId, campaignId)).get();
+  return row?.total ?? 0;
 }
 
 /**
  * Moves up to `limit` scheduled messages to `queued` and enqueues them (sendBatch, 100 per call). Status first,
  * then the queue: a consumer that gets a message before its row says `queued` would skip it. If the queue refuses,
- * the messages not enqueued go back to `scheduled` and the error propagates (the alarm retries).
+ * the messages not enqueued go back to `scheduled`; the result says how many did go and carries the queue's error,
+ * so the caller can give the rest back to the daily limit before it rethrows.
  */
-export async function enqueueScheduled(env: Env, campaignId: string, limit: number): Promise<number> {
-  if (limit <= 0) return 0;
-  const moved = await env.DB.prepare(
-    `UPDATE messages SET status = 'queued', updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
-     WHERE id IN (SELECT id FROM messages WHERE campaign_id = ?1 AND status = 'scheduled' LIMIT ?2) RETURNING id`,
-  )
-    .bind(campaignId, limit)
-    .all<{ id: string }>();
-  const ids = moved.results.map((row) => row.id);
+export async function enqueueScheduled(env: Env, campaignId: string, limit: number): Promise<{ enqueued: number; error?: unknown }> {
+  if (limit <= 0) return { enqueued: 0 };
+  const db = drizzle(env.DB);
+  const page = db
+    .select({ id: messages.id })
+    .from(messages)
+    .where(and(eq(messages.campaignId, campaignId), eq(messages.status, "scheduled")))
+    .limit(limit);
+  const moved = await db
+    .update(messages)
+    .set({ status: "queued", updatedAt: sqlNow })
+    .where(inArray(messages.id, page))
+    .returning({ id: messages.id })
+    .all();
+  const ids = moved.map((row) => row.id);
   for (let i = 0; i < ids.length; i += SEND_BATCH) {
-    const page = ids.slice(i, i + SEND_BATCH);
     try {
-      await env.SEND_QUEUE.sendBatch(page.map((id) => ({ body: { message_id: id } satisfies SendQueueMessage, contentType: "json" as const })));
+      await env.SEND_QUEUE.sendBatch(
+        ids.slice(i, i + SEND_BATCH).map((id) => ({ body: { message_id: id } satisfies SendQueueMessage, contentType: "json" as const })),
+      );
     } catch (error) {
-      await env.DB.prepare("UPDATE messages SET status = 'scheduled' WHERE status = 'queued' AND id IN (SELECT value FROM json_each(?1))")
-        .bind(JSON.stringify(ids.slice(i)))
-        .run();
-      throw error;
+      await db
+        .update(messages)
+        .set({ status: "scheduled" })
+        .where(and(eq(messages.status, "queued"), inJsonArray(messages.id, ids.slice(i))));
+      return { enqueued: i, error };
     }
   }
-  return ids.length;
+  return { enqueued: ids.length };
 }
 
 /** Whether any message of the campaign still waits to be enqueued (one row of the (campaign_id, status) index). */
 export async function hasScheduled(d1: D1Database, campaignId: string): Promise<boolean> {
-  const row = await d1.prepare("SELECT 1 AS found FROM messages WHERE campaign_id = ?1 AND status = 'scheduled' LIMIT 1").bind(campaignId).first();
-  return row !== null;
+  const row = await drizzle(d1)
+    .select({ id: messages.id })
+    .from(messages)
+    .where(and(eq(messages.campaignId, campaignId), eq(messages.status, "scheduled")))
+    .limit(1)
+    .get();
+  return row !== undefined;
 }
 
-/** A cancelled campaign's messages that were never enqueued: cancelled, their credits left to the settlement. */
-export async function sweepCancelled(d1: D1Database, campaignId: string): Promise<void> {
-  const scheduled = "SELECT id FROM messages WHERE campaign_id = ?1 AND status = 'scheduled'";
-  await d1.batch([
-    d1
-      .prepare(
-        `UPDATE message_recipients SET status = 'cancelled', updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE message_id IN (${scheduled}) AND status = 'queued'`,
-      )
-      .bind(campaignId),
-    d1
-      .prepare(
-        "UPDATE messages SET status = 'cancelled', updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE campaign_id = ?1 AND status = 'scheduled'",
-      )
-      .bind(campaignId),
+/**
+ * A cancelled or failed campaign's messages that were never enqueued: cancelled. Their credits are released with
+ * the rest of the reservation when the campaign is settled (one ledger row, not one per recipient).
+ */
+export async function sweepUnqueued(d1: D1Database, campaignId: string): Promise<void> {
+  const db = drizzle(d1);
+  const unqueued = and(eq(messages.campaignId, campaignId), eq(messages.status, "scheduled"));
+  await db.batch([
+    db
+      .update(messageRecipients)
+      .set({ status: "cancelled", updatedAt: sqlNow })
+      .where(
+        and(
+          inArray(messageRecipients.messageId, db.select({ id: messages.id }).from(messages).where(unqueued)),
+          eq(messageRecipients.status, "queued"),
+        ),
+      ),
+    db.update(messages).set({ status: "cancelled", updatedAt: sqlNow }).where(unqueued),
   ]);
 }
 
 /**
- * Completion: once no message of the campaign is pending, the campaign becomes `sent` (a cancelled one stays
- * `cancelled`), whatever is still reserved is released (reservation − per-recipient charges − per-recipient
+ * Completion: once no message of the campaign is pending, the campaign becomes `sent` (a cancelled or failed one
+ * keeps its status), whatever is still reserved is released (reservation − per-recipient charges − per-recipient
  * releases), and a sent campaign emits campaign.completed with its counters, all in one D1 batch. Returns whether
  * the campaign is complete. Call it only once the fan-out has materialised and enqueued everything.
+ *
+ * The send consumer has it checked after every batch while the campaign drains, so a campaign with messages still
+ * pending costs one row of the (campaign_id, status) index; only then are its messages counted.
  */
-export async function completeIfDone(env: Env, campaignId: string): Promise<{ complete: boolean; counters?: CampaignCounters }> {
+export async function completeIfDone(env: Env, campaignId: string): Promise<boolean> {
   const d1 = env.DB;
-  const [campaignRows, statusRows, ledgerRows] = await d1.batch([
-    d1.prepare("SELECT account_id, name, status, credits_reserved, completed_at FROM campaigns WHERE id = ?1").bind(campaignId),
-    d1.prepare("SELECT status, count(*) AS total FROM messages WHERE campaign_id = ?1 GROUP BY status").bind(campaignId),
-    // The per-recipient references are `<campaign id>:<message id>`: a range of the (balance, kind, reference_id) index.
-    d1
-      .prepare(
-        "SELECT count(*) AS total FROM credit_ledger WHERE balance = 'send' AND kind IN ('charge', 'release') AND reference_id > ?1 AND reference_id < ?2",
-      )
-      .bind(`${campaignId}:`, `${campaignId};`),
-  ]);
-  type CampaignState = { account_id: string; name: string; status: string; credits_reserved: number; completed_at: string | null };
-  const campaign = campaignRows!.results[0] as CampaignState | undefined;
-  if (!campaign) return { complete: true };
-  const statuses = statusRows!.results as { status: string; total: number }[];
-  const counters = countersFrom(statuses);
-  if (campaign.completed_at) return { complete: true, counters };
-  if (statuses.some((row) => pendingStatuses.includes(row.status) && row.total > 0)) return { complete: false, counters };
+  const db = drizzle(d1);
+  const pending = await db
+    .select({ id: messages.id })
+    .from(messages)
+    .where(and(eq(messages.campaignId, campaignId), inArray(messages.status, pendingStatuses)))
+    .limit(1)
+    .get();
+  if (pending) return false;
 
-  const settled = (ledgerRows!.results[0] as { total: number }).total;
-  const remaining = Math.max(0, campaign.credits_reserved - settled);
-  const sent = campaign.status === "sending";
+  const [campaignRows, statusRows, ledgerRows] = await db.batch([
+    db
+      .select({
+        accountId: campaigns.accountId,
+        name: campaigns.name,
+        status: campaigns.status,
+        creditsReserved: campaigns.creditsReserved,
+        completedAt: campaigns.completedAt,
+      })
+      .from(campaigns)
+      .where(eq(campaigns.id, campaignId)),
+    db
+      .select({ status: messages.status, total: sql<number>`count(*)` })
+      .from(messages)
+      .where(eq(messages.campaignId, campaignId))
+      .groupBy(messages.status),
+    // The per-recipient references are `<campaign id>:<message id>`: a range of the (balance, kind, reference_id) index.
+    db
+      .select({ total: sql<number>`count(*)` })
+      .from(creditLedger)
+      .where(
+        and(
+          eq(creditLedger.balance, "send"),
+          inArray(creditLedger.kind, ["charge", "release"]),
+          sql`${creditLedger.referenceId} > ${`${campaignId}:`} AND ${creditLedger.referenceId} < ${`${campaignId};`}`,
+        ),
+      ),
+  ]);
+  const campaign = campaignRows[0];
+  if (!campaign || campaign.completedAt) return true;
+  if (statusRows.some((row) => (pendingStatuses as readonly string[]).includes(row.status) && row.total > 0)) return false;
+
+  const counters = countersFrom(statusRows);
+  const remaining = Math.max(0, campaign.creditsReserved - (ledgerRows[0]?.total ?? 0));
   const dedupeKey = `campaign.completed:${campaignId}`;
-  await d1.batch([
-    d1
-      .prepare(
-        `UPDATE campaigns SET status = CASE status WHEN 'sending' THEN 'sent' ELSE status END, completed_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
-           updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?1 AND completed_at IS NULL AND status IN ('sending', 'cancelled')`,
-      )
-      .bind(campaignId),
+  const [completed] = await d1.batch([
+    statement(
+      d1,
+      db
+        .update(campaigns)
+        .set({
+          status: sql`CASE ${campaigns.status} WHEN 'sending' THEN 'sent' ELSE ${campaigns.status} END`,
+          completedAt: sqlNow,
+          updatedAt: sqlNow,
+        })
+        .where(and(eq(campaigns.id, campaignId), isNull(campaigns.completedAt), inArray(campaigns.status, ["sending", "cancelled", "failed"])))
+        .returning({ status: campaigns.status }),
+    ),
     ...(remaining > 0
-      ? releaseStatements(d1, { accountId: campaign.account_id, amount: remaining, referenceId: campaignId, note: "campaign settled" })
+      ? releaseStatements(d1, { accountId: campaign.accountId, amount: remaining, referenceId: campaignId, note: "campaign settled" })
       : []),
-    ...(sent
+    // Guarded in SQL: a cancel landing between the reads above and this batch leaves the campaign cancelled, and a
+    // cancelled campaign emits no campaign.completed.
+    ...(campaign.status === "sending"
       ? [
-          eventStatement(d1, {
-            accountId: campaign.account_id,
-            type: "campaign.completed",
-            subjectId: campaignId,
-            dedupeKey,
-            data: { campaign_id: campaignId, name: campaign.name, ...counters },
-          }),
+          eventStatement(
+            d1,
+            {
+              accountId: campaign.accountId,
+              type: "campaign.completed",
+              subjectId: campaignId,
+              dedupeKey,
+              data: { campaign_id: campaignId, name: campaign.name, ...counters },
+            },
+            sql`EXISTS (SELECT 1 FROM ${campaigns} WHERE ${campaigns.id} = ${campaignId} AND ${campaigns.status} = 'sent')`,
+          ),
         ]
       : []),
   ]);
-  if (sent) await dispatchEvents(env, campaign.account_id, [dedupeKey]);
-  return { complete: true, counters };
+  const becameSent = (completed!.results as { status: string }[]).some((row) => row.status === "sent");
+  if (becameSent) await dispatchEvents(env, campaign.accountId, [dedupeKey]);
+  return true;
 }
 
 /**

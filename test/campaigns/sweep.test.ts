@@ -1,0 +1,57 @@
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { call, json } from "../helpers";
+import { sinkMessagesTo } from "../send/helpers";
+import {
+  alarmOf,
+  audienceOf,
+  backdate,
+  campaignAccount,
+  killFanOut,
+  minutesAgo,
+  progressObject,
+  runCron,
+  waitForStatus,
+  type Campaign,
+} from "./helpers";
+
+// The cron's stalled-campaign sweep looks at 100 campaigns per run. Its own file: the sweep sees every stale campaign
+// of the database, and this test needs to know exactly which ones there are.
+
+const ALIVE = 120;
+
+describe("cron: a dead fan-out among many throttled ones", () => {
+  it("is reached within a few runs, however many live campaigns have been waiting longer", async () => {
+    const { account, key, sender } = await campaignAccount({ sendCredits: 10 });
+    // Campaigns sleeping until their daily limit resets: their rows have not changed for an hour, their objects are armed.
+    const alive = Array.from({ length: ALIVE }, (_, i) => `cmp_alive${String(i).padStart(3, "0")}${crypto.randomUUID().slice(0, 8)}`);
+    await env.DB.batch(
+      alive.map((id) =>
+        env.DB.prepare(
+          `INSERT INTO campaigns (id, account_id, name, status, variables, tags, lists, segments, exclude_lists, started_at, updated_at)
+           VALUES (?1, ?2, 'throttled', 'sending', '{}', '[]', '[]', '[]', '[]', ?3, ?3)`,
+        ).bind(id, account.id, minutesAgo(60)),
+      ),
+    );
+    const tomorrow = Date.now() + 86_400_000;
+    await Promise.all(alive.map((id) => progressObject(id).start(id, account.id, tomorrow)));
+
+    // A scheduled campaign whose object lost its alarm and state, due 20 minutes ago.
+    const { list, addresses } = await audienceOf(key, 1);
+    const dead = await json<Campaign>(
+      await call("/api/v1/campaigns", { key, body: { name: "dead", sender_id: sender, subject: "Hi", text: "Hello", lists: [list] } }),
+    );
+    expect((await call(`/api/v1/campaigns/${dead.id}/send`, { key, body: { send_at: new Date(tomorrow).toISOString() } })).status).toBe(202);
+    await killFanOut(dead.id);
+    await backdate(dead.id, 20, minutesAgo(20));
+
+    await runCron();
+    await runCron();
+    const done = await waitForStatus(key, dead.id, "sent");
+    expect(done.counters).toMatchObject({ recipients: 1, sent: 1 });
+    expect(await sinkMessagesTo(addresses[0]!)).toHaveLength(1);
+    // The live ones were looked at, not re-armed.
+    expect(await alarmOf(alive[0]!)).toBe(tomorrow);
+    expect(await alarmOf(alive[ALIVE - 1]!)).toBe(tomorrow);
+  });
+});
