@@ -13,6 +13,7 @@ import { sendRoutes } from "./api/send";
 import { smtpCredentialRoutes } from "./api/smtp-credentials";
 import { templateRoutes } from "./api/templates";
 import { unsubscribeRoutes } from "./api/unsubscribe";
+import { trackingRoutes } from "./api/tracking";
 import { meRoutes } from "./api/me";
 import { webhookRoutes } from "./api/webhooks";
 import { verifyRoutes } from "./api/verify";
@@ -115,6 +116,7 @@ export function createApp() {
   app.route("/api/v1", campaignRoutes);
   app.route("/api/v1", aiRoutes);
   app.route("/", unsubscribeRoutes);
+  app.route("/", trackingRoutes);
   app.route("/api/v1", verifyRoutes);
   app.route("/api/v1", reportRoutes);
   app.route("/api/v1", usageRoutes);

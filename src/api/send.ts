@@ -55,6 +55,14 @@ const SendRequestSchema = z
       .openapi({ example: { order_id: "1042" } }),
     tags: z.array(z.string().regex(tagPattern, tagRule)).max(sendLimits.tags).optional(),
     attachments: z.array(AttachmentSchema).max(20).optional(),
+    track_opens: z
+      .boolean()
+      .optional()
+      .openapi({ description: "Add an open pixel to the html part (default false). See docs/tracking.md for what counts as an open" }),
+    track_clicks: z
+      .boolean()
+      .optional()
+      .openapi({ description: "Send the html part's http(s) links through a click redirect (default false); the text part keeps its links" }),
   })
   .strict()
   .superRefine((body, ctx) => {
@@ -141,6 +149,7 @@ function toAcceptInput(body: SendRequest): AcceptInput {
     tags: body.tags ?? [],
     metadata: body.metadata ?? {},
     templateId: body.template_id,
+    tracking: { opens: body.track_opens ?? false, clicks: body.track_clicks ?? false },
     compose(template) {
       const subject = renderTemplate(body.subject ?? template?.subject ?? "", variables, { html: false });
       if (/[\r\n]/.test(subject)) throw validationError({ subject: ["The rendered subject must not contain line breaks"] });

@@ -42,6 +42,8 @@ export type AcceptInput = {
   tags: string[];
   metadata: Record<string, string>;
   templateId?: string;
+  /** Open pixel and click rewriting at delivery (docs/tracking.md); off when absent. */
+  tracking?: { opens: boolean; clicks: boolean };
   /** Builds subject and content once the template (if any) is loaded with the other reads. */
   compose(template: StoredTemplate | undefined): { subject: string; content: MessageContent };
 };
@@ -152,10 +154,11 @@ export async function acceptMessage(env: Env, ctx: WaitUntil, sender: Sender, in
     statement(
       d1,
       sql`INSERT INTO messages (id, account_id, source, status, from_address, from_name, domain_id, reply_to, subject, tags, metadata,
-          content, content_key, credits_charged, test_mode)
+          content, content_key, credits_charged, test_mode, track_opens, track_clicks)
         SELECT ${messageId}, ${account.id}, ${input.source}, ${status}, ${input.from.address}, ${input.from.name ?? null}, ${domain.id},
           ${input.replyTo ?? null}, ${subject}, ${JSON.stringify(tags)}, ${JSON.stringify(input.metadata)}, ${inline ? serialized : null},
-          ${inline ? null : contentObjectKey(messageId)}, ${charge}, ${sender.testMode ? 1 : 0}
+          ${inline ? null : contentObjectKey(messageId)}, ${charge}, ${sender.testMode ? 1 : 0},
+          ${input.tracking?.opens ? 1 : 0}, ${input.tracking?.clicks ? 1 : 0}
         ${charge > 0 ? sql`WHERE ${chargedGuard("send", messageId)}` : sql``}`,
     ),
     statement(

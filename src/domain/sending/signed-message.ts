@@ -9,6 +9,8 @@ import { buildMessageId, buildMimeMessage, formatRfc5322Date } from "./mime";
 import { renderTemplate } from "./render";
 import { listUnsubscribeHeaders } from "./unsubscribe";
 import { renderCampaignMessage, type CampaignRecipient } from "../campaigns/delivery";
+import { trackHtml } from "../tracking/rewrite";
+import { parseMailbox } from "./addresses";
 
 export type SigningDomain = Pick<
   typeof domains.$inferSelect,
@@ -52,7 +54,7 @@ export async function buildSignedMessage(
         to: [rendered.to],
         replyTo: message.replyTo ?? undefined,
         subject: rendered.subject,
-        html: rendered.html,
+        html: rendered.html === undefined ? undefined : await tracked(env, message, rendered.html, rendered.to),
         text: rendered.text,
         attachments: [],
         headers: rendered.headers,
@@ -62,13 +64,17 @@ export async function buildSignedMessage(
     );
   } else {
     const variables = content.variables;
+    const html =
+      content.html === undefined
+        ? undefined
+        : await tracked(env, message, renderTemplate(content.html, variables, { html: true }), soleRecipient(content.to));
     unsigned = encoder.encode(
       buildMimeMessage({
         from: { name: message.fromName ?? undefined, address: message.fromAddress },
         to: content.to,
         replyTo: message.replyTo ?? undefined,
         subject: message.subject,
-        html: content.html === undefined ? undefined : renderTemplate(content.html, variables, { html: true }),
+        html,
         text: content.text === undefined ? undefined : renderTemplate(content.text, variables, { html: false }),
         attachments: content.attachments.map((attachment) => ({
           filename: attachment.filename,
@@ -92,6 +98,27 @@ export async function buildSignedMessage(
   signed.set(signatureBytes, 0);
   signed.set(unsigned, signatureBytes.length);
   return signed;
+}
+
+/** The HTML as it leaves: with the open pixel and click redirects when the message asks for them (after placeholders). */
+function tracked(env: Env, message: MessageRow, html: string, recipient: string | null): Promise<string> {
+  return trackHtml(config(env), html, { messageId: message.id, recipient, opens: message.trackOpens, clicks: message.trackClicks });
+}
+
+/**
+ * The address of a message's only recipient. Several recipients get the same bytes, so their tracking links cannot
+ * tell them apart: null, and their opens and clicks are the message's.
+ */
+function soleRecipient(to: string[]): string | null {
+  // Keyed as acceptMessage de-duplicates recipients (case-insensitively, first spelling kept).
+  const addresses = new Map<string, string>();
+  for (const entry of to) {
+    const parsed = parseMailbox(entry);
+    if (parsed.ok && !addresses.has(parsed.mailbox.address.toLowerCase()))
+      addresses.set(parsed.mailbox.address.toLowerCase(), parsed.mailbox.address);
+  }
+  const [only] = addresses.values();
+  return addresses.size === 1 && only !== undefined ? only : null;
 }
 
 /** A relayed message keeps its own headers; only a missing Message-ID or Date is added (RFC 5322 requires Date). */
