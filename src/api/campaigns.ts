@@ -119,9 +119,16 @@ const CountersSchema = z
       .openapi({ description: "Skipped at sending time: unsubscribed, suppressed or deleted since the audience was counted" }),
     cancelled: z.number().int(),
     unknown: z.number().int().openapi({ description: "Interrupted after a possible hand-off; not retried, not charged" }),
+    opens: z.number().int().openapi({ description: "Opens by people (machine opens are not counted here)" }),
+    unique_opens: z.number().int().openapi({ description: "Recipients who opened" }),
+    clicks: z.number().int(),
+    unique_clicks: z.number().int().openapi({ description: "Recipients who clicked" }),
+    unsubscribes: z.number().int(),
+    complaints: z.number().int(),
   })
   .openapi("CampaignCounters", {
-    description: "Counted from the campaign's messages. Opens, clicks, unsubscribes and complaints are not counted yet (tracking is not built).",
+    description:
+      "Delivery counted from the campaign's messages; opens, clicks, unsubscribes and complaints from the report rollups (GET /reports/campaigns/{id} has them all, with rates and links).",
   });
 
 const CampaignSchema = z

@@ -115,5 +115,5 @@ export const reportRoutes = createRouter()
     const accountId = c.get("auth").account.id;
     const { id } = c.req.valid("param");
     if (!(await findCampaign(c.env.DB, accountId, id))) throw notFound("Campaign");
-    return c.json({ campaign_id: id, ...(await campaignReport(c.env.DB, accountId, id)) }, 200);
+    return c.json({ campaign_id: id, ...(await campaignReport(c.env.DB, id)) }, 200);
   });

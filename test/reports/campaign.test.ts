@@ -1,6 +1,7 @@
 import { env } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
 import { config } from "../../src/config";
+import { rollupStatements } from "../../src/domain/reports/rollups";
 import { unsubscribeToken } from "../../src/domain/sending/unsubscribe";
 import { call, createAccount, json } from "../helpers";
 import { audienceOf, campaignAccount, campaignMessages, sendCampaign, waitForStatus } from "../campaigns/helpers";
@@ -41,7 +42,10 @@ describe("GET /reports/campaigns/{id}", () => {
     const [first] = await campaignMessages(campaignId);
     await unsubscribe(first!.id, first!.email);
     await unsubscribe(first!.id, first!.email);
-    // Clicks per link as the tracking redirect counts them.
+    // Opens as open tracking counts them (through the same rollup writer), and clicks per link as its redirect does.
+    await env.DB.batch(
+      rollupStatements(env.DB, { accountId: setup.account.id, domain: "any.example", provider: "gmail", campaignId }, { opens: 2, unique_opens: 1 }),
+    );
     await env.DB.batch(
       [
         ["https://example.com/pricing", 2, 1],
@@ -67,8 +71,8 @@ describe("GET /reports/campaigns/{id}", () => {
         delivered: 3,
         hard_bounces: 0,
         soft_bounces: 0,
-        opens: 0,
-        unique_opens: 0,
+        opens: 2,
+        unique_opens: 1,
         machine_opens: 0,
         clicks: 0,
         unique_clicks: 0,
@@ -77,13 +81,20 @@ describe("GET /reports/campaigns/{id}", () => {
         failed: 0,
         suppressed: 0,
       },
-      rates: { delivery_rate: 1, bounce_rate: 0, open_rate: 0, click_rate: 0, unsubscribe_rate: 0.3333, complaint_rate: 0 },
+      rates: { delivery_rate: 1, bounce_rate: 0, open_rate: 0.3333, click_rate: 0, unsubscribe_rate: 0.3333, complaint_rate: 0 },
       links: [
         { url: "https://example.com/blog", clicks: 7, unique_clicks: 3 },
         { url: "https://example.com/about", clicks: 2, unique_clicks: 2 },
         { url: "https://example.com/pricing", clicks: 2, unique_clicks: 1 },
       ],
     });
+  });
+
+  it("shows the same engagement in the campaign resource's counters", async () => {
+    const campaign = await json<{ counters: Record<string, number> }>(await call(`/api/v1/campaigns/${campaignId}`, { key }));
+    expect(campaign.counters).toMatchObject({ sent: 3, opens: 2, unique_opens: 1, clicks: 0, unique_clicks: 0, unsubscribes: 1, complaints: 0 });
+    const listed = await json<{ data: { id: string; counters: Record<string, number> }[] }>(await call("/api/v1/campaigns", { key }));
+    expect(listed.data.find((item) => item.id === campaignId)?.counters).toEqual(campaign.counters);
   });
 
   it("counts the campaign in the account's overview too", async () => {

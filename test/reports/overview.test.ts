@@ -170,7 +170,12 @@ describe("recording an outcome twice", () => {
       code: 451,
       response: "451 later",
     };
-    const delivery = { ok: true as const, code: 250, response: "250 ok" };
+    const delivery = {
+      ok: true as const,
+      code: 250,
+      response: "250 ok",
+      perRecipient: [{ recipient: to, ok: true as const, code: 250, response: "250 ok" }],
+    };
     // The same deferral recorded twice (a redelivered queue message), then the same delivery twice.
     await env.DB.batch(recordOutcome(env, row, [to], deferral).statements);
     await env.DB.batch(recordOutcome(env, { ...row, attempts: 1 }, [to], deferral).statements);

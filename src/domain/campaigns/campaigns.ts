@@ -13,6 +13,7 @@ import { keysetPage } from "../../lib/pagination";
 import { reserveStatements, wasApplied } from "../credits/ledger";
 import { audienceParameters, audienceWhere, countAudience, MAX_AUDIENCE_PARAMETERS } from "./audience";
 import { completeIfDone } from "./fanout";
+import { campaignEngagement, noEngagement, type CampaignEngagement } from "../reports/reports";
 import { segmentWhere } from "./segments";
 
 export type CampaignRow = typeof campaigns.$inferSelect;
@@ -76,22 +77,28 @@ export function countersFrom(rows: { status: string; total: number }[]): Campaig
   return counters;
 }
 
-export async function campaignCounters(d1: D1Database, campaignIds: string[]): Promise<Map<string, CampaignCounters>> {
-  const result = new Map<string, CampaignCounters>();
+/** The campaign resource's counters: its messages per status, and its opens, clicks… from the report rollups. */
+export type CampaignResourceCounters = CampaignCounters & CampaignEngagement;
+
+export async function campaignCounters(d1: D1Database, campaignIds: string[]): Promise<Map<string, CampaignResourceCounters>> {
+  const result = new Map<string, CampaignResourceCounters>();
   if (campaignIds.length === 0) return result;
-  const rows = await drizzle(d1)
-    .select({ campaignId: messages.campaignId, status: messages.status, total: count() })
-    .from(messages)
-    .where(inJsonArray(messages.campaignId, campaignIds))
-    .groupBy(messages.campaignId, messages.status)
-    .all();
+  const [rows, engagement] = await Promise.all([
+    drizzle(d1)
+      .select({ campaignId: messages.campaignId, status: messages.status, total: count() })
+      .from(messages)
+      .where(inJsonArray(messages.campaignId, campaignIds))
+      .groupBy(messages.campaignId, messages.status)
+      .all(),
+    campaignEngagement(d1, campaignIds),
+  ]);
   const byCampaign = new Map<string, { status: string; total: number }[]>();
   for (const row of rows) byCampaign.set(row.campaignId!, [...(byCampaign.get(row.campaignId!) ?? []), row]);
-  for (const id of campaignIds) result.set(id, countersFrom(byCampaign.get(id) ?? []));
+  for (const id of campaignIds) result.set(id, { ...countersFrom(byCampaign.get(id) ?? []), ...(engagement.get(id) ?? noEngagement()) });
   return result;
 }
 
-export function serializeCampaign(row: CampaignRow, counters: CampaignCounters = emptyCounters()) {
+export function serializeCampaign(row: CampaignRow, counters: CampaignResourceCounters = { ...emptyCounters(), ...noEngagement() }) {
   return {
     id: row.id,
     name: row.name,
