@@ -67,8 +67,8 @@ const fields = {
   lists: ids("List"),
   segments: ids("Segment"),
   exclude_lists: ids("List"),
-  track_opens: z.boolean().openapi({ description: "Stored, not applied yet: open tracking is not built" }),
-  track_clicks: z.boolean().openapi({ description: "Stored, not applied yet: click tracking is not built" }),
+  track_opens: z.boolean().openapi({ description: "Add an open pixel to the html part of each message (default true); see docs/tracking.md" }),
+  track_clicks: z.boolean().openapi({ description: "Send the html part's http(s) links through a click redirect (default true); the text part keeps its links" }),
 };
 
 const CreateCampaignSchema = z
@@ -151,8 +151,8 @@ const CampaignSchema = z
     lists: z.array(z.string()),
     segments: z.array(z.string()),
     exclude_lists: z.array(z.string()),
-    track_opens: z.boolean().openapi({ description: "Stored, not applied yet: open tracking is not built" }),
-    track_clicks: z.boolean().openapi({ description: "Stored, not applied yet: click tracking is not built" }),
+    track_opens: z.boolean().openapi({ description: "Add an open pixel to the html part of each message (default true); see docs/tracking.md" }),
+    track_clicks: z.boolean().openapi({ description: "Send the html part's http(s) links through a click redirect (default true); the text part keeps its links" }),
     send_at: Timestamp.nullable(),
     started_at: Timestamp.nullable(),
     completed_at: Timestamp.nullable(),
