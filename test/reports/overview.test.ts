@@ -4,7 +4,8 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { eq } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { messages } from "../../src/db/schema";
-import { recordOutcome } from "../../src/domain/sending/outcome";
+import { abandonMessages } from "../../src/domain/sending/deliver";
+import { recordOutcome, recordSkipped } from "../../src/domain/sending/outcome";
 import { SmtpTransport } from "../../src/domain/transport/smtp";
 import { consumeSendBatch } from "../../src/queues/send";
 import { call, createAccount, createKey, json } from "../helpers";
@@ -182,6 +183,39 @@ describe("recording an outcome twice", () => {
     await env.DB.batch(recordOutcome(env, { ...row, attempts: 1 }, [to], delivery).statements);
     await env.DB.batch(recordOutcome(env, { ...row, attempts: 2 }, [to], delivery).statements);
     expect((await overview(account.api_key)).totals).toEqual({ ...zero, sent: 1, delivered: 1, soft_bounces: 1 });
+  });
+});
+
+describe("outcomes recorded outside a delivery attempt", () => {
+  it("a message the queue gave up on counts its pending recipients as failed, once", async () => {
+    const account = await createAccount({ send_credits: 10 });
+    const domain = await verifiedDomain(account.api_key);
+    const id = await storedMessage(account.id, domain.id, `hi@${domain.name}`, [`a-${tag()}@yahoo.com`, `b-${tag()}@example.net`]);
+    await abandonMessages(env, [id]);
+    await abandonMessages(env, [id]);
+    const report = await overview(account.api_key);
+    expect(report.totals).toEqual({ ...zero, sent: 2, failed: 2 });
+    expect(report.providers.filter((row) => row.failed > 0).map((row) => [row.provider, row.failed])).toEqual([
+      ["yahoo", 1],
+      ["other", 1],
+    ]);
+  });
+
+  it("a campaign recipient skipped as suppressed counts as suppressed; one skipped because the campaign was cancelled does not", async () => {
+    const account = await createAccount({ send_credits: 10 });
+    const domain = await verifiedDomain(account.api_key);
+    const from = `hi@${domain.name}`;
+    const skip = async (to: string, status: "suppressed" | "cancelled") => {
+      const id = await storedMessage(account.id, domain.id, from, to);
+      const message = (await drizzle(env.DB).select().from(messages).where(eq(messages.id, id)).get())!;
+      // Twice, as a redelivered queue message would.
+      for (let i = 0; i < 2; i++) await env.DB.batch(recordSkipped(env, message, [to], status, status).statements);
+    };
+    await skip(`s-${tag()}@icloud.com`, "suppressed");
+    await skip(`c-${tag()}@icloud.com`, "cancelled");
+    const report = await overview(account.api_key);
+    expect(report.totals).toEqual({ ...zero, suppressed: 1 });
+    expect(report.providers.find((row) => row.provider === "apple")).toMatchObject({ suppressed: 1 });
   });
 });
 
