@@ -7,9 +7,9 @@ import { newId } from "../../lib/ids";
 
 /**
  * Every event type of the spec (Events) that webhooks can subscribe to. Campaign mail emits `bounced` and
- * `campaign.completed`. Reserved, nothing emits them yet: `delivered`, `complained` (provider feedback is not wired),
- * `opened`, `clicked` (tracking), `warmup.status_changed`, `automation.completed`; `relay.delivered` and
- * `relay.complained` come from test mode only.
+ * `campaign.completed`; tracked messages emit `opened` and `clicked` (docs/tracking.md). Reserved, nothing emits
+ * them yet: `delivered`, `complained` (provider feedback is not wired), `warmup.status_changed`,
+ * `automation.completed`; `relay.delivered` and `relay.complained` come from test mode only.
  */
 export const eventTypes = [
   "delivered",
@@ -110,9 +110,16 @@ const bounceFields = {
 };
 const reserved = (why: string) => `Reserved: nothing emits this event yet (${why}). It can be subscribed to and sent by the test endpoint.`;
 const testModeOnly = (why: string) => `Emitted for test-mode messages only for now (${why}).`;
+// One tracking link serves every recipient of a multi-recipient message (they get the same bytes), so it cannot
+// tell who opened or clicked: `recipient` is null there and the event is the message's.
 const trackingFields = {
-  user_agent: z.string().nullable().optional(),
-  ip: z.string().nullable().optional(),
+  ...messageEventFields,
+  recipient: z.string().nullable().openapi({
+    description: "The recipient who opened or clicked; null for a message sent to several recipients at once",
+    example: "jane@example.com",
+  }),
+  user_agent: z.string().nullable().optional().openapi({ description: "The User-Agent of the request" }),
+  ip: z.string().nullable().optional().openapi({ description: "The client address as Cloudflare saw it (CF-Connecting-IP)" }),
 };
 
 export const eventDataSchemas = {
@@ -122,12 +129,14 @@ export const eventDataSchemas = {
   bounced: z
     .looseObject({ ...recipientEventFields, ...bounceFields })
     .openapi("BouncedEventData", { description: "A campaign message bounced; its reserved credit was released" }),
-  opened: z
-    .looseObject({ ...recipientEventFields, ...trackingFields })
-    .openapi("OpenedEventData", { description: reserved("open tracking is not built") }),
+  opened: z.looseObject(trackingFields).openapi("OpenedEventData", {
+    description: "A person's first open of a message with track_opens (per recipient); later opens and machine opens are counted, not emitted",
+  }),
   clicked: z
-    .looseObject({ ...recipientEventFields, url: z.string(), ...trackingFields })
-    .openapi("ClickedEventData", { description: reserved("click tracking is not built") }),
+    .looseObject({ ...trackingFields, url: z.string().openapi({ description: "The link as it was in the message" }) })
+    .openapi("ClickedEventData", {
+      description: "A person's first click of a tracked link (per recipient and link); later clicks are counted, not emitted",
+    }),
   complained: z
     .looseObject({ ...recipientEventFields, feedback_type: z.string().nullable().optional() })
     .openapi("ComplainedEventData", { description: reserved("no provider feedback loop is wired") }),

@@ -12,6 +12,7 @@ const message = {
   metadata: { user_id: "42" },
 };
 const recipient = { ...message, recipient: "jane@example.com" };
+const mailClient = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Mobile/15E148";
 const bounce = {
   bounce_type: "hard" as const,
   smtp_code: 550,
@@ -22,8 +23,9 @@ const bounce = {
 export const sampleEventData: { [T in EventType]: EventData<T> } = {
   delivered: { ...recipient, smtp_response: "250 2.0.0 OK queued" },
   bounced: { ...recipient, ...bounce },
-  opened: { ...recipient, user_agent: "Mozilla/5.0", ip: "203.0.113.7" },
-  clicked: { ...recipient, url: "https://example.com/pricing", user_agent: "Mozilla/5.0", ip: "203.0.113.7" },
+  // A bare "Mozilla/5.0" is Apple Mail Privacy Protection, a machine open that emits no event: a mail client's agent instead.
+  opened: { ...recipient, user_agent: mailClient, ip: "203.0.113.7" },
+  clicked: { ...recipient, url: "https://example.com/pricing", user_agent: mailClient, ip: "203.0.113.7" },
   complained: { ...recipient, feedback_type: "abuse" },
   unsubscribed: { email: "jane@example.com", message_id: message.message_id, campaign_id: null, method: "one_click" },
   "verification.completed": {
