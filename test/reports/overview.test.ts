@@ -195,7 +195,7 @@ describe("outcomes recorded outside a delivery attempt", () => {
     await abandonMessages(env, [id]);
     const report = await overview(account.api_key);
     expect(report.totals).toEqual({ ...zero, sent: 2, failed: 2 });
-    expect(report.providers.filter((row) => row.failed > 0).map((row) => [row.provider, row.failed])).toEqual([
+    expect(report.providers.filter((row) => (row.failed ?? 0) > 0).map((row) => [row.provider, row.failed])).toEqual([
       ["yahoo", 1],
       ["other", 1],
     ]);

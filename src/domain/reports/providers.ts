@@ -53,9 +53,6 @@ export function providerOfMx(records: readonly MxRecord[]): Provider {
 
 const providerOfAnswer = (answer: DnsAnswer<"MX">): Provider => (answer.status === "ok" ? providerOfMx(answer.records) : "other");
 
-// Delivery waits for this at most once per batch; a slow resolver costs the batch this much, never an attempt.
-const mxLookupTimeoutMs = 1_500;
-
 /**
  * The provider of each domain: by name when the name tells, else by MX through the DoH resolver and its D1 cache
  * (one D1 read for all names, DoH only for the names not cached). Never throws; what cannot be told is `other`.
@@ -71,7 +68,8 @@ export async function resolveProviders(env: Env, domains: Iterable<string>): Pro
   if (unknown.length === 0) return result;
   try {
     const answers = await lookupMany(
-      { url: config(env).dohUrl, db: env.DB, timeoutMs: mxLookupTimeoutMs },
+      // The resolver's own timeout bounds what a batch can wait; the lookup runs while the batch is being sent.
+      { url: config(env).dohUrl, db: env.DB },
       unknown.map((name) => ({ name, type: "MX" as const })),
     );
     for (const [i, domain] of unknown.entries()) result.set(domain, providerOfAnswer(answers[i]!));
