@@ -48,6 +48,11 @@ try {
   });
   await run({ title: "100,000-row contact import", command: [tsx, "scripts/bench/contact-import.ts", "100000"], env });
   await run({ title: "GET /reports/overview over 100k vs 1M events vs a bare keyed route", command: [tsx, "scripts/bench/reports.ts", "100"], env });
+  await run({
+    title: "click redirect /t/c/<token> vs a bare route on the same Worker",
+    command: [tsx, "scripts/bench/tracking.ts", "300"],
+    env: { ...env, SINK_HTTP_PORT: String(stack.ports.SINK_HTTP_PORT) },
+  });
   await run({ title: "webhook deliveries vs a plain fetch loop; a slow receiver", command: [tsx, "scripts/bench/webhooks.ts", "500", "200"], env });
   await run({ title: "SMTP bridge vs a bare smtp-server; bridge RSS", command: [tsx, "scripts/bench/smtp-bridge.ts", "300"], env });
   // Last: the campaign's 100,000 deliveries drain in the background and would slow any bench after it.

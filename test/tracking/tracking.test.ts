@@ -156,6 +156,7 @@ describe("open and click tracking", () => {
     const pixel = pathOf(pixelOf(parsed.html!)!);
     // Within 10 s of sending, even a mail client's fetch is a prefetch.
     expect((await hit(pixel)).status).toBe(200);
+    await eventually(async () => ((await rollups(account.id))?.machine_opens === 1 ? true : undefined));
     await sentAMinuteAgo(id);
     expect((await hit(pixel, { "User-Agent": "Mozilla/5.0" })).status).toBe(200);
     expect((await hit(pixel, { ...reader, "CF-Connecting-IP": "17.58.1.20" })).status).toBe(200);

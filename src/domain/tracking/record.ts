@@ -110,14 +110,14 @@ async function write(env: Env, message: TrackedMessage, statements: D1PreparedSt
 /**
  * A fetch of the open pixel. A person's first open per recipient emits `opened` and counts a unique open; every
  * person's open is counted. A machine's (Apple MPP, scanners, prefetch right after sending) only adds to
- * `machine_opens`. Never throws: the pixel has been served already.
+ * `machine_opens`. `at` is when the pixel was fetched. Never throws: the pixel has been served already.
  */
-export async function recordOpen(env: Env, target: OpenTarget, client: Client, now = new Date()): Promise<void> {
+export async function recordOpen(env: Env, target: OpenTarget, client: Client, at: Date): Promise<void> {
   try {
     const message = await loadMessage(env.DB, target);
     if (!message) return;
     const key = rollupKey(message, target.recipient);
-    if (machineOpenReason(client, message.sentAt, now)) {
+    if (machineOpenReason(client, message.sentAt, at)) {
       await write(env, message, rollups(env.DB, message, key, { machine_opens: 1 }));
       return;
     }
