@@ -5677,6 +5677,254 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/reports/overview": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Delivery and engagement over a date range
+         * @description Totals and rates, per mailbox provider (from the recipient's domain and its MX), per sending domain and per day (UTC). Read from daily rollups written with each event, so a report costs the same for a thousand emails as for a million.
+         *
+         *     Scope: `reports`.
+         */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description First day, UTC (inclusive). Default: 29 days before `to` */
+                    from?: string;
+                    /** @description Last day, UTC (inclusive). Default: today */
+                    to?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The report */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ReportOverview"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/reports/campaigns/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One campaign's delivery, engagement and link clicks
+         * @description Scope: `reports`.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The campaign's report */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["CampaignReport"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such campaign */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * API calls, emails sent, verifications and credits over a date range
+         * @description Scope: `reports`.
+         */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description First day, UTC (inclusive). Default: 29 days before `to` */
+                    from?: string;
+                    /** @description Last day, UTC (inclusive). Default: today */
+                    to?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Usage totals and per day */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Usage"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/validate": {
         parameters: {
             query?: never;
@@ -6338,7 +6586,7 @@ export interface components {
             };
         };
         /**
-         * @description send: sending, messages, templates, suppressions, SMTP credentials; verify; contacts: contacts and lists; domains; webhooks; reports: credits; campaigns: campaigns. automations and ai are reserved: a key can carry them, but nothing is built behind them yet.
+         * @description send: sending, messages, templates, suppressions, SMTP credentials; verify; contacts: contacts and lists; domains; webhooks; reports: credits, reports and usage; campaigns: campaigns. automations and ai are reserved: a key can carry them, but nothing is built behind them yet.
          * @enum {string}
          */
         Scope: "send" | "verify" | "contacts" | "campaigns" | "domains" | "webhooks" | "automations" | "ai" | "reports";
@@ -7014,7 +7262,7 @@ export interface components {
             data: components["schemas"]["OpenedEventData"];
         };
         /**
-         * @description Reserved: nothing emits this event yet (open tracking is not built). It can be subscribed to and sent by the test endpoint.
+         * @description A person's first open of a message with track_opens (per recipient); later opens and machine opens are counted, not emitted
          * @example {
          *       "message_id": "msg_test0000000000000000000",
          *       "from": "Acme <hello@acme.example.com>",
@@ -7027,7 +7275,7 @@ export interface components {
          *         "user_id": "42"
          *       },
          *       "recipient": "jane@example.com",
-         *       "user_agent": "Mozilla/5.0",
+         *       "user_agent": "Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Mobile/15E148",
          *       "ip": "203.0.113.7"
          *     }
          */
@@ -7053,11 +7301,13 @@ export interface components {
             /** @description true for messages of test-mode keys: nothing was really sent */
             test?: boolean;
             /**
-             * @description The recipient this event is about
+             * @description The recipient who opened or clicked; null for a message sent to several recipients at once
              * @example jane@example.com
              */
-            recipient: string;
+            recipient: string | null;
+            /** @description The User-Agent of the request */
             user_agent?: string | null;
+            /** @description The client address as Cloudflare saw it (CF-Connecting-IP) */
             ip?: string | null;
         } & {
             [key: string]: unknown;
@@ -7081,7 +7331,7 @@ export interface components {
             data: components["schemas"]["ClickedEventData"];
         };
         /**
-         * @description Reserved: nothing emits this event yet (click tracking is not built). It can be subscribed to and sent by the test endpoint.
+         * @description A person's first click of a tracked link (per recipient and link); later clicks are counted, not emitted
          * @example {
          *       "message_id": "msg_test0000000000000000000",
          *       "from": "Acme <hello@acme.example.com>",
@@ -7095,7 +7345,7 @@ export interface components {
          *       },
          *       "recipient": "jane@example.com",
          *       "url": "https://example.com/pricing",
-         *       "user_agent": "Mozilla/5.0",
+         *       "user_agent": "Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Mobile/15E148",
          *       "ip": "203.0.113.7"
          *     }
          */
@@ -7121,13 +7371,16 @@ export interface components {
             /** @description true for messages of test-mode keys: nothing was really sent */
             test?: boolean;
             /**
-             * @description The recipient this event is about
+             * @description The recipient who opened or clicked; null for a message sent to several recipients at once
              * @example jane@example.com
              */
-            recipient: string;
-            url: string;
+            recipient: string | null;
+            /** @description The User-Agent of the request */
             user_agent?: string | null;
+            /** @description The client address as Cloudflare saw it (CF-Connecting-IP) */
             ip?: string | null;
+            /** @description The link as it was in the message */
+            url: string;
         } & {
             [key: string]: unknown;
         };
@@ -7950,6 +8203,10 @@ export interface components {
                 /** @default application/octet-stream */
                 content_type: string;
             }[];
+            /** @description Add an open pixel to the html part (default false). See docs/tracking.md for what counts as an open */
+            track_opens?: boolean;
+            /** @description Send the html part's http(s) links through a click redirect (default false); the text part keeps its links */
+            track_clicks?: boolean;
         };
         SmtpCredential: {
             /** @example smtp_3kT9dQ0aZ1mL7pX2cV5bN8 */
@@ -8013,9 +8270,9 @@ export interface components {
             metadata: {
                 [key: string]: string;
             };
-            /** @description Sending credits charged when the message was accepted (one per recipient) */
+            /** @description Sending credits charged when the message was accepted (one per recipient). A campaign message is charged from its campaign's reservation once it is sent: 0 while pending, and 0 if its reserved credit was released (bounced, failed, skipped, cancelled) */
             credits_charged: number;
-            /** @description Credits given back since: one per recipient that bounced, failed or could not be queued. The net cost is credits_charged − credits_refunded */
+            /** @description Credits given back since: one per recipient that bounced, failed or could not be queued (always 0 for campaign messages, which are charged only once sent). The net cost is credits_charged − credits_refunded */
             credits_refunded: number;
             test_mode: boolean;
             /**
@@ -8101,7 +8358,7 @@ export interface components {
             id: string;
             name: string;
             /**
-             * @description draft → sending (sent now) or scheduled (send_at) → sent; cancelled (POST /cancel while scheduled or sending); failed (could not start, e.g. its sender went away)
+             * @description draft → sending (sent now) or scheduled (send_at) → sent; cancelled (POST /cancel while scheduled or sending); failed (its sender or its domain went away, or its fan-out could not start; messages not yet sent are cancelled and the unused reservation released, as for a cancel, and completed_at is set once settled)
              * @enum {string}
              */
             status: "draft" | "scheduled" | "sending" | "sent" | "cancelled" | "failed";
@@ -8118,9 +8375,9 @@ export interface components {
             lists: string[];
             segments: string[];
             exclude_lists: string[];
-            /** @description Stored, not applied yet: open tracking is not built */
+            /** @description Add an open pixel to the html part of each message (default true); see docs/tracking.md */
             track_opens: boolean;
-            /** @description Stored, not applied yet: click tracking is not built */
+            /** @description Send the html part's http(s) links through a click redirect (default true); the text part keeps its links */
             track_clicks: boolean;
             /**
              * Format: date-time
@@ -8152,7 +8409,7 @@ export interface components {
              */
             updated_at: string;
         };
-        /** @description Counted from the campaign's messages. Opens, clicks, unsubscribes and complaints are not counted yet (tracking is not built). */
+        /** @description Delivery counted from the campaign's messages; opens, clicks, unsubscribes and complaints from the report rollups (GET /reports/campaigns/{id} has them all, with rates and links). */
         CampaignCounters: {
             /** @description Messages materialised (one per recipient) so far */
             recipients: number;
@@ -8168,6 +8425,15 @@ export interface components {
             cancelled: number;
             /** @description Interrupted after a possible hand-off; not retried, not charged */
             unknown: number;
+            /** @description Opens by people (machine opens are not counted here) */
+            opens: number;
+            /** @description Recipients who opened */
+            unique_opens: number;
+            clicks: number;
+            /** @description Recipients who clicked */
+            unique_clicks: number;
+            unsubscribes: number;
+            complaints: number;
         };
         CreateCampaign: {
             name: string;
@@ -8192,9 +8458,9 @@ export interface components {
             segments?: string[];
             /** @description List ids of this account */
             exclude_lists?: string[];
-            /** @description Stored, not applied yet: open tracking is not built */
+            /** @description Add an open pixel to the html part of each message (default true); see docs/tracking.md */
             track_opens?: boolean;
-            /** @description Stored, not applied yet: click tracking is not built */
+            /** @description Send the html part's http(s) links through a click redirect (default true); the text part keeps its links */
             track_clicks?: boolean;
         };
         CampaignPage: {
@@ -8225,9 +8491,9 @@ export interface components {
             segments?: string[];
             /** @description List ids of this account */
             exclude_lists?: string[];
-            /** @description Stored, not applied yet: open tracking is not built */
+            /** @description Add an open pixel to the html part of each message (default true); see docs/tracking.md */
             track_opens?: boolean;
-            /** @description Stored, not applied yet: click tracking is not built */
+            /** @description Send the html part's http(s) links through a click redirect (default true); the text part keeps its links */
             track_clicks?: boolean;
         };
         SendCampaignResult: {
@@ -8475,6 +8741,132 @@ export interface components {
             checked_at: string;
             /** @description Only on duplicate rows of standalone batches: the position repeated */
             duplicate_of?: number;
+        };
+        ReportOverview: {
+            /** @example 2026-11-01 */
+            from: string;
+            /** @example 2026-11-30 */
+            to: string;
+            totals: components["schemas"]["ReportCounts"];
+            rates: components["schemas"]["ReportRates"];
+            /** @description Every mailbox provider, in this order: gmail, microsoft, yahoo, apple, other */
+            providers: (components["schemas"]["ReportCounts"] & {
+                /** @enum {string} */
+                provider: "gmail" | "microsoft" | "yahoo" | "apple" | "other";
+                rates: components["schemas"]["ReportRates"];
+            })[];
+            /** @description Sending domains (the From address's) with mail in the range, most sent first */
+            domains: (components["schemas"]["ReportCounts"] & {
+                domain: string;
+                rates: components["schemas"]["ReportRates"];
+            })[];
+            /** @description Every day of the range, in order, zeros included */
+            daily: (components["schemas"]["ReportCounts"] & {
+                date: string;
+            })[];
+        };
+        /** @description Per recipient; mail sent with test keys (sk_test_) is never counted */
+        ReportCounts: {
+            /** @description Recipients with a final transport outcome: delivered + hard_bounces + failed */
+            sent: number;
+            /** @description Accepted by the receiving server (its final 250) */
+            delivered: number;
+            /** @description Refused for good (5xx) */
+            hard_bounces: number;
+            /** @description Deferred (4xx) at least once; each recipient counted once, on its first deferral */
+            soft_bounces: number;
+            /** @description Opens by people, every one */
+            opens: number;
+            /** @description Recipients who opened, once each */
+            unique_opens: number;
+            /** @description Opens by privacy proxies, image prefetchers and scanners, counted apart from opens */
+            machine_opens: number;
+            /** @description Clicks on tracked links, every one */
+            clicks: number;
+            /** @description Recipients who clicked, once each */
+            unique_clicks: number;
+            /** @description Unsubscribed through the message's link */
+            unsubscribes: number;
+            /** @description Marked as spam */
+            complaints: number;
+            /** @description Given up after the retries */
+            failed: number;
+            /** @description Skipped because the address is suppressed (when sent or when its campaign reached it) */
+            suppressed: number;
+        };
+        /** @description Fractions rounded to 4 decimals; 0 when the denominator is 0 */
+        ReportRates: {
+            /** @description delivered / sent */
+            delivery_rate: number;
+            /** @description hard_bounces / sent */
+            bounce_rate: number;
+            /** @description unique_opens / delivered */
+            open_rate: number;
+            /** @description unique_clicks / delivered */
+            click_rate: number;
+            /** @description unsubscribes / delivered */
+            unsubscribe_rate: number;
+            /** @description complaints / delivered */
+            complaint_rate: number;
+        };
+        CampaignReport: {
+            campaign_id: string;
+            totals: components["schemas"]["ReportCounts"];
+            rates: components["schemas"]["ReportRates"];
+            /** @description Tracked links of the campaign, most clicked first */
+            links: {
+                url: string;
+                clicks: number;
+                unique_clicks: number;
+            }[];
+        };
+        Usage: {
+            /** @description Requests admitted with the account's API keys; written once a minute, so up to a minute behind */
+            api_calls: number;
+            /** @description Recipients with a final transport outcome (the reports' `sent`); test mode is not counted */
+            emails_sent: number;
+            /** @description Addresses verified (single, bulk and the verification API), charged or not */
+            verifications: number;
+            /** @description Credit movements, as the ledger records them */
+            credits: {
+                /** @description Sending credits spent (charged at send, or taken from a campaign's reservation) */
+                send_charged: number;
+                /** @description Sending credits given back (bounced, failed, not queued) */
+                send_refunded: number;
+                /** @description Sending credits reserved by campaigns */
+                send_reserved: number;
+                /** @description Reserved credits given back unspent */
+                send_released: number;
+                verify_charged: number;
+                verify_refunded: number;
+            };
+            /** @example 2026-11-01 */
+            from: string;
+            /** @example 2026-11-30 */
+            to: string;
+            /** @description Every day of the range (UTC), zeros included */
+            daily: {
+                /** @description Requests admitted with the account's API keys; written once a minute, so up to a minute behind */
+                api_calls: number;
+                /** @description Recipients with a final transport outcome (the reports' `sent`); test mode is not counted */
+                emails_sent: number;
+                /** @description Addresses verified (single, bulk and the verification API), charged or not */
+                verifications: number;
+                /** @description Credit movements, as the ledger records them */
+                credits: {
+                    /** @description Sending credits spent (charged at send, or taken from a campaign's reservation) */
+                    send_charged: number;
+                    /** @description Sending credits given back (bounced, failed, not queued) */
+                    send_refunded: number;
+                    /** @description Sending credits reserved by campaigns */
+                    send_reserved: number;
+                    /** @description Reserved credits given back unspent */
+                    send_released: number;
+                    verify_charged: number;
+                    verify_refunded: number;
+                };
+                date: string;
+            }[];
         };
         StandaloneValidationResult: {
             /** @example jane@example.com */
