@@ -21,6 +21,10 @@ const RecipientSchema = z.object({
   email: z.string(),
   status: z.enum([...messageStatuses, "complained"]),
   smtp_response: z.string().nullable(),
+  opens: z.int().openapi({ description: "Opens by a person (tracked messages; machine opens are not counted)" }),
+  clicks: z.int().openapi({ description: "Counted clicks on tracked links (scanner clicks are not counted)" }),
+  opened_at: z.string().nullable().openapi({ description: "First open by a person" }),
+  clicked_at: z.string().nullable().openapi({ description: "First counted click" }),
 });
 
 const MessageSummarySchema = z
@@ -143,7 +147,15 @@ export const messageRoutes = createRouter()
       {
         ...summary(message),
         reply_to: message.replyTo,
-        recipients: recipients.map((recipient) => ({ email: recipient.email, status: recipient.status, smtp_response: recipient.smtpResponse })),
+        recipients: recipients.map((recipient) => ({
+          email: recipient.email,
+          status: recipient.status,
+          smtp_response: recipient.smtpResponse,
+          opens: recipient.opens,
+          clicks: recipient.clicks,
+          opened_at: recipient.openedAt,
+          clicked_at: recipient.clickedAt,
+        })),
         attempts: message.attempts,
         smtp_response: message.smtpResponse,
         events: timeline.map((event) => ({ id: event.id, type: event.type, created_at: event.createdAt, data: event.data })),

@@ -44,7 +44,9 @@ describe("delivery through the send queue to the provider", () => {
     const message = await settled(key, id);
     expect(message.status).toBe("sent");
     expect(message.attempts).toBe(2);
-    expect(message.recipients).toEqual([{ email: to, status: "sent", smtp_response: expect.stringMatching(/^250/) }]);
+    expect(message.recipients).toEqual([
+      { email: to, status: "sent", smtp_response: expect.stringMatching(/^250/), opens: 0, clicks: 0, opened_at: null, clicked_at: null },
+    ]);
     expect(await sinkMessagesTo(to)).toHaveLength(1);
     expect(await ledgerOf(id)).toEqual([{ kind: "charge", amount: -1 }]);
     expect(await sendBalance(key)).toBe(9);

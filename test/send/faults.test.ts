@@ -127,7 +127,9 @@ describe("the provider refuses or fails at each step of the SMTP dialogue", () =
       const told = await attempt(id);
       const message = await messageOf(account.api_key, id);
       expect(message.status).toBe(outcome);
-      expect(message.recipients).toEqual([{ email: to, status: outcome, smtp_response: expect.any(String) }]);
+      expect(message.recipients).toEqual([
+        { email: to, status: outcome, smtp_response: expect.any(String), opens: 0, clicks: 0, opened_at: null, clicked_at: null },
+      ]);
       expect(message.events.map((event) => event.type)).not.toContain("relay.sent");
       expect(await delivered(to)).toEqual([]);
       if (outcome === "deferred") {
@@ -255,7 +257,9 @@ describe("exactly one copy under at-least-once queues", () => {
     expect(await sweepStaleClaims(env, new Date(Date.now() + 16 * 60_000))).toBe(1);
     const message = await messageOf(account.api_key, id);
     expect(message.status).toBe("unknown");
-    expect(message.recipients).toEqual([{ email: to, status: "unknown", smtp_response: expect.stringContaining("interrupted") }]);
+    expect(message.recipients).toEqual([
+      { email: to, status: "unknown", smtp_response: expect.stringContaining("interrupted"), opens: 0, clicks: 0, opened_at: null, clicked_at: null },
+    ]);
     // Unknown is final: a redelivery does not send it, and it stays charged (it may have been delivered).
     expect(await attempt(id)).toEqual({ acked: true, retried: false });
     expect(await delivered(to)).toHaveLength(1);

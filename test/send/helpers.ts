@@ -73,7 +73,15 @@ export async function eventually<T>(check: () => Promise<T | undefined>, timeout
 export async function messageOf(apiKey: string, id: string) {
   return json<{
     status: string;
-    recipients: { email: string; status: string; smtp_response: string | null }[];
+    recipients: {
+      email: string;
+      status: string;
+      smtp_response: string | null;
+      opens: number;
+      clicks: number;
+      opened_at: string | null;
+      clicked_at: string | null;
+    }[];
     events: { type: string; id: string; data: Record<string, unknown> }[];
     attempts: number;
     smtp_response: string | null;

@@ -80,7 +80,9 @@ describe("POST /send", () => {
       const current = await messageOf(key, accepted.id as string);
       return current.status === "sent" ? current : undefined;
     });
-    expect(message.recipients).toEqual([{ email: to, status: "sent", smtp_response: expect.stringMatching(/^250/) }]);
+    expect(message.recipients).toEqual([
+      { email: to, status: "sent", smtp_response: expect.stringMatching(/^250/), opens: 0, clicks: 0, opened_at: null, clicked_at: null },
+    ]);
     expect(message.events.map((event) => event.type)).toEqual(["relay.sent"]);
     expect(message.events[0]!.data).toMatchObject({ message_id: accepted.id, tags: ["welcome"], metadata: { user_id: "42" }, source: "api" });
 

@@ -88,7 +88,7 @@ export async function listMessages(
 
 export type MessageDetail = {
   message: MessageRow;
-  recipients: Pick<typeof messageRecipients.$inferSelect, "email" | "status" | "smtpResponse">[];
+  recipients: Pick<typeof messageRecipients.$inferSelect, "email" | "status" | "smtpResponse" | "opens" | "clicks" | "openedAt" | "clickedAt">[];
   timeline: Pick<typeof events.$inferSelect, "id" | "type" | "createdAt" | "data">[];
 };
 
@@ -101,7 +101,15 @@ export async function findMessage(d1: D1Database, accountId: string, messageId: 
       .from(messages)
       .where(and(eq(messages.id, messageId), eq(messages.accountId, accountId))),
     db
-      .select({ email: messageRecipients.email, status: messageRecipients.status, smtpResponse: messageRecipients.smtpResponse })
+      .select({
+        email: messageRecipients.email,
+        status: messageRecipients.status,
+        smtpResponse: messageRecipients.smtpResponse,
+        opens: messageRecipients.opens,
+        clicks: messageRecipients.clicks,
+        openedAt: messageRecipients.openedAt,
+        clickedAt: messageRecipients.clickedAt,
+      })
       .from(messageRecipients)
       .where(and(eq(messageRecipients.messageId, messageId), eq(messageRecipients.accountId, accountId))),
     db
