@@ -68,7 +68,9 @@ const fields = {
   segments: ids("Segment"),
   exclude_lists: ids("List"),
   track_opens: z.boolean().openapi({ description: "Add an open pixel to the html part of each message (default true); see docs/tracking.md" }),
-  track_clicks: z.boolean().openapi({ description: "Route the html part's http(s) links through a click redirect (default true); text keeps its links" }),
+  track_clicks: z
+    .boolean()
+    .openapi({ description: "Route the html part's http(s) links through a click redirect (default true); text keeps its links" }),
 };
 
 const CreateCampaignSchema = z
@@ -152,7 +154,9 @@ const CampaignSchema = z
     segments: z.array(z.string()),
     exclude_lists: z.array(z.string()),
     track_opens: z.boolean().openapi({ description: "Add an open pixel to the html part of each message (default true); see docs/tracking.md" }),
-    track_clicks: z.boolean().openapi({ description: "Route the html part's http(s) links through a click redirect (default true); text keeps its links" }),
+    track_clicks: z
+      .boolean()
+      .openapi({ description: "Route the html part's http(s) links through a click redirect (default true); text keeps its links" }),
     send_at: Timestamp.nullable(),
     started_at: Timestamp.nullable(),
     completed_at: Timestamp.nullable(),
