@@ -224,4 +224,16 @@ describe("publishing over HTTP", () => {
     expect((await fetch(`${baseUrl}/zone/published.test`, { method: "DELETE" })).status).toBe(204);
     expect((await query("published.test", "TXT")).Status).toBe(3);
   });
+
+  it("loses no publish when other names are published and deleted at the same moment", async () => {
+    // Test files run in parallel and share one server: a DELETE outside the write queue used to drop a PUT.
+    const names = Array.from({ length: 100 }, (_, i) => `race-${i}.test`);
+    await Promise.all(
+      names.flatMap((name) => [
+        fetch(`${baseUrl}/zone/${name}`, { method: "PUT", body: JSON.stringify({ TXT: [name] }) }),
+        fetch(`${baseUrl}/zone/gone-${name}`, { method: "DELETE" }),
+      ]),
+    );
+    for (const name of names) expect((await query(name, "TXT")).Answer?.[0]?.data).toBe(`"${name}"`);
+  });
 });

@@ -129,29 +129,16 @@ export async function writeZone(path: string, zone: Zone): Promise<void> {
 // zone file at the same moment can still overwrite each other.
 const zoneWrites = new Map<string, Promise<unknown>>();
 
-/**
- * Merges records into the entry for `name` (created if absent): each record type given replaces that type's
- * records, the others are kept; a type set to `undefined` is removed. Returns the entry as written.
- */
-export function upsertRecords(path: string, name: string, records: Partial<ZoneEntry>): Promise<ZoneEntry> {
+/** Runs one read-modify-write of the zone file after the ones already queued for it in this process. */
+function serialised<T>(path: string, change: (zone: Zone) => { zone: Zone; result: T }): Promise<T> {
   const key = resolve(path);
   const previous = zoneWrites.get(key) ?? Promise.resolve();
   const write = previous
     .catch(() => undefined)
     .then(async () => {
-      const zone = await readZone(path);
-      const owner = normalizeName(name);
-      let entry: ZoneEntry = {};
-      for (const existingName of Object.keys(zone)) {
-        if (normalizeName(existingName) === owner) {
-          entry = { ...entry, ...zone[existingName] };
-          delete zone[existingName];
-        }
-      }
-      const merged = JSON.parse(JSON.stringify({ ...entry, ...records })) as ZoneEntry;
-      zone[owner] = merged;
+      const { zone, result } = change(await readZone(path));
       await writeZone(path, zone);
-      return merged;
+      return result;
     });
   zoneWrites.set(key, write);
   void write
@@ -160,6 +147,35 @@ export function upsertRecords(path: string, name: string, records: Partial<ZoneE
     })
     .catch(() => undefined);
   return write;
+}
+
+/**
+ * Merges records into the entry for `name` (created if absent): each record type given replaces that type's
+ * records, the others are kept; a type set to `undefined` is removed. Returns the entry as written.
+ */
+export function upsertRecords(path: string, name: string, records: Partial<ZoneEntry>): Promise<ZoneEntry> {
+  return serialised(path, (zone) => {
+    const owner = normalizeName(name);
+    let entry: ZoneEntry = {};
+    for (const existingName of Object.keys(zone)) {
+      if (normalizeName(existingName) === owner) {
+        entry = { ...entry, ...zone[existingName] };
+        delete zone[existingName];
+      }
+    }
+    const merged = JSON.parse(JSON.stringify({ ...entry, ...records })) as ZoneEntry;
+    zone[owner] = merged;
+    return { zone, result: merged };
+  });
+}
+
+/** Removes every entry for `name`, in the same queue as upsertRecords so a concurrent publish is never lost. */
+export function removeRecords(path: string, name: string): Promise<void> {
+  return serialised(path, (zone) => {
+    const owner = normalizeName(name);
+    for (const existingName of Object.keys(zone)) if (normalizeName(existingName) === owner) delete zone[existingName];
+    return { zone, result: undefined };
+  });
 }
 
 function recordValue(record: z.infer<typeof valueRecordSchema>): { value: string; ttl: number } {
@@ -351,9 +367,7 @@ export function createDohServer(options: { zonePath: string }): DohServer {
     const name = normalizeName(rawName);
     if (!name) return sendJson(res, 400, { error: "missing name" });
     if (req.method === "DELETE") {
-      const zone = await readZone(options.zonePath);
-      delete zone[name];
-      await writeZone(options.zonePath, zone);
+      await removeRecords(options.zonePath, name);
       res.writeHead(204).end();
       return;
     }
