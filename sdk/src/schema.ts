@@ -8293,6 +8293,14 @@ export interface components {
                 /** @enum {string} */
                 status: "scheduled" | "queued" | "sending" | "sent" | "delivered" | "deferred" | "bounced" | "failed" | "suppressed" | "unknown" | "cancelled" | "complained";
                 smtp_response: string | null;
+                /** @description Opens by a person (tracked messages; machine opens are not counted) */
+                opens: number;
+                /** @description Counted clicks on tracked links (scanner clicks are not counted) */
+                clicks: number;
+                /** @description First open by a person */
+                opened_at: string | null;
+                /** @description First counted click */
+                clicked_at: string | null;
             }[];
             attempts: number;
             /** @description The provider's last reply */
@@ -8377,7 +8385,7 @@ export interface components {
             exclude_lists: string[];
             /** @description Add an open pixel to the html part of each message (default true); see docs/tracking.md */
             track_opens: boolean;
-            /** @description Send the html part's http(s) links through a click redirect (default true); the text part keeps its links */
+            /** @description Route the html part's http(s) links through a click redirect (default true); text keeps its links */
             track_clicks: boolean;
             /**
              * Format: date-time
@@ -8460,7 +8468,7 @@ export interface components {
             exclude_lists?: string[];
             /** @description Add an open pixel to the html part of each message (default true); see docs/tracking.md */
             track_opens?: boolean;
-            /** @description Send the html part's http(s) links through a click redirect (default true); the text part keeps its links */
+            /** @description Route the html part's http(s) links through a click redirect (default true); text keeps its links */
             track_clicks?: boolean;
         };
         CampaignPage: {
@@ -8493,7 +8501,7 @@ export interface components {
             exclude_lists?: string[];
             /** @description Add an open pixel to the html part of each message (default true); see docs/tracking.md */
             track_opens?: boolean;
-            /** @description Send the html part's http(s) links through a click redirect (default true); the text part keeps its links */
+            /** @description Route the html part's http(s) links through a click redirect (default true); text keeps its links */
             track_clicks?: boolean;
         };
         SendCampaignResult: {
