@@ -1,4 +1,5 @@
-import { env } from "cloudflare:workers";
+import { env, exports } from "cloudflare:workers";
+import PostalMime from "postal-mime";
 import { describe, expect, it } from "vitest";
 import { signBridgeRequest } from "@mailforge/bridge-contract";
 import { ADMIN_TOKEN, call, createAccount, json } from "../helpers";
@@ -342,5 +343,86 @@ describe("From, Sender and Bcc of relayed messages", () => {
       expect(received.endsWith(kept([...head, ...middle, ...tail]))).toBe(true);
       expect(received).not.toContain(hidden);
     }
+  });
+
+  it("tracks opens and clicks only when the message opts in with X-Mailforge-Track, keeping its parts and headers", async () => {
+    const { account, credential, domain } = await setup();
+    const mime = (to: string, optIn: string[]) =>
+      [
+        `From: Acme <app@${domain.name}>`,
+        `To: <${to}>`,
+        "Subject: Relayed and tracked",
+        `Message-ID: <tracked-${to}>`,
+        "In-Reply-To: <earlier@example.org>",
+        "X-Custom-Trace: keep-me",
+        ...optIn,
+        "MIME-Version: 1.0",
+        'Content-Type: multipart/mixed; boundary="outer"',
+        "",
+        "--outer",
+        'Content-Type: multipart/alternative; boundary="alt"',
+        "",
+        "--alt",
+        "Content-Type: text/plain; charset=utf-8",
+        "",
+        "Read https://shop.example/plain",
+        "--alt",
+        "Content-Type: text/html; charset=utf-8",
+        "Content-Transfer-Encoding: quoted-printable",
+        "",
+        '<html><body><p><a href=3D"https://shop.example/sale">Sale</a></p></body></html>',
+        "--alt--",
+        "--outer",
+        'Content-Type: text/csv; name="prices.csv"',
+        'Content-Disposition: attachment; filename="prices.csv"',
+        "Content-Transfer-Encoding: base64",
+        "",
+        base64("sku,price\n1,9.90\n"),
+        "--outer--",
+        "",
+      ].join("\r\n");
+    const deliver = async (to: string, optIn: string[]) => {
+      const response = await relay("/messages", {
+        credential_id: credential.id,
+        mail_from: `app@${domain.name}`,
+        rcpt_to: [to],
+        raw: base64(mime(to, optIn)),
+      });
+      expect(response.status).toBe(202);
+      const [delivered] = await eventually(async () => {
+        const found = await sinkMessagesTo(to);
+        return found.length > 0 ? found : undefined;
+      });
+      return { id: (await json<{ id: string }>(response)).id, received: await sinkRaw(delivered?.id ?? "") };
+    };
+
+    const plain = await deliver(rcpt("untracked"), []);
+    expect(plain.received).toContain('href=3D"https://shop.example/sale"');
+    expect(plain.received).not.toContain("/t/o/");
+
+    const to = rcpt("tracked");
+    const tracked = await deliver(to, ["X-Mailforge-Track: opens, clicks"]);
+    const parsed = await PostalMime.parse(tracked.received);
+    expect(parsed.html).toMatch(/<a href="http:\/\/127\.0\.0\.1:8787\/t\/c\/[^"]+">Sale<\/a>/);
+    expect(parsed.html).toMatch(/<img src="http:\/\/127\.0\.0\.1:8787\/t\/o\/[^"]+"/);
+    expect(parsed.text?.trim()).toBe("Read https://shop.example/plain");
+    expect(parsed.attachments.map((attachment) => attachment.filename)).toEqual(["prices.csv"]);
+    expect(parsed.messageId).toBe(`<tracked-${to}>`);
+    expect(parsed.inReplyTo).toBe("<earlier@example.org>");
+    expect(parsed.headers.find((header) => header.key === "x-custom-trace")?.value).toBe("keep-me");
+    expect(parsed.headers.some((header) => header.key === "x-mailforge-track")).toBe(false);
+    expect(tracked.received).toMatch(/^DKIM-Signature: /);
+
+    // The redirect goes where the link went, and the click is the recipient's.
+    const link = parsed.html!.match(/href="(http:\/\/127\.0\.0\.1:8787\/t\/c\/[^"]+)"/)![1]!;
+    const reader = { "User-Agent": "Mozilla/5.0 (Macintosh) AppleWebKit/605.1.15 Version/17.0 Safari/605.1.15" };
+    const click = await exports.default.fetch(new Request(link, { headers: reader, redirect: "manual" }));
+    expect(click.status).toBe(302);
+    expect(click.headers.get("Location")).toBe("https://shop.example/sale");
+    const clicked = await eventually(async () => {
+      const message = await messageOf(account.api_key, tracked.id);
+      return message.recipients[0]!.clicks === 1 ? message : undefined;
+    });
+    expect(clicked.recipients[0]).toMatchObject({ email: to, clicks: 1, clicked_at: expect.any(String) });
   });
 });

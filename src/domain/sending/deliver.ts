@@ -158,7 +158,7 @@ async function sendOne(
   try {
     if (!domain) throw new MimeError("invalid_address", "from", "the sending domain was removed");
     const content = await loadContent(env, message);
-    const raw = await buildSignedMessage(env, message, content, domain, await signingKeys(domain), campaignRecipient);
+    const raw = await buildSignedMessage(env, message, content, domain, await signingKeys(domain), campaignRecipient, recipients);
     return await transport.send({ mailFrom: message.fromAddress, rcptTo: recipients }, raw);
   } catch (error) {
     if (error instanceof MimeError) {

@@ -8,6 +8,7 @@ import { parseMailbox } from "./addresses";
 import { withoutHeaderFields } from "./header-block";
 import { sendLimits, tagPattern } from "./rules";
 import { domainOf } from "./mime";
+import { relayTracking, relayTrackingHeader } from "../tracking/relay";
 
 /** The relay, like POST /send, needs both the Email API and the SMTP relay features (spec, Endpoints rule 1). */
 export function assertRelayEnabled(account: Account): void {
@@ -20,6 +21,8 @@ export function assertRelayEnabled(account: Account): void {
 const tagHeader = "x-mailforge-tag";
 // Blind copies travel in the envelope only; left in the header, every recipient would see who else got one.
 const blindCopyHeaders: ReadonlySet<string> = new Set(["bcc", "resent-bcc"]);
+// Bcc must not reach the recipients; the tracking opt-in is an instruction to us, not part of the message.
+const strippedHeaders: ReadonlySet<string> = new Set([...blindCopyHeaders, relayTrackingHeader]);
 
 type ParsedEmail = Awaited<ReturnType<typeof PostalMime.parse>>;
 
@@ -84,7 +87,7 @@ export async function acceptRelayMessage(
   if (Object.keys(errors).length > 0) throw validationError(errors);
   await assertAuthorsVerified(env.DB, account.id, parsed);
   // removed before storing: DKIM is signed at delivery over the stored bytes, and they are what the provider gets
-  const raw = withoutHeaderFields(message.raw, blindCopyHeaders);
+  const raw = withoutHeaderFields(message.raw, strippedHeaders);
 
   const tags = parsed.headers
     .filter((header) => header.key === tagHeader)
@@ -100,6 +103,7 @@ export async function acceptRelayMessage(
     replyTo: parsed.replyTo?.[0]?.address,
     tags: [...new Set(tags)].slice(0, sendLimits.tags),
     metadata: {},
+    tracking: relayTracking(parsed.headers),
     compose: () => ({ subject: (parsed.subject ?? "").replace(/[\r\n]+/g, " ").slice(0, 998), content: { kind: "raw", raw: bytesToBase64(raw) } }),
   });
   return result.body;

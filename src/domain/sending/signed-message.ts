@@ -10,6 +10,7 @@ import { renderTemplate } from "./render";
 import { listUnsubscribeHeaders } from "./unsubscribe";
 import { renderCampaignMessage, type CampaignRecipient } from "../campaigns/delivery";
 import { trackHtml } from "../tracking/rewrite";
+import { trackRelayedMessage } from "../tracking/relay";
 import { parseMailbox } from "./addresses";
 
 export type SigningDomain = Pick<
@@ -30,7 +31,10 @@ export async function loadSigningKeys(env: Env, domain: SigningDomain): Promise<
   return { rsa, ed25519: await importDkimPrivateKey(await decryptDkimKey({ dkimPrivateKey: domain.dkimEd25519PrivateKey }, env)) };
 }
 
-/** `campaignRecipient`: for a campaign message, its campaign and contact (loaded for the whole batch). */
+/**
+ * `campaignRecipient`: for a campaign message, its campaign and contact (loaded for the whole batch).
+ * `envelopeRecipients`: who these bytes go to; a tracked relayed message names its recipient when there is one.
+ */
 export async function buildSignedMessage(
   env: Env,
   message: MessageRow,
@@ -38,13 +42,20 @@ export async function buildSignedMessage(
   domain: SigningDomain,
   keys: SigningKeys,
   campaignRecipient?: CampaignRecipient,
+  envelopeRecipients: readonly string[] = [],
 ): Promise<Uint8Array> {
   let unsigned: Uint8Array;
   if (content.kind === "raw") {
-    unsigned = withRequiredHeaders(
-      Uint8Array.from(atob(content.raw), (char) => char.charCodeAt(0)),
-      message,
-    );
+    let raw: Uint8Array = Uint8Array.from(atob(content.raw), (char) => char.charCodeAt(0));
+    if (message.trackOpens || message.trackClicks) {
+      const recipient = envelopeRecipients.length === 1 ? envelopeRecipients[0]! : null;
+      raw = await trackRelayedMessage(
+        raw,
+        { messageId: message.id, fallbackMessageIdHeader: buildMessageId(message.id, message.fromAddress) },
+        (html) => tracked(env, message, html, recipient),
+      );
+    }
+    unsigned = withRequiredHeaders(raw, message);
   } else if (content.kind === "campaign") {
     if (!campaignRecipient) throw new Error(`campaign message ${message.id} has no loaded campaign and contact`);
     const rendered = await renderCampaignMessage(env, message.id, campaignRecipient);
