@@ -20,6 +20,8 @@ import { verifyRoutes } from "./api/verify";
 import { reportRoutes } from "./api/reports";
 import { usageRoutes } from "./api/usage";
 import { aiRoutes } from "./api/ai";
+import { automationRoutes } from "./api/automations";
+import { hookRoutes } from "./api/hooks";
 import { verifyApiRoutes } from "./verify-api";
 import { errorBody, handleError } from "./errors";
 import { RELAY_BASE_PATH } from "@mailforge/bridge-contract";
@@ -64,6 +66,7 @@ export const openApiInfo = {
       name: "SMTP relay",
       description: "Credentials for the SMTP relay (587/2525 STARTTLS, 465 TLS); the relay feeds the same pipeline as POST /send",
     },
+    { name: "Automations", description: "Steps run per contact on Cloudflare Workflows, triggered by the API or a private URL" },
     { name: "Operator", description: "Operator API under /admin/v1, authenticated with ADMIN_TOKEN" },
   ],
 };
@@ -115,6 +118,8 @@ export function createApp() {
   app.route("/api/v1", templateRoutes);
   app.route("/api/v1", campaignRoutes);
   app.route("/api/v1", aiRoutes);
+  app.route("/api/v1", automationRoutes);
+  app.route("/", hookRoutes);
   app.route("/", unsubscribeRoutes);
   app.route("/", trackingRoutes);
   app.route("/api/v1", verifyRoutes);

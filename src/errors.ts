@@ -18,6 +18,7 @@ export const errorStatus = {
   conflict: 409,
   idempotency_conflict: 409,
   campaign_not_draft: 409,
+  automation_paused: 409,
   payload_too_large: 413,
   validation_failed: 422,
   rate_limited: 429,

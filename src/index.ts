@@ -15,6 +15,7 @@ import { runScheduledTasks, type ScheduledTask } from "./lib/scheduled";
 export { CampaignProgress } from "./durable-objects/campaign-progress";
 export { RateLimiter } from "./durable-objects/rate-limiter";
 export { WebhookEndpointQueue } from "./durable-objects/webhook-endpoint-queue";
+export { AutomationWorkflow } from "./workflows/automation";
 
 type QueueConsumer = (batch: MessageBatch<unknown>, env: Env, ctx: ExecutionContext) => Promise<void>;
 

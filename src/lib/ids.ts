@@ -30,7 +30,9 @@ export type IdPrefix =
   | "cmp"
   | "snd"
   | "seg"
-  | "air";
+  | "air"
+  | "aut"
+  | "run";
 
 export const newId = (prefix: IdPrefix) => `${prefix}_${randomBase62(22)}`;
 

@@ -26,6 +26,8 @@ const bodyLimits: [prefix: string, bytes: number][] = [
   ["/api/batch/upload", 50 * MB],
   ["/api/v1/contacts/import", 50 * MB],
   ["/api/v1/verify", 5 * MB],
+  // a signup form's fields, never files
+  ["/hooks/automations", 64 * 1024],
   ["/", 1 * MB],
 ];
 
@@ -35,7 +37,8 @@ const limiters = bodyLimits.map(([prefix, maxSize]) => ({
   middleware: bodyLimit({
     maxSize,
     onError: () => {
-      throw new AppError("payload_too_large", `The request body is larger than this endpoint accepts (${Math.round(maxSize / MB)} MB)`);
+      const size = maxSize >= MB ? `${Math.round(maxSize / MB)} MB` : `${Math.round(maxSize / 1024)} KB`;
+      throw new AppError("payload_too_large", `The request body is larger than this endpoint accepts (${size})`);
     },
   }),
 }));

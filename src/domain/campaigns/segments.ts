@@ -388,7 +388,7 @@ function problemsOf(compiled: ReturnType<typeof compileAll>): FieldErrors {
 }
 
 /** All problems with the conditions, list ids of other accounts (or none) included. */
-async function checkConditions(d1: D1Database, accountId: string, conditions: SegmentCondition[]): Promise<FieldErrors> {
+export async function checkConditions(d1: D1Database, accountId: string, conditions: SegmentCondition[]): Promise<FieldErrors> {
   const compiled = compileAll(conditions);
   const errors = problemsOf(compiled);
   const listIdsByIndex = compiled.map((result) => (result && "listIds" in result ? result.listIds : []));

@@ -7,9 +7,9 @@ import { newId } from "../../lib/ids";
 
 /**
  * Every event type of the spec (Events) that webhooks can subscribe to. Campaign mail emits `bounced` and
- * `campaign.completed`; tracked messages emit `opened` and `clicked` (docs/tracking.md). Reserved, nothing emits
- * them yet: `delivered`, `complained` (provider feedback is not wired), `warmup.status_changed`,
- * `automation.completed`; `relay.delivered` and `relay.complained` come from test mode only.
+ * `campaign.completed`; tracked messages emit `opened` and `clicked` (docs/tracking.md); a run of an automation
+ * emits `automation.completed` when it ends. Reserved, nothing emits them yet: `delivered`, `complained` (provider
+ * feedback is not wired), `warmup.status_changed`; `relay.delivered` and `relay.complained` come from test mode only.
  */
 export const eventTypes = [
   "delivered",
@@ -191,8 +191,11 @@ export const eventDataSchemas = {
       run_id: z.string(),
       email: z.string(),
       contact_id: z.string().nullable().optional(),
+      status: z.enum(["completed", "failed", "cancelled"]).optional().openapi({ description: "How the run ended" }),
+      event_id: z.string().optional().openapi({ description: "The trigger's event id (the run id when none was given)" }),
+      error: z.string().optional().openapi({ description: "Why a failed run failed" }),
     })
-    .openapi("AutomationCompletedEventData", { description: reserved("automations are not built") }),
+    .openapi("AutomationCompletedEventData", { description: "A run of an automation ended: completed, failed or cancelled." }),
   "relay.sent": z
     .looseObject({
       ...messageEventFields,

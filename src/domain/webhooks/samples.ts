@@ -41,6 +41,8 @@ export const sampleEventData: { [T in EventType]: EventData<T> } = {
     run_id: "run_test0000000000000000000",
     email: "jane@example.com",
     contact_id: "con_test0000000000000000000",
+    status: "completed",
+    event_id: "signup-4711",
   },
   "relay.sent": { ...message, recipients: ["jane@example.com"], smtp_response: "250 2.0.0 Ok: queued as 4F2A1" },
   "relay.failed": { ...message, recipients: ["jane@example.com"], attempts: 5, smtp_response: "451 4.7.1 Try again later" },

@@ -1,0 +1,366 @@
+import {
+  createAutomation as addAutomation,
+  deleteAutomation as removeAutomation,
+  findAutomation,
+  listAutomations as findAutomations,
+  rotatePrivatePath,
+  serializeAutomation,
+  stepProblems,
+  updateAutomation as changeAutomation,
+  type AutomationRow,
+} from "../domain/automations/automations";
+import { cancelRun as stopRun, findRun, listRuns as findRuns, triggerRun, type RunRow, type RunStepRow } from "../domain/automations/runs";
+import { stepsSchema, type Step } from "../domain/automations/steps";
+import { givenTextFields } from "../domain/contacts/contacts";
+import { contactAddress } from "../domain/contacts/email";
+import { AppError, notFound, validationError } from "../errors";
+import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
+import { pageOf } from "../lib/pagination";
+import type { AppEnv } from "../types";
+import { ContactEmailSchema, CustomFieldsSchema } from "./contacts";
+import type { Context } from "hono";
+
+const StepsSchema = stepsSchema.openapi({
+  description:
+    "Run in order: `send_email {sender_id, template_id | subject + html/text}`, `wait {seconds | until}` (up to 365 days), `add_to_list {list_id}`, `remove_from_list {list_id}`, `update_contact {fields, custom_fields}`, `condition {match, conditions}` (segment conditions on the contact; the run stops when false), `webhook {url}` (signed with the automation's `webhook_secret`)",
+  example: [
+    { type: "send_email", sender_id: "snd_4fK9pQ2mZ7xB1vL8tR3cWd", subject: "Welcome {{first_name|there}}", html: "<p>Hi!</p>" },
+    { type: "wait", seconds: 86400 },
+    { type: "add_to_list", list_id: "lst_2bN7vQ1mK8xZ3cR5tL0pWd" },
+  ],
+});
+
+const RedirectUrlSchema = z
+  .url({ protocol: /^https?$/ })
+  .max(2048)
+  .nullable()
+  .openapi({ description: "Where the private URL sends a browser form after a trigger (303)" });
+
+const CreateAutomationSchema = z
+  .object({
+    name: z.string().trim().min(1).max(200),
+    status: z.enum(["active", "paused"]).default("active"),
+    steps: StepsSchema,
+    redirect_url: RedirectUrlSchema.optional(),
+  })
+  .strict()
+  .openapi("CreateAutomation");
+
+const UpdateAutomationSchema = z
+  .object({
+    name: z.string().trim().min(1).max(200).optional(),
+    status: z.enum(["active", "paused"]).optional(),
+    steps: StepsSchema.optional(),
+    redirect_url: RedirectUrlSchema.optional(),
+  })
+  .strict()
+  .refine((body) => Object.keys(body).length > 0, { message: "Send at least one field to change" })
+  .openapi("UpdateAutomation");
+
+const AutomationSchema = z
+  .object({
+    id: z.string().openapi({ example: "aut_7Qm2xK9pL1vB4nZ8cR3tWd" }),
+    name: z.string(),
+    status: z.enum(["active", "paused"]),
+    steps: z.array(z.record(z.string(), z.unknown())),
+    redirect_url: z.string().nullable(),
+    private_url: z.string().openapi({ description: "Triggers the automation without a key (forms, other tools); rotate it if it leaks" }),
+    webhook_secret: z.string().openapi({ description: "Signs the `X-Service-Signature` of its webhook steps" }),
+    created_at: Timestamp,
+    updated_at: Timestamp,
+  })
+  .openapi("Automation");
+
+/** The fields a trigger takes, from the API or the private URL: the contact as POST /contacts takes it, plus an event id. */
+export const TriggerSchema = z
+  .object({
+    email: ContactEmailSchema,
+    first_name: z.string().trim().max(256).nullable().optional(),
+    last_name: z.string().trim().max(256).nullable().optional(),
+    company: z.string().trim().max(256).nullable().optional(),
+    phone: z.string().trim().max(256).nullable().optional(),
+    country: z.string().trim().max(256).nullable().optional(),
+    custom_fields: CustomFieldsSchema.optional(),
+    event_id: z
+      .string()
+      .min(1)
+      .max(200)
+      .optional()
+      .openapi({ description: "Idempotency: the same event_id for the same automation returns the same run and starts nothing new" }),
+  })
+  .strict()
+  .openapi("AutomationTrigger");
+export type TriggerBody = z.infer<typeof TriggerSchema>;
+
+const TriggerResultSchema = z
+  .object({
+    run_id: z.string().openapi({ example: "run_1cV8mQ2xK7pL9nZ3bR4tWd" }),
+    status: z.enum(["running", "waiting", "completed", "failed", "cancelled"]),
+    created: z.boolean().openapi({ description: "false when a run for this event_id existed already" }),
+  })
+  .openapi("AutomationTriggered");
+
+const RunSchema = z
+  .object({
+    id: z.string(),
+    automation_id: z.string(),
+    contact: z.object({ id: z.string(), email: z.string() }),
+    status: z.enum(["running", "waiting", "completed", "failed", "cancelled"]),
+    steps: z.array(
+      z.object({
+        index: z.int(),
+        type: z.string(),
+        status: z.enum(["pending", "running", "completed", "skipped", "failed"]),
+        started_at: z.string().nullable(),
+        finished_at: z.string().nullable(),
+        detail: z.record(z.string(), z.unknown()),
+      }),
+    ),
+    event_id: z.string(),
+    error: z.string().nullable(),
+    created_at: Timestamp,
+    completed_at: z.string().nullable(),
+  })
+  .openapi("AutomationRun");
+
+const RunSummarySchema = RunSchema.omit({ steps: true }).openapi("AutomationRunSummary");
+
+function serializeRun(run: RunRow, stepRows: RunStepRow[]) {
+  const byIndex = new Map(stepRows.map((row) => [row.index, row]));
+  return {
+    ...serializeRunSummary(run),
+    steps: (run.steps as Step[]).map((step, index) => {
+      const row = byIndex.get(index);
+      return {
+        index,
+        type: step.type,
+        status: row?.status ?? ("pending" as const),
+        started_at: row?.startedAt ?? null,
+        finished_at: row?.finishedAt ?? null,
+        detail: row?.detail ?? {},
+      };
+    }),
+  };
+}
+
+function serializeRunSummary(run: RunRow) {
+  return {
+    id: run.id,
+    automation_id: run.automationId,
+    contact: { id: run.contactId, email: run.email },
+    status: run.status,
+    event_id: run.eventId,
+    error: run.error,
+    created_at: run.createdAt,
+    completed_at: run.completedAt,
+  };
+}
+
+/** Starts (or finds) the run for a trigger body already checked by TriggerSchema: the API's and the private URL's. */
+export async function trigger(env: Env, automation: AutomationRow, body: TriggerBody) {
+  const address = contactAddress(body.email);
+  if ("error" in address) throw validationError({ email: [address.error] });
+  const { run, created } = await triggerRun(env, automation, {
+    address,
+    fields: givenTextFields(body),
+    ...(body.custom_fields ? { customFields: body.custom_fields } : {}),
+    ...(body.event_id ? { eventId: body.event_id } : {}),
+  });
+  return { body: { run_id: run.id, status: run.status, created }, status: created ? (202 as const) : (200 as const) };
+}
+
+async function checkSteps(c: Context<AppEnv>, steps: Step[]) {
+  const problems = await stepProblems(c.env.DB, c.get("auth").account.id, steps);
+  if (Object.keys(problems).length > 0) throw validationError(problems);
+}
+
+/** Automations act on live contacts and send live mail: test keys can read them but not change or trigger them. */
+function requireLiveKey(c: Context<AppEnv>, what: string): void {
+  if (c.get("auth").apiKey.mode !== "live") {
+    throw new AppError("live_key_required", `Automations are ${what} with a live key; test mode does not cover automations`);
+  }
+}
+
+const route = (method: "get" | "post" | "patch" | "delete", path: string, summary: string) => ({ method, path, summary, tags: ["Automations"] });
+const feature = { features: ["automations" as const] };
+
+const listAutomations = keyedRoute(
+  "automations",
+  {
+    ...route("get", "/automations", "List automations"),
+    request: { query: PaginationQuery },
+    responses: { 200: jsonResponse(paginated(AutomationSchema, "AutomationList"), "Automations, newest first") },
+  },
+  feature,
+);
+const createAutomation = keyedRoute(
+  "automations",
+  {
+    ...route("post", "/automations", "Create an automation"),
+    description: "Its steps are checked against the account: an unknown template, sender or list is a 422 naming the step.",
+    request: { body: jsonBody(CreateAutomationSchema) },
+    responses: { 201: jsonResponse(AutomationSchema, "The automation, with its private URL") },
+  },
+  feature,
+);
+const getAutomation = keyedRoute(
+  "automations",
+  {
+    ...route("get", "/automations/{id}", "One automation"),
+    request: { params: IdParam("aut") },
+    responses: { 200: jsonResponse(AutomationSchema, "The automation"), 404: errorResponse("No such automation") },
+  },
+  feature,
+);
+const updateAutomation = keyedRoute(
+  "automations",
+  {
+    ...route("patch", "/automations/{id}", "Change an automation"),
+    description: "Runs under way keep the steps they started with.",
+    request: { params: IdParam("aut"), body: jsonBody(UpdateAutomationSchema) },
+    responses: { 200: jsonResponse(AutomationSchema, "The automation"), 404: errorResponse("No such automation") },
+  },
+  feature,
+);
+const deleteAutomation = keyedRoute(
+  "automations",
+  {
+    ...route("delete", "/automations/{id}", "Delete an automation"),
+    description: "Its private URL stops working; runs under way finish with the steps they started with.",
+    request: { params: IdParam("aut") },
+    responses: { 200: jsonResponse(z.object({ id: z.string(), deleted: z.literal(true) }), "Deleted"), 404: errorResponse("No such automation") },
+  },
+  feature,
+);
+const rotateUrl = keyedRoute(
+  "automations",
+  {
+    ...route("post", "/automations/{id}/rotate-url", "Give the automation a new private URL"),
+    description: "The old URL answers 404 from now on.",
+    request: { params: IdParam("aut") },
+    responses: { 200: jsonResponse(AutomationSchema, "The automation with its new private URL"), 404: errorResponse("No such automation") },
+  },
+  feature,
+);
+const triggerAutomation = keyedRoute(
+  "automations",
+  {
+    ...route("post", "/automations/{id}/trigger", "Start the automation for a contact"),
+    description:
+      "Creates or updates the contact (as POST /contacts does) and starts a run. The same `event_id` for the same automation returns the same run (200, `created: false`), also under concurrent requests. A suppressed or unsubscribed contact gets a run whose email steps are skipped.",
+    request: { params: IdParam("aut"), body: jsonBody(TriggerSchema) },
+    responses: {
+      202: jsonResponse(TriggerResultSchema, "A run was started"),
+      200: jsonResponse(TriggerResultSchema, "The run of this event_id, started before"),
+      404: errorResponse("No such automation"),
+      409: errorResponse("The automation is paused (`automation_paused`)"),
+    },
+  },
+  feature,
+);
+const listRuns = keyedRoute(
+  "automations",
+  {
+    ...route("get", "/automations/{id}/runs", "The automation's runs"),
+    request: { params: IdParam("aut"), query: PaginationQuery },
+    responses: {
+      200: jsonResponse(paginated(RunSummarySchema, "AutomationRunList"), "Runs, newest first"),
+      404: errorResponse("No such automation"),
+    },
+  },
+  feature,
+);
+const getRun = keyedRoute(
+  "automations",
+  {
+    ...route("get", "/automations/runs/{id}", "One run, with what each step did"),
+    request: { params: IdParam("run") },
+    responses: { 200: jsonResponse(RunSchema, "The run"), 404: errorResponse("No such run") },
+  },
+  feature,
+);
+const cancelRun = keyedRoute(
+  "automations",
+  {
+    ...route("post", "/automations/runs/{id}/cancel", "Stop a run"),
+    description: "A run that has ended already is returned as it is.",
+    request: { params: IdParam("run") },
+    responses: { 200: jsonResponse(RunSummarySchema, "The run"), 404: errorResponse("No such run") },
+  },
+  feature,
+);
+
+export const automationRoutes = createRouter()
+  .openapi(listAutomations, async (c) => {
+    const { limit, cursor } = c.req.valid("query");
+    const rows = await findAutomations(c.env.DB, c.get("auth").account.id, { cursor, limit });
+    const page = pageOf(rows, limit, (row) => row);
+    return c.json({ ...page, data: await Promise.all(page.data.map((row) => serializeAutomation(c.env, row))) }, 200);
+  })
+  .openapi(createAutomation, async (c) => {
+    requireLiveKey(c, "created");
+    const body = c.req.valid("json");
+    await checkSteps(c, body.steps);
+    const row = await addAutomation(c.env.DB, c.get("auth").account.id, {
+      name: body.name,
+      status: body.status,
+      steps: body.steps,
+      redirectUrl: body.redirect_url ?? null,
+    });
+    return c.json(await serializeAutomation(c.env, row), 201);
+  })
+  .openapi(getAutomation, async (c) => {
+    const row = await findAutomation(c.env.DB, c.get("auth").account.id, c.req.valid("param").id);
+    if (!row) throw notFound("Automation");
+    return c.json(await serializeAutomation(c.env, row), 200);
+  })
+  .openapi(updateAutomation, async (c) => {
+    requireLiveKey(c, "changed");
+    const body = c.req.valid("json");
+    if (body.steps) await checkSteps(c, body.steps);
+    const row = await changeAutomation(c.env.DB, c.get("auth").account.id, c.req.valid("param").id, {
+      name: body.name,
+      status: body.status,
+      steps: body.steps,
+      redirectUrl: body.redirect_url,
+    });
+    if (!row) throw notFound("Automation");
+    return c.json(await serializeAutomation(c.env, row), 200);
+  })
+  .openapi(deleteAutomation, async (c) => {
+    requireLiveKey(c, "deleted");
+    const { id } = c.req.valid("param");
+    if (!(await removeAutomation(c.env.DB, c.get("auth").account.id, id))) throw notFound("Automation");
+    return c.json({ id, deleted: true as const }, 200);
+  })
+  .openapi(rotateUrl, async (c) => {
+    requireLiveKey(c, "changed");
+    const row = await rotatePrivatePath(c.env.DB, c.get("auth").account.id, c.req.valid("param").id);
+    if (!row) throw notFound("Automation");
+    return c.json(await serializeAutomation(c.env, row), 200);
+  })
+  .openapi(triggerAutomation, async (c) => {
+    requireLiveKey(c, "triggered");
+    const automation = await findAutomation(c.env.DB, c.get("auth").account.id, c.req.valid("param").id);
+    if (!automation) throw notFound("Automation");
+    const result = await trigger(c.env, automation, c.req.valid("json"));
+    return c.json(result.body, result.status);
+  })
+  .openapi(listRuns, async (c) => {
+    const accountId = c.get("auth").account.id;
+    const { id } = c.req.valid("param");
+    if (!(await findAutomation(c.env.DB, accountId, id))) throw notFound("Automation");
+    const { limit, cursor } = c.req.valid("query");
+    return c.json(pageOf(await findRuns(c.env.DB, accountId, id, { cursor, limit }), limit, serializeRunSummary), 200);
+  })
+  .openapi(getRun, async (c) => {
+    const found = await findRun(c.env.DB, c.get("auth").account.id, c.req.valid("param").id);
+    if (!found) throw notFound("Run");
+    return c.json(serializeRun(found.run, found.steps), 200);
+  })
+  .openapi(cancelRun, async (c) => {
+    requireLiveKey(c, "cancelled");
+    const run = await stopRun(c.env, c.get("auth").account.id, c.req.valid("param").id);
+    if (!run) throw notFound("Run");
+    return c.json(serializeRunSummary(run), 200);
+  });

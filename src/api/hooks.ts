@@ -1,0 +1,87 @@
+// The private URL of an automation: `ANY /hooks/automations/<path>`, no key (the unguessable path is the
+// credential), so a website's signup form can post straight to it. Takes the trigger fields from a JSON body, a form
+// (urlencoded or multipart) or the query string; answers 202 JSON, or 303 to the automation's redirect_url when a
+// browser submitted a form. Rate limited per path.
+
+import { Hono, type Context } from "hono";
+import { cors } from "hono/cors";
+import { findAutomationByPath } from "../domain/automations/automations";
+import { contactTextFields } from "../domain/contacts/contacts";
+import { AppError, errorBody, fieldErrors, validationError } from "../errors";
+import type { AppEnv } from "../types";
+import { trigger, TriggerSchema } from "./automations";
+
+/** Triggers per minute per private path: a signup form's traffic, not a flood. */
+const HOOK_RATE_PER_MINUTE = 60;
+/** A form field bots fill in and people never see (hide it with CSS): a request that fills it is answered, not run. */
+export const HONEYPOT_FIELD = "_honeypot";
+
+const known = new Set<string>(["email", "event_id", ...contactTextFields]);
+
+/** Form and query fields as the trigger takes them: known fields as they are, any other field a custom field. */
+function fromFields(fields: Record<string, string>): Record<string, unknown> {
+  const body: Record<string, unknown> = {};
+  const custom: Record<string, string> = {};
+  for (const [key, value] of Object.entries(fields)) {
+    if (key.startsWith("_")) continue;
+    if (known.has(key)) body[key] = value;
+    else custom[key] = value;
+  }
+  return Object.keys(custom).length > 0 ? { ...body, custom_fields: custom } : body;
+}
+
+async function readInput(c: Context<AppEnv>): Promise<{ input: Record<string, unknown>; form: boolean; honeypot: boolean }> {
+  const query = c.req.query();
+  const contentType = (c.req.header("Content-Type") ?? "").toLowerCase();
+  const hasBody = !["GET", "HEAD"].includes(c.req.method);
+  if (hasBody && contentType.startsWith("application/json")) {
+    let json: unknown;
+    try {
+      json = await c.req.json();
+    } catch {
+      throw validationError({ body: ["The body is not valid JSON"] });
+    }
+    if (json === null || typeof json !== "object" || Array.isArray(json)) throw validationError({ body: ["Send a JSON object"] });
+    const record = json as Record<string, unknown>;
+    const { [HONEYPOT_FIELD]: honey, ...rest } = record;
+    return { input: { ...fromFields(query), ...rest }, form: false, honeypot: typeof honey === "string" && honey !== "" };
+  }
+  const form = hasBody && (contentType.startsWith("application/x-www-form-urlencoded") || contentType.startsWith("multipart/form-data"));
+  const fields: Record<string, string> = { ...query };
+  if (form) {
+    const parsed = await c.req.parseBody();
+    // Files are not trigger fields: only text values are taken.
+    for (const [key, value] of Object.entries(parsed)) if (typeof value === "string") fields[key] = value;
+  }
+  const honey = fields[HONEYPOT_FIELD];
+  return { input: fromFields(fields), form, honeypot: honey !== undefined && honey !== "" };
+}
+
+export const hookRoutes = new Hono<AppEnv>();
+// Browser forms and fetch() from any site may call it; no cookies or credentials are involved.
+hookRoutes.use("/hooks/automations/*", cors({ origin: "*", allowMethods: ["GET", "POST", "PUT", "PATCH"], allowHeaders: ["Content-Type"] }));
+hookRoutes.all("/hooks/automations/:path", async (c) => {
+  const path = c.req.param("path");
+  if (path.length > 100) return c.json(errorBody("not_found", "No automation at this URL"), 404);
+  const decision = await c.env.RATE_LIMITER.getByName(`hook:${path}`).consume(HOOK_RATE_PER_MINUTE, 60);
+  if (!decision.allowed) {
+    throw new AppError("rate_limited", "Too many triggers for this automation; try again shortly", {
+      headers: { "Retry-After": String(decision.retryAfterSeconds) },
+    });
+  }
+  const automation = await findAutomationByPath(c.env.DB, path);
+  if (!automation) return c.json(errorBody("not_found", "No automation at this URL"), 404);
+  const { input, form, honeypot } = await readInput(c);
+  const browserForm = form && (c.req.header("Accept") ?? "").includes("text/html");
+  if (honeypot) {
+    // Answered like a success so the bot learns nothing; nothing runs.
+    return browserForm && automation.redirectUrl
+      ? c.redirect(automation.redirectUrl, 303)
+      : c.json({ run_id: null, status: "ignored", created: false }, 202);
+  }
+  const parsed = TriggerSchema.safeParse(input);
+  if (!parsed.success) throw validationError(fieldErrors(parsed.error));
+  const result = await trigger(c.env, automation, parsed.data);
+  if (browserForm && automation.redirectUrl) return c.redirect(automation.redirectUrl, 303);
+  return c.json(result.body, result.status === 200 ? 200 : 202);
+});

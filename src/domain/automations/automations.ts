@@ -1,0 +1,178 @@
+// Automations: the resource (name, status, steps, redirect URL) and its unguessable private trigger path. This
+// module owns the automations table's queries; runs are in runs.ts.
+
+import { and, eq } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
+import { config, type Config } from "../../config";
+import { sqlNow } from "../../db/client";
+import { automations, lists, senders, templates } from "../../db/schema";
+import type { FieldErrors } from "../../errors";
+import { hmacSha256Hex, randomToken } from "../../lib/crypto";
+import { newId } from "../../lib/ids";
+import { keysetPage } from "../../lib/pagination";
+import { inJsonArray } from "../../db/client";
+import { checkConditions } from "../campaigns/segments";
+import type { Step } from "./steps";
+import { MAX_WAIT_SECONDS } from "./steps";
+
+export type AutomationRow = typeof automations.$inferSelect;
+
+/** 24 random bytes (192 bits), base64url: the part of the private URL that is the credential. */
+const newPrivatePath = () => randomToken(24);
+
+export const privateUrl = (cfg: Pick<Config, "siteUrl">, path: string) => new URL(`/hooks/automations/${path}`, cfg.siteUrl).href;
+
+/**
+ * The secret that signs the automation's `webhook` steps (`X-Service-Signature`, as webhook deliveries are signed):
+ * derived from DKIM_ENCRYPTION_KEY and the automation's id, so it needs no storage and is the same on every run.
+ */
+export async function automationWebhookSecret(cfg: Pick<Config, "encryptionKey">, automationId: string): Promise<string> {
+  return `whsec_${(await hmacSha256Hex(`automation-webhook:${cfg.encryptionKey}`, automationId)).slice(0, 48)}`;
+}
+
+export async function serializeAutomation(env: Env, row: AutomationRow) {
+  const cfg = config(env);
+  return {
+    id: row.id,
+    name: row.name,
+    status: row.status,
+    steps: row.steps as Step[],
+    redirect_url: row.redirectUrl,
+    private_url: privateUrl(cfg, row.privatePath),
+    webhook_secret: await automationWebhookSecret(cfg, row.id),
+    created_at: row.createdAt,
+    updated_at: row.updatedAt,
+  };
+}
+
+/** The references the steps make (template, sender, lists, condition lists) that are not in this account. */
+export async function stepProblems(d1: D1Database, accountId: string, steps: Step[], now = new Date()): Promise<FieldErrors> {
+  const errors: FieldErrors = {};
+  const templateIds = new Set<string>();
+  const senderIds = new Set<string>();
+  const listIds = new Set<string>();
+  steps.forEach((step) => {
+    if (step.type === "send_email") {
+      senderIds.add(step.sender_id);
+      if (step.template_id) templateIds.add(step.template_id);
+    }
+    if (step.type === "add_to_list" || step.type === "remove_from_list") listIds.add(step.list_id);
+  });
+  const db = drizzle(d1);
+  const [foundTemplates, foundSenders, foundLists] = await db.batch([
+    db
+      .select({ id: templates.id })
+      .from(templates)
+      .where(and(eq(templates.accountId, accountId), inJsonArray(templates.id, [...templateIds]))),
+    db
+      .select({ id: senders.id })
+      .from(senders)
+      .where(and(eq(senders.accountId, accountId), inJsonArray(senders.id, [...senderIds]))),
+    db
+      .select({ id: lists.id })
+      .from(lists)
+      .where(and(eq(lists.accountId, accountId), inJsonArray(lists.id, [...listIds]))),
+  ]);
+  const has = (rows: { id: string }[], wanted: string) => rows.some((row) => row.id === wanted);
+  for (const [index, step] of steps.entries()) {
+    if (step.type === "send_email") {
+      if (!has(foundSenders, step.sender_id)) errors[`steps.${index}.sender_id`] = ["No sender with this id in your account"];
+      if (step.template_id && !has(foundTemplates, step.template_id))
+        errors[`steps.${index}.template_id`] = ["No template with this id in your account"];
+    }
+    if ((step.type === "add_to_list" || step.type === "remove_from_list") && !has(foundLists, step.list_id)) {
+      errors[`steps.${index}.list_id`] = ["No list with this id in your account"];
+    }
+    if (step.type === "wait" && step.until !== undefined) {
+      const seconds = (Date.parse(step.until) - now.getTime()) / 1000;
+      if (seconds > MAX_WAIT_SECONDS) errors[`steps.${index}.until`] = ["A wait can last at most 365 days"];
+    }
+    if (step.type === "condition") {
+      for (const [path, messages] of Object.entries(await checkConditions(d1, accountId, step.conditions))) {
+        errors[`steps.${index}.${path}`] = messages;
+      }
+    }
+  }
+  return errors;
+}
+
+export type AutomationInput = { name: string; status: AutomationRow["status"]; steps: Step[]; redirectUrl: string | null };
+
+export async function createAutomation(d1: D1Database, accountId: string, input: AutomationInput): Promise<AutomationRow> {
+  const [row] = await drizzle(d1)
+    .insert(automations)
+    .values({
+      id: newId("aut"),
+      accountId,
+      name: input.name,
+      status: input.status,
+      steps: input.steps,
+      redirectUrl: input.redirectUrl,
+      privatePath: newPrivatePath(),
+    })
+    .returning();
+  return row!;
+}
+
+export async function findAutomation(d1: D1Database, accountId: string, automationId: string): Promise<AutomationRow | undefined> {
+  return drizzle(d1)
+    .select()
+    .from(automations)
+    .where(and(eq(automations.id, automationId), eq(automations.accountId, accountId)))
+    .get();
+}
+
+/** The automation behind a private path (no key: the path is the credential). */
+export async function findAutomationByPath(d1: D1Database, path: string): Promise<AutomationRow | undefined> {
+  return drizzle(d1).select().from(automations).where(eq(automations.privatePath, path)).get();
+}
+
+export async function listAutomations(d1: D1Database, accountId: string, page: { cursor?: string; limit: number }): Promise<AutomationRow[]> {
+  const keyset = keysetPage(automations, page.cursor);
+  return drizzle(d1)
+    .select()
+    .from(automations)
+    .where(and(eq(automations.accountId, accountId), keyset.where))
+    .orderBy(...keyset.orderBy)
+    .limit(page.limit + 1)
+    .all();
+}
+
+export async function updateAutomation(
+  d1: D1Database,
+  accountId: string,
+  automationId: string,
+  change: Partial<AutomationInput>,
+): Promise<AutomationRow | undefined> {
+  const [row] = await drizzle(d1)
+    .update(automations)
+    .set({
+      ...(change.name !== undefined ? { name: change.name } : {}),
+      ...(change.status !== undefined ? { status: change.status } : {}),
+      ...(change.steps !== undefined ? { steps: change.steps } : {}),
+      ...(change.redirectUrl !== undefined ? { redirectUrl: change.redirectUrl } : {}),
+      updatedAt: sqlNow,
+    })
+    .where(and(eq(automations.id, automationId), eq(automations.accountId, accountId)))
+    .returning();
+  return row;
+}
+
+/** A new private path; the old URL answers 404 from now on. */
+export async function rotatePrivatePath(d1: D1Database, accountId: string, automationId: string): Promise<AutomationRow | undefined> {
+  const [row] = await drizzle(d1)
+    .update(automations)
+    .set({ privatePath: newPrivatePath(), updatedAt: sqlNow })
+    .where(and(eq(automations.id, automationId), eq(automations.accountId, accountId)))
+    .returning();
+  return row;
+}
+
+/** Deletes the automation; its runs keep their own copy of the steps and finish. */
+export async function deleteAutomation(d1: D1Database, accountId: string, automationId: string): Promise<boolean> {
+  const deleted = await drizzle(d1)
+    .delete(automations)
+    .where(and(eq(automations.id, automationId), eq(automations.accountId, accountId)))
+    .returning({ id: automations.id });
+  return deleted.length > 0;
+}

@@ -1,0 +1,191 @@
+// What each kind of step does for the run's contact. A step either completes, is skipped (recorded with why: an
+// email to an unsubscribed or suppressed contact is never sent), stops the run (a false condition), or throws:
+// `PermanentStepError` when retrying cannot help (no credits, the sender or list is gone), any other error to let
+// Workflows retry the step.
+
+import { and, eq } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
+import { config } from "../../config";
+import { contacts } from "../../db/schema";
+import { AppError, errorStatus } from "../../errors";
+import { findAccount } from "../accounts/accounts";
+import { findSender } from "../campaigns/senders";
+import { segmentWhere } from "../campaigns/segments";
+import { updateContact } from "../contacts/contacts";
+import { addMembersById, listExists, removeMember } from "../contacts/lists";
+import { createResolver } from "../dns/doh";
+import { acceptMessage, type WaitUntil } from "../sending/accept";
+import { renderTemplate } from "../sending/render";
+import { signWebhook } from "../webhooks/signing";
+import { postWebhook } from "../webhooks/delivery";
+import { allowPrivateWebhookUrls, checkWebhookUrl } from "../webhooks/url-policy";
+import { automationWebhookSecret } from "./automations";
+import type { RunRow } from "./runs";
+import type { Step } from "./steps";
+
+export type StepResult = { status: "completed" | "skipped"; detail: Record<string, unknown>; stop?: boolean };
+
+/** Retrying the step cannot help: the run fails with this message. */
+export class PermanentStepError extends Error {
+  override name = "PermanentStepError";
+}
+
+type Contact = typeof contacts.$inferSelect;
+
+async function loadContact(d1: D1Database, run: RunRow): Promise<Contact> {
+  const contact = await drizzle(d1)
+    .select()
+    .from(contacts)
+    .where(and(eq(contacts.id, run.contactId), eq(contacts.accountId, run.accountId)))
+    .get();
+  if (!contact) throw new PermanentStepError(`The contact ${run.email} was deleted`);
+  return contact;
+}
+
+/** Placeholders a step's email can use: the contact's fields and custom fields (`{{first_name|there}}`, `{{plan}}`). */
+function contactVariables(contact: Contact): Record<string, string> {
+  const variables: Record<string, string> = {};
+  for (const [key, value] of Object.entries(contact.customFields)) variables[key] = String(value);
+  return {
+    ...variables,
+    email: contact.email,
+    first_name: contact.firstName ?? "",
+    last_name: contact.lastName ?? "",
+    company: contact.company ?? "",
+    phone: contact.phone ?? "",
+    country: contact.country ?? "",
+  };
+}
+
+async function sendEmail(env: Env, ctx: WaitUntil, run: RunRow, index: number, step: Extract<Step, { type: "send_email" }>): Promise<StepResult> {
+  const contact = await loadContact(env.DB, run);
+  if (contact.status !== "subscribed") return { status: "skipped", detail: { reason: `The contact is ${contact.status}; nothing was sent` } };
+  const [account, sender] = await Promise.all([findAccount(drizzle(env.DB), run.accountId), findSender(env.DB, run.accountId, step.sender_id)]);
+  if (!account) throw new PermanentStepError("The account no longer exists");
+  if (!sender) throw new PermanentStepError(`The sender ${step.sender_id} no longer exists`);
+  const variables = contactVariables(contact);
+  try {
+    const accepted = await acceptMessage(
+      env,
+      ctx,
+      { account, testMode: false },
+      {
+        source: "api",
+        from: { name: sender.name, address: sender.email },
+        recipients: [contact.email],
+        replyTo: sender.replyTo ?? undefined,
+        tags: [],
+        metadata: { automation_id: run.automationId, automation_run_id: run.id },
+        templateId: step.template_id,
+        compose(template) {
+          const subject = renderTemplate(step.subject ?? template?.subject ?? "", variables, { html: false }).replace(/[\r\n]+/g, " ");
+          return {
+            subject,
+            content: {
+              kind: "compose",
+              to: [contact.email],
+              html: step.html ?? template?.html ?? undefined,
+              text: step.text ?? template?.text ?? undefined,
+              variables,
+              attachments: [],
+            },
+          };
+        },
+      },
+      // A retried step (the Worker died after accepting) gets the first answer back instead of a second email.
+      { key: `automation:${run.id}:${index}`, route: "automation step", requestHash: run.id },
+    );
+    const message = accepted.body;
+    return message.status === "suppressed"
+      ? { status: "skipped", detail: { message_id: message.id, reason: "The address is suppressed; nothing was sent or charged" } }
+      : { status: "completed", detail: { message_id: message.id, credits_charged: message.credits_charged } };
+  } catch (error) {
+    // Refusals that a retry cannot change (no credits, domain no longer verified, a bad template) fail the run;
+    // a daily limit or a passing outage is retried by the workflow.
+    if (error instanceof AppError && errorStatus[error.code] < 500 && error.code !== "daily_limit_reached" && error.code !== "rate_limited") {
+      throw new PermanentStepError(`The email was refused (${error.code}): ${error.message}`);
+    }
+    throw error;
+  }
+}
+
+async function callWebhook(env: Env, run: RunRow, index: number, step: Extract<Step, { type: "webhook" }>): Promise<StepResult> {
+  const cfg = config(env);
+  const check = await checkWebhookUrl(step.url, {
+    allowPrivate: allowPrivateWebhookUrls(env),
+    resolver: createResolver({ url: cfg.dohUrl, db: env.DB }),
+  });
+  if (!check.ok) {
+    if (check.transient) throw new Error(`The webhook URL could not be checked: ${check.reason}`);
+    throw new PermanentStepError(`The webhook URL is refused: ${check.reason}`);
+  }
+  const contact = await loadContact(env.DB, run);
+  const eventId = `${run.id}:${index}`;
+  const body = JSON.stringify({
+    id: eventId,
+    type: "automation.step",
+    created_at: new Date().toISOString(),
+    data: {
+      automation_id: run.automationId,
+      run_id: run.id,
+      step_index: index,
+      event_id: run.eventId,
+      contact: {
+        id: contact.id,
+        email: contact.email,
+        first_name: contact.firstName,
+        last_name: contact.lastName,
+        custom_fields: contact.customFields,
+      },
+      input: run.input,
+    },
+  });
+  const headers = await signWebhook({
+    secrets: [await automationWebhookSecret(cfg, run.automationId)],
+    eventId,
+    timestamp: Math.floor(Date.now() / 1000),
+    body,
+  });
+  const result = await postWebhook({ url: check.url, body, headers: { ...headers }, timeoutMs: 10_000 });
+  if (!result.ok) throw new Error(`The webhook answered ${result.statusCode ?? "nothing"}: ${result.responseSnippet ?? ""}`);
+  return { status: "completed", detail: { status_code: result.statusCode, duration_ms: result.durationMs } };
+}
+
+/** Runs one step (not `wait`: the workflow sleeps itself) for the run's contact. */
+export async function executeStep(env: Env, ctx: WaitUntil, run: RunRow, index: number, step: Exclude<Step, { type: "wait" }>): Promise<StepResult> {
+  switch (step.type) {
+    case "send_email":
+      return sendEmail(env, ctx, run, index, step);
+    case "add_to_list": {
+      if (!(await listExists(env.DB, run.accountId, step.list_id))) throw new PermanentStepError(`The list ${step.list_id} no longer exists`);
+      const added = await addMembersById(env.DB, run.accountId, step.list_id, [run.contactId]);
+      if (added.unknown.length > 0) throw new PermanentStepError(`The contact ${run.email} was deleted`);
+      return { status: "completed", detail: { list_id: step.list_id, added: added.added.length > 0 } };
+    }
+    case "remove_from_list": {
+      const removed = await removeMember(env.DB, run.accountId, step.list_id, run.contactId);
+      return { status: "completed", detail: { list_id: step.list_id, removed } };
+    }
+    case "update_contact": {
+      const outcome = await updateContact(env.DB, run.accountId, run.contactId, {
+        fields: step.fields ?? {},
+        ...(step.custom_fields ? { customFields: step.custom_fields } : {}),
+      });
+      if (outcome.kind === "not_found") throw new PermanentStepError(`The contact ${run.email} was deleted`);
+      if (outcome.kind !== "updated") throw new PermanentStepError(`The contact could not be updated: ${JSON.stringify(outcome)}`);
+      return { status: "completed", detail: { fields: Object.keys(step.fields ?? {}), custom_fields: Object.keys(step.custom_fields ?? {}) } };
+    }
+    case "condition": {
+      const matched = await drizzle(env.DB)
+        .select({ id: contacts.id })
+        .from(contacts)
+        .where(and(eq(contacts.id, run.contactId), segmentWhere(run.accountId, { match: step.match, conditions: step.conditions })))
+        .get();
+      return matched
+        ? { status: "completed", detail: { matched: true } }
+        : { status: "completed", detail: { matched: false, reason: "The contact does not match: the run stops here" }, stop: true };
+    }
+    case "webhook":
+      return callWebhook(env, run, index, step);
+  }
+}

@@ -1,0 +1,61 @@
+// One run of an automation as a Cloudflare Workflows instance (instance id = run id): each step is a durable
+// `step.do` (its result is kept, so a restarted instance does not redo finished steps), each wait a `step.sleep` /
+// `step.sleepUntil` that can last up to 365 days. The run row in D1 says what the API shows.
+
+import { WorkflowEntrypoint, type WorkflowEvent, type WorkflowStep } from "cloudflare:workers";
+import { NonRetryableError } from "cloudflare:workflows";
+import { executeStep, PermanentStepError, type StepResult } from "../domain/automations/execute";
+import { finishRun, loadRun, markRunningStepFailed, recordStepFinish, recordStepStart, type WorkflowParams } from "../domain/automations/runs";
+import { stepsSchema } from "../domain/automations/steps";
+
+// A failing step (an outage, a webhook answering 5xx) is tried 5 times over about 10 minutes before the run fails.
+const retries = { retries: { limit: 4, delay: "30 seconds", backoff: "exponential" }, timeout: "2 minutes" } as const;
+
+export class AutomationWorkflow extends WorkflowEntrypoint<Env, WorkflowParams> {
+  override async run(event: Readonly<WorkflowEvent<WorkflowParams>>, step: WorkflowStep): Promise<{ status: string }> {
+    const { runId } = event.payload;
+    // Step results must be serialisable: the steps and each step's result travel as JSON text.
+    const snapshot = await step.do("load run", async () => {
+      const run = await loadRun(this.env.DB, runId);
+      return run ? JSON.stringify(run.steps) : "";
+    });
+    if (!snapshot) return { status: "missing" };
+    const steps = stepsSchema.parse(JSON.parse(snapshot));
+    try {
+      for (const [index, current] of steps.entries()) {
+        // A run cancelled through the API (if terminating the instance did not reach it) stops before its next step.
+        const live = await step.do(`check ${index}`, async () => (await loadRun(this.env.DB, runId))?.status ?? "missing");
+        if (live !== "running" && live !== "waiting") return { status: live };
+        await step.do(`start ${index}`, () => recordStepStart(this.env.DB, runId, index, current));
+        if (current.type === "wait") {
+          if (current.seconds !== undefined) await step.sleep(`wait ${index}`, current.seconds * 1000);
+          else await step.sleepUntil(`wait ${index}`, new Date(current.until!));
+          await step.do(`finish ${index}`, () => recordStepFinish(this.env.DB, runId, index, "completed", {}));
+          continue;
+        }
+        const outcome = await step.do(`${current.type} ${index}`, retries, async () => {
+          const run = await loadRun(this.env.DB, runId);
+          if (!run) throw new NonRetryableError("The run no longer exists");
+          try {
+            return JSON.stringify(await executeStep(this.env, this.ctx, run, index, current));
+          } catch (error) {
+            if (error instanceof PermanentStepError) throw new NonRetryableError(error.message);
+            throw error;
+          }
+        });
+        const result = JSON.parse(outcome) as StepResult;
+        await step.do(`finish ${index}`, () => recordStepFinish(this.env.DB, runId, index, result.status, result.detail));
+        if (result.stop) break;
+      }
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      await step.do("failed", async () => {
+        await markRunningStepFailed(this.env.DB, runId, message);
+        await finishRun(this.env, runId, "failed", message);
+      });
+      return { status: "failed" };
+    }
+    await step.do("completed", () => finishRun(this.env, runId, "completed"));
+    return { status: "completed" };
+  }
+}
