@@ -5475,6 +5475,848 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/automations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List automations
+         * @description Scope: `automations`.
+         */
+        get: {
+            parameters: {
+                query?: {
+                    limit?: number;
+                    cursor?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Automations, newest first */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["AutomationList"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        /**
+         * Create an automation
+         * @description Its steps are checked against the account: an unknown template, sender or list is a 422 naming the step.
+         *
+         *     Scope: `automations`.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["CreateAutomation"];
+                };
+            };
+            responses: {
+                /** @description The automation, with its private URL */
+                201: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Automation"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/automations/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One automation
+         * @description Scope: `automations`.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The automation */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Automation"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such automation */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        /**
+         * Delete an automation
+         * @description Its private URL stops working; runs under way finish with the steps they started with.
+         *
+         *     Scope: `automations`.
+         */
+        delete: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Deleted */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            id: string;
+                            /** @enum {boolean} */
+                            deleted: true;
+                        };
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such automation */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        options?: never;
+        head?: never;
+        /**
+         * Change an automation
+         * @description Runs under way keep the steps they started with.
+         *
+         *     Scope: `automations`.
+         */
+        patch: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["UpdateAutomation"];
+                };
+            };
+            responses: {
+                /** @description The automation */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Automation"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such automation */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        trace?: never;
+    };
+    "/api/v1/automations/{id}/rotate-url": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Give the automation a new private URL
+         * @description The old URL answers 404 from now on.
+         *
+         *     Scope: `automations`.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The automation with its new private URL */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Automation"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such automation */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/automations/{id}/trigger": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Start the automation for a contact
+         * @description Creates or updates the contact (as POST /contacts does) and starts a run. The same `event_id` for the same automation returns the same run (200, `created: false`), also under concurrent requests. A suppressed or unsubscribed contact gets a run whose email steps are skipped.
+         *
+         *     Scope: `automations`.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["AutomationTrigger"];
+                };
+            };
+            responses: {
+                /** @description The run of this event_id, started before */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["AutomationTriggered"];
+                    };
+                };
+                /** @description A run was started */
+                202: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["AutomationTriggered"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such automation */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The automation is paused (`automation_paused`) */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/automations/{id}/runs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The automation's runs
+         * @description Scope: `automations`.
+         */
+        get: {
+            parameters: {
+                query?: {
+                    limit?: number;
+                    cursor?: string;
+                };
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Runs, newest first */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["AutomationRunList"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such automation */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/automations/runs/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One run, with what each step did
+         * @description Scope: `automations`.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The run */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["AutomationRun"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such run */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/automations/runs/{id}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Stop a run
+         * @description A run that has ended already is returned as it is.
+         *
+         *     Scope: `automations`.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The run */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["AutomationRunSummary"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such run */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/verify": {
         parameters: {
             query?: never;
@@ -7635,12 +8477,14 @@ export interface components {
             data: components["schemas"]["AutomationCompletedEventData"];
         };
         /**
-         * @description Reserved: nothing emits this event yet (automations are not built). It can be subscribed to and sent by the test endpoint.
+         * @description A run of an automation ended: completed, failed or cancelled.
          * @example {
          *       "automation_id": "aut_test0000000000000000000",
          *       "run_id": "run_test0000000000000000000",
          *       "email": "jane@example.com",
-         *       "contact_id": "con_test0000000000000000000"
+         *       "contact_id": "con_test0000000000000000000",
+         *       "status": "completed",
+         *       "event_id": "signup-4711"
          *     }
          */
         AutomationCompletedEventData: {
@@ -7648,6 +8492,15 @@ export interface components {
             run_id: string;
             email: string;
             contact_id?: string | null;
+            /**
+             * @description How the run ended
+             * @enum {string}
+             */
+            status?: "completed" | "failed" | "cancelled";
+            /** @description The trigger's event id (the run id when none was given) */
+            event_id?: string;
+            /** @description Why a failed run failed */
+            error?: string;
         } & {
             [key: string]: unknown;
         };
@@ -8616,6 +9469,281 @@ export interface components {
             data: components["schemas"]["AiRequest"][];
             has_more: boolean;
             next_cursor: string | null;
+        };
+        AutomationList: {
+            data: components["schemas"]["Automation"][];
+            has_more: boolean;
+            next_cursor: string | null;
+        };
+        Automation: {
+            /** @example aut_7Qm2xK9pL1vB4nZ8cR3tWd */
+            id: string;
+            name: string;
+            /** @enum {string} */
+            status: "active" | "paused";
+            steps: {
+                [key: string]: unknown;
+            }[];
+            redirect_url: string | null;
+            /** @description Triggers the automation without a key (forms, other tools); rotate it if it leaks */
+            private_url: string;
+            /** @description Signs the `X-Service-Signature` of its webhook steps */
+            webhook_secret: string;
+            /**
+             * Format: date-time
+             * @example 2026-11-22T10:15:00.000Z
+             */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @example 2026-11-22T10:15:00.000Z
+             */
+            updated_at: string;
+        };
+        CreateAutomation: {
+            name: string;
+            /**
+             * @default active
+             * @enum {string}
+             */
+            status: "active" | "paused";
+            /**
+             * @description Run in order: `send_email {sender_id, template_id | subject + html/text}`, `wait {seconds | until}` (up to 365 days), `add_to_list {list_id}`, `remove_from_list {list_id}`, `update_contact {fields, custom_fields}`, `condition {match, conditions}` (segment conditions on the contact; the run stops when false), `webhook {url}` (signed with the automation's `webhook_secret`)
+             * @example [
+             *       {
+             *         "type": "send_email",
+             *         "sender_id": "snd_4fK9pQ2mZ7xB1vL8tR3cWd",
+             *         "subject": "Welcome {{first_name|there}}",
+             *         "html": "<p>Hi!</p>"
+             *       },
+             *       {
+             *         "type": "wait",
+             *         "seconds": 86400
+             *       },
+             *       {
+             *         "type": "add_to_list",
+             *         "list_id": "lst_2bN7vQ1mK8xZ3cR5tL0pWd"
+             *       }
+             *     ]
+             */
+            steps: ({
+                /** @enum {string} */
+                type: "send_email";
+                sender_id: string;
+                template_id?: string;
+                subject?: string;
+                html?: string;
+                text?: string;
+            } | {
+                /** @enum {string} */
+                type: "wait";
+                seconds?: number;
+                /** Format: date-time */
+                until?: string;
+            } | {
+                /** @enum {string} */
+                type: "add_to_list";
+                list_id: string;
+            } | {
+                /** @enum {string} */
+                type: "remove_from_list";
+                list_id: string;
+            } | {
+                /** @enum {string} */
+                type: "update_contact";
+                fields?: {
+                    first_name?: string | null;
+                    last_name?: string | null;
+                    company?: string | null;
+                    phone?: string | null;
+                    country?: string | null;
+                };
+                custom_fields?: {
+                    [key: string]: string | number | boolean | null;
+                };
+            } | {
+                /** @enum {string} */
+                type: "condition";
+                /** @enum {string} */
+                match: "all" | "any";
+                conditions: {
+                    field: string;
+                    op: string;
+                    value?: unknown;
+                }[];
+            } | {
+                /** @enum {string} */
+                type: "webhook";
+                /** Format: uri */
+                url: string;
+            })[];
+            /**
+             * Format: uri
+             * @description Where the private URL sends a browser form after a trigger (303)
+             */
+            redirect_url?: string | null;
+        };
+        UpdateAutomation: {
+            name?: string;
+            /** @enum {string} */
+            status?: "active" | "paused";
+            /**
+             * @description Run in order: `send_email {sender_id, template_id | subject + html/text}`, `wait {seconds | until}` (up to 365 days), `add_to_list {list_id}`, `remove_from_list {list_id}`, `update_contact {fields, custom_fields}`, `condition {match, conditions}` (segment conditions on the contact; the run stops when false), `webhook {url}` (signed with the automation's `webhook_secret`)
+             * @example [
+             *       {
+             *         "type": "send_email",
+             *         "sender_id": "snd_4fK9pQ2mZ7xB1vL8tR3cWd",
+             *         "subject": "Welcome {{first_name|there}}",
+             *         "html": "<p>Hi!</p>"
+             *       },
+             *       {
+             *         "type": "wait",
+             *         "seconds": 86400
+             *       },
+             *       {
+             *         "type": "add_to_list",
+             *         "list_id": "lst_2bN7vQ1mK8xZ3cR5tL0pWd"
+             *       }
+             *     ]
+             */
+            steps?: ({
+                /** @enum {string} */
+                type: "send_email";
+                sender_id: string;
+                template_id?: string;
+                subject?: string;
+                html?: string;
+                text?: string;
+            } | {
+                /** @enum {string} */
+                type: "wait";
+                seconds?: number;
+                /** Format: date-time */
+                until?: string;
+            } | {
+                /** @enum {string} */
+                type: "add_to_list";
+                list_id: string;
+            } | {
+                /** @enum {string} */
+                type: "remove_from_list";
+                list_id: string;
+            } | {
+                /** @enum {string} */
+                type: "update_contact";
+                fields?: {
+                    first_name?: string | null;
+                    last_name?: string | null;
+                    company?: string | null;
+                    phone?: string | null;
+                    country?: string | null;
+                };
+                custom_fields?: {
+                    [key: string]: string | number | boolean | null;
+                };
+            } | {
+                /** @enum {string} */
+                type: "condition";
+                /** @enum {string} */
+                match: "all" | "any";
+                conditions: {
+                    field: string;
+                    op: string;
+                    value?: unknown;
+                }[];
+            } | {
+                /** @enum {string} */
+                type: "webhook";
+                /** Format: uri */
+                url: string;
+            })[];
+            /**
+             * Format: uri
+             * @description Where the private URL sends a browser form after a trigger (303)
+             */
+            redirect_url?: string | null;
+        };
+        AutomationTriggered: {
+            /** @example run_1cV8mQ2xK7pL9nZ3bR4tWd */
+            run_id: string;
+            /** @enum {string} */
+            status: "running" | "waiting" | "completed" | "failed" | "cancelled";
+            /** @description false when a run for this event_id existed already */
+            created: boolean;
+        };
+        AutomationTrigger: {
+            /** @example jane@example.com */
+            email: string;
+            first_name?: string | null;
+            last_name?: string | null;
+            company?: string | null;
+            phone?: string | null;
+            country?: string | null;
+            /**
+             * @description Flat object of strings, numbers and booleans (at most 50 keys, 8 KB as JSON). Merged into the stored fields on update; `null` removes a key.
+             * @example {
+             *       "plan": "pro",
+             *       "seats": 12,
+             *       "trial": false
+             *     }
+             */
+            custom_fields?: {
+                [key: string]: string | number | boolean | null;
+            };
+            /** @description Idempotency: the same event_id for the same automation returns the same run and starts nothing new */
+            event_id?: string;
+        };
+        AutomationRunList: {
+            data: components["schemas"]["AutomationRunSummary"][];
+            has_more: boolean;
+            next_cursor: string | null;
+        };
+        AutomationRunSummary: {
+            id: string;
+            automation_id: string;
+            contact: {
+                id: string;
+                email: string;
+            };
+            /** @enum {string} */
+            status: "running" | "waiting" | "completed" | "failed" | "cancelled";
+            event_id: string;
+            error: string | null;
+            /**
+             * Format: date-time
+             * @example 2026-11-22T10:15:00.000Z
+             */
+            created_at: string;
+            completed_at: string | null;
+        };
+        AutomationRun: {
+            id: string;
+            automation_id: string;
+            contact: {
+                id: string;
+                email: string;
+            };
+            /** @enum {string} */
+            status: "running" | "waiting" | "completed" | "failed" | "cancelled";
+            steps: {
+                index: number;
+                type: string;
+                /** @enum {string} */
+                status: "pending" | "running" | "completed" | "skipped" | "failed";
+                started_at: string | null;
+                finished_at: string | null;
+                detail: {
+                    [key: string]: unknown;
+                };
+            }[];
+            event_id: string;
+            error: string | null;
+            /**
+             * Format: date-time
+             * @example 2026-11-22T10:15:00.000Z
+             */
+            created_at: string;
+            completed_at: string | null;
         };
         VerificationResult: {
             /** @description The address as given, trimmed. */
