@@ -1,6 +1,7 @@
 import { introspectWorkflow } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
+import { verifyWebhook } from "../../sdk/src/verify-webhook";
 import { call, createAccount, createKey, json } from "../helpers";
 import { eventually, sinkMessagesTo, verifiedDomain } from "../send/helpers";
 import { createEndpoint, receiverPath, receiverUrl, waitForRequests } from "../webhooks/helpers";
@@ -288,6 +289,37 @@ describe("automations: runs on Workflows", () => {
     const cancelled = await call(`/api/v1/automations/runs/${waiting.run_id}/cancel`, { key, method: "POST" });
     expect((await json<Run>(cancelled)).status).toBe("cancelled");
     expect((await runOf(key, waiting.run_id)).status).toBe("cancelled");
+  });
+
+  it("update_contact, remove_from_list and a webhook step signed with the automation's secret", async () => {
+    const { key, list } = await setup();
+    const hooks = receiverPath();
+    const automation = await createAutomation(key, {
+      steps: [
+        { type: "update_contact", fields: { company: "Globex" }, custom_fields: { stage: "trial" } },
+        { type: "remove_from_list", list_id: list },
+        { type: "webhook", url: receiverUrl(hooks) },
+      ],
+    });
+    const to = rcpt("hooked");
+    await call("/api/v1/contacts", { key, body: { email: to, lists: [list] } });
+    const triggered = await json<Triggered>(
+      await call(`/api/v1/automations/${automation.id}/trigger`, { key, body: { email: to, event_id: "e-1" } }),
+    );
+    const done = await waitForRun(key, triggered.run_id, "completed");
+    expect(done.steps.map((step) => step.status)).toEqual(["completed", "completed", "completed"]);
+    const contact = await json<{ data: { company: string; custom_fields: Record<string, unknown>; lists: string[] }[] }>(
+      await call(`/api/v1/contacts?email=${encodeURIComponent(to)}`, { key }),
+    );
+    expect(contact.data[0]).toMatchObject({ company: "Globex", custom_fields: { stage: "trial" }, lists: [] });
+
+    const [request] = await waitForRequests(hooks, 1);
+    const verified = await verifyWebhook(automation.webhook_secret, request!.headers["x-service-signature"] ?? "", request!.body);
+    expect(verified.ok).toBe(true);
+    expect(JSON.parse(request!.body)).toMatchObject({
+      type: "automation.step",
+      data: { automation_id: automation.id, run_id: triggered.run_id, step_index: 2, event_id: "e-1", contact: { email: to, company: "Globex" } },
+    });
   });
 
   it("a paused automation answers 409; another account's run is 404", async () => {
