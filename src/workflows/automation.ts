@@ -8,7 +8,7 @@ import { executeStep, PermanentStepError, type StepResult } from "../domain/auto
 import { finishRun, loadRun, markRunningStepFailed, recordStepFinish, recordStepStart, type WorkflowParams } from "../domain/automations/runs";
 import { stepsSchema } from "../domain/automations/steps";
 
-// A failing step (an outage, a webhook answering 5xx) is tried 5 times over about 10 minutes before the run fails.
+// A failing step (an outage, a webhook answering 5xx) is tried 5 times (waits of 30 s, 1, 2, 4 min) before the run fails.
 const retries = { retries: { limit: 4, delay: "30 seconds", backoff: "exponential" }, timeout: "2 minutes" } as const;
 
 export class AutomationWorkflow extends WorkflowEntrypoint<Env, WorkflowParams> {
