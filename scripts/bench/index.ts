@@ -53,6 +53,11 @@ try {
     command: [tsx, "scripts/bench/tracking.ts", "300"],
     env: { ...env, SINK_HTTP_PORT: String(stack.ports.SINK_HTTP_PORT) },
   });
+  await run({
+    title: "automation triggers/s via the API and the private URL vs a bare keyed route",
+    command: [tsx, "scripts/bench/automations.ts", "300"],
+    env,
+  });
   await run({ title: "webhook deliveries vs a plain fetch loop; a slow receiver", command: [tsx, "scripts/bench/webhooks.ts", "500", "200"], env });
   await run({ title: "SMTP bridge vs a bare smtp-server; bridge RSS", command: [tsx, "scripts/bench/smtp-bridge.ts", "300"], env });
   // Last: the campaign's 100,000 deliveries drain in the background and would slow any bench after it.
