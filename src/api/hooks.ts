@@ -5,6 +5,8 @@
 
 import { Hono, type Context } from "hono";
 import { cors } from "hono/cors";
+import { drizzle } from "drizzle-orm/d1";
+import { findAccount, hasFeature } from "../domain/accounts/accounts";
 import { findAutomationByPath } from "../domain/automations/automations";
 import { contactTextFields } from "../domain/contacts/contacts";
 import { AppError, errorBody, fieldErrors, validationError } from "../errors";
@@ -71,6 +73,9 @@ hookRoutes.all("/hooks/automations/:path", async (c) => {
   }
   const automation = await findAutomationByPath(c.env.DB, path);
   if (!automation) return c.json(errorBody("not_found", "No automation at this URL"), 404);
+  // The operator may have taken the feature away since the automation was made.
+  const account = await findAccount(drizzle(c.env.DB), automation.accountId);
+  if (!account || !hasFeature(account, "automations")) throw new AppError("feature_disabled", "Automations are not enabled for this account");
   const { input, form, honeypot } = await readInput(c);
   const browserForm = form && (c.req.header("Accept") ?? "").includes("text/html");
   if (honeypot) {

@@ -2,7 +2,7 @@ import { introspectWorkflow } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
 import { verifyWebhook } from "../../sdk/src/verify-webhook";
-import { call, createAccount, createKey, json } from "../helpers";
+import { ADMIN_TOKEN, call, createAccount, createKey, json } from "../helpers";
 import { eventually, sinkMessagesTo, verifiedDomain } from "../send/helpers";
 import { createEndpoint, receiverPath, receiverUrl, waitForRequests } from "../webhooks/helpers";
 
@@ -394,8 +394,8 @@ describe("the private URL (no key)", () => {
     expect(contact.data[0]?.custom_fields).toEqual({ plan: "pro" });
   });
 
-  it("answers 404 for a wrong path, 422 without an email, 413 over 64 KB, CORS preflight, and ignores a filled honeypot", async () => {
-    const { key, sender } = await setup();
+  it("answers 404 for a wrong path, 422 without an email, 413 over 64 KB, 403 once the feature is off, CORS preflight, and ignores a filled honeypot", async () => {
+    const { account, key, sender } = await setup();
     const automation = await createAutomation(key, { steps: [{ type: "send_email", sender_id: sender, subject: "Hi", text: "x" }] });
     const wrong = await exports.default.fetch(new Request("http://localhost/hooks/automations/not-a-real-path?email=a@example.org"));
     expect(wrong.status).toBe(404);
@@ -414,6 +414,21 @@ describe("the private URL (no key)", () => {
     });
     expect(preflight.status).toBe(204);
     expect(preflight.headers.get("Access-Control-Allow-Origin")).toBe("*");
+
+    const withoutFeature = await call(`/admin/v1/accounts/${account.id}`, {
+      key: ADMIN_TOKEN,
+      method: "PATCH",
+      body: { features: ["email_api"] },
+    });
+    expect(withoutFeature.status).toBe(200);
+    const disabled = await hook(automation, { query: `?email=${encodeURIComponent(rcpt("off"))}` });
+    expect(disabled.status).toBe(403);
+    expect((await json<{ code: string }>(disabled)).code).toBe("feature_disabled");
+    await call(`/admin/v1/accounts/${account.id}`, {
+      key: ADMIN_TOKEN,
+      method: "PATCH",
+      body: { features: ["email_api", "automations", "campaigns"] },
+    });
 
     const bot = rcpt("bot");
     const trapped = await hook(automation, { query: `?email=${encodeURIComponent(bot)}&_honeypot=buy-now` });
