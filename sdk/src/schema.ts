@@ -1701,6 +1701,8 @@ export interface paths {
          * @description A saved audience, evaluated whenever it is used. Up to 20 conditions `{field, op, value}`. Text fields (`email`, `first_name`, `last_name`, `company`, `phone`, `country`) compare without ASCII case; `email` takes `eq`, `neq`, `in` (addresses) and `contains`, `starts_with`, `ends_with`; the other text fields also `exists`, `not_exists`. `status`: `eq`, `neq`, `in`. `created_at`: `gt`, `gte`, `lt`, `lte` (ISO 8601 date) and `within_days` (days). `custom_fields.<key>` (key: letters, digits, `_`, `-`): every operator but `not_in`; a number compares numerically (numeric strings too), a date as a date. `list`: `in` or `not_in` a list id or array of list ids of the account. `neq` and `not_exists` match contacts without the field.
          *
          *     Scope: `contacts`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
          */
         post: {
             parameters: {
@@ -1851,6 +1853,8 @@ export interface paths {
         /**
          * Delete a segment
          * @description Scope: `contacts`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
          */
         delete: {
             parameters: {
@@ -1930,6 +1934,8 @@ export interface paths {
          * @description Given `conditions` replace the old ones whole.
          *
          *     Scope: `contacts`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
          */
         patch: {
             parameters: {
@@ -2171,6 +2177,8 @@ export interface paths {
          * @description The name and address campaigns are sent from. The address must be on a verified sending domain of the account.
          *
          *     Scope: `campaigns`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
          */
         post: {
             parameters: {
@@ -2323,6 +2331,8 @@ export interface paths {
          * @description Campaigns that name a deleted sender are refused when sent, until they are given another.
          *
          *     Scope: `campaigns`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
          */
         delete: {
             parameters: {
@@ -2402,6 +2412,8 @@ export interface paths {
          * @description The address's domain (the new address, or the current one) is checked again: it must still be verified.
          *
          *     Scope: `campaigns`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
          */
         patch: {
             parameters: {
@@ -2647,6 +2659,8 @@ export interface paths {
          * @description Contacts of the address keep their status; resubscribe one with `PATCH /contacts/{id}`.
          *
          *     Scope: `send`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
          */
         delete: {
             parameters: {
@@ -2798,6 +2812,8 @@ export interface paths {
         /**
          * Create a webhook endpoint
          * @description Scope: `webhooks`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
          */
         post: {
             parameters: {
@@ -2959,6 +2975,8 @@ export interface paths {
          * @description Deliveries already queued for it are dropped.
          *
          *     Scope: `webhooks`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
          */
         delete: {
             parameters: {
@@ -3036,6 +3054,8 @@ export interface paths {
         /**
          * Update a webhook endpoint, or rotate its secret
          * @description Scope: `webhooks`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
          */
         patch: {
             parameters: {
@@ -4457,6 +4477,8 @@ export interface paths {
         /**
          * Delete a template
          * @description Scope: `send`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
          */
         delete: {
             parameters: {
@@ -4534,6 +4556,8 @@ export interface paths {
         /**
          * Change a template
          * @description Scope: `send`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
          */
         patch: {
             parameters: {
@@ -4685,6 +4709,8 @@ export interface paths {
          * @description Needs the account feature `campaigns`. Every list, segment, sender and template named must be the account's (422 names each bad id).
          *
          *     Scope: `campaigns`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
          */
         post: {
             parameters: {
@@ -4835,6 +4861,8 @@ export interface paths {
         /**
          * Delete a draft
          * @description Scope: `campaigns`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
          */
         delete: {
             parameters: {
@@ -4921,6 +4949,8 @@ export interface paths {
         /**
          * Change a draft
          * @description Scope: `campaigns`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
          */
         patch: {
             parameters: {
@@ -5018,6 +5048,8 @@ export interface paths {
          * @description Counts the audience ((lists ∪ segments) − exclude_lists − contacts not subscribed − suppressed addresses, one per address) and reserves that many sending credits. Each recipient sent turns a reserved credit into a charge; recipients that bounce, fail or are skipped release theirs; nothing stays reserved once the campaign completes. Every message carries List-Unsubscribe (one-click, RFC 8058) and a visible unsubscribe link (`{{unsubscribe_url}}`, or a footer when the body lacks it). Recipients count against the daily sending limit as they are enqueued; past it the campaign waits for the next UTC day. Needs a live key.
          *
          *     Scope: `campaigns`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
          */
         post: {
             parameters: {
@@ -5137,6 +5169,8 @@ export interface paths {
          * @description Stops the fan-out: messages not yet sent are cancelled and their reserved credits released. Messages already handed to the provider stay sent.
          *
          *     Scope: `campaigns`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
          */
         post: {
             parameters: {
@@ -5551,6 +5585,8 @@ export interface paths {
          * @description Its steps are checked against the account: an unknown template, sender or list is a 422 naming the step.
          *
          *     Scope: `automations`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
          */
         post: {
             parameters: {
@@ -5703,6 +5739,8 @@ export interface paths {
          * @description Its private URL stops working; runs under way finish with the steps they started with.
          *
          *     Scope: `automations`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
          */
         delete: {
             parameters: {
@@ -5782,6 +5820,8 @@ export interface paths {
          * @description Runs under way keep the steps they started with.
          *
          *     Scope: `automations`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
          */
         patch: {
             parameters: {
@@ -5870,6 +5910,8 @@ export interface paths {
          * @description The old URL answers 404 from now on.
          *
          *     Scope: `automations`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
          */
         post: {
             parameters: {
@@ -5958,6 +6000,8 @@ export interface paths {
          * @description Creates or updates the contact (as POST /contacts does) and starts a run. The same `event_id` for the same automation returns the same run (200, `created: false`), also under concurrent requests. A suppressed or unsubscribed contact gets a run whose email steps are skipped.
          *
          *     Scope: `automations`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
          */
         post: {
             parameters: {
@@ -6243,6 +6287,8 @@ export interface paths {
          * @description A run that has ended already is returned as it is.
          *
          *     Scope: `automations`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
          */
         post: {
             parameters: {

@@ -13,7 +13,7 @@ import { cancelRun as stopRun, findRun, listRuns as findRuns, triggerRun, type R
 import { stepsSchema, type Step } from "../domain/automations/steps";
 import { givenTextFields } from "../domain/contacts/contacts";
 import { contactAddress } from "../domain/contacts/email";
-import { AppError, notFound, validationError } from "../errors";
+import { notFound, validationError } from "../errors";
 import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 import { pageOf } from "../lib/pagination";
 import type { AppEnv } from "../types";
@@ -174,13 +174,6 @@ async function checkSteps(c: Context<AppEnv>, steps: Step[]) {
   if (Object.keys(problems).length > 0) throw validationError(problems);
 }
 
-/** Automations act on live contacts and send live mail: test keys can read them but not change or trigger them. */
-function requireLiveKey(c: Context<AppEnv>, what: string): void {
-  if (c.get("auth").apiKey.mode !== "live") {
-    throw new AppError("live_key_required", `Automations are ${what} with a live key; test mode does not cover automations`);
-  }
-}
-
 const route = (method: "get" | "post" | "patch" | "delete", path: string, summary: string) => ({ method, path, summary, tags: ["Automations"] });
 const feature = { features: ["automations" as const] };
 
@@ -201,7 +194,7 @@ const createAutomation = keyedRoute(
     request: { body: jsonBody(CreateAutomationSchema) },
     responses: { 201: jsonResponse(AutomationSchema, "The automation, with its private URL") },
   },
-  feature,
+  { ...feature, liveKeyOnly: "Creating an automation" },
 );
 const getAutomation = keyedRoute(
   "automations",
@@ -220,7 +213,7 @@ const updateAutomation = keyedRoute(
     request: { params: IdParam("aut"), body: jsonBody(UpdateAutomationSchema) },
     responses: { 200: jsonResponse(AutomationSchema, "The automation"), 404: errorResponse("No such automation") },
   },
-  feature,
+  { ...feature, liveKeyOnly: "Changing an automation" },
 );
 const deleteAutomation = keyedRoute(
   "automations",
@@ -230,7 +223,7 @@ const deleteAutomation = keyedRoute(
     request: { params: IdParam("aut") },
     responses: { 200: jsonResponse(z.object({ id: z.string(), deleted: z.literal(true) }), "Deleted"), 404: errorResponse("No such automation") },
   },
-  feature,
+  { ...feature, liveKeyOnly: "Deleting an automation" },
 );
 const rotateUrl = keyedRoute(
   "automations",
@@ -240,7 +233,7 @@ const rotateUrl = keyedRoute(
     request: { params: IdParam("aut") },
     responses: { 200: jsonResponse(AutomationSchema, "The automation with its new private URL"), 404: errorResponse("No such automation") },
   },
-  feature,
+  { ...feature, liveKeyOnly: "Rotating a private URL" },
 );
 const triggerAutomation = keyedRoute(
   "automations",
@@ -256,7 +249,7 @@ const triggerAutomation = keyedRoute(
       409: errorResponse("The automation is paused (`automation_paused`)"),
     },
   },
-  feature,
+  { ...feature, liveKeyOnly: "Triggering an automation" },
 );
 const listRuns = keyedRoute(
   "automations",
@@ -287,7 +280,7 @@ const cancelRun = keyedRoute(
     request: { params: IdParam("run") },
     responses: { 200: jsonResponse(RunSummarySchema, "The run"), 404: errorResponse("No such run") },
   },
-  feature,
+  { ...feature, liveKeyOnly: "Cancelling a run" },
 );
 
 export const automationRoutes = createRouter()
@@ -298,7 +291,6 @@ export const automationRoutes = createRouter()
     return c.json({ ...page, data: await Promise.all(page.data.map((row) => serializeAutomation(c.env, row))) }, 200);
   })
   .openapi(createAutomation, async (c) => {
-    requireLiveKey(c, "created");
     const body = c.req.valid("json");
     await checkSteps(c, body.steps);
     const row = await addAutomation(c.env.DB, c.get("auth").account.id, {
@@ -315,7 +307,6 @@ export const automationRoutes = createRouter()
     return c.json(await serializeAutomation(c.env, row), 200);
   })
   .openapi(updateAutomation, async (c) => {
-    requireLiveKey(c, "changed");
     const body = c.req.valid("json");
     if (body.steps) await checkSteps(c, body.steps);
     const row = await changeAutomation(c.env.DB, c.get("auth").account.id, c.req.valid("param").id, {
@@ -328,19 +319,16 @@ export const automationRoutes = createRouter()
     return c.json(await serializeAutomation(c.env, row), 200);
   })
   .openapi(deleteAutomation, async (c) => {
-    requireLiveKey(c, "deleted");
     const { id } = c.req.valid("param");
     if (!(await removeAutomation(c.env.DB, c.get("auth").account.id, id))) throw notFound("Automation");
     return c.json({ id, deleted: true as const }, 200);
   })
   .openapi(rotateUrl, async (c) => {
-    requireLiveKey(c, "changed");
     const row = await rotatePrivatePath(c.env.DB, c.get("auth").account.id, c.req.valid("param").id);
     if (!row) throw notFound("Automation");
     return c.json(await serializeAutomation(c.env, row), 200);
   })
   .openapi(triggerAutomation, async (c) => {
-    requireLiveKey(c, "triggered");
     const automation = await findAutomation(c.env.DB, c.get("auth").account.id, c.req.valid("param").id);
     if (!automation) throw notFound("Automation");
     const result = await trigger(c.env, automation, c.req.valid("json"));
@@ -359,7 +347,6 @@ export const automationRoutes = createRouter()
     return c.json(serializeRun(found.run, found.steps), 200);
   })
   .openapi(cancelRun, async (c) => {
-    requireLiveKey(c, "cancelled");
     const run = await stopRun(c.env, c.get("auth").account.id, c.req.valid("param").id);
     if (!run) throw notFound("Run");
     return c.json(serializeRunSummary(run), 200);

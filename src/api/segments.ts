@@ -106,28 +106,40 @@ const listSegments = keyedRoute("contacts", {
   request: { query: PaginationQuery },
   responses: { 200: jsonResponse(paginated(SegmentSchema, "SegmentList"), "Segments, newest first") },
 });
-const createSegment = keyedRoute("contacts", {
-  ...route("post", "/segments", "Create a segment"),
-  description: `A saved audience, evaluated whenever it is used. ${conditionRules}`,
-  request: { body: jsonBody(CreateSegmentSchema) },
-  responses: { 201: jsonResponse(SegmentSchema, "The segment"), 422: errorResponse(invalidConditions) },
-});
+const createSegment = keyedRoute(
+  "contacts",
+  {
+    ...route("post", "/segments", "Create a segment"),
+    description: `A saved audience, evaluated whenever it is used. ${conditionRules}`,
+    request: { body: jsonBody(CreateSegmentSchema) },
+    responses: { 201: jsonResponse(SegmentSchema, "The segment"), 422: errorResponse(invalidConditions) },
+  },
+  { liveKeyOnly: "Creating a segment" },
+);
 const getSegment = keyedRoute("contacts", {
   ...route("get", "/segments/{id}", "One segment"),
   request: { params: IdParam("seg") },
   responses: { 200: jsonResponse(SegmentSchema, "The segment"), 404: errorResponse("No such segment") },
 });
-const updateSegment = keyedRoute("contacts", {
-  ...route("patch", "/segments/{id}", "Change a segment"),
-  description: "Given `conditions` replace the old ones whole.",
-  request: { params: IdParam("seg"), body: jsonBody(UpdateSegmentSchema) },
-  responses: { 200: jsonResponse(SegmentSchema, "The segment"), 404: errorResponse("No such segment"), 422: errorResponse(invalidConditions) },
-});
-const deleteSegment = keyedRoute("contacts", {
-  ...route("delete", "/segments/{id}", "Delete a segment"),
-  request: { params: IdParam("seg") },
-  responses: { 200: jsonResponse(z.object({ id: z.string(), deleted: z.literal(true) }), "Deleted"), 404: errorResponse("No such segment") },
-});
+const updateSegment = keyedRoute(
+  "contacts",
+  {
+    ...route("patch", "/segments/{id}", "Change a segment"),
+    description: "Given `conditions` replace the old ones whole.",
+    request: { params: IdParam("seg"), body: jsonBody(UpdateSegmentSchema) },
+    responses: { 200: jsonResponse(SegmentSchema, "The segment"), 404: errorResponse("No such segment"), 422: errorResponse(invalidConditions) },
+  },
+  { liveKeyOnly: "Changing a segment" },
+);
+const deleteSegment = keyedRoute(
+  "contacts",
+  {
+    ...route("delete", "/segments/{id}", "Delete a segment"),
+    request: { params: IdParam("seg") },
+    responses: { 200: jsonResponse(z.object({ id: z.string(), deleted: z.literal(true) }), "Deleted"), 404: errorResponse("No such segment") },
+  },
+  { liveKeyOnly: "Deleting a segment" },
+);
 const countSegment = keyedRoute("contacts", {
   ...route("get", "/segments/{id}/count", "Count a segment's audience"),
   description:

@@ -83,29 +83,41 @@ const listSenders = keyedRoute("campaigns", {
   request: { query: PaginationQuery },
   responses: { 200: jsonResponse(paginated(SenderSchema, "SenderList"), "Senders, newest first") },
 });
-const createSender = keyedRoute("campaigns", {
-  ...route("post", "/senders", "Create a sender"),
-  description: "The name and address campaigns are sent from. The address must be on a verified sending domain of the account.",
-  request: { body: jsonBody(CreateSenderSchema) },
-  responses: { 201: jsonResponse(SenderSchema, "The sender"), 422: errorResponse(unverified) },
-});
+const createSender = keyedRoute(
+  "campaigns",
+  {
+    ...route("post", "/senders", "Create a sender"),
+    description: "The name and address campaigns are sent from. The address must be on a verified sending domain of the account.",
+    request: { body: jsonBody(CreateSenderSchema) },
+    responses: { 201: jsonResponse(SenderSchema, "The sender"), 422: errorResponse(unverified) },
+  },
+  { liveKeyOnly: "Creating a sender" },
+);
 const getSender = keyedRoute("campaigns", {
   ...route("get", "/senders/{id}", "One sender"),
   request: { params: IdParam("snd") },
   responses: { 200: jsonResponse(SenderSchema, "The sender"), 404: errorResponse("No such sender") },
 });
-const updateSender = keyedRoute("campaigns", {
-  ...route("patch", "/senders/{id}", "Change a sender"),
-  description: "The address's domain (the new address, or the current one) is checked again: it must still be verified.",
-  request: { params: IdParam("snd"), body: jsonBody(UpdateSenderSchema) },
-  responses: { 200: jsonResponse(SenderSchema, "The sender"), 404: errorResponse("No such sender"), 422: errorResponse(unverified) },
-});
-const deleteSender = keyedRoute("campaigns", {
-  ...route("delete", "/senders/{id}", "Delete a sender"),
-  description: "Campaigns that name a deleted sender are refused when sent, until they are given another.",
-  request: { params: IdParam("snd") },
-  responses: { 200: jsonResponse(z.object({ id: z.string(), deleted: z.literal(true) }), "Deleted"), 404: errorResponse("No such sender") },
-});
+const updateSender = keyedRoute(
+  "campaigns",
+  {
+    ...route("patch", "/senders/{id}", "Change a sender"),
+    description: "The address's domain (the new address, or the current one) is checked again: it must still be verified.",
+    request: { params: IdParam("snd"), body: jsonBody(UpdateSenderSchema) },
+    responses: { 200: jsonResponse(SenderSchema, "The sender"), 404: errorResponse("No such sender"), 422: errorResponse(unverified) },
+  },
+  { liveKeyOnly: "Changing a sender" },
+);
+const deleteSender = keyedRoute(
+  "campaigns",
+  {
+    ...route("delete", "/senders/{id}", "Delete a sender"),
+    description: "Campaigns that name a deleted sender are refused when sent, until they are given another.",
+    request: { params: IdParam("snd") },
+    responses: { 200: jsonResponse(z.object({ id: z.string(), deleted: z.literal(true) }), "Deleted"), 404: errorResponse("No such sender") },
+  },
+  { liveKeyOnly: "Deleting a sender" },
+);
 
 export const senderRoutes = createRouter()
   .openapi(listSenders, async (c) => {

@@ -69,18 +69,22 @@ const addSuppression = keyedRoute("send", {
   },
 });
 
-const removeSuppression = keyedRoute("send", {
-  method: "delete",
-  path: "/suppressions/{email}",
-  tags: ["Suppressions"],
-  summary: "Allow mail to an address again",
-  description: "Contacts of the address keep their status; resubscribe one with `PATCH /contacts/{id}`.",
-  request: { params: EmailParam },
-  responses: {
-    200: jsonResponse(SuppressionSchema.extend({ deleted: z.literal(true) }), "Removed"),
-    404: errorResponse("The address is not suppressed"),
+const removeSuppression = keyedRoute(
+  "send",
+  {
+    method: "delete",
+    path: "/suppressions/{email}",
+    tags: ["Suppressions"],
+    summary: "Allow mail to an address again",
+    description: "Contacts of the address keep their status; resubscribe one with `PATCH /contacts/{id}`.",
+    request: { params: EmailParam },
+    responses: {
+      200: jsonResponse(SuppressionSchema.extend({ deleted: z.literal(true) }), "Removed"),
+      404: errorResponse("The address is not suppressed"),
+    },
   },
-});
+  { liveKeyOnly: "Removing a suppression" },
+);
 
 const serializeSuppression = (row: SuppressionRow) => ({
   email: row.email,

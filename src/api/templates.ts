@@ -89,16 +89,24 @@ const getTemplate = keyedRoute("send", {
   request: { params: IdParam("tpl") },
   responses: { 200: jsonResponse(TemplateSchema, "The template"), 404: errorResponse("No such template") },
 });
-const updateTemplate = keyedRoute("send", {
-  ...route("patch", "/templates/{id}", "Change a template"),
-  request: { params: IdParam("tpl"), body: jsonBody(UpdateTemplateSchema) },
-  responses: { 200: jsonResponse(TemplateSchema, "The template"), 404: errorResponse("No such template") },
-});
-const deleteTemplate = keyedRoute("send", {
-  ...route("delete", "/templates/{id}", "Delete a template"),
-  request: { params: IdParam("tpl") },
-  responses: { 200: jsonResponse(z.object({ id: z.string(), deleted: z.literal(true) }), "Deleted"), 404: errorResponse("No such template") },
-});
+const updateTemplate = keyedRoute(
+  "send",
+  {
+    ...route("patch", "/templates/{id}", "Change a template"),
+    request: { params: IdParam("tpl"), body: jsonBody(UpdateTemplateSchema) },
+    responses: { 200: jsonResponse(TemplateSchema, "The template"), 404: errorResponse("No such template") },
+  },
+  { liveKeyOnly: "Changing a template" },
+);
+const deleteTemplate = keyedRoute(
+  "send",
+  {
+    ...route("delete", "/templates/{id}", "Delete a template"),
+    request: { params: IdParam("tpl") },
+    responses: { 200: jsonResponse(z.object({ id: z.string(), deleted: z.literal(true) }), "Deleted"), 404: errorResponse("No such template") },
+  },
+  { liveKeyOnly: "Deleting a template" },
+);
 
 export const templateRoutes = createRouter()
   .openapi(listTemplates, async (c) => {

@@ -154,17 +154,21 @@ const listWebhooks = keyedRoute("webhooks", {
   responses: { 200: jsonResponse(paginated(WebhookEndpointSchema, "WebhookEndpointList"), "Endpoints, newest first; secrets masked") },
 });
 
-const createWebhook = keyedRoute("webhooks", {
-  method: "post",
-  path: "/webhooks",
-  tags,
-  summary: "Create a webhook endpoint",
-  request: { body: jsonBody(CreateWebhookSchema) },
-  responses: {
-    201: jsonResponse(WebhookEndpointSchema, "The endpoint; `secret` is shown in full only this once"),
-    503: errorResponse("The URL's host could not be resolved right now; try again"),
+const createWebhook = keyedRoute(
+  "webhooks",
+  {
+    method: "post",
+    path: "/webhooks",
+    tags,
+    summary: "Create a webhook endpoint",
+    request: { body: jsonBody(CreateWebhookSchema) },
+    responses: {
+      201: jsonResponse(WebhookEndpointSchema, "The endpoint; `secret` is shown in full only this once"),
+      503: errorResponse("The URL's host could not be resolved right now; try again"),
+    },
   },
-});
+  { liveKeyOnly: "Creating a webhook endpoint" },
+);
 
 const getWebhook = keyedRoute("webhooks", {
   method: "get",
@@ -175,28 +179,36 @@ const getWebhook = keyedRoute("webhooks", {
   responses: { 200: jsonResponse(WebhookEndpointSchema, "The endpoint; secret masked"), ...notFoundResponse },
 });
 
-const updateWebhook = keyedRoute("webhooks", {
-  method: "patch",
-  path: "/webhooks/{id}",
-  tags,
-  summary: "Update a webhook endpoint, or rotate its secret",
-  request: { params: IdParam("wh"), body: jsonBody(UpdateWebhookSchema) },
-  responses: {
-    200: jsonResponse(WebhookEndpointSchema, "The endpoint; `secret` in full when `rotate_secret` issued a new one"),
-    ...notFoundResponse,
-    503: errorResponse("The URL's host could not be resolved right now; try again"),
+const updateWebhook = keyedRoute(
+  "webhooks",
+  {
+    method: "patch",
+    path: "/webhooks/{id}",
+    tags,
+    summary: "Update a webhook endpoint, or rotate its secret",
+    request: { params: IdParam("wh"), body: jsonBody(UpdateWebhookSchema) },
+    responses: {
+      200: jsonResponse(WebhookEndpointSchema, "The endpoint; `secret` in full when `rotate_secret` issued a new one"),
+      ...notFoundResponse,
+      503: errorResponse("The URL's host could not be resolved right now; try again"),
+    },
   },
-});
+  { liveKeyOnly: "Changing a webhook endpoint" },
+);
 
-const deleteWebhook = keyedRoute("webhooks", {
-  method: "delete",
-  path: "/webhooks/{id}",
-  tags,
-  summary: "Delete a webhook endpoint and its delivery log",
-  description: "Deliveries already queued for it are dropped.",
-  request: { params: IdParam("wh") },
-  responses: { 200: jsonResponse(z.object({ id: z.string(), deleted: z.literal(true) }), "Deleted"), ...notFoundResponse },
-});
+const deleteWebhook = keyedRoute(
+  "webhooks",
+  {
+    method: "delete",
+    path: "/webhooks/{id}",
+    tags,
+    summary: "Delete a webhook endpoint and its delivery log",
+    description: "Deliveries already queued for it are dropped.",
+    request: { params: IdParam("wh") },
+    responses: { 200: jsonResponse(z.object({ id: z.string(), deleted: z.literal(true) }), "Deleted"), ...notFoundResponse },
+  },
+  { liveKeyOnly: "Deleting a webhook endpoint" },
+);
 
 const testWebhook = keyedRoute("webhooks", {
   method: "post",

@@ -1,6 +1,6 @@
 import { createRoute, OpenAPIHono, z, type RouteConfig } from "@hono/zod-openapi";
 import { fieldErrors, validationError } from "../errors";
-import { requireFeatures, requireFullAccess, requireScope } from "../middleware/auth";
+import { requireFeatures, requireFullAccess, requireLiveKey, requireScope } from "../middleware/auth";
 import type { AppEnv, Feature, Scope } from "../types";
 
 export { z };
@@ -56,16 +56,18 @@ export type RouteAccess = Scope | "any" | "full_access";
 export function keyedRoute<R extends Omit<RouteConfig, "middleware" | "security">>(
   access: RouteAccess,
   route: R,
-  options: { features?: Feature[] } = {},
+  options: { features?: Feature[] /** What the route does, for the 403 a test key gets (`Changing a webhook`). */; liveKeyOnly?: string } = {},
 ) {
   const middleware = [
     ...(access === "any" ? [] : [access === "full_access" ? requireFullAccess : requireScope(access)]),
     ...(options.features?.length ? [requireFeatures(...options.features)] : []),
+    ...(options.liveKeyOnly ? [requireLiveKey(options.liveKeyOnly)] : []),
   ];
   const scopeNote = access === "any" ? "Any API key." : access === "full_access" ? "Needs a full-access key." : `Scope: \`${access}\`.`;
+  const liveNote = options.liveKeyOnly ? "Needs a live key (`live_key_required` for a test key)." : undefined;
   return createRoute({
     ...route,
-    description: [route.description, scopeNote].filter(Boolean).join("\n\n"),
+    description: [route.description, scopeNote, liveNote].filter(Boolean).join("\n\n"),
     middleware,
     security: [{ apiKey: [] }],
     "x-required-scope": access,

@@ -68,6 +68,16 @@ export const requireFullAccess = createMiddleware<AppEnv>(async (c, next) => {
   await next();
 });
 
+/**
+ * Test keys (sk_test_) simulate sending; they must not change what live mail does. A leaked test key could otherwise
+ * point webhooks at an attacker (live events), rewrite a live template, or lift a suppression.
+ */
+export const requireLiveKey = (what: string) =>
+  createMiddleware<AppEnv>(async (c, next) => {
+    if (c.get("auth").apiKey.mode !== "live") throw new AppError("live_key_required", `${what} needs a live key; test keys cannot change live mail`);
+    await next();
+  });
+
 export const requireFeatures = (...required: Feature[]) =>
   createMiddleware<AppEnv>(async (c, next) => {
     const { account } = c.get("auth");

@@ -162,6 +162,43 @@ describe("API key lifecycle", () => {
     expect((await call("/api/v1/credits", { key: liveKey.key })).status).toBe(200);
   });
 
+  it("a test key cannot change what live mail does: webhooks, templates, senders, segments, suppressions stay as the live key left them", async () => {
+    const account = await createAccount({ features: ["email_api", "campaigns"] });
+    const live = account.api_key;
+    const testKey = (await createKey(live, { name: "sandbox", mode: "test" })).key;
+    const webhook = await json<{ id: string; url: string }>(
+      await call("/api/v1/webhooks", { key: live, body: { url: "https://hooks.example.com/live", events: ["relay.sent"] } }),
+    );
+    const template = await json<{ id: string }>(await call("/api/v1/templates", { key: live, body: { name: "t", subject: "Hi", text: "Hello" } }));
+    const segment = await json<{ id: string }>(
+      await call("/api/v1/segments", { key: live, body: { name: "s", match: "all", conditions: [{ field: "country", op: "eq", value: "DE" }] } }),
+    );
+    expect((await call("/api/v1/suppressions", { key: live, body: { email: "blocked@example.org" } })).status).toBeLessThan(300);
+
+    const refusals = [
+      await call("/api/v1/webhooks", { key: testKey, body: { url: "https://attacker.example/hook", events: ["relay.sent"] } }),
+      await call(`/api/v1/webhooks/${webhook.id}`, { key: testKey, method: "PATCH", body: { url: "https://attacker.example/hook" } }),
+      await call(`/api/v1/webhooks/${webhook.id}`, { key: testKey, method: "DELETE" }),
+      await call(`/api/v1/templates/${template.id}`, { key: testKey, method: "PATCH", body: { text: "Click https://attacker.example" } }),
+      await call(`/api/v1/templates/${template.id}`, { key: testKey, method: "DELETE" }),
+      await call("/api/v1/senders", { key: testKey, body: { name: "x", email: "x@example.org" } }),
+      await call("/api/v1/segments", { key: testKey, body: { name: "x", match: "all", conditions: [{ field: "country", op: "eq", value: "FR" }] } }),
+      await call(`/api/v1/segments/${segment.id}`, { key: testKey, method: "DELETE" }),
+      await call("/api/v1/suppressions/blocked@example.org", { key: testKey, method: "DELETE" }),
+    ];
+    for (const response of refusals) {
+      expect(response.status).toBe(403);
+      expect(await json(response)).toMatchObject({ code: "live_key_required", message: expect.stringContaining("live key") });
+    }
+    expect(await json(await call(`/api/v1/webhooks/${webhook.id}`, { key: live }))).toMatchObject({ url: "https://hooks.example.com/live" });
+    expect(await json(await call(`/api/v1/templates/${template.id}`, { key: live }))).toMatchObject({ text: "Hello" });
+    expect((await call(`/api/v1/segments/${segment.id}`, { key: live })).status).toBe(200);
+    expect((await json<{ data: unknown[] }>(await call("/api/v1/suppressions?email=blocked@example.org", { key: live }))).data).toHaveLength(1);
+    // What test mode is for still works: reading, and creating templates to send test mail with.
+    expect((await call("/api/v1/webhooks", { key: testKey })).status).toBe(200);
+    expect((await call("/api/v1/templates", { key: testKey, body: { name: "draft", subject: "Hi", text: "x" } })).status).toBe(201);
+  });
+
   it("a test key creates test keys (its own mode by default) and rotates and revokes them; rotation keeps the mode", async () => {
     const account = await createAccount();
     const testKey = await createKey(account.api_key, { name: "sandbox", mode: "test" });
