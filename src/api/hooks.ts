@@ -10,6 +10,7 @@ import { findAccount, hasFeature } from "../domain/accounts/accounts";
 import { findAutomationByPath } from "../domain/automations/automations";
 import { contactTextFields } from "../domain/contacts/contacts";
 import { AppError, errorBody, fieldErrors, validationError } from "../errors";
+import { newId } from "../lib/ids";
 import type { AppEnv } from "../types";
 import { trigger, TriggerSchema } from "./automations";
 
@@ -79,10 +80,10 @@ hookRoutes.all("/hooks/automations/:path", async (c) => {
   const { input, form, honeypot } = await readInput(c);
   const browserForm = form && (c.req.header("Accept") ?? "").includes("text/html");
   if (honeypot) {
-    // Answered like a success so the bot learns nothing; nothing runs.
+    // Answered exactly like a success (an id that names no run) so the bot learns nothing; nothing runs.
     return browserForm && automation.redirectUrl
       ? c.redirect(automation.redirectUrl, 303)
-      : c.json({ run_id: null, status: "ignored", created: false }, 202);
+      : c.json({ run_id: newId("run"), status: "running", created: true }, 202);
   }
   const parsed = TriggerSchema.safeParse(input);
   if (!parsed.success) throw validationError(fieldErrors(parsed.error));

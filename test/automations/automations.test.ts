@@ -433,7 +433,9 @@ describe("the private URL (no key)", () => {
     const bot = rcpt("bot");
     const trapped = await hook(automation, { query: `?email=${encodeURIComponent(bot)}&_honeypot=buy-now` });
     expect(trapped.status).toBe(202);
-    expect(await json(trapped)).toMatchObject({ run_id: null, status: "ignored" });
+    const decoy = await json<Triggered>(trapped);
+    expect(decoy).toMatchObject({ run_id: expect.stringMatching(/^run_/), status: "running", created: true });
+    expect((await call(`/api/v1/automations/runs/${decoy.run_id}`, { key })).status).toBe(404);
     const runs = await json<{ data: Run[] }>(await call(`/api/v1/automations/${automation.id}/runs`, { key }));
     expect(runs.data).toHaveLength(0);
   });
