@@ -75,7 +75,7 @@ const MAX_LINE = 78;
 const HARD_MAX_LINE = 998;
 
 // Headers this module writes itself, plus trace and signature headers a sender must not forge.
-const RESERVED_HEADERS = new Set([
+export const RESERVED_HEADERS: ReadonlySet<string> = new Set([
   "from",
   "sender",
   "to",

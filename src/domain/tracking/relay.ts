@@ -7,7 +7,7 @@
 
 import PostalMime, { type Address, type Email } from "postal-mime";
 import { logError } from "../../lib/log";
-import { buildMimeMessage, MimeError, type MimeAddress, type MimeAttachment } from "../sending/mime";
+import { buildMimeMessage, MimeError, RESERVED_HEADERS, type MimeAddress, type MimeAttachment } from "../sending/mime";
 
 /** The opt-in header: `X-Mailforge-Track: opens, clicks` (either or both). Removed before the message is stored. */
 export const relayTrackingHeader = "x-mailforge-track";
@@ -24,26 +24,7 @@ export function relayTracking(headers: readonly { key: string; value: string }[]
 }
 
 // Headers the builder writes itself (and must not be given), and ours that the stored bytes no longer carry.
-const rebuiltHeaders = new Set([
-  "from",
-  "sender",
-  "to",
-  "cc",
-  "bcc",
-  "reply-to",
-  "subject",
-  "date",
-  "message-id",
-  "mime-version",
-  "content-type",
-  "content-transfer-encoding",
-  "content-disposition",
-  "content-id",
-  "dkim-signature",
-  "return-path",
-  "received",
-  relayTrackingHeader,
-]);
+const rebuiltHeaders: ReadonlySet<string> = new Set([...RESERVED_HEADERS, relayTrackingHeader]);
 
 const mailboxes = (addresses: readonly Address[] | undefined): MimeAddress[] =>
   (addresses ?? [])
