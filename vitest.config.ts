@@ -71,6 +71,9 @@ export default defineConfig(async () => {
             SMTP_UPSTREAM_PORT: String(inject("sinkSmtpPort")),
             SMTP_UPSTREAM_SECURE: "off",
             ALLOW_PRIVATE_WEBHOOK_URLS: "true",
+            // VERP return paths and the email() handler's domain (test/feedback).
+            BOUNCE_DOMAIN: "bounces.mailforge.test",
+            REPUTATION_MIN_SENT: "5",
             // Retries go back on the real queue at once, so retry paths cost no waiting; the back-off arithmetic
             // is asserted with an explicit base (test/send/delivery.test.ts).
             SEND_RETRY_BASE_SECONDS: "0",

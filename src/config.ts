@@ -31,6 +31,19 @@ const configSchema = z.object({
   SEND_RETRY_BASE_SECONDS: z.coerce.number().int().min(0).default(60),
   /** Delivery attempts before a message fails and is refunded. */
   SEND_MAX_ATTEMPTS: z.coerce.number().int().min(1).default(6),
+  /** How messages leave: SMTP to the smarthost above, or Cloudflare Email Sending through the `EMAIL` binding. */
+  TRANSPORT: z.enum(["smtp", "cloudflare"]).default("smtp"),
+  /**
+   * Domain of the per-message return path (`bounces+<token>@BOUNCE_DOMAIN`) used with SMTP; its MX must reach this
+   * Worker's email() handler (Cloudflare Email Routing). Unset: the From address is the return path.
+   */
+  BOUNCE_DOMAIN: optionalText,
+  /** Amazon SNS topics (comma-separated ARNs) whose SES notifications POST /feedback/ses accepts; unset: none. */
+  SES_SNS_TOPIC_ARNS: optionalText,
+  /** An extra origin trusted to serve SNS signing certificates besides sns.<region>.amazonaws.com: local tests only. */
+  SNS_TRUSTED_CERT_ORIGIN: optionalText,
+  /** Recipients a domain must have sent to today before its bounce and complaint rates can hold or pause it. */
+  REPUTATION_MIN_SENT: z.coerce.number().int().min(1).default(100),
   /** SMTP connections a send-queue batch spreads its messages over, each reused with RSET. */
   SMTP_CONNECTIONS_PER_BATCH: z.coerce.number().int().min(1).max(10).default(5),
   ADMIN_TOKEN: optionalText,
@@ -57,6 +70,10 @@ export type Config = {
   allowPrivateWebhookUrls: boolean;
   smtp: { host?: string; port?: number; secure: "tls" | "starttls" | "off"; user?: string; pass?: string };
   send: { retryBaseSeconds: number; maxAttempts: number; connectionsPerBatch: number };
+  transport: "smtp" | "cloudflare";
+  bounceDomain?: string;
+  ses: { topicArns: string[]; trustedCertOrigin?: string };
+  reputationMinSent: number;
   adminToken?: string;
   bridgeSecret?: string;
   encryptionKey: string;
@@ -95,6 +112,16 @@ export function config(env: Env): Config {
       maxAttempts: vars.SEND_MAX_ATTEMPTS,
       connectionsPerBatch: vars.SMTP_CONNECTIONS_PER_BATCH,
     },
+    transport: vars.TRANSPORT,
+    bounceDomain: vars.BOUNCE_DOMAIN?.toLowerCase(),
+    ses: {
+      topicArns: (vars.SES_SNS_TOPIC_ARNS ?? "")
+        .split(",")
+        .map((arn) => arn.trim())
+        .filter(Boolean),
+      trustedCertOrigin: vars.SNS_TRUSTED_CERT_ORIGIN,
+    },
+    reputationMinSent: vars.REPUTATION_MIN_SENT,
     adminToken: vars.ADMIN_TOKEN,
     bridgeSecret: vars.BRIDGE_SECRET,
     encryptionKey: vars.DKIM_ENCRYPTION_KEY,

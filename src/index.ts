@@ -6,6 +6,9 @@ import { purgeDnsCache, purgeExpiredIdempotencyKeys } from "./domain/sending/mai
 import { requeueLostMessages, sweepStaleClaims } from "./domain/sending/recovery";
 import { consumeSendBatch, consumeSendDeadLetters } from "./queues/send";
 import { consumeAiDeadLetters, consumeAiRequests } from "./queues/ai";
+import { consumeEmailEvents } from "./queues/email-events";
+import { handleFeedbackEmail } from "./domain/feedback/intake";
+import { evaluateReputation } from "./domain/feedback/reputation";
 import { consumeVerifyDeadLetters, consumeVerifyQueue } from "./queues/verify-queue";
 import { sweepStaleVerificationJobs } from "./domain/verification/jobs";
 import { sweepStaleContactImports } from "./domain/contacts/import";
@@ -29,6 +32,7 @@ const queueConsumers: Record<string, QueueConsumer> = {
   "mailforge-verify-dlq": consumeVerifyDeadLetters,
   "mailforge-ai": consumeAiRequests,
   "mailforge-ai-dlq": consumeAiDeadLetters,
+  "mailforge-email-events": consumeEmailEvents,
 };
 
 // Work the cron trigger runs, by name for the logs; each task is independent and must tolerate running twice.
@@ -46,6 +50,8 @@ const scheduledTasks: Record<string, ScheduledTask> = {
   sweepStaleContactImports: async (env, controller) => void (await sweepStaleContactImports(env, new Date(controller.scheduledTime))),
   // Campaign fan-outs whose progress object lost its alarm: re-armed where they stopped.
   resumeStalledCampaigns: async (env, controller) => void (await resumeStalledCampaigns(env, new Date(controller.scheduledTime))),
+  // Domains whose bounce or complaint rate crossed a limit through synchronous bounces (reports already check it).
+  evaluateReputation: async (env) => void (await evaluateReputation(env)),
 };
 
 const app = createApp();
@@ -56,6 +62,10 @@ export default {
     const consume = queueConsumers[batch.queue];
     if (!consume) throw new Error(`No consumer for queue ${batch.queue}`);
     await consume(batch, env, ctx);
+  },
+  // Mail to BOUNCE_DOMAIN (Cloudflare Email Routing): DSNs and feedback-loop reports.
+  async email(message, env) {
+    await handleFeedbackEmail(message, env);
   },
   async scheduled(controller, env, ctx) {
     ctx.waitUntil(runScheduledTasks(scheduledTasks, env, controller));

@@ -109,6 +109,19 @@ export const domains = sqliteTable(
     records: text("records", { mode: "json" }).$type<DnsRecordCheck[]>().notNull(),
     lastCheckedAt: text("last_checked_at"),
     verifiedAt: text("verified_at"),
+    // Warm-up (docs/deliverability.md): daily caps from `warmup_started_at` (a UTC day); past the last cap it completes.
+    warmupStatus: text("warmup_status", { enum: ["off", "active", "paused", "completed"] })
+      .notNull()
+      .default("off"),
+    warmupSchedule: text("warmup_schedule", { mode: "json" }).$type<number[]>(),
+    warmupStartedAt: text("warmup_started_at"),
+    warmupPausedReason: text("warmup_paused_reason"),
+    // Reputation guard: `held` refuses new campaign sends from the domain until an operator clears it.
+    reputationStatus: text("reputation_status", { enum: ["ok", "held"] })
+      .notNull()
+      .default("ok"),
+    reputationReason: text("reputation_reason"),
+    reputationHeldAt: text("reputation_held_at"),
     createdAt: createdAt(),
     updatedAt: updatedAt(),
   },
@@ -162,6 +175,8 @@ export const messages = sqliteTable(
     smtpResponse: text("smtp_response"),
     // Set when a consumer claims the message for a delivery attempt (status `sending`); the cron finds stale claims.
     claimedAt: text("claimed_at"),
+    // A message held back past its domain's warm-up cap: not sent before this time (the next UTC day).
+    nextAttemptAt: text("next_attempt_at"),
     // The campaign a `source: campaign` message belongs to (one message per recipient).
     campaignId: text("campaign_id"),
     // Open pixel / click rewriting applied when the message is built for delivery (campaigns default on, API off).
@@ -200,9 +215,16 @@ export const messageRecipients = sqliteTable(
     clickedAt: text("clicked_at"),
     opens: integer("opens").notNull().default(0),
     clicks: integer("clicks").notNull().default(0),
+    // The provider's id for this recipient's copy (Cloudflare Email Sending sends one copy per recipient): its
+    // delivery events name it.
+    providerMessageId: text("provider_message_id"),
     updatedAt: updatedAt(),
   },
-  (t) => [primaryKey({ columns: [t.messageId, t.email] }), index("message_recipients_account_email").on(t.accountId, t.email)],
+  (t) => [
+    primaryKey({ columns: [t.messageId, t.email] }),
+    index("message_recipients_account_email").on(t.accountId, t.email),
+    index("message_recipients_provider_message").on(t.providerMessageId),
+  ],
 );
 
 export const messageTags = sqliteTable(
@@ -700,4 +722,35 @@ export const aiRequests = sqliteTable(
     // The monthly quota counts completed generations per account.
     index("ai_requests_account_completed").on(t.accountId, t.status, t.completedAt),
   ],
+);
+
+// Asynchronous delivery feedback as received (DSNs, ARF reports, Cloudflare Email Sending events, SES notifications):
+// one row per report and recipient, keyed by a digest of its source's own id, so a report delivered twice is
+// recorded once (soft bounces have no state change of their own to make them idempotent).
+export const deliveryFeedback = sqliteTable(
+  "delivery_feedback",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id").notNull(),
+    messageId: text("message_id").notNull(),
+    recipient: text("recipient").notNull(),
+    kind: text("kind", { enum: ["delivered", "deferred", "bounced", "complained"] }).notNull(),
+    bounceType: text("bounce_type", { enum: ["hard", "soft", "blocked"] }),
+    source: text("source", { enum: ["dsn", "arf", "cloudflare", "ses"] }).notNull(),
+    detail: text("detail"),
+    createdAt: createdAt(),
+  },
+  (t) => [index("delivery_feedback_message").on(t.messageId)],
+);
+
+// Recipients a domain's warm-up let through per UTC day; `granted` is scratch space for the reservation's RETURNING.
+export const warmupUsage = sqliteTable(
+  "warmup_usage",
+  {
+    domainId: text("domain_id").notNull(),
+    day: text("day").notNull(),
+    sent: integer("sent").notNull().default(0),
+    granted: integer("granted").notNull().default(0),
+  },
+  (t) => [primaryKey({ columns: [t.domainId, t.day] })],
 );

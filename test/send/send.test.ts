@@ -54,7 +54,8 @@ describe("POST /send", () => {
     });
 
     const [delivered] = await eventually(async () => ((await sinkMessagesTo(to)).length > 0 ? sinkMessagesTo(to) : undefined));
-    expect(delivered!.mail_from).toBe(`hello@${domain.name}`);
+    // The envelope sender is the message's signed VERP address at BOUNCE_DOMAIN, so its bounces come back to us.
+    expect(delivered!.mail_from).toMatch(new RegExp(`^bounces\\+${accepted.id}-[0-9a-f]{16}@bounces\\.mailforge\\.test$`));
     const raw = await sinkRaw(delivered!.id);
     // Ed25519 first (its key is published by verifiedDomain), then RSA, both for the sender's domain.
     const signatures = [...raw.matchAll(/^DKIM-Signature: v=1; a=([a-z0-9-]+); c=relaxed\/relaxed;\r\n d=([^;]+); s=([^;]+);/gm)];

@@ -8,6 +8,9 @@ import { domains, messageRecipients, messages } from "../../db/schema";
 import { logError } from "../../lib/log";
 import type { EventInput } from "../events/events";
 import { smtpTransportFromConfig } from "../transport/smtp";
+import { CloudflareEmailTransport } from "../transport/cloudflare";
+import { returnPath } from "../feedback/return-path";
+import { holdPastWarmupCaps } from "../feedback/warmup";
 import type { SendOutcome, Transport } from "../transport/types";
 import { dispatchEvents } from "../webhooks/dispatch";
 import { loadContent } from "./content";
@@ -52,7 +55,7 @@ function claim(db: DrizzleD1Database, ids: string[]) {
 export async function deliverMessages(
   env: Env,
   ids: string[],
-  openTransport: () => Transport = () => smtpTransportFromConfig(config(env)),
+  openTransport: () => Transport = () => transportFromConfig(env),
 ): Promise<DeliveryResult> {
   const db = drizzle(env.DB);
   const [claimed, recipientRows, domainRows, campaignRows, campaignContacts] = await db.batch([
@@ -69,6 +72,10 @@ export async function deliverMessages(
         dkimPrivateKey: domains.dkimPrivateKey,
         dkimEd25519PrivateKey: domains.dkimEd25519PrivateKey,
         records: domains.records,
+        accountId: domains.accountId,
+        warmupStatus: domains.warmupStatus,
+        warmupSchedule: domains.warmupSchedule,
+        warmupStartedAt: domains.warmupStartedAt,
       })
       .from(domains)
       .where(inArray(domains.id, db.select({ id: messages.domainId }).from(messages).where(inJsonArray(messages.id, ids)))),
@@ -109,6 +116,14 @@ export async function deliverMessages(
     else deliverable.push({ message, recipients, campaignRecipient });
   }
 
+  // Past a warm-up cap, messages wait for tomorrow instead of going out now (their queue messages are replaced).
+  const held = await holdPastWarmupCaps(
+    env,
+    deliverable.map(({ message, recipients }) => ({ id: message.id, domainId: message.domainId, recipients: recipients.length })),
+    domainsById,
+  );
+  if (held.size > 0) deliverable.splice(0, deliverable.length, ...deliverable.filter(({ message }) => !held.has(message.id)));
+
   // A few connections share the batch (as a pooled SMTP client does); each is reused for its share of the
   // messages with RSET in between, so a batch opens at most `lanes` connections, never one per message.
   const laneCount = Math.min(config(env).send.connectionsPerBatch, deliverable.length);
@@ -146,6 +161,12 @@ export async function deliverMessages(
   return result;
 }
 
+/** The transport TRANSPORT names. */
+export function transportFromConfig(env: Env): Transport {
+  const settings = config(env);
+  return settings.transport === "cloudflare" ? new CloudflareEmailTransport(env.EMAIL) : smtpTransportFromConfig(settings);
+}
+
 async function sendOne(
   env: Env,
   transport: Transport,
@@ -159,7 +180,10 @@ async function sendOne(
     if (!domain) throw new MimeError("invalid_address", "from", "the sending domain was removed");
     const content = await loadContent(env, message);
     const raw = await buildSignedMessage(env, message, content, domain, await signingKeys(domain), campaignRecipient, recipients);
-    return await transport.send({ mailFrom: message.fromAddress, rcptTo: recipients }, raw);
+    // Cloudflare Email Sending sets its own Return-Path; an SMTP smarthost gets the message's VERP address.
+    const settings = config(env);
+    const mailFrom = settings.transport === "smtp" ? await returnPath(settings, message.id, message.fromAddress) : message.fromAddress;
+    return await transport.send({ mailFrom, rcptTo: recipients }, raw);
   } catch (error) {
     if (error instanceof MimeError) {
       // The message itself is unsendable: retrying cannot help.

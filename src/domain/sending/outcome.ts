@@ -114,9 +114,12 @@ export function recordOutcome(
   const rollups = messageRollups(env, message, pending, providers);
   const statements: D1PreparedStatement[] = [...rollups.providerStatements];
   const events: EventInput[] = [];
+  // A provider that names each recipient's copy (Cloudflare Email Sending) confirms delivery later, by an event: its
+  // hand-off is counted as sent only, and as delivered when the event comes.
+  const asyncDelivery = perRecipient.some((result) => result.ok && result.providerMessageId !== undefined);
   const setRecipients = (emails: string[], status: keyof typeof transitionRollups, response: string) => {
     if (emails.length === 0) return;
-    const { from, counts } = transitionRollups[status];
+    const { from, counts } = status === "sent" && asyncDelivery ? { from: pendingStatuses, counts: { sent: 1 } } : transitionRollups[status];
     statements.push(...rollups.count(emails, from, counts));
     statements.push(
       statement(
@@ -153,6 +156,15 @@ export function recordOutcome(
   if (accepted.length > 0) {
     const response = perRecipient.find((r) => r.ok)?.response ?? outcome.response;
     setRecipients(accepted, "sent", response);
+    for (const result of perRecipient) {
+      if (!result.ok || !result.providerMessageId) continue;
+      statements.push(
+        statement(
+          env.DB,
+          sql`UPDATE message_recipients SET provider_message_id = ${result.providerMessageId} WHERE message_id = ${message.id} AND email = ${result.recipient}`,
+        ),
+      );
+    }
     if (campaignId) {
       statements.push(
         ...chargeFromReservationStatements(

@@ -75,6 +75,8 @@ export async function requeueLostMessages(env: Env, now = new Date()): Promise<n
           and(
             eq(messages.status, "deferred"),
             sql`(julianday(${iso(now)}) - julianday(${messages.updatedAt})) * 86400 > ${baseSeconds} * (1 << MIN(MAX(${messages.attempts} - 1, 0), 20)) + ${lostAfterSeconds}`,
+            // Held back by a warm-up cap: not due before its next attempt.
+            sql`(${messages.nextAttemptAt} IS NULL OR (julianday(${iso(now)}) - julianday(${messages.nextAttemptAt})) * 86400 > ${lostAfterSeconds})`,
           ),
         ),
         exists(pending),

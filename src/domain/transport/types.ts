@@ -1,6 +1,5 @@
-// How an accepted, signed message leaves the system. The send queue consumer depends only on this interface;
-// SMTP to a smarthost (smtp.ts) is the first implementation, others (Cloudflare Email Service, HTTP providers)
-// plug in the same way.
+// How an accepted, signed message leaves the system. The send queue consumer depends only on this interface:
+// SMTP to a smarthost (smtp.ts) or Cloudflare Email Sending (cloudflare.ts), chosen by TRANSPORT.
 
 export interface Envelope {
   /** Return-Path address for MAIL FROM; "" is the null sender. */
@@ -26,7 +25,11 @@ export interface SmtpReply {
 }
 
 export type RecipientOutcome =
-  | ({ recipient: string; ok: true } & SmtpReply)
+  | ({
+      recipient: string;
+      ok: true /** the provider's id of this recipient's copy, when it has one per recipient */;
+      providerMessageId?: string;
+    } & SmtpReply)
   | ({ recipient: string; ok: false; kind: FailureKind /** where it was refused; `rcpt` when absent */; stage?: SmtpStage } & SmtpReply);
 
 export interface SendSuccess extends SmtpReply {

@@ -1,0 +1,228 @@
+// Asynchronous delivery feedback (a DSN or ARF report mailed back, a Cloudflare Email Sending event, an SES
+// notification) applied to the message and recipient it is about, the same way whatever its source:
+//   delivered   → recipient `delivered`, `delivered`/`relay.delivered` event (counted in the reports when the
+//                 transport's hand-off was not already counted as delivered)
+//   bounced     → hard/blocked: recipient `bounced`, credit refunded, `bounced`/`relay.bounced` event; hard also
+//                 suppresses the address. soft: counted (soft_bounces) and kept: the provider is still retrying,
+//                 or gave up on a temporary failure and the address may work tomorrow.
+//   complained  → recipient `complained`, address suppressed (its contacts leave the audience), `complained`/
+//                 `relay.complained` event
+// Everything is written in one D1 batch per call; each row of delivery_feedback, the recipient's status transitions
+// and the ledger's unique references make a report received twice change nothing the second time.
+
+import { eq, or, sql } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
+import { inJsonArray, sqlNow, statement } from "../../db/client";
+import { deliveryFeedback, messageRecipients, messages } from "../../db/schema";
+import { sha256Hex } from "../../lib/crypto";
+import { logWarning } from "../../lib/log";
+import { refundStatements } from "../credits/ledger";
+import { eventStatement, type EventInput, type EventType } from "../events/events";
+import { recipientRollupStatements, rollupStatements, sendingDomain, type RollupCounts } from "../reports/rollups";
+import { asProvider } from "../reports/providers";
+import { displayFrom } from "../sending/mime";
+import { suppressionStatements } from "../suppressions/suppressions";
+import { dispatchEvents } from "../webhooks/dispatch";
+import { evaluateReputation } from "./reputation";
+
+export type FeedbackSource = "dsn" | "arf" | "cloudflare" | "ses";
+
+export type Feedback = {
+  /** Our message id (VERP token, SES), or the provider's id of one recipient's copy (Cloudflare Email Sending). */
+  target: { messageId: string } | { providerMessageId: string };
+  recipient: string;
+  kind: "delivered" | "deferred" | "bounced" | "complained";
+  bounceType?: "hard" | "soft" | "blocked";
+  /** RFC 3463 status (`5.1.1`), when the report gives one. */
+  status?: string;
+  /** The receiving server's words: a Diagnostic-Code, an SES diagnosticCode, a Cloudflare category. */
+  diagnostic?: string;
+  /** A soft bounce the provider gave up on (retries exhausted): failed for good, refunded, but not suppressed. */
+  final?: boolean;
+  /** ARF Feedback-Type (`abuse`, `fraud`…) or the provider's complaint type. */
+  feedbackType?: string;
+  source: FeedbackSource;
+  /** The report's own id (a DSN's Message-ID, an event id): with the recipient and kind, what makes it one report. */
+  sourceId: string;
+};
+
+export type FeedbackResult = { recorded: number; ignored: number };
+
+// A recipient's status before the report, for each kind: only these move. A `sent` recipient's hand-off was accepted;
+// `delivered` ones can still bounce late (a DSN after an accepting relay) or complain.
+const movesFrom = {
+  delivered: ["sent"],
+  bounced: ["sent", "delivered", "unknown"],
+  complained: ["sent", "delivered", "unknown"],
+} as const;
+
+/** Applies reports to their messages; reports about unknown messages or recipients are dropped and logged. */
+export async function recordFeedback(env: Env, reports: Feedback[]): Promise<FeedbackResult> {
+  if (reports.length === 0) return { recorded: 0, ignored: 0 };
+  const db = drizzle(env.DB);
+  const messageIds = reports.flatMap((report) => ("messageId" in report.target ? [report.target.messageId] : []));
+  const providerIds = reports.flatMap((report) => ("providerMessageId" in report.target ? [report.target.providerMessageId] : []));
+  const recipients = await db
+    .select({
+      messageId: messageRecipients.messageId,
+      email: messageRecipients.email,
+      status: messageRecipients.status,
+      provider: messageRecipients.provider,
+      providerMessageId: messageRecipients.providerMessageId,
+      message: messages,
+    })
+    .from(messageRecipients)
+    .innerJoin(messages, eq(messages.id, messageRecipients.messageId))
+    .where(
+      or(
+        messageIds.length > 0 ? inJsonArray(messageRecipients.messageId, messageIds) : undefined,
+        providerIds.length > 0 ? inJsonArray(messageRecipients.providerMessageId, providerIds) : undefined,
+      ),
+    )
+    .all();
+
+  const statements: D1PreparedStatement[] = [];
+  const events: EventInput[] = [];
+  const domains = new Map<string, string>();
+  let ignored = 0;
+  for (const report of reports) {
+    const wanted = report.recipient.trim().toLowerCase();
+    const row = recipients.find(
+      (candidate) =>
+        ("messageId" in report.target
+          ? candidate.messageId === report.target.messageId
+          : candidate.providerMessageId === report.target.providerMessageId) && candidate.email.toLowerCase() === wanted,
+    );
+    // Test-mode messages never left: a report about one is somebody else's mail or a forgery.
+    if (!row || row.message.testMode) {
+      ignored++;
+      logWarning("feedback dropped: no such message recipient", { source: report.source, target: report.target, recipient: report.recipient });
+      continue;
+    }
+    const { message } = row;
+    domains.set(message.domainId, message.accountId);
+    const feedbackId = `fb_${(await sha256Hex(`${report.source}\n${report.sourceId}\n${report.kind}\n${wanted}`)).slice(0, 32)}`;
+    const campaign = message.source === "campaign";
+    const key = { accountId: message.accountId, domain: sendingDomain(message.fromAddress), campaignId: message.campaignId };
+    const count = (counts: RollupCounts, from: readonly string[]) =>
+      recipientRollupStatements(env.DB, key, counts, { messageId: message.id, emails: [row.email], statuses: from });
+    const setStatus = (status: string, from: readonly string[]) =>
+      statement(
+        env.DB,
+        sql`UPDATE message_recipients SET status = ${status}, smtp_response = ${report.diagnostic ?? report.status ?? report.kind}, updated_at = ${sqlNow}
+          WHERE message_id = ${message.id} AND email = ${row.email} AND status IN (SELECT value FROM json_each(${JSON.stringify(from)}))`,
+      );
+    const event = (type: EventType, extra: Record<string, unknown>) =>
+      events.push({
+        accountId: message.accountId,
+        type,
+        subjectId: message.id,
+        dedupeKey: `${type}:${message.id}:${row.email}`,
+        data: {
+          message_id: message.id,
+          from: displayFrom(message.fromName, message.fromAddress),
+          subject: message.subject,
+          source: message.source,
+          tags: message.tags,
+          metadata: message.metadata,
+          ...(message.campaignId ? { campaign_id: message.campaignId } : {}),
+          recipient: row.email,
+          feedback_source: report.source,
+          ...extra,
+        },
+      });
+    const feedbackRow = drizzle(env.DB)
+      .insert(deliveryFeedback)
+      .values({
+        id: feedbackId,
+        accountId: message.accountId,
+        messageId: message.id,
+        recipient: row.email,
+        kind: report.kind,
+        bounceType: report.bounceType ?? null,
+        source: report.source,
+        detail: report.diagnostic ?? report.feedbackType ?? null,
+      })
+      .onConflictDoNothing();
+
+    if (report.kind === "delivered") {
+      // A smarthost's acceptance was counted as delivered; a copy with a provider id (Cloudflare) was only `sent`.
+      if (row.providerMessageId) statements.push(...count({ delivered: 1 }, movesFrom.delivered));
+      statements.push(setStatus("delivered", movesFrom.delivered));
+      event(campaign ? "delivered" : "relay.delivered", { smtp_response: report.diagnostic ?? null });
+    } else if (report.kind === "complained") {
+      statements.push(...count({ complaints: 1 }, movesFrom.complained), setStatus("complained", movesFrom.complained));
+      statements.push(
+        ...suppressionStatements(env.DB, { accountId: message.accountId, email: row.email, reason: "complaint", sourceMessageId: message.id }),
+      );
+      event(campaign ? "complained" : "relay.complained", { feedback_type: report.feedbackType ?? "abuse" });
+    } else if (report.kind === "bounced" && (report.bounceType !== "soft" || report.final)) {
+      const bounceType = report.bounceType ?? "hard";
+      statements.push(...count(bounceType === "soft" ? { soft_bounces: 1, failed: 1 } : { hard_bounces: 1 }, movesFrom.bounced));
+      // Refunded once: the ledger's unique reference is the one a synchronous bounce of this recipient would use.
+      if (movesFrom.bounced.some((status) => status === row.status)) {
+        statements.push(
+          ...refundStatements(env.DB, {
+            accountId: message.accountId,
+            balance: "send",
+            amount: 1,
+            referenceId: `${message.id}:${row.email}`,
+            note: "permanent failure",
+          }),
+        );
+      }
+      statements.push(setStatus("bounced", movesFrom.bounced));
+      if (bounceType === "hard") {
+        statements.push(
+          ...suppressionStatements(env.DB, { accountId: message.accountId, email: row.email, reason: "bounce", sourceMessageId: message.id }),
+        );
+      }
+      event(campaign ? "bounced" : "relay.bounced", {
+        bounce_type: bounceType,
+        smtp_code: smtpCode(report.diagnostic),
+        enhanced_code: report.status ?? null,
+        smtp_response: report.diagnostic ?? null,
+      });
+    } else {
+      // A soft bounce or a delay: counted once per report (before its feedback row exists), the recipient kept.
+      statements.push(
+        ...rollupStatements(
+          env.DB,
+          { ...key, provider: asProvider(row.provider) },
+          { soft_bounces: 1 },
+          sql`NOT EXISTS (SELECT 1 FROM delivery_feedback WHERE id = ${feedbackId})`,
+        ),
+      );
+    }
+    statements.push(statement(env.DB, feedbackRow));
+    // The message's status follows its recipients, as after a delivery attempt.
+    statements.push(
+      statement(
+        env.DB,
+        sql`UPDATE messages SET status = (SELECT CASE
+             WHEN SUM(status IN ('queued', 'deferred')) > 0 THEN 'deferred'
+             WHEN SUM(status IN ('sent', 'unknown')) > 0 THEN 'sent'
+             WHEN SUM(status IN ('delivered', 'complained')) > 0 THEN 'delivered'
+             WHEN SUM(status = 'bounced') > 0 THEN 'bounced'
+             ELSE messages.status END
+           FROM message_recipients WHERE message_id = ${message.id} AND status NOT IN ('suppressed', 'cancelled')), updated_at = ${sqlNow}
+         WHERE id = ${message.id} AND status NOT IN ('queued', 'sending', 'deferred')`,
+      ),
+    );
+  }
+  for (const item of events) statements.push(eventStatement(env.DB, item));
+  if (statements.length > 0) await env.DB.batch(statements);
+
+  const byAccount = new Map<string, string[]>();
+  for (const item of events) byAccount.set(item.accountId, [...(byAccount.get(item.accountId) ?? []), item.dedupeKey]);
+  await Promise.all([...byAccount].map(([accountId, keys]) => dispatchEvents(env, accountId, keys)));
+  // Bounces and complaints move the domains' rates: hold or pause them now rather than at the next cron.
+  if (reports.some((report) => report.kind === "bounced" || report.kind === "complained")) await evaluateReputation(env, [...domains.keys()]);
+  return { recorded: reports.length - ignored, ignored };
+}
+
+/** The reply code a diagnostic starts with (`smtp; 550 5.1.1 …` → 550). */
+function smtpCode(diagnostic: string | undefined): number | null {
+  const match = diagnostic?.match(/(?:^|[;\s])([245]\d\d)[\s-]/);
+  return match ? Number(match[1]) : null;
+}

@@ -1,0 +1,105 @@
+// The reputation guard and warm-up pauses. Gmail and Yahoo ask bulk senders to keep spam complaints under 0.3% and
+// treat bounce rates over a few percent as list abuse; a domain past either rate today (UTC, from the report rollups,
+// once it has sent REPUTATION_MIN_SENT recipients) is `held`: new campaign sends from it are refused until an operator
+// clears it (POST /admin/v1/domains/{id}/reputation/clear). Its active warm-up, if any, is paused the same way.
+
+import { sql } from "drizzle-orm";
+import { config } from "../../config";
+import { inJsonArray, statement } from "../../db/client";
+import { recordEvents } from "../events/events";
+
+export const BOUNCE_RATE_LIMIT = 0.05;
+export const COMPLAINT_RATE_LIMIT = 0.003;
+
+export type DomainRates = { sent: number; hardBounces: number; complaints: number; bounceRate: number; complaintRate: number };
+
+type RatesRow = {
+  id: string;
+  account_id: string;
+  name: string;
+  warmup_status: string;
+  reputation_status: string;
+  sent: number;
+  bounces: number;
+  complaints: number;
+};
+
+const rate = (part: number, whole: number) => (whole > 0 ? part / whole : 0);
+
+/** Today's sent, hard bounces and complaints of each domain, from the rollups. */
+function ratesQuery(domainIds: readonly string[] | undefined) {
+  return sql`SELECT d.id, d.account_id, d.name, d.warmup_status, d.reputation_status,
+      COALESCE(SUM(s.sent), 0) AS sent, COALESCE(SUM(s.hard_bounces), 0) AS bounces, COALESCE(SUM(s.complaints), 0) AS complaints
+    FROM domains d JOIN daily_stats s ON s.account_id = d.account_id AND s.domain = d.name AND s.day = strftime('%Y-%m-%d', 'now')
+    WHERE ${domainIds ? inJsonArray(sql`d.id`, domainIds) : sql`1`}
+    GROUP BY d.id`;
+}
+
+/** Today's rates of one domain (zeros when it sent nothing today). */
+export async function domainRates(d1: D1Database, domainId: string): Promise<DomainRates> {
+  const row = await statement(d1, ratesQuery([domainId])).first<RatesRow>();
+  const sent = row?.sent ?? 0;
+  const hardBounces = row?.bounces ?? 0;
+  const complaints = row?.complaints ?? 0;
+  return { sent, hardBounces, complaints, bounceRate: rate(hardBounces, sent), complaintRate: rate(complaints, sent) };
+}
+
+/**
+ * Holds (and pauses the warm-up of) every domain among `domainIds` (all domains that sent today when omitted) whose
+ * rates crossed a limit. Each change is a conditional UPDATE, so running twice holds or pauses once.
+ */
+export async function evaluateReputation(env: Env, domainIds?: readonly string[]): Promise<void> {
+  if (domainIds && domainIds.length === 0) return;
+  const { results } = await statement(env.DB, ratesQuery(domainIds)).all<RatesRow>();
+  const minSent = config(env).reputationMinSent;
+  const over = results.flatMap((row) => {
+    if (row.sent < minSent) return [];
+    const bounceRate = rate(row.bounces, row.sent);
+    const complaintRate = rate(row.complaints, row.sent);
+    const reasons = [
+      ...(complaintRate > COMPLAINT_RATE_LIMIT ? [`complaint rate ${percent(complaintRate)} is over ${percent(COMPLAINT_RATE_LIMIT)}`] : []),
+      ...(bounceRate > BOUNCE_RATE_LIMIT ? [`bounce rate ${percent(bounceRate)} is over ${percent(BOUNCE_RATE_LIMIT)}`] : []),
+    ];
+    return reasons.length > 0 ? [{ row, reason: `Today's ${reasons.join(" and ")} (${row.sent} sent)` }] : [];
+  });
+  if (over.length === 0) return;
+  const statements = over.flatMap(({ row, reason }) => [
+    statement(
+      env.DB,
+      sql`UPDATE domains SET reputation_status = 'held', reputation_reason = ${reason}, reputation_held_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+        WHERE id = ${row.id} AND reputation_status = 'ok'`,
+    ),
+    statement(
+      env.DB,
+      sql`UPDATE domains SET warmup_status = 'paused', warmup_paused_reason = ${reason} WHERE id = ${row.id} AND warmup_status = 'active' RETURNING id`,
+    ),
+  ]);
+  const written = await env.DB.batch<{ id: string }>(statements);
+  const paused = over.filter((_, i) => (written[i * 2 + 1]?.results.length ?? 0) > 0);
+  await recordEvents(
+    env,
+    paused.map(({ row, reason }) => warmupEvent(row, "active", "paused", reason)),
+  );
+}
+
+export function warmupEvent(domain: { id: string; account_id: string; name: string }, previous: string, status: string, reason?: string) {
+  return {
+    accountId: domain.account_id,
+    type: "warmup.status_changed" as const,
+    subjectId: domain.id,
+    // Only a conditional UPDATE that changed the status emits this, so each call is a distinct transition.
+    dedupeKey: `warmup.status_changed:${domain.id}:${crypto.randomUUID()}`,
+    data: { domain_id: domain.id, domain: domain.name, previous_status: previous, status, ...(reason ? { reason } : {}) },
+  };
+}
+
+const percent = (value: number) => `${(value * 100).toFixed(value < 0.01 ? 2 : 1)}%`;
+
+/** Clears a held domain (an operator's decision); false when it was not held. */
+export async function clearReputationHold(d1: D1Database, domainId: string): Promise<boolean> {
+  const result = await statement(
+    d1,
+    sql`UPDATE domains SET reputation_status = 'ok', reputation_reason = NULL, reputation_held_at = NULL WHERE id = ${domainId} AND reputation_status = 'held'`,
+  ).run();
+  return result.meta.changes > 0;
+}

@@ -1,0 +1,124 @@
+import { describe, expect, it } from "vitest";
+import { call, json } from "../helpers";
+import { messageOf, sendBalance } from "../send/helpers";
+import { deliverToEmailHandler, rcpt, report, sender, sentMessage } from "./helpers";
+
+async function suppression(key: string, email: string) {
+  const response = await call(`/api/v1/suppressions?email=${encodeURIComponent(email)}`, { key });
+  return (await json<{ data: { email: string; reason: string }[] }>(response)).data[0];
+}
+
+describe("DSNs and ARF reports through the email() handler", () => {
+  for (const fixture of ["postfixHardBounce", "gmailHardBounce", "microsoftHardBounce"] as const) {
+    it(`a ${fixture} DSN bounces the recipient, suppresses and refunds it, and emits relay.bounced`, async () => {
+      const { key, from } = await sender();
+      const to = rcpt("gone");
+      const sent = await sentMessage(key, from, to);
+      expect(await sendBalance(key)).toBe(99);
+
+      const rejected = await deliverToEmailHandler(
+        sent.returnPath,
+        report(fixture, { returnPath: sent.returnPath, recipient: to, messageId: sent.messageIdHeader }),
+      );
+      expect(rejected).toBeUndefined();
+
+      const message = await messageOf(key, sent.id);
+      expect(message.status).toBe("bounced");
+      expect(message.recipients).toEqual([expect.objectContaining({ email: to, status: "bounced" })]);
+      const bounced = message.events.find((event) => event.type === "relay.bounced");
+      expect(bounced?.data).toMatchObject({
+        recipient: to,
+        bounce_type: "hard",
+        feedback_source: "dsn",
+        enhanced_code: expect.stringMatching(/^5\./),
+      });
+      expect(await suppression(key, to)).toMatchObject({ reason: "bounce" });
+      expect(await sendBalance(key)).toBe(100);
+
+      // The same DSN again (a retried delivery of the report) changes nothing: one refund, one event.
+      await deliverToEmailHandler(sent.returnPath, report(fixture, { returnPath: sent.returnPath, recipient: to, messageId: sent.messageIdHeader }));
+      expect(await sendBalance(key)).toBe(100);
+      expect((await messageOf(key, sent.id)).events.filter((event) => event.type === "relay.bounced")).toHaveLength(1);
+    });
+  }
+
+  it("a delayed DSN (soft) is counted and the recipient kept: no suppression, no refund", async () => {
+    const { key, from } = await sender();
+    const to = rcpt("full");
+    const sent = await sentMessage(key, from, to);
+    await deliverToEmailHandler(
+      sent.returnPath,
+      report("postfixDelayed", { returnPath: sent.returnPath, recipient: to, messageId: sent.messageIdHeader }),
+    );
+
+    const message = await messageOf(key, sent.id);
+    expect(message.recipients).toEqual([expect.objectContaining({ status: "sent" })]);
+    expect(await suppression(key, to)).toBeUndefined();
+    expect(await sendBalance(key)).toBe(99);
+    const today = new Date().toISOString().slice(0, 10);
+    const overview = await json<{ totals: { soft_bounces: number; hard_bounces: number } }>(
+      await call(`/api/v1/reports/overview?from=${today}&to=${today}`, { key }),
+    );
+    expect(overview.totals).toMatchObject({ soft_bounces: 1, hard_bounces: 0 });
+  });
+
+  for (const fixture of ["yahooArfComplaint", "microsoftJmrpComplaint"] as const) {
+    it(`a ${fixture} report marks the recipient complained, suppresses it and unsubscribes its contact`, async () => {
+      const { key, from } = await sender();
+      const to = rcpt("angry");
+      const contact = await json<{ id: string }>(await call("/api/v1/contacts", { key, body: { email: to } }));
+      const sent = await sentMessage(key, from, to);
+
+      // Feedback loops write to a fixed address at the bounce domain; the quoted Return-Path names the message.
+      await deliverToEmailHandler(
+        "fbl@bounces.mailforge.test",
+        report(fixture, { returnPath: sent.returnPath, recipient: to, messageId: sent.messageIdHeader }),
+      );
+
+      const message = await messageOf(key, sent.id);
+      expect(message.recipients).toEqual([expect.objectContaining({ status: "complained" })]);
+      expect(message.events.find((event) => event.type === "relay.complained")?.data).toMatchObject({ recipient: to, feedback_type: "abuse" });
+      expect(await suppression(key, to)).toMatchObject({ reason: "complaint" });
+      const stored = await json<{ status: string }>(await call(`/api/v1/contacts/${contact.id}`, { key }));
+      expect(stored.status).toBe("complained");
+      const today = new Date().toISOString().slice(0, 10);
+      const overview = await json<{ totals: { complaints: number } }>(await call(`/api/v1/reports/overview?from=${today}&to=${today}`, { key }));
+      expect(overview.totals.complaints).toBe(1);
+    });
+  }
+
+  it("a DSN with a forged or altered token changes nothing", async () => {
+    const { key, from } = await sender();
+    const to = rcpt("victim");
+    const sent = await sentMessage(key, from, to);
+    const forged = sent.returnPath.replace(/-[0-9a-f]{16}@/, "-0123456789abcdef@");
+    const unsigned = `bounces+${sent.id}@bounces.mailforge.test`;
+    for (const address of [forged, unsigned]) {
+      await deliverToEmailHandler(address, report("postfixHardBounce", { returnPath: address, recipient: to, messageId: sent.messageIdHeader }));
+    }
+    // Another message's valid token cannot bounce this recipient either: the report names a recipient it does not have.
+    const other = await sentMessage(key, from, rcpt("other"));
+    await deliverToEmailHandler(
+      other.returnPath,
+      report("postfixHardBounce", { returnPath: other.returnPath, recipient: to, messageId: sent.messageIdHeader }),
+    );
+
+    const message = await messageOf(key, sent.id);
+    expect(message.status).toBe("sent");
+    expect(message.recipients).toEqual([expect.objectContaining({ status: "sent" })]);
+    expect(message.events.map((event) => event.type)).not.toContain("relay.bounced");
+    expect(await suppression(key, to)).toBeUndefined();
+    expect(await sendBalance(key)).toBe(98);
+  });
+
+  it("mail that is not a report, and oversized mail, are dropped or rejected without effect", async () => {
+    const { key, from } = await sender();
+    const to = rcpt("ooo");
+    const sent = await sentMessage(key, from, to);
+    const vacation = `From: ${to}\r\nTo: ${sent.returnPath}\r\nSubject: Out of office\r\nMessage-ID: <ooo@example.org>\r\n\r\nI am away.\r\n`;
+    expect(await deliverToEmailHandler(sent.returnPath, vacation)).toBeUndefined();
+    const huge = `Subject: big\r\n\r\n${"x".repeat(5 * 1024 * 1024 + 10)}`;
+    expect(await deliverToEmailHandler(sent.returnPath, huge)).toMatch(/too large/);
+    expect((await messageOf(key, sent.id)).recipients).toEqual([expect.objectContaining({ status: "sent" })]);
+  });
+});
