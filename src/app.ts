@@ -1,5 +1,6 @@
 import { Scalar } from "@scalar/hono-api-reference";
 import { adminAccountRoutes } from "./admin/accounts";
+import { adminDomainRoutes } from "./admin/domains";
 import { apiKeyRoutes } from "./api/api-keys";
 import { campaignRoutes } from "./api/campaigns";
 import { contactRoutes } from "./api/contacts";
@@ -128,6 +129,7 @@ export function createApp() {
   // The verification API: its own key check (?apikey=) per route, outside the Bearer middleware of /api/v1/*.
   app.route("/api", verifyApiRoutes);
   app.route("/admin/v1", adminAccountRoutes);
+  app.route("/admin/v1", adminDomainRoutes);
   // The SMTP bridge's calls: signed with BRIDGE_SECRET, outside the API-key middleware, absent from the OpenAPI document.
   app.route(RELAY_BASE_PATH, relayRoutes);
 

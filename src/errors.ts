@@ -14,6 +14,7 @@ export const errorStatus = {
   feature_disabled: 403,
   domain_not_verified: 403,
   ai_quota_exceeded: 403,
+  domain_reputation_hold: 403,
   not_found: 404,
   conflict: 409,
   idempotency_conflict: 409,

@@ -289,6 +289,7 @@ const sendRoute = keyedRoute(
     responses: {
       202: jsonResponse(SendCampaignResultSchema, "Sending, or scheduled"),
       402: errorResponse("`insufficient_credits`: fewer sending credits available than recipients; nothing was reserved"),
+      403: errorResponse("`domain_reputation_hold`: the sender's domain is held for its bounce or complaint rate (GET /domains/{id})"),
       404: errorResponse("No such campaign"),
       409: notDraft,
       422: errorResponse("No verified sender, no subject or body, an empty audience, or a bad send_at"),
@@ -427,6 +428,11 @@ export const campaignRoutes = createRouter()
         throw validationError(outcome.errors, "The campaign cannot be sent");
       case "insufficient_credits":
         throw new AppError("insufficient_credits", `Not enough sending credits: the audience is ${outcome.needed}, ${outcome.available} available`);
+      case "reputation_hold":
+        throw new AppError(
+          "domain_reputation_hold",
+          `The sending domain ${outcome.domain} is on hold: ${outcome.reason ?? "its bounce or complaint rate is over the limit"}. New campaigns from it are refused until an operator clears the hold`,
+        );
       case "unavailable":
         throw new AppError("upstream_unavailable", "The campaign could not be started; it failed and its credits were released");
       case "started": {

@@ -8,6 +8,9 @@ import {
   verifyDomain,
 } from "../domain/domains/domains";
 import { AppError, notFound, validationError } from "../errors";
+import { BOUNCE_RATE_LIMIT, COMPLAINT_RATE_LIMIT, domainRates } from "../domain/feedback/reputation";
+import { setWarmup, warmupPresets, warmupSentToday } from "../domain/feedback/warmup";
+import type { DomainRow } from "../domain/domains/domains";
 import { pageOf } from "../lib/pagination";
 import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 
@@ -22,6 +25,43 @@ const DnsRecordSchema = z
   })
   .openapi("DnsRecord");
 
+const WarmupSchema = z
+  .object({
+    status: z.enum(["off", "active", "paused", "completed"]).openapi({
+      description:
+        "`active`: today's cap applies; `paused` (by the account, or by a bounce/complaint rate over the limit): no cap; `completed`: the schedule ran out",
+    }),
+    schedule: z.array(z.number().int()).openapi({ description: "Recipients per UTC day, day 0 first", example: [50, 100, 200, 400] }),
+    started_at: z.string().nullable().openapi({ description: "Day 0 (YYYY-MM-DD, UTC)", example: "2026-11-25" }),
+    day: z.number().int().nullable().openapi({ description: "Today's day of the schedule" }),
+    today_cap: z.number().int().nullable().openapi({ description: "Recipients allowed today; null when nothing limits the domain" }),
+    sent_today: z.number().int().optional().openapi({ description: "Recipients let through today (GET /domains/{id} and the warmup routes)" }),
+    paused_reason: z.string().nullable(),
+  })
+  .openapi("Warmup");
+
+const ReputationSchema = z
+  .object({
+    status: z
+      .enum(["ok", "held"])
+      .openapi({ description: "`held`: new campaign sends from this domain are refused (403) until an operator clears it" }),
+    reason: z.string().nullable(),
+    held_at: Timestamp.nullable(),
+    today: z
+      .object({
+        sent: z.number().int(),
+        hard_bounces: z.number().int(),
+        complaints: z.number().int(),
+        bounce_rate: z.number(),
+        complaint_rate: z.number(),
+        bounce_rate_limit: z.number().openapi({ example: BOUNCE_RATE_LIMIT }),
+        complaint_rate_limit: z.number().openapi({ example: COMPLAINT_RATE_LIMIT }),
+      })
+      .optional()
+      .openapi({ description: "Today's (UTC) rates from the reports (GET /domains/{id} only)" }),
+  })
+  .openapi("DomainReputation");
+
 const DomainSchema = z
   .object({
     id: z.string().openapi({ example: "dom_3k2J9sQ1vX8mN0aP4rT6yW" }),
@@ -33,6 +73,8 @@ const DomainSchema = z
     records: z.array(DnsRecordSchema),
     last_checked_at: Timestamp.nullable(),
     verified_at: Timestamp.nullable(),
+    warmup: WarmupSchema,
+    reputation: ReputationSchema,
     created_at: Timestamp,
     updated_at: Timestamp,
   })
@@ -90,6 +132,55 @@ const deleteDomain = keyedRoute("domains", {
   responses: { 200: jsonResponse(z.object({ id: z.string(), deleted: z.literal(true) }), "Removed"), 404: errorResponse("No such domain") },
 });
 
+const WarmupInputSchema = z
+  .object({
+    enabled: z.boolean().openapi({ description: "true starts (or resumes) the warm-up; false pauses it" }),
+    schedule: z
+      .array(z.number().int().min(1).max(10_000_000))
+      .min(1)
+      .max(365)
+      .optional()
+      .openapi({ description: "Recipients per UTC day, day 0 first" }),
+    preset: z
+      .enum(Object.keys(warmupPresets) as [keyof typeof warmupPresets, ...(keyof typeof warmupPresets)[]])
+      .optional()
+      .openapi({ description: "A built-in schedule instead of `schedule` (standard: 50 a day to 100,000 over 15 days)" }),
+    started_at: z.iso.date().optional().openapi({ description: "Day 0 (YYYY-MM-DD, UTC); default today, or the current start when resuming" }),
+  })
+  .strict()
+  .refine((input) => !(input.schedule && input.preset), { message: "Give schedule or preset, not both", path: ["preset"] })
+  .openapi("WarmupInput");
+
+const getWarmup = keyedRoute("domains", {
+  method: "get",
+  path: "/domains/{id}/warmup",
+  tags: ["Domains"],
+  summary: "The domain's warm-up schedule and today's use of it",
+  request: { params: IdParam("dom") },
+  responses: { 200: jsonResponse(WarmupSchema, "The warm-up"), 404: errorResponse("No such domain") },
+});
+
+const putWarmup = keyedRoute(
+  "domains",
+  {
+    method: "put",
+    path: "/domains/{id}/warmup",
+    tags: ["Domains"],
+    summary: "Start, change or pause the domain's warm-up",
+    description:
+      "While active, the domain sends at most the schedule's cap of recipients per UTC day; messages past it are not refused: they wait (status " +
+      "`deferred`, `next_attempt_at` the next UTC midnight) and go out the next day, campaigns included. Status changes emit `warmup.status_changed`; " +
+      "a day with a bounce rate over 5% or a complaint rate over 0.3% pauses it. Needs a live key.",
+    request: { params: IdParam("dom"), body: jsonBody(WarmupInputSchema) },
+    responses: { 200: jsonResponse(WarmupSchema, "The warm-up as set"), 404: errorResponse("No such domain") },
+  },
+  { liveKeyOnly: "Changing a warm-up" },
+);
+
+async function warmupOf(d1: D1Database, domain: DomainRow) {
+  return { ...serializeDomain(domain).warmup, sent_today: await warmupSentToday(d1, domain.id) };
+}
+
 async function ownedDomain(d1: D1Database, accountId: string, id: string) {
   const domain = await findDomain(d1, accountId, id);
   if (!domain) throw notFound("Domain");
@@ -111,7 +202,35 @@ export const domainRoutes = createRouter()
     }
     return c.json(serializeDomain(outcome.domain), 201);
   })
-  .openapi(getDomain, async (c) => c.json(serializeDomain(await ownedDomain(c.env.DB, c.get("auth").account.id, c.req.valid("param").id)), 200))
+  .openapi(getDomain, async (c) => {
+    const domain = await ownedDomain(c.env.DB, c.get("auth").account.id, c.req.valid("param").id);
+    const [warmup, rates] = await Promise.all([warmupOf(c.env.DB, domain), domainRates(c.env.DB, domain.id)]);
+    const serialized = serializeDomain(domain);
+    const today = {
+      sent: rates.sent,
+      hard_bounces: rates.hardBounces,
+      complaints: rates.complaints,
+      bounce_rate: rates.bounceRate,
+      complaint_rate: rates.complaintRate,
+      bounce_rate_limit: BOUNCE_RATE_LIMIT,
+      complaint_rate_limit: COMPLAINT_RATE_LIMIT,
+    };
+    return c.json({ ...serialized, warmup, reputation: { ...serialized.reputation, today } }, 200);
+  })
+  .openapi(getWarmup, async (c) =>
+    c.json(await warmupOf(c.env.DB, await ownedDomain(c.env.DB, c.get("auth").account.id, c.req.valid("param").id)), 200),
+  )
+  .openapi(putWarmup, async (c) => {
+    const domain = await ownedDomain(c.env.DB, c.get("auth").account.id, c.req.valid("param").id);
+    const input = c.req.valid("json");
+    const updated = await setWarmup(c.env, domain, {
+      enabled: input.enabled,
+      schedule: input.schedule,
+      preset: input.preset,
+      startedAt: input.started_at,
+    });
+    return c.json(await warmupOf(c.env.DB, updated), 200);
+  })
   .openapi(verify, async (c) => {
     const domain = await ownedDomain(c.env.DB, c.get("auth").account.id, c.req.valid("param").id);
     return c.json(serializeDomain(await verifyDomain(c.env.DB, domain, c.env)), 200);

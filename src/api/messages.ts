@@ -69,6 +69,9 @@ const MessageSchema = MessageSummarySchema.extend({
   recipients: z.array(RecipientSchema),
   attempts: z.number().int(),
   smtp_response: z.string().nullable().openapi({ description: "The provider's last reply" }),
+  next_attempt_at: Timestamp.nullable().openapi({
+    description: "Held back by its domain's warm-up cap: not sent before this time (the next UTC day)",
+  }),
   events: z.array(z.object({ id: z.string(), type: z.string(), created_at: Timestamp, data: z.record(z.string(), z.unknown()) })),
 }).openapi("Message");
 
@@ -158,6 +161,7 @@ export const messageRoutes = createRouter()
         })),
         attempts: message.attempts,
         smtp_response: message.smtpResponse,
+        next_attempt_at: message.status === "deferred" ? message.nextAttemptAt : null,
         events: timeline.map((event) => ({ id: event.id, type: event.type, created_at: event.createdAt, data: event.data })),
       },
       200,

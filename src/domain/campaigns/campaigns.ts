@@ -256,6 +256,7 @@ export type SendOutcome =
   | { kind: "not_draft"; status: CampaignStatus }
   | { kind: "invalid"; errors: FieldErrors }
   | { kind: "insufficient_credits"; needed: number; available: number }
+  | { kind: "reputation_hold"; domain: string; reason: string | null }
   | { kind: "unavailable" };
 
 /**
@@ -273,7 +274,13 @@ export async function sendCampaign(env: Env, accountId: string, id: string, send
 
   const [senderRows, templateRows] = await db.batch([
     db
-      .select({ email: senders.email, domain: domains.name, domainStatus: domains.status })
+      .select({
+        email: senders.email,
+        domain: domains.name,
+        domainStatus: domains.status,
+        reputationStatus: domains.reputationStatus,
+        reputationReason: domains.reputationReason,
+      })
       .from(senders)
       .leftJoin(domains, eq(domains.id, senders.domainId))
       .where(and(eq(senders.accountId, accountId), eq(senders.id, campaign.senderId ?? ""))),
@@ -296,6 +303,9 @@ export async function sendCampaign(env: Env, accountId: string, id: string, send
   if (!subject) errors.subject = ["A campaign needs a subject to be sent"];
   if (html === null && text === null) errors.html = ["A campaign needs html, text or a template_id to be sent"];
   if (Object.keys(errors).length > 0) return { kind: "invalid", errors };
+  // The reputation guard (src/domain/feedback/reputation.ts): a domain past the bounce or complaint limits sends no
+  // new campaign until an operator clears it.
+  if (sender?.reputationStatus === "held") return { kind: "reputation_hold", domain: sender.domain ?? sender.email, reason: sender.reputationReason };
 
   const where = audienceWhere(campaign, await segmentConditions(d1, campaign));
   if (audienceParameters(where) > MAX_AUDIENCE_PARAMETERS) {

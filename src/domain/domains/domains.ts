@@ -11,6 +11,7 @@ import { resolve } from "../dns/doh";
 import { dkimTxtValue, generateDkimEd25519KeyPair, generateDkimKeyPair } from "../sending/dkim";
 import { config } from "../../config";
 import { inJsonArray } from "../../db/client";
+import { todaysCap, warmupDay } from "../feedback/warmup";
 
 export type DomainRow = typeof domains.$inferSelect;
 
@@ -251,6 +252,15 @@ export function serializeDomain(domain: DomainRow) {
     })),
     last_checked_at: domain.lastCheckedAt,
     verified_at: domain.verifiedAt,
+    warmup: {
+      status: domain.warmupStatus,
+      schedule: domain.warmupSchedule ?? [],
+      started_at: domain.warmupStartedAt,
+      day: domain.warmupStartedAt && domain.warmupStatus !== "off" ? Math.max(0, warmupDay(domain.warmupStartedAt)) : null,
+      today_cap: todaysCap(domain) ?? null,
+      paused_reason: domain.warmupStatus === "paused" ? domain.warmupPausedReason : null,
+    },
+    reputation: { status: domain.reputationStatus, reason: domain.reputationReason, held_at: domain.reputationHeldAt },
     created_at: domain.createdAt,
     updated_at: domain.updatedAt,
   };

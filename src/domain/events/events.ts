@@ -6,10 +6,11 @@ import { events } from "../../db/schema";
 import { newId } from "../../lib/ids";
 
 /**
- * Every event type of the spec (Events) that webhooks can subscribe to. Campaign mail emits `bounced` and
- * `campaign.completed`; tracked messages emit `opened` and `clicked` (docs/tracking.md); a run of an automation
- * emits `automation.completed` when it ends. Reserved, nothing emits them yet: `delivered`, `complained` (provider
- * feedback is not wired), `warmup.status_changed`; `relay.delivered` and `relay.complained` come from test mode only.
+ * Every event type of the spec (Events) that webhooks can subscribe to. Campaign mail emits `bounced`, `delivered`,
+ * `complained` and `campaign.completed`, API and SMTP mail the `relay.*` types; delivery feedback (DSNs, ARF reports,
+ * Cloudflare Email Sending events, SES notifications: docs/deliverability.md) emits the delivered/bounced/complained
+ * ones after the hand-off. Tracked messages emit `opened` and `clicked` (docs/tracking.md); a run of an automation
+ * emits `automation.completed`; a domain's warm-up emits `warmup.status_changed`.
  */
 export const eventTypes = [
   "delivered",
@@ -98,18 +99,21 @@ const messageEventFields = {
 const recipientEventFields = {
   ...messageEventFields,
   recipient: z.string().openapi({ description: "The recipient this event is about", example: "jane@example.com" }),
+  feedback_source: z
+    .enum(["dsn", "arf", "cloudflare", "ses"])
+    .optional()
+    .openapi({ description: "For outcomes learnt after the hand-off: the report that told us (absent when the provider's SMTP reply did)" }),
 };
 const smtpResponse = z.string().nullable().optional().openapi({ description: "The receiving server's SMTP reply" });
 const bounceFields = {
   bounce_type: z.enum(["hard", "soft", "blocked"]).openapi({
-    description: "hard: permanent; blocked: refused by policy (5.7.x). soft is reserved: a delivery given up on after 4xx replies is relay.failed",
+    description:
+      "hard: the address does not exist (suppressed); blocked: refused by policy (5.7.x); soft: a temporary failure the provider gave up on (refunded, not suppressed)",
   }),
   smtp_code: z.number().int().nullable().optional(),
   enhanced_code: z.string().nullable().optional().openapi({ example: "5.1.1" }),
   smtp_response: smtpResponse,
 };
-const reserved = (why: string) => `Reserved: nothing emits this event yet (${why}). It can be subscribed to and sent by the test endpoint.`;
-const testModeOnly = (why: string) => `Emitted for test-mode messages only for now (${why}).`;
 // One tracking link serves every recipient of a multi-recipient message (they get the same bytes), so it cannot
 // tell who opened or clicked: `recipient` is null there and the event is the message's.
 const trackingFields = {
@@ -123,12 +127,12 @@ const trackingFields = {
 };
 
 export const eventDataSchemas = {
-  delivered: z
-    .looseObject({ ...recipientEventFields, smtp_response: smtpResponse })
-    .openapi("DeliveredEventData", { description: reserved("providers' delivery notifications for campaign mail are not wired") }),
-  bounced: z
-    .looseObject({ ...recipientEventFields, ...bounceFields })
-    .openapi("BouncedEventData", { description: "A campaign message bounced; its reserved credit was released" }),
+  delivered: z.looseObject({ ...recipientEventFields, smtp_response: smtpResponse }).openapi("DeliveredEventData", {
+    description: "A campaign message reached the receiving server, as the provider reported (Cloudflare Email Sending, SES)",
+  }),
+  bounced: z.looseObject({ ...recipientEventFields, ...bounceFields }).openapi("BouncedEventData", {
+    description: "A campaign message bounced, at the hand-off or later (a DSN, a provider event); its credit was given back",
+  }),
   opened: z.looseObject(trackingFields).openapi("OpenedEventData", {
     description: "A person's first open of a message with track_opens (per recipient); later opens and machine opens are counted, not emitted",
   }),
@@ -137,9 +141,9 @@ export const eventDataSchemas = {
     .openapi("ClickedEventData", {
       description: "A person's first click of a tracked link (per recipient and link); later clicks are counted, not emitted",
     }),
-  complained: z
-    .looseObject({ ...recipientEventFields, feedback_type: z.string().nullable().optional() })
-    .openapi("ComplainedEventData", { description: reserved("no provider feedback loop is wired") }),
+  complained: z.looseObject({ ...recipientEventFields, feedback_type: z.string().nullable().optional() }).openapi("ComplainedEventData", {
+    description: "A recipient of a campaign message reported it as spam (ARF feedback loop, provider event); the address is suppressed",
+  }),
   unsubscribed: z
     .looseObject({
       email: z.string(),
@@ -179,12 +183,16 @@ export const eventDataSchemas = {
     }),
   "warmup.status_changed": z
     .looseObject({
-      warmup_id: z.string(),
-      ip: z.string().nullable().optional(),
-      previous_status: z.string(),
-      status: z.string(),
+      domain_id: z.string(),
+      domain: z.string().openapi({ example: "example.com" }),
+      previous_status: z.enum(["off", "active", "paused", "completed"]),
+      status: z.enum(["off", "active", "paused", "completed"]),
+      reason: z.string().optional().openapi({ description: "Why it paused, when a bounce or complaint rate paused it" }),
     })
-    .openapi("WarmupStatusChangedEventData", { description: reserved("IP warm-up is not built") }),
+    .openapi("WarmupStatusChangedEventData", {
+      description:
+        "A sending domain's warm-up started, was paused (by the account, or by a bounce/complaint rate over the limit), resumed or completed",
+    }),
   "automation.completed": z
     .looseObject({
       automation_id: z.string(),
@@ -214,13 +222,15 @@ export const eventDataSchemas = {
   "relay.suppressed": z
     .looseObject({ ...recipientEventFields, reason: z.enum(["bounce", "complaint", "unsubscribe", "manual"]) })
     .openapi("RelaySuppressedEventData"),
-  "relay.delivered": z
-    .looseObject({ ...recipientEventFields, smtp_response: smtpResponse })
-    .openapi("RelayDeliveredEventData", { description: testModeOnly("providers' delivery notifications are not wired") }),
+  "relay.delivered": z.looseObject({ ...recipientEventFields, smtp_response: smtpResponse }).openapi("RelayDeliveredEventData", {
+    description: "The provider reported the message delivered to this recipient (Cloudflare Email Sending, SES; test mode simulates it)",
+  }),
   "relay.bounced": z.looseObject({ ...recipientEventFields, ...bounceFields }).openapi("RelayBouncedEventData"),
   "relay.complained": z
     .looseObject({ ...recipientEventFields, feedback_type: z.string().nullable().optional() })
-    .openapi("RelayComplainedEventData", { description: testModeOnly("no provider feedback loop is wired") }),
+    .openapi("RelayComplainedEventData", {
+      description: "The recipient reported the message as spam (ARF feedback loop, provider event); the address is suppressed",
+    }),
 } satisfies Record<EventType, z.ZodType<Record<string, unknown>>>;
 
 export type EventData<T extends EventType> = z.infer<(typeof eventDataSchemas)[T]>;

@@ -46,7 +46,7 @@ export const nextUtcMidnight = (now = new Date()) => new Date(Date.parse(utcDay(
 /** Queue delays stop at 12 hours; a message due later is delayed again when it comes back early. */
 export const MAX_QUEUE_DELAY_SECONDS = 43_200;
 
-export type WarmupCandidate = { id: string; domainId: string; recipients: number };
+export type WarmupCandidate = { id: string; domainId: string; recipients: number; nextAttemptAt: string | null };
 type WarmupDomain = Pick<DomainRow, "id" | "accountId" | "name" | "warmupStatus" | "warmupSchedule" | "warmupStartedAt">;
 
 /**
@@ -62,9 +62,18 @@ export async function holdPastWarmupCaps(
   now = new Date(),
 ): Promise<Set<string>> {
   const held = new Set<string>();
+  // Held back earlier and back before its time (queue delays stop at 12 hours; the cron may requeue it): it waits
+  // again while the warm-up is active (a paused one lets it go now).
+  const early = candidates.filter(
+    (candidate) =>
+      candidate.nextAttemptAt !== null &&
+      Date.parse(candidate.nextAttemptAt) > now.getTime() &&
+      domainsById.get(candidate.domainId)?.warmupStatus === "active",
+  );
   const capped = new Map<string, { cap: number; messages: WarmupCandidate[] }>();
   const completed: WarmupDomain[] = [];
   for (const candidate of candidates) {
+    if (early.includes(candidate)) continue;
     const domain = domainsById.get(candidate.domainId);
     if (domain?.warmupStatus !== "active") continue;
     const cap = todaysCap(domain, now);
@@ -77,6 +86,14 @@ export async function holdPastWarmupCaps(
     capped.set(domain.id, entry);
   }
   if (completed.length > 0) await completeWarmups(env, completed);
+  if (early.length > 0)
+    await holdUntil(
+      env,
+      early.map((candidate) => candidate.id),
+      new Date(Math.max(...early.map((candidate) => Date.parse(candidate.nextAttemptAt!)))),
+      now,
+    );
+  for (const candidate of early) held.add(candidate.id);
   if (capped.size === 0) return held;
 
   const day = utcDay(now);
@@ -96,39 +113,40 @@ export async function holdPastWarmupCaps(
     }),
   );
   const giveBack: D1PreparedStatement[] = [];
+  const overCap: string[] = [];
   entries.forEach(([domainId, { messages }], i) => {
     let left = reserved[i * 2 + 1]?.results[0]?.granted ?? 0;
     for (const message of messages) {
       if (message.recipients <= left) left -= message.recipients;
-      else held.add(message.id);
+      else overCap.push(message.id);
     }
     // Slots reserved for messages that did not fit (a multi-recipient message over what was left) go back.
     if (left > 0) giveBack.push(statement(env.DB, sql`UPDATE warmup_usage SET sent = sent - ${left} WHERE domain_id = ${domainId} AND day = ${day}`));
   });
-  if (held.size === 0) {
-    if (giveBack.length > 0) await env.DB.batch(giveBack);
-    return held;
-  }
+  if (giveBack.length > 0) await env.DB.batch(giveBack);
+  if (overCap.length > 0) await holdUntil(env, overCap, nextUtcMidnight(now), now);
+  for (const id of overCap) held.add(id);
+  return held;
+}
 
-  const due = nextUtcMidnight(now);
-  const ids = [...held];
-  await env.DB.batch([
-    ...giveBack,
-    statement(
-      env.DB,
-      sql`UPDATE messages SET status = 'deferred', claimed_at = NULL, next_attempt_at = ${due.toISOString()},
-        smtp_response = 'held back: the sending domain reached today''s warm-up cap', updated_at = ${sqlNow}
-        WHERE ${inJsonArray(sql`id`, ids)} AND status = 'sending'`,
-    ),
-  ]);
+/** Sets claimed messages back to `deferred` until `due` and enqueues them again with a delay (at most 12 hours). */
+async function holdUntil(env: Env, ids: string[], due: Date, now: Date) {
+  await statement(
+    env.DB,
+    sql`UPDATE messages SET status = 'deferred', claimed_at = NULL, next_attempt_at = ${due.toISOString()},
+      smtp_response = 'held back: the sending domain reached today''s warm-up cap', updated_at = ${sqlNow}
+      WHERE ${inJsonArray(sql`id`, ids)} AND status = 'sending'`,
+  ).run();
   try {
-    const delaySeconds = Math.min(MAX_QUEUE_DELAY_SECONDS, Math.ceil((due.getTime() - now.getTime()) / 1000));
-    await env.SEND_QUEUE.sendBatch(ids.map((id) => ({ body: { message_id: id }, contentType: "json" as const, delaySeconds })));
+    const delaySeconds = Math.min(MAX_QUEUE_DELAY_SECONDS, Math.max(0, Math.ceil((due.getTime() - now.getTime()) / 1000)));
+    // sendBatch takes at most 100 messages.
+    for (let i = 0; i < ids.length; i += 100) {
+      await env.SEND_QUEUE.sendBatch(ids.slice(i, i + 100).map((id) => ({ body: { message_id: id }, contentType: "json" as const, delaySeconds })));
+    }
   } catch (error) {
     // The rows say deferred with their due time: the cron's requeueLostMessages enqueues them once it has passed.
     logError("warm-up: re-enqueueing held messages failed", { error: String(error), count: ids.length });
   }
-  return held;
 }
 
 async function completeWarmups(env: Env, completed: WarmupDomain[]) {

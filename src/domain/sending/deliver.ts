@@ -119,7 +119,12 @@ export async function deliverMessages(
   // Past a warm-up cap, messages wait for tomorrow instead of going out now (their queue messages are replaced).
   const held = await holdPastWarmupCaps(
     env,
-    deliverable.map(({ message, recipients }) => ({ id: message.id, domainId: message.domainId, recipients: recipients.length })),
+    deliverable.map(({ message, recipients }) => ({
+      id: message.id,
+      domainId: message.domainId,
+      recipients: recipients.length,
+      nextAttemptAt: message.nextAttemptAt,
+    })),
     domainsById,
   );
   if (held.size > 0) deliverable.splice(0, deliverable.length, ...deliverable.filter(({ message }) => !held.has(message.id)));

@@ -35,7 +35,7 @@ export const sampleEventData: { [T in EventType]: EventData<T> } = {
     counts: { valid: 1, invalid: 1, risky: 1, unknown: 0 },
   },
   "campaign.completed": { campaign_id: "cmp_test0000000000000000000", name: "November newsletter", recipients: 3, sent: 2, failed: 0, suppressed: 1 },
-  "warmup.status_changed": { warmup_id: "wrm_test0000000000000000000", ip: "198.51.100.10", previous_status: "warming", status: "completed" },
+  "warmup.status_changed": { domain_id: "dom_test0000000000000000000", domain: "example.com", previous_status: "active", status: "completed" },
   "automation.completed": {
     automation_id: "aut_test0000000000000000000",
     run_id: "run_test0000000000000000000",

@@ -1,0 +1,166 @@
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { ADMIN_TOKEN, call, json } from "../helpers";
+import { audienceOf, campaignAccount, campaignOf, sendCampaign } from "../campaigns/helpers";
+import { addReceiverRule, receiverPath, receiverUrl, waitForRequests } from "../webhooks/helpers";
+import { eventually, messageOf, sinkMessagesTo } from "../send/helpers";
+import { deliverToEmailHandler, rcpt, report, sender, sentMessage } from "./helpers";
+
+type Warmup = { status: string; schedule: number[]; today_cap: number | null; sent_today: number; day: number | null; paused_reason: string | null };
+type DomainView = {
+  warmup: Warmup;
+  reputation: { status: string; reason: string | null; today: { sent: number; hard_bounces: number; bounce_rate: number } };
+};
+
+async function subscribe(key: string, events: string[]) {
+  const path = receiverPath();
+  await addReceiverRule({ path, status: 200 });
+  const created = await call("/api/v1/webhooks", { key, body: { url: receiverUrl(path), events } });
+  expect(created.status).toBe(201);
+  return path;
+}
+
+const tomorrow = () => new Date(Date.parse(new Date().toISOString().slice(0, 10)) + 86_400_000).toISOString();
+
+describe("warm-up schedules", () => {
+  it("cap 3 a day and 10 sends: 3 go out today, 7 wait for tomorrow; nothing is refused; status events are emitted", async () => {
+    const { domain, key, from } = await sender();
+    const hook = await subscribe(key, ["warmup.status_changed"]);
+    const started = await call(`/api/v1/domains/${domain.id}/warmup`, { key, method: "PUT", body: { enabled: true, schedule: [3, 10] } });
+    expect(started.status).toBe(200);
+    expect(await json<Warmup>(started)).toMatchObject({ status: "active", schedule: [3, 10], day: 0, today_cap: 3, sent_today: 0 });
+
+    const ids: string[] = [];
+    const recipients = Array.from({ length: 10 }, (_, i) => rcpt(`w${i}`));
+    for (const to of recipients) {
+      const response = await call("/api/v1/send", { key, body: { from, to: [to], subject: "Warm", text: "Hello" } });
+      expect(response.status).toBe(202);
+      ids.push((await json<{ id: string }>(response)).id);
+    }
+    const settled = await eventually(async () => {
+      const messages = await Promise.all(ids.map((id) => messageOf(key, id)));
+      return messages.every((message) => message.status === "sent" || message.status === "deferred") ? messages : undefined;
+    });
+    const sent = settled.filter((message) => message.status === "sent");
+    const deferred = settled.filter((message) => message.status === "deferred");
+    expect(sent).toHaveLength(3);
+    expect(deferred).toHaveLength(7);
+    for (const message of deferred) {
+      expect(message).toMatchObject({ next_attempt_at: tomorrow(), attempts: 0, smtp_response: expect.stringMatching(/warm-up cap/) });
+      expect(message.recipients).toEqual([expect.objectContaining({ status: "queued" })]);
+    }
+    const delivered = (await Promise.all(recipients.map(sinkMessagesTo))).filter((found) => found.length > 0);
+    expect(delivered).toHaveLength(3);
+    expect(await json<Warmup>(await call(`/api/v1/domains/${domain.id}/warmup`, { key }))).toMatchObject({ today_cap: 3, sent_today: 3 });
+
+    // Pausing lets nothing more through by itself, and says so; the events carry each transition.
+    const paused = await json<Warmup>(await call(`/api/v1/domains/${domain.id}/warmup`, { key, method: "PUT", body: { enabled: false } }));
+    expect(paused).toMatchObject({ status: "paused", today_cap: null, paused_reason: "paused by the account" });
+    const events = (await waitForRequests(hook, 2)).map((request) => JSON.parse(request.body) as { type: string; data: Record<string, unknown> });
+    expect(events.map((event) => [event.type, event.data.previous_status, event.data.status])).toEqual([
+      ["warmup.status_changed", "off", "active"],
+      ["warmup.status_changed", "active", "paused"],
+    ]);
+    expect(events[0]!.data).toMatchObject({ domain_id: domain.id, domain: domain.name });
+  });
+
+  it("a schedule that has run out completes the warm-up on the next send", async () => {
+    const { domain, key, from } = await sender();
+    const hook = await subscribe(key, ["warmup.status_changed"]);
+    const threeDaysAgo = new Date(Date.now() - 3 * 86_400_000).toISOString().slice(0, 10);
+    const set = await json<Warmup>(
+      await call(`/api/v1/domains/${domain.id}/warmup`, {
+        key,
+        method: "PUT",
+        body: { enabled: true, schedule: [1, 2, 3, 4], started_at: threeDaysAgo },
+      }),
+    );
+    expect(set).toMatchObject({ status: "active", day: 3, today_cap: 4 });
+    await env.DB.prepare("UPDATE domains SET warmup_started_at = ?1 WHERE id = ?2")
+      .bind(new Date(Date.now() - 4 * 86_400_000).toISOString().slice(0, 10), domain.id)
+      .run();
+    const to = rcpt("done");
+    await call("/api/v1/send", { key, body: { from, to: [to], subject: "Warm", text: "Hello" } });
+    await eventually(async () => ((await sinkMessagesTo(to)).length > 0 ? true : undefined));
+    const events = (await waitForRequests(hook, 2)).map((request) => JSON.parse(request.body) as { data: { status: string } });
+    expect(events.map((event) => event.data.status)).toEqual(["active", "completed"]);
+    expect((await json<DomainView>(await call(`/api/v1/domains/${domain.id}`, { key }))).warmup).toMatchObject({
+      status: "completed",
+      today_cap: null,
+    });
+  });
+
+  it("refuses a bad schedule with 422 and another account's domain with 404", async () => {
+    const { domain, key } = await sender();
+    for (const body of [
+      { enabled: true, schedule: [] },
+      { enabled: true, schedule: [0] },
+      { enabled: true, preset: "warp" },
+      { enabled: "yes" },
+      { enabled: true, schedule: [5], preset: "standard" },
+    ]) {
+      const response = await call(`/api/v1/domains/${domain.id}/warmup`, { key, method: "PUT", body });
+      expect(response.status).toBe(422);
+    }
+    const other = await sender();
+    expect((await call(`/api/v1/domains/${domain.id}/warmup`, { key: other.key })).status).toBe(404);
+    const preset = await json<Warmup>(
+      await call(`/api/v1/domains/${domain.id}/warmup`, { key, method: "PUT", body: { enabled: true, preset: "standard" } }),
+    );
+    expect(preset.schedule[0]).toBe(50);
+  });
+});
+
+describe("reputation guard", () => {
+  it("a day of bounces over 5% holds the domain: campaign sends are refused with 403 until an operator clears it, and its warm-up pauses", async () => {
+    const { key, domain, sender: senderId } = await campaignAccount();
+    await call(`/api/v1/domains/${domain.id}/warmup`, { key, method: "PUT", body: { enabled: true, schedule: [1000] } });
+    const from = `hello@${domain.name}`;
+    // REPUTATION_MIN_SENT is 5 in the tests: 5 sent, 1 bounced (20%).
+    const recipients = Array.from({ length: 5 }, (_, i) => rcpt(`r${i}`));
+    const sent = [];
+    for (const to of recipients) sent.push(await sentMessage(key, from, to));
+    const [first] = sent as [(typeof sent)[number]];
+    const to = recipients[0]!;
+    await deliverToEmailHandler(
+      first.returnPath,
+      report("postfixHardBounce", { returnPath: first.returnPath, recipient: to, messageId: first.messageIdHeader }),
+    );
+
+    const held = await json<DomainView>(await call(`/api/v1/domains/${domain.id}`, { key }));
+    expect(held.reputation).toMatchObject({ status: "held", reason: expect.stringMatching(/bounce rate 20\.0% is over 5\.0%/) });
+    expect(held.reputation.today).toMatchObject({ sent: 5, hard_bounces: 1, bounce_rate: 0.2 });
+    expect(held.warmup).toMatchObject({ status: "paused", paused_reason: expect.stringMatching(/bounce rate/) });
+
+    const { list } = await audienceOf(key, 1);
+    const draft = await json<{ id: string }>(
+      await call("/api/v1/campaigns", { key, body: { name: "news", sender_id: senderId, subject: "Hi", text: "Hello", lists: [list] } }),
+    );
+    const refused = await call(`/api/v1/campaigns/${draft.id}/send`, { key, body: {} });
+    expect(refused.status).toBe(403);
+    expect(await json(refused)).toMatchObject({ code: "domain_reputation_hold", message: expect.stringMatching(/on hold/) });
+    expect((await campaignOf(key, draft.id)).status).toBe("draft");
+
+    // Only the operator can clear it (the account's own key cannot reach /admin).
+    expect((await call(`/admin/v1/domains/${domain.id}/reputation/clear`, { key, body: {} })).status).toBe(401);
+    const cleared = await call(`/admin/v1/domains/${domain.id}/reputation/clear`, { key: ADMIN_TOKEN, body: {} });
+    expect(cleared.status).toBe(200);
+    expect((await call(`/admin/v1/domains/${domain.id}/reputation/clear`, { key: ADMIN_TOKEN, body: {} })).status).toBe(404);
+    expect((await json<DomainView>(await call(`/api/v1/domains/${domain.id}`, { key }))).reputation.status).toBe("ok");
+    await sendCampaign(key, senderId, list);
+  });
+
+  it("below REPUTATION_MIN_SENT recipients a bounce does not hold the domain", async () => {
+    const { key, domain, from } = await sender();
+    const to = rcpt("one");
+    const message = await sentMessage(key, from, to);
+    await deliverToEmailHandler(
+      message.returnPath,
+      report("postfixHardBounce", { returnPath: message.returnPath, recipient: to, messageId: message.messageIdHeader }),
+    );
+    expect((await json<DomainView>(await call(`/api/v1/domains/${domain.id}`, { key }))).reputation).toMatchObject({
+      status: "ok",
+      today: { bounce_rate: 1 },
+    });
+  });
+});
