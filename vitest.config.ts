@@ -74,6 +74,9 @@ export default defineConfig(async () => {
             // VERP return paths and the email() handler's domain (test/feedback).
             BOUNCE_DOMAIN: "bounces.mailforge.test",
             REPUTATION_MIN_SENT: "5",
+            // SES notifications (test/feedback/ses.test.ts): the webhook receiver serves the SNS signing certificate.
+            SES_SNS_TOPIC_ARNS: "arn:aws:sns:us-east-1:123456789012:ses-feedback",
+            SNS_TRUSTED_CERT_ORIGIN: inject("webhookReceiverUrl"),
             // Retries go back on the real queue at once, so retry paths cost no waiting; the back-off arithmetic
             // is asserted with an explicit base (test/send/delivery.test.ts).
             SEND_RETRY_BASE_SECONDS: "0",

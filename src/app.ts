@@ -1,6 +1,7 @@
 import { Scalar } from "@scalar/hono-api-reference";
 import { adminAccountRoutes } from "./admin/accounts";
 import { adminDomainRoutes } from "./admin/domains";
+import { feedbackRoutes } from "./api/feedback";
 import { apiKeyRoutes } from "./api/api-keys";
 import { campaignRoutes } from "./api/campaigns";
 import { contactRoutes } from "./api/contacts";
@@ -123,6 +124,7 @@ export function createApp() {
   app.route("/", hookRoutes);
   app.route("/", unsubscribeRoutes);
   app.route("/", trackingRoutes);
+  app.route("/", feedbackRoutes);
   app.route("/api/v1", verifyRoutes);
   app.route("/api/v1", reportRoutes);
   app.route("/api/v1", usageRoutes);

@@ -3,3 +3,8 @@ declare module "*.eml?raw" {
   const content: string;
   export default content;
 }
+
+declare module "*.pem?raw" {
+  const content: string;
+  export default content;
+}
