@@ -28,6 +28,14 @@ describe("sending domains", () => {
       name: `${domain.dkim_selector}e._domainkey.${name}`,
       value: expect.stringMatching(/^v=DKIM1; k=ed25519; p=[A-Za-z0-9+/]{43}=$/),
     });
+    // BOUNCE_DOMAIN's MX (Cloudflare Email Routing): where this domain's bounces come back, published by the operator.
+    expect(domain.records.find((record) => record.purpose === "return_path")).toEqual({
+      type: "MX",
+      name: "bounces.mailforge.test",
+      value: "route1.mx.cloudflare.net",
+      purpose: "return_path",
+      status: "pending",
+    });
 
     const stored = await env.DB.prepare("SELECT dkim_private_key FROM domains WHERE id = ?").bind(domain.id).first<{ dkim_private_key: string }>();
     expect(stored?.dkim_private_key).toMatch(/^v1\./);
@@ -40,7 +48,7 @@ describe("sending domains", () => {
 
     const early = await json<Domain>(await call(`/api/v1/domains/${created.id}/verify`, { key: account.api_key, method: "POST" }));
     expect(early.status).toBe("pending");
-    expect(early.records.map((record) => record.status)).toEqual(["not_found", "not_found", "not_found", "not_found"]);
+    expect(early.records.map((record) => record.status)).toEqual(["not_found", "not_found", "not_found", "not_found", "not_found"]);
 
     const spf = created.records.find((record) => record.purpose === "spf")!;
     await publish(spf.name, { TXT: ["v=spf1 -all"] });
@@ -57,6 +65,7 @@ describe("sending domains", () => {
       ["spf", "verified"],
       ["dmarc", "not_found"],
       ["dkim_ed25519", "not_found"],
+      ["return_path", "not_found"],
     ]);
     const fetched = await json<Domain>(await call(`/api/v1/domains/${created.id}`, { key: account.api_key }));
     expect(fetched).toMatchObject({ status: "verified", verified_at: expect.any(String) });

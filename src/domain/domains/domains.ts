@@ -39,9 +39,13 @@ function dkimSelector(now = new Date()): string {
 /** The Ed25519 key is published under its own selector: a selector names one key. */
 export const ed25519Selector = (rsaSelector: string) => `${rsaSelector}e`;
 
+/** Where Cloudflare Email Routing receives mail: the bounce domain's MX points here (route1..3, any priority). */
+const EMAIL_ROUTING_MX = "route1.mx.cloudflare.net";
+
 export function expectedRecords(
   domain: Pick<DomainRow, "name" | "dkimSelector" | "dkimPublicKey" | "dkimEd25519PublicKey">,
   spfInclude: string,
+  bounceDomain?: string,
 ): DnsRecordCheck[] {
   return [
     {
@@ -64,6 +68,9 @@ export function expectedRecords(
           },
         ]
       : []),
+    // The return path of this domain's mail (VERP, BOUNCE_DOMAIN): shared by every domain of the deployment and
+    // published once by its operator, so DSNs reach the email() handler. Listed so it can be checked; never required.
+    ...(bounceDomain ? [{ type: "MX" as const, name: bounceDomain, value: EMAIL_ROUTING_MX, purpose: "return_path" as const, status: "pending" as const }] : []),
   ];
 }
 
@@ -76,7 +83,7 @@ async function createDomainRow(accountId: string, name: string, env: Env) {
     ...base,
     dkimPrivateKey: await encryptSecret(rsa.privateKeyPkcs8B64, config(env).encryptionKey),
     dkimEd25519PrivateKey: await encryptSecret(ed25519.privateKeyPkcs8B64, config(env).encryptionKey),
-    records: expectedRecords(base, config(env).spfInclude),
+    records: expectedRecords(base, config(env).spfInclude, config(env).bounceDomain),
     status: "pending" as const,
   };
 }
@@ -97,9 +104,16 @@ function spfIncludes(found: string, include: string): boolean {
  * only once its key is found).
  */
 export async function checkRecords(domain: DomainRow, env: Env): Promise<{ records: DnsRecordCheck[]; verified: boolean; inconclusive: boolean }> {
-  const expected = expectedRecords(domain, config(env).spfInclude);
+  const expected = expectedRecords(domain, config(env).spfInclude, config(env).bounceDomain);
   const records = await Promise.all(
     expected.map(async (record): Promise<DnsRecordCheck> => {
+      if (record.type === "MX") {
+        const answer = await resolve({ url: config(env).dohUrl }, record.name, "MX");
+        if (answer.status === "servfail" || answer.status === "timeout") return { ...record, status: "pending", found: [] };
+        const found = answer.status === "ok" ? answer.records.map((mx) => mx.exchange) : [];
+        const matches = found.some((exchange) => /(^|\.)mx\.cloudflare\.net\.?$/i.test(exchange));
+        return { ...record, status: matches ? "verified" : found.length > 0 ? "failed" : "not_found", found };
+      }
       const answer = await resolve({ url: config(env).dohUrl }, record.name, "TXT");
       if (answer.status === "servfail" || answer.status === "timeout") return { ...record, status: "pending", found: [] };
       const found = answer.status === "ok" ? answer.records : [];
