@@ -198,6 +198,8 @@ const vars = {
   SMTP_UPSTREAM_PORT: String(config.SINK_SMTP_PORT),
   SMTP_UPSTREAM_SECURE: "off",
   ALLOW_PRIVATE_WEBHOOK_URLS: "true",
+  // VERP return paths; DSNs for them are handed to the email() handler at /cdn-cgi/handler/email (docs/deliverability.md).
+  BOUNCE_DOMAIN: "bounces.mailforge.test",
 };
 startChild("wrangler dev", "wrangler", [
   "dev",

@@ -1,3 +1,4 @@
+import { readFile } from "node:fs/promises";
 import { dkimVerify } from "mailauth";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { eventually, startStack, type Stack } from "./stack.ts";
@@ -30,7 +31,7 @@ async function dohResolver(name: string, type: string): Promise<string[][]> {
 }
 
 describe("sending end to end through npm run dev", () => {
-  it("verifies a domain over DoH, sends a templated message that arrives DKIM-signed (verified by mailauth) and reaches sent", async () => {
+  it("verifies a domain over DoH, sends a templated message that arrives DKIM-signed (verified by mailauth), reaches sent, and bounces by DSN", async () => {
     const name = `e2e-${Date.now().toString(36)}.example`;
     const domain = await api<{ id: string; records: { name: string; value: string }[] }>("/api/v1/domains", { body: { name } });
     expect(domain.status).toBe(201);
@@ -78,5 +79,31 @@ describe("sending end to end through npm run dev", () => {
       return current.body.status === "sent" ? current.body : undefined;
     });
     expect(message).toMatchObject({ source: "api", events: [{ type: "relay.sent" }] });
+
+    // The recipient's server bounces it later: a Postfix DSN to the message's VERP return path, handed to the Worker's
+    // email() handler through wrangler's local Email Routing endpoint.
+    const envelope = (await (await fetch(`${stack.sinkUrl}/api/messages/${delivered.id}`)).json()) as { mail_from: string; message_id: string };
+    expect(envelope.mail_from).toMatch(/^bounces\+msg_[A-Za-z0-9]+-[0-9a-f]{16}@bounces\.mailforge\.test$/);
+    const dsn = (await readFile("test/fixtures/feedback/postfix-hard-bounce.eml", "utf8"))
+      .replaceAll("{{RETURN_PATH}}", envelope.mail_from)
+      .replaceAll("{{RECIPIENT}}", to)
+      .replaceAll("{{MESSAGE_ID}}", envelope.message_id)
+      .replace(/\r?\n/g, "\r\n");
+    const handed = await fetch(
+      `${stack.workerUrl}/cdn-cgi/handler/email?from=${encodeURIComponent("MAILER-DAEMON@mx1.example.net")}&to=${encodeURIComponent(envelope.mail_from)}`,
+      { method: "POST", body: dsn },
+    );
+    expect(handed.status).toBeLessThan(300);
+    const bounced = await eventually(async () => {
+      const current = await api<{ status: string; events: { type: string; data: Record<string, unknown> }[] }>(`/api/v1/messages/${sent.body.id}`);
+      return current.body.status === "bounced" ? current.body : undefined;
+    });
+    expect(bounced.events.find((event) => event.type === "relay.bounced")?.data).toMatchObject({
+      recipient: to,
+      bounce_type: "hard",
+      feedback_source: "dsn",
+    });
+    const suppressed = await api<{ data: { reason: string }[] }>(`/api/v1/suppressions?email=${encodeURIComponent(to)}`);
+    expect(suppressed.body.data[0]?.reason).toBe("bounce");
   }, 60_000);
 });
