@@ -70,7 +70,9 @@ export function expectedRecords(
       : []),
     // The return path of this domain's mail (VERP, BOUNCE_DOMAIN): shared by every domain of the deployment and
     // published once by its operator, so DSNs reach the email() handler. Listed so it can be checked; never required.
-    ...(bounceDomain ? [{ type: "MX" as const, name: bounceDomain, value: EMAIL_ROUTING_MX, purpose: "return_path" as const, status: "pending" as const }] : []),
+    ...(bounceDomain
+      ? [{ type: "MX" as const, name: bounceDomain, value: EMAIL_ROUTING_MX, purpose: "return_path" as const, status: "pending" as const }]
+      : []),
   ];
 }
 
