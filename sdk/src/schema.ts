@@ -3636,6 +3636,170 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/domains/{id}/warmup": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The domain's warm-up schedule and today's use of it
+         * @description Scope: `domains`.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The warm-up */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Warmup"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such domain */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        /**
+         * Start, change or pause the domain's warm-up
+         * @description While active, the domain sends at most the schedule's cap of recipients per UTC day; messages past it are not refused: they wait (status `deferred`, `next_attempt_at` the next UTC midnight) and go out the next day, campaigns included. Status changes emit `warmup.status_changed`; a day with a bounce rate over 5% or a complaint rate over 0.3% pauses it. Needs a live key.
+         *
+         *     Scope: `domains`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
+         */
+        put: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["WarmupInput"];
+                };
+            };
+            responses: {
+                /** @description The warm-up as set */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Warmup"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such domain */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/domains/{id}/verify": {
         parameters: {
             query?: never;
@@ -5093,7 +5257,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description The key lacks the scope, or the account the plan or feature */
+                /** @description `domain_reputation_hold`: the sender's domain is held for its bounce or complaint rate (GET /domains/{id}) */
                 403: {
                     headers: {
                         [name: string]: unknown;
@@ -7432,6 +7596,78 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/admin/v1/domains/{id}/reputation/clear": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Clear a domain's reputation hold
+         * @description A domain whose daily bounce rate passed 5% or complaint rate 0.3% is held: its campaign sends are refused. Clear it once the cause is fixed (a bad list removed, a compromised key revoked). A paused warm-up stays paused: the account resumes it with PUT /domains/{id}/warmup.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Cleared */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            id: string;
+                            /** @enum {string} */
+                            reputation: "ok";
+                        };
+                    };
+                };
+                /** @description Missing or invalid operator token */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such domain, or it is not held */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -8007,7 +8243,7 @@ export interface components {
             data: components["schemas"]["DeliveredEventData"];
         };
         /**
-         * @description Reserved: nothing emits this event yet (providers' delivery notifications for campaign mail are not wired). It can be subscribed to and sent by the test endpoint.
+         * @description A campaign message reached the receiving server, as the provider reported (Cloudflare Email Sending, SES)
          * @example {
          *       "message_id": "msg_test0000000000000000000",
          *       "from": "Acme <hello@acme.example.com>",
@@ -8049,6 +8285,11 @@ export interface components {
              * @example jane@example.com
              */
             recipient: string;
+            /**
+             * @description For outcomes learnt after the hand-off: the report that told us (absent when the provider's SMTP reply did)
+             * @enum {string}
+             */
+            feedback_source?: "dsn" | "arf" | "cloudflare" | "ses";
             /** @description The receiving server's SMTP reply */
             smtp_response?: string | null;
         } & {
@@ -8073,7 +8314,7 @@ export interface components {
             data: components["schemas"]["BouncedEventData"];
         };
         /**
-         * @description A campaign message bounced; its reserved credit was released
+         * @description A campaign message bounced, at the hand-off or later (a DSN, a provider event); its credit was given back
          * @example {
          *       "message_id": "msg_test0000000000000000000",
          *       "from": "Acme <hello@acme.example.com>",
@@ -8119,7 +8360,12 @@ export interface components {
              */
             recipient: string;
             /**
-             * @description hard: permanent; blocked: refused by policy (5.7.x). soft is reserved: a delivery given up on after 4xx replies is relay.failed
+             * @description For outcomes learnt after the hand-off: the report that told us (absent when the provider's SMTP reply did)
+             * @enum {string}
+             */
+            feedback_source?: "dsn" | "arf" | "cloudflare" | "ses";
+            /**
+             * @description hard: the address does not exist (suppressed); blocked: refused by policy (5.7.x); soft: a temporary failure the provider gave up on (refunded, not suppressed)
              * @enum {string}
              */
             bounce_type: "hard" | "soft" | "blocked";
@@ -8291,7 +8537,7 @@ export interface components {
             data: components["schemas"]["ComplainedEventData"];
         };
         /**
-         * @description Reserved: nothing emits this event yet (no provider feedback loop is wired). It can be subscribed to and sent by the test endpoint.
+         * @description A recipient of a campaign message reported it as spam (ARF feedback loop, provider event); the address is suppressed
          * @example {
          *       "message_id": "msg_test0000000000000000000",
          *       "from": "Acme <hello@acme.example.com>",
@@ -8333,6 +8579,11 @@ export interface components {
              * @example jane@example.com
              */
             recipient: string;
+            /**
+             * @description For outcomes learnt after the hand-off: the report that told us (absent when the provider's SMTP reply did)
+             * @enum {string}
+             */
+            feedback_source?: "dsn" | "arf" | "cloudflare" | "ses";
             feedback_type?: string | null;
         } & {
             [key: string]: unknown;
@@ -8488,19 +8739,24 @@ export interface components {
             data: components["schemas"]["WarmupStatusChangedEventData"];
         };
         /**
-         * @description Reserved: nothing emits this event yet (IP warm-up is not built). It can be subscribed to and sent by the test endpoint.
+         * @description A sending domain's warm-up started, was paused (by the account, or by a bounce/complaint rate over the limit), resumed or completed
          * @example {
-         *       "warmup_id": "wrm_test0000000000000000000",
-         *       "ip": "198.51.100.10",
-         *       "previous_status": "warming",
+         *       "domain_id": "dom_test0000000000000000000",
+         *       "domain": "example.com",
+         *       "previous_status": "active",
          *       "status": "completed"
          *     }
          */
         WarmupStatusChangedEventData: {
-            warmup_id: string;
-            ip?: string | null;
-            previous_status: string;
-            status: string;
+            domain_id: string;
+            /** @example example.com */
+            domain: string;
+            /** @enum {string} */
+            previous_status: "off" | "active" | "paused" | "completed";
+            /** @enum {string} */
+            status: "off" | "active" | "paused" | "completed";
+            /** @description Why it paused, when a bounce or complaint rate paused it */
+            reason?: string;
         } & {
             [key: string]: unknown;
         };
@@ -8740,6 +8996,11 @@ export interface components {
              * @example jane@example.com
              */
             recipient: string;
+            /**
+             * @description For outcomes learnt after the hand-off: the report that told us (absent when the provider's SMTP reply did)
+             * @enum {string}
+             */
+            feedback_source?: "dsn" | "arf" | "cloudflare" | "ses";
             /** @enum {string} */
             reason: "bounce" | "complaint" | "unsubscribe" | "manual";
         } & {
@@ -8764,7 +9025,7 @@ export interface components {
             data: components["schemas"]["RelayDeliveredEventData"];
         };
         /**
-         * @description Emitted for test-mode messages only for now (providers' delivery notifications are not wired).
+         * @description The provider reported the message delivered to this recipient (Cloudflare Email Sending, SES; test mode simulates it)
          * @example {
          *       "message_id": "msg_test0000000000000000000",
          *       "from": "Acme <hello@acme.example.com>",
@@ -8806,6 +9067,11 @@ export interface components {
              * @example jane@example.com
              */
             recipient: string;
+            /**
+             * @description For outcomes learnt after the hand-off: the report that told us (absent when the provider's SMTP reply did)
+             * @enum {string}
+             */
+            feedback_source?: "dsn" | "arf" | "cloudflare" | "ses";
             /** @description The receiving server's SMTP reply */
             smtp_response?: string | null;
         } & {
@@ -8875,7 +9141,12 @@ export interface components {
              */
             recipient: string;
             /**
-             * @description hard: permanent; blocked: refused by policy (5.7.x). soft is reserved: a delivery given up on after 4xx replies is relay.failed
+             * @description For outcomes learnt after the hand-off: the report that told us (absent when the provider's SMTP reply did)
+             * @enum {string}
+             */
+            feedback_source?: "dsn" | "arf" | "cloudflare" | "ses";
+            /**
+             * @description hard: the address does not exist (suppressed); blocked: refused by policy (5.7.x); soft: a temporary failure the provider gave up on (refunded, not suppressed)
              * @enum {string}
              */
             bounce_type: "hard" | "soft" | "blocked";
@@ -8906,7 +9177,7 @@ export interface components {
             data: components["schemas"]["RelayComplainedEventData"];
         };
         /**
-         * @description Emitted for test-mode messages only for now (no provider feedback loop is wired).
+         * @description The recipient reported the message as spam (ARF feedback loop, provider event); the address is suppressed
          * @example {
          *       "message_id": "msg_test0000000000000000000",
          *       "from": "Acme <hello@acme.example.com>",
@@ -8948,6 +9219,11 @@ export interface components {
              * @example jane@example.com
              */
             recipient: string;
+            /**
+             * @description For outcomes learnt after the hand-off: the report that told us (absent when the provider's SMTP reply did)
+             * @enum {string}
+             */
+            feedback_source?: "dsn" | "arf" | "cloudflare" | "ses";
             feedback_type?: string | null;
         } & {
             [key: string]: unknown;
@@ -9019,6 +9295,8 @@ export interface components {
              * @example 2026-11-22T10:15:00.000Z
              */
             verified_at: string | null;
+            warmup: components["schemas"]["Warmup"];
+            reputation: components["schemas"]["DomainReputation"];
             /**
              * Format: date-time
              * @example 2026-11-22T10:15:00.000Z
@@ -9044,9 +9322,79 @@ export interface components {
             /** @description What DNS answered at the last check */
             found?: string[];
         };
+        Warmup: {
+            /**
+             * @description `active`: today's cap applies; `paused` (by the account, or by a bounce/complaint rate over the limit): no cap; `completed`: the schedule ran out
+             * @enum {string}
+             */
+            status: "off" | "active" | "paused" | "completed";
+            /**
+             * @description Recipients per UTC day, day 0 first
+             * @example [
+             *       50,
+             *       100,
+             *       200,
+             *       400
+             *     ]
+             */
+            schedule: number[];
+            /**
+             * @description Day 0 (YYYY-MM-DD, UTC)
+             * @example 2026-11-25
+             */
+            started_at: string | null;
+            /** @description Today's day of the schedule */
+            day: number | null;
+            /** @description Recipients allowed today; null when nothing limits the domain */
+            today_cap: number | null;
+            /** @description Recipients let through today (GET /domains/{id} and the warmup routes) */
+            sent_today?: number;
+            paused_reason: string | null;
+        };
+        DomainReputation: {
+            /**
+             * @description `held`: new campaign sends from this domain are refused (403) until an operator clears it
+             * @enum {string}
+             */
+            status: "ok" | "held";
+            reason: string | null;
+            /**
+             * Format: date-time
+             * @example 2026-11-22T10:15:00.000Z
+             */
+            held_at: string | null;
+            /** @description Today's (UTC) rates from the reports (GET /domains/{id} only) */
+            today?: {
+                sent: number;
+                hard_bounces: number;
+                complaints: number;
+                bounce_rate: number;
+                complaint_rate: number;
+                /** @example 0.05 */
+                bounce_rate_limit: number;
+                /** @example 0.003 */
+                complaint_rate_limit: number;
+            };
+        };
         CreateDomain: {
             /** @example example.com */
             name: string;
+        };
+        WarmupInput: {
+            /** @description true starts (or resumes) the warm-up; false pauses it */
+            enabled: boolean;
+            /** @description Recipients per UTC day, day 0 first */
+            schedule?: number[];
+            /**
+             * @description A built-in schedule instead of `schedule` (standard: 50 a day to 100,000 over 15 days)
+             * @enum {string}
+             */
+            preset?: "conservative" | "standard" | "aggressive";
+            /**
+             * Format: date
+             * @description Day 0 (YYYY-MM-DD, UTC); default today, or the current start when resuming
+             */
+            started_at?: string;
         };
         SendAccepted: {
             /** @example msg_2Yq8Lm4Nc0Zp7Tx1Bv9Rk3 */
@@ -9204,6 +9552,12 @@ export interface components {
             attempts: number;
             /** @description The provider's last reply */
             smtp_response: string | null;
+            /**
+             * Format: date-time
+             * @description Held back by its domain's warm-up cap: not sent before this time (the next UTC day)
+             * @example 2026-11-22T10:15:00.000Z
+             */
+            next_attempt_at: string | null;
             events: {
                 id: string;
                 type: string;
