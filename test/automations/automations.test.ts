@@ -448,14 +448,19 @@ describe("the private URL (no key)", () => {
     });
     const statuses: number[] = [];
     let retryAfter: string | null = null;
-    for (let i = 0; i < 62; i++) {
+    // The limit is a bucket of 60 refilled at one a second: a burst of 60 passes, then requests are refused, except
+    // the few the bucket regained while the burst was being sent (a loaded machine sends it slowly).
+    const started = Date.now();
+    while (statuses.length < 100 && retryAfter === null) {
       const response = await hook(automation, { query: `?email=${encodeURIComponent(rcpt("flood"))}` });
       statuses.push(response.status);
       if (response.status === 429) retryAfter = response.headers.get("Retry-After");
     }
+    const refilled = Math.ceil((Date.now() - started) / 1000);
     // Paused: each accepted request is a 409, so nothing runs while the limit is measured.
-    expect(statuses.filter((status) => status === 409)).toHaveLength(60);
-    expect(statuses.slice(60)).toEqual([429, 429]);
+    expect(statuses.slice(0, 60)).toEqual(Array(60).fill(409));
+    expect(statuses.at(-1)).toBe(429);
+    expect(statuses.length - 1).toBeLessThanOrEqual(60 + refilled);
     expect(Number(retryAfter)).toBeGreaterThan(0);
   });
 });

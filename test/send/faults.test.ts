@@ -1,6 +1,8 @@
 import { env } from "cloudflare:workers";
 import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test";
 import { beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { config } from "../../src/config";
+import { returnPath } from "../../src/domain/feedback/return-path";
 import { requeueLostMessages, sweepStaleClaims } from "../../src/domain/sending/recovery";
 import { SmtpTransport } from "../../src/domain/transport/smtp";
 import { consumeSendBatch } from "../../src/queues/send";
@@ -121,8 +123,10 @@ describe("the provider refuses or fails at each step of the SMTP dialogue", () =
   for (const { phase, label, responses, outcome } of matrix) {
     it(`${phase}: ${label} → ${outcome}`, async () => {
       const to = rcpt(phase);
-      await rule(phase, responses, phase === "connect" || phase === "ehlo" ? "*" : phase === "mail" ? from : to);
       const id = await storedMessage(account.id, domainId, from, to);
+      // MAIL FROM is the message's VERP return path (BOUNCE_DOMAIN is set in the tests).
+      const mailFrom = await returnPath(config(env), id, from);
+      await rule(phase, responses, phase === "connect" || phase === "ehlo" ? "*" : phase === "mail" ? mailFrom : to);
 
       const told = await attempt(id);
       const message = await messageOf(account.api_key, id);
