@@ -1,6 +1,6 @@
 import { upsertRecords } from "../dev/doh-server.ts";
 
-type Domain = { id: string; name: string; status: string; records: { name: string; value: string }[] };
+type Domain = { id: string; name: string; status: string; records: { type: string; name: string; value: string }[] };
 
 /**
  * The demo account's sending domain, idempotently: created once, its DNS records published into the dev DoH zone
@@ -15,7 +15,10 @@ export async function seedDemoDomain(workerUrl: string, apiKey: string, zonePath
     if (created.status !== 201) throw new Error(`creating the demo domain failed: ${created.status} ${await created.text()}`);
     domain = (await created.json()) as Domain;
   }
-  for (const record of domain.records) await upsertRecords(zonePath, record.name, { TXT: [record.value] });
+  for (const record of domain.records) {
+    // The return path's MX (BOUNCE_DOMAIN) is the operator's; the dev stack is both, so it publishes that too.
+    await upsertRecords(zonePath, record.name, record.type === "MX" ? { MX: [{ priority: 10, exchange: record.value }] } : { TXT: [record.value] });
+  }
   if (domain.status === "verified") return domain;
   const verified = await fetch(`${workerUrl}/api/v1/domains/${domain.id}/verify`, { method: "POST", headers });
   domain = (await verified.json()) as Domain;

@@ -69,6 +69,22 @@ describe("sending domains", () => {
     ]);
     const fetched = await json<Domain>(await call(`/api/v1/domains/${created.id}`, { key: account.api_key }));
     expect(fetched).toMatchObject({ status: "verified", verified_at: expect.any(String) });
+
+    // The operator points the bounce domain at Cloudflare Email Routing: the return-path record is found. A wrong MX is
+    // reported as failed; neither changes the domain's verification.
+    await publish("bounces.mailforge.test", { MX: [{ priority: 10, exchange: "mx.elsewhere.example" }] });
+    const wrongMx = await json<Domain>(await call(`/api/v1/domains/${created.id}/verify`, { key: account.api_key, method: "POST" }));
+    expect(wrongMx).toMatchObject({ status: "verified" });
+    expect(wrongMx.records.find((record) => record.purpose === "return_path")).toMatchObject({ status: "failed", found: ["mx.elsewhere.example"] });
+    await publish("bounces.mailforge.test", {
+      MX: [
+        { priority: 38, exchange: "route1.mx.cloudflare.net" },
+        { priority: 12, exchange: "route2.mx.cloudflare.net" },
+      ],
+    });
+    const routed = await json<Domain>(await call(`/api/v1/domains/${created.id}/verify`, { key: account.api_key, method: "POST" }));
+    expect(routed.records.find((record) => record.purpose === "return_path")?.status).toBe("verified");
+    await unpublish("bounces.mailforge.test");
   });
 
   it("refuses invalid names, duplicates, and other accounts' domains", async () => {
