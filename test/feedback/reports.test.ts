@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { call, json } from "../helpers";
 import { messageOf, sendBalance } from "../send/helpers";
+import { addReceiverRule, receiverPath, receiverUrl, waitForRequests } from "../webhooks/helpers";
 import { deliverToEmailHandler, rcpt, report, sender, sentMessage } from "./helpers";
 
 async function suppression(key: string, email: string) {
@@ -12,6 +13,9 @@ describe("DSNs and ARF reports through the email() handler", () => {
   for (const fixture of ["postfixHardBounce", "gmailHardBounce", "microsoftHardBounce"] as const) {
     it(`a ${fixture} DSN bounces the recipient, suppresses and refunds it, and emits relay.bounced`, async () => {
       const { key, from } = await sender();
+      const hook = receiverPath();
+      await addReceiverRule({ path: hook, status: 200 });
+      expect((await call("/api/v1/webhooks", { key, body: { url: receiverUrl(hook), events: ["relay.bounced"] } })).status).toBe(201);
       const to = rcpt("gone");
       const sent = await sentMessage(key, from, to);
       expect(await sendBalance(key)).toBe(99);
@@ -34,6 +38,8 @@ describe("DSNs and ARF reports through the email() handler", () => {
       });
       expect(await suppression(key, to)).toMatchObject({ reason: "bounce" });
       expect(await sendBalance(key)).toBe(100);
+      const [delivery] = await waitForRequests(hook, 1);
+      expect(JSON.parse(delivery!.body)).toMatchObject({ type: "relay.bounced", data: { message_id: sent.id, recipient: to, bounce_type: "hard" } });
 
       // The same DSN again (a retried delivery of the report) changes nothing: one refund, one event.
       await deliverToEmailHandler(sent.returnPath, report(fixture, { returnPath: sent.returnPath, recipient: to, messageId: sent.messageIdHeader }));
