@@ -127,12 +127,12 @@ export async function deliverMessages(
     })),
     domainsById,
   );
-  if (held.size > 0) deliverable.splice(0, deliverable.length, ...deliverable.filter(({ message }) => !held.has(message.id)));
+  const sending = deliverable.filter(({ message }) => !held.has(message.id));
 
   // A few connections share the batch (as a pooled SMTP client does); each is reused for its share of the
   // messages with RSET in between, so a batch opens at most `lanes` connections, never one per message.
-  const laneCount = Math.min(config(env).send.connectionsPerBatch, deliverable.length);
-  const lanes = Array.from({ length: laneCount }, (_, lane) => deliverable.filter((_, i) => i % laneCount === lane));
+  const laneCount = Math.min(config(env).send.connectionsPerBatch, sending.length);
+  const lanes = Array.from({ length: laneCount }, (_, lane) => sending.filter((_, i) => i % laneCount === lane));
   await Promise.all(
     lanes.map(async (work) => {
       const transport = openTransport();
