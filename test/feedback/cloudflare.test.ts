@@ -73,7 +73,14 @@ describe("Cloudflare Email Sending transport and its events", () => {
     const ok = await messageOf(key, ids[delivered]!);
     expect(ok.status).toBe("delivered");
     expect(ok.events.find((event) => event.type === "relay.delivered")?.data).toMatchObject({ recipient: delivered, feedback_source: "cloudflare" });
+    // A late `delivered` for the recipient that bounced changes nothing and reports nothing; the complaint pushed after
+    // it has been applied, so it was consumed.
+    await env.EMAIL_EVENTS_QUEUE.send(emailEvent("delivered", await providerId(bounced), bounced));
+    await env.EMAIL_EVENTS_QUEUE.send(emailEvent("complained", await providerId(delivered), delivered));
+    await eventually(async () => ((await messageOf(key, ids[delivered]!)).recipients[0]?.status === "complained" ? true : undefined));
     const gone = await messageOf(key, ids[bounced]!);
+    expect(gone.status).toBe("bounced");
+    expect(gone.events.map((event) => event.type)).not.toContain("relay.delivered");
     expect(gone.events.find((event) => event.type === "relay.bounced")?.data).toMatchObject({
       bounce_type: "hard",
       smtp_response: "invalid_recipient",
@@ -88,7 +95,7 @@ describe("Cloudflare Email Sending transport and its events", () => {
       const list = await json<{ data: { reason: string }[] }>(await call(`/api/v1/suppressions?email=${encodeURIComponent(email)}`, { key }));
       expect(list.data[0]?.reason).toBe(reason);
     }
-    expect(await today(key)).toMatchObject({ sent: 3, delivered: 2, hard_bounces: 1, complaints: 1 });
+    expect(await today(key)).toMatchObject({ sent: 3, delivered: 2, hard_bounces: 1, complaints: 2 });
   });
 
   it("an event for a copy nobody sent, or an unreadable event, is dropped without effect", async () => {

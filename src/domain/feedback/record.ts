@@ -82,8 +82,10 @@ export async function recordFeedback(env: Env, reports: Feedback[]): Promise<Fee
     .all();
 
   const statements: D1PreparedStatement[] = [];
-  const events: EventInput[] = [];
-  const domains = new Map<string, string>();
+  // Each event with the recipient status it reports: written only if the recipient is in it once the batch has run
+  // (a late `delivered` for a recipient that already bounced reports nothing).
+  const events: { event: EventInput; status: string }[] = [];
+  const domainIds = new Set<string>();
   let ignored = 0;
   for (const report of reports) {
     const wanted = report.recipient.trim().toLowerCase();
@@ -100,7 +102,7 @@ export async function recordFeedback(env: Env, reports: Feedback[]): Promise<Fee
       continue;
     }
     const { message } = row;
-    domains.set(message.domainId, message.accountId);
+    domainIds.add(message.domainId);
     const feedbackId = `fb_${(await sha256Hex(`${report.source}\n${report.sourceId}\n${report.kind}\n${wanted}`)).slice(0, 32)}`;
     const campaign = message.source === "campaign";
     const key = { accountId: message.accountId, domain: sendingDomain(message.fromAddress), campaignId: message.campaignId };
@@ -112,23 +114,26 @@ export async function recordFeedback(env: Env, reports: Feedback[]): Promise<Fee
         sql`UPDATE message_recipients SET status = ${status}, smtp_response = ${report.diagnostic ?? report.status ?? report.kind}, updated_at = ${sqlNow}
           WHERE message_id = ${message.id} AND email = ${row.email} AND status IN (SELECT value FROM json_each(${JSON.stringify(from)}))`,
       );
-    const event = (type: EventType, extra: Record<string, unknown>) =>
+    const event = (type: EventType, status: string, extra: Record<string, unknown>) =>
       events.push({
-        accountId: message.accountId,
-        type,
-        subjectId: message.id,
-        dedupeKey: `${type}:${message.id}:${row.email}`,
-        data: {
-          message_id: message.id,
-          from: displayFrom(message.fromName, message.fromAddress),
-          subject: message.subject,
-          source: message.source,
-          tags: message.tags,
-          metadata: message.metadata,
-          ...(message.campaignId ? { campaign_id: message.campaignId } : {}),
-          recipient: row.email,
-          feedback_source: report.source,
-          ...extra,
+        status,
+        event: {
+          accountId: message.accountId,
+          type,
+          subjectId: message.id,
+          dedupeKey: `${type}:${message.id}:${row.email}`,
+          data: {
+            message_id: message.id,
+            from: displayFrom(message.fromName, message.fromAddress),
+            subject: message.subject,
+            source: message.source,
+            tags: message.tags,
+            metadata: message.metadata,
+            ...(message.campaignId ? { campaign_id: message.campaignId } : {}),
+            recipient: row.email,
+            feedback_source: report.source,
+            ...extra,
+          },
         },
       });
     const feedbackRow = drizzle(env.DB)
@@ -149,13 +154,13 @@ export async function recordFeedback(env: Env, reports: Feedback[]): Promise<Fee
       // A smarthost's acceptance was counted as delivered; a copy with a provider id (Cloudflare) was only `sent`.
       if (row.providerMessageId) statements.push(...count({ delivered: 1 }, movesFrom.delivered));
       statements.push(setStatus("delivered", movesFrom.delivered));
-      event(campaign ? "delivered" : "relay.delivered", { smtp_response: report.diagnostic ?? null });
+      event(campaign ? "delivered" : "relay.delivered", "delivered", { smtp_response: report.diagnostic ?? null });
     } else if (report.kind === "complained") {
       statements.push(...count({ complaints: 1 }, movesFrom.complained), setStatus("complained", movesFrom.complained));
       statements.push(
         ...suppressionStatements(env.DB, { accountId: message.accountId, email: row.email, reason: "complaint", sourceMessageId: message.id }),
       );
-      event(campaign ? "complained" : "relay.complained", { feedback_type: report.feedbackType ?? "abuse" });
+      event(campaign ? "complained" : "relay.complained", "complained", { feedback_type: report.feedbackType ?? "abuse" });
     } else if (report.kind === "bounced" && (report.bounceType !== "soft" || report.final)) {
       const bounceType = report.bounceType ?? "hard";
       statements.push(...count(bounceType === "soft" ? { soft_bounces: 1, failed: 1 } : { hard_bounces: 1 }, movesFrom.bounced));
@@ -177,7 +182,7 @@ export async function recordFeedback(env: Env, reports: Feedback[]): Promise<Fee
           ...suppressionStatements(env.DB, { accountId: message.accountId, email: row.email, reason: "bounce", sourceMessageId: message.id }),
         );
       }
-      event(campaign ? "bounced" : "relay.bounced", {
+      event(campaign ? "bounced" : "relay.bounced", "bounced", {
         bounce_type: bounceType,
         smtp_code: smtpCode(report.diagnostic),
         enhanced_code: report.status ?? null,
@@ -210,14 +215,23 @@ export async function recordFeedback(env: Env, reports: Feedback[]): Promise<Fee
       ),
     );
   }
-  for (const item of events) statements.push(eventStatement(env.DB, item));
+  for (const { event: item, status } of events) {
+    const email = String(item.data.recipient);
+    statements.push(
+      eventStatement(
+        env.DB,
+        item,
+        sql`EXISTS (SELECT 1 FROM message_recipients WHERE message_id = ${item.subjectId} AND email = ${email} AND status = ${status})`,
+      ),
+    );
+  }
   if (statements.length > 0) await env.DB.batch(statements);
 
   const byAccount = new Map<string, string[]>();
-  for (const item of events) byAccount.set(item.accountId, [...(byAccount.get(item.accountId) ?? []), item.dedupeKey]);
+  for (const { event: item } of events) byAccount.set(item.accountId, [...(byAccount.get(item.accountId) ?? []), item.dedupeKey]);
   await Promise.all([...byAccount].map(([accountId, keys]) => dispatchEvents(env, accountId, keys)));
   // Bounces and complaints move the domains' rates: hold or pause them now rather than at the next cron.
-  if (reports.some((report) => report.kind === "bounced" || report.kind === "complained")) await evaluateReputation(env, [...domains.keys()]);
+  if (reports.some((report) => report.kind === "bounced" || report.kind === "complained")) await evaluateReputation(env, [...domainIds]);
   return { recorded: reports.length - ignored, ignored };
 }
 
