@@ -723,6 +723,8 @@ export interface paths {
          * @description Removes the personal data. A suppression of the address stays, so it is still never mailed.
          *
          *     Scope: `contacts`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
          */
         delete: {
             parameters: {
@@ -1290,6 +1292,8 @@ export interface paths {
         /**
          * Delete a list (its contacts stay)
          * @description Scope: `contacts`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
          */
         delete: {
             parameters: {
@@ -3559,6 +3563,8 @@ export interface paths {
         /**
          * Remove a sending domain
          * @description Scope: `domains`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
          */
         delete: {
             parameters: {

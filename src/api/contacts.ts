@@ -219,15 +219,19 @@ const updateContact = keyedRoute("contacts", {
   },
 });
 
-const deleteContact = keyedRoute("contacts", {
-  method: "delete",
-  path: "/contacts/{id}",
-  tags: ["Contacts"],
-  summary: "Delete a contact and its list memberships",
-  description: "Removes the personal data. A suppression of the address stays, so it is still never mailed.",
-  request: { params: IdParam("con") },
-  responses: { 200: jsonResponse(z.object({ id: z.string(), deleted: z.literal(true) }), "Deleted"), 404: errorResponse("No such contact") },
-});
+const deleteContact = keyedRoute(
+  "contacts",
+  {
+    method: "delete",
+    path: "/contacts/{id}",
+    tags: ["Contacts"],
+    summary: "Delete a contact and its list memberships",
+    description: "Removes the personal data. A suppression of the address stays, so it is still never mailed.",
+    request: { params: IdParam("con") },
+    responses: { 200: jsonResponse(z.object({ id: z.string(), deleted: z.literal(true) }), "Deleted"), 404: errorResponse("No such contact") },
+  },
+  { liveKeyOnly: "Deleting a contact" },
+);
 
 const importContacts = keyedRoute("contacts", {
   method: "post",

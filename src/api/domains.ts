@@ -123,14 +123,18 @@ const verify = keyedRoute("domains", {
   responses: { 200: jsonResponse(DomainSchema, "The domain after the check"), 404: errorResponse("No such domain") },
 });
 
-const deleteDomain = keyedRoute("domains", {
-  method: "delete",
-  path: "/domains/{id}",
-  tags: ["Domains"],
-  summary: "Remove a sending domain",
-  request: { params: IdParam("dom") },
-  responses: { 200: jsonResponse(z.object({ id: z.string(), deleted: z.literal(true) }), "Removed"), 404: errorResponse("No such domain") },
-});
+const deleteDomain = keyedRoute(
+  "domains",
+  {
+    method: "delete",
+    path: "/domains/{id}",
+    tags: ["Domains"],
+    summary: "Remove a sending domain",
+    request: { params: IdParam("dom") },
+    responses: { 200: jsonResponse(z.object({ id: z.string(), deleted: z.literal(true) }), "Removed"), 404: errorResponse("No such domain") },
+  },
+  { liveKeyOnly: "Removing a sending domain" },
+);
 
 const WarmupInputSchema = z
   .object({

@@ -128,14 +128,18 @@ const updateList = keyedRoute("contacts", {
   responses: { 200: jsonResponse(ListSchema, "The list"), 404: errorResponse("No such list") },
 });
 
-const deleteList = keyedRoute("contacts", {
-  method: "delete",
-  path: "/lists/{id}",
-  tags: ["Lists"],
-  summary: "Delete a list (its contacts stay)",
-  request: { params: IdParam("lst") },
-  responses: { 200: jsonResponse(z.object({ id: z.string(), deleted: z.literal(true) }), "Deleted"), 404: errorResponse("No such list") },
-});
+const deleteList = keyedRoute(
+  "contacts",
+  {
+    method: "delete",
+    path: "/lists/{id}",
+    tags: ["Lists"],
+    summary: "Delete a list (its contacts stay)",
+    request: { params: IdParam("lst") },
+    responses: { 200: jsonResponse(z.object({ id: z.string(), deleted: z.literal(true) }), "Deleted"), 404: errorResponse("No such list") },
+  },
+  { liveKeyOnly: "Deleting a list" },
+);
 
 const addMembers = keyedRoute("contacts", {
   method: "post",

@@ -162,7 +162,7 @@ describe("API key lifecycle", () => {
     expect((await call("/api/v1/credits", { key: liveKey.key })).status).toBe(200);
   });
 
-  it("a test key cannot change what live mail does: webhooks, templates, senders, segments, suppressions stay as the live key left them", async () => {
+  it("a test key cannot change what live mail does: webhooks, templates, senders, segments, suppressions, contacts, lists, domains stay as the live key left them", async () => {
     const account = await createAccount({ features: ["email_api", "campaigns"] });
     const live = account.api_key;
     const testKey = (await createKey(live, { name: "sandbox", mode: "test" })).key;
@@ -174,6 +174,11 @@ describe("API key lifecycle", () => {
       await call("/api/v1/segments", { key: live, body: { name: "s", match: "all", conditions: [{ field: "country", op: "eq", value: "DE" }] } }),
     );
     expect((await call("/api/v1/suppressions", { key: live, body: { email: "blocked@example.org" } })).status).toBeLessThan(300);
+    const contact = await json<{ id: string }>(await call("/api/v1/contacts", { key: live, body: { email: "customer@example.org" } }));
+    const list = await json<{ id: string }>(await call("/api/v1/lists", { key: live, body: { name: "customers" } }));
+    const domain = await json<{ id: string }>(
+      await call("/api/v1/domains", { key: live, body: { name: `live-${crypto.randomUUID().slice(0, 8)}.example` } }),
+    );
 
     const refusals = [
       await call("/api/v1/webhooks", { key: testKey, body: { url: "https://attacker.example/hook", events: ["relay.sent"] } }),
@@ -185,6 +190,10 @@ describe("API key lifecycle", () => {
       await call("/api/v1/segments", { key: testKey, body: { name: "x", match: "all", conditions: [{ field: "country", op: "eq", value: "FR" }] } }),
       await call(`/api/v1/segments/${segment.id}`, { key: testKey, method: "DELETE" }),
       await call("/api/v1/suppressions/blocked@example.org", { key: testKey, method: "DELETE" }),
+      await call(`/api/v1/contacts/${contact.id}`, { key: testKey, method: "DELETE" }),
+      await call(`/api/v1/lists/${list.id}`, { key: testKey, method: "DELETE" }),
+      await call(`/api/v1/domains/${domain.id}`, { key: testKey, method: "DELETE" }),
+      await call(`/api/v1/domains/${domain.id}/warmup`, { key: testKey, method: "PUT", body: { enabled: true, schedule: [1] } }),
     ];
     for (const response of refusals) {
       expect(response.status).toBe(403);
@@ -194,6 +203,9 @@ describe("API key lifecycle", () => {
     expect(await json(await call(`/api/v1/templates/${template.id}`, { key: live }))).toMatchObject({ text: "Hello" });
     expect((await call(`/api/v1/segments/${segment.id}`, { key: live })).status).toBe(200);
     expect((await json<{ data: unknown[] }>(await call("/api/v1/suppressions?email=blocked@example.org", { key: live }))).data).toHaveLength(1);
+    for (const path of [`/api/v1/contacts/${contact.id}`, `/api/v1/lists/${list.id}`, `/api/v1/domains/${domain.id}`]) {
+      expect((await call(path, { key: live })).status).toBe(200);
+    }
     // What test mode is for still works: reading, and creating templates to send test mail with.
     expect((await call("/api/v1/webhooks", { key: testKey })).status).toBe(200);
     expect((await call("/api/v1/templates", { key: testKey, body: { name: "draft", subject: "Hi", text: "x" } })).status).toBe(201);
