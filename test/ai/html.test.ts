@@ -39,6 +39,11 @@ describe("sanitizeEmailHtml", () => {
       '<p style="background:url(https://e.example/t.gif)">a</p><td style="width:expression(alert(1))">b</td><p style="color:red">c</p>',
       '<p>a</p><td>b</td><p style="color:red">c</p>',
     ],
+    [
+      "styles that hide those behind CSS escapes or comments",
+      '<p style="background:u\\72l(https://e.example/t.gif)">a</p><td style="width:expr/**/ession(alert(1))">b</td><p style="color:red">c</p>',
+      '<p>a</p><td>b</td><p style="color:red">c</p>',
+    ],
   ])("removes %s", (_, html, expected) => {
     expect(sanitizeEmailHtml(html)).toBe(expected);
   });

@@ -7,8 +7,10 @@
 import { convert } from "html-to-text";
 import sanitizeHtml from "sanitize-html";
 
-// Style values that can load or run something in some client (old IE `expression()`, `-moz-binding`, `url()`).
-const unsafeStyle = /expression\s*\(|url\s*\(|javascript:|behavior\s*:|-moz-binding|@import/i;
+// Style values that can load or run something in some client (old IE `expression()`, `-moz-binding`, `url()`), and
+// any CSS escape or comment: `u\72l(` and `expr/**/ession(` spell the same things past a pattern, and email styles
+// never need either.
+const unsafeStyle = /expression\s*\(|url\s*\(|javascript:|behavior\s*:|-moz-binding|@import|\\|\/\*/i;
 
 const emailAttributes = ["style", "align", "valign", "width", "height", "bgcolor", "border", "dir", "lang", "title", "role"];
 
