@@ -1346,6 +1346,15 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
+                /** @description A campaign that has not finished (draft, scheduled, sending) targets or excludes this list */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Validation failed; `errors` is keyed by field path */
                 422: {
                     headers: {
@@ -1904,6 +1913,15 @@ export interface paths {
                 };
                 /** @description No such segment */
                 404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description A campaign that has not finished (draft, scheduled, sending) targets or excludes this segment */
+                409: {
                     headers: {
                         [name: string]: unknown;
                     };

@@ -1,3 +1,4 @@
+import { campaignUsing } from "../domain/campaigns/campaigns";
 import { contactAddress, type ContactAddress } from "../domain/contacts/email";
 import {
   addMembersByAddress,
@@ -11,7 +12,7 @@ import {
   serializeList,
   updateList as changeList,
 } from "../domain/contacts/lists";
-import { notFound, validationError, type FieldErrors } from "../errors";
+import { AppError, notFound, validationError, type FieldErrors } from "../errors";
 import {
   createRouter,
   evenWithFieldErrors,
@@ -136,7 +137,11 @@ const deleteList = keyedRoute(
     tags: ["Lists"],
     summary: "Delete a list (its contacts stay)",
     request: { params: IdParam("lst") },
-    responses: { 200: jsonResponse(z.object({ id: z.string(), deleted: z.literal(true) }), "Deleted"), 404: errorResponse("No such list") },
+    responses: {
+      200: jsonResponse(z.object({ id: z.string(), deleted: z.literal(true) }), "Deleted"),
+      404: errorResponse("No such list"),
+      409: errorResponse("A campaign that has not finished (draft, scheduled, sending) targets or excludes this list"),
+    },
   },
   { liveKeyOnly: "Deleting a list" },
 );
@@ -188,6 +193,12 @@ export const listRoutes = createRouter()
   })
   .openapi(deleteList, async (c) => {
     const { id } = c.req.valid("param");
+    const user = await campaignUsing(c.env.DB, c.get("auth").account.id, id);
+    if (user)
+      throw new AppError(
+        "conflict",
+        `The list is in the audience of campaign ${user.id} ("${user.name}"), which has not finished; remove it there first`,
+      );
     if (!(await removeList(c.env.DB, c.get("auth").account.id, id))) throw notFound("List");
     return c.json({ id, deleted: true as const }, 200);
   })

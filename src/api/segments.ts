@@ -1,3 +1,4 @@
+import { campaignUsing } from "../domain/campaigns/campaigns";
 import { ContactSchema } from "./contacts";
 import { serializeContact } from "../domain/contacts/contacts";
 import {
@@ -14,7 +15,7 @@ import {
   updateSegment as changeSegment,
   type SegmentRow,
 } from "../domain/campaigns/segments";
-import { notFound, validationError } from "../errors";
+import { AppError, notFound, validationError } from "../errors";
 import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 import { pageOf } from "../lib/pagination";
 
@@ -136,7 +137,11 @@ const deleteSegment = keyedRoute(
   {
     ...route("delete", "/segments/{id}", "Delete a segment"),
     request: { params: IdParam("seg") },
-    responses: { 200: jsonResponse(z.object({ id: z.string(), deleted: z.literal(true) }), "Deleted"), 404: errorResponse("No such segment") },
+    responses: {
+      200: jsonResponse(z.object({ id: z.string(), deleted: z.literal(true) }), "Deleted"),
+      404: errorResponse("No such segment"),
+      409: errorResponse("A campaign that has not finished (draft, scheduled, sending) targets or excludes this segment"),
+    },
   },
   { liveKeyOnly: "Deleting a segment" },
 );
@@ -180,6 +185,12 @@ export const segmentRoutes = createRouter()
   })
   .openapi(deleteSegment, async (c) => {
     const { id } = c.req.valid("param");
+    const user = await campaignUsing(c.env.DB, c.get("auth").account.id, id);
+    if (user)
+      throw new AppError(
+        "conflict",
+        `The segment is in the audience of campaign ${user.id} ("${user.name}"), which has not finished; remove it there first`,
+      );
     if (!(await removeSegment(c.env.DB, c.get("auth").account.id, id))) throw notFound("Segment");
     return c.json({ id, deleted: true as const }, 200);
   })

@@ -271,6 +271,34 @@ describe("scheduling and cancelling", () => {
 });
 
 describe("refusals", () => {
+  it("keeps a list or segment a draft or scheduled campaign uses from being deleted (409), and lets it go once the campaign is done with", async () => {
+    const { key, sender } = await setup(10);
+    const audience = await list(key, "all");
+    const excluded = await list(key, "excluded");
+    const segment = await json<{ id: string }>(
+      await call("/api/v1/segments", {
+        key,
+        body: { name: "s", match: "all", conditions: [{ field: "email", op: "ends_with", value: "@example.net" }] },
+      }),
+    );
+    await contact(key, { email: `one-${tag()}@example.net`, lists: [audience] });
+    const draft = await json<Campaign>(
+      await call("/api/v1/campaigns", {
+        key,
+        body: { name: "weekly", sender_id: sender, subject: "S", text: "hi", lists: [audience], segments: [segment.id], exclude_lists: [excluded] },
+      }),
+    );
+    for (const path of [`/api/v1/lists/${audience}`, `/api/v1/lists/${excluded}`, `/api/v1/segments/${segment.id}`]) {
+      const refused = await call(path, { key, method: "DELETE" });
+      expect(refused.status).toBe(409);
+      expect(await json(refused)).toMatchObject({ code: "conflict", message: expect.stringContaining(draft.id) });
+    }
+    expect((await call(`/api/v1/campaigns/${draft.id}`, { key, method: "DELETE" })).status).toBe(200);
+    for (const path of [`/api/v1/lists/${audience}`, `/api/v1/lists/${excluded}`, `/api/v1/segments/${segment.id}`]) {
+      expect((await call(path, { key, method: "DELETE" })).status).toBe(200);
+    }
+  });
+
   it("answers 402 and reserves nothing when the audience is larger than the credits available", async () => {
     const { account, key, sender } = await setup(1);
     const audience = await list(key, "all");

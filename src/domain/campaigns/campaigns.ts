@@ -129,6 +129,27 @@ export function serializeCampaign(row: CampaignRow, counters: CampaignResourceCo
 
 const owned = (accountId: string, id: string) => and(eq(campaigns.id, id), eq(campaigns.accountId, accountId));
 
+/**
+ * A campaign not finished yet (draft, scheduled, sending) whose audience names the list or segment: deleting it would
+ * change who that campaign reaches (the audience is read again when it fans out). Undefined when none does.
+ */
+export async function campaignUsing(d1: D1Database, accountId: string, audienceId: string): Promise<{ id: string; name: string } | undefined> {
+  return drizzle(d1)
+    .select({ id: campaigns.id, name: campaigns.name })
+    .from(campaigns)
+    .where(
+      and(
+        eq(campaigns.accountId, accountId),
+        inArray(campaigns.status, ["draft", "scheduled", "sending"]),
+        sql`(EXISTS (SELECT 1 FROM json_each(${campaigns.lists}) WHERE value = ${audienceId})
+          OR EXISTS (SELECT 1 FROM json_each(${campaigns.excludeLists}) WHERE value = ${audienceId})
+          OR EXISTS (SELECT 1 FROM json_each(${campaigns.segments}) WHERE value = ${audienceId}))`,
+      ),
+    )
+    .limit(1)
+    .get();
+}
+
 export async function findCampaign(d1: D1Database, accountId: string, id: string): Promise<CampaignRow | undefined> {
   return drizzle(d1).select().from(campaigns).where(owned(accountId, id)).get();
 }
