@@ -9,7 +9,7 @@ type Step = { title: string; command: string[]; env?: Record<string, string>; ke
 
 const only = process.env.BENCH_ONLY?.split(",").map((name) => name.trim());
 /** The script a step runs (`send` for scripts/bench/send.ts, `d1-cost` for the vitest file). */
-const scriptOf = (command: string[]) => /([\w-]+?)(\.test)?\.ts$/.exec(command.find((part) => part.endsWith(".ts")) ?? "")?.[1] ?? "";
+const scriptOf = (command: string[]) => /([\w-]+?)(\.test)?\.ts$/.exec(command.findLast((part) => part.endsWith(".ts")) ?? "")?.[1] ?? "";
 const wanted = (command: string[]) => !only || only.includes(scriptOf(command));
 
 function run(step: Step): Promise<void> {
