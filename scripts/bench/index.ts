@@ -1,12 +1,19 @@
 // `npm run bench`: every benchmark, each printing its figures side by side with its baseline or peer from the same
 // run. The stack-based ones share one local stack (npm run dev's script on free ports, its own state directory);
 // send.ts starts its own, since it measures the Worker's request rate from a cold account.
+// BENCH_ONLY=send,smtp-bridge (script names, comma-separated) runs only those; the stack starts only if one needs it.
 import { spawn } from "node:child_process";
 import { startStack } from "../../test/e2e/stack.ts";
 
 type Step = { title: string; command: string[]; env?: Record<string, string>; keep?: (line: string) => boolean };
 
+const only = process.env.BENCH_ONLY?.split(",").map((name) => name.trim());
+/** The script a step runs (`send` for scripts/bench/send.ts, `d1-cost` for the vitest file). */
+const scriptOf = (command: string[]) => /([\w-]+?)(\.test)?\.ts$/.exec(command.findLast((part) => part.endsWith(".ts")) ?? "")?.[1] ?? "";
+const wanted = (command: string[]) => !only || only.includes(scriptOf(command));
+
 function run(step: Step): Promise<void> {
+  if (!wanted(step.command)) return Promise.resolve();
   process.stdout.write(`\n## ${step.title}\n$ ${step.command.join(" ")}\n`);
   return new Promise((resolve, reject) => {
     const child = spawn(step.command[0]!, step.command.slice(1), { env: { ...process.env, ...step.env }, stdio: ["ignore", "pipe", "inherit"] });
@@ -24,48 +31,55 @@ function run(step: Step): Promise<void> {
 const tsx = "node_modules/.bin/tsx";
 await run({ title: "render + MIME + DKIM CPU per message (Node, key imported once)", command: [tsx, "scripts/bench/render-mime-dkim.ts", "2000"] });
 await run({
-  title: "D1 cost of an accepted single-recipient send (measured in workerd)",
+  title: "D1, Durable Object and queue cost of an accepted send (measured in workerd)",
   command: ["node_modules/.bin/vitest", "run", "--config", "vitest.config.ts", "test/send/d1-cost.test.ts"],
-  keep: (line) => line.includes("D1 per accepted"),
+  keep: (line) => line.includes("per accepted"),
 });
-await run({ title: "POST /send accept rate and delivery rate", command: [tsx, "scripts/bench/send.ts", "200", "200"] });
+await run({ title: "POST /send accept rate and delivery rate", command: [tsx, "scripts/bench/send.ts", "200", "300"] });
 await run({ title: "verification engine without DNS vs peers", command: [tsx, "scripts/bench/verification.ts", "--engine-only"] });
 
-const stack = await startStack();
-try {
-  const env = {
-    WORKER_URL: stack.workerUrl,
-    WORKER_PORT: String(stack.ports.WORKER_PORT),
-    DOH_PORT: String(stack.ports.DOH_PORT),
-    DOH_ADMIN_URL: stack.dohAdminUrl,
-    DEV_STATE_DIR: stack.stateDir,
-    API_KEY: stack.apiKey,
-  };
-  await run({
-    title: "50,000-address bulk verification job and its DoH queries",
-    command: [tsx, "scripts/bench/verification.ts", "--job-only"],
-    env,
-  });
-  await run({ title: "100,000-row contact import", command: [tsx, "scripts/bench/contact-import.ts", "100000"], env });
-  await run({ title: "GET /reports/overview over 100k vs 1M events vs a bare keyed route", command: [tsx, "scripts/bench/reports.ts", "100"], env });
-  await run({
-    title: "click redirect /t/c/<token> vs a bare route on the same Worker",
-    command: [tsx, "scripts/bench/tracking.ts", "300"],
-    env: { ...env, SINK_HTTP_PORT: String(stack.ports.SINK_HTTP_PORT) },
-  });
-  await run({
-    title: "automation triggers/s via the API and the private URL vs a bare keyed route",
-    command: [tsx, "scripts/bench/automations.ts", "300"],
-    env,
-  });
-  await run({ title: "webhook deliveries vs a plain fetch loop; a slow receiver", command: [tsx, "scripts/bench/webhooks.ts", "500", "200"], env });
-  await run({ title: "SMTP bridge vs a bare smtp-server; bridge RSS", command: [tsx, "scripts/bench/smtp-bridge.ts", "300"], env });
-  // Last: the campaign's 100,000 deliveries drain in the background and would slow any bench after it.
-  await run({
-    title: "100,000-contact campaign: POST send to the last message enqueued",
-    command: [tsx, "scripts/bench/campaign.ts", "100000"],
-    env,
-  });
-} finally {
-  await stack.stop();
+const stackBenches = ["verification", "contact-import", "reports", "tracking", "automations", "webhooks", "smtp-bridge", "campaign"];
+const stack = !only || stackBenches.some((name) => only.includes(name)) ? await startStack() : undefined;
+if (stack) {
+  try {
+    const env = {
+      WORKER_URL: stack.workerUrl,
+      WORKER_PORT: String(stack.ports.WORKER_PORT),
+      DOH_PORT: String(stack.ports.DOH_PORT),
+      DOH_ADMIN_URL: stack.dohAdminUrl,
+      DEV_STATE_DIR: stack.stateDir,
+      API_KEY: stack.apiKey,
+    };
+    await run({
+      title: "50,000-address bulk verification job and its DoH queries",
+      command: [tsx, "scripts/bench/verification.ts", "--job-only"],
+      env,
+    });
+    await run({ title: "100,000-row contact import", command: [tsx, "scripts/bench/contact-import.ts", "100000"], env });
+    await run({
+      title: "GET /reports/overview over 100k vs 1M events vs a bare keyed route",
+      command: [tsx, "scripts/bench/reports.ts", "100"],
+      env,
+    });
+    await run({
+      title: "click redirect /t/c/<token> vs a bare route on the same Worker",
+      command: [tsx, "scripts/bench/tracking.ts", "300"],
+      env: { ...env, SINK_HTTP_PORT: String(stack.ports.SINK_HTTP_PORT) },
+    });
+    await run({
+      title: "automation triggers/s via the API and the private URL vs a bare keyed route",
+      command: [tsx, "scripts/bench/automations.ts", "300"],
+      env,
+    });
+    await run({ title: "webhook deliveries vs a plain fetch loop; a slow receiver", command: [tsx, "scripts/bench/webhooks.ts", "500", "200"], env });
+    await run({ title: "SMTP bridge vs a bare smtp-server; bridge RSS", command: [tsx, "scripts/bench/smtp-bridge.ts", "300"], env });
+    // Last: the campaign's 100,000 deliveries drain in the background and would slow any bench after it.
+    await run({
+      title: "100,000-contact campaign: POST send to the last message enqueued",
+      command: [tsx, "scripts/bench/campaign.ts", process.env.BENCH_FANOUT ?? "100000"],
+      env,
+    });
+  } finally {
+    await stack.stop();
+  }
 }

@@ -37,6 +37,8 @@ const envSchema = z
     /** How long a successful AUTH and a sender check are reused; revocation takes effect within this time. */
     AUTH_CACHE_TTL_MS: z.coerce.number().int().min(0).max(5_000).default(5_000),
     WORKER_TIMEOUT_MS: positiveInt.default(25_000),
+    /** Keep-alive connections to the Worker, at most; a message beyond them waits for one to be free. */
+    WORKER_MAX_SOCKETS: positiveInt.default(64),
     MAX_CLIENTS: positiveInt.default(1_000),
     MAX_CONNECTIONS_PER_IP: positiveInt.default(20),
     SOCKET_TIMEOUT_MS: positiveInt.default(60_000),
@@ -86,6 +88,7 @@ export interface BridgeConfig {
   bridgeSecret: string;
   allowInsecureAuthOnLoopback: boolean;
   authCacheTtlMs: number;
+  workerMaxSockets: number;
   workerTimeoutMs: number;
   maxClients: number;
   maxConnectionsPerIp: number;
@@ -121,6 +124,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     allowInsecureAuthOnLoopback: e.ALLOW_INSECURE_AUTH_ON_LOOPBACK,
     authCacheTtlMs: e.AUTH_CACHE_TTL_MS,
     workerTimeoutMs: e.WORKER_TIMEOUT_MS,
+    workerMaxSockets: e.WORKER_MAX_SOCKETS,
     maxClients: e.MAX_CLIENTS,
     maxConnectionsPerIp: e.MAX_CONNECTIONS_PER_IP,
     socketTimeoutMs: e.SOCKET_TIMEOUT_MS,

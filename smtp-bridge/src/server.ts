@@ -62,7 +62,13 @@ export function createServer(config: BridgeConfig, deps: BridgeDeps = {}): Bridg
     logger,
     now: deps.now ?? Date.now,
     worker:
-      deps.workerClient ?? createWorkerClient({ workerUrl: config.workerUrl, bridgeSecret: config.bridgeSecret, timeoutMs: config.workerTimeoutMs }),
+      deps.workerClient ??
+      createWorkerClient({
+        workerUrl: config.workerUrl,
+        bridgeSecret: config.bridgeSecret,
+        timeoutMs: config.workerTimeoutMs,
+        maxSockets: config.workerMaxSockets,
+      }),
     sessions,
     inFlight,
     get shuttingDown() {
@@ -172,6 +178,7 @@ export function createServer(config: BridgeConfig, deps: BridgeDeps = {}): Bridg
         await Promise.race([Promise.all([...closed, drained]), deadline]);
         await Promise.all(closed);
         clearTimeout(cut);
+        context.worker.close?.();
       })();
       return closing;
     },

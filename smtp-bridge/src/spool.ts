@@ -3,11 +3,12 @@ import { open, unlink, type FileHandle } from "node:fs/promises";
 import { join } from "node:path";
 import type { SMTPServerDataStream } from "smtp-server";
 
-// Where a message's bytes wait between DATA and the Worker's answer. They are written once to a file in SPOOL_DIR
-// (unlinked as soon as it is open, so the bytes live exactly as long as the descriptor and a crash leaves nothing
-// behind) and read back in chunks when the request to the Worker is signed and sent. A message in flight therefore
-// costs the process a few hundred KiB whatever its size; what bounds the total is the ByteBudget, shared by all
-// sessions (MAX_BYTES_IN_FLIGHT).
+// Where a message's bytes wait between DATA and the Worker's answer. A message under IO_BYTES (most mail) stays in
+// memory as the chunks the socket delivered, signed and sent from them with no copy and no file. A larger one is
+// written once to a file in SPOOL_DIR (unlinked as soon as it is open, so the bytes live exactly as long as the
+// descriptor and a crash leaves nothing behind) and read back in chunks when the request to the Worker is signed
+// and sent. A message in flight therefore costs the process at most a few hundred KiB whatever its size; what
+// bounds the total is the ByteBudget, shared by all sessions (MAX_BYTES_IN_FLIGHT).
 
 /** Bytes the bridge holds for one message, readable as many times as needed, in order. */
 export interface MessageBytes {
@@ -44,7 +45,9 @@ export class ByteBudget {
 const IO_BYTES = 256 * 1024;
 
 export class SpooledMessage implements MessageBytes {
-  private readonly file: FileHandle;
+  /** Opened at the first flush: a message that never reaches IO_BYTES never touches the disk. */
+  private file: FileHandle | undefined;
+  private readonly dir: string;
   private readonly budget: ByteBudget;
   private pending: Buffer[] = [];
   private pendingBytes = 0;
@@ -52,21 +55,20 @@ export class SpooledMessage implements MessageBytes {
   private reserved = 0;
   private closed = false;
 
-  private constructor(file: FileHandle, budget: ByteBudget) {
-    this.file = file;
+  private constructor(dir: string, budget: ByteBudget, file?: FileHandle) {
+    this.dir = dir;
     this.budget = budget;
+    this.file = file;
   }
 
+  /** A message with its spool file open at once: proves SPOOL_DIR can hold files (the bridge checks this at start). */
   static async create(dir: string, budget: ByteBudget): Promise<SpooledMessage> {
-    const path = join(dir, `mailforge-bridge-${randomBytes(12).toString("hex")}`);
-    const file = await open(path, "wx+", 0o600);
-    try {
-      await unlink(path);
-    } catch (error) {
-      await file.close();
-      throw error;
-    }
-    return new SpooledMessage(file, budget);
+    return new SpooledMessage(dir, budget, await openUnlinked(dir));
+  }
+
+  /** A message kept in memory until it passes IO_BYTES, then spooled to a file in `dir`. */
+  static inMemory(dir: string, budget: ByteBudget): SpooledMessage {
+    return new SpooledMessage(dir, budget);
   }
 
   get size(): number {
@@ -83,25 +85,37 @@ export class SpooledMessage implements MessageBytes {
     return true;
   }
 
+  /** Writes what is held in memory to the spool file, opening it first if needed. */
   async flush(): Promise<void> {
+    if (this.pendingBytes === 0) return;
+    this.file ??= await openUnlinked(this.dir);
+    const file = this.file;
     let buffers = this.pending;
     this.pending = [];
     this.pendingBytes = 0;
     while (buffers.length > 0) {
-      const { bytesWritten } = await this.file.writev(buffers, this.written);
+      const { bytesWritten } = await file.writev(buffers, this.written);
       this.written += bytesWritten;
       buffers = skipBytes(buffers, bytesWritten);
     }
   }
 
+  /** The end of DATA: a message already on disk goes there whole; one still in memory stays there. */
+  async finish(): Promise<void> {
+    if (this.file) await this.flush();
+  }
+
   async *chunks(): AsyncIterable<Buffer> {
-    for (let position = 0; position < this.written; ) {
+    const file = this.file;
+    for (let position = 0; file && position < this.written; ) {
       // a fresh buffer each time: a consumer (the HTTP request body) may still hold the previous one
-      const { bytesRead, buffer } = await this.file.read(Buffer.allocUnsafe(Math.min(IO_BYTES, this.written - position)), 0, undefined, position);
+      const { bytesRead, buffer } = await file.read(Buffer.allocUnsafe(Math.min(IO_BYTES, this.written - position)), 0, undefined, position);
       if (bytesRead === 0) throw new Error("the spool file ended early");
       position += bytesRead;
       yield buffer.subarray(0, bytesRead);
     }
+    // the received chunks themselves: smtp-server hands each one over as its own buffer, never reused
+    yield* this.pending;
   }
 
   /** Frees the file and gives the bytes back to the budget; safe to call more than once. */
@@ -111,8 +125,21 @@ export class SpooledMessage implements MessageBytes {
     this.budget.give(this.reserved);
     this.reserved = 0;
     this.pending = [];
-    await this.file.close();
+    this.pendingBytes = 0;
+    await this.file?.close();
   }
+}
+
+async function openUnlinked(dir: string): Promise<FileHandle> {
+  const path = join(dir, `mailforge-bridge-${randomBytes(12).toString("hex")}`);
+  const file = await open(path, "wx+", 0o600);
+  try {
+    await unlink(path);
+  } catch (error) {
+    await file.close();
+    throw error;
+  }
+  return file;
 }
 
 function skipBytes(buffers: Buffer[], count: number): Buffer[] {
@@ -153,11 +180,7 @@ export async function spoolData(stream: SMTPServerDataStream, options: { dir: st
   };
 
   try {
-    try {
-      message = await SpooledMessage.create(options.dir, options.budget);
-    } catch (error) {
-      refusal = { outcome: "no_room", reason: `spool: ${(error as Error).message}` };
-    }
+    message = SpooledMessage.inMemory(options.dir, options.budget);
     for await (const chunk of stream as AsyncIterable<Buffer>) {
       bytes += chunk.length;
       if (!message) continue;
@@ -187,7 +210,7 @@ export async function spoolData(stream: SMTPServerDataStream, options: { dir: st
   if (stream.sizeExceeded || bytes > options.maxBytes) await drop({ outcome: "too_big" });
   if (message) {
     try {
-      await message.flush();
+      await message.finish();
       return { outcome: "kept", bytes, message, head: headerSection(Buffer.concat(head, headBytes)) };
     } catch (error) {
       await drop({ outcome: "no_room", reason: `spool: ${(error as Error).message}` });

@@ -1,5 +1,5 @@
-import { request as httpRequest, type ClientRequest } from "node:http";
-import { request as httpsRequest } from "node:https";
+import { Agent as HttpAgent, request as httpRequest, type ClientRequest } from "node:http";
+import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import {
   BRIDGE_SIGNATURE_HEADER,
   ErrorResponse,
@@ -74,12 +74,16 @@ export interface WorkerClient {
   authenticate(username: string, password: string): Promise<WorkerResult<RelayIdentity>>;
   checkSender(credentialId: string, mailFrom: string): Promise<WorkerResult<void>>;
   submitMessage(message: SubmittedMessage): Promise<WorkerResult<AcceptedMessage>>;
+  /** Closes the idle keep-alive connections (at shutdown). */
+  close?(): void;
 }
 
 export interface WorkerClientOptions {
   workerUrl: string;
   bridgeSecret: string;
   timeoutMs: number;
+  /** Keep-alive connections to the Worker at most (WORKER_MAX_SOCKETS). */
+  maxSockets?: number;
 }
 
 /** What the client needs to know of a route in `relayEndpoints`. */
@@ -117,13 +121,14 @@ const drained = (request: ClientRequest) =>
  */
 function postBody(
   url: URL,
+  agent: HttpAgent,
   headers: Record<string, string>,
   body: RequestBody,
   signal: AbortSignal,
 ): Promise<{ status: number; text: string; retryAfter: string | null }> {
   return new Promise((resolve, reject) => {
     const send = url.protocol === "https:" ? httpsRequest : httpRequest;
-    const request = send(url, { method: "POST", headers: { ...headers, "Content-Length": String(body.length) }, signal }, (response) => {
+    const request = send(url, { method: "POST", agent, headers: { ...headers, "Content-Length": String(body.length) }, signal }, (response) => {
       const chunks: Buffer[] = [];
       response.on("data", (chunk: Buffer) => chunks.push(chunk));
       response.once("error", reject);
@@ -144,12 +149,18 @@ function postBody(
 }
 
 export function createWorkerClient(options: WorkerClientOptions): WorkerClient {
+  // One pool of kept-alive connections for every session: a message costs the request, not a TCP (and TLS) handshake.
+  // LIFO reuses the most recently used socket, so an idle surplus times out instead of being kept warm in turn.
+  const agentOptions = { keepAlive: true, maxSockets: options.maxSockets ?? 64, scheduling: "lifo" as const };
+  const agent = options.workerUrl.startsWith("https:") ? new HttpsAgent(agentOptions) : new HttpAgent(agentOptions);
+
   async function post(path: string, body: RequestBody): Promise<{ status: number; body: unknown; retryAfter: string | null }> {
     const signature = await signBridgeRequest(options.bridgeSecret, body.parts());
     let answer: { status: number; text: string; retryAfter: string | null };
     try {
       answer = await postBody(
         new URL(`${options.workerUrl}${RELAY_BASE_PATH}${path}`),
+        agent,
         { "Content-Type": "application/json", [BRIDGE_SIGNATURE_HEADER]: signature },
         body,
         AbortSignal.timeout(options.timeoutMs),
@@ -221,6 +232,9 @@ export function createWorkerClient(options: WorkerClientOptions): WorkerClient {
         },
       });
       return result.ok ? { ok: true, value: { id: result.value.id, creditsCharged: result.value.credits_charged } } : result;
+    },
+    close() {
+      agent.destroy();
     },
   };
 }

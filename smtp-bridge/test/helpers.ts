@@ -45,6 +45,8 @@ interface FakeCredential {
 export class FakeWorker {
   readonly messages: StoredRelayMessage[] = [];
   readonly requests: { path: string; signatureValid: boolean }[] = [];
+  /** TCP connections the bridge opened to this Worker (a keep-alive pool reuses them). */
+  connections = 0;
   readonly verifiedDomains = new Set([VERIFIED_DOMAIN]);
   /** Replies used, one each, for the next POST /messages instead of accepting. */
   readonly messageReplies: CannedReply[] = [];
@@ -72,6 +74,9 @@ export class FakeWorker {
 
   async start(port = this.port): Promise<void> {
     const server = createHttpServer((req, res) => void this.handle(req, res));
+    server.on("connection", () => {
+      this.connections += 1;
+    });
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);
       server.listen(port, "127.0.0.1", () => resolve());

@@ -240,6 +240,28 @@ describe("authentication", () => {
     }
   });
 
+  it("one signed Worker call per relayed message on a reused session, over one kept-alive connection; each message stored once", async () => {
+    const local = await startBridge(worker);
+    const pooled = transport(local.ports.smtp, { pool: true });
+    try {
+      const [requestsBefore, messagesBefore, connectionsBefore] = [worker.requests.length, worker.messages.length, worker.connections];
+      for (let i = 0; i < 20; i++) {
+        expect((await pooled.sendMail(simpleMail({ subject: `pooled ${i}` }))).response).toMatch(/^250 2\.0\.0 /);
+      }
+      const paths = worker.requests.slice(requestsBefore).map((request) => request.path.slice(request.path.lastIndexOf("/") + 1));
+      // the session's AUTH and its first MAIL FROM check, then nothing but the messages themselves
+      expect(paths.filter((path) => path === "auth")).toHaveLength(1);
+      expect(paths.filter((path) => path === "sender")).toHaveLength(1);
+      expect(paths.filter((path) => path === "messages")).toHaveLength(20);
+      expect(worker.connections - connectionsBefore).toBe(1);
+      const stored = worker.messages.slice(messagesBefore).map((message) => message.raw.toString("utf8").match(/^Subject: (.*)$/m)?.[1]);
+      expect(stored).toEqual(Array.from({ length: 20 }, (_, i) => `pooled ${i}`));
+    } finally {
+      pooled.close();
+      await local.bridge.close({ timeoutMs: 500 });
+    }
+  });
+
   it("a revoked credential is refused at the next AUTH once the cache (AUTH_CACHE_TTL_MS) has expired", async () => {
     worker.addCredential("smtp_doomed", "doomed-password-0123456789abcdef0123");
     const local = await startBridge(worker, { AUTH_CACHE_TTL_MS: "200" });

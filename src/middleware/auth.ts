@@ -42,13 +42,19 @@ export async function admitKey(
   }
 }
 
+// Routes that may authenticate from the isolate's key cache (authenticateApiKey): the send hot path, which reads
+// nothing from the account that a few seconds could make wrong. Routes showing balances or limits read D1.
+const cachedKeyRoutes: ReadonlySet<string> = new Set(["POST /api/v1/send"]);
+
 /** `Authorization: Bearer <API key>` on /api/v1, then the per-key rate limit from the account's plan. */
 export const apiKeyAuth = createMiddleware<AppEnv>(async (c, next) => {
   const presented = bearerToken(c.req.header("Authorization"));
   if (!presented) {
     throw new AppError("unauthorized", "Missing API key: send it as `Authorization: Bearer <API_KEY>`");
   }
-  const auth = await authenticateApiKey(c.env.DB, presented, (write) => c.executionCtx.waitUntil(write));
+  const auth = await authenticateApiKey(c.env.DB, presented, (write) => c.executionCtx.waitUntil(write), {
+    cached: cachedKeyRoutes.has(`${c.req.method} ${c.req.path}`),
+  });
   if (!auth) throw new AppError("unauthorized", "Invalid API key: it does not exist, was revoked or was rotated");
   await admitKey(c, auth, { name: `key:${auth.apiKey.id}`, limit: auth.account.rateLimitPerMinute, windowSeconds: 60, per: "minute" });
   await next();

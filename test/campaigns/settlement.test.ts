@@ -5,7 +5,7 @@ import { eq } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { messages } from "../../src/db/schema";
 import { cancelCampaign, failUnstarted } from "../../src/domain/campaigns/campaigns";
-import { completeIfDone } from "../../src/domain/campaigns/fanout";
+import { completeIfDone, enqueueScheduled } from "../../src/domain/campaigns/fanout";
 import { abandonMessages, deliverMessages } from "../../src/domain/sending/deliver";
 import { recordOutcome } from "../../src/domain/sending/outcome";
 import { sweepStaleClaims } from "../../src/domain/sending/recovery";
@@ -164,6 +164,43 @@ describe("a queue outage during the fan-out", () => {
     const done = await waitForStatus(key, campaign.id, "sent");
     expect(done.counters).toMatchObject({ recipients: 3, sent: 3, pending: 0 });
     expect(await deliveries(addresses)).toEqual([1, 1, 1]);
+  });
+});
+
+describe("a queue refusing part of a fan-out step", () => {
+  it("keeps what the queue took queued and puts only the refused slice back to scheduled", async () => {
+    const { account, key, sender } = await campaignAccount();
+    const { list } = await audienceOf(key, 1);
+    const campaign = await scheduledCampaign(key, sender, list);
+    const from = await env.DB.prepare("SELECT email, domain_id FROM senders WHERE id = ?1")
+      .bind(sender)
+      .first<{ email: string; domain_id: string }>();
+    // 250 messages as the fan-out writes them: three sendBatch slices of 100, 100 and 50
+    const ids = Array.from({ length: 250 }, (_, i) => `msg_part${String(i).padStart(3, "0")}${campaign.id.slice(4, 12)}`);
+    await env.DB.prepare(
+      `INSERT INTO messages (id, account_id, source, status, from_address, domain_id, subject, tags, metadata, content, credits_charged, campaign_id)
+       SELECT value, ?1, 'campaign', 'scheduled', ?2, ?3, 'Hi', '[]', '{}', '{}', 1, ?4 FROM json_each(?5)`,
+    )
+      .bind(account.id, from?.email, from?.domain_id, campaign.id, JSON.stringify(ids))
+      .run();
+    const taken: string[][] = [];
+    let calls = 0;
+    const secondRefused = {
+      sendBatch: async (batch: MessageSendRequest<{ message_id: string }>[]) => {
+        calls += 1;
+        if (calls === 2) throw new Error("queue unavailable");
+        taken.push(batch.map((message) => message.body.message_id));
+      },
+    };
+    const result = await enqueueScheduled(envWith("SEND_QUEUE", secondRefused), campaign.id, 250);
+    expect(result).toMatchObject({ enqueued: 150, error: expect.objectContaining({ message: "queue unavailable" }) });
+    const rows = (
+      await env.DB.prepare("SELECT id, status FROM messages WHERE campaign_id = ?1").bind(campaign.id).all<{ id: string; status: string }>()
+    ).results.filter((row) => ids.includes(row.id));
+    expect(rows).toHaveLength(250);
+    const queued = new Set(taken.flat());
+    expect(queued.size).toBe(150);
+    for (const row of rows) expect(row.status).toBe(queued.has(row.id) ? "queued" : "scheduled");
   });
 });
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { withoutHeaderFields } from "../../src/domain/sending/header-block";
+import { headerBlock, withoutHeaderFields } from "../../src/domain/sending/header-block";
 
 const bcc = new Set(["bcc", "resent-bcc"]);
 const strip = (text: string) => new TextDecoder("latin1").decode(withoutHeaderFields(new Uint8Array([...text].map((c) => c.charCodeAt(0))), bcc));
@@ -31,5 +31,21 @@ describe("withoutHeaderFields", () => {
   it("answers the same bytes, not a copy, when there is nothing to remove", () => {
     const raw = new TextEncoder().encode("From: f@x.test\r\n\r\nbody");
     expect(withoutHeaderFields(raw, bcc)).toBe(raw);
+  });
+});
+
+const bytes = (value: string) => new TextEncoder().encode(value);
+
+describe("headerBlock", () => {
+  const text = (bytes: Uint8Array) => new TextDecoder().decode(bytes);
+  it("ends after the first empty line, CRLF or bare LF, and keeps folded lines", () => {
+    const raw = bytes("From: a@b.test\r\nSubject: one\r\n two\r\n\r\nbody\r\n\r\nmore\r\n");
+    expect(text(headerBlock(raw))).toBe("From: a@b.test\r\nSubject: one\r\n two\r\n\r\n");
+    expect(text(headerBlock(bytes("From: a@b.test\n\nbody\n")))).toBe("From: a@b.test\n\n");
+  });
+
+  it("is the whole message when there is no empty line", () => {
+    const raw = bytes("From: a@b.test\r\nSubject: no body");
+    expect(headerBlock(raw)).toBe(raw);
   });
 });

@@ -127,6 +127,21 @@ export function freshSignatureHeader(
   return { timestamp, presented };
 }
 
+// The receiver checks every request with the same secret: its key is imported once per process (isolate).
+// (the type spelled through crypto.subtle: Node's and workerd's globals do not both name CryptoKey)
+type ImportedKey = ReturnType<typeof crypto.subtle.importKey>;
+const verifyingKeys = new Map<string, ImportedKey>();
+function verifyingKey(secret: string): ImportedKey {
+  let key = verifyingKeys.get(secret);
+  if (!key) {
+    key = crypto.subtle.importKey("raw", encoder.encode(secret), { name: "HMAC", hash: "SHA-256" }, false, ["verify"]);
+    // a rejected import is not kept: the next request tries again
+    key.catch(() => verifyingKeys.delete(secret));
+    verifyingKeys.set(secret, key);
+  }
+  return key;
+}
+
 const hexToBytes = (hex: string) => Uint8Array.from(hex.match(/../g) ?? [], (pair) => Number.parseInt(pair, 16));
 
 /**
@@ -147,6 +162,5 @@ export async function verifyBridgeSignature(
   const signed = new Uint8Array(prefix.length + text.length);
   signed.set(prefix);
   signed.set(text, prefix.length);
-  const key = await crypto.subtle.importKey("raw", encoder.encode(secret), { name: "HMAC", hash: "SHA-256" }, false, ["verify"]);
-  return crypto.subtle.verify("HMAC", key, hexToBytes(presented), signed);
+  return crypto.subtle.verify("HMAC", await verifyingKey(secret), hexToBytes(presented), signed);
 }

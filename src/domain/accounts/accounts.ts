@@ -8,7 +8,8 @@ import { accounts } from "../../db/schema";
 import { newId, nowIso } from "../../lib/ids";
 import type { Feature } from "../../types";
 import { topUpStatements } from "../credits/ledger";
-import { defaultKeyStatement } from "./api-keys";
+import { forgetCachedCredentials } from "../smtp/credentials";
+import { defaultKeyStatement, forgetCachedKeys } from "./api-keys";
 
 export type Account = typeof accounts.$inferSelect;
 
@@ -104,7 +105,7 @@ export async function updateAccount(
   change: { name?: string; plan?: Plan; features?: Feature[] } & Limits,
 ): Promise<Account | undefined> {
   const defaults = change.plan ? plans[change.plan] : undefined;
-  return drizzle(d1)
+  const updated = await drizzle(d1)
     .update(accounts)
     .set({
       name: change.name,
@@ -118,6 +119,10 @@ export async function updateAccount(
     .where(eq(accounts.id, accountId))
     .returning()
     .get();
+  // after the write: the next request of this isolate reads the changed row
+  forgetCachedKeys(accountId);
+  forgetCachedCredentials(accountId);
+  return updated;
 }
 
 /** Adds credits to either balance, one ledger entry each; the account as it stands after, or undefined if none. */

@@ -133,10 +133,11 @@ export async function materialisedCount(d1: D1Database, campaignId: string): Pro
 }
 
 /**
- * Moves up to `limit` scheduled messages to `queued` and enqueues them (sendBatch, 100 per call). Status first,
- * then the queue: a consumer that gets a message before its row says `queued` would skip it. If the queue refuses,
- * the messages not enqueued go back to `scheduled`; the result says how many did go and carries the queue's error,
- * so the caller can give the rest back to the daily limit before it rethrows.
+ * Moves up to `limit` scheduled messages to `queued` and enqueues them (sendBatch, 100 per call, the calls made
+ * together: one after another, their round trips were most of a fan-out step). Status first, then the queue: a
+ * consumer that gets a message before its row says `queued` would skip it. The slices the queue refuses go back to
+ * `scheduled`; the result says how many did go and carries the queue's error, so the caller can give the rest back
+ * to the daily limit before it rethrows.
  */
 export async function enqueueScheduled(env: Env, campaignId: string, limit: number): Promise<{ enqueued: number; error?: unknown }> {
   if (limit <= 0) return { enqueued: 0 };
@@ -153,20 +154,20 @@ export async function enqueueScheduled(env: Env, campaignId: string, limit: numb
     .returning({ id: messages.id })
     .all();
   const ids = moved.map((row) => row.id);
-  for (let i = 0; i < ids.length; i += SEND_BATCH) {
-    try {
-      await env.SEND_QUEUE.sendBatch(
-        ids.slice(i, i + SEND_BATCH).map((id) => ({ body: { message_id: id } satisfies SendQueueMessage, contentType: "json" as const })),
-      );
-    } catch (error) {
-      await db
-        .update(messages)
-        .set({ status: "scheduled" })
-        .where(and(eq(messages.status, "queued"), inJsonArray(messages.id, ids.slice(i))));
-      return { enqueued: i, error };
-    }
-  }
-  return { enqueued: ids.length };
+  const slices = Array.from({ length: Math.ceil(ids.length / SEND_BATCH) }, (_, i) => ids.slice(i * SEND_BATCH, (i + 1) * SEND_BATCH));
+  const sent = await Promise.allSettled(
+    slices.map((slice) =>
+      env.SEND_QUEUE.sendBatch(slice.map((id) => ({ body: { message_id: id } satisfies SendQueueMessage, contentType: "json" as const }))),
+    ),
+  );
+  const refused = slices.filter((_, i) => sent[i]!.status === "rejected").flat();
+  if (refused.length === 0) return { enqueued: ids.length };
+  await db
+    .update(messages)
+    .set({ status: "scheduled" })
+    .where(and(eq(messages.status, "queued"), inJsonArray(messages.id, refused)));
+  const error = sent.find((result): result is PromiseRejectedResult => result.status === "rejected")?.reason;
+  return { enqueued: ids.length - refused.length, error };
 }
 
 /** Whether any message of the campaign still waits to be enqueued (one row of the (campaign_id, status) index). */

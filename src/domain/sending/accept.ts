@@ -2,7 +2,7 @@ import { and, eq, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { statement } from "../../db/client";
 import { messageRecipients, messages, type domains, type suppressions, type templates } from "../../db/schema";
-import type { Account } from "../accounts/accounts";
+import { findAccount, type Account } from "../accounts/accounts";
 import { verifiedDomainQuery } from "../domains/domains";
 import { eventStatement, type EventInput } from "../events/events";
 import { chargedGuard, chargeStatements, refundStatements, wasApplied } from "../credits/ledger";
@@ -17,7 +17,7 @@ import { providerOfDomain, recipientDomain } from "../reports/providers";
 import { recipientRollupStatements, sendingDomain } from "../reports/rollups";
 import { applySendRules } from "./rules";
 import { contentObjectKey, inlineContentLimit, type MessageContent, type SendQueueMessage } from "./content";
-import { reserveDailySends, releaseDailySends, type DailyReservation } from "./daily-limit";
+import { releaseDailySends, reserveDailySendsAhead, type DailyReservation } from "./daily-limit";
 import {
   findStoredResponse,
   isIdempotencyRace,
@@ -77,14 +77,28 @@ export async function acceptMessage(env: Env, ctx: WaitUntil, sender: Sender, in
   const { tags } = rules;
   const normalized = rules.recipients.map(normalizeSuppressionEmail);
 
+  // The daily limit's Durable Object is asked meanwhile (for every recipient; settled below once suppressions are
+  // known). Every way out before then gives it back.
+  const daily = reserveDailySendsAhead(env, account, sender.testMode ? 0 : rules.recipients.length);
+  const orCancel = async <T>(work: () => T | Promise<T>): Promise<T> => {
+    try {
+      return await work();
+    } catch (error) {
+      await daily.cancel();
+      throw error;
+    }
+  };
+
   // Round trip 1: everything the decision needs, read together. Raw D1 rows, keyed by column name.
   const db = drizzle(d1);
-  const results = await d1.batch([
-    statement(d1, verifiedDomainQuery(db, account.id, fromDomain)),
-    statement(d1, suppressionsAmongQuery(db, account.id, normalized)),
-    ...(idempotency ? [storedResponseStatement(d1, account.id, idempotency)] : []),
-    ...(input.templateId ? [statement(d1, templateContentQuery(db, account.id, input.templateId))] : []),
-  ]);
+  const results = await orCancel(() =>
+    d1.batch([
+      statement(d1, verifiedDomainQuery(db, account.id, fromDomain)),
+      statement(d1, suppressionsAmongQuery(db, account.id, normalized)),
+      ...(idempotency ? [storedResponseStatement(d1, account.id, idempotency)] : []),
+      ...(input.templateId ? [statement(d1, templateContentQuery(db, account.id, input.templateId))] : []),
+    ]),
+  );
   const domain = results[0]?.results[0] as Pick<typeof domains.$inferSelect, "id" | "name"> | undefined;
   // Why each suppressed address is on the list, as its relay.suppressed event says.
   const suppressed = new Map(
@@ -93,15 +107,22 @@ export async function acceptMessage(env: Env, ctx: WaitUntil, sender: Sender, in
   const previous = idempotency ? (results[2]?.results[0] as StoredResponse | undefined) : undefined;
   const template = input.templateId ? (results[idempotency ? 3 : 2]?.results[0] as StoredTemplate | undefined) : undefined;
 
-  if (previous && idempotency) return replay(previous, idempotency);
+  if (previous && idempotency) {
+    await daily.cancel();
+    return replay(previous, idempotency);
+  }
   if (!domain) {
+    await daily.cancel();
     throw new AppError(
       "domain_not_verified",
       `The from domain ${fromDomain} is not a verified sending domain of this account; add it with POST /api/v1/domains and verify it`,
     );
   }
-  if (input.templateId && !template) throw validationError({ template_id: [`No template ${input.templateId} in this account`] });
-  const { subject, content } = input.compose(template);
+  if (input.templateId && !template) {
+    await daily.cancel();
+    throw validationError({ template_id: [`No template ${input.templateId} in this account`] });
+  }
+  const { subject, content } = await orCancel(() => input.compose(template));
 
   const messageId = newId("msg");
   const recipients = rules.recipients.map((email, i) => ({
@@ -124,9 +145,9 @@ export async function acceptMessage(env: Env, ctx: WaitUntil, sender: Sender, in
 
   const serialized = JSON.stringify(content);
   const inline = serialized.length <= inlineContentLimit;
-  if (!inline) await env.BLOBS.put(contentObjectKey(messageId), serialized, { httpMetadata: { contentType: "application/json" } });
+  if (!inline) await orCancel(() => env.BLOBS.put(contentObjectKey(messageId), serialized, { httpMetadata: { contentType: "application/json" } }));
 
-  const day = charge > 0 ? await reserveDailySends(env, account, charge) : undefined;
+  const day = await daily.settle(charge);
 
   // Round trip 2: the charge and everything it pays for, in one transaction. Rows after the ledger entry are
   // guarded by its existence, so a short balance writes nothing at all.
@@ -207,7 +228,9 @@ export async function acceptMessage(env: Env, ctx: WaitUntil, sender: Sender, in
   if (charge > 0 && !wasApplied(written[0]!)) {
     if (day) await releaseDailySends(env, account, day);
     await discardContent();
-    const available = account.sendBalance - account.sendReserved;
+    // The caller's account row may come from the key cache (seconds old): the figure shown is read now.
+    const current = (await findAccount(db, account.id)) ?? account;
+    const available = current.sendBalance - current.sendReserved;
     throw new AppError("insufficient_credits", `Not enough sending credits: this message needs ${charge}, ${Math.max(0, available)} available`);
   }
 

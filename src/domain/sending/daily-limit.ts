@@ -49,3 +49,34 @@ export async function reserveDailySendsUpTo(env: Env, account: Pick<Account, "id
 export async function releaseDailySends(env: Env, account: Pick<Account, "id">, reservation: DailyReservation): Promise<void> {
   await env.RATE_LIMITER.getByName(`daily:${account.id}`).releaseQuota(reservation.window, reservation.count);
 }
+
+/**
+ * Starts reserving `count` recipients (an upper bound: before suppressions are known) at once, so the account's
+ * RateLimiter round trip overlaps the accept path's D1 reads instead of following them. `settle(charge)` then
+ * keeps exactly `charge` (giving back the rest), or, if the head start was refused, asks for `charge` alone as
+ * the path did before: a message that fits the limit is never refused because of the head start. `cancel()`
+ * gives everything back when the message is not accepted after all. The count can read high by the difference for
+ * the few milliseconds in between.
+ */
+export function reserveDailySendsAhead(env: Env, account: Account, count: number, now = new Date()) {
+  const ahead: Promise<DailyReservation | { refused: unknown } | undefined> =
+    count > 0 ? reserveDailySends(env, account, count, now).catch((refused: unknown) => ({ refused })) : Promise.resolve(undefined);
+  let settled = false;
+  return {
+    async settle(charge: number): Promise<DailyReservation | undefined> {
+      settled = true;
+      const taken = await ahead;
+      if (taken && !("refused" in taken)) {
+        if (charge < taken.count) await releaseDailySends(env, account, { window: taken.window, count: taken.count - charge });
+        return charge > 0 ? { window: taken.window, count: charge } : undefined;
+      }
+      return charge > 0 ? reserveDailySends(env, account, charge, now) : undefined;
+    },
+    async cancel(): Promise<void> {
+      if (settled) return;
+      settled = true;
+      const taken = await ahead;
+      if (taken && !("refused" in taken)) await releaseDailySends(env, account, taken);
+    },
+  };
+}

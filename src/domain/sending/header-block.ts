@@ -53,3 +53,15 @@ export function withoutHeaderFields(raw: Uint8Array, names: ReadonlySet<string>)
   }
   return out;
 }
+
+/** The top-level header block and the empty line after it (all of `raw` when there is no empty line), without copying. */
+export function headerBlock(raw: Uint8Array): Uint8Array {
+  for (let position = 0; position < raw.length; ) {
+    const lineFeed = raw.indexOf(LF, position);
+    if (lineFeed < 0) break;
+    const line = raw.subarray(position, lineFeed + 1);
+    position = lineFeed + 1;
+    if (isEmptyLine(line)) return raw.subarray(0, position);
+  }
+  return raw;
+}

@@ -5,7 +5,7 @@ import { AppError, validationError, type FieldErrors } from "../../errors";
 import { bytesToBase64 } from "../../lib/crypto";
 import { acceptMessage, type SendAccepted, type Sender, type WaitUntil } from "./accept";
 import { parseMailbox } from "./addresses";
-import { withoutHeaderFields } from "./header-block";
+import { headerBlock, withoutHeaderFields } from "./header-block";
 import { sendLimits, tagPattern } from "./rules";
 import { domainOf } from "./mime";
 import { relayTracking, relayTrackingHeader } from "../tracking/relay";
@@ -78,7 +78,9 @@ export async function acceptRelayMessage(
   const errors: FieldErrors = {};
   let parsed: ParsedEmail;
   try {
-    parsed = await PostalMime.parse(message.raw);
+    // Only header fields are read from it (From, Sender, Reply-To, Subject, tags, tracking): parsing the body and its
+    // attachments too would cost the relay time and memory in proportion to the message for nothing.
+    parsed = await PostalMime.parse(headerBlock(message.raw));
   } catch {
     throw validationError({ raw: ["The message could not be parsed as RFC 5322"] });
   }

@@ -6,6 +6,7 @@ import { drizzle } from "drizzle-orm/d1";
 import { accounts, smtpCredentials } from "../../db/schema";
 import { sha256Hex, timingSafeEqualString } from "../../lib/crypto";
 import { newId, nowIso, randomBase62 } from "../../lib/ids";
+import { TtlCache } from "../../lib/ttl-cache";
 import type { AuthContext } from "../../types";
 import type { Account } from "../accounts/accounts";
 import { grantedMode, refuseTestKeyOnLive, type ApiKeyMode, type LiveKeyRequired } from "../accounts/api-keys";
@@ -84,6 +85,7 @@ export async function revokeSmtpCredential(
   }
   const revokedAt = nowIso();
   const row = await db.update(smtpCredentials).set({ revokedAt }).where(where).returning().get();
+  forgetCachedCredentials(caller.account.id, credentialId);
   return row ? { kind: "revoked", row: { ...row, revokedAt: row.revokedAt ?? revokedAt } } : { kind: "not_found" };
 }
 
@@ -115,16 +117,44 @@ export async function authenticateSmtpCredential(
   return { credentialId: row.id, accountId: row.accountId, mode: row.mode };
 }
 
-/** The credential (not revoked) and its account, for the bridge's later calls that name the credential by id. */
+export type ActiveCredential = { credential: SmtpCredentialRow; account: Account };
+
+/**
+ * As API keys on POST /send (apiKeyCacheTtlMs, same reasoning): the relay's per-message lookup of a credential and
+ * its account may be answered from this isolate's memory for this long, so a revocation made elsewhere stops a
+ * session's messages at the latest this long after it (one made through this isolate, at once).
+ */
+export const credentialCacheTtlMs = 5_000;
+const credentialCache = new TtlCache<ActiveCredential>(credentialCacheTtlMs);
+
+/**
+ * The credential (not revoked) and its account, for the bridge's later calls that name the credential by id.
+ * `cached`: see credentialCacheTtlMs; only for callers that need nothing fresh from the account (not its balances).
+ */
 export async function findActiveCredential(
   d1: D1Database,
   credentialId: string,
-): Promise<{ credential: SmtpCredentialRow; account: Account } | undefined> {
+  options: { cached?: boolean; now?: number } = {},
+): Promise<ActiveCredential | undefined> {
+  const now = options.now ?? Date.now();
+  if (options.cached) {
+    const hit = credentialCache.get(credentialId, now);
+    if (hit) return hit;
+  }
   const row = await drizzle(d1)
     .select({ credential: smtpCredentials, account: accounts })
     .from(smtpCredentials)
     .innerJoin(accounts, eq(accounts.id, smtpCredentials.accountId))
     .where(and(eq(smtpCredentials.id, credentialId), isNull(smtpCredentials.revokedAt)))
     .get();
-  return row ?? undefined;
+  if (!row) return undefined;
+  credentialCache.set(credentialId, row, now);
+  return row;
+}
+
+/** Forgets this isolate's cached credentials of an account, or one of them: after a revocation or account change. */
+export function forgetCachedCredentials(accountId: string, credentialId?: string): void {
+  credentialCache.deleteWhere(
+    ({ credential }) => credential.accountId === accountId && (credentialId === undefined || credential.id === credentialId),
+  );
 }
