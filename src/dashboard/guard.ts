@@ -1,0 +1,26 @@
+import type { Context } from "hono";
+import { hasFeature } from "../domain/accounts/accounts";
+import { AppError } from "../errors";
+import type { Feature } from "../types";
+import { canSee, type Section } from "./layout";
+import type { DashboardEnv } from "./session";
+
+/** Refuses a section the signed-in key's scopes (or the account's plan) do not cover, with the 403 the API gives. */
+export function requireSection(c: Context<DashboardEnv>, needs: Section["needs"], feature?: Feature): void {
+  const auth = c.get("auth");
+  if (!canSee(auth, needs)) {
+    throw new AppError(
+      "scope_missing",
+      needs === "full_access" ? "This page needs a full-access key" : `This page needs a key with the \`${needs}\` scope`,
+    );
+  }
+  if (feature && !hasFeature(auth.account, feature)) {
+    throw new AppError("feature_disabled", `Your plan does not include ${feature}. Ask the operator to enable it`);
+  }
+}
+
+/** A form field as text ("" when absent or a file). */
+export function field(form: Record<string, unknown>, name: string): string {
+  const value = form[name];
+  return typeof value === "string" ? value.trim() : "";
+}

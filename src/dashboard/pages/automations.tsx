@@ -1,0 +1,4 @@
+import { Hono } from "hono";
+import type { DashboardEnv } from "../session";
+
+export const automationPages = new Hono<DashboardEnv>();
