@@ -90,7 +90,7 @@ dashboardRoutes.post("/sign-in", async (c) => {
   }
   // Guessing keys through the form costs as much as through the API: a bucket per client address.
   const client = c.req.header("CF-Connecting-IP") ?? "local";
-  const decision = await c.env.RATE_LIMITER.getByName(`dashboard-sign-in:${client}`).consume(10, 60);
+  const decision = await c.env.RATE_LIMITER.getByName(`dashboard-sign-in:${client}`).consume(30, 60);
   if (!decision.allowed) {
     c.header("Retry-After", String(decision.retryAfterSeconds));
     return c.html(<SignInPage token={issueSignInToken(c)} error={`Too many attempts; try again in ${decision.retryAfterSeconds} s.`} />, 429);

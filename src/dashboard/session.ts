@@ -11,7 +11,7 @@ import type { AppEnv, AuthContext } from "../types";
 
 export type DashboardEnv = { Bindings: Env; Variables: AppEnv["Variables"] & { csrfToken: string } };
 
-type SessionPayload = {
+export type SessionPayload = {
   /** API key id. */
   k: string;
   /** The first 16 hex digits of the key's hash when signed in: a rotated key (new secret, same id) no longer matches. */
@@ -76,13 +76,18 @@ export async function readSession(c: Context<DashboardEnv>): Promise<Session | u
   return { auth: { account: key.account, apiKey: key.apiKey }, csrfToken: await sign(c.env, "csrf", payload.s), expiresAt: payload.e };
 }
 
+/** The cookie's value: the payload, base64url JSON, and its HMAC. */
+export async function sessionCookieValue(env: Env, payload: SessionPayload): Promise<string> {
+  const encoded = bytesToBase64Url(encoder.encode(JSON.stringify(payload)));
+  return `${encoded}.${await sign(env, "session", encoded)}`;
+}
+
 /** Signs the person in as `keyId` (already authenticated with its secret). */
 export async function startSession(c: Context<DashboardEnv>, keyId: string, keyHash: string): Promise<void> {
   const ttl = config(c.env).session.ttlSeconds;
   const payload: SessionPayload = { k: keyId, h: keyHash.slice(0, 16), s: randomToken(16), e: Math.floor(Date.now() / 1000) + ttl };
-  const encoded = bytesToBase64Url(encoder.encode(JSON.stringify(payload)));
   const names = cookieNames(c);
-  setCookie(c, names.session, `${encoded}.${await sign(c.env, "session", encoded)}`, {
+  setCookie(c, names.session, await sessionCookieValue(c.env, payload), {
     path: "/",
     httpOnly: true,
     secure: names.secure,

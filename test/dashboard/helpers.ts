@@ -62,7 +62,7 @@ export async function signIn(key: string): Promise<Browser> {
         body: new URLSearchParams(options.csrf === false ? fields : { _csrf: browser.csrf, ...fields }).toString(),
       }),
   };
-  const page = await browser.get("/dashboard/usage");
+  const page = await browser.get(response.headers.get("Location") ?? "/dashboard");
   browser.csrf = hiddenCsrf.exec(await page.text())?.[1] ?? "";
   return browser;
 }
