@@ -71,7 +71,7 @@ export const contactPages = new Hono<DashboardEnv>()
     return c.html(
       <Shell title="Contacts & lists" auth={auth} csrfToken={c.get("csrfToken")} current="/dashboard/contacts">
         <section class="card">
-          <form method="get" action="/dashboard/contacts" class="filters" role="search">
+          <form method="get" action="/dashboard/contacts" class="filters" aria-label="Search">
             <label>
               Email address
               <input name="email" type="search" value={query.email ?? ""} maxlength={320} />

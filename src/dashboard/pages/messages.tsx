@@ -27,7 +27,7 @@ const pageSize = 25;
 
 function Filters({ query }: { query: Record<string, string> }) {
   return (
-    <form method="get" action="/dashboard/messages" class="filters" role="search">
+    <form method="get" action="/dashboard/messages" class="filters" aria-label="Search">
       <label>
         Recipient
         <input name="to" type="search" value={query.to ?? ""} placeholder="ann@example.org" maxlength={320} />
