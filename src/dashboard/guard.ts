@@ -24,3 +24,14 @@ export function field(form: Record<string, unknown>, name: string): string {
   const value = form[name];
   return typeof value === "string" ? value.trim() : "";
 }
+
+/** What the API's `liveKeyOnly` routes refuse a test key, refused here too: a test key cannot change live mail. */
+export function requireLiveKey(c: Context<DashboardEnv>, what: string): void {
+  if (c.get("auth").apiKey.mode !== "live") throw new AppError("live_key_required", `${what} needs a live key; test keys cannot change live mail`);
+}
+
+/** Field errors of a domain outcome as one sentence for the page. */
+export const describeErrors = (errors: Record<string, string[]>) =>
+  Object.entries(errors)
+    .map(([path, messages]) => `${path}: ${messages.join(", ")}`)
+    .join("; ");

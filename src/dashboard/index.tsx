@@ -25,7 +25,7 @@ const signInPath = "/dashboard/sign-in";
 // Pages load only their own scripts and styles; no inline script, no framing, nothing cached by shared caches.
 const securityHeaders = {
   "Content-Security-Policy":
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
   "X-Frame-Options": "DENY",
   "X-Content-Type-Options": "nosniff",
   "Referrer-Policy": "same-origin",
@@ -58,7 +58,8 @@ export const dashboardRoutes = new Hono<DashboardEnv>();
 
 dashboardRoutes.use("*", async (c, next) => {
   await next();
-  for (const [name, value] of Object.entries(securityHeaders)) c.res.headers.set(name, value);
+  // A page may set its own (the campaign preview frames the campaign's HTML under a stricter policy).
+  for (const [name, value] of Object.entries(securityHeaders)) if (!c.res.headers.has(name)) c.res.headers.set(name, value);
 });
 
 dashboardRoutes.onError((error, c) => {
