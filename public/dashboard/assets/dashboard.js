@@ -15,7 +15,18 @@ function drawChart(element) {
     legend: { show: !bars },
     cursor: { show: !bars },
     scales: { x: { time: !bars, range: bars ? [-0.5, chart.x.length - 0.5] : undefined } },
-    axes: [bars ? { values: (_u, ticks) => ticks.map((tick) => chart.categories[tick] ?? ""), splits: () => chart.x } : {}, { size: 50 }],
+    axes: [
+      bars
+        ? {
+            values: (_u, ticks) => ticks.map((tick) => chart.categories[tick] ?? ""),
+            splits: () => chart.x,
+            // Five labels side by side do not fit a phone: tilt them.
+            rotate: width < 420 ? -40 : 0,
+            size: width < 420 ? 64 : 40,
+          }
+        : {},
+      { size: 50, incrs: wholeSteps },
+    ],
     series: [{}],
   };
   let data;
@@ -38,8 +49,22 @@ function drawChart(element) {
   new ResizeObserver(() => plot.setSize({ width: Math.max(200, element.clientWidth), height: 220 })).observe(element);
 }
 
+// Counts are whole numbers: no 0.25 ticks on the y axis.
+const wholeSteps = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000, 200000, 500000, 1000000];
+
+/** Each cell learns its column's name, which the phone layout shows above the value. */
+function labelCells(table) {
+  const names = [...table.querySelectorAll("thead th")].map((th) => th.textContent.trim());
+  for (const row of table.querySelectorAll("tbody tr")) {
+    [...row.children].forEach((cell, index) => {
+      if (names[index]) cell.dataset.label = names[index];
+    });
+  }
+}
+
 function enhance(root) {
   for (const element of root.querySelectorAll("[data-chart]")) drawChart(element);
+  for (const table of root.querySelectorAll(".table-wrap table")) labelCells(table);
 }
 
 document.addEventListener("click", async (event) => {

@@ -350,7 +350,26 @@ export const campaignPages = new Hono<DashboardEnv>()
               </section>
             </div>
           </>
-        ) : null}
+        ) : (
+          <section class="card">
+            <h2>Content</h2>
+            <dl class="facts">
+              <dt>Sender</dt>
+              <dd>{senders.find((sender) => sender.id === campaign.senderId)?.email ?? "—"}</dd>
+              <dt>Lists</dt>
+              <dd>
+                {lists
+                  .filter((list) => campaign.lists.includes(list.id))
+                  .map((list) => list.name)
+                  .join(", ") || "—"}
+              </dd>
+              <dt>Subject</dt>
+              <dd>{campaign.subject ?? "—"}</dd>
+              <dt>Credits reserved</dt>
+              <dd>{campaign.creditsReserved}</dd>
+            </dl>
+          </section>
+        )}
         {report ? (
           <section class="card">
             <h2>Report</h2>
