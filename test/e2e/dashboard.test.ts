@@ -132,7 +132,7 @@ describe.skipIf(!chromiumPath)("the dashboard in chromium", () => {
     await page.getByRole("button", { name: "Upload and verify" }).click();
     await page.waitForURL(/\/dashboard\/verification\/vjob_/);
     // The bar is replaced by htmx polling, without a reload.
-    await page.waitForFunction('document.querySelector("progress")?.getAttribute("value") === "100"', undefined, { timeout: 30_000 });
+    await expect.poll(() => page.locator("progress").getAttribute("value"), { timeout: 30_000 }).toBe("100");
     expect(await page.locator(".progress-text").textContent()).toBe("100% (41 of 41)");
     const download = page.waitForEvent("download");
     await page.getByRole("link", { name: "Download results (CSV)" }).click();
@@ -154,7 +154,7 @@ describe.skipIf(!chromiumPath)("the dashboard in chromium", () => {
     await page.getByLabel("Add to list").selectOption({ label: `Readers ${stamp}` });
     await page.getByRole("button", { name: "Import" }).click();
     await page.waitForURL(/\/dashboard\/contacts\/imports\/imp_/);
-    await page.waitForFunction('document.querySelector("progress")?.getAttribute("value") === "100"', undefined, { timeout: 30_000 });
+    await expect.poll(() => page.locator("progress").getAttribute("value"), { timeout: 30_000 }).toBe("100");
     remember();
     await page.goto(url("/dashboard/contacts"));
     expect(await page.getByRole("cell", { name: "<img src=x onerror=alert(1)>", exact: false }).count()).toBeGreaterThan(0);
@@ -199,7 +199,12 @@ describe.skipIf(!chromiumPath)("the dashboard in chromium", () => {
         const file = `${label}-${path.replace(/^\/dashboard\/?/, "").replace(/\//g, "_") || "overview"}.png`;
         await page.screenshot({ path: join(screenshotDir, file), fullPage: true });
         // A table may scroll inside its card; the page itself must not scroll sideways.
-        const wider = await page.evaluate<boolean>("document.documentElement.scrollWidth > document.documentElement.clientWidth");
+        const wider = await page.evaluate(() => {
+          // The callback runs in the page; this file is type-checked without the DOM library.
+          const root = (globalThis as unknown as { document: { documentElement: { scrollWidth: number; clientWidth: number } } }).document
+            .documentElement;
+          return root.scrollWidth > root.clientWidth;
+        });
         if (wider) overflowing.push(`${label} ${path}`);
       }
     }
