@@ -48,6 +48,7 @@ try {
   });
   await run({ title: "100,000-row contact import", command: [tsx, "scripts/bench/contact-import.ts", "100000"], env });
   await run({ title: "GET /reports/overview over 100k vs 1M events vs a bare keyed route", command: [tsx, "scripts/bench/reports.ts", "100"], env });
+  await run({ title: "dashboard overview time to first byte vs a bare keyed route", command: [tsx, "scripts/bench/dashboard.ts", "200"], env });
   await run({
     title: "click redirect /t/c/<token> vs a bare route on the same Worker",
     command: [tsx, "scripts/bench/tracking.ts", "300"],
