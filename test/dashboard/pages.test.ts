@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { call, createAccount, json } from "../helpers";
+import { receiverPath, receiverUrl, waitForRequests } from "../webhooks/helpers";
 import { cookieHeader, signIn, visit } from "./helpers";
 
 describe("dashboard pages", () => {
@@ -67,5 +68,46 @@ describe("dashboard pages", () => {
     const csv = await (await browser.get(`${jobPath}/results.csv`)).text();
     expect(csv.split("\r\n")[0]).toMatch(/^position,email,/);
     expect(csv).toContain("ann@example.com");
+  });
+});
+
+describe("dashboard webhooks", () => {
+  it("shows the secret once, sends a test event and replays a real delivery as a new attempt", async () => {
+    const account = await createAccount();
+    const browser = await signIn(account.api_key);
+    const path = receiverPath();
+    const created = await browser.post("/dashboard/webhooks", { url: receiverUrl(path), events: "verification.completed" });
+    expect(created.status).toBe(200);
+    const html = await created.text();
+    expect(html).toMatch(/whsec_[A-Za-z0-9+/=]{20,}/);
+    const endpointPath =
+      /href="(\/dashboard\/webhooks\/wh_[^"/]+)\/?"/.exec(html)?.[1] ?? /action="(\/dashboard\/webhooks\/wh_[^/"]+)\/test"/.exec(html)![1]!;
+    expect(await (await browser.get(endpointPath)).text()).not.toMatch(/whsec_[A-Za-z0-9+/=]{20,}/);
+
+    const test = await browser.post(`${endpointPath}/test`, {}, { headers: { "HX-Request": "true" } });
+    expect(await test.text()).toContain("Test event delivered: 200");
+
+    // A real event: a single check that emits verification.completed, delivered through the queue.
+    await call("/api/v1/verify", { key: account.api_key, body: { email: "ann@example.com", emit_event: true } });
+    const [first] = await waitForRequests(path, 2);
+    expect(first).toBeDefined();
+    let eventId = "";
+    for (let attempt = 0; attempt < 50 && !eventId; attempt++) {
+      const page = await (await browser.get(endpointPath)).text();
+      eventId = /\/events\/(evt_[0-9A-Za-z]+)\/replay/.exec(page)?.[1] ?? "";
+      if (!eventId) await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    expect(eventId).not.toBe("");
+    const replay = await browser.post(`${endpointPath}/events/${eventId}/replay`, {}, { headers: { "HX-Request": "true" } });
+    expect(await replay.text()).toContain("Replay delivered: 200");
+    const received = await waitForRequests(path, 3);
+    expect(received.filter((request) => request.body.includes(eventId))).toHaveLength(2);
+    const log = await json<{ data: { event_id: string; attempt: number }[] }>(
+      await call(`${endpointPath.replace("/dashboard", "/api/v1")}/deliveries?event_id=${eventId}`, { key: account.api_key }),
+    );
+    expect(log.data.map((delivery) => delivery.attempt).sort()).toEqual([1, 2]);
+
+    // Test events are not stored: there is nothing to replay.
+    expect((await browser.post(`${endpointPath}/events/evt_not_stored/replay`, {})).status).toBe(404);
   });
 });

@@ -197,7 +197,10 @@ describe.skipIf(!chromiumPath)("the dashboard in chromium", () => {
         await page.goto(url(path));
         await page.waitForLoadState("networkidle");
         // Ids vary from run to run; a detail page keeps one name so a run replaces the last one's picture.
-        const name = path.replace(/^\/dashboard\/?/, "").replace(/\/[a-z]+_[0-9A-Za-z]{16,}/g, "/detail").replace(/\//g, "_");
+        const name = path
+          .replace(/^\/dashboard\/?/, "")
+          .replace(/\/[a-z]+_[0-9A-Za-z]{16,}/g, "/detail")
+          .replace(/\//g, "_");
         const file = `${label}-${name || "overview"}.png`;
         await page.screenshot({ path: join(screenshotDir, file), fullPage: true });
         // A table may scroll inside its card; the page itself must not scroll sideways.

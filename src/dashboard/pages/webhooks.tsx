@@ -11,7 +11,7 @@ import {
   type EventSubscription,
   type WebhookEndpointRow,
 } from "../../domain/webhooks/endpoints";
-import { sendTestEvent } from "../../domain/webhooks/delivery";
+import { replayEvent, sendTestEvent, type AttemptResult } from "../../domain/webhooks/delivery";
 import { AppError, notFound } from "../../errors";
 import { field, requireLiveKey, requireSection } from "../guard";
 import { Copyable, Csrf, Empty, Notice, Shell, StatusBadge, formatTime } from "../layout";
@@ -31,6 +31,15 @@ function SecretOnce({ secret }: { secret: string }) {
       <span class="secret" data-testid="new-secret">
         <Copyable value={secret} label="the signing secret" />
       </span>
+    </Notice>
+  );
+}
+
+function AttemptNotice({ what, result }: { what: string; result: AttemptResult }) {
+  return (
+    <Notice kind={result.ok ? "ok" : "error"}>
+      {what} {result.ok ? "delivered" : "failed"}: {result.statusCode ?? "no response"} in {result.durationMs} ms
+      {result.responseSnippet ? `: ${result.responseSnippet}` : ""}
     </Notice>
   );
 }
@@ -111,6 +120,7 @@ async function endpointPage(c: Page, endpoint: WebhookEndpointRow, secret?: stri
                   <th scope="col">Status</th>
                   <th scope="col">Response</th>
                   <th scope="col">At</th>
+                  <th scope="col">Replay</th>
                 </tr>
               </thead>
               <tbody>
@@ -130,6 +140,19 @@ async function endpointPage(c: Page, endpoint: WebhookEndpointRow, secret?: stri
                       {delivery.responseSnippet ? <div class="hint">{delivery.responseSnippet}</div> : null}
                     </td>
                     <td>{formatTime(delivery.createdAt)}</td>
+                    <td>
+                      <form
+                        method="post"
+                        action={`/dashboard/webhooks/${endpoint.id}/events/${delivery.eventId}/replay`}
+                        hx-post={`/dashboard/webhooks/${endpoint.id}/events/${delivery.eventId}/replay`}
+                        hx-target="#test-result"
+                      >
+                        <Csrf token={csrfToken} />
+                        <button type="submit" class="secondary" aria-label={`Replay ${delivery.eventType} ${delivery.eventId}`}>
+                          Replay
+                        </button>
+                      </form>
+                    </td>
                   </tr>
                 ))}
               </tbody>
@@ -225,13 +248,15 @@ export const webhookPages = new Hono<DashboardEnv>()
   .post("/webhooks/:id/test", async (c) => {
     guard(c);
     const { result } = await sendTestEvent(c.env, await ownedEndpoint(c), "relay.delivered");
-    const notice = (
-      <Notice kind={result.ok ? "ok" : "error"}>
-        Test event {result.ok ? "delivered" : "failed"}: {result.statusCode ?? "no response"} in {result.durationMs} ms
-        {result.responseSnippet ? `: ${result.responseSnippet}` : ""}
-      </Notice>
-    );
-    if (c.req.header("HX-Request") === "true") return c.html(notice);
+    if (c.req.header("HX-Request") === "true") return c.html(<AttemptNotice what="Test event" result={result} />);
+    return c.redirect(`/dashboard/webhooks/${c.req.param("id")}`, 303);
+  })
+  .post("/webhooks/:id/events/:eventId/replay", async (c) => {
+    guard(c, "Replaying a webhook delivery");
+    const result = await replayEvent(c.env, await ownedEndpoint(c), c.req.param("eventId"));
+    // Test events are not stored, so only real events can be sent again.
+    if (!result) throw notFound("Event (test events cannot be replayed)");
+    if (c.req.header("HX-Request") === "true") return c.html(<AttemptNotice what="Replay" result={result} />);
     return c.redirect(`/dashboard/webhooks/${c.req.param("id")}`, 303);
   })
   .post("/webhooks/:id/enabled", async (c) => {
