@@ -19,6 +19,7 @@ export const sections: Section[] = [
   { path: "/dashboard/messages", label: "Messages", needs: "send" },
   { path: "/dashboard/domains", label: "Domains", needs: "domains" },
   { path: "/dashboard/api-keys", label: "API keys", needs: "full_access" },
+  { path: "/dashboard/smtp-credentials", label: "SMTP", needs: "send" },
   { path: "/dashboard/webhooks", label: "Webhooks", needs: "webhooks" },
   { path: "/dashboard/verification", label: "Verification", needs: "verify" },
   { path: "/dashboard/contacts", label: "Contacts", needs: "contacts" },

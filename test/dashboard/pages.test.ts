@@ -19,6 +19,7 @@ describe("dashboard pages", () => {
       "/dashboard/automations": "No automations yet",
       "/dashboard/ai": "No AI requests yet",
       "/dashboard/usage": "Credit movements",
+      "/dashboard/smtp-credentials": "No SMTP credentials yet",
     };
     for (const [path, text] of Object.entries(empty)) {
       const page = await browser.get(path);
@@ -68,6 +69,22 @@ describe("dashboard pages", () => {
     const csv = await (await browser.get(`${jobPath}/results.csv`)).text();
     expect(csv.split("\r\n")[0]).toMatch(/^position,email,/);
     expect(csv).toContain("ann@example.com");
+  });
+});
+
+describe("dashboard SMTP credentials", () => {
+  it("shows a new credential's password once and revokes it", async () => {
+    const account = await createAccount();
+    const browser = await signIn(account.api_key);
+    const created = await browser.post("/dashboard/smtp-credentials", { name: "WordPress" });
+    expect(created.status).toBe(201);
+    const html = await created.text();
+    const password = /data-testid="new-secret">Password <span class="copyable"><code>([0-9A-Za-z]+)<\/code>/.exec(html)?.[1];
+    expect(password).toBeDefined();
+    const id = /action="\/dashboard\/smtp-credentials\/(smtp_[^/"]+)\/revoke"/.exec(html)![1]!;
+    expect(await (await browser.get("/dashboard/smtp-credentials")).text()).not.toContain(password!);
+    expect((await browser.post(`/dashboard/smtp-credentials/${id}/revoke`, {})).status).toBe(303);
+    expect(await (await browser.get("/dashboard/smtp-credentials")).text()).toContain("No SMTP credentials yet");
   });
 });
 
