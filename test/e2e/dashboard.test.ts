@@ -188,7 +188,16 @@ describe.skipIf(!chromiumPath)("the dashboard in chromium", () => {
   }, 90_000);
 
   it("screenshots every page at desktop and phone widths with nothing wider than the screen", async () => {
-    for (const path of ["/dashboard", "/dashboard/webhooks", "/dashboard/automations", "/dashboard/ai", "/dashboard/usage"]) visited.add(path);
+    for (const path of [
+      "/dashboard",
+      "/dashboard/smtp-credentials",
+      "/dashboard/webhooks",
+      "/dashboard/automations",
+      "/dashboard/ai",
+      "/dashboard/usage",
+    ]) {
+      visited.add(path);
+    }
     const overflowing: string[] = [];
     for (const [label, viewport] of Object.entries(widths)) {
       await page.setViewportSize(viewport);
