@@ -3,7 +3,8 @@
 
 import { Hono, type Context } from "hono";
 import { HTTPException } from "hono/http-exception";
-import { authenticateApiKey, findActiveKey } from "../domain/accounts/api-keys";
+import { authenticateApiKey } from "../domain/accounts/api-keys";
+import { sha256Hex } from "../lib/crypto";
 import { AppError } from "../errors";
 import { logError } from "../lib/log";
 import { Notice, Shell, canSee, sections } from "./layout";
@@ -98,12 +99,11 @@ dashboardRoutes.post("/sign-in", async (c) => {
     return c.html(<SignInPage token={issueSignInToken(c)} error={`Too many attempts; try again in ${decision.retryAfterSeconds} s.`} />, 429);
   }
   const presented = typeof form.key === "string" ? form.key.trim() : "";
-  const auth = await authenticateApiKey(c.env.DB, presented, (write) => c.executionCtx.waitUntil(write));
-  const key = auth && (await findActiveKey(c.env.DB, auth.apiKey.id));
+  const key = await authenticateApiKey(c.env.DB, presented, (write) => c.executionCtx.waitUntil(write));
   if (!key) {
     return c.html(<SignInPage token={issueSignInToken(c)} error="That API key is not valid: it does not exist, was revoked or was rotated." />, 401);
   }
-  await startSession(c, key.apiKey.id, key.keyHash);
+  await startSession(c, key.apiKey.id, await sha256Hex(presented));
   return c.redirect(firstSection(key), 303);
 });
 

@@ -72,6 +72,23 @@ describe("dashboard pages", () => {
   });
 });
 
+describe("dashboard uploads", () => {
+  it("accepts a CSV over the 1 MB default body limit and refuses one over 5 MB", async () => {
+    const account = await createAccount();
+    const browser = await signIn(account.api_key);
+    const upload = (bytes: number) => {
+      const note = "x".repeat(Math.ceil(bytes / 20));
+      const rows = Array.from({ length: 20 }, (_, index) => `person${index}@example.com,${note}`);
+      const body = new FormData();
+      body.set("_csrf", browser.csrf);
+      body.set("file", new File([`email,note\n${rows.join("\n")}\n`], "big.csv", { type: "text/csv" }));
+      return visit("/dashboard/verification/upload", { method: "POST", headers: { Cookie: cookieHeader(browser.jar) }, body });
+    };
+    expect((await upload(2 * 1024 * 1024)).status).toBe(303);
+    expect((await upload(5.5 * 1024 * 1024)).status).toBe(413);
+  });
+});
+
 describe("dashboard SMTP credentials", () => {
   it("shows a new credential's password once and revokes it", async () => {
     const account = await createAccount();
