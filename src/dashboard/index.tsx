@@ -107,6 +107,20 @@ dashboardRoutes.post("/sign-in", async (c) => {
   return c.redirect(firstSection(key), 303);
 });
 
+/** A refused request: a fragment for htmx to show in place, else a page (the refused form's data is not echoed). */
+function refusal(c: Context<DashboardEnv>, message: string, status: 401 | 403) {
+  if (isHtmx(c)) return c.html(<Notice kind="error">{message}</Notice>, status);
+  return c.html(
+    <Shell title={status === 401 ? "Signed out" : "Not allowed"}>
+      <Notice kind="error">{message}</Notice>
+      <p>
+        <a href={signInPath}>Sign in</a>
+      </p>
+    </Shell>,
+    status,
+  );
+}
+
 /** Where a key lands: the overview, or the first section its scopes cover. */
 const firstSection = (auth: Parameters<typeof canSee>[0]) => sections.find((section) => canSee(auth, section.needs))?.path ?? "/dashboard/usage";
 
@@ -116,12 +130,12 @@ dashboardRoutes.use("*", async (c, next) => {
   if (!session) {
     if (c.req.method === "GET" && !isHtmx(c)) return c.redirect(signInPath, 303);
     if (isHtmx(c)) c.header("HX-Redirect", signInPath);
-    return c.html(<Notice kind="error">Your session ended; sign in again.</Notice>, 401);
+    return refusal(c, "Your session ended; sign in again.", 401);
   }
   c.set("auth", session.auth);
   c.set("csrfToken", session.csrfToken);
   if (c.req.method !== "GET" && c.req.method !== "HEAD" && !(await csrfMatches(await csrfTokenOf(c), session.csrfToken))) {
-    return c.html(<Notice kind="error">The form is missing its security token; reload the page and try again.</Notice>, 403);
+    return refusal(c, "The form is missing its security token; reload the page and try again.", 403);
   }
   await next();
 });
