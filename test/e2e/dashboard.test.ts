@@ -175,6 +175,12 @@ describe.skipIf(!chromiumPath)("the dashboard in chromium", () => {
     await page.waitForURL(/\/dashboard\/campaigns\/cmp_/);
     expect(await page.getByTestId("audience").textContent()).toContain("Audience: 2 ");
     expect(await page.frameLocator("iframe.preview").locator("h1").textContent()).toBe("Hello {{first_name}}");
+    // The draft's page (editor and preview) is gone once it is scheduled: its pictures are taken now.
+    for (const [label, viewport] of Object.entries(widths)) {
+      await page.setViewportSize(viewport);
+      await page.screenshot({ path: join(screenshotDir, `${label}-campaigns_draft.png`), fullPage: true });
+    }
+    await page.setViewportSize(widths.desktop);
     remember();
     const sendAt = new Date(Date.now() + 86_400_000).toISOString().slice(0, 16);
     await page.getByLabel("Send at (UTC; empty: now)").fill(sendAt);
