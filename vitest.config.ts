@@ -14,8 +14,10 @@ function importedPackages(): string[] {
   const specifiers = new Set<string>();
   for (const dir of ["src", "test"]) {
     for (const file of readdirSync(dir, { recursive: true, encoding: "utf8" })) {
-      if (!file.endsWith(".ts") || /^(e2e|node|setup)\//.test(file)) continue;
+      if (!/\.tsx?$/.test(file) || /^(e2e|node|setup)\//.test(file)) continue;
       const source = readFileSync(`${dir}/${file}`, "utf8");
+      // The JSX transform imports its runtime without an import statement in the source.
+      if (file.endsWith(".tsx")) specifiers.add("hono/jsx/jsx-runtime").add("hono/jsx/jsx-dev-runtime");
       for (const [, specifier] of source.matchAll(/^(?:import|export)(?!\s+type\b)[^"';]*?from\s+"([^"]+)"/gm)) {
         if (/^(\.|\/|node:|cloudflare:|workerd:|vitest)/.test(specifier!) || specifier!.endsWith(".json")) continue;
         const packageName = specifier!

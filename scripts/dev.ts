@@ -8,6 +8,7 @@ import { connect } from "node:net";
 import { z } from "zod";
 import { createDohServer } from "./dev/doh-server.ts";
 import { createMailSink } from "./dev/mail-sink.ts";
+import { copyDashboardAssets } from "./lib/dashboard-assets.ts";
 import { devStackUrlFile, readDevVars } from "./lib/dev-vars.ts";
 import { seedDemoDomain } from "./lib/seed-domain.ts";
 
@@ -49,6 +50,7 @@ function ensureDevVars() {
     [
       `ADMIN_TOKEN="${secret()}"`,
       `BRIDGE_SECRET="${secret()}"`,
+      `SESSION_SECRET="${secret()}"`,
       `DKIM_ENCRYPTION_KEY="${randomBytes(32).toString("base64")}"`,
       `SMTP_UPSTREAM_USER=""`,
       `SMTP_UPSTREAM_PASS=""`,
@@ -179,6 +181,7 @@ writeFileSync(`${stateDir}/.gitignore`, "*\n");
 writeFileSync(devStackUrlFile(stateDir), `${workerUrl}\n`);
 if (!existsSync(zonePath)) writeFileSync(zonePath, "{}\n");
 ensureDevVars();
+copyDashboardAssets();
 const devVars = readDevVars();
 
 const doh = createDohServer({ zonePath });

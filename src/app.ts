@@ -25,6 +25,7 @@ import { aiRoutes } from "./api/ai";
 import { automationRoutes } from "./api/automations";
 import { hookRoutes } from "./api/hooks";
 import { verifyApiRoutes } from "./verify-api";
+import { dashboardRoutes } from "./dashboard";
 import { errorBody, handleError } from "./errors";
 import { RELAY_BASE_PATH } from "@mailforge/bridge-contract";
 import { relayGate, relayRoutes } from "./internal/relay";
@@ -134,6 +135,10 @@ export function createApp() {
   app.route("/admin/v1", adminDomainRoutes);
   // The SMTP bridge's calls: signed with BRIDGE_SECRET, outside the API-key middleware, absent from the OpenAPI document.
   app.route(RELAY_BASE_PATH, relayRoutes);
+
+  // The account dashboard (docs/dashboard.md): its own session cookie and CSRF checks, outside the OpenAPI document.
+  app.route("/dashboard", dashboardRoutes);
+  app.get("/", (c) => c.redirect("/dashboard", 302));
 
   app.doc31("/api/v1/openapi.json", openApiInfo);
   app.get("/api/v1/docs", Scalar({ url: "/api/v1/openapi.json", pageTitle: "Mailforge API reference" }));

@@ -48,6 +48,15 @@ const configSchema = z.object({
   SMTP_CONNECTIONS_PER_BATCH: z.coerce.number().int().min(1).max(10).default(5),
   ADMIN_TOKEN: optionalText,
   BRIDGE_SECRET: optionalText,
+  /** HMAC key of dashboard session cookies and CSRF tokens; unset, one is derived from DKIM_ENCRYPTION_KEY. */
+  SESSION_SECRET: optionalText,
+  /** How long a dashboard sign-in lasts. */
+  SESSION_TTL_HOURS: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(24 * 30)
+    .default(12),
   /** AES-GCM key (32 bytes, base64) for DKIM keys and webhook secrets at rest; also keys unsubscribe links. */
   DKIM_ENCRYPTION_KEY: z.string().min(1, "DKIM_ENCRYPTION_KEY is not set"),
   /** An OpenAI-compatible API including `/v1` (OpenAI, Workers AI's /v1, AI Gateway, Ollama, vLLM, llama.cpp); wins over the `AI` binding. */
@@ -76,6 +85,7 @@ export type Config = {
   reputationMinSent: number;
   adminToken?: string;
   bridgeSecret?: string;
+  session: { secret?: string; ttlSeconds: number };
   encryptionKey: string;
   ai: { baseUrl?: string; apiKey?: string; model?: string; timeoutMs: number; retryBaseSeconds: number; maxAttempts: number };
 };
@@ -124,6 +134,7 @@ export function config(env: Env): Config {
     reputationMinSent: vars.REPUTATION_MIN_SENT,
     adminToken: vars.ADMIN_TOKEN,
     bridgeSecret: vars.BRIDGE_SECRET,
+    session: { secret: vars.SESSION_SECRET, ttlSeconds: vars.SESSION_TTL_HOURS * 3600 },
     encryptionKey: vars.DKIM_ENCRYPTION_KEY,
     ai: {
       baseUrl: vars.AI_BASE_URL,

@@ -38,7 +38,7 @@ await run({
 await run({ title: "POST /send accept rate and delivery rate", command: [tsx, "scripts/bench/send.ts", "200", "300"] });
 await run({ title: "verification engine without DNS vs peers", command: [tsx, "scripts/bench/verification.ts", "--engine-only"] });
 
-const stackBenches = ["verification", "contact-import", "reports", "tracking", "automations", "webhooks", "smtp-bridge", "campaign"];
+const stackBenches = ["verification", "contact-import", "reports", "dashboard", "tracking", "automations", "webhooks", "smtp-bridge", "campaign"];
 const stack = !only || stackBenches.some((name) => only.includes(name)) ? await startStack() : undefined;
 if (stack) {
   try {
@@ -61,6 +61,7 @@ if (stack) {
       command: [tsx, "scripts/bench/reports.ts", "100"],
       env,
     });
+    await run({ title: "dashboard overview time to first byte vs a bare keyed route", command: [tsx, "scripts/bench/dashboard.ts", "200"], env });
     await run({
       title: "click redirect /t/c/<token> vs a bare route on the same Worker",
       command: [tsx, "scripts/bench/tracking.ts", "300"],

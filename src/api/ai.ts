@@ -1,10 +1,7 @@
 import { aiRequestInputSchema } from "../domain/ai/draft";
-import { chooseProvider } from "../domain/ai/provider";
-import { createAiRequest, failAiRequest, findAiRequest, listAiRequests, serializeAiRequest, type AiRequestStatus } from "../domain/ai/requests";
-import type { AiQueueMessage } from "../domain/ai/generation";
+import { findAiRequest, listAiRequests, serializeAiRequest, submitAiRequest, type AiRequestStatus } from "../domain/ai/requests";
 import { aiRequestStatuses } from "../db/schema";
 import { AppError, notFound } from "../errors";
-import { logError } from "../lib/log";
 import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 import { pageOf } from "../lib/pagination";
 
@@ -108,25 +105,16 @@ export const aiRoutes = createRouter()
   .openapi(createRoute, async (c) => {
     const { account, apiKey } = c.get("auth");
     if (apiKey.mode === "test") throw new AppError("live_key_required", "AI drafts are campaigns, which are live-only: use a live key");
-    const provider = chooseProvider(c.env);
-    if (provider.kind === "not_configured") {
-      throw new AppError("ai_not_configured", `AI drafts are not available on this deployment: ${provider.reason}`);
-    }
-    const outcome = await createAiRequest(c.env.DB, account.id, c.req.valid("json"));
+    const outcome = await submitAiRequest(c.env, account.id, c.req.valid("json"));
+    if (outcome.kind === "not_configured")
+      throw new AppError("ai_not_configured", `AI drafts are not available on this deployment: ${outcome.reason}`);
     if (outcome.kind === "quota_exceeded") {
       throw new AppError(
         "ai_quota_exceeded",
         `This month's AI generations (${outcome.limit}, counting requests still queued or running) are used up; the quota resets on ${dateOf(outcome.resetsAt)} (UTC)`,
       );
     }
-    const message: AiQueueMessage = { request_id: outcome.request.id };
-    try {
-      await c.env.AI_QUEUE.send(message);
-    } catch (error) {
-      logError("ai: enqueue failed", { request_id: outcome.request.id, error: String(error) });
-      await failAiRequest(c.env.DB, outcome.request.id, "The request could not be queued");
-      throw new AppError("upstream_unavailable", "The request could not be queued; retry with back-off");
-    }
+    if (outcome.kind === "queue_unavailable") throw new AppError("upstream_unavailable", "The request could not be queued; retry with back-off");
     return c.json({ id: outcome.request.id, status: "queued" as const }, 202);
   })
   .openapi(getRoute, async (c) => {

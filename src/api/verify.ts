@@ -21,10 +21,9 @@ import {
   listJobResults,
   MAX_JOB_ADDRESSES,
   type InsufficientCredits,
-  type ResultRow,
   type VerificationJob,
 } from "../domain/verification/jobs";
-import { jobResultsCsv, type CsvCell } from "../domain/verification/results-csv";
+import { jobCsvColumns, jobCsvRow, jobResultsCsv } from "../domain/verification/results-csv";
 import { verifySingleAddress } from "../domain/verification/single";
 import { verificationResultSchema } from "../domain/verification/status";
 
@@ -165,30 +164,6 @@ function decodePositionCursor(cursor: string): number {
   }
   throw validationError({ "query.cursor": ["Invalid cursor; pass next_cursor from the previous page"] });
 }
-
-const jobCsvColumns = [
-  "position",
-  "email",
-  "normalized",
-  "account",
-  "domain",
-  "result",
-  "status",
-  "sub_status",
-  "mx_found",
-  "mx_record",
-  "disposable",
-  "role_based",
-  "free_provider",
-  "did_you_mean",
-  "score",
-  "quality",
-  "syntax_valid",
-  "checked_at",
-] as const;
-
-const jobCsvRow = ({ position, result }: ResultRow): CsvCell[] =>
-  jobCsvColumns.map((column) => (column === "position" ? position : (result[column] ?? null)));
 
 const serializeJob = (job: VerificationJob) => ({ id: job.id, ...jobSummary(job) });
 

@@ -26,6 +26,9 @@ const bodyLimits: [prefix: string, bytes: number][] = [
   ["/api/batch/upload", 50 * MB],
   ["/api/v1/contacts/import", 50 * MB],
   ["/api/v1/verify", 5 * MB],
+  // the dashboard's CSV uploads (5 MB files, read in memory) in a multipart form
+  ["/dashboard/verification/upload", 6 * MB],
+  ["/dashboard/contacts/imports", 6 * MB],
   // a signup form's fields, never files
   ["/hooks/automations", 64 * 1024],
   ["/", 1 * MB],

@@ -85,6 +85,20 @@ export function forgetCachedKeys(accountId: string, keyId?: string): void {
   keyCache.deleteWhere((auth) => auth.account.id === accountId && (keyId === undefined || auth.apiKey.id === keyId));
 }
 
+/**
+ * An active key by id, for a dashboard session that stored the id instead of the secret. `keyHash` comes back so the
+ * session can tell a rotated key (same id, new secret) from the one it was signed in with.
+ */
+export async function findActiveKey(d1: D1Database, keyId: string): Promise<(AuthContext & { keyHash: string }) | undefined> {
+  const row = await drizzle(d1)
+    .select({ key: apiKeys, account: accounts })
+    .from(apiKeys)
+    .innerJoin(accounts, eq(accounts.id, apiKeys.accountId))
+    .where(and(eq(apiKeys.id, keyId), isNull(apiKeys.revokedAt)))
+    .get();
+  return row ? { account: row.account, apiKey: toKeyContext(row.key), keyHash: row.key.keyHash } : undefined;
+}
+
 /** A test key asked for live power: what to tell it. */
 export type LiveKeyRequired = { kind: "live_key_required"; message: string };
 

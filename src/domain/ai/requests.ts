@@ -14,7 +14,9 @@ import { idFromDigest, newId } from "../../lib/ids";
 import { keysetPage } from "../../lib/pagination";
 import { draftInsert } from "../campaigns/campaigns";
 import type { AiRequestInput, GeneratedDrafts } from "./draft";
-import type { TokenUsage } from "./provider";
+import type { AiQueueMessage } from "./generation";
+import { chooseProvider, type TokenUsage } from "./provider";
+import { logError } from "../../lib/log";
 
 export type AiRequestRow = typeof aiRequests.$inferSelect;
 export type AiRequestStatus = (typeof aiRequestStatuses)[number];
@@ -69,6 +71,29 @@ export async function createAiRequest(d1: D1Database, accountId: string, input: 
   const request = await db.select().from(aiRequests).where(eq(aiRequests.id, id)).get();
   if (!request) throw new Error(`AI request ${id} was written but could not be read back`);
   return { kind: "created", request };
+}
+
+export type SubmitOutcome =
+  | CreateOutcome
+  | { kind: "not_configured"; reason: string }
+  /** The queue refused the request; it was failed at once (it does not count against the quota). */
+  | { kind: "queue_unavailable" };
+
+/** Accepts a generation for the account: a provider must be configured, the quota must have room, and it is queued. */
+export async function submitAiRequest(env: Env, accountId: string, input: AiRequestInput): Promise<SubmitOutcome> {
+  const provider = chooseProvider(env);
+  if (provider.kind === "not_configured") return { kind: "not_configured", reason: provider.reason };
+  const outcome = await createAiRequest(env.DB, accountId, input);
+  if (outcome.kind !== "created") return outcome;
+  const message: AiQueueMessage = { request_id: outcome.request.id };
+  try {
+    await env.AI_QUEUE.send(message);
+  } catch (error) {
+    logError("ai: enqueue failed", { request_id: outcome.request.id, error: String(error) });
+    await failAiRequest(env.DB, outcome.request.id, "The request could not be queued");
+    return { kind: "queue_unavailable" };
+  }
+  return outcome;
 }
 
 export async function findAiRequest(d1: D1Database, accountId: string, id: string): Promise<AiRequestRow | undefined> {

@@ -1,4 +1,4 @@
-import { and, asc, eq, gt, inArray, lt, not, sql } from "drizzle-orm";
+import { and, asc, desc, eq, gt, inArray, lt, not, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { z } from "zod";
 import { sqlNow, statement } from "../../db/client";
@@ -261,6 +261,17 @@ export async function findJob(d1: D1Database, where: { id: string } | { seq: num
     .from(verificationJobs)
     .where(accountId ? and(match, eq(verificationJobs.accountId, accountId)) : match)
     .get();
+}
+
+/** The account's most recent jobs, newest first (the dashboard's list). */
+export async function listJobs(d1: D1Database, accountId: string, limit: number): Promise<VerificationJob[]> {
+  return drizzle(d1)
+    .select()
+    .from(verificationJobs)
+    .where(eq(verificationJobs.accountId, accountId))
+    .orderBy(desc(verificationJobs.createdAt), desc(verificationJobs.id))
+    .limit(limit)
+    .all();
 }
 
 /** A stored result: the engine's result, when it was checked, and for a duplicate row the position it repeats. */

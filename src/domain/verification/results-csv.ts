@@ -3,6 +3,31 @@ import { listJobResults, type ResultRow } from "./jobs";
 
 export type CsvCell = string | number | boolean | null;
 
+/** The columns of GET /verify/{id}?format=csv and the dashboard's download, one row per distinct input. */
+export const jobCsvColumns = [
+  "position",
+  "email",
+  "normalized",
+  "account",
+  "domain",
+  "result",
+  "status",
+  "sub_status",
+  "mx_found",
+  "mx_record",
+  "disposable",
+  "role_based",
+  "free_provider",
+  "did_you_mean",
+  "score",
+  "quality",
+  "syntax_valid",
+  "checked_at",
+] as const;
+
+export const jobCsvRow = ({ position, result }: ResultRow): CsvCell[] =>
+  jobCsvColumns.map((column) => (column === "position" ? position : (result[column] ?? null)));
+
 // A page is one D1 read; 1,000 rows of ~500 bytes keeps each read small while a 50,000-row file is 50 reads.
 const ROWS_PER_PAGE = 1_000;
 

@@ -1,7 +1,8 @@
 import { createResolver, type DnsResolver } from "../dns/doh";
 import { newId, nowIso } from "../../lib/ids";
 import type { EventType } from "../events/events";
-import { logDeliveryAttempt, signingSecrets, type WebhookEndpointRow } from "./endpoints";
+import { findDispatchedEvents } from "./dispatch";
+import { lastAttemptNumber, logDeliveryAttempt, signingSecrets, type WebhookEndpointRow } from "./endpoints";
 import { sampleEventData } from "./samples";
 import { signWebhook } from "./signing";
 import { allowPrivateWebhookUrls, checkWebhookUrl } from "./url-policy";
@@ -166,4 +167,31 @@ export async function sendTestEvent(
     createdAt: nowIso(),
   });
   return { event, result };
+}
+
+/**
+ * Sends an event the endpoint already had (a delivery from its log) once more, now, signed like every delivery, and
+ * logs it as the next attempt so the original attempts stay in the log. Never retried: the person replaying it is
+ * watching. undefined when the event is not the endpoint's account's.
+ */
+export async function replayEvent(env: Env, endpoint: WebhookEndpointRow, eventId: string): Promise<AttemptResult | undefined> {
+  const event = (await findDispatchedEvents(env.DB, [eventId])).get(eventId);
+  if (!event || event.accountId !== endpoint.accountId) return undefined;
+  const { accountId: _accountId, ...envelope } = event;
+  const attempt = (await lastAttemptNumber(env.DB, endpoint.id, event.id)) + 1;
+  const result = await attemptDelivery(deliveryContext(env), endpoint, envelope);
+  await logDeliveryAttempt(env.DB, {
+    endpointId: endpoint.id,
+    accountId: endpoint.accountId,
+    eventId: event.id,
+    eventType: event.type,
+    attempt,
+    status: result.ok ? "succeeded" : "failed",
+    statusCode: result.statusCode,
+    responseSnippet: result.responseSnippet,
+    durationMs: result.durationMs,
+    nextRetryAt: null,
+    createdAt: nowIso(),
+  });
+  return result;
 }

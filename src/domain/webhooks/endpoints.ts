@@ -242,6 +242,16 @@ export async function listDeliveries(
   return endpoint.length > 0 ? rows : undefined;
 }
 
+/** The highest attempt number logged for the event at the endpoint (0 when none): a replay logs the next one. */
+export async function lastAttemptNumber(d1: D1Database, endpointId: string, eventId: string): Promise<number> {
+  const row = await drizzle(d1)
+    .select({ attempt: sql<number | null>`max(${webhookDeliveries.attempt})` })
+    .from(webhookDeliveries)
+    .where(and(eq(webhookDeliveries.endpointId, endpointId), eq(webhookDeliveries.eventId, eventId)))
+    .get();
+  return row?.attempt ?? 0;
+}
+
 export type DeliveryRecord = {
   endpointId: string;
   accountId: string;

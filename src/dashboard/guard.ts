@@ -1,0 +1,37 @@
+import type { Context } from "hono";
+import { hasFeature } from "../domain/accounts/accounts";
+import { AppError } from "../errors";
+import type { Feature } from "../types";
+import { canSee, type Section } from "./layout";
+import type { DashboardEnv } from "./session";
+
+/** Refuses a section the signed-in key's scopes (or the account's plan) do not cover, with the 403 the API gives. */
+export function requireSection(c: Context<DashboardEnv>, needs: Section["needs"], feature?: Feature): void {
+  const auth = c.get("auth");
+  if (!canSee(auth, needs)) {
+    throw new AppError(
+      "scope_missing",
+      needs === "full_access" ? "This page needs a full-access key" : `This page needs a key with the \`${needs}\` scope`,
+    );
+  }
+  if (feature && !hasFeature(auth.account, feature)) {
+    throw new AppError("feature_disabled", `Your plan does not include ${feature}. Ask the operator to enable it`);
+  }
+}
+
+/** A form field as text ("" when absent or a file). */
+export function field(form: Record<string, unknown>, name: string): string {
+  const value = form[name];
+  return typeof value === "string" ? value.trim() : "";
+}
+
+/** What the API's `liveKeyOnly` routes refuse a test key, refused here too: a test key cannot change live mail. */
+export function requireLiveKey(c: Context<DashboardEnv>, what: string): void {
+  if (c.get("auth").apiKey.mode !== "live") throw new AppError("live_key_required", `${what} needs a live key; test keys cannot change live mail`);
+}
+
+/** Field errors of a domain outcome as one sentence for the page. */
+export const describeErrors = (errors: Record<string, string[]>) =>
+  Object.entries(errors)
+    .map(([path, messages]) => `${path}: ${messages.join(", ")}`)
+    .join("; ");

@@ -1,0 +1,163 @@
+// The account dashboard under /dashboard: server-rendered pages over the same domain functions the API routes call.
+// Sessions and CSRF live in ./session.ts; the pages in ./pages/. A page a key's scopes do not cover answers 403.
+
+import { Hono, type Context } from "hono";
+import { HTTPException } from "hono/http-exception";
+import { authenticateApiKey } from "../domain/accounts/api-keys";
+import { sha256Hex } from "../lib/crypto";
+import { AppError } from "../errors";
+import { logError } from "../lib/log";
+import { Notice, Shell, canSee, sections } from "./layout";
+import { aiPages } from "./pages/ai";
+import { apiKeyPages } from "./pages/api-keys";
+import { automationPages } from "./pages/automations";
+import { campaignPages } from "./pages/campaigns";
+import { contactPages } from "./pages/contacts";
+import { domainPages } from "./pages/domains";
+import { messagePages } from "./pages/messages";
+import { overviewPages } from "./pages/overview";
+import { smtpCredentialPages } from "./pages/smtp-credentials";
+import { usagePages } from "./pages/usage";
+import { verificationPages } from "./pages/verification";
+import { webhookPages } from "./pages/webhooks";
+import { csrfMatches, csrfTokenOf, endSession, issueSignInToken, readSession, signInTokenMatches, startSession, type DashboardEnv } from "./session";
+
+const signInPath = "/dashboard/sign-in";
+
+// Pages load only their own scripts and styles; no inline script, no framing, nothing cached by shared caches.
+const securityHeaders = {
+  "Content-Security-Policy":
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+  "X-Frame-Options": "DENY",
+  "X-Content-Type-Options": "nosniff",
+  "Referrer-Policy": "same-origin",
+  "Cache-Control": "no-store",
+};
+
+const isHtmx = (c: Context) => c.req.header("HX-Request") === "true";
+
+function SignInPage({ token, error }: { token: string; error?: string }) {
+  return (
+    <Shell title="Sign in">
+      <section class="card narrow">
+        {error ? <Notice kind="error">{error}</Notice> : null}
+        <form method="post" action={signInPath} class="stack">
+          <input type="hidden" name="_csrf" value={token} />
+          <label for="key">API key</label>
+          <input id="key" name="key" type="password" autocomplete="current-password" required placeholder="sk_live_…" spellcheck={false} />
+          <p class="hint">
+            The key stays on the server: the session cookie names the key's id and ends when the key is revoked or rotated. Keys with scopes see only
+            their sections.
+          </p>
+          <button type="submit">Sign in</button>
+        </form>
+      </section>
+    </Shell>
+  );
+}
+
+export const dashboardRoutes = new Hono<DashboardEnv>();
+
+dashboardRoutes.use("*", async (c, next) => {
+  await next();
+  // A page may set its own (the campaign preview frames the campaign's HTML under a stricter policy).
+  for (const [name, value] of Object.entries(securityHeaders)) if (!c.res.headers.has(name)) c.res.headers.set(name, value);
+});
+
+dashboardRoutes.onError((error, c) => {
+  const status = error instanceof HTTPException ? error.status : 500;
+  if (status >= 500) logError("dashboard.error", { path: c.req.path, error: String(error) });
+  const message = status >= 500 ? "Something went wrong on our side; try again." : error.message;
+  if (isHtmx(c)) return c.html(<Notice kind="error">{message}</Notice>, status);
+  const auth = c.get("auth") as DashboardEnv["Variables"]["auth"] | undefined;
+  return c.html(
+    <Shell title={status === 404 ? "Not found" : status === 403 ? "Not allowed" : "Error"} auth={auth} csrfToken={c.get("csrfToken")}>
+      <Notice kind="error">{message}</Notice>
+      <p>
+        <a href="/dashboard">Back to the dashboard</a>
+      </p>
+    </Shell>,
+    status,
+  );
+});
+
+dashboardRoutes.get("/sign-in", async (c) => {
+  if (await readSession(c)) return c.redirect("/dashboard", 303);
+  return c.html(<SignInPage token={issueSignInToken(c)} />);
+});
+
+dashboardRoutes.post("/sign-in", async (c) => {
+  const form = await c.req.parseBody();
+  if (!(await signInTokenMatches(c, typeof form._csrf === "string" ? form._csrf : undefined))) {
+    return c.html(<SignInPage token={issueSignInToken(c)} error="The form expired; sign in again." />, 403);
+  }
+  // Guessing keys through the form costs as much as through the API: a bucket per client address.
+  const client = c.req.header("CF-Connecting-IP") ?? "local";
+  const decision = await c.env.RATE_LIMITER.getByName(`dashboard-sign-in:${client}`).consume(30, 60);
+  if (!decision.allowed) {
+    c.header("Retry-After", String(decision.retryAfterSeconds));
+    return c.html(<SignInPage token={issueSignInToken(c)} error={`Too many attempts; try again in ${decision.retryAfterSeconds} s.`} />, 429);
+  }
+  const presented = typeof form.key === "string" ? form.key.trim() : "";
+  const key = await authenticateApiKey(c.env.DB, presented, (write) => c.executionCtx.waitUntil(write));
+  if (!key) {
+    return c.html(<SignInPage token={issueSignInToken(c)} error="That API key is not valid: it does not exist, was revoked or was rotated." />, 401);
+  }
+  await startSession(c, key.apiKey.id, await sha256Hex(presented));
+  return c.redirect(firstSection(key), 303);
+});
+
+/** A refused request: a fragment for htmx to show in place, else a page (the refused form's data is not echoed). */
+function refusal(c: Context<DashboardEnv>, message: string, status: 401 | 403) {
+  if (isHtmx(c)) return c.html(<Notice kind="error">{message}</Notice>, status);
+  return c.html(
+    <Shell title={status === 401 ? "Signed out" : "Not allowed"}>
+      <Notice kind="error">{message}</Notice>
+      <p>
+        <a href={signInPath}>Sign in</a>
+      </p>
+    </Shell>,
+    status,
+  );
+}
+
+/** Where a key lands: the overview, or the first section its scopes cover. */
+const firstSection = (auth: Parameters<typeof canSee>[0]) => sections.find((section) => canSee(auth, section.needs))?.path ?? "/dashboard/usage";
+
+// Everything below needs a session; non-GET requests also need the session's CSRF token.
+dashboardRoutes.use("*", async (c, next) => {
+  const session = await readSession(c);
+  if (!session) {
+    if (c.req.method === "GET" && !isHtmx(c)) return c.redirect(signInPath, 303);
+    if (isHtmx(c)) c.header("HX-Redirect", signInPath);
+    return refusal(c, "Your session ended; sign in again.", 401);
+  }
+  c.set("auth", session.auth);
+  c.set("csrfToken", session.csrfToken);
+  if (c.req.method !== "GET" && c.req.method !== "HEAD" && !(await csrfMatches(await csrfTokenOf(c), session.csrfToken))) {
+    return refusal(c, "The form is missing its security token; reload the page and try again.", 403);
+  }
+  await next();
+});
+
+dashboardRoutes.post("/sign-out", (c) => {
+  endSession(c);
+  return c.redirect(signInPath, 303);
+});
+
+dashboardRoutes.route("/", overviewPages);
+dashboardRoutes.route("/", messagePages);
+dashboardRoutes.route("/", domainPages);
+dashboardRoutes.route("/", apiKeyPages);
+dashboardRoutes.route("/", smtpCredentialPages);
+dashboardRoutes.route("/", webhookPages);
+dashboardRoutes.route("/", verificationPages);
+dashboardRoutes.route("/", contactPages);
+dashboardRoutes.route("/", campaignPages);
+dashboardRoutes.route("/", automationPages);
+dashboardRoutes.route("/", aiPages);
+dashboardRoutes.route("/", usagePages);
+
+dashboardRoutes.all("*", () => {
+  throw new AppError("not_found", "There is no such page");
+});

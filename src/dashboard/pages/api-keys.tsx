@@ -1,0 +1,154 @@
+import { Hono, type Context } from "hono";
+import { createApiKey, listApiKeys, revokeApiKey, rotateApiKey, type ApiKeyRow } from "../../domain/accounts/api-keys";
+import { AppError, notFound } from "../../errors";
+import { scopes, type Scope } from "../../types";
+import { field, requireSection } from "../guard";
+import { Copyable, Csrf, Empty, Notice, Shell, formatTime } from "../layout";
+import type { DashboardEnv } from "../session";
+
+function KeyTable({ keys, csrfToken, currentKeyId }: { keys: ApiKeyRow[]; csrfToken: string; currentKeyId: string }) {
+  if (keys.length === 0) return <Empty>No API keys yet.</Empty>;
+  return (
+    <div class="table-wrap">
+      <table>
+        <thead>
+          <tr>
+            <th scope="col">Name</th>
+            <th scope="col">Key</th>
+            <th scope="col">Scopes</th>
+            <th scope="col">Last used</th>
+            <th scope="col">Actions</th>
+          </tr>
+        </thead>
+        <tbody>
+          {keys.map((key) => (
+            <tr>
+              <td>
+                {key.name}
+                {key.id === currentKeyId ? <span class="badge">this session</span> : null}
+              </td>
+              <td>
+                <code>{key.prefix}…</code> <span class={`badge ${key.mode === "test" ? "warn" : ""}`}>{key.mode}</span>
+              </td>
+              <td>{key.scopes ? key.scopes.join(", ") : "full access"}</td>
+              <td>{formatTime(key.lastUsedAt)}</td>
+              <td class="actions">
+                <form method="post" action={`/dashboard/api-keys/${key.id}/rotate`}>
+                  <Csrf token={csrfToken} />
+                  <button type="submit" class="secondary" aria-label={`Rotate ${key.name}`}>
+                    Rotate
+                  </button>
+                </form>
+                <form method="post" action={`/dashboard/api-keys/${key.id}/revoke`}>
+                  <Csrf token={csrfToken} />
+                  <button type="submit" class="danger" aria-label={`Revoke ${key.name}`}>
+                    Revoke
+                  </button>
+                </form>
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
+  );
+}
+
+function NewKeyForm({ csrfToken }: { csrfToken: string }) {
+  return (
+    <form method="post" action="/dashboard/api-keys" class="stack">
+      <Csrf token={csrfToken} />
+      <label for="key-name">Name</label>
+      <input id="key-name" name="name" type="text" required maxlength={100} placeholder="Production server" />
+      <fieldset>
+        <legend>Scopes (none ticked: full access)</legend>
+        {scopes.map((scope) => (
+          <label>
+            <input type="checkbox" name="scopes" value={scope} /> {scope}
+          </label>
+        ))}
+      </fieldset>
+      <label for="key-mode">Mode</label>
+      <select id="key-mode" name="mode">
+        <option value="live">live: sends real mail</option>
+        <option value="test">test: simulated, never delivered</option>
+      </select>
+      <button type="submit">Create key</button>
+    </form>
+  );
+}
+
+/** A new or rotated secret, on the one page that ever shows it. */
+function SecretOnce({ title, secret }: { title: string; secret: string }) {
+  return (
+    <Notice kind="ok">
+      <strong>{title}</strong> Copy it now: it is shown only this once.
+      <span class="secret" data-testid="new-secret">
+        <Copyable value={secret} label="the API key" />
+      </span>
+    </Notice>
+  );
+}
+
+async function keysPage(c: Context<DashboardEnv>, notice?: { title: string; secret: string }, status: 200 | 201 = 200) {
+  const auth = c.get("auth");
+  const keys = await listApiKeys(c.env.DB, auth.account.id);
+  return c.html(
+    <Shell title="API keys" auth={auth} csrfToken={c.get("csrfToken")} current="/dashboard/api-keys">
+      {notice ? <SecretOnce {...notice} /> : null}
+      <section class="card">
+        <h2>Active keys</h2>
+        <KeyTable keys={keys} csrfToken={c.get("csrfToken")} currentKeyId={auth.apiKey.id} />
+      </section>
+      <section class="card">
+        <h2>Create a key</h2>
+        <NewKeyForm csrfToken={c.get("csrfToken")} />
+      </section>
+    </Shell>,
+    status,
+  );
+}
+
+export const apiKeyPages = new Hono<DashboardEnv>()
+  .get("/api-keys", async (c) => {
+    requireSection(c, "full_access");
+    return keysPage(c);
+  })
+  .post("/api-keys", async (c) => {
+    requireSection(c, "full_access");
+    const form = await c.req.parseBody({ all: true });
+    const name = field(form, "name");
+    if (!name || name.length > 100) throw new AppError("validation_failed", "Give the key a name of 1 to 100 characters");
+    const picked = ([] as unknown[]).concat(form.scopes ?? []).filter((scope): scope is Scope => scopes.includes(scope as Scope));
+    const mode = field(form, "mode") === "test" ? "test" : "live";
+    const outcome = await createApiKey(c.env.DB, c.get("auth"), { name, scopes: picked.length > 0 ? picked : undefined, mode });
+    if (outcome.kind === "live_key_required") throw new AppError(outcome.kind, outcome.message);
+    // The secret is rendered into this response only; a reload shows the list without it.
+    return keysPage(c, { title: `Key "${outcome.row.name}" created.`, secret: outcome.key }, 201);
+  })
+  .post("/api-keys/:id/rotate", async (c) => {
+    requireSection(c, "full_access");
+    const outcome = await rotateApiKey(c.env.DB, c.get("auth"), c.req.param("id"));
+    if (outcome.kind === "not_found") throw notFound("API key");
+    if (outcome.kind === "live_key_required") throw new AppError(outcome.kind, outcome.message);
+    if (outcome.row.id === c.get("auth").apiKey.id) {
+      // Rotating the key this session signed in with ends the session (it is bound to the old secret).
+      return c.html(
+        <Shell title="Key rotated">
+          <SecretOnce title={`Key "${outcome.row.name}" rotated; sign in again with its new secret.`} secret={outcome.key} />
+          <p>
+            <a href="/dashboard/sign-in">Sign in</a>
+          </p>
+        </Shell>,
+      );
+    }
+    return keysPage(c, { title: `Key "${outcome.row.name}" rotated; the old secret no longer works.`, secret: outcome.key });
+  })
+  .post("/api-keys/:id/revoke", async (c) => {
+    requireSection(c, "full_access");
+    const outcome = await revokeApiKey(c.env.DB, c.get("auth"), c.req.param("id"));
+    if (outcome.kind === "not_found") throw notFound("API key");
+    if (outcome.kind === "live_key_required") throw new AppError(outcome.kind, outcome.message);
+    if (outcome.row.id === c.get("auth").apiKey.id) return c.redirect("/dashboard/sign-in", 303);
+    return c.redirect("/dashboard/api-keys", 303);
+  });

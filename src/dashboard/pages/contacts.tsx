@@ -1,0 +1,225 @@
+import { Hono } from "hono";
+import { contactStatuses, listContacts, type ContactFilters } from "../../domain/contacts/contacts";
+import { contactAddress } from "../../domain/contacts/email";
+import { createContactImport, findContactImport, type ContactImport } from "../../domain/contacts/import";
+import { createList, listLists } from "../../domain/contacts/lists";
+import { AppError, notFound } from "../../errors";
+import { encodeCursor } from "../../lib/pagination";
+import { field, requireSection } from "../guard";
+import { Csrf, Empty, Notice, Pager, Progress, Shell, StatusBadge, formatTime } from "../layout";
+import type { DashboardEnv } from "../session";
+
+const pageSize = 25;
+const maxImportBytes = 5 * 1024 * 1024;
+
+const importFinished = (row: ContactImport) => row.status === "completed" || row.status === "failed";
+
+function ImportProgress({ contactImport }: { contactImport: ContactImport & { errors: { row: number; message: string }[] } }) {
+  const done = importFinished(contactImport);
+  return (
+    <div
+      id="import-progress"
+      hx-get={done ? undefined : `/dashboard/contacts/imports/${contactImport.id}/progress`}
+      hx-trigger={done ? undefined : "every 1s"}
+      hx-swap="outerHTML"
+      aria-live="polite"
+    >
+      <Progress label="Contact import" done={contactImport.processed} total={contactImport.total} />
+      <p>
+        <StatusBadge status={contactImport.status} /> {contactImport.created} created, {contactImport.updated} updated, {contactImport.failed} failed
+      </p>
+      {contactImport.error ? <Notice kind="error">{contactImport.error}</Notice> : null}
+      {contactImport.errors.length > 0 ? (
+        <ul>
+          {contactImport.errors.map((error) => (
+            <li>
+              Row {error.row}: {error.message}
+            </li>
+          ))}
+        </ul>
+      ) : null}
+    </div>
+  );
+}
+
+export const contactPages = new Hono<DashboardEnv>()
+  .get("/contacts", async (c) => {
+    requireSection(c, "contacts");
+    const auth = c.get("auth");
+    const query = c.req.query();
+    let emailKey: string | undefined;
+    let searchError: string | undefined;
+    if (query.email?.trim()) {
+      const address = contactAddress(query.email.trim());
+      if ("error" in address) searchError = address.error;
+      else emailKey = address.key;
+    }
+    const lists = await listLists(c.env.DB, auth.account.id, { limit: 100 });
+    const filters: ContactFilters = {
+      emailKey,
+      status: contactStatuses.find((status) => status === query.status),
+      listId: lists.some((list) => list.id === query.list) ? query.list : undefined,
+    };
+    const outcome = searchError
+      ? { kind: "page" as const, rows: [] }
+      : await listContacts(c.env.DB, auth.account.id, filters, { cursor: query.cursor || undefined, limit: pageSize });
+    const rows = outcome.kind === "page" ? outcome.rows : [];
+    const page = rows.slice(0, pageSize);
+    const last = page.at(-1);
+    const base = `/dashboard/contacts?${new URLSearchParams(Object.entries(query).filter(([name, value]) => name !== "cursor" && value !== ""))}`;
+    const listNames = new Map(lists.map((list) => [list.id, list.name]));
+    return c.html(
+      <Shell title="Contacts & lists" auth={auth} csrfToken={c.get("csrfToken")} current="/dashboard/contacts">
+        <section class="card">
+          <form method="get" action="/dashboard/contacts" class="filters" aria-label="Search">
+            <label>
+              Email address
+              <input name="email" type="search" value={query.email ?? ""} maxlength={320} />
+            </label>
+            <label>
+              Status
+              <select name="status">
+                <option value="">any</option>
+                {contactStatuses.map((status) => (
+                  <option value={status} selected={query.status === status}>
+                    {status}
+                  </option>
+                ))}
+              </select>
+            </label>
+            <label>
+              List
+              <select name="list">
+                <option value="">any</option>
+                {lists.map((list) => (
+                  <option value={list.id} selected={query.list === list.id}>
+                    {list.name}
+                  </option>
+                ))}
+              </select>
+            </label>
+            <button type="submit">Search</button>
+          </form>
+          {searchError ? <Notice kind="error">{searchError}</Notice> : null}
+        </section>
+        <section class="card">
+          <h2>Contacts</h2>
+          {page.length === 0 ? (
+            <Empty>
+              {emailKey || filters.status || filters.listId ? "No contacts match." : "No contacts yet. Import a CSV below or add them with the API."}
+            </Empty>
+          ) : (
+            <div class="table-wrap">
+              <table>
+                <thead>
+                  <tr>
+                    <th scope="col">Email</th>
+                    <th scope="col">Name</th>
+                    <th scope="col">Status</th>
+                    <th scope="col">Lists</th>
+                    <th scope="col">Added</th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {page.map((contact) => (
+                    <tr>
+                      <td>{contact.email}</td>
+                      <td>{[contact.firstName, contact.lastName].filter(Boolean).join(" ") || "—"}</td>
+                      <td>
+                        <StatusBadge status={contact.status} />
+                      </td>
+                      <td>{contact.lists.map((id) => listNames.get(id) ?? id).join(", ") || "—"}</td>
+                      <td>{formatTime(contact.createdAt)}</td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </div>
+          )}
+          <Pager next={rows.length > pageSize && last ? encodeCursor(last) : null} base={base} />
+        </section>
+        <div class="grid two">
+          <section class="card">
+            <h2>Lists</h2>
+            {lists.length === 0 ? (
+              <Empty>No lists yet.</Empty>
+            ) : (
+              <ul>
+                {lists.map((list) => (
+                  <li>
+                    <a href={`/dashboard/contacts?list=${encodeURIComponent(list.id)}`}>{list.name}</a>: {list.subscriberCount} subscribed of{" "}
+                    {list.contactCount}
+                  </li>
+                ))}
+              </ul>
+            )}
+            <form method="post" action="/dashboard/contacts/lists" class="inline">
+              <Csrf token={c.get("csrfToken")} />
+              <label>
+                New list
+                <input name="name" type="text" required maxlength={100} />
+              </label>
+              <button type="submit">Create list</button>
+            </form>
+          </section>
+          <section class="card">
+            <h2>Import a CSV</h2>
+            <form method="post" action="/dashboard/contacts/imports" enctype="multipart/form-data" class="stack">
+              <Csrf token={c.get("csrfToken")} />
+              <label for="import-file">
+                CSV with a header row: email, first_name, last_name, company, phone, country, other columns become custom fields
+              </label>
+              <input id="import-file" name="file" type="file" accept=".csv,text/csv" required />
+              <label for="import-list">Add to list</label>
+              <select id="import-list" name="list_id">
+                <option value="">none</option>
+                {lists.map((list) => (
+                  <option value={list.id}>{list.name}</option>
+                ))}
+              </select>
+              <button type="submit">Import</button>
+            </form>
+          </section>
+        </div>
+      </Shell>,
+    );
+  })
+  .post("/contacts/lists", async (c) => {
+    requireSection(c, "contacts");
+    const name = field(await c.req.parseBody(), "name");
+    if (!name || name.length > 100) throw new AppError("validation_failed", "Give the list a name of 1 to 100 characters");
+    await createList(c.env.DB, c.get("auth").account.id, { name, description: null });
+    return c.redirect("/dashboard/contacts", 303);
+  })
+  .post("/contacts/imports", async (c) => {
+    requireSection(c, "contacts");
+    const form = await c.req.parseBody();
+    const file = form.file;
+    if (!(file instanceof File) || file.size === 0) throw new AppError("validation_failed", "Choose a CSV file to import");
+    if (file.size > maxImportBytes) throw new AppError("payload_too_large", "The file is larger than 5 MB");
+    const listId = field(form, "list_id") || undefined;
+    const outcome = await createContactImport(c.env, c.get("auth").account.id, { bytes: new Uint8Array(await file.arrayBuffer()), listId });
+    if (outcome.kind === "invalid") throw new AppError("validation_failed", `${outcome.message}: ${Object.values(outcome.errors).flat().join("; ")}`);
+    if (outcome.kind === "queue_unavailable") throw new AppError("upstream_unavailable", "The import could not be queued; try again shortly");
+    return c.redirect(`/dashboard/contacts/imports/${outcome.contactImport.id}`, 303);
+  })
+  .get("/contacts/imports/:id", async (c) => {
+    requireSection(c, "contacts");
+    const auth = c.get("auth");
+    const contactImport = await findContactImport(c.env.DB, auth.account.id, c.req.param("id"));
+    if (!contactImport) throw notFound("Import");
+    return c.html(
+      <Shell title="Contact import" auth={auth} csrfToken={c.get("csrfToken")} current="/dashboard/contacts">
+        <section class="card">
+          <ImportProgress contactImport={contactImport} />
+        </section>
+        <a href="/dashboard/contacts">← Contacts</a>
+      </Shell>,
+    );
+  })
+  .get("/contacts/imports/:id/progress", async (c) => {
+    requireSection(c, "contacts");
+    const contactImport = await findContactImport(c.env.DB, c.get("auth").account.id, c.req.param("id"));
+    if (!contactImport) throw notFound("Import");
+    return c.html(<ImportProgress contactImport={contactImport} />);
+  });

@@ -1,0 +1,166 @@
+import { Hono } from "hono";
+import { createDomain, findDomain, listDomains, normalizeDomainName, verifyDomain, type DomainRow } from "../../domain/domains/domains";
+import { AppError, notFound } from "../../errors";
+import { field, requireSection } from "../guard";
+import { Copyable, Csrf, Empty, Notice, Shell, StatusBadge, formatTime } from "../layout";
+import type { DashboardEnv } from "../session";
+
+const purposeLabel: Record<DomainRow["records"][number]["purpose"], string> = {
+  dkim: "DKIM (required)",
+  spf: "SPF (required)",
+  dmarc: "DMARC (recommended)",
+  return_path: "Return path",
+  dkim_ed25519: "DKIM Ed25519 (optional)",
+};
+
+function Records({ domain, csrfToken }: { domain: DomainRow; csrfToken: string }) {
+  return (
+    <section class="card" id="records">
+      <div class="actions">
+        <h2>
+          {domain.name} <StatusBadge status={domain.status} />
+        </h2>
+        <form
+          method="post"
+          action={`/dashboard/domains/${domain.id}/verify`}
+          hx-post={`/dashboard/domains/${domain.id}/verify`}
+          hx-target="#records"
+          hx-swap="outerHTML"
+        >
+          <Csrf token={csrfToken} />
+          <button type="submit">
+            Verify now<span class="when-busy">…</span>
+          </button>
+        </form>
+      </div>
+      <p class="hint">
+        Publish these TXT records at your DNS host, then verify. Last checked {formatTime(domain.lastCheckedAt)}
+        {domain.verifiedAt ? `; verified ${formatTime(domain.verifiedAt)}` : ""}.
+      </p>
+      <div class="table-wrap">
+        <table>
+          <thead>
+            <tr>
+              <th scope="col">Record</th>
+              <th scope="col">Name</th>
+              <th scope="col">Value</th>
+              <th scope="col">Status</th>
+            </tr>
+          </thead>
+          <tbody>
+            {domain.records.map((record) => (
+              <tr>
+                <td>
+                  {record.type}
+                  <div class="hint">{purposeLabel[record.purpose]}</div>
+                </td>
+                <td>
+                  <Copyable value={record.name} label={`${record.purpose} record name`} />
+                </td>
+                <td>
+                  <Copyable value={record.value} label={`${record.purpose} record value`} />
+                </td>
+                <td>
+                  <StatusBadge status={record.status} />
+                  {record.found && record.found.length > 0 && record.status !== "verified" ? (
+                    <div class="hint">Found: {record.found.join(" | ")}</div>
+                  ) : null}
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
+    </section>
+  );
+}
+
+export const domainPages = new Hono<DashboardEnv>()
+  .get("/domains", async (c) => {
+    requireSection(c, "domains");
+    const auth = c.get("auth");
+    const rows = await listDomains(c.env.DB, auth.account.id, { limit: 100 });
+    return c.html(
+      <Shell title="Domains" auth={auth} csrfToken={c.get("csrfToken")} current="/dashboard/domains">
+        <section class="card">
+          <h2>Sending domains</h2>
+          {rows.length === 0 ? (
+            <Empty>No domains yet. Add the domain you send from; you get the DNS records to publish.</Empty>
+          ) : (
+            <div class="table-wrap">
+              <table>
+                <thead>
+                  <tr>
+                    <th scope="col">Domain</th>
+                    <th scope="col">Status</th>
+                    <th scope="col">Added</th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {rows.slice(0, 100).map((domain) => (
+                    <tr>
+                      <td>
+                        <a href={`/dashboard/domains/${domain.id}`}>{domain.name}</a>
+                      </td>
+                      <td>
+                        <StatusBadge status={domain.status} />
+                      </td>
+                      <td>{formatTime(domain.createdAt)}</td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </div>
+          )}
+        </section>
+        <section class="card">
+          <h2>Add a domain</h2>
+          <form method="post" action="/dashboard/domains" class="inline">
+            <Csrf token={c.get("csrfToken")} />
+            <label>
+              Domain
+              <input name="name" type="text" required maxlength={253} placeholder="mail.example.com" />
+            </label>
+            <button type="submit">Add domain</button>
+          </form>
+        </section>
+      </Shell>,
+    );
+  })
+  .post("/domains", async (c) => {
+    requireSection(c, "domains");
+    const name = normalizeDomainName(field(await c.req.parseBody(), "name"));
+    if (!name) throw new AppError("validation_failed", "Not a domain name this account can send from (e.g. example.com or mail.example.com)");
+    const outcome = await createDomain(c.env.DB, c.get("auth").account.id, name, c.env);
+    if (outcome.kind === "exists") throw new AppError("conflict", `The domain ${name} is already on this account`);
+    return c.redirect(`/dashboard/domains/${outcome.domain.id}`, 303);
+  })
+  .get("/domains/:id", async (c) => {
+    requireSection(c, "domains");
+    const auth = c.get("auth");
+    const domain = await findDomain(c.env.DB, auth.account.id, c.req.param("id"));
+    if (!domain) throw notFound("Domain");
+    return c.html(
+      <Shell title={`Domain ${domain.name}`} auth={auth} csrfToken={c.get("csrfToken")} current="/dashboard/domains">
+        <Records domain={domain} csrfToken={c.get("csrfToken")} />
+        <p>
+          <a href="/dashboard/domains">← All domains</a>
+        </p>
+      </Shell>,
+    );
+  })
+  .post("/domains/:id/verify", async (c) => {
+    requireSection(c, "domains");
+    const domain = await findDomain(c.env.DB, c.get("auth").account.id, c.req.param("id"));
+    if (!domain) throw notFound("Domain");
+    const checked = await verifyDomain(c.env.DB, domain, c.env);
+    if (c.req.header("HX-Request") === "true") {
+      return c.html(
+        <>
+          <Records domain={checked} csrfToken={c.get("csrfToken")} />
+          {checked.status === "verified" ? null : <Notice kind="warn">Not verified yet: DKIM and SPF must both be found.</Notice>}
+        </>,
+      );
+    }
+    return c.redirect(`/dashboard/domains/${checked.id}`, 303);
+  });

@@ -1,0 +1,284 @@
+import { Hono } from "hono";
+import { hasFeature } from "../../domain/accounts/accounts";
+import { acceptMessage } from "../../domain/sending/accept";
+import { parseMailbox } from "../../domain/sending/addresses";
+import { findMessage, listMessages, type MessageFilters, type MessageStatus } from "../../domain/sending/messages";
+import { AppError, notFound } from "../../errors";
+import { encodeCursor } from "../../lib/pagination";
+import { field, requireSection } from "../guard";
+import { Csrf, Empty, Notice, Pager, Shell, StatusBadge, formatTime } from "../layout";
+import type { DashboardEnv } from "../session";
+
+const statuses: MessageStatus[] = [
+  "scheduled",
+  "queued",
+  "sending",
+  "sent",
+  "delivered",
+  "deferred",
+  "bounced",
+  "failed",
+  "suppressed",
+  "unknown",
+  "cancelled",
+];
+const isoDay = /^\d{4}-\d{2}-\d{2}$/;
+const pageSize = 25;
+
+function Filters({ query }: { query: Record<string, string> }) {
+  return (
+    <form method="get" action="/dashboard/messages" class="filters" aria-label="Search">
+      <label>
+        Recipient
+        <input name="to" type="search" value={query.to ?? ""} placeholder="ann@example.org" maxlength={320} />
+      </label>
+      <label>
+        Status
+        <select name="status">
+          <option value="">any</option>
+          {statuses.map((status) => (
+            <option value={status} selected={query.status === status}>
+              {status}
+            </option>
+          ))}
+        </select>
+      </label>
+      <label>
+        Tag
+        <input name="tag" type="search" value={query.tag ?? ""} maxlength={64} />
+      </label>
+      <label>
+        From
+        <input name="after" type="date" value={query.after ?? ""} />
+      </label>
+      <label>
+        To
+        <input name="before" type="date" value={query.before ?? ""} />
+      </label>
+      <button type="submit">Search</button>
+    </form>
+  );
+}
+
+function TestSendForm({ csrfToken }: { csrfToken: string }) {
+  return (
+    <details class="card">
+      <summary>
+        <strong>Send a test email</strong>
+      </summary>
+      <form method="post" action="/dashboard/messages/test" class="stack">
+        <Csrf token={csrfToken} />
+        <label for="test-from">From (an address on a verified domain)</label>
+        <input id="test-from" name="from" type="text" required placeholder="Acme <hello@example.com>" />
+        <label for="test-to">To</label>
+        <input id="test-to" name="to" type="email" required />
+        <label for="test-subject">Subject</label>
+        <input id="test-subject" name="subject" type="text" required maxlength={998} value="Test from the Mailforge dashboard" />
+        <label for="test-text">Text</label>
+        <textarea id="test-text" name="text" required>
+          Hello! This is a test message sent from the dashboard.
+        </textarea>
+        <button type="submit">Send</button>
+      </form>
+    </details>
+  );
+}
+
+export const messagePages = new Hono<DashboardEnv>()
+  .get("/messages", async (c) => {
+    requireSection(c, "send");
+    const auth = c.get("auth");
+    const query = c.req.query();
+    const status = statuses.find((value) => value === query.status);
+    const filters: MessageFilters = {
+      status,
+      to: query.to?.trim() || undefined,
+      tag: query.tag?.trim() || undefined,
+      createdAfter: isoDay.test(query.after ?? "") ? query.after : undefined,
+      createdBefore: isoDay.test(query.before ?? "") ? query.before : undefined,
+    };
+    const rows = await listMessages(c.env.DB, auth.account.id, filters, { cursor: query.cursor || undefined, limit: pageSize });
+    const page = rows.slice(0, pageSize);
+    const last = page.at(-1);
+    const next = rows.length > pageSize && last ? encodeCursor(last) : null;
+    const base = `/dashboard/messages?${new URLSearchParams(Object.entries(query).filter(([name, value]) => name !== "cursor" && value !== ""))}`;
+    return c.html(
+      <Shell title="Messages" auth={auth} csrfToken={c.get("csrfToken")} current="/dashboard/messages">
+        {query.sent ? <Notice kind="ok">Test email accepted; it appears below as it is delivered.</Notice> : null}
+        <section class="card">
+          <Filters query={query} />
+        </section>
+        <section class="card">
+          {page.length === 0 ? (
+            <Empty>
+              {Object.values(filters).some(Boolean)
+                ? "No messages match these filters."
+                : "No messages yet. Send one with the API, SMTP or the form below."}
+            </Empty>
+          ) : (
+            <div class="table-wrap">
+              <table>
+                <thead>
+                  <tr>
+                    <th scope="col">Subject</th>
+                    <th scope="col">From</th>
+                    <th scope="col">Status</th>
+                    <th scope="col">Tags</th>
+                    <th scope="col">Created</th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {page.map((message) => (
+                    <tr>
+                      <td>
+                        <a href={`/dashboard/messages/${message.id}`}>{message.subject || "(no subject)"}</a>
+                        {message.testMode ? <span class="badge warn">test</span> : null}
+                      </td>
+                      <td>{message.fromAddress}</td>
+                      <td>
+                        <StatusBadge status={message.status} />
+                      </td>
+                      <td>{message.tags.join(", ")}</td>
+                      <td>{formatTime(message.createdAt)}</td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </div>
+          )}
+          <Pager next={next} base={base} />
+        </section>
+        {hasFeature(auth.account, "email_api") ? <TestSendForm csrfToken={c.get("csrfToken")} /> : null}
+      </Shell>,
+    );
+  })
+  .post("/messages/test", async (c) => {
+    requireSection(c, "send", "email_api");
+    const auth = c.get("auth");
+    const form = await c.req.parseBody();
+    const from = parseMailbox(field(form, "from"));
+    const to = parseMailbox(field(form, "to"));
+    const subject = field(form, "subject");
+    const text = field(form, "text");
+    if (!from.ok) throw new AppError("validation_failed", `From: ${from.error}`);
+    if (!to.ok) throw new AppError("validation_failed", `To: ${to.error}`);
+    if (!subject || /[\r\n]/.test(subject) || !text) throw new AppError("validation_failed", "Give a one-line subject and a text");
+    // The same pipeline as POST /send: domain check, suppressions, daily limit, credits.
+    await acceptMessage(
+      c.env,
+      c.executionCtx,
+      { account: auth.account, testMode: auth.apiKey.mode === "test" },
+      {
+        source: "api",
+        from: from.mailbox,
+        recipients: [to.mailbox.address],
+        tags: ["dashboard-test"],
+        metadata: {},
+        compose: () => ({ subject, content: { kind: "compose", to: [to.mailbox.address], text, variables: {}, attachments: [] } }),
+      },
+    );
+    return c.redirect("/dashboard/messages?sent=1", 303);
+  })
+  .get("/messages/:id", async (c) => {
+    requireSection(c, "send");
+    const auth = c.get("auth");
+    const found = await findMessage(c.env.DB, auth.account.id, c.req.param("id"));
+    if (!found) throw notFound("Message");
+    const { message, recipients, timeline } = found;
+    const headers: [string, string][] = [
+      ["From", message.fromName ? `${message.fromName} <${message.fromAddress}>` : message.fromAddress],
+      ["To", recipients.map((recipient) => recipient.email).join(", ")],
+      ...(message.replyTo ? [["Reply-To", message.replyTo] as [string, string]] : []),
+      ["Subject", message.subject],
+      ["Tags", message.tags.join(", ") || "—"],
+      ...Object.entries(message.metadata).map(([name, value]): [string, string] => [`Metadata ${name}`, value]),
+    ];
+    return c.html(
+      <Shell title={message.subject || "(no subject)"} auth={auth} csrfToken={c.get("csrfToken")} current="/dashboard/messages">
+        <div class="grid two">
+          <section class="card">
+            <h2>Message</h2>
+            <dl class="facts">
+              <dt>Status</dt>
+              <dd>
+                <StatusBadge status={message.status} />
+                {message.testMode ? <span class="badge warn">test mode</span> : null}
+              </dd>
+              <dt>Id</dt>
+              <dd>
+                <code>{message.id}</code>
+              </dd>
+              <dt>Source</dt>
+              <dd>{message.source}</dd>
+              <dt>Created</dt>
+              <dd>{formatTime(message.createdAt)}</dd>
+              <dt>Sent</dt>
+              <dd>{formatTime(message.sentAt)}</dd>
+              <dt>Attempts</dt>
+              <dd>{message.attempts}</dd>
+              <dt>Credits</dt>
+              <dd>
+                {message.creditsCharged} charged, {message.creditsRefunded} refunded
+              </dd>
+              <dt>Last reply</dt>
+              <dd>{message.smtpResponse ?? "—"}</dd>
+            </dl>
+            <h3>Headers</h3>
+            <dl class="facts">
+              {headers.map(([name, value]) => (
+                <>
+                  <dt>{name}</dt>
+                  <dd>{value}</dd>
+                </>
+              ))}
+            </dl>
+          </section>
+          <section class="card">
+            <h2>Timeline</h2>
+            {timeline.length === 0 ? (
+              <Empty>No events yet.</Empty>
+            ) : (
+              <ol class="timeline">
+                {timeline.map((event) => (
+                  <li>
+                    <strong>{event.type}</strong> <span class="hint">{formatTime(event.createdAt)}</span>
+                    {typeof event.data.recipient === "string" ? <div class="hint">{event.data.recipient}</div> : null}
+                    {typeof event.data.smtp_response === "string" ? <div class="hint">{event.data.smtp_response}</div> : null}
+                  </li>
+                ))}
+              </ol>
+            )}
+            <h3>Recipients</h3>
+            <div class="table-wrap">
+              <table>
+                <thead>
+                  <tr>
+                    <th scope="col">Address</th>
+                    <th scope="col">Status</th>
+                    <th scope="col">Opens</th>
+                    <th scope="col">Clicks</th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {recipients.map((recipient) => (
+                    <tr>
+                      <td>{recipient.email}</td>
+                      <td>
+                        <StatusBadge status={recipient.status} />
+                        {recipient.smtpResponse ? <div class="hint">{recipient.smtpResponse}</div> : null}
+                      </td>
+                      <td>{recipient.opens}</td>
+                      <td>{recipient.clicks}</td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </div>
+          </section>
+        </div>
+        <p>
+          <a href="/dashboard/messages">← All messages</a>
+        </p>
+      </Shell>,
+    );
+  });

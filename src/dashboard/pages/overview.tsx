@@ -1,0 +1,163 @@
+import { Hono } from "hono";
+import { balancesOf } from "../../domain/accounts/accounts";
+import { defaultRange, overviewReport, type Overview, type ReportCounts } from "../../domain/reports/reports";
+import { requireSection } from "../guard";
+import { Empty, Shell, percent } from "../layout";
+import type { DashboardEnv } from "../session";
+
+// Gmail's and Yahoo's bulk-sender rules: keep spam complaints under 0.1%, never reach 0.3%. Neither publishes a bounce
+// limit; 2% hard bounces is the common warning line of sending providers.
+const complaintTarget = 0.001;
+const complaintLimit = 0.003;
+const bounceLimit = 0.02;
+
+const chartSeries = [
+  ["sent", "Sent"],
+  ["delivered", "Delivered"],
+  ["hard_bounces", "Bounced"],
+  ["unique_opens", "Opened"],
+  ["unique_clicks", "Clicked"],
+] as const satisfies readonly (readonly [keyof ReportCounts, string])[];
+
+/** What dashboard.js draws: labels, x values (Unix seconds or category indexes) and one array per series. */
+function chartData(kind: "lines" | "bars", x: number[], rows: ReportCounts[], categories?: string[]) {
+  return JSON.stringify({
+    kind,
+    x,
+    categories,
+    series: chartSeries.map(([counter, label]) => ({ label, values: rows.map((row) => row[counter]) })),
+  });
+}
+
+function RateMeter({ label, value, warn, limit, note }: { label: string; value: number; warn: number; limit: number; note: string }) {
+  const tone = value >= limit ? "bad" : value >= warn ? "warn" : "ok";
+  return (
+    <div class={`meter ${tone}`}>
+      <div class="meter-label">{label}</div>
+      <div class="meter-value">{percent(value)}</div>
+      <meter min={0} max={limit * 2} low={warn} high={limit} optimum={0} value={value} aria-label={`${label} ${percent(value)}`} />
+      <div class="hint">{note}</div>
+    </div>
+  );
+}
+
+function OverviewPage({ report }: { report: Overview }) {
+  const today = report.daily.at(-1);
+  const hasMail = report.totals.sent > 0 || report.daily.some((day) => day.delivered > 0 || day.unique_opens > 0);
+  const complaintRate = report.rates.complaint_rate;
+  return (
+    <>
+      <section class="grid charts">
+        <div class="card">
+          <h2>Today ({report.to})</h2>
+          {today && today.sent + today.delivered + today.hard_bounces > 0 ? (
+            <div
+              class="chart"
+              data-chart={chartData(
+                "bars",
+                chartSeries.map((_, index) => index),
+                [today],
+                chartSeries.map(([, label]) => label),
+              )}
+              role="img"
+              aria-label={`Today: ${chartSeries.map(([counter, label]) => `${label} ${today[counter]}`).join(", ")}`}
+            />
+          ) : (
+            <Empty>No mail has finished sending today.</Empty>
+          )}
+          {today ? (
+            <dl class="counts">
+              {chartSeries.map(([counter, label]) => (
+                <div>
+                  <dt>{label}</dt>
+                  <dd>{today[counter].toLocaleString("en")}</dd>
+                </div>
+              ))}
+            </dl>
+          ) : null}
+        </div>
+        <div class="card">
+          <h2>
+            Last 30 days ({report.from} to {report.to})
+          </h2>
+          {hasMail ? (
+            <div
+              class="chart"
+              data-chart={chartData(
+                "lines",
+                report.daily.map((day) => Date.parse(`${day.date}T00:00:00Z`) / 1000),
+                report.daily,
+              )}
+              role="img"
+              aria-label={`Last 30 days: ${chartSeries.map(([counter, label]) => `${label} ${report.totals[counter]}`).join(", ")}`}
+            />
+          ) : (
+            <Empty>No mail in the last 30 days. Send a message and its delivery and engagement show here.</Empty>
+          )}
+          <dl class="counts">
+            {chartSeries.map(([counter, label]) => (
+              <div>
+                <dt>{label}</dt>
+                <dd>{report.totals[counter].toLocaleString("en")}</dd>
+              </div>
+            ))}
+          </dl>
+        </div>
+      </section>
+      <section class="card">
+        <h2>Sender reputation (30 days)</h2>
+        <div class="grid meters">
+          <RateMeter
+            label="Spam complaint rate"
+            value={complaintRate}
+            warn={complaintTarget}
+            limit={complaintLimit}
+            note="Gmail and Yahoo: stay under 0.10%, never reach 0.30%."
+          />
+          <RateMeter
+            label="Bounce rate"
+            value={report.rates.bounce_rate}
+            warn={bounceLimit / 2}
+            limit={bounceLimit}
+            note="Hard bounces over sent; keep it under 2%."
+          />
+          <div class="meter">
+            <div class="meter-label">Delivery rate</div>
+            <div class="meter-value">{percent(report.rates.delivery_rate)}</div>
+            <div class="hint">
+              Open rate {percent(report.rates.open_rate)}, click rate {percent(report.rates.click_rate)}
+            </div>
+          </div>
+        </div>
+      </section>
+    </>
+  );
+}
+
+export const overviewPages = new Hono<DashboardEnv>().get("/", async (c) => {
+  const auth = c.get("auth");
+  requireSection(c, "reports");
+  const report = await overviewReport(c.env.DB, auth.account.id, defaultRange({}));
+  const balances = balancesOf(auth.account);
+  return c.html(
+    <Shell title="Overview" auth={auth} csrfToken={c.get("csrfToken")} current="/dashboard">
+      <section class="grid stats">
+        <div class="card stat">
+          <div class="stat-label">Sending credits</div>
+          <div class="stat-value">{balances.send.available.toLocaleString("en")}</div>
+          <div class="hint">{balances.send.reserved.toLocaleString("en")} reserved by campaigns</div>
+        </div>
+        <div class="card stat">
+          <div class="stat-label">Verification credits</div>
+          <div class="stat-value">{balances.verify.available.toLocaleString("en")}</div>
+        </div>
+        <div class="card stat">
+          <div class="stat-label">Plan</div>
+          <div class="stat-value">{auth.account.plan}</div>
+          <div class="hint">{auth.account.dailySendLimit.toLocaleString("en")} emails a day</div>
+        </div>
+      </section>
+      <OverviewPage report={report} />
+    </Shell>,
+  );
+});

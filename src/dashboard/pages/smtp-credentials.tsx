@@ -1,0 +1,101 @@
+import { Hono, type Context } from "hono";
+import { createSmtpCredential, listSmtpCredentials, revokeSmtpCredential } from "../../domain/smtp/credentials";
+import { AppError, notFound } from "../../errors";
+import { field, requireSection } from "../guard";
+import { Copyable, Csrf, Empty, Notice, Shell, formatTime } from "../layout";
+import type { DashboardEnv } from "../session";
+
+async function credentialsPage(c: Context<DashboardEnv>, created?: { username: string; password: string }) {
+  const auth = c.get("auth");
+  const csrfToken = c.get("csrfToken");
+  const credentials = await listSmtpCredentials(c.env.DB, auth.account.id);
+  return c.html(
+    <Shell title="SMTP credentials" auth={auth} csrfToken={csrfToken} current="/dashboard/smtp-credentials">
+      {created ? (
+        <Notice kind="ok">
+          <strong>Credential created.</strong> Copy the password now: it is shown only this once.
+          <span class="secret">
+            Username <Copyable value={created.username} label="the username" />
+          </span>
+          <span class="secret" data-testid="new-secret">
+            Password <Copyable value={created.password} label="the password" />
+          </span>
+        </Notice>
+      ) : null}
+      <section class="card">
+        <h2>Active credentials</h2>
+        <p class="hint">For the SMTP relay: ports 587 and 2525 with STARTTLS, 465 with implicit TLS.</p>
+        {credentials.length === 0 ? (
+          <Empty>No SMTP credentials yet.</Empty>
+        ) : (
+          <div class="table-wrap">
+            <table>
+              <thead>
+                <tr>
+                  <th scope="col">Name</th>
+                  <th scope="col">Username</th>
+                  <th scope="col">Mode</th>
+                  <th scope="col">Last used</th>
+                  <th scope="col">Revoke</th>
+                </tr>
+              </thead>
+              <tbody>
+                {credentials.map((credential) => (
+                  <tr>
+                    <td>{credential.name}</td>
+                    <td>
+                      <code>{credential.username}</code>
+                    </td>
+                    <td>{credential.mode}</td>
+                    <td>{formatTime(credential.lastUsedAt)}</td>
+                    <td>
+                      <form method="post" action={`/dashboard/smtp-credentials/${credential.id}/revoke`}>
+                        <Csrf token={csrfToken} />
+                        <button type="submit" class="danger" aria-label={`Revoke ${credential.name}`}>
+                          Revoke
+                        </button>
+                      </form>
+                    </td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
+        )}
+      </section>
+      <section class="card">
+        <h2>Create a credential</h2>
+        <form method="post" action="/dashboard/smtp-credentials" class="inline">
+          <Csrf token={csrfToken} />
+          <label>
+            Name
+            <input name="name" type="text" required maxlength={100} placeholder="WordPress" />
+          </label>
+          <button type="submit">Create credential</button>
+        </form>
+      </section>
+    </Shell>,
+    created ? 201 : 200,
+  );
+}
+
+export const smtpCredentialPages = new Hono<DashboardEnv>()
+  .get("/smtp-credentials", async (c) => {
+    requireSection(c, "send");
+    return credentialsPage(c);
+  })
+  .post("/smtp-credentials", async (c) => {
+    requireSection(c, "send", "smtp_relay");
+    const name = field(await c.req.parseBody(), "name");
+    if (!name || name.length > 100) throw new AppError("validation_failed", "Give the credential a name of 1 to 100 characters");
+    const outcome = await createSmtpCredential(c.env.DB, c.get("auth"), { name });
+    if (outcome.kind === "live_key_required") throw new AppError(outcome.kind, outcome.message);
+    return credentialsPage(c, { username: outcome.row.username, password: outcome.password });
+  })
+  .post("/smtp-credentials/:id/revoke", async (c) => {
+    requireSection(c, "send");
+    const outcome = await revokeSmtpCredential(c.env.DB, c.get("auth"), c.req.param("id"));
+    if (outcome.kind === "not_found") throw notFound("SMTP credential");
+    if (outcome.kind === "live_key_required") throw new AppError(outcome.kind, outcome.message);
+    return c.redirect("/dashboard/smtp-credentials", 303);
+  });

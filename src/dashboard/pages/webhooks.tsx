@@ -1,0 +1,281 @@
+import { Hono, type Context } from "hono";
+import { eventTypes, type EventType } from "../../domain/events/events";
+import {
+  createEndpoint,
+  deleteEndpoint,
+  findEndpoint,
+  listDeliveries,
+  listEndpoints,
+  MAX_ENDPOINTS_PER_ACCOUNT,
+  updateEndpoint,
+  type EventSubscription,
+  type WebhookEndpointRow,
+} from "../../domain/webhooks/endpoints";
+import { replayEvent, sendTestEvent, type AttemptResult } from "../../domain/webhooks/delivery";
+import { AppError, notFound } from "../../errors";
+import { field, requireLiveKey, requireSection } from "../guard";
+import { Copyable, Csrf, Empty, Notice, Shell, StatusBadge, formatTime } from "../layout";
+import type { DashboardEnv } from "../session";
+
+type Page = Context<DashboardEnv>;
+
+function guard(c: Page, change?: string) {
+  requireSection(c, "webhooks");
+  if (change) requireLiveKey(c, change);
+}
+
+function SecretOnce({ secret }: { secret: string }) {
+  return (
+    <Notice kind="ok">
+      <strong>Signing secret</strong> Copy it now: it is shown only this once.
+      <span class="secret" data-testid="new-secret">
+        <Copyable value={secret} label="the signing secret" />
+      </span>
+    </Notice>
+  );
+}
+
+function AttemptNotice({ what, result }: { what: string; result: AttemptResult }) {
+  return (
+    <Notice kind={result.ok ? "ok" : "error"}>
+      {what} {result.ok ? "delivered" : "failed"}: {result.statusCode ?? "no response"} in {result.durationMs} ms
+      {result.responseSnippet ? `: ${result.responseSnippet}` : ""}
+    </Notice>
+  );
+}
+
+async function ownedEndpoint(c: Page): Promise<WebhookEndpointRow> {
+  const endpoint = await findEndpoint(c.env.DB, c.get("auth").account.id, c.req.param("id") ?? "");
+  if (!endpoint) throw notFound("Webhook endpoint");
+  return endpoint;
+}
+
+async function endpointPage(c: Page, endpoint: WebhookEndpointRow, secret?: string) {
+  const auth = c.get("auth");
+  const csrfToken = c.get("csrfToken");
+  const deliveries = (await listDeliveries(c.env.DB, auth.account.id, endpoint.id, {}, { limit: 50 })) ?? [];
+  return c.html(
+    <Shell title={`Webhook ${endpoint.url}`} auth={auth} csrfToken={csrfToken} current="/dashboard/webhooks">
+      {secret ? <SecretOnce secret={secret} /> : null}
+      <section class="card">
+        <h2>Endpoint</h2>
+        <dl class="facts">
+          <dt>URL</dt>
+          <dd>
+            <code>{endpoint.url}</code>
+          </dd>
+          <dt>Status</dt>
+          <dd>
+            <StatusBadge status={endpoint.enabled ? "active" : "disabled"} />
+            {endpoint.disabledReason ? ` ${endpoint.disabledReason}` : ""}
+          </dd>
+          <dt>Events</dt>
+          <dd>{endpoint.events.join(", ")}</dd>
+          <dt>Description</dt>
+          <dd>{endpoint.description ?? "—"}</dd>
+        </dl>
+        <div class="actions">
+          <form
+            method="post"
+            action={`/dashboard/webhooks/${endpoint.id}/test`}
+            hx-post={`/dashboard/webhooks/${endpoint.id}/test`}
+            hx-target="#test-result"
+          >
+            <Csrf token={csrfToken} />
+            <button type="submit">Send test event</button>
+          </form>
+          <form method="post" action={`/dashboard/webhooks/${endpoint.id}/enabled`}>
+            <Csrf token={csrfToken} />
+            <input type="hidden" name="enabled" value={endpoint.enabled ? "false" : "true"} />
+            <button type="submit" class="secondary">
+              {endpoint.enabled ? "Disable" : "Enable"}
+            </button>
+          </form>
+          <form method="post" action={`/dashboard/webhooks/${endpoint.id}/rotate`}>
+            <Csrf token={csrfToken} />
+            <button type="submit" class="secondary">
+              Rotate secret
+            </button>
+          </form>
+          <form method="post" action={`/dashboard/webhooks/${endpoint.id}/delete`}>
+            <Csrf token={csrfToken} />
+            <button type="submit" class="danger">
+              Delete
+            </button>
+          </form>
+        </div>
+        <div id="test-result" aria-live="polite" />
+      </section>
+      <section class="card">
+        <h2>Deliveries</h2>
+        {deliveries.length === 0 ? (
+          <Empty>No deliveries yet. Send a test event, or wait for the events this endpoint subscribes to.</Empty>
+        ) : (
+          <div class="table-wrap">
+            <table>
+              <thead>
+                <tr>
+                  <th scope="col">Event</th>
+                  <th scope="col">Attempt</th>
+                  <th scope="col">Status</th>
+                  <th scope="col">Response</th>
+                  <th scope="col">At</th>
+                  <th scope="col">Replay</th>
+                </tr>
+              </thead>
+              <tbody>
+                {deliveries.slice(0, 50).map((delivery) => (
+                  <tr>
+                    <td>
+                      {delivery.eventType}
+                      <div class="hint">{delivery.eventId}</div>
+                    </td>
+                    <td>{delivery.attempt}</td>
+                    <td>
+                      <StatusBadge status={delivery.status === "succeeded" ? "delivered" : delivery.status} />
+                      {delivery.nextRetryAt ? <div class="hint">retry {formatTime(delivery.nextRetryAt)}</div> : null}
+                    </td>
+                    <td>
+                      {delivery.statusCode ?? "—"} {delivery.durationMs !== null ? <span class="hint">{delivery.durationMs} ms</span> : null}
+                      {delivery.responseSnippet ? <div class="hint">{delivery.responseSnippet}</div> : null}
+                    </td>
+                    <td>{formatTime(delivery.createdAt)}</td>
+                    <td>
+                      <form
+                        method="post"
+                        action={`/dashboard/webhooks/${endpoint.id}/events/${delivery.eventId}/replay`}
+                        hx-post={`/dashboard/webhooks/${endpoint.id}/events/${delivery.eventId}/replay`}
+                        hx-target="#test-result"
+                      >
+                        <Csrf token={csrfToken} />
+                        <button type="submit" class="secondary" aria-label={`Replay ${delivery.eventType} ${delivery.eventId}`}>
+                          Replay
+                        </button>
+                      </form>
+                    </td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
+        )}
+      </section>
+      <a href="/dashboard/webhooks">← Webhooks</a>
+    </Shell>,
+  );
+}
+
+export const webhookPages = new Hono<DashboardEnv>()
+  .get("/webhooks", async (c) => {
+    guard(c);
+    const auth = c.get("auth");
+    const endpoints = await listEndpoints(c.env.DB, auth.account.id, { limit: MAX_ENDPOINTS_PER_ACCOUNT });
+    return c.html(
+      <Shell title="Webhooks" auth={auth} csrfToken={c.get("csrfToken")} current="/dashboard/webhooks">
+        <section class="card">
+          <h2>Endpoints</h2>
+          {endpoints.length === 0 ? (
+            <Empty>No endpoints yet. Add one to receive signed events as they happen.</Empty>
+          ) : (
+            <div class="table-wrap">
+              <table>
+                <thead>
+                  <tr>
+                    <th scope="col">URL</th>
+                    <th scope="col">Events</th>
+                    <th scope="col">Status</th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {endpoints.slice(0, MAX_ENDPOINTS_PER_ACCOUNT).map((endpoint) => (
+                    <tr>
+                      <td>
+                        <a href={`/dashboard/webhooks/${endpoint.id}`}>{endpoint.url}</a>
+                      </td>
+                      <td>{endpoint.events.join(", ")}</td>
+                      <td>
+                        <StatusBadge status={endpoint.enabled ? "active" : "disabled"} />
+                      </td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </div>
+          )}
+        </section>
+        <section class="card">
+          <h2>Add an endpoint</h2>
+          <form method="post" action="/dashboard/webhooks" class="stack">
+            <Csrf token={c.get("csrfToken")} />
+            <label for="wh-url">URL (https)</label>
+            <input id="wh-url" name="url" type="url" required maxlength={2048} placeholder="https://example.com/webhooks/mailforge" />
+            <label for="wh-description">Description</label>
+            <input id="wh-description" name="description" type="text" maxlength={500} />
+            <fieldset>
+              <legend>Events (none ticked: all of them)</legend>
+              {eventTypes.map((type) => (
+                <label>
+                  <input type="checkbox" name="events" value={type} /> {type}
+                </label>
+              ))}
+            </fieldset>
+            <button type="submit">Add endpoint</button>
+          </form>
+        </section>
+      </Shell>,
+    );
+  })
+  .post("/webhooks", async (c) => {
+    guard(c, "Creating a webhook endpoint");
+    const form = await c.req.parseBody({ all: true });
+    const picked = ([] as unknown[]).concat(form.events ?? []).filter((type): type is EventType => eventTypes.includes(type as EventType));
+    const events: EventSubscription[] = picked.length > 0 ? picked : ["*"];
+    const outcome = await createEndpoint(c.env, c.get("auth").account.id, {
+      url: field(form, "url"),
+      description: field(form, "description") || undefined,
+      events,
+      enabled: true,
+    });
+    if (outcome.kind === "too_many")
+      throw new AppError("validation_failed", `An account can have at most ${MAX_ENDPOINTS_PER_ACCOUNT} webhook endpoints`);
+    if (outcome.kind === "url_refused") throw new AppError(outcome.transient ? "upstream_unavailable" : "validation_failed", outcome.reason);
+    return endpointPage(c, outcome.endpoint, outcome.secret);
+  })
+  .get("/webhooks/:id", async (c) => {
+    guard(c);
+    return endpointPage(c, await ownedEndpoint(c));
+  })
+  .post("/webhooks/:id/test", async (c) => {
+    guard(c);
+    const { result } = await sendTestEvent(c.env, await ownedEndpoint(c), "relay.delivered");
+    if (c.req.header("HX-Request") === "true") return c.html(<AttemptNotice what="Test event" result={result} />);
+    return c.redirect(`/dashboard/webhooks/${c.req.param("id")}`, 303);
+  })
+  .post("/webhooks/:id/events/:eventId/replay", async (c) => {
+    guard(c, "Replaying a webhook delivery");
+    const result = await replayEvent(c.env, await ownedEndpoint(c), c.req.param("eventId"));
+    // Test events are not stored, so only real events can be sent again.
+    if (!result) throw notFound("Event (test events cannot be replayed)");
+    if (c.req.header("HX-Request") === "true") return c.html(<AttemptNotice what="Replay" result={result} />);
+    return c.redirect(`/dashboard/webhooks/${c.req.param("id")}`, 303);
+  })
+  .post("/webhooks/:id/enabled", async (c) => {
+    guard(c, "Changing a webhook endpoint");
+    const enabled = field(await c.req.parseBody(), "enabled") === "true";
+    const outcome = await updateEndpoint(c.env, c.get("auth").account.id, c.req.param("id"), { enabled });
+    if (outcome.kind === "not_found") throw notFound("Webhook endpoint");
+    if (outcome.kind === "url_refused") throw new AppError("validation_failed", outcome.reason);
+    return c.redirect(`/dashboard/webhooks/${outcome.endpoint.id}`, 303);
+  })
+  .post("/webhooks/:id/rotate", async (c) => {
+    guard(c, "Changing a webhook endpoint");
+    const outcome = await updateEndpoint(c.env, c.get("auth").account.id, c.req.param("id"), { rotateSecret: true });
+    if (outcome.kind === "not_found") throw notFound("Webhook endpoint");
+    if (outcome.kind === "url_refused") throw new AppError("validation_failed", outcome.reason);
+    return endpointPage(c, outcome.endpoint, outcome.secret);
+  })
+  .post("/webhooks/:id/delete", async (c) => {
+    guard(c, "Deleting a webhook endpoint");
+    if (!(await deleteEndpoint(c.env.DB, c.get("auth").account.id, c.req.param("id")))) throw notFound("Webhook endpoint");
+    return c.redirect("/dashboard/webhooks", 303);
+  });

@@ -1,0 +1,147 @@
+import { describe, expect, it } from "vitest";
+import { call, createAccount, json } from "../helpers";
+import { receiverPath, receiverUrl, waitForRequests } from "../webhooks/helpers";
+import { cookieHeader, signIn, visit } from "./helpers";
+
+describe("dashboard pages", () => {
+  it("renders every section for a full-access key, with empty states on a new account", async () => {
+    const account = await createAccount({ features: ["email_api", "smtp_relay", "campaigns", "automations", "ai"] });
+    const browser = await signIn(account.api_key);
+    const empty: Record<string, string> = {
+      "/dashboard": "No mail in the last 30 days",
+      "/dashboard/messages": "No messages yet",
+      "/dashboard/domains": "No domains yet",
+      "/dashboard/api-keys": "Default",
+      "/dashboard/webhooks": "No endpoints yet",
+      "/dashboard/verification": "No bulk verification jobs yet",
+      "/dashboard/contacts": "No contacts yet",
+      "/dashboard/campaigns": "No campaigns yet",
+      "/dashboard/automations": "No automations yet",
+      "/dashboard/ai": "No AI requests yet",
+      "/dashboard/usage": "Credit movements",
+      "/dashboard/smtp-credentials": "No SMTP credentials yet",
+    };
+    for (const [path, text] of Object.entries(empty)) {
+      const page = await browser.get(path);
+      expect(page.status, path).toBe(200);
+      expect(await page.text(), path).toContain(text);
+    }
+  });
+
+  it("creates a draft campaign with a list audience, counts the audience and shows the preview frame", async () => {
+    const account = await createAccount({ features: ["email_api", "smtp_relay", "campaigns"] });
+    const list = await json<{ id: string }>(await call("/api/v1/lists", { key: account.api_key, body: { name: "Readers" } }));
+    await call(`/api/v1/lists/${list.id}/contacts`, { key: account.api_key, body: { emails: ["a@example.com", "b@example.com"] } });
+    const browser = await signIn(account.api_key);
+    const created = await browser.post("/dashboard/campaigns", {
+      name: "November news",
+      subject: "News",
+      html: "<p>Hello {{first_name}}</p>",
+      lists: list.id,
+    });
+    expect(created.status).toBe(303);
+    const location = created.headers.get("Location")!;
+    const page = await browser.get(location);
+    const html = await page.text();
+    expect(html).toMatch(/Audience: <strong>2<\/strong>/);
+    expect(html).toContain(`src="${location}/preview"`);
+    const preview = await browser.get(`${location}/preview`);
+    expect(preview.headers.get("Content-Security-Policy")).toMatch(/^sandbox;/);
+    expect(await preview.text()).toBe("<p>Hello {{first_name}}</p>");
+  });
+
+  it("verifies a CSV upload as a bulk job and shows its progress and results", async () => {
+    const account = await createAccount();
+    const browser = await signIn(account.api_key);
+    const body = new FormData();
+    body.set("_csrf", browser.csrf);
+    body.set("file", new File(["email,name\nann@example.com,Ann\nnot-an-address,Bob\n"], "list.csv", { type: "text/csv" }));
+    const upload = await visit("/dashboard/verification/upload", { method: "POST", headers: { Cookie: cookieHeader(browser.jar) }, body });
+    expect(upload.status).toBe(303);
+    const jobPath = upload.headers.get("Location")!;
+    let progress = "";
+    for (let attempt = 0; attempt < 50 && !progress.includes("100%"); attempt++) {
+      progress = await (await browser.get(`${jobPath}/progress`, { "HX-Request": "true" })).text();
+      if (!progress.includes("100%")) await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    expect(progress).toContain("100% (2 of 2)");
+    expect(progress).toContain("Download results");
+    const csv = await (await browser.get(`${jobPath}/results.csv`)).text();
+    expect(csv.split("\r\n")[0]).toMatch(/^position,email,/);
+    expect(csv).toContain("ann@example.com");
+  });
+});
+
+describe("dashboard uploads", () => {
+  it("accepts a CSV over the 1 MB default body limit and refuses one over 5 MB", async () => {
+    const account = await createAccount();
+    const browser = await signIn(account.api_key);
+    const upload = (bytes: number) => {
+      const note = "x".repeat(Math.ceil(bytes / 20));
+      const rows = Array.from({ length: 20 }, (_, index) => `person${index}@example.com,${note}`);
+      const body = new FormData();
+      body.set("_csrf", browser.csrf);
+      body.set("file", new File([`email,note\n${rows.join("\n")}\n`], "big.csv", { type: "text/csv" }));
+      return visit("/dashboard/verification/upload", { method: "POST", headers: { Cookie: cookieHeader(browser.jar) }, body });
+    };
+    expect((await upload(2 * 1024 * 1024)).status).toBe(303);
+    expect((await upload(5.5 * 1024 * 1024)).status).toBe(413);
+  });
+});
+
+describe("dashboard SMTP credentials", () => {
+  it("shows a new credential's password once and revokes it", async () => {
+    const account = await createAccount();
+    const browser = await signIn(account.api_key);
+    const created = await browser.post("/dashboard/smtp-credentials", { name: "WordPress" });
+    expect(created.status).toBe(201);
+    const html = await created.text();
+    const password = /data-testid="new-secret">Password <span class="copyable"><code>([0-9A-Za-z]+)<\/code>/.exec(html)?.[1];
+    expect(password).toBeDefined();
+    const id = /action="\/dashboard\/smtp-credentials\/(smtp_[^/"]+)\/revoke"/.exec(html)![1]!;
+    expect(await (await browser.get("/dashboard/smtp-credentials")).text()).not.toContain(password!);
+    expect((await browser.post(`/dashboard/smtp-credentials/${id}/revoke`, {})).status).toBe(303);
+    expect(await (await browser.get("/dashboard/smtp-credentials")).text()).toContain("No SMTP credentials yet");
+  });
+});
+
+describe("dashboard webhooks", () => {
+  it("shows the secret once, sends a test event and replays a real delivery as a new attempt", async () => {
+    const account = await createAccount();
+    const browser = await signIn(account.api_key);
+    const path = receiverPath();
+    const created = await browser.post("/dashboard/webhooks", { url: receiverUrl(path), events: "verification.completed" });
+    expect(created.status).toBe(200);
+    const html = await created.text();
+    expect(html).toMatch(/whsec_[A-Za-z0-9+/=]{20,}/);
+    const endpointPath =
+      /href="(\/dashboard\/webhooks\/wh_[^"/]+)\/?"/.exec(html)?.[1] ?? /action="(\/dashboard\/webhooks\/wh_[^/"]+)\/test"/.exec(html)![1]!;
+    expect(await (await browser.get(endpointPath)).text()).not.toMatch(/whsec_[A-Za-z0-9+/=]{20,}/);
+
+    const test = await browser.post(`${endpointPath}/test`, {}, { headers: { "HX-Request": "true" } });
+    expect(await test.text()).toContain("Test event delivered: 200");
+
+    // A real event: a single check that emits verification.completed, delivered through the queue.
+    await call("/api/v1/verify", { key: account.api_key, body: { email: "ann@example.com", emit_event: true } });
+    const [first] = await waitForRequests(path, 2);
+    expect(first).toBeDefined();
+    let eventId = "";
+    for (let attempt = 0; attempt < 50 && !eventId; attempt++) {
+      const page = await (await browser.get(endpointPath)).text();
+      eventId = /\/events\/(evt_[0-9A-Za-z]+)\/replay/.exec(page)?.[1] ?? "";
+      if (!eventId) await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    expect(eventId).not.toBe("");
+    const replay = await browser.post(`${endpointPath}/events/${eventId}/replay`, {}, { headers: { "HX-Request": "true" } });
+    expect(await replay.text()).toContain("Replay delivered: 200");
+    const received = await waitForRequests(path, 3);
+    expect(received.filter((request) => request.body.includes(eventId))).toHaveLength(2);
+    const log = await json<{ data: { event_id: string; attempt: number }[] }>(
+      await call(`${endpointPath.replace("/dashboard", "/api/v1")}/deliveries?event_id=${eventId}`, { key: account.api_key }),
+    );
+    expect(log.data.map((delivery) => delivery.attempt).sort()).toEqual([1, 2]);
+
+    // Test events are not stored: there is nothing to replay.
+    expect((await browser.post(`${endpointPath}/events/evt_not_stored/replay`, {})).status).toBe(404);
+  });
+});

@@ -1,0 +1,243 @@
+// The dashboard in a real browser: Debian's chromium driven by playwright-core, against the stack `npm run dev`
+// starts (wrangler dev, the DoH server, the mail sink). Screenshots of every page at desktop and phone widths go to
+// test-results/screenshots/ (git-ignored) for a person to look at; the test itself checks nothing overflows sideways.
+import { existsSync } from "node:fs";
+import { mkdir } from "node:fs/promises";
+import { join } from "node:path";
+import { chromium, type Browser, type Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { eventually, startStack, type Stack } from "./stack.ts";
+
+const chromiumPath = [process.env.CHROMIUM_PATH, "/usr/bin/chromium", "/usr/bin/chromium-browser"].find((path): path is string =>
+  Boolean(path && existsSync(path)),
+);
+const screenshotDir = join(process.cwd(), "test-results/screenshots");
+const widths = { desktop: { width: 1280, height: 900 }, phone: { width: 390, height: 844 } };
+
+if (!chromiumPath) {
+  console.warn("dashboard browser tests skipped: no chromium binary (apt-get install chromium, or set CHROMIUM_PATH)");
+}
+
+describe.skipIf(!chromiumPath)("the dashboard in chromium", () => {
+  let stack: Stack;
+  let browser: Browser;
+  let page: Page;
+  const stamp = Date.now().toString(36);
+  const visited = new Set<string>();
+
+  beforeAll(async () => {
+    [stack, browser] = await Promise.all([
+      startStack(),
+      // --no-sandbox: CI runs as root, where chromium's sandbox refuses to start.
+      chromium.launch({ executablePath: chromiumPath, args: ["--no-sandbox", "--disable-dev-shm-usage"] }),
+    ]);
+    const context = await browser.newContext({ viewport: widths.desktop });
+    page = await context.newPage();
+    await mkdir(screenshotDir, { recursive: true });
+  }, 120_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    await stack?.stop();
+  });
+
+  const url = (path: string) => `${stack.workerUrl}${path}`;
+  const remember = () => visited.add(new URL(page.url()).pathname);
+
+  it("redirects to sign-in, refuses a bad key and signs in with the demo key", async () => {
+    await page.goto(url("/"));
+    expect(new URL(page.url()).pathname).toBe("/dashboard/sign-in");
+    await page.getByLabel("API key").fill("sk_live_00000000000000000000000000000000");
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await expect.poll(() => page.getByRole("alert").textContent()).toContain("That API key is not valid");
+    visited.add("/dashboard/sign-in");
+    await page.getByLabel("API key").fill(stack.apiKey);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.waitForURL(url("/dashboard"));
+    expect(await page.getByRole("heading", { level: 1 }).textContent()).toBe("Overview");
+    expect(await page.getByText("Sending credits").count()).toBe(1);
+    const cookies = await page.context().cookies();
+    expect(cookies.find((cookie) => cookie.name === "mf_session")).toMatchObject({ httpOnly: true, sameSite: "Lax" });
+    remember();
+  }, 60_000);
+
+  it("creates an API key and shows its secret once", async () => {
+    await page.goto(url("/dashboard/api-keys"));
+    await page.getByLabel("Name").fill(`e2e ${stamp}`);
+    await page.getByLabel("send", { exact: true }).check();
+    await page.getByRole("button", { name: "Create key" }).click();
+    const secret = await page.getByTestId("new-secret").locator("code").textContent();
+    expect(secret).toMatch(/^sk_live_[0-9A-Za-z]{32}$/);
+    const me = await fetch(url("/api/v1/me"), { headers: { Authorization: `Bearer ${secret}` } });
+    expect(((await me.json()) as { api_key: { scopes: string[] } }).api_key.scopes).toEqual(["send"]);
+    await page.goto(url("/dashboard/api-keys"));
+    expect(await page.getByTestId("new-secret").count()).toBe(0);
+    expect(await page.content()).not.toContain(secret!);
+    expect(await page.getByRole("cell", { name: `e2e ${stamp}`, exact: true }).count()).toBe(1);
+    remember();
+  }, 60_000);
+
+  it("adds a domain, publishes its records and verifies it", async () => {
+    const name = `dash-${stamp}.example`;
+    await page.goto(url("/dashboard/domains"));
+    await page.getByLabel("Domain").fill(name);
+    await page.getByRole("button", { name: "Add domain" }).click();
+    await page.waitForURL(/\/dashboard\/domains\/dom_/);
+    expect(await page.locator("#records .badge").first().textContent()).toBe("pending");
+    // Publish what the page shows, as a person would at their DNS host (here: the dev DoH server's zone).
+    const rows = await page.locator("#records tbody tr").all();
+    for (const row of rows) {
+      const [recordName, value] = await row.locator("code").allTextContents();
+      const published = await fetch(`${stack.dohAdminUrl}/zone/${recordName}`, { method: "PUT", body: JSON.stringify({ TXT: [value] }) });
+      expect(published.status).toBe(200);
+    }
+    await page.getByRole("button", { name: "Verify now" }).click();
+    await expect.poll(() => page.locator("#records h2 .badge").textContent()).toBe("verified");
+    expect(await page.getByRole("button", { name: /^Copy / }).count()).toBe(rows.length * 2);
+    remember();
+    await page.goto(url("/dashboard/domains"));
+    remember();
+  }, 60_000);
+
+  it("sends a test email and finds it on the messages page", async () => {
+    const to = `reader-${stamp}@example.org`;
+    await page.goto(url("/dashboard/messages"));
+    await page.getByText("Send a test email").click();
+    await page.locator("#test-from").fill("Dashboard <hello@demo.mailforge.test>");
+    await page.locator("#test-to").fill(to);
+    await page.locator("#test-subject").fill(`Hello from e2e ${stamp}`);
+    await page.getByRole("button", { name: "Send", exact: true }).click();
+    await page.waitForURL(/sent=1/);
+    await eventually(async () => {
+      await page.goto(url(`/dashboard/messages?to=${encodeURIComponent(to)}&status=sent`));
+      return (await page.getByRole("link", { name: `Hello from e2e ${stamp}` }).count()) > 0 || undefined;
+    });
+    remember();
+    await page.getByRole("link", { name: `Hello from e2e ${stamp}` }).click();
+    await page.waitForURL(/\/dashboard\/messages\/msg_/);
+    expect(await page.locator(".timeline").textContent()).toContain("relay.sent");
+    expect(await page.locator("dl.facts").nth(1).textContent()).toContain(to);
+    remember();
+  }, 60_000);
+
+  it("verifies an uploaded CSV and the progress bar reaches 100%", async () => {
+    await page.goto(url("/dashboard/verification"));
+    await page.getByLabel("Email address").fill("someone@demo.mailforge.test");
+    await page.getByRole("button", { name: "Verify", exact: true }).click();
+    await expect.poll(() => page.getByTestId("single-result").textContent()).toContain("someone@demo.mailforge.test");
+    const addresses = Array.from({ length: 40 }, (_, index) => `person${index}@demo.mailforge.test`);
+    await page
+      .getByLabel(/CSV file/)
+      .setInputFiles({ name: "people.csv", mimeType: "text/csv", buffer: Buffer.from(`email\n${addresses.join("\n")}\nnot-an-address\n`) });
+    await page.getByRole("button", { name: "Upload and verify" }).click();
+    await page.waitForURL(/\/dashboard\/verification\/vjob_/);
+    // The bar is replaced by htmx polling, without a reload.
+    await expect.poll(() => page.locator("progress").getAttribute("value"), { timeout: 30_000 }).toBe("100");
+    expect(await page.locator(".progress-text").textContent()).toBe("100% (41 of 41)");
+    const download = page.waitForEvent("download");
+    await page.getByRole("link", { name: "Download results (CSV)" }).click();
+    expect((await download).suggestedFilename()).toMatch(/^vjob_.*\.csv$/);
+    remember();
+    await page.goto(url("/dashboard/verification"));
+    remember();
+  }, 60_000);
+
+  it("imports contacts into a list, then creates and schedules a campaign to it", async () => {
+    await page.goto(url("/dashboard/contacts"));
+    await page.getByLabel("New list").fill(`Readers ${stamp}`);
+    await page.getByRole("button", { name: "Create list" }).click();
+    await page.getByLabel(/CSV with a header row/).setInputFiles({
+      name: "contacts.csv",
+      mimeType: "text/csv",
+      buffer: Buffer.from(`email,first_name\nann-${stamp}@example.org,Ann\nbob-${stamp}@example.org,<img src=x onerror=alert(1)>\n`),
+    });
+    await page.getByLabel("Add to list").selectOption({ label: `Readers ${stamp}` });
+    await page.getByRole("button", { name: "Import" }).click();
+    await page.waitForURL(/\/dashboard\/contacts\/imports\/imp_/);
+    await expect.poll(() => page.locator("progress").getAttribute("value"), { timeout: 30_000 }).toBe("100");
+    remember();
+    await page.goto(url("/dashboard/contacts"));
+    expect(await page.getByRole("cell", { name: "<img src=x onerror=alert(1)>", exact: false }).count()).toBeGreaterThan(0);
+    expect(await page.locator("td img").count()).toBe(0);
+    remember();
+
+    await page.goto(url("/dashboard/campaigns"));
+    await page.locator("#sender-name").fill("Demo news");
+    await page.locator("#sender-email").fill("news@demo.mailforge.test");
+    await page.getByRole("button", { name: "Add sender" }).click();
+    await page.waitForURL(url("/dashboard/campaigns"));
+    await page.locator("#cmp-name").fill(`Newsletter ${stamp}`);
+    await page.locator("#cmp-sender").selectOption({ label: "Demo news <news@demo.mailforge.test>" });
+    await page.getByLabel(`Readers ${stamp}`).check();
+    await page.locator("#cmp-subject").fill("Our November news");
+    await page.locator("#cmp-html").fill('<h1>Hello {{first_name}}</h1><p>Read <a href="https://example.com/news">the news</a>.</p>');
+    await page.getByRole("button", { name: "Create draft" }).click();
+    await page.waitForURL(/\/dashboard\/campaigns\/cmp_/);
+    expect(await page.getByTestId("audience").textContent()).toContain("Audience: 2 ");
+    expect(await page.frameLocator("iframe.preview").locator("h1").textContent()).toBe("Hello {{first_name}}");
+    // The draft's page (editor and preview) is gone once it is scheduled: its pictures are taken now.
+    for (const [label, viewport] of Object.entries(widths)) {
+      await page.setViewportSize(viewport);
+      await page.screenshot({ path: join(screenshotDir, `${label}-campaigns_draft.png`), fullPage: true });
+    }
+    await page.setViewportSize(widths.desktop);
+    remember();
+    const sendAt = new Date(Date.now() + 86_400_000).toISOString().slice(0, 16);
+    await page.getByLabel("Send at (UTC; empty: now)").fill(sendAt);
+    await page.getByRole("button", { name: "Send or schedule" }).click();
+    await page.waitForURL(/scheduled=1/);
+    expect(await page.locator("#campaign-progress .badge").first().textContent()).toBe("scheduled");
+    expect(await page.getByRole("button", { name: "Cancel campaign" }).count()).toBe(1);
+    await page.goto(url("/dashboard/campaigns"));
+    expect(await page.getByRole("row", { name: new RegExp(`Newsletter ${stamp}.*scheduled`) }).count()).toBe(1);
+    remember();
+  }, 90_000);
+
+  it("screenshots every page at desktop and phone widths with nothing wider than the screen", async () => {
+    for (const path of [
+      "/dashboard",
+      "/dashboard/smtp-credentials",
+      "/dashboard/webhooks",
+      "/dashboard/automations",
+      "/dashboard/ai",
+      "/dashboard/usage",
+    ]) {
+      visited.add(path);
+    }
+    const overflowing: string[] = [];
+    for (const [label, viewport] of Object.entries(widths)) {
+      await page.setViewportSize(viewport);
+      for (const path of visited) {
+        if (path === "/dashboard/sign-in") continue;
+        await page.goto(url(path));
+        await page.waitForLoadState("networkidle");
+        // Ids vary from run to run; a detail page keeps one name so a run replaces the last one's picture.
+        const name = path
+          .replace(/^\/dashboard\/?/, "")
+          .replace(/\/[a-z]+_[0-9A-Za-z]{16,}/g, "/detail")
+          .replace(/\//g, "_");
+        const file = `${label}-${name || "overview"}.png`;
+        await page.screenshot({ path: join(screenshotDir, file), fullPage: true });
+        // A table may scroll inside its card; the page itself must not scroll sideways.
+        const wider = await page.evaluate(() => {
+          // The callback runs in the page; this file is type-checked without the DOM library.
+          const root = (globalThis as unknown as { document: { documentElement: { scrollWidth: number; clientWidth: number } } }).document
+            .documentElement;
+          return root.scrollWidth > root.clientWidth;
+        });
+        if (wider) overflowing.push(`${label} ${path}`);
+      }
+    }
+    expect(overflowing).toEqual([]);
+    // The overview's charts were drawn (uPlot canvases), not left empty.
+    await page.setViewportSize(widths.desktop);
+    await page.goto(url("/dashboard"));
+    expect(await page.locator(".chart canvas").count()).toBeGreaterThan(0);
+    await page.context().clearCookies();
+    await page.goto(url("/dashboard/sign-in"));
+    for (const [label, viewport] of Object.entries(widths)) {
+      await page.setViewportSize(viewport);
+      await page.screenshot({ path: join(screenshotDir, `${label}-sign-in.png`), fullPage: true });
+    }
+  }, 120_000);
+});
