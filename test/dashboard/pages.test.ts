@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { call, createAccount, json } from "../helpers";
+import { call, createAccount, createKey, json } from "../helpers";
+import { verifiedDomain } from "../send/helpers";
 import { receiverPath, receiverUrl, waitForRequests } from "../webhooks/helpers";
 import { cookieHeader, signIn, visit } from "./helpers";
 
@@ -26,6 +27,31 @@ describe("dashboard pages", () => {
       expect(page.status, path).toBe(200);
       expect(await page.text(), path).toContain(text);
     }
+  });
+
+  it("shows a domain's reputation and warm-up, starts and pauses the warm-up, and refuses that to a test key", async () => {
+    const account = await createAccount();
+    const domain = await verifiedDomain(account.api_key);
+    const browser = await signIn(account.api_key);
+    const page = await (await browser.get(`/dashboard/domains/${domain.id}`)).text();
+    expect(page).toContain("Deliverability");
+    expect(page).toContain("bounce rate (limit 5.00%)");
+    expect(page).toContain("Start warm-up");
+
+    expect((await browser.post(`/dashboard/domains/${domain.id}/warmup`, { enabled: "true", preset: "conservative" })).status).toBe(303);
+    const started = await json<{ warmup: { status: string; today_cap: number } }>(
+      await call(`/api/v1/domains/${domain.id}`, { key: account.api_key }),
+    );
+    expect(started.warmup).toMatchObject({ status: "active", today_cap: 20 });
+    expect(await (await browser.get(`/dashboard/domains/${domain.id}`)).text()).toContain("Today: 0 of 20 recipients");
+    expect((await browser.post(`/dashboard/domains/${domain.id}/warmup`, { enabled: "false" })).status).toBe(303);
+    expect(await (await browser.get(`/dashboard/domains/${domain.id}`)).text()).toContain("Resume warm-up");
+
+    const testKey = await createKey(account.api_key, { name: "sandbox", mode: "test" });
+    const sandbox = await signIn(testKey.key);
+    expect((await sandbox.post(`/dashboard/domains/${domain.id}/warmup`, { enabled: "true" })).status).toBe(403);
+    const after = await json<{ warmup: { status: string } }>(await call(`/api/v1/domains/${domain.id}`, { key: account.api_key }));
+    expect(after.warmup.status).toBe("paused");
   });
 
   it("creates a draft campaign with a list audience, counts the audience and shows the preview frame", async () => {

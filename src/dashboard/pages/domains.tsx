@@ -1,7 +1,9 @@
 import { Hono } from "hono";
 import { createDomain, findDomain, listDomains, normalizeDomainName, verifyDomain, type DomainRow } from "../../domain/domains/domains";
 import { AppError, notFound } from "../../errors";
-import { field, requireSection } from "../guard";
+import { BOUNCE_RATE_LIMIT, COMPLAINT_RATE_LIMIT, domainRates, type DomainRates } from "../../domain/feedback/reputation";
+import { setWarmup, todaysCap, warmupPresets, warmupSentToday, type WarmupPreset } from "../../domain/feedback/warmup";
+import { field, requireLiveKey, requireSection } from "../guard";
 import { Copyable, Csrf, Empty, Notice, Shell, StatusBadge, formatTime } from "../layout";
 import type { DashboardEnv } from "../session";
 
@@ -34,7 +36,8 @@ function Records({ domain, csrfToken }: { domain: DomainRow; csrfToken: string }
         </form>
       </div>
       <p class="hint">
-        Publish these TXT records at your DNS host, then verify. Last checked {formatTime(domain.lastCheckedAt)}
+        Publish the TXT records at your DNS host, then verify (the return path's MX, when listed, is the operator's). Last checked{" "}
+        {formatTime(domain.lastCheckedAt)}
         {domain.verifiedAt ? `; verified ${formatTime(domain.verifiedAt)}` : ""}.
       </p>
       <div class="table-wrap">
@@ -71,6 +74,79 @@ function Records({ domain, csrfToken }: { domain: DomainRow; csrfToken: string }
           </tbody>
         </table>
       </div>
+    </section>
+  );
+}
+
+const percent = (value: number) => `${(value * 100).toFixed(2)}%`;
+
+/** Warm-up and the reputation guard (docs/deliverability.md): today's rates against the limits, the schedule, its controls. */
+function Deliverability({ domain, rates, sentToday, csrfToken }: { domain: DomainRow; rates: DomainRates; sentToday: number; csrfToken: string }) {
+  const cap = todaysCap(domain);
+  const active = domain.warmupStatus === "active";
+  return (
+    <section class="card" id="deliverability">
+      <h2>Deliverability</h2>
+      <div class="grid meters">
+        <div>
+          <div class="hint">Reputation</div>
+          <StatusBadge status={domain.reputationStatus === "held" ? "held" : "ok"} />
+          {domain.reputationReason ? (
+            <div class="hint">{domain.reputationReason}. Campaign sends are refused until the operator clears the hold.</div>
+          ) : null}
+        </div>
+        <div>
+          <div class="hint">Today's bounce rate (limit {percent(BOUNCE_RATE_LIMIT)})</div>
+          <strong>{percent(rates.bounceRate)}</strong>
+          <div class="hint">
+            {rates.hardBounces} of {rates.sent} sent
+          </div>
+        </div>
+        <div>
+          <div class="hint">Today's complaint rate (limit {percent(COMPLAINT_RATE_LIMIT)})</div>
+          <strong>{percent(rates.complaintRate)}</strong>
+          <div class="hint">
+            {rates.complaints} of {rates.sent} sent
+          </div>
+        </div>
+      </div>
+      <h3>Warm-up</h3>
+      <p>
+        <StatusBadge status={domain.warmupStatus} />{" "}
+        {active && cap !== undefined
+          ? `Today: ${sentToday} of ${cap} recipients; the rest waits for tomorrow.`
+          : domain.warmupStatus === "paused" && domain.warmupPausedReason
+            ? `Paused: ${domain.warmupPausedReason}.`
+            : domain.warmupStatus === "completed"
+              ? "The schedule is done: no daily cap."
+              : "No daily cap."}
+      </p>
+      <form method="post" action={`/dashboard/domains/${domain.id}/warmup`} class="inline">
+        <Csrf token={csrfToken} />
+        {active ? (
+          <>
+            <input type="hidden" name="enabled" value="false" />
+            <button type="submit" class="secondary">
+              Pause warm-up
+            </button>
+          </>
+        ) : (
+          <>
+            <input type="hidden" name="enabled" value="true" />
+            <label>
+              Schedule
+              <select name="preset">
+                {Object.entries(warmupPresets).map(([name, caps]) => (
+                  <option value={name} selected={name === "standard"}>
+                    {name}: {caps[0]} to {caps.at(-1)?.toLocaleString("en-US")} a day over {caps.length} days
+                  </option>
+                ))}
+              </select>
+            </label>
+            <button type="submit">{domain.warmupStatus === "paused" ? "Resume warm-up" : "Start warm-up"}</button>
+          </>
+        )}
+      </form>
     </section>
   );
 }
@@ -140,14 +216,29 @@ export const domainPages = new Hono<DashboardEnv>()
     const auth = c.get("auth");
     const domain = await findDomain(c.env.DB, auth.account.id, c.req.param("id"));
     if (!domain) throw notFound("Domain");
+    const [rates, sentToday] = await Promise.all([domainRates(c.env.DB, domain.id), warmupSentToday(c.env.DB, domain.id)]);
     return c.html(
       <Shell title={`Domain ${domain.name}`} auth={auth} csrfToken={c.get("csrfToken")} current="/dashboard/domains">
         <Records domain={domain} csrfToken={c.get("csrfToken")} />
+        <Deliverability domain={domain} rates={rates} sentToday={sentToday} csrfToken={c.get("csrfToken")} />
         <p>
           <a href="/dashboard/domains">← All domains</a>
         </p>
       </Shell>,
     );
+  })
+  .post("/domains/:id/warmup", async (c) => {
+    requireSection(c, "domains");
+    requireLiveKey(c, "Changing a warm-up");
+    const domain = await findDomain(c.env.DB, c.get("auth").account.id, c.req.param("id"));
+    if (!domain) throw notFound("Domain");
+    const form = await c.req.parseBody();
+    const preset = field(form, "preset");
+    await setWarmup(c.env, domain, {
+      enabled: field(form, "enabled") === "true",
+      preset: preset in warmupPresets ? (preset as WarmupPreset) : undefined,
+    });
+    return c.redirect(`/dashboard/domains/${domain.id}`, 303);
   })
   .post("/domains/:id/verify", async (c) => {
     requireSection(c, "domains");
