@@ -138,9 +138,9 @@ export function Copyable({ value, label }: { value: string; label: string }) {
 }
 
 export function StatusBadge({ status }: { status: string }) {
-  const tone = /^(verified|delivered|sent|completed|valid|active|safe)$/.test(status)
+  const tone = /^(verified|delivered|sent|completed|valid|active|safe|ok)$/.test(status)
     ? "ok"
-    : /^(failed|bounced|invalid|complained|cancelled|bad)$/.test(status)
+    : /^(failed|bounced|invalid|complained|cancelled|bad|held)$/.test(status)
       ? "bad"
       : "";
   return <span class={`badge ${tone}`}>{status}</span>;
