@@ -138,7 +138,7 @@ function Deliverability({ domain, rates, sentToday, csrfToken }: { domain: Domai
               <select name="preset">
                 {Object.entries(warmupPresets).map(([name, caps]) => (
                   <option value={name} selected={name === "standard"}>
-                    {name}: {caps[0]} to {caps.at(-1)?.toLocaleString("en-US")} a day over {caps.length} days
+                    {name}: {caps.length} days, {caps[0]} to {caps.at(-1)?.toLocaleString("en-US")}/day
                   </option>
                 ))}
               </select>
