@@ -1,21 +1,7 @@
-import { findMessage, listMessages as findMessages, type MessageRow } from "../domain/sending/messages";
+import { findMessage, listMessages as findMessages, messageStatuses, type MessageRow } from "../domain/sending/messages";
 import { notFound } from "../errors";
 import { pageOf } from "../lib/pagination";
 import { createRouter, errorResponse, IdParam, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
-
-const messageStatuses = [
-  "scheduled",
-  "queued",
-  "sending",
-  "sent",
-  "delivered",
-  "deferred",
-  "bounced",
-  "failed",
-  "suppressed",
-  "unknown",
-  "cancelled",
-] as const;
 
 const RecipientSchema = z.object({
   email: z.string(),

@@ -2,26 +2,13 @@ import { Hono } from "hono";
 import { hasFeature } from "../../domain/accounts/accounts";
 import { acceptMessage } from "../../domain/sending/accept";
 import { parseMailbox } from "../../domain/sending/addresses";
-import { findMessage, listMessages, type MessageFilters, type MessageStatus } from "../../domain/sending/messages";
+import { findMessage, listMessages, messageStatuses, type MessageFilters } from "../../domain/sending/messages";
 import { AppError, notFound } from "../../errors";
 import { encodeCursor } from "../../lib/pagination";
 import { field, requireSection } from "../guard";
 import { Csrf, Empty, Notice, Pager, Shell, StatusBadge, formatTime } from "../layout";
 import type { DashboardEnv } from "../session";
 
-const statuses: MessageStatus[] = [
-  "scheduled",
-  "queued",
-  "sending",
-  "sent",
-  "delivered",
-  "deferred",
-  "bounced",
-  "failed",
-  "suppressed",
-  "unknown",
-  "cancelled",
-];
 const isoDay = /^\d{4}-\d{2}-\d{2}$/;
 const pageSize = 25;
 
@@ -36,7 +23,7 @@ function Filters({ query }: { query: Record<string, string> }) {
         Status
         <select name="status">
           <option value="">any</option>
-          {statuses.map((status) => (
+          {messageStatuses.map((status) => (
             <option value={status} selected={query.status === status}>
               {status}
             </option>
@@ -89,7 +76,7 @@ export const messagePages = new Hono<DashboardEnv>()
     requireSection(c, "send");
     const auth = c.get("auth");
     const query = c.req.query();
-    const status = statuses.find((value) => value === query.status);
+    const status = messageStatuses.find((value) => value === query.status);
     const filters: MessageFilters = {
       status,
       to: query.to?.trim() || undefined,

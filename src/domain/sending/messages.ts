@@ -8,6 +8,8 @@ import { keysetPage } from "../../lib/pagination";
 
 export type MessageRow = typeof messages.$inferSelect & { creditsRefunded: number };
 export type MessageStatus = MessageRow["status"];
+/** Every message status, in lifecycle order (the schema's list). */
+export const messageStatuses = messages.status.enumValues;
 
 /**
  * Credits refunded for a message, as a column of the message query (one index range seek per row, no query per
