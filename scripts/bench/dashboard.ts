@@ -12,6 +12,7 @@
 
 import { readFileSync } from "node:fs";
 import { z } from "zod";
+import { percentile } from "./stats.ts";
 
 const config = z
   .object({
@@ -51,11 +52,6 @@ async function firstByte(path: string, headers: Record<string, string>): Promise
   if (response.status !== 200) throw new Error(`${path}: ${response.status} ${body.slice(0, 300)}`);
   return ms;
 }
-
-const percentile = (values: number[], p: number) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
-};
 
 const cookie = await signIn();
 const routes: { name: string; path: string; headers: Record<string, string> }[] = [

@@ -23,6 +23,7 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { z } from "zod";
 import { readDevVars } from "../lib/dev-vars.ts";
+import { percentile } from "./stats.ts";
 
 const config = z
   .object({
@@ -146,11 +147,6 @@ async function timed(path: string, key: string): Promise<{ ms: number; body: unk
   if (!response.ok) throw new Error(`${path}: ${response.status} ${JSON.stringify(body)}`);
   return { ms, body };
 }
-
-const percentile = (values: number[], p: number) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
-};
 
 const run = Date.now().toString(36);
 const sizes = [100_000, 1_000_000] as const;

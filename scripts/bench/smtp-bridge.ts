@@ -23,6 +23,7 @@ import { SMTPServer } from "smtp-server";
 import { z } from "zod";
 import { generateSelfSignedCertificate } from "../../smtp-bridge/src/tls.ts";
 import { readDevVars } from "../lib/dev-vars.ts";
+import { percentile } from "./stats.ts";
 
 const env = z
   .object({
@@ -152,11 +153,6 @@ async function runApi(from: string): Promise<RunResult> {
     });
     if (response.status !== 202) throw new Error(`${response.status} ${await response.text()}`);
   });
-}
-
-function percentile(values: number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
 }
 
 /** Resident set size of a process in MiB, where /proc exists: VmHWM is the peak so far, VmRSS the current one. */

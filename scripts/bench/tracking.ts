@@ -16,6 +16,7 @@
 import { readFileSync } from "node:fs";
 import PostalMime from "postal-mime";
 import { z } from "zod";
+import { percentile } from "./stats.ts";
 
 const config = z
   .object({
@@ -89,10 +90,6 @@ for (let round = -warmUp; round < requests; round++) {
   }
 }
 
-const percentile = (values: number[], p: number) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
-};
 console.log(
   `\n${"route".padEnd(30)} ${"p50 ms".padStart(8)} ${"p95 ms".padStart(8)} ${"mean ms".padStart(8)}   (${requests} sequential requests each)`,
 );

@@ -23,6 +23,7 @@ import { z } from "zod";
 import { createWebhookReceiver, type ReceivedRequest } from "../dev/webhook-receiver.ts";
 import { readDevVars } from "../lib/dev-vars.ts";
 import { verifyWebhook } from "../../sdk/src/verify-webhook.ts";
+import { percentile } from "./stats.ts";
 
 const config = z
   .object({
@@ -92,10 +93,6 @@ async function waitFor(path: string, count: number, timeoutMs: number): Promise<
   }
 }
 
-const percentile = (values: number[], p: number) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
-};
 const seconds = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
 const rate = (count: number, ms: number) => `${(count / (ms / 1000)).toFixed(0)}/s`;
 
