@@ -5456,6 +5456,8 @@ export interface paths {
          * @description Stores the request and queues its generation; poll GET /ai/requests/{id}. When it completes, each variation and each follow-up is a campaign in `draft` (no sender, no audience): nothing is scheduled or sent, and no sending credit is touched. Each request counts 1 against the account's monthly AI generations (`ai_usage` in GET /me) while it is queued or running and once completed; a failed one does not count. Needs a live key.
          *
          *     Scope: `ai`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
          */
         post: {
             parameters: {

@@ -70,7 +70,8 @@ const createRoute = keyedRoute(
       503: errorResponse("`ai_not_configured`: this deployment has no AI provider; `upstream_unavailable`: the request could not be queued"),
     },
   },
-  features,
+  // AI drafts are campaigns, which are live-only.
+  { ...features, liveKeyOnly: "Requesting AI drafts" },
 );
 
 const getRoute = keyedRoute(
@@ -103,8 +104,7 @@ const dateOf = (iso: string) => iso.slice(0, 10);
 
 export const aiRoutes = createRouter()
   .openapi(createRoute, async (c) => {
-    const { account, apiKey } = c.get("auth");
-    if (apiKey.mode === "test") throw new AppError("live_key_required", "AI drafts are campaigns, which are live-only: use a live key");
+    const { account } = c.get("auth");
     const outcome = await submitAiRequest(c.env, account.id, c.req.valid("json"));
     if (outcome.kind === "not_configured")
       throw new AppError("ai_not_configured", `AI drafts are not available on this deployment: ${outcome.reason}`);
