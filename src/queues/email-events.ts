@@ -26,10 +26,10 @@ const emailSendingEvent = z.object({
     failure: z.looseObject({ reason: z.string().optional(), category: z.string().optional() }).optional(),
   }),
 });
-export type EmailSendingEvent = z.infer<typeof emailSendingEvent>;
+type EmailSendingEvent = z.infer<typeof emailSendingEvent>;
 
 /** What one event reports, in the terms every feedback source shares. */
-export function feedbackOfEvent(event: EmailSendingEvent): Feedback {
+function feedbackOfEvent(event: EmailSendingEvent): Feedback {
   const { payload } = event;
   const base = {
     target: { providerMessageId: payload.messageId },

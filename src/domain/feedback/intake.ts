@@ -50,10 +50,16 @@ async function originalHeaders(email: Email): Promise<Fields | undefined> {
   return headerMap((await PostalMime.parse(`${head}\n\n`)).headers);
 }
 
-export type ParsedReport = { type: "dsn" | "arf"; reports: Omit<Feedback, "target" | "sourceId" | "source">[]; returnPaths: string[] };
+type ParsedReport = {
+  type: "dsn" | "arf";
+  reports: Omit<Feedback, "target" | "sourceId" | "source">[];
+  returnPaths: string[];
+  /** The report's own Message-ID, which identifies it (undefined when it has none). */
+  messageId: string | undefined;
+};
 
 /** The reports one mail carries, with the return paths that may name its message (envelope first). */
-export async function parseReport(raw: ArrayBuffer | string): Promise<ParsedReport | undefined> {
+async function parseReport(raw: ArrayBuffer | string): Promise<ParsedReport | undefined> {
   const email = await PostalMime.parse(raw, { forceRfc822Attachments: true });
   const contentType = email.headers.find((header) => header.key === "content-type")?.value.toLowerCase() ?? "";
   if (!contentType.startsWith("multipart/report")) return undefined;
@@ -77,7 +83,7 @@ export async function parseReport(raw: ArrayBuffer | string): Promise<ParsedRepo
       if (action === "delivered" || action === "relayed" || action === "expanded") return [{ recipient, kind: "delivered", status, diagnostic }];
       return [];
     });
-    return { type: "dsn", reports, returnPaths: quotedReturnPath ? [quotedReturnPath] : [] };
+    return { type: "dsn", reports, returnPaths: quotedReturnPath ? [quotedReturnPath] : [], messageId: email.messageId };
   }
 
   const feedbackReport = email.attachments.find((part) => part.mimeType === "message/feedback-report");
@@ -88,7 +94,12 @@ export async function parseReport(raw: ArrayBuffer | string): Promise<ParsedRepo
     const returnPaths = [fields.get("original-mail-from"), quotedReturnPath].filter((value): value is string => Boolean(value));
     // `not-spam` and `virus` reports are not complaints about the sender's mail.
     const complaint = feedbackType === "abuse" || feedbackType === "fraud" || feedbackType === "other";
-    return { type: "arf", reports: recipient && complaint ? [{ recipient, kind: "complained", feedbackType }] : [], returnPaths };
+    return {
+      type: "arf",
+      reports: recipient && complaint ? [{ recipient, kind: "complained", feedbackType }] : [],
+      returnPaths,
+      messageId: email.messageId,
+    };
   }
   return undefined;
 }
@@ -97,7 +108,7 @@ export async function parseReport(raw: ArrayBuffer | string): Promise<ParsedRepo
  * Applies the report in one mail to BOUNCE_DOMAIN. `to` is the envelope recipient (a VERP address for DSNs).
  * Returns what was recorded, or undefined when the mail was dropped.
  */
-export async function ingestReport(env: Env, to: string, raw: ArrayBuffer | string): Promise<FeedbackResult | undefined> {
+async function ingestReport(env: Env, to: string, raw: ArrayBuffer | string): Promise<FeedbackResult | undefined> {
   const settings = config(env);
   const parsed = await parseReport(raw).catch(() => undefined);
   if (!parsed || parsed.reports.length === 0) {
@@ -113,9 +124,8 @@ export async function ingestReport(env: Env, to: string, raw: ArrayBuffer | stri
     logWarning("feedback mail dropped: no valid return-path token", { to, type: parsed.type });
     return undefined;
   }
-  const email = await PostalMime.parse(raw);
   // The report's own Message-ID identifies it; without one, its bytes do.
-  const sourceId = email.messageId ?? (await sha256Hex(typeof raw === "string" ? raw : new TextDecoder().decode(raw)));
+  const sourceId = parsed.messageId ?? (await sha256Hex(typeof raw === "string" ? raw : new TextDecoder().decode(raw)));
   return recordFeedback(
     env,
     parsed.reports.map((report) => ({ ...report, target: { messageId: messageId! }, source: parsed.type, sourceId })),

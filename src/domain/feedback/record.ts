@@ -20,9 +20,9 @@ import { refundStatements } from "../credits/ledger";
 import { eventStatement, type EventInput, type EventType } from "../events/events";
 import { recipientRollupStatements, rollupStatements, sendingDomain, type RollupCounts } from "../reports/rollups";
 import { asProvider } from "../reports/providers";
-import { displayFrom } from "../sending/mime";
+import { eventData, statusOfRecipients } from "../sending/outcome";
 import { suppressionStatements } from "../suppressions/suppressions";
-import { dispatchEvents } from "../webhooks/dispatch";
+import { dispatchEventInputs } from "../webhooks/dispatch";
 import { evaluateReputation } from "./reputation";
 
 export type FeedbackSource = "dsn" | "arf" | "cloudflare" | "ses";
@@ -122,18 +122,7 @@ export async function recordFeedback(env: Env, reports: Feedback[]): Promise<Fee
           type,
           subjectId: message.id,
           dedupeKey: `${type}:${message.id}:${row.email}`,
-          data: {
-            message_id: message.id,
-            from: displayFrom(message.fromName, message.fromAddress),
-            subject: message.subject,
-            source: message.source,
-            tags: message.tags,
-            metadata: message.metadata,
-            ...(message.campaignId ? { campaign_id: message.campaignId } : {}),
-            recipient: row.email,
-            feedback_source: report.source,
-            ...extra,
-          },
+          data: eventData(message, { recipient: row.email, feedback_source: report.source, ...extra }),
         },
       });
     const feedbackRow = drizzle(env.DB)
@@ -204,13 +193,7 @@ export async function recordFeedback(env: Env, reports: Feedback[]): Promise<Fee
     statements.push(
       statement(
         env.DB,
-        sql`UPDATE messages SET status = (SELECT CASE
-             WHEN SUM(status IN ('queued', 'deferred')) > 0 THEN 'deferred'
-             WHEN SUM(status IN ('sent', 'unknown')) > 0 THEN 'sent'
-             WHEN SUM(status IN ('delivered', 'complained')) > 0 THEN 'delivered'
-             WHEN SUM(status = 'bounced') > 0 THEN 'bounced'
-             ELSE messages.status END
-           FROM message_recipients WHERE message_id = ${message.id} AND status NOT IN ('suppressed', 'cancelled')), updated_at = ${sqlNow}
+        sql`UPDATE messages SET status = ${statusOfRecipients(message.id)}, updated_at = ${sqlNow}
          WHERE id = ${message.id} AND status NOT IN ('queued', 'sending', 'deferred')`,
       ),
     );
@@ -227,9 +210,10 @@ export async function recordFeedback(env: Env, reports: Feedback[]): Promise<Fee
   }
   if (statements.length > 0) await env.DB.batch(statements);
 
-  const byAccount = new Map<string, string[]>();
-  for (const { event: item } of events) byAccount.set(item.accountId, [...(byAccount.get(item.accountId) ?? []), item.dedupeKey]);
-  await Promise.all([...byAccount].map(([accountId, keys]) => dispatchEvents(env, accountId, keys)));
+  await dispatchEventInputs(
+    env,
+    events.map(({ event: item }) => item),
+  );
   // Bounces and complaints move the domains' rates: hold or pause them now rather than at the next cron.
   if (reports.some((report) => report.kind === "bounced" || report.kind === "complained")) await evaluateReputation(env, [...domainIds]);
   return { recorded: reports.length - ignored, ignored };

@@ -43,7 +43,7 @@ const sesNotificationSchema = z.looseObject({
 });
 type SesNotification = z.infer<typeof sesNotificationSchema>;
 
-export type SesOutcome =
+type SesOutcome =
   | { kind: "invalid"; reason: string }
   | { kind: "forbidden"; reason: string }
   | { kind: "confirmed" }

@@ -8,6 +8,7 @@ import { sql } from "drizzle-orm";
 import { inJsonArray, sqlNow, statement } from "../../db/client";
 import type { domains } from "../../db/schema";
 import { logError } from "../../lib/log";
+import { dayWindow, nextUtcMidnight } from "../sending/daily-limit";
 import { recordEvents } from "../events/events";
 import { warmupEvent } from "./reputation";
 
@@ -27,11 +28,10 @@ export const warmupPresets = {
 export type WarmupPreset = keyof typeof warmupPresets;
 
 const DAY_MS = 86_400_000;
-const utcDay = (date: Date) => date.toISOString().slice(0, 10);
 
 /** The warm-up's day index today (0 on the start day; negative before it). */
 export function warmupDay(startedAt: string, now = new Date()): number {
-  return Math.floor((Date.parse(utcDay(now)) - Date.parse(startedAt.slice(0, 10))) / DAY_MS);
+  return Math.floor((Date.parse(dayWindow(now)) - Date.parse(startedAt.slice(0, 10))) / DAY_MS);
 }
 
 /** Today's cap of an active warm-up, or undefined when nothing limits the domain (off, paused, completed, or past the last day). */
@@ -41,10 +41,8 @@ export function todaysCap(domain: Pick<DomainRow, "warmupStatus" | "warmupSchedu
   return domain.warmupSchedule[day];
 }
 
-export const nextUtcMidnight = (now = new Date()) => new Date(Date.parse(utcDay(now)) + DAY_MS);
-
 /** Queue delays stop at 12 hours; a message due later is delayed again when it comes back early. */
-export const MAX_QUEUE_DELAY_SECONDS = 43_200;
+const MAX_QUEUE_DELAY_SECONDS = 43_200;
 
 export type WarmupCandidate = { id: string; domainId: string; recipients: number; nextAttemptAt: string | null };
 type WarmupDomain = Pick<DomainRow, "id" | "accountId" | "name" | "warmupStatus" | "warmupSchedule" | "warmupStartedAt">;
@@ -96,7 +94,7 @@ export async function holdPastWarmupCaps(
   for (const candidate of early) held.add(candidate.id);
   if (capped.size === 0) return held;
 
-  const day = utcDay(now);
+  const day = dayWindow(now);
   const entries = [...capped];
   const reserved = await env.DB.batch<{ granted: number }>(
     entries.flatMap(([domainId, { cap, messages }]) => {
@@ -124,7 +122,7 @@ export async function holdPastWarmupCaps(
     if (left > 0) giveBack.push(statement(env.DB, sql`UPDATE warmup_usage SET sent = sent - ${left} WHERE domain_id = ${domainId} AND day = ${day}`));
   });
   if (giveBack.length > 0) await env.DB.batch(giveBack);
-  if (overCap.length > 0) await holdUntil(env, overCap, nextUtcMidnight(now), now);
+  if (overCap.length > 0) await holdUntil(env, overCap, new Date(nextUtcMidnight(now)), now);
   for (const id of overCap) held.add(id);
   return held;
 }
@@ -165,7 +163,7 @@ async function completeWarmups(env: Env, completed: WarmupDomain[]) {
 
 /** Recipients let through today (for GET /domains/{id}). */
 export async function warmupSentToday(d1: D1Database, domainId: string, now = new Date()): Promise<number> {
-  const row = await statement(d1, sql`SELECT sent FROM warmup_usage WHERE domain_id = ${domainId} AND day = ${utcDay(now)}`).first<{
+  const row = await statement(d1, sql`SELECT sent FROM warmup_usage WHERE domain_id = ${domainId} AND day = ${dayWindow(now)}`).first<{
     sent: number;
   }>();
   return row?.sent ?? 0;
@@ -181,7 +179,7 @@ export async function setWarmup(env: Env, domain: DomainRow, input: WarmupInput,
   const schedule = input.schedule ?? (input.preset ? [...warmupPresets[input.preset]] : (domain.warmupSchedule ?? [...warmupPresets.standard]));
   const startedAt =
     input.startedAt ??
-    (domain.warmupStartedAt && domain.warmupStatus !== "off" && domain.warmupStatus !== "completed" ? domain.warmupStartedAt : utcDay(now));
+    (domain.warmupStartedAt && domain.warmupStatus !== "off" && domain.warmupStatus !== "completed" ? domain.warmupStartedAt : dayWindow(now));
   const status = input.enabled
     ? warmupDay(startedAt, now) >= schedule.length
       ? "completed"

@@ -3,8 +3,10 @@ import { AppError } from "../../errors";
 
 export type DailyReservation = { window: string; count: number };
 
-const dayWindow = (now: Date) => now.toISOString().slice(0, 10);
-const nextUtcMidnight = (now: Date) => Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1);
+/** The UTC day (YYYY-MM-DD) sending limits and warm-up caps count in. */
+export const dayWindow = (now: Date) => now.toISOString().slice(0, 10);
+/** When the next UTC day starts, in milliseconds. */
+export const nextUtcMidnight = (now: Date) => Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1);
 
 /**
  * Counts recipients against the account's daily sending limit (UTC day) in the account's RateLimiter object, the

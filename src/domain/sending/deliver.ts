@@ -6,13 +6,12 @@ import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
 import { config } from "../../config";
 import { domains, messageRecipients, messages } from "../../db/schema";
 import { logError } from "../../lib/log";
-import type { EventInput } from "../events/events";
 import { smtpTransportFromConfig } from "../transport/smtp";
 import { CloudflareEmailTransport } from "../transport/cloudflare";
 import { returnPath } from "../feedback/return-path";
 import { holdPastWarmupCaps } from "../feedback/warmup";
 import type { SendOutcome, Transport } from "../transport/types";
-import { dispatchEvents } from "../webhooks/dispatch";
+import { dispatchEventInputs } from "../webhooks/dispatch";
 import { loadContent } from "./content";
 import { MimeError } from "./mime";
 import { recordOutcome, recordSkipped, simulate, type Disposition, type MessageRow } from "./outcome";
@@ -155,7 +154,7 @@ export async function deliverMessages(
     // turns the stale claims into `unknown` (see sweepStaleClaims).
     return result;
   }
-  await dispatchAll(
+  await dispatchEventInputs(
     env,
     [...dispositions.values()].flatMap((disposition) => disposition.events),
   );
@@ -167,7 +166,7 @@ export async function deliverMessages(
 }
 
 /** The transport TRANSPORT names. */
-export function transportFromConfig(env: Env): Transport {
+function transportFromConfig(env: Env): Transport {
   const settings = config(env);
   return settings.transport === "cloudflare" ? new CloudflareEmailTransport(env.EMAIL) : smtpTransportFromConfig(settings);
 }
@@ -235,7 +234,7 @@ export async function abandonMessages(env: Env, ids: string[]): Promise<void> {
   );
   const statements = dispositions.flatMap((disposition) => disposition.statements);
   if (statements.length > 0) await env.DB.batch(statements);
-  await dispatchAll(
+  await dispatchEventInputs(
     env,
     dispositions.flatMap((disposition) => disposition.events),
   );
@@ -263,10 +262,4 @@ async function recordWithRetries(env: Env, statements: D1PreparedStatement[]): P
       await scheduler.wait(delay);
     }
   }
-}
-
-async function dispatchAll(env: Env, events: EventInput[]) {
-  const byAccount = new Map<string, string[]>();
-  for (const event of events) byAccount.set(event.accountId, [...(byAccount.get(event.accountId) ?? []), event.dedupeKey]);
-  await Promise.all([...byAccount].map(([accountId, keys]) => dispatchEvents(env, accountId, keys)));
 }

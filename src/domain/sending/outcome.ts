@@ -2,7 +2,7 @@
 // suppressions, events) and the events to dispatch once they are written. Every statement is idempotent (absolute
 // values, guarded refunds, de-duplicated events), so recording the same outcome twice changes nothing.
 
-import { sql } from "drizzle-orm";
+import { sql, type SQL } from "drizzle-orm";
 import { config } from "../../config";
 import { sqlNow, statement } from "../../db/client";
 import type { messages } from "../../db/schema";
@@ -20,7 +20,23 @@ export type MessageRow = typeof messages.$inferSelect;
 /** What happened to one message: the D1 statements recording it, its events, and when to retry it (if at all). */
 export type Disposition = { statements: D1PreparedStatement[]; events: EventInput[]; retryDelaySeconds?: number };
 
-function eventData(message: MessageRow, extra: Record<string, unknown>) {
+/**
+ * A message's status as its recipients' statuses say it (suppressed and cancelled ones aside): still to send, then
+ * handed over, delivered, unknown, bounced, else failed. Every write that moves recipients sets it with this.
+ */
+export function statusOfRecipients(messageId: string): SQL {
+  return sql`(SELECT CASE
+      WHEN SUM(status IN ('queued', 'deferred')) > 0 THEN 'deferred'
+      WHEN SUM(status = 'sent') > 0 THEN 'sent'
+      WHEN SUM(status IN ('delivered', 'complained')) > 0 THEN 'delivered'
+      WHEN SUM(status = 'unknown') > 0 THEN 'unknown'
+      WHEN SUM(status = 'bounced') > 0 THEN 'bounced'
+      ELSE 'failed' END
+    FROM message_recipients WHERE message_id = ${messageId} AND status NOT IN ('suppressed', 'cancelled'))`;
+}
+
+/** The fields every event about a message carries, then the event's own. */
+export function eventData(message: MessageRow, extra: Record<string, unknown>) {
   return {
     message_id: message.id,
     from: displayFrom(message.fromName, message.fromAddress),
@@ -241,14 +257,7 @@ export function recordOutcome(
       env.DB,
       sql`UPDATE messages SET attempts = ${attempt}, smtp_response = ${outcome.response},
          sent_at = CASE WHEN ${accepted.length > 0 ? 1 : 0} THEN COALESCE(sent_at, ${sqlNow}) ELSE sent_at END,
-         status = (SELECT CASE
-             WHEN SUM(status IN ('queued', 'deferred')) > 0 THEN 'deferred'
-             WHEN SUM(status IN ('sent', 'delivered', 'complained')) > 0 THEN 'sent'
-             WHEN SUM(status = 'unknown') > 0 THEN 'unknown'
-             WHEN SUM(status = 'bounced') > 0 THEN 'bounced'
-             ELSE 'failed' END
-           FROM message_recipients WHERE message_id = ${message.id} AND status != 'suppressed'),
-         updated_at = ${sqlNow}
+         status = ${statusOfRecipients(message.id)}, updated_at = ${sqlNow}
        WHERE id = ${message.id}`,
     ),
   );

@@ -69,13 +69,14 @@ export async function dispatchEvents(env: Env, accountId: string, dedupeKeys: st
 export async function recordEvents(env: Env, eventInputs: EventInput[]): Promise<void> {
   if (eventInputs.length === 0) return;
   await env.DB.batch(eventInputs.map((event) => eventStatement(env.DB, event)));
+  await dispatchEventInputs(env, eventInputs);
+}
+
+/** Dispatches events a producer has written in its own batch (`dispatchEvents` per account; unwritten ones are skipped). */
+export async function dispatchEventInputs(env: Env, eventInputs: readonly EventInput[]): Promise<void> {
   const keysByAccount = new Map<string, string[]>();
-  for (const event of eventInputs) {
-    const keys = keysByAccount.get(event.accountId) ?? [];
-    keys.push(event.dedupeKey);
-    keysByAccount.set(event.accountId, keys);
-  }
-  for (const [accountId, keys] of keysByAccount) await dispatchEvents(env, accountId, keys);
+  for (const event of eventInputs) keysByAccount.set(event.accountId, [...(keysByAccount.get(event.accountId) ?? []), event.dedupeKey]);
+  await Promise.all([...keysByAccount].map(([accountId, keys]) => dispatchEvents(env, accountId, keys)));
 }
 
 /** An event as its deliveries send it, with the account it belongs to. */
