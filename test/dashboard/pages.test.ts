@@ -1,4 +1,6 @@
+import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { authenticateSmtpCredential } from "../../src/domain/smtp/credentials";
 import { call, createAccount, createKey, json } from "../helpers";
 import { verifiedDomain } from "../send/helpers";
 import { receiverPath, receiverUrl, waitForRequests } from "../webhooks/helpers";
@@ -123,11 +125,18 @@ describe("dashboard SMTP credentials", () => {
     expect(created.status).toBe(201);
     const html = await created.text();
     const password = /data-testid="new-secret">Password <span class="copyable"><code>([0-9A-Za-z]+)<\/code>/.exec(html)?.[1];
-    expect(password).toBeDefined();
+    expect(password).toMatch(/^[0-9A-Za-z]{40}$/);
     const id = /action="\/dashboard\/smtp-credentials\/(smtp_[^/"]+)\/revoke"/.exec(html)![1]!;
-    expect(await (await browser.get("/dashboard/smtp-credentials")).text()).not.toContain(password!);
+    const listed = await (await browser.get("/dashboard/smtp-credentials")).text();
+    expect(listed).not.toContain(password!);
+    // The password shown is the one the SMTP relay accepts for the username listed, until the credential is revoked.
+    const username = (await env.DB.prepare("SELECT username FROM smtp_credentials WHERE id = ?1").bind(id).first<{ username: string }>())!.username;
+    expect(listed).toContain(username);
+    const ignore = () => undefined;
+    expect(await authenticateSmtpCredential(env.DB, username, password!, ignore)).toMatchObject({ credentialId: id });
     expect((await browser.post(`/dashboard/smtp-credentials/${id}/revoke`, {})).status).toBe(303);
     expect(await (await browser.get("/dashboard/smtp-credentials")).text()).toContain("No SMTP credentials yet");
+    expect(await authenticateSmtpCredential(env.DB, username, password!, ignore)).toBeUndefined();
   });
 });
 
