@@ -204,6 +204,37 @@ describe("SMTP transport against the dev mail sink", () => {
     expect(afterClose!.session_id).toBe(reused!.session_id);
   });
 
+  it("sends over a warmed-up connection and keeps reusing it (warming again while it opens changes nothing)", async () => {
+    const smtp = transport();
+    const rcpt = unique("warm");
+    smtp.warm();
+    smtp.warm();
+    for (const n of [1, 2]) expectSuccess(await smtp.send({ mailFrom: "bounces@acme.test", rcptTo: [rcpt] }, message(`warm ${n}`)));
+    const sessions = (await sinkMessagesTo(rcpt)).map((m) => m.session_id);
+    expect(sessions).toHaveLength(2);
+    expect(sessions[0]).toBe(sessions[1]);
+  });
+
+  it("a warm-up that fails is the first send's connection failure, and the next send connects again", async () => {
+    const smtp = new SmtpTransport({ host: "127.0.0.1", port: 1, secure: "off", connectTimeoutMs: 5_000 });
+    smtp.warm();
+    for (const n of [1, 2]) {
+      const outcome = await smtp.send({ mailFrom: "bounces@acme.test", rcptTo: ["x@example.test"] }, message(`nowhere ${n}`));
+      expectFailure(outcome);
+      expect(outcome).toMatchObject({ kind: "temporary", stage: "connect", code: 0, connectionError: true });
+    }
+    await smtp.close();
+  });
+
+  it("closing a warmed-up transport that sent nothing ends its session without a message", async () => {
+    const smtp = transport();
+    const rcpt = unique("warm-idle");
+    smtp.warm();
+    await smtp.close();
+    expectSuccess(await smtp.send({ mailFrom: "bounces@acme.test", rcptTo: [rcpt] }, message("after close")));
+    expect(await sinkMessagesTo(rcpt)).toHaveLength(1);
+  });
+
   it("starts a new session after maxMessagesPerConnection messages", async () => {
     const smtp = transport({ maxMessagesPerConnection: 2 });
     const rcpt = unique("rotate");

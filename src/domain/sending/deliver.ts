@@ -10,7 +10,7 @@ import { smtpTransportFromConfig } from "../transport/smtp";
 import { CloudflareEmailTransport } from "../transport/cloudflare";
 import { returnPath } from "../feedback/return-path";
 import { holdPastWarmupCaps } from "../feedback/warmup";
-import type { SendOutcome, Transport } from "../transport/types";
+import type { Envelope, SendFailure, Transport } from "../transport/types";
 import { dispatchEventInputs } from "../webhooks/dispatch";
 import { loadContent } from "./content";
 import { MimeError } from "./mime";
@@ -56,6 +56,21 @@ export async function deliverMessages(
   ids: string[],
   openTransport: () => Transport = () => transportFromConfig(env),
 ): Promise<DeliveryResult> {
+  // A few connections share the batch (as a pooled SMTP client does), each reused with RSET between messages. They
+  // are set up while the batch is claimed: a smarthost's TCP, TLS, EHLO and AUTH take as long as the claim or
+  // longer, and a consumer pays them per batch (sockets do not outlive the invocation). A transport that cannot be
+  // built (configuration) throws here, before anything is claimed, so the queue retries the batch.
+  const transports = Array.from({ length: Math.min(config(env).send.connectionsPerBatch, ids.length) }, () => openTransport());
+  for (const transport of transports) transport.warm();
+  try {
+    return await deliverClaimed(env, ids, transports);
+  } finally {
+    // Lanes close their own; this is for a failure on the way (closing twice is harmless).
+    await Promise.all(transports.map((transport) => transport.close()));
+  }
+}
+
+async function deliverClaimed(env: Env, ids: string[], transports: Transport[]): Promise<DeliveryResult> {
   const db = drizzle(env.DB);
   const [claimed, recipientRows, domainRows, campaignRows, campaignContacts] = await db.batch([
     claim(db, ids),
@@ -128,23 +143,33 @@ export async function deliverMessages(
   );
   const sending = deliverable.filter(({ message }) => !held.has(message.id));
 
-  // A few connections share the batch (as a pooled SMTP client does); each is reused for its share of the
-  // messages with RSET in between, so a batch opens at most `lanes` connections, never one per message.
-  const laneCount = Math.min(config(env).send.connectionsPerBatch, sending.length);
-  const lanes = Array.from({ length: laneCount }, (_, lane) => sending.filter((_, i) => i % laneCount === lane));
-  await Promise.all(
-    lanes.map(async (work) => {
-      const transport = openTransport();
-      try {
-        for (const { message, recipients, campaignRecipient } of work) {
-          const outcome = await sendOne(env, transport, message, recipients, domainsById.get(message.domainId), signingKeys, campaignRecipient);
-          dispositions.set(message.id, recordOutcome(env, message, recipients, outcome, false, await providersLookup));
-        }
-      } finally {
-        await transport.close();
+  // Each connection takes the next message as it finishes one, so a slow connection holds back only its own share.
+  // A lane builds its next message while the current one is on the wire: rendering and signing overlap the SMTP
+  // round trips, and at most two messages per connection are in memory.
+  let taken = 0;
+  const take = () => {
+    const work = sending[taken++];
+    return (
+      work && {
+        work,
+        prepared: prepareOne(env, work.message, work.recipients, domainsById.get(work.message.domainId), signingKeys, work.campaignRecipient),
       }
+    );
+  };
+  await Promise.all([
+    ...transports.slice(0, sending.length).map(async (transport) => {
+      let next = take();
+      while (next) {
+        const { work, prepared } = next;
+        const ready = await prepared;
+        const outcome = "envelope" in ready ? transport.send(ready.envelope, ready.raw) : Promise.resolve(ready);
+        next = take();
+        dispositions.set(work.message.id, recordOutcome(env, work.message, work.recipients, await outcome, false, await providersLookup));
+      }
+      await transport.close();
     }),
-  );
+    ...transports.slice(sending.length).map((idle) => idle.close()),
+  ]);
 
   const result: DeliveryResult = new Map();
   const statements = [...dispositions.values()].flatMap((disposition) => disposition.statements);
@@ -171,15 +196,15 @@ function transportFromConfig(env: Env): Transport {
   return settings.transport === "cloudflare" ? new CloudflareEmailTransport(env.EMAIL) : smtpTransportFromConfig(settings);
 }
 
-async function sendOne(
+/** A message ready for the transport, or the outcome that it cannot be sent (never throws). */
+async function prepareOne(
   env: Env,
-  transport: Transport,
   message: MessageRow,
   recipients: string[],
   domain: SigningDomain | undefined,
   signingKeys: (domain: SigningDomain) => Promise<SigningKeys>,
   campaignRecipient?: CampaignRecipient,
-): Promise<SendOutcome> {
+): Promise<{ envelope: Envelope; raw: string | Uint8Array } | SendFailure> {
   try {
     if (!domain) throw new MimeError("invalid_address", "from", "the sending domain was removed");
     const content = await loadContent(env, message);
@@ -187,7 +212,7 @@ async function sendOne(
     // Cloudflare Email Sending sets its own Return-Path; an SMTP smarthost gets the message's VERP address.
     const settings = config(env);
     const mailFrom = settings.transport === "smtp" ? await returnPath(settings, message.id, message.fromAddress) : message.fromAddress;
-    return await transport.send({ mailFrom, rcptTo: recipients }, raw);
+    return { envelope: { mailFrom, rcptTo: recipients }, raw };
   } catch (error) {
     if (error instanceof MimeError) {
       // The message itself is unsendable: retrying cannot help.

@@ -55,6 +55,9 @@ export class CloudflareEmailTransport implements Transport {
     };
   }
 
+  /** A binding has no connection to set up. */
+  warm(): void {}
+
   async close(): Promise<void> {}
 }
 

@@ -80,6 +80,8 @@ class StageError extends Error {
 export class SmtpTransport implements Transport {
   private readonly options: ResolvedOptions;
   private connection: SmtpConnection | null = null;
+  /** A connection being set up by warm(), not yet taken by a send. */
+  private opening: Promise<SmtpConnection> | null = null;
   private tail: Promise<unknown> = Promise.resolve();
 
   constructor(options: SmtpTransportOptions) {
@@ -99,10 +101,18 @@ export class SmtpTransport implements Transport {
     return this.serialised(() => this.deliver(envelope, raw));
   }
 
+  warm(): void {
+    if (this.connection || this.opening) return;
+    this.opening = this.open();
+    // Unobserved until a send takes it; a warm-up that no send follows must not surface as an unhandled rejection.
+    this.opening.catch(() => undefined);
+  }
+
   close(): Promise<void> {
     return this.serialised(async () => {
-      const connection = this.connection;
+      const connection = this.connection ?? (await this.opening?.catch(() => null));
       this.connection = null;
+      this.opening = null;
       await connection?.quit();
     });
   }
@@ -149,10 +159,22 @@ export class SmtpTransport implements Transport {
   }
 
   private async connected(): Promise<SmtpConnection> {
+    const warming = this.opening;
+    if (warming) {
+      // The warmed-up connection is this send's attempt: its failure is this send's outcome, as if it had connected.
+      this.opening = null;
+      this.connection = await warming;
+      return this.connection;
+    }
     const current = this.connection;
     if (current?.isOpen && current.transactions < this.options.maxMessagesPerConnection) return current;
     this.connection = null;
     if (current) await current.quit();
+    this.connection = await this.open();
+    return this.connection;
+  }
+
+  private async open(): Promise<SmtpConnection> {
     const connection = new SmtpConnection(this.options);
     try {
       await connection.open();
@@ -160,7 +182,6 @@ export class SmtpTransport implements Transport {
       connection.abort();
       throw error;
     }
-    this.connection = connection;
     return connection;
   }
 

@@ -62,6 +62,11 @@ export interface Transport {
    * may overlap; an implementation serialises them if its connection requires it.
    */
   send(envelope: Envelope, raw: string | Uint8Array): Promise<SendOutcome>;
+  /**
+   * Starts setting up the connection now, so that its hand-shakes overlap the caller's other work (claiming a batch,
+   * building the first message). Never throws: a failure is what the next send reports.
+   */
+  warm(): void;
   /** Ends the session politely (QUIT) and releases the connection. The transport may be used again afterwards. */
   close(): Promise<void>;
 }
