@@ -204,6 +204,42 @@ describe("SMTP transport against the dev mail sink", () => {
     expect(afterClose!.session_id).toBe(reused!.session_id);
   });
 
+  // Sends queued together are pipelined: the next message's commands go out behind the previous final dot, so the
+  // replies to one message's end of data and the next message's commands interleave on the wire.
+  it("gives each of several queued messages its own final reply when one is refused after its data", async () => {
+    const smtp = transport();
+    const [first, refused, last] = [unique("queued-a"), unique("queued-b"), unique("queued-c")];
+    await addRule({ match: refused, phase: "data", responses: [{ code: 554, message: "5.7.1 Message refused" }] });
+    const outcomes = await Promise.all(
+      [first, refused, last].map((rcpt) => smtp.send({ mailFrom: "bounces@acme.test", rcptTo: [rcpt] }, message(`queued ${rcpt}`))),
+    );
+    expectSuccess(outcomes[0]!);
+    expectFailure(outcomes[1]!);
+    expect(outcomes[1]).toMatchObject({ kind: "permanent", stage: "message", code: 554 });
+    expect(outcomes[1]!.perRecipient).toEqual([expect.objectContaining({ recipient: refused, ok: false, code: 554 })]);
+    expectSuccess(outcomes[2]!);
+    const [a] = await sinkMessagesTo(first);
+    const [c] = await sinkMessagesTo(last);
+    expect(await sinkMessagesTo(refused)).toEqual([]);
+    expect(a!.session_id).toBe(c!.session_id);
+  });
+
+  it("retries the queued messages on a new connection when the server closes with 421 after a message's data", async () => {
+    const smtp = transport();
+    const [closing, second, third] = [unique("closing-data"), unique("after-close-b"), unique("after-close-c")];
+    await addRule({ match: closing, phase: "data", responses: [{ code: 421, message: "4.3.2 Shutting down" }] });
+    const outcomes = await Promise.all(
+      [closing, second, third].map((rcpt) => smtp.send({ mailFrom: "bounces@acme.test", rcptTo: [rcpt] }, message(`closing ${rcpt}`))),
+    );
+    expectFailure(outcomes[0]!);
+    expect(outcomes[0]).toMatchObject({ kind: "temporary", stage: "message", code: 421 });
+    expectSuccess(outcomes[1]!);
+    expectSuccess(outcomes[2]!);
+    expect(await sinkMessagesTo(closing)).toEqual([]);
+    expect(await sinkMessagesTo(second)).toHaveLength(1);
+    expect(await sinkMessagesTo(third)).toHaveLength(1);
+  });
+
   it("sends over a warmed-up connection and keeps reusing it (warming again while it opens changes nothing)", async () => {
     const smtp = transport();
     const rcpt = unique("warm");

@@ -144,8 +144,9 @@ async function deliverClaimed(env: Env, ids: string[], transports: Transport[]):
   const sending = deliverable.filter(({ message }) => !held.has(message.id));
 
   // Each connection takes the next message as it finishes one, so a slow connection holds back only its own share.
-  // A lane builds its next message while the current one is on the wire: rendering and signing overlap the SMTP
-  // round trips, and at most two messages per connection are in memory.
+  // A lane builds its next message while the current one is on the wire, and hands it over before the previous
+  // one's outcome is known: rendering and signing overlap the SMTP round trips, the transport can pipeline the next
+  // message behind the previous one's final dot, and at most four messages per connection are in memory.
   let taken = 0;
   const take = () => {
     const work = sending[taken++];
@@ -159,13 +160,18 @@ async function deliverClaimed(env: Env, ids: string[], transports: Transport[]):
   await Promise.all([
     ...transports.slice(0, sending.length).map(async (transport) => {
       let next = take();
+      let previous: Promise<void> | undefined;
       while (next) {
         const { work, prepared } = next;
         const ready = await prepared;
         const outcome = "envelope" in ready ? transport.send(ready.envelope, ready.raw) : Promise.resolve(ready);
         next = take();
-        dispositions.set(work.message.id, recordOutcome(env, work.message, work.recipients, await outcome, false, await providersLookup));
+        await previous;
+        previous = outcome.then(async (result) => {
+          dispositions.set(work.message.id, recordOutcome(env, work.message, work.recipients, result, false, await providersLookup));
+        });
       }
+      await previous;
       await transport.close();
     }),
     ...transports.slice(sending.length).map((idle) => idle.close()),

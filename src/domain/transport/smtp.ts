@@ -83,6 +83,13 @@ export class SmtpTransport implements Transport {
   /** A connection being set up by warm(), not yet taken by a send. */
   private opening: Promise<SmtpConnection> | null = null;
   private tail: Promise<unknown> = Promise.resolve();
+  /** Sends and closes queued behind the running one. */
+  private waiting = 0;
+  /**
+   * The message whose final reply is still to be read: written while another send was waiting, whose commands are
+   * then pipelined behind its final dot (RFC 2920 §3.1), so a message costs one round trip instead of two.
+   */
+  private unsettled: { connection: SmtpConnection; perRecipient: RecipientOutcome[]; settle: (outcome: SendOutcome) => void } | null = null;
 
   constructor(options: SmtpTransportOptions) {
     this.options = {
@@ -97,8 +104,19 @@ export class SmtpTransport implements Transport {
     };
   }
 
-  send(envelope: Envelope, raw: string | Uint8Array): Promise<SendOutcome> {
-    return this.serialised(() => this.deliver(envelope, raw));
+  async send(envelope: Envelope, raw: string | Uint8Array): Promise<SendOutcome> {
+    if (envelope.mailFrom !== "" && !ENVELOPE_ADDRESS.test(envelope.mailFrom)) {
+      return replyFailure("mail", { code: 0, response: `invalid envelope sender ${JSON.stringify(envelope.mailFrom)}` }, { kind: "permanent" });
+    }
+    const invalid = envelope.rcptTo.find((rcpt) => !ENVELOPE_ADDRESS.test(rcpt));
+    if (invalid !== undefined || envelope.rcptTo.length === 0) {
+      const response = invalid !== undefined ? `invalid envelope recipient ${JSON.stringify(invalid)}` : "no recipients";
+      return replyFailure("rcpt", { code: 0, response }, { kind: "permanent" });
+    }
+    const data = encodeDataPayload(raw);
+    // Wrapped, so that the queue moves on once the message is written while its final reply may still be unread.
+    const { outcome } = await this.serialised(() => this.deliver(envelope, data));
+    return outcome;
   }
 
   warm(): void {
@@ -110,6 +128,7 @@ export class SmtpTransport implements Transport {
 
   close(): Promise<void> {
     return this.serialised(async () => {
+      await this.settle();
       const connection = this.connection ?? (await this.opening?.catch(() => null));
       this.connection = null;
       this.opening = null;
@@ -119,43 +138,83 @@ export class SmtpTransport implements Transport {
 
   /** One transaction at a time on the connection; overlapping callers queue up. */
   private serialised<T>(task: () => Promise<T>): Promise<T> {
-    const run = this.tail.then(task, task);
+    this.waiting++;
+    const start = () => {
+      this.waiting--;
+      return task();
+    };
+    const run = this.tail.then(start, start);
     this.tail = run.catch(() => undefined);
     return run;
   }
 
-  private async deliver(envelope: Envelope, raw: string | Uint8Array): Promise<SendOutcome> {
-    if (envelope.mailFrom !== "" && !ENVELOPE_ADDRESS.test(envelope.mailFrom)) {
-      return replyFailure("mail", { code: 0, response: `invalid envelope sender ${JSON.stringify(envelope.mailFrom)}` }, { kind: "permanent" });
-    }
-    const invalid = envelope.rcptTo.find((rcpt) => !ENVELOPE_ADDRESS.test(rcpt));
-    if (invalid !== undefined || envelope.rcptTo.length === 0) {
-      const response = invalid !== undefined ? `invalid envelope recipient ${JSON.stringify(invalid)}` : "no recipients";
-      return replyFailure("rcpt", { code: 0, response }, { kind: "permanent" });
-    }
-    const data = encodeDataPayload(raw);
-
+  private async deliver(
+    envelope: Envelope,
+    data: { payload: Uint8Array; eightBit: boolean },
+  ): Promise<{ outcome: SendOutcome | Promise<SendOutcome> }> {
     for (let attempt = 0; ; attempt++) {
       let connection: SmtpConnection;
       try {
         connection = await this.connected();
       } catch (error) {
-        if (error instanceof SmtpReplyError) return replyFailure(error.stage, error.reply);
-        if (error instanceof SmtpConnectionError) return connectionFailure("connect", error);
+        if (error instanceof SmtpReplyError) return { outcome: replyFailure(error.stage, error.reply) };
+        if (error instanceof SmtpConnectionError) return { outcome: connectionFailure("connect", error) };
         throw error;
       }
       const reused = connection.transactions > 0;
       connection.transactions++;
+      let written: SendOutcome | { perRecipient: RecipientOutcome[] };
       try {
-        return await this.transaction(connection, reused, envelope, data);
+        written = await this.transaction(connection, reused, envelope, data);
       } catch (error) {
+        // A message written before this one still gets its final reply if the connection gives it, else the failure.
+        await this.settle();
         this.drop(connection);
         if (error instanceof StaleConnection && attempt === 0) continue;
-        if (error instanceof StaleConnection) return connectionFailure("rset", new SmtpConnectionError(error.message));
-        if (error instanceof StageError) return connectionFailure(error.stage, error.failure);
+        if (error instanceof StaleConnection) return { outcome: connectionFailure("rset", new SmtpConnectionError(error.message)) };
+        if (error instanceof StageError) return { outcome: connectionFailure(error.stage, error.failure) };
         throw error;
       }
+      if ("ok" in written) return { outcome: written };
+      const { perRecipient } = written;
+      if (this.waiting === 0 || !this.pipelines(connection)) return { outcome: await this.finalReply(connection, perRecipient) };
+      // Another send is queued: it writes its commands behind this message's dot and then reads this final reply.
+      return { outcome: new Promise<SendOutcome>((settle) => (this.unsettled = { connection, perRecipient, settle })) };
     }
+  }
+
+  private pipelines(connection: SmtpConnection): boolean {
+    return this.options.pipelining && connection.capabilities.has("PIPELINING");
+  }
+
+  /** Reads the final reply of the message written last, if it is still unread, and hands that message its outcome. */
+  private async settle(): Promise<void> {
+    const pending = this.unsettled;
+    if (!pending) return;
+    this.unsettled = null;
+    pending.settle(await this.finalReply(pending.connection, pending.perRecipient));
+  }
+
+  /**
+   * The reply to the final dot decides for every recipient accepted at RCPT: a 554 content rejection or a 451 after
+   * 250s to RCPT means nobody got the message.
+   */
+  private async finalReply(connection: SmtpConnection, perRecipient: RecipientOutcome[]): Promise<SendOutcome> {
+    let final: SmtpReply;
+    try {
+      final = stripReply(await connection.readReply(this.options.dataTimeoutMs, "end of data"));
+    } catch (error) {
+      this.drop(connection);
+      if (error instanceof SmtpConnectionError) return connectionFailure("message", error);
+      throw error;
+    }
+    if (final.code === 421) {
+      // The server is closing the session; whatever this transaction had achieved is void.
+      this.drop(connection);
+      return replyFailure("message", final, { kind: "temporary", perRecipient: failAccepted(perRecipient, "message", final, "temporary") });
+    }
+    if (final.code !== 250) return replyFailure("message", final, { perRecipient: failAccepted(perRecipient, "message", final, kindOf(final.code)) });
+    return { ok: true, ...final, perRecipient };
   }
 
   private async connected(): Promise<SmtpConnection> {
@@ -168,6 +227,7 @@ export class SmtpTransport implements Transport {
     }
     const current = this.connection;
     if (current?.isOpen && current.transactions < this.options.maxMessagesPerConnection) return current;
+    await this.settle();
     this.connection = null;
     if (current) await current.quit();
     this.connection = await this.open();
@@ -191,15 +251,16 @@ export class SmtpTransport implements Transport {
   }
 
   /**
-   * MAIL, RCPT per recipient, DATA, message. Returns the outcome for any reply; throws StaleConnection when a
-   * reused connection is found dead at RSET, StageError for any other connection failure.
+   * MAIL, RCPT per recipient, DATA, message. Returns the outcome when a reply ends the transaction before the message
+   * is written, else the recipients RCPT accepted (the final reply is read by finalReply). Throws StaleConnection when
+   * a reused connection is found dead at RSET, StageError for any other connection failure.
    */
   private async transaction(
     connection: SmtpConnection,
     reused: boolean,
     envelope: Envelope,
     data: { payload: Uint8Array; eightBit: boolean },
-  ): Promise<SendOutcome> {
+  ): Promise<SendOutcome | { perRecipient: RecipientOutcome[] }> {
     const { commandTimeoutMs, dataTimeoutMs } = this.options;
     const caps = connection.capabilities;
     const params: string[] = [];
@@ -209,7 +270,7 @@ export class SmtpTransport implements Transport {
     if (caps.has("SMTPUTF8") && addresses.some((address) => /[^\x00-\x7f]/.test(address))) params.push("SMTPUTF8");
     const mailCommand = `MAIL FROM:<${envelope.mailFrom}>${params.length > 0 ? ` ${params.join(" ")}` : ""}\r\n`;
     const rcptCommands = envelope.rcptTo.map((rcpt) => `RCPT TO:<${rcpt}>\r\n`);
-    const pipelined = this.options.pipelining && caps.has("PIPELINING");
+    const pipelined = this.pipelines(connection);
 
     let stage: SmtpStage = "rset";
     const step = async <T>(operation: () => Promise<T>): Promise<T> => {
@@ -232,6 +293,12 @@ export class SmtpTransport implements Transport {
 
     if (pipelined) {
       await write([reused ? "RSET\r\n" : "", mailCommand, ...rcptCommands, "DATA\r\n"].join(""));
+    }
+    if (this.unsettled) {
+      // The previous message's final reply comes first. After a 421 or a lost connection nothing of this message
+      // was accepted: it is retried on a new connection.
+      await this.settle();
+      if (!connection.isOpen) throw new StaleConnection("the connection ended after the previous message");
     }
     if (reused) {
       let rset: SmtpReply;
@@ -301,12 +368,7 @@ export class SmtpTransport implements Transport {
 
     stage = "message";
     await step(() => connection.write(data.payload, dataTimeoutMs));
-    const final = await step(async () => stripReply(await connection.readReply(dataTimeoutMs, "end of data")));
-    if (final.code === 421) return closing(final, perRecipient);
-    // The reply to the final dot decides for every recipient accepted at RCPT: a 554 content rejection or a 451
-    // after 250s to RCPT means nobody got the message.
-    if (final.code !== 250) return replyFailure("message", final, { perRecipient: failAccepted(perRecipient, "message", final, kindOf(final.code)) });
-    return { ok: true, ...final, perRecipient };
+    return { perRecipient };
   }
 }
 
