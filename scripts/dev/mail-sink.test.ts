@@ -248,6 +248,29 @@ describe("programmed failures", () => {
   });
 });
 
+describe("holding messages (a stalled provider)", () => {
+  it("keeps messages unstored and unanswered at their final dot until released, then stores and answers each", async () => {
+    expect((await api("/api/hold", { method: "PUT" })).status).toBe(204);
+    const transport = smtpTransport();
+    let answered = 0;
+    const sends = [1, 2].map((n) =>
+      transport.sendMail({ from: "a@example.org", to: `held${n}@example.org`, subject: `held ${n}`, text: "x" }).then((info) => {
+        answered++;
+        return info;
+      }),
+    );
+    await expect.poll(async () => (await api<{ waiting: number }>("/api/hold")).body.waiting, { interval: 20 }).toBe(2);
+    expect(answered).toBe(0);
+    expect(await listMessages()).toEqual([]);
+
+    expect((await api("/api/hold", { method: "DELETE" })).status).toBe(204);
+    const infos = await Promise.all(sends);
+    for (const info of infos) expect(info.response).toMatch(/^250 Ok: queued as \d+$/);
+    expect((await listMessages()).map((m) => m.subject).sort()).toEqual(["held 1", "held 2"]);
+    expect((await api("/api/hold", { method: "POST" })).status).toBe(405);
+  });
+});
+
 describe("connection stats", () => {
   it("counts one connection for three messages over a pooled transport, and the RSET after a refusal", async () => {
     const pool = nodemailer.createTransport({

@@ -214,6 +214,8 @@ export function createMailSink(options: { maxMessageBytes?: number } = {}): Mail
   let rules: FailureRule[] = [];
   let stats: SinkStats = { connections: 0, messages: 0, rsets: 0 };
   let nextMessageId = 1;
+  /** While held, messages wait at their final dot, unanswered and unstored; releasing answers them in order. */
+  let hold: { released: Promise<void>; release: () => void; waiting: number } | null = null;
   let nextRuleId = 1;
 
   function takeReply(phase: SmtpPhase, addresses: string[]): SmtpReply | undefined {
@@ -322,6 +324,11 @@ export function createMailSink(options: { maxMessageBytes?: number } = {}): Mail
   async function receive(stream: SMTPServerDataStream, session: SMTPServerSession): Promise<string> {
     const raw = Buffer.concat((await stream.toArray()) as Buffer[]);
     if (stream.sizeExceeded) throw smtpError({ code: 552, message: "5.3.4 Message too big" });
+    if (hold) {
+      const current = hold;
+      current.waiting++;
+      await current.released;
+    }
     const rcptTo = session.envelope.rcptTo.map((rcpt) => rcpt.address);
     const reply = takeReply("data", rcptTo);
     if (reply && "drop" in reply) {
@@ -389,6 +396,26 @@ export function createMailSink(options: { maxMessageBytes?: number } = {}): Mail
         return;
       }
       return sendError(res, 405, "method_not_allowed", "use GET or DELETE");
+    }
+
+    if (path === "/api/hold") {
+      if (method === "PUT") {
+        if (!hold) {
+          let release = () => {};
+          const released = new Promise<void>((resolve) => (release = resolve));
+          hold = { released, release, waiting: 0 };
+        }
+        res.writeHead(204).end();
+        return;
+      }
+      if (method === "GET") return sendJson(res, 200, { held: hold !== null, waiting: hold?.waiting ?? 0 });
+      if (method === "DELETE") {
+        hold?.release();
+        hold = null;
+        res.writeHead(204).end();
+        return;
+      }
+      return sendError(res, 405, "method_not_allowed", "use GET, PUT or DELETE");
     }
 
     if (path === "/api/rules") {
