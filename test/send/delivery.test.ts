@@ -161,6 +161,35 @@ describe("the send consumer", () => {
     expect(new Set(received.map((message) => message.session_id)).size).toBe(5);
   });
 
+  it("sends a batch whose messages add up to more than is prepared ahead at once (8 MiB), every one exactly once", async () => {
+    const { account, from, domainId } = await setup();
+    const recipients = Array.from({ length: 4 }, (_, i) => rcpt(`large${i}`));
+    const ids = [];
+    for (const to of recipients) {
+      const id = await storedMessage(account.id, domainId, from, to);
+      // 3 MB of text each, kept in R2 as accepted large content is: four of them do not fit the budget together.
+      const row = await env.DB.prepare("SELECT content FROM messages WHERE id = ?").bind(id).first<{ content: string }>();
+      const content = { ...JSON.parse(row!.content), text: `${"large body line\r\n".repeat(180_000)}` };
+      await env.BLOBS.put(`messages/${id}.json`, JSON.stringify(content));
+      await env.DB.prepare("UPDATE messages SET content = NULL, content_key = ?2 WHERE id = ?1").bind(id, `messages/${id}.json`).run();
+      ids.push(id);
+    }
+    const batch = createMessageBatch(
+      "mailforge-send",
+      ids.map((id, i) => ({ id: `large${i}`, timestamp: new Date(), attempts: 1, body: { message_id: id } })),
+    );
+    const ctx = createExecutionContext();
+    // One connection: the messages wait for each other, so preparing ahead has to pause and resume.
+    const oneConnection: Env & { SMTP_CONNECTIONS_PER_BATCH: string } = { ...env, SMTP_CONNECTIONS_PER_BATCH: "1" };
+    await consumeSendBatch(batch, oneConnection);
+    expect((await getQueueResult(batch, ctx)).explicitAcks).toHaveLength(4);
+    for (const to of recipients) {
+      const received = await sinkMessagesTo(to);
+      expect(received).toHaveLength(1);
+      expect(received[0]!.size).toBeGreaterThan(3_000_000);
+    }
+  });
+
   it("drops unreadable queue bodies instead of retrying them forever", async () => {
     const batch = createMessageBatch("mailforge-send", [{ id: "junk", timestamp: new Date(), attempts: 1, body: { nope: true } }]);
     const ctx = createExecutionContext();

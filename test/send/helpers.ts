@@ -35,7 +35,15 @@ export async function verifiedDomain(apiKey: string, name = uniqueDomain("acme")
   return verified;
 }
 
-export type SinkMessage = { id: string; session_id: string; rcpt_to: string[]; mail_from: string; subject: string | null; message_id: string | null };
+export type SinkMessage = {
+  id: string;
+  session_id: string;
+  rcpt_to: string[];
+  mail_from: string;
+  subject: string | null;
+  message_id: string | null;
+  size: number;
+};
 
 export async function sinkMessagesTo(address: string): Promise<SinkMessage[]> {
   const response = await fetch(`${env.TEST_SINK_HTTP_URL}/api/messages?to=${encodeURIComponent(address)}`);

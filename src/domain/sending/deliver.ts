@@ -143,31 +143,23 @@ async function deliverClaimed(env: Env, ids: string[], transports: Transport[]):
   );
   const sending = deliverable.filter(({ message }) => !held.has(message.id));
 
-  // Each connection takes the next message as it finishes one, so a slow connection holds back only its own share.
-  // A lane builds its next message while the current one is on the wire, and hands it over before the previous
-  // one's outcome is known: rendering and signing overlap the SMTP round trips, the transport can pipeline the next
-  // message behind the previous one's final dot, and at most four messages per connection are in memory.
-  let taken = 0;
-  const take = () => {
-    const work = sending[taken++];
-    return (
-      work && {
-        work,
-        prepared: prepareOne(env, work.message, work.recipients, domainsById.get(work.message.domainId), signingKeys, work.campaignRecipient),
-      }
-    );
-  };
+  // Messages are rendered and signed ahead of the lanes, in order, while less than PREPARED_AHEAD_BYTES of them wait:
+  // the first ones while the connections are being set up, the rest while earlier ones are on the wire. Each connection
+  // takes the next message as it finishes one (a slow connection holds back only its own share) and hands it over
+  // before the previous one's outcome is known, so the transport can pipeline it behind the previous final dot.
+  const ahead = prepareAhead(sending, (work) =>
+    prepareOne(env, work.message, work.recipients, domainsById.get(work.message.domainId), signingKeys, work.campaignRecipient),
+  );
   await Promise.all([
     ...transports.slice(0, sending.length).map(async (transport) => {
-      let next = take();
       let previous: Promise<void> | undefined;
-      while (next) {
-        const { work, prepared } = next;
+      for (let next = ahead.take(); next; next = ahead.take()) {
+        const { item: work, ready: prepared } = next;
         const ready = await prepared;
         const outcome = "envelope" in ready ? transport.send(ready.envelope, ready.raw) : Promise.resolve(ready);
-        next = take();
         await previous;
         previous = outcome.then(async (result) => {
+          ahead.release(ready);
           dispositions.set(work.message.id, recordOutcome(env, work.message, work.recipients, result, false, await providersLookup));
         });
       }
@@ -194,6 +186,45 @@ async function deliverClaimed(env: Env, ids: string[], transports: Transport[]):
     if (disposition.retryDelaySeconds !== undefined) result.set(id, { retryDelaySeconds: disposition.retryDelaySeconds });
   }
   return result;
+}
+
+type Prepared = { envelope: Envelope; raw: string | Uint8Array } | SendFailure;
+
+const PREPARED_AHEAD_BYTES = 8 * 1024 * 1024;
+
+const preparedSize = (prepared: Prepared) =>
+  "envelope" in prepared ? (typeof prepared.raw === "string" ? prepared.raw.length : prepared.raw.byteLength) : 0;
+
+/**
+ * Prepares `items` one after another, ahead of whoever takes them, pausing while the prepared ones not yet released
+ * add up to PREPARED_AHEAD_BYTES (one larger message still goes through alone). `take` hands out the items in order.
+ */
+function prepareAhead<T>(items: readonly T[], prepare: (item: T) => Promise<Prepared>) {
+  const slots = items.map((item) => {
+    let resolve: (prepared: Prepared) => void = () => {};
+    const ready = new Promise<Prepared>((settle) => (resolve = settle));
+    return { item, ready, resolve };
+  });
+  let waiting = 0;
+  let space: (() => void) | undefined;
+  void (async () => {
+    for (const slot of slots) {
+      while (waiting >= PREPARED_AHEAD_BYTES) await new Promise<void>((resume) => (space = resume));
+      const prepared = await prepare(slot.item);
+      waiting += preparedSize(prepared);
+      slot.resolve(prepared);
+    }
+  })();
+  let taken = 0;
+  return {
+    take: () => slots[taken++],
+    /** A prepared message is sent (or refused): its bytes no longer count against the budget. */
+    release(prepared: Prepared) {
+      waiting -= preparedSize(prepared);
+      space?.();
+      space = undefined;
+    },
+  };
 }
 
 /** The transport TRANSPORT names. */
