@@ -155,11 +155,13 @@ export function createWorkerClient(options: WorkerClientOptions): WorkerClient {
   const agent = options.workerUrl.startsWith("https:") ? new HttpsAgent(agentOptions) : new HttpAgent(agentOptions);
 
   async function post(path: string, body: RequestBody): Promise<{ status: number; body: unknown; retryAfter: string | null }> {
-    const signature = await signBridgeRequest(options.bridgeSecret, body.parts());
+    const url = new URL(`${options.workerUrl}${RELAY_BASE_PATH}${path}`);
+    // signed over the path as it goes on the wire, which is what the Worker checks
+    const signature = await signBridgeRequest(options.bridgeSecret, { method: "POST", path: url.pathname, body: body.parts() });
     let answer: { status: number; text: string; retryAfter: string | null };
     try {
       answer = await postBody(
-        new URL(`${options.workerUrl}${RELAY_BASE_PATH}${path}`),
+        url,
         agent,
         { "Content-Type": "application/json", [BRIDGE_SIGNATURE_HEADER]: signature },
         body,

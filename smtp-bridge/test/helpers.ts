@@ -105,7 +105,11 @@ export class FakeWorker {
     for await (const chunk of req as AsyncIterable<Buffer>) chunks.push(chunk);
     const body = Buffer.concat(chunks).toString("utf8");
     const path = req.url ?? "";
-    const signatureValid = await verifyBridgeSignature(BRIDGE_SECRET, req.headers["x-bridge-signature"] as string | undefined, body);
+    const signatureValid = await verifyBridgeSignature(BRIDGE_SECRET, req.headers["x-bridge-signature"] as string | undefined, {
+      method: req.method ?? "",
+      path: new URL(path, "http://worker").pathname,
+      body,
+    });
     this.requests.push({ path, signatureValid });
     const send = (status: number, payload: unknown, headers: Record<string, string> = {}) => {
       res.writeHead(status, { "Content-Type": "application/json", ...headers });

@@ -25,8 +25,8 @@ import { config } from "../config";
 
 // The internal relay API: what the SMTP bridge (smtp-bridge/) calls for each SMTP phase. It is not part of the
 // public API (plain hono routes, so it never appears in the OpenAPI document) and sits outside the API-key
-// middleware; every request must instead carry the bridge's signature over its exact body. Paths, bodies and the
-// signature are the contract the bridge imports too (packages/bridge-contract).
+// middleware; every request must instead carry the bridge's signature over its method, path and exact body.
+// Paths, bodies and the signature are the contract the bridge imports too (packages/bridge-contract).
 
 const refuseSignature = () => new AppError("unauthorized", `Missing, invalid or expired ${BRIDGE_SIGNATURE_HEADER}`);
 
@@ -45,7 +45,9 @@ const verifyBridge = createMiddleware<AppEnv>(async (c, next) => {
   if (!secret) throw new AppError("unauthorized", "The relay API is disabled: BRIDGE_SECRET is not set");
   // hono keeps the body it read, so the handler's own c.req.text() gets these same bytes
   const body = await c.req.text();
-  if (!(await verifyBridgeSignature(secret, c.req.header(BRIDGE_SIGNATURE_HEADER), body))) throw refuseSignature();
+  // the path as it arrived (query excluded): the one the bridge signed, so a signature is good for this route only
+  const request = { method: c.req.method, path: new URL(c.req.url).pathname, body };
+  if (!(await verifyBridgeSignature(secret, c.req.header(BRIDGE_SIGNATURE_HEADER), request))) throw refuseSignature();
   await next();
 });
 

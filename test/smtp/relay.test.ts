@@ -9,9 +9,12 @@ import { eventually, messageOf, sendBalance, sinkMessagesTo, sinkRaw, verifiedDo
 
 const BRIDGE_SECRET = "test-bridge-secret";
 
+const signed = (path: string, body: string, options: { secret?: string; t?: number } = {}) =>
+  signBridgeRequest(options.secret ?? BRIDGE_SECRET, { method: "POST", path: `/internal/relay${path}`, body }, options.t);
+
 async function relay(path: string, payload: unknown, options: { secret?: string; t?: number; header?: string | null } = {}): Promise<Response> {
   const body = JSON.stringify(payload);
-  const header = options.header === undefined ? await signBridgeRequest(options.secret ?? BRIDGE_SECRET, body, options.t) : options.header;
+  const header = options.header === undefined ? await signed(path, body, options) : options.header;
   return call(`/internal/relay${path}`, { body, headers: header === null ? {} : { "X-Bridge-Signature": header } });
 }
 
@@ -45,17 +48,53 @@ describe("the bridge signature", () => {
       await relay("/auth", payload, { secret: "not-the-bridge-secret" }),
       await relay("/auth", payload, { t: now - 310 }),
       await relay("/auth", payload, { t: now + 310 }),
-      await relay("/auth", payload, { header: "t=abc,v1=00" }),
+      await relay("/auth", payload, { header: "t=abc,v2=00" }),
       // signed for one body, sent with another
       await call("/internal/relay/auth", {
         body: JSON.stringify({ ...payload, username: "smtp_someoneelse" }),
-        headers: { "X-Bridge-Signature": await signBridgeRequest(BRIDGE_SECRET, JSON.stringify(payload)) },
+        headers: { "X-Bridge-Signature": await signed("/auth", JSON.stringify(payload)) },
       }),
+      // the v1 scheme's header (`<t>.<body>`, no request line), which a bridge older than the Worker would send
+      await relay("/auth", payload, { header: `t=${now},v1=${"0".repeat(64)}` }),
     ];
     for (const response of refusals) {
       expect(response.status).toBe(401);
       expect(await json(response)).toMatchObject({ code: "unauthorized" });
     }
+  });
+
+  it("is good for the route it was made for only: a captured request replayed to another relay route is refused", async () => {
+    const { account, credential } = await accountWithCredential();
+    const domain = await verifiedDomain(account.api_key);
+    const replayTo = async (path: string, captured: { body: string; header: string }) =>
+      call(`/internal/relay${path}`, { body: captured.body, headers: { "X-Bridge-Signature": captured.header } });
+    const capture = async (path: string, payload: unknown) => {
+      const body = JSON.stringify(payload);
+      return { body, header: await signed(path, body) };
+    };
+
+    const auth = await capture("/auth", { username: credential.username, password: credential.password });
+    // A /messages body also satisfies /sender's schema (extra fields are ignored): only the signature tells them apart.
+    const message = await capture("/messages", {
+      credential_id: credential.id,
+      mail_from: `app@${domain.name}`,
+      rcpt_to: [rcpt("replayed")],
+      raw: base64(`From: app@${domain.name}\r\nSubject: captured\r\n\r\nbody\r\n`),
+    });
+    for (const [path, captured] of [
+      ["/messages", auth],
+      ["/sender", auth],
+      ["/sender", message],
+      ["/auth", message],
+    ] as const) {
+      const response = await replayTo(path, captured);
+      expect(response.status).toBe(401);
+      expect(await json(response)).toMatchObject({ code: "unauthorized" });
+    }
+    // on the route it was signed for, the same request is accepted
+    expect((await replayTo("/auth", auth)).status).toBe(200);
+    expect((await replayTo("/messages", message)).status).toBe(202);
+    expect(await sendBalance(account.api_key)).toBe(99);
   });
 
   it("is not an API key route: a Bearer key does not get in", async () => {
