@@ -60,6 +60,8 @@ export interface RelayIdentity {
 export interface AcceptedMessage {
   id: string;
   creditsCharged: number;
+  /** The Worker had already stored this very submission (a client's retry): `id` is that message's. */
+  replayed: boolean;
 }
 
 export interface SubmittedMessage {
@@ -233,7 +235,9 @@ export function createWorkerClient(options: WorkerClientOptions): WorkerClient {
           yield close;
         },
       });
-      return result.ok ? { ok: true, value: { id: result.value.id, creditsCharged: result.value.credits_charged } } : result;
+      if (!result.ok) return result;
+      const accepted = result.value;
+      return { ok: true, value: { id: accepted.id, creditsCharged: accepted.credits_charged, replayed: accepted.replayed } };
     },
     close() {
       agent.destroy();

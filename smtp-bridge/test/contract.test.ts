@@ -94,6 +94,7 @@ async function recordingWorker(): Promise<{ url: string; received: Received[]; s
     credits_charged: 1,
     status: "queued",
     test_mode: true,
+    replayed: false,
   };
   const answers: Record<string, [number, unknown]> = {
     [`${RELAY_BASE_PATH}${relayEndpoints.auth.path}`]: [relayEndpoints.auth.status, auth],
@@ -144,7 +145,7 @@ describe("the bridge's client and the Worker's schemas", () => {
       expect(await client.checkSender("smtp_1", "app@example.com")).toEqual({ ok: true, value: undefined });
       expect(await client.submitMessage({ credentialId: "smtp_1", mailFrom: "app@example.com", rcptTo: ["zoë@example.net"], raw: message })).toEqual({
         ok: true,
-        value: { id: "msg_1", creditsCharged: 1 },
+        value: { id: "msg_1", creditsCharged: 1, replayed: false },
       });
     } finally {
       await message.close();

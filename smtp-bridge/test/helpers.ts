@@ -175,6 +175,7 @@ export class FakeWorker {
       credits_charged: message.rcpt_to.length,
       status: "queued",
       test_mode: false,
+      replayed: false,
     };
     send(relayEndpoints.messages.status, accepted);
   }

@@ -110,11 +110,11 @@ export const relayRoutes = new Hono<AppEnv>()
       });
     }
     // the credential's mode is read here, per message, so it holds however long the bridge keeps a session open
-    const accepted = await acceptRelayMessage(
+    const { body: accepted, replayed } = await acceptRelayMessage(
       c.env,
       c.executionCtx,
       { account, testMode: credential.mode === "test" },
-      { mailFrom: body.mail_from, rcptTo: body.rcpt_to, raw: base64ToBytes(body.raw) },
+      { credentialId: credential.id, mailFrom: body.mail_from, rcptTo: body.rcpt_to, raw: base64ToBytes(body.raw) },
     );
     const answer: z.input<typeof MessageResponse> = {
       id: accepted.id,
@@ -122,6 +122,7 @@ export const relayRoutes = new Hono<AppEnv>()
       credits_charged: accepted.credits_charged,
       status: accepted.status,
       test_mode: accepted.test_mode,
+      replayed,
     };
     return c.json(answer, relayEndpoints.messages.status);
   });

@@ -63,12 +63,17 @@ export const MessageRequest = z.object({
     .min(1)
     .regex(/^[A-Za-z0-9+/]+={0,2}$/, "Not base64"),
 });
+/**
+ * The stored message. `replayed`: this submission (same credential, envelope and bytes) was already accepted, and
+ * this is that first acceptance's answer; nothing new was stored or charged (src/domain/sending/relay.ts).
+ */
 export const MessageResponse = z.object({
   id: id,
   recipients: z.array(z.object({ email: z.string(), status: queuedOrSuppressed })),
   credits_charged: z.number().int().nonnegative(),
   status: queuedOrSuppressed,
   test_mode: z.boolean(),
+  replayed: z.boolean(),
 });
 
 /** Every refusal, in the API's error shape. */
