@@ -2,6 +2,7 @@ import { Agent as HttpAgent, request as httpRequest, type ClientRequest } from "
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import {
   BRIDGE_SIGNATURE_HEADER,
+  BRIDGE_SIGNATURE_REFUSED,
   ErrorResponse,
   RELAY_BASE_PATH,
   relayEndpoints,
@@ -180,6 +181,11 @@ export function createWorkerClient(options: WorkerClientOptions): WorkerClient {
       throw new WorkerUnavailableError(`Worker ${path} answered ${answer.status} without a JSON body`);
     }
     if (answer.status >= 500) throw new WorkerUnavailableError(`Worker ${path} answered ${answer.status}`);
+    const error = ErrorResponse.safeParse(parsed);
+    if (answer.status === 401 && error.success && error.data.code === BRIDGE_SIGNATURE_REFUSED) {
+      // the operator's to fix (BRIDGE_SECRET, the clock, the bridge's version), never the client's: it keeps the message
+      throw new WorkerUnavailableError(`Worker ${path} refused the bridge's signature: ${error.data.message}`);
+    }
     return { status: answer.status, body: parsed, retryAfter: answer.retryAfter };
   }
 

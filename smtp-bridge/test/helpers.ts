@@ -2,6 +2,7 @@ import { spawn } from "node:child_process";
 import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { connect, type AddressInfo, type Socket } from "node:net";
 import {
+  BRIDGE_SIGNATURE_REFUSED,
   RELAY_BASE_PATH,
   relayEndpoints,
   verifyBridgeSignature,
@@ -116,7 +117,7 @@ export class FakeWorker {
       res.end(JSON.stringify(payload));
     };
     const refuse = (status: number, error: z.input<typeof ErrorResponse>, headers?: Record<string, string>) => send(status, error, headers);
-    if (!signatureValid) return refuse(401, { code: "unauthorized", message: "bad bridge signature" });
+    if (!signatureValid) return refuse(401, { code: BRIDGE_SIGNATURE_REFUSED, message: "bad bridge signature" });
     const route = (Object.keys(relayEndpoints) as (keyof typeof relayEndpoints)[]).find(
       (key) => `${RELAY_BASE_PATH}${relayEndpoints[key].path}` === path,
     );

@@ -3,6 +3,7 @@ import { createMiddleware } from "hono/factory";
 import {
   AuthRequest,
   BRIDGE_SIGNATURE_HEADER,
+  BRIDGE_SIGNATURE_REFUSED,
   freshSignatureHeader,
   MessageRequest,
   relayEndpoints,
@@ -28,21 +29,22 @@ import { config } from "../config";
 // middleware; every request must instead carry the bridge's signature over its method, path and exact body.
 // Paths, bodies and the signature are the contract the bridge imports too (packages/bridge-contract).
 
-const refuseSignature = () => new AppError("unauthorized", `Missing, invalid or expired ${BRIDGE_SIGNATURE_HEADER}`);
+const refuseSignature = () => new AppError(BRIDGE_SIGNATURE_REFUSED, `Missing, invalid or expired ${BRIDGE_SIGNATURE_HEADER}`);
+const relayDisabled = () => new AppError(BRIDGE_SIGNATURE_REFUSED, "The relay API is disabled: BRIDGE_SECRET is not set");
 
 /**
  * Mounted before the body-size limit (which buffers a body sent without Content-Length): a request without a
  * well-formed, fresh signature header is refused before any of its (up to 40 MB) body is read.
  */
 export const relayGate = createMiddleware<AppEnv>(async (c, next) => {
-  if (!config(c.env).bridgeSecret) throw new AppError("unauthorized", "The relay API is disabled: BRIDGE_SECRET is not set");
+  if (!config(c.env).bridgeSecret) throw relayDisabled();
   if (!freshSignatureHeader(c.req.header(BRIDGE_SIGNATURE_HEADER))) throw refuseSignature();
   await next();
 });
 
 const verifyBridge = createMiddleware<AppEnv>(async (c, next) => {
   const secret = config(c.env).bridgeSecret;
-  if (!secret) throw new AppError("unauthorized", "The relay API is disabled: BRIDGE_SECRET is not set");
+  if (!secret) throw relayDisabled();
   // hono keeps the body it read, so the handler's own c.req.text() gets these same bytes
   const body = await c.req.text();
   // the path as it arrived (query excluded): the one the bridge signed, so a signature is good for this route only

@@ -1,6 +1,7 @@
 import {
   AuthResponse,
   BRIDGE_SIGNATURE_HEADER,
+  BRIDGE_SIGNATURE_REFUSED,
   ErrorResponse,
   MessageResponse,
   RELAY_BASE_PATH,
@@ -118,7 +119,7 @@ describe("the relay routes answer what the bridge reads", () => {
   it("refusals (bad signature, invalid body, too many recipients) parse with the contract's error schema", async () => {
     const unsigned = await call(`${RELAY_BASE_PATH}${relayEndpoints.auth.path}`, { body: JSON.stringify({ username: "u", password: "p" }) });
     expect(unsigned.status).toBe(401);
-    expect(ErrorResponse.parse(await unsigned.json())).toMatchObject({ code: "unauthorized" });
+    expect(ErrorResponse.parse(await unsigned.json())).toMatchObject({ code: BRIDGE_SIGNATURE_REFUSED });
 
     const invalid = await signedWhole(relayEndpoints.sender.path, { credential_id: "smtp_x", mail_from: "not an address" });
     expect(invalid.status).toBe(422);

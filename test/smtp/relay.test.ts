@@ -59,7 +59,7 @@ describe("the bridge signature", () => {
     ];
     for (const response of refusals) {
       expect(response.status).toBe(401);
-      expect(await json(response)).toMatchObject({ code: "unauthorized" });
+      expect(await json(response)).toMatchObject({ code: "bridge_signature_refused" });
     }
   });
 
@@ -89,7 +89,7 @@ describe("the bridge signature", () => {
     ] as const) {
       const response = await replayTo(path, captured);
       expect(response.status).toBe(401);
-      expect(await json(response)).toMatchObject({ code: "unauthorized" });
+      expect(await json(response)).toMatchObject({ code: "bridge_signature_refused" });
     }
     // on the route it was signed for, the same request is accepted
     expect((await replayTo("/auth", auth)).status).toBe(200);

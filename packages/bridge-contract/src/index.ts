@@ -101,6 +101,12 @@ export const relayEndpoints = {
 
 export const BRIDGE_SIGNATURE_HEADER = "X-Bridge-Signature";
 export const BRIDGE_SIGNATURE_TOLERANCE_SECONDS = 300;
+/**
+ * The error code of a 401 for the bridge itself (bad or stale signature, no BRIDGE_SECRET), as opposed to the
+ * client's credential: the bridge's secret, clock or version is wrong, which no SMTP client can fix, so the client
+ * hears a temporary failure and keeps its message instead of a 535/530 that would bounce it.
+ */
+export const BRIDGE_SIGNATURE_REFUSED = "bridge_signature_refused";
 
 const headerPattern = /^t=(\d{1,12}),\s*v2=([0-9a-f]{64})$/;
 const encoder = new TextEncoder();
