@@ -7,6 +7,7 @@ import { logError } from "./lib/log";
 // One place maps a machine-readable code to its HTTP status, so handlers never pick statuses themselves.
 export const errorStatus = {
   unauthorized: 401,
+  bridge_signature_refused: 401,
   insufficient_credits: 402,
   forbidden: 403,
   scope_missing: 403,

@@ -2,6 +2,7 @@ import { Agent as HttpAgent, request as httpRequest, type ClientRequest } from "
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import {
   BRIDGE_SIGNATURE_HEADER,
+  BRIDGE_SIGNATURE_REFUSED,
   ErrorResponse,
   RELAY_BASE_PATH,
   relayEndpoints,
@@ -60,6 +61,8 @@ export interface RelayIdentity {
 export interface AcceptedMessage {
   id: string;
   creditsCharged: number;
+  /** The Worker had already stored this very submission (a client's retry): `id` is that message's. */
+  replayed: boolean;
 }
 
 export interface SubmittedMessage {
@@ -155,11 +158,13 @@ export function createWorkerClient(options: WorkerClientOptions): WorkerClient {
   const agent = options.workerUrl.startsWith("https:") ? new HttpsAgent(agentOptions) : new HttpAgent(agentOptions);
 
   async function post(path: string, body: RequestBody): Promise<{ status: number; body: unknown; retryAfter: string | null }> {
-    const signature = await signBridgeRequest(options.bridgeSecret, body.parts());
+    const url = new URL(`${options.workerUrl}${RELAY_BASE_PATH}${path}`);
+    // signed over the path as it goes on the wire, which is what the Worker checks
+    const signature = await signBridgeRequest(options.bridgeSecret, { method: "POST", path: url.pathname, body: body.parts() });
     let answer: { status: number; text: string; retryAfter: string | null };
     try {
       answer = await postBody(
-        new URL(`${options.workerUrl}${RELAY_BASE_PATH}${path}`),
+        url,
         agent,
         { "Content-Type": "application/json", [BRIDGE_SIGNATURE_HEADER]: signature },
         body,
@@ -176,6 +181,11 @@ export function createWorkerClient(options: WorkerClientOptions): WorkerClient {
       throw new WorkerUnavailableError(`Worker ${path} answered ${answer.status} without a JSON body`);
     }
     if (answer.status >= 500) throw new WorkerUnavailableError(`Worker ${path} answered ${answer.status}`);
+    const error = ErrorResponse.safeParse(parsed);
+    if (answer.status === 401 && error.success && error.data.code === BRIDGE_SIGNATURE_REFUSED) {
+      // the operator's to fix (BRIDGE_SECRET, the clock, the bridge's version), never the client's: it keeps the message
+      throw new WorkerUnavailableError(`Worker ${path} refused the bridge's signature: ${error.data.message}`);
+    }
     return { status: answer.status, body: parsed, retryAfter: answer.retryAfter };
   }
 
@@ -231,7 +241,9 @@ export function createWorkerClient(options: WorkerClientOptions): WorkerClient {
           yield close;
         },
       });
-      return result.ok ? { ok: true, value: { id: result.value.id, creditsCharged: result.value.credits_charged } } : result;
+      if (!result.ok) return result;
+      const accepted = result.value;
+      return { ok: true, value: { id: accepted.id, creditsCharged: accepted.credits_charged, replayed: accepted.replayed } };
     },
     close() {
       agent.destroy();

@@ -1,4 +1,4 @@
-import { createHmac, randomBytes } from "node:crypto";
+import { createHash, createHmac, randomBytes } from "node:crypto";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -28,11 +28,14 @@ const secret = "bridge-contract-fixture-secret";
 const t = 1767225600;
 const fixtureBody =
   '{"credential_id":"smtp_fixture","mail_from":"app@example.com","rcpt_to":["zoë@example.net"],"raw":"RnJvbTogYXBwQGV4YW1wbGUuY29tDQoNCmjDqQ0K"}';
-const fixtureHeader = `t=${t},v1=773241eaec05e0403342063ad6c62577d6768845857c318d84ea2715302e9a49`;
+const fixtureHeader = `t=${t},v2=210f4859b89e457b45b0ba67c038130fbbc08f3bf02ff6850660ef960a378314`;
+const messagesPath = `${RELAY_BASE_PATH}${relayEndpoints.messages.path}`;
+const fixtureRequest = { method: "POST", path: messagesPath, body: fixtureBody };
 
 describe("the request signature", () => {
-  it("is plain HMAC-SHA256 of '<t>.<body>', the same whether the body is signed whole or in parts", async () => {
-    expect(`t=${t},v1=${createHmac("sha256", secret).update(`${t}.${fixtureBody}`).digest("hex")}`).toBe(fixtureHeader);
+  it("is plain HMAC-SHA256 of '<t>.<METHOD>.<path>.<body SHA-256>', the same whether the body is signed whole or in parts", async () => {
+    const bodyDigest = createHash("sha256").update(fixtureBody).digest("hex");
+    expect(`t=${t},v2=${createHmac("sha256", secret).update(`${t}.POST.${messagesPath}.${bodyDigest}`).digest("hex")}`).toBe(fixtureHeader);
     const bytes = Buffer.from(fixtureBody);
     // cut inside the two bytes of "ë" too: parts are bytes, not characters
     const insideCharacter = bytes.indexOf(Buffer.from("ë")) + 1;
@@ -40,23 +43,36 @@ describe("the request signature", () => {
     async function* streamed() {
       for (const part of parts) yield part;
     }
-    expect(await signBridgeRequest(secret, fixtureBody, t)).toBe(fixtureHeader);
-    expect(await signBridgeRequest(secret, bytes, t)).toBe(fixtureHeader);
-    expect(await signBridgeRequest(secret, parts, t)).toBe(fixtureHeader);
-    expect(await signBridgeRequest(secret, streamed(), t)).toBe(fixtureHeader);
+    for (const body of [fixtureBody, bytes, parts, streamed()]) {
+      expect(await signBridgeRequest(secret, { method: "POST", path: messagesPath, body }, t)).toBe(fixtureHeader);
+    }
   });
 
   it("verifies for 300 s either way; an altered body, another secret or a malformed header does not", async () => {
-    expect(await verifyBridgeSignature(secret, fixtureHeader, fixtureBody, t)).toBe(true);
-    expect(await verifyBridgeSignature(secret, fixtureHeader, Buffer.from(fixtureBody), t + 300)).toBe(true);
-    expect(await verifyBridgeSignature(secret, fixtureHeader, fixtureBody, t - 300)).toBe(true);
-    expect(await verifyBridgeSignature(secret, fixtureHeader, fixtureBody, t + 301)).toBe(false);
-    expect(await verifyBridgeSignature(secret, fixtureHeader, fixtureBody, t - 301)).toBe(false);
-    expect(await verifyBridgeSignature(secret, fixtureHeader, `${fixtureBody} `, t)).toBe(false);
-    expect(await verifyBridgeSignature("another-secret-value", fixtureHeader, fixtureBody, t)).toBe(false);
-    expect(await verifyBridgeSignature(secret, fixtureHeader.replace("v1=7", "v1=8"), fixtureBody, t)).toBe(false);
-    expect(await verifyBridgeSignature(secret, undefined, fixtureBody, t)).toBe(false);
-    expect(await verifyBridgeSignature(secret, "t=abc,v1=00", fixtureBody, t)).toBe(false);
+    expect(await verifyBridgeSignature(secret, fixtureHeader, fixtureRequest, t)).toBe(true);
+    expect(await verifyBridgeSignature(secret, fixtureHeader, { ...fixtureRequest, body: Buffer.from(fixtureBody) }, t + 300)).toBe(true);
+    expect(await verifyBridgeSignature(secret, fixtureHeader, fixtureRequest, t - 300)).toBe(true);
+    expect(await verifyBridgeSignature(secret, fixtureHeader, fixtureRequest, t + 301)).toBe(false);
+    expect(await verifyBridgeSignature(secret, fixtureHeader, fixtureRequest, t - 301)).toBe(false);
+    expect(await verifyBridgeSignature(secret, fixtureHeader, { ...fixtureRequest, body: `${fixtureBody} ` }, t)).toBe(false);
+    expect(await verifyBridgeSignature("another-secret-value", fixtureHeader, fixtureRequest, t)).toBe(false);
+    expect(await verifyBridgeSignature(secret, fixtureHeader.replace("v2=2", "v2=3"), fixtureRequest, t)).toBe(false);
+    expect(await verifyBridgeSignature(secret, undefined, fixtureRequest, t)).toBe(false);
+    expect(await verifyBridgeSignature(secret, "t=abc,v2=00", fixtureRequest, t)).toBe(false);
+  });
+
+  it("binds the method and the path: the same body and time signed for one route do not verify for another", async () => {
+    for (const other of [
+      { ...fixtureRequest, path: `${RELAY_BASE_PATH}${relayEndpoints.sender.path}` },
+      { ...fixtureRequest, path: `${RELAY_BASE_PATH}${relayEndpoints.auth.path}` },
+      { ...fixtureRequest, path: `/other${messagesPath}` },
+      { ...fixtureRequest, method: "PUT" },
+    ]) {
+      expect(await verifyBridgeSignature(secret, fixtureHeader, other, t)).toBe(false);
+    }
+    // the old scheme's header (v1, over `<t>.<body>`) is not taken for the new one
+    const v1 = `t=${t},v1=${createHmac("sha256", secret).update(`${t}.${fixtureBody}`).digest("hex")}`;
+    expect(await verifyBridgeSignature(secret, v1, fixtureRequest, t)).toBe(false);
   });
 });
 
@@ -78,6 +94,7 @@ async function recordingWorker(): Promise<{ url: string; received: Received[]; s
     credits_charged: 1,
     status: "queued",
     test_mode: true,
+    replayed: false,
   };
   const answers: Record<string, [number, unknown]> = {
     [`${RELAY_BASE_PATH}${relayEndpoints.auth.path}`]: [relayEndpoints.auth.status, auth],
@@ -128,7 +145,7 @@ describe("the bridge's client and the Worker's schemas", () => {
       expect(await client.checkSender("smtp_1", "app@example.com")).toEqual({ ok: true, value: undefined });
       expect(await client.submitMessage({ credentialId: "smtp_1", mailFrom: "app@example.com", rcptTo: ["zoë@example.net"], raw: message })).toEqual({
         ok: true,
-        value: { id: "msg_1", creditsCharged: 1 },
+        value: { id: "msg_1", creditsCharged: 1, replayed: false },
       });
     } finally {
       await message.close();
@@ -136,7 +153,7 @@ describe("the bridge's client and the Worker's schemas", () => {
 
     const [auth, sender, submitted] = worker.received;
     for (const request of worker.received) {
-      expect(await verifyBridgeSignature(secret, request.signature, request.body)).toBe(true);
+      expect(await verifyBridgeSignature(secret, request.signature, { method: "POST", path: request.path, body: request.body })).toBe(true);
       expect(request.contentLength).toBe(request.body.length);
     }
     expect(auth?.path).toBe("/internal/relay/auth");
@@ -192,6 +209,6 @@ describe("the bridge's client and the Worker's schemas", () => {
     }
     const request = worker.received.at(-1)!;
     expect(request.contentLength).toBeLessThanOrEqual(RELAY_MESSAGES_MAX_BODY_BYTES);
-    expect(await verifyBridgeSignature(secret, request.signature, request.body)).toBe(true);
+    expect(await verifyBridgeSignature(secret, request.signature, { method: "POST", path: request.path, body: request.body })).toBe(true);
   });
 });

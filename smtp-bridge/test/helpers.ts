@@ -2,6 +2,7 @@ import { spawn } from "node:child_process";
 import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { connect, type AddressInfo, type Socket } from "node:net";
 import {
+  BRIDGE_SIGNATURE_REFUSED,
   RELAY_BASE_PATH,
   relayEndpoints,
   verifyBridgeSignature,
@@ -105,14 +106,18 @@ export class FakeWorker {
     for await (const chunk of req as AsyncIterable<Buffer>) chunks.push(chunk);
     const body = Buffer.concat(chunks).toString("utf8");
     const path = req.url ?? "";
-    const signatureValid = await verifyBridgeSignature(BRIDGE_SECRET, req.headers["x-bridge-signature"] as string | undefined, body);
+    const signatureValid = await verifyBridgeSignature(BRIDGE_SECRET, req.headers["x-bridge-signature"] as string | undefined, {
+      method: req.method ?? "",
+      path: new URL(path, "http://worker").pathname,
+      body,
+    });
     this.requests.push({ path, signatureValid });
     const send = (status: number, payload: unknown, headers: Record<string, string> = {}) => {
       res.writeHead(status, { "Content-Type": "application/json", ...headers });
       res.end(JSON.stringify(payload));
     };
     const refuse = (status: number, error: z.input<typeof ErrorResponse>, headers?: Record<string, string>) => send(status, error, headers);
-    if (!signatureValid) return refuse(401, { code: "unauthorized", message: "bad bridge signature" });
+    if (!signatureValid) return refuse(401, { code: BRIDGE_SIGNATURE_REFUSED, message: "bad bridge signature" });
     const route = (Object.keys(relayEndpoints) as (keyof typeof relayEndpoints)[]).find(
       (key) => `${RELAY_BASE_PATH}${relayEndpoints[key].path}` === path,
     );
@@ -171,6 +176,7 @@ export class FakeWorker {
       credits_charged: message.rcpt_to.length,
       status: "queued",
       test_mode: false,
+      replayed: false,
     };
     send(relayEndpoints.messages.status, accepted);
   }

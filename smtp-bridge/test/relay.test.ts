@@ -427,6 +427,22 @@ describe("when the Worker is away", () => {
     }
   });
 
+  it("a Worker that refuses the bridge's own signature (BRIDGE_SECRET, clock or version) is a temporary failure, never 535", async () => {
+    const local = await startBridge(worker, { BRIDGE_SECRET: "not-the-worker-bridge-secret" });
+    try {
+      const error = await sendError(transport(local.ports.smtp).sendMail(simpleMail()));
+      expect(error.response).toMatch(/^454 4\.7\.0 /);
+      expect(local.logs.filter((entry) => entry.event === "smtp.auth").at(-1)).toMatchObject({
+        outcome: "deferred",
+        error: expect.stringContaining("refused the bridge's signature"),
+      });
+    } finally {
+      await local.bridge.close({ timeoutMs: 500 });
+      // the refused requests were this case's point; the suite's check is for every other case
+      worker.requests.splice(0, worker.requests.length, ...worker.requests.filter((request) => request.signatureValid));
+    }
+  });
+
   it("answers 451 4.3.0 when the Worker does not answer within WORKER_TIMEOUT_MS", async () => {
     const local = await startBridge(worker, { WORKER_TIMEOUT_MS: "200" });
     worker.messageDelayMs = 600;

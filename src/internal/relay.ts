@@ -3,6 +3,7 @@ import { createMiddleware } from "hono/factory";
 import {
   AuthRequest,
   BRIDGE_SIGNATURE_HEADER,
+  BRIDGE_SIGNATURE_REFUSED,
   freshSignatureHeader,
   MessageRequest,
   relayEndpoints,
@@ -25,27 +26,30 @@ import { config } from "../config";
 
 // The internal relay API: what the SMTP bridge (smtp-bridge/) calls for each SMTP phase. It is not part of the
 // public API (plain hono routes, so it never appears in the OpenAPI document) and sits outside the API-key
-// middleware; every request must instead carry the bridge's signature over its exact body. Paths, bodies and the
-// signature are the contract the bridge imports too (packages/bridge-contract).
+// middleware; every request must instead carry the bridge's signature over its method, path and exact body.
+// Paths, bodies and the signature are the contract the bridge imports too (packages/bridge-contract).
 
-const refuseSignature = () => new AppError("unauthorized", `Missing, invalid or expired ${BRIDGE_SIGNATURE_HEADER}`);
+const refuseSignature = () => new AppError(BRIDGE_SIGNATURE_REFUSED, `Missing, invalid or expired ${BRIDGE_SIGNATURE_HEADER}`);
+const relayDisabled = () => new AppError(BRIDGE_SIGNATURE_REFUSED, "The relay API is disabled: BRIDGE_SECRET is not set");
 
 /**
  * Mounted before the body-size limit (which buffers a body sent without Content-Length): a request without a
  * well-formed, fresh signature header is refused before any of its (up to 40 MB) body is read.
  */
 export const relayGate = createMiddleware<AppEnv>(async (c, next) => {
-  if (!config(c.env).bridgeSecret) throw new AppError("unauthorized", "The relay API is disabled: BRIDGE_SECRET is not set");
+  if (!config(c.env).bridgeSecret) throw relayDisabled();
   if (!freshSignatureHeader(c.req.header(BRIDGE_SIGNATURE_HEADER))) throw refuseSignature();
   await next();
 });
 
 const verifyBridge = createMiddleware<AppEnv>(async (c, next) => {
   const secret = config(c.env).bridgeSecret;
-  if (!secret) throw new AppError("unauthorized", "The relay API is disabled: BRIDGE_SECRET is not set");
+  if (!secret) throw relayDisabled();
   // hono keeps the body it read, so the handler's own c.req.text() gets these same bytes
   const body = await c.req.text();
-  if (!(await verifyBridgeSignature(secret, c.req.header(BRIDGE_SIGNATURE_HEADER), body))) throw refuseSignature();
+  // the path as it arrived (query excluded): the one the bridge signed, so a signature is good for this route only
+  const request = { method: c.req.method, path: new URL(c.req.url).pathname, body };
+  if (!(await verifyBridgeSignature(secret, c.req.header(BRIDGE_SIGNATURE_HEADER), request))) throw refuseSignature();
   await next();
 });
 
@@ -108,11 +112,11 @@ export const relayRoutes = new Hono<AppEnv>()
       });
     }
     // the credential's mode is read here, per message, so it holds however long the bridge keeps a session open
-    const accepted = await acceptRelayMessage(
+    const { body: accepted, replayed } = await acceptRelayMessage(
       c.env,
       c.executionCtx,
       { account, testMode: credential.mode === "test" },
-      { mailFrom: body.mail_from, rcptTo: body.rcpt_to, raw: base64ToBytes(body.raw) },
+      { credentialId: credential.id, mailFrom: body.mail_from, rcptTo: body.rcpt_to, raw: base64ToBytes(body.raw) },
     );
     const answer: z.input<typeof MessageResponse> = {
       id: accepted.id,
@@ -120,6 +124,7 @@ export const relayRoutes = new Hono<AppEnv>()
       credits_charged: accepted.credits_charged,
       status: accepted.status,
       test_mode: accepted.test_mode,
+      replayed,
     };
     return c.json(answer, relayEndpoints.messages.status);
   });

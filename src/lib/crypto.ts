@@ -48,8 +48,9 @@ export function randomToken(bytes = 32): string {
   return bytesToBase64Url(crypto.getRandomValues(new Uint8Array(bytes)));
 }
 
-export async function sha256Hex(input: string): Promise<string> {
-  return bytesToHex(new Uint8Array(await crypto.subtle.digest("SHA-256", encoder.encode(input))));
+/** SHA-256 of a string's UTF-8 bytes, or of bytes, as lowercase hex. */
+export async function sha256Hex(input: string | Uint8Array<ArrayBuffer>): Promise<string> {
+  return bytesToHex(new Uint8Array(await crypto.subtle.digest("SHA-256", typeof input === "string" ? encoder.encode(input) : input)));
 }
 
 export async function hmacSha256Hex(key: string, message: string): Promise<string> {

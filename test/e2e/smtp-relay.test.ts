@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { createServer as createHttpServer, type IncomingHttpHeaders } from "node:http";
 import { connect, createServer, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -7,6 +8,10 @@ import { dkimVerify } from "mailauth";
 import MailComposer from "nodemailer/lib/mail-composer";
 import nodemailer from "nodemailer";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { loadConfig } from "../../smtp-bridge/src/config.ts";
+import { createMemoryLogger } from "../../smtp-bridge/src/log.ts";
+import { createServer as createBridge } from "../../smtp-bridge/src/server.ts";
+import { readDevVars } from "../../scripts/lib/dev-vars.ts";
 
 // The whole relay path on the real local stack, started the way a developer starts it (scripts/dev.ts on free
 // ports, its own state directory): SMTP client → smtp-bridge → Worker /internal/relay → send queue → consumer →
@@ -131,6 +136,47 @@ async function sinkRawTo(address: string): Promise<Buffer> {
   }
 }
 
+type HeldAnswer = { status: number; body: string };
+
+/**
+ * An HTTP hop between a bridge and the Worker that passes every request on whole, and, while `holding`, keeps the
+ * Worker's answer to a message from the bridge: what a connection that breaks after the Worker stored a message
+ * looks like from the bridge, which gives up after WORKER_TIMEOUT_MS. `held` has the answers it kept.
+ */
+async function answerLosingHop(target: string) {
+  const held: Promise<HeldAnswer>[] = [];
+  const hop = {
+    holding: true,
+    held,
+    url: "",
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+  const passed = (headers: IncomingHttpHeaders) =>
+    Object.fromEntries(Object.entries(headers).filter(([name]) => ["content-type", "x-bridge-signature"].includes(name))) as Record<string, string>;
+  const server = createHttpServer(async (req, res) => {
+    const chunks: Buffer[] = [];
+    for await (const chunk of req as AsyncIterable<Buffer>) chunks.push(chunk);
+    // sent on whether or not the bridge is still waiting, as a request that reached the Worker is processed
+    const answer = fetch(`${target}${req.url}`, { method: req.method, headers: passed(req.headers), body: Buffer.concat(chunks) }).then(
+      async (response) => ({ status: response.status, body: await response.text(), retryAfter: response.headers.get("retry-after") }),
+    );
+    if (hop.holding && req.url?.endsWith("/messages")) {
+      held.push(answer);
+      // never answered: the bridge times out and cuts the connection
+      return;
+    }
+    const { status, body, retryAfter } = await answer;
+    res.writeHead(status, { "Content-Type": "application/json", ...(retryAfter ? { "Retry-After": retryAfter } : {}) }).end(body);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  hop.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return hop;
+}
+
 describe("SMTP relay end to end", () => {
   it("prints the SMTP settings and the credential it seeded", () => {
     expect(output).toContain(`ports ${ports.BRIDGE_SMTP_PORT} and ${ports.BRIDGE_ALT_PORT} (STARTTLS), ${ports.BRIDGE_SMTPS_PORT} (implicit TLS)`);
@@ -210,5 +256,81 @@ describe("SMTP relay end to end", () => {
     const received = (await sinkRawTo(hidden)).toString("latin1");
     expect(received).not.toContain(hidden);
     expect(received.endsWith(raw.toString("latin1").replace(`Bcc: ${hidden}\r\n`, ""))).toBe(true);
+  }, 40_000);
+  it("a message whose 250 never reached the client is stored and charged once: the client's retry gets the first message's id", async () => {
+    const { name } = await verifiedDomain();
+    const hop = await answerLosingHop(workerUrl());
+    const logger = createMemoryLogger();
+    // a second bridge, like the stack's but reaching the Worker through the hop, and giving up on it after 2 s
+    const bridge = createBridge(
+      loadConfig({
+        SMTP_HOST: "127.0.0.1",
+        SMTP_PORT: "0",
+        SMTP_ALT_PORT: "0",
+        SMTPS_PORT: "0",
+        SMTP_HOSTNAME: "localhost",
+        WORKER_URL: hop.url,
+        BRIDGE_SECRET: readDevVars(join(root, ".dev.vars")).BRIDGE_SECRET ?? "",
+        WORKER_TIMEOUT_MS: "2000",
+      }),
+      { logger },
+    );
+    const bridgePorts = await bridge.listen();
+    const client = () =>
+      nodemailer.createTransport({
+        host: "127.0.0.1",
+        port: bridgePorts.smtp,
+        secure: false,
+        requireTLS: true,
+        tls: { rejectUnauthorized: false },
+        auth: { user: demo.smtp.username, pass: demo.smtp.password },
+      });
+    const balance = async () => (await api<{ balances: { send: { balance: number } } }>("/api/v1/me")).body.balances.send.balance;
+    try {
+      const to = `retry-${Date.now().toString(36)}@example.org`;
+      // what a client queues and sends again after a 4xx: the same bytes, its Message-ID and Date included
+      const raw = await new MailComposer({
+        from: `billing@${name}`,
+        to,
+        subject: "Sent once, answered late",
+        messageId: `<retry-${Date.now().toString(36)}@${name}>`,
+        date: new Date(),
+        text: "One message, one charge.\r\n",
+      })
+        .compile()
+        .build();
+      const envelope = { from: `billing@${name}`, to: [to] };
+      const before = await balance();
+
+      const lost = await client()
+        .sendMail({ envelope, raw })
+        .then(
+          () => undefined,
+          (error: { response?: string }) => error,
+        );
+      expect(lost?.response).toMatch(/^451 4\.3\.0 /);
+      // the Worker did store it: its answer reached the hop, not the bridge
+      expect(hop.held).toHaveLength(1);
+      const stored = await hop.held[0]!;
+      expect(stored.status).toBe(202);
+      const first = JSON.parse(stored.body) as { id: string };
+
+      hop.holding = false;
+      const retried = await client().sendMail({ envelope, raw });
+      expect(retried.response).toBe(`250 2.0.0 Ok: queued as ${first.id}`);
+      expect(logger.entries.filter((entry) => entry.event === "smtp.transaction").map(({ outcome, replayed }) => ({ outcome, replayed }))).toEqual([
+        { outcome: "deferred", replayed: undefined },
+        { outcome: "queued", replayed: true },
+      ]);
+
+      const listed = await api<{ data: { id: string; credits_charged: number }[] }>(`/api/v1/messages?to=${encodeURIComponent(to)}`);
+      expect(listed.body.data.map(({ id, credits_charged }) => ({ id, credits_charged }))).toEqual([{ id: first.id, credits_charged: 1 }]);
+      expect(await balance()).toBe(before - 1);
+      const delivered = (await sinkRawTo(to)).toString("latin1");
+      expect(delivered).toContain("Sent once, answered late");
+    } finally {
+      await bridge.close({ timeoutMs: 500 });
+      await hop.close();
+    }
   }, 40_000);
 });

@@ -287,6 +287,36 @@ describe("POST /send", () => {
     expect(retryAfter).toBeLessThanOrEqual(Math.ceil((midnight.getTime() - before) / 1000));
   });
 
+  it("keeps the content of a message over 64 KB in R2 only for a stored message: refusals and a lost race leave no object", async () => {
+    const { key, from } = await setup({ daily_send_limit: 4, send_credits: 1 });
+    const me = await json<{ id: string }>(await call("/api/v1/me", { key }));
+    const contentObjects = async () => (await env.BLOBS.list({ prefix: "messages/" })).objects.map((object) => object.key).sort();
+    const large = (to: string[]) => ({ from, to, subject: "large", html: `<p>${"x".repeat(70_000)}</p>` });
+    const before = await contentObjects();
+
+    const unpaid = await call("/api/v1/send", { key, body: large([rcpt("r2a"), rcpt("r2b")]) });
+    expect(unpaid.status).toBe(402);
+    expect(await contentObjects()).toEqual(before);
+
+    await call(`/admin/v1/accounts/${me.id}/credits`, { key: ADMIN_TOKEN, body: { send: 10 } });
+    // Two requests with one Idempotency-Key at once: one message, and at most the loser's object, which it deletes.
+    const headers = { "Idempotency-Key": "large-once" };
+    const body = large([rcpt("r2c"), rcpt("r2d")]);
+    const [first, second] = await Promise.all([call("/api/v1/send", { key, body, headers }), call("/api/v1/send", { key, body, headers })]);
+    expect([first.status, second.status]).toEqual([202, 202]);
+    const accepted = await json<{ id: string }>(first);
+    expect((await json<{ id: string }>(second)).id).toBe(accepted.id);
+    expect(await contentObjects()).toEqual([...before, `messages/${accepted.id}.json`].sort());
+
+    // 2 of the day's 4 recipients are used: refused after the content was composed, before anything was written.
+    const limited = await call("/api/v1/send", { key, body: large([rcpt("r2e"), rcpt("r2f"), rcpt("r2g")]) });
+    expect(limited.status).toBe(429);
+    expect(await json(limited)).toMatchObject({ code: "daily_limit_reached" });
+    expect(await contentObjects()).toEqual([...before, `messages/${accepted.id}.json`].sort());
+    const stored = await env.DB.prepare("SELECT id, content_key FROM messages WHERE account_id = ?").bind(me.id).all();
+    expect(stored.results).toEqual([{ id: accepted.id, content_key: `messages/${accepted.id}.json` }]);
+  });
+
   it("replays the first response for the same Idempotency-Key and body, 409 for another body", async () => {
     const { key, from } = await setup();
     const body = { from, to: [rcpt("idem")], subject: "once", text: "x" };

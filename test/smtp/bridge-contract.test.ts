@@ -1,6 +1,7 @@
 import {
   AuthResponse,
   BRIDGE_SIGNATURE_HEADER,
+  BRIDGE_SIGNATURE_REFUSED,
   ErrorResponse,
   MessageResponse,
   RELAY_BASE_PATH,
@@ -26,12 +27,13 @@ const fixtureSecret = "bridge-contract-fixture-secret";
 const t = 1767225600;
 const fixtureBody =
   '{"credential_id":"smtp_fixture","mail_from":"app@example.com","rcpt_to":["zoë@example.net"],"raw":"RnJvbTogYXBwQGV4YW1wbGUuY29tDQoNCmjDqQ0K"}';
-const fixtureHeader = `t=${t},v1=773241eaec05e0403342063ad6c62577d6768845857c318d84ea2715302e9a49`;
+const fixtureHeader = `t=${t},v2=210f4859b89e457b45b0ba67c038130fbbc08f3bf02ff6850660ef960a378314`;
+const fixtureRequest = { method: "POST", path: `${RELAY_BASE_PATH}${relayEndpoints.messages.path}`, body: fixtureBody };
 
 /** The body as the bridge's client sends it: JSON around `raw`, the base64 in pieces; signed over the pieces. */
 async function signedInParts(path: string, pieces: string[]): Promise<Response> {
   const parts = pieces.map((piece) => encoder.encode(piece));
-  const header = await signBridgeRequest(BRIDGE_SECRET, parts);
+  const header = await signBridgeRequest(BRIDGE_SECRET, { method: "POST", path: `${RELAY_BASE_PATH}${path}`, body: parts });
   return call(`${RELAY_BASE_PATH}${path}`, { body: pieces.join(""), headers: { [BRIDGE_SIGNATURE_HEADER]: header } });
 }
 
@@ -47,12 +49,13 @@ describe("the bridge signature in workerd", () => {
   it("signs in parts to the same known answer as Node, and verifies it", async () => {
     const bytes = encoder.encode(fixtureBody);
     const parts = [bytes.subarray(0, 7), bytes.subarray(7, 90), bytes.subarray(90)];
-    expect(await signBridgeRequest(fixtureSecret, parts, t)).toBe(fixtureHeader);
-    expect(await signBridgeRequest(fixtureSecret, fixtureBody, t)).toBe(fixtureHeader);
-    expect(await verifyBridgeSignature(fixtureSecret, fixtureHeader, fixtureBody, t)).toBe(true);
-    expect(await verifyBridgeSignature(fixtureSecret, fixtureHeader, bytes, t + 300)).toBe(true);
-    expect(await verifyBridgeSignature(fixtureSecret, fixtureHeader, fixtureBody, t + 301)).toBe(false);
-    expect(await verifyBridgeSignature(fixtureSecret, fixtureHeader, fixtureBody.replace("zoë", "zoe"), t)).toBe(false);
+    expect(await signBridgeRequest(fixtureSecret, { ...fixtureRequest, body: parts }, t)).toBe(fixtureHeader);
+    expect(await signBridgeRequest(fixtureSecret, fixtureRequest, t)).toBe(fixtureHeader);
+    expect(await verifyBridgeSignature(fixtureSecret, fixtureHeader, fixtureRequest, t)).toBe(true);
+    expect(await verifyBridgeSignature(fixtureSecret, fixtureHeader, { ...fixtureRequest, body: bytes }, t + 300)).toBe(true);
+    expect(await verifyBridgeSignature(fixtureSecret, fixtureHeader, fixtureRequest, t + 301)).toBe(false);
+    expect(await verifyBridgeSignature(fixtureSecret, fixtureHeader, { ...fixtureRequest, body: fixtureBody.replace("zoë", "zoe") }, t)).toBe(false);
+    expect(await verifyBridgeSignature(fixtureSecret, fixtureHeader, { ...fixtureRequest, path: `${RELAY_BASE_PATH}/sender` }, t)).toBe(false);
   });
 });
 
@@ -100,7 +103,7 @@ describe("the relay routes answer what the bridge reads", () => {
   it("refuses a request without a fresh signature before reading its body", async () => {
     // A body that never ends: reading it would hang, so a 401 proves the Worker did not read it.
     const endless = () => new ReadableStream<Uint8Array>({ pull: () => new Promise<void>(() => undefined) });
-    for (const header of [undefined, `t=${Math.floor(Date.now() / 1000) - 3600},v1=${"0".repeat(64)}`]) {
+    for (const header of [undefined, `t=${Math.floor(Date.now() / 1000) - 3600},v2=${"0".repeat(64)}`]) {
       const response = await exports.default.fetch(
         new Request(`http://localhost${RELAY_BASE_PATH}${relayEndpoints.messages.path}`, {
           method: "POST",
@@ -116,7 +119,7 @@ describe("the relay routes answer what the bridge reads", () => {
   it("refusals (bad signature, invalid body, too many recipients) parse with the contract's error schema", async () => {
     const unsigned = await call(`${RELAY_BASE_PATH}${relayEndpoints.auth.path}`, { body: JSON.stringify({ username: "u", password: "p" }) });
     expect(unsigned.status).toBe(401);
-    expect(ErrorResponse.parse(await unsigned.json())).toMatchObject({ code: "unauthorized" });
+    expect(ErrorResponse.parse(await unsigned.json())).toMatchObject({ code: BRIDGE_SIGNATURE_REFUSED });
 
     const invalid = await signedWhole(relayEndpoints.sender.path, { credential_id: "smtp_x", mail_from: "not an address" });
     expect(invalid.status).toBe(422);

@@ -9,9 +9,12 @@ import { eventually, messageOf, sendBalance, sinkMessagesTo, sinkRaw, verifiedDo
 
 const BRIDGE_SECRET = "test-bridge-secret";
 
+const signed = (path: string, body: string, options: { secret?: string; t?: number } = {}) =>
+  signBridgeRequest(options.secret ?? BRIDGE_SECRET, { method: "POST", path: `/internal/relay${path}`, body }, options.t);
+
 async function relay(path: string, payload: unknown, options: { secret?: string; t?: number; header?: string | null } = {}): Promise<Response> {
   const body = JSON.stringify(payload);
-  const header = options.header === undefined ? await signBridgeRequest(options.secret ?? BRIDGE_SECRET, body, options.t) : options.header;
+  const header = options.header === undefined ? await signed(path, body, options) : options.header;
   return call(`/internal/relay${path}`, { body, headers: header === null ? {} : { "X-Bridge-Signature": header } });
 }
 
@@ -45,17 +48,53 @@ describe("the bridge signature", () => {
       await relay("/auth", payload, { secret: "not-the-bridge-secret" }),
       await relay("/auth", payload, { t: now - 310 }),
       await relay("/auth", payload, { t: now + 310 }),
-      await relay("/auth", payload, { header: "t=abc,v1=00" }),
+      await relay("/auth", payload, { header: "t=abc,v2=00" }),
       // signed for one body, sent with another
       await call("/internal/relay/auth", {
         body: JSON.stringify({ ...payload, username: "smtp_someoneelse" }),
-        headers: { "X-Bridge-Signature": await signBridgeRequest(BRIDGE_SECRET, JSON.stringify(payload)) },
+        headers: { "X-Bridge-Signature": await signed("/auth", JSON.stringify(payload)) },
       }),
+      // the v1 scheme's header (`<t>.<body>`, no request line), which a bridge older than the Worker would send
+      await relay("/auth", payload, { header: `t=${now},v1=${"0".repeat(64)}` }),
     ];
     for (const response of refusals) {
       expect(response.status).toBe(401);
-      expect(await json(response)).toMatchObject({ code: "unauthorized" });
+      expect(await json(response)).toMatchObject({ code: "bridge_signature_refused" });
     }
+  });
+
+  it("is good for the route it was made for only: a captured request replayed to another relay route is refused", async () => {
+    const { account, credential } = await accountWithCredential();
+    const domain = await verifiedDomain(account.api_key);
+    const replayTo = async (path: string, captured: { body: string; header: string }) =>
+      call(`/internal/relay${path}`, { body: captured.body, headers: { "X-Bridge-Signature": captured.header } });
+    const capture = async (path: string, payload: unknown) => {
+      const body = JSON.stringify(payload);
+      return { body, header: await signed(path, body) };
+    };
+
+    const auth = await capture("/auth", { username: credential.username, password: credential.password });
+    // A /messages body also satisfies /sender's schema (extra fields are ignored): only the signature tells them apart.
+    const message = await capture("/messages", {
+      credential_id: credential.id,
+      mail_from: `app@${domain.name}`,
+      rcpt_to: [rcpt("replayed")],
+      raw: base64(`From: app@${domain.name}\r\nSubject: captured\r\n\r\nbody\r\n`),
+    });
+    for (const [path, captured] of [
+      ["/messages", auth],
+      ["/sender", auth],
+      ["/sender", message],
+      ["/auth", message],
+    ] as const) {
+      const response = await replayTo(path, captured);
+      expect(response.status).toBe(401);
+      expect(await json(response)).toMatchObject({ code: "bridge_signature_refused" });
+    }
+    // on the route it was signed for, the same request is accepted
+    expect((await replayTo("/auth", auth)).status).toBe(200);
+    expect((await replayTo("/messages", message)).status).toBe(202);
+    expect(await sendBalance(account.api_key)).toBe(99);
   });
 
   it("is not an API key route: a Bearer key does not get in", async () => {
@@ -179,15 +218,16 @@ describe("POST /internal/relay/messages", () => {
     const patched = await call(`/admin/v1/accounts/${account.id}`, { key: ADMIN_TOKEN, method: "PATCH", body: { rate_limit_per_minute: 2 } });
     expect(patched.status).toBe(200);
     const to = rcpt("limited");
-    const payload = {
+    // three different messages: the same bytes again would be the first message's retry
+    const payload = (n: number) => ({
       credential_id: credential.id,
       mail_from: `app@${domain.name}`,
       rcpt_to: [to],
-      raw: base64(`From: app@${domain.name}\r\nTo: ${to}\r\nSubject: x\r\n\r\nbody\r\n`),
-    };
-    expect((await relay("/messages", payload)).status).toBe(202);
-    expect((await relay("/messages", payload)).status).toBe(202);
-    const limited = await relay("/messages", payload);
+      raw: base64(`From: app@${domain.name}\r\nTo: ${to}\r\nSubject: x${n}\r\n\r\nbody\r\n`),
+    });
+    expect((await relay("/messages", payload(1))).status).toBe(202);
+    expect((await relay("/messages", payload(2))).status).toBe(202);
+    const limited = await relay("/messages", payload(3));
     expect(limited.status).toBe(429);
     expect(Number(limited.headers.get("Retry-After"))).toBeGreaterThan(0);
     expect(await json(limited)).toMatchObject({ code: "rate_limited" });
@@ -218,6 +258,119 @@ describe("POST /internal/relay/messages", () => {
     expect((await relay("/messages", payload)).status).toBe(401);
     const rows = await env.DB.prepare("SELECT COUNT(*) AS n FROM messages WHERE account_id = ?").bind(account.id).first<{ n: number }>();
     expect(rows?.n).toBe(0);
+  });
+});
+
+describe("a submission sent again", () => {
+  async function setup() {
+    const { account, credential } = await accountWithCredential();
+    const domain = await verifiedDomain(account.api_key);
+    const to = rcpt("retried");
+    const raw = [
+      `From: app@${domain.name}`,
+      `To: ${to}`,
+      "Subject: sent once",
+      `Message-ID: <${crypto.randomUUID()}@${domain.name}>`,
+      `Date: ${new Date().toUTCString()}`,
+      "",
+      "body",
+      "",
+    ].join("\r\n");
+    const payload = { credential_id: credential.id, mail_from: `app@${domain.name}`, rcpt_to: [to], raw: base64(raw) };
+    const messagesOf = async () =>
+      (await env.DB.prepare("SELECT id FROM messages WHERE account_id = ? ORDER BY id").bind(account.id).all<{ id: string }>()).results.map(
+        (row) => row.id,
+      );
+    const charges = async () =>
+      (
+        await env.DB.prepare("SELECT reference_id, amount FROM credit_ledger WHERE account_id = ? AND kind = 'charge'")
+          .bind(account.id)
+          .all<{ reference_id: string; amount: number }>()
+      ).results;
+    return { account, credential, domain, to, raw, payload, messagesOf, charges };
+  }
+
+  it("after the first answer was lost, answers with the first message: same id, replayed, one charge, one delivery", async () => {
+    const { account, to, payload, messagesOf, charges } = await setup();
+    const first = await relay("/messages", payload);
+    expect(first.status).toBe(202);
+    const accepted = await json<{ id: string }>(first);
+    expect(accepted).toMatchObject({ credits_charged: 1, replayed: false });
+
+    // the client's retry: the same bytes, signed afresh by the bridge
+    const retried = await relay("/messages", payload);
+    expect(retried.status).toBe(202);
+    expect(await json(retried)).toEqual({ ...accepted, replayed: true });
+    expect(await messagesOf()).toEqual([accepted.id]);
+    expect(await charges()).toEqual([{ reference_id: accepted.id, amount: -1 }]);
+    expect(await sendBalance(account.api_key)).toBe(99);
+    const delivered = await eventually(async () => {
+      const found = await sinkMessagesTo(to);
+      return found.length > 0 ? found : undefined;
+    });
+    expect(delivered).toHaveLength(1);
+  });
+
+  it("a captured request replayed within the signature's window is the same submission: nothing new is stored", async () => {
+    const { payload, messagesOf, charges } = await setup();
+    const body = JSON.stringify(payload);
+    const header = await signed("/messages", body);
+    const send = () => call("/internal/relay/messages", { body, headers: { "X-Bridge-Signature": header } });
+    const first = await json<{ id: string }>(await send());
+    const replayed = await send();
+    expect(replayed.status).toBe(202);
+    expect(await json(replayed)).toMatchObject({ id: first.id, replayed: true });
+    expect(await messagesOf()).toEqual([first.id]);
+    expect(await charges()).toHaveLength(1);
+  });
+
+  it("two identical submissions at the same time store one message, charge once and leave one content object in R2", async () => {
+    const { domain, to, payload, messagesOf, charges } = await setup();
+    // over 64 KB, so the content goes to R2 and a losing duplicate must delete what it wrote
+    const large = base64(
+      [
+        `From: app@${domain.name}`,
+        `To: ${to}`,
+        "Subject: large",
+        `Message-ID: <${crypto.randomUUID()}@${domain.name}>`,
+        "",
+        "x".repeat(80_000),
+        "",
+      ].join("\r\n"),
+    );
+    const contentObjects = async () => (await env.BLOBS.list({ prefix: "messages/" })).objects.map((object) => object.key);
+    const before = await contentObjects();
+    const answers = await Promise.all([relay("/messages", { ...payload, raw: large }), relay("/messages", { ...payload, raw: large })]);
+    expect(answers.map((answer) => answer.status)).toEqual([202, 202]);
+    const [a, b] = await Promise.all(answers.map((answer) => json<{ id: string; replayed: boolean }>(answer)));
+    expect(a!.id).toBe(b!.id);
+    expect([a!.replayed, b!.replayed].sort()).toEqual([false, true]);
+    expect(await messagesOf()).toEqual([a!.id]);
+    expect(await charges()).toEqual([{ reference_id: a!.id, amount: -1 }]);
+    expect((await contentObjects()).filter((key) => !before.includes(key))).toEqual([`messages/${a!.id}.json`]);
+  });
+
+  it("is a new message when anything differs: the bytes, the envelope or the credential", async () => {
+    const { account, domain, raw, payload, messagesOf, charges } = await setup();
+    const other = await json<{ id: string }>(await call("/api/v1/smtp-credentials", { key: account.api_key, body: { name: "second" } }));
+    const variants = [
+      payload,
+      { ...payload, raw: base64(raw.replace("body", "body!")) },
+      { ...payload, rcpt_to: [...payload.rcpt_to, rcpt("added")] },
+      { ...payload, mail_from: `bounces@${domain.name}` },
+      { ...payload, credential_id: other.id },
+    ];
+    const ids = [];
+    for (const variant of variants) {
+      const response = await relay("/messages", variant);
+      expect(response.status).toBe(202);
+      const answer = await json<{ id: string; replayed: boolean }>(response);
+      expect(answer.replayed).toBe(false);
+      ids.push(answer.id);
+    }
+    expect(new Set(ids).size).toBe(variants.length);
+    expect(await messagesOf()).toHaveLength(variants.length);
+    expect(await charges()).toHaveLength(variants.length);
   });
 });
 

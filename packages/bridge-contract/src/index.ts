@@ -63,12 +63,17 @@ export const MessageRequest = z.object({
     .min(1)
     .regex(/^[A-Za-z0-9+/]+={0,2}$/, "Not base64"),
 });
+/**
+ * The stored message. `replayed`: this submission (same credential, envelope and bytes) was already accepted, and
+ * this is that first acceptance's answer; nothing new was stored or charged (src/domain/sending/relay.ts).
+ */
 export const MessageResponse = z.object({
   id: id,
   recipients: z.array(z.object({ email: z.string(), status: queuedOrSuppressed })),
   credits_charged: z.number().int().nonnegative(),
   status: queuedOrSuppressed,
   test_mode: z.boolean(),
+  replayed: z.boolean(),
 });
 
 /** Every refusal, in the API's error shape. */
@@ -85,31 +90,56 @@ export const relayEndpoints = {
   messages: { path: "/messages", request: MessageRequest, response: MessageResponse, status: 202 },
 } as const;
 
-// Every request carries `X-Bridge-Signature: t=<unix>,v1=<hex>`, where hex is HMAC-SHA256 keyed with BRIDGE_SECRET
-// over `<t>.<body as sent>`: the outgoing webhooks' scheme, pointed the other way. The timestamp bounds a replay to
-// the tolerance window; the body is signed byte for byte, so nothing is re-serialised before checking.
+// Every request carries `X-Bridge-Signature: t=<unix>,v2=<hex>`, where hex is HMAC-SHA256 keyed with BRIDGE_SECRET
+// over `<t>.<METHOD>.<path>.<hex SHA-256 of the body as sent>` (the Standard Webhooks / Stripe shape, with the
+// request line added). The method and path bind a signature to one route: a captured /auth request cannot be
+// replayed to /messages, nor /messages to /sender (whose schema would take its body). The timestamp bounds a replay
+// to the tolerance window; within it, /auth and /sender only read, and /messages is de-duplicated by the Worker (the
+// same submission answers with the first stored message), so no nonce store is needed. The body is signed through
+// its digest, byte for byte as sent, so the bridge hashes it as it streams the parts and nothing is re-serialised
+// before checking. (v1 signed `<t>.<body>` alone; its headers are refused as malformed.)
 
 export const BRIDGE_SIGNATURE_HEADER = "X-Bridge-Signature";
 export const BRIDGE_SIGNATURE_TOLERANCE_SECONDS = 300;
+/**
+ * The error code of a 401 for the bridge itself (bad or stale signature, no BRIDGE_SECRET), as opposed to the
+ * client's credential: the bridge's secret, clock or version is wrong, which no SMTP client can fix, so the client
+ * hears a temporary failure and keeps its message instead of a 535/530 that would bounce it.
+ */
+export const BRIDGE_SIGNATURE_REFUSED = "bridge_signature_refused";
 
-const headerPattern = /^t=(\d{1,12}),\s*v1=([0-9a-f]{64})$/;
+const headerPattern = /^t=(\d{1,12}),\s*v2=([0-9a-f]{64})$/;
 const encoder = new TextEncoder();
 const nowInSeconds = () => Math.floor(Date.now() / 1000);
 
 /** A request body whole, or in parts (a large one is never held whole: the bridge streams it from its spool). */
 export type SignedBody = string | Uint8Array | Iterable<Uint8Array> | AsyncIterable<Uint8Array>;
 
+/** What a signature covers: the request line as well as the body. `path` is the URL's path, query excluded. */
+export interface SignedRequest<B = SignedBody> {
+  method: string;
+  path: string;
+  body: B;
+}
+
+/** The string the HMAC covers. The method is letters and the digest fixed-length hex, so no two requests share one. */
+const signedString = (timestamp: string, request: SignedRequest<unknown>, bodyDigestHex: string) =>
+  `${timestamp}.${request.method.toUpperCase()}.${request.path}.${bodyDigestHex}`;
+
 /**
- * The signature header for `body`. WebCrypto can only sign a whole buffer, so the HMAC is computed with
- * @noble/hashes, which takes it part by part; the result is plain HMAC-SHA256, what `verifyBridgeSignature`
- * (WebCrypto) and any other implementation compute over the whole body.
+ * The signature header for `request`. The body's SHA-256 is computed part by part with @noble/hashes (WebCrypto only
+ * digests a whole buffer), so a 30 MB message is never held whole to be signed; the result is what
+ * `verifyBridgeSignature` (WebCrypto) and any other implementation compute over the whole body.
  */
-export async function signBridgeRequest(secret: string, body: SignedBody, nowSeconds = nowInSeconds()): Promise<string> {
-  const mac = hmac.create(sha256, encoder.encode(secret)).update(encoder.encode(`${nowSeconds}.`));
-  if (typeof body === "string") mac.update(encoder.encode(body));
-  else if (body instanceof Uint8Array) mac.update(body);
-  else for await (const part of body) mac.update(part);
-  return `t=${nowSeconds},v1=${bytesToHex(mac.digest())}`;
+export async function signBridgeRequest(secret: string, request: SignedRequest, nowSeconds = nowInSeconds()): Promise<string> {
+  const digest = sha256.create();
+  const { body } = request;
+  if (typeof body === "string") digest.update(encoder.encode(body));
+  else if (body instanceof Uint8Array) digest.update(body);
+  else for await (const part of body) digest.update(part);
+  const timestamp = String(nowSeconds);
+  const mac = hmac(sha256, encoder.encode(secret), encoder.encode(signedString(timestamp, request, bytesToHex(digest.digest()))));
+  return `t=${timestamp},v2=${bytesToHex(mac)}`;
 }
 
 /**
@@ -145,22 +175,20 @@ function verifyingKey(secret: string): ImportedKey {
 const hexToBytes = (hex: string) => Uint8Array.from(hex.match(/../g) ?? [], (pair) => Number.parseInt(pair, 16));
 
 /**
- * True when `header` signs `body` with `secret` and its timestamp is within BRIDGE_SIGNATURE_TOLERANCE_SECONDS of
- * now. The receiver holds the body whole, so this is WebCrypto's (native, and constant-time in its comparison).
+ * True when `header` signs this method, path and body with `secret` and its timestamp is within
+ * BRIDGE_SIGNATURE_TOLERANCE_SECONDS of now. The receiver holds the body whole, so digest and HMAC are WebCrypto's
+ * (native, and constant-time in its comparison).
  */
 export async function verifyBridgeSignature(
   secret: string,
   header: string | null | undefined,
-  body: string | Uint8Array,
+  request: SignedRequest<string | Uint8Array>,
   nowSeconds = nowInSeconds(),
 ): Promise<boolean> {
   const parts = freshSignatureHeader(header, nowSeconds);
   if (!parts) return false;
-  const { timestamp, presented } = parts;
-  const prefix = encoder.encode(`${timestamp}.`);
-  const text = typeof body === "string" ? encoder.encode(body) : body;
-  const signed = new Uint8Array(prefix.length + text.length);
-  signed.set(prefix);
-  signed.set(text, prefix.length);
-  return crypto.subtle.verify("HMAC", await verifyingKey(secret), hexToBytes(presented), signed);
+  const body = typeof request.body === "string" ? encoder.encode(request.body) : request.body;
+  const bodyDigest = bytesToHex(new Uint8Array(await crypto.subtle.digest("SHA-256", body)));
+  const signed = encoder.encode(signedString(parts.timestamp, request, bodyDigest));
+  return crypto.subtle.verify("HMAC", await verifyingKey(secret), hexToBytes(parts.presented), signed);
 }

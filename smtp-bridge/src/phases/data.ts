@@ -50,12 +50,11 @@ async function submit(context: BridgeContext, raw: SpooledMessage, session: SMTP
     if (!result.ok) {
       return refused(replyForRefusal(result.refusal), { worker_status: result.refusal.status, error_code: result.refusal.code });
     }
-    const message = `2.0.0 Ok: queued as ${result.value.id}`;
-    return {
-      reply: null,
-      message,
-      fields: { outcome: "queued", reply: `250 ${message}`, message_id: result.value.id, credits_charged: result.value.creditsCharged },
-    };
+    const { id, creditsCharged, replayed } = result.value;
+    const message = `2.0.0 Ok: queued as ${id}`;
+    // A replayed answer is the first acceptance's: its credits were charged then, not by this transaction.
+    const fields = { outcome: "queued", reply: `250 ${message}`, message_id: id, credits_charged: replayed ? 0 : creditsCharged, replayed };
+    return { reply: null, message, fields };
   } catch (error) {
     if (!(error instanceof WorkerUnavailableError)) throw error;
     return refused(replies.workerUnavailable(), { error: error.message });

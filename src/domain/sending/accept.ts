@@ -143,11 +143,18 @@ export async function acceptMessage(env: Env, ctx: WaitUntil, sender: Sender, in
     test_mode: sender.testMode,
   };
 
+  // The daily limit is settled before the content is written: a refusal here must find nothing in R2 to clean up.
+  const day = await daily.settle(charge);
   const serialized = JSON.stringify(content);
   const inline = serialized.length <= inlineContentLimit;
-  if (!inline) await orCancel(() => env.BLOBS.put(contentObjectKey(messageId), serialized, { httpMetadata: { contentType: "application/json" } }));
-
-  const day = await daily.settle(charge);
+  if (!inline) {
+    try {
+      await env.BLOBS.put(contentObjectKey(messageId), serialized, { httpMetadata: { contentType: "application/json" } });
+    } catch (error) {
+      if (day) await releaseDailySends(env, account, day);
+      throw error;
+    }
+  }
 
   // Round trip 2: the charge and everything it pays for, in one transaction. Rows after the ledger entry are
   // guarded by its existence, so a short balance writes nothing at all.

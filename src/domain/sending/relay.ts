@@ -2,8 +2,9 @@ import PostalMime, { addressParser } from "postal-mime";
 import { hasFeature, type Account } from "../accounts/accounts";
 import { verifiedDomainNames } from "../domains/domains";
 import { AppError, validationError, type FieldErrors } from "../../errors";
-import { bytesToBase64 } from "../../lib/crypto";
-import { acceptMessage, type SendAccepted, type Sender, type WaitUntil } from "./accept";
+import { bytesToBase64, sha256Hex } from "../../lib/crypto";
+import { acceptMessage, type AcceptResult, type Sender, type WaitUntil } from "./accept";
+import type { Idempotency } from "./idempotency";
 import { parseMailbox } from "./addresses";
 import { headerBlock, withoutHeaderFields } from "./header-block";
 import { sendLimits, tagPattern } from "./rules";
@@ -60,18 +61,32 @@ async function assertAuthorsVerified(d1: D1Database, accountId: string, parsed: 
   }
 }
 
+/** A message as the bridge hands it over: the credential that sent it, the envelope, and the DATA bytes as received. */
+export type RelaySubmission = { credentialId: string; mailFrom: string; rcptTo: string[]; raw: Uint8Array<ArrayBuffer> };
+
+/**
+ * What makes a retried submission recognisable. The bridge answers 4xx when it cannot confirm a message (the Worker
+ * did not answer in time, the connection broke), even if the Worker stored it; the SMTP client then sends the same
+ * DATA again, byte for byte (its own Message-ID and Date included), over the same credential and envelope. Keyed by
+ * all of them, the retry finds the first message's stored answer in the Idempotency-Key store and gets it back: same
+ * id, no second charge, no second delivery, for the store's 24 hours. The Worker derives the key from what the
+ * bridge's signature covers, so it needs nothing from the bridge and cannot be chosen by anyone else; a signed
+ * request replayed within the signature's window is recognised the same way.
+ */
+async function submissionKey(submission: RelaySubmission): Promise<Idempotency> {
+  const identity = [submission.credentialId, submission.mailFrom, submission.rcptTo, await sha256Hex(submission.raw)];
+  const key = await sha256Hex(JSON.stringify(identity));
+  // The key is a digest of the whole request: a second request under it can only be the same one.
+  return { key, route: "SMTP relay", requestHash: key };
+}
+
 /**
  * A message that arrived through the SMTP bridge enters the same pipeline as POST /send (`acceptMessage`):
  * same checks, credits, suppressions, daily limit and queue, in test mode for a test credential. Its bytes are kept
  * as received apart from Bcc fields, so the user's own headers, attachments and MIME structure reach the recipient;
  * only DKIM (and a missing Message-ID or Date) is added at delivery.
  */
-export async function acceptRelayMessage(
-  env: Env,
-  ctx: WaitUntil,
-  sender: Sender,
-  message: { mailFrom: string; rcptTo: string[]; raw: Uint8Array },
-): Promise<SendAccepted> {
+export async function acceptRelayMessage(env: Env, ctx: WaitUntil, sender: Sender, message: RelaySubmission): Promise<AcceptResult> {
   const { account } = sender;
   assertRelayEnabled(account);
 
@@ -98,15 +113,20 @@ export async function acceptRelayMessage(
     // Headers are whatever the client wrote: tags that break the rule are dropped rather than failing the message.
     .filter((tag) => tagPattern.test(tag));
   const from = headerFrom.ok ? { ...headerFrom.mailbox, ...(parsed.from?.name ? { name: parsed.from.name } : {}) } : { address: "" };
-  const result = await acceptMessage(env, ctx, sender, {
-    source: "smtp",
-    from,
-    recipients: message.rcptTo,
-    replyTo: parsed.replyTo?.[0]?.address,
-    tags: [...new Set(tags)].slice(0, sendLimits.tags),
-    metadata: {},
-    tracking: relayTracking(parsed.headers),
-    compose: () => ({ subject: (parsed.subject ?? "").replace(/[\r\n]+/g, " ").slice(0, 998), content: { kind: "raw", raw: bytesToBase64(raw) } }),
-  });
-  return result.body;
+  return acceptMessage(
+    env,
+    ctx,
+    sender,
+    {
+      source: "smtp",
+      from,
+      recipients: message.rcptTo,
+      replyTo: parsed.replyTo?.[0]?.address,
+      tags: [...new Set(tags)].slice(0, sendLimits.tags),
+      metadata: {},
+      tracking: relayTracking(parsed.headers),
+      compose: () => ({ subject: (parsed.subject ?? "").replace(/[\r\n]+/g, " ").slice(0, 998), content: { kind: "raw", raw: bytesToBase64(raw) } }),
+    },
+    await submissionKey(message),
+  );
 }
