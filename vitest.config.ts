@@ -1,6 +1,6 @@
 import { lstatSync, readdirSync, readFileSync } from "node:fs";
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
-import { defineConfig } from "vitest/config";
+import { defineConfig, type TestProjectInlineConfiguration } from "vitest/config";
 import { unstable_readConfig } from "wrangler";
 
 /**
@@ -53,6 +53,20 @@ function immediateQueueConsumers() {
   );
 }
 
+/** Test files of pure functions: no `cloudflare:*` import, no binding, nothing sent to the Worker. */
+const storageFreeFiles = [
+  "test/ai/html.test.ts",
+  "test/contacts/csv.test.ts",
+  "test/platform/secrets.test.ts",
+  "test/sending/dkim.test.ts",
+  "test/sending/header-block.test.ts",
+  "test/sending/mime.test.ts",
+  "test/sending/render.test.ts",
+  "test/tracking/rules.test.ts",
+  "test/verification/syntax.test.ts",
+  "test/verification/typo-and-lists.test.ts",
+];
+
 export default defineConfig(async () => {
   const migrations = await readD1Migrations("./migrations");
   return {
@@ -101,8 +115,6 @@ export default defineConfig(async () => {
       })),
     ],
     test: {
-      include: ["test/**/*.test.ts"],
-      exclude: ["test/e2e/**", "test/node/**"],
       globalSetup: ["./test/setup/global-setup.ts", "./test/setup/ai-provider.ts"],
       setupFiles: ["./test/setup/apply-migrations.ts"],
       // Each file gets its own workerd (its own D1, queues, Durable Objects). Vitest's default of cores − 1 runs them
@@ -112,6 +124,13 @@ export default defineConfig(async () => {
       // and timers gets more than Vitest's default 5 s before it counts as hung.
       testTimeout: 15_000,
       deps: { optimizer: { ssr: { enabled: true, include: importedPackages() } } },
+      projects: [
+        { extends: true, test: { name: "workers", include: ["test/**/*.test.ts"], exclude: ["test/e2e/**", "test/node/**", ...storageFreeFiles] } },
+        // Starting a workerd and loading the Worker into it costs seconds of CPU per file, more than most of these
+        // files' tests take. Files that only call pure functions (no binding, no storage, no request to the
+        // Worker) run one after another in one runtime; every other file keeps a runtime and storage of its own.
+        { extends: true, test: { name: "workers-pure", include: storageFreeFiles, isolate: false } },
+      ] satisfies TestProjectInlineConfiguration[],
     },
   };
 });

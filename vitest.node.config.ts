@@ -21,8 +21,10 @@ export default defineConfig({
         test: {
           name: "e2e",
           include: ["test/e2e/**/*.test.ts"],
-          // One whole stack at a time, after the files above: a stack is started on ports found free a moment
-          // earlier, and a second stack starting alongside takes them (EADDRINUSE).
+          // One local stack for all of them, started before any test file runs (so no file's port-0 server takes a
+          // port the stack was about to bind) and stopped after the last.
+          globalSetup: ["./test/e2e/global-setup.ts"],
+          // One file at a time: they share the stack's demo account and the machine's two cores with a browser.
           fileParallelism: false,
           sequence: { groupOrder: 1 },
         },

@@ -5,8 +5,8 @@ import { existsSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { chromium, type Browser, type Page } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { eventually, startStack, type Stack } from "./stack.ts";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { eventually } from "./stack.ts";
 
 const chromiumPath = [process.env.CHROMIUM_PATH, "/usr/bin/chromium", "/usr/bin/chromium-browser"].find((path): path is string =>
   Boolean(path && existsSync(path)),
@@ -19,18 +19,15 @@ if (!chromiumPath) {
 }
 
 describe.skipIf(!chromiumPath)("the dashboard in chromium", () => {
-  let stack: Stack;
+  const stack = inject("e2eStack");
   let browser: Browser;
   let page: Page;
   const stamp = Date.now().toString(36);
   const visited = new Set<string>();
 
   beforeAll(async () => {
-    [stack, browser] = await Promise.all([
-      startStack(),
-      // --no-sandbox: CI runs as root, where chromium's sandbox refuses to start.
-      chromium.launch({ executablePath: chromiumPath, args: ["--no-sandbox", "--disable-dev-shm-usage"] }),
-    ]);
+    // --no-sandbox: CI runs as root, where chromium's sandbox refuses to start.
+    browser = await chromium.launch({ executablePath: chromiumPath, args: ["--no-sandbox", "--disable-dev-shm-usage"] });
     const context = await browser.newContext({ viewport: widths.desktop });
     page = await context.newPage();
     await mkdir(screenshotDir, { recursive: true });
@@ -38,7 +35,6 @@ describe.skipIf(!chromiumPath)("the dashboard in chromium", () => {
 
   afterAll(async () => {
     await browser?.close();
-    await stack?.stop();
   });
 
   const url = (path: string) => `${stack.workerUrl}${path}`;

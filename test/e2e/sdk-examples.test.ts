@@ -6,19 +6,18 @@ import { mkdir, mkdtemp, readFile, rm, symlink, writeFile } from "node:fs/promis
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { eventually, freePort, startStack, type Stack } from "./stack.ts";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { eventually, freePort } from "./stack.ts";
 
 const run = promisify(execFile);
 const root = process.cwd();
 const tsx = join(root, "node_modules/.bin/tsx");
 
-let stack: Stack;
+const stack = inject("e2eStack");
 let outside: string;
 
 beforeAll(async () => {
   await run("npm", ["run", "build", "-w", "sdk"], { cwd: root });
-  stack = await startStack();
   // A project outside the repository that installed the SDK from sdk/ (what `npm install ../mailforge/sdk` makes).
   outside = await mkdtemp(join(tmpdir(), "mailforge-sdk-user-"));
   await mkdir(join(outside, "node_modules/@mailforge"), { recursive: true });
@@ -26,7 +25,6 @@ beforeAll(async () => {
 }, 180_000);
 
 afterAll(async () => {
-  await stack?.stop();
   if (outside) await rm(outside, { recursive: true, force: true });
 });
 

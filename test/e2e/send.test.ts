@@ -1,17 +1,9 @@
 import { readFile } from "node:fs/promises";
 import { dkimVerify } from "mailauth";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { eventually, startStack, type Stack } from "./stack.ts";
+import { describe, expect, inject, it } from "vitest";
+import { eventually } from "./stack.ts";
 
-let stack: Stack;
-
-beforeAll(async () => {
-  stack = await startStack();
-}, 120_000);
-
-afterAll(async () => {
-  await stack?.stop();
-});
+const stack = inject("e2eStack");
 
 async function api<T = Record<string, unknown>>(path: string, init: { method?: string; body?: unknown } = {}): Promise<{ status: number; body: T }> {
   const response = await fetch(`${stack.workerUrl}${path}`, {

@@ -1,52 +1,24 @@
-import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { readFile } from "node:fs/promises";
 import { createServer as createHttpServer, type IncomingHttpHeaders } from "node:http";
-import { connect, createServer, type AddressInfo } from "node:net";
-import { tmpdir } from "node:os";
+import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { dkimVerify } from "mailauth";
 import MailComposer from "nodemailer/lib/mail-composer";
 import nodemailer from "nodemailer";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, inject, it } from "vitest";
 import { loadConfig } from "../../smtp-bridge/src/config.ts";
 import { createMemoryLogger } from "../../smtp-bridge/src/log.ts";
 import { createServer as createBridge } from "../../smtp-bridge/src/server.ts";
 import { readDevVars } from "../../scripts/lib/dev-vars.ts";
 
 // The whole relay path on the real local stack, started the way a developer starts it (scripts/dev.ts on free
-// ports, its own state directory): SMTP client → smtp-bridge → Worker /internal/relay → send queue → consumer →
-// DKIM signing → the dev mail sink. Nothing is faked.
-
-const root = new URL("../../", import.meta.url).pathname;
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-function listening(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = connect(port, "127.0.0.1");
-    socket.once("connect", () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once("error", () => resolve(false));
-  });
-}
+// ports, its own state directory; test/e2e/global-setup.ts): SMTP client → smtp-bridge → Worker /internal/relay →
+// send queue → consumer → DKIM signing → the dev mail sink. Nothing is faked.
 
 type Demo = { account_id: string; api_key: string; smtp: { id: string; username: string; password: string } };
 
-let stack: ChildProcess | undefined;
-let stateDir = "";
-let output = "";
-const ports: Record<string, number> = {};
+const stack = inject("e2eStack");
+const { ports, output } = stack;
 let demo: Demo;
 
 const workerUrl = () => `http://127.0.0.1:${ports.WORKER_PORT}`;
@@ -61,40 +33,8 @@ async function api<T>(path: string, init: { method?: string; body?: unknown } = 
 }
 
 beforeAll(async () => {
-  for (const name of ["WORKER_PORT", "DOH_PORT", "SINK_SMTP_PORT", "SINK_HTTP_PORT", "BRIDGE_SMTP_PORT", "BRIDGE_ALT_PORT", "BRIDGE_SMTPS_PORT"]) {
-    ports[name] = await freePort();
-  }
-  stateDir = await mkdtemp(join(tmpdir(), "mailforge-e2e-smtp-"));
-  // its own process group, so the whole stack (wrangler, workerd, the bridge) is stopped by one signal
-  stack = spawn("tsx", ["scripts/dev.ts"], {
-    cwd: root,
-    detached: true,
-    stdio: ["ignore", "pipe", "pipe"],
-    env: { ...process.env, ...Object.fromEntries(Object.entries(ports).map(([k, v]) => [k, String(v)])), DEV_STATE_DIR: join(stateDir, "state") },
-  });
-  stack.stdout?.on("data", (chunk: Buffer) => (output += chunk.toString()));
-  stack.stderr?.on("data", (chunk: Buffer) => (output += chunk.toString()));
-  const deadline = Date.now() + 50_000;
-  while (!output.includes("Mailforge is running.")) {
-    if (Date.now() > deadline || stack.exitCode !== null) throw new Error(`the dev stack did not start:\n${output.slice(-3000)}`);
-    await new Promise((resolve) => setTimeout(resolve, 250));
-  }
-  demo = JSON.parse(await readFile(join(stateDir, "state", "demo.json"), "utf8")) as Demo;
-}, 60_000);
-
-afterAll(async () => {
-  if (stack?.pid && stack.exitCode === null) {
-    const exited = new Promise((resolve) => stack?.once("exit", resolve));
-    process.kill(-stack.pid, "SIGTERM");
-    await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 10_000))]);
-    // dev.ts signals its children and exits; wait until they have let go of their ports too
-    const deadline = Date.now() + 10_000;
-    for (const port of [ports.WORKER_PORT, ports.BRIDGE_SMTP_PORT]) {
-      while (Date.now() < deadline && (await listening(port ?? 0))) await new Promise((resolve) => setTimeout(resolve, 200));
-    }
-  }
-  if (stateDir) await rm(stateDir, { recursive: true, force: true });
-}, 20_000);
+  demo = JSON.parse(await readFile(join(stack.stateDir, "demo.json"), "utf8")) as Demo;
+});
 
 /** A sending domain, as a user sets it up: add it, publish its records, verify. */
 async function verifiedDomain() {
@@ -270,7 +210,7 @@ describe("SMTP relay end to end", () => {
         SMTPS_PORT: "0",
         SMTP_HOSTNAME: "localhost",
         WORKER_URL: hop.url,
-        BRIDGE_SECRET: readDevVars(join(root, ".dev.vars")).BRIDGE_SECRET ?? "",
+        BRIDGE_SECRET: readDevVars().BRIDGE_SECRET ?? "",
         WORKER_TIMEOUT_MS: "2000",
       }),
       { logger },

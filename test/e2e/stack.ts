@@ -4,7 +4,8 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
-export type Stack = {
+/** What the tests need to reach a running stack; plain data, so a global setup can `provide` it to the test files. */
+export type StackInfo = {
   workerUrl: string;
   dohUrl: string;
   dohAdminUrl: string;
@@ -13,8 +14,11 @@ export type Stack = {
   apiKey: string;
   accountId: string;
   stateDir: string;
-  stop(): Promise<void>;
+  /** What `npm run dev` printed up to "Mailforge is running" and the settings after it. */
+  output: string;
 };
+
+export type Stack = StackInfo & { stop(): Promise<void> };
 
 export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -69,6 +73,7 @@ export async function startStack(): Promise<Stack> {
     apiKey: demo.api_key,
     accountId: demo.account_id,
     stateDir,
+    output,
     async stop() {
       if (child.pid && child.exitCode === null) {
         const exited = new Promise((resolve) => child.once("exit", resolve));
