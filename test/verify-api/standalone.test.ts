@@ -112,10 +112,16 @@ describe("the verification API key (?apikey=)", () => {
 
   it("allows 5 requests per second per key, then 429 with Retry-After", async () => {
     const account = await createAccount({ verify_credits: 100, rate_limit_per_minute: 10_000 });
-    const responses = await Promise.all(Array.from({ length: 8 }, (_, i) => validate(account.api_key, `bad-${i}`)));
+    const started = Date.now();
+    const responses = await Promise.all(Array.from({ length: 20 }, (_, i) => validate(account.api_key, `bad-${i}`)));
+    // The bucket holds 5 and regains 5 a second: a burst passes 5, plus the whole tokens it regained while a loaded
+    // machine was sending it; everything else is refused.
+    const regained = Math.floor(((Date.now() - started) / 1000) * 5);
     const statuses = responses.map((response) => response.status);
-    expect(statuses.filter((status) => status === 200)).toHaveLength(5);
-    expect(statuses.filter((status) => status === 429)).toHaveLength(3);
+    const allowed = statuses.filter((status) => status === 200).length;
+    expect(allowed).toBeGreaterThanOrEqual(5);
+    expect(allowed).toBeLessThanOrEqual(5 + regained);
+    expect(statuses.filter((status) => status === 429)).toHaveLength(20 - allowed);
     const limited = responses.find((response) => response.status === 429)!;
     expect(limited.headers.get("Retry-After")).toBe("1");
     expect(limited.headers.get("RateLimit-Limit")).toBe("5");
