@@ -140,7 +140,7 @@ describe("examples/", () => {
       body: JSON.stringify({ url: `http://127.0.0.1:${port}/`, events: ["relay.sent"] }),
     });
     expect(created.status).toBe(201);
-    const { secret } = (await created.json()) as { secret: string };
+    const { id: endpointId, secret } = (await created.json()) as { id: string; secret: string };
     const receiver: ChildProcess = spawn(tsx, ["examples/webhook-receiver.ts"], {
       env: { ...process.env, MAILFORGE_WEBHOOK_SECRET: secret, PORT: String(port) },
       cwd: root,
@@ -170,6 +170,8 @@ describe("examples/", () => {
       expect(output).not.toContain("msg_forged");
     } finally {
       receiver.kill();
+      // The stack and its demo account outlive this file: later files' sends must not queue deliveries to a closed port.
+      await fetch(`${stack.workerUrl}/api/v1/webhooks/${endpointId}`, { method: "DELETE", headers: { Authorization: `Bearer ${stack.apiKey}` } });
     }
   }, 60_000);
 });
