@@ -82,6 +82,10 @@ export default defineConfig(async () => {
             DKIM_ENCRYPTION_KEY: "dGVzdC1ka2ltLWVuY3J5cHRpb24ta2V5LTMyYnl0ZXM=",
             SMTP_UPSTREAM_USER: "",
             SMTP_UPSTREAM_PASS: "",
+            // Empty, so the session key is derived from DKIM_ENCRYPTION_KEY as in a deployment without one. Every
+            // secret `npm run dev` writes to .dev.vars is set here: the e2e stack creates that file in a clean clone
+            // while this suite runs, and files started after it would otherwise read its values.
+            SESSION_SECRET: "",
             DOH_URL: inject("dohUrl"),
             SMTP_UPSTREAM_HOST: "127.0.0.1",
             SMTP_UPSTREAM_PORT: String(inject("sinkSmtpPort")),
