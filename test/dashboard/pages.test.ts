@@ -37,7 +37,9 @@ describe("dashboard pages", () => {
     const browser = await signIn(account.api_key);
     const page = await (await browser.get(`/dashboard/domains/${domain.id}`)).text();
     expect(page).toContain("Deliverability");
-    expect(page).toContain("bounce rate (limit 5.00%)");
+    expect(page).toContain("Today&#39;s bounce rate (limit 5.00%)");
+    expect(page).toContain("Today&#39;s complaint rate (limit 0.30%)");
+    expect(page).toContain("0 of 0 sent");
     expect(page).toContain("Start warm-up");
 
     expect((await browser.post(`/dashboard/domains/${domain.id}/warmup`, { enabled: "true", preset: "conservative" })).status).toBe(303);

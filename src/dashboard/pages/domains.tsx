@@ -80,6 +80,20 @@ function Records({ domain, csrfToken }: { domain: DomainRow; csrfToken: string }
 
 const percent = (value: number) => `${(value * 100).toFixed(2)}%`;
 
+function RateMeter({ label, rate, limit, count, sent }: { label: string; rate: number; limit: number; count: number; sent: number }) {
+  return (
+    <div>
+      <div class="hint">
+        Today's {label} rate (limit {percent(limit)})
+      </div>
+      <strong>{percent(rate)}</strong>
+      <div class="hint">
+        {count} of {sent} sent
+      </div>
+    </div>
+  );
+}
+
 /** Warm-up and the reputation guard (docs/deliverability.md): today's rates against the limits, the schedule, its controls. */
 function Deliverability({ domain, rates, sentToday, csrfToken }: { domain: DomainRow; rates: DomainRates; sentToday: number; csrfToken: string }) {
   const cap = todaysCap(domain);
@@ -95,20 +109,8 @@ function Deliverability({ domain, rates, sentToday, csrfToken }: { domain: Domai
             <div class="hint">{domain.reputationReason}. Campaign sends are refused until the operator clears the hold.</div>
           ) : null}
         </div>
-        <div>
-          <div class="hint">Today's bounce rate (limit {percent(BOUNCE_RATE_LIMIT)})</div>
-          <strong>{percent(rates.bounceRate)}</strong>
-          <div class="hint">
-            {rates.hardBounces} of {rates.sent} sent
-          </div>
-        </div>
-        <div>
-          <div class="hint">Today's complaint rate (limit {percent(COMPLAINT_RATE_LIMIT)})</div>
-          <strong>{percent(rates.complaintRate)}</strong>
-          <div class="hint">
-            {rates.complaints} of {rates.sent} sent
-          </div>
-        </div>
+        <RateMeter label="bounce" rate={rates.bounceRate} limit={BOUNCE_RATE_LIMIT} count={rates.hardBounces} sent={rates.sent} />
+        <RateMeter label="complaint" rate={rates.complaintRate} limit={COMPLAINT_RATE_LIMIT} count={rates.complaints} sent={rates.sent} />
       </div>
       <h3>Warm-up</h3>
       <p>
