@@ -53,9 +53,23 @@ export async function sha256Hex(input: string | Uint8Array<ArrayBuffer>): Promis
   return bytesToHex(new Uint8Array(await crypto.subtle.digest("SHA-256", typeof input === "string" ? encoder.encode(input) : input)));
 }
 
+// Imported HMAC keys by secret, in this isolate: a few secrets sign a token for every message (return paths,
+// unsubscribe links), so each is imported once rather than per message. Bounded, oldest out, for per-endpoint secrets.
+const hmacKeys = new Map<string, Promise<WebCryptoKey>>();
+const maxHmacKeys = 64;
+
+function hmacKey(key: string): Promise<WebCryptoKey> {
+  let imported = hmacKeys.get(key);
+  if (!imported) {
+    if (hmacKeys.size >= maxHmacKeys) hmacKeys.delete(hmacKeys.keys().next().value as string);
+    imported = crypto.subtle.importKey("raw", encoder.encode(key), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+    hmacKeys.set(key, imported);
+  }
+  return imported;
+}
+
 export async function hmacSha256Hex(key: string, message: string): Promise<string> {
-  const cryptoKey = await crypto.subtle.importKey("raw", encoder.encode(key), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
-  return bytesToHex(new Uint8Array(await crypto.subtle.sign("HMAC", cryptoKey, encoder.encode(message))));
+  return bytesToHex(new Uint8Array(await crypto.subtle.sign("HMAC", await hmacKey(key), encoder.encode(message))));
 }
 
 // workerd adds a non-standard `timingSafeEqual` to SubtleCrypto; Node's WebCrypto does not have it.
