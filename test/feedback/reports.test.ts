@@ -1,3 +1,4 @@
+import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { call, json } from "../helpers";
 import { messageOf, sendBalance } from "../send/helpers";
@@ -47,6 +48,30 @@ describe("DSNs and ARF reports through the email() handler", () => {
       expect((await messageOf(key, sent.id)).events.filter((event) => event.type === "relay.bounced")).toHaveLength(1);
     });
   }
+
+  it("a late DSN for a campaign recipient whose outcome was lost bounces it without refunding a credit it was never charged", async () => {
+    const { key, from } = await sender();
+    const to = rcpt("lost");
+    const sent = await sentMessage(key, from, to);
+    // As a campaign message swept to `unknown` by the cron: campaign recipients are charged only when sent, and this
+    // one's reserved credit went back with its campaign's settlement.
+    await env.DB.batch([
+      env.DB.prepare("UPDATE messages SET source = 'campaign', campaign_id = 'cmp_settled' WHERE id = ?").bind(sent.id),
+      env.DB.prepare("UPDATE message_recipients SET status = 'unknown' WHERE message_id = ?").bind(sent.id),
+    ]);
+    const balance = await sendBalance(key);
+
+    await deliverToEmailHandler(
+      sent.returnPath,
+      report("postfixHardBounce", { returnPath: sent.returnPath, recipient: to, messageId: sent.messageIdHeader }),
+    );
+
+    const message = await messageOf(key, sent.id);
+    expect(message.recipients).toEqual([expect.objectContaining({ email: to, status: "bounced" })]);
+    expect(message.events.map((event) => event.type)).toContain("bounced");
+    expect(await suppression(key, to)).toMatchObject({ reason: "bounce" });
+    expect(await sendBalance(key)).toBe(balance);
+  });
 
   it("a delayed DSN (soft) is counted and the recipient kept: no suppression, no refund", async () => {
     const { key, from } = await sender();

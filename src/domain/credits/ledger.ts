@@ -95,15 +95,18 @@ export async function availableCredits(d1: D1Database, accountId: string, balanc
   return row?.available ?? 0;
 }
 
-/** Gives credits back; idempotent per reference (a second refund for the same reference changes nothing). */
-export function refundStatements(db: D1Database, change: LedgerChange) {
+/**
+ * Gives credits back; idempotent per reference (a second refund for the same reference changes nothing); only if
+ * `when` holds (e.g. `chargedGuard`: never for a credit that was not charged).
+ */
+export function refundStatements(db: D1Database, change: LedgerChange, when?: SQL) {
   const column = balanceColumn[change.balance];
   const entryId = newId("led");
   return [
     statement(
       db,
       sql`${insertEntryOnce} SELECT ${entryId}, id, ${change.balance}, 'refund', ${change.amount}, ${change.referenceId}, ${change.note ?? null},
-        ${column} + ${change.amount} FROM accounts WHERE id = ${change.accountId}`,
+        ${column} + ${change.amount} FROM accounts WHERE id = ${change.accountId}${holding(when)}`,
     ),
     statement(
       db,

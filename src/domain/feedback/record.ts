@@ -16,7 +16,8 @@ import { inJsonArray, sqlNow, statement } from "../../db/client";
 import { deliveryFeedback, messageRecipients, messages } from "../../db/schema";
 import { sha256Hex } from "../../lib/crypto";
 import { logWarning } from "../../lib/log";
-import { refundStatements } from "../credits/ledger";
+import { chargedGuard, refundStatements } from "../credits/ledger";
+import { recipientReference } from "../campaigns/fanout";
 import { eventStatement, type EventInput, type EventType } from "../events/events";
 import { recipientRollupStatements, rollupStatements, sendingDomain, type RollupCounts } from "../reports/rollups";
 import { asProvider } from "../reports/providers";
@@ -153,16 +154,16 @@ export async function recordFeedback(env: Env, reports: Feedback[]): Promise<Fee
     } else if (report.kind === "bounced" && (report.bounceType !== "soft" || report.final)) {
       const bounceType = report.bounceType ?? "hard";
       statements.push(...count(bounceType === "soft" ? { soft_bounces: 1, failed: 1 } : { hard_bounces: 1 }, movesFrom.bounced));
-      // Refunded once: the ledger's unique reference is the one a synchronous bounce of this recipient would use.
+      // Refunded once: the ledger's unique reference is the one a synchronous bounce of this recipient would use. A
+      // campaign recipient is charged only when sent: one whose outcome was lost (`unknown`) had its credit released
+      // with the campaign's settlement, and is not refunded on top of that.
       if (movesFrom.bounced.some((status) => status === row.status)) {
         statements.push(
-          ...refundStatements(env.DB, {
-            accountId: message.accountId,
-            balance: "send",
-            amount: 1,
-            referenceId: `${message.id}:${row.email}`,
-            note: "permanent failure",
-          }),
+          ...refundStatements(
+            env.DB,
+            { accountId: message.accountId, balance: "send", amount: 1, referenceId: `${message.id}:${row.email}`, note: "permanent failure" },
+            campaign && message.campaignId ? chargedGuard("send", recipientReference(message.campaignId, message.id)) : undefined,
+          ),
         );
       }
       statements.push(setStatus("bounced", movesFrom.bounced));
