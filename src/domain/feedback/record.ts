@@ -87,6 +87,7 @@ export async function recordFeedback(env: Env, reports: Feedback[]): Promise<Fee
   // (a late `delivered` for a recipient that already bounced reports nothing).
   const events: { event: EventInput; status: string }[] = [];
   const domainIds = new Set<string>();
+  const touched = new Set<string>();
   let ignored = 0;
   for (const report of reports) {
     const wanted = report.recipient.trim().toLowerCase();
@@ -126,7 +127,7 @@ export async function recordFeedback(env: Env, reports: Feedback[]): Promise<Fee
           data: eventData(message, { recipient: row.email, feedback_source: report.source, ...extra }),
         },
       });
-    const feedbackRow = drizzle(env.DB)
+    const feedbackRow = db
       .insert(deliveryFeedback)
       .values({
         id: feedbackId,
@@ -190,12 +191,15 @@ export async function recordFeedback(env: Env, reports: Feedback[]): Promise<Fee
       );
     }
     statements.push(statement(env.DB, feedbackRow));
-    // The message's status follows its recipients, as after a delivery attempt.
+    touched.add(message.id);
+  }
+  // Each message's status follows its recipients, as after a delivery attempt: once, after all of its reports.
+  for (const messageId of touched) {
     statements.push(
       statement(
         env.DB,
-        sql`UPDATE messages SET status = ${statusOfRecipients(message.id)}, updated_at = ${sqlNow}
-         WHERE id = ${message.id} AND status NOT IN ('queued', 'sending', 'deferred')`,
+        sql`UPDATE messages SET status = ${statusOfRecipients(messageId)}, updated_at = ${sqlNow}
+         WHERE id = ${messageId} AND status NOT IN ('queued', 'sending', 'deferred')`,
       ),
     );
   }
