@@ -9,6 +9,7 @@ import PostalMime, { type Attachment, type Email, type Header } from "postal-mim
 import { config } from "../../config";
 import { sha256Hex } from "../../lib/crypto";
 import { logWarning } from "../../lib/log";
+import { bounceType } from "../sending/outcome";
 import { recordFeedback, type Feedback, type FeedbackResult } from "./record";
 import { messageOfReturnPath } from "./return-path";
 
@@ -76,8 +77,9 @@ async function parseReport(raw: ArrayBuffer | string): Promise<ParsedReport | un
       const diagnostic = fields.get("diagnostic-code")?.replace(/^[^;]*;\s*/, "");
       if (!recipient || !action) return [];
       if (action === "failed") {
-        const bounceType = status?.startsWith("4.") ? "soft" : status?.startsWith("5.7.") ? "blocked" : "hard";
-        return [{ recipient, kind: "bounced", bounceType, status, diagnostic, final: bounceType === "soft" }];
+        // A permanent failure is classified as a synchronous refusal with the same enhanced code would be.
+        const type = status?.startsWith("4.") ? "soft" : bounceType({ enhanced: status });
+        return [{ recipient, kind: "bounced", bounceType: type, status, diagnostic, final: type === "soft" }];
       }
       if (action === "delayed") return [{ recipient, kind: "deferred", bounceType: "soft", status, diagnostic }];
       if (action === "delivered" || action === "relayed" || action === "expanded") return [{ recipient, kind: "delivered", status, diagnostic }];

@@ -5,6 +5,7 @@
 // taken out of its DER here: a walk over four nested elements, not worth an X.509 library in the Worker bundle.
 
 import { z } from "zod";
+import { base64ToBytes } from "../../lib/crypto";
 
 export const snsMessageSchema = z.object({
   Type: z.enum(["Notification", "SubscriptionConfirmation", "UnsubscribeConfirmation"]),
@@ -66,7 +67,7 @@ function element(bytes: Uint8Array, offset: number): Element {
 export function publicKeyInfo(pem: string): Uint8Array {
   const body = pem.match(/-----BEGIN CERTIFICATE-----([\s\S]+?)-----END CERTIFICATE-----/)?.[1];
   if (!body) throw new Error("not a PEM certificate");
-  const der = Uint8Array.from(atob(body.replace(/\s+/g, "")), (char) => char.charCodeAt(0));
+  const der = base64ToBytes(body);
   const certificate = element(der, 0);
   const tbs = element(der, certificate.contentStart);
   let field = element(der, tbs.contentStart);
@@ -89,7 +90,7 @@ export async function verifySnsSignature(message: SnsMessage, certificatePem: st
   );
   let signature: Uint8Array;
   try {
-    signature = Uint8Array.from(atob(message.Signature), (char) => char.charCodeAt(0));
+    signature = base64ToBytes(message.Signature);
   } catch {
     return false;
   }

@@ -50,7 +50,7 @@ export function eventData(message: MessageRow, extra: Record<string, unknown>) {
 }
 
 /** 5.7.x is policy (content filter, reputation, authentication): the address may well exist. */
-function bounceType(rejection: { enhanced?: string }): "hard" | "blocked" {
+export function bounceType(rejection: { enhanced?: string }): "hard" | "blocked" {
   return rejection.enhanced?.startsWith("5.7.") ? "blocked" : "hard";
 }
 
