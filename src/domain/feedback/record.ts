@@ -26,7 +26,7 @@ import { suppressionStatements } from "../suppressions/suppressions";
 import { dispatchEventInputs } from "../webhooks/dispatch";
 import { evaluateReputation } from "./reputation";
 
-export type FeedbackSource = "dsn" | "arf" | "cloudflare" | "ses";
+type FeedbackSource = "dsn" | "arf" | "cloudflare" | "ses";
 
 export type Feedback = {
   /** Our message id (VERP token, SES), or the provider's id of one recipient's copy (Cloudflare Email Sending). */

@@ -64,7 +64,7 @@ function element(bytes: Uint8Array, offset: number): Element {
 }
 
 /** The SubjectPublicKeyInfo of a PEM certificate, as DER (Certificate → tbsCertificate → its 7th field, after an optional version). */
-export function publicKeyInfo(pem: string): Uint8Array {
+function publicKeyInfo(pem: string): Uint8Array {
   const body = pem.match(/-----BEGIN CERTIFICATE-----([\s\S]+?)-----END CERTIFICATE-----/)?.[1];
   if (!body) throw new Error("not a PEM certificate");
   const der = base64ToBytes(body);

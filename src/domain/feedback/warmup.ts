@@ -44,7 +44,7 @@ export function todaysCap(domain: Pick<DomainRow, "warmupStatus" | "warmupSchedu
 /** Queue delays stop at 12 hours; a message due later is delayed again when it comes back early. */
 const MAX_QUEUE_DELAY_SECONDS = 43_200;
 
-export type WarmupCandidate = { id: string; domainId: string; recipients: number; nextAttemptAt: string | null };
+type WarmupCandidate = { id: string; domainId: string; recipients: number; nextAttemptAt: string | null };
 type WarmupDomain = Pick<DomainRow, "id" | "accountId" | "name" | "warmupStatus" | "warmupSchedule" | "warmupStartedAt">;
 
 /**
@@ -169,7 +169,7 @@ export async function warmupSentToday(d1: D1Database, domainId: string, now = ne
   return row?.sent ?? 0;
 }
 
-export type WarmupInput = { enabled: boolean; schedule?: number[]; preset?: WarmupPreset; startedAt?: string };
+type WarmupInput = { enabled: boolean; schedule?: number[]; preset?: WarmupPreset; startedAt?: string };
 
 /**
  * Starts, changes or pauses a domain's warm-up. Enabling sets `active` (resuming a paused one keeps its start day
