@@ -269,6 +269,20 @@ describe("holding messages (a stalled provider)", () => {
     expect((await listMessages()).map((m) => m.subject).sort()).toEqual(["held 1", "held 2"]);
     expect((await api("/api/hold", { method: "POST" })).status).toBe(405);
   });
+
+  it("holds only the messages to one recipient with ?to=, and lets the others through", async () => {
+    expect((await api("/api/hold?to=Slow@example.org", { method: "PUT" })).status).toBe(204);
+    const transport = smtpTransport();
+    const held = transport.sendMail({ from: "a@example.org", to: "slow@example.org", subject: "held", text: "x" });
+    await expect.poll(async () => (await api<{ waiting: number }>("/api/hold")).body.waiting, { interval: 20 }).toBe(1);
+    const passed = await transport.sendMail({ from: "a@example.org", to: "fast@example.org", subject: "passed", text: "x" });
+    expect(passed.response).toMatch(/^250 /);
+    expect((await listMessages()).map((m) => m.subject)).toEqual(["passed"]);
+
+    expect((await api("/api/hold", { method: "DELETE" })).status).toBe(204);
+    expect((await held).response).toMatch(/^250 /);
+    expect((await listMessages()).map((m) => m.subject).sort()).toEqual(["held", "passed"]);
+  });
 });
 
 describe("connection stats", () => {

@@ -214,8 +214,11 @@ export function createMailSink(options: { maxMessageBytes?: number } = {}): Mail
   let rules: FailureRule[] = [];
   let stats: SinkStats = { connections: 0, messages: 0, rsets: 0 };
   let nextMessageId = 1;
-  /** While held, messages wait at their final dot, unanswered and unstored; releasing answers them in order. */
-  let hold: { released: Promise<void>; release: () => void; waiting: number } | null = null;
+  /**
+   * While held, messages (to `to`, or all) wait at their final dot, unanswered and unstored; releasing answers them
+   * in order.
+   */
+  let hold: { released: Promise<void>; release: () => void; waiting: number; to: string | null } | null = null;
   let nextRuleId = 1;
 
   function takeReply(phase: SmtpPhase, addresses: string[]): SmtpReply | undefined {
@@ -324,12 +327,12 @@ export function createMailSink(options: { maxMessageBytes?: number } = {}): Mail
   async function receive(stream: SMTPServerDataStream, session: SMTPServerSession): Promise<string> {
     const raw = Buffer.concat((await stream.toArray()) as Buffer[]);
     if (stream.sizeExceeded) throw smtpError({ code: 552, message: "5.3.4 Message too big" });
-    if (hold) {
+    const rcptTo = session.envelope.rcptTo.map((rcpt) => rcpt.address);
+    if (hold && (hold.to === null || rcptTo.some((address) => address.toLowerCase() === hold?.to))) {
       const current = hold;
       current.waiting++;
       await current.released;
     }
-    const rcptTo = session.envelope.rcptTo.map((rcpt) => rcpt.address);
     const reply = takeReply("data", rcptTo);
     if (reply && "drop" in reply) {
       connectionOf(session)?._socket.destroy();
@@ -403,7 +406,7 @@ export function createMailSink(options: { maxMessageBytes?: number } = {}): Mail
         if (!hold) {
           let release = () => {};
           const released = new Promise<void>((resolve) => (release = resolve));
-          hold = { released, release, waiting: 0 };
+          hold = { released, release, waiting: 0, to: url.searchParams.get("to")?.toLowerCase() ?? null };
         }
         res.writeHead(204).end();
         return;
