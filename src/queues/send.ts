@@ -1,6 +1,5 @@
 import { sendQueueMessageSchema } from "../domain/sending/content";
-import { abandonMessages, deliverMessages } from "../domain/sending/deliver";
-import type { Transport } from "../domain/transport/types";
+import { abandonMessages, deliverMessages, type DeliveryOptions } from "../domain/sending/deliver";
 import { logError } from "../lib/log";
 
 /** Message ids of a send-queue batch; unreadable bodies are acknowledged, since retrying cannot make them readable. */
@@ -18,10 +17,10 @@ function messageIds(batch: MessageBatch<unknown>): Map<string, Message<unknown>>
 }
 
 /** Delivers a batch (see deliverMessages) and acknowledges each queue message, or retries it after its delay. */
-export async function consumeSendBatch(batch: MessageBatch<unknown>, env: Env, openTransport?: () => Transport): Promise<void> {
+export async function consumeSendBatch(batch: MessageBatch<unknown>, env: Env, options?: DeliveryOptions): Promise<void> {
   const wanted = messageIds(batch);
   if (wanted.size === 0) return;
-  const result = await deliverMessages(env, [...wanted.keys()], openTransport);
+  const result = await deliverMessages(env, [...wanted.keys()], options);
   for (const [id, queued] of wanted) {
     const retry = result.get(id);
     if (retry) queued.retry({ delaySeconds: retry.retryDelaySeconds });

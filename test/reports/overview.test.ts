@@ -105,7 +105,7 @@ describe("GET /reports/overview after real sends", () => {
     const transport = () => new SmtpTransport({ host: "127.0.0.1", port: Number(env.TEST_FAULT_SINK_SMTP_PORT), secure: "off" });
     const batch = createMessageBatch("mailforge-send", [{ id: `q-${t}`, timestamp: new Date(), attempts: 1, body: { message_id: stored } }]);
     createExecutionContext();
-    await consumeSendBatch(batch, env, transport);
+    await consumeSendBatch(batch, env, { openTransport: transport });
     expect((await messageOf(key, stored)).status).toBe("bounced");
 
     report = await overview(key);

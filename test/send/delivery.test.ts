@@ -1,5 +1,5 @@
 import { env } from "cloudflare:workers";
-import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test";
+import { createExecutionContext, createMessageBatch, getQueueResult, waitOnExecutionContext } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { SmtpTransport } from "../../src/domain/transport/smtp";
 import { consumeSendBatch, consumeSendDeadLetters } from "../../src/queues/send";
@@ -117,7 +117,7 @@ describe("the send consumer", () => {
           retry(options);
         },
       });
-      await consumeSendBatch(batch, withBackoff, unreachable);
+      await consumeSendBatch(batch, withBackoff, { openTransport: unreachable });
       const result = await getQueueResult(batch, ctx);
       expect(result.retryMessages.length + result.explicitAcks.length).toBe(1);
       delays.push(delay);
@@ -190,10 +190,31 @@ describe("the send consumer", () => {
     }
   });
 
+  it("dispatches a batch's events after handing the queue its answer, through waitUntil", async () => {
+    const { account, from, domainId } = await setup();
+    const id = await storedMessage(account.id, domainId, from, rcpt("after"));
+    const batch = createMessageBatch("mailforge-send", [{ id: "after", timestamp: new Date(), attempts: 1, body: { message_id: id } }]);
+    const ctx = createExecutionContext();
+    const handedOver: Promise<unknown>[] = [];
+    await consumeSendBatch(batch, env, {
+      waitUntil: (promise) => {
+        handedOver.push(promise);
+        ctx.waitUntil(promise);
+      },
+    });
+    expect(handedOver).toHaveLength(1);
+    expect((await getQueueResult(batch, ctx)).explicitAcks).toEqual(["after"]);
+    await waitOnExecutionContext(ctx);
+    const event = await env.DB.prepare("SELECT type, dispatched_at FROM events WHERE data LIKE ?1")
+      .bind(`%${id}%`)
+      .first<{ type: string; dispatched_at: string | null }>();
+    expect(event).toMatchObject({ type: "relay.sent", dispatched_at: expect.any(String) });
+  });
+
   it("drops unreadable queue bodies instead of retrying them forever", async () => {
     const batch = createMessageBatch("mailforge-send", [{ id: "junk", timestamp: new Date(), attempts: 1, body: { nope: true } }]);
     const ctx = createExecutionContext();
-    await consumeSendBatch(batch, env, unreachable);
+    await consumeSendBatch(batch, env, { openTransport: unreachable });
     expect((await getQueueResult(batch, ctx)).explicitAcks).toEqual(["junk"]);
   });
 

@@ -59,7 +59,7 @@ async function attempt(id: string, transport = toFaultSink) {
     { id: `q-${crypto.randomUUID()}`, timestamp: new Date(), attempts: 1, body: { message_id: id } },
   ]);
   const ctx = createExecutionContext();
-  await consumeSendBatch(batch, env, transport);
+  await consumeSendBatch(batch, env, { openTransport: transport });
   const result = await getQueueResult(batch, ctx);
   return { acked: result.explicitAcks.length === 1, retried: result.retryMessages.length === 1 };
 }
@@ -227,6 +227,15 @@ async function blockOutcomeWrites(id: string) {
   return { release: () => env.DB.prepare(`DROP TRIGGER IF EXISTS ${name}`).run() };
 }
 
+/** The messages' statuses, in the order of `ids` (read from D1: polling the API for 30 messages would hit its rate limit). */
+async function statuses(ids: string[]): Promise<string[]> {
+  const rows = await env.DB.prepare("SELECT id, status FROM messages WHERE id IN (SELECT value FROM json_each(?1))")
+    .bind(JSON.stringify(ids))
+    .all<{ id: string; status: string }>();
+  const byId = new Map(rows.results.map((row) => [row.id, row.status]));
+  return ids.map((id) => byId.get(id) ?? "missing");
+}
+
 describe("exactly one copy under at-least-once queues", () => {
   it("D1 failing for 1.5 s after the send: the outcome is written on a later try and nothing is sent twice", async () => {
     const to = rcpt("locked");
@@ -269,6 +278,40 @@ describe("exactly one copy under at-least-once queues", () => {
     expect(await delivered(to)).toHaveLength(1);
     expect(await ledgerOf(id)).toEqual([{ kind: "charge", amount: -1 }]);
   }, 30_000);
+
+  it("a batch's outcomes are written while it is still sending: a message held at its final dot does not hold back the others'", async () => {
+    const early = Array.from({ length: 30 }, (_, i) => rcpt(`early${i}`));
+    const late = rcpt("late");
+    const ids: string[] = [];
+    for (const to of [...early, late]) ids.push(await storedMessage(account.id, domainId, from, to));
+    await fetch(`${faultSink}/api/hold?to=${encodeURIComponent(late)}`, { method: "PUT" });
+    const batch = createMessageBatch(
+      "mailforge-send",
+      ids.map((id, i) => ({ id: `w${i}`, timestamp: new Date(), attempts: 1, body: { message_id: id } })),
+    );
+    const ctx = createExecutionContext();
+    let consumer: Promise<void> | undefined;
+    try {
+      // A patient transport: the held message must not time out (and be deferred) while the others are checked.
+      const patient = () =>
+        new SmtpTransport({ host: "127.0.0.1", port: Number(env.TEST_FAULT_SINK_SMTP_PORT), secure: "off", dataTimeoutMs: 30_000 });
+      consumer = consumeSendBatch(batch, env, { openTransport: patient });
+      await eventually(async () => ((await json<{ waiting: number }>(await fetch(`${faultSink}/api/hold`))).waiting === 1 ? true : undefined));
+      // The message sent behind the held one on its connection waits for it too; the rest are recorded already.
+      const recorded = await eventually(async () => {
+        const sent = (await statuses(ids.slice(0, 30))).filter((status) => status === "sent").length;
+        return sent >= 25 ? sent : undefined;
+      });
+      expect(recorded).toBeGreaterThanOrEqual(25);
+      expect(await statuses([ids[30]!])).toEqual(["sending"]);
+    } finally {
+      await fetch(`${faultSink}/api/hold`, { method: "DELETE" });
+    }
+    await consumer;
+    expect((await getQueueResult(batch, ctx)).explicitAcks).toHaveLength(31);
+    for (const to of [...early, late]) expect(await delivered(to)).toHaveLength(1);
+    expect(await statuses(ids)).toEqual(ids.map(() => "sent"));
+  });
 
   it("two copies of one queue message in concurrent batches deliver one message", async () => {
     const to = rcpt("twice");

@@ -26,6 +26,17 @@ const pending = ["queued", "deferred"] as const;
 /** Per message id, what the queue should do: nothing (acknowledge) or retry after the delay. */
 export type DeliveryResult = Map<string, { retryDelaySeconds: number }>;
 
+export type DeliveryOptions = {
+  /** Opens one connection to the provider; by default the transport TRANSPORT names. */
+  openTransport?: () => Transport;
+  /**
+   * Takes the work that follows a recorded outcome (webhook dispatch, campaign progress) off the batch's path, so the
+   * queue hands over the next batch sooner. Both have their own sweeps if that work is lost. Without it, delivery
+   * awaits that work before returning.
+   */
+  waitUntil?: (promise: Promise<unknown>) => void;
+};
+
 /**
  * Claims the messages among `ids` that still have recipients to deliver (queued/deferred → sending). One conditional
  * UPDATE: of two consumers holding copies of one queue message, only one gets the row back.
@@ -51,11 +62,8 @@ function claim(db: DrizzleD1Database, ids: string[]) {
  * only one gets the row back, and a redelivery after the outcome is recorded finds nothing to claim. A claim that
  * fails sends nothing and throws, so the batch is retried. The outcome of the whole batch is written in one D1 batch.
  */
-export async function deliverMessages(
-  env: Env,
-  ids: string[],
-  openTransport: () => Transport = () => transportFromConfig(env),
-): Promise<DeliveryResult> {
+export async function deliverMessages(env: Env, ids: string[], options: DeliveryOptions = {}): Promise<DeliveryResult> {
+  const openTransport = options.openTransport ?? (() => transportFromConfig(env));
   // A few connections share the batch (as a pooled SMTP client does), each reused with RSET between messages. They
   // are set up while the batch is claimed: a smarthost's TCP, TLS, EHLO and AUTH take as long as the claim or
   // longer, and a consumer pays them per batch (sockets do not outlive the invocation). A transport that cannot be
@@ -63,14 +71,19 @@ export async function deliverMessages(
   const transports = Array.from({ length: Math.min(config(env).send.connectionsPerBatch, ids.length) }, () => openTransport());
   for (const transport of transports) transport.warm();
   try {
-    return await deliverClaimed(env, ids, transports);
+    return await deliverClaimed(env, ids, transports, options.waitUntil);
   } finally {
     // Lanes close their own; this is for a failure on the way (closing twice is harmless).
     await Promise.all(transports.map((transport) => transport.close()));
   }
 }
 
-async function deliverClaimed(env: Env, ids: string[], transports: Transport[]): Promise<DeliveryResult> {
+async function deliverClaimed(
+  env: Env,
+  ids: string[],
+  transports: Transport[],
+  waitUntil: DeliveryOptions["waitUntil"],
+): Promise<DeliveryResult> {
   const db = drizzle(env.DB);
   const [claimed, recipientRows, domainRows, campaignRows, campaignContacts] = await db.batch([
     claim(db, ids),
@@ -118,15 +131,15 @@ async function deliverClaimed(env: Env, ids: string[], transports: Transport[]):
     return key;
   };
 
-  const dispositions = new Map<string, Disposition>();
+  const outcomes = outcomeWriter(env);
   const deliverable: { message: MessageRow; recipients: string[]; campaignRecipient?: CampaignRecipient }[] = [];
   for (const message of claimed) {
     const recipients = recipientsOf.get(message.id) ?? [];
     const campaignRecipient = campaignRecipients.get(message.id);
     if (campaignRecipient && "skip" in campaignRecipient) {
       const providers = campaignRecipient.skip === "suppressed" ? await providersLookup : undefined;
-      dispositions.set(message.id, recordSkipped(env, message, recipients, campaignRecipient.skip, campaignRecipient.reason, providers));
-    } else if (message.testMode) dispositions.set(message.id, simulate(env, message, recipients));
+      outcomes.add(message.id, recordSkipped(env, message, recipients, campaignRecipient.skip, campaignRecipient.reason, providers));
+    } else if (message.testMode) outcomes.add(message.id, simulate(env, message, recipients));
     else deliverable.push({ message, recipients, campaignRecipient });
   }
 
@@ -160,7 +173,7 @@ async function deliverClaimed(env: Env, ids: string[], transports: Transport[]):
         await previous;
         previous = outcome.then(async (result) => {
           ahead.release(ready);
-          dispositions.set(work.message.id, recordOutcome(env, work.message, work.recipients, result, false, await providersLookup));
+          outcomes.add(work.message.id, recordOutcome(env, work.message, work.recipients, result, false, await providersLookup));
         });
       }
       await previous;
@@ -169,23 +182,70 @@ async function deliverClaimed(env: Env, ids: string[], transports: Transport[]):
     ...transports.slice(sending.length).map((idle) => idle.close()),
   ]);
 
+  // A message whose outcome could not be written is acknowledged all the same: its row says `sending`, so a retry
+  // would send nothing, and the cron turns the stale claim into `unknown` (see sweepStaleClaims).
+  const recorded = await outcomes.close();
+  const after = Promise.all([
+    dispatchEventInputs(
+      env,
+      [...recorded.values()].flatMap((disposition) => disposition.events),
+    ),
+    notifyCampaigns(
+      env,
+      claimed.filter((message) => recorded.has(message.id)),
+    ),
+  ]);
+  if (waitUntil) waitUntil(after);
+  else await after;
   const result: DeliveryResult = new Map();
-  const statements = [...dispositions.values()].flatMap((disposition) => disposition.statements);
-  if (statements.length > 0 && !(await recordWithRetries(env, statements))) {
-    // The messages were handed over (or refused) but the outcome could not be written. Retrying the queue messages
-    // could not help: their rows say `sending`, so nothing would be sent again, and the outcome is gone. The cron
-    // turns the stale claims into `unknown` (see sweepStaleClaims).
-    return result;
-  }
-  await dispatchEventInputs(
-    env,
-    [...dispositions.values()].flatMap((disposition) => disposition.events),
-  );
-  await notifyCampaigns(env, claimed);
-  for (const [id, disposition] of dispositions) {
+  for (const [id, disposition] of recorded) {
     if (disposition.retryDelaySeconds !== undefined) result.set(id, { retryDelaySeconds: disposition.retryDelaySeconds });
   }
   return result;
+}
+
+/** Outcomes gathered before the first write starts, unless the batch is done: fewer, larger D1 batches. */
+const OUTCOMES_PER_WRITE = 25;
+
+/**
+ * Writes a batch's outcomes while the rest of it is still being sent, so that after the last message only the last
+ * few outcomes are left to write. One write at a time; each takes every outcome added since the previous one began.
+ * A message's statements always go in one D1 batch, so each message's outcome is written whole or not at all. After
+ * a write fails (see recordWithRetries), later outcomes are not attempted: D1 is down, and their messages, like the
+ * failed ones, are left `sending` for the sweep. `close` returns the outcomes that were written, by message id.
+ */
+function outcomeWriter(env: Env) {
+  let waiting: [string, Disposition][] = [];
+  const recorded = new Map<string, Disposition>();
+  let writing: Promise<void> | undefined;
+  let closing = false;
+  let failed = false;
+  const write = () => {
+    if (writing || failed || waiting.length === 0 || (!closing && waiting.length < OUTCOMES_PER_WRITE)) return;
+    const taken = waiting;
+    waiting = [];
+    writing = store(taken).finally(() => {
+      writing = undefined;
+      write();
+    });
+  };
+  const store = async (taken: [string, Disposition][]) => {
+    const statements = taken.flatMap(([, disposition]) => disposition.statements);
+    if (statements.length > 0 && !(await recordWithRetries(env, statements))) failed = true;
+    else for (const [id, disposition] of taken) recorded.set(id, disposition);
+  };
+  return {
+    add(id: string, disposition: Disposition) {
+      waiting.push([id, disposition]);
+      write();
+    },
+    async close(): Promise<ReadonlyMap<string, Disposition>> {
+      closing = true;
+      write();
+      while (writing) await writing;
+      return recorded;
+    },
+  };
 }
 
 type Prepared = { envelope: Envelope; raw: string | Uint8Array } | SendFailure;
