@@ -79,6 +79,23 @@ async function sinkReaches(stack: Stack, count: number, timeoutMs = 300_000): Pr
   return performance.now();
 }
 
+/** nodemailer's pooled transport sending the sink's last `count` messages again, byte for byte: messages per second. */
+async function peerRate(stack: Stack, count: number): Promise<number> {
+  const list = await json<{ data: { id: string; rcpt_to: string[]; mail_from: string }[] }>(await fetch(`${stack.sinkUrl}/api/messages`));
+  const raws = await Promise.all(
+    list.data.slice(-count).map(async (m) => ({
+      envelope: { from: m.mail_from, to: m.rcpt_to },
+      raw: Buffer.from(await (await fetch(`${stack.sinkUrl}/api/messages/${m.id}/raw`)).arrayBuffer()),
+    })),
+  );
+  const transport = nodemailer.createTransport({ host: "127.0.0.1", port: stack.ports.SINK_SMTP_PORT, secure: false, pool: true, ignoreTLS: true });
+  const started = performance.now();
+  await Promise.all(raws.map((message) => transport.sendMail({ envelope: message.envelope, raw: message.raw })));
+  const rate = raws.length / ((performance.now() - started) / 1000);
+  transport.close();
+  return rate;
+}
+
 const stack = await startStack();
 try {
   const { headers, from } = await setupAccount(stack);
@@ -108,17 +125,23 @@ try {
   // 2. Delivery from a standing backlog: the sink holds every message at its final dot (a stalled provider) while
   //    `messages` sends are accepted, so all but the first batch's wait in the send queue; released, the consumer
   //    drains them into the sink. Acceptance is over by then: the consumer does not share workerd's one thread with
-  //    the API, as in production, where they run in separate isolates.
-  const beforeHeld = await sinkCount(stack);
-  await fetch(`${stack.sinkUrl}/api/hold`, { method: "PUT" });
-  await throughput(
-    messages,
-    (i) => fetch(`${stack.workerUrl}/api/v1/send`, { method: "POST", headers, body: sendBody(i, `backlog${i}@example.org`) }),
-    202,
-  );
-  const released = performance.now();
-  await fetch(`${stack.sinkUrl}/api/hold`, { method: "DELETE" });
-  const ourRate = messages / (((await sinkReaches(stack, beforeHeld + messages)) - released) / 1000);
+  //    the API, as in production, where they run in separate isolates. Right after each drain, the peer sends the
+  //    same rendered messages; the ratio is the median of 3 such pairs, so machine noise hits both sides alike.
+  const drains: { ours: number; peer: number }[] = [];
+  for (let round = 0; round < 3; round++) {
+    const beforeHeld = await sinkCount(stack);
+    await fetch(`${stack.sinkUrl}/api/hold`, { method: "PUT" });
+    await throughput(
+      messages,
+      (i) => fetch(`${stack.workerUrl}/api/v1/send`, { method: "POST", headers, body: sendBody(i, `backlog${round}-${i}@example.org`) }),
+      202,
+    );
+    const released = performance.now();
+    await fetch(`${stack.sinkUrl}/api/hold`, { method: "DELETE" });
+    const ours = messages / (((await sinkReaches(stack, beforeHeld + messages)) - released) / 1000);
+    drains.push({ ours, peer: await peerRate(stack, messages) });
+  }
+  const drain = [...drains].sort((a, b) => a.ours / a.peer - b.ours / b.peer)[1]!;
 
   // 3. End to end: how long after the first request the last message reached the sink, against acceptance.
   const before = await sinkCount(stack);
@@ -131,25 +154,11 @@ try {
   const drained = await sinkReaches(stack, before + messages);
   const deliveredRate = messages / ((drained - acceptStart) / 1000);
 
-  // The peer: nodemailer's pooled transport sending the same rendered bytes (taken from the sink) to the same sink.
-  const list = await json<{ data: { id: string; rcpt_to: string[]; mail_from: string }[] }>(await fetch(`${stack.sinkUrl}/api/messages`));
-  const samples = list.data.slice(-messages);
-  const raws = await Promise.all(
-    samples.map(async (m) => ({
-      envelope: { from: m.mail_from, to: m.rcpt_to },
-      raw: Buffer.from(await (await fetch(`${stack.sinkUrl}/api/messages/${m.id}/raw`)).arrayBuffer()),
-    })),
-  );
-  const transport = nodemailer.createTransport({ host: "127.0.0.1", port: stack.ports.SINK_SMTP_PORT, secure: false, pool: true, ignoreTLS: true });
-  const peerStarted = performance.now();
-  await Promise.all(raws.map((message) => transport.sendMail({ envelope: message.envelope, raw: message.raw })));
-  const peerRate = raws.length / ((performance.now() - peerStarted) / 1000);
-  transport.close();
-
   const lines = [
     `POST /send accepted/s ${send.toFixed(0)} vs GET /api/v1/me ${me.toFixed(0)} req/s (concurrency ${concurrency}, median of 3 rounds of ${requests}): ratio ${(send / me).toFixed(2)} (goal ≥ 0.7)`,
-    `delivery queue → sink ${ourRate.toFixed(0)} msg/s (draining a backlog of ${messages}) vs nodemailer pooled SMTP ${peerRate.toFixed(0)} msg/s ` +
-      `(the same ${raws.length} rendered messages): ratio ${(ourRate / peerRate).toFixed(2)} (goal ≥ 0.8)`,
+    `delivery queue → sink ${drain.ours.toFixed(0)} msg/s (draining a backlog of ${messages}) vs nodemailer pooled SMTP ${drain.peer.toFixed(0)} msg/s ` +
+      `(the same rendered messages, right after), median of 3 pairs: ratio ${(drain.ours / drain.peer).toFixed(2)} (goal ≥ 0.8; ` +
+      `all: ${drains.map((pair) => (pair.ours / pair.peer).toFixed(2)).join(", ")})`,
     `end to end ${messages} sends: delivered ${deliveredRate.toFixed(0)} msg/s (first request → last in the sink) vs accepted ` +
       `${acceptRate.toFixed(0)} msg/s (first request → last 202): ratio ${(deliveredRate / acceptRate).toFixed(2)} (goal ≥ 0.9)`,
   ];
