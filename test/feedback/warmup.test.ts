@@ -20,6 +20,22 @@ async function subscribe(key: string, events: string[]) {
   return path;
 }
 
+/**
+ * Makes D1 refuse to store events about the domain (a trigger aborts the insert, and with it the transaction it is
+ * part of), as an outage between a state change and its event would; the returned function lifts it.
+ */
+async function refuseEventsAbout(domainId: string): Promise<() => Promise<void>> {
+  const trigger = `refuse_events_${domainId}`;
+  await env.DB.prepare(
+    `CREATE TRIGGER ${trigger} BEFORE INSERT ON events WHEN NEW.subject_id = '${domainId}' BEGIN SELECT RAISE(ABORT, 'events refused'); END`,
+  ).run();
+  return async () => void (await env.DB.prepare(`DROP TRIGGER ${trigger}`).run());
+}
+
+const warmupEventsOf = async (domainId: string) =>
+  (await env.DB.prepare("SELECT data FROM events WHERE subject_id = ?1 AND type = 'warmup.status_changed'").bind(domainId).all<{ data: string }>())
+    .results;
+
 const tomorrow = () => new Date(Date.parse(new Date().toISOString().slice(0, 10)) + 86_400_000).toISOString();
 
 describe("warm-up schedules", () => {
@@ -90,6 +106,22 @@ describe("warm-up schedules", () => {
     });
   });
 
+  it("a status change is written with its event or not at all: when the event cannot be stored, the warm-up stays as it was", async () => {
+    const { domain, key } = await sender();
+    const hook = await subscribe(key, ["warmup.status_changed"]);
+    const allow = await refuseEventsAbout(domain.id);
+    const refused = await call(`/api/v1/domains/${domain.id}/warmup`, { key, method: "PUT", body: { enabled: true, schedule: [3, 10] } });
+    expect(refused.status).toBe(500);
+    expect(await json<Warmup>(await call(`/api/v1/domains/${domain.id}/warmup`, { key }))).toMatchObject({ status: "off", today_cap: null });
+    expect(await warmupEventsOf(domain.id)).toEqual([]);
+
+    await allow();
+    const started = await call(`/api/v1/domains/${domain.id}/warmup`, { key, method: "PUT", body: { enabled: true, schedule: [3, 10] } });
+    expect(await json<Warmup>(started)).toMatchObject({ status: "active", today_cap: 3 });
+    const [event] = (await waitForRequests(hook, 1)).map((request) => JSON.parse(request.body) as { data: Record<string, unknown> });
+    expect(event?.data).toMatchObject({ domain_id: domain.id, previous_status: "off", status: "active" });
+  });
+
   it("refuses a bad schedule with 422 and another account's domain with 404", async () => {
     const { domain, key } = await sender();
     for (const body of [
@@ -148,6 +180,35 @@ describe("reputation guard", () => {
     expect((await call(`/admin/v1/domains/${domain.id}/reputation/clear`, { key: ADMIN_TOKEN, body: {} })).status).toBe(404);
     expect((await json<DomainView>(await call(`/api/v1/domains/${domain.id}`, { key }))).reputation.status).toBe("ok");
     await sendCampaign(key, senderId, list);
+  });
+
+  it("a pause by the reputation guard is written with its event or not at all; the report sent again applies both", async () => {
+    const { key, domain, from } = await sender();
+    const hook = await subscribe(key, ["warmup.status_changed"]);
+    await call(`/api/v1/domains/${domain.id}/warmup`, { key, method: "PUT", body: { enabled: true, schedule: [1000] } });
+    const recipients = Array.from({ length: 5 }, (_, i) => rcpt(`p${i}`));
+    const sent = [];
+    for (const to of recipients) sent.push(await sentMessage(key, from, to));
+    const [first] = sent as [(typeof sent)[number]];
+    const dsn = report("postfixHardBounce", { returnPath: first.returnPath, recipient: recipients[0]!, messageId: first.messageIdHeader });
+
+    const allow = await refuseEventsAbout(domain.id);
+    await expect(deliverToEmailHandler(first.returnPath, dsn)).rejects.toThrow(/events refused/);
+    const unchanged = await json<DomainView>(await call(`/api/v1/domains/${domain.id}`, { key }));
+    expect(unchanged.reputation.status).toBe("ok");
+    expect(unchanged.warmup).toMatchObject({ status: "active", paused_reason: null });
+    expect((await warmupEventsOf(domain.id)).map((row) => JSON.parse(row.data).status)).toEqual(["active"]);
+
+    await allow();
+    await deliverToEmailHandler(first.returnPath, dsn);
+    const held = await json<DomainView>(await call(`/api/v1/domains/${domain.id}`, { key }));
+    expect(held.reputation.status).toBe("held");
+    expect(held.warmup).toMatchObject({ status: "paused", paused_reason: expect.stringMatching(/bounce rate/) });
+    const events = (await waitForRequests(hook, 2)).map((request) => JSON.parse(request.body) as { data: Record<string, unknown> });
+    expect(events.map((event) => [event.data.previous_status, event.data.status])).toEqual([
+      ["off", "active"],
+      ["active", "paused"],
+    ]);
   });
 
   it("below REPUTATION_MIN_SENT recipients a bounce does not hold the domain", async () => {

@@ -9,8 +9,8 @@ import { inJsonArray, sqlNow, statement } from "../../db/client";
 import type { domains } from "../../db/schema";
 import { logError } from "../../lib/log";
 import { dayWindow, nextUtcMidnight } from "../sending/daily-limit";
-import { recordEvents } from "../events/events";
-import { warmupEvent } from "./reputation";
+import { eventStatement, type EventInput } from "../events/events";
+import { dispatchEventInputs } from "../webhooks/dispatch";
 
 type DomainRow = typeof domains.$inferSelect;
 
@@ -39,6 +39,31 @@ export function todaysCap(domain: Pick<DomainRow, "warmupStatus" | "warmupSchedu
   if (domain.warmupStatus !== "active" || !domain.warmupSchedule?.length || !domain.warmupStartedAt) return undefined;
   const day = Math.max(0, warmupDay(domain.warmupStartedAt, now));
   return domain.warmupSchedule[day];
+}
+
+type WarmupStatus = DomainRow["warmupStatus"];
+
+/**
+ * The `warmup.status_changed` event of a transition, as a statement for the batch that makes it, placed just before
+ * the UPDATE: it is written only if the warm-up is still `previous` there, so exactly when that UPDATE changes it, and
+ * never without it (one transaction). Dispatch `input` once the batch has committed.
+ */
+export function warmupTransition(
+  d1: D1Database,
+  domain: Pick<DomainRow, "id" | "accountId" | "name">,
+  previous: WarmupStatus,
+  status: WarmupStatus,
+  reason?: string,
+): { event: D1PreparedStatement; input: EventInput } {
+  const input: EventInput = {
+    accountId: domain.accountId,
+    type: "warmup.status_changed",
+    subjectId: domain.id,
+    // Only a transition that happened is written, so each one is a distinct fact.
+    dedupeKey: `warmup.status_changed:${domain.id}:${crypto.randomUUID()}`,
+    data: { domain_id: domain.id, domain: domain.name, previous_status: previous, status, ...(reason ? { reason } : {}) },
+  };
+  return { event: eventStatement(d1, input, sql`EXISTS (SELECT 1 FROM domains WHERE id = ${domain.id} AND warmup_status = ${previous})`), input };
 }
 
 /** Queue delays stop at 12 hours; a message due later is delayed again when it comes back early. */
@@ -148,16 +173,16 @@ async function holdUntil(env: Env, ids: string[], due: Date, now: Date) {
 }
 
 async function completeWarmups(env: Env, completed: WarmupDomain[]) {
-  const written = await env.DB.batch<{ id: string }>(
-    completed.map((domain) =>
-      statement(env.DB, sql`UPDATE domains SET warmup_status = 'completed' WHERE id = ${domain.id} AND warmup_status = 'active' RETURNING id`),
-    ),
+  const transitions = completed.map((domain) => ({ domain, transition: warmupTransition(env.DB, domain, "active", "completed") }));
+  await env.DB.batch(
+    transitions.flatMap(({ domain, transition }) => [
+      transition.event,
+      statement(env.DB, sql`UPDATE domains SET warmup_status = 'completed' WHERE id = ${domain.id} AND warmup_status = 'active'`),
+    ]),
   );
-  await recordEvents(
+  await dispatchEventInputs(
     env,
-    completed
-      .filter((_, i) => (written[i]?.results.length ?? 0) > 0)
-      .map((domain) => warmupEvent({ id: domain.id, account_id: domain.accountId, name: domain.name }, "active", "completed")),
+    transitions.map(({ transition }) => transition.input),
   );
 }
 
@@ -194,13 +219,15 @@ export async function setWarmup(env: Env, domain: DomainRow, input: WarmupInput,
     warmupStartedAt: startedAt,
     warmupPausedReason: input.enabled ? null : "paused by the account",
   } satisfies DomainRow;
-  await statement(
-    env.DB,
-    sql`UPDATE domains SET warmup_status = ${status}, warmup_schedule = ${JSON.stringify(schedule)}, warmup_started_at = ${startedAt},
-      warmup_paused_reason = ${updated.warmupPausedReason}, updated_at = ${sqlNow} WHERE id = ${domain.id}`,
-  ).run();
-  if (status !== domain.warmupStatus) {
-    await recordEvents(env, [warmupEvent({ id: domain.id, account_id: domain.accountId, name: domain.name }, domain.warmupStatus, status)]);
-  }
+  const transition = status === domain.warmupStatus ? undefined : warmupTransition(env.DB, domain, domain.warmupStatus, status);
+  await env.DB.batch([
+    ...(transition ? [transition.event] : []),
+    statement(
+      env.DB,
+      sql`UPDATE domains SET warmup_status = ${status}, warmup_schedule = ${JSON.stringify(schedule)}, warmup_started_at = ${startedAt},
+        warmup_paused_reason = ${updated.warmupPausedReason}, updated_at = ${sqlNow} WHERE id = ${domain.id}`,
+    ),
+  ]);
+  if (transition) await dispatchEventInputs(env, [transition.input]);
   return updated;
 }
