@@ -1,9 +1,11 @@
 import { env } from "cloudflare:workers";
+import { createMessageBatch } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
+import { consumeSendBatch } from "../../src/queues/send";
 import { ADMIN_TOKEN, call, json } from "../helpers";
 import { audienceOf, campaignAccount, campaignOf, sendCampaign } from "../campaigns/helpers";
 import { addReceiverRule, receiverPath, receiverUrl, waitForRequests } from "../webhooks/helpers";
-import { eventually, messageOf, sinkMessagesTo } from "../send/helpers";
+import { eventually, messageOf, sinkMessagesTo, storedMessage } from "../send/helpers";
 import { deliverToEmailHandler, rcpt, report, sender, sentMessage } from "./helpers";
 
 type Warmup = { status: string; schedule: number[]; today_cap: number | null; sent_today: number; day: number | null; paused_reason: string | null };
@@ -104,6 +106,44 @@ describe("warm-up schedules", () => {
       status: "completed",
       today_cap: null,
     });
+  });
+
+  it("in one batch, messages back before their time keep each its own next attempt; those over the cap wait for the next UTC midnight", async () => {
+    const { account, domain, key } = await sender();
+    const from = `hello@${domain.name}`;
+    await call(`/api/v1/domains/${domain.id}/warmup`, { key, method: "PUT", body: { enabled: true, schedule: [1, 1] } });
+    const soon = new Date(Date.now() + 2 * 3_600_000).toISOString();
+    const later = new Date(Date.now() + 5 * 3_600_000).toISOString();
+    const [early1, early2, fresh1, fresh2] = [
+      await storedMessage(account.id, domain.id, from, rcpt("e1")),
+      await storedMessage(account.id, domain.id, from, rcpt("e2")),
+      await storedMessage(account.id, domain.id, from, rcpt("f1")),
+      await storedMessage(account.id, domain.id, from, rcpt("f2")),
+    ];
+    // Held back by an earlier batch: deferred until their due times, and back (a queue delay stops at 12 hours).
+    for (const [id, due] of [
+      [early1, soon],
+      [early2, later],
+    ] as const) {
+      await env.DB.prepare("UPDATE messages SET status = 'deferred', next_attempt_at = ?1 WHERE id = ?2").bind(due, id).run();
+    }
+
+    const ids = [early1, early2, fresh1, fresh2];
+    await consumeSendBatch(
+      createMessageBatch(
+        "mailforge-send",
+        ids.map((id, i) => ({ id: `w${i}`, timestamp: new Date(), attempts: 1, body: { message_id: id } })),
+      ),
+      env,
+    );
+    const [e1, e2, f1, f2] = await Promise.all(ids.map((id) => messageOf(key, id)));
+    expect(e1).toMatchObject({ status: "deferred", next_attempt_at: soon, smtp_response: expect.stringMatching(/warm-up cap/) });
+    expect(e2).toMatchObject({ status: "deferred", next_attempt_at: later });
+    // The cap of 1 lets one fresh message through; the other waits for tomorrow.
+    const [sent, deferred] = [f1!, f2!].sort((a, b) => (a.status === "sent" ? -1 : b.status === "sent" ? 1 : 0));
+    expect(sent).toMatchObject({ status: "sent" });
+    expect(deferred).toMatchObject({ status: "deferred", next_attempt_at: tomorrow() });
+    expect(await json<Warmup>(await call(`/api/v1/domains/${domain.id}/warmup`, { key }))).toMatchObject({ today_cap: 1, sent_today: 1 });
   });
 
   it("a status change is written with its event or not at all: when the event cannot be stored, the warm-up stays as it was", async () => {
