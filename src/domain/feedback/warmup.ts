@@ -9,6 +9,7 @@ import { inJsonArray, sqlNow, statement } from "../../db/client";
 import type { domains } from "../../db/schema";
 import { logError } from "../../lib/log";
 import { dayWindow, nextUtcMidnight } from "../sending/daily-limit";
+import { enqueueMessages } from "../sending/enqueue";
 import { eventStatement, type EventInput } from "../events/events";
 import { dispatchEventInputs } from "../webhooks/dispatch";
 
@@ -167,18 +168,12 @@ export async function holdPastWarmupCaps(
 
 /** Enqueues held messages again, each delayed until its due time (at most 12 hours: it waits again if it comes early). */
 async function enqueueHeld(env: Env, held: { id: string; due: number }[], now: Date) {
-  const messages = held.map(({ id, due }) => ({
-    body: { message_id: id },
-    contentType: "json" as const,
-    delaySeconds: Math.min(MAX_QUEUE_DELAY_SECONDS, Math.max(0, Math.ceil((due - now.getTime()) / 1000))),
-  }));
-  try {
-    // sendBatch takes at most 100 messages.
-    for (let i = 0; i < messages.length; i += 100) await env.SEND_QUEUE.sendBatch(messages.slice(i, i + 100));
-  } catch (error) {
-    // The rows say deferred with their due time: the cron's requeueLostMessages enqueues them once it has passed.
-    logError("warm-up: re-enqueueing held messages failed", { error: String(error), count: held.length });
-  }
+  const { refused, error } = await enqueueMessages(
+    env,
+    held.map(({ id, due }) => ({ id, delaySeconds: Math.min(MAX_QUEUE_DELAY_SECONDS, Math.max(0, Math.ceil((due - now.getTime()) / 1000))) })),
+  );
+  // The rows say deferred with their due time: the cron's requeueLostMessages enqueues them once it has passed.
+  if (refused.length > 0) logError("warm-up: re-enqueueing held messages failed", { error: String(error), count: refused.length });
 }
 
 /** Recipients let through today (for GET /domains/{id}). */
