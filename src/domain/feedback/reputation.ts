@@ -5,7 +5,7 @@
 
 import { sql } from "drizzle-orm";
 import { config } from "../../config";
-import { inJsonArray, statement } from "../../db/client";
+import { inJsonArray, sqlNow, sqlToday, statement } from "../../db/client";
 import { dispatchEventInputs } from "../webhooks/dispatch";
 import { warmupTransition } from "./warmup";
 
@@ -31,7 +31,7 @@ const rate = (part: number, whole: number) => (whole > 0 ? part / whole : 0);
 function ratesQuery(domainIds: readonly string[] | undefined) {
   return sql`SELECT d.id, d.account_id, d.name, d.warmup_status, d.reputation_status,
       COALESCE(SUM(s.sent), 0) AS sent, COALESCE(SUM(s.hard_bounces), 0) AS bounces, COALESCE(SUM(s.complaints), 0) AS complaints
-    FROM domains d JOIN daily_stats s ON s.account_id = d.account_id AND s.domain = d.name AND s.day = strftime('%Y-%m-%d', 'now')
+    FROM domains d JOIN daily_stats s ON s.account_id = d.account_id AND s.domain = d.name AND s.day = ${sqlToday}
     WHERE ${domainIds ? inJsonArray(sql`d.id`, domainIds) : sql`1`}
     GROUP BY d.id`;
 }
@@ -74,7 +74,7 @@ export async function evaluateReputation(env: Env, domainIds?: readonly string[]
     pauses.flatMap(({ row, reason, transition }) => [
       statement(
         env.DB,
-        sql`UPDATE domains SET reputation_status = 'held', reputation_reason = ${reason}, reputation_held_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+        sql`UPDATE domains SET reputation_status = 'held', reputation_reason = ${reason}, reputation_held_at = ${sqlNow}
           WHERE id = ${row.id} AND reputation_status = 'ok'`,
       ),
       transition.event,
