@@ -23,6 +23,9 @@ export function statement(d1: D1Database, query: ToSql | SQL): D1PreparedStateme
 /** The current time as the schema's timestamps store it (ISO 8601 UTC with milliseconds), computed by SQLite. */
 export const sqlNow = sql`strftime('%Y-%m-%dT%H:%M:%fZ', 'now')`;
 
+/** The current UTC day (`YYYY-MM-DD`), as the daily rollups key their rows, computed by SQLite. */
+export const sqlToday = sql`strftime('%Y-%m-%d', 'now')`;
+
 /** `column IN (values)` with the values bound as ONE JSON array: any number of ids stays under D1's 100 parameters. */
 export function inJsonArray(column: SQLWrapper, values: readonly unknown[]): SQL {
   return sql`${column} IN (SELECT value FROM json_each(${JSON.stringify(values)}))`;

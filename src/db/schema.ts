@@ -743,7 +743,8 @@ export const deliveryFeedback = sqliteTable(
   (t) => [index("delivery_feedback_message").on(t.messageId)],
 );
 
-// Recipients a domain's warm-up let through per UTC day; `granted` is scratch space for the reservation's RETURNING.
+// Recipients a domain's warm-up let through per UTC day. `granted` is no longer written (each message now reserves on
+// its own, src/domain/feedback/warmup.ts); dropping it takes a migration.
 export const warmupUsage = sqliteTable(
   "warmup_usage",
   {

@@ -1,5 +1,8 @@
 import { env } from "cloudflare:workers";
+import { expect } from "vitest";
+import { signBridgeRequest } from "@mailforge/bridge-contract";
 import worker from "../../src/index";
+import { bytesToBase64 } from "../../src/lib/crypto";
 import { call, createAccount, json } from "../helpers";
 import { eventually, messageOf, sinkMessagesTo, verifiedDomain } from "../send/helpers";
 import fixtures from "../fixtures/feedback";
@@ -20,6 +23,30 @@ export async function sentMessage(key: string, from: string, to: string): Promis
   const [delivered] = await eventually(async () => ((await sinkMessagesTo(to)).length > 0 ? sinkMessagesTo(to) : undefined));
   await eventually(async () => ((await messageOf(key, accepted.id)).status === "sent" ? true : undefined));
   return { id: accepted.id, returnPath: delivered!.mail_from, messageIdHeader: delivered!.message_id ?? "<unknown@example>" };
+}
+
+/**
+ * Submits `raw` through the SMTP relay as the bridge does (a new SMTP credential of the account, a signed request) and
+ * waits for the sink to have it; its id and the Message-ID it left with.
+ */
+export async function relayedMessage(key: string, mailFrom: string, to: string, raw: string): Promise<{ id: string; messageIdHeader: string }> {
+  const created = await call("/api/v1/smtp-credentials", { key, body: { name: "relay" } });
+  expect(created.status).toBe(201);
+  const credential = await json<{ id: string }>(created);
+  const body = JSON.stringify({
+    credential_id: credential.id,
+    mail_from: mailFrom,
+    rcpt_to: [to],
+    raw: bytesToBase64(new TextEncoder().encode(raw)),
+  });
+  const signature = await signBridgeRequest("test-bridge-secret", { method: "POST", path: "/internal/relay/messages", body });
+  const response = await call("/internal/relay/messages", { body, headers: { "X-Bridge-Signature": signature } });
+  expect(response.status).toBe(202);
+  const { id } = await json<{ id: string }>(response);
+  // The address may have mail from other messages: this one's is the copy whose VERP envelope sender names it.
+  const delivered = await eventually(async () => (await sinkMessagesTo(to)).find((message) => message.mail_from.includes(id)));
+  await eventually(async () => ((await messageOf(key, id)).status === "sent" ? true : undefined));
+  return { id, messageIdHeader: delivered.message_id ?? "<unknown@example>" };
 }
 
 /** A fixture report (test/fixtures/feedback) filled in for one sent message. */

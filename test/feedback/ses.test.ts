@@ -5,7 +5,7 @@ import privateKeyPem from "../fixtures/sns/signing-key.pem?raw";
 import { call, json } from "../helpers";
 import { messageOf, sendBalance } from "../send/helpers";
 import { addReceiverRule, receivedOn, receiverPath, receiverUrl } from "../webhooks/helpers";
-import { rcpt, sender, sentMessage } from "./helpers";
+import { rcpt, relayedMessage, sender, sentMessage } from "./helpers";
 
 // A self-signed certificate stands in for Amazon's (test/fixtures/sns); the webhook receiver serves it the way
 // sns.<region>.amazonaws.com serves SigningCertURL, from the origin SNS_TRUSTED_CERT_ORIGIN trusts in the tests.
@@ -80,14 +80,13 @@ describe("POST /feedback/ses (SES through SNS)", () => {
     }
   });
 
-  it("Complaint and Delivery notifications, matched by our Message-ID header when the envelope sender is SES's own", async () => {
-    const { key, from } = await sender();
+  it("Complaint and Delivery notifications, matched by our Message-ID header when the envelope sender is the From address (no BOUNCE_DOMAIN)", async () => {
+    const { key, from, domain } = await sender();
     const [happy, angry] = [rcpt("happy"), rcpt("angry")];
     const delivered = await sentMessage(key, from, happy);
     const complained = await sentMessage(key, from, angry);
-    const sesSource = "0100019abc@amazonses.com";
     const withHeader = (sent: { messageIdHeader: string }, to: string) => ({
-      ...mail(sesSource, to),
+      ...mail(`hello@${domain.name}`, to),
       commonHeaders: { messageId: sent.messageIdHeader },
     });
 
@@ -117,6 +116,94 @@ describe("POST /feedback/ses (SES through SNS)", () => {
     const message = await messageOf(key, complained.id);
     expect(message.recipients[0]?.status).toBe("complained");
     expect(message.events.map((event) => event.type)).toContain("relay.complained");
+  });
+
+  it("a relay message of another account carrying our message's Message-ID: SES notifications about it change nothing of ours", async () => {
+    const victim = await sender();
+    const to = rcpt("shared");
+    const sent = await sentMessage(victim.key, victim.from, to);
+    const before = await sendBalance(victim.key);
+
+    // The attacker copies the Message-ID of a mail they received and relays their own mail to the same address with it.
+    const attacker = await sender();
+    const attackerAddress = `app@${attacker.domain.name}`;
+    await relayedMessage(
+      attacker.key,
+      attackerAddress,
+      to,
+      `From: ${attackerAddress}\r\nTo: ${to}\r\nSubject: Look-alike\r\nMessage-ID: ${sent.messageIdHeader}\r\n\r\nHello\r\n`,
+    );
+
+    // Without BOUNCE_DOMAIN SES reports the attacker's From address as the source; other sources are what a
+    // notification without a usable envelope sender may carry.
+    const answers: unknown[] = [];
+    for (const source of [attackerAddress, "0100019abc@amazonses.com", undefined]) {
+      const { source: _, ...withoutSource } = mail(attackerAddress, to);
+      const original = { ...(source ? { ...withoutSource, source } : withoutSource), commonHeaders: { messageId: sent.messageIdHeader } };
+      for (const payload of [
+        {
+          notificationType: "Bounce",
+          mail: original,
+          bounce: { bounceType: "Permanent", feedbackId: crypto.randomUUID(), bouncedRecipients: [{ emailAddress: to, status: "5.1.1" }] },
+        },
+        {
+          notificationType: "Complaint",
+          mail: original,
+          complaint: { complainedRecipients: [{ emailAddress: to }], complaintFeedbackType: "abuse", feedbackId: crypto.randomUUID() },
+        },
+      ]) {
+        const response = await post(await notification(payload));
+        expect(response.status).toBe(200);
+        answers.push(await json(response));
+      }
+    }
+
+    const message = await messageOf(victim.key, sent.id);
+    expect(message.status).toBe("sent");
+    expect(message.recipients).toEqual([expect.objectContaining({ email: to, status: "sent" })]);
+    expect(message.events.map((event) => event.type)).toEqual(["relay.sent"]);
+    expect(await sendBalance(victim.key)).toBe(before);
+    const suppressions = await json<{ data: unknown[] }>(await call(`/api/v1/suppressions?email=${encodeURIComponent(to)}`, { key: victim.key }));
+    expect(suppressions.data).toEqual([]);
+    expect(answers).toEqual(Array(6).fill({ status: "ignored", reason: "not one of our messages" }));
+  });
+
+  it("a Message-ID names a message only if that message left with it, from the notification's envelope sender, to the recipients it names", async () => {
+    const { key, domain } = await sender();
+    const address = `app@${domain.name}`;
+    const relayRaw = (to: string, header = "") => `From: ${address}\r\nTo: ${to}\r\nSubject: Relayed\r\n${header}\r\nHello\r\n`;
+    const complaint = (to: string, messageIdHeader: string, destination = [to]) =>
+      notification({
+        notificationType: "Complaint",
+        mail: { ...mail(address, to), destination, commonHeaders: { messageId: messageIdHeader } },
+        complaint: { complainedRecipients: [{ emailAddress: to }], complaintFeedbackType: "abuse", feedbackId: crypto.randomUUID() },
+      });
+
+    // Relayed without a Message-ID, it left with ours: matched.
+    const bare = rcpt("bare");
+    const ours = await relayedMessage(key, address, bare, relayRaw(bare));
+    expect(ours.messageIdHeader).toBe(`<${ours.id}@${domain.name}>`);
+    expect(await json(await post(await complaint(bare, ours.messageIdHeader)))).toEqual({ status: "recorded", recorded: 1, ignored: 0 });
+    expect((await messageOf(key, ours.id)).recipients[0]?.status).toBe("complained");
+
+    // Relayed with a Message-ID of its own, it never left with `<msg_…@domain>`: a notification naming it so is not about it.
+    const own = rcpt("own");
+    const relayed = await relayedMessage(key, address, own, relayRaw(own, "Message-ID: <custom-1@client.example>\r\n"));
+    expect(relayed.messageIdHeader).toBe("<custom-1@client.example>");
+    // Sent through the API: the Message-ID's domain must be the From domain, and the recipients the message's.
+    const api = rcpt("api");
+    const sent = await sentMessage(key, `Acme <${address}>`, api);
+    const ignored = [
+      await post(await complaint(own, `<${relayed.id}@${domain.name}>`)),
+      await post(await complaint(api, `<${sent.id}@elsewhere.example>`)),
+      await post(await complaint(api, sent.messageIdHeader, [api, rcpt("stranger")])),
+    ];
+    for (const response of ignored) expect(await json(response)).toMatchObject({ status: "ignored" });
+    expect((await messageOf(key, relayed.id)).recipients[0]?.status).toBe("sent");
+    expect((await messageOf(key, sent.id)).recipients[0]?.status).toBe("sent");
+
+    // The same notification with the message's own recipients is believed.
+    expect(await json(await post(await complaint(api, sent.messageIdHeader)))).toMatchObject({ status: "recorded", recorded: 1 });
   });
 
   it("a notification with a bad signature, from another topic or with a foreign certificate URL is refused with 403 and changes nothing", async () => {

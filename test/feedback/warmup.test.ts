@@ -1,9 +1,11 @@
 import { env } from "cloudflare:workers";
+import { createMessageBatch } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
+import { consumeSendBatch } from "../../src/queues/send";
 import { ADMIN_TOKEN, call, json } from "../helpers";
 import { audienceOf, campaignAccount, campaignOf, sendCampaign } from "../campaigns/helpers";
 import { addReceiverRule, receiverPath, receiverUrl, waitForRequests } from "../webhooks/helpers";
-import { eventually, messageOf, sinkMessagesTo } from "../send/helpers";
+import { eventually, messageOf, sinkMessagesTo, storedMessage } from "../send/helpers";
 import { deliverToEmailHandler, rcpt, report, sender, sentMessage } from "./helpers";
 
 type Warmup = { status: string; schedule: number[]; today_cap: number | null; sent_today: number; day: number | null; paused_reason: string | null };
@@ -19,6 +21,22 @@ async function subscribe(key: string, events: string[]) {
   expect(created.status).toBe(201);
   return path;
 }
+
+/**
+ * Makes D1 refuse to store events about the domain (a trigger aborts the insert, and with it the transaction it is
+ * part of), as an outage between a state change and its event would; the returned function lifts it.
+ */
+async function refuseEventsAbout(domainId: string): Promise<() => Promise<void>> {
+  const trigger = `refuse_events_${domainId}`;
+  await env.DB.prepare(
+    `CREATE TRIGGER ${trigger} BEFORE INSERT ON events WHEN NEW.subject_id = '${domainId}' BEGIN SELECT RAISE(ABORT, 'events refused'); END`,
+  ).run();
+  return async () => void (await env.DB.prepare(`DROP TRIGGER ${trigger}`).run());
+}
+
+const warmupEventsOf = async (domainId: string) =>
+  (await env.DB.prepare("SELECT data FROM events WHERE subject_id = ?1 AND type = 'warmup.status_changed'").bind(domainId).all<{ data: string }>())
+    .results;
 
 const tomorrow = () => new Date(Date.parse(new Date().toISOString().slice(0, 10)) + 86_400_000).toISOString();
 
@@ -90,6 +108,60 @@ describe("warm-up schedules", () => {
     });
   });
 
+  it("in one batch, messages back before their time keep each its own next attempt; those over the cap wait for the next UTC midnight", async () => {
+    const { account, domain, key } = await sender();
+    const from = `hello@${domain.name}`;
+    await call(`/api/v1/domains/${domain.id}/warmup`, { key, method: "PUT", body: { enabled: true, schedule: [1, 1] } });
+    const soon = new Date(Date.now() + 2 * 3_600_000).toISOString();
+    const later = new Date(Date.now() + 5 * 3_600_000).toISOString();
+    const [early1, early2, fresh1, fresh2] = [
+      await storedMessage(account.id, domain.id, from, rcpt("e1")),
+      await storedMessage(account.id, domain.id, from, rcpt("e2")),
+      await storedMessage(account.id, domain.id, from, rcpt("f1")),
+      await storedMessage(account.id, domain.id, from, rcpt("f2")),
+    ];
+    // Held back by an earlier batch: deferred until their due times, and back (a queue delay stops at 12 hours).
+    for (const [id, due] of [
+      [early1, soon],
+      [early2, later],
+    ] as const) {
+      await env.DB.prepare("UPDATE messages SET status = 'deferred', next_attempt_at = ?1 WHERE id = ?2").bind(due, id).run();
+    }
+
+    const ids = [early1, early2, fresh1, fresh2];
+    await consumeSendBatch(
+      createMessageBatch(
+        "mailforge-send",
+        ids.map((id, i) => ({ id: `w${i}`, timestamp: new Date(), attempts: 1, body: { message_id: id } })),
+      ),
+      env,
+    );
+    const [e1, e2, f1, f2] = await Promise.all(ids.map((id) => messageOf(key, id)));
+    expect(e1).toMatchObject({ status: "deferred", next_attempt_at: soon, smtp_response: expect.stringMatching(/warm-up cap/) });
+    expect(e2).toMatchObject({ status: "deferred", next_attempt_at: later });
+    // The cap of 1 lets one fresh message through; the other waits for tomorrow.
+    const [sent, deferred] = [f1!, f2!].sort((a, b) => (a.status === "sent" ? -1 : b.status === "sent" ? 1 : 0));
+    expect(sent).toMatchObject({ status: "sent" });
+    expect(deferred).toMatchObject({ status: "deferred", next_attempt_at: tomorrow() });
+    expect(await json<Warmup>(await call(`/api/v1/domains/${domain.id}/warmup`, { key }))).toMatchObject({ today_cap: 1, sent_today: 1 });
+  });
+
+  it("a status change is written with its event or not at all: when the event cannot be stored, the warm-up stays as it was", async () => {
+    const { domain, key } = await sender();
+    const hook = await subscribe(key, ["warmup.status_changed"]);
+    const allow = await refuseEventsAbout(domain.id);
+    const refused = await call(`/api/v1/domains/${domain.id}/warmup`, { key, method: "PUT", body: { enabled: true, schedule: [3, 10] } });
+    expect(refused.status).toBe(500);
+    expect(await json<Warmup>(await call(`/api/v1/domains/${domain.id}/warmup`, { key }))).toMatchObject({ status: "off", today_cap: null });
+    expect(await warmupEventsOf(domain.id)).toEqual([]);
+
+    await allow();
+    const started = await call(`/api/v1/domains/${domain.id}/warmup`, { key, method: "PUT", body: { enabled: true, schedule: [3, 10] } });
+    expect(await json<Warmup>(started)).toMatchObject({ status: "active", today_cap: 3 });
+    const [event] = (await waitForRequests(hook, 1)).map((request) => JSON.parse(request.body) as { data: Record<string, unknown> });
+    expect(event?.data).toMatchObject({ domain_id: domain.id, previous_status: "off", status: "active" });
+  });
+
   it("refuses a bad schedule with 422 and another account's domain with 404", async () => {
     const { domain, key } = await sender();
     for (const body of [
@@ -148,6 +220,35 @@ describe("reputation guard", () => {
     expect((await call(`/admin/v1/domains/${domain.id}/reputation/clear`, { key: ADMIN_TOKEN, body: {} })).status).toBe(404);
     expect((await json<DomainView>(await call(`/api/v1/domains/${domain.id}`, { key }))).reputation.status).toBe("ok");
     await sendCampaign(key, senderId, list);
+  });
+
+  it("a pause by the reputation guard is written with its event or not at all; the report sent again applies both", async () => {
+    const { key, domain, from } = await sender();
+    const hook = await subscribe(key, ["warmup.status_changed"]);
+    await call(`/api/v1/domains/${domain.id}/warmup`, { key, method: "PUT", body: { enabled: true, schedule: [1000] } });
+    const recipients = Array.from({ length: 5 }, (_, i) => rcpt(`p${i}`));
+    const sent = [];
+    for (const to of recipients) sent.push(await sentMessage(key, from, to));
+    const [first] = sent as [(typeof sent)[number]];
+    const dsn = report("postfixHardBounce", { returnPath: first.returnPath, recipient: recipients[0]!, messageId: first.messageIdHeader });
+
+    const allow = await refuseEventsAbout(domain.id);
+    await expect(deliverToEmailHandler(first.returnPath, dsn)).rejects.toThrow(/events refused/);
+    const unchanged = await json<DomainView>(await call(`/api/v1/domains/${domain.id}`, { key }));
+    expect(unchanged.reputation.status).toBe("ok");
+    expect(unchanged.warmup).toMatchObject({ status: "active", paused_reason: null });
+    expect((await warmupEventsOf(domain.id)).map((row) => JSON.parse(row.data).status)).toEqual(["active"]);
+
+    await allow();
+    await deliverToEmailHandler(first.returnPath, dsn);
+    const held = await json<DomainView>(await call(`/api/v1/domains/${domain.id}`, { key }));
+    expect(held.reputation.status).toBe("held");
+    expect(held.warmup).toMatchObject({ status: "paused", paused_reason: expect.stringMatching(/bounce rate/) });
+    const events = (await waitForRequests(hook, 2)).map((request) => JSON.parse(request.body) as { data: Record<string, unknown> });
+    expect(events.map((event) => [event.data.previous_status, event.data.status])).toEqual([
+      ["off", "active"],
+      ["active", "paused"],
+    ]);
   });
 
   it("below REPUTATION_MIN_SENT recipients a bounce does not hold the domain", async () => {

@@ -348,4 +348,32 @@ describe("nothing stuck", () => {
     expect(await requeueLostMessages(env)).toBe(0);
     expect((await messageOf(key, fresh)).status).toBe("queued");
   }, 40_000);
+
+  it("when the queue refuses one slice of the lost messages, the sweep still enqueues the other slices, then fails", async () => {
+    // 150 lost messages: two sendBatch slices, 100 and 50.
+    const ids = Array.from({ length: 150 }, (_, i) => `msg_lost${String(i).padStart(3, "0")}${crypto.randomUUID().slice(0, 8)}`);
+    const longAgo = new Date(Date.now() - 20 * 60_000).toISOString();
+    await env.DB.batch([
+      env.DB.prepare(
+        `INSERT INTO messages (id, account_id, source, status, from_address, domain_id, subject, tags, metadata, content, credits_charged, updated_at)
+         SELECT value, ?1, 'api', 'queued', ?2, ?3, 'Lost', '[]', '{}', '{}', 1, ?4 FROM json_each(?5)`,
+      ).bind(account.id, from, domainId, longAgo, JSON.stringify(ids)),
+      env.DB.prepare(
+        "INSERT INTO message_recipients (message_id, email, account_id, status) SELECT value, 'lost@example.net', ?1, 'queued' FROM json_each(?2)",
+      ).bind(account.id, JSON.stringify(ids)),
+    ]);
+    const offered: string[][] = [];
+    const firstRefused = {
+      sendBatch: async (batch: MessageSendRequest<{ message_id: string }>[]) => {
+        offered.push(batch.map((message) => message.body.message_id));
+        if (offered.length === 1) throw new Error("queue unavailable");
+      },
+    } as unknown as Queue;
+
+    await expect(requeueLostMessages({ ...env, SEND_QUEUE: firstRefused })).rejects.toThrow("queue unavailable");
+    expect(offered.flat()).toEqual(expect.arrayContaining(ids));
+    expect(offered.every((slice) => slice.length <= 100)).toBe(true);
+    // Left lost (and out of the sweeps of this file's other tests).
+    await env.DB.prepare("UPDATE messages SET status = 'cancelled' WHERE id IN (SELECT value FROM json_each(?1))").bind(JSON.stringify(ids)).run();
+  });
 });

@@ -14,14 +14,13 @@ import { idFromDigest, nowIso } from "../../lib/ids";
 import { logError } from "../../lib/log";
 import { releaseStatements } from "../credits/ledger";
 import { eventStatement } from "../events/events";
-import type { SendQueueMessage } from "../sending/content";
+import { enqueueMessages } from "../sending/enqueue";
 import { dispatchEvents } from "../webhooks/dispatch";
 import { audiencePage } from "./audience";
 import { countersFrom, type CampaignRow } from "./campaigns";
 
 /** Contacts per materialisation statement pair; D1 binds the chunk as one JSON parameter. */
 export const MATERIALISE_CHUNK = 500;
-const SEND_BATCH = 100;
 const pendingStatuses = ["scheduled", "queued", "sending", "deferred"] as const;
 const encoder = new TextEncoder();
 
@@ -133,11 +132,10 @@ export async function materialisedCount(d1: D1Database, campaignId: string): Pro
 }
 
 /**
- * Moves up to `limit` scheduled messages to `queued` and enqueues them (sendBatch, 100 per call, the calls made
- * together: one after another, their round trips were most of a fan-out step). Status first, then the queue: a
- * consumer that gets a message before its row says `queued` would skip it. The slices the queue refuses go back to
- * `scheduled`; the result says how many did go and carries the queue's error, so the caller can give the rest back
- * to the daily limit before it rethrows.
+ * Moves up to `limit` scheduled messages to `queued` and enqueues them. Status first, then the queue: a consumer that
+ * gets a message before its row says `queued` would skip it. The slices the queue refuses go back to `scheduled`; the
+ * result says how many did go and carries the queue's error, so the caller can give the rest back to the daily limit
+ * before it rethrows.
  */
 export async function enqueueScheduled(env: Env, campaignId: string, limit: number): Promise<{ enqueued: number; error?: unknown }> {
   if (limit <= 0) return { enqueued: 0 };
@@ -154,19 +152,15 @@ export async function enqueueScheduled(env: Env, campaignId: string, limit: numb
     .returning({ id: messages.id })
     .all();
   const ids = moved.map((row) => row.id);
-  const slices = Array.from({ length: Math.ceil(ids.length / SEND_BATCH) }, (_, i) => ids.slice(i * SEND_BATCH, (i + 1) * SEND_BATCH));
-  const sent = await Promise.allSettled(
-    slices.map((slice) =>
-      env.SEND_QUEUE.sendBatch(slice.map((id) => ({ body: { message_id: id } satisfies SendQueueMessage, contentType: "json" as const }))),
-    ),
+  const { refused, error } = await enqueueMessages(
+    env,
+    ids.map((id) => ({ id })),
   );
-  const refused = slices.filter((_, i) => sent[i]!.status === "rejected").flat();
   if (refused.length === 0) return { enqueued: ids.length };
   await db
     .update(messages)
     .set({ status: "scheduled" })
     .where(and(eq(messages.status, "queued"), inJsonArray(messages.id, refused)));
-  const error = sent.find((result): result is PromiseRejectedResult => result.status === "rejected")?.reason;
   return { enqueued: ids.length - refused.length, error };
 }
 

@@ -5,8 +5,9 @@
 
 import { sql } from "drizzle-orm";
 import { config } from "../../config";
-import { inJsonArray, statement } from "../../db/client";
-import { recordEvents } from "../events/events";
+import { inJsonArray, sqlNow, sqlToday, statement } from "../../db/client";
+import { dispatchEventInputs } from "../webhooks/dispatch";
+import { warmupTransition } from "./warmup";
 
 export const BOUNCE_RATE_LIMIT = 0.05;
 export const COMPLAINT_RATE_LIMIT = 0.003;
@@ -30,7 +31,7 @@ const rate = (part: number, whole: number) => (whole > 0 ? part / whole : 0);
 function ratesQuery(domainIds: readonly string[] | undefined) {
   return sql`SELECT d.id, d.account_id, d.name, d.warmup_status, d.reputation_status,
       COALESCE(SUM(s.sent), 0) AS sent, COALESCE(SUM(s.hard_bounces), 0) AS bounces, COALESCE(SUM(s.complaints), 0) AS complaints
-    FROM domains d JOIN daily_stats s ON s.account_id = d.account_id AND s.domain = d.name AND s.day = strftime('%Y-%m-%d', 'now')
+    FROM domains d JOIN daily_stats s ON s.account_id = d.account_id AND s.domain = d.name AND s.day = ${sqlToday}
     WHERE ${domainIds ? inJsonArray(sql`d.id`, domainIds) : sql`1`}
     GROUP BY d.id`;
 }
@@ -63,34 +64,30 @@ export async function evaluateReputation(env: Env, domainIds?: readonly string[]
     return reasons.length > 0 ? [{ row, reason: `Today's ${reasons.join(" and ")} (${row.sent} sent)` }] : [];
   });
   if (over.length === 0) return;
-  const statements = over.flatMap(({ row, reason }) => [
-    statement(
-      env.DB,
-      sql`UPDATE domains SET reputation_status = 'held', reputation_reason = ${reason}, reputation_held_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
-        WHERE id = ${row.id} AND reputation_status = 'ok'`,
-    ),
-    statement(
-      env.DB,
-      sql`UPDATE domains SET warmup_status = 'paused', warmup_paused_reason = ${reason} WHERE id = ${row.id} AND warmup_status = 'active' RETURNING id`,
-    ),
-  ]);
-  const written = await env.DB.batch<{ id: string }>(statements);
-  const paused = over.filter((_, i) => (written[i * 2 + 1]?.results.length ?? 0) > 0);
-  await recordEvents(
-    env,
-    paused.map(({ row, reason }) => warmupEvent(row, "active", "paused", reason)),
+  const pauses = over.map(({ row, reason }) => ({
+    row,
+    reason,
+    // The pause's event joins the hold and the pause in one batch: no crash in between can lose it.
+    transition: warmupTransition(env.DB, { id: row.id, accountId: row.account_id, name: row.name }, "active", "paused", reason),
+  }));
+  await env.DB.batch(
+    pauses.flatMap(({ row, reason, transition }) => [
+      statement(
+        env.DB,
+        sql`UPDATE domains SET reputation_status = 'held', reputation_reason = ${reason}, reputation_held_at = ${sqlNow}
+          WHERE id = ${row.id} AND reputation_status = 'ok'`,
+      ),
+      transition.event,
+      statement(
+        env.DB,
+        sql`UPDATE domains SET warmup_status = 'paused', warmup_paused_reason = ${reason} WHERE id = ${row.id} AND warmup_status = 'active'`,
+      ),
+    ]),
   );
-}
-
-export function warmupEvent(domain: { id: string; account_id: string; name: string }, previous: string, status: string, reason?: string) {
-  return {
-    accountId: domain.account_id,
-    type: "warmup.status_changed" as const,
-    subjectId: domain.id,
-    // Only a conditional UPDATE that changed the status emits this, so each call is a distinct transition.
-    dedupeKey: `warmup.status_changed:${domain.id}:${crypto.randomUUID()}`,
-    data: { domain_id: domain.id, domain: domain.name, previous_status: previous, status, ...(reason ? { reason } : {}) },
-  };
+  await dispatchEventInputs(
+    env,
+    pauses.map(({ transition }) => transition.input),
+  );
 }
 
 const percent = (value: number) => `${(value * 100).toFixed(value < 0.01 ? 2 : 1)}%`;

@@ -1,13 +1,19 @@
 // Amazon SES feedback through SNS (docs/deliverability.md): an SNS topic of the SES identity (or configuration set)
 // posts Bounce, Complaint and Delivery notifications to POST /feedback/ses. Only topics listed in SES_SNS_TOPIC_ARNS
 // are accepted, and only with a valid SNS signature; a subscription confirmation is confirmed by fetching its
-// SubscribeURL. A notification names our message by its envelope sender (the VERP return path, signed) or, failing
-// that, by the Message-ID header we wrote (`<msg_…@domain>`): the topic is the operator's own, so its notifications
-// are trusted once their signature is.
+// SubscribeURL. The topic is the operator's own, so a notification is trusted once its signature is; the mail it is
+// about is not: a relay customer writes their own headers. It names our message by its envelope sender (the VERP
+// return path, signed) or, failing that, by the Message-ID we wrote (`<msg_…@domain>`), believed only when the rest of
+// the notification is that message's too (`messageOfHeader`).
 
 import { z } from "zod";
 import { config } from "../../config";
+import { base64ToBytes } from "../../lib/crypto";
 import { logWarning } from "../../lib/log";
+import { loadContent } from "../sending/content";
+import { findNamedMessage, type NamedMessage } from "../sending/messages";
+import { buildMessageId } from "../sending/mime";
+import { hasOwnMessageId } from "../sending/signed-message";
 import { recordFeedback, type Feedback } from "./record";
 import { messageOfReturnPath } from "./return-path";
 import { snsMessageSchema, trustedSnsUrl, verifySnsSignature, type SnsMessage } from "./sns";
@@ -21,6 +27,7 @@ const sesNotificationSchema = z.looseObject({
   mail: z.looseObject({
     messageId: z.string(),
     source: z.string().optional(),
+    destination: z.array(z.string()).optional(),
     commonHeaders: z.looseObject({ messageId: z.string().optional() }).optional(),
     headers: z.array(z.object({ name: z.string(), value: z.string() })).optional(),
   }),
@@ -104,12 +111,53 @@ export async function handleSesNotification(env: Env, body: unknown): Promise<Se
 }
 
 async function ourMessageId(env: Env, notification: SesNotification): Promise<string | undefined> {
-  if (notification.mail.source) {
-    const fromReturnPath = await messageOfReturnPath(config(env), notification.mail.source);
-    if (fromReturnPath) return fromReturnPath;
-  }
-  const header = notification.mail.commonHeaders?.messageId ?? notification.mail.headers?.find((h) => h.name.toLowerCase() === "message-id")?.value;
-  return header?.match(/^<?(msg_[A-Za-z0-9]+)@/)?.[1];
+  const { source } = notification.mail;
+  // SES always names the envelope sender; without it nothing ties the mail to one of our senders.
+  if (!source) return undefined;
+  const fromReturnPath = await messageOfReturnPath(config(env), source);
+  return fromReturnPath ?? messageOfHeader(env, notification, source);
+}
+
+/**
+ * The message a `<msg_…@domain>` Message-ID names, when the notification is about that message's mail. The header
+ * alone proves nothing: anyone who received one of our messages can copy its Message-ID into mail of their own,
+ * relayed through another account. So the header must be the Message-ID that message left with, written by us (a
+ * relayed message that had a Message-ID of its own left with that one instead); the envelope sender must be its From address (what we
+ * send as MAIL FROM without BOUNCE_DOMAIN), which only an account that verified its domain sends from; and every
+ * recipient the notification names must be one of its recipients.
+ */
+async function messageOfHeader(env: Env, notification: SesNotification, source: string): Promise<string | undefined> {
+  const { mail } = notification;
+  const header = (mail.commonHeaders?.messageId ?? mail.headers?.find((h) => h.name.toLowerCase() === "message-id")?.value)?.trim();
+  const id = header?.match(/^<(msg_[A-Za-z0-9]+)@[^\s<>@]+>$/)?.[1];
+  if (!header || !id) return undefined;
+  const named = await findNamedMessage(env.DB, id);
+  if (!named) return undefined;
+  const { message, recipients } = named;
+  const lower = (address: string) => address.trim().replace(/^<|>$/g, "").toLowerCase();
+  if (header.toLowerCase() !== buildMessageId(message.id, message.fromAddress).toLowerCase()) return undefined;
+  if (lower(source) !== lower(message.fromAddress)) return undefined;
+  const own = new Set(recipients.map(lower));
+  if (!notifiedRecipients(notification).every((address) => own.has(lower(address)))) return undefined;
+  if (message.source === "smtp" && !(await leftWithOurMessageId(env, message))) return undefined;
+  return message.id;
+}
+
+/** Whether a relayed message left with the Message-ID we add, i.e. it arrived without one of its own. */
+async function leftWithOurMessageId(env: Env, message: NamedMessage["message"]): Promise<boolean> {
+  // Content that cannot be read proves nothing either way: the header is not believed.
+  const content = await loadContent(env, message).catch(() => undefined);
+  return content?.kind === "raw" && !hasOwnMessageId(base64ToBytes(content.raw));
+}
+
+/** Every address the notification says the mail went to or was reported by. */
+function notifiedRecipients(notification: SesNotification): string[] {
+  return [
+    ...(notification.mail.destination ?? []),
+    ...(notification.bounce?.bouncedRecipients.map((recipient) => recipient.emailAddress) ?? []),
+    ...(notification.complaint?.complainedRecipients.map((recipient) => recipient.emailAddress) ?? []),
+    ...(notification.delivery?.recipients ?? []),
+  ];
 }
 
 function feedbackOf(notification: SesNotification, messageId: string, sns: SnsMessage): Feedback[] {

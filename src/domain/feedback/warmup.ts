@@ -9,8 +9,9 @@ import { inJsonArray, sqlNow, statement } from "../../db/client";
 import type { domains } from "../../db/schema";
 import { logError } from "../../lib/log";
 import { dayWindow, nextUtcMidnight } from "../sending/daily-limit";
-import { recordEvents } from "../events/events";
-import { warmupEvent } from "./reputation";
+import { enqueueMessages } from "../sending/enqueue";
+import { eventStatement, type EventInput } from "../events/events";
+import { dispatchEventInputs } from "../webhooks/dispatch";
 
 type DomainRow = typeof domains.$inferSelect;
 
@@ -41,17 +42,46 @@ export function todaysCap(domain: Pick<DomainRow, "warmupStatus" | "warmupSchedu
   return domain.warmupSchedule[day];
 }
 
+type WarmupStatus = DomainRow["warmupStatus"];
+
+/**
+ * The `warmup.status_changed` event of a transition, as a statement for the batch that makes it, placed just before
+ * the UPDATE: it is written only if the warm-up is still `previous` there, so exactly when that UPDATE changes it, and
+ * never without it (one transaction). Dispatch `input` once the batch has committed.
+ */
+export function warmupTransition(
+  d1: D1Database,
+  domain: Pick<DomainRow, "id" | "accountId" | "name">,
+  previous: WarmupStatus,
+  status: WarmupStatus,
+  reason?: string,
+): { event: D1PreparedStatement; input: EventInput } {
+  const input: EventInput = {
+    accountId: domain.accountId,
+    type: "warmup.status_changed",
+    subjectId: domain.id,
+    // Only a transition that happened is written, so each one is a distinct fact.
+    dedupeKey: `warmup.status_changed:${domain.id}:${crypto.randomUUID()}`,
+    data: { domain_id: domain.id, domain: domain.name, previous_status: previous, status, ...(reason ? { reason } : {}) },
+  };
+  return { event: eventStatement(d1, input, sql`EXISTS (SELECT 1 FROM domains WHERE id = ${domain.id} AND warmup_status = ${previous})`), input };
+}
+
 /** Queue delays stop at 12 hours; a message due later is delayed again when it comes back early. */
 const MAX_QUEUE_DELAY_SECONDS = 43_200;
 
 type WarmupCandidate = { id: string; domainId: string; recipients: number; nextAttemptAt: string | null };
 type WarmupDomain = Pick<DomainRow, "id" | "accountId" | "name" | "warmupStatus" | "warmupSchedule" | "warmupStartedAt">;
 
+const heldBack = "held back: the sending domain reached today's warm-up cap";
+
 /**
- * Which of the claimed `candidates` today's warm-up caps hold back. Each warmed-up domain reserves what its messages
- * need in one statement (`granted` = what fit under the cap); messages are let through in order while they fit, the
- * rest are set back to `deferred` until the next UTC midnight and enqueued again with a delay. A domain whose
- * schedule has run out completes its warm-up here (one `warmup.status_changed`).
+ * Which of the claimed `candidates` today's warm-up caps hold back, decided and written in one D1 batch. Each message
+ * of a warmed-up domain, in order, reserves its recipients with a conditional UPDATE of the domain's count that only
+ * applies if they fit under the cap (so concurrent consumers never let more through, and a message too big for what
+ * is left does not stop a smaller one after it); one that does not fit is set back to `deferred` until the next UTC
+ * midnight. Held messages are enqueued again with a delay. A domain whose schedule has run out completes its warm-up
+ * here (one `warmup.status_changed`).
  */
 export async function holdPastWarmupCaps(
   env: Env,
@@ -59,106 +89,91 @@ export async function holdPastWarmupCaps(
   domainsById: ReadonlyMap<string, WarmupDomain>,
   now = new Date(),
 ): Promise<Set<string>> {
-  const held = new Set<string>();
   // Held back earlier and back before its time (queue delays stop at 12 hours; the cron may requeue it): it waits
-  // again while the warm-up is active (a paused one lets it go now).
-  const early = candidates.filter(
-    (candidate) =>
-      candidate.nextAttemptAt !== null &&
-      Date.parse(candidate.nextAttemptAt) > now.getTime() &&
-      domainsById.get(candidate.domainId)?.warmupStatus === "active",
-  );
+  // again, until the time it was given, while the warm-up is active (a paused one lets it go now).
+  const early: { id: string; due: number }[] = [];
   const capped = new Map<string, { cap: number; messages: WarmupCandidate[] }>();
-  const completed: WarmupDomain[] = [];
+  const completed = new Map<string, WarmupDomain>();
   for (const candidate of candidates) {
-    if (early.includes(candidate)) continue;
     const domain = domainsById.get(candidate.domainId);
     if (domain?.warmupStatus !== "active") continue;
+    const due = candidate.nextAttemptAt === null ? undefined : Date.parse(candidate.nextAttemptAt);
+    if (due !== undefined && due > now.getTime()) {
+      early.push({ id: candidate.id, due });
+      continue;
+    }
     const cap = todaysCap(domain, now);
     if (cap === undefined) {
-      if (!completed.includes(domain)) completed.push(domain);
+      completed.set(domain.id, domain);
       continue;
     }
     const entry = capped.get(domain.id) ?? { cap, messages: [] };
     entry.messages.push(candidate);
     capped.set(domain.id, entry);
   }
-  if (completed.length > 0) await completeWarmups(env, completed);
-  if (early.length > 0)
-    await holdUntil(
-      env,
-      early.map((candidate) => candidate.id),
-      new Date(Math.max(...early.map((candidate) => Date.parse(candidate.nextAttemptAt!)))),
-      now,
-    );
-  for (const candidate of early) held.add(candidate.id);
-  if (capped.size === 0) return held;
 
+  const completions = [...completed.values()].map((domain) => ({ domain, transition: warmupTransition(env.DB, domain, "active", "completed") }));
+  const statements = completions.flatMap(({ domain, transition }) => [
+    transition.event,
+    statement(env.DB, sql`UPDATE domains SET warmup_status = 'completed' WHERE id = ${domain.id} AND warmup_status = 'active'`),
+  ]);
+  if (early.length > 0) {
+    const ids = early.map(({ id }) => id);
+    // Their rows already carry the time they were given.
+    statements.push(
+      statement(
+        env.DB,
+        sql`UPDATE messages SET status = 'deferred', claimed_at = NULL, smtp_response = ${heldBack}, updated_at = ${sqlNow}
+          WHERE ${inJsonArray(sql`id`, ids)} AND status = 'sending'`,
+      ),
+    );
+  }
   const day = dayWindow(now);
-  const entries = [...capped];
-  const reserved = await env.DB.batch<{ granted: number }>(
-    entries.flatMap(([domainId, { cap, messages }]) => {
-      const wanted = messages.reduce((sum, message) => sum + message.recipients, 0);
-      return [
-        statement(env.DB, sql`INSERT INTO warmup_usage (domain_id, day) VALUES (${domainId}, ${day}) ON CONFLICT DO NOTHING`),
-        // SET expressions all read the row as it was, so `granted` is what this reservation added.
+  const tomorrow = nextUtcMidnight(now);
+  const tomorrowIso = new Date(tomorrow).toISOString();
+  const reservations: { id: string; statement: number }[] = [];
+  for (const [domainId, { cap, messages }] of capped) {
+    statements.push(statement(env.DB, sql`INSERT INTO warmup_usage (domain_id, day) VALUES (${domainId}, ${day}) ON CONFLICT DO NOTHING`));
+    for (const message of messages) {
+      // Both read the count as the reservations before them left it, so exactly one of the two applies.
+      statements.push(
         statement(
           env.DB,
-          sql`UPDATE warmup_usage SET granted = MAX(0, MIN(${cap}, sent + ${wanted}) - sent), sent = MAX(sent, MIN(${cap}, sent + ${wanted}))
-            WHERE domain_id = ${domainId} AND day = ${day} RETURNING granted`,
+          sql`UPDATE messages SET status = 'deferred', claimed_at = NULL, next_attempt_at = ${tomorrowIso},
+            smtp_response = ${heldBack}, updated_at = ${sqlNow}
+            WHERE id = ${message.id} AND status = 'sending'
+              AND (SELECT sent FROM warmup_usage WHERE domain_id = ${domainId} AND day = ${day}) + ${message.recipients} > ${cap}`,
         ),
-      ];
-    }),
-  );
-  const giveBack: D1PreparedStatement[] = [];
-  const overCap: string[] = [];
-  entries.forEach(([domainId, { messages }], i) => {
-    let left = reserved[i * 2 + 1]?.results[0]?.granted ?? 0;
-    for (const message of messages) {
-      if (message.recipients <= left) left -= message.recipients;
-      else overCap.push(message.id);
+        statement(
+          env.DB,
+          sql`UPDATE warmup_usage SET sent = sent + ${message.recipients}
+            WHERE domain_id = ${domainId} AND day = ${day} AND sent + ${message.recipients} <= ${cap} RETURNING sent`,
+        ),
+      );
+      reservations.push({ id: message.id, statement: statements.length - 1 });
     }
-    // Slots reserved for messages that did not fit (a multi-recipient message over what was left) go back.
-    if (left > 0) giveBack.push(statement(env.DB, sql`UPDATE warmup_usage SET sent = sent - ${left} WHERE domain_id = ${domainId} AND day = ${day}`));
-  });
-  if (giveBack.length > 0) await env.DB.batch(giveBack);
-  if (overCap.length > 0) await holdUntil(env, overCap, new Date(nextUtcMidnight(now)), now);
-  for (const id of overCap) held.add(id);
-  return held;
-}
-
-/** Sets claimed messages back to `deferred` until `due` and enqueues them again with a delay (at most 12 hours). */
-async function holdUntil(env: Env, ids: string[], due: Date, now: Date) {
-  await statement(
-    env.DB,
-    sql`UPDATE messages SET status = 'deferred', claimed_at = NULL, next_attempt_at = ${due.toISOString()},
-      smtp_response = 'held back: the sending domain reached today''s warm-up cap', updated_at = ${sqlNow}
-      WHERE ${inJsonArray(sql`id`, ids)} AND status = 'sending'`,
-  ).run();
-  try {
-    const delaySeconds = Math.min(MAX_QUEUE_DELAY_SECONDS, Math.max(0, Math.ceil((due.getTime() - now.getTime()) / 1000)));
-    // sendBatch takes at most 100 messages.
-    for (let i = 0; i < ids.length; i += 100) {
-      await env.SEND_QUEUE.sendBatch(ids.slice(i, i + 100).map((id) => ({ body: { message_id: id }, contentType: "json" as const, delaySeconds })));
-    }
-  } catch (error) {
-    // The rows say deferred with their due time: the cron's requeueLostMessages enqueues them once it has passed.
-    logError("warm-up: re-enqueueing held messages failed", { error: String(error), count: ids.length });
   }
+  if (statements.length === 0) return new Set();
+  const written = await env.DB.batch(statements);
+  const overCap = reservations.filter((reservation) => (written[reservation.statement]?.results.length ?? 0) === 0);
+
+  await dispatchEventInputs(
+    env,
+    completions.map(({ transition }) => transition.input),
+  );
+  const held = [...early, ...overCap.map(({ id }) => ({ id, due: tomorrow }))];
+  await enqueueHeld(env, held, now);
+  return new Set(held.map(({ id }) => id));
 }
 
-async function completeWarmups(env: Env, completed: WarmupDomain[]) {
-  const written = await env.DB.batch<{ id: string }>(
-    completed.map((domain) =>
-      statement(env.DB, sql`UPDATE domains SET warmup_status = 'completed' WHERE id = ${domain.id} AND warmup_status = 'active' RETURNING id`),
-    ),
-  );
-  await recordEvents(
+/** Enqueues held messages again, each delayed until its due time (at most 12 hours: it waits again if it comes early). */
+async function enqueueHeld(env: Env, held: { id: string; due: number }[], now: Date) {
+  const { refused, error } = await enqueueMessages(
     env,
-    completed
-      .filter((_, i) => (written[i]?.results.length ?? 0) > 0)
-      .map((domain) => warmupEvent({ id: domain.id, account_id: domain.accountId, name: domain.name }, "active", "completed")),
+    held.map(({ id, due }) => ({ id, delaySeconds: Math.min(MAX_QUEUE_DELAY_SECONDS, Math.max(0, Math.ceil((due - now.getTime()) / 1000))) })),
   );
+  // The rows say deferred with their due time: the cron's requeueLostMessages enqueues them once it has passed.
+  if (refused.length > 0) logError("warm-up: re-enqueueing held messages failed", { error: String(error), count: refused.length });
 }
 
 /** Recipients let through today (for GET /domains/{id}). */
@@ -194,13 +209,15 @@ export async function setWarmup(env: Env, domain: DomainRow, input: WarmupInput,
     warmupStartedAt: startedAt,
     warmupPausedReason: input.enabled ? null : "paused by the account",
   } satisfies DomainRow;
-  await statement(
-    env.DB,
-    sql`UPDATE domains SET warmup_status = ${status}, warmup_schedule = ${JSON.stringify(schedule)}, warmup_started_at = ${startedAt},
-      warmup_paused_reason = ${updated.warmupPausedReason}, updated_at = ${sqlNow} WHERE id = ${domain.id}`,
-  ).run();
-  if (status !== domain.warmupStatus) {
-    await recordEvents(env, [warmupEvent({ id: domain.id, account_id: domain.accountId, name: domain.name }, domain.warmupStatus, status)]);
-  }
+  const transition = status === domain.warmupStatus ? undefined : warmupTransition(env.DB, domain, domain.warmupStatus, status);
+  await env.DB.batch([
+    ...(transition ? [transition.event] : []),
+    statement(
+      env.DB,
+      sql`UPDATE domains SET warmup_status = ${status}, warmup_schedule = ${JSON.stringify(schedule)}, warmup_started_at = ${startedAt},
+        warmup_paused_reason = ${updated.warmupPausedReason}, updated_at = ${sqlNow} WHERE id = ${domain.id}`,
+    ),
+  ]);
+  if (transition) await dispatchEventInputs(env, [transition.input]);
   return updated;
 }

@@ -4,7 +4,7 @@
 // batch never leaves a count behind.
 
 import { sql, type SQL } from "drizzle-orm";
-import { statement } from "../../db/client";
+import { sqlToday, statement } from "../../db/client";
 import type { providers } from "../../db/schema";
 
 export type Provider = (typeof providers)[number];
@@ -57,7 +57,7 @@ export function rollupStatements(db: D1Database, key: RollupKey, counts: RollupC
     statement(
       db,
       sql`INSERT INTO daily_stats (account_id, day, domain, provider, campaign_id, ${columnList(columns)})
-        SELECT ${key.accountId}, ${today}, ${key.domain}, ${key.provider ?? "other"}, ${key.campaignId ?? ""}, ${values}
+        SELECT ${key.accountId}, ${sqlToday}, ${key.domain}, ${key.provider ?? "other"}, ${key.campaignId ?? ""}, ${values}
         WHERE ${guard ?? sql`1`}
         ${upsert(columns)}`,
     ),
@@ -89,7 +89,7 @@ export function recipientRollupStatements(
     statement(
       db,
       sql`INSERT INTO daily_stats (account_id, day, domain, provider, campaign_id, ${columnList(columns)})
-        SELECT ${key.accountId}, ${today}, ${key.domain}, ${provider}, ${key.campaignId ?? ""}, ${values}
+        SELECT ${key.accountId}, ${sqlToday}, ${key.domain}, ${provider}, ${key.campaignId ?? ""}, ${values}
         FROM message_recipients
         WHERE message_id = ${recipients.messageId}
           AND email IN (SELECT value FROM json_each(${JSON.stringify(recipients.emails)}))
@@ -115,8 +115,6 @@ export function recipientProviderStatements(db: D1Database, messageId: string, p
     ),
   ];
 }
-
-const today = sql`strftime('%Y-%m-%d', 'now')`;
 
 const countedColumns = (counts: RollupCounts) => rollupCounters.filter((column) => (counts[column] ?? 0) !== 0);
 

@@ -3,7 +3,7 @@
 // verified where verification results are recorded. Emails sent come from the delivery rollups (daily_stats).
 
 import { sql, type SQL } from "drizzle-orm";
-import { statement } from "../../db/client";
+import { sqlToday, statement } from "../../db/client";
 
 export type UsageCounts = { api_calls?: number; verifications?: number };
 
@@ -19,7 +19,7 @@ export function usageStatements(db: D1Database, accountId: string, counts: Usage
     statement(
       db,
       sql`INSERT INTO usage_daily (account_id, day, api_calls, verifications)
-        SELECT ${accountId}, ${options.day ?? sql`strftime('%Y-%m-%d', 'now')`}, ${apiCalls}, ${verifications}
+        SELECT ${accountId}, ${options.day ?? sqlToday}, ${apiCalls}, ${verifications}
         WHERE ${options.guard ?? sql`1`}
         ON CONFLICT (account_id, day) DO UPDATE SET api_calls = api_calls + excluded.api_calls, verifications = verifications + excluded.verifications`,
     ),

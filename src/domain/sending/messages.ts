@@ -1,5 +1,6 @@
 // Messages as the API shows them: the list with its filters, and one message with its recipients and event
-// timeline. This module owns those reads; acceptance, delivery and recovery write messages in their own batches.
+// timeline; and the message a provider's notification names by id. This module owns those reads; acceptance,
+// delivery and recovery write messages in their own batches.
 
 import { and, asc, eq, getTableColumns, gte, inArray, lte, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
@@ -124,4 +125,32 @@ export async function findMessage(d1: D1Database, accountId: string, messageId: 
   ]);
   const message = row[0];
   return message ? { message, recipients, timeline } : undefined;
+}
+
+export type NamedMessage = {
+  message: Pick<typeof messages.$inferSelect, "id" | "source" | "fromAddress" | "content" | "contentKey">;
+  recipients: string[];
+};
+
+/**
+ * A message of any account and its recipients' addresses, in one round trip: what a notification that names the
+ * message by its id has to match before it is believed (src/domain/feedback/ses.ts).
+ */
+export async function findNamedMessage(d1: D1Database, messageId: string): Promise<NamedMessage | undefined> {
+  const db = drizzle(d1);
+  const [rows, recipients] = await db.batch([
+    db
+      .select({
+        id: messages.id,
+        source: messages.source,
+        fromAddress: messages.fromAddress,
+        content: messages.content,
+        contentKey: messages.contentKey,
+      })
+      .from(messages)
+      .where(eq(messages.id, messageId)),
+    db.select({ email: messageRecipients.email }).from(messageRecipients).where(eq(messageRecipients.messageId, messageId)),
+  ]);
+  const message = rows[0];
+  return message ? { message, recipients: recipients.map((row) => row.email) } : undefined;
 }

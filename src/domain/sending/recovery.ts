@@ -8,7 +8,7 @@ import { drizzle } from "drizzle-orm/d1";
 import { config } from "../../config";
 import { messageRecipients, messages } from "../../db/schema";
 import { logWarning } from "../../lib/log";
-import type { SendQueueMessage } from "./content";
+import { enqueueMessages } from "./enqueue";
 
 /**
  * A claim older than this belongs to a consumer invocation that has ended: Cloudflare Queues stops a consumer after
@@ -85,12 +85,12 @@ export async function requeueLostMessages(env: Env, now = new Date()): Promise<n
     .limit(sweepLimit)
     .all();
   const ids = rows.map((row) => row.id);
-  // sendBatch takes at most 100 messages.
-  for (let i = 0; i < ids.length; i += 100) {
-    await env.SEND_QUEUE.sendBatch(
-      ids.slice(i, i + 100).map((id) => ({ body: { message_id: id } satisfies SendQueueMessage, contentType: "json" as const })),
-    );
-  }
+  const { refused, error } = await enqueueMessages(
+    env,
+    ids.map((id) => ({ id })),
+  );
+  // What the queue refused is still lost: the next run finds it again.
+  if (refused.length > 0) throw error;
   if (ids.length > 0) logWarning("send: messages without a queue message enqueued again", { message_ids: ids });
   return ids.length;
 }

@@ -132,13 +132,23 @@ function soleRecipient(to: string[]): string | null {
   return addresses.size === 1 && only !== undefined ? only : null;
 }
 
-/** A relayed message keeps its own headers; only a missing Message-ID or Date is added (RFC 5322 requires Date). */
-function withRequiredHeaders(raw: Uint8Array, message: MessageRow): Uint8Array {
+/** The header section of relayed bytes (within their first 64 KB). */
+function headerSection(raw: Uint8Array): string {
   const text = new TextDecoder("latin1").decode(raw.subarray(0, Math.min(raw.length, 64 * 1024)));
   const headerEnd = text.search(/\r?\n\r?\n/);
-  const header = headerEnd >= 0 ? text.slice(0, headerEnd) : text;
+  return headerEnd >= 0 ? text.slice(0, headerEnd) : text;
+}
+
+const messageIdField = /^message-id:/im;
+
+/** Whether relayed bytes leave with a Message-ID of their own; without one, ours is added (`withRequiredHeaders`). */
+export const hasOwnMessageId = (raw: Uint8Array) => messageIdField.test(headerSection(raw));
+
+/** A relayed message keeps its own headers; only a missing Message-ID or Date is added (RFC 5322 requires Date). */
+function withRequiredHeaders(raw: Uint8Array, message: MessageRow): Uint8Array {
+  const header = headerSection(raw);
   const add: string[] = [];
-  if (!/^message-id:/im.test(header)) add.push(`Message-ID: ${buildMessageId(message.id, message.fromAddress)}`);
+  if (!messageIdField.test(header)) add.push(`Message-ID: ${buildMessageId(message.id, message.fromAddress)}`);
   if (!/^date:/im.test(header)) add.push(`Date: ${formatRfc5322Date(new Date())}`);
   if (add.length === 0) return raw;
   const prefix = encoder.encode(`${add.join("\r\n")}\r\n`);

@@ -1,6 +1,7 @@
 import { and, asc, eq, inArray, isNull, lt } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { events } from "../../db/schema";
+import { chunk } from "../../lib/chunk";
 import { nowIso } from "../../lib/ids";
 import { logError } from "../../lib/log";
 import { eventStatement, type EventInput } from "../events/events";
@@ -26,12 +27,6 @@ const SWEEP_PAGE_SIZE = 500;
 const SWEEP_MAX_PAGES = 20;
 
 type EventRow = Pick<typeof events.$inferSelect, "id" | "accountId" | "type">;
-
-function chunk<T>(items: readonly T[], size: number): T[][] {
-  const chunks: T[][] = [];
-  for (let i = 0; i < items.length; i += size) chunks.push(items.slice(i, i + size));
-  return chunks;
-}
 
 /**
  * Enqueues the webhook deliveries of the account's events named by `dedupeKeys` that are not dispatched yet, and
