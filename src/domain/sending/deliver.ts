@@ -78,12 +78,7 @@ export async function deliverMessages(env: Env, ids: string[], options: Delivery
   }
 }
 
-async function deliverClaimed(
-  env: Env,
-  ids: string[],
-  transports: Transport[],
-  waitUntil: DeliveryOptions["waitUntil"],
-): Promise<DeliveryResult> {
+async function deliverClaimed(env: Env, ids: string[], transports: Transport[], waitUntil: DeliveryOptions["waitUntil"]): Promise<DeliveryResult> {
   const db = drizzle(env.DB);
   const [claimed, recipientRows, domainRows, campaignRows, campaignContacts] = await db.batch([
     claim(db, ids),
