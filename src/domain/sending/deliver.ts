@@ -60,7 +60,7 @@ function claim(db: DrizzleD1Database, ids: string[]) {
  * message that still has recipients to deliver (queued/deferred → sending) and reads what sending needs. The claim
  * is one conditional UPDATE, so of two consumers holding copies of one queue message (queues deliver at least once)
  * only one gets the row back, and a redelivery after the outcome is recorded finds nothing to claim. A claim that
- * fails sends nothing and throws, so the batch is retried. The outcome of the whole batch is written in one D1 batch.
+ * fails sends nothing and throws, so the batch is retried. Outcomes are written while the batch sends (outcomeWriter).
  */
 export async function deliverMessages(env: Env, ids: string[], options: DeliveryOptions = {}): Promise<DeliveryResult> {
   const openTransport = options.openTransport ?? (() => transportFromConfig(env));
