@@ -4,6 +4,7 @@
 import { Hono, type Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import { authenticateApiKey } from "../domain/accounts/api-keys";
+import { perKeyLimiter } from "../middleware/auth";
 import { sha256Hex } from "../lib/crypto";
 import { AppError } from "../errors";
 import { logError } from "../lib/log";
@@ -108,10 +109,10 @@ dashboardRoutes.post("/sign-in", async (c) => {
 });
 
 /** A refused request: a fragment for htmx to show in place, else a page (the refused form's data is not echoed). */
-function refusal(c: Context<DashboardEnv>, message: string, status: 401 | 403) {
+function refusal(c: Context<DashboardEnv>, message: string, status: 401 | 403 | 429) {
   if (isHtmx(c)) return c.html(<Notice kind="error">{message}</Notice>, status);
   return c.html(
-    <Shell title={status === 401 ? "Signed out" : "Not allowed"}>
+    <Shell title={status === 401 ? "Signed out" : status === 429 ? "Slow down" : "Not allowed"}>
       <Notice kind="error">{message}</Notice>
       <p>
         <a href={signInPath}>Sign in</a>
@@ -136,6 +137,17 @@ dashboardRoutes.use("*", async (c, next) => {
   c.set("csrfToken", session.csrfToken);
   if (c.req.method !== "GET" && c.req.method !== "HEAD" && !(await csrfMatches(await csrfTokenOf(c), session.csrfToken))) {
     return refusal(c, "The form is missing its security token; reload the page and try again.", 403);
+  }
+  if (c.req.method !== "GET" && c.req.method !== "HEAD" && c.req.path !== "/dashboard/sign-out") {
+    // An action here does what an API call with the same key would: it spends the same per-minute budget, so the
+    // dashboard is no way around the key's rate limit (pages, polls and signing out are not counted). It is not an
+    // API call in the account's usage, though: no account id for the limiter to count it under.
+    const limiter = perKeyLimiter(session.auth);
+    const decision = await c.env.RATE_LIMITER.getByName(limiter.name).consume(limiter.limit, limiter.windowSeconds);
+    if (!decision.allowed) {
+      c.header("Retry-After", String(decision.retryAfterSeconds));
+      return refusal(c, `Too many actions: this key's limit is ${decision.limit} a minute. Try again in ${decision.retryAfterSeconds} s.`, 429);
+    }
   }
   await next();
 });

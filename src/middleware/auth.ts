@@ -42,6 +42,10 @@ export async function admitKey(
   }
 }
 
+/** The per-minute limiter of an API key: API calls and the dashboard's actions with that key share it. */
+export const perKeyLimiter = (auth: AuthContext) =>
+  ({ name: `key:${auth.apiKey.id}`, limit: auth.account.rateLimitPerMinute, windowSeconds: 60, per: "minute" }) as const;
+
 // Routes that may authenticate from the isolate's key cache (authenticateApiKey): the send hot path, which reads
 // nothing from the account that a few seconds could make wrong. Routes showing balances or limits read D1.
 const cachedKeyRoutes: ReadonlySet<string> = new Set(["POST /api/v1/send"]);
@@ -56,7 +60,7 @@ export const apiKeyAuth = createMiddleware<AppEnv>(async (c, next) => {
     cached: cachedKeyRoutes.has(`${c.req.method} ${c.req.path}`),
   });
   if (!auth) throw new AppError("unauthorized", "Invalid API key: it does not exist, was revoked or was rotated");
-  await admitKey(c, auth, { name: `key:${auth.apiKey.id}`, limit: auth.account.rateLimitPerMinute, windowSeconds: 60, per: "minute" });
+  await admitKey(c, auth, perKeyLimiter(auth));
   await next();
 });
 

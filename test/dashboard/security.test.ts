@@ -91,6 +91,25 @@ describe("dashboard security", () => {
     expect(viaHeader.status).toBe(201);
   });
 
+  it("counts actions against the key's per-minute API limit (429 with Retry-After past it), but not pages or signing out", async () => {
+    const account = await createAccount({ rate_limit_per_minute: 4 });
+    // Another key has a budget of its own: it reads the result at the end. Creating it is the first key's first call.
+    const reader = await createKey(account.api_key, { name: "reader" });
+    const browser = await signIn(account.api_key);
+    for (let i = 0; i < 5; i++) expect((await browser.get("/dashboard/contacts")).status).toBe(200);
+    for (let i = 0; i < 3; i++) expect((await browser.post("/dashboard/contacts/lists", { name: `List ${i}` })).status).toBeLessThan(400);
+    const refused = await browser.post("/dashboard/contacts/lists", { name: "One too many" });
+    expect(refused.status).toBe(429);
+    expect(Number(refused.headers.get("Retry-After"))).toBeGreaterThan(0);
+    expect(refused.headers.get("Content-Type")).toMatch(/^text\/html/);
+    expect(await refused.text()).toContain("this key&#39;s limit is 4 a minute");
+    // The API shares the budget: the same key is refused there too.
+    expect((await call("/api/v1/lists", { key: account.api_key, body: { name: "Through the API" } })).status).toBe(429);
+    const lists = await json<{ data: { name: string }[] }>(await call("/api/v1/lists?limit=100", { key: reader.key }));
+    expect(lists.data.map((list) => list.name).sort()).toEqual(["List 0", "List 1", "List 2"]);
+    expect((await browser.post("/dashboard/sign-out", {})).status).toBe(303);
+  });
+
   it("refuses a tampered or expired session cookie", async () => {
     const account = await createAccount();
     const browser = await signIn(account.api_key);
