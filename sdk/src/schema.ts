@@ -5453,7 +5453,7 @@ export interface paths {
         put?: never;
         /**
          * Queue AI-generated campaign drafts
-         * @description Stores the request and queues its generation; poll GET /ai/requests/{id}. When it completes, each variation and each follow-up is a campaign in `draft` (no sender, no audience): nothing is scheduled or sent, and no sending credit is touched. Each request counts 1 against the account's monthly AI generations (`ai_usage` in GET /me) while it is queued or running and once completed; a failed one does not count. Needs a live key.
+         * @description Stores the request and queues its generation; poll GET /ai/requests/{id}. When it completes, each variation and each follow-up is a campaign in `draft` (no sender, no audience): nothing is scheduled or sent, and no sending credit is touched. Each request counts 1 against the account's monthly AI generations (`ai_usage` in GET /me) while it is queued or running and once completed; a failed one does not count. Needs a live key. Send `Idempotency-Key` to make retries safe: the same key and body within 24 h replays the first response (header `Idempotent-Replayed: true`) without queueing or counting another generation, the same key with another body is a 409.
          *
          *     Scope: `ai`.
          *
@@ -5462,7 +5462,9 @@ export interface paths {
         post: {
             parameters: {
                 query?: never;
-                header?: never;
+                header?: {
+                    "idempotency-key"?: string;
+                };
                 path?: never;
                 cookie?: never;
             };
@@ -5492,6 +5494,15 @@ export interface paths {
                 };
                 /** @description `ai_quota_exceeded`: this month's AI generations are used up (the message gives the reset date); nothing was queued. Also `scope_missing`, `feature_disabled` (the `ai` and `campaigns` features), `live_key_required` */
                 403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Idempotency-Key reused with a different body */
+                409: {
                     headers: {
                         [name: string]: unknown;
                     };

@@ -1,7 +1,8 @@
 import { aiRequestInputSchema } from "../domain/ai/draft";
-import { findAiRequest, listAiRequests, serializeAiRequest, submitAiRequest, type AiRequestStatus } from "../domain/ai/requests";
+import { acceptedAnswer, findAiRequest, listAiRequests, serializeAiRequest, submitAiRequest, type AiRequestStatus } from "../domain/ai/requests";
 import { aiRequestStatuses } from "../db/schema";
 import { AppError, notFound } from "../errors";
+import { sha256Hex } from "../lib/crypto";
 import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 import { pageOf } from "../lib/pagination";
 
@@ -59,14 +60,19 @@ const createRoute = keyedRoute(
       "Stores the request and queues its generation; poll GET /ai/requests/{id}. When it completes, each variation and each follow-up is a " +
       "campaign in `draft` (no sender, no audience): nothing is scheduled or sent, and no sending credit is touched. Each request counts 1 " +
       "against the account's monthly AI generations (`ai_usage` in GET /me) while it is queued or running and once completed; a failed one " +
-      "does not count. Needs a live key.",
-    request: { body: jsonBody(AiCampaignRequestSchema) },
+      "does not count. Needs a live key. Send `Idempotency-Key` to make retries safe: the same key and body within 24 h replays the first " +
+      "response (header `Idempotent-Replayed: true`) without queueing or counting another generation, the same key with another body is a 409.",
+    request: {
+      body: jsonBody(AiCampaignRequestSchema),
+      headers: z.object({ "idempotency-key": z.string().min(1).max(255).optional() }),
+    },
     responses: {
       202: jsonResponse(AcceptedSchema, "Queued"),
       403: errorResponse(
         "`ai_quota_exceeded`: this month's AI generations are used up (the message gives the reset date); nothing was queued. " +
           "Also `scope_missing`, `feature_disabled` (the `ai` and `campaigns` features), `live_key_required`",
       ),
+      409: errorResponse("Idempotency-Key reused with a different body"),
       503: errorResponse("`ai_not_configured`: this deployment has no AI provider; `upstream_unavailable`: the request could not be queued"),
     },
   },
@@ -105,7 +111,14 @@ const dateOf = (iso: string) => iso.slice(0, 10);
 export const aiRoutes = createRouter()
   .openapi(createRoute, async (c) => {
     const { account } = c.get("auth");
-    const outcome = await submitAiRequest(c.env, account.id, c.req.valid("json"));
+    const body = c.req.valid("json");
+    const key = c.req.valid("header")["idempotency-key"];
+    const outcome = await submitAiRequest(
+      c.env,
+      account.id,
+      body,
+      key ? { key, route: "POST /ai/campaign", requestHash: await sha256Hex(JSON.stringify(body)) } : undefined,
+    );
     if (outcome.kind === "not_configured")
       throw new AppError("ai_not_configured", `AI drafts are not available on this deployment: ${outcome.reason}`);
     if (outcome.kind === "quota_exceeded") {
@@ -115,7 +128,11 @@ export const aiRoutes = createRouter()
       );
     }
     if (outcome.kind === "queue_unavailable") throw new AppError("upstream_unavailable", "The request could not be queued; retry with back-off");
-    return c.json({ id: outcome.request.id, status: "queued" as const }, 202);
+    if (outcome.kind === "replayed") {
+      c.header("Idempotent-Replayed", "true");
+      return c.json(outcome.answer, 202);
+    }
+    return c.json(acceptedAnswer(outcome.request.id), 202);
   })
   .openapi(getRoute, async (c) => {
     const request = await findAiRequest(c.env.DB, c.get("auth").account.id, c.req.valid("param").id);

@@ -8,6 +8,7 @@ import { perKeyLimiter } from "../middleware/auth";
 import { sha256Hex } from "../lib/crypto";
 import { AppError } from "../errors";
 import { logError } from "../lib/log";
+import { dashboardBodyLimit } from "../middleware/request";
 import { Notice, Shell, canSee, sections } from "./layout";
 import { aiPages } from "./pages/ai";
 import { apiKeyPages } from "./pages/api-keys";
@@ -64,6 +65,9 @@ dashboardRoutes.use("*", async (c, next) => {
   // A page may set its own (the campaign preview frames the campaign's HTML under a stricter policy).
   for (const [name, value] of Object.entries(securityHeaders)) if (!c.res.headers.has(name)) c.res.headers.set(name, value);
 });
+
+// Before anything reads the body (the CSRF check parses the form).
+dashboardRoutes.use("*", dashboardBodyLimit);
 
 dashboardRoutes.onError((error, c) => {
   const status = error instanceof HTTPException ? error.status : 500;

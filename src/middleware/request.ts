@@ -1,5 +1,6 @@
 import { RELAY_BASE_PATH, RELAY_MESSAGES_MAX_BODY_BYTES, relayEndpoints } from "@mailforge/bridge-contract";
 import { bodyLimit } from "hono/body-limit";
+import type { MiddlewareHandler } from "hono";
 import { createMiddleware } from "hono/factory";
 import { AppError } from "../errors";
 import { randomBase62 } from "../lib/ids";
@@ -18,37 +19,61 @@ export const requestId = createMiddleware<AppEnv>(async (c, next) => {
 });
 
 const MB = 1024 * 1024;
-// Request body caps per route; the first matching prefix wins. Sizes are of the request as sent (base64 included).
-const bodyLimits: [prefix: string, bytes: number][] = [
-  ["/api/v1/send", 15 * MB],
-  // the bridge sizes its largest message from this same constant
-  [`${RELAY_BASE_PATH}${relayEndpoints.messages.path}`, RELAY_MESSAGES_MAX_BODY_BYTES],
-  ["/api/batch/upload", 50 * MB],
-  ["/api/v1/contacts/import", 50 * MB],
-  ["/api/v1/verify", 5 * MB],
-  // the dashboard's CSV uploads (5 MB files, read in memory) in a multipart form
-  ["/dashboard/verification/upload", 6 * MB],
-  ["/dashboard/contacts/imports", 6 * MB],
-  // a signup form's fields, never files
-  ["/hooks/automations", 64 * 1024],
-  ["/", 1 * MB],
-];
+const sizeOf = (bytes: number) => (bytes >= MB ? `${Math.round(bytes / MB)} MB` : `${Math.round(bytes / 1024)} KB`);
 
-const limiters = bodyLimits.map(([prefix, maxSize]) => ({
+/** A request body cap: the first entry whose prefix matches the path applies; sizes are of the request as sent (base64 included). */
+type BodyCap = { prefix: string; maxSize: number; refusal: string };
+
+const apiCap = (prefix: string, maxSize: number): BodyCap => ({
   prefix,
   maxSize,
-  middleware: bodyLimit({
-    maxSize,
-    onError: () => {
-      const size = maxSize >= MB ? `${Math.round(maxSize / MB)} MB` : `${Math.round(maxSize / 1024)} KB`;
-      throw new AppError("payload_too_large", `The request body is larger than this endpoint accepts (${size})`);
-    },
-  }),
-}));
-
-export const requestBodyLimit = createMiddleware<AppEnv>(async (c, next) => {
-  // A prefix names a path segment: /api/v1/send must not also cover /api/v1/senders.
-  const path = c.req.path;
-  const limiter = limiters.find(({ prefix }) => prefix === "/" || path === prefix || path.startsWith(`${prefix}/`));
-  return limiter ? limiter.middleware(c, next) : next();
+  refusal: `The request body is larger than this endpoint accepts (${sizeOf(maxSize)})`,
 });
+
+const apiCaps: BodyCap[] = [
+  apiCap("/api/v1/send", 15 * MB),
+  // the bridge sizes its largest message from this same constant
+  apiCap(`${RELAY_BASE_PATH}${relayEndpoints.messages.path}`, RELAY_MESSAGES_MAX_BODY_BYTES),
+  apiCap("/api/batch/upload", 50 * MB),
+  apiCap("/api/v1/contacts/import", 50 * MB),
+  apiCap("/api/v1/verify", 5 * MB),
+  // a signup form's fields, never files
+  apiCap("/hooks/automations", 64 * 1024),
+  apiCap("/", 1 * MB),
+];
+
+// Said to a person in the dashboard's error page: the CSV uploads are 5 MB files (read in memory) in a multipart form.
+const dashboardCaps: BodyCap[] = [
+  { prefix: "/dashboard/verification/upload", maxSize: 6 * MB, refusal: "The file is larger than 5 MB" },
+  { prefix: "/dashboard/contacts/imports", maxSize: 6 * MB, refusal: "The file is larger than 5 MB" },
+  { prefix: "/dashboard", maxSize: 1 * MB, refusal: "The form is larger than 1 MB" },
+];
+
+const matches = (prefix: string, path: string) => prefix === "/" || path === prefix || path.startsWith(`${prefix}/`);
+
+function bodyCapMiddleware(caps: BodyCap[]): MiddlewareHandler {
+  const limiters = caps.map(({ prefix, maxSize, refusal }) => ({
+    prefix,
+    middleware: bodyLimit({
+      maxSize,
+      onError: () => {
+        throw new AppError("payload_too_large", refusal);
+      },
+    }),
+  }));
+  return async (c, next) => {
+    // A prefix names a path segment: /api/v1/send must not also cover /api/v1/senders.
+    const limiter = limiters.find(({ prefix }) => matches(prefix, c.req.path));
+    return limiter ? limiter.middleware(c, next) : next();
+  };
+}
+
+const apiBodyLimit = bodyCapMiddleware(apiCaps);
+
+/**
+ * The body caps of everything but the dashboard. The dashboard applies its own (`dashboardBodyLimit`) inside its
+ * routes, so that its error handler answers a refusal with a page rather than the API's JSON.
+ */
+export const requestBodyLimit = createMiddleware<AppEnv>(async (c, next) => (matches("/dashboard", c.req.path) ? next() : apiBodyLimit(c, next)));
+
+export const dashboardBodyLimit = bodyCapMiddleware(dashboardCaps);

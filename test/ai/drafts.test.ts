@@ -259,6 +259,59 @@ describe("quota", () => {
   });
 });
 
+describe("Idempotency-Key", () => {
+  it("replays the first answer for the same key and body, without a second generation or quota use; 409 for another body", async () => {
+    const account = await aiAccount(1);
+    const body = { prompt: "Spring sale" };
+    const headers = { "Idempotency-Key": "draft-1042" };
+
+    const [first, second] = await Promise.all([
+      call("/api/v1/ai/campaign", { key: account.api_key, body, headers }),
+      call("/api/v1/ai/campaign", { key: account.api_key, body, headers }),
+    ]);
+    expect([first.status, second.status]).toEqual([202, 202]);
+    const accepted = await json<{ id: string; status: string }>(first);
+    expect(await json(second)).toEqual(accepted);
+    expect(await requestCount(account.id)).toBe(1);
+    expect((await settled(account.api_key, accepted.id)).status).toBe("completed");
+
+    // The month's only generation is used, yet the retry gets its answer back rather than a 403.
+    const retried = await call("/api/v1/ai/campaign", { key: account.api_key, body, headers });
+    expect(retried.status).toBe(202);
+    expect(retried.headers.get("Idempotent-Replayed")).toBe("true");
+    expect(await json(retried)).toEqual({ id: accepted.id, status: "queued" });
+    const me = await json<{ ai_usage: Record<string, unknown> }>(await call("/api/v1/me", { key: account.api_key }));
+    expect(me.ai_usage).toMatchObject({ limit: 1, used: 1, in_progress: 0 });
+
+    const conflict = await call("/api/v1/ai/campaign", { key: account.api_key, body: { prompt: "Summer sale" }, headers });
+    expect(conflict.status).toBe(409);
+    expect(await json(conflict)).toEqual({
+      code: "idempotency_conflict",
+      message: "This Idempotency-Key was already used with a different request body",
+    });
+    expect(await requestCount(account.id)).toBe(1);
+  });
+
+  it("frees the key when the queue refuses the request, so the retry is queued", async () => {
+    const account = await aiAccount(1);
+    const refusing = { send: async () => Promise.reject(new Error("queue unavailable")) } as unknown as Queue;
+    const request = () =>
+      new Request("http://localhost/api/v1/ai/campaign", {
+        method: "POST",
+        headers: { Authorization: `Bearer ${account.api_key}`, "Content-Type": "application/json", "Idempotency-Key": "draft-7" },
+        body: JSON.stringify({ prompt: "Hello" }),
+      });
+    const refused = await createApp().request(request(), undefined, { ...env, AI_QUEUE: refusing }, createExecutionContext());
+    expect(refused.status).toBe(503);
+
+    const retried = await createApp().request(request(), undefined, env, createExecutionContext());
+    expect(retried.status).toBe(202);
+    expect(retried.headers.get("Idempotent-Replayed")).toBeNull();
+    const { id } = await json<{ id: string }>(retried);
+    expect((await settled(account.api_key, id)).status).toBe("completed");
+  });
+});
+
 describe("configuration", () => {
   const request = (key: string) =>
     new Request("http://localhost/api/v1/ai/campaign", {

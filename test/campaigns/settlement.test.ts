@@ -342,6 +342,30 @@ describe("GET /messages for campaign messages", () => {
       credits_refunded: 0,
     });
   });
+
+  it("shows nothing charged for a message not sent yet, nor for one skipped because its contact unsubscribed meanwhile", async () => {
+    const { account, key, sender } = await campaignAccount({ sendCredits: 10, dailySendLimit: 1 });
+    const { list } = await audienceOf(key, 2);
+    const campaign = await sendCampaign(key, sender, list);
+    await throttled(key, campaign.id, 1);
+    const [sent] = (await campaignMessages(campaign.id)).filter((message) => message.status === "sent");
+    const [waiting] = (await campaignMessages(campaign.id)).filter((message) => message.status === "scheduled");
+
+    const shown = async (id: string) => json(await call(`/api/v1/messages/${id}`, { key }));
+    expect(await shown(sent!.id)).toMatchObject({ status: "sent", credits_charged: 1, credits_refunded: 0 });
+    expect(await shown(waiting!.id)).toMatchObject({ status: "scheduled", credits_charged: 0, credits_refunded: 0 });
+    const listed = await json<{ data: { id: string; credits_charged: number }[] }>(await call("/api/v1/messages?limit=10", { key }));
+    expect(Object.fromEntries(listed.data.map((message) => [message.id, message.credits_charged]))).toEqual({ [sent!.id]: 1, [waiting!.id]: 0 });
+
+    // The waiting contact unsubscribes before the next sending day: the consumer skips it and its credit is released.
+    expect((await call("/api/v1/suppressions", { key, body: { email: waiting!.email } })).status).toBeLessThan(300);
+    await newSendingDay(account.id);
+    expect(await runDurableObjectAlarm(progressObject(campaign.id))).toBe(true);
+    await waitForStatus(key, campaign.id, "sent");
+    expect(await shown(waiting!.id)).toMatchObject({ status: "suppressed", credits_charged: 0, credits_refunded: 0 });
+    expect(await sendBalance(key)).toEqual({ balance: 9, reserved: 0, available: 9 });
+    expect(await sinkMessagesTo(waiting!.email)).toEqual([]);
+  });
 });
 
 describe("an outcome written after the campaign was settled", () => {

@@ -117,6 +117,32 @@ describe("dashboard uploads", () => {
     expect((await upload(2 * 1024 * 1024)).status).toBe(303);
     expect((await upload(5.5 * 1024 * 1024)).status).toBe(413);
   });
+
+  it("answers a form over the request size cap with a dashboard page, not the API's JSON", async () => {
+    const account = await createAccount();
+    const browser = await signIn(account.api_key);
+    const post = (path: string, field: string, content: string) => {
+      const body = new FormData();
+      body.set("_csrf", browser.csrf);
+      body.set(field, new File([content], "big.csv", { type: "text/csv" }));
+      return visit(path, { method: "POST", headers: { Cookie: cookieHeader(browser.jar) }, body });
+    };
+    const sevenMegabytes = `email,note\nann@example.com,${"x".repeat(7 * 1024 * 1024)}\n`;
+
+    for (const path of ["/dashboard/contacts/imports", "/dashboard/verification/upload"]) {
+      const refused = await post(path, "file", sevenMegabytes);
+      expect(refused.status).toBe(413);
+      expect(refused.headers.get("Content-Type")).toMatch(/^text\/html/);
+      const page = await refused.text();
+      expect(page).toContain("The file is larger than 5 MB");
+      expect(page).toContain('href="/dashboard"');
+    }
+    // A form without a file has the 1 MB cap of everything else.
+    const list = await post("/dashboard/contacts/lists", "name", "x".repeat(2 * 1024 * 1024));
+    expect(list.status).toBe(413);
+    expect(list.headers.get("Content-Type")).toMatch(/^text\/html/);
+    expect(await list.text()).toContain("The form is larger than 1 MB");
+  });
 });
 
 describe("dashboard SMTP credentials", () => {

@@ -17,6 +17,16 @@ import type { AiRequestInput, GeneratedDrafts } from "./draft";
 import type { AiQueueMessage } from "./generation";
 import { chooseProvider, type TokenUsage } from "./provider";
 import { logError } from "../../lib/log";
+import {
+  findStoredResponse,
+  type Idempotency,
+  isIdempotencyRace,
+  recordResponseStatement,
+  releaseKeyStatement,
+  replay,
+  replayAfterRace,
+  type StoredResponse,
+} from "../sending/idempotency";
 
 export type AiRequestRow = typeof aiRequests.$inferSelect;
 export type AiRequestStatus = (typeof aiRequestStatuses)[number];
@@ -49,22 +59,59 @@ export async function aiUsage(d1: D1Database, account: { id: string; aiGeneratio
   return { limit: account.aiGenerationsPerMonth, used: total("completed"), inProgress: total("queued") + total("running"), resetsAt: month.resetsAt };
 }
 
-export type CreateOutcome = { kind: "created"; request: AiRequestRow } | { kind: "quota_exceeded"; limit: number; resetsAt: string };
+/** POST /ai/campaign's answer, as the Idempotency-Key store keeps it for replays. */
+export type AiRequestAccepted = { id: string; status: "queued" };
 
-/** Stores a queued request if the account's monthly quota has room for it, in one statement. */
-export async function createAiRequest(d1: D1Database, accountId: string, input: AiRequestInput, now = new Date()): Promise<CreateOutcome> {
+export const acceptedAnswer = (id: string): AiRequestAccepted => ({ id, status: "queued" });
+
+export type CreateOutcome =
+  | { kind: "created"; request: AiRequestRow }
+  | { kind: "quota_exceeded"; limit: number; resetsAt: string }
+  /** The Idempotency-Key was used before with this body: nothing new was stored, this is the first answer. */
+  | { kind: "replayed"; answer: AiRequestAccepted };
+
+/**
+ * Stores a queued request if the account's monthly quota has room for it, in one statement, with its
+ * Idempotency-Key record (if any) in the same batch.
+ */
+export async function createAiRequest(
+  d1: D1Database,
+  accountId: string,
+  input: AiRequestInput,
+  idempotency?: Idempotency,
+  now = new Date(),
+): Promise<CreateOutcome> {
+  const replayed = (previous: StoredResponse, key: Idempotency): CreateOutcome => ({
+    kind: "replayed",
+    answer: replay<AiRequestAccepted>(previous, key).body,
+  });
+  const previous = idempotency && (await findStoredResponse(d1, accountId, idempotency));
+  if (previous && idempotency) return replayed(previous, idempotency);
   const id = newId("air");
   const month = quotaMonth(now);
   const db = drizzle(d1);
   const counted = db.select({ n: count() }).from(aiRequests).where(countedThisMonth(accountId, month.start));
   const limit = db.select({ limit: accounts.aiGenerationsPerMonth }).from(accounts).where(eq(accounts.id, accountId));
-  const inserted = await statement(
+  const insert = statement(
     d1,
     sql`INSERT INTO ${aiRequests} (id, account_id, status, input, campaign_ids)
         SELECT ${id}, ${accountId}, 'queued', ${JSON.stringify(input)}, '[]'
         WHERE (${counted}) < (${limit})`,
-  ).run();
-  if (inserted.meta.changes === 0) {
+  );
+  const writes = idempotency
+    ? [insert, recordResponseStatement(d1, accountId, idempotency, { status: 202, body: acceptedAnswer(id) }, { table: aiRequests, id })]
+    : [insert];
+  let inserted: number;
+  try {
+    inserted = (await d1.batch(writes))[0]!.meta.changes;
+  } catch (error) {
+    if (!(idempotency && isIdempotencyRace(error))) throw error;
+    return { kind: "replayed", answer: (await replayAfterRace<AiRequestAccepted>(d1, accountId, idempotency)).body };
+  }
+  if (inserted === 0) {
+    // A concurrent request with the same key may have taken the quota's last place: its answer is this one's.
+    const winner = idempotency && (await findStoredResponse(d1, accountId, idempotency));
+    if (winner && idempotency) return replayed(winner, idempotency);
     const account = await limit.get();
     return { kind: "quota_exceeded", limit: account?.limit ?? 0, resetsAt: month.resetsAt };
   }
@@ -76,14 +123,14 @@ export async function createAiRequest(d1: D1Database, accountId: string, input: 
 export type SubmitOutcome =
   | CreateOutcome
   | { kind: "not_configured"; reason: string }
-  /** The queue refused the request; it was failed at once (it does not count against the quota). */
+  /** The queue refused the request; it was failed at once (it does not count against the quota) and its key freed. */
   | { kind: "queue_unavailable" };
 
 /** Accepts a generation for the account: a provider must be configured, the quota must have room, and it is queued. */
-export async function submitAiRequest(env: Env, accountId: string, input: AiRequestInput): Promise<SubmitOutcome> {
+export async function submitAiRequest(env: Env, accountId: string, input: AiRequestInput, idempotency?: Idempotency): Promise<SubmitOutcome> {
   const provider = chooseProvider(env);
   if (provider.kind === "not_configured") return { kind: "not_configured", reason: provider.reason };
-  const outcome = await createAiRequest(env.DB, accountId, input);
+  const outcome = await createAiRequest(env.DB, accountId, input, idempotency);
   if (outcome.kind !== "created") return outcome;
   const message: AiQueueMessage = { request_id: outcome.request.id };
   try {
@@ -91,6 +138,7 @@ export async function submitAiRequest(env: Env, accountId: string, input: AiRequ
   } catch (error) {
     logError("ai: enqueue failed", { request_id: outcome.request.id, error: String(error) });
     await failAiRequest(env.DB, outcome.request.id, "The request could not be queued");
+    if (idempotency) await releaseKeyStatement(env.DB, accountId, idempotency).run();
     return { kind: "queue_unavailable" };
   }
   return outcome;

@@ -18,6 +18,7 @@ import { z } from "zod";
 import { sqlNow, statement } from "../../db/client";
 import { contactImportErrors, contactImports } from "../../db/schema";
 import { addFieldError, type FieldErrors } from "../../errors";
+import { chunk } from "../../lib/chunk";
 import { csvBytesProblem } from "../../lib/csv-upload";
 import { newId } from "../../lib/ids";
 import { logError, logWarning } from "../../lib/log";
@@ -379,15 +380,14 @@ export async function runContactImport(
     });
 
     const d1 = env.DB;
-    const statements: D1PreparedStatement[] = [];
     const textColumns = columns.text.map(([field]) => field);
-    for (let i = 0; i < upserts.length; i += tuning.rowsPerStatement) {
-      const rows = upserts.slice(i, i + tuning.rowsPerStatement);
-      statements.push(statement(d1, contactUpsertSql(job.accountId, rows, { columns: textColumns, onExisting: "keep_blank" })));
-    }
+    const slices = chunk(upserts, tuning.rowsPerStatement);
+    const statements: D1PreparedStatement[] = slices.map((rows) =>
+      statement(d1, contactUpsertSql(job.accountId, rows, { columns: textColumns, onExisting: "keep_blank" })),
+    );
     if (job.listId) {
-      for (let i = 0; i < upserts.length; i += tuning.rowsPerStatement) {
-        const keys = upserts.slice(i, i + tuning.rowsPerStatement).map((upsert) => upsert.address.key);
+      for (const rows of slices) {
+        const keys = rows.map((upsert) => upsert.address.key);
         statements.push(statement(d1, addMembersByKeySql(job.accountId, job.listId, keys)));
       }
     }

@@ -2,6 +2,7 @@ import { and, gt, inArray, lt, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { z } from "zod";
 import { dnsCache } from "../../db/schema";
+import { chunk } from "../../lib/chunk";
 
 // DNS over HTTPS through the JSON API served by cloudflare-dns.com (and by the dev DoH server), with a
 // two-level cache: a Map owned by the caller (one bulk chunk or one request) and the D1 table `dns_cache`.
@@ -203,11 +204,11 @@ async function readDbCache(db: D1Database, queries: readonly DnsQuery[]): Promis
   const now = Date.now();
   const found = new Map<string, DnsAnswer>();
   try {
-    for (let i = 0; i < names.length; i += D1_NAMES_PER_SELECT) {
+    for (const slice of chunk(names, D1_NAMES_PER_SELECT)) {
       const rows = await orm
         .select()
         .from(dnsCache)
-        .where(and(inArray(dnsCache.name, names.slice(i, i + D1_NAMES_PER_SELECT)), gt(dnsCache.expiresAt, now)));
+        .where(and(inArray(dnsCache.name, slice), gt(dnsCache.expiresAt, now)));
       for (const row of rows) {
         const key = cacheKey(row.name, row.type as DnsRecordType);
         const parsed = cachedAnswerSchema.safeParse(row.answer);
@@ -243,18 +244,15 @@ async function writeDbCache(db: D1Database, fresh: readonly { query: DnsQuery; a
       : [],
   );
   const orm = drizzle(db);
-  const statements = [];
-  for (let i = 0; i < rows.length; i += D1_ROWS_PER_INSERT) {
-    statements.push(
-      orm
-        .insert(dnsCache)
-        .values(rows.slice(i, i + D1_ROWS_PER_INSERT))
-        .onConflictDoUpdate({
-          target: [dnsCache.name, dnsCache.type],
-          set: { answer: sql`excluded.answer`, expiresAt: sql`excluded.expires_at` },
-        }),
-    );
-  }
+  const statements = chunk(rows, D1_ROWS_PER_INSERT).map((slice) =>
+    orm
+      .insert(dnsCache)
+      .values(slice)
+      .onConflictDoUpdate({
+        target: [dnsCache.name, dnsCache.type],
+        set: { answer: sql`excluded.answer`, expiresAt: sql`excluded.expires_at` },
+      }),
+  );
   const [first, ...rest] = statements;
   if (!first) return;
   try {

@@ -19,10 +19,11 @@ import { applySendRules } from "./rules";
 import { contentObjectKey, inlineContentLimit, type MessageContent, type SendQueueMessage } from "./content";
 import { releaseDailySends, reserveDailySendsAhead, type DailyReservation } from "./daily-limit";
 import {
-  findStoredResponse,
   isIdempotencyRace,
   recordResponseStatement,
   releaseKeyStatement,
+  replay,
+  replayAfterRace,
   storedResponseStatement,
   type Idempotency,
   type StoredResponse,
@@ -109,7 +110,7 @@ export async function acceptMessage(env: Env, ctx: WaitUntil, sender: Sender, in
 
   if (previous && idempotency) {
     await daily.cancel();
-    return replay(previous, idempotency);
+    return { ...replay<SendAccepted>(previous, idempotency), replayed: true };
   }
   if (!domain) {
     await daily.cancel();
@@ -218,7 +219,9 @@ export async function acceptMessage(env: Env, ctx: WaitUntil, sender: Sender, in
         ]
       : []),
     ...events.map((event) => eventStatement(d1, event)),
-    ...(idempotency ? [recordResponseStatement(d1, account.id, idempotency, { status: 202, body: accepted }, messageId)] : []),
+    ...(idempotency
+      ? [recordResponseStatement(d1, account.id, idempotency, { status: 202, body: accepted }, { table: messages, id: messageId })]
+      : []),
   ];
 
   // A refused or failed acceptance must not leave its content behind in R2.
@@ -229,7 +232,7 @@ export async function acceptMessage(env: Env, ctx: WaitUntil, sender: Sender, in
   } catch (error) {
     if (day) await releaseDailySends(env, account, day);
     await discardContent();
-    if (idempotency && isIdempotencyRace(error)) return replayAfterRace(d1, account.id, idempotency);
+    if (idempotency && isIdempotencyRace(error)) return { ...(await replayAfterRace<SendAccepted>(d1, account.id, idempotency)), replayed: true };
     throw error;
   }
   if (charge > 0 && !wasApplied(written[0]!)) {
@@ -317,18 +320,4 @@ async function enqueueOrUndo(
     logError("undoing an unqueued message failed; it stays queued", { message_id: messageId, error: String(error) });
   }
   throw new AppError("upstream_unavailable", "The message could not be queued; nothing was charged. Retry with back-off");
-}
-
-function replay(previous: StoredResponse, idempotency: Idempotency): AcceptResult {
-  if (previous.request_hash !== idempotency.requestHash) {
-    throw new AppError("idempotency_conflict", "This Idempotency-Key was already used with a different request body");
-  }
-  return { status: previous.response_status, body: JSON.parse(previous.response_body) as SendAccepted, replayed: true };
-}
-
-/** Two requests with one key raced: the loser answers with the winner's stored response. */
-async function replayAfterRace(d1: D1Database, accountId: string, idempotency: Idempotency): Promise<AcceptResult> {
-  const row = await findStoredResponse(d1, accountId, idempotency);
-  if (!row) throw new AppError("conflict", "A request with this Idempotency-Key is in progress; retry shortly");
-  return replay(row, idempotency);
 }

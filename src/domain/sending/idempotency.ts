@@ -1,11 +1,12 @@
-// Idempotency-Key records of POST /send: the first response to a key is stored with a hash of its request and
-// replayed for 24 hours (ARCHITECTURE.md). This module owns the idempotency_keys queries; acceptMessage runs them
-// inside its own batches so a record exists exactly when its message does.
+// Idempotency-Key records of POST /send and POST /ai/campaign: the first response to a key is stored with a hash of
+// its request and replayed for 24 hours (ARCHITECTURE.md). This module owns the idempotency_keys queries; the
+// creating code runs them inside its own batches so a record exists exactly when the row it answers for does.
 
 import { and, eq, lt, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { statement } from "../../db/client";
-import { idempotencyKeys } from "../../db/schema";
+import { type aiRequests, idempotencyKeys, type messages } from "../../db/schema";
+import { AppError } from "../../errors";
 
 export type Idempotency = { key: string; route: string; requestHash: string };
 
@@ -35,22 +36,25 @@ export async function findStoredResponse(d1: D1Database, accountId: string, idem
   return (await storedResponseStatement(d1, accountId, idempotency).first<StoredResponse>()) ?? undefined;
 }
 
+/** The row a response is about: a message, or an AI request. */
+export type CreatedRow = { table: typeof messages | typeof aiRequests; id: string };
+
 /**
- * Records the response for this key, only if the message `messageId` was written in the same batch. A second
- * request with the key that got here first makes the batch fail on the primary key (`isIdempotencyRace`).
+ * Records the response for this key, only if `created` was written in the same batch. A second request with the key
+ * that got here first makes the batch fail on the primary key (`isIdempotencyRace`).
  */
 export function recordResponseStatement(
   d1: D1Database,
   accountId: string,
   idempotency: Idempotency,
   response: { status: number; body: unknown },
-  messageId: string,
+  created: CreatedRow,
 ): D1PreparedStatement {
   return statement(
     d1,
     sql`INSERT INTO idempotency_keys (account_id, route, key, request_hash, response_status, response_body)
       SELECT ${accountId}, ${idempotency.route}, ${idempotency.key}, ${idempotency.requestHash}, ${response.status}, ${JSON.stringify(response.body)}
-      WHERE EXISTS (SELECT 1 FROM messages WHERE id = ${messageId})`,
+      WHERE EXISTS (SELECT 1 FROM ${created.table} WHERE id = ${created.id})`,
   );
 }
 
@@ -60,6 +64,23 @@ export function releaseKeyStatement(d1: D1Database, accountId: string, idempoten
 }
 
 export const isIdempotencyRace = (error: unknown) => error instanceof Error && /UNIQUE constraint failed: idempotency_keys/.test(error.message);
+
+export type Replayed<Body> = { status: number; body: Body };
+
+/** The stored response again, or 409 when the key came with another request body. */
+export function replay<Body>(previous: StoredResponse, idempotency: Idempotency): Replayed<Body> {
+  if (previous.request_hash !== idempotency.requestHash) {
+    throw new AppError("idempotency_conflict", "This Idempotency-Key was already used with a different request body");
+  }
+  return { status: previous.response_status, body: JSON.parse(previous.response_body) as Body };
+}
+
+/** Two requests with one key raced: the loser answers with the winner's stored response. */
+export async function replayAfterRace<Body>(d1: D1Database, accountId: string, idempotency: Idempotency): Promise<Replayed<Body>> {
+  const row = await findStoredResponse(d1, accountId, idempotency);
+  if (!row) throw new AppError("conflict", "A request with this Idempotency-Key is in progress; retry shortly");
+  return replay(row, idempotency);
+}
 
 export async function purgeExpiredKeys(d1: D1Database): Promise<void> {
   await drizzle(d1)

@@ -123,12 +123,12 @@ export function domainOf(address: string): string {
   return address.slice(address.lastIndexOf("@") + 1).toLowerCase();
 }
 
-/** `<localId@domain of the sender>`: receivers and DMARC reports tie a Message-ID's domain to the From domain. */
 /** The sender as the message record and its events show it: `Name <address>`, or the bare address. */
 export function displayFrom(name: string | null | undefined, address: string): string {
   return name ? `${name} <${address}>` : address;
 }
 
+/** `<localId@domain of the sender>`: receivers and DMARC reports tie a Message-ID's domain to the From domain. */
 export function buildMessageId(localId: string, fromAddress: string): string {
   return `<${localId}@${domainOf(fromAddress)}>`;
 }

@@ -5,8 +5,9 @@
 
 import { and, desc, eq, lt, or, sql, type SQL } from "drizzle-orm";
 import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
-import { inJsonArray, statement } from "../../db/client";
+import { inJsonArray, sqlNow, statement } from "../../db/client";
 import { contacts, suppressions } from "../../db/schema";
+import { chunk } from "../../lib/chunk";
 import { contactEmailKey } from "../contacts/email";
 import { dedupeKey } from "../verification/syntax";
 
@@ -45,10 +46,7 @@ export async function suppressedAmong(d1: D1Database, accountId: string, emails:
   const keys = [...new Set(emails.map(normalizeSuppressionEmail))];
   if (keys.length === 0) return new Set();
   const db = drizzle(d1);
-  const statements: D1PreparedStatement[] = [];
-  for (let i = 0; i < keys.length; i += SUPPRESSION_LOOKUP_CHUNK) {
-    statements.push(statement(d1, suppressionsAmongQuery(db, accountId, keys.slice(i, i + SUPPRESSION_LOOKUP_CHUNK))));
-  }
+  const statements = chunk(keys, SUPPRESSION_LOOKUP_CHUNK).map((slice) => statement(d1, suppressionsAmongQuery(db, accountId, slice)));
   type Found = Pick<SuppressionRow, "email">;
   const results = statements.length === 1 ? [await statements[0]!.all<Found>()] : await d1.batch<Found>(statements);
   return new Set(results.flatMap((result) => result.results.map((row) => row.email)));
@@ -89,7 +87,7 @@ function suppressionQueries(db: DrizzleD1Database, entry: SuppressionEntry) {
     // so the key is also compared after folding the address as the contact stores it (non-ASCII local parts).
     db
       .update(contacts)
-      .set({ status, updatedAt: sql`(strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))` })
+      .set({ status, updatedAt: sqlNow })
       .where(
         and(
           eq(contacts.accountId, entry.accountId),

@@ -5,6 +5,7 @@ import { and, eq, inArray, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { statement } from "../../db/client";
 import { webhookDeliveries, webhookEndpoints } from "../../db/schema";
+import { chunk } from "../../lib/chunk";
 import { decryptSecret, encryptSecret } from "../../lib/crypto";
 import { newId, nowIso } from "../../lib/ids";
 import { keysetPage } from "../../lib/pagination";
@@ -86,12 +87,8 @@ export async function findEndpoint(d1: D1Database, accountId: string, endpointId
 export async function findEndpointsByIds(d1: D1Database, ids: string[]): Promise<Map<string, WebhookEndpointRow>> {
   const found = new Map<string, WebhookEndpointRow>();
   const db = drizzle(d1);
-  for (let i = 0; i < ids.length; i += IDS_PER_STATEMENT) {
-    const rows = await db
-      .select()
-      .from(webhookEndpoints)
-      .where(inArray(webhookEndpoints.id, ids.slice(i, i + IDS_PER_STATEMENT)))
-      .all();
+  for (const slice of chunk(ids, IDS_PER_STATEMENT)) {
+    const rows = await db.select().from(webhookEndpoints).where(inArray(webhookEndpoints.id, slice)).all();
     for (const row of rows) found.set(row.id, row);
   }
   return found;
@@ -104,12 +101,12 @@ const IDS_PER_STATEMENT = 90;
 export async function enabledEndpointsOf(d1: D1Database, accountIds: string[]): Promise<Pick<WebhookEndpointRow, "id" | "accountId" | "events">[]> {
   const db = drizzle(d1);
   const endpoints: Pick<WebhookEndpointRow, "id" | "accountId" | "events">[] = [];
-  for (let i = 0; i < accountIds.length; i += IDS_PER_STATEMENT) {
+  for (const slice of chunk(accountIds, IDS_PER_STATEMENT)) {
     endpoints.push(
       ...(await db
         .select({ id: webhookEndpoints.id, accountId: webhookEndpoints.accountId, events: webhookEndpoints.events })
         .from(webhookEndpoints)
-        .where(and(inArray(webhookEndpoints.accountId, accountIds.slice(i, i + IDS_PER_STATEMENT)), eq(webhookEndpoints.enabled, true)))
+        .where(and(inArray(webhookEndpoints.accountId, slice), eq(webhookEndpoints.enabled, true)))
         .all()),
     );
   }
