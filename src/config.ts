@@ -46,6 +46,20 @@ const configSchema = z.object({
   REPUTATION_MIN_SENT: z.coerce.number().int().min(1).default(100),
   /** SMTP connections a send-queue batch spreads its messages over, each reused with RSET. */
   SMTP_CONNECTIONS_PER_BATCH: z.coerce.number().int().min(1).max(10).default(5),
+  /**
+   * Days a finished message (with its recipients, events, feedback and content) and the webhook log are kept; 0 keeps
+   * everything. Never 1-29: a message's one-click unsubscribe link needs its row, and CAN-SPAM wants opt-outs honoured
+   * for 30 days after sending.
+   */
+  RETENTION_DAYS: z.preprocess(
+    (value) => (value === "" ? undefined : value),
+    z.coerce
+      .number({ error: "must be a whole number of days" })
+      .int("must be a whole number of days")
+      .max(3650, "must be at most 3650 days")
+      .refine((days) => days === 0 || days >= 30, "must be 0 (keep everything) or at least 30 days: unsubscribe links must work for 30 days")
+      .default(30),
+  ),
   ADMIN_TOKEN: optionalText,
   BRIDGE_SECRET: optionalText,
   /** HMAC key of dashboard session cookies and CSRF tokens; unset, one is derived from DKIM_ENCRYPTION_KEY. */
@@ -83,6 +97,8 @@ export type Config = {
   bounceDomain?: string;
   ses: { topicArns: string[]; trustedCertOrigin?: string };
   reputationMinSent: number;
+  /** Undefined: nothing is purged. */
+  retentionDays?: number;
   adminToken?: string;
   bridgeSecret?: string;
   session: { secret?: string; ttlSeconds: number };
@@ -132,6 +148,7 @@ export function config(env: Env): Config {
       trustedCertOrigin: vars.SNS_TRUSTED_CERT_ORIGIN,
     },
     reputationMinSent: vars.REPUTATION_MIN_SENT,
+    retentionDays: vars.RETENTION_DAYS === 0 ? undefined : vars.RETENTION_DAYS,
     adminToken: vars.ADMIN_TOKEN,
     bridgeSecret: vars.BRIDGE_SECRET,
     session: { secret: vars.SESSION_SECRET, ttlSeconds: vars.SESSION_TTL_HOURS * 3600 },

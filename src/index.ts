@@ -13,6 +13,7 @@ import { consumeVerifyDeadLetters, consumeVerifyQueue } from "./queues/verify-qu
 import { sweepStaleVerificationJobs } from "./domain/verification/jobs";
 import { sweepStaleContactImports } from "./domain/contacts/import";
 import { resumeStalledCampaigns } from "./domain/campaigns/recovery";
+import { purgeExpiredData } from "./domain/retention/purge";
 import { runScheduledTasks, type ScheduledTask } from "./lib/scheduled";
 
 export { CampaignProgress } from "./durable-objects/campaign-progress";
@@ -53,6 +54,8 @@ const scheduledTasks: Record<string, ScheduledTask> = {
   resumeStalledCampaigns: async (env, controller) => void (await resumeStalledCampaigns(env, new Date(controller.scheduledTime))),
   // Domains whose bounce or complaint rate crossed a limit through synchronous bounces (reports already check it).
   evaluateReputation: async (env) => void (await evaluateReputation(env)),
+  // Retention: finished messages (with their rows and content), events and webhook deliveries past RETENTION_DAYS.
+  purgeExpiredData: async (env, controller) => void (await purgeExpiredData(env, new Date(controller.scheduledTime))),
 };
 
 const app = createApp();

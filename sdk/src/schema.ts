@@ -4402,7 +4402,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description No such message */
+                /** @description No such message, or one deleted once past the retention window (RETENTION_DAYS, 30 days by default) */
                 404: {
                     headers: {
                         [name: string]: unknown;

@@ -103,7 +103,10 @@ const getMessage = keyedRoute("send", {
   tags: ["Sending"],
   summary: "One message: status, recipients and its event timeline",
   request: { params: IdParam("msg") },
-  responses: { 200: jsonResponse(MessageSchema, "The message"), 404: errorResponse("No such message") },
+  responses: {
+    200: jsonResponse(MessageSchema, "The message"),
+    404: errorResponse("No such message, or one deleted once past the retention window (RETENTION_DAYS, 30 days by default)"),
+  },
 });
 
 const summary = (row: MessageRow) => ({

@@ -607,6 +607,18 @@ export const campaignLinks = sqliteTable(
   (t) => [primaryKey({ columns: [t.campaignId, t.url] })],
 );
 
+// A campaign's messages the retention purge removed, per final status: GET /campaigns/{id} adds them to the messages
+// still stored, so its counters read the same before and after a purge. Written in the purge's own D1 batch.
+export const campaignPurgedMessages = sqliteTable(
+  "campaign_purged_messages",
+  {
+    campaignId: text("campaign_id").notNull(),
+    status: text("status").notNull(),
+    total: integer("total").notNull().default(0),
+  },
+  (t) => [primaryKey({ columns: [t.campaignId, t.status] })],
+);
+
 // Daily usage per account: API calls (flushed by the per-key RateLimiter object, not written per request) and the
 // credit ledger's movements (written by the ledger in the batch of each entry), so GET /usage reads days, not rows.
 export const usageDaily = sqliteTable(

@@ -5,7 +5,7 @@
 import { and, count, eq, inArray, sql, type SQL } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { inJsonArray, statement } from "../../db/client";
-import { campaigns, domains, lists, messages, segments, senders, templates, type campaignStatuses } from "../../db/schema";
+import { campaignPurgedMessages, campaigns, domains, lists, messages, segments, senders, templates, type campaignStatuses } from "../../db/schema";
 import type { FieldErrors } from "../../errors";
 import { newId, nowIso } from "../../lib/ids";
 import { logError } from "../../lib/log";
@@ -77,23 +77,32 @@ export function countersFrom(rows: { status: string; total: number }[]): Campaig
   return counters;
 }
 
-/** The campaign resource's counters: its messages per status, and its opens, clicks… from the report rollups. */
+/**
+ * The campaign resource's counters: its messages per status (those stored, plus those the retention purge removed),
+ * and its opens, clicks… from the report rollups.
+ */
 export type CampaignResourceCounters = CampaignCounters & CampaignEngagement;
 
 export async function campaignCounters(d1: D1Database, campaignIds: string[]): Promise<Map<string, CampaignResourceCounters>> {
   const result = new Map<string, CampaignResourceCounters>();
   if (campaignIds.length === 0) return result;
-  const [rows, engagement] = await Promise.all([
-    drizzle(d1)
-      .select({ campaignId: messages.campaignId, status: messages.status, total: count() })
-      .from(messages)
-      .where(inJsonArray(messages.campaignId, campaignIds))
-      .groupBy(messages.campaignId, messages.status)
-      .all(),
+  const db = drizzle(d1);
+  const [[stored, purged], engagement] = await Promise.all([
+    db.batch([
+      db
+        .select({ campaignId: messages.campaignId, status: messages.status, total: count() })
+        .from(messages)
+        .where(inJsonArray(messages.campaignId, campaignIds))
+        .groupBy(messages.campaignId, messages.status),
+      db
+        .select({ campaignId: campaignPurgedMessages.campaignId, status: campaignPurgedMessages.status, total: campaignPurgedMessages.total })
+        .from(campaignPurgedMessages)
+        .where(inJsonArray(campaignPurgedMessages.campaignId, campaignIds)),
+    ]),
     campaignEngagement(d1, campaignIds),
   ]);
   const byCampaign = new Map<string, { status: string; total: number }[]>();
-  for (const row of rows) byCampaign.set(row.campaignId!, [...(byCampaign.get(row.campaignId!) ?? []), row]);
+  for (const row of [...stored, ...purged]) byCampaign.set(row.campaignId!, [...(byCampaign.get(row.campaignId!) ?? []), row]);
   for (const id of campaignIds) result.set(id, { ...countersFrom(byCampaign.get(id) ?? []), ...(engagement.get(id) ?? noEngagement()) });
   return result;
 }
