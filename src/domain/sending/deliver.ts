@@ -60,7 +60,8 @@ function claim(db: DrizzleD1Database, ids: string[]) {
  * message that still has recipients to deliver (queued/deferred → sending) and reads what sending needs. The claim
  * is one conditional UPDATE, so of two consumers holding copies of one queue message (queues deliver at least once)
  * only one gets the row back, and a redelivery after the outcome is recorded finds nothing to claim. A claim that
- * fails sends nothing and throws, so the batch is retried. Outcomes are written while the batch sends (outcomeWriter).
+ * fails sends nothing and throws, so the batch is retried. Outcomes are written at the end, or sooner when a message
+ * holds the batch up (outcomeWriter).
  */
 export async function deliverMessages(env: Env, ids: string[], options: DeliveryOptions = {}): Promise<DeliveryResult> {
   const openTransport = options.openTransport ?? (() => transportFromConfig(env));
@@ -199,30 +200,41 @@ async function deliverClaimed(env: Env, ids: string[], transports: Transport[], 
   return result;
 }
 
-/** Outcomes gathered before the first write starts, unless the batch is done: fewer, larger D1 batches. */
-const OUTCOMES_PER_WRITE = 25;
+/**
+ * How long an outcome may wait for the rest of its batch. A batch that sends in time is written in one D1 batch at
+ * its end (locally, writing while sending cost more than it saved: D1 runs on the consumer's own thread there); one
+ * held up by a slow provider (up to the 120 s data timeout) writes what it has meanwhile.
+ */
+const OUTCOME_WAIT_MS = 1_000;
 
 /**
- * Writes a batch's outcomes while the rest of it is still being sent, so that after the last message only the last
- * few outcomes are left to write. One write at a time; each takes every outcome added since the previous one began.
- * A message's statements always go in one D1 batch, so each message's outcome is written whole or not at all. After
- * a write fails (see recordWithRetries), later outcomes are not attempted: D1 is down, and their messages, like the
- * failed ones, are left `sending` for the sweep. `close` returns the outcomes that were written, by message id.
+ * Gathers a batch's outcomes and writes them: all at `close`, or, once the oldest unwritten one has waited
+ * OUTCOME_WAIT_MS, everything gathered so far. One write at a time; a message's statements always go in one D1 batch,
+ * so each message's outcome is written whole or not at all. After a write fails (see recordWithRetries), later
+ * outcomes are not attempted: D1 is down, and their messages, like the failed ones, are left `sending` for the sweep.
+ * `close` returns the outcomes that were written, by message id.
  */
 function outcomeWriter(env: Env) {
   let waiting: [string, Disposition][] = [];
   const recorded = new Map<string, Disposition>();
   let writing: Promise<void> | undefined;
+  let timer: ReturnType<typeof setTimeout> | undefined;
   let closing = false;
   let failed = false;
   const write = () => {
-    if (writing || failed || waiting.length === 0 || (!closing && waiting.length < OUTCOMES_PER_WRITE)) return;
+    clearTimeout(timer);
+    timer = undefined;
+    if (writing || failed || waiting.length === 0) return;
     const taken = waiting;
     waiting = [];
     writing = store(taken).finally(() => {
       writing = undefined;
-      write();
+      if (closing) write();
+      else wait();
     });
+  };
+  const wait = () => {
+    if (!timer && waiting.length > 0) timer = setTimeout(write, OUTCOME_WAIT_MS);
   };
   const store = async (taken: [string, Disposition][]) => {
     const statements = taken.flatMap(([, disposition]) => disposition.statements);
@@ -232,7 +244,7 @@ function outcomeWriter(env: Env) {
   return {
     add(id: string, disposition: Disposition) {
       waiting.push([id, disposition]);
-      write();
+      wait();
     },
     async close(): Promise<ReadonlyMap<string, Disposition>> {
       closing = true;
