@@ -25,7 +25,7 @@ type QueueConsumer = (batch: MessageBatch<unknown>, env: Env, ctx: ExecutionCont
 
 // One consumer per queue (names as in wrangler.toml); each parses its message bodies with its own zod schema.
 const queueConsumers: Record<string, QueueConsumer> = {
-  // The work after a batch's outcome is written does not hold up the next batch: see queue_consumer_no_wait_for_wait_until.
+  // Work after a batch's outcome is written does not hold up the next batch (queue_consumer_no_wait_for_wait_until).
   "mailforge-send": (batch, env, ctx) => consumeSendBatch(batch, env, { waitUntil: (promise) => ctx.waitUntil(promise) }),
   "mailforge-send-dlq": consumeSendDeadLetters,
   "mailforge-webhooks": consumeWebhookDeliveries,

@@ -254,7 +254,7 @@ export const webhookPages = new Hono<DashboardEnv>()
   .post("/webhooks/:id/events/:eventId/replay", async (c) => {
     guard(c, "Replaying a webhook delivery");
     const result = await replayEvent(c.env, await ownedEndpoint(c), c.req.param("eventId"));
-    // Test events are not stored, and others are deleted after RETENTION_DAYS: only those still stored can be sent again.
+    // Test events are not stored, and others are deleted after RETENTION_DAYS: only stored ones can be sent again.
     if (!result) throw notFound("Event (test events and events past the retention window cannot be replayed)");
     if (c.req.header("HX-Request") === "true") return c.html(<AttemptNotice what="Replay" result={result} />);
     return c.redirect(`/dashboard/webhooks/${c.req.param("id")}`, 303);

@@ -3,8 +3,8 @@
 // are accepted, and only with a valid SNS signature; a subscription confirmation is confirmed by fetching its
 // SubscribeURL. The topic is the operator's own, so a notification is trusted once its signature is; the mail it is
 // about is not: a relay customer writes their own headers. It names our message by its envelope sender (the VERP
-// return path, signed) or, failing that, by the Message-ID we wrote (`<msg_…@domain>`), believed only when the rest of
-// the notification is that message's too (`messageOfHeader`).
+// return path, signed) or, failing that, by the Message-ID we wrote (`<msg_…@domain>`), believed only when the rest
+// of the notification is that message's too (`messageOfHeader`).
 
 import { z } from "zod";
 import { config } from "../../config";
@@ -122,9 +122,9 @@ async function ourMessageId(env: Env, notification: SesNotification): Promise<st
  * The message a `<msg_…@domain>` Message-ID names, when the notification is about that message's mail. The header
  * alone proves nothing: anyone who received one of our messages can copy its Message-ID into mail of their own,
  * relayed through another account. So the header must be the Message-ID that message left with, written by us (a
- * relayed message that had a Message-ID of its own left with that one instead); the envelope sender must be its From address (what we
- * send as MAIL FROM without BOUNCE_DOMAIN), which only an account that verified its domain sends from; and every
- * recipient the notification names must be one of its recipients.
+ * relayed message that had a Message-ID of its own left with that one instead); the envelope sender must be its
+ * From address (what we send as MAIL FROM without BOUNCE_DOMAIN), which only an account that verified its domain
+ * sends from; and every recipient the notification names must be one of its recipients.
  */
 async function messageOfHeader(env: Env, notification: SesNotification, source: string): Promise<string | undefined> {
   const { mail } = notification;
