@@ -108,7 +108,10 @@ describe("retention: what a purge removes and what it keeps", () => {
     expect(await storedRows(large, largeEvents)).toEqual({ messages: 1, recipients: 1, tags: 1, events: 1, feedback: 0, webhookDeliveries: 1 });
     expect(await storedRows(bounced.id, bouncedEvents)).toMatchObject({ messages: 1, recipients: 1, feedback: 1 });
     expect(await contentObjects()).toEqual(expect.arrayContaining([`messages/${large}.json`, `messages/${young}.json`]));
-    const ledgerBefore = await env.DB.prepare("SELECT * FROM credit_ledger WHERE account_id = ?1 ORDER BY rowid").bind(account.id).all();
+    const ledger = async () =>
+      (await env.DB.prepare("SELECT * FROM credit_ledger WHERE account_id = ?1 ORDER BY rowid").bind(account.id).all()).results;
+    const ledgerBefore = await ledger();
+    expect(ledgerBefore.length).toBeGreaterThan(0);
     const suppressionsBefore = await json(await call("/api/v1/suppressions", { key }));
     const creditsBefore = await json(await call("/api/v1/credits", { key }));
     expect(JSON.stringify(suppressionsBefore)).toContain(bouncedTo);
@@ -136,7 +139,7 @@ describe("retention: what a purge removes and what it keeps", () => {
     expect(listed.data.map((message) => message.id)).toEqual([young]);
 
     // The ledger, the suppression list and the balances are as they were.
-    expect(await env.DB.prepare("SELECT * FROM credit_ledger WHERE account_id = ?1 ORDER BY rowid").bind(account.id).all()).toEqual(ledgerBefore);
+    expect(await ledger()).toEqual(ledgerBefore);
     expect(await json(await call("/api/v1/suppressions", { key }))).toEqual(suppressionsBefore);
     expect(await json(await call("/api/v1/credits", { key }))).toEqual(creditsBefore);
   });
