@@ -25,7 +25,6 @@ import {
   releaseKeyStatement,
   replay,
   replayAfterRace,
-  type StoredResponse,
 } from "../sending/idempotency";
 
 export type AiRequestRow = typeof aiRequests.$inferSelect;
@@ -81,12 +80,13 @@ export async function createAiRequest(
   idempotency?: Idempotency,
   now = new Date(),
 ): Promise<CreateOutcome> {
-  const replayed = (previous: StoredResponse, key: Idempotency): CreateOutcome => ({
-    kind: "replayed",
-    answer: replay<AiRequestAccepted>(previous, key).body,
-  });
-  const previous = idempotency && (await findStoredResponse(d1, accountId, idempotency));
-  if (previous && idempotency) return replayed(previous, idempotency);
+  // The first answer to this request's Idempotency-Key, if it has one (409 if it came with another body).
+  const storedAnswer = async (): Promise<CreateOutcome | undefined> => {
+    const previous = idempotency && (await findStoredResponse(d1, accountId, idempotency));
+    return previous && idempotency ? { kind: "replayed", answer: replay<AiRequestAccepted>(previous, idempotency).body } : undefined;
+  };
+  const earlier = await storedAnswer();
+  if (earlier) return earlier;
   const id = newId("air");
   const month = quotaMonth(now);
   const db = drizzle(d1);
@@ -110,8 +110,8 @@ export async function createAiRequest(
   }
   if (inserted === 0) {
     // A concurrent request with the same key may have taken the quota's last place: its answer is this one's.
-    const winner = idempotency && (await findStoredResponse(d1, accountId, idempotency));
-    if (winner && idempotency) return replayed(winner, idempotency);
+    const winner = await storedAnswer();
+    if (winner) return winner;
     const account = await limit.get();
     return { kind: "quota_exceeded", limit: account?.limit ?? 0, resetsAt: month.resetsAt };
   }
