@@ -259,6 +259,14 @@ describe("quota", () => {
   });
 });
 
+/** POST /ai/campaign as a request for an app built with another env (a refusing queue, no provider). */
+const draftRequest = (key: string, headers: Record<string, string> = {}) =>
+  new Request("http://localhost/api/v1/ai/campaign", {
+    method: "POST",
+    headers: { Authorization: `Bearer ${key}`, "Content-Type": "application/json", ...headers },
+    body: JSON.stringify({ prompt: "Hello" }),
+  });
+
 describe("Idempotency-Key", () => {
   it("replays the first answer for the same key and body, without a second generation or quota use; 409 for another body", async () => {
     const account = await aiAccount(1);
@@ -295,12 +303,7 @@ describe("Idempotency-Key", () => {
   it("frees the key when the queue refuses the request, so the retry is queued", async () => {
     const account = await aiAccount(1);
     const refusing = { send: async () => Promise.reject(new Error("queue unavailable")) } as unknown as Queue;
-    const request = () =>
-      new Request("http://localhost/api/v1/ai/campaign", {
-        method: "POST",
-        headers: { Authorization: `Bearer ${account.api_key}`, "Content-Type": "application/json", "Idempotency-Key": "draft-7" },
-        body: JSON.stringify({ prompt: "Hello" }),
-      });
+    const request = () => draftRequest(account.api_key, { "Idempotency-Key": "draft-7" });
     const refused = await createApp().request(request(), undefined, { ...env, AI_QUEUE: refusing }, createExecutionContext());
     expect(refused.status).toBe(503);
 
@@ -313,16 +316,9 @@ describe("Idempotency-Key", () => {
 });
 
 describe("configuration", () => {
-  const request = (key: string) =>
-    new Request("http://localhost/api/v1/ai/campaign", {
-      method: "POST",
-      headers: { Authorization: `Bearer ${key}`, "Content-Type": "application/json" },
-      body: JSON.stringify({ prompt: "Hello" }),
-    });
-
   it("answers 503 ai_not_configured at once when no provider is configured, and stores nothing", async () => {
     const account = await aiAccount();
-    const response = await createApp().request(request(account.api_key), undefined, { ...env, AI_BASE_URL: "" }, createExecutionContext());
+    const response = await createApp().request(draftRequest(account.api_key), undefined, { ...env, AI_BASE_URL: "" }, createExecutionContext());
     expect(response.status).toBe(503);
     expect(await json(response)).toEqual({
       code: "ai_not_configured",
@@ -333,7 +329,7 @@ describe("configuration", () => {
 
   it("answers 503 when AI_BASE_URL is set without AI_MODEL", async () => {
     const account = await aiAccount();
-    const response = await createApp().request(request(account.api_key), undefined, { ...env, AI_MODEL: "" }, createExecutionContext());
+    const response = await createApp().request(draftRequest(account.api_key), undefined, { ...env, AI_MODEL: "" }, createExecutionContext());
     expect(response.status).toBe(503);
     expect(await json(response)).toMatchObject({ code: "ai_not_configured", message: expect.stringContaining("AI_MODEL is not") });
   });
@@ -341,7 +337,7 @@ describe("configuration", () => {
   it("answers 503 when the queue refuses the request, which then fails and gives its quota back", async () => {
     const account = await aiAccount(1);
     const refusing = { send: async () => Promise.reject(new Error("queue unavailable")) } as unknown as Queue;
-    const response = await createApp().request(request(account.api_key), undefined, { ...env, AI_QUEUE: refusing }, createExecutionContext());
+    const response = await createApp().request(draftRequest(account.api_key), undefined, { ...env, AI_QUEUE: refusing }, createExecutionContext());
     expect(response.status).toBe(503);
     expect(await json(response)).toMatchObject({ code: "upstream_unavailable" });
     const listed = await json<{ data: AiRequest[] }>(await call("/api/v1/ai/requests", { key: account.api_key }));

@@ -16,14 +16,14 @@ type Reply = { code: number; message: string } | { drop: true };
 type Phase = "connect" | "ehlo" | "mail" | "rcpt" | "data_command" | "data";
 
 const faultSink = env.TEST_FAULT_SINK_HTTP_URL;
-const toFaultSink = () =>
+const toFaultSink = (dataTimeoutMs = 2_000) =>
   new SmtpTransport({
     host: "127.0.0.1",
     port: Number(env.TEST_FAULT_SINK_SMTP_PORT),
     secure: "off",
     connectTimeoutMs: 2_000,
     commandTimeoutMs: 2_000,
-    dataTimeoutMs: 2_000,
+    dataTimeoutMs,
   });
 
 async function rule(phase: Phase, responses: Reply[], match = "*") {
@@ -293,9 +293,7 @@ describe("exactly one copy under at-least-once queues", () => {
     let consumer: Promise<void> | undefined;
     try {
       // A patient transport: the held message must not time out (and be deferred) while the others are checked.
-      const patient = () =>
-        new SmtpTransport({ host: "127.0.0.1", port: Number(env.TEST_FAULT_SINK_SMTP_PORT), secure: "off", dataTimeoutMs: 30_000 });
-      consumer = consumeSendBatch(batch, env, { openTransport: patient });
+      consumer = consumeSendBatch(batch, env, { openTransport: () => toFaultSink(30_000) });
       await eventually(async () => ((await json<{ waiting: number }>(await fetch(`${faultSink}/api/hold`))).waiting === 1 ? true : undefined));
       // The message sent behind the held one on its connection waits for it too; the rest are recorded already.
       const recorded = await eventually(async () => {
