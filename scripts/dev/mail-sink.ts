@@ -22,6 +22,8 @@ export interface MessageSummary {
   id: string;
   /** the SMTP connection the message came over; equal for messages sent over one reused connection */
   session_id: string;
+  /** when that connection was accepted: a client that connects ahead of its first message shows it here */
+  connected_at: string;
   /** envelope sender, "" for the null sender */
   mail_from: string;
   rcpt_to: string[];
@@ -214,6 +216,7 @@ export function createMailSink(options: { maxMessageBytes?: number } = {}): Mail
   let rules: FailureRule[] = [];
   let stats: SinkStats = { connections: 0, messages: 0, rsets: 0 };
   let nextMessageId = 1;
+  const connectedAt = new WeakMap<SMTPServerSession, string>();
   /**
    * While held, messages (to `to`, or all) wait at their final dot, unanswered and unstored; releasing answers them
    * in order.
@@ -300,6 +303,7 @@ export function createMailSink(options: { maxMessageBytes?: number } = {}): Mail
     logger: false,
     onConnect(session, callback) {
       stats.connections += 1;
+      connectedAt.set(session, new Date().toISOString());
       instrument(session);
       play(session, takeReply("connect", []), callback, () => callback());
     },
@@ -347,6 +351,7 @@ export function createMailSink(options: { maxMessageBytes?: number } = {}): Mail
     const summary: MessageSummary = {
       id,
       session_id: session.id,
+      connected_at: connectedAt.get(session) ?? receivedAt,
       mail_from: session.envelope.mailFrom ? session.envelope.mailFrom.address : "",
       rcpt_to: rcptTo,
       auth_user: typeof session.user === "string" ? session.user : null,

@@ -8,7 +8,15 @@ import type { SendFailure, SendOutcome, SendSuccess } from "../../src/domain/tra
 // Runs against the real dev mail sink started by the global setup. The sink is shared with other test files,
 // so every test uses its own recipient addresses and failure rules match those addresses, never "*".
 
-type SinkMessage = { id: string; session_id: string; mail_from: string; rcpt_to: string[]; subject: string | null; auth_user: string | null };
+type SinkMessage = {
+  id: string;
+  session_id: string;
+  connected_at: string;
+  mail_from: string;
+  rcpt_to: string[];
+  subject: string | null;
+  auth_user: string | null;
+};
 type SinkStats = { connections: number; messages: number; rsets: number };
 
 const sink = env.TEST_SINK_HTTP_URL;
@@ -240,15 +248,19 @@ describe("SMTP transport against the dev mail sink", () => {
     expect(await sinkMessagesTo(third)).toHaveLength(1);
   });
 
-  it("sends over a warmed-up connection and keeps reusing it (warming again while it opens changes nothing)", async () => {
+  it("connects when warmed up, before any send, then sends over that connection and keeps reusing it", async () => {
     const smtp = transport();
     const rcpt = unique("warm");
     smtp.warm();
+    // Warming again while it opens changes nothing.
     smtp.warm();
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const firstSendAt = Date.now();
     for (const n of [1, 2]) expectSuccess(await smtp.send({ mailFrom: "bounces@acme.test", rcptTo: [rcpt] }, message(`warm ${n}`)));
-    const sessions = (await sinkMessagesTo(rcpt)).map((m) => m.session_id);
-    expect(sessions).toHaveLength(2);
-    expect(sessions[0]).toBe(sessions[1]);
+    const received = await sinkMessagesTo(rcpt);
+    expect(received.map((m) => m.session_id)).toEqual([received[0]!.session_id, received[0]!.session_id]);
+    // The sink accepted the connection before the first send was even asked for.
+    expect(Date.parse(received[0]!.connected_at)).toBeLessThan(firstSendAt);
   });
 
   it("a warm-up that fails is the first send's connection failure, and the next send connects again", async () => {
