@@ -67,8 +67,28 @@ const storageFreeFiles = [
   "test/verification/typo-and-lists.test.ts",
 ];
 
+/**
+ * Test files that act on everything in their runtime rather than on accounts of their own: the cron and the sweeps
+ * (they process every account's rows), fake clocks and spies (they change the isolate the Worker runs in), and the
+ * in-memory key cache. Each keeps a workerd and storage of its own. Found by reading the files, so a new file that
+ * runs the cron is isolated without anyone remembering to list it.
+ */
+const globalStatePattern = /runCron|\.scheduled\(|sweep[A-Z]\w*\(|requeue\w*\(|purgeExpiredData|vi\.(useFakeTimers|spyOn|mock|stubGlobal)/;
+const isolatedByName = ["test/platform/auth-cache.test.ts"];
+
+function workersTestFiles(): { isolated: string[]; shared: string[] } {
+  const files = readdirSync("test", { recursive: true, encoding: "utf8" })
+    .filter((file) => file.endsWith(".test.ts") && !/^(e2e|node)\//.test(file))
+    .map((file) => `test/${file.replaceAll("\\", "/")}`)
+    .filter((file) => !storageFreeFiles.includes(file))
+    .sort();
+  const isolated = files.filter((file) => isolatedByName.includes(file) || globalStatePattern.test(readFileSync(file, "utf8")));
+  return { isolated, shared: files.filter((file) => !isolated.includes(file)) };
+}
+
 export default defineConfig(async () => {
   const migrations = await readD1Migrations("./migrations");
+  const { isolated, shared } = workersTestFiles();
   return {
     plugins: [
       cloudflareTest(({ inject }) => ({
@@ -114,13 +134,14 @@ export default defineConfig(async () => {
             AI_RETRY_BASE_SECONDS: "0",
             AI_TIMEOUT_SECONDS: "2",
             TEST_AI_PROVIDER_URL: inject("aiProviderUrl"),
+            // How many broken requests the fuzzer sends each operation (test/platform/fuzz.test.ts).
+            TEST_FUZZ_REQUESTS_PER_OPERATION: process.env.FUZZ_REQUESTS_PER_OPERATION ?? "15",
           },
         },
       })),
     ],
     test: {
       globalSetup: ["./test/setup/global-setup.ts", "./test/setup/ai-provider.ts"],
-      setupFiles: ["./test/setup/apply-migrations.ts"],
       // Each file gets its own workerd (its own D1, queues, Durable Objects). Vitest's default of cores − 1 runs them
       // one at a time on 2 cores, while most of a file's time is spent waiting on queues and loopback servers.
       maxWorkers: 2,
@@ -129,10 +150,12 @@ export default defineConfig(async () => {
       testTimeout: 15_000,
       deps: { optimizer: { ssr: { enabled: true, include: importedPackages() } } },
       projects: [
-        { extends: true, test: { name: "workers", include: ["test/**/*.test.ts"], exclude: ["test/e2e/**", "test/node/**", ...storageFreeFiles] } },
-        // Starting a workerd and loading the Worker into it costs seconds of CPU per file, more than most of these
-        // files' tests take. Files that only call pure functions (no binding, no storage, no request to the
-        // Worker) run one after another in one runtime; every other file keeps a runtime and storage of its own.
+        // Loading the Worker into a fresh workerd and migrating its D1 costs ~8 s of CPU per file, more than most
+        // files' tests take. So only files that touch global state (above) get a runtime of their own; the rest run
+        // one after another in two runtimes whose storage they share, each test making its own account.
+        { extends: true, test: { name: "workers-isolated", include: isolated, setupFiles: ["./test/setup/apply-migrations.ts"] } },
+        { extends: true, test: { name: "workers-shared", include: shared, isolate: false, setupFiles: ["./test/setup/apply-migrations.ts"] } },
+        // Pure functions: no storage, so no migrations either.
         { extends: true, test: { name: "workers-pure", include: storageFreeFiles, isolate: false } },
       ] satisfies TestProjectInlineConfiguration[],
     },

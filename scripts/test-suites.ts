@@ -5,6 +5,10 @@ import { spawn } from "node:child_process";
 
 const npm = process.platform === "win32" ? "npm.cmd" : "npm";
 
+// `npm run test:full`: the fuzzer's full count (vitest.config.ts reads it), set here rather than in package.json so it
+// works under cmd.exe too.
+if (process.argv.includes("--full")) process.env.FUZZ_REQUESTS_PER_OPERATION = "70";
+
 function run(script: string): Promise<number> {
   return new Promise((resolve) => {
     const child = spawn(npm, ["run", script], { stdio: "inherit", shell: process.platform === "win32" });

@@ -10,6 +10,7 @@ declare global {
       TEST_DOH_ADMIN_URL: string;
       TEST_WEBHOOK_RECEIVER_URL: string;
       TEST_AI_PROVIDER_URL: string;
+      TEST_FUZZ_REQUESTS_PER_OPERATION: string;
     }
   }
 }

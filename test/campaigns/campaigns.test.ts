@@ -232,7 +232,12 @@ describe("scheduling and cancelling", () => {
     expect(await balances(key)).toEqual({ balance: 10, reserved: 1, available: 9 });
     expect(await sinkMessagesTo(to)).toEqual([]);
 
-    await new Promise((resolve) => setTimeout(resolve, 3_100));
+    // Its alarm does nothing before send_at; then, with send_at moved into the past as if the 3 s had passed, it sends.
+    expect(await runDurableObjectAlarm(env.CAMPAIGN_PROGRESS.getByName(draft.id))).toBe(true);
+    expect((await campaignOf(key, draft.id)).status).toBe("scheduled");
+    await env.DB.prepare("UPDATE campaigns SET send_at = ?2 WHERE id = ?1")
+      .bind(draft.id, new Date(Date.now() - 1_000).toISOString())
+      .run();
     await runDurableObjectAlarm(env.CAMPAIGN_PROGRESS.getByName(draft.id));
     const done = await eventually(async () => {
       const current = await campaignOf(key, draft.id);

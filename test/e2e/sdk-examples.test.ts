@@ -2,7 +2,7 @@
 // script outside the repository importing it, and each file of examples/ run with tsx.
 
 import { execFile, spawn, type ChildProcess } from "node:child_process";
-import { mkdir, mkdtemp, readFile, rm, symlink, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, rm, stat, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -16,8 +16,17 @@ const tsx = join(root, "node_modules/.bin/tsx");
 const stack = inject("e2eStack");
 let outside: string;
 
+/** `npm test` builds the SDK in its typecheck step just before; a build older than any of its sources is redone. */
+async function sdkBuildIsCurrent(): Promise<boolean> {
+  const built = await stat(join(root, "sdk/dist/index.js")).catch(() => undefined);
+  if (!built) return false;
+  const sources = await readdir(join(root, "sdk/src"), { recursive: true });
+  const times = await Promise.all(sources.map(async (file) => (await stat(join(root, "sdk/src", file))).mtimeMs));
+  return times.every((time) => time <= built.mtimeMs);
+}
+
 beforeAll(async () => {
-  await run("npm", ["run", "build", "-w", "sdk"], { cwd: root });
+  if (!(await sdkBuildIsCurrent())) await run("npm", ["run", "build", "-w", "sdk"], { cwd: root });
   // A project outside the repository that installed the SDK from sdk/ (what `npm install ../mailforge/sdk` makes).
   outside = await mkdtemp(join(tmpdir(), "mailforge-sdk-user-"));
   await mkdir(join(outside, "node_modules/@mailforge"), { recursive: true });

@@ -1,19 +1,21 @@
-import disposableDomainList from "disposable-email-domains-js/dist/dict/disposable_email_blocklist.json";
-import freeDomainList from "free-email-domains/domains.json";
 import roleLocalParts from "role-based-email-addresses";
+// One lower-case domain a line, generated from the npm packages by `npm run lists` (scripts/lib/domain-lists.ts).
+import disposableDomainText from "./data/disposable-domains.txt";
+import freeDomainText from "./data/free-domains.txt";
 
-// Data packages are bundled as JSON/arrays and turned into Sets once per isolate, not per lookup.
+// Built on first use, once per isolate: a request that never verifies an address never pays for 14,000 Set entries.
+let disposableDomains: ReadonlySet<string> | undefined;
+let freeProviderDomains: ReadonlySet<string> | undefined;
 
-const disposableDomains: ReadonlySet<string> = new Set(disposableDomainList.map((d) => d.toLowerCase()));
-
-// free-email-domains merges disposable lists into its own; a domain is free-provider only if it is not
-// disposable, so the two flags never contradict each other.
-const freeProviderDomains: ReadonlySet<string> = new Set(freeDomainList.map((d) => d.toLowerCase()).filter((d) => !disposableDomains.has(d)));
+function domainSet(text: string): ReadonlySet<string> {
+  return new Set(text.split("\n").filter(Boolean));
+}
 
 const roleLocalPartSet: ReadonlySet<string> = new Set(roleLocalParts.map((r) => r.toLowerCase()));
 
 /** The domain or any parent domain (mx.mailinator.com counts) is on the disposable list. */
 export function isDisposableDomain(domain: string): boolean {
+  disposableDomains ??= domainSet(disposableDomainText);
   const labels = domain.toLowerCase().split(".");
   for (let i = 0; i < labels.length - 1; i++) {
     if (disposableDomains.has(labels.slice(i).join("."))) return true;
@@ -22,6 +24,7 @@ export function isDisposableDomain(domain: string): boolean {
 }
 
 export function isFreeProviderDomain(domain: string): boolean {
+  freeProviderDomains ??= domainSet(freeDomainText);
   return freeProviderDomains.has(domain.toLowerCase());
 }
 
