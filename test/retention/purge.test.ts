@@ -324,7 +324,7 @@ describe("retention: bounded runs", () => {
     const second = await purgeExpiredData(env);
     expect(second.messages).toBe(extra + 1);
     expect(await accountRows(account.id)).toEqual({ messages: 0, recipients: 0, events: 0 });
-    expect(await purgeExpiredData(env)).toEqual({ messages: 0, contentObjects: 0, events: 0, webhookDeliveries: 0 });
+    expect(await purgeExpiredData(env)).toEqual({ messages: 0, contentObjects: 0, events: 0, webhookDeliveries: 0, inboundEmails: 0 });
   }, 60_000);
 });
 
@@ -333,7 +333,13 @@ describe("retention: RETENTION_DAYS", () => {
     const account = await createAccount();
     await seedOldMessages(account.id, 10, 400);
 
-    expect(await purgeExpiredData(withRetentionDays("0"))).toEqual({ messages: 0, contentObjects: 0, events: 0, webhookDeliveries: 0 });
+    expect(await purgeExpiredData(withRetentionDays("0"))).toEqual({
+      messages: 0,
+      contentObjects: 0,
+      events: 0,
+      webhookDeliveries: 0,
+      inboundEmails: 0,
+    });
     expect(await accountRows(account.id)).toEqual({ messages: 10, recipients: 10, events: 10 });
     // Switched back on, the next run removes them.
     expect(await purgeExpiredData(env)).toMatchObject({ messages: 10 });
