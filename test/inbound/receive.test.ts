@@ -1,5 +1,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { purgeExpiredData } from "../../src/domain/retention/purge";
+import { signIn } from "../dashboard/helpers";
 import { call, createAccount, createKey, json } from "../helpers";
 import { verifiedDomain } from "../send/helpers";
 import { addReceiverRule, createEndpoint, receiverPath, receiverUrl, specVerify, waitForRequests } from "../webhooks/helpers";
@@ -425,5 +427,90 @@ describe("mail to the bounce domain", () => {
     expect(await inboundList(key)).toEqual([]);
     const big = await deliver(to, inboundMail("autoReply", { to }), { rawSize: 6 * 1024 * 1024 });
     expect(big.rejected).toBe("Message too large for a delivery report");
+  });
+});
+
+const daysAgo = (days: number) => new Date(Date.now() - days * 86_400_000).toISOString();
+
+describe("retention of received mail", () => {
+  it("purges received mail older than RETENTION_DAYS with its raw bytes and attachments, and keeps younger mail", async () => {
+    const { api_key: key } = await createAccount();
+    const domain = await receivingDomain(key);
+    const to = `support@${domain.name}`;
+    await deliver(to, inboundMail("replyWithAttachments", { to }));
+    const [old] = await inboundList(key);
+    await deliver(to, inboundMail("replyWithAttachments", { to }));
+    const young = (await inboundList(key)).find((row) => row.id !== old!.id)!;
+    // Received 31 days ago (RETENTION_DAYS is 30 by default).
+    await env.DB.prepare("UPDATE inbound_emails SET created_at = ? WHERE id = ?").bind(daysAgo(31), old!.id).run();
+    expect((await inboundObjects()).filter((object) => object.startsWith(`inbound/${old!.id}/`))).toHaveLength(3);
+
+    expect(await purgeExpiredData(env)).toMatchObject({ inboundEmails: 1 });
+
+    expect((await call(`/api/v1/inbound/${old!.id}`, { key })).status).toBe(404);
+    expect((await inboundObjects()).filter((object) => object.startsWith(`inbound/${old!.id}/`))).toEqual([]);
+    expect((await inboundList(key)).map((row) => row.id)).toEqual([young.id]);
+    expect((await inboundObjects()).filter((object) => object.startsWith(`inbound/${young.id}/`))).toHaveLength(3);
+    expect((await call(`/api/v1/inbound/${young.id}/attachments/1`, { key })).status).toBe(200);
+  });
+});
+
+describe("the dashboard's Inbound page", () => {
+  it("lists received mail and shows one with its HTML in a sandboxed frame under its own CSP, and its attachments", async () => {
+    const { api_key: key } = await createAccount();
+    const domain = await receivingDomain(key);
+    const to = `support@${domain.name}`;
+    await deliver(to, inboundMail("replyWithAttachments", { to }));
+    const [stored] = await inboundList(key);
+    const browser = await signIn(key);
+
+    const list = await browser.get("/dashboard/inbound");
+    expect(list.status).toBe(200);
+    const listHtml = await list.text();
+    expect(listHtml).toContain('<a href="/dashboard/inbound" aria-current="page">Inbound</a>');
+    expect(listHtml).toContain(`<a href="/dashboard/inbound/${stored!.id}">Re: Your receipt</a>`);
+
+    const detail = await (await browser.get(`/dashboard/inbound/${stored!.id}`)).text();
+    expect(detail).toContain(`<iframe class="preview" title="HTML body" sandbox="" src="/dashboard/inbound/${stored!.id}/html"></iframe>`);
+    // The HTML body never reaches the page itself: only the frame's own response carries it.
+    expect(detail).not.toContain("<script>alert(1)</script>");
+    expect(detail).toContain("invoice-2026-11.pdf");
+    expect(detail).toContain("Thanks, the invoice is attached.");
+
+    const frame = await browser.get(`/dashboard/inbound/${stored!.id}/html`);
+    expect(frame.headers.get("Content-Security-Policy")).toBe(
+      "sandbox; default-src 'none'; img-src data:; style-src 'unsafe-inline'; font-src data:; frame-ancestors 'self'; base-uri 'none'",
+    );
+    expect(await frame.text()).toContain("<script>alert(1)</script>");
+
+    const pdf = await browser.get(`/dashboard/inbound/${stored!.id}/attachments/1`);
+    expect(pdf.status).toBe(200);
+    expect(pdf.headers.get("Content-Disposition")).toBe('attachment; filename="invoice-2026-11.pdf"');
+    expect((await pdf.arrayBuffer()).byteLength).toBe(142);
+  });
+
+  it("turns receiving on for a domain, and deletes a message", async () => {
+    const { api_key: key } = await createAccount();
+    const domain = await verifiedDomain(key);
+    const browser = await signIn(key);
+    const saved = await browser.post(`/dashboard/inbound/domains/${domain.id}`, { receiving: "on", addresses: "support, replies" });
+    expect(saved.status).toBe(303);
+    const to = `replies@${domain.name}`;
+    expect(await deliver(to, inboundMail("autoReply", { to }))).toEqual({ rejected: undefined });
+    expect((await deliver(`other@${domain.name}`, inboundMail("autoReply", { to }))).rejected).toMatch(/^5\.1\.1/);
+
+    const [stored] = await inboundList(key);
+    const deleted = await browser.post(`/dashboard/inbound/${stored!.id}/delete`, {});
+    expect(deleted.status).toBe(303);
+    expect(await inboundList(key)).toEqual([]);
+  });
+
+  it("is not shown to a key without the inbound scope", async () => {
+    const { api_key: key } = await createAccount();
+    const sendOnly = await createKey(key, { name: "sender", scopes: ["send"] });
+    const browser = await signIn(sendOnly.key);
+    const page = await browser.get("/dashboard/messages");
+    expect(await page.text()).not.toContain('href="/dashboard/inbound"');
+    expect((await browser.get("/dashboard/inbound")).status).toBe(403);
   });
 });
