@@ -10,6 +10,7 @@ import { segmentRoutes } from "./api/segments";
 import { senderRoutes } from "./api/senders";
 import { suppressionRoutes } from "./api/suppressions";
 import { domainRoutes } from "./api/domains";
+import { inboundFileRoutes, inboundRoutes } from "./api/inbound";
 import { messageRoutes } from "./api/messages";
 import { sendRoutes } from "./api/send";
 import { smtpCredentialRoutes } from "./api/smtp-credentials";
@@ -46,6 +47,10 @@ export const openApiInfo = {
     { name: "Account", description: "The account behind the key" },
     { name: "API keys", description: "Create, rotate and revoke keys" },
     { name: "Domains", description: "Sending domains, DKIM keys and DNS verification" },
+    {
+      name: "Inbound",
+      description: "Mail received on your receiving domains (Cloudflare Email Routing): parsed, stored, announced as email.received; scope `inbound`",
+    },
     { name: "Sending", description: "POST /send and the messages it creates" },
     { name: "Templates", description: "Stored subjects and bodies with {{placeholders}}" },
     { name: "Webhooks", description: "Signed event deliveries to your endpoints, with retries and a delivery log" },
@@ -118,6 +123,7 @@ export function createApp() {
   app.route("/api/v1", sendRoutes);
   app.route("/api/v1", smtpCredentialRoutes);
   app.route("/api/v1", messageRoutes);
+  app.route("/api/v1", inboundRoutes);
   app.route("/api/v1", templateRoutes);
   app.route("/api/v1", campaignRoutes);
   app.route("/api/v1", aiRoutes);
@@ -126,6 +132,8 @@ export function createApp() {
   app.route("/", unsubscribeRoutes);
   app.route("/", trackingRoutes);
   app.route("/", feedbackRoutes);
+  // Signed attachment links of email.received webhooks: no key, outside the OpenAPI document.
+  app.route("/", inboundFileRoutes);
   app.route("/api/v1", verifyRoutes);
   app.route("/api/v1", reportRoutes);
   app.route("/api/v1", usageRoutes);

@@ -60,6 +60,8 @@ const configSchema = z.object({
       .refine((days) => days === 0 || days >= 30, "must be 0 (keep everything) or at least 30 days: unsubscribe links must work for 30 days")
       .default(30),
   ),
+  /** Received mail stored per receiving domain in any rolling hour; past it, mail is refused temporarily (docs/inbound.md). */
+  INBOUND_MAX_PER_HOUR: z.coerce.number().int().min(1).default(1000),
   ADMIN_TOKEN: optionalText,
   BRIDGE_SECRET: optionalText,
   /** HMAC key of dashboard session cookies and CSRF tokens; unset, one is derived from DKIM_ENCRYPTION_KEY. */
@@ -99,6 +101,7 @@ export type Config = {
   reputationMinSent: number;
   /** Undefined: nothing is purged. */
   retentionDays?: number;
+  inboundMaxPerHour: number;
   adminToken?: string;
   bridgeSecret?: string;
   session: { secret?: string; ttlSeconds: number };
@@ -149,6 +152,7 @@ export function config(env: Env): Config {
     },
     reputationMinSent: vars.REPUTATION_MIN_SENT,
     retentionDays: vars.RETENTION_DAYS === 0 ? undefined : vars.RETENTION_DAYS,
+    inboundMaxPerHour: vars.INBOUND_MAX_PER_HOUR,
     adminToken: vars.ADMIN_TOKEN,
     bridgeSecret: vars.BRIDGE_SECRET,
     session: { secret: vars.SESSION_SECRET, ttlSeconds: vars.SESSION_TTL_HOURS * 3600 },

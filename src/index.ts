@@ -8,6 +8,8 @@ import { consumeSendBatch, consumeSendDeadLetters } from "./queues/send";
 import { consumeAiDeadLetters, consumeAiRequests } from "./queues/ai";
 import { consumeEmailEvents } from "./queues/email-events";
 import { handleFeedbackEmail } from "./domain/feedback/intake";
+import { handleInboundEmail } from "./domain/inbound/receive";
+import { config } from "./config";
 import { evaluateReputation } from "./domain/feedback/reputation";
 import { consumeVerifyDeadLetters, consumeVerifyQueue } from "./queues/verify-queue";
 import { sweepStaleVerificationJobs } from "./domain/verification/jobs";
@@ -67,9 +69,12 @@ export default {
     if (!consume) throw new Error(`No consumer for queue ${batch.queue}`);
     await consume(batch, env, ctx);
   },
-  // Mail to BOUNCE_DOMAIN (Cloudflare Email Routing): DSNs and feedback-loop reports.
+  // Cloudflare Email Routing: mail to BOUNCE_DOMAIN is DSNs and feedback-loop reports; any other mail is for a
+  // receiving domain (docs/inbound.md), or refused.
   async email(message, env) {
-    await handleFeedbackEmail(message, env);
+    const bounceDomain = config(env).bounceDomain;
+    if (bounceDomain && message.to.toLowerCase().endsWith(`@${bounceDomain}`)) await handleFeedbackEmail(message, env);
+    else await handleInboundEmail(message, env);
   },
   async scheduled(controller, env, ctx) {
     ctx.waitUntil(runScheduledTasks(scheduledTasks, env, controller));

@@ -1,6 +1,6 @@
 import type { Account } from "./domain/accounts/accounts";
 
-export const scopes = ["send", "verify", "contacts", "campaigns", "domains", "webhooks", "automations", "ai", "reports"] as const;
+export const scopes = ["send", "verify", "contacts", "campaigns", "domains", "webhooks", "automations", "ai", "reports", "inbound"] as const;
 export type Scope = (typeof scopes)[number];
 
 export const features = ["email_api", "smtp_relay", "ai", "campaigns", "automations"] as const;

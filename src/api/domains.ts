@@ -11,6 +11,7 @@ import { AppError, notFound, validationError } from "../errors";
 import { BOUNCE_RATE_LIMIT, COMPLAINT_RATE_LIMIT, domainRates } from "../domain/feedback/reputation";
 import { setWarmup, warmupPresets, warmupSentToday } from "../domain/feedback/warmup";
 import type { DomainRow } from "../domain/domains/domains";
+import { MAX_RECEIVING_ADDRESSES, setReceiving } from "../domain/inbound/receiving";
 import { pageOf } from "../lib/pagination";
 import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 
@@ -19,7 +20,9 @@ const DnsRecordSchema = z
     type: z.enum(["TXT", "MX", "CNAME"]),
     name: z.string().openapi({ example: "mf202611._domainkey.example.com" }),
     value: z.string().openapi({ description: "Exactly what to publish (one value, even when longer than 255 characters)" }),
-    purpose: z.enum(["dkim", "spf", "dmarc", "return_path", "dkim_ed25519"]),
+    purpose: z.enum(["dkim", "spf", "dmarc", "return_path", "dkim_ed25519", "inbound"]).openapi({
+      description: "`inbound`: the domain's own MX for Email Routing, listed while receiving is on (reported, not required for sending)",
+    }),
     status: z.enum(["pending", "verified", "failed", "not_found"]),
     found: z.array(z.string()).optional().openapi({ description: "What DNS answered at the last check" }),
   })
@@ -75,6 +78,11 @@ const DomainSchema = z
     verified_at: Timestamp.nullable(),
     warmup: WarmupSchema,
     reputation: ReputationSchema,
+    receiving: z.boolean().openapi({ description: "Whether mail to the domain is received (docs/inbound.md): PATCH /domains/{id}" }),
+    receiving_addresses: z
+      .array(z.string())
+      .nullable()
+      .openapi({ description: "The local parts received (`support` also takes `support+tag`); null: every address (catch-all)" }),
     created_at: Timestamp,
     updated_at: Timestamp,
   })
@@ -134,6 +142,43 @@ const deleteDomain = keyedRoute(
     responses: { 200: jsonResponse(z.object({ id: z.string(), deleted: z.literal(true) }), "Removed"), 404: errorResponse("No such domain") },
   },
   { liveKeyOnly: "Removing a sending domain" },
+);
+
+const DomainChangeSchema = z
+  .object({
+    receiving: z.boolean().openapi({ description: "true: receive the domain's mail (it must be verified); false: refuse it at SMTP time" }),
+    receiving_addresses: z
+      .array(z.string().max(320))
+      .max(MAX_RECEIVING_ADDRESSES)
+      .nullable()
+      .optional()
+      .openapi({
+        description: "Local parts (or whole addresses on the domain) to receive; null: every address; omitted: unchanged",
+        example: ["support", "replies"],
+      }),
+  })
+  .strict()
+  .openapi("DomainChange");
+
+const patchDomain = keyedRoute(
+  "domains",
+  {
+    method: "patch",
+    path: "/domains/{id}",
+    tags: ["Domains"],
+    summary: "Turn receiving on or off, and choose the addresses received",
+    description:
+      "With receiving on, the domain's records include its MX for Cloudflare Email Routing (purpose `inbound`), checked on verify like the " +
+      "others; mail for other addresses, or for a domain not receiving, is refused at SMTP time. A name is received by one account at most (409).",
+    request: { params: IdParam("dom"), body: jsonBody(DomainChangeSchema) },
+    responses: {
+      200: jsonResponse(DomainSchema, "The domain as changed"),
+      403: errorResponse("`domain_not_verified`: only a verified domain can receive"),
+      404: errorResponse("No such domain"),
+      409: errorResponse("Another account already receives this domain's mail"),
+    },
+  },
+  { liveKeyOnly: "Changing a domain's receiving" },
 );
 
 const WarmupInputSchema = z
@@ -234,6 +279,16 @@ export const domainRoutes = createRouter()
       startedAt: input.started_at,
     });
     return c.json(await warmupOf(c.env.DB, updated), 200);
+  })
+  .openapi(patchDomain, async (c) => {
+    const domain = await ownedDomain(c.env.DB, c.get("auth").account.id, c.req.valid("param").id);
+    const input = c.req.valid("json");
+    const outcome = await setReceiving(c.env, domain, { receiving: input.receiving, addresses: input.receiving_addresses });
+    if (outcome.kind === "not_verified")
+      throw new AppError("domain_not_verified", `${domain.name} is not verified yet: verify it before receiving mail`);
+    if (outcome.kind === "taken") throw new AppError("conflict", `Another account already receives mail for ${domain.name}`);
+    if (outcome.kind === "invalid") throw validationError(outcome.errors);
+    return c.json(serializeDomain(outcome.domain), 200);
   })
   .openapi(verify, async (c) => {
     const domain = await ownedDomain(c.env.DB, c.get("auth").account.id, c.req.valid("param").id);

@@ -19,6 +19,7 @@ const counterDescriptions: Record<RollupCounter, string> = {
   complaints: "Marked as spam",
   failed: "Given up after the retries",
   suppressed: "Skipped because the address is suppressed (when sent or when its campaign reached it)",
+  replies: "Received mail that answered a sent message (In-Reply-To or References named it; auto-replies not counted), on the day it arrived",
 };
 
 export const CountsSchema = z

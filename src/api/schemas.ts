@@ -5,7 +5,7 @@ import { features, scopes } from "../types";
 export const ScopeSchema = z.enum(scopes).openapi("Scope", {
   description:
     "send: sending, messages, templates, suppressions, SMTP credentials; verify; contacts: contacts and lists; domains; webhooks; " +
-    "reports: credits, reports and usage; campaigns: campaigns. automations and ai are reserved: a key can carry them, but nothing is built behind them yet.",
+    "reports: credits, reports and usage; campaigns: campaigns; inbound: received mail (GET/DELETE /inbound, raw bytes and attachments). automations and ai are reserved: a key can carry them, but nothing is built behind them yet.",
 });
 export const FeatureSchema = z.enum(features).openapi("Feature", {
   description:

@@ -16,6 +16,7 @@ import { automationPages } from "./pages/automations";
 import { campaignPages } from "./pages/campaigns";
 import { contactPages } from "./pages/contacts";
 import { domainPages } from "./pages/domains";
+import { inboundPages } from "./pages/inbound";
 import { messagePages } from "./pages/messages";
 import { overviewPages } from "./pages/overview";
 import { smtpCredentialPages } from "./pages/smtp-credentials";
@@ -163,6 +164,7 @@ dashboardRoutes.post("/sign-out", (c) => {
 
 dashboardRoutes.route("/", overviewPages);
 dashboardRoutes.route("/", messagePages);
+dashboardRoutes.route("/", inboundPages);
 dashboardRoutes.route("/", domainPages);
 dashboardRoutes.route("/", apiKeyPages);
 dashboardRoutes.route("/", smtpCredentialPages);

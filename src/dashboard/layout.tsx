@@ -17,6 +17,7 @@ export type Section = {
 export const sections: Section[] = [
   { path: "/dashboard", label: "Overview", needs: "reports" },
   { path: "/dashboard/messages", label: "Messages", needs: "send" },
+  { path: "/dashboard/inbound", label: "Inbound", needs: "inbound" },
   { path: "/dashboard/domains", label: "Domains", needs: "domains" },
   { path: "/dashboard/api-keys", label: "API keys", needs: "full_access" },
   { path: "/dashboard/smtp-credentials", label: "SMTP", needs: "send" },

@@ -32,7 +32,8 @@ export type IdPrefix =
   | "seg"
   | "air"
   | "aut"
-  | "run";
+  | "run"
+  | "inb";
 
 export const newId = (prefix: IdPrefix) => `${prefix}_${randomBase62(22)}`;
 

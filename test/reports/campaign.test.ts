@@ -80,6 +80,7 @@ describe("GET /reports/campaigns/{id}", () => {
         complaints: 0,
         failed: 0,
         suppressed: 0,
+        replies: 0,
       },
       rates: { delivery_rate: 1, bounce_rate: 0, open_rate: 0.3333, click_rate: 0, unsubscribe_rate: 0.3333, complaint_rate: 0 },
       links: [

@@ -39,6 +39,7 @@ const zero = {
   complaints: 0,
   failed: 0,
   suppressed: 0,
+  replies: 0,
 };
 const zeroRates = { delivery_rate: 0, bounce_rate: 0, open_rate: 0, click_rate: 0, unsubscribe_rate: 0, complaint_rate: 0 };
 const today = () => new Date().toISOString().slice(0, 10);

@@ -317,14 +317,14 @@ describe("retention: bounded runs", () => {
     expect(await accountRows(account.id)).toEqual({ messages: extra + 1, recipients: extra + 1, events: extra });
     expect((await call(`/api/v1/messages/${newest}`, { key: account.api_key })).status).toBe(200);
     // Per page of 200 messages: one batch of 7 reads (one per final status), one batch of 7 writes; then the webhook
-    // log's single statement.
+    // log's single statement and received mail's (none here).
     // The events of other messages wait for a run that has caught up with the messages.
-    expect(usage).toMatchObject({ roundTrips: 25 * 2 + 1, statements: 25 * (7 + 7) });
+    expect(usage).toMatchObject({ roundTrips: 25 * 2 + 2, statements: 25 * (7 + 7) });
 
     const second = await purgeExpiredData(env);
     expect(second.messages).toBe(extra + 1);
     expect(await accountRows(account.id)).toEqual({ messages: 0, recipients: 0, events: 0 });
-    expect(await purgeExpiredData(env)).toEqual({ messages: 0, contentObjects: 0, events: 0, webhookDeliveries: 0 });
+    expect(await purgeExpiredData(env)).toEqual({ messages: 0, contentObjects: 0, events: 0, webhookDeliveries: 0, inboundEmails: 0 });
   }, 60_000);
 });
 
@@ -333,7 +333,13 @@ describe("retention: RETENTION_DAYS", () => {
     const account = await createAccount();
     await seedOldMessages(account.id, 10, 400);
 
-    expect(await purgeExpiredData(withRetentionDays("0"))).toEqual({ messages: 0, contentObjects: 0, events: 0, webhookDeliveries: 0 });
+    expect(await purgeExpiredData(withRetentionDays("0"))).toEqual({
+      messages: 0,
+      contentObjects: 0,
+      events: 0,
+      webhookDeliveries: 0,
+      inboundEmails: 0,
+    });
     expect(await accountRows(account.id)).toEqual({ messages: 10, recipients: 10, events: 10 });
     // Switched back on, the next run removes them.
     expect(await purgeExpiredData(env)).toMatchObject({ messages: 10 });

@@ -13,6 +13,7 @@ const purposeLabel: Record<DomainRow["records"][number]["purpose"], string> = {
   dmarc: "DMARC (recommended)",
   return_path: "Return path",
   dkim_ed25519: "DKIM Ed25519 (optional)",
+  inbound: "Receiving (MX)",
 };
 
 function Records({ domain, csrfToken }: { domain: DomainRow; csrfToken: string }) {

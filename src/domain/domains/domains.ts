@@ -43,7 +43,7 @@ export const ed25519Selector = (rsaSelector: string) => `${rsaSelector}e`;
 const EMAIL_ROUTING_MX = "route1.mx.cloudflare.net";
 
 export function expectedRecords(
-  domain: Pick<DomainRow, "name" | "dkimSelector" | "dkimPublicKey" | "dkimEd25519PublicKey">,
+  domain: Pick<DomainRow, "name" | "dkimSelector" | "dkimPublicKey" | "dkimEd25519PublicKey"> & { receiving?: boolean },
   spfInclude: string,
   bounceDomain?: string,
 ): DnsRecordCheck[] {
@@ -72,6 +72,11 @@ export function expectedRecords(
     // published once by its operator, so DSNs reach the email() handler. Listed so it can be checked; never required.
     ...(bounceDomain
       ? [{ type: "MX" as const, name: bounceDomain, value: EMAIL_ROUTING_MX, purpose: "return_path" as const, status: "pending" as const }]
+      : []),
+    // A receiving domain's own MX (docs/inbound.md): Email Routing hands its mail to the email() handler. Reported,
+    // not required: sending does not depend on it.
+    ...(domain.receiving
+      ? [{ type: "MX" as const, name: domain.name, value: EMAIL_ROUTING_MX, purpose: "inbound" as const, status: "pending" as const }]
       : []),
   ];
 }
@@ -277,6 +282,8 @@ export function serializeDomain(domain: DomainRow) {
       paused_reason: domain.warmupStatus === "paused" ? domain.warmupPausedReason : null,
     },
     reputation: { status: domain.reputationStatus, reason: domain.reputationReason, held_at: domain.reputationHeldAt },
+    receiving: domain.receiving,
+    receiving_addresses: domain.receivingAddresses,
     created_at: domain.createdAt,
     updated_at: domain.updatedAt,
   };

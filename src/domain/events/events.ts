@@ -10,7 +10,8 @@ import { newId } from "../../lib/ids";
  * `complained` and `campaign.completed`, API and SMTP mail the `relay.*` types; delivery feedback (DSNs, ARF reports,
  * Cloudflare Email Sending events, SES notifications: docs/deliverability.md) emits the delivered/bounced/complained
  * ones after the hand-off. Tracked messages emit `opened` and `clicked` (docs/tracking.md); a run of an automation
- * emits `automation.completed`; a domain's warm-up emits `warmup.status_changed`.
+ * emits `automation.completed`; a domain's warm-up emits `warmup.status_changed`. Mail received on a receiving domain
+ * emits `email.received`, and `replied` on the timeline of the sent message it answers (docs/inbound.md).
  */
 export const eventTypes = [
   "delivered",
@@ -29,6 +30,8 @@ export const eventTypes = [
   "relay.delivered",
   "relay.bounced",
   "relay.complained",
+  "email.received",
+  "replied",
 ] as const;
 export type EventType = (typeof eventTypes)[number];
 
@@ -230,6 +233,57 @@ export const eventDataSchemas = {
     .looseObject({ ...recipientEventFields, feedback_type: z.string().nullable().optional() })
     .openapi("RelayComplainedEventData", {
       description: "The recipient reported the message as spam (ARF feedback loop, provider event); the address is suppressed",
+    }),
+  "email.received": z
+    .looseObject({
+      inbound_id: z.string().openapi({ example: "inb_4Qm0c2JYd7pG1rXw8LkN3e", description: "GET /inbound/{id} reads the whole message" }),
+      domain_id: z.string(),
+      envelope_from: z.string().openapi({ description: "MAIL FROM as Email Routing received it (empty for bounces)" }),
+      envelope_to: z.string().openapi({ description: "RCPT TO: the receiving address" }),
+      from: z.string().nullable().openapi({ description: "The From header, decoded", example: "Jane Doe <jane@example.org>" }),
+      to: z.array(z.string()),
+      cc: z.array(z.string()),
+      subject: z.string().nullable(),
+      date: z.string().nullable().openapi({ description: "The Date header as an ISO timestamp, null when absent or unreadable" }),
+      message_id: z.string().nullable().openapi({ description: "The Message-ID header" }),
+      in_reply_to: z.string().nullable(),
+      references: z.array(z.string()),
+      text_excerpt: z.string().openapi({ description: "The first 1,000 characters of the text body (or of the HTML's text)" }),
+      attachments: z.array(
+        z.object({
+          index: z.number().int().openapi({ description: "`n` of GET /inbound/{id}/attachments/{n}" }),
+          filename: z.string().nullable(),
+          content_type: z.string(),
+          size: z.number().int(),
+          content_id: z.string().nullable(),
+          download_url: z.string().openapi({ description: "A signed link that needs no key, valid until download_expires_at" }),
+          download_expires_at: z.string(),
+        }),
+      ),
+      size: z.number().int().openapi({ description: "The raw message's size in bytes" }),
+      authentication: z.object({ spf: z.string().nullable(), dkim: z.string().nullable(), dmarc: z.string().nullable() }).openapi({
+        description: "What Email Routing's checks said (pass, fail, none, …), as it wrote them; null when it said nothing",
+      }),
+      auto_submitted: z
+        .string()
+        .nullable()
+        .openapi({ description: "The Auto-Submitted header (auto-replied, auto-generated), null for a person's mail" }),
+      in_reply_to_message_id: z.string().nullable().openapi({ description: "The message we sent that this mail replies to" }),
+      campaign_id: z.string().nullable().openapi({ description: "That message's campaign" }),
+    })
+    .openapi("EmailReceivedEventData", {
+      description: "Mail arrived on a receiving domain and was stored. The raw bytes are not in the event: GET /inbound/{id}/raw",
+    }),
+  replied: z
+    .looseObject({
+      message_id: z.string().openapi({ description: "The message we sent that was answered" }),
+      campaign_id: z.string().nullable().optional(),
+      inbound_id: z.string().openapi({ description: "The reply, as stored (GET /inbound/{id})" }),
+      from: z.string().nullable().openapi({ description: "Who replied (the reply's From header)" }),
+      subject: z.string().nullable(),
+    })
+    .openapi("RepliedEventData", {
+      description: "Someone answered a message we sent: a received mail's In-Reply-To or References named its Message-ID. Auto-replies do not count",
     }),
 } satisfies Record<EventType, z.ZodType<Record<string, unknown>>>;
 

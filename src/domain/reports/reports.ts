@@ -56,6 +56,7 @@ const columnOf = {
   complaints: dailyStats.complaints,
   failed: dailyStats.failed,
   suppressed: dailyStats.suppressed,
+  replies: dailyStats.replies,
 } as const satisfies Record<RollupCounter, unknown>;
 
 const sums = Object.fromEntries(rollupCounters.map((counter) => [counter, sql<number>`COALESCE(SUM(${columnOf[counter]}), 0)`])) as Record<

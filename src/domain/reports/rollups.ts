@@ -23,6 +23,7 @@ export const rollupCounters = [
   "complaints",
   "failed",
   "suppressed",
+  "replies",
 ] as const;
 export type RollupCounter = (typeof rollupCounters)[number];
 export type RollupCounts = Partial<Record<RollupCounter, number>>;

@@ -1,7 +1,8 @@
 // Data retention: the cron deletes what is older than RETENTION_DAYS, so D1 and R2 stop growing with every email
 // (docs/scaling.md, "Growing past one database"). What goes: finished messages with everything stored per message
 // (recipients, tags, events and their webhook deliveries, delivery feedback, the R2 content object), then events
-// that belong to no stored message, then old webhook delivery log rows. What stays: pending mail, the credit ledger,
+// that belong to no stored message, then old webhook delivery log rows, then received mail (inbound_emails and its
+// R2 objects). What stays: pending mail, the credit ledger,
 // suppressions, contacts, and the rollups reports read (daily_stats, usage_daily, campaign_links); a campaign's
 // purged messages are added to campaign_purged_messages so GET /campaigns/{id} counts them still.
 //
@@ -14,6 +15,7 @@ import { config } from "../../config";
 import { statement } from "../../db/client";
 import { chunk } from "../../lib/chunk";
 import { logError } from "../../lib/log";
+import { purgeInbound } from "../inbound/store";
 import type { MessageStatus } from "../sending/messages";
 
 /**
@@ -36,7 +38,7 @@ const DELIVERY_STATEMENTS_PER_RUN = 10;
 /** R2's delete() takes at most 1,000 keys. */
 const KEYS_PER_R2_DELETE = 1000;
 
-export type PurgeSummary = { messages: number; contentObjects: number; events: number; webhookDeliveries: number };
+export type PurgeSummary = { messages: number; contentObjects: number; events: number; webhookDeliveries: number; inboundEmails: number };
 
 const dayMs = 86_400_000;
 /** A webhook delivery is retried for about 21 hours; an event younger than this may still be read by a retry. */
@@ -192,7 +194,7 @@ async function purgeWebhookDeliveries(env: Env, cutoff: string, summary: PurgeSu
  * when RETENTION_DAYS is 0. What a run leaves (a backlog after the window is shortened) the next runs continue.
  */
 export async function purgeExpiredData(env: Env, now = new Date()): Promise<PurgeSummary> {
-  const summary: PurgeSummary = { messages: 0, contentObjects: 0, events: 0, webhookDeliveries: 0 };
+  const summary: PurgeSummary = { messages: 0, contentObjects: 0, events: 0, webhookDeliveries: 0, inboundEmails: 0 };
   const days = config(env).retentionDays;
   if (days === undefined) return summary;
   const window: Window = {
@@ -202,5 +204,7 @@ export async function purgeExpiredData(env: Env, now = new Date()): Promise<Purg
   const caughtUp = await purgeMessages(env, window, summary);
   if (caughtUp) await purgeEvents(env, window.cutoff, summary);
   await purgeWebhookDeliveries(env, window.cutoff, summary);
+  // Received mail (docs/inbound.md): kept as long as sent mail, with its raw bytes and attachments in R2.
+  summary.inboundEmails = await purgeInbound(env, window.cutoff);
   return summary;
 }

@@ -1,0 +1,272 @@
+// Mail for a receiving domain, handed to the Worker's email() handler by Cloudflare Email Routing (docs/inbound.md).
+// Everything that decides whether mail is taken happens before the handler returns, so a refusal reaches the sending
+// server as an SMTP reply: setReject (permanent) for a domain or address that does not receive, a message over the
+// size or attachment caps, or MIME postal-mime cannot read; a thrown InboundDeferral (Email Routing answers a failed
+// Worker with a temporary error, and the sender retries) for a domain past its hourly cap.
+//
+// Accepted mail is written R2 first (raw bytes, attachments), then one D1 batch: the row, guarded by the hourly cap,
+// its `email.received` event, and for a reply to a message we sent the `replied` event on that message and the
+// rollups' `replies`. The row's id is derived from the recipient and the Message-ID, so a redelivery stores nothing
+// twice and emits no second event.
+
+import { and, eq, inArray, sql } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
+import { config } from "../../config";
+import { statement } from "../../db/client";
+import { messageRecipients, messages } from "../../db/schema";
+import { sha256Hex } from "../../lib/crypto";
+import { idFromDigest } from "../../lib/ids";
+import { logWarning } from "../../lib/log";
+import { eventStatement, type EventInput } from "../events/events";
+import { asProvider, providerOfDomain, recipientDomain } from "../reports/providers";
+import { rollupStatements, sendingDomain } from "../reports/rollups";
+import { dispatchEventInputs } from "../webhooks/dispatch";
+import { MAX_INBOUND_ATTACHMENTS, MAX_INBOUND_BYTES, parseInbound, textExcerpt, type ParsedInbound } from "./parse";
+import { acceptsLocalPart, receivingDomain } from "./receiving";
+import { attachmentKey, bodyKey, rawKey, signedDownloadUrl } from "./store";
+
+/** A refusal the sending server should retry later (4xx): the handler throws it instead of calling setReject. */
+export class InboundDeferral extends Error {
+  override name = "InboundDeferral";
+}
+
+/** Bodies up to this many characters (text and HTML together) stay in the row; larger ones go to R2. */
+const INLINE_BODY_CHARS = 100_000;
+const hourMs = 3_600_000;
+
+/** Our Message-ID form (src/domain/sending/mime.ts, buildMessageId): `<msg_…@sender domain>`. */
+const ourMessageId = /^<(msg_[0-9A-Za-z]{22})@([^<>\s]+)>$/;
+
+export type ThreadedMessage = { id: string; campaignId: string | null; fromAddress: string; provider: string | null };
+
+/**
+ * The message of the account that `parsed` answers: In-Reply-To first, then References from the most recent. A
+ * candidate counts only when its Message-ID's domain is the message's From domain, as we wrote it.
+ */
+async function threadedMessage(d1: D1Database, accountId: string, parsed: ParsedInbound): Promise<ThreadedMessage | undefined> {
+  const candidates = [parsed.inReplyTo, ...[...parsed.references].reverse()].flatMap((value) => {
+    const match = value ? ourMessageId.exec(value) : null;
+    return match ? [{ id: match[1]!, domain: match[2]!.toLowerCase() }] : [];
+  });
+  if (candidates.length === 0) return undefined;
+  const db = drizzle(d1);
+  const rows = await db
+    .select({ id: messages.id, campaignId: messages.campaignId, fromAddress: messages.fromAddress })
+    .from(messages)
+    .where(
+      and(
+        eq(messages.accountId, accountId),
+        inArray(
+          messages.id,
+          candidates.slice(0, 90).map((candidate) => candidate.id),
+        ),
+      ),
+    )
+    .all();
+  const found = candidates
+    .map((candidate) => rows.find((row) => row.id === candidate.id && sendingDomain(row.fromAddress) === candidate.domain))
+    .find((row) => row !== undefined);
+  if (!found) return undefined;
+  const recipient = parsed.fromAddress
+    ? await db
+        .select({ provider: messageRecipients.provider })
+        .from(messageRecipients)
+        .where(and(eq(messageRecipients.messageId, found.id), eq(sql`lower(${messageRecipients.email})`, parsed.fromAddress)))
+        .get()
+    : undefined;
+  return { ...found, provider: recipient?.provider ?? null };
+}
+
+/** Counts the domain's stored mail of the last hour, stopping at `cap`. */
+const recentCount = (domainId: string, since: string, cap: number) =>
+  sql`(SELECT count(*) FROM (SELECT 1 FROM inbound_emails WHERE domain_id = ${domainId} AND created_at > ${since} LIMIT ${cap}))`;
+
+export type InboundOutcome =
+  | { kind: "stored"; id: string; threadedTo?: string }
+  | { kind: "duplicate"; id: string }
+  | { kind: "rejected"; reason: string };
+
+function reject(message: ForwardableEmailMessage, reason: string, details: Record<string, unknown>): InboundOutcome {
+  message.setReject(reason);
+  logWarning("inbound mail refused", { reason, to: message.to, ...details });
+  return { kind: "rejected", reason };
+}
+
+/** The email() handler's path for mail that is not to BOUNCE_DOMAIN. */
+export async function handleInboundEmail(message: ForwardableEmailMessage, env: Env): Promise<InboundOutcome> {
+  const settings = config(env);
+  const recipient = message.to.trim().toLowerCase();
+  const at = recipient.lastIndexOf("@");
+  const localPart = recipient.slice(0, at);
+  const domainName = recipient.slice(at + 1);
+  const domain = at > 0 ? await receivingDomain(env.DB, domainName) : undefined;
+  if (!domain) return reject(message, `5.1.2 <${recipient}>: this domain does not receive mail here`, { domain: domainName });
+  if (!acceptsLocalPart(domain, localPart)) return reject(message, `5.1.1 <${recipient}>: no such mailbox`, { domain_id: domain.id });
+  if (message.rawSize > MAX_INBOUND_BYTES) {
+    return reject(message, `5.3.4 Message too big: ${message.rawSize} bytes, the limit is ${MAX_INBOUND_BYTES}`, { domain_id: domain.id });
+  }
+
+  const since = new Date(Date.now() - hourMs).toISOString();
+  const cap = settings.inboundMaxPerHour;
+  const [counted] = await env.DB.batch<{ total: number }>([statement(env.DB, sql`SELECT ${recentCount(domain.id, since, cap)} AS total`)]);
+  if ((counted?.results[0]?.total ?? 0) >= cap) {
+    logWarning("inbound mail deferred: hourly cap", { domain_id: domain.id, cap });
+    throw new InboundDeferral(`4.7.1 ${domain.name} has received its ${cap} messages this hour; try again later`);
+  }
+
+  const raw = new Uint8Array(await new Response(message.raw).arrayBuffer());
+  if (raw.byteLength > MAX_INBOUND_BYTES) {
+    return reject(message, `5.3.4 Message too big: ${raw.byteLength} bytes, the limit is ${MAX_INBOUND_BYTES}`, { domain_id: domain.id });
+  }
+  let parsed: ParsedInbound;
+  try {
+    parsed = await parseInbound(raw);
+  } catch (error) {
+    return reject(message, "5.6.0 The message could not be read as MIME", {
+      domain_id: domain.id,
+      error: error instanceof Error ? error.message : String(error),
+    });
+  }
+  if (parsed.attachments.length > MAX_INBOUND_ATTACHMENTS) {
+    return reject(message, `5.3.4 Too many attachments: ${parsed.attachments.length}, the limit is ${MAX_INBOUND_ATTACHMENTS}`, {
+      domain_id: domain.id,
+    });
+  }
+
+  const identity = `${recipient}\n${parsed.messageId ?? (await sha256Hex(raw))}`;
+  const id = idFromDigest("inb", new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(identity))));
+  const existing = await env.DB.prepare("SELECT 1 AS found FROM inbound_emails WHERE id = ?").bind(id).first();
+  if (existing) return { kind: "duplicate", id };
+
+  const thread = await threadedMessage(env.DB, domain.accountId, parsed);
+  const largeBody = (parsed.text?.length ?? 0) + (parsed.html?.length ?? 0) > INLINE_BODY_CHARS;
+  await Promise.all([
+    env.BLOBS.put(rawKey(id), raw, { httpMetadata: { contentType: "message/rfc822" } }),
+    ...parsed.attachments.map((attachment, index) =>
+      env.BLOBS.put(attachmentKey(id, index), attachment.content, { httpMetadata: { contentType: attachment.content_type } }),
+    ),
+    ...(largeBody ? [env.BLOBS.put(bodyKey(id), JSON.stringify({ text: parsed.text, html: parsed.html }))] : []),
+  ]);
+
+  const attachments = parsed.attachments.map(({ content: _content, ...meta }) => meta);
+  const row = {
+    id,
+    account_id: domain.accountId,
+    domain_id: domain.id,
+    envelope_from: message.from.slice(0, 998),
+    envelope_to: recipient,
+    from_header: parsed.fromHeader,
+    from_address: parsed.fromAddress,
+    to_addresses: JSON.stringify(parsed.to),
+    cc_addresses: JSON.stringify(parsed.cc),
+    reply_to: parsed.replyTo,
+    subject: parsed.subject,
+    date: parsed.date,
+    message_id_header: parsed.messageId,
+    in_reply_to: parsed.inReplyTo,
+    references: JSON.stringify(parsed.references),
+    text: largeBody ? null : parsed.text,
+    html: largeBody ? null : parsed.html,
+    body_key: largeBody ? bodyKey(id) : null,
+    attachments: JSON.stringify(attachments),
+    size: raw.byteLength,
+    raw_key: rawKey(id),
+    authentication: JSON.stringify(parsed.authentication),
+    auto_submitted: parsed.autoSubmitted,
+    in_reply_to_message_id: thread?.id ?? null,
+    campaign_id: thread?.campaignId ?? null,
+  };
+  const columns = Object.keys(row);
+  const insert = statement(
+    env.DB,
+    sql`INSERT INTO inbound_emails (${sql.raw(columns.map((column) => `"${column}"`).join(", "))})
+      SELECT ${sql.join(
+        Object.values(row).map((value) => sql`${value}`),
+        sql`, `,
+      )}
+      WHERE ${recentCount(domain.id, since, cap)} < ${cap}
+      ON CONFLICT (id) DO NOTHING`,
+  );
+  const stored = sql`EXISTS (SELECT 1 FROM inbound_emails WHERE id = ${id})`;
+
+  const links = await Promise.all(attachments.map((_, index) => signedDownloadUrl(settings, id, index)));
+  const received: EventInput = {
+    accountId: domain.accountId,
+    type: "email.received",
+    subjectId: id,
+    dedupeKey: `email.received:${id}`,
+    data: {
+      inbound_id: id,
+      domain_id: domain.id,
+      envelope_from: row.envelope_from,
+      envelope_to: recipient,
+      from: parsed.fromHeader,
+      to: parsed.to,
+      cc: parsed.cc,
+      subject: parsed.subject,
+      date: parsed.date,
+      message_id: parsed.messageId,
+      in_reply_to: parsed.inReplyTo,
+      references: parsed.references,
+      text_excerpt: textExcerpt(parsed),
+      attachments: attachments.map((attachment, index) => ({
+        index,
+        filename: attachment.filename,
+        content_type: attachment.content_type,
+        size: attachment.size,
+        content_id: attachment.content_id,
+        download_url: links[index]!.url,
+        download_expires_at: links[index]!.expiresAt,
+      })),
+      size: raw.byteLength,
+      authentication: { spf: parsed.authentication.spf, dkim: parsed.authentication.dkim, dmarc: parsed.authentication.dmarc },
+      auto_submitted: parsed.autoSubmitted,
+      in_reply_to_message_id: thread?.id ?? null,
+      campaign_id: thread?.campaignId ?? null,
+    },
+  };
+  // An auto-reply (an out-of-office) is linked to its message but is not a reply: no event, not counted.
+  const replied: EventInput | undefined =
+    thread && !parsed.autoSubmitted
+      ? {
+          accountId: domain.accountId,
+          type: "replied",
+          subjectId: thread.id,
+          dedupeKey: `replied:${id}`,
+          data: { message_id: thread.id, campaign_id: thread.campaignId, inbound_id: id, from: parsed.fromHeader, subject: parsed.subject },
+        }
+      : undefined;
+  const firstReply = replied
+    ? sql`${stored} AND NOT EXISTS (SELECT 1 FROM events WHERE account_id = ${domain.accountId} AND dedupe_key = ${replied.dedupeKey})`
+    : undefined;
+  const results = await env.DB.batch([
+    insert,
+    eventStatement(env.DB, received, stored),
+    // Before the event it checks for: counted once however often the mail is delivered.
+    ...(replied && thread && firstReply
+      ? [
+          ...rollupStatements(
+            env.DB,
+            {
+              accountId: domain.accountId,
+              domain: sendingDomain(thread.fromAddress),
+              provider: asProvider(thread.provider) ?? (parsed.fromAddress ? providerOfDomain(recipientDomain(parsed.fromAddress)) : undefined),
+              campaignId: thread.campaignId,
+            },
+            { replies: 1 },
+            firstReply,
+          ),
+          eventStatement(env.DB, replied, stored),
+        ]
+      : []),
+  ]);
+  if (results[0]!.meta.changes === 0) {
+    // Nothing inserted: the same mail stored meanwhile by a concurrent delivery, or the cap reached by others.
+    const now = await env.DB.prepare("SELECT 1 AS found FROM inbound_emails WHERE id = ?").bind(id).first();
+    if (now) return { kind: "duplicate", id };
+    await env.BLOBS.delete([rawKey(id), ...attachments.map((_, index) => attachmentKey(id, index)), ...(largeBody ? [bodyKey(id)] : [])]);
+    throw new InboundDeferral(`4.7.1 ${domain.name} has received its ${cap} messages this hour; try again later`);
+  }
+  await dispatchEventInputs(env, replied ? [received, replied] : [received]);
+  return { kind: "stored", id, threadedTo: thread?.id };
+}

@@ -1,0 +1,105 @@
+// Which mail a domain receives (docs/inbound.md): `receiving` on a verified domain, and optionally the local parts it
+// accepts (null: every address). At most one account receives a name (the domains_receiving_name partial index):
+// two accounts can both verify a name for sending, but its mail can only go to one of them.
+
+import { and, eq } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
+import { config } from "../../config";
+import { domains, type DnsRecordCheck } from "../../db/schema";
+import { nowIso } from "../../lib/ids";
+import { expectedRecords, type DomainRow } from "../domains/domains";
+
+/** Local parts a domain's address list may hold (the part before `@`, lower-cased); RFC 5321 allows 64 octets. */
+export const localPartPattern = /^[a-z0-9!#$%&'*+/=?^_`{|}~-]+(\.[a-z0-9!#$%&'*+/=?^_`{|}~-]+)*$/;
+export const MAX_RECEIVING_ADDRESSES = 200;
+
+export type ReceivingChange = { receiving: boolean; addresses?: string[] | null };
+
+export type SetReceivingOutcome =
+  | { kind: "updated"; domain: DomainRow }
+  | { kind: "not_verified" }
+  | { kind: "taken" }
+  | { kind: "invalid"; errors: Record<string, string[]> };
+
+/** The local parts as stored: trimmed, lower-cased, without `@domain` when the user gave whole addresses. */
+export function normalizeAddresses(domainName: string, input: string[]): { addresses: string[]; errors: Record<string, string[]> } {
+  const errors: Record<string, string[]> = {};
+  const addresses = new Set<string>();
+  input.forEach((raw, index) => {
+    let local = raw.trim().toLowerCase();
+    const at = local.lastIndexOf("@");
+    if (at >= 0) {
+      if (local.slice(at + 1) !== domainName) {
+        errors[`receiving_addresses.${index}`] = [`Not an address on ${domainName}`];
+        return;
+      }
+      local = local.slice(0, at);
+    }
+    if (local.length === 0 || local.length > 64 || !localPartPattern.test(local)) {
+      errors[`receiving_addresses.${index}`] = ["Not a local part (the part before @), e.g. support"];
+      return;
+    }
+    addresses.add(local);
+  });
+  return { addresses: [...addresses], errors };
+}
+
+/** Keeps what the last check found for records that are still expected, so turning receiving on loses no result. */
+function mergeRecords(previous: DnsRecordCheck[], next: DnsRecordCheck[]): DnsRecordCheck[] {
+  return next.map((record) => {
+    const before = previous.find((old) => old.type === record.type && old.name === record.name && old.purpose === record.purpose);
+    return before ? { ...record, status: before.status, ...(before.found ? { found: before.found } : {}) } : record;
+  });
+}
+
+/** Turns receiving on or off, and sets the accepted addresses (omitted: unchanged; null: catch-all). */
+export async function setReceiving(env: Env, domain: DomainRow, change: ReceivingChange): Promise<SetReceivingOutcome> {
+  if (change.receiving && domain.status !== "verified") return { kind: "not_verified" };
+  let addresses = domain.receivingAddresses;
+  if (change.addresses !== undefined) {
+    if (change.addresses === null) addresses = null;
+    else {
+      const normalized = normalizeAddresses(domain.name, change.addresses);
+      if (Object.keys(normalized.errors).length > 0) return { kind: "invalid", errors: normalized.errors };
+      addresses = normalized.addresses;
+    }
+  }
+  const records = mergeRecords(
+    domain.records,
+    expectedRecords({ ...domain, receiving: change.receiving }, config(env).spfInclude, config(env).bounceDomain),
+  );
+  try {
+    const updated = await drizzle(env.DB)
+      .update(domains)
+      .set({ receiving: change.receiving, receivingAddresses: addresses, records, updatedAt: nowIso() })
+      .where(eq(domains.id, domain.id))
+      .returning()
+      .get();
+    return { kind: "updated", domain: updated ?? domain };
+  } catch (error) {
+    // The partial unique index: another account already receives this name.
+    const text = error instanceof Error ? `${error.message} ${error.cause instanceof Error ? error.cause.message : ""}` : String(error);
+    if (/UNIQUE constraint failed/i.test(text)) return { kind: "taken" };
+    throw error;
+  }
+}
+
+/** The domain receiving `domainName`'s mail, if any: verified, receiving on. */
+export async function receivingDomain(d1: D1Database, domainName: string): Promise<DomainRow | undefined> {
+  return drizzle(d1)
+    .select()
+    .from(domains)
+    .where(and(eq(domains.name, domainName), eq(domains.receiving, true), eq(domains.status, "verified")))
+    .get();
+}
+
+/**
+ * Whether the domain takes mail for `localPart`: any address without a list; else one on the list, where
+ * `support+ticket-42` counts as `support` (subaddressing, RFC 5233).
+ */
+export function acceptsLocalPart(domain: Pick<DomainRow, "receivingAddresses">, localPart: string): boolean {
+  if (domain.receivingAddresses === null) return true;
+  const local = localPart.toLowerCase();
+  const base = local.split("+", 1)[0]!;
+  return domain.receivingAddresses.includes(local) || domain.receivingAddresses.includes(base);
+}

@@ -1,0 +1,158 @@
+// Received mail at rest (docs/inbound.md): this module owns the inbound_emails queries, the R2 keys beside each row
+// (raw bytes, one object per attachment, the body when it is too large for the row) and the signed download links
+// of attachments that webhooks carry instead of bytes.
+
+import { and, eq, gte, lte, sql } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
+import type { Config } from "../../config";
+import { statement } from "../../db/client";
+import { inboundEmails } from "../../db/schema";
+import { chunk } from "../../lib/chunk";
+import { hmacSha256Hex, timingSafeEqualString } from "../../lib/crypto";
+import { logError } from "../../lib/log";
+import { keysetPage } from "../../lib/pagination";
+
+export type InboundRow = typeof inboundEmails.$inferSelect;
+
+export const rawKey = (id: string) => `inbound/${id}/raw.eml`;
+export const attachmentKey = (id: string, index: number) => `inbound/${id}/attachments/${index}`;
+export const bodyKey = (id: string) => `inbound/${id}/body.json`;
+
+/** Every R2 object stored for a row. */
+export const objectKeys = (row: Pick<InboundRow, "id" | "attachments" | "bodyKey">) => [
+  rawKey(row.id),
+  ...row.attachments.map((_, index) => attachmentKey(row.id, index)),
+  ...(row.bodyKey ? [row.bodyKey] : []),
+];
+
+export type InboundFilters = { to?: string; from?: string; receivedAfter?: string; receivedBefore?: string };
+
+/** A page of the account's received mail, newest first (`limit + 1` rows, for `pageOf`). */
+export async function listInbound(d1: D1Database, accountId: string, filters: InboundFilters, page: { cursor?: string; limit: number }) {
+  const keyset = keysetPage(inboundEmails, page.cursor);
+  return drizzle(d1)
+    .select()
+    .from(inboundEmails)
+    .where(
+      and(
+        eq(inboundEmails.accountId, accountId),
+        filters.to ? eq(inboundEmails.envelopeTo, filters.to.trim().toLowerCase()) : undefined,
+        filters.from ? eq(inboundEmails.fromAddress, filters.from.trim().toLowerCase()) : undefined,
+        filters.receivedAfter ? gte(inboundEmails.createdAt, filters.receivedAfter) : undefined,
+        filters.receivedBefore ? lte(inboundEmails.createdAt, filters.receivedBefore) : undefined,
+        keyset.where,
+      ),
+    )
+    .orderBy(...keyset.orderBy)
+    .limit(page.limit + 1)
+    .all();
+}
+
+export async function findInbound(d1: D1Database, accountId: string, id: string): Promise<InboundRow | undefined> {
+  return drizzle(d1)
+    .select()
+    .from(inboundEmails)
+    .where(and(eq(inboundEmails.id, id), eq(inboundEmails.accountId, accountId)))
+    .get();
+}
+
+/** The text and HTML bodies: from the row, or from R2 when they were too large for it. */
+export async function bodiesOf(env: Env, row: InboundRow): Promise<{ text: string | null; html: string | null }> {
+  if (!row.bodyKey) return { text: row.text, html: row.html };
+  const object = await env.BLOBS.get(row.bodyKey);
+  if (!object) return { text: null, html: null };
+  return object.json<{ text: string | null; html: string | null }>();
+}
+
+async function deleteObjects(env: Env, keys: string[]): Promise<void> {
+  for (const part of chunk(keys, 1000)) {
+    try {
+      await env.BLOBS.delete(part);
+    } catch (error) {
+      // Their rows are gone, so nothing would ever name these keys again: the log line is what is left of them.
+      logError("inbound: objects left in R2", { keys: part, error: error instanceof Error ? error.message : String(error) });
+      throw error;
+    }
+  }
+}
+
+/** Deletes one of the account's received messages with its R2 objects; false if there is no such message. */
+export async function deleteInbound(env: Env, accountId: string, id: string): Promise<boolean> {
+  const deleted = await drizzle(env.DB)
+    .delete(inboundEmails)
+    .where(and(eq(inboundEmails.id, id), eq(inboundEmails.accountId, accountId)))
+    .returning({ id: inboundEmails.id, attachments: inboundEmails.attachments, bodyKey: inboundEmails.bodyKey })
+    .get();
+  if (!deleted) return false;
+  await deleteObjects(env, objectKeys(deleted));
+  return true;
+}
+
+const INBOUND_PER_PAGE = 200;
+const INBOUND_PAGES_PER_RUN = 10;
+
+/**
+ * Retention (src/domain/retention/purge.ts): received mail older than `cutoff` goes with its R2 objects, oldest first,
+ * at most 2,000 per run. Its `email.received` events belong to no stored message and go with the other such events.
+ */
+export async function purgeInbound(env: Env, cutoff: string): Promise<number> {
+  let purged = 0;
+  for (let page = 0; page < INBOUND_PAGES_PER_RUN; page++) {
+    const { results } = await statement(
+      env.DB,
+      sql`DELETE FROM inbound_emails WHERE id IN (SELECT id FROM inbound_emails WHERE created_at < ${cutoff} ORDER BY created_at LIMIT ${INBOUND_PER_PAGE})
+        RETURNING id, attachments, body_key AS bodyKey`,
+    ).all<{ id: string; attachments: string; bodyKey: string | null }>();
+    await deleteObjects(
+      env,
+      results.flatMap((row) =>
+        objectKeys({ id: row.id, attachments: JSON.parse(row.attachments) as unknown[] as InboundRow["attachments"], bodyKey: row.bodyKey }),
+      ),
+    );
+    purged += results.length;
+    if (results.length < INBOUND_PER_PAGE) break;
+  }
+  return purged;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Signed attachment links: `/inbound-files/<id>/<n>?expires=<unix>&signature=<hex>`, usable without a key until
+// they expire. The signature covers the id, the index and the expiry, with a key derived from DKIM_ENCRYPTION_KEY
+// under its own label, so a link can be neither extended nor pointed at another file.
+
+/** Longer than a webhook delivery's retries (about 21 hours), so the last retry's links still work. */
+export const DOWNLOAD_LINK_TTL_SECONDS = 3 * 86_400;
+const signatureLength = 32;
+const signingKey = (config: Pick<Config, "encryptionKey">) => `inbound-files:${config.encryptionKey}`;
+export const downloadPath = (id: string, index: number) => `/inbound-files/${id}/${index}`;
+
+export async function signedDownloadUrl(
+  config: Pick<Config, "encryptionKey" | "siteUrl">,
+  id: string,
+  index: number,
+  now = Date.now(),
+): Promise<{ url: string; expiresAt: string }> {
+  const expires = Math.floor(now / 1000) + DOWNLOAD_LINK_TTL_SECONDS;
+  const signature = (await hmacSha256Hex(signingKey(config), `${id}.${index}.${expires}`)).slice(0, signatureLength);
+  const url = new URL(downloadPath(id, index), config.siteUrl);
+  url.searchParams.set("expires", String(expires));
+  url.searchParams.set("signature", signature);
+  return { url: url.toString(), expiresAt: new Date(expires * 1000).toISOString() };
+}
+
+/** Whether a link's signature is ours for this file and it has not expired. */
+export async function downloadLinkValid(
+  config: Pick<Config, "encryptionKey">,
+  link: { id: string; index: number; expires: string | undefined; signature: string | undefined },
+  now = Date.now(),
+): Promise<boolean> {
+  if (!link.expires || !/^\d{1,12}$/.test(link.expires) || !link.signature || link.signature.length > 128) return false;
+  if (Number(link.expires) * 1000 < now) return false;
+  const expected = (await hmacSha256Hex(signingKey(config), `${link.id}.${link.index}.${link.expires}`)).slice(0, signatureLength);
+  return timingSafeEqualString(link.signature, expected);
+}
+
+/** A row by id alone, for a signed link (the signature stands in for the account's key). */
+export async function findInboundById(d1: D1Database, id: string): Promise<InboundRow | undefined> {
+  return drizzle(d1).select().from(inboundEmails).where(eq(inboundEmails.id, id)).get();
+}
