@@ -125,7 +125,7 @@ describe("the provider refuses or fails at each step of the SMTP dialogue", () =
       const to = rcpt(phase);
       const id = await storedMessage(account.id, domainId, from, to);
       // MAIL FROM is the message's VERP return path (BOUNCE_DOMAIN is set in the tests).
-      const mailFrom = await returnPath(config(env), id, from);
+      const mailFrom = await returnPath(config(env), id, to, from);
       await rule(phase, responses, phase === "connect" || phase === "ehlo" ? "*" : phase === "mail" ? mailFrom : to);
 
       const told = await attempt(id);
