@@ -111,16 +111,15 @@ export function deliveryStatusReport(values: {
   blocks: { recipient: string; action: "failed" | "delayed" | "delivered"; status: string }[];
 }): string {
   const boundary = "dsn-boundary-1764065702";
-  const blocks = values.blocks.map(
-    ({ recipient, action, status }) =>
-      [
-        `Final-Recipient: rfc822; ${recipient}`,
-        `Original-Recipient: rfc822;${recipient}`,
-        `Action: ${action}`,
-        `Status: ${status}`,
-        "Remote-MTA: dns; mail.example.org",
-        `Diagnostic-Code: smtp; ${{ 5: 550, 4: 452, 2: 250 }[status[0] as "5" | "4" | "2"]} ${status} <${recipient}>`,
-      ].join("\r\n"),
+  const blocks = values.blocks.map(({ recipient, action, status }) =>
+    [
+      `Final-Recipient: rfc822; ${recipient}`,
+      `Original-Recipient: rfc822;${recipient}`,
+      `Action: ${action}`,
+      `Status: ${status}`,
+      "Remote-MTA: dns; mail.example.org",
+      `Diagnostic-Code: smtp; ${{ 5: 550, 4: 452, 2: 250 }[status[0] as "5" | "4" | "2"]} ${status} <${recipient}>`,
+    ].join("\r\n"),
   );
   return [
     "Return-Path: <>",

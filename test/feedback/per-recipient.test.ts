@@ -159,10 +159,7 @@ describe("per-recipient return paths", () => {
     };
     const { key, id, a, b, c, copies } = await threeRecipientSend();
     const shared = await legacy(id);
-    await deliverToEmailHandler(
-      shared,
-      report("postfixHardBounce", { returnPath: shared, recipient: a, messageId: copies.get(a)!.message_id! }),
-    );
+    await deliverToEmailHandler(shared, report("postfixHardBounce", { returnPath: shared, recipient: a, messageId: copies.get(a)!.message_id! }));
     const message = await messageOf(key, id);
     expect([a, b, c].map((email) => statusOf(message, email))).toEqual(["sent", "sent", "sent"]);
     expect(await suppression(key, a)).toBeUndefined();
