@@ -4,9 +4,9 @@
 // recipient: every recipient sees its own Return-Path, so a report forged by one of them can only be about itself,
 // and the signature keeps anyone from filing a report for a message by guessing its id.
 //
-// Tokens written before return paths were per recipient sign the message id alone (`legacy`). Such a token is seen by
-// every recipient of its message, so it is believed only for a message with exactly one recipient, where it can name
-// nobody else.
+// Tokens written before return paths were per recipient (still in flight, or quoted by a late report) sign the message
+// id alone. Such a token was seen by every recipient of its message, so it is believed only for a message with exactly
+// one recipient, where it can name nobody else.
 
 import type { Config } from "../../config";
 import { hmacSha256Hex, timingSafeEqualString } from "../../lib/crypto";

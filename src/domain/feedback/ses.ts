@@ -108,7 +108,8 @@ export async function handleSesNotification(env: Env, body: unknown): Promise<Se
   }
   const reports = feedbackOf(notification, ours.messageId, message);
   // A VERP envelope sender belongs to one recipient's copy: SES has nothing to say about the others.
-  const about = ours.recipient ? reports.filter((report) => report.recipient.toLowerCase() === ours.recipient!.toLowerCase()) : reports;
+  const copyOf = ours.recipient?.toLowerCase();
+  const about = copyOf ? reports.filter((report) => report.recipient.toLowerCase() === copyOf) : reports;
   if (about.length < reports.length) {
     logWarning("ses: recipients the envelope sender does not belong to ignored", { message_id: ours.messageId, recipient: ours.recipient });
   }
