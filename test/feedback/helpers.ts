@@ -4,7 +4,7 @@ import { signBridgeRequest } from "@mailforge/bridge-contract";
 import worker from "../../src/index";
 import { bytesToBase64 } from "../../src/lib/crypto";
 import { call, createAccount, json } from "../helpers";
-import { eventually, messageOf, sinkMessagesTo, verifiedDomain } from "../send/helpers";
+import { eventually, messageOf, sinkMessagesTo, verifiedDomain, type SinkMessage } from "../send/helpers";
 import fixtures from "../fixtures/feedback";
 
 export const rcpt = (label: string) => `${label}-${crypto.randomUUID().slice(0, 8)}@example.org`;
@@ -83,4 +83,76 @@ export async function deliverToEmailHandler(to: string, raw: string, from = "MAI
   } as unknown as ForwardableEmailMessage;
   await worker.email(message, env);
   return rejected;
+}
+
+/**
+ * Sends one message to several recipients through the real pipeline and waits until each copy is in the sink and the
+ * message is `sent`; its id, and each recipient's copy as the sink received it (envelope, connection, Message-ID).
+ */
+export async function sentToMany(key: string, from: string, to: string[]): Promise<{ id: string; copies: Map<string, SinkMessage> }> {
+  const accepted = await json<{ id: string }>(await call("/api/v1/send", { key, body: { from, to, subject: "Your receipt", text: "Thanks." } }));
+  const copies = new Map<string, SinkMessage>();
+  for (const address of to) {
+    const [copy] = await eventually(async () => ((await sinkMessagesTo(address)).length > 0 ? sinkMessagesTo(address) : undefined));
+    copies.set(address, copy!);
+  }
+  await eventually(async () => ((await messageOf(key, accepted.id)).status === "sent" ? true : undefined));
+  return { id: accepted.id, copies };
+}
+
+/**
+ * A DSN as an MTA writes it (Postfix's layout), with one recipient block per entry: what a recipient who wants to
+ * bounce others would forge. `reportId` is its Message-Id.
+ */
+export function deliveryStatusReport(values: {
+  returnPath: string;
+  messageId: string;
+  reportId: string;
+  blocks: { recipient: string; action: "failed" | "delayed" | "delivered"; status: string }[];
+}): string {
+  const boundary = "dsn-boundary-1764065702";
+  const blocks = values.blocks.map(({ recipient, action, status }) =>
+    [
+      `Final-Recipient: rfc822; ${recipient}`,
+      `Original-Recipient: rfc822;${recipient}`,
+      `Action: ${action}`,
+      `Status: ${status}`,
+      "Remote-MTA: dns; mail.example.org",
+      `Diagnostic-Code: smtp; ${{ 5: 550, 4: 452, 2: 250 }[status[0] as "5" | "4" | "2"]} ${status} <${recipient}>`,
+    ].join("\r\n"),
+  );
+  return [
+    "Return-Path: <>",
+    "From: MAILER-DAEMON@mx1.example.net (Mail Delivery System)",
+    "Subject: Undelivered Mail Returned to Sender",
+    `To: ${values.returnPath}`,
+    "Auto-Submitted: auto-replied",
+    "MIME-Version: 1.0",
+    `Content-Type: multipart/report; report-type=delivery-status; boundary="${boundary}"`,
+    `Message-Id: ${values.reportId}`,
+    "",
+    `--${boundary}`,
+    "Content-Type: text/plain; charset=utf-8",
+    "",
+    "Your message could not be delivered to one or more recipients.",
+    "",
+    `--${boundary}`,
+    "Content-Type: message/delivery-status",
+    "",
+    "Reporting-MTA: dns; mx1.example.net",
+    "",
+    blocks.join("\r\n\r\n"),
+    "",
+    `--${boundary}`,
+    "Content-Type: text/rfc822-headers",
+    "",
+    `Return-Path: <${values.returnPath}>`,
+    "From: Acme <hello@acme.example.com>",
+    `To: ${values.blocks.map((block) => block.recipient).join(", ")}`,
+    "Subject: Your receipt",
+    `Message-ID: ${values.messageId}`,
+    "",
+    `--${boundary}--`,
+    "",
+  ].join("\r\n");
 }

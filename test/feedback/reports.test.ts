@@ -12,7 +12,7 @@ async function suppression(key: string, email: string) {
 
 describe("DSNs and ARF reports through the email() handler", () => {
   for (const fixture of ["postfixHardBounce", "gmailHardBounce", "microsoftHardBounce"] as const) {
-    it(`a ${fixture} DSN bounces the recipient, suppresses and refunds it, and emits relay.bounced`, async () => {
+    it(`a ${fixture} DSN bounces the recipient, suppresses it without a refund, and emits relay.bounced`, async () => {
       const { key, from } = await sender();
       const hook = receiverPath();
       await addReceiverRule({ path: hook, status: 200 });
@@ -38,13 +38,14 @@ describe("DSNs and ARF reports through the email() handler", () => {
         enhanced_code: expect.stringMatching(/^5\./),
       });
       expect(await suppression(key, to)).toMatchObject({ reason: "bounce" });
-      expect(await sendBalance(key)).toBe(100);
+      // A mailed report is not proof our transport's hand-off failed: anyone who received the message can write one.
+      expect(await sendBalance(key)).toBe(99);
       const [delivery] = await waitForRequests(hook, 1);
       expect(JSON.parse(delivery!.body)).toMatchObject({ type: "relay.bounced", data: { message_id: sent.id, recipient: to, bounce_type: "hard" } });
 
-      // The same DSN again (a retried delivery of the report) changes nothing: one refund, one event.
+      // The same DSN again (a retried delivery of the report) changes nothing: one event.
       await deliverToEmailHandler(sent.returnPath, report(fixture, { returnPath: sent.returnPath, recipient: to, messageId: sent.messageIdHeader }));
-      expect(await sendBalance(key)).toBe(100);
+      expect(await sendBalance(key)).toBe(99);
       expect((await messageOf(key, sent.id)).events.filter((event) => event.type === "relay.bounced")).toHaveLength(1);
     });
   }

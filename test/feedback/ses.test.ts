@@ -5,7 +5,7 @@ import privateKeyPem from "../fixtures/sns/signing-key.pem?raw";
 import { call, json } from "../helpers";
 import { messageOf, sendBalance } from "../send/helpers";
 import { addReceiverRule, receivedOn, receiverPath, receiverUrl } from "../webhooks/helpers";
-import { rcpt, relayedMessage, sender, sentMessage } from "./helpers";
+import { rcpt, relayedMessage, sender, sentMessage, sentToMany } from "./helpers";
 
 // A self-signed certificate stands in for Amazon's (test/fixtures/sns); the webhook receiver serves it the way
 // sns.<region>.amazonaws.com serves SigningCertURL, from the origin SNS_TRUSTED_CERT_ORIGIN trusts in the tests.
@@ -78,6 +78,34 @@ describe("POST /feedback/ses (SES through SNS)", () => {
       });
       expect(await sendBalance(key)).toBe(before + 1);
     }
+  });
+
+  it("a Bounce notification names one recipient's copy by its envelope sender: that recipient is bounced and refunded, the others it lists are not", async () => {
+    const { key, from } = await sender();
+    const [first, second] = [rcpt("first"), rcpt("second")];
+    const sent = await sentToMany(key, from, [first, second]);
+    const before = await sendBalance(key);
+    const response = await post(
+      await notification({
+        notificationType: "Bounce",
+        mail: { ...mail(sent.copies.get(first)!.mail_from, first), destination: [first, second] },
+        bounce: {
+          bounceType: "Permanent",
+          bounceSubType: "General",
+          feedbackId: crypto.randomUUID(),
+          bouncedRecipients: [first, second].map((emailAddress) => ({
+            emailAddress,
+            status: "5.1.1",
+            diagnosticCode: "smtp; 550 5.1.1 user unknown",
+          })),
+        },
+      }),
+    );
+    expect(await json(response)).toEqual({ status: "recorded", recorded: 1, ignored: 0 });
+    const message = await messageOf(key, sent.id);
+    expect(Object.fromEntries(message.recipients.map((r) => [r.email, r.status]))).toEqual({ [first]: "bounced", [second]: "sent" });
+    // A signed SES notification is verified evidence: its bounce refunds, unlike a mailed report.
+    expect(await sendBalance(key)).toBe(before + 1);
   });
 
   it("Complaint and Delivery notifications, matched by our Message-ID header when the envelope sender is the From address (no BOUNCE_DOMAIN)", async () => {

@@ -125,7 +125,7 @@ describe("the provider refuses or fails at each step of the SMTP dialogue", () =
       const to = rcpt(phase);
       const id = await storedMessage(account.id, domainId, from, to);
       // MAIL FROM is the message's VERP return path (BOUNCE_DOMAIN is set in the tests).
-      const mailFrom = await returnPath(config(env), id, from);
+      const mailFrom = await returnPath(config(env), id, to, from);
       await rule(phase, responses, phase === "connect" || phase === "ehlo" ? "*" : phase === "mail" ? mailFrom : to);
 
       const told = await attempt(id);
@@ -166,11 +166,12 @@ describe("the provider refuses or fails at each step of the SMTP dialogue", () =
     expect(await ledgerOf(id)).toEqual([{ kind: "charge", amount: -1 }]);
   });
 
-  it("a 554 at the final dot bounces every recipient RCPT accepted; one RCPT refused keeps its own reply", async () => {
+  it("a 554 at the final dot bounces the recipient of each copy it refuses; one RCPT refused keeps its own reply", async () => {
     const accepted = [rcpt("a"), rcpt("b")];
     const unknown = rcpt("unknown");
     await rule("rcpt", [{ code: 550, message: "5.1.1 User unknown" }], unknown);
-    await rule("data", [{ code: 554, message: "5.7.1 Content rejected" }], accepted[0]!);
+    // Each recipient's copy is its own transaction (its own VERP return path): the content filter refuses each.
+    for (const email of accepted) await rule("data", [{ code: 554, message: "5.7.1 Content rejected" }], email);
     const id = await storedMessage(account.id, domainId, from, [...accepted, unknown]);
     expect(await attempt(id)).toEqual({ acked: true, retried: false });
     const message = await messageOf(account.api_key, id);
@@ -193,6 +194,32 @@ describe("the provider refuses or fails at each step of the SMTP dialogue", () =
     // A content rejection says nothing about the mailboxes; the unknown user is suppressed.
     expect(await suppressed(account.id, accepted[0]!)).toBe(false);
     expect(await suppressed(account.id, unknown)).toBe(true);
+  });
+
+  it("each recipient's copy is its own transaction: one refused at the final dot and one greylisted do not hold back the third", async () => {
+    const [ok, greylisted, filtered] = [rcpt("ok"), rcpt("greylisted"), rcpt("filtered")];
+    await rule("data", [{ code: 451, message: "4.7.1 Greylisted" }], greylisted);
+    await rule("data", [{ code: 554, message: "5.7.1 Content rejected" }], filtered);
+    const id = await storedMessage(account.id, domainId, from, [ok, greylisted, filtered]);
+    expect(await attempt(id)).toEqual({ acked: false, retried: true });
+    let message = await messageOf(account.api_key, id);
+    expect(Object.fromEntries(message.recipients.map((r) => [r.email, r.status]))).toEqual({
+      [ok]: "sent",
+      [greylisted]: "deferred",
+      [filtered]: "bounced",
+    });
+    expect(await delivered(ok)).toEqual([expect.objectContaining({ rcpt_to: [ok] })]);
+    // A refusal our own SMTP session saw is refunded.
+    expect(await ledgerOf(id)).toEqual([
+      { kind: "charge", amount: -3 },
+      { kind: "refund", amount: 1 },
+    ]);
+
+    expect(await attempt(id)).toEqual({ acked: true, retried: false });
+    message = await messageOf(account.api_key, id);
+    expect(message.status).toBe("sent");
+    expect(await delivered(greylisted)).toEqual([expect.objectContaining({ rcpt_to: [greylisted] })]);
+    expect(await delivered(ok)).toHaveLength(1);
   });
 
   it("a 451 after DATA defers the recipients RCPT accepted and bounces the one it refused", async () => {

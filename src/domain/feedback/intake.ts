@@ -2,8 +2,10 @@
 // multipart/report; report-type=delivery-status) sent to a message's VERP return path, and feedback-loop complaints
 // (ARF, RFC 5965, report-type=feedback-report) sent to any address there. postal-mime parses the MIME; the report
 // parts are header blocks, which postal-mime also parses (each block is handed to it as a header section).
-// A report is tied to a message only through a signed token: the envelope recipient, or else the Return-Path of the
-// original message quoted in the report. Reports without a valid token are dropped and logged, never applied.
+// A report is tied to a message and ONE of its recipients only through a signed token (return-path.ts): the envelope
+// recipient, or else the return path of the original message quoted in the report. Reports without a valid token are
+// dropped and logged, never applied; a report block about another recipient than the token's is ignored and logged,
+// since anyone who received the message can write one. For the same reason a mailed report never refunds (record.ts).
 
 import PostalMime, { type Attachment, type Email, type Header } from "postal-mime";
 import { config } from "../../config";
@@ -11,7 +13,7 @@ import { sha256Hex } from "../../lib/crypto";
 import { logWarning } from "../../lib/log";
 import { bounceType } from "../sending/outcome";
 import { recordFeedback, type Feedback, type FeedbackResult } from "./record";
-import { messageOfReturnPath } from "./return-path";
+import { ownerOfReturnPath, type ReturnPathOwner } from "./return-path";
 
 // Reports carry at most the original message; a larger mail to the bounce domain is not a report we want.
 const MAX_REPORT_BYTES = 5 * 1024 * 1024;
@@ -53,7 +55,11 @@ async function originalHeaders(email: Email): Promise<Fields | undefined> {
 
 type ParsedReport = {
   type: "dsn" | "arf";
-  reports: Omit<Feedback, "target" | "sourceId" | "source">[];
+  /**
+   * Each report with the addresses it names as its recipient (a DSN block's Original- and Final-Recipient, an ARF's
+   * Original-Rcpt-To); none when an ARF report redacts it.
+   */
+  reports: (Omit<Feedback, "target" | "sourceId" | "source" | "recipient"> & { named: string[] })[];
   returnPaths: string[];
   /** The report's own Message-ID, which identifies it (undefined when it has none). */
   messageId: string | undefined;
@@ -71,18 +77,20 @@ async function parseReport(raw: ArrayBuffer | string): Promise<ParsedReport | un
   if (deliveryStatus) {
     const [, ...recipientBlocks] = await fieldBlocks(partText(deliveryStatus));
     const reports = recipientBlocks.flatMap((fields): ParsedReport["reports"] => {
-      const recipient = addressOf(fields.get("original-recipient")) ?? addressOf(fields.get("final-recipient"));
+      const named = [addressOf(fields.get("original-recipient")), addressOf(fields.get("final-recipient"))].filter(
+        (address): address is string => address !== undefined,
+      );
       const action = fields.get("action")?.toLowerCase();
       const status = fields.get("status")?.match(/^\d\.\d{1,3}\.\d{1,3}/)?.[0];
       const diagnostic = fields.get("diagnostic-code")?.replace(/^[^;]*;\s*/, "");
-      if (!recipient || !action) return [];
+      if (named.length === 0 || !action) return [];
       if (action === "failed") {
         // A permanent failure is classified as a synchronous refusal with the same enhanced code would be.
         const type = status?.startsWith("4.") ? "soft" : bounceType({ enhanced: status });
-        return [{ recipient, kind: "bounced", bounceType: type, status, diagnostic, final: type === "soft" }];
+        return [{ named, kind: "bounced", bounceType: type, status, diagnostic, final: type === "soft" }];
       }
-      if (action === "delayed") return [{ recipient, kind: "deferred", bounceType: "soft", status, diagnostic }];
-      if (action === "delivered" || action === "relayed" || action === "expanded") return [{ recipient, kind: "delivered", status, diagnostic }];
+      if (action === "delayed") return [{ named, kind: "deferred", bounceType: "soft", status, diagnostic }];
+      if (action === "delivered" || action === "relayed" || action === "expanded") return [{ named, kind: "delivered", status, diagnostic }];
       return [];
     });
     return { type: "dsn", reports, returnPaths: quotedReturnPath ? [quotedReturnPath] : [], messageId: email.messageId };
@@ -91,14 +99,16 @@ async function parseReport(raw: ArrayBuffer | string): Promise<ParsedReport | un
   const feedbackReport = email.attachments.find((part) => part.mimeType === "message/feedback-report");
   if (feedbackReport) {
     const [fields = new Map<string, string>()] = await fieldBlocks(partText(feedbackReport));
-    const recipient = addressOf(fields.get("original-rcpt-to")) ?? addressOf(original?.get("to")?.match(/<([^>]+)>/)?.[1] ?? original?.get("to"));
+    // Only the envelope recipient counts: the quoted To header lists every visible recipient of the message, and
+    // feedback loops often redact Original-Rcpt-To (RFC 6590), leaving the token to say whose copy it was.
+    const recipient = addressOf(fields.get("original-rcpt-to"));
     const feedbackType = fields.get("feedback-type")?.toLowerCase() ?? "abuse";
     const returnPaths = [fields.get("original-mail-from"), quotedReturnPath].filter((value): value is string => Boolean(value));
     // `not-spam` and `virus` reports are not complaints about the sender's mail.
     const complaint = feedbackType === "abuse" || feedbackType === "fraud" || feedbackType === "other";
     return {
       type: "arf",
-      reports: recipient && complaint ? [{ recipient, kind: "complained", feedbackType }] : [],
+      reports: complaint ? [{ named: recipient ? [recipient] : [], kind: "complained", feedbackType }] : [],
       returnPaths,
       messageId: email.messageId,
     };
@@ -117,20 +127,37 @@ async function ingestReport(env: Env, to: string, raw: ArrayBuffer | string): Pr
     logWarning("feedback mail dropped: not a delivery-status or abuse report", { to });
     return undefined;
   }
-  let messageId: string | undefined;
+  let owner: Extract<ReturnPathOwner, { recipient: string }> | undefined;
   for (const candidate of [to, ...parsed.returnPaths]) {
-    messageId = await messageOfReturnPath(settings, candidate);
-    if (messageId) break;
+    const found = await ownerOfReturnPath(env, settings, candidate);
+    if ("recipient" in found) {
+      owner = found;
+      break;
+    }
+    if (found.rejected !== "not ours")
+      logWarning("feedback return path refused", { address: candidate, reason: found.rejected, message_id: found.messageId });
   }
-  if (!messageId) {
+  if (!owner) {
     logWarning("feedback mail dropped: no valid return-path token", { to, type: parsed.type });
     return undefined;
+  }
+  const { messageId, recipient } = owner;
+  const wanted = recipient.toLowerCase();
+  const about = parsed.reports.filter((report) => report.named.length === 0 || report.named.some((address) => address.toLowerCase() === wanted));
+  const others = [...new Set(parsed.reports.flatMap((report) => (about.includes(report) ? [] : report.named)))];
+  if (others.length > 0) {
+    logWarning("feedback ignored: the report names recipients its return path does not belong to", {
+      type: parsed.type,
+      message_id: messageId,
+      recipient,
+      named: others,
+    });
   }
   // The report's own Message-ID identifies it; without one, its bytes do.
   const sourceId = parsed.messageId ?? (await sha256Hex(typeof raw === "string" ? raw : new TextDecoder().decode(raw)));
   return recordFeedback(
     env,
-    parsed.reports.map((report) => ({ ...report, target: { messageId: messageId! }, source: parsed.type, sourceId })),
+    about.map(({ named: _named, ...report }) => ({ ...report, recipient, target: { messageId }, source: parsed.type, sourceId })),
   );
 }
 

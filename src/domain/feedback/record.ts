@@ -2,9 +2,11 @@
 // notification) applied to the message and recipient it is about, the same way whatever its source:
 //   delivered   → recipient `delivered`, `delivered`/`relay.delivered` event (counted in the reports when the
 //                 transport's hand-off was not already counted as delivered)
-//   bounced     → hard/blocked: recipient `bounced`, credit refunded, `bounced`/`relay.bounced` event; hard also
-//                 suppresses the address. soft: counted (soft_bounces) and kept: the provider is still retrying,
+//   bounced     → hard/blocked: recipient `bounced`, `bounced`/`relay.bounced` event; hard also suppresses the
+//                 address. soft: counted (soft_bounces, once per recipient) and kept: the provider is still retrying,
 //                 or gave up on a temporary failure and the address may work tomorrow.
+//                 The credit is refunded only when the report's origin is verified (refundingSources): a DSN or ARF
+//                 report is mail anyone who received the message can write, so it never moves credits.
 //   complained  → recipient `complained`, address suppressed (its contacts leave the audience), `complained`/
 //                 `relay.complained` event
 // Everything is written in one D1 batch per call; each row of delivery_feedback, the recipient's status transitions
@@ -48,6 +50,13 @@ export type Feedback = {
 };
 
 export type FeedbackResult = { recorded: number; ignored: number };
+
+/**
+ * Sources whose origin is verified (an SNS signature, Cloudflare's own event queue): their bounces refund the
+ * recipient's credit. A mailed report (dsn, arf) proves only that someone could write to the bounce domain, and its
+ * token only that they received the message: it may bounce, suppress and report that recipient, never refund it.
+ */
+const refundingSources: ReadonlySet<FeedbackSource> = new Set(["ses", "cloudflare"]);
 
 // A recipient's status before the report, for each kind: only these move. A `sent` recipient's hand-off was accepted;
 // `delivered` ones can still bounce late (a DSN after an accepting relay) or complain.
@@ -158,7 +167,7 @@ export async function recordFeedback(env: Env, reports: Feedback[]): Promise<Fee
       // Refunded once: the ledger's unique reference is the one a synchronous bounce of this recipient would use. A
       // campaign recipient is charged only when sent: one whose outcome was lost (`unknown`) had its credit released
       // with the campaign's settlement, and is not refunded on top of that.
-      if (movesFrom.bounced.some((status) => status === row.status)) {
+      if (refundingSources.has(report.source) && movesFrom.bounced.some((status) => status === row.status)) {
         statements.push(
           ...refundStatements(
             env.DB,
@@ -180,13 +189,14 @@ export async function recordFeedback(env: Env, reports: Feedback[]): Promise<Fee
         smtp_response: report.diagnostic ?? null,
       });
     } else {
-      // A soft bounce or a delay: counted once per report (before its feedback row exists), the recipient kept.
+      // A soft bounce or a delay: counted once per recipient (before its first such feedback row exists), however
+      // many reports come, the recipient kept. Report ids cannot be what counts: a mailed report chooses its own.
       statements.push(
         ...rollupStatements(
           env.DB,
           { ...key, provider: asProvider(row.provider) },
           { soft_bounces: 1 },
-          sql`NOT EXISTS (SELECT 1 FROM delivery_feedback WHERE id = ${feedbackId})`,
+          sql`NOT EXISTS (SELECT 1 FROM delivery_feedback WHERE message_id = ${message.id} AND recipient = ${row.email} AND kind = ${report.kind})`,
         ),
       );
     }

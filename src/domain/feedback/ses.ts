@@ -15,7 +15,7 @@ import { findNamedMessage, type NamedMessage } from "../sending/messages";
 import { buildMessageId } from "../sending/mime";
 import { hasOwnMessageId } from "../sending/signed-message";
 import { recordFeedback, type Feedback } from "./record";
-import { messageOfReturnPath } from "./return-path";
+import { ownerOfReturnPath } from "./return-path";
 import { snsMessageSchema, trustedSnsUrl, verifySnsSignature, type SnsMessage } from "./sns";
 
 const recipientList = z.array(z.looseObject({ emailAddress: z.string(), status: z.string().optional(), diagnosticCode: z.string().optional() }));
@@ -101,21 +101,31 @@ export async function handleSesNotification(env: Env, body: unknown): Promise<Se
   } catch {
     return { kind: "invalid", reason: "The notification's Message is not an SES notification" };
   }
-  const messageId = await ourMessageId(env, notification);
-  if (!messageId) {
+  const ours = await ourMessage(env, notification);
+  if (!ours) {
     logWarning("ses: notification for a message that is not ours dropped", { ses_message_id: notification.mail.messageId });
     return { kind: "ignored", reason: "not one of our messages" };
   }
-  const result = await recordFeedback(env, feedbackOf(notification, messageId, message));
+  const reports = feedbackOf(notification, ours.messageId, message);
+  // A VERP envelope sender belongs to one recipient's copy: SES has nothing to say about the others.
+  const copyOf = ours.recipient?.toLowerCase();
+  const about = copyOf ? reports.filter((report) => report.recipient.toLowerCase() === copyOf) : reports;
+  if (about.length < reports.length) {
+    logWarning("ses: recipients the envelope sender does not belong to ignored", { message_id: ours.messageId, recipient: ours.recipient });
+  }
+  const result = await recordFeedback(env, about);
   return { kind: "recorded", ...result };
 }
 
-async function ourMessageId(env: Env, notification: SesNotification): Promise<string | undefined> {
+/** Our message the notification is about, and the recipient whose copy it was when its envelope sender says so. */
+async function ourMessage(env: Env, notification: SesNotification): Promise<{ messageId: string; recipient?: string } | undefined> {
   const { source } = notification.mail;
   // SES always names the envelope sender; without it nothing ties the mail to one of our senders.
   if (!source) return undefined;
-  const fromReturnPath = await messageOfReturnPath(config(env), source);
-  return fromReturnPath ?? messageOfHeader(env, notification, source);
+  const owner = await ownerOfReturnPath(env, config(env), source);
+  if ("recipient" in owner) return { messageId: owner.messageId, recipient: owner.recipient };
+  const messageId = await messageOfHeader(env, notification, source);
+  return messageId ? { messageId } : undefined;
 }
 
 /**

@@ -8,8 +8,9 @@ import { domains, messageRecipients, messages } from "../../db/schema";
 import { logError } from "../../lib/log";
 import { smtpTransportFromConfig } from "../transport/smtp";
 import { CloudflareEmailTransport } from "../transport/cloudflare";
-import { returnPath } from "../feedback/return-path";
+import { envelopesOf } from "../feedback/return-path";
 import { holdPastWarmupCaps } from "../feedback/warmup";
+import { sendCopies } from "../transport/copies";
 import type { Envelope, SendFailure, Transport } from "../transport/types";
 import { dispatchEventInputs } from "../webhooks/dispatch";
 import { loadContent } from "./content";
@@ -165,7 +166,7 @@ async function deliverClaimed(env: Env, ids: string[], transports: Transport[], 
       for (let next = ahead.take(); next; next = ahead.take()) {
         const { item: work, ready: prepared } = next;
         const ready = await prepared;
-        const outcome = "envelope" in ready ? transport.send(ready.envelope, ready.raw) : Promise.resolve(ready);
+        const outcome = "envelopes" in ready ? sendCopies(transport, ready.envelopes, ready.raw) : Promise.resolve(ready);
         await previous;
         previous = outcome.then(async (result) => {
           ahead.release(ready);
@@ -255,12 +256,12 @@ function outcomeWriter(env: Env) {
   };
 }
 
-type Prepared = { envelope: Envelope; raw: string | Uint8Array } | SendFailure;
+type Prepared = { envelopes: Envelope[]; raw: string | Uint8Array } | SendFailure;
 
 const PREPARED_AHEAD_BYTES = 8 * 1024 * 1024;
 
 const preparedSize = (prepared: Prepared) =>
-  "envelope" in prepared ? (typeof prepared.raw === "string" ? prepared.raw.length : prepared.raw.byteLength) : 0;
+  "envelopes" in prepared ? (typeof prepared.raw === "string" ? prepared.raw.length : prepared.raw.byteLength) : 0;
 
 /**
  * Prepares `items` one after another, ahead of whoever takes them, pausing while the prepared ones not yet released
@@ -308,15 +309,19 @@ async function prepareOne(
   domain: SigningDomain | undefined,
   signingKeys: (domain: SigningDomain) => Promise<SigningKeys>,
   campaignRecipient?: CampaignRecipient,
-): Promise<{ envelope: Envelope; raw: string | Uint8Array } | SendFailure> {
+): Promise<Prepared> {
   try {
     if (!domain) throw new MimeError("invalid_address", "from", "the sending domain was removed");
     const content = await loadContent(env, message);
     const raw = await buildSignedMessage(env, message, content, domain, await signingKeys(domain), campaignRecipient, recipients);
-    // Cloudflare Email Sending sets its own Return-Path; an SMTP smarthost gets the message's VERP address.
+    // Cloudflare Email Sending sets its own Return-Path; an SMTP smarthost gets each recipient's copy in its own
+    // transaction, with the VERP address that belongs to that recipient alone.
     const settings = config(env);
-    const mailFrom = settings.transport === "smtp" ? await returnPath(settings, message.id, message.fromAddress) : message.fromAddress;
-    return { envelope: { mailFrom, rcptTo: recipients }, raw };
+    const envelopes =
+      settings.transport === "smtp"
+        ? await envelopesOf(settings, message.id, message.fromAddress, recipients)
+        : [{ mailFrom: message.fromAddress, rcptTo: recipients }];
+    return { envelopes, raw };
   } catch (error) {
     if (error instanceof MimeError) {
       // The message itself is unsendable: retrying cannot help.

@@ -90,6 +90,8 @@ export class SmtpTransport implements Transport {
    * then pipelined behind its final dot (RFC 2920 §3.1), so a message costs one round trip instead of two.
    */
   private unsettled: { connection: SmtpConnection; perRecipient: RecipientOutcome[]; settle: (outcome: SendOutcome) => void } | null = null;
+  /** The last message's DATA payload: a message sent once per recipient (one VERP envelope each) is encoded once. */
+  private encoded: { raw: string | Uint8Array; data: { payload: Uint8Array; eightBit: boolean } } | null = null;
 
   constructor(options: SmtpTransportOptions) {
     this.options = {
@@ -113,7 +115,8 @@ export class SmtpTransport implements Transport {
       const response = invalid !== undefined ? `invalid envelope recipient ${JSON.stringify(invalid)}` : "no recipients";
       return replyFailure("rcpt", { code: 0, response }, { kind: "permanent" });
     }
-    const data = encodeDataPayload(raw);
+    if (this.encoded?.raw !== raw) this.encoded = { raw, data: encodeDataPayload(raw) };
+    const { data } = this.encoded;
     // Wrapped, so that the queue moves on once the message is written while its final reply may still be unread.
     const { outcome } = await this.serialised(() => this.deliver(envelope, data));
     return outcome;
