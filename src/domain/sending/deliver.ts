@@ -12,7 +12,7 @@ import { returnPath } from "../feedback/return-path";
 import { holdPastWarmupCaps } from "../feedback/warmup";
 import type { Envelope, SendFailure, Transport } from "../transport/types";
 import { dispatchEventInputs } from "../webhooks/dispatch";
-import { loadContent } from "./content";
+import { loadContent, rawObjectKey } from "./content";
 import { MimeError } from "./mime";
 import { recordOutcome, recordSkipped, simulate, type Disposition, type MessageRow } from "./outcome";
 import { campaignRecipientReads, campaignRecipientsOf, type CampaignRecipient } from "../campaigns/delivery";
@@ -169,7 +169,10 @@ async function deliverClaimed(env: Env, ids: string[], transports: Transport[], 
         await previous;
         previous = outcome.then(async (result) => {
           ahead.release(ready);
-          outcomes.add(work.message.id, recordOutcome(env, work.message, work.recipients, result, false, await providersLookup));
+          // The record shows what left: the subject as rendered for its recipient, and where its bytes are kept.
+          const sent =
+            "envelope" in ready ? { ...work.message, subject: ready.subject, rawKey: (await ready.stored) ?? work.message.rawKey } : work.message;
+          outcomes.add(work.message.id, recordOutcome(env, sent, work.recipients, result, false, await providersLookup));
         });
       }
       await previous;
@@ -255,7 +258,9 @@ function outcomeWriter(env: Env) {
   };
 }
 
-type Prepared = { envelope: Envelope; raw: string | Uint8Array } | SendFailure;
+/** A message ready to send: its envelope and bytes, the subject it carries, and the R2 key its bytes are being stored at (null if that failed). */
+type Ready = { envelope: Envelope; raw: string | Uint8Array; subject: string; stored: Promise<string | null> };
+type Prepared = Ready | SendFailure;
 
 const PREPARED_AHEAD_BYTES = 8 * 1024 * 1024;
 
@@ -308,15 +313,15 @@ async function prepareOne(
   domain: SigningDomain | undefined,
   signingKeys: (domain: SigningDomain) => Promise<SigningKeys>,
   campaignRecipient?: CampaignRecipient,
-): Promise<{ envelope: Envelope; raw: string | Uint8Array } | SendFailure> {
+): Promise<Prepared> {
   try {
     if (!domain) throw new MimeError("invalid_address", "from", "the sending domain was removed");
     const content = await loadContent(env, message);
-    const raw = await buildSignedMessage(env, message, content, domain, await signingKeys(domain), campaignRecipient, recipients);
+    const { raw, subject } = await buildSignedMessage(env, message, content, domain, await signingKeys(domain), campaignRecipient, recipients);
     // Cloudflare Email Sending sets its own Return-Path; an SMTP smarthost gets the message's VERP address.
     const settings = config(env);
     const mailFrom = settings.transport === "smtp" ? await returnPath(settings, message.id, message.fromAddress) : message.fromAddress;
-    return { envelope: { mailFrom, rcptTo: recipients }, raw };
+    return { envelope: { mailFrom, rcptTo: recipients }, raw, subject, stored: storeRaw(env, message.id, raw) };
   } catch (error) {
     if (error instanceof MimeError) {
       // The message itself is unsendable: retrying cannot help.
@@ -326,6 +331,21 @@ async function prepareOne(
     // and still record what the rest of the batch did, so nothing already sent is sent again.
     logError("send consumer: preparing a message failed", { message_id: message.id, error: String(error) });
     return { ok: false, kind: "temporary", stage: "message", connectionError: false, code: 0, response: `451 4.3.0 not sent: ${String(error)}` };
+  }
+}
+
+/**
+ * Keeps the bytes as they leave, while they are on the wire. A failure here must not hold back the message: the
+ * message is sent all the same, and only its raw source and content are missing from the API.
+ */
+async function storeRaw(env: Env, messageId: string, raw: Uint8Array): Promise<string | null> {
+  const key = rawObjectKey(messageId);
+  try {
+    await env.BLOBS.put(key, raw, { httpMetadata: { contentType: "message/rfc822" } });
+    return key;
+  } catch (error) {
+    logError("send consumer: storing a message's raw source failed", { message_id: messageId, error: String(error) });
+    return null;
   }
 }
 
