@@ -4439,6 +4439,200 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/messages/{id}/content": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * What was sent: the rendered subject, html and text
+         * @description Decoded from the signed bytes the last delivery attempt handed to the provider (`/raw`).
+         *
+         *     Scope: `send`.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The content as sent */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["MessageContent"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such message, or one deleted once past the retention window (RETENTION_DAYS, 30 days by default) */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The message has no content yet: it is kept from its first delivery attempt (test-mode messages are never built) */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/messages/{id}/raw": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * What was sent: the signed MIME source
+         * @description The bytes the last delivery attempt handed to the provider, DKIM signatures included (the envelope is not part of them).
+         *
+         *     Scope: `send`.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The message source */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "message/rfc822": string;
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such message, or one deleted once past the retention window (RETENTION_DAYS, 30 days by default) */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The message has no content yet: it is kept from its first delivery attempt (test-mode messages are never built) */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/templates": {
         parameters: {
             query?: never;
@@ -9459,9 +9653,26 @@ export interface components {
              *     ]
              */
             to: string | string[];
+            /**
+             * @description Copies, named in the Cc header. Each is a recipient, charged like one
+             * @example [
+             *       "ann@example.org",
+             *       "Bob Lee <bob@example.org>"
+             *     ]
+             */
+            cc?: string | string[];
+            /**
+             * @description Blind copies: recipients no header names. Each is a recipient, charged like one
+             * @example [
+             *       "ann@example.org",
+             *       "Bob Lee <bob@example.org>"
+             *     ]
+             */
+            bcc?: string | string[];
             reply_to?: string;
             subject?: string;
             html?: string;
+            /** @description Plain-text part. Without it, an html message gets one generated from the html */
             text?: string;
             template_id?: string;
             /**
@@ -9480,16 +9691,30 @@ export interface components {
             metadata?: {
                 [key: string]: string;
             };
+            /**
+             * @description Custom header fields (at most 50), values without line breaks. Refused: From, Sender, To, Cc, Bcc, Reply-To, Subject, Date, Message-ID, MIME-Version, Content-*, DKIM-Signature, Return-Path, Received, and List-Unsubscribe* on single-recipient messages (the platform sets them)
+             * @example {
+             *       "X-Entity-Ref-ID": "1042"
+             *     }
+             */
+            headers?: {
+                [key: string]: string;
+            };
             tags?: string[];
             attachments?: {
                 filename: string;
                 content: string;
                 /** @default application/octet-stream */
                 content_type: string;
+                /**
+                 * @description Makes the attachment an inline image of the html part: `<img src="cid:logo">` (sent as multipart/related)
+                 * @example logo
+                 */
+                content_id?: string;
             }[];
             /** @description Add an open pixel to the html part (default false). See docs/tracking.md for what counts as an open */
             track_opens?: boolean;
-            /** @description Send the html part's http(s) links through a click redirect (default false); the text part keeps its links */
+            /** @description Send the html part's http(s) links through a click redirect (default false); a given text part keeps its links, a generated one shows the redirects */
             track_clicks?: boolean;
         };
         SmtpCredential: {
@@ -9607,6 +9832,15 @@ export interface components {
                     [key: string]: unknown;
                 };
             }[];
+        };
+        MessageContent: {
+            id: string;
+            /** @description As the recipient saw it (placeholders filled in) */
+            subject: string | null;
+            /** @description The html part as sent: tracking links and open pixel included */
+            html: string | null;
+            /** @description The text part as sent (generated from the html when none was given) */
+            text: string | null;
         };
         TemplateList: {
             data: components["schemas"]["Template"][];
