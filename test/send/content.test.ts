@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import { signBridgeRequest } from "@mailforge/bridge-contract";
 import { call, createAccount, createKey, json } from "../helpers";
 import { campaignAccount, campaignMessages } from "../campaigns/helpers";
+import { signIn } from "../dashboard/helpers";
 import { eventually, messageOf, sendBalance, sinkMessagesTo, sinkRaw, verifiedDomain, type SinkMessage } from "./helpers";
 
 // What POST /send puts in the message beyond to/subject/body: copies, custom headers, inline images, the generated
@@ -325,5 +326,37 @@ describe("a campaign message's record", () => {
     expect(content.subject).toBe("News for Bob");
     // A campaign with html only gets a text part too, unsubscribe link included.
     expect(content.text).toMatch(/^Hi Bob\n\nUnsubscribe\s+\[http:\/\/127\.0\.0\.1:8787\/u\/\S+\]\s*$/);
+  });
+});
+
+describe("the dashboard's message page", () => {
+  it("frames the body as sent under a sandboxing policy and links the raw source", async () => {
+    const { key, from } = await setup();
+    const to = rcpt("dashboard");
+    const accepted = await send(key, { from, to, subject: "Framed", html: "<p>Shown <b>as sent</b></p>", track_opens: true });
+    const { raw } = await deliveredTo(to);
+    const browser = await signIn(key);
+    const page = await eventually(async () => {
+      const html = await (await browser.get(`/dashboard/messages/${accepted.body.id}`)).text();
+      return html.includes("<iframe") ? html : undefined;
+    });
+    expect(page).toContain(`src="/dashboard/messages/${accepted.body.id}/body"`);
+    expect(page).toContain(`href="/dashboard/messages/${accepted.body.id}/raw"`);
+
+    const body = await browser.get(`/dashboard/messages/${accepted.body.id}/body`);
+    // Sandboxed, and no remote image: the open pixel must not fire when the sender looks at the message.
+    expect(body.headers.get("Content-Security-Policy")).toBe(
+      "sandbox; default-src 'none'; img-src data:; style-src 'unsafe-inline'; frame-ancestors 'self'",
+    );
+    const shown = await body.text();
+    expect(shown).toBe((await PostalMime.parse(raw)).html);
+    expect(shown).toContain("/t/o/");
+
+    const source = await browser.get(`/dashboard/messages/${accepted.body.id}/raw`);
+    expect(source.headers.get("Content-Type")).toBe("text/plain; charset=utf-8");
+    expect(await source.text()).toBe(raw);
+    // Another account's message is not found.
+    const stranger = await signIn((await createAccount()).api_key);
+    expect((await stranger.get(`/dashboard/messages/${accepted.body.id}/raw`)).status).toBe(404);
   });
 });
