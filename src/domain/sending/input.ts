@@ -74,7 +74,8 @@ function checkHeaders(headers: Record<string, unknown>, platformUnsubscribe: boo
     else if (platformUnsubscribe && lower.startsWith("list-unsubscribe"))
       problem(`${name} is set by the platform on messages to a single recipient (one-click unsubscribe)`);
     else if (seen.has(lower)) problem(`${name} is given twice (header names are case-insensitive)`);
-    else if (typeof value !== "string") problem("Must be a string");
+    // A value of another type already has the record schema's error.
+    else if (typeof value !== "string") continue;
     else if (!noLineBreaks(value)) problem("Must not contain line breaks");
     else if (value.length > headerLimits.valueLength) problem(`At most ${headerLimits.valueLength} characters`);
     else if (value.split(" ").some((word) => word.length > 998 - name.length - 2)) problem("A word in the value is longer than a header line may be");
