@@ -9646,7 +9646,7 @@ export interface components {
             /** @example Acme <hello@example.com> */
             from: string;
             /**
-             * @description 1 to 50 recipients, each an address or `Name <address>`; one message, all recipients see the To list
+             * @description 1 to 50 recipients (with cc and bcc, 50 in all), each an address or `Name <address>`; one message, all recipients see the To list
              * @example [
              *       "ann@example.org",
              *       "Bob Lee <bob@example.org>"

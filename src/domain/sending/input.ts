@@ -86,7 +86,9 @@ function checkHeaders(headers: Record<string, unknown>, platformUnsubscribe: boo
 export const SendRequestSchema = z
   .object({
     from: MailboxSchema.openapi({ example: "Acme <hello@example.com>" }),
-    to: RecipientsSchema(`1 to ${maxRecipients} recipients, each an address or \`Name <address>\`; one message, all recipients see the To list`),
+    to: RecipientsSchema(
+      `1 to ${maxRecipients} recipients (with cc and bcc, ${maxRecipients} in all), each an address or \`Name <address>\`; one message, all recipients see the To list`,
+    ),
     cc: RecipientsSchema("Copies, named in the Cc header. Each is a recipient, charged like one").optional(),
     bcc: RecipientsSchema("Blind copies: recipients no header names. Each is a recipient, charged like one").optional(),
     reply_to: MailboxSchema.optional(),
