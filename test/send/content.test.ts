@@ -1,3 +1,4 @@
+import { env, exports } from "cloudflare:workers";
 import PostalMime from "postal-mime";
 import { describe, expect, it } from "vitest";
 import { signBridgeRequest } from "@mailforge/bridge-contract";
@@ -300,7 +301,7 @@ describe("the relay and the API", () => {
 });
 
 describe("a campaign message's record", () => {
-  it("shows the subject its recipient saw, in GET /messages, GET /messages/{id} and /content", async () => {
+  it("shows the subject its recipient saw, in GET /messages, GET /messages/{id}, its opened event and /content", async () => {
     const { key, sender } = await campaignAccount();
     const list = (await json<{ id: string }>(await call("/api/v1/lists", { key, body: { name: "bob" } }))).id;
     const bob = rcpt("bob");
@@ -313,7 +314,8 @@ describe("a campaign message's record", () => {
     expect((await call(`/api/v1/campaigns/${campaign.id}/send`, { key, body: {} })).status).toBe(202);
 
     const { raw } = await deliveredTo(bob);
-    expect((await PostalMime.parse(raw)).subject).toBe("News for Bob");
+    const received = await PostalMime.parse(raw);
+    expect(received.subject).toBe("News for Bob");
     const [row] = await campaignMessages(campaign.id);
     const record = await eventually(async () => {
       const current = await json<{ status: string; subject: string }>(await call(`/api/v1/messages/${row!.id}`, { key }));
@@ -324,6 +326,15 @@ describe("a campaign message's record", () => {
     expect(listed.data.find((message) => message.id === row!.id)?.subject).toBe("News for Bob");
     const content = await json<{ subject: string; text: string }>(await call(`/api/v1/messages/${row!.id}/content`, { key }));
     expect(content.subject).toBe("News for Bob");
+    // An open after sending names the message by the subject its reader saw.
+    const pixel = /src="(http:\/\/127\.0\.0\.1:8787\/t\/o\/[^"]+)"/.exec(received.html ?? "")![1]!;
+    await env.DB.prepare("UPDATE messages SET sent_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-60 seconds') WHERE id = ?1").bind(row!.id).run();
+    const reader = { "User-Agent": "Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Mobile/15E148" };
+    expect((await exports.default.fetch(new Request(pixel.replace("http://127.0.0.1:8787", "http://localhost"), { headers: reader }))).status).toBe(
+      200,
+    );
+    const opened = await eventually(async () => (await messageOf(key, row!.id)).events.find((event) => event.type === "opened"));
+    expect(opened.data.subject).toBe("News for Bob");
     // A campaign with html only gets a text part too, unsubscribe link included.
     expect(content.text).toMatch(/^Hi Bob\n\nUnsubscribe\s+\[http:\/\/127\.0\.0\.1:8787\/u\/\S+\]\s*$/);
   });
