@@ -1,5 +1,13 @@
-import { findMessage, listMessages as findMessages, messageStatuses, type MessageRow } from "../domain/sending/messages";
-import { notFound } from "../errors";
+import {
+  findMessage,
+  findSentSource,
+  listMessages as findMessages,
+  messageStatuses,
+  sentContent,
+  type MessageRow,
+  type SentSource,
+} from "../domain/sending/messages";
+import { AppError, notFound } from "../errors";
 import { pageOf } from "../lib/pagination";
 import { createRouter, errorResponse, IdParam, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 
@@ -109,6 +117,57 @@ const getMessage = keyedRoute("send", {
   },
 });
 
+const MessageContentSchema = z
+  .object({
+    id: z.string(),
+    subject: z.string().nullable().openapi({ description: "As the recipient saw it (placeholders filled in)" }),
+    html: z.string().nullable().openapi({ description: "The html part as sent: tracking links and open pixel included" }),
+    text: z.string().nullable().openapi({ description: "The text part as sent (generated from the html when none was given)" }),
+  })
+  .openapi("MessageContent");
+
+const notSentYet = "The message has no content yet: it is kept from its first delivery attempt (test-mode messages are never built)";
+const retention = "No such message, or one deleted once past the retention window (RETENTION_DAYS, 30 days by default)";
+
+const getMessageContent = keyedRoute("send", {
+  method: "get",
+  path: "/messages/{id}/content",
+  tags: ["Sending"],
+  summary: "What was sent: the rendered subject, html and text",
+  description: "Decoded from the signed bytes the last delivery attempt handed to the provider (`/raw`).",
+  request: { params: IdParam("msg") },
+  responses: {
+    200: jsonResponse(MessageContentSchema, "The content as sent"),
+    404: errorResponse(retention),
+    409: errorResponse(notSentYet),
+  },
+});
+
+const getMessageRaw = keyedRoute("send", {
+  method: "get",
+  path: "/messages/{id}/raw",
+  tags: ["Sending"],
+  summary: "What was sent: the signed MIME source",
+  description: "The bytes the last delivery attempt handed to the provider, DKIM signatures included (the envelope is not part of them).",
+  request: { params: IdParam("msg") },
+  responses: {
+    200: { description: "The message source", content: { "message/rfc822": { schema: z.string() } } },
+    404: errorResponse(retention),
+    409: errorResponse(notSentYet),
+  },
+});
+
+function sentOrThrow(source: SentSource): R2ObjectBody {
+  if (source.ok) return source.raw;
+  if (source.reason === "not_found") throw notFound("Message");
+  throw new AppError(
+    "conflict",
+    source.testMode
+      ? "Test-mode messages are simulated and never built: there is no content to show"
+      : `The message has not been sent yet (status ${source.status}): its content is kept from its first delivery attempt`,
+  );
+}
+
 const summary = (row: MessageRow) => ({
   id: row.id,
   status: row.status,
@@ -155,4 +214,13 @@ export const messageRoutes = createRouter()
       },
       200,
     );
+  })
+  .openapi(getMessageContent, async (c) => {
+    const id = c.req.valid("param").id;
+    const raw = sentOrThrow(await findSentSource(c.env, c.get("auth").account.id, id));
+    return c.json({ id, ...(await sentContent(await raw.arrayBuffer())) }, 200);
+  })
+  .openapi(getMessageRaw, async (c) => {
+    const raw = sentOrThrow(await findSentSource(c.env, c.get("auth").account.id, c.req.valid("param").id));
+    return c.body(raw.body, 200, { "Content-Type": "message/rfc822" });
   });

@@ -1,84 +1,7 @@
-import { acceptMessage, type AcceptInput } from "../domain/sending/accept";
-import { parseMailbox, type Mailbox } from "../domain/sending/addresses";
-import { renderTemplate } from "../domain/sending/render";
-import { sendLimits, tagPattern, tagRule } from "../domain/sending/rules";
-import { AppError, validationError } from "../errors";
+import { acceptMessage } from "../domain/sending/accept";
+import { SendRequestSchema, toAcceptInput } from "../domain/sending/input";
 import { sha256Hex } from "../lib/crypto";
-import { createRouter, errorResponse, evenWithFieldErrors, jsonBody, jsonResponse, keyedRoute, z } from "../lib/openapi";
-
-const { recipients: maxRecipients, attachmentBytes: maxAttachmentBytes } = sendLimits;
-
-const noLineBreaks = (value: string) => !/[\r\n]/.test(value);
-const base64 = /^[A-Za-z0-9+/\s]*={0,2}\s*$/;
-
-/** `Name <address>` or a bare address, checked in the schema so its error comes with every other field's. */
-const MailboxSchema = z
-  .string()
-  .max(320)
-  .superRefine((value, ctx) => {
-    const parsed = parseMailbox(value);
-    if (!parsed.ok) ctx.addIssue({ code: "custom", message: parsed.error });
-  });
-
-const AttachmentSchema = z.object({
-  filename: z.string().min(1).max(255).refine(noLineBreaks, "Must not contain line breaks"),
-  content: z
-    .string()
-    .min(1)
-    .refine((value) => base64.test(value), "Must be base64")
-    .refine((value) => value.replace(/\s+/g, "").length % 4 === 0, "Must be base64 (length a multiple of 4)"),
-  content_type: z
-    .string()
-    .regex(/^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*\/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*$/, "Must be a MIME type such as application/pdf")
-    .default("application/octet-stream"),
-});
-
-const SendRequestSchema = z
-  .object({
-    from: MailboxSchema.openapi({ example: "Acme <hello@example.com>" }),
-    to: z.union([MailboxSchema, z.array(MailboxSchema).min(1).max(maxRecipients)]).openapi({
-      example: ["ann@example.org", "Bob Lee <bob@example.org>"],
-      description: `1 to ${maxRecipients} recipients, each an address or \`Name <address>\`; one message, all recipients see the To list`,
-    }),
-    reply_to: MailboxSchema.optional(),
-    subject: z.string().max(998).refine(noLineBreaks, "The subject must not contain line breaks").optional(),
-    html: z.string().max(5_000_000).optional(),
-    text: z.string().max(5_000_000).optional(),
-    template_id: z.string().max(64).optional(),
-    variables: z
-      .record(z.string().max(100), z.string().max(10_000))
-      .optional()
-      .openapi({ example: { first_name: "Ann" } }),
-    metadata: z
-      .record(z.string().min(1).max(sendLimits.metadataKeyLength), z.string().max(sendLimits.metadataValueLength))
-      .optional()
-      .openapi({ example: { order_id: "1042" } }),
-    tags: z.array(z.string().regex(tagPattern, tagRule)).max(sendLimits.tags).optional(),
-    attachments: z.array(AttachmentSchema).max(20).optional(),
-    track_opens: z
-      .boolean()
-      .optional()
-      .openapi({ description: "Add an open pixel to the html part (default false). See docs/tracking.md for what counts as an open" }),
-    track_clicks: z
-      .boolean()
-      .optional()
-      .openapi({ description: "Send the html part's http(s) links through a click redirect (default false); the text part keeps its links" }),
-  })
-  .strict()
-  .superRefine((body, ctx) => {
-    // Runs even when fields failed (see evenWithFieldErrors), so a field may hold any JSON value here.
-    if (!body.template_id && body.html === undefined && body.text === undefined) {
-      ctx.addIssue({ code: "custom", path: ["html"], message: "Give html, text or a template_id" });
-    }
-    if (body.template_id && (body.html !== undefined || body.text !== undefined)) {
-      ctx.addIssue({ code: "custom", path: ["template_id"], message: "Use either template_id or html/text, not both" });
-    }
-    if (!body.template_id && body.subject === undefined) ctx.addIssue({ code: "custom", path: ["subject"], message: "Required" });
-    if (typeof body.metadata === "object" && body.metadata !== null && Object.keys(body.metadata).length > sendLimits.metadataKeys) {
-      ctx.addIssue({ code: "custom", path: ["metadata"], message: `At most ${sendLimits.metadataKeys} keys` });
-    }
-  }, evenWithFieldErrors)
-  .openapi("SendRequest");
+import { createRouter, errorResponse, jsonBody, jsonResponse, keyedRoute, z } from "../lib/openapi";
 
 const SendAcceptedSchema = z
   .object({
@@ -117,56 +40,6 @@ const send = keyedRoute(
   },
   { features: ["email_api", "smtp_relay"] },
 );
-
-type SendRequest = z.infer<typeof SendRequestSchema>;
-
-function decodedSize(content: string): number {
-  const clean = content.replace(/\s+/g, "");
-  return Math.floor((clean.length * 3) / 4) - (clean.endsWith("==") ? 2 : clean.endsWith("=") ? 1 : 0);
-}
-
-/** The schema has checked every mailbox; this parses them again for their parts. */
-function mailboxOf(input: string): Mailbox {
-  const parsed = parseMailbox(input);
-  if (!parsed.ok) throw validationError({ body: [parsed.error] });
-  return parsed.mailbox;
-}
-
-function toAcceptInput(body: SendRequest): AcceptInput {
-  const from = mailboxOf(body.from);
-  // `Name <address>` entries keep their name in the To header; acceptMessage makes the recipients of them.
-  const to = typeof body.to === "string" ? [body.to] : body.to;
-  const attachmentBytes = (body.attachments ?? []).reduce((total, attachment) => total + decodedSize(attachment.content), 0);
-  if (attachmentBytes > maxAttachmentBytes) {
-    throw new AppError("payload_too_large", `Attachments total ${attachmentBytes} bytes; the limit is ${maxAttachmentBytes} bytes (10 MB)`);
-  }
-  const variables = body.variables ?? {};
-  return {
-    source: "api",
-    from,
-    recipients: to,
-    replyTo: body.reply_to === undefined ? undefined : mailboxOf(body.reply_to).address,
-    tags: body.tags ?? [],
-    metadata: body.metadata ?? {},
-    templateId: body.template_id,
-    tracking: { opens: body.track_opens ?? false, clicks: body.track_clicks ?? false },
-    compose(template) {
-      const subject = renderTemplate(body.subject ?? template?.subject ?? "", variables, { html: false });
-      if (/[\r\n]/.test(subject)) throw validationError({ subject: ["The rendered subject must not contain line breaks"] });
-      return {
-        subject,
-        content: {
-          kind: "compose",
-          to,
-          html: body.html ?? template?.html ?? undefined,
-          text: body.text ?? template?.text ?? undefined,
-          variables,
-          attachments: (body.attachments ?? []).map((attachment) => ({ ...attachment, content: attachment.content.replace(/\s+/g, "") })),
-        },
-      };
-    },
-  };
-}
 
 export const sendRoutes = createRouter().openapi(send, async (c) => {
   const body = c.req.valid("json");

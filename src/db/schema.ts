@@ -178,6 +178,8 @@ export const messages = sqliteTable(
     // What the consumer renders from: inline JSON when small, else an R2 key (attachments, raw MIME from the relay).
     content: text("content"),
     contentKey: text("content_key"),
+    /** R2 key of the signed bytes as last sent (GET /messages/{id}/raw); null until a delivery attempt built them. */
+    rawKey: text("raw_key"),
     creditsCharged: integer("credits_charged").notNull(),
     testMode: integer("test_mode", { mode: "boolean" }).notNull().default(false),
     attempts: integer("attempts").notNull().default(0),

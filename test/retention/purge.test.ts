@@ -107,7 +107,11 @@ describe("retention: what a purge removes and what it keeps", () => {
 
     expect(await storedRows(large, largeEvents)).toEqual({ messages: 1, recipients: 1, tags: 1, events: 1, feedback: 0, webhookDeliveries: 1 });
     expect(await storedRows(bounced.id, bouncedEvents)).toMatchObject({ messages: 1, recipients: 1, feedback: 1 });
-    expect(await contentObjects()).toEqual(expect.arrayContaining([`messages/${large}.json`, `messages/${young}.json`]));
+    // The content of the large ones, and the raw source of each message as sent.
+    expect(await contentObjects()).toEqual(
+      expect.arrayContaining([`messages/${large}.json`, `messages/${young}.json`, ...[large, bounced.id, young].map((id) => `messages/${id}.eml`)]),
+    );
+    expect((await call(`/api/v1/messages/${large}/raw`, { key })).status).toBe(200);
     const ledger = async () =>
       (await env.DB.prepare("SELECT * FROM credit_ledger WHERE account_id = ?1 ORDER BY rowid").bind(account.id).all()).results;
     const ledgerBefore = await ledger();
@@ -119,7 +123,7 @@ describe("retention: what a purge removes and what it keeps", () => {
     await age([large, bounced.id], 31);
     const summary = await purgeExpiredData(env);
 
-    expect(summary).toMatchObject({ messages: 2, contentObjects: 1 });
+    expect(summary).toMatchObject({ messages: 2, contentObjects: 3 });
     for (const [id, eventIds] of [
       [large, largeEvents],
       [bounced.id, bouncedEvents],
@@ -130,10 +134,14 @@ describe("retention: what a purge removes and what it keeps", () => {
       // Exactly what an id that never existed gets.
       const unknown = await call("/api/v1/messages/msg_neverexisted", { key });
       expect(await json(response)).toEqual(await json(unknown));
+      for (const path of ["raw", "content"]) expect((await call(`/api/v1/messages/${id}/${path}`, { key })).status).toBe(404);
     }
     const objects = await contentObjects();
     expect(objects).not.toContain(`messages/${large}.json`);
+    expect(objects).not.toContain(`messages/${large}.eml`);
+    expect(objects).not.toContain(`messages/${bounced.id}.eml`);
     expect(objects).toContain(`messages/${young}.json`);
+    expect(objects).toContain(`messages/${young}.eml`);
     expect((await messageOf(key, young)).status).toBe("sent");
     const listed = await json<{ data: { id: string }[] }>(await call("/api/v1/messages?limit=100", { key }));
     expect(listed.data.map((message) => message.id)).toEqual([young]);

@@ -149,6 +149,7 @@ describe("buildMimeMessage", () => {
     expectMimeError(() => buildMimeMessage(input({ headers: { "X Bad": "1" } })), "invalid_header_name", "headers.X Bad");
     expectMimeError(() => buildMimeMessage(input({ headers: { bcc: "x@y.z" } })), "reserved_header", "headers.bcc");
     expectMimeError(() => buildMimeMessage(input({ headers: { "DKIM-Signature": "v=1" } })), "reserved_header", "headers.DKIM-Signature");
+    expectMimeError(() => buildMimeMessage(input({ headers: { "Content-Language": "en" } })), "reserved_header", "headers.Content-Language");
     expectMimeError(() => buildMimeMessage(input({ messageId: "no-brackets@acme.test" })), "invalid_message_id", "messageId");
     expectMimeError(
       () => buildMimeMessage(input({ attachments: [{ filename: "a", contentBase64: "%%%", contentType: "application/pdf" }] })),
@@ -158,11 +159,29 @@ describe("buildMimeMessage", () => {
     expectMimeError(() => buildMimeMessage(input({ text: undefined })), "missing_body", "html");
   });
 
-  it("builds html-only and text-only messages as single parts", async () => {
-    const htmlOnly = buildMimeMessage(input({ text: undefined, html: "<b>hi</b>" }));
-    expect(htmlOnly).toContain("Content-Type: text/html; charset=UTF-8");
-    expect(htmlOnly).not.toContain("multipart");
-    expect((await PostalMime.parse(htmlOnly)).html?.trim()).toBe("<b>hi</b>");
+  it("gives an html-only message a text alternative generated from the html, links as `text [url]`", async () => {
+    const htmlOnly = buildMimeMessage(input({ text: undefined, html: '<p><b>hi</b> <a href="https://acme.test/a">there</a></p>' }));
+    expect(htmlOnly).toMatch(/^Content-Type: multipart\/alternative; boundary=/m);
+    const parsed = await PostalMime.parse(htmlOnly);
+    expect(parsed.html?.trim()).toBe('<p><b>hi</b> <a href="https://acme.test/a">there</a></p>');
+    expect(parsed.text?.trim()).toBe("hi there [https://acme.test/a]");
+  });
+
+  it("builds a text-only message as a single part", async () => {
+    const textOnly = buildMimeMessage(input({ html: undefined, text: "plain" }));
+    expect(textOnly).toContain("Content-Type: text/plain; charset=UTF-8");
+    expect(textOnly).not.toContain("multipart");
+  });
+
+  it("puts an inline image beside the bodies in multipart/related, with its Content-ID", async () => {
+    const raw = buildMimeMessage(
+      input({
+        html: '<img src="cid:logo">',
+        attachments: [{ filename: "logo.png", contentBase64: "iVBORw0=", contentType: "image/png", contentId: "logo" }],
+      }),
+    );
+    expect(raw).toMatch(/^Content-Type: multipart\/related; boundary=/m);
+    expect((await PostalMime.parse(raw)).attachments).toMatchObject([{ filename: "logo.png", disposition: "inline", contentId: "<logo>" }]);
   });
 });
 

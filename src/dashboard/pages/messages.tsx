@@ -2,7 +2,7 @@ import { Hono } from "hono";
 import { hasFeature } from "../../domain/accounts/accounts";
 import { acceptMessage } from "../../domain/sending/accept";
 import { parseMailbox } from "../../domain/sending/addresses";
-import { findMessage, listMessages, messageStatuses, type MessageFilters } from "../../domain/sending/messages";
+import { findMessage, findSentSource, listMessages, messageStatuses, sentContent, type MessageFilters } from "../../domain/sending/messages";
 import { AppError, notFound } from "../../errors";
 import { encodeCursor } from "../../lib/pagination";
 import { field, requireSection } from "../guard";
@@ -263,9 +263,37 @@ export const messagePages = new Hono<DashboardEnv>()
             </div>
           </section>
         </div>
+        {message.rawKey !== null ? (
+          <section class="card">
+            <h2>Content</h2>
+            <p class="hint">
+              As sent. Remote images are not loaded here, so viewing does not count as an open.{" "}
+              <a href={`/dashboard/messages/${message.id}/raw`}>Raw source</a>
+            </p>
+            <iframe class="preview" title="Message content" sandbox="" src={`/dashboard/messages/${message.id}/body`} />
+          </section>
+        ) : null}
         <p>
           <a href="/dashboard/messages">← All messages</a>
         </p>
       </Shell>,
     );
+  })
+  .get("/messages/:id/body", async (c) => {
+    requireSection(c, "send");
+    const source = await findSentSource(c.env, c.get("auth").account.id, c.req.param("id"));
+    if (!source.ok) throw notFound("Message content");
+    const content = await sentContent(await source.raw.arrayBuffer());
+    // The sent HTML in a sandboxed frame: no script runs, and no request leaves (the open pixel is a remote image).
+    c.header("Content-Security-Policy", "sandbox; default-src 'none'; img-src data:; style-src 'unsafe-inline'; frame-ancestors 'self'");
+    c.header("X-Frame-Options", "SAMEORIGIN");
+    if (content.html !== null) return c.body(content.html, 200, { "Content-Type": "text/html; charset=utf-8" });
+    return c.html(<pre>{content.text ?? ""}</pre>);
+  })
+  .get("/messages/:id/raw", async (c) => {
+    requireSection(c, "send");
+    const source = await findSentSource(c.env, c.get("auth").account.id, c.req.param("id"));
+    if (!source.ok) throw notFound("Message source");
+    // Shown as text rather than offered as a download.
+    return c.body(source.raw.body, 200, { "Content-Type": "text/plain; charset=utf-8" });
   });

@@ -4,7 +4,6 @@
 // URLs other than http(s)/mailto/tel. Placeholders (`{{first_name|there}}`, `href="{{unsubscribe_url}}"`) carry no
 // scheme, so they survive as they are; the campaign renderer fills them in later, HTML-escaped.
 
-import { convert } from "html-to-text";
 import sanitizeHtml from "sanitize-html";
 
 // Style values that can load or run something in some client (old IE `expression()`, `-moz-binding`, `url()`), and
@@ -46,17 +45,5 @@ export function sanitizeEmailHtml(html: string): string {
   return sanitizeHtml(html, options).trim();
 }
 
-const keepCase = { options: { uppercase: false } };
-
-/** A plain-text part from the (sanitised) HTML, for a model that gave none; links keep their URL, placeholders their case. */
-export function textFromHtml(html: string): string {
-  return convert(html, {
-    wordwrap: 78,
-    selectors: [
-      { selector: "a", options: { hideLinkHrefIfSameAsText: true } },
-      { selector: "img", format: "skip" },
-      ...["h1", "h2", "h3", "h4", "h5", "h6"].map((selector) => ({ selector, ...keepCase })),
-      { selector: "table", format: "dataTable", options: { uppercaseHeaderCells: false } },
-    ],
-  }).trim();
-}
+// The text part of a draft is made as every sent HTML message's is.
+export { textFromHtml } from "../sending/plain-text";

@@ -92,7 +92,7 @@ function messagePurgeStatements(d1: D1Database, ids: readonly string[], window: 
     statement(d1, sql`DELETE FROM message_tags WHERE message_id IN ${doomed}`),
     statement(d1, sql`DELETE FROM message_recipients WHERE message_id IN ${doomed}`),
     // Last, since every statement above finds the page through it.
-    statement(d1, sql`DELETE FROM messages WHERE id IN ${doomed} RETURNING id, content_key AS contentKey`),
+    statement(d1, sql`DELETE FROM messages WHERE id IN ${doomed} RETURNING id, content_key AS contentKey, raw_key AS rawKey`),
   ];
 }
 
@@ -129,7 +129,7 @@ async function purgeMessages(env: Env, window: Window, summary: PurgeSummary): P
       .sort((a, b) => a.updatedAt.localeCompare(b.updatedAt))
       .slice(0, MESSAGES_PER_PAGE);
     if (results.length === 0) return true;
-    const outcomes = await env.DB.batch<{ id: string; contentKey: string | null }>(
+    const outcomes = await env.DB.batch<{ id: string; contentKey: string | null; rawKey: string | null }>(
       messagePurgeStatements(
         env.DB,
         results.map((row) => row.id),
@@ -137,7 +137,7 @@ async function purgeMessages(env: Env, window: Window, summary: PurgeSummary): P
       ),
     );
     const deleted = outcomes.at(-1)?.results ?? [];
-    const keys = deleted.flatMap((row) => (row.contentKey ? [row.contentKey] : []));
+    const keys = deleted.flatMap((row) => [row.contentKey, row.rawKey].filter((key) => key !== null));
     await deleteContentObjects(env, keys);
     summary.messages += deleted.length;
     summary.contentObjects += keys.length;

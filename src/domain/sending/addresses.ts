@@ -15,3 +15,19 @@ export function parseMailbox(input: string): { ok: true; mailbox: Mailbox } | { 
   if (!syntax.valid) return { ok: false, error: `Not a valid email address (${syntax.reason.replace(/_/g, " ")})` };
   return { ok: true, mailbox: { ...(split?.name ? { name: split.name } : {}), address: `${syntax.account}@${syntax.domain}` } };
 }
+
+/**
+ * The address of a message's only recipient, among entries as written (`to`, `cc` and `bcc` together), or null when
+ * there are several. Several recipients get the same bytes, so their tracking links and one-click unsubscribe cannot
+ * tell them apart. Keyed as acceptMessage de-duplicates recipients (case-insensitively, first spelling kept).
+ */
+export function soleAddress(entries: readonly string[]): string | null {
+  const addresses = new Map<string, string>();
+  for (const entry of entries) {
+    const parsed = parseMailbox(entry);
+    if (parsed.ok && !addresses.has(parsed.mailbox.address.toLowerCase()))
+      addresses.set(parsed.mailbox.address.toLowerCase(), parsed.mailbox.address);
+  }
+  const [only] = addresses.values();
+  return addresses.size === 1 && only !== undefined ? only : null;
+}

@@ -11,10 +11,16 @@ export const messageContentSchema = z.discriminatedUnion("kind", [
     kind: z.literal("compose"),
     /** The `to` list as the sender wrote it, for the To header; the envelope only carries deliverable recipients. */
     to: z.array(z.string()),
+    /** The Cc header, as written; like `to`, every entry is also a recipient. */
+    cc: z.array(z.string()).optional(),
+    /** Blind copies: recipients that no header names. Kept to know whether a message has a single recipient. */
+    bcc: z.array(z.string()).optional(),
+    /** The sender's own header fields (checked at acceptance: none the platform sets). */
+    headers: z.record(z.string(), z.string()).optional(),
     html: z.string().optional(),
     text: z.string().optional(),
     variables: z.record(z.string(), z.string()),
-    attachments: z.array(z.object({ filename: z.string(), content_type: z.string(), content: z.string() })),
+    attachments: z.array(z.object({ filename: z.string(), content_type: z.string(), content: z.string(), content_id: z.string().optional() })),
   }),
   z.object({ kind: z.literal("raw"), raw: z.string().describe("base64 of the bytes received") }),
   z.object({ kind: z.literal("campaign"), contact_id: z.string() }),
@@ -24,6 +30,8 @@ export type MessageContent = z.infer<typeof messageContentSchema>;
 // Inline in the D1 row below this size; above, the content goes to R2 and the row keeps its key.
 export const inlineContentLimit = 64 * 1024;
 export const contentObjectKey = (messageId: string) => `messages/${messageId}.json`;
+/** The signed bytes of the last delivery attempt (GET /messages/{id}/raw and /content), kept until retention. */
+export const rawObjectKey = (messageId: string) => `messages/${messageId}.eml`;
 
 export const sendQueueMessageSchema = z.object({ message_id: z.string().startsWith("msg_") });
 export type SendQueueMessage = z.infer<typeof sendQueueMessageSchema>;

@@ -13,7 +13,7 @@ import { holdPastWarmupCaps } from "../feedback/warmup";
 import { sendCopies } from "../transport/copies";
 import type { Envelope, SendFailure, Transport } from "../transport/types";
 import { dispatchEventInputs } from "../webhooks/dispatch";
-import { loadContent } from "./content";
+import { loadContent, rawObjectKey } from "./content";
 import { MimeError } from "./mime";
 import { recordOutcome, recordSkipped, simulate, type Disposition, type MessageRow } from "./outcome";
 import { campaignRecipientReads, campaignRecipientsOf, type CampaignRecipient } from "../campaigns/delivery";
@@ -170,7 +170,10 @@ async function deliverClaimed(env: Env, ids: string[], transports: Transport[], 
         await previous;
         previous = outcome.then(async (result) => {
           ahead.release(ready);
-          outcomes.add(work.message.id, recordOutcome(env, work.message, work.recipients, result, false, await providersLookup));
+          // The record shows what left: the subject as rendered for its recipient, and where its bytes are kept.
+          const sent =
+            "envelopes" in ready ? { ...work.message, subject: ready.subject, rawKey: (await ready.stored) ?? work.message.rawKey } : work.message;
+          outcomes.add(work.message.id, recordOutcome(env, sent, work.recipients, result, false, await providersLookup));
         });
       }
       await previous;
@@ -256,7 +259,9 @@ function outcomeWriter(env: Env) {
   };
 }
 
-type Prepared = { envelopes: Envelope[]; raw: string | Uint8Array } | SendFailure;
+/** A message ready to send: its envelopes (one SMTP transaction per recipient with VERP) and bytes, the subject it carries, and the R2 key its bytes are being stored at (null if that failed). */
+type Ready = { envelopes: Envelope[]; raw: string | Uint8Array; subject: string; stored: Promise<string | null> };
+type Prepared = Ready | SendFailure;
 
 const PREPARED_AHEAD_BYTES = 8 * 1024 * 1024;
 
@@ -313,7 +318,7 @@ async function prepareOne(
   try {
     if (!domain) throw new MimeError("invalid_address", "from", "the sending domain was removed");
     const content = await loadContent(env, message);
-    const raw = await buildSignedMessage(env, message, content, domain, await signingKeys(domain), campaignRecipient, recipients);
+    const { raw, subject } = await buildSignedMessage(env, message, content, domain, await signingKeys(domain), campaignRecipient, recipients);
     // Cloudflare Email Sending sets its own Return-Path; an SMTP smarthost gets each recipient's copy in its own
     // transaction, with the VERP address that belongs to that recipient alone.
     const settings = config(env);
@@ -321,7 +326,7 @@ async function prepareOne(
       settings.transport === "smtp"
         ? await envelopesOf(settings, message.id, message.fromAddress, recipients)
         : [{ mailFrom: message.fromAddress, rcptTo: recipients }];
-    return { envelopes, raw };
+    return { envelopes, raw, subject, stored: storeRaw(env, message.id, raw) };
   } catch (error) {
     if (error instanceof MimeError) {
       // The message itself is unsendable: retrying cannot help.
@@ -331,6 +336,21 @@ async function prepareOne(
     // and still record what the rest of the batch did, so nothing already sent is sent again.
     logError("send consumer: preparing a message failed", { message_id: message.id, error: String(error) });
     return { ok: false, kind: "temporary", stage: "message", connectionError: false, code: 0, response: `451 4.3.0 not sent: ${String(error)}` };
+  }
+}
+
+/**
+ * Keeps the bytes as they leave, while they are on the wire. A failure here must not hold back the message: the
+ * message is sent all the same, and only its raw source and content are missing from the API.
+ */
+async function storeRaw(env: Env, messageId: string, raw: Uint8Array): Promise<string | null> {
+  const key = rawObjectKey(messageId);
+  try {
+    await env.BLOBS.put(key, raw, { httpMetadata: { contentType: "message/rfc822" } });
+    return key;
+  } catch (error) {
+    logError("send consumer: storing a message's raw source failed", { message_id: messageId, error: String(error) });
+    return null;
   }
 }
 

@@ -6,6 +6,7 @@ import { and, asc, eq, getTableColumns, gte, inArray, lte, sql } from "drizzle-o
 import { drizzle } from "drizzle-orm/d1";
 import { events, messageRecipients, messages, messageTags } from "../../db/schema";
 import { keysetPage } from "../../lib/pagination";
+import PostalMime from "postal-mime";
 
 export type MessageRow = typeof messages.$inferSelect & { creditsRefunded: number };
 export type MessageStatus = MessageRow["status"];
@@ -153,4 +154,28 @@ export async function findNamedMessage(d1: D1Database, messageId: string): Promi
   ]);
   const message = rows[0];
   return message ? { message, recipients: recipients.map((row) => row.email) } : undefined;
+}
+
+/** A message's signed bytes as sent, or why there are none: no such message (or purged), or none built yet. */
+export type SentSource =
+  | { ok: true; raw: R2ObjectBody }
+  | { ok: false; reason: "not_found" }
+  | { ok: false; reason: "not_sent"; status: MessageStatus; testMode: boolean };
+
+/** The bytes the last delivery attempt of one of the account's messages handed to the provider. */
+export async function findSentSource(env: Pick<Env, "DB" | "BLOBS">, accountId: string, messageId: string): Promise<SentSource> {
+  const [row] = await drizzle(env.DB)
+    .select({ rawKey: messages.rawKey, status: messages.status, testMode: messages.testMode })
+    .from(messages)
+    .where(and(eq(messages.id, messageId), eq(messages.accountId, accountId)));
+  if (!row) return { ok: false, reason: "not_found" };
+  const raw = row.rawKey === null ? null : await env.BLOBS.get(row.rawKey);
+  // A key without its object: the store failed after the row was written, which reads as never built.
+  return raw ? { ok: true, raw } : { ok: false, reason: "not_sent", status: row.status, testMode: row.testMode };
+}
+
+/** What a recipient's mail client shows of sent bytes: the subject and the html and text bodies, decoded. */
+export async function sentContent(raw: ArrayBuffer): Promise<{ subject: string | null; html: string | null; text: string | null }> {
+  const parsed = await PostalMime.parse(raw);
+  return { subject: parsed.subject ?? null, html: parsed.html ?? null, text: parsed.text ?? null };
 }

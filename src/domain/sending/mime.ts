@@ -17,6 +17,7 @@ import { createMimeMessage, type MIMEMessage, Mailbox } from "mimetext/browser";
 // `.js` suffix: test/node and the benchmark type-check this file under Node's `nodenext` resolution, which
 // requires one; the Worker's bundler and vite map it to crypto.ts.
 import { bytesToBase64 } from "../../lib/crypto.js";
+import { textFromHtml } from "./plain-text.js";
 
 export interface MimeAddress {
   name?: string;
@@ -39,6 +40,7 @@ export interface MimeMessageInput {
   replyTo?: string | MimeAddress;
   subject: string;
   html?: string;
+  /** Without it, an html message gets one generated from the html (multipart/alternative). */
   text?: string;
   attachments?: readonly MimeAttachment[];
   /** Extra headers in order, e.g. `List-Unsubscribe`, `List-Unsubscribe-Post`, `X-…`. */
@@ -95,7 +97,13 @@ export const RESERVED_HEADERS: ReadonlySet<string> = new Set([
   "received",
 ]);
 
-const HEADER_NAME = /^[!-9;-~]+$/; // printable US-ASCII except ':' (RFC 5322 §2.2)
+/** Whether a sender may set this header: not one of RESERVED_HEADERS, and no `Content-*` (the MIME structure is ours). */
+export function isReservedHeader(name: string): boolean {
+  const lower = name.toLowerCase();
+  return RESERVED_HEADERS.has(lower) || lower.startsWith("content-");
+}
+
+export const HEADER_NAME = /^[!-9;-~]+$/; // printable US-ASCII except ':' (RFC 5322 §2.2)
 // Deliberately narrow: no whitespace, angle brackets, commas, quotes or parentheses, so an address can never
 // close its `<...>` and smuggle a second mailbox into To/From.
 const ADDRESS = /^[^\s<>,;:"()[\]\\@]+@[^\s<>,;:"()[\]\\@]+$/;
@@ -344,14 +352,15 @@ export function buildMimeMessage(input: MimeMessageInput): string {
   for (const [name, value] of Object.entries(input.headers ?? {})) {
     const field = `headers.${name}`;
     if (!HEADER_NAME.test(name)) throw new MimeError("invalid_header_name", field, `${name} is not a valid header name`);
-    if (RESERVED_HEADERS.has(name.toLowerCase())) {
+    if (isReservedHeader(name)) {
       throw new MimeError("reserved_header", field, `${name} is set by the sender and cannot be overridden`);
     }
     message.setHeader(name, unstructuredValue(field, name, value));
   }
 
-  if (input.text !== undefined) {
-    message.addMessage({ contentType: "text/plain", encoding: "quoted-printable", data: encodeQuotedPrintable(input.text) });
+  const text = input.text ?? (input.html === undefined ? undefined : textFromHtml(input.html));
+  if (text !== undefined) {
+    message.addMessage({ contentType: "text/plain", encoding: "quoted-printable", data: encodeQuotedPrintable(text) });
   }
   if (input.html !== undefined) {
     message.addMessage({ contentType: "text/html", encoding: "quoted-printable", data: encodeQuotedPrintable(input.html) });

@@ -255,7 +255,7 @@ export function recordOutcome(
   statements.push(
     statement(
       env.DB,
-      sql`UPDATE messages SET attempts = ${attempt}, smtp_response = ${outcome.response},
+      sql`UPDATE messages SET attempts = ${attempt}, smtp_response = ${outcome.response}, subject = ${message.subject}, raw_key = ${message.rawKey},
          sent_at = CASE WHEN ${accepted.length > 0 ? 1 : 0} THEN COALESCE(sent_at, ${sqlNow}) ELSE sent_at END,
          status = ${statusOfRecipients(message.id)}, updated_at = ${sqlNow}
        WHERE id = ${message.id}`,

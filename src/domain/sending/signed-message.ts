@@ -11,7 +11,7 @@ import { listUnsubscribeHeaders } from "./unsubscribe";
 import { renderCampaignMessage, type CampaignRecipient } from "../campaigns/delivery";
 import { trackHtml } from "../tracking/rewrite";
 import { trackRelayedMessage } from "../tracking/relay";
-import { parseMailbox } from "./addresses";
+import { soleAddress } from "./addresses";
 
 export type SigningDomain = Pick<
   typeof domains.$inferSelect,
@@ -34,6 +34,7 @@ export async function loadSigningKeys(env: Env, domain: SigningDomain): Promise<
 /**
  * `campaignRecipient`: for a campaign message, its campaign and contact (loaded for the whole batch).
  * `envelopeRecipients`: who these bytes go to; a tracked relayed message names its recipient when there is one.
+ * Returns the signed bytes and the subject they carry (a campaign's is personalised here).
  */
 export async function buildSignedMessage(
   env: Env,
@@ -43,8 +44,9 @@ export async function buildSignedMessage(
   keys: SigningKeys,
   campaignRecipient?: CampaignRecipient,
   envelopeRecipients: readonly string[] = [],
-): Promise<Uint8Array> {
+): Promise<{ raw: Uint8Array; subject: string }> {
   let unsigned: Uint8Array;
+  let subject = message.subject;
   if (content.kind === "raw") {
     let raw: Uint8Array = Uint8Array.from(atob(content.raw), (char) => char.charCodeAt(0));
     if (message.trackOpens || message.trackClicks) {
@@ -59,6 +61,7 @@ export async function buildSignedMessage(
   } else if (content.kind === "campaign") {
     if (!campaignRecipient) throw new Error(`campaign message ${message.id} has no loaded campaign and contact`);
     const rendered = await renderCampaignMessage(env, message.id, campaignRecipient);
+    subject = rendered.subject;
     unsigned = encoder.encode(
       buildMimeMessage({
         from: { name: message.fromName ?? undefined, address: message.fromAddress },
@@ -75,14 +78,14 @@ export async function buildSignedMessage(
     );
   } else {
     const variables = content.variables;
-    const html =
-      content.html === undefined
-        ? undefined
-        : await tracked(env, message, renderTemplate(content.html, variables, { html: true }), soleRecipient(content.to));
+    const sole = soleAddress([...content.to, ...(content.cc ?? []), ...(content.bcc ?? [])]);
+    const html = content.html === undefined ? undefined : await tracked(env, message, renderTemplate(content.html, variables, { html: true }), sole);
     unsigned = encoder.encode(
       buildMimeMessage({
         from: { name: message.fromName ?? undefined, address: message.fromAddress },
         to: content.to,
+        // Bcc recipients are in the envelope only.
+        cc: content.cc,
         replyTo: message.replyTo ?? undefined,
         subject: message.subject,
         html,
@@ -91,9 +94,11 @@ export async function buildSignedMessage(
           filename: attachment.filename,
           contentBase64: attachment.content,
           contentType: attachment.content_type,
+          contentId: attachment.content_id,
         })),
-        // One-click unsubscribe names one recipient, so it is only offered on single-recipient messages.
-        headers: content.to.length === 1 ? await listUnsubscribeHeaders(config(env), message.id, content.to[0]!) : undefined,
+        // One-click unsubscribe names one recipient, so it is only offered on single-recipient messages (the sender's
+        // own List-Unsubscribe is refused on those at acceptance, so the two never meet).
+        headers: { ...content.headers, ...(sole === null ? {} : await listUnsubscribeHeaders(config(env), message.id, sole)) },
         messageId: buildMessageId(message.id, message.fromAddress),
         date: new Date(),
       }),
@@ -108,28 +113,12 @@ export async function buildSignedMessage(
   const signed = new Uint8Array(signatureBytes.length + unsigned.length);
   signed.set(signatureBytes, 0);
   signed.set(unsigned, signatureBytes.length);
-  return signed;
+  return { raw: signed, subject };
 }
 
 /** The HTML as it leaves: with the open pixel and click redirects when the message asks for them (after placeholders). */
 function tracked(env: Env, message: MessageRow, html: string, recipient: string | null): Promise<string> {
   return trackHtml(config(env), html, { messageId: message.id, recipient, opens: message.trackOpens, clicks: message.trackClicks });
-}
-
-/**
- * The address of a message's only recipient. Several recipients get the same bytes, so their tracking links cannot
- * tell them apart: null, and their opens and clicks are the message's.
- */
-function soleRecipient(to: string[]): string | null {
-  // Keyed as acceptMessage de-duplicates recipients (case-insensitively, first spelling kept).
-  const addresses = new Map<string, string>();
-  for (const entry of to) {
-    const parsed = parseMailbox(entry);
-    if (parsed.ok && !addresses.has(parsed.mailbox.address.toLowerCase()))
-      addresses.set(parsed.mailbox.address.toLowerCase(), parsed.mailbox.address);
-  }
-  const [only] = addresses.values();
-  return addresses.size === 1 && only !== undefined ? only : null;
 }
 
 /** The header section of relayed bytes (within their first 64 KB). */
