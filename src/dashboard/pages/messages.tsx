@@ -135,12 +135,12 @@ export const messagePages = new Hono<DashboardEnv>()
           )}
           <Pager next={next} base={base} />
         </section>
-        {hasFeature(auth.account, "email_api") ? <TestSendForm csrfToken={c.get("csrfToken")} /> : null}
+        {hasFeature(auth.account, "email_api") && hasFeature(auth.account, "smtp_relay") ? <TestSendForm csrfToken={c.get("csrfToken")} /> : null}
       </Shell>,
     );
   })
   .post("/messages/test", async (c) => {
-    requireSection(c, "send", "email_api");
+    requireSection(c, "send", "email_api", "smtp_relay");
     const auth = c.get("auth");
     const form = await c.req.parseBody();
     const from = parseMailbox(field(form, "from"));
