@@ -165,7 +165,10 @@ const countSegment = keyedRoute("contacts", {
 export async function deleteSegmentOrThrow(d1: D1Database, accountId: string, id: string): Promise<void> {
   const user = await campaignUsing(d1, accountId, id);
   if (user)
-    throw new AppError("conflict", `The segment is in the audience of campaign ${user.id} ("${user.name}"), which has not finished; remove it there first`);
+    throw new AppError(
+      "conflict",
+      `The segment is in the audience of campaign ${user.id} ("${user.name}"), which has not finished; remove it there first`,
+    );
   if (!(await removeSegment(d1, accountId, id))) throw notFound("Segment");
 }
 

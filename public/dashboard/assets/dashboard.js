@@ -82,5 +82,14 @@ document.addEventListener("click", async (event) => {
   setTimeout(() => (button.textContent = "Copy"), 1500);
 });
 
+// The phone menu: the button opens and closes the sections (CSS hides them only once this script runs).
+document.documentElement.classList.add("js");
+document.addEventListener("click", (event) => {
+  const toggle = event.target.closest("button.menu-toggle");
+  if (!toggle) return;
+  const open = toggle.closest(".top").classList.toggle("nav-open");
+  toggle.setAttribute("aria-expanded", String(open));
+});
+
 document.addEventListener("DOMContentLoaded", () => enhance(document));
 document.addEventListener("htmx:afterSettle", (event) => enhance(event.target));

@@ -2,7 +2,7 @@ import { Hono } from "hono";
 import { hasFeature } from "../../domain/accounts/accounts";
 import { acceptMessage } from "../../domain/sending/accept";
 import { parseMailbox } from "../../domain/sending/addresses";
-import { findMessage, listMessages, messageStatuses, type MessageFilters } from "../../domain/sending/messages";
+import { findMessage, listMessages, messageStatuses, recipientsOfMessages, type MessageFilters } from "../../domain/sending/messages";
 import { AppError, notFound } from "../../errors";
 import { encodeCursor } from "../../lib/pagination";
 import { field, requireSection } from "../guard";
@@ -86,6 +86,11 @@ export const messagePages = new Hono<DashboardEnv>()
     };
     const rows = await listMessages(c.env.DB, auth.account.id, filters, { cursor: query.cursor || undefined, limit: pageSize });
     const page = rows.slice(0, pageSize);
+    const recipients = await recipientsOfMessages(
+      c.env.DB,
+      auth.account.id,
+      page.map((message) => message.id),
+    );
     const last = page.at(-1);
     const next = rows.length > pageSize && last ? encodeCursor(last) : null;
     const base = `/dashboard/messages?${new URLSearchParams(Object.entries(query).filter(([name, value]) => name !== "cursor" && value !== ""))}`;
@@ -108,6 +113,7 @@ export const messagePages = new Hono<DashboardEnv>()
                 <thead>
                   <tr>
                     <th scope="col">Subject</th>
+                    <th scope="col">Recipients</th>
                     <th scope="col">From</th>
                     <th scope="col">Status</th>
                     <th scope="col">Tags</th>
@@ -121,7 +127,16 @@ export const messagePages = new Hono<DashboardEnv>()
                         <a href={`/dashboard/messages/${message.id}`}>{message.subject || "(no subject)"}</a>
                         {message.testMode ? <span class="badge warn">test</span> : null}
                       </td>
-                      <td>{message.fromAddress}</td>
+                      <td class="wrap" data-testid="recipients">
+                        <ul class="recipients">
+                          {(recipients.get(message.id) ?? []).map((recipient) => (
+                            <li>
+                              {recipient.email} <StatusBadge status={recipient.status} />
+                            </li>
+                          ))}
+                        </ul>
+                      </td>
+                      <td class="wrap">{message.fromAddress}</td>
                       <td>
                         <StatusBadge status={message.status} />
                       </td>

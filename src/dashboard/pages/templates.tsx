@@ -35,8 +35,18 @@ function TemplateForm({ template, csrfToken }: { template?: TemplateRow; csrfTok
       <label for="tpl-name">Name</label>
       <input id="tpl-name" name="name" type="text" required maxlength={200} value={template?.name ?? ""} />
       <label for="tpl-subject">Subject</label>
-      <input id="tpl-subject" name="subject" type="text" required maxlength={998} value={template?.subject ?? ""} placeholder="Welcome, {{first_name|there}}" />
-      <label for="tpl-html">HTML ({"{{first_name}}"}, {"{{custom_fields.plan}}"} and other contact fields; {"{{name|fallback}}"} for a default)</label>
+      <input
+        id="tpl-subject"
+        name="subject"
+        type="text"
+        required
+        maxlength={998}
+        value={template?.subject ?? ""}
+        placeholder="Welcome, {{first_name|there}}"
+      />
+      <label for="tpl-html">
+        HTML ({"{{first_name}}"}, {"{{custom_fields.plan}}"} and other contact fields; {"{{name|fallback}}"} for a default)
+      </label>
       <textarea id="tpl-html" name="html">
         {template?.html ?? ""}
       </textarea>

@@ -154,3 +154,24 @@ export async function findNamedMessage(d1: D1Database, messageId: string): Promi
   const message = rows[0];
   return message ? { message, recipients: recipients.map((row) => row.email) } : undefined;
 }
+
+type RecipientOutcome = Pick<MessageDetail["recipients"][number], "email" | "status" | "opens" | "clicks">;
+
+/** Each message's recipients with their outcome and engagement, for a page of messages (one query). */
+export async function recipientsOfMessages(d1: D1Database, accountId: string, messageIds: string[]): Promise<Map<string, RecipientOutcome[]>> {
+  const byMessage = new Map<string, RecipientOutcome[]>();
+  if (messageIds.length === 0) return byMessage;
+  const rows = await drizzle(d1)
+    .select({
+      messageId: messageRecipients.messageId,
+      email: messageRecipients.email,
+      status: messageRecipients.status,
+      opens: messageRecipients.opens,
+      clicks: messageRecipients.clicks,
+    })
+    .from(messageRecipients)
+    .where(and(eq(messageRecipients.accountId, accountId), inArray(messageRecipients.messageId, messageIds)))
+    .all();
+  for (const { messageId, ...recipient } of rows) byMessage.set(messageId, [...(byMessage.get(messageId) ?? []), recipient]);
+  return byMessage;
+}
