@@ -131,10 +131,15 @@ export function Empty({ children }: { children: Child }) {
   return <p class="empty">{children}</p>;
 }
 
+/** A message written for the API (`scope` in backticks) as text with code spans, never literal backticks. */
+export function InlineCode({ text }: { text: string }) {
+  return <>{text.split("`").map((part, index) => (index % 2 === 1 ? <code>{part}</code> : part))}</>;
+}
+
 export function Notice({ kind, children }: { kind: "ok" | "error" | "warn"; children: Child }) {
   return (
     <div class={`notice ${kind}`} role={kind === "error" ? "alert" : "status"}>
-      {children}
+      {typeof children === "string" ? <InlineCode text={children} /> : children}
     </div>
   );
 }

@@ -40,7 +40,7 @@ describe.skipIf(!chromiumPath)("the dashboard in chromium", () => {
   const url = (path: string) => `${stack.workerUrl}${path}`;
   /** One of the campaign editor's checkbox groups (Lists, Segments, Exclude lists): a list's name is in two of them. */
   const listsBox = (legend: string) => page.locator("fieldset", { has: page.locator("legend", { hasText: new RegExp(`^${legend}$`) }) });
-  const api = async <T,>(path: string, body?: unknown): Promise<T> => {
+  const api = async <T>(path: string, body?: unknown): Promise<T> => {
     const response = await fetch(url(`/api/v1${path}`), {
       method: body === undefined ? "GET" : "POST",
       headers: { Authorization: `Bearer ${stack.apiKey}`, "Content-Type": "application/json" },
@@ -244,9 +244,13 @@ describe.skipIf(!chromiumPath)("the dashboard in chromium", () => {
     await page.goto(url("/dashboard/campaigns"));
     await page.locator("#cmp-name").fill(`Members news ${stamp}`);
     await page.locator("#cmp-sender").selectOption({ label: "Demo news <news@demo.mailforge.test>" });
-    await listsBox("Lists").getByLabel(new RegExp(`^Members ${stamp}`)).check();
+    await listsBox("Lists")
+      .getByLabel(new RegExp(`^Members ${stamp}`))
+      .check();
     await listsBox("Segments").getByLabel(`Pro plan ${stamp}`).check();
-    await listsBox("Exclude lists").getByLabel(new RegExp(`^Staff ${stamp}`)).check();
+    await listsBox("Exclude lists")
+      .getByLabel(new RegExp(`^Staff ${stamp}`))
+      .check();
     // The audience is counted as the boxes change: Ann, Bob and Carl; Eve is excluded, Dan matches nothing.
     await expect.poll(() => page.getByTestId("editor-audience").first().textContent()).toContain("Audience: 3 ");
     await page.locator("#cmp-template").selectOption({ label: `Welcome ${stamp}` });
@@ -285,7 +289,9 @@ describe.skipIf(!chromiumPath)("the dashboard in chromium", () => {
     // The right people got it, each with their own name; the excluded and the unmatched got nothing.
     for (const name of ["ann", "bob", "carl"]) {
       const raw = await eventually(async () => {
-        const found = (await (await fetch(`${stack.sinkUrl}/api/messages?to=${encodeURIComponent(address(name))}`)).json()) as { data: { id: string }[] };
+        const found = (await (await fetch(`${stack.sinkUrl}/api/messages?to=${encodeURIComponent(address(name))}`)).json()) as {
+          data: { id: string }[];
+        };
         return found.data[0] ? await (await fetch(`${stack.sinkUrl}/api/messages/${found.data[0].id}/raw`)).text() : undefined;
       });
       const first = people[name as keyof typeof people].first_name;
@@ -322,9 +328,11 @@ describe.skipIf(!chromiumPath)("the dashboard in chromium", () => {
   it("fits the navigation on one line at 1280 px and behind a menu at 390 px", async () => {
     await page.setViewportSize(widths.desktop);
     await page.goto(url("/dashboard/campaigns"));
-    const tops = await page.locator("header.top nav > ul > li, header.top .sign-out").evaluateAll((elements) =>
-      elements.map((element) => Math.round((element as unknown as { getBoundingClientRect(): { top: number } }).getBoundingClientRect().top)),
-    );
+    const tops = await page
+      .locator("header.top nav > ul > li, header.top .sign-out")
+      .evaluateAll((elements) =>
+        elements.map((element) => Math.round((element as unknown as { getBoundingClientRect(): { top: number } }).getBoundingClientRect().top)),
+      );
     expect(new Set(tops).size).toBe(1);
     expect(await page.getByRole("button", { name: "Menu" }).isVisible()).toBe(false);
     await page.setViewportSize(widths.phone);

@@ -265,7 +265,9 @@ export const segmentPages = new Hono<DashboardEnv>()
                 )}
               </>
             ) : null}
-            <h3>List ids for `list` conditions</h3>
+            <h3>
+              List ids for <code>list</code> conditions
+            </h3>
             <ul class="plain">
               {lists.slice(0, 100).map((list) => (
                 <li>
