@@ -75,7 +75,7 @@ const postForm = (browser: Browser, path: string, fields: URLSearchParams) =>
     body: new URLSearchParams([["_csrf", browser.csrf], ...fields]).toString(),
   });
 
-describe("the dashboard's draft editor", () => {
+describe("the dashboard's draft editor", { timeout: 60_000 }, () => {
   it("keeps a draft's exclude lists when only the subject changes", async () => {
     const { key, sender, list, excluded } = await campaignAccount();
     const draft = await json<Campaign>(
@@ -139,7 +139,7 @@ describe("the dashboard's draft editor", () => {
   });
 });
 
-describe("the dashboard refuses what the API refuses", () => {
+describe("the dashboard refuses what the API refuses", { timeout: 60_000 }, () => {
   it("AI drafts need the campaigns feature: 403 from both", async () => {
     const account = await createAccount({ features: ["email_api", "smtp_relay", "ai"] });
     const api = await call("/api/v1/ai/campaign", { key: account.api_key, body: { prompt: "A spring sale for our tea shop" } });
@@ -201,5 +201,81 @@ describe("the dashboard refuses what the API refuses", () => {
     const page = await browser.post(`/dashboard/campaigns/${draft.id}`, { name: "News", subject: "Changed" });
     expect(page.status).toBe(403);
     expect((await json<Campaign>(await call(`/api/v1/campaigns/${draft.id}`, { key }))).subject).toBe("Old");
+  });
+});
+
+describe("templates, segments and contacts answer as the API does", { timeout: 60_000 }, () => {
+  it("deleting a segment an unfinished campaign targets: 409 with the same message from both, and it stays", async () => {
+    const { key, sender, list } = await campaignAccount();
+    const segment = await json<{ id: string }>(
+      await call("/api/v1/segments", {
+        key,
+        body: { name: "Pro", match: "all", conditions: [{ field: "custom_fields.plan", op: "eq", value: "pro" }] },
+      }),
+    );
+    await call("/api/v1/campaigns", {
+      key,
+      body: { name: "News", sender_id: sender, subject: "Hi", text: "Hello", lists: [list], segments: [segment.id] },
+    });
+    const api = await call(`/api/v1/segments/${segment.id}`, { key, method: "DELETE" });
+    expect(api.status).toBe(409);
+    const apiBody = await json<{ message: string }>(api);
+    const browser = await signIn(key);
+    const page = await browser.post(`/dashboard/segments/${segment.id}/delete`, {});
+    expect(page.status).toBe(409);
+    expect(await noticeOf(page)).toBe(apiBody.message);
+    expect((await call(`/api/v1/segments/${segment.id}`, { key })).status).toBe(200);
+  });
+
+  it("a segment condition the API refuses is refused by the builder with the API's message", async () => {
+    const { key } = await campaignAccount();
+    const condition = { field: "status", op: "contains", value: "sub" };
+    const api = await call("/api/v1/segments", { key, body: { name: "Bad", match: "all", conditions: [condition] } });
+    expect(api.status).toBe(422);
+    const apiBody = await json<{ errors: Record<string, string[]> }>(api);
+    const browser = await signIn(key);
+    const page = await browser.post("/dashboard/segments", { name: "Bad", match: "all", ...condition });
+    expect(page.status).toBe(422);
+    const notice = await noticeOf(page);
+    for (const [path, messages] of Object.entries(apiBody.errors)) for (const message of messages) expect(notice).toContain(`${path}: ${message}`);
+    const segments = await json<{ data: unknown[] }>(await call("/api/v1/segments", { key }));
+    expect(segments.data).toHaveLength(0);
+  });
+
+  it("a template without html or text: 422 with the same field error from both", async () => {
+    const { key } = await campaignAccount();
+    const api = await call("/api/v1/templates", { key, body: { name: "Empty", subject: "Hi" } });
+    expect(api.status).toBe(422);
+    const apiBody = await json<{ errors: Record<string, string[]> }>(api);
+    const browser = await signIn(key);
+    const page = await browser.post("/dashboard/templates", { name: "Empty", subject: "Hi", html: "", text: "" });
+    expect(page.status).toBe(422);
+    const notice = await noticeOf(page);
+    for (const [path, messages] of Object.entries(apiBody.errors)) for (const message of messages) expect(notice).toContain(`${path}: ${message}`);
+  });
+
+  it("saving a contact's first name changes only the first name", async () => {
+    const { key } = await campaignAccount();
+    const contact = await json<{ id: string }>(
+      await call("/api/v1/contacts", { key, body: { email: "zoe@example.com", first_name: "Zoe", last_name: "Ng", custom_fields: { plan: "pro" } } }),
+    );
+    const browser = await signIn(key);
+    const page = await (await browser.get(`/dashboard/contacts/${contact.id}`)).text();
+    expect(page).toContain('value="Zoe"');
+    const saved = await browser.post(`/dashboard/contacts/${contact.id}`, {
+      first_name: "Zoë",
+      last_name: "Ng",
+      company: "",
+      phone: "",
+      country: "",
+      status: "subscribed",
+    });
+    expect(saved.status).toBe(303);
+    expect(await json(await call(`/api/v1/contacts/${contact.id}`, { key }))).toMatchObject({
+      first_name: "Zoë",
+      last_name: "Ng",
+      custom_fields: { plan: "pro" },
+      status: "subscribed",
+    });
   });
 });

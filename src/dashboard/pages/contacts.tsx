@@ -347,9 +347,11 @@ export const contactPages = new Hono<DashboardEnv>()
               </button>
             </form>
             <h2>Messages</h2>
-            <p class="hint">
-              Of the last {outcomes.length}: opened {opened}, clicked {clicked}.
-            </p>
+            {outcomes.length > 0 ? (
+              <p class="hint">
+                Of the last {outcomes.length}: opened {opened}, clicked {clicked}.
+              </p>
+            ) : null}
             {outcomes.length === 0 ? (
               <Empty>No mail sent to this contact yet.</Empty>
             ) : (
