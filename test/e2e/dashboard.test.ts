@@ -245,11 +245,11 @@ describe.skipIf(!chromiumPath)("the dashboard in chromium", () => {
     await page.locator("#cmp-name").fill(`Members news ${stamp}`);
     await page.locator("#cmp-sender").selectOption({ label: "Demo news <news@demo.mailforge.test>" });
     await listsBox("Lists")
-      .getByLabel(new RegExp(`^Members ${stamp}`))
+      .getByLabel(`Members ${stamp}`)
       .check();
     await listsBox("Segments").getByLabel(`Pro plan ${stamp}`).check();
     await listsBox("Exclude lists")
-      .getByLabel(new RegExp(`^Staff ${stamp}`))
+      .getByLabel(`Staff ${stamp}`)
       .check();
     // The audience is counted as the boxes change: Ann, Bob and Carl; Eve is excluded, Dan matches nothing.
     await expect.poll(() => page.getByTestId("editor-audience").first().textContent()).toContain("Audience: 3 ");
