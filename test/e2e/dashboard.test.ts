@@ -244,13 +244,9 @@ describe.skipIf(!chromiumPath)("the dashboard in chromium", () => {
     await page.goto(url("/dashboard/campaigns"));
     await page.locator("#cmp-name").fill(`Members news ${stamp}`);
     await page.locator("#cmp-sender").selectOption({ label: "Demo news <news@demo.mailforge.test>" });
-    await listsBox("Lists")
-      .getByLabel(`Members ${stamp}`)
-      .check();
+    await listsBox("Lists").getByLabel(`Members ${stamp}`).check();
     await listsBox("Segments").getByLabel(`Pro plan ${stamp}`).check();
-    await listsBox("Exclude lists")
-      .getByLabel(`Staff ${stamp}`)
-      .check();
+    await listsBox("Exclude lists").getByLabel(`Staff ${stamp}`).check();
     // The audience is counted as the boxes change: Ann, Bob and Carl; Eve is excluded, Dan matches nothing.
     await expect.poll(() => page.getByTestId("editor-audience").first().textContent()).toContain("Audience: 3 ");
     await page.locator("#cmp-template").selectOption({ label: `Welcome ${stamp}` });
