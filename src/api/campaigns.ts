@@ -12,6 +12,7 @@ import {
   type CampaignInput,
   type CampaignStatus,
   type SaveOutcome,
+  type SendOutcome,
 } from "../domain/campaigns/campaigns";
 import { sendLimits, tagPattern, tagRule } from "../domain/sending/rules";
 import { AppError, notFound, validationError } from "../errors";
@@ -73,7 +74,7 @@ const fields = {
     .openapi({ description: "Route the html part's http(s) links through a click redirect (default true); text keeps its links" }),
 };
 
-const CreateCampaignSchema = z
+export const CreateCampaignSchema = z
   .object({
     ...fields,
     sender_id: fields.sender_id.optional(),
@@ -97,7 +98,7 @@ const CreateCampaignSchema = z
   }, evenWithFieldErrors)
   .openapi("CreateCampaign");
 
-const UpdateCampaignSchema = z
+export const UpdateCampaignSchema = z
   .object(
     Object.fromEntries(Object.entries(fields).map(([name, schema]) => [name, schema.optional()])) as {
       [K in keyof typeof fields]: z.ZodOptional<(typeof fields)[K]>;
@@ -320,7 +321,8 @@ const cancelRoute = keyedRoute(
 
 type Body = z.infer<typeof UpdateCampaignSchema>;
 
-function inputOf(body: Body): Partial<CampaignInput> {
+/** The domain's change of a request body (the API's PATCH and the dashboard's editor): absent fields stay `undefined`. */
+export function inputOf(body: Body): Partial<CampaignInput> {
   return {
     name: body.name,
     senderId: body.sender_id,
@@ -339,7 +341,29 @@ function inputOf(body: Body): Partial<CampaignInput> {
   };
 }
 
-function savedOrThrow(outcome: SaveOutcome) {
+/** Why a campaign was not sent, as the error both the API and the dashboard answer with. */
+export function sendRefusal(outcome: Exclude<SendOutcome, { kind: "started" }>): AppError {
+  switch (outcome.kind) {
+    case "not_found":
+      return notFound("Campaign");
+    case "not_draft":
+      return new AppError("campaign_not_draft", `The campaign is ${outcome.status}; only a draft can be sent`);
+    case "invalid":
+      return validationError(outcome.errors, "The campaign cannot be sent");
+    case "insufficient_credits":
+      return new AppError("insufficient_credits", `Not enough sending credits: the audience is ${outcome.needed}, ${outcome.available} available`);
+    case "reputation_hold":
+      return new AppError(
+        "domain_reputation_hold",
+        `The sending domain ${outcome.domain} is on hold: ${outcome.reason ?? "its bounce or complaint rate is over the limit"}. New campaigns from it are refused until an operator clears the hold`,
+      );
+    case "unavailable":
+      return new AppError("upstream_unavailable", "The campaign could not be started; it failed and its credits were released");
+  }
+}
+
+/** A saved draft, or the error both the API and the dashboard answer with. */
+export function savedOrThrow(outcome: SaveOutcome) {
   if (outcome.kind === "saved") return outcome.campaign;
   if (outcome.kind === "invalid") throw validationError(outcome.errors);
   if (outcome.kind === "not_draft") throw new AppError("campaign_not_draft", `The campaign is ${outcome.status}; only a draft can be changed`);
@@ -419,31 +443,13 @@ export const campaignRoutes = createRouter()
       if (ahead > MAX_SCHEDULE_DAYS * 86_400_000) throw validationError({ send_at: [`At most ${MAX_SCHEDULE_DAYS} days ahead`] });
     }
     const outcome = await sendCampaign(c.env, account.id, c.req.valid("param").id, sendAt);
-    switch (outcome.kind) {
-      case "not_found":
-        throw notFound("Campaign");
-      case "not_draft":
-        throw new AppError("campaign_not_draft", `The campaign is ${outcome.status}; only a draft can be sent`);
-      case "invalid":
-        throw validationError(outcome.errors, "The campaign cannot be sent");
-      case "insufficient_credits":
-        throw new AppError("insufficient_credits", `Not enough sending credits: the audience is ${outcome.needed}, ${outcome.available} available`);
-      case "reputation_hold":
-        throw new AppError(
-          "domain_reputation_hold",
-          `The sending domain ${outcome.domain} is on hold: ${outcome.reason ?? "its bounce or complaint rate is over the limit"}. New campaigns from it are refused until an operator clears the hold`,
-        );
-      case "unavailable":
-        throw new AppError("upstream_unavailable", "The campaign could not be started; it failed and its credits were released");
-      case "started": {
-        const { campaign } = outcome;
-        const status = campaign.status === "scheduled" ? ("scheduled" as const) : ("sending" as const);
-        return c.json(
-          { id: campaign.id, status, recipients: outcome.recipients, credits_reserved: campaign.creditsReserved, send_at: campaign.sendAt! },
-          202,
-        );
-      }
-    }
+    if (outcome.kind !== "started") throw sendRefusal(outcome);
+    const { campaign } = outcome;
+    const status = campaign.status === "scheduled" ? ("scheduled" as const) : ("sending" as const);
+    return c.json(
+      { id: campaign.id, status, recipients: outcome.recipients, credits_reserved: campaign.creditsReserved, send_at: campaign.sendAt! },
+      202,
+    );
   })
   .openapi(cancelRoute, async (c) => {
     const outcome = await cancelCampaign(c.env, c.get("auth").account.id, c.req.valid("param").id);

@@ -68,7 +68,7 @@ const ContactInputSchema = z
   .strict()
   .openapi("ContactInput");
 
-const ContactPatchSchema = z
+export const ContactPatchSchema = z
   .object({
     email: ContactEmailSchema.optional(),
     first_name: TextFieldSchema,
@@ -288,6 +288,26 @@ function decodeCsvDataUri(file: string): Uint8Array {
   }
 }
 
+/** Applies a PATCH body (the API's or the dashboard's contact form), or throws the error both answer with. */
+export async function patchContactOrThrow(d1: D1Database, accountId: string, id: string, body: z.infer<typeof ContactPatchSchema>) {
+  const outcome = await changeContact(d1, accountId, id, {
+    address: body.email !== undefined ? addressOf(body.email) : undefined,
+    fields: givenTextFields(body),
+    customFields: body.custom_fields,
+    status: body.status,
+  });
+  switch (outcome.kind) {
+    case "not_found":
+      throw notFound("Contact");
+    case "address_taken":
+      throw new AppError("conflict", "Another contact already has this address");
+    case "invalid":
+      throw validationError(outcome.errors);
+    case "updated":
+      return outcome.contact;
+  }
+}
+
 export const contactRoutes = createRouter()
   .openapi(createContact, async (c) => {
     const body = c.req.valid("json");
@@ -329,22 +349,8 @@ export const contactRoutes = createRouter()
   })
   .openapi(updateContact, async (c) => {
     const body = c.req.valid("json");
-    const outcome = await changeContact(c.env.DB, c.get("auth").account.id, c.req.valid("param").id, {
-      address: body.email !== undefined ? addressOf(body.email) : undefined,
-      fields: givenTextFields(body),
-      customFields: body.custom_fields,
-      status: body.status,
-    });
-    switch (outcome.kind) {
-      case "not_found":
-        throw notFound("Contact");
-      case "address_taken":
-        throw new AppError("conflict", "Another contact already has this address");
-      case "invalid":
-        throw validationError(outcome.errors);
-      case "updated":
-        return c.json(serializeContact(outcome.contact), 200);
-    }
+    const contact = await patchContactOrThrow(c.env.DB, c.get("auth").account.id, c.req.valid("param").id, body);
+    return c.json(serializeContact(contact), 200);
   })
   .openapi(deleteContact, async (c) => {
     const { id } = c.req.valid("param");

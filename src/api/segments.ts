@@ -69,8 +69,8 @@ const SegmentSchema = z
   })
   .openapi("Segment");
 
-const CreateSegmentSchema = z.object(segmentFieldsSchema).strict().openapi("CreateSegment");
-const UpdateSegmentSchema = z
+export const CreateSegmentSchema = z.object(segmentFieldsSchema).strict().openapi("CreateSegment");
+export const UpdateSegmentSchema = z
   .object({ name: segmentFieldsSchema.name.optional(), match: segmentFieldsSchema.match.optional(), conditions: ConditionsSchema.optional() })
   .strict()
   .refine((body) => Object.keys(body).length > 0, { message: "Send name, match or conditions" })
@@ -161,6 +161,17 @@ const countSegment = keyedRoute("contacts", {
   responses: { 200: jsonResponse(SegmentCountSchema, "The audience's size"), 404: errorResponse("No such segment") },
 });
 
+/** Deletes a segment no unfinished campaign targets, or throws the error both the API and the dashboard answer with. */
+export async function deleteSegmentOrThrow(d1: D1Database, accountId: string, id: string): Promise<void> {
+  const user = await campaignUsing(d1, accountId, id);
+  if (user)
+    throw new AppError(
+      "conflict",
+      `The segment is in the audience of campaign ${user.id} ("${user.name}"), which has not finished; remove it there first`,
+    );
+  if (!(await removeSegment(d1, accountId, id))) throw notFound("Segment");
+}
+
 export const segmentRoutes = createRouter()
   .openapi(listSegments, async (c) => {
     const { limit, cursor } = c.req.valid("query");
@@ -185,13 +196,7 @@ export const segmentRoutes = createRouter()
   })
   .openapi(deleteSegment, async (c) => {
     const { id } = c.req.valid("param");
-    const user = await campaignUsing(c.env.DB, c.get("auth").account.id, id);
-    if (user)
-      throw new AppError(
-        "conflict",
-        `The segment is in the audience of campaign ${user.id} ("${user.name}"), which has not finished; remove it there first`,
-      );
-    if (!(await removeSegment(c.env.DB, c.get("auth").account.id, id))) throw notFound("Segment");
+    await deleteSegmentOrThrow(c.env.DB, c.get("auth").account.id, id);
     return c.json({ id, deleted: true as const }, 200);
   })
   .openapi(countSegment, async (c) => {

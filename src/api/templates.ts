@@ -43,12 +43,12 @@ const TemplateSchema = z
   })
   .openapi("Template");
 
-const CreateTemplateSchema = z
+export const CreateTemplateSchema = z
   .object(templateFields)
   .strict()
   .refine((body) => Boolean(body.html ?? body.text), { message: "Give html, text or both", path: ["html"], ...evenWithFieldErrors })
   .openapi("CreateTemplate");
-const UpdateTemplateSchema = z
+export const UpdateTemplateSchema = z
   .object({
     name: templateFields.name.optional(),
     subject: templateFields.subject.optional(),

@@ -1,12 +1,16 @@
 import type { Context } from "hono";
 import { hasFeature } from "../domain/accounts/accounts";
-import { AppError } from "../errors";
+import type { z } from "zod";
+import { AppError, fieldErrors, validationError } from "../errors";
 import type { Feature } from "../types";
 import { canSee, type Section } from "./layout";
 import type { DashboardEnv } from "./session";
 
-/** Refuses a section the signed-in key's scopes (or the account's plan) do not cover, with the 403 the API gives. */
-export function requireSection(c: Context<DashboardEnv>, needs: Section["needs"], feature?: Feature): void {
+/**
+ * Refuses a section the signed-in key's scopes (or the account's plan) do not cover, with the 403 the API gives:
+ * `features` are those the matching API route requires (all of them, as its requireFeatures does).
+ */
+export function requireSection(c: Context<DashboardEnv>, needs: Section["needs"], ...features: Feature[]): void {
   const auth = c.get("auth");
   if (!canSee(auth, needs)) {
     throw new AppError(
@@ -14,9 +18,8 @@ export function requireSection(c: Context<DashboardEnv>, needs: Section["needs"]
       needs === "full_access" ? "This page needs a full-access key" : `This page needs a key with the \`${needs}\` scope`,
     );
   }
-  if (feature && !hasFeature(auth.account, feature)) {
-    throw new AppError("feature_disabled", `Your plan does not include ${feature}. Ask the operator to enable it`);
-  }
+  const missing = features.filter((feature) => !hasFeature(auth.account, feature));
+  if (missing.length > 0) throw new AppError("feature_disabled", `Your plan does not include: ${missing.join(", ")}. Ask the operator to enable it`);
 }
 
 /** A form field as text ("" when absent or a file). */
@@ -35,3 +38,10 @@ export const describeErrors = (errors: Record<string, string[]>) =>
   Object.entries(errors)
     .map(([path, messages]) => `${path}: ${messages.join(", ")}`)
     .join("; ");
+
+/** A form parsed with the API's own request schema: what the API refuses is refused here, with its messages. */
+export function parsedOrThrow<T>(schema: z.ZodType<T>, body: unknown, message: string): T {
+  const parsed = schema.safeParse(body);
+  if (!parsed.success) throw validationError(fieldErrors(parsed.error), message);
+  return parsed.data;
+}

@@ -9,6 +9,7 @@ import { sha256Hex } from "../lib/crypto";
 import { AppError } from "../errors";
 import { logError } from "../lib/log";
 import { dashboardBodyLimit } from "../middleware/request";
+import { describeErrors } from "./guard";
 import { Notice, Shell, canSee, sections } from "./layout";
 import { aiPages } from "./pages/ai";
 import { apiKeyPages } from "./pages/api-keys";
@@ -19,7 +20,9 @@ import { domainPages } from "./pages/domains";
 import { inboundPages } from "./pages/inbound";
 import { messagePages } from "./pages/messages";
 import { overviewPages } from "./pages/overview";
+import { segmentPages } from "./pages/segments";
 import { smtpCredentialPages } from "./pages/smtp-credentials";
+import { templatePages } from "./pages/templates";
 import { usagePages } from "./pages/usage";
 import { verificationPages } from "./pages/verification";
 import { webhookPages } from "./pages/webhooks";
@@ -73,7 +76,9 @@ dashboardRoutes.use("*", dashboardBodyLimit);
 dashboardRoutes.onError((error, c) => {
   const status = error instanceof HTTPException ? error.status : 500;
   if (status >= 500) logError("dashboard.error", { path: c.req.path, error: String(error) });
-  const message = status >= 500 ? "Something went wrong on our side; try again." : error.message;
+  // A refusal reads as the API's: its message, then each field's problems (the API's 422 `errors`).
+  const details = error instanceof AppError && error.errors ? `: ${describeErrors(error.errors)}` : "";
+  const message = status >= 500 ? "Something went wrong on our side; try again." : `${error.message}${details}`;
   if (isHtmx(c)) return c.html(<Notice kind="error">{message}</Notice>, status);
   const auth = c.get("auth") as DashboardEnv["Variables"]["auth"] | undefined;
   return c.html(
@@ -157,8 +162,8 @@ dashboardRoutes.use("*", async (c, next) => {
   await next();
 });
 
-dashboardRoutes.post("/sign-out", (c) => {
-  endSession(c);
+dashboardRoutes.post("/sign-out", async (c) => {
+  await endSession(c);
   return c.redirect(signInPath, 303);
 });
 
@@ -172,6 +177,8 @@ dashboardRoutes.route("/", webhookPages);
 dashboardRoutes.route("/", verificationPages);
 dashboardRoutes.route("/", contactPages);
 dashboardRoutes.route("/", campaignPages);
+dashboardRoutes.route("/", templatePages);
+dashboardRoutes.route("/", segmentPages);
 dashboardRoutes.route("/", automationPages);
 dashboardRoutes.route("/", aiPages);
 dashboardRoutes.route("/", usagePages);

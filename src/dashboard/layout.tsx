@@ -12,22 +12,26 @@ export type Section = {
   label: string;
   /** The scope a key needs to see the section; `full_access` for API keys, like the API. */
   needs: Scope | "full_access";
+  /** Set-up sections, behind the nav's "Settings" menu so the nav stays on one line. */
+  group?: "settings";
 };
 
 export const sections: Section[] = [
   { path: "/dashboard", label: "Overview", needs: "reports" },
   { path: "/dashboard/messages", label: "Messages", needs: "send" },
   { path: "/dashboard/inbound", label: "Inbound", needs: "inbound" },
-  { path: "/dashboard/domains", label: "Domains", needs: "domains" },
-  { path: "/dashboard/api-keys", label: "API keys", needs: "full_access" },
-  { path: "/dashboard/smtp-credentials", label: "SMTP", needs: "send" },
-  { path: "/dashboard/webhooks", label: "Webhooks", needs: "webhooks" },
-  { path: "/dashboard/verification", label: "Verification", needs: "verify" },
-  { path: "/dashboard/contacts", label: "Contacts", needs: "contacts" },
   { path: "/dashboard/campaigns", label: "Campaigns", needs: "campaigns" },
+  { path: "/dashboard/templates", label: "Templates", needs: "send" },
+  { path: "/dashboard/segments", label: "Segments", needs: "contacts" },
+  { path: "/dashboard/contacts", label: "Contacts", needs: "contacts" },
   { path: "/dashboard/automations", label: "Automations", needs: "automations" },
   { path: "/dashboard/ai", label: "AI drafts", needs: "ai" },
-  { path: "/dashboard/usage", label: "Credits & usage", needs: "reports" },
+  { path: "/dashboard/verification", label: "Verification", needs: "verify" },
+  { path: "/dashboard/domains", label: "Domains", needs: "domains", group: "settings" },
+  { path: "/dashboard/api-keys", label: "API keys", needs: "full_access", group: "settings" },
+  { path: "/dashboard/smtp-credentials", label: "SMTP", needs: "send", group: "settings" },
+  { path: "/dashboard/webhooks", label: "Webhooks", needs: "webhooks", group: "settings" },
+  { path: "/dashboard/usage", label: "Credits & usage", needs: "reports", group: "settings" },
 ];
 
 export const canSee = (auth: AuthContext, needs: Section["needs"]) =>
@@ -65,7 +69,19 @@ export function Shell({ title, auth, csrfToken, current, children }: ShellProps)
   );
 }
 
+function NavLink({ section, current }: { section: Section; current?: string }) {
+  return (
+    <li>
+      <a href={section.path} aria-current={section.path === current ? "page" : undefined}>
+        {section.label}
+      </a>
+    </li>
+  );
+}
+
 function Header({ auth, csrfToken, current }: { auth: AuthContext; csrfToken: string; current?: string }) {
+  const visible = sections.filter((section) => canSee(auth, section.needs));
+  const settings = visible.filter((section) => section.group === "settings");
   return (
     <header class="top">
       <div class="brand">
@@ -75,23 +91,35 @@ function Header({ auth, csrfToken, current }: { auth: AuthContext; csrfToken: st
           {auth.apiKey.mode === "test" ? <span class="badge warn">test key</span> : null}
         </span>
       </div>
-      <nav aria-label="Sections">
+      {/* Phones: the sections open from a menu button (dashboard.js); without script they are listed below. */}
+      <button type="button" class="menu-toggle" aria-expanded="false" aria-controls="sections">
+        Menu
+      </button>
+      <nav id="sections" aria-label="Sections">
         <ul>
-          {sections
-            .filter((section) => canSee(auth, section.needs))
+          {visible
+            .filter((section) => !section.group)
             .map((section) => (
-              <li>
-                <a href={section.path} aria-current={section.path === current ? "page" : undefined}>
-                  {section.label}
-                </a>
-              </li>
+              <NavLink section={section} current={current} />
             ))}
+          {settings.length > 0 ? (
+            <li class="more">
+              <details>
+                <summary aria-current={settings.some((section) => section.path === current) ? "page" : undefined}>Settings</summary>
+                <ul>
+                  {settings.map((section) => (
+                    <NavLink section={section} current={current} />
+                  ))}
+                </ul>
+              </details>
+            </li>
+          ) : null}
         </ul>
       </nav>
       <form method="post" action="/dashboard/sign-out" class="sign-out">
         <input type="hidden" name="_csrf" value={csrfToken} />
-        <button type="submit" class="link">
-          Sign out ({auth.apiKey.name})
+        <button type="submit" class="link" title={`Signed in with the key "${auth.apiKey.name}"`}>
+          Sign out
         </button>
       </form>
     </header>
@@ -104,10 +132,15 @@ export function Empty({ children }: { children: Child }) {
   return <p class="empty">{children}</p>;
 }
 
+/** A message written for the API (`scope` in backticks) as text with code spans, never literal backticks. */
+export function InlineCode({ text }: { text: string }) {
+  return <>{text.split("`").map((part, index) => (index % 2 === 1 ? <code>{part}</code> : part))}</>;
+}
+
 export function Notice({ kind, children }: { kind: "ok" | "error" | "warn"; children: Child }) {
   return (
     <div class={`notice ${kind}`} role={kind === "error" ? "alert" : "status"}>
-      {children}
+      {typeof children === "string" ? <InlineCode text={children} /> : children}
     </div>
   );
 }
@@ -144,7 +177,8 @@ export function StatusBadge({ status }: { status: string }) {
     : /^(failed|bounced|invalid|complained|cancelled|bad|held)$/.test(status)
       ? "bad"
       : "";
-  return <span class={`badge ${tone}`}>{status}</span>;
+  // Stored statuses are snake_case (`not_found`); people read words.
+  return <span class={`badge ${tone}`}>{status.replace(/_/g, " ")}</span>;
 }
 
 export const formatTime = (iso: string | null | undefined) => (iso ? iso.replace("T", " ").replace(/\.\d+Z$|Z$/, " UTC") : "—");

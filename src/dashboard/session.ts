@@ -1,12 +1,16 @@
 // Dashboard sessions: a signed cookie that names the API key a person signed in with (never the key itself), its
 // expiry and a random session id that CSRF tokens are bound to. Every request loads the key again, so revoking or
-// rotating it ends its sessions at once; there is no server-side session table to keep in step.
+// rotating it ends its sessions at once, and the session id must still be in dashboard_sessions: signing out deletes
+// that row, so a copy of the cookie stops working with it.
 
 import type { Context } from "hono";
+import { and, eq, gt, lte } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
 import { config } from "../config";
+import { dashboardSessions } from "../db/schema";
 import { findActiveKey } from "../domain/accounts/api-keys";
-import { bytesToBase64Url, hmacSha256Hex, randomToken, timingSafeEqualString } from "../lib/crypto";
+import { bytesToBase64Url, hmacSha256Hex, randomToken, sha256Hex, timingSafeEqualString } from "../lib/crypto";
 import type { AppEnv, AuthContext } from "../types";
 
 export type DashboardEnv = { Bindings: Env; Variables: AppEnv["Variables"] & { csrfToken: string } };
@@ -62,8 +66,8 @@ function decodePayload(encoded: string): SessionPayload | undefined {
 
 export type Session = { auth: AuthContext; csrfToken: string; expiresAt: number };
 
-/** The signed-in key behind the request's cookie, or undefined for no cookie, a bad signature, expiry or a revoked key. */
-export async function readSession(c: Context<DashboardEnv>): Promise<Session | undefined> {
+/** The cookie's payload when its signature holds and it has not expired (whether the server still knows it is not checked). */
+async function signedPayload(c: Context<DashboardEnv>): Promise<SessionPayload | undefined> {
   const cookie = getCookie(c, cookieNames(c).session);
   if (!cookie) return undefined;
   const [encoded, signature] = cookie.split(".");
@@ -71,8 +75,29 @@ export async function readSession(c: Context<DashboardEnv>): Promise<Session | u
   if (!(await timingSafeEqualString(signature, await sign(c.env, "session", encoded)))) return undefined;
   const payload = decodePayload(encoded);
   if (!payload || payload.e * 1000 <= Date.now()) return undefined;
-  const key = await findActiveKey(c.env.DB, payload.k);
-  if (!key || key.keyHash.slice(0, 16) !== payload.h) return undefined;
+  return payload;
+}
+
+/** The stored row's id: a hash, so the table alone does not give anyone a cookie's session id. */
+const storedId = (sessionId: string) => sha256Hex(`dashboard session:${sessionId}`);
+
+/**
+ * The signed-in key behind the request's cookie, or undefined for no cookie, a bad signature, expiry, a revoked key
+ * or a session that was signed out.
+ */
+export async function readSession(c: Context<DashboardEnv>): Promise<Session | undefined> {
+  const payload = await signedPayload(c);
+  if (!payload) return undefined;
+  const id = await storedId(payload.s);
+  const [key, stored] = await Promise.all([
+    findActiveKey(c.env.DB, payload.k),
+    drizzle(c.env.DB)
+      .select({ apiKeyId: dashboardSessions.apiKeyId })
+      .from(dashboardSessions)
+      .where(and(eq(dashboardSessions.id, id), gt(dashboardSessions.expiresAt, new Date().toISOString())))
+      .get(),
+  ]);
+  if (!key || key.keyHash.slice(0, 16) !== payload.h || stored?.apiKeyId !== payload.k) return undefined;
   return { auth: { account: key.account, apiKey: key.apiKey }, csrfToken: await sign(c.env, "csrf", payload.s), expiresAt: payload.e };
 }
 
@@ -86,6 +111,13 @@ export async function sessionCookieValue(env: Env, payload: SessionPayload): Pro
 export async function startSession(c: Context<DashboardEnv>, keyId: string, keyHash: string): Promise<void> {
   const ttl = config(c.env).session.ttlSeconds;
   const payload: SessionPayload = { k: keyId, h: keyHash.slice(0, 16), s: randomToken(16), e: Math.floor(Date.now() / 1000) + ttl };
+  const now = new Date().toISOString();
+  const db = drizzle(c.env.DB);
+  // This key's expired sessions go as a new one starts, so the table holds no more than the live ones and a few.
+  await db.batch([
+    db.delete(dashboardSessions).where(and(eq(dashboardSessions.apiKeyId, keyId), lte(dashboardSessions.expiresAt, now))),
+    db.insert(dashboardSessions).values({ id: await storedId(payload.s), apiKeyId: keyId, expiresAt: new Date(payload.e * 1000).toISOString() }),
+  ]);
   const names = cookieNames(c);
   setCookie(c, names.session, await sessionCookieValue(c.env, payload), {
     path: "/",
@@ -97,7 +129,13 @@ export async function startSession(c: Context<DashboardEnv>, keyId: string, keyH
   deleteCookie(c, names.signIn, { path: "/", secure: names.secure });
 }
 
-export function endSession(c: Context<DashboardEnv>): void {
+/** Signs out: the session's row goes, so this cookie (and any copy of it) no longer signs anyone in. */
+export async function endSession(c: Context<DashboardEnv>): Promise<void> {
+  const payload = await signedPayload(c);
+  if (payload)
+    await drizzle(c.env.DB)
+      .delete(dashboardSessions)
+      .where(eq(dashboardSessions.id, await storedId(payload.s)));
   const names = cookieNames(c);
   deleteCookie(c, names.session, { path: "/", secure: names.secure });
 }

@@ -45,6 +45,23 @@ export const apiKeys = sqliteTable(
   (t) => [uniqueIndex("api_keys_key_hash").on(t.keyHash), index("api_keys_account").on(t.accountId)],
 );
 
+/**
+ * Signed-in dashboard sessions. The cookie carries a random session id; its SHA-256 is the row's id, so a session
+ * ends on the server (sign-out deletes the row) even for a copy of the cookie.
+ */
+export const dashboardSessions = sqliteTable(
+  "dashboard_sessions",
+  {
+    id: text("id").primaryKey(),
+    apiKeyId: text("api_key_id")
+      .notNull()
+      .references(() => apiKeys.id, { onDelete: "cascade" }),
+    expiresAt: text("expires_at").notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [index("dashboard_sessions_key_expiry").on(t.apiKeyId, t.expiresAt)],
+);
+
 export const creditLedger = sqliteTable(
   "credit_ledger",
   {

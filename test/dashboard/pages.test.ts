@@ -58,7 +58,7 @@ describe("dashboard pages", () => {
     expect(after.warmup.status).toBe("paused");
   });
 
-  it("creates a draft campaign with a list audience, counts the audience and shows the preview frame", async () => {
+  it("creates a draft campaign with a list audience, counts the audience and previews it filled in for a contact", async () => {
     const account = await createAccount({ features: ["email_api", "smtp_relay", "campaigns"] });
     const list = await json<{ id: string }>(await call("/api/v1/lists", { key: account.api_key, body: { name: "Readers" } }));
     await call(`/api/v1/lists/${list.id}/contacts`, { key: account.api_key, body: { emails: ["a@example.com", "b@example.com"] } });
@@ -74,10 +74,15 @@ describe("dashboard pages", () => {
     const page = await browser.get(location);
     const html = await page.text();
     expect(html).toMatch(/Audience: <strong>2<\/strong>/);
-    expect(html).toContain(`src="${location}/preview"`);
-    const preview = await browser.get(`${location}/preview`);
+    const frame = /<iframe class="preview" title="Preview" sandbox="" src="([^"]+)"/.exec(html)?.[1]?.replace(/&amp;/g, "&");
+    expect(frame).toMatch(new RegExp(`^${location}/preview\\?contact=con_`));
+    const preview = await browser.get(frame!);
     expect(preview.headers.get("Content-Security-Policy")).toMatch(/^sandbox;/);
-    expect(await preview.text()).toBe("<p>Hello {{first_name}}</p>");
+    const body = await preview.text();
+    // Placeholders filled for the contact (who has no first name), and the unsubscribe footer a send adds.
+    expect(body).toContain("<p>Hello </p>");
+    expect(body).not.toContain("{{");
+    expect(body).toMatch(/<a href="http[^"]+\/u\/[^"]+"[^>]*>Unsubscribe<\/a>/);
   });
 
   it("verifies a CSV upload as a bulk job and shows its progress and results", async () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { createAccount } from "../helpers";
-import { signIn, visit } from "./helpers";
+import { cookieHeader, signIn, visit } from "./helpers";
 
 describe("dashboard sign-in", () => {
   it("redirects / to the dashboard and the dashboard to sign-in without a session", async () => {
@@ -20,5 +20,31 @@ describe("dashboard sign-in", () => {
     const html = await page.text();
     expect(html).toContain("Overview Co");
     expect(html).toContain("Sending credits");
+  });
+
+  it("signing out ends the session on the server: a copied cookie stops working, another session goes on", async () => {
+    const account = await createAccount();
+    const browser = await signIn(account.api_key);
+    const other = await signIn(account.api_key);
+    const copied = cookieHeader({ ...browser.jar });
+    const csrf = browser.csrf;
+    expect((await visit("/dashboard", { headers: { Cookie: copied } })).status).toBe(200);
+
+    const out = await browser.post("/dashboard/sign-out", {});
+    expect(out.status).toBe(303);
+    expect(out.headers.get("Location")).toBe("/dashboard/sign-in");
+
+    // The copy still has a valid signature and expiry, and its CSRF token: the server no longer knows its session.
+    const page = await visit("/dashboard", { headers: { Cookie: copied } });
+    expect(page.status).toBe(303);
+    expect(page.headers.get("Location")).toBe("/dashboard/sign-in");
+    const action = await visit("/dashboard/contacts/lists", {
+      headers: { Cookie: copied, "Content-Type": "application/x-www-form-urlencoded" },
+      body: new URLSearchParams({ _csrf: csrf, name: "after sign-out" }).toString(),
+    });
+    expect(action.status).toBe(401);
+    expect((await visit("/dashboard", { headers: { Cookie: copied, "HX-Request": "true" } })).status).toBe(401);
+    // Only that session ended: the same key signed in elsewhere still works.
+    expect((await other.get("/dashboard")).status).toBe(200);
   });
 });

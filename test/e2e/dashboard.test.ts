@@ -38,6 +38,17 @@ describe.skipIf(!chromiumPath)("the dashboard in chromium", () => {
   });
 
   const url = (path: string) => `${stack.workerUrl}${path}`;
+  /** One of the campaign editor's checkbox groups (Lists, Segments, Exclude lists): a list's name is in two of them. */
+  const listsBox = (legend: string) => page.locator("fieldset", { has: page.locator("legend", { hasText: new RegExp(`^${legend}$`) }) });
+  const api = async <T>(path: string, body?: unknown): Promise<T> => {
+    const response = await fetch(url(`/api/v1${path}`), {
+      method: body === undefined ? "GET" : "POST",
+      headers: { Authorization: `Bearer ${stack.apiKey}`, "Content-Type": "application/json" },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    if (!response.ok) throw new Error(`${path}: ${response.status} ${await response.text()}`);
+    return (await response.json()) as T;
+  };
   const remember = () => visited.add(new URL(page.url()).pathname);
 
   it("redirects to sign-in, refuses a bad key and signs in with the demo key", async () => {
@@ -164,13 +175,14 @@ describe.skipIf(!chromiumPath)("the dashboard in chromium", () => {
     await page.waitForURL(url("/dashboard/campaigns"));
     await page.locator("#cmp-name").fill(`Newsletter ${stamp}`);
     await page.locator("#cmp-sender").selectOption({ label: "Demo news <news@demo.mailforge.test>" });
-    await page.getByLabel(`Readers ${stamp}`).check();
+    await listsBox("Lists").getByLabel(`Readers ${stamp}`).check();
     await page.locator("#cmp-subject").fill("Our November news");
     await page.locator("#cmp-html").fill('<h1>Hello {{first_name}}</h1><p>Read <a href="https://example.com/news">the news</a>.</p>');
     await page.getByRole("button", { name: "Create draft" }).click();
     await page.waitForURL(/\/dashboard\/campaigns\/cmp_/);
     expect(await page.getByTestId("audience").textContent()).toContain("Audience: 2 ");
-    expect(await page.frameLocator("iframe.preview").locator("h1").textContent()).toBe("Hello {{first_name}}");
+    // The preview is the mail one contact of the audience gets: their name in place of the placeholder.
+    expect(await page.frameLocator("iframe.preview").locator("h1").textContent()).toMatch(/^Hello (Ann|<img src=x onerror=alert\(1\)>)$/);
     // The draft's page (editor and preview) is gone once it is scheduled: its pictures are taken now.
     for (const [label, viewport] of Object.entries(widths)) {
       await page.setViewportSize(viewport);
@@ -188,6 +200,151 @@ describe.skipIf(!chromiumPath)("the dashboard in chromium", () => {
     expect(await page.getByRole("row", { name: new RegExp(`Newsletter ${stamp}.*scheduled`) }).count()).toBe(1);
     remember();
   }, 90_000);
+
+  it("builds a template and a segment, sends a campaign to a list and the segment minus an exclude list, and the right people get it by name", async () => {
+    // The people: three members of a list (one of them staff, excluded), one on the pro plan outside it, one not.
+    const members = await api<{ id: string }>("/lists", { name: `Members ${stamp}` });
+    const staff = await api<{ id: string }>("/lists", { name: `Staff ${stamp}` });
+    const plan = `pro-${stamp}`;
+    const people = {
+      ann: { first_name: "Ann", lists: [members.id] },
+      bob: { first_name: "Bob", lists: [members.id] },
+      eve: { first_name: "Eve", lists: [members.id, staff.id] },
+      carl: { first_name: "Carl", custom_fields: { plan } },
+      dan: { first_name: "Dan", custom_fields: { plan: `free-${stamp}` } },
+    };
+    const address = (name: string) => `${name}-${stamp}@example.org`;
+    for (const [name, fields] of Object.entries(people)) await api("/contacts", { email: address(name), ...fields });
+
+    await page.goto(url("/dashboard/templates"));
+    await page.locator("#tpl-name").fill(`Welcome ${stamp}`);
+    await page.locator("#tpl-subject").fill("News for {{first_name|friend}}");
+    await page.locator("#tpl-html").fill("<h1>Hello {{first_name|friend}}</h1><p>This is for {{email}}.</p>");
+    await page.getByRole("button", { name: "Create template" }).click();
+    await page.waitForURL(/\/dashboard\/templates\/tpl_/);
+    expect(await page.frameLocator("iframe.preview").locator("body").textContent()).not.toContain("{{");
+    remember();
+    await page.goto(url("/dashboard/templates"));
+    remember();
+
+    await page.goto(url("/dashboard/segments"));
+    await page.locator("#seg-name").fill(`Pro plan ${stamp}`);
+    await page.getByLabel("Condition 1 field").fill("custom_fields.plan");
+    await page.getByLabel("Condition 1 operator").selectOption("eq");
+    await page.getByLabel("Condition 1 value").fill(plan);
+    await page.getByLabel("Condition 1 value").blur();
+    await expect.poll(() => page.getByTestId("segment-count").textContent()).toContain("1 subscribed contacts match");
+    await page.getByRole("button", { name: "Create segment" }).click();
+    await page.waitForURL(/\/dashboard\/segments\/seg_/);
+    expect(await page.getByTestId("segment-total").textContent()).toContain("1 subscribed contacts match");
+    remember();
+    await page.goto(url("/dashboard/segments"));
+    remember();
+
+    await page.goto(url("/dashboard/campaigns"));
+    await page.locator("#cmp-name").fill(`Members news ${stamp}`);
+    await page.locator("#cmp-sender").selectOption({ label: "Demo news <news@demo.mailforge.test>" });
+    await listsBox("Lists").getByLabel(`Members ${stamp}`).check();
+    await listsBox("Segments").getByLabel(`Pro plan ${stamp}`).check();
+    await listsBox("Exclude lists").getByLabel(`Staff ${stamp}`).check();
+    // The audience is counted as the boxes change: Ann, Bob and Carl; Eve is excluded, Dan matches nothing.
+    await expect.poll(() => page.getByTestId("editor-audience").first().textContent()).toContain("Audience: 3 ");
+    await page.locator("#cmp-template").selectOption({ label: `Welcome ${stamp}` });
+    await page.getByRole("button", { name: "Create draft" }).click();
+    await page.waitForURL(/\/dashboard\/campaigns\/cmp_/);
+    const campaignPath = new URL(page.url()).pathname;
+    expect(await page.getByTestId("audience").textContent()).toContain("Audience: 3 ");
+    const preview = await page.frameLocator("iframe.preview").locator("body").textContent();
+    expect(preview).not.toContain("{{");
+    expect(preview).toMatch(/News for (Ann|Bob|Carl)/);
+    expect(await page.frameLocator("iframe.preview").getByRole("link", { name: "Unsubscribe" }).count()).toBe(1);
+    for (const [label, viewport] of Object.entries(widths)) {
+      await page.setViewportSize(viewport);
+      await page.screenshot({ path: join(screenshotDir, `${label}-campaigns_editor.png`), fullPage: true });
+    }
+    await page.setViewportSize(widths.desktop);
+
+    // Saving with only the subject changed keeps everything else, the exclude list included.
+    await page.locator("#cmp-subject").fill("Members news for {{first_name|friend}}");
+    await page.getByRole("button", { name: "Save draft" }).click();
+    await page.waitForURL(url(campaignPath));
+    const saved = await api<{ subject: string; lists: string[]; segments: string[]; exclude_lists: string[]; template_id: string | null }>(
+      `/campaigns/${campaignPath.split("/").pop()}`,
+    );
+    expect(saved).toMatchObject({ subject: "Members news for {{first_name|friend}}", lists: [members.id], exclude_lists: [staff.id] });
+    expect(saved.segments).toHaveLength(1);
+    expect(saved.template_id).toMatch(/^tpl_/);
+
+    await page.getByRole("button", { name: "Send or schedule" }).click();
+    await page.waitForURL(url(campaignPath));
+    await expect.poll(() => page.locator("#campaign-progress .badge").first().textContent(), { timeout: 30_000 }).toBe("sent");
+    await page.reload();
+    expect(await page.getByTestId("report").textContent()).toContain("Delivered");
+    remember();
+
+    // The right people got it, each with their own name; the excluded and the unmatched got nothing.
+    for (const name of ["ann", "bob", "carl"]) {
+      const raw = await eventually(async () => {
+        const found = (await (await fetch(`${stack.sinkUrl}/api/messages?to=${encodeURIComponent(address(name))}`)).json()) as {
+          data: { id: string }[];
+        };
+        return found.data[0] ? await (await fetch(`${stack.sinkUrl}/api/messages/${found.data[0].id}/raw`)).text() : undefined;
+      });
+      const first = people[name as keyof typeof people].first_name;
+      expect(raw).toContain(`Subject: Members news for ${first}`);
+      expect(raw).toContain(`Hello ${first}`);
+    }
+    for (const name of ["eve", "dan"]) {
+      const found = (await (await fetch(`${stack.sinkUrl}/api/messages?to=${encodeURIComponent(address(name))}`)).json()) as { data: unknown[] };
+      expect(found.data, name).toHaveLength(0);
+    }
+
+    // The messages list names each recipient.
+    await page.goto(url(`/dashboard/messages?to=${encodeURIComponent(address("ann"))}`));
+    expect(await page.getByTestId("recipients").first().textContent()).toContain(address("ann"));
+    await page.goto(url("/dashboard/messages"));
+    expect(await page.getByTestId("recipients").allTextContents()).toEqual(expect.arrayContaining([expect.stringContaining("@example.org")]));
+  }, 120_000);
+
+  it("opens a contact and changes its first name", async () => {
+    const email = `zoe-${stamp}@example.org`;
+    await api("/contacts", { email, first_name: "Zoe" });
+    await page.goto(url(`/dashboard/contacts?email=${encodeURIComponent(email)}`));
+    await page.getByRole("link", { name: email }).click();
+    await page.waitForURL(/\/dashboard\/contacts\/con_/);
+    await page.getByLabel("First name").fill("Zoë");
+    await page.getByRole("button", { name: "Save contact" }).click();
+    await page.waitForURL(/saved=1/);
+    expect(await page.getByLabel("First name").inputValue()).toBe("Zoë");
+    const listed = await api<{ data: { first_name: string }[] }>(`/contacts?email=${encodeURIComponent(email)}`);
+    expect(listed.data[0]?.first_name).toBe("Zoë");
+    remember();
+  }, 60_000);
+
+  it("fits the navigation on one line at 1280 px and behind a menu at 390 px", async () => {
+    await page.setViewportSize(widths.desktop);
+    await page.goto(url("/dashboard/campaigns"));
+    // Every section and the sign-out button share one line (their vertical middles within a few pixels), and the
+    // header is no wider than the window.
+    const middles = await page.locator("header.top nav > ul > li, header.top .sign-out button").evaluateAll((elements) =>
+      elements.map((element) => {
+        const box = (element as unknown as { getBoundingClientRect(): { top: number; height: number; right: number } }).getBoundingClientRect();
+        return { middle: box.top + box.height / 2, right: box.right };
+      }),
+    );
+    expect(middles.length).toBeGreaterThan(8);
+    const lines = middles.map((box) => box.middle);
+    expect(Math.max(...lines) - Math.min(...lines)).toBeLessThan(6);
+    expect(Math.max(...middles.map((box) => box.right))).toBeLessThanOrEqual(widths.desktop.width);
+    expect(await page.getByRole("button", { name: "Menu" }).isVisible()).toBe(false);
+    await page.setViewportSize(widths.phone);
+    await page.goto(url("/dashboard/campaigns"));
+    expect(await page.getByRole("link", { name: "Templates" }).isVisible()).toBe(false);
+    await page.getByRole("button", { name: "Menu" }).click();
+    expect(await page.getByRole("link", { name: "Templates" }).isVisible()).toBe(true);
+    await page.screenshot({ path: join(screenshotDir, "phone-menu-open.png"), fullPage: false });
+    await page.setViewportSize(widths.desktop);
+  }, 60_000);
 
   it("screenshots every page at desktop and phone widths with nothing wider than the screen", async () => {
     for (const path of [

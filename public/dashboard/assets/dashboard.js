@@ -27,7 +27,15 @@ function drawChart(element) {
         : {},
       { size: 50, incrs: wholeSteps },
     ],
-    series: [{}],
+    // Away from the cursor the legend shows the period and each series' total, not uPlot's "--".
+    series: [
+      bars
+        ? {}
+        : {
+            label: "Day",
+            value: (_u, ts) => (ts == null ? `last ${chart.x.length} days` : new Date(ts * 1000).toISOString().slice(0, 10)),
+          },
+    ],
   };
   let data;
   if (bars) {
@@ -42,7 +50,13 @@ function drawChart(element) {
     data = [chart.x, chart.series.map((series) => series.values[0])];
   } else {
     for (const [index, series] of chart.series.entries())
-      options.series.push({ label: series.label, stroke: colors[index % colors.length], width: 2 });
+      options.series.push({
+        label: series.label,
+        stroke: colors[index % colors.length],
+        width: 2,
+        value: (_u, value) =>
+          value == null ? `${series.values.reduce((sum, each) => sum + (each ?? 0), 0).toLocaleString("en")} in total` : value.toLocaleString("en"),
+      });
     data = [chart.x, ...chart.series.map((series) => series.values)];
   }
   const plot = new uPlot(options, data, element);
@@ -80,6 +94,15 @@ document.addEventListener("click", async (event) => {
     button.textContent = "Selected";
   }
   setTimeout(() => (button.textContent = "Copy"), 1500);
+});
+
+// The phone menu: the button opens and closes the sections (CSS hides them only once this script runs).
+document.documentElement.classList.add("js");
+document.addEventListener("click", (event) => {
+  const toggle = event.target.closest("button.menu-toggle");
+  if (!toggle) return;
+  const open = toggle.closest(".top").classList.toggle("nav-open");
+  toggle.setAttribute("aria-expanded", String(open));
 });
 
 document.addEventListener("DOMContentLoaded", () => enhance(document));

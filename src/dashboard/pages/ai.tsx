@@ -35,7 +35,7 @@ function RequestStatus({ request }: { request: AiRequestRow }) {
 
 export const aiPages = new Hono<DashboardEnv>()
   .get("/ai", async (c) => {
-    requireSection(c, "ai", "ai");
+    requireSection(c, "ai", "ai", "campaigns");
     const auth = c.get("auth");
     const [requests, usage] = await Promise.all([listAiRequests(c.env.DB, auth.account.id, { limit: 20 }), aiUsage(c.env.DB, auth.account)]);
     return c.html(
@@ -94,7 +94,7 @@ export const aiPages = new Hono<DashboardEnv>()
     );
   })
   .post("/ai", async (c) => {
-    requireSection(c, "ai", "ai");
+    requireSection(c, "ai", "ai", "campaigns");
     requireLiveKey(c, "AI drafts (campaigns)");
     const form = await c.req.parseBody();
     const parsed = aiRequestInputSchema.safeParse({
@@ -112,7 +112,7 @@ export const aiPages = new Hono<DashboardEnv>()
     return c.redirect("/dashboard/ai", 303);
   })
   .get("/ai/:id/status", async (c) => {
-    requireSection(c, "ai", "ai");
+    requireSection(c, "ai", "ai", "campaigns");
     const request = await findAiRequest(c.env.DB, c.get("auth").account.id, c.req.param("id"));
     if (!request) throw notFound("AI request");
     return c.html(<RequestStatus request={request} />);

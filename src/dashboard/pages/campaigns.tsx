@@ -1,5 +1,7 @@
 import { Hono, type Context } from "hono";
-import { audienceWhere, countAudience } from "../../domain/campaigns/audience";
+// The API's request schemas and mappings, so the editor accepts exactly what PATCH /campaigns/{id} accepts.
+import { CreateCampaignSchema, UpdateCampaignSchema, inputOf, savedOrThrow, sendRefusal } from "../../api/campaigns";
+import { audiencePage, audienceWhere, countAudience, type Audience } from "../../domain/campaigns/audience";
 import {
   campaignCounters,
   cancelCampaign,
@@ -10,16 +12,21 @@ import {
   segmentConditions,
   sendCampaign,
   updateDraft,
-  type CampaignInput,
   type CampaignResourceCounters,
   type CampaignRow,
-  type SaveOutcome,
 } from "../../domain/campaigns/campaigns";
-import { createSender, listSenders, type SenderRow } from "../../domain/campaigns/senders";
+import { renderCampaignMessage } from "../../domain/campaigns/delivery";
+import { listSegments, type SegmentRow } from "../../domain/campaigns/segments";
+import { createSender, findSender, listSenders, type SenderRow } from "../../domain/campaigns/senders";
+import { findContact, listContacts, type ContactRow } from "../../domain/contacts/contacts";
 import { listLists, type ListWithCounts } from "../../domain/contacts/lists";
-import { campaignReport } from "../../domain/reports/reports";
-import { AppError, notFound } from "../../errors";
-import { describeErrors, field, requireLiveKey, requireSection } from "../guard";
+import { campaignReport, type CampaignReport } from "../../domain/reports/reports";
+import { acceptMessage } from "../../domain/sending/accept";
+import { parseMailbox } from "../../domain/sending/addresses";
+import { escapeHtml } from "../../domain/sending/render";
+import { findTemplate, listTemplates, type TemplateRow } from "../../domain/templates/templates";
+import { AppError, notFound, validationError, type FieldErrors } from "../../errors";
+import { field, parsedOrThrow, requireLiveKey, requireSection } from "../guard";
 import { Csrf, Empty, Notice, Progress, Shell, StatusBadge, formatTime, percent } from "../layout";
 import type { DashboardEnv } from "../session";
 
@@ -30,51 +37,105 @@ function guard(c: Page, change?: string) {
   if (change) requireLiveKey(c, change);
 }
 
-/** The draft fields of the editor form; ids the account does not own are refused by the domain's reference check. */
-function draftInput(
-  form: Record<string, string | File | (string | File)[]>,
-): Omit<CampaignInput, "templateId" | "variables" | "segments" | "trackOpens" | "trackClicks"> {
-  const text = (name: string) => {
-    const value = form[name];
-    return typeof value === "string" && value.trim() !== "" ? value : null;
-  };
-  const lists = ([] as unknown[]).concat(form.lists ?? []).filter((value): value is string => typeof value === "string" && value !== "");
-  const tags = (text("tags") ?? "")
-    .split(",")
-    .map((tag) => tag.trim())
-    .filter(Boolean);
-  return {
-    name: (text("name") ?? "").trim(),
-    senderId: text("sender_id"),
-    subject: text("subject")?.trim() ?? null,
-    preheader: text("preheader")?.trim() ?? null,
-    html: text("html"),
-    text: text("text"),
-    tags,
-    lists,
-    excludeLists: [],
-  };
+type Form = Record<string, string | File | (string | File)[]>;
+
+const strings = (form: Form, name: string) =>
+  ([] as unknown[]).concat(form[name] ?? []).filter((value): value is string => typeof value === "string");
+/** A text field as the API takes it: absent stays absent, empty is null. */
+const nullable = (form: Form, name: string) => {
+  const value = form[name];
+  if (typeof value !== "string") return undefined;
+  return value.trim() === "" ? null : value;
+};
+/** Browsers send a textarea with CRLF line ends and drop one leading newline: equal after that is unchanged. */
+const sameText = (a: string | null, b: string | null) =>
+  (a ?? "").replace(/\r\n?/g, "\n").replace(/^\n/, "") === (b ?? "").replace(/\r\n?/g, "\n").replace(/^\n/, "");
+
+/**
+ * Ids chosen with checkboxes: only the ids the form offered (`<name>_offered`) can be added or removed, so ids it did
+ * not show (lists past the first page, or a field the form has no control for) stay as saved.
+ */
+function chosenIds(form: Form, name: string, saved: string[] | undefined): string[] | undefined {
+  const checked = strings(form, name).filter(Boolean);
+  // Without the marker only a new draft takes the ids given (a form posted without the editor's markup).
+  if (!(`${name}_offered` in form)) return saved === undefined && name in form ? [...new Set(checked)] : undefined;
+  const offered = new Set(strings(form, `${name}_offered`));
+  return [...new Set([...(saved ?? []).filter((id) => !offered.has(id)), ...checked])];
 }
 
-function savedOrThrow(outcome: SaveOutcome): CampaignRow {
-  if (outcome.kind === "saved") return outcome.campaign;
-  if (outcome.kind === "invalid") throw new AppError("validation_failed", `The campaign cannot be saved: ${describeErrors(outcome.errors)}`);
-  if (outcome.kind === "not_draft") throw new AppError("campaign_not_draft", `The campaign is ${outcome.status}; only a draft can be changed`);
-  throw notFound("Campaign");
+const textFields = {
+  name: "name",
+  subject: "subject",
+  preheader: "preheader",
+  html: "html",
+  text: "text",
+  sender_id: "senderId",
+  template_id: "templateId",
+} as const;
+const idFields = { lists: "lists", segments: "segments", exclude_lists: "excludeLists" } as const;
+
+/**
+ * The request body the editor's form stands for, in the API's field names: only fields the form has, and on an
+ * existing draft only those whose value differs from the saved one, so a save changes only what the person changed.
+ */
+export function editorBody(form: Form, saved?: CampaignRow): Record<string, unknown> {
+  const body: Record<string, unknown> = {};
+  for (const [name, key] of Object.entries(textFields)) {
+    const value = name === "name" ? (typeof form.name === "string" ? form.name : undefined) : nullable(form, name);
+    if (value === undefined || (saved && sameText(value, saved[key]))) continue;
+    body[name] = value;
+  }
+  if (typeof form.tags === "string") {
+    const tags = form.tags
+      .split(",")
+      .map((tag) => tag.trim())
+      .filter(Boolean);
+    if (!saved || tags.join(",") !== saved.tags.join(",")) body.tags = tags;
+  }
+  for (const [name, key] of Object.entries(idFields)) {
+    const ids = chosenIds(form, name, saved?.[key]);
+    if (ids === undefined) continue;
+    if (saved && ids.length === saved[key].length && ids.every((id) => saved[key].includes(id))) continue;
+    body[name] = ids;
+  }
+  return body;
 }
 
-function Editor({
-  campaign,
-  senders,
-  lists,
-  csrfToken,
+type EditorOptions = { senders: SenderRow[]; lists: ListWithCounts[]; segments: SegmentRow[]; templates: TemplateRow[] };
+
+function IdChoices({
+  name,
+  legend,
+  options,
+  saved,
+  empty,
 }: {
-  campaign?: CampaignRow;
-  senders: SenderRow[];
-  lists: ListWithCounts[];
-  csrfToken: string;
+  name: string;
+  legend: string;
+  options: { id: string; label: string }[];
+  saved: string[];
+  empty: string;
 }) {
+  const hidden = saved.filter((id) => !options.some((option) => option.id === id)).length;
+  return (
+    <fieldset>
+      <legend>{legend}</legend>
+      {options.length === 0 ? <span class="hint">{empty}</span> : null}
+      {options.map((option) => (
+        <label class="check">
+          <input type="hidden" name={`${name}_offered`} value={option.id} />
+          <input type="checkbox" name={name} value={option.id} checked={saved.includes(option.id)} /> {option.label}
+        </label>
+      ))}
+      {hidden > 0 ? <span class="hint">{hidden} more chosen but not listed here; saving keeps them.</span> : null}
+    </fieldset>
+  );
+}
+
+function Editor({ campaign, options, csrfToken }: { campaign?: CampaignRow; options: EditorOptions; csrfToken: string }) {
   const action = campaign ? `/dashboard/campaigns/${campaign.id}` : "/dashboard/campaigns";
+  const listOptions = options.lists.map((list) => ({ id: list.id, label: `${list.name} (${list.subscriberCount.toLocaleString("en")})` }));
+  const audienceUrl = `/dashboard/campaigns/audience${campaign ? `?campaign=${campaign.id}` : ""}`;
   return (
     <form method="post" action={action} class="stack">
       <Csrf token={csrfToken} />
@@ -83,26 +144,52 @@ function Editor({
       <label for="cmp-sender">Sender</label>
       <select id="cmp-sender" name="sender_id">
         <option value="">choose later</option>
-        {senders.map((sender) => (
+        {options.senders.map((sender) => (
           <option value={sender.id} selected={campaign?.senderId === sender.id}>
             {sender.name} &lt;{sender.email}&gt;
           </option>
         ))}
       </select>
-      <fieldset>
-        <legend>Lists</legend>
-        {lists.length === 0 ? <span class="hint">No lists yet: create one on the Contacts page.</span> : null}
-        {lists.map((list) => (
-          <label>
-            <input type="checkbox" name="lists" value={list.id} checked={campaign?.lists.includes(list.id)} /> {list.name} ({list.subscriberCount})
-          </label>
+      <div class="audience-controls" hx-get={audienceUrl} hx-trigger="change" hx-target="next .audience-count" hx-include="this" hx-swap="innerHTML">
+        <IdChoices
+          name="lists"
+          legend="Lists"
+          options={listOptions}
+          saved={campaign?.lists ?? []}
+          empty="No lists yet: create one on the Contacts page."
+        />
+        <IdChoices
+          name="segments"
+          legend="Segments"
+          options={options.segments.map((segment) => ({ id: segment.id, label: segment.name }))}
+          saved={campaign?.segments ?? []}
+          empty="No segments yet: build one on the Segments page."
+        />
+        <IdChoices
+          name="exclude_lists"
+          legend="Exclude lists"
+          options={listOptions}
+          saved={campaign?.excludeLists ?? []}
+          empty="No lists to exclude."
+        />
+      </div>
+      <p class="audience-count hint" aria-live="polite" data-testid="editor-audience">
+        The audience is counted as you choose lists and segments.
+      </p>
+      <label for="cmp-template">Template</label>
+      <select id="cmp-template" name="template_id">
+        <option value="">none: write the content below</option>
+        {options.templates.map((template) => (
+          <option value={template.id} selected={campaign?.templateId === template.id}>
+            {template.name}
+          </option>
         ))}
-      </fieldset>
-      <label for="cmp-subject">Subject</label>
+      </select>
+      <label for="cmp-subject">Subject (empty: the template's)</label>
       <input id="cmp-subject" name="subject" type="text" maxlength={998} value={campaign?.subject ?? ""} />
       <label for="cmp-preheader">Preheader</label>
       <input id="cmp-preheader" name="preheader" type="text" maxlength={500} value={campaign?.preheader ?? ""} />
-      <label for="cmp-html">HTML body ({"{{first_name}}"} and other contact fields are filled in per recipient)</label>
+      <label for="cmp-html">HTML body, when no template is chosen ({"{{first_name}}"} and other contact fields are filled in per recipient)</label>
       <textarea id="cmp-html" name="html">
         {campaign?.html ?? ""}
       </textarea>
@@ -115,6 +202,36 @@ function Editor({
       <button type="submit">{campaign ? "Save draft" : "Create draft"}</button>
     </form>
   );
+}
+
+async function editorOptions(d1: D1Database, accountId: string): Promise<EditorOptions> {
+  const [senders, lists, segments, templates] = await Promise.all([
+    listSenders(d1, accountId, { limit: 100 }),
+    listLists(d1, accountId, { limit: 100 }),
+    listSegments(d1, accountId, { limit: 100 }),
+    listTemplates(d1, accountId, { limit: 100 }),
+  ]);
+  return { senders: senders.slice(0, 100), lists: lists.slice(0, 100), segments: segments.slice(0, 100), templates: templates.slice(0, 100) };
+}
+
+/** The campaign as it would be sent: a template fills in what the campaign leaves empty, as sendCampaign does. */
+async function withTemplate(d1: D1Database, campaign: CampaignRow): Promise<CampaignRow> {
+  if (!campaign.templateId) return campaign;
+  const template = await findTemplate(d1, campaign.accountId, campaign.templateId);
+  if (!template) return campaign;
+  return { ...campaign, subject: campaign.subject ?? template.subject, html: campaign.html ?? template.html, text: campaign.text ?? template.text };
+}
+
+/** The contact to preview for: the chosen one, else the first of the audience, else the account's newest. */
+async function previewContact(d1: D1Database, campaign: CampaignRow, chosen: string | undefined): Promise<ContactRow | undefined> {
+  if (chosen) {
+    const contact = await findContact(d1, campaign.accountId, chosen);
+    if (contact) return contact;
+  }
+  const [first] = await audiencePage(d1, audienceWhere(campaign, await segmentConditions(d1, campaign)), "", 1);
+  if (first) return findContact(d1, campaign.accountId, first.id);
+  const newest = await listContacts(d1, campaign.accountId, {}, { limit: 1 });
+  return newest.kind === "page" ? newest.rows[0] : undefined;
 }
 
 const inFlight = (campaign: CampaignRow) => campaign.status === "scheduled" || campaign.status === "sending";
@@ -165,9 +282,81 @@ function CampaignProgress({ campaign, counters }: { campaign: CampaignRow; count
   );
 }
 
-async function audienceOf(env: Env, campaign: CampaignRow): Promise<number> {
-  if (campaign.lists.length === 0 && campaign.segments.length === 0) return 0;
-  return countAudience(env.DB, audienceWhere(campaign, await segmentConditions(env.DB, campaign)));
+async function audienceOf(env: Env, audience: Audience & Pick<CampaignRow, "segments">): Promise<number> {
+  if (audience.lists.length === 0 && audience.segments.length === 0) return 0;
+  return countAudience(env.DB, audienceWhere(audience, await segmentConditions(env.DB, audience)));
+}
+
+const namesOf = (rows: { id: string; name: string }[], ids: string[]) =>
+  rows
+    .filter((row) => ids.includes(row.id))
+    .map((row) => row.name)
+    .join(", ") || "—";
+
+/** What a test send needs that a draft may still lack: a sender and some content (the full checks run at send). */
+async function testSender(d1: D1Database, campaign: CampaignRow): Promise<{ name: string; address: string }> {
+  const sender = campaign.senderId ? await findSender(d1, campaign.accountId, campaign.senderId) : undefined;
+  const errors: FieldErrors = {};
+  if (!sender) errors.sender_id = ["Choose a sender first"];
+  if (campaign.html === null && campaign.text === null) errors.html = ["Write the content or choose a template first"];
+  if (!campaign.subject) errors.subject = ["Give a subject first"];
+  if (!sender || Object.keys(errors).length > 0) throw validationError(errors, "The test cannot be sent");
+  return { name: sender.name, address: sender.email };
+}
+
+/** The sent campaign's outcome at a glance: each figure with its share of the recipients, then its links by clicks. */
+function Report({ report, counters }: { report: CampaignReport; counters: CampaignResourceCounters }) {
+  const base = Math.max(counters.recipients, 1);
+  const figures: [string, number][] = [
+    ["Delivered", counters.delivered],
+    ["Bounced", counters.bounced],
+    ["Opened", counters.unique_opens],
+    ["Clicked", counters.unique_clicks],
+    ["Unsubscribed", counters.unsubscribes],
+    ["Complained", counters.complaints],
+  ];
+  return (
+    <section class="card">
+      <h2>Report</h2>
+      <dl class="counts" data-testid="report">
+        {figures.map(([label, value]) => (
+          <div>
+            <dt>{label}</dt>
+            <dd>
+              {value.toLocaleString("en")} <span class="hint">{percent(value / base)}</span>
+            </dd>
+          </div>
+        ))}
+      </dl>
+      <h3>Links</h3>
+      {report.links.length === 0 ? (
+        <Empty>No tracked link has been clicked yet.</Empty>
+      ) : (
+        <div class="table-wrap">
+          <table>
+            <thead>
+              <tr>
+                <th scope="col">Link</th>
+                <th scope="col">Clicks</th>
+                <th scope="col">Unique</th>
+              </tr>
+            </thead>
+            <tbody>
+              {report.links.map((link) => (
+                <tr>
+                  <td class="wrap">
+                    <code>{link.url}</code>
+                  </td>
+                  <td>{link.clicks}</td>
+                  <td>{link.unique_clicks}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+    </section>
+  );
 }
 
 async function ownedCampaign(c: Page): Promise<CampaignRow> {
@@ -180,11 +369,7 @@ export const campaignPages = new Hono<DashboardEnv>()
   .get("/campaigns", async (c) => {
     guard(c);
     const auth = c.get("auth");
-    const [rows, senders, lists] = await Promise.all([
-      listCampaigns(c.env.DB, auth.account.id, { limit: 50 }),
-      listSenders(c.env.DB, auth.account.id, { limit: 100 }),
-      listLists(c.env.DB, auth.account.id, { limit: 100 }),
-    ]);
+    const [rows, options] = await Promise.all([listCampaigns(c.env.DB, auth.account.id, { limit: 50 }), editorOptions(c.env.DB, auth.account.id)]);
     const page = rows.slice(0, 50);
     const counters = await campaignCounters(
       c.env.DB,
@@ -230,15 +415,15 @@ export const campaignPages = new Hono<DashboardEnv>()
         <div class="grid two">
           <section class="card">
             <h2>New draft</h2>
-            <Editor senders={senders} lists={lists} csrfToken={c.get("csrfToken")} />
+            <Editor options={options} csrfToken={c.get("csrfToken")} />
           </section>
           <section class="card">
             <h2>Senders</h2>
-            {senders.length === 0 ? (
+            {options.senders.length === 0 ? (
               <Empty>No senders yet. A sender is a name and an address on a verified domain.</Empty>
             ) : (
               <ul>
-                {senders.map((sender) => (
+                {options.senders.map((sender) => (
                   <li>
                     {sender.name} &lt;{sender.email}&gt;
                   </li>
@@ -271,18 +456,46 @@ export const campaignPages = new Hono<DashboardEnv>()
       throw new AppError("domain_not_verified", `The domain ${outcome.domain} is not verified in this account`);
     return c.redirect("/dashboard/campaigns", 303);
   })
+  // The live count beside the editor's audience controls (htmx): the audience the checked lists and segments give.
+  .get("/campaigns/audience", async (c) => {
+    guard(c);
+    const accountId = c.get("auth").account.id;
+    const saved = c.req.query("campaign") ? await findCampaign(c.env.DB, accountId, c.req.query("campaign") ?? "") : undefined;
+    const query = c.req.queries();
+    const form: Form = Object.fromEntries(Object.entries(query).map(([name, values]) => [name, values]));
+    const audience = {
+      accountId,
+      lists: chosenIds(form, "lists", saved?.lists) ?? saved?.lists ?? [],
+      segments: chosenIds(form, "segments", saved?.segments) ?? saved?.segments ?? [],
+      excludeLists: chosenIds(form, "exclude_lists", saved?.excludeLists) ?? saved?.excludeLists ?? [],
+    };
+    const total = await audienceOf(c.env, audience);
+    return c.html(
+      <>
+        Audience: <strong>{total.toLocaleString("en")}</strong> subscribed contacts
+      </>,
+    );
+  })
   .post("/campaigns", async (c) => {
     guard(c, "Creating a campaign");
-    const input = draftInput(await c.req.parseBody({ all: true }));
-    if (!input.name) throw new AppError("validation_failed", "Give the campaign a name");
+    const body = parsedOrThrow(CreateCampaignSchema, editorBody(await c.req.parseBody({ all: true })), "The campaign cannot be saved");
+    const input = inputOf(body);
     const campaign = savedOrThrow(
       await createCampaign(c.env.DB, c.get("auth").account.id, {
-        ...input,
-        templateId: null,
-        variables: {},
-        segments: [],
-        trackOpens: true,
-        trackClicks: true,
+        name: body.name,
+        senderId: input.senderId ?? null,
+        subject: input.subject ?? null,
+        preheader: input.preheader ?? null,
+        html: input.html ?? null,
+        text: input.text ?? null,
+        templateId: input.templateId ?? null,
+        variables: input.variables ?? {},
+        tags: input.tags ?? [],
+        lists: input.lists ?? [],
+        segments: input.segments ?? [],
+        excludeLists: input.excludeLists ?? [],
+        trackOpens: input.trackOpens ?? true,
+        trackClicks: input.trackClicks ?? true,
       }),
     );
     return c.redirect(`/dashboard/campaigns/${campaign.id}`, 303);
@@ -291,18 +504,22 @@ export const campaignPages = new Hono<DashboardEnv>()
     guard(c);
     const auth = c.get("auth");
     const campaign = await ownedCampaign(c);
-    const [counters, senders, lists, audience, report] = await Promise.all([
+    const [counters, options, audience, report] = await Promise.all([
       campaignCounters(c.env.DB, [campaign.id]),
-      listSenders(c.env.DB, auth.account.id, { limit: 100 }),
-      listLists(c.env.DB, auth.account.id, { limit: 100 }),
+      editorOptions(c.env.DB, auth.account.id),
       audienceOf(c.env, campaign),
       campaign.status === "draft" ? undefined : campaignReport(c.env.DB, campaign.id),
     ]);
     const csrfToken = c.get("csrfToken");
     const maxDate = new Date(Date.now() + MAX_SCHEDULE_DAYS * 86_400_000).toISOString().slice(0, 16);
+    const available = Math.max(0, auth.account.sendBalance - auth.account.sendReserved);
+    const resolved = await withTemplate(c.env.DB, campaign);
+    const contact = campaign.status === "draft" ? await previewContact(c.env.DB, campaign, c.req.query("contact")) : undefined;
+    const previewQuery = contact ? `?contact=${contact.id}` : "";
     return c.html(
       <Shell title={campaign.name} auth={auth} csrfToken={csrfToken} current="/dashboard/campaigns">
         {c.req.query("scheduled") ? <Notice kind="ok">Campaign scheduled; credits for its audience are reserved.</Notice> : null}
+        {c.req.query("tested") ? <Notice kind="ok">Test email accepted for {c.req.query("tested")}.</Notice> : null}
         <section class="card">
           <h2>Status</h2>
           <CampaignProgress campaign={campaign} counters={counters.get(campaign.id)!} />
@@ -320,8 +537,8 @@ export const campaignPages = new Hono<DashboardEnv>()
             <section class="card">
               <h2>Send or schedule</h2>
               <p data-testid="audience">
-                Audience: <strong>{audience.toLocaleString("en")}</strong> subscribed contacts (each costs one sending credit, reserved when you
-                send).
+                Audience: <strong>{audience.toLocaleString("en")}</strong> subscribed contacts. Sending reserves{" "}
+                <strong>{audience.toLocaleString("en")}</strong> sending credits (one a recipient; {available.toLocaleString("en")} available).
               </p>
               <form method="post" action={`/dashboard/campaigns/${campaign.id}/send`} class="inline">
                 <Csrf token={csrfToken} />
@@ -331,21 +548,37 @@ export const campaignPages = new Hono<DashboardEnv>()
                 </label>
                 <button type="submit">Send or schedule</button>
               </form>
+              <form method="post" action={`/dashboard/campaigns/${campaign.id}/test`} class="inline">
+                <Csrf token={csrfToken} />
+                {contact ? <input type="hidden" name="contact" value={contact.id} /> : null}
+                <label>
+                  Test send to
+                  <input name="to" type="email" required placeholder="you@example.com" />
+                </label>
+                <button type="submit" class="secondary">
+                  Send a test
+                </button>
+              </form>
             </section>
             <div class="grid two">
               <section class="card">
                 <h2>Edit draft</h2>
-                <Editor campaign={campaign} senders={senders} lists={lists} csrfToken={csrfToken} />
+                <Editor campaign={campaign} options={options} csrfToken={csrfToken} />
               </section>
               <section class="card">
                 <h2>Preview</h2>
-                <p class="hint">Subject: {campaign.subject ?? "(none yet)"}</p>
-                {campaign.html ? (
-                  <iframe class="preview" title="HTML preview" sandbox="" src={`/dashboard/campaigns/${campaign.id}/preview`} />
-                ) : campaign.text ? (
-                  <pre class="card">{campaign.text}</pre>
+                {contact ? (
+                  <p class="hint" data-testid="preview-contact">
+                    As {contact.email} will see it
+                    {contact.firstName ? ` (${contact.firstName})` : ""}, with their unsubscribe link.
+                  </p>
                 ) : (
-                  <Empty>No content yet.</Empty>
+                  <p class="hint">Add contacts to see the preview filled in for one of them.</p>
+                )}
+                {resolved.html || resolved.text ? (
+                  <iframe class="preview" title="Preview" sandbox="" src={`/dashboard/campaigns/${campaign.id}/preview${previewQuery}`} />
+                ) : (
+                  <Empty>No content yet: choose a template or write the HTML.</Empty>
                 )}
               </section>
             </div>
@@ -355,14 +588,13 @@ export const campaignPages = new Hono<DashboardEnv>()
             <h2>Content</h2>
             <dl class="facts">
               <dt>Sender</dt>
-              <dd>{senders.find((sender) => sender.id === campaign.senderId)?.email ?? "—"}</dd>
+              <dd>{options.senders.find((sender) => sender.id === campaign.senderId)?.email ?? "—"}</dd>
               <dt>Lists</dt>
-              <dd>
-                {lists
-                  .filter((list) => campaign.lists.includes(list.id))
-                  .map((list) => list.name)
-                  .join(", ") || "—"}
-              </dd>
+              <dd>{namesOf(options.lists, campaign.lists)}</dd>
+              <dt>Segments</dt>
+              <dd>{namesOf(options.segments, campaign.segments)}</dd>
+              <dt>Excluded lists</dt>
+              <dd>{namesOf(options.lists, campaign.excludeLists)}</dd>
               <dt>Subject</dt>
               <dd>{campaign.subject ?? "—"}</dd>
               <dt>Credits reserved</dt>
@@ -370,60 +602,7 @@ export const campaignPages = new Hono<DashboardEnv>()
             </dl>
           </section>
         )}
-        {report ? (
-          <section class="card">
-            <h2>Report</h2>
-            <dl class="counts">
-              <div>
-                <dt>Delivery rate</dt>
-                <dd>{percent(report.rates.delivery_rate)}</dd>
-              </div>
-              <div>
-                <dt>Open rate</dt>
-                <dd>{percent(report.rates.open_rate)}</dd>
-              </div>
-              <div>
-                <dt>Click rate</dt>
-                <dd>{percent(report.rates.click_rate)}</dd>
-              </div>
-              <div>
-                <dt>Unsubscribes</dt>
-                <dd>{report.totals.unsubscribes}</dd>
-              </div>
-              <div>
-                <dt>Complaints</dt>
-                <dd>{report.totals.complaints}</dd>
-              </div>
-            </dl>
-            <h3>Link clicks</h3>
-            {report.links.length === 0 ? (
-              <Empty>No tracked link has been clicked yet.</Empty>
-            ) : (
-              <div class="table-wrap">
-                <table>
-                  <thead>
-                    <tr>
-                      <th scope="col">Link</th>
-                      <th scope="col">Clicks</th>
-                      <th scope="col">Unique</th>
-                    </tr>
-                  </thead>
-                  <tbody>
-                    {report.links.map((link) => (
-                      <tr>
-                        <td>
-                          <code>{link.url}</code>
-                        </td>
-                        <td>{link.clicks}</td>
-                        <td>{link.unique_clicks}</td>
-                      </tr>
-                    ))}
-                  </tbody>
-                </table>
-              </div>
-            )}
-          </section>
-        ) : null}
+        {report ? <Report report={report} counters={counters.get(campaign.id)!} /> : null}
         <a href="/dashboard/campaigns">← Campaigns</a>
       </Shell>,
     );
@@ -436,18 +615,62 @@ export const campaignPages = new Hono<DashboardEnv>()
   })
   .get("/campaigns/:id/preview", async (c) => {
     guard(c);
-    const campaign = await ownedCampaign(c);
-    // The campaign's own HTML, shown to its author in a sandboxed frame: no script runs, no request leaves but images.
+    const campaign = await withTemplate(c.env.DB, await ownedCampaign(c));
+    const contact = await previewContact(c.env.DB, campaign, c.req.query("contact"));
+    // The message as this contact would get it (placeholders filled, unsubscribe link), shown to the campaign's author
+    // in a sandboxed frame: no script runs, no request leaves but images.
+    const rendered = contact ? await renderCampaignMessage(c.env, `preview_${campaign.id}`, { campaign, contact }) : undefined;
+    const body = rendered
+      ? (rendered.html ?? `<pre>${escapeHtml(rendered.text ?? "")}</pre>`)
+      : (campaign.html ?? `<pre>${escapeHtml(campaign.text ?? "")}</pre>`);
+    const subject = rendered?.subject ?? campaign.subject ?? "";
     c.header("Content-Security-Policy", "sandbox; default-src 'none'; img-src https: data:; style-src 'unsafe-inline'; frame-ancestors 'self'");
     c.header("X-Frame-Options", "SAMEORIGIN");
-    return c.body(campaign.html ?? "", 200, { "Content-Type": "text/html; charset=utf-8" });
+    return c.body(`<p style="font:14px sans-serif;color:#374151"><b>Subject:</b> ${escapeHtml(subject)}</p><hr>${body}`, 200, {
+      "Content-Type": "text/html; charset=utf-8",
+    });
   })
   .post("/campaigns/:id", async (c) => {
     guard(c, "Changing a campaign");
-    const input = draftInput(await c.req.parseBody({ all: true }));
-    if (!input.name) throw new AppError("validation_failed", "Give the campaign a name");
-    const campaign = savedOrThrow(await updateDraft(c.env.DB, c.get("auth").account.id, c.req.param("id"), input));
+    const saved = await ownedCampaign(c);
+    const change = editorBody(await c.req.parseBody({ all: true }), saved);
+    // Nothing changed: nothing to write (the API's PATCH would refuse an empty body).
+    if (Object.keys(change).length === 0) return c.redirect(`/dashboard/campaigns/${saved.id}`, 303);
+    const body = parsedOrThrow(UpdateCampaignSchema, change, "The campaign cannot be saved");
+    const campaign = savedOrThrow(await updateDraft(c.env.DB, c.get("auth").account.id, saved.id, inputOf(body)));
     return c.redirect(`/dashboard/campaigns/${campaign.id}`, 303);
+  })
+  .post("/campaigns/:id/test", async (c) => {
+    // A test send is a message through POST /send's pipeline: it needs what /send needs.
+    guard(c, "Sending a test");
+    requireSection(c, "send", "email_api", "smtp_relay");
+    const auth = c.get("auth");
+    const form = await c.req.parseBody();
+    const to = parseMailbox(field(form, "to"));
+    if (!to.ok) throw validationError({ to: [to.error] });
+    const campaign = await withTemplate(c.env.DB, await ownedCampaign(c));
+    const from = await testSender(c.env.DB, campaign);
+    const contact = await previewContact(c.env.DB, campaign, field(form, "contact") || undefined);
+    if (!contact) throw validationError({ to: ["A test is filled in for one of your contacts: add a contact first"] }, "The test cannot be sent");
+    // Rendered here for the previewed contact; its unsubscribe link names this test, not a message of the campaign.
+    const rendered = await renderCampaignMessage(c.env, `test_${campaign.id}`, { campaign, contact });
+    await acceptMessage(
+      c.env,
+      c.executionCtx,
+      { account: auth.account, testMode: auth.apiKey.mode === "test" },
+      {
+        source: "api",
+        from,
+        recipients: [to.mailbox.address],
+        tags: ["campaign-test"],
+        metadata: { campaign_id: campaign.id },
+        compose: () => ({
+          subject: `[Test] ${rendered.subject}`,
+          content: { kind: "compose", to: [to.mailbox.address], html: rendered.html, text: rendered.text, variables: {}, attachments: [] },
+        }),
+      },
+    );
+    return c.redirect(`/dashboard/campaigns/${campaign.id}?tested=${encodeURIComponent(to.mailbox.address)}`, 303);
   })
   .post("/campaigns/:id/send", async (c) => {
     guard(c, "Sending a campaign");
@@ -457,24 +680,12 @@ export const campaignPages = new Hono<DashboardEnv>()
       // datetime-local has no zone; the form says UTC.
       sendAt = new Date(`${when}${when.length === 16 ? ":00" : ""}Z`);
       const ahead = sendAt.getTime() - Date.now();
-      if (Number.isNaN(ahead) || ahead <= 0) throw new AppError("validation_failed", "The send time must be in the future");
-      if (ahead > MAX_SCHEDULE_DAYS * 86_400_000) throw new AppError("validation_failed", `Schedule at most ${MAX_SCHEDULE_DAYS} days ahead`);
+      if (Number.isNaN(ahead) || ahead <= 0) throw validationError({ send_at: ["Must be in the future"] });
+      if (ahead > MAX_SCHEDULE_DAYS * 86_400_000) throw validationError({ send_at: [`At most ${MAX_SCHEDULE_DAYS} days ahead`] });
     }
     const outcome = await sendCampaign(c.env, c.get("auth").account.id, c.req.param("id"), sendAt);
-    switch (outcome.kind) {
-      case "not_found":
-        throw notFound("Campaign");
-      case "not_draft":
-        throw new AppError("campaign_not_draft", `The campaign is ${outcome.status}; only a draft can be sent`);
-      case "invalid":
-        throw new AppError("validation_failed", `The campaign cannot be sent: ${describeErrors(outcome.errors)}`);
-      case "insufficient_credits":
-        throw new AppError("insufficient_credits", `Not enough sending credits: the audience is ${outcome.needed}, ${outcome.available} available`);
-      case "unavailable":
-        throw new AppError("upstream_unavailable", "The campaign could not be started; it failed and its credits were released");
-      case "started":
-        return c.redirect(`/dashboard/campaigns/${outcome.campaign.id}${outcome.campaign.status === "scheduled" ? "?scheduled=1" : ""}`, 303);
-    }
+    if (outcome.kind !== "started") throw sendRefusal(outcome);
+    return c.redirect(`/dashboard/campaigns/${outcome.campaign.id}${outcome.campaign.status === "scheduled" ? "?scheduled=1" : ""}`, 303);
   })
   .post("/campaigns/:id/cancel", async (c) => {
     guard(c, "Cancelling a campaign");

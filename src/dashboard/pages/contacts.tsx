@@ -1,11 +1,13 @@
 import { Hono } from "hono";
-import { contactStatuses, listContacts, type ContactFilters } from "../../domain/contacts/contacts";
+import { ContactPatchSchema, patchContactOrThrow } from "../../api/contacts";
+import { contactStatuses, deleteContact, findContact, listContacts, type ContactFilters } from "../../domain/contacts/contacts";
 import { contactAddress } from "../../domain/contacts/email";
 import { createContactImport, findContactImport, type ContactImport } from "../../domain/contacts/import";
-import { createList, listLists } from "../../domain/contacts/lists";
+import { addMembersById, createList, listExists, listLists, removeMember } from "../../domain/contacts/lists";
+import { listMessages, recipientsOfMessages } from "../../domain/sending/messages";
 import { AppError, notFound } from "../../errors";
 import { encodeCursor } from "../../lib/pagination";
-import { field, requireSection } from "../guard";
+import { field, parsedOrThrow, requireLiveKey, requireSection } from "../guard";
 import { Csrf, Empty, Notice, Pager, Progress, Shell, StatusBadge, formatTime } from "../layout";
 import type { DashboardEnv } from "../session";
 
@@ -123,7 +125,9 @@ export const contactPages = new Hono<DashboardEnv>()
                 <tbody>
                   {page.map((contact) => (
                     <tr>
-                      <td>{contact.email}</td>
+                      <td class="wrap">
+                        <a href={`/dashboard/contacts/${contact.id}`}>{contact.email}</a>
+                      </td>
                       <td>{[contact.firstName, contact.lastName].filter(Boolean).join(" ") || "—"}</td>
                       <td>
                         <StatusBadge status={contact.status} />
@@ -222,4 +226,206 @@ export const contactPages = new Hono<DashboardEnv>()
     const contactImport = await findContactImport(c.env.DB, c.get("auth").account.id, c.req.param("id"));
     if (!contactImport) throw notFound("Import");
     return c.html(<ImportProgress contactImport={contactImport} />);
+  })
+  .get("/contacts/:id", async (c) => {
+    requireSection(c, "contacts");
+    const auth = c.get("auth");
+    const contact = await findContact(c.env.DB, auth.account.id, c.req.param("id"));
+    if (!contact) throw notFound("Contact");
+    const [lists, history] = await Promise.all([
+      listLists(c.env.DB, auth.account.id, { limit: 100 }),
+      listMessages(c.env.DB, auth.account.id, { to: contact.email }, { limit: 20 }),
+    ]);
+    const recipients = await recipientsOfMessages(
+      c.env.DB,
+      auth.account.id,
+      history.slice(0, 20).map((message) => message.id),
+    );
+    const outcomes = history.slice(0, 20).map((message) => ({
+      message,
+      recipient: (recipients.get(message.id) ?? []).find((row) => row.email.toLowerCase() === contact.email.toLowerCase()),
+    }));
+    const opened = outcomes.filter(({ recipient }) => recipient?.opens).length;
+    const clicked = outcomes.filter(({ recipient }) => recipient?.clicks).length;
+    const names = new Map(lists.map((list) => [list.id, list.name]));
+    const csrfToken = c.get("csrfToken");
+    const text = (name: "firstName" | "lastName" | "company" | "phone" | "country") => contact[name] ?? "";
+    return c.html(
+      <Shell title={contact.email} auth={auth} csrfToken={csrfToken} current="/dashboard/contacts">
+        {c.req.query("saved") ? <Notice kind="ok">Contact saved.</Notice> : null}
+        <div class="grid two">
+          <section class="card">
+            <h2>Details</h2>
+            <p>
+              <StatusBadge status={contact.status} /> Added {formatTime(contact.createdAt)}
+            </p>
+            <form method="post" action={`/dashboard/contacts/${contact.id}`} class="stack">
+              <Csrf token={csrfToken} />
+              {(
+                [
+                  ["first_name", "First name", "firstName"],
+                  ["last_name", "Last name", "lastName"],
+                  ["company", "Company", "company"],
+                  ["phone", "Phone", "phone"],
+                  ["country", "Country", "country"],
+                ] as const
+              ).map(([name, label, key]) => (
+                <>
+                  <label for={`contact-${name}`}>{label}</label>
+                  <input id={`contact-${name}`} name={name} type="text" maxlength={256} value={text(key)} />
+                </>
+              ))}
+              <label for="contact-status">Status</label>
+              <select id="contact-status" name="status">
+                {contact.status === "subscribed" || contact.status === "unsubscribed" ? null : (
+                  <option value="" selected>
+                    {contact.status} (set by the mail system)
+                  </option>
+                )}
+                <option value="subscribed" selected={contact.status === "subscribed"}>
+                  subscribed
+                </option>
+                <option value="unsubscribed" selected={contact.status === "unsubscribed"}>
+                  unsubscribed
+                </option>
+              </select>
+              <button type="submit">Save contact</button>
+            </form>
+            <h3>Custom fields</h3>
+            {Object.keys(contact.customFields).length === 0 ? (
+              <Empty>None. Import a CSV with more columns, or set custom_fields with the API.</Empty>
+            ) : (
+              <dl class="facts">
+                {Object.entries(contact.customFields).map(([key, value]) => (
+                  <>
+                    <dt>{key}</dt>
+                    <dd class="wrap">{String(value)}</dd>
+                  </>
+                ))}
+              </dl>
+            )}
+            <form method="post" action={`/dashboard/contacts/${contact.id}/delete`} class="inline">
+              <Csrf token={csrfToken} />
+              <button type="submit" class="danger">
+                Delete contact
+              </button>
+            </form>
+          </section>
+          <section class="card">
+            <h2>Lists</h2>
+            {contact.lists.length === 0 ? (
+              <Empty>In no list yet.</Empty>
+            ) : (
+              <ul class="plain">
+                {contact.lists.map((listId) => (
+                  <li>
+                    {names.get(listId) ?? listId}{" "}
+                    <form method="post" action={`/dashboard/contacts/${contact.id}/lists/${listId}/remove`} class="inline-button">
+                      <Csrf token={csrfToken} />
+                      <button type="submit" class="link">
+                        Remove
+                      </button>
+                    </form>
+                  </li>
+                ))}
+              </ul>
+            )}
+            <form method="post" action={`/dashboard/contacts/${contact.id}/lists`} class="inline">
+              <Csrf token={csrfToken} />
+              <label>
+                Add to list
+                <select name="list_id" required>
+                  {lists
+                    .filter((list) => !contact.lists.includes(list.id))
+                    .map((list) => (
+                      <option value={list.id}>{list.name}</option>
+                    ))}
+                </select>
+              </label>
+              <button type="submit" class="secondary">
+                Add
+              </button>
+            </form>
+            <h2>Messages</h2>
+            {outcomes.length > 0 ? (
+              <p class="hint">
+                Of the last {outcomes.length}: opened {opened}, clicked {clicked}.
+              </p>
+            ) : null}
+            {outcomes.length === 0 ? (
+              <Empty>No mail sent to this contact yet.</Empty>
+            ) : (
+              <div class="table-wrap">
+                <table>
+                  <thead>
+                    <tr>
+                      <th scope="col">Subject</th>
+                      <th scope="col">Outcome</th>
+                      <th scope="col">Sent</th>
+                    </tr>
+                  </thead>
+                  <tbody>
+                    {outcomes.map(({ message, recipient }) => (
+                      <tr>
+                        <td class="wrap">
+                          <a href={`/dashboard/messages/${message.id}`}>{message.subject || "(no subject)"}</a>
+                        </td>
+                        <td>
+                          <StatusBadge status={recipient?.status ?? message.status} />
+                          {recipient?.opens ? " opened" : ""}
+                          {recipient?.clicks ? " clicked" : ""}
+                        </td>
+                        <td>{formatTime(message.createdAt)}</td>
+                      </tr>
+                    ))}
+                  </tbody>
+                </table>
+              </div>
+            )}
+          </section>
+        </div>
+        <a href="/dashboard/contacts">← Contacts</a>
+      </Shell>,
+    );
+  })
+  .post("/contacts/:id", async (c) => {
+    requireSection(c, "contacts");
+    const accountId = c.get("auth").account.id;
+    const saved = await findContact(c.env.DB, accountId, c.req.param("id"));
+    if (!saved) throw notFound("Contact");
+    const form = await c.req.parseBody();
+    const keys = { first_name: "firstName", last_name: "lastName", company: "company", phone: "phone", country: "country" } as const;
+    // Only what changed, as a PATCH: an empty field clears it.
+    const body: Record<string, unknown> = {};
+    for (const [name, key] of Object.entries(keys)) {
+      const value = form[name];
+      if (typeof value !== "string") continue;
+      const given = value.trim() === "" ? null : value;
+      if (given !== saved[key]) body[name] = given;
+    }
+    const status = form.status;
+    if ((status === "subscribed" || status === "unsubscribed") && status !== saved.status) body.status = status;
+    if (Object.keys(body).length > 0)
+      await patchContactOrThrow(c.env.DB, accountId, saved.id, parsedOrThrow(ContactPatchSchema, body, "The contact cannot be saved"));
+    return c.redirect(`/dashboard/contacts/${saved.id}?saved=1`, 303);
+  })
+  .post("/contacts/:id/delete", async (c) => {
+    requireSection(c, "contacts");
+    requireLiveKey(c, "Deleting a contact");
+    if (!(await deleteContact(c.env.DB, c.get("auth").account.id, c.req.param("id")))) throw notFound("Contact");
+    return c.redirect("/dashboard/contacts", 303);
+  })
+  .post("/contacts/:id/lists", async (c) => {
+    requireSection(c, "contacts");
+    const accountId = c.get("auth").account.id;
+    const listId = field(await c.req.parseBody(), "list_id");
+    if (!(await listExists(c.env.DB, accountId, listId))) throw notFound("List");
+    const added = await addMembersById(c.env.DB, accountId, listId, [c.req.param("id")]);
+    if (added.unknown.length > 0) throw notFound("Contact");
+    return c.redirect(`/dashboard/contacts/${c.req.param("id")}`, 303);
+  })
+  .post("/contacts/:id/lists/:listId/remove", async (c) => {
+    requireSection(c, "contacts");
+    if (!(await removeMember(c.env.DB, c.get("auth").account.id, c.req.param("listId"), c.req.param("id")))) throw notFound("List member");
+    return c.redirect(`/dashboard/contacts/${c.req.param("id")}`, 303);
   });

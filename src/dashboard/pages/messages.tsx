@@ -2,7 +2,15 @@ import { Hono } from "hono";
 import { hasFeature } from "../../domain/accounts/accounts";
 import { acceptMessage } from "../../domain/sending/accept";
 import { parseMailbox } from "../../domain/sending/addresses";
-import { findMessage, findSentSource, listMessages, messageStatuses, sentContent, type MessageFilters } from "../../domain/sending/messages";
+import {
+  findMessage,
+  findSentSource,
+  listMessages,
+  messageStatuses,
+  recipientsOfMessages,
+  sentContent,
+  type MessageFilters,
+} from "../../domain/sending/messages";
 import { AppError, notFound } from "../../errors";
 import { encodeCursor } from "../../lib/pagination";
 import { field, requireSection } from "../guard";
@@ -86,6 +94,11 @@ export const messagePages = new Hono<DashboardEnv>()
     };
     const rows = await listMessages(c.env.DB, auth.account.id, filters, { cursor: query.cursor || undefined, limit: pageSize });
     const page = rows.slice(0, pageSize);
+    const recipients = await recipientsOfMessages(
+      c.env.DB,
+      auth.account.id,
+      page.map((message) => message.id),
+    );
     const last = page.at(-1);
     const next = rows.length > pageSize && last ? encodeCursor(last) : null;
     const base = `/dashboard/messages?${new URLSearchParams(Object.entries(query).filter(([name, value]) => name !== "cursor" && value !== ""))}`;
@@ -108,6 +121,7 @@ export const messagePages = new Hono<DashboardEnv>()
                 <thead>
                   <tr>
                     <th scope="col">Subject</th>
+                    <th scope="col">Recipients</th>
                     <th scope="col">From</th>
                     <th scope="col">Status</th>
                     <th scope="col">Tags</th>
@@ -121,7 +135,16 @@ export const messagePages = new Hono<DashboardEnv>()
                         <a href={`/dashboard/messages/${message.id}`}>{message.subject || "(no subject)"}</a>
                         {message.testMode ? <span class="badge warn">test</span> : null}
                       </td>
-                      <td>{message.fromAddress}</td>
+                      <td class="wrap" data-testid="recipients">
+                        <ul class="recipients">
+                          {(recipients.get(message.id) ?? []).map((recipient) => (
+                            <li>
+                              {recipient.email} <StatusBadge status={recipient.status} />
+                            </li>
+                          ))}
+                        </ul>
+                      </td>
+                      <td class="wrap">{message.fromAddress}</td>
                       <td>
                         <StatusBadge status={message.status} />
                       </td>
@@ -135,12 +158,12 @@ export const messagePages = new Hono<DashboardEnv>()
           )}
           <Pager next={next} base={base} />
         </section>
-        {hasFeature(auth.account, "email_api") ? <TestSendForm csrfToken={c.get("csrfToken")} /> : null}
+        {hasFeature(auth.account, "email_api") && hasFeature(auth.account, "smtp_relay") ? <TestSendForm csrfToken={c.get("csrfToken")} /> : null}
       </Shell>,
     );
   })
   .post("/messages/test", async (c) => {
-    requireSection(c, "send", "email_api");
+    requireSection(c, "send", "email_api", "smtp_relay");
     const auth = c.get("auth");
     const form = await c.req.parseBody();
     const from = parseMailbox(field(form, "from"));

@@ -96,7 +96,9 @@ export const verificationPages = new Hono<DashboardEnv>()
             <h2>Verify a list (CSV)</h2>
             <form method="post" action="/dashboard/verification/upload" enctype="multipart/form-data" class="stack">
               <Csrf token={c.get("csrfToken")} />
-              <label for="verify-file">CSV file: an `email` column, or addresses in the first column</label>
+              <label for="verify-file">
+                CSV file: an <code>email</code> column, or addresses in the first column
+              </label>
               <input id="verify-file" name="file" type="file" accept=".csv,text/csv,text/plain" required />
               <p class="hint">
                 Up to {MAX_JOB_ADDRESSES.toLocaleString("en")} addresses; 1 credit per distinct address with valid syntax. You have{" "}

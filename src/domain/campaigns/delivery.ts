@@ -76,6 +76,17 @@ export function campaignRecipientsOf(
 
 export type RenderedCampaignMessage = { to: string; subject: string; html?: string; text?: string; headers: Record<string, string> };
 
+/** The placeholders a contact fills in (`{{first_name}}`, `{{custom_fields.plan}}`…), for a send and for a preview. */
+export const contactVariables = (contact: ContactRow) => ({
+  email: contact.email,
+  first_name: contact.firstName,
+  last_name: contact.lastName,
+  company: contact.company,
+  phone: contact.phone,
+  country: contact.country,
+  custom_fields: contact.customFields,
+});
+
 const footerHtml = (url: string) =>
   `<p style="margin-top:32px;font-size:12px;color:#6b7280;text-align:center"><a href="${url}" style="color:#6b7280">Unsubscribe</a></p>`;
 
@@ -88,17 +99,7 @@ export async function renderCampaignMessage(env: Env, messageId: string, { campa
   const to = contact.emailKey;
   // The same signed token as the List-Unsubscribe header's (it names this message and address).
   const unsubscribeUrl = new URL(`/u/${await unsubscribeToken(config(env), messageId, to)}`, config(env).siteUrl).href;
-  const variables = {
-    ...campaign.variables,
-    email: contact.email,
-    first_name: contact.firstName,
-    last_name: contact.lastName,
-    company: contact.company,
-    phone: contact.phone,
-    country: contact.country,
-    custom_fields: contact.customFields,
-    unsubscribe_url: unsubscribeUrl,
-  };
+  const variables = { ...campaign.variables, ...contactVariables(contact), unsubscribe_url: unsubscribeUrl };
   const usesLink = (body: string) => placeholderNames(body).includes("unsubscribe_url");
   let html: string | undefined;
   if (campaign.html !== null) {

@@ -179,3 +179,24 @@ export async function sentContent(raw: ArrayBuffer): Promise<{ subject: string |
   const parsed = await PostalMime.parse(raw);
   return { subject: parsed.subject ?? null, html: parsed.html ?? null, text: parsed.text ?? null };
 }
+
+type RecipientOutcome = Pick<MessageDetail["recipients"][number], "email" | "status" | "opens" | "clicks">;
+
+/** Each message's recipients with their outcome and engagement, for a page of messages (one query). */
+export async function recipientsOfMessages(d1: D1Database, accountId: string, messageIds: string[]): Promise<Map<string, RecipientOutcome[]>> {
+  const byMessage = new Map<string, RecipientOutcome[]>();
+  if (messageIds.length === 0) return byMessage;
+  const rows = await drizzle(d1)
+    .select({
+      messageId: messageRecipients.messageId,
+      email: messageRecipients.email,
+      status: messageRecipients.status,
+      opens: messageRecipients.opens,
+      clicks: messageRecipients.clicks,
+    })
+    .from(messageRecipients)
+    .where(and(eq(messageRecipients.accountId, accountId), inArray(messageRecipients.messageId, messageIds)))
+    .all();
+  for (const { messageId, ...recipient } of rows) byMessage.set(messageId, [...(byMessage.get(messageId) ?? []), recipient]);
+  return byMessage;
+}

@@ -1,0 +1,304 @@
+// Segments: a condition builder over the fields and operators the API offers, all/any, the live count of
+// GET /segments/{id}/count, and list, edit, delete. Forms are parsed with the API's request schemas and saved
+// through the same domain functions; deleting a segment a campaign still targets is refused as the API refuses it.
+import { Hono, type Context } from "hono";
+import { CreateSegmentSchema, UpdateSegmentSchema, deleteSegmentOrThrow } from "../../api/segments";
+import { countAudience } from "../../domain/campaigns/audience";
+import {
+  conditionProblems,
+  countSegment,
+  createSegment,
+  findSegment,
+  listSegments,
+  segmentAudienceWhere,
+  segmentOperators,
+  updateSegment,
+  type SegmentCondition,
+  type SegmentRow,
+} from "../../domain/campaigns/segments";
+import { contactTextFields } from "../../domain/contacts/contacts";
+import { listLists } from "../../domain/contacts/lists";
+import { notFound, validationError } from "../../errors";
+import { parsedOrThrow, requireLiveKey, requireSection } from "../guard";
+import { Csrf, Empty, Notice, Shell, formatTime } from "../layout";
+import type { DashboardEnv } from "../session";
+
+type Page = Context<DashboardEnv>;
+type Form = Record<string, string | File | (string | File)[]>;
+
+const fieldChoices = ["email", ...contactTextFields, "status", "created_at", "list", "custom_fields."];
+const operatorLabels: Record<(typeof segmentOperators)[number], string> = {
+  eq: "is",
+  neq: "is not",
+  contains: "contains",
+  starts_with: "starts with",
+  ends_with: "ends with",
+  exists: "is set",
+  not_exists: "is not set",
+  gt: "is after / more than",
+  gte: "is on or after / at least",
+  lt: "is before / less than",
+  lte: "is on or before / at most",
+  in: "is one of",
+  not_in: "is none of",
+  within_days: "within the last … days",
+};
+const blankRows = 3;
+const listValued = new Set(["in", "not_in"]);
+
+const strings = (form: Form, name: string) => ([] as unknown[]).concat(form[name] ?? []).map((value) => (typeof value === "string" ? value : ""));
+
+/**
+ * The builder's rows as the API's `conditions`: rows without a field are left out; `in`/`not_in` and `list` take
+ * comma-separated values, `within_days` a number, `exists`/`not_exists` none. Anything else is the schema's to judge.
+ */
+export function conditionsOf(form: Form): SegmentCondition[] {
+  const fields = strings(form, "field");
+  const ops = strings(form, "op");
+  const values = strings(form, "value");
+  const conditions: SegmentCondition[] = [];
+  fields.forEach((raw, index) => {
+    const field = raw.trim();
+    if (field === "") return;
+    const op = ops[index] ?? "";
+    const text = (values[index] ?? "").trim();
+    if (op === "exists" || op === "not_exists") conditions.push({ field, op });
+    else if (listValued.has(op) || field === "list")
+      conditions.push({
+        field,
+        op,
+        value: text
+          .split(",")
+          .map((part) => part.trim())
+          .filter(Boolean),
+      });
+    else if (op === "within_days" && /^\d+$/.test(text)) conditions.push({ field, op, value: Number(text) });
+    else conditions.push({ field, op, value: text });
+  });
+  return conditions;
+}
+
+const shownValue = (value: unknown) => (Array.isArray(value) ? value.join(", ") : value === undefined ? "" : String(value));
+
+function Builder({ segment, csrfToken, countUrl }: { segment?: SegmentRow; csrfToken: string; countUrl: string }) {
+  const rows: (SegmentCondition | undefined)[] = [...(segment?.conditions ?? []), ...Array.from({ length: blankRows }, () => undefined)];
+  return (
+    <form method="post" action={segment ? `/dashboard/segments/${segment.id}` : "/dashboard/segments"} class="stack">
+      <Csrf token={csrfToken} />
+      <label for="seg-name">Name</label>
+      <input id="seg-name" name="name" type="text" required maxlength={200} value={segment?.name ?? ""} />
+      <label for="seg-match">Contacts must match</label>
+      <select id="seg-match" name="match">
+        <option value="all" selected={segment?.match !== "any"}>
+          all conditions
+        </option>
+        <option value="any" selected={segment?.match === "any"}>
+          any condition
+        </option>
+      </select>
+      <datalist id="segment-fields">
+        {fieldChoices.map((choice) => (
+          <option value={choice} />
+        ))}
+      </datalist>
+      <fieldset class="conditions" hx-get={countUrl} hx-trigger="change delay:300ms" hx-include="closest form" hx-target="next .segment-count">
+        <legend>Conditions (a custom field is custom_fields.key; list takes list ids, comma separated)</legend>
+        {rows.map((condition, index) => (
+          <div class="condition">
+            <label>
+              Field
+              <input name="field" type="text" list="segment-fields" value={condition?.field ?? ""} aria-label={`Condition ${index + 1} field`} />
+            </label>
+            <label>
+              Operator
+              <select name="op" aria-label={`Condition ${index + 1} operator`}>
+                {segmentOperators.map((op) => (
+                  <option value={op} selected={condition?.op === op}>
+                    {operatorLabels[op]}
+                  </option>
+                ))}
+              </select>
+            </label>
+            <label>
+              Value
+              <input name="value" type="text" value={shownValue(condition?.value)} aria-label={`Condition ${index + 1} value`} />
+            </label>
+          </div>
+        ))}
+      </fieldset>
+      <p class="segment-count hint" aria-live="polite" data-testid="segment-count">
+        The matching contacts are counted as you change the conditions.
+      </p>
+      <button type="submit">{segment ? "Save segment" : "Create segment"}</button>
+    </form>
+  );
+}
+
+async function ownedSegment(c: Page): Promise<SegmentRow> {
+  const segment = await findSegment(c.env.DB, c.get("auth").account.id, c.req.param("id") ?? "");
+  if (!segment) throw notFound("Segment");
+  return segment;
+}
+
+export const segmentPages = new Hono<DashboardEnv>()
+  .get("/segments", async (c) => {
+    requireSection(c, "contacts");
+    const auth = c.get("auth");
+    const rows = (await listSegments(c.env.DB, auth.account.id, { limit: 100 })).slice(0, 100);
+    return c.html(
+      <Shell title="Segments" auth={auth} csrfToken={c.get("csrfToken")} current="/dashboard/segments">
+        {c.req.query("deleted") ? <Notice kind="ok">Segment deleted.</Notice> : null}
+        <section class="card">
+          <h2>Segments</h2>
+          {rows.length === 0 ? (
+            <Empty>No segments yet. Build one below from contact fields, custom fields and list membership; campaigns can then target it.</Empty>
+          ) : (
+            <div class="table-wrap">
+              <table>
+                <thead>
+                  <tr>
+                    <th scope="col">Name</th>
+                    <th scope="col">Conditions</th>
+                    <th scope="col">Updated</th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {rows.map((segment) => (
+                    <tr>
+                      <td class="wrap">
+                        <a href={`/dashboard/segments/${segment.id}`}>{segment.name}</a>
+                      </td>
+                      <td>
+                        {segment.conditions.length} ({segment.match === "all" ? "all must match" : "any may match"})
+                      </td>
+                      <td>{formatTime(segment.updatedAt)}</td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </div>
+          )}
+        </section>
+        <section class="card">
+          <h2>New segment</h2>
+          <Builder csrfToken={c.get("csrfToken")} countUrl="/dashboard/segments/count" />
+        </section>
+      </Shell>,
+    );
+  })
+  // The builder's live count (htmx): the conditions as typed, checked as the API checks them, then counted.
+  .get("/segments/count", async (c) => {
+    requireSection(c, "contacts");
+    const accountId = c.get("auth").account.id;
+    const conditions = conditionsOf(c.req.queries() as Form);
+    if (conditions.length === 0) return c.html(<>Add a condition to count the matching contacts.</>);
+    const problems = conditionProblems(conditions);
+    if (Object.keys(problems).length > 0)
+      return c.html(
+        <span class="field-error">
+          {Object.entries(problems)
+            .map(([path, messages]) => `Condition ${Number(path.split(".")[1]) + 1}: ${messages.join(", ")}`)
+            .join("; ")}
+        </span>,
+      );
+    const match = c.req.query("match") === "any" ? "any" : "all";
+    const total = await countAudience(c.env.DB, segmentAudienceWhere(accountId, { match, conditions }));
+    return c.html(
+      <>
+        <strong>{total.toLocaleString("en")}</strong> subscribed contacts match
+      </>,
+    );
+  })
+  .post("/segments", async (c) => {
+    requireSection(c, "contacts");
+    requireLiveKey(c, "Creating a segment");
+    const form = (await c.req.parseBody({ all: true })) as Form;
+    const body = parsedOrThrow(
+      CreateSegmentSchema,
+      { name: typeof form.name === "string" ? form.name : "", match: form.match, conditions: conditionsOf(form) },
+      "The segment cannot be saved",
+    );
+    const outcome = await createSegment(c.env.DB, c.get("auth").account.id, body);
+    if (outcome.kind === "invalid") throw validationError(outcome.errors, "The segment cannot be saved");
+    return c.redirect(`/dashboard/segments/${outcome.segment.id}`, 303);
+  })
+  .get("/segments/:id", async (c) => {
+    requireSection(c, "contacts");
+    const auth = c.get("auth");
+    const segment = await ownedSegment(c);
+    const [counted, lists] = await Promise.all([
+      countSegment(c.env.DB, auth.account.id, segment.id, { preview: true }),
+      listLists(c.env.DB, auth.account.id, { limit: 100 }),
+    ]);
+    const csrfToken = c.get("csrfToken");
+    return c.html(
+      <Shell title={segment.name} auth={auth} csrfToken={csrfToken} current="/dashboard/segments">
+        <div class="grid two">
+          <section class="card">
+            <h2>Conditions</h2>
+            <Builder segment={segment} csrfToken={csrfToken} countUrl="/dashboard/segments/count" />
+            <form method="post" action={`/dashboard/segments/${segment.id}/delete`} class="inline">
+              <Csrf token={csrfToken} />
+              <button type="submit" class="danger">
+                Delete segment
+              </button>
+            </form>
+          </section>
+          <section class="card">
+            <h2>Who matches now</h2>
+            {counted.kind === "counted" ? (
+              <>
+                <p data-testid="segment-total">
+                  <strong>{counted.count.toLocaleString("en")}</strong> subscribed contacts match.
+                </p>
+                {counted.contacts && counted.contacts.length > 0 ? (
+                  <ul class="plain">
+                    {counted.contacts.map((contact) => (
+                      <li>
+                        <a href={`/dashboard/contacts/${contact.id}`}>{contact.email}</a>
+                        {contact.firstName ? ` (${contact.firstName})` : ""}
+                      </li>
+                    ))}
+                  </ul>
+                ) : (
+                  <Empty>No contact matches yet.</Empty>
+                )}
+              </>
+            ) : null}
+            <h3>
+              List ids for <code>list</code> conditions
+            </h3>
+            <ul class="plain">
+              {lists.slice(0, 100).map((list) => (
+                <li>
+                  {list.name}: <code>{list.id}</code>
+                </li>
+              ))}
+            </ul>
+          </section>
+        </div>
+        <a href="/dashboard/segments">← Segments</a>
+      </Shell>,
+    );
+  })
+  .post("/segments/:id", async (c) => {
+    requireSection(c, "contacts");
+    requireLiveKey(c, "Changing a segment");
+    const segment = await ownedSegment(c);
+    const form = (await c.req.parseBody({ all: true })) as Form;
+    const body = parsedOrThrow(
+      UpdateSegmentSchema,
+      { name: typeof form.name === "string" ? form.name : undefined, match: form.match, conditions: conditionsOf(form) },
+      "The segment cannot be saved",
+    );
+    const outcome = await updateSegment(c.env.DB, segment.accountId, segment.id, body);
+    if (outcome.kind === "not_found") throw notFound("Segment");
+    if (outcome.kind === "invalid") throw validationError(outcome.errors, "The segment cannot be saved");
+    return c.redirect(`/dashboard/segments/${segment.id}`, 303);
+  })
+  .post("/segments/:id/delete", async (c) => {
+    requireSection(c, "contacts");
+    requireLiveKey(c, "Deleting a segment");
+    await deleteSegmentOrThrow(c.env.DB, c.get("auth").account.id, c.req.param("id"));
+    return c.redirect("/dashboard/segments?deleted=1", 303);
+  });

@@ -1,0 +1,281 @@
+// The dashboard refuses what the API refuses, with the same code and message, and its draft editor changes only
+// what its form edits. Each refusal is asked of both, side by side.
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { call, createAccount, createKey, json } from "../helpers";
+import { verifiedDomain } from "../send/helpers";
+import { cookieHeader, signIn, visit, type Browser } from "./helpers";
+
+type Campaign = {
+  id: string;
+  subject: string | null;
+  lists: string[];
+  exclude_lists: string[];
+  segments: string[];
+  html: string | null;
+  tags: string[];
+};
+
+/** The visible text of a dashboard error page's notice. */
+async function noticeOf(response: Response): Promise<string> {
+  const html = await response.text();
+  const notice = /<div class="notice error" role="alert">([\s\S]*?)<\/div>/.exec(html)?.[1] ?? "";
+  return notice
+    .replace(/&#39;/g, "'")
+    .replace(/&quot;/g, '"')
+    .replace(/&lt;/g, "<")
+    .replace(/&gt;/g, ">")
+    .replace(/&amp;/g, "&");
+}
+
+async function campaignAccount(features = ["email_api", "smtp_relay", "campaigns"]) {
+  const account = await createAccount({ features });
+  const key = account.api_key;
+  const domain = await verifiedDomain(key);
+  const sender = await json<{ id: string }>(await call("/api/v1/senders", { key, body: { name: "News", email: `news@${domain.name}` } }));
+  const list = await json<{ id: string }>(await call("/api/v1/lists", { key, body: { name: "Readers" } }));
+  const excluded = await json<{ id: string }>(await call("/api/v1/lists", { key, body: { name: "Staff" } }));
+  await call(`/api/v1/lists/${list.id}/contacts`, { key, body: { emails: ["ann@example.com", "bob@example.com", "eve@example.com"] } });
+  await call(`/api/v1/lists/${excluded.id}/contacts`, { key, body: { emails: ["eve@example.com"] } });
+  return { key, domain, sender: sender.id, list: list.id, excluded: excluded.id };
+}
+
+/** The editor's fields as the browser posts them for this draft: every control the page renders, as rendered. */
+async function editorForm(browser: Browser, campaignId: string): Promise<URLSearchParams> {
+  const html = await (await browser.get(`/dashboard/campaigns/${campaignId}`)).text();
+  const form = /<form method="post" action="\/dashboard\/campaigns\/cmp_[^"]+" class="stack">([\s\S]*?)<\/form>/.exec(html)![1]!;
+  const fields = new URLSearchParams();
+  const decode = (value: string) =>
+    value
+      .replace(/&lt;/g, "<")
+      .replace(/&gt;/g, ">")
+      .replace(/&quot;/g, '"')
+      .replace(/&#39;/g, "'")
+      .replace(/&amp;/g, "&");
+  for (const input of form.matchAll(/<input([^>]*)>/g)) {
+    const attrs = input[1]!;
+    const name = /name="([^"]+)"/.exec(attrs)?.[1];
+    const value = decode(/value="([^"]*)"/.exec(attrs)?.[1] ?? "");
+    if (!name) continue;
+    if (/type="checkbox"/.test(attrs) && !/checked/.test(attrs)) continue;
+    fields.append(name, value);
+  }
+  for (const select of form.matchAll(/<select[^>]*name="([^"]+)"[^>]*>([\s\S]*?)<\/select>/g)) {
+    fields.append(select[1]!, /<option value="([^"]*)" selected/.exec(select[2]!)?.[1] ?? "");
+  }
+  for (const area of form.matchAll(/<textarea[^>]*name="([^"]+)"[^>]*>([\s\S]*?)<\/textarea>/g)) fields.append(area[1]!, decode(area[2]!));
+  return fields;
+}
+
+/** A form post as the browser sends it: URLSearchParams keeps repeated names (lists=…&lists=…), which a plain object cannot. */
+const postForm = (browser: Browser, path: string, fields: URLSearchParams) =>
+  visit(path, {
+    method: "POST",
+    headers: { Cookie: cookieHeader(browser.jar), "Content-Type": "application/x-www-form-urlencoded" },
+    body: new URLSearchParams([["_csrf", browser.csrf], ...fields]).toString(),
+  });
+
+describe("the dashboard's draft editor", { timeout: 60_000 }, () => {
+  it("keeps a draft's exclude lists when only the subject changes", async () => {
+    const { key, sender, list, excluded } = await campaignAccount();
+    const draft = await json<Campaign>(
+      await call("/api/v1/campaigns", {
+        key,
+        body: { name: "News", sender_id: sender, subject: "Old", html: "\n<p>Hi {{first_name}}</p>\r\n", lists: [list], exclude_lists: [excluded] },
+      }),
+    );
+    const browser = await signIn(key);
+    const fields = await editorForm(browser, draft.id);
+    fields.set("subject", "New subject");
+    const saved = await postForm(browser, `/dashboard/campaigns/${draft.id}`, fields);
+    expect(saved.status).toBe(303);
+    const after = await json<Campaign>(await call(`/api/v1/campaigns/${draft.id}`, { key }));
+    expect(after).toMatchObject({ subject: "New subject", lists: [list], exclude_lists: [excluded], html: "\n<p>Hi {{first_name}}</p>\r\n" });
+    // The excluded contact is still left out of the audience the page counts.
+    expect(await (await browser.get(`/dashboard/campaigns/${draft.id}`)).text()).toMatch(/Audience: <strong>2<\/strong>/);
+  });
+
+  it("keeps lists the editor does not offer (past its first 100)", async () => {
+    const { key, sender } = await campaignAccount();
+    const oldest = await json<{ id: string }>(await call("/api/v1/lists", { key, body: { name: "Oldest" } }));
+    // Newer lists push the oldest off the editor's first page (newest first).
+    await env.DB.batch(
+      Array.from({ length: 150 }, (_, i) =>
+        env.DB.prepare("INSERT INTO lists (id, account_id, name) SELECT ?1, account_id, ?2 FROM lists WHERE id = ?3").bind(
+          `lst_bulk${String(i).padStart(3, "0")}${oldest.id.slice(-8)}`,
+          `Bulk ${i}`,
+          oldest.id,
+        ),
+      ),
+    );
+    const draft = await json<Campaign>(
+      await call("/api/v1/campaigns", { key, body: { name: "News", sender_id: sender, subject: "Old", text: "Hi", lists: [oldest.id] } }),
+    );
+    const browser = await signIn(key);
+    const fields = await editorForm(browser, draft.id);
+    expect(fields.getAll("lists_offered")).not.toContain(oldest.id);
+    fields.set("subject", "Changed");
+    expect((await postForm(browser, `/dashboard/campaigns/${draft.id}`, fields)).status).toBe(303);
+    expect(await json<Campaign>(await call(`/api/v1/campaigns/${draft.id}`, { key }))).toMatchObject({ subject: "Changed", lists: [oldest.id] });
+  });
+
+  it("refuses what the API's schema refuses, with the API's messages, and changes nothing", async () => {
+    const { key, sender, list } = await campaignAccount();
+    const draft = await json<Campaign>(
+      await call("/api/v1/campaigns", { key, body: { name: "News", sender_id: sender, subject: "Old", text: "Hi", lists: [list] } }),
+    );
+    const api = await call(`/api/v1/campaigns/${draft.id}`, { key, method: "PATCH", body: { tags: ["not a tag!"], name: "  " } });
+    expect(api.status).toBe(422);
+    const apiBody = await json<{ code: string; errors: Record<string, string[]> }>(api);
+    const browser = await signIn(key);
+    const fields = await editorForm(browser, draft.id);
+    fields.set("tags", "not a tag!");
+    fields.set("name", "  ");
+    const page = await postForm(browser, `/dashboard/campaigns/${draft.id}`, fields);
+    expect(page.status).toBe(422);
+    const notice = await noticeOf(page);
+    for (const [path, messages] of Object.entries(apiBody.errors)) for (const message of messages) expect(notice).toContain(`${path}: ${message}`);
+    expect(await json<Campaign>(await call(`/api/v1/campaigns/${draft.id}`, { key }))).toMatchObject({ name: "News", tags: [] });
+  });
+});
+
+describe("the dashboard refuses what the API refuses", { timeout: 60_000 }, () => {
+  it("AI drafts need the campaigns feature: 403 from both", async () => {
+    const account = await createAccount({ features: ["email_api", "smtp_relay", "ai"] });
+    const api = await call("/api/v1/ai/campaign", { key: account.api_key, body: { prompt: "A spring sale for our tea shop" } });
+    expect(api.status).toBe(403);
+    const apiBody = await json<{ code: string; message: string }>(api);
+    expect(apiBody.code).toBe("feature_disabled");
+    const browser = await signIn(account.api_key);
+    const page = await browser.post("/dashboard/ai", { prompt: "A spring sale for our tea shop", variations: "1" });
+    expect(page.status).toBe(403);
+    expect(await noticeOf(page)).toBe(apiBody.message);
+    expect((await browser.get("/dashboard/ai")).status).toBe(403);
+    const requests = await env.DB.prepare("SELECT count(*) AS n FROM ai_requests WHERE account_id = ?1").bind(account.id).first<{ n: number }>();
+    expect(requests?.n).toBe(0);
+  });
+
+  it("a campaign from a domain under a reputation hold: 403 with the hold's notice from both, and it stays a draft", async () => {
+    const { key, domain, sender, list } = await campaignAccount();
+    await env.DB.prepare("UPDATE domains SET reputation_status = 'held', reputation_reason = 'bounce rate 20.0% is over 5.0%' WHERE id = ?1")
+      .bind(domain.id)
+      .run();
+    const create = () => call("/api/v1/campaigns", { key, body: { name: "News", sender_id: sender, subject: "Hi", text: "Hello", lists: [list] } });
+    const viaApi = await json<Campaign>(await create());
+    const viaDashboard = await json<Campaign>(await create());
+    const api = await call(`/api/v1/campaigns/${viaApi.id}/send`, { key, body: {} });
+    expect(api.status).toBe(403);
+    const apiBody = await json<{ code: string; message: string }>(api);
+    expect(apiBody.code).toBe("domain_reputation_hold");
+    const browser = await signIn(key);
+    const page = await browser.post(`/dashboard/campaigns/${viaDashboard.id}/send`, { send_at: "" });
+    expect(page.status).toBe(403);
+    expect(await noticeOf(page)).toBe(apiBody.message);
+    expect(apiBody.message).toContain("bounce rate 20.0% is over 5.0%");
+    const after = await json<{ status: string; credits_reserved: number }>(await call(`/api/v1/campaigns/${viaDashboard.id}`, { key }));
+    expect(after).toMatchObject({ status: "draft", credits_reserved: 0 });
+  });
+
+  it("a test email needs what POST /send needs: without smtp_relay, 403 from both", async () => {
+    const account = await createAccount({ features: ["email_api"] });
+    const domain = await verifiedDomain(account.api_key);
+    const body = { from: `hello@${domain.name}`, to: "ann@example.com", subject: "Hi", text: "Hello" };
+    const api = await call("/api/v1/send", { key: account.api_key, body });
+    expect(api.status).toBe(403);
+    const apiBody = await json<{ code: string; message: string }>(api);
+    const browser = await signIn(account.api_key);
+    const page = await browser.post("/dashboard/messages/test", body);
+    expect(page.status).toBe(403);
+    expect(await noticeOf(page)).toBe(apiBody.message);
+  });
+
+  it("a test key cannot change a campaign through either", async () => {
+    const { key, sender, list } = await campaignAccount();
+    const draft = await json<Campaign>(
+      await call("/api/v1/campaigns", { key, body: { name: "News", sender_id: sender, subject: "Old", text: "Hi", lists: [list] } }),
+    );
+    const testKey = await createKey(key, { name: "sandbox", mode: "test" });
+    const api = await call(`/api/v1/campaigns/${draft.id}`, { key: testKey.key, method: "PATCH", body: { subject: "Changed" } });
+    expect(api.status).toBe(403);
+    const browser = await signIn(testKey.key);
+    const page = await browser.post(`/dashboard/campaigns/${draft.id}`, { name: "News", subject: "Changed" });
+    expect(page.status).toBe(403);
+    expect((await json<Campaign>(await call(`/api/v1/campaigns/${draft.id}`, { key }))).subject).toBe("Old");
+  });
+});
+
+describe("templates, segments and contacts answer as the API does", { timeout: 60_000 }, () => {
+  it("deleting a segment an unfinished campaign targets: 409 with the same message from both, and it stays", async () => {
+    const { key, sender, list } = await campaignAccount();
+    const segment = await json<{ id: string }>(
+      await call("/api/v1/segments", {
+        key,
+        body: { name: "Pro", match: "all", conditions: [{ field: "custom_fields.plan", op: "eq", value: "pro" }] },
+      }),
+    );
+    await call("/api/v1/campaigns", {
+      key,
+      body: { name: "News", sender_id: sender, subject: "Hi", text: "Hello", lists: [list], segments: [segment.id] },
+    });
+    const api = await call(`/api/v1/segments/${segment.id}`, { key, method: "DELETE" });
+    expect(api.status).toBe(409);
+    const apiBody = await json<{ message: string }>(api);
+    const browser = await signIn(key);
+    const page = await browser.post(`/dashboard/segments/${segment.id}/delete`, {});
+    expect(page.status).toBe(409);
+    expect(await noticeOf(page)).toBe(apiBody.message);
+    expect((await call(`/api/v1/segments/${segment.id}`, { key })).status).toBe(200);
+  });
+
+  it("a segment condition the API refuses is refused by the builder with the API's message", async () => {
+    const { key } = await campaignAccount();
+    const condition = { field: "status", op: "contains", value: "sub" };
+    const api = await call("/api/v1/segments", { key, body: { name: "Bad", match: "all", conditions: [condition] } });
+    expect(api.status).toBe(422);
+    const apiBody = await json<{ errors: Record<string, string[]> }>(api);
+    const browser = await signIn(key);
+    const page = await browser.post("/dashboard/segments", { name: "Bad", match: "all", ...condition });
+    expect(page.status).toBe(422);
+    const notice = await noticeOf(page);
+    for (const [path, messages] of Object.entries(apiBody.errors)) for (const message of messages) expect(notice).toContain(`${path}: ${message}`);
+    const segments = await json<{ data: unknown[] }>(await call("/api/v1/segments", { key }));
+    expect(segments.data).toHaveLength(0);
+  });
+
+  it("a template without html or text: 422 with the same field error from both", async () => {
+    const { key } = await campaignAccount();
+    const api = await call("/api/v1/templates", { key, body: { name: "Empty", subject: "Hi" } });
+    expect(api.status).toBe(422);
+    const apiBody = await json<{ errors: Record<string, string[]> }>(api);
+    const browser = await signIn(key);
+    const page = await browser.post("/dashboard/templates", { name: "Empty", subject: "Hi", html: "", text: "" });
+    expect(page.status).toBe(422);
+    const notice = await noticeOf(page);
+    for (const [path, messages] of Object.entries(apiBody.errors)) for (const message of messages) expect(notice).toContain(`${path}: ${message}`);
+  });
+
+  it("saving a contact's first name changes only the first name", async () => {
+    const { key } = await campaignAccount();
+    const contact = await json<{ id: string }>(
+      await call("/api/v1/contacts", { key, body: { email: "zoe@example.com", first_name: "Zoe", last_name: "Ng", custom_fields: { plan: "pro" } } }),
+    );
+    const browser = await signIn(key);
+    const page = await (await browser.get(`/dashboard/contacts/${contact.id}`)).text();
+    expect(page).toContain('value="Zoe"');
+    const saved = await browser.post(`/dashboard/contacts/${contact.id}`, {
+      first_name: "Zoë",
+      last_name: "Ng",
+      company: "",
+      phone: "",
+      country: "",
+      status: "subscribed",
+    });
+    expect(saved.status).toBe(303);
+    expect(await json(await call(`/api/v1/contacts/${contact.id}`, { key }))).toMatchObject({
+      first_name: "Zoë",
+      last_name: "Ng",
+      custom_fields: { plan: "pro" },
+      status: "subscribed",
+    });
+  });
+});
