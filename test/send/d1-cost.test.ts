@@ -30,7 +30,7 @@ it("an accepted single-recipient send with a tag and an Idempotency-Key costs 2 
     { key: "cost-1", route: "POST /send", requestHash: "h" },
   );
   await waitOnExecutionContext(ctx);
-  expect(result.status).toBe(202);
+  expect(result.kind).toBe("accepted");
   // ledger entry, account balance, the day's usage row (GET /usage), message, recipient, tag, idempotency record
   expect(usage).toMatchObject({ roundTrips: 2, rowsChanged: 7 });
   console.info(
