@@ -140,7 +140,9 @@ describe("scheduled sends", () => {
     const to = rcpt("far");
     const accepted = await schedule(key, from, to, secondsFromNow(20 * 3600));
     // Neither the cron nor the recovery sweeps touch it while it is not due, even with its row long untouched.
-    await env.DB.prepare("UPDATE messages SET updated_at = ?2, created_at = ?2 WHERE id = ?1").bind(accepted.id, secondsFromNow(-3 * 3600)).run();
+    await env.DB.prepare("UPDATE messages SET updated_at = ?2, created_at = ?2 WHERE id = ?1")
+      .bind(accepted.id, secondsFromNow(-3 * 3600))
+      .run();
     await runCron();
     expect(await requeueLostMessages(env)).toBe(0);
     expect(await sweepStaleClaims(env)).toBe(0);
