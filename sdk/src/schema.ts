@@ -4031,6 +4031,125 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/send/batch": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send up to 100 emails in one request
+         * @description Every request is checked, charged and stored as POST /send does, all or none: one invalid request refuses the batch with 422 (error keys start with its index, e.g. `3.to.0`), and a balance short of the whole batch's credits gives 402; nothing is stored or charged then. One `Idempotency-Key` covers the whole batch. Needs the account features `email_api` and `smtp_relay`.
+         *
+         *     Scope: `send`.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: {
+                    "idempotency-key"?: string;
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["SendBatchRequest"];
+                };
+            };
+            responses: {
+                /** @description Accepted, one result per request in order */
+                202: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["SendBatchAccepted"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Not enough sending credits for the whole batch */
+                402: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Scope, feature, or a from domain is not verified in this account */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Idempotency-Key reused with a different body */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description A request's attachments are larger than 10 MB in total */
+                413: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit or daily sending limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The messages could not be queued; nothing was charged. Retry with back-off */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/smtp-credentials": {
         parameters: {
             query?: never;
@@ -4433,6 +4552,188 @@ export interface paths {
         };
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Move a scheduled send to another time
+         * @description Only while the message is scheduled; once it has left (or was cancelled) the answer is 409.
+         *
+         *     Scope: `send`.
+         */
+        patch: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["RescheduleRequest"];
+                };
+            };
+            responses: {
+                /** @description Moved; it goes out at the new time */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["MessageRescheduled"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such message */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The message is not scheduled (any more): it has left, was cancelled, or is a campaign message */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        trace?: never;
+    };
+    "/api/v1/messages/{id}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cancel a scheduled or queued message
+         * @description A message that has not left yet (status scheduled or queued) becomes cancelled: it is never sent, each charged recipient's credit is given back, and a relay.cancelled event is emitted. Once it has left (sending or later) the answer is 409. Campaign messages are cancelled with their campaign.
+         *
+         *     Scope: `send`.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Cancelled and refunded */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["MessageCancelled"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such message */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The message has left, was already cancelled, or is a campaign message */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
         delete?: never;
         options?: never;
         head?: never;
@@ -8226,7 +8527,7 @@ export interface components {
              *       "relay.bounced"
              *     ]
              */
-            events: ("delivered" | "bounced" | "opened" | "clicked" | "complained" | "unsubscribed" | "verification.completed" | "campaign.completed" | "warmup.status_changed" | "automation.completed" | "relay.sent" | "relay.failed" | "relay.suppressed" | "relay.delivered" | "relay.bounced" | "relay.complained" | "*")[];
+            events: ("delivered" | "bounced" | "opened" | "clicked" | "complained" | "unsubscribed" | "verification.completed" | "campaign.completed" | "warmup.status_changed" | "automation.completed" | "relay.sent" | "relay.failed" | "relay.suppressed" | "relay.cancelled" | "relay.delivered" | "relay.bounced" | "relay.complained" | "*")[];
             description?: string;
             /** @default true */
             enabled: boolean;
@@ -8244,7 +8545,7 @@ export interface components {
              *       "relay.bounced"
              *     ]
              */
-            events?: ("delivered" | "bounced" | "opened" | "clicked" | "complained" | "unsubscribed" | "verification.completed" | "campaign.completed" | "warmup.status_changed" | "automation.completed" | "relay.sent" | "relay.failed" | "relay.suppressed" | "relay.delivered" | "relay.bounced" | "relay.complained" | "*")[];
+            events?: ("delivered" | "bounced" | "opened" | "clicked" | "complained" | "unsubscribed" | "verification.completed" | "campaign.completed" | "warmup.status_changed" | "automation.completed" | "relay.sent" | "relay.failed" | "relay.suppressed" | "relay.cancelled" | "relay.delivered" | "relay.bounced" | "relay.complained" | "*")[];
             description?: string | null;
             /** @description Re-enabling also clears `disabled_reason` and `failing_since` */
             enabled?: boolean;
@@ -8260,7 +8561,7 @@ export interface components {
             event: components["schemas"]["WebhookEvent"];
         };
         /** @description POSTed as JSON to the endpoint. Signed in `X-Service-Signature: t=<unix>,v1=<hex>` (HMAC-SHA256 of `<t>.<raw body>` keyed with the secret) and in the Standard Webhooks headers `webhook-id`, `webhook-timestamp`, `webhook-signature`. */
-        WebhookEvent: components["schemas"]["DeliveredEvent"] | components["schemas"]["BouncedEvent"] | components["schemas"]["OpenedEvent"] | components["schemas"]["ClickedEvent"] | components["schemas"]["ComplainedEvent"] | components["schemas"]["UnsubscribedEvent"] | components["schemas"]["VerificationCompletedEvent"] | components["schemas"]["CampaignCompletedEvent"] | components["schemas"]["WarmupStatusChangedEvent"] | components["schemas"]["AutomationCompletedEvent"] | components["schemas"]["RelaySentEvent"] | components["schemas"]["RelayFailedEvent"] | components["schemas"]["RelaySuppressedEvent"] | components["schemas"]["RelayDeliveredEvent"] | components["schemas"]["RelayBouncedEvent"] | components["schemas"]["RelayComplainedEvent"];
+        WebhookEvent: components["schemas"]["DeliveredEvent"] | components["schemas"]["BouncedEvent"] | components["schemas"]["OpenedEvent"] | components["schemas"]["ClickedEvent"] | components["schemas"]["ComplainedEvent"] | components["schemas"]["UnsubscribedEvent"] | components["schemas"]["VerificationCompletedEvent"] | components["schemas"]["CampaignCompletedEvent"] | components["schemas"]["WarmupStatusChangedEvent"] | components["schemas"]["AutomationCompletedEvent"] | components["schemas"]["RelaySentEvent"] | components["schemas"]["RelayFailedEvent"] | components["schemas"]["RelaySuppressedEvent"] | components["schemas"]["RelayCancelledEvent"] | components["schemas"]["RelayDeliveredEvent"] | components["schemas"]["RelayBouncedEvent"] | components["schemas"]["RelayComplainedEvent"];
         DeliveredEvent: {
             /**
              * @description Stable per event: de-duplicate by it
@@ -9043,6 +9344,74 @@ export interface components {
         } & {
             [key: string]: unknown;
         };
+        RelayCancelledEvent: {
+            /**
+             * @description Stable per event: de-duplicate by it
+             * @example evt_5Yh1cQm8Xr2LpW0dK7sN4b
+             */
+            id: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "relay.cancelled";
+            /**
+             * Format: date-time
+             * @example 2026-11-22T10:15:00.000Z
+             */
+            created_at: string;
+            data: components["schemas"]["RelayCancelledEventData"];
+        };
+        /**
+         * @description A scheduled or still queued message was cancelled (POST /messages/{id}/cancel) before it left; its credits were given back
+         * @example {
+         *       "message_id": "msg_test0000000000000000000",
+         *       "from": "Acme <hello@acme.example.com>",
+         *       "subject": "Welcome to Acme",
+         *       "source": "api",
+         *       "tags": [
+         *         "welcome"
+         *       ],
+         *       "metadata": {
+         *         "user_id": "42"
+         *       },
+         *       "recipients": [
+         *         "jane@example.com"
+         *       ],
+         *       "credits_refunded": 1,
+         *       "scheduled_at": "2026-12-01T09:00:00.000Z"
+         *     }
+         */
+        RelayCancelledEventData: {
+            /** @example msg_4Qm0c2JYd7pG1rXw8LkN3e */
+            message_id: string;
+            /** @example Acme <hello@acme.example.com> */
+            from?: string;
+            subject?: string;
+            /**
+             * @description How the message was submitted: POST /send, the SMTP relay, or a campaign
+             * @enum {string}
+             */
+            source?: "api" | "smtp" | "campaign";
+            /** @description The campaign of a campaign message (absent for API and SMTP messages) */
+            campaign_id?: string | null;
+            /** @description The message's tags */
+            tags?: string[];
+            /** @description The message's metadata, as sent */
+            metadata?: {
+                [key: string]: string;
+            };
+            /** @description true for messages of test-mode keys: nothing was really sent */
+            test?: boolean;
+            /** @description Recipients that were waiting and will not be sent to */
+            recipients: string[];
+            /** @description Credits given back (one per charged recipient; 0 in test mode) */
+            credits_refunded: number;
+            /** @description The time it was scheduled for (null if it was queued to send at once) */
+            scheduled_at?: string | null;
+        } & {
+            [key: string]: unknown;
+        };
         RelayDeliveredEvent: {
             /**
              * @description Stable per event: de-duplicate by it
@@ -9271,7 +9640,7 @@ export interface components {
              * @default relay.delivered
              * @enum {string}
              */
-            type: "delivered" | "bounced" | "opened" | "clicked" | "complained" | "unsubscribed" | "verification.completed" | "campaign.completed" | "warmup.status_changed" | "automation.completed" | "relay.sent" | "relay.failed" | "relay.suppressed" | "relay.delivered" | "relay.bounced" | "relay.complained";
+            type: "delivered" | "bounced" | "opened" | "clicked" | "complained" | "unsubscribed" | "verification.completed" | "campaign.completed" | "warmup.status_changed" | "automation.completed" | "relay.sent" | "relay.failed" | "relay.suppressed" | "relay.cancelled" | "relay.delivered" | "relay.bounced" | "relay.complained";
         };
         WebhookDeliveryList: {
             data: components["schemas"]["WebhookDelivery"][];
@@ -9443,8 +9812,13 @@ export interface components {
             }[];
             /** @description 1 per deliverable recipient; suppressed recipients are free */
             credits_charged: number;
-            /** @enum {string} */
-            status: "queued" | "suppressed";
+            /**
+             * @description scheduled: it has a scheduled_at and waits for it
+             * @enum {string}
+             */
+            status: "queued" | "scheduled" | "suppressed";
+            /** @description Only on a scheduled send: when it goes out (UTC) */
+            scheduled_at?: string;
             /** @description Sent with an sk_test_ key: simulated, never delivered, never charged */
             test_mode: boolean;
         };
@@ -9491,7 +9865,19 @@ export interface components {
             track_opens?: boolean;
             /** @description Send the html part's http(s) links through a click redirect (default false); the text part keeps its links */
             track_clicks?: boolean;
+            /**
+             * Format: date-time
+             * @description Send at this time instead of now (ISO 8601 with an offset or Z, in the future, at most 30 days ahead). The message is charged now and has status scheduled until then; move it with PATCH /messages/{id}, cancel it with POST /messages/{id}/cancel
+             * @example 2026-12-01T09:00:00+01:00
+             */
+            scheduled_at?: string;
         };
+        SendBatchAccepted: {
+            /** @description One result per request, in the order sent */
+            data: components["schemas"]["SendAccepted"][];
+        };
+        /** @description 1 to 100 send requests, each as POST /send takes it */
+        SendBatchRequest: components["schemas"]["SendRequest"][];
         SmtpCredential: {
             /** @example smtp_3kT9dQ0aZ1mL7pX2cV5bN8 */
             id: string;
@@ -9542,10 +9928,16 @@ export interface components {
             /** @example msg_2Yq8Lm4Nc0Zp7Tx1Bv9Rk3 */
             id: string;
             /**
-             * @description queued → sending (a delivery attempt is in progress) → sent (handed to the provider) → delivered; deferred while retrying; bounced, failed (refunded) or suppressed. unknown: an attempt was interrupted after the message may have been handed to the provider; it is not retried (that could deliver it twice) and not refunded. Campaign messages start scheduled (waiting for the campaign's fan-out) and end cancelled if their campaign is cancelled before they are sent.
+             * @description queued → sending (a delivery attempt is in progress) → sent (handed to the provider) → delivered; deferred while retrying; bounced, failed (refunded) or suppressed. unknown: an attempt was interrupted after the message may have been handed to the provider; it is not retried (that could deliver it twice) and not refunded. A send with scheduled_at is scheduled until its time, and cancelled (refunded) if cancelled before it left. Campaign messages start scheduled (waiting for the campaign's fan-out) and end cancelled if their campaign is cancelled before they are sent.
              * @enum {string}
              */
             status: "scheduled" | "queued" | "sending" | "sent" | "delivered" | "deferred" | "bounced" | "failed" | "suppressed" | "unknown" | "cancelled";
+            /**
+             * Format: date-time
+             * @description When a scheduled send goes (or went) out; null for one sent at once
+             * @example 2026-11-22T10:15:00.000Z
+             */
+            scheduled_at: string | null;
             /** @enum {string} */
             source: "api" | "smtp" | "campaign";
             from: string;
@@ -9607,6 +9999,30 @@ export interface components {
                     [key: string]: unknown;
                 };
             }[];
+        };
+        MessageRescheduled: {
+            id: string;
+            /** @enum {string} */
+            status: "scheduled";
+            /**
+             * Format: date-time
+             * @example 2026-11-22T10:15:00.000Z
+             */
+            scheduled_at: string;
+        };
+        RescheduleRequest: {
+            /**
+             * Format: date-time
+             * @description Send at this time instead of now (ISO 8601 with an offset or Z, in the future, at most 30 days ahead). The message is charged now and has status scheduled until then; move it with PATCH /messages/{id}, cancel it with POST /messages/{id}/cancel
+             * @example 2026-12-01T09:00:00+01:00
+             */
+            scheduled_at: string;
+        };
+        MessageCancelled: {
+            id: string;
+            /** @enum {string} */
+            status: "cancelled";
+            credits_refunded: number;
         };
         TemplateList: {
             data: components["schemas"]["Template"][];
