@@ -143,4 +143,23 @@ describe("POST /send/batch", () => {
     expect(await sendBalance(key)).toBe(8);
     expect((await messageOf(key, data[1]!.id)).events.map((event) => event.type)).toEqual(["relay.suppressed"]);
   });
+
+  it("a batch refused for credits leaves no relay.suppressed event of its suppressed recipients behind", async () => {
+    const { key, from, account } = await setup(1);
+    const suppressed = rcpt("gone");
+    expect((await call("/api/v1/suppressions", { key, body: { email: suppressed, reason: "manual" } })).status).toBe(201);
+    const response = await call("/api/v1/send/batch", {
+      key,
+      body: [
+        { from, to: [suppressed, rcpt("a")], subject: "S", text: "T" },
+        { from, to: rcpt("b"), subject: "S", text: "T" },
+      ],
+    });
+    expect(response.status).toBe(402);
+    expect(await storedMessages(account.id)).toBe(0);
+    const events = await env.DB.prepare("SELECT COUNT(*) AS n FROM events WHERE account_id = ? AND type = 'relay.suppressed'")
+      .bind(account.id)
+      .first<{ n: number }>();
+    expect(events!.n).toBe(0);
+  });
 });
