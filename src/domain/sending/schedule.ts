@@ -32,6 +32,7 @@ const sweepLimit = 500;
 
 /** Why `at` cannot be a send's scheduled time, or undefined when it can. */
 export function checkScheduledAt(at: Date, now: Date): string | undefined {
+  if (Number.isNaN(at.getTime())) return "Must be an ISO 8601 date and time";
   if (at.getTime() <= now.getTime()) return "Must be in the future; leave scheduled_at out to send now";
   if (at.getTime() > now.getTime() + scheduleLimitDays * 86_400_000) return `At most ${scheduleLimitDays} days ahead`;
   return undefined;
