@@ -4,6 +4,7 @@ import { consumeWebhookDeadLetters, consumeWebhookDeliveries } from "./queues/we
 import { recheckDomains } from "./domain/domains/domains";
 import { purgeDnsCache, purgeExpiredIdempotencyKeys } from "./domain/sending/maintenance";
 import { requeueLostMessages, sweepStaleClaims } from "./domain/sending/recovery";
+import { enqueueDueScheduledMessages } from "./domain/sending/schedule";
 import { consumeSendBatch, consumeSendDeadLetters } from "./queues/send";
 import { consumeAiDeadLetters, consumeAiRequests } from "./queues/ai";
 import { consumeEmailEvents } from "./queues/email-events";
@@ -47,6 +48,8 @@ const scheduledTasks: Record<string, ScheduledTask> = {
   // Messages no consumer will finish on its own: lost queue messages, claims of consumers that died.
   requeueLostMessages: async (env) => void (await requeueLostMessages(env)),
   sweepStaleClaims: async (env) => void (await sweepStaleClaims(env)),
+  // Scheduled sends beyond the queue's 12-hour delay limit (or whose queue message was lost), as they fall due.
+  enqueueDueScheduledMessages: async (env, controller) => void (await enqueueDueScheduledMessages(env, new Date(controller.scheduledTime))),
   // The webhook outbox: events a producer wrote but did not dispatch.
   sweepUndispatchedEvents: async (env) => void (await sweepUndispatchedEvents(env)),
   // Bulk work whose queue message was lost: resumed, or failed and refunded once it is too old.

@@ -1,6 +1,6 @@
 // `npm run bench`: every benchmark, each printing its figures side by side with its baseline or peer from the same
 // run. The stack-based ones share one local stack (npm run dev's script on free ports, its own state directory);
-// send.ts starts its own, since it measures the Worker's request rate from a cold account.
+// send.ts and send-batch.ts start their own, since they measure the Worker's request rate from a cold account.
 // BENCH_ONLY=send,smtp-bridge (script names, comma-separated) runs only those; the stack starts only if one needs it.
 import { spawn } from "node:child_process";
 import { startStack } from "../../test/e2e/stack.ts";
@@ -36,6 +36,7 @@ await run({
   keep: (line) => line.includes("per accepted"),
 });
 await run({ title: "POST /send accept rate and delivery rate", command: [tsx, "scripts/bench/send.ts", "200", "300"] });
+await run({ title: "POST /send/batch vs single POST /send: accepted messages per second", command: [tsx, "scripts/bench/send-batch.ts", "1000"] });
 await run({ title: "verification engine without DNS vs peers", command: [tsx, "scripts/bench/verification.ts", "--engine-only"] });
 
 const stackBenches = ["verification", "contact-import", "reports", "dashboard", "tracking", "automations", "webhooks", "smtp-bridge", "campaign"];

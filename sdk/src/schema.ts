@@ -4031,6 +4031,125 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/send/batch": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send up to 100 emails in one request
+         * @description Every request is checked, charged and stored as POST /send does, all or none: one invalid request refuses the batch with 422 (error keys start with its index, e.g. `3.to.0`), and a balance short of the whole batch's credits gives 402; nothing is stored or charged then. One `Idempotency-Key` covers the whole batch. Needs the account features `email_api` and `smtp_relay`.
+         *
+         *     Scope: `send`.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: {
+                    "idempotency-key"?: string;
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["SendBatchRequest"];
+                };
+            };
+            responses: {
+                /** @description Accepted, one result per request in order */
+                202: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["SendBatchAccepted"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Not enough sending credits for the whole batch */
+                402: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Scope, feature, or a from domain is not verified in this account */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Idempotency-Key reused with a different body */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description A request's attachments are larger than 10 MB in total */
+                413: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit or daily sending limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The messages could not be queued; nothing was charged. Retry with back-off */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/smtp-credentials": {
         parameters: {
             query?: never;
@@ -4436,23 +4555,13 @@ export interface paths {
         delete?: never;
         options?: never;
         head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/api/v1/messages/{id}/content": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
         /**
-         * What was sent: the rendered subject, html and text
-         * @description Decoded from the signed bytes the last delivery attempt handed to the provider (`/raw`).
+         * Move a scheduled send to another time
+         * @description Only while the message is scheduled; once it has left (or was cancelled) the answer is 409.
          *
          *     Scope: `send`.
          */
-        get: {
+        patch: {
             parameters: {
                 query?: never;
                 header?: never;
@@ -4461,15 +4570,19 @@ export interface paths {
                 };
                 cookie?: never;
             };
-            requestBody?: never;
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["RescheduleRequest"];
+                };
+            };
             responses: {
-                /** @description The content as sent */
+                /** @description Moved; it goes out at the new time */
                 200: {
                     headers: {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["MessageContent"];
+                        "application/json": components["schemas"]["MessageRescheduled"];
                     };
                 };
                 /** @description Missing or invalid API key */
@@ -4490,7 +4603,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description No such message, or one deleted once past the retention window (RETENTION_DAYS, 30 days by default) */
+                /** @description No such message */
                 404: {
                     headers: {
                         [name: string]: unknown;
@@ -4499,7 +4612,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description The message has no content yet: it is kept from its first delivery attempt (test-mode messages are never built) */
+                /** @description The message is not scheduled (any more): it has left, was cancelled, or is a campaign message */
                 409: {
                     headers: {
                         [name: string]: unknown;
@@ -4528,28 +4641,24 @@ export interface paths {
                 };
             };
         };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
         trace?: never;
     };
-    "/api/v1/messages/{id}/raw": {
+    "/api/v1/messages/{id}/cancel": {
         parameters: {
             query?: never;
             header?: never;
             path?: never;
             cookie?: never;
         };
+        get?: never;
+        put?: never;
         /**
-         * What was sent: the signed MIME source
-         * @description The bytes the last delivery attempt handed to the provider, DKIM signatures included (the envelope is not part of them).
+         * Cancel a scheduled or queued message
+         * @description A message that has not left yet (status scheduled or queued) becomes cancelled: it is never sent, each charged recipient's credit is given back, and a relay.cancelled event is emitted. Once it has left (sending or later) the answer is 409. Campaign messages are cancelled with their campaign.
          *
          *     Scope: `send`.
          */
-        get: {
+        post: {
             parameters: {
                 query?: never;
                 header?: never;
@@ -4560,13 +4669,13 @@ export interface paths {
             };
             requestBody?: never;
             responses: {
-                /** @description The message source */
+                /** @description Cancelled and refunded */
                 200: {
                     headers: {
                         [name: string]: unknown;
                     };
                     content: {
-                        "message/rfc822": string;
+                        "application/json": components["schemas"]["MessageCancelled"];
                     };
                 };
                 /** @description Missing or invalid API key */
@@ -4587,7 +4696,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description No such message, or one deleted once past the retention window (RETENTION_DAYS, 30 days by default) */
+                /** @description No such message */
                 404: {
                     headers: {
                         [name: string]: unknown;
@@ -4596,7 +4705,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description The message has no content yet: it is kept from its first delivery attempt (test-mode messages are never built) */
+                /** @description The message has left, was already cancelled, or is a campaign message */
                 409: {
                     headers: {
                         [name: string]: unknown;
@@ -4625,8 +4734,6 @@ export interface paths {
                 };
             };
         };
-        put?: never;
-        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -8420,7 +8527,7 @@ export interface components {
              *       "relay.bounced"
              *     ]
              */
-            events: ("delivered" | "bounced" | "opened" | "clicked" | "complained" | "unsubscribed" | "verification.completed" | "campaign.completed" | "warmup.status_changed" | "automation.completed" | "relay.sent" | "relay.failed" | "relay.suppressed" | "relay.delivered" | "relay.bounced" | "relay.complained" | "*")[];
+            events: ("delivered" | "bounced" | "opened" | "clicked" | "complained" | "unsubscribed" | "verification.completed" | "campaign.completed" | "warmup.status_changed" | "automation.completed" | "relay.sent" | "relay.failed" | "relay.suppressed" | "relay.cancelled" | "relay.delivered" | "relay.bounced" | "relay.complained" | "*")[];
             description?: string;
             /** @default true */
             enabled: boolean;
@@ -8438,7 +8545,7 @@ export interface components {
              *       "relay.bounced"
              *     ]
              */
-            events?: ("delivered" | "bounced" | "opened" | "clicked" | "complained" | "unsubscribed" | "verification.completed" | "campaign.completed" | "warmup.status_changed" | "automation.completed" | "relay.sent" | "relay.failed" | "relay.suppressed" | "relay.delivered" | "relay.bounced" | "relay.complained" | "*")[];
+            events?: ("delivered" | "bounced" | "opened" | "clicked" | "complained" | "unsubscribed" | "verification.completed" | "campaign.completed" | "warmup.status_changed" | "automation.completed" | "relay.sent" | "relay.failed" | "relay.suppressed" | "relay.cancelled" | "relay.delivered" | "relay.bounced" | "relay.complained" | "*")[];
             description?: string | null;
             /** @description Re-enabling also clears `disabled_reason` and `failing_since` */
             enabled?: boolean;
@@ -8454,7 +8561,7 @@ export interface components {
             event: components["schemas"]["WebhookEvent"];
         };
         /** @description POSTed as JSON to the endpoint. Signed in `X-Service-Signature: t=<unix>,v1=<hex>` (HMAC-SHA256 of `<t>.<raw body>` keyed with the secret) and in the Standard Webhooks headers `webhook-id`, `webhook-timestamp`, `webhook-signature`. */
-        WebhookEvent: components["schemas"]["DeliveredEvent"] | components["schemas"]["BouncedEvent"] | components["schemas"]["OpenedEvent"] | components["schemas"]["ClickedEvent"] | components["schemas"]["ComplainedEvent"] | components["schemas"]["UnsubscribedEvent"] | components["schemas"]["VerificationCompletedEvent"] | components["schemas"]["CampaignCompletedEvent"] | components["schemas"]["WarmupStatusChangedEvent"] | components["schemas"]["AutomationCompletedEvent"] | components["schemas"]["RelaySentEvent"] | components["schemas"]["RelayFailedEvent"] | components["schemas"]["RelaySuppressedEvent"] | components["schemas"]["RelayDeliveredEvent"] | components["schemas"]["RelayBouncedEvent"] | components["schemas"]["RelayComplainedEvent"];
+        WebhookEvent: components["schemas"]["DeliveredEvent"] | components["schemas"]["BouncedEvent"] | components["schemas"]["OpenedEvent"] | components["schemas"]["ClickedEvent"] | components["schemas"]["ComplainedEvent"] | components["schemas"]["UnsubscribedEvent"] | components["schemas"]["VerificationCompletedEvent"] | components["schemas"]["CampaignCompletedEvent"] | components["schemas"]["WarmupStatusChangedEvent"] | components["schemas"]["AutomationCompletedEvent"] | components["schemas"]["RelaySentEvent"] | components["schemas"]["RelayFailedEvent"] | components["schemas"]["RelaySuppressedEvent"] | components["schemas"]["RelayCancelledEvent"] | components["schemas"]["RelayDeliveredEvent"] | components["schemas"]["RelayBouncedEvent"] | components["schemas"]["RelayComplainedEvent"];
         DeliveredEvent: {
             /**
              * @description Stable per event: de-duplicate by it
@@ -9237,6 +9344,74 @@ export interface components {
         } & {
             [key: string]: unknown;
         };
+        RelayCancelledEvent: {
+            /**
+             * @description Stable per event: de-duplicate by it
+             * @example evt_5Yh1cQm8Xr2LpW0dK7sN4b
+             */
+            id: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "relay.cancelled";
+            /**
+             * Format: date-time
+             * @example 2026-11-22T10:15:00.000Z
+             */
+            created_at: string;
+            data: components["schemas"]["RelayCancelledEventData"];
+        };
+        /**
+         * @description A scheduled or still queued message was cancelled (POST /messages/{id}/cancel) before it left; its credits were given back
+         * @example {
+         *       "message_id": "msg_test0000000000000000000",
+         *       "from": "Acme <hello@acme.example.com>",
+         *       "subject": "Welcome to Acme",
+         *       "source": "api",
+         *       "tags": [
+         *         "welcome"
+         *       ],
+         *       "metadata": {
+         *         "user_id": "42"
+         *       },
+         *       "recipients": [
+         *         "jane@example.com"
+         *       ],
+         *       "credits_refunded": 1,
+         *       "scheduled_at": "2026-12-01T09:00:00.000Z"
+         *     }
+         */
+        RelayCancelledEventData: {
+            /** @example msg_4Qm0c2JYd7pG1rXw8LkN3e */
+            message_id: string;
+            /** @example Acme <hello@acme.example.com> */
+            from?: string;
+            subject?: string;
+            /**
+             * @description How the message was submitted: POST /send, the SMTP relay, or a campaign
+             * @enum {string}
+             */
+            source?: "api" | "smtp" | "campaign";
+            /** @description The campaign of a campaign message (absent for API and SMTP messages) */
+            campaign_id?: string | null;
+            /** @description The message's tags */
+            tags?: string[];
+            /** @description The message's metadata, as sent */
+            metadata?: {
+                [key: string]: string;
+            };
+            /** @description true for messages of test-mode keys: nothing was really sent */
+            test?: boolean;
+            /** @description Recipients that were waiting and will not be sent to */
+            recipients: string[];
+            /** @description Credits given back (one per charged recipient; 0 in test mode) */
+            credits_refunded: number;
+            /** @description The time it was scheduled for (null if it was queued to send at once) */
+            scheduled_at?: string | null;
+        } & {
+            [key: string]: unknown;
+        };
         RelayDeliveredEvent: {
             /**
              * @description Stable per event: de-duplicate by it
@@ -9465,7 +9640,7 @@ export interface components {
              * @default relay.delivered
              * @enum {string}
              */
-            type: "delivered" | "bounced" | "opened" | "clicked" | "complained" | "unsubscribed" | "verification.completed" | "campaign.completed" | "warmup.status_changed" | "automation.completed" | "relay.sent" | "relay.failed" | "relay.suppressed" | "relay.delivered" | "relay.bounced" | "relay.complained";
+            type: "delivered" | "bounced" | "opened" | "clicked" | "complained" | "unsubscribed" | "verification.completed" | "campaign.completed" | "warmup.status_changed" | "automation.completed" | "relay.sent" | "relay.failed" | "relay.suppressed" | "relay.cancelled" | "relay.delivered" | "relay.bounced" | "relay.complained";
         };
         WebhookDeliveryList: {
             data: components["schemas"]["WebhookDelivery"][];
@@ -9637,8 +9812,13 @@ export interface components {
             }[];
             /** @description 1 per deliverable recipient; suppressed recipients are free */
             credits_charged: number;
-            /** @enum {string} */
-            status: "queued" | "suppressed";
+            /**
+             * @description scheduled: it has a scheduled_at and waits for it
+             * @enum {string}
+             */
+            status: "queued" | "scheduled" | "suppressed";
+            /** @description Only on a scheduled send: when it goes out (UTC) */
+            scheduled_at?: string;
             /** @description Sent with an sk_test_ key: simulated, never delivered, never charged */
             test_mode: boolean;
         };
@@ -9646,33 +9826,16 @@ export interface components {
             /** @example Acme <hello@example.com> */
             from: string;
             /**
-             * @description 1 to 50 recipients (with cc and bcc, 50 in all), each an address or `Name <address>`; one message, all recipients see the To list
+             * @description 1 to 50 recipients, each an address or `Name <address>`; one message, all recipients see the To list
              * @example [
              *       "ann@example.org",
              *       "Bob Lee <bob@example.org>"
              *     ]
              */
             to: string | string[];
-            /**
-             * @description Copies, named in the Cc header. Each is a recipient, charged like one
-             * @example [
-             *       "ann@example.org",
-             *       "Bob Lee <bob@example.org>"
-             *     ]
-             */
-            cc?: string | string[];
-            /**
-             * @description Blind copies: recipients no header names. Each is a recipient, charged like one
-             * @example [
-             *       "ann@example.org",
-             *       "Bob Lee <bob@example.org>"
-             *     ]
-             */
-            bcc?: string | string[];
             reply_to?: string;
             subject?: string;
             html?: string;
-            /** @description Plain-text part. Without it, an html message gets one generated from the html */
             text?: string;
             template_id?: string;
             /**
@@ -9691,32 +9854,30 @@ export interface components {
             metadata?: {
                 [key: string]: string;
             };
-            /**
-             * @description Custom header fields (at most 50), values without line breaks. Refused: From, Sender, To, Cc, Bcc, Reply-To, Subject, Date, Message-ID, MIME-Version, Content-*, DKIM-Signature, Return-Path, Received, and List-Unsubscribe* on single-recipient messages (the platform sets them)
-             * @example {
-             *       "X-Entity-Ref-ID": "1042"
-             *     }
-             */
-            headers?: {
-                [key: string]: string;
-            };
             tags?: string[];
             attachments?: {
                 filename: string;
                 content: string;
                 /** @default application/octet-stream */
                 content_type: string;
-                /**
-                 * @description Makes the attachment an inline image of the html part: `<img src="cid:logo">` (sent as multipart/related)
-                 * @example logo
-                 */
-                content_id?: string;
             }[];
             /** @description Add an open pixel to the html part (default false). See docs/tracking.md for what counts as an open */
             track_opens?: boolean;
-            /** @description Send the html part's http(s) links through a click redirect (default false); a given text part keeps its links, a generated one shows the redirects */
+            /** @description Send the html part's http(s) links through a click redirect (default false); the text part keeps its links */
             track_clicks?: boolean;
+            /**
+             * Format: date-time
+             * @description Send at this time instead of now (ISO 8601 with an offset or Z, in the future, at most 30 days ahead). The message is charged now and has status scheduled until then; move it with PATCH /messages/{id}, cancel it with POST /messages/{id}/cancel
+             * @example 2026-12-01T09:00:00+01:00
+             */
+            scheduled_at?: string;
         };
+        SendBatchAccepted: {
+            /** @description One result per request, in the order sent */
+            data: components["schemas"]["SendAccepted"][];
+        };
+        /** @description 1 to 100 send requests, each as POST /send takes it */
+        SendBatchRequest: components["schemas"]["SendRequest"][];
         SmtpCredential: {
             /** @example smtp_3kT9dQ0aZ1mL7pX2cV5bN8 */
             id: string;
@@ -9767,10 +9928,16 @@ export interface components {
             /** @example msg_2Yq8Lm4Nc0Zp7Tx1Bv9Rk3 */
             id: string;
             /**
-             * @description queued → sending (a delivery attempt is in progress) → sent (handed to the provider) → delivered; deferred while retrying; bounced, failed (refunded) or suppressed. unknown: an attempt was interrupted after the message may have been handed to the provider; it is not retried (that could deliver it twice) and not refunded. Campaign messages start scheduled (waiting for the campaign's fan-out) and end cancelled if their campaign is cancelled before they are sent.
+             * @description queued → sending (a delivery attempt is in progress) → sent (handed to the provider) → delivered; deferred while retrying; bounced, failed (refunded) or suppressed. unknown: an attempt was interrupted after the message may have been handed to the provider; it is not retried (that could deliver it twice) and not refunded. A send with scheduled_at is scheduled until its time, and cancelled (refunded) if cancelled before it left. Campaign messages start scheduled (waiting for the campaign's fan-out) and end cancelled if their campaign is cancelled before they are sent.
              * @enum {string}
              */
             status: "scheduled" | "queued" | "sending" | "sent" | "delivered" | "deferred" | "bounced" | "failed" | "suppressed" | "unknown" | "cancelled";
+            /**
+             * Format: date-time
+             * @description When a scheduled send goes (or went) out; null for one sent at once
+             * @example 2026-11-22T10:15:00.000Z
+             */
+            scheduled_at: string | null;
             /** @enum {string} */
             source: "api" | "smtp" | "campaign";
             from: string;
@@ -9833,14 +10000,29 @@ export interface components {
                 };
             }[];
         };
-        MessageContent: {
+        MessageRescheduled: {
             id: string;
-            /** @description As the recipient saw it (placeholders filled in) */
-            subject: string | null;
-            /** @description The html part as sent: tracking links and open pixel included */
-            html: string | null;
-            /** @description The text part as sent (generated from the html when none was given) */
-            text: string | null;
+            /** @enum {string} */
+            status: "scheduled";
+            /**
+             * Format: date-time
+             * @example 2026-11-22T10:15:00.000Z
+             */
+            scheduled_at: string;
+        };
+        RescheduleRequest: {
+            /**
+             * Format: date-time
+             * @description Send at this time instead of now (ISO 8601 with an offset or Z, in the future, at most 30 days ahead). The message is charged now and has status scheduled until then; move it with PATCH /messages/{id}, cancel it with POST /messages/{id}/cancel
+             * @example 2026-12-01T09:00:00+01:00
+             */
+            scheduled_at: string;
+        };
+        MessageCancelled: {
+            id: string;
+            /** @enum {string} */
+            status: "cancelled";
+            credits_refunded: number;
         };
         TemplateList: {
             data: components["schemas"]["Template"][];

@@ -7,9 +7,11 @@ import {
   type MessageRow,
   type SentSource,
 } from "../domain/sending/messages";
-import { AppError, notFound } from "../errors";
+import { AppError, notFound, validationError } from "../errors";
+import { cancelMessage, rescheduleMessage, type ScheduleRefusal } from "../domain/sending/schedule";
+import { ScheduledAtSchema } from "../domain/sending/input";
 import { pageOf } from "../lib/pagination";
-import { createRouter, errorResponse, IdParam, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
+import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 
 const RecipientSchema = z.object({
   email: z.string(),
@@ -28,9 +30,11 @@ const MessageSummarySchema = z
       description:
         "queued → sending (a delivery attempt is in progress) → sent (handed to the provider) → delivered; deferred while retrying; " +
         "bounced, failed (refunded) or suppressed. unknown: an attempt was interrupted after the message may have been handed to " +
-        "the provider; it is not retried (that could deliver it twice) and not refunded. Campaign messages start scheduled (waiting for " +
+        "the provider; it is not retried (that could deliver it twice) and not refunded. A send with scheduled_at is scheduled until its " +
+        "time, and cancelled (refunded) if cancelled before it left. Campaign messages start scheduled (waiting for " +
         "the campaign's fan-out) and end cancelled if their campaign is cancelled before they are sent.",
     }),
+    scheduled_at: Timestamp.nullable().openapi({ description: "When a scheduled send goes (or went) out; null for one sent at once" }),
     source: z.enum(["api", "smtp", "campaign"]),
     from: z.string(),
     subject: z.string(),
@@ -168,6 +172,49 @@ function sentOrThrow(source: SentSource): R2ObjectBody {
   );
 }
 
+const RescheduleSchema = z.object({ scheduled_at: ScheduledAtSchema }).strict().openapi("RescheduleRequest");
+
+const rescheduleMessageRoute = keyedRoute("send", {
+  method: "patch",
+  path: "/messages/{id}",
+  tags: ["Sending"],
+  summary: "Move a scheduled send to another time",
+  description: "Only while the message is scheduled; once it has left (or was cancelled) the answer is 409.",
+  request: { params: IdParam("msg"), body: jsonBody(RescheduleSchema) },
+  responses: {
+    200: jsonResponse(
+      z.object({ id: z.string(), status: z.enum(["scheduled"]), scheduled_at: Timestamp }).openapi("MessageRescheduled"),
+      "Moved; it goes out at the new time",
+    ),
+    404: errorResponse("No such message"),
+    409: errorResponse("The message is not scheduled (any more): it has left, was cancelled, or is a campaign message"),
+  },
+});
+
+const cancelMessageRoute = keyedRoute("send", {
+  method: "post",
+  path: "/messages/{id}/cancel",
+  tags: ["Sending"],
+  summary: "Cancel a scheduled or queued message",
+  description:
+    "A message that has not left yet (status scheduled or queued) becomes cancelled: it is never sent, each charged recipient's credit " +
+    "is given back, and a relay.cancelled event is emitted. Once it has left (sending or later) the answer is 409. Campaign messages are " +
+    "cancelled with their campaign.",
+  request: { params: IdParam("msg") },
+  responses: {
+    200: jsonResponse(
+      z.object({ id: z.string(), status: z.enum(["cancelled"]), credits_refunded: z.int() }).openapi("MessageCancelled"),
+      "Cancelled and refunded",
+    ),
+    404: errorResponse("No such message"),
+    409: errorResponse("The message has left, was already cancelled, or is a campaign message"),
+  },
+});
+
+function scheduleRefusalError(refusal: ScheduleRefusal): AppError {
+  return refusal.kind === "not_found" ? notFound("Message") : new AppError("conflict", refusal.reason);
+}
+
 const summary = (row: MessageRow) => ({
   id: row.id,
   status: row.status,
@@ -179,6 +226,7 @@ const summary = (row: MessageRow) => ({
   credits_charged: row.creditsCharged,
   credits_refunded: row.creditsRefunded,
   test_mode: row.testMode,
+  scheduled_at: row.scheduledAt,
   created_at: row.createdAt,
   sent_at: row.sentAt,
 });
@@ -223,4 +271,15 @@ export const messageRoutes = createRouter()
   .openapi(getMessageRaw, async (c) => {
     const raw = sentOrThrow(await findSentSource(c.env, c.get("auth").account.id, c.req.valid("param").id));
     return c.body(raw.body, 200, { "Content-Type": "message/rfc822" });
+  })
+  .openapi(rescheduleMessageRoute, async (c) => {
+    const outcome = await rescheduleMessage(c.env, c.get("auth").account.id, c.req.valid("param").id, new Date(c.req.valid("json").scheduled_at));
+    if (outcome.kind === "invalid") throw validationError(outcome.errors);
+    if (outcome.kind !== "rescheduled") throw scheduleRefusalError(outcome);
+    return c.json(outcome.message, 200);
+  })
+  .openapi(cancelMessageRoute, async (c) => {
+    const outcome = await cancelMessage(c.env, c.executionCtx, c.get("auth").account.id, c.req.valid("param").id);
+    if (outcome.kind !== "cancelled") throw scheduleRefusalError(outcome);
+    return c.json(outcome.message, 200);
   });

@@ -1,5 +1,7 @@
-import { acceptMessage } from "../domain/sending/accept";
-import { SendRequestSchema, toAcceptInput } from "../domain/sending/input";
+import { acceptMessage, acceptMessages, batchLimit, type AcceptRefusal } from "../domain/sending/accept";
+import { attachmentBytesOf, SendRequestSchema, toAcceptInput, type SendRequest } from "../domain/sending/input";
+import { sendLimits } from "../domain/sending/rules";
+import { AppError, validationError } from "../errors";
 import { sha256Hex } from "../lib/crypto";
 import { createRouter, errorResponse, jsonBody, jsonResponse, keyedRoute, z } from "../lib/openapi";
 
@@ -8,7 +10,8 @@ const SendAcceptedSchema = z
     id: z.string().openapi({ example: "msg_2Yq8Lm4Nc0Zp7Tx1Bv9Rk3" }),
     recipients: z.array(z.object({ email: z.string(), status: z.enum(["queued", "suppressed"]) })),
     credits_charged: z.number().int().openapi({ description: "1 per deliverable recipient; suppressed recipients are free" }),
-    status: z.enum(["queued", "suppressed"]),
+    status: z.enum(["queued", "scheduled", "suppressed"]).openapi({ description: "scheduled: it has a scheduled_at and waits for it" }),
+    scheduled_at: z.string().optional().openapi({ description: "Only on a scheduled send: when it goes out (UTC)" }),
     test_mode: z.boolean().openapi({ description: "Sent with an sk_test_ key: simulated, never delivered, never charged" }),
   })
   .openapi("SendAccepted");
@@ -41,19 +44,109 @@ const send = keyedRoute(
   { features: ["email_api", "smtp_relay"] },
 );
 
-export const sendRoutes = createRouter().openapi(send, async (c) => {
-  const body = c.req.valid("json");
-  const input = toAcceptInput(body);
-  const key = c.req.valid("header")["idempotency-key"];
-  const { account, apiKey } = c.get("auth");
-  const result = await acceptMessage(
-    c.env,
-    c.executionCtx,
-    { account, testMode: apiKey.mode === "test" },
-    input,
-    // Test and live keys never share a stored answer: a test key's send must not replay for a live one.
-    key ? { key, route: apiKey.mode === "test" ? "POST /send (test)" : "POST /send", requestHash: await sha256Hex(JSON.stringify(body)) } : undefined,
-  );
-  if (result.replayed) c.header("Idempotent-Replayed", "true");
-  return c.json(result.body, 202);
-});
+const SendBatchRequestSchema = z
+  .array(SendRequestSchema)
+  .min(1)
+  .max(batchLimit)
+  .openapi("SendBatchRequest", { description: `1 to ${batchLimit} send requests, each as POST /send takes it` });
+
+const SendBatchAcceptedSchema = z
+  .object({ data: z.array(SendAcceptedSchema).openapi({ description: "One result per request, in the order sent" }) })
+  .openapi("SendBatchAccepted");
+
+const sendBatch = keyedRoute(
+  "send",
+  {
+    method: "post",
+    path: "/send/batch",
+    tags: ["Sending"],
+    summary: "Send up to 100 emails in one request",
+    description:
+      "Every request is checked, charged and stored as POST /send does, all or none: one invalid request refuses the batch with 422 " +
+      "(error keys start with its index, e.g. `3.to.0`), and a balance short of the whole batch's credits gives 402; nothing is stored or " +
+      "charged then. One `Idempotency-Key` covers the whole batch. Needs the account features `email_api` and `smtp_relay`.",
+    request: {
+      body: jsonBody(SendBatchRequestSchema),
+      headers: z.object({ "idempotency-key": z.string().min(1).max(255).optional() }),
+    },
+    responses: {
+      202: jsonResponse(SendBatchAcceptedSchema, "Accepted, one result per request in order"),
+      402: errorResponse("Not enough sending credits for the whole batch"),
+      403: errorResponse("Scope, feature, or a from domain is not verified in this account"),
+      409: errorResponse("Idempotency-Key reused with a different body"),
+      413: errorResponse("A request's attachments are larger than 10 MB in total"),
+      429: errorResponse("Rate limit or daily sending limit reached; see Retry-After"),
+      503: errorResponse("The messages could not be queued; nothing was charged. Retry with back-off"),
+    },
+  },
+  { features: ["email_api", "smtp_relay"] },
+);
+
+/** The request as acceptMessage takes it; `item` is its index in a batch, named in errors about it. */
+function acceptInputOf(body: SendRequest, item?: number) {
+  const attachmentBytes = attachmentBytesOf(body);
+  if (attachmentBytes > sendLimits.attachmentBytes) {
+    throw new AppError(
+      "payload_too_large",
+      `${item === undefined ? "" : `Request ${item}: `}Attachments total ${attachmentBytes} bytes; the limit is ${sendLimits.attachmentBytes} bytes (10 MB)`,
+    );
+  }
+  return toAcceptInput(body);
+}
+
+/** The HTTP error for a refused acceptance, for every door a message comes through (API, relay, dashboard). */
+export function acceptRefusalError(refusal: AcceptRefusal): AppError {
+  switch (refusal.kind) {
+    case "invalid":
+      return validationError(refusal.errors);
+    case "domain_not_verified":
+      return new AppError(
+        "domain_not_verified",
+        `${refusal.index === undefined ? "" : `Request ${refusal.index}: `}The from domain ${refusal.domain} is not a verified sending domain of this account; ` +
+          "add it with POST /api/v1/domains and verify it",
+      );
+    case "insufficient_credits":
+      return new AppError("insufficient_credits", `Not enough sending credits: this needs ${refusal.needed}, ${refusal.available} available`);
+    case "queue_unavailable":
+      return new AppError("upstream_unavailable", "The message could not be queued; nothing was charged. Retry with back-off");
+  }
+}
+
+export const sendRoutes = createRouter()
+  .openapi(send, async (c) => {
+    const body = c.req.valid("json");
+    const input = acceptInputOf(body);
+    const key = c.req.valid("header")["idempotency-key"];
+    const { account, apiKey } = c.get("auth");
+    const outcome = await acceptMessage(
+      c.env,
+      c.executionCtx,
+      { account, testMode: apiKey.mode === "test" },
+      input,
+      // Test and live keys never share a stored answer: a test key's send must not replay for a live one.
+      key
+        ? { key, route: apiKey.mode === "test" ? "POST /send (test)" : "POST /send", requestHash: await sha256Hex(JSON.stringify(body)) }
+        : undefined,
+    );
+    if (outcome.kind !== "accepted") throw acceptRefusalError(outcome);
+    if (outcome.replayed) c.header("Idempotent-Replayed", "true");
+    return c.json(outcome.body, 202);
+  })
+  .openapi(sendBatch, async (c) => {
+    const body = c.req.valid("json");
+    const inputs = body.map((item, index) => acceptInputOf(item, index));
+    const key = c.req.valid("header")["idempotency-key"];
+    const { account, apiKey } = c.get("auth");
+    const outcome = await acceptMessages(
+      c.env,
+      c.executionCtx,
+      { account, testMode: apiKey.mode === "test" },
+      inputs,
+      key
+        ? { key, route: apiKey.mode === "test" ? "POST /send/batch (test)" : "POST /send/batch", requestHash: await sha256Hex(JSON.stringify(body)) }
+        : undefined,
+    );
+    if (outcome.kind !== "accepted") throw acceptRefusalError(outcome);
+    if (outcome.replayed) c.header("Idempotent-Replayed", "true");
+    return c.json(outcome.body, 202);
+  });

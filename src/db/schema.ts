@@ -205,6 +205,9 @@ export const messages = sqliteTable(
     claimedAt: text("claimed_at"),
     // A message held back past its domain's warm-up cap: not sent before this time (the next UTC day).
     nextAttemptAt: text("next_attempt_at"),
+    // A scheduled send (status `scheduled`, no campaign): not sent before this time. A delayed queue message or the
+    // cron hands it to the consumer, whose claim checks the time (docs/sending.md, "Scheduled sends").
+    scheduledAt: text("scheduled_at"),
     // The campaign a `source: campaign` message belongs to (one message per recipient).
     campaignId: text("campaign_id"),
     // Open pixel / click rewriting applied when the message is built for delivery (campaigns default on, API off).
@@ -220,6 +223,8 @@ export const messages = sqliteTable(
     index("messages_status_updated").on(t.status, t.updatedAt),
     // The fan-out's pages (status scheduled) and the campaign's counters and completion check (count per status).
     index("messages_campaign_status").on(t.campaignId, t.status),
+    // The cron's due scheduled sends.
+    index("messages_status_scheduled").on(t.status, t.scheduledAt),
   ],
 );
 

@@ -23,6 +23,7 @@ import { base64ToBytes } from "../lib/crypto";
 import type { AppEnv } from "../types";
 import { sendLimits } from "../domain/sending/rules";
 import { config } from "../config";
+import { acceptRefusalError } from "../api/send";
 
 // The internal relay API: what the SMTP bridge (smtp-bridge/) calls for each SMTP phase. It is not part of the
 // public API (plain hono routes, so it never appears in the OpenAPI document) and sits outside the API-key
@@ -112,17 +113,20 @@ export const relayRoutes = new Hono<AppEnv>()
       });
     }
     // the credential's mode is read here, per message, so it holds however long the bridge keeps a session open
-    const { body: accepted, replayed } = await acceptRelayMessage(
+    const outcome = await acceptRelayMessage(
       c.env,
       c.executionCtx,
       { account, testMode: credential.mode === "test" },
       { credentialId: credential.id, mailFrom: body.mail_from, rcptTo: body.rcpt_to, raw: base64ToBytes(body.raw) },
     );
+    if (outcome.kind !== "accepted") throw acceptRefusalError(outcome);
+    const { body: accepted, replayed } = outcome;
     const answer: z.input<typeof MessageResponse> = {
       id: accepted.id,
       recipients: accepted.recipients,
       credits_charged: accepted.credits_charged,
-      status: accepted.status,
+      // SMTP has no scheduled sends: a relayed message is queued or suppressed.
+      status: accepted.status === "suppressed" ? "suppressed" : "queued",
       test_mode: accepted.test_mode,
       replayed,
     };

@@ -48,7 +48,7 @@ export const perKeyLimiter = (auth: AuthContext) =>
 
 // Routes that may authenticate from the isolate's key cache (authenticateApiKey): the send hot path, which reads
 // nothing from the account that a few seconds could make wrong. Routes showing balances or limits read D1.
-const cachedKeyRoutes: ReadonlySet<string> = new Set(["POST /api/v1/send"]);
+const cachedKeyRoutes: ReadonlySet<string> = new Set(["POST /api/v1/send", "POST /api/v1/send/batch"]);
 
 /** `Authorization: Bearer <API key>` on /api/v1, then the per-key rate limit from the account's plan. */
 export const apiKeyAuth = createMiddleware<AppEnv>(async (c, next) => {

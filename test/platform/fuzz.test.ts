@@ -557,6 +557,13 @@ describe("OpenAPI-driven fuzzing", () => {
         },
         { from, to: ["ann@example.org"], template_id: made[2] ?? "tpl_x", variables: { first_name: "Ann" } },
       ],
+      "POST /api/v1/send/batch": [
+        [
+          { from, to: "ann@example.org", subject: "x", text: "x" },
+          { from, to: ["bob@example.org"], subject: "y", html: "<p>y</p>", scheduled_at: new Date(Date.now() + 3_600_000).toISOString() },
+        ],
+      ],
+      "PATCH /api/v1/messages/{id}": [{ scheduled_at: new Date(Date.now() + 3_600_000).toISOString() }],
       "POST /api/v1/contacts": [
         { email: "c@example.com", first_name: "C", custom_fields: { plan: "pro", seats: 3 }, lists: made[1] ? [made[1]] : [] },
       ],

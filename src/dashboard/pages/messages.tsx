@@ -1,6 +1,7 @@
 import { Hono } from "hono";
 import { hasFeature } from "../../domain/accounts/accounts";
 import { acceptMessage } from "../../domain/sending/accept";
+import { acceptRefusalError } from "../../api/send";
 import { parseMailbox } from "../../domain/sending/addresses";
 import {
   findMessage,
@@ -174,7 +175,7 @@ export const messagePages = new Hono<DashboardEnv>()
     if (!to.ok) throw new AppError("validation_failed", `To: ${to.error}`);
     if (!subject || /[\r\n]/.test(subject) || !text) throw new AppError("validation_failed", "Give a one-line subject and a text");
     // The same pipeline as POST /send: domain check, suppressions, daily limit, credits.
-    await acceptMessage(
+    const outcome = await acceptMessage(
       c.env,
       c.executionCtx,
       { account: auth.account, testMode: auth.apiKey.mode === "test" },
@@ -187,6 +188,7 @@ export const messagePages = new Hono<DashboardEnv>()
         compose: () => ({ subject, content: { kind: "compose", to: [to.mailbox.address], text, variables: {}, attachments: [] } }),
       },
     );
+    if (outcome.kind !== "accepted") throw acceptRefusalError(outcome);
     return c.redirect("/dashboard/messages?sent=1", 303);
   })
   .get("/messages/:id", async (c) => {

@@ -14,7 +14,7 @@ import { segmentWhere } from "../campaigns/segments";
 import { updateContact } from "../contacts/contacts";
 import { addMembersById, listExists, removeMember } from "../contacts/lists";
 import { createResolver } from "../dns/doh";
-import { acceptMessage, type WaitUntil } from "../sending/accept";
+import { acceptMessage, type AcceptOutcome, type WaitUntil } from "../sending/accept";
 import { renderTemplate } from "../sending/render";
 import { signWebhook } from "../webhooks/signing";
 import { postWebhook } from "../webhooks/delivery";
@@ -57,6 +57,16 @@ function contactVariables(contact: Contact): Record<string, string> {
   };
 }
 
+/** What a refused step's error says about the refusal. */
+function refusalDetail(refusal: Exclude<AcceptOutcome, { kind: "accepted" | "queue_unavailable" }>): string {
+  if (refusal.kind === "invalid")
+    return Object.entries(refusal.errors)
+      .map(([field, messages]) => `${field}: ${messages.join(", ")}`)
+      .join("; ");
+  if (refusal.kind === "domain_not_verified") return `the from domain ${refusal.domain} is not verified`;
+  return `this needs ${refusal.needed} sending credits, ${refusal.available} available`;
+}
+
 async function sendEmail(env: Env, ctx: WaitUntil, run: RunRow, index: number, step: Extract<Step, { type: "send_email" }>): Promise<StepResult> {
   const contact = await loadContact(env.DB, run);
   if (contact.status !== "subscribed") return { status: "skipped", detail: { reason: `The contact is ${contact.status}; nothing was sent` } };
@@ -95,13 +105,16 @@ async function sendEmail(env: Env, ctx: WaitUntil, run: RunRow, index: number, s
       // A retried step (the Worker died after accepting) gets the first answer back instead of a second email.
       { key: `automation:${run.id}:${index}`, route: "automation step", requestHash: run.id },
     );
+    // Refusals that a retry cannot change (no credits, domain no longer verified, a bad template) fail the run;
+    // a queue outage is retried by the workflow.
+    if (accepted.kind === "queue_unavailable") throw new Error("The email could not be queued; retrying");
+    if (accepted.kind !== "accepted") throw new PermanentStepError(`The email was refused (${accepted.kind}): ${refusalDetail(accepted)}`);
     const message = accepted.body;
     return message.status === "suppressed"
       ? { status: "skipped", detail: { message_id: message.id, reason: "The address is suppressed; nothing was sent or charged" } }
       : { status: "completed", detail: { message_id: message.id, credits_charged: message.credits_charged } };
   } catch (error) {
-    // Refusals that a retry cannot change (no credits, domain no longer verified, a bad template) fail the run;
-    // a daily limit or a passing outage is retried by the workflow.
+    // The same for refusals still thrown (idempotency conflict); a daily limit or a passing outage is retried.
     if (error instanceof AppError && errorStatus[error.code] < 500 && error.code !== "daily_limit_reached" && error.code !== "rate_limited") {
       throw new PermanentStepError(`The email was refused (${error.code}): ${error.message}`);
     }

@@ -55,16 +55,18 @@ export function topUpStatements(db: D1Database, accountId: string, balance: Bala
 /**
  * Charges `amount` only when that much is available. Run these in the caller's batch; statements that must only
  * happen when the charge went through can be guarded with `chargedGuard`. The batch fails with a UNIQUE
- * constraint error if the reference was already charged.
+ * constraint error if the reference was already charged. Several charges that must all go through or none (a batch
+ * of sends) give the first `available` (their total) and the others `when` (the first one's `chargedGuard`).
  */
-export function chargeStatements(db: D1Database, change: LedgerChange) {
+export function chargeStatements(db: D1Database, change: LedgerChange, options: { available?: number; when?: SQL } = {}) {
   const column = balanceColumn[change.balance];
   const entryId = newId("led");
   return [
     statement(
       db,
       sql`${insertEntry} SELECT ${entryId}, id, ${change.balance}, 'charge', ${-change.amount}, ${change.referenceId}, ${change.note ?? null},
-        ${column} - ${change.amount} FROM accounts WHERE id = ${change.accountId} AND ${availableExpr[change.balance]} >= ${change.amount}`,
+        ${column} - ${change.amount} FROM accounts
+        WHERE id = ${change.accountId} AND ${availableExpr[change.balance]} >= ${options.available ?? change.amount}${holding(options.when)}`,
     ),
     statement(
       db,

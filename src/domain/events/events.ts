@@ -27,6 +27,7 @@ export const eventTypes = [
   "relay.sent",
   "relay.failed",
   "relay.suppressed",
+  "relay.cancelled",
   "relay.delivered",
   "relay.bounced",
   "relay.complained",
@@ -225,6 +226,20 @@ export const eventDataSchemas = {
   "relay.suppressed": z
     .looseObject({ ...recipientEventFields, reason: z.enum(["bounce", "complaint", "unsubscribe", "manual"]) })
     .openapi("RelaySuppressedEventData"),
+  "relay.cancelled": z
+    .looseObject({
+      ...messageEventFields,
+      recipients: z.array(z.string()).openapi({ description: "Recipients that were waiting and will not be sent to" }),
+      credits_refunded: z.number().int().openapi({ description: "Credits given back (one per charged recipient; 0 in test mode)" }),
+      scheduled_at: z
+        .string()
+        .nullable()
+        .optional()
+        .openapi({ description: "The time it was scheduled for (null if it was queued to send at once)" }),
+    })
+    .openapi("RelayCancelledEventData", {
+      description: "A scheduled or still queued message was cancelled (POST /messages/{id}/cancel) before it left; its credits were given back",
+    }),
   "relay.delivered": z.looseObject({ ...recipientEventFields, smtp_response: smtpResponse }).openapi("RelayDeliveredEventData", {
     description: "The provider reported the message delivered to this recipient (Cloudflare Email Sending, SES; test mode simulates it)",
   }),

@@ -1,4 +1,4 @@
-import { and, eq, sql } from "drizzle-orm";
+import { and, eq, inArray, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { statement } from "../../db/client";
 import { messageRecipients, messages, type domains, type suppressions, type templates } from "../../db/schema";
@@ -9,14 +9,17 @@ import { chargedGuard, chargeStatements, refundStatements, wasApplied } from "..
 import { normalizeSuppressionEmail, suppressionsAmongQuery } from "../suppressions/suppressions";
 import { templateContentQuery } from "../templates/templates";
 import { dispatchEvents } from "../webhooks/dispatch";
-import { AppError, validationError } from "../../errors";
+import type { FieldErrors } from "../../errors";
+import { inJsonArray } from "../../db/client";
 import { newId } from "../../lib/ids";
 import { logError } from "../../lib/log";
 import { displayFrom, domainOf } from "./mime";
 import { providerOfDomain, recipientDomain } from "../reports/providers";
 import { recipientRollupStatements, sendingDomain } from "../reports/rollups";
 import { applySendRules } from "./rules";
-import { contentObjectKey, inlineContentLimit, type MessageContent, type SendQueueMessage } from "./content";
+import { enqueueMessages, type SendRequest } from "./enqueue";
+import { checkScheduledAt, scheduledDelay } from "./schedule";
+import { contentObjectKey, inlineContentLimit, type MessageContent } from "./content";
 import { releaseDailySends, reserveDailySendsAhead, type DailyReservation } from "./daily-limit";
 import {
   isIdempotencyRace,
@@ -33,6 +36,8 @@ export type MessageSource = "api" | "smtp";
 
 export type StoredTemplate = Pick<typeof templates.$inferSelect, "subject" | "html" | "text">;
 
+export type Composed = { subject: string; content: MessageContent };
+
 /** A send request after parsing, whichever door it came through (POST /send or the SMTP relay). */
 export type AcceptInput = {
   source: MessageSource;
@@ -45,8 +50,10 @@ export type AcceptInput = {
   templateId?: string;
   /** Open pixel and click rewriting at delivery (docs/tracking.md); off when absent. */
   tracking?: { opens: boolean; clicks: boolean };
-  /** Builds subject and content once the template (if any) is loaded with the other reads. */
-  compose(template: StoredTemplate | undefined): { subject: string; content: MessageContent };
+  /** A scheduled send: stored and charged now, not sent before this time (schedule.ts). */
+  scheduledAt?: Date;
+  /** Builds subject and content once the template (if any) is loaded with the other reads, or says which fields are wrong. */
+  compose(template: StoredTemplate | undefined): Composed | { errors: FieldErrors };
 };
 
 export type Sender = { account: Account; testMode: boolean };
@@ -55,13 +62,30 @@ export type SendAccepted = {
   id: string;
   recipients: { email: string; status: "queued" | "suppressed" }[];
   credits_charged: number;
-  status: "queued" | "suppressed";
+  status: "queued" | "scheduled" | "suppressed";
+  /** Only on a scheduled send. */
+  scheduled_at?: string;
   test_mode: boolean;
 };
 
-export type AcceptResult = { status: number; body: SendAccepted; replayed: boolean };
+/** The answer to a batch, as POST /send/batch gives it and its Idempotency-Key replays it: one result per item, in order. */
+export type BatchAccepted = { data: SendAccepted[] };
+
+/** Why nothing was accepted. In a batch, field keys start with the item's index (`3.to.0`) and `index` names the item. */
+export type AcceptRefusal =
+  | { kind: "invalid"; errors: FieldErrors }
+  | { kind: "domain_not_verified"; domain: string; index?: number }
+  | { kind: "insufficient_credits"; needed: number; available: number }
+  /** Stored and charged, but the queue refused it twice: undone (failed, refunded, Idempotency-Key freed). */
+  | { kind: "queue_unavailable" };
+
+export type AcceptOutcome = { kind: "accepted"; body: SendAccepted; replayed: boolean } | AcceptRefusal;
+export type BatchOutcome = { kind: "accepted"; body: BatchAccepted; replayed: boolean } | AcceptRefusal;
 
 export type WaitUntil = { waitUntil(promise: Promise<unknown>): void };
+
+/** The most messages one POST /send/batch accepts: one queue sendBatch's worth. */
+export const batchLimit = 100;
 
 /**
  * The one pipeline every message enters: checks the sending domain, suppressions, idempotency and the daily
@@ -69,18 +93,73 @@ export type WaitUntil = { waitUntil(promise: Promise<unknown>): void };
  * (one transaction), and only then enqueues it. A charge that fails leaves nothing behind; a stored message is
  * always charged exactly once.
  */
-export async function acceptMessage(env: Env, ctx: WaitUntil, sender: Sender, input: AcceptInput, idempotency?: Idempotency): Promise<AcceptResult> {
+export async function acceptMessage(env: Env, ctx: WaitUntil, sender: Sender, input: AcceptInput, idempotency?: Idempotency): Promise<AcceptOutcome> {
+  const outcome = await acceptAll(env, ctx, sender, [input], idempotency, false);
+  if (outcome.kind !== "accepted") return outcome;
+  // A single send's Idempotency-Key stores the bare answer (as it did before batches existed).
+  return { kind: "accepted", body: outcome.bodies[0]!, replayed: outcome.replayed };
+}
+
+/**
+ * Up to `batchLimit` messages through the same pipeline, all or none, in the same two D1 round trips as one message
+ * (one batch of reads, one transaction of writes) and one queue sendBatch: any invalid item, an unverified domain
+ * or a balance short of the whole batch's charge refuses all of them with nothing stored or charged.
+ */
+export async function acceptMessages(
+  env: Env,
+  ctx: WaitUntil,
+  sender: Sender,
+  inputs: AcceptInput[],
+  idempotency?: Idempotency,
+): Promise<BatchOutcome> {
+  if (inputs.length === 0 || inputs.length > batchLimit) return { kind: "invalid", errors: { body: [`Send 1 to ${batchLimit} messages`] } };
+  const outcome = await acceptAll(env, ctx, sender, inputs, idempotency, true);
+  if (outcome.kind !== "accepted") return outcome;
+  return { kind: "accepted", body: { data: outcome.bodies }, replayed: outcome.replayed };
+}
+
+type Planned = {
+  input: AcceptInput;
+  id: string;
+  subject: string;
+  serialized: string;
+  inline: boolean;
+  tags: string[];
+  recipients: { email: string; status: "queued" | "suppressed"; reason: string | undefined; provider: string | null }[];
+  charge: number;
+  domainId: string;
+  accepted: SendAccepted;
+};
+
+type Accepted = { kind: "accepted"; bodies: SendAccepted[]; replayed: boolean };
+
+async function acceptAll(
+  env: Env,
+  ctx: WaitUntil,
+  sender: Sender,
+  inputs: AcceptInput[],
+  idempotency: Idempotency | undefined,
+  batch: boolean,
+): Promise<Accepted | AcceptRefusal> {
   const { account } = sender;
   const d1 = env.DB;
-  const fromDomain = domainOf(input.from.address);
-  const rules = applySendRules(input, input.source === "smtp" ? "rcpt_to" : "to");
-  if (!rules.ok) throw validationError(rules.errors);
-  const { tags } = rules;
-  const normalized = rules.recipients.map(normalizeSuppressionEmail);
+  const now = new Date();
+  // In a batch every field error is keyed by its item's index, so the client knows which one to fix.
+  const key = (index: number, field: string) => (batch ? `${index}.${field}` : field);
+  const errors: FieldErrors = {};
+  const checked = inputs.map((input, index) => {
+    const rules = applySendRules(input, input.source === "smtp" ? "rcpt_to" : "to");
+    if (!rules.ok) for (const [field, messages] of Object.entries(rules.errors)) errors[key(index, field)] = messages;
+    const late = input.scheduledAt && checkScheduledAt(input.scheduledAt, now);
+    if (late) errors[key(index, "scheduled_at")] = [late];
+    return rules.ok ? { recipients: rules.recipients, tags: rules.tags, normalized: rules.recipients.map(normalizeSuppressionEmail) } : undefined;
+  });
+  if (Object.keys(errors).length > 0) return { kind: "invalid", errors };
+  const items = checked.map((item) => item!);
 
   // The daily limit's Durable Object is asked meanwhile (for every recipient; settled below once suppressions are
   // known). Every way out before then gives it back.
-  const daily = reserveDailySendsAhead(env, account, sender.testMode ? 0 : rules.recipients.length);
+  const daily = reserveDailySendsAhead(env, account, sender.testMode ? 0 : items.reduce((total, item) => total + item.recipients.length, 0));
   const orCancel = async <T>(work: () => T | Promise<T>): Promise<T> => {
     try {
       return await work();
@@ -90,163 +169,175 @@ export async function acceptMessage(env: Env, ctx: WaitUntil, sender: Sender, in
     }
   };
 
-  // Round trip 1: everything the decision needs, read together. Raw D1 rows, keyed by column name.
+  // Round trip 1: everything the decision needs, read together. Raw D1 rows, keyed by column name. A batch reads
+  // each of its from domains and templates once, and the suppressions of all its recipients in one query.
   const db = drizzle(d1);
+  const domainNames = [...new Set(inputs.map((input) => domainOf(input.from.address).toLowerCase()))];
+  const templateIds = [...new Set(inputs.flatMap((input) => (input.templateId ? [input.templateId] : [])))];
   const results = await orCancel(() =>
     d1.batch([
-      statement(d1, verifiedDomainQuery(db, account.id, fromDomain)),
-      statement(d1, suppressionsAmongQuery(db, account.id, normalized)),
+      statement(d1, suppressionsAmongQuery(db, account.id, [...new Set(items.flatMap((item) => item.normalized))])),
       ...(idempotency ? [storedResponseStatement(d1, account.id, idempotency)] : []),
-      ...(input.templateId ? [statement(d1, templateContentQuery(db, account.id, input.templateId))] : []),
+      ...domainNames.map((name) => statement(d1, verifiedDomainQuery(db, account.id, name))),
+      ...templateIds.map((id) => statement(d1, templateContentQuery(db, account.id, id))),
     ]),
   );
-  const domain = results[0]?.results[0] as Pick<typeof domains.$inferSelect, "id" | "name"> | undefined;
   // Why each suppressed address is on the list, as its relay.suppressed event says.
   const suppressed = new Map(
-    ((results[1]?.results ?? []) as Pick<typeof suppressions.$inferSelect, "email" | "reason">[]).map((row) => [row.email, row.reason]),
+    ((results[0]?.results ?? []) as Pick<typeof suppressions.$inferSelect, "email" | "reason">[]).map((row) => [row.email, row.reason]),
   );
-  const previous = idempotency ? (results[2]?.results[0] as StoredResponse | undefined) : undefined;
-  const template = input.templateId ? (results[idempotency ? 3 : 2]?.results[0] as StoredTemplate | undefined) : undefined;
+  const previous = idempotency ? (results[1]?.results[0] as StoredResponse | undefined) : undefined;
+  const domainsAt = idempotency ? 2 : 1;
+  const domainOfName = new Map(
+    domainNames.map((name, i) => [name, results[domainsAt + i]?.results[0] as Pick<typeof domains.$inferSelect, "id" | "name"> | undefined]),
+  );
+  const templateOf = new Map(templateIds.map((id, i) => [id, results[domainsAt + domainNames.length + i]?.results[0] as StoredTemplate | undefined]));
 
   if (previous && idempotency) {
     await daily.cancel();
-    return { ...replay<SendAccepted>(previous, idempotency), replayed: true };
+    const answer = replay<SendAccepted | BatchAccepted>(previous, idempotency).body;
+    return { kind: "accepted", bodies: "data" in answer ? answer.data : [answer], replayed: true };
   }
-  if (!domain) {
+  const unverified = inputs.findIndex((input) => !domainOfName.get(domainOf(input.from.address).toLowerCase()));
+  if (unverified >= 0) {
     await daily.cancel();
-    throw new AppError(
-      "domain_not_verified",
-      `The from domain ${fromDomain} is not a verified sending domain of this account; add it with POST /api/v1/domains and verify it`,
-    );
+    return { kind: "domain_not_verified", domain: domainOf(inputs[unverified]!.from.address), ...(batch ? { index: unverified } : {}) };
   }
-  if (input.templateId && !template) {
+  inputs.forEach((input, index) => {
+    if (input.templateId && !templateOf.get(input.templateId))
+      errors[key(index, "template_id")] = [`No template ${input.templateId} in this account`];
+  });
+  const composed = await orCancel(() =>
+    inputs.map((input, index) => {
+      if (input.templateId && !templateOf.get(input.templateId)) return undefined;
+      const result = input.compose(input.templateId ? templateOf.get(input.templateId) : undefined);
+      if ("errors" in result) for (const [field, messages] of Object.entries(result.errors)) errors[key(index, field)] = messages;
+      return "errors" in result ? undefined : result;
+    }),
+  );
+  if (Object.keys(errors).length > 0) {
     await daily.cancel();
-    throw validationError({ template_id: [`No template ${input.templateId} in this account`] });
+    return { kind: "invalid", errors };
   }
-  const { subject, content } = await orCancel(() => input.compose(template));
 
-  const messageId = newId("msg");
-  const recipients = rules.recipients.map((email, i) => ({
-    email,
-    status: suppressed.has(normalized[i]!) ? ("suppressed" as const) : ("queued" as const),
-    reason: suppressed.get(normalized[i]!),
-    // Only what the domain name tells (no DNS here); delivery looks up the MX of the rest.
-    provider: providerOfDomain(recipientDomain(email)) ?? null,
-  }));
-  const deliverable = recipients.filter((recipient) => recipient.status === "queued");
-  const charge = sender.testMode ? 0 : deliverable.length;
-  const status = deliverable.length > 0 ? "queued" : "suppressed";
-  const accepted: SendAccepted = {
-    id: messageId,
-    recipients: recipients.map(({ email, status }) => ({ email, status })),
-    credits_charged: charge,
-    status,
-    test_mode: sender.testMode,
-  };
+  const planned: Planned[] = inputs.map((input, index) => {
+    const { subject, content } = composed[index]!;
+    const item = items[index]!;
+    const id = newId("msg");
+    const recipients = item.recipients.map((email, i) => ({
+      email,
+      status: suppressed.has(item.normalized[i]!) ? ("suppressed" as const) : ("queued" as const),
+      reason: suppressed.get(item.normalized[i]!),
+      // Only what the domain name tells (no DNS here); delivery looks up the MX of the rest.
+      provider: providerOfDomain(recipientDomain(email)) ?? null,
+    }));
+    const deliverable = recipients.filter((recipient) => recipient.status === "queued").length;
+    const charge = sender.testMode ? 0 : deliverable;
+    const serialized = JSON.stringify(content);
+    return {
+      input,
+      id,
+      subject,
+      serialized,
+      inline: serialized.length <= inlineContentLimit,
+      tags: item.tags,
+      recipients,
+      charge,
+      domainId: domainOfName.get(domainOf(input.from.address).toLowerCase())!.id,
+      accepted: {
+        id,
+        recipients: recipients.map(({ email, status }) => ({ email, status })),
+        credits_charged: charge,
+        status: deliverable === 0 ? "suppressed" : input.scheduledAt ? "scheduled" : "queued",
+        ...(input.scheduledAt && deliverable > 0 ? { scheduled_at: input.scheduledAt.toISOString() } : {}),
+        test_mode: sender.testMode,
+      },
+    };
+  });
+  const total = planned.reduce((sum, plan) => sum + plan.charge, 0);
+  const bodies = planned.map((plan) => plan.accepted);
 
   // The daily limit is settled before the content is written: a refusal here must find nothing in R2 to clean up.
-  const day = await daily.settle(charge);
-  const serialized = JSON.stringify(content);
-  const inline = serialized.length <= inlineContentLimit;
-  if (!inline) {
-    try {
-      await env.BLOBS.put(contentObjectKey(messageId), serialized, { httpMetadata: { contentType: "application/json" } });
-    } catch (error) {
-      if (day) await releaseDailySends(env, account, day);
-      throw error;
-    }
+  const day = await daily.settle(total);
+  const stored = planned.filter((plan) => !plan.inline);
+  // A refused or failed acceptance must not leave its content behind in R2.
+  const discardContent = () => Promise.all(stored.map((plan) => env.BLOBS.delete(contentObjectKey(plan.id))));
+  try {
+    await Promise.all(
+      stored.map((plan) => env.BLOBS.put(contentObjectKey(plan.id), plan.serialized, { httpMetadata: { contentType: "application/json" } })),
+    );
+  } catch (error) {
+    if (day) await releaseDailySends(env, account, day);
+    await discardContent();
+    throw error;
   }
 
-  // Round trip 2: the charge and everything it pays for, in one transaction. Rows after the ledger entry are
-  // guarded by its existence, so a short balance writes nothing at all.
-  const events: EventInput[] = recipients
-    .filter((recipient) => recipient.status === "suppressed")
-    .map((recipient) => ({
-      accountId: account.id,
-      type: "relay.suppressed",
-      subjectId: messageId,
-      dedupeKey: `relay.suppressed:${messageId}:${recipient.email}`,
-      data: {
-        message_id: messageId,
-        from: displayFrom(input.from.name, input.from.address),
-        subject,
-        source: input.source,
-        tags,
-        metadata: input.metadata,
-        recipient: recipient.email,
-        reason: recipient.reason,
-      },
-    }));
-  const messageStored = sql`EXISTS (SELECT 1 FROM messages WHERE id = ${messageId})`;
+  // Round trip 2: the charges and everything they pay for, in one transaction. The first charged message's charge
+  // needs the whole batch's total available and every other charge needs that one, so a short balance charges
+  // nothing; every row is guarded by that first charge, so then nothing at all is written.
+  const anchor = planned.find((plan) => plan.charge > 0);
+  const paid = anchor ? chargedGuard("send", anchor.id) : undefined;
+  const events: EventInput[] = planned.flatMap((plan) =>
+    plan.recipients
+      .filter((recipient) => recipient.status === "suppressed")
+      .map((recipient) => ({
+        accountId: account.id,
+        type: "relay.suppressed" as const,
+        subjectId: plan.id,
+        dedupeKey: `relay.suppressed:${plan.id}:${recipient.email}`,
+        data: {
+          message_id: plan.id,
+          from: displayFrom(plan.input.from.name, plan.input.from.address),
+          subject: plan.subject,
+          source: plan.input.source,
+          tags: plan.tags,
+          metadata: plan.input.metadata,
+          recipient: recipient.email,
+          reason: recipient.reason,
+        },
+      })),
+  );
   const writes = [
-    ...(charge > 0 ? chargeStatements(d1, { accountId: account.id, balance: "send", amount: charge, referenceId: messageId, note: "send" }) : []),
-    statement(
-      d1,
-      sql`INSERT INTO messages (id, account_id, source, status, from_address, from_name, domain_id, reply_to, subject, tags, metadata,
-          content, content_key, credits_charged, test_mode, track_opens, track_clicks)
-        SELECT ${messageId}, ${account.id}, ${input.source}, ${status}, ${input.from.address}, ${input.from.name ?? null}, ${domain.id},
-          ${input.replyTo ?? null}, ${subject}, ${JSON.stringify(tags)}, ${JSON.stringify(input.metadata)}, ${inline ? serialized : null},
-          ${inline ? null : contentObjectKey(messageId)}, ${charge}, ${sender.testMode ? 1 : 0},
-          ${input.tracking?.opens ? 1 : 0}, ${input.tracking?.clicks ? 1 : 0}
-        ${charge > 0 ? sql`WHERE ${chargedGuard("send", messageId)}` : sql``}`,
+    ...planned.flatMap((plan) =>
+      plan.charge > 0 ? messageCharge(d1, account.id, plan, plan === anchor ? { available: total } : { when: paid }) : [],
     ),
-    statement(
-      d1,
-      sql`INSERT INTO message_recipients (message_id, email, account_id, status, provider)
-        SELECT ${messageId}, value ->> '$.email', ${account.id}, value ->> '$.status', value ->> '$.provider'
-        FROM json_each(${JSON.stringify(recipients)}) WHERE ${messageStored}`,
-    ),
-    // Suppressed recipients count in the reports (a new message: this batch runs once); test mode is never counted.
-    ...(sender.testMode
-      ? []
-      : recipientRollupStatements(
-          d1,
-          { accountId: account.id, domain: sendingDomain(input.from.address), campaignId: null },
-          { suppressed: 1 },
-          {
-            messageId,
-            emails: recipients.filter((recipient) => recipient.status === "suppressed").map((recipient) => recipient.email),
-            statuses: ["suppressed"],
-          },
-        )),
-    ...(tags.length > 0
+    ...planned.flatMap((plan) => messageWrites(d1, account.id, sender.testMode, plan, paid)),
+    ...events.map((event) => eventStatement(d1, event, sql`EXISTS (SELECT 1 FROM messages WHERE id = ${event.subjectId})`)),
+    ...(idempotency
       ? [
-          statement(
+          recordResponseStatement(
             d1,
-            sql`INSERT INTO message_tags (message_id, account_id, tag)
-              SELECT ${messageId}, ${account.id}, value FROM json_each(${JSON.stringify(tags)}) WHERE ${messageStored}`,
+            account.id,
+            idempotency,
+            { status: 202, body: batch ? ({ data: bodies } satisfies BatchAccepted) : bodies[0] },
+            { table: messages, id: planned[0]!.id },
           ),
         ]
       : []),
-    ...events.map((event) => eventStatement(d1, event)),
-    ...(idempotency
-      ? [recordResponseStatement(d1, account.id, idempotency, { status: 202, body: accepted }, { table: messages, id: messageId })]
-      : []),
   ];
 
-  // A refused or failed acceptance must not leave its content behind in R2.
-  const discardContent = () => (inline ? Promise.resolve() : env.BLOBS.delete(contentObjectKey(messageId)));
   let written: D1Result[];
   try {
     written = await d1.batch(writes);
   } catch (error) {
     if (day) await releaseDailySends(env, account, day);
     await discardContent();
-    if (idempotency && isIdempotencyRace(error)) return { ...(await replayAfterRace<SendAccepted>(d1, account.id, idempotency)), replayed: true };
+    if (idempotency && isIdempotencyRace(error)) {
+      const answer = (await replayAfterRace<SendAccepted | BatchAccepted>(d1, account.id, idempotency)).body;
+      return { kind: "accepted", bodies: "data" in answer ? answer.data : [answer], replayed: true };
+    }
     throw error;
   }
-  if (charge > 0 && !wasApplied(written[0]!)) {
+  if (anchor && !wasApplied(written[0]!)) {
     if (day) await releaseDailySends(env, account, day);
     await discardContent();
     // The caller's account row may come from the key cache (seconds old): the figure shown is read now.
     const current = (await findAccount(db, account.id)) ?? account;
-    const available = current.sendBalance - current.sendReserved;
-    throw new AppError("insufficient_credits", `Not enough sending credits: this message needs ${charge}, ${Math.max(0, available)} available`);
+    return { kind: "insufficient_credits", needed: total, available: Math.max(0, current.sendBalance - current.sendReserved) };
   }
 
-  if (deliverable.length > 0) {
-    await enqueueOrUndo(env, account, messageId, charge > 0 ? deliverable.map((recipient) => recipient.email) : [], day, idempotency);
-  }
+  const queued = await enqueueOrUndo(env, account, planned, day, idempotency, now);
+  if (!queued) return { kind: "queue_unavailable" };
   if (events.length > 0) {
     ctx.waitUntil(
       dispatchEvents(
@@ -256,68 +347,128 @@ export async function acceptMessage(env: Env, ctx: WaitUntil, sender: Sender, in
       ),
     );
   }
-  return { status: 202, body: accepted, replayed: false };
+  return { kind: "accepted", bodies, replayed: false };
+}
+
+function messageCharge(d1: D1Database, accountId: string, plan: Planned, options: Parameters<typeof chargeStatements>[2]) {
+  return chargeStatements(d1, { accountId, balance: "send", amount: plan.charge, referenceId: plan.id, note: "send" }, options);
+}
+
+/** One message's rows: the message (only if the batch's charge went through), its recipients, tags and report counts. */
+function messageWrites(d1: D1Database, accountId: string, testMode: boolean, plan: Planned, paid: ReturnType<typeof chargedGuard> | undefined) {
+  const { input, id } = plan;
+  const messageStored = sql`EXISTS (SELECT 1 FROM messages WHERE id = ${id})`;
+  const status = plan.accepted.status;
+  const suppressedEmails = plan.recipients.filter((recipient) => recipient.status === "suppressed").map((recipient) => recipient.email);
+  return [
+    statement(
+      d1,
+      sql`INSERT INTO messages (id, account_id, source, status, from_address, from_name, domain_id, reply_to, subject, tags, metadata,
+          content, content_key, credits_charged, test_mode, track_opens, track_clicks, scheduled_at)
+        SELECT ${id}, ${accountId}, ${input.source}, ${status}, ${input.from.address}, ${input.from.name ?? null}, ${plan.domainId},
+          ${input.replyTo ?? null}, ${plan.subject}, ${JSON.stringify(plan.tags)}, ${JSON.stringify(input.metadata)}, ${plan.inline ? plan.serialized : null},
+          ${plan.inline ? null : contentObjectKey(id)}, ${plan.charge}, ${testMode ? 1 : 0},
+          ${input.tracking?.opens ? 1 : 0}, ${input.tracking?.clicks ? 1 : 0}, ${plan.accepted.scheduled_at ?? null}
+        ${paid ? sql`WHERE ${paid}` : sql``}`,
+    ),
+    statement(
+      d1,
+      sql`INSERT INTO message_recipients (message_id, email, account_id, status, provider)
+        SELECT ${id}, value ->> '$.email', ${accountId}, value ->> '$.status', value ->> '$.provider'
+        FROM json_each(${JSON.stringify(plan.recipients)}) WHERE ${messageStored}`,
+    ),
+    // Suppressed recipients count in the reports (a new message: this batch runs once); test mode is never counted.
+    ...(testMode
+      ? []
+      : recipientRollupStatements(
+          d1,
+          { accountId, domain: sendingDomain(input.from.address), campaignId: null },
+          { suppressed: 1 },
+          { messageId: id, emails: suppressedEmails, statuses: ["suppressed"] },
+        )),
+    ...(plan.tags.length > 0
+      ? [
+          statement(
+            d1,
+            sql`INSERT INTO message_tags (message_id, account_id, tag)
+              SELECT ${id}, ${accountId}, value FROM json_each(${JSON.stringify(plan.tags)}) WHERE ${messageStored}`,
+          ),
+        ]
+      : []),
+  ];
 }
 
 /**
- * The message is stored and charged; if it cannot be queued it must not stay `queued` with nobody to send it.
- * One retry, then the acceptance is undone (failed, refunded per recipient, idempotency key freed) and the client
- * gets a 503 to retry with back-off. The undo only applies while the message is still `queued`, so a send that did
- * reach the queue after all is never refunded.
+ * The messages are stored and charged; one that cannot be queued must not stay `queued` with nobody to send it.
+ * What is due now, or within the queue's delay limit (a delayed queue message), goes in one sendBatch; a later
+ * scheduled send is the cron's (schedule.ts). One retry, then the acceptance is undone (failed, refunded per
+ * recipient, idempotency key freed) and the client gets a 503 to retry with back-off. The undo only applies while a
+ * message is still waiting, so a send that did reach the queue after all is never refunded. Returns false if undone.
  */
 async function enqueueOrUndo(
   env: Env,
   account: Account,
-  messageId: string,
-  charged: string[],
+  planned: Planned[],
   day: DailyReservation | undefined,
   idempotency: Idempotency | undefined,
-) {
-  const body: SendQueueMessage = { message_id: messageId };
+  now: Date,
+): Promise<boolean> {
+  const requests: SendRequest[] = planned.flatMap((plan) => {
+    if (plan.accepted.status === "suppressed") return [];
+    if (!plan.input.scheduledAt) return [{ id: plan.id }];
+    const delaySeconds = scheduledDelay(plan.input.scheduledAt, now);
+    return delaySeconds === undefined ? [] : [{ id: plan.id, delaySeconds }];
+  });
+  if (requests.length === 0) return true;
   for (let attempt = 1; ; attempt++) {
-    try {
-      await env.SEND_QUEUE.send(body, { contentType: "json" });
-      return;
-    } catch (error) {
-      if (attempt === 2) {
-        logError("send queue unavailable; undoing the acceptance", { message_id: messageId, error: String(error) });
-        break;
-      }
+    const { refused, error } = await enqueueMessages(env, requests);
+    if (refused.length === 0) return true;
+    if (attempt === 2) {
+      logError("send queue unavailable; undoing the acceptance", { message_ids: refused, error: String(error) });
+      break;
     }
   }
+  const ids = planned.filter((plan) => plan.accepted.status !== "suppressed").map((plan) => plan.id);
   try {
     const db = drizzle(env.DB);
     const claimed = await db
       .update(messages)
       .set({ status: "failed", smtpResponse: "not queued: queue unavailable" })
-      .where(and(eq(messages.id, messageId), eq(messages.status, "queued")))
-      .run();
-    if (claimed.meta.changes === 1) {
+      .where(and(inJsonArray(messages.id, ids), inArray(messages.status, ["queued", "scheduled"])))
+      .returning({ id: messages.id });
+    const undone = new Set(claimed.map((row) => row.id));
+    if (undone.size > 0) {
       await env.DB.batch([
         statement(
           env.DB,
           db
             .update(messageRecipients)
             .set({ status: "failed" })
-            .where(and(eq(messageRecipients.messageId, messageId), eq(messageRecipients.status, "queued"))),
+            .where(and(inJsonArray(messageRecipients.messageId, [...undone]), eq(messageRecipients.status, "queued"))),
         ),
         // The consumer's refund reference per recipient, so the ledger's unique index never lets both apply.
-        ...charged.flatMap((email) =>
-          refundStatements(env.DB, {
-            accountId: account.id,
-            balance: "send",
-            amount: 1,
-            referenceId: `${messageId}:${email}`,
-            note: "queue unavailable",
-          }),
-        ),
+        ...planned
+          .filter((plan) => undone.has(plan.id) && plan.charge > 0)
+          .flatMap((plan) =>
+            plan.recipients
+              .filter((recipient) => recipient.status === "queued")
+              .flatMap((recipient) =>
+                refundStatements(env.DB, {
+                  accountId: account.id,
+                  balance: "send",
+                  amount: 1,
+                  referenceId: `${plan.id}:${recipient.email}`,
+                  note: "queue unavailable",
+                }),
+              ),
+          ),
         ...(idempotency ? [releaseKeyStatement(env.DB, account.id, idempotency)] : []),
       ]);
       if (day) await releaseDailySends(env, account, day);
     }
   } catch (error) {
-    // Stored, charged and not queued: visible in the log with its id so an operator can requeue or refund it.
-    logError("undoing an unqueued message failed; it stays queued", { message_id: messageId, error: String(error) });
+    // Stored, charged and not queued: visible in the log with its ids so an operator can requeue or refund them.
+    logError("undoing unqueued messages failed; they stay queued", { message_ids: ids, error: String(error) });
   }
-  throw new AppError("upstream_unavailable", "The message could not be queued; nothing was charged. Retry with back-off");
+  return false;
 }

@@ -1,7 +1,7 @@
 // Delivery of accepted messages: claim, build, sign, hand to the transport, record the outcome. The send queue's
 // consumer only parses queue messages and tells the queue what to do with each.
 
-import { and, inArray, sql } from "drizzle-orm";
+import { and, eq, inArray, isNotNull, lte, or, sql } from "drizzle-orm";
 import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
 import { config } from "../../config";
 import { domains, messageRecipients, messages } from "../../db/schema";
@@ -14,6 +14,8 @@ import { sendCopies } from "../transport/copies";
 import type { Envelope, SendFailure, Transport } from "../transport/types";
 import { dispatchEventInputs } from "../webhooks/dispatch";
 import { loadContent, rawObjectKey } from "./content";
+import { enqueueMessages } from "./enqueue";
+import { scheduledDelay } from "./schedule";
 import { MimeError } from "./mime";
 import { recordOutcome, recordSkipped, simulate, type Disposition, type MessageRow } from "./outcome";
 import { campaignRecipientReads, campaignRecipientsOf, type CampaignRecipient } from "../campaigns/delivery";
@@ -39,8 +41,9 @@ export type DeliveryOptions = {
 };
 
 /**
- * Claims the messages among `ids` that still have recipients to deliver (queued/deferred → sending). One conditional
- * UPDATE: of two consumers holding copies of one queue message, only one gets the row back.
+ * Claims the messages among `ids` that still have recipients to deliver (queued/deferred, or scheduled and due →
+ * sending). One conditional UPDATE: of two consumers holding copies of one queue message, only one gets the row back,
+ * and a cancel (schedule.ts) that got there first leaves nothing to claim.
  */
 function claim(db: DrizzleD1Database, ids: string[]) {
   return db
@@ -49,7 +52,10 @@ function claim(db: DrizzleD1Database, ids: string[]) {
     .where(
       and(
         inJsonArray(messages.id, ids),
-        inArray(messages.status, pending),
+        or(
+          inArray(messages.status, pending),
+          and(eq(messages.status, "scheduled"), isNotNull(messages.scheduledAt), lte(messages.scheduledAt, sqlNow)),
+        ),
         sql`EXISTS (SELECT 1 FROM ${messageRecipients} WHERE ${messageRecipients.messageId} = ${messages.id} AND ${inArray(messageRecipients.status, pending)})`,
       ),
     )
@@ -82,8 +88,13 @@ export async function deliverMessages(env: Env, ids: string[], options: Delivery
 
 async function deliverClaimed(env: Env, ids: string[], transports: Transport[], waitUntil: DeliveryOptions["waitUntil"]): Promise<DeliveryResult> {
   const db = drizzle(env.DB);
-  const [claimed, recipientRows, domainRows, campaignRows, campaignContacts] = await db.batch([
+  const [claimed, notDue, recipientRows, domainRows, campaignRows, campaignContacts] = await db.batch([
     claim(db, ids),
+    // Scheduled sends left unclaimed: their time was moved later since this queue message was sent.
+    db
+      .select({ id: messages.id, scheduledAt: messages.scheduledAt })
+      .from(messages)
+      .where(and(inJsonArray(messages.id, ids), eq(messages.status, "scheduled"), isNotNull(messages.scheduledAt))),
     db
       .select({ messageId: messageRecipients.messageId, email: messageRecipients.email, provider: messageRecipients.provider })
       .from(messageRecipients)
@@ -106,6 +117,14 @@ async function deliverClaimed(env: Env, ids: string[], transports: Transport[], 
     ...campaignRecipientReads(db, ids),
   ]);
   const campaignRecipients = campaignRecipientsOf(claimed, [campaignRows, campaignContacts]);
+  // The copy for the old time of a moved send gets a fresh queue message for the rest of the wait (a retry would count
+  // against max_retries); past the queue's delay limit it is the cron's.
+  const now = new Date();
+  const putBack = notDue.flatMap((row) => {
+    const delaySeconds = scheduledDelay(new Date(row.scheduledAt!), now);
+    return delaySeconds === undefined ? [] : [{ id: row.id, delaySeconds: Math.max(1, delaySeconds) }];
+  });
+  const requeued = putBack.length > 0 ? enqueueMessages(env, putBack) : undefined;
 
   const recipientsOf = new Map<string, string[]>();
   for (const row of recipientRows) recipientsOf.set(row.messageId, [...(recipientsOf.get(row.messageId) ?? []), row.email]);
@@ -201,6 +220,8 @@ async function deliverClaimed(env: Env, ids: string[], transports: Transport[], 
   for (const [id, disposition] of recorded) {
     if (disposition.retryDelaySeconds !== undefined) result.set(id, { retryDelaySeconds: disposition.retryDelaySeconds });
   }
+  // Refused by the queue: this queue message waits instead.
+  for (const id of (await requeued)?.refused ?? []) result.set(id, { retryDelaySeconds: putBack.find((row) => row.id === id)!.delaySeconds });
   return result;
 }
 

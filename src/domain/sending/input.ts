@@ -1,15 +1,15 @@
 // The POST /send request: one schema, which validates the request and becomes its OpenAPI description, and the
 // mapping of a valid request onto acceptMessage's input. A batch of sends reuses both per item.
 
-import { AppError, validationError } from "../../errors";
 import { evenWithFieldErrors, z } from "../../lib/openapi";
 import type { AcceptInput } from "./accept";
 import { parseMailbox, soleAddress, type Mailbox } from "./addresses";
 import { HEADER_NAME, isReservedHeader } from "./mime";
 import { renderTemplate } from "./render";
 import { sendLimits, tagPattern, tagRule } from "./rules";
+import { scheduleLimitDays } from "./schedule";
 
-const { recipients: maxRecipients, attachmentBytes: maxAttachmentBytes } = sendLimits;
+const { recipients: maxRecipients } = sendLimits;
 
 export const headerLimits = { count: 50, nameLength: 76, valueLength: 2000 } as const;
 
@@ -83,6 +83,14 @@ function checkHeaders(headers: Record<string, unknown>, platformUnsubscribe: boo
   }
 }
 
+/** When a scheduled send goes out; accept.ts checks it is in the future and within the limit. */
+export const ScheduledAtSchema = z.iso.datetime({ offset: true }).openapi({
+  example: "2026-12-01T09:00:00+01:00",
+  description:
+    `Send at this time instead of now (ISO 8601 with an offset or Z, in the future, at most ${scheduleLimitDays} days ahead). ` +
+    "The message is charged now and has status scheduled until then; move it with PATCH /messages/{id}, cancel it with POST /messages/{id}/cancel",
+});
+
 export const SendRequestSchema = z
   .object({
     from: MailboxSchema.openapi({ example: "Acme <hello@example.com>" }),
@@ -128,6 +136,7 @@ export const SendRequestSchema = z
       description:
         "Send the html part's http(s) links through a click redirect (default false); a given text part keeps its links, a generated one shows the redirects",
     }),
+    scheduled_at: ScheduledAtSchema.optional(),
   })
   .strict()
   .superRefine((body, ctx) => {
@@ -151,6 +160,11 @@ export const SendRequestSchema = z
 
 export type SendRequest = z.infer<typeof SendRequestSchema>;
 
+/** The decoded size of a request's attachments, which may be at most `sendLimits.attachmentBytes` (the edge answers 413). */
+export function attachmentBytesOf(body: SendRequest): number {
+  return (body.attachments ?? []).reduce((total, attachment) => total + decodedSize(attachment.content), 0);
+}
+
 function decodedSize(content: string): number {
   const clean = content.replace(/\s+/g, "");
   return Math.floor((clean.length * 3) / 4) - (clean.endsWith("==") ? 2 : clean.endsWith("=") ? 1 : 0);
@@ -159,7 +173,8 @@ function decodedSize(content: string): number {
 /** The schema has checked every mailbox; this parses them again for their parts. */
 function mailboxOf(input: string): Mailbox {
   const parsed = parseMailbox(input);
-  if (!parsed.ok) throw validationError({ body: [parsed.error] });
+  // Unreachable for a request the schema accepted.
+  if (!parsed.ok) throw new Error(`a mailbox the schema accepted does not parse: ${parsed.error}`);
   return parsed.mailbox;
 }
 
@@ -171,10 +186,6 @@ export function toAcceptInput(body: SendRequest): AcceptInput {
   const to = asList(body.to);
   const cc = asList(body.cc);
   const bcc = asList(body.bcc);
-  const attachmentBytes = (body.attachments ?? []).reduce((total, attachment) => total + decodedSize(attachment.content), 0);
-  if (attachmentBytes > maxAttachmentBytes) {
-    throw new AppError("payload_too_large", `Attachments total ${attachmentBytes} bytes; the limit is ${maxAttachmentBytes} bytes (10 MB)`);
-  }
   const variables = body.variables ?? {};
   return {
     source: "api",
@@ -186,9 +197,10 @@ export function toAcceptInput(body: SendRequest): AcceptInput {
     metadata: body.metadata ?? {},
     templateId: body.template_id,
     tracking: { opens: body.track_opens ?? false, clicks: body.track_clicks ?? false },
+    scheduledAt: body.scheduled_at === undefined ? undefined : new Date(body.scheduled_at),
     compose(template) {
       const subject = renderTemplate(body.subject ?? template?.subject ?? "", variables, { html: false });
-      if (/[\r\n]/.test(subject)) throw validationError({ subject: ["The rendered subject must not contain line breaks"] });
+      if (/[\r\n]/.test(subject)) return { errors: { subject: ["The rendered subject must not contain line breaks"] } };
       return {
         subject,
         content: {

@@ -3,7 +3,7 @@ import { hasFeature, type Account } from "../accounts/accounts";
 import { verifiedDomainNames } from "../domains/domains";
 import { AppError, validationError, type FieldErrors } from "../../errors";
 import { bytesToBase64, sha256Hex } from "../../lib/crypto";
-import { acceptMessage, type AcceptResult, type Sender, type WaitUntil } from "./accept";
+import { acceptMessage, type AcceptOutcome, type Sender, type WaitUntil } from "./accept";
 import type { Idempotency } from "./idempotency";
 import { parseMailbox } from "./addresses";
 import { headerBlock, withoutHeaderFields } from "./header-block";
@@ -86,7 +86,7 @@ async function submissionKey(submission: RelaySubmission): Promise<Idempotency> 
  * as received apart from Bcc fields, so the user's own headers, attachments and MIME structure reach the recipient;
  * only DKIM (and a missing Message-ID or Date) is added at delivery.
  */
-export async function acceptRelayMessage(env: Env, ctx: WaitUntil, sender: Sender, message: RelaySubmission): Promise<AcceptResult> {
+export async function acceptRelayMessage(env: Env, ctx: WaitUntil, sender: Sender, message: RelaySubmission): Promise<AcceptOutcome> {
   const { account } = sender;
   assertRelayEnabled(account);
 

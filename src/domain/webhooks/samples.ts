@@ -47,6 +47,7 @@ export const sampleEventData: { [T in EventType]: EventData<T> } = {
   "relay.sent": { ...message, recipients: ["jane@example.com"], smtp_response: "250 2.0.0 Ok: queued as 4F2A1" },
   "relay.failed": { ...message, recipients: ["jane@example.com"], attempts: 5, smtp_response: "451 4.7.1 Try again later" },
   "relay.suppressed": { ...recipient, reason: "bounce" },
+  "relay.cancelled": { ...message, recipients: ["jane@example.com"], credits_refunded: 1, scheduled_at: "2026-12-01T09:00:00.000Z" },
   "relay.delivered": { ...recipient, smtp_response: "250 2.0.0 OK queued" },
   "relay.bounced": { ...recipient, ...bounce },
   "relay.complained": { ...recipient, feedback_type: "abuse" },
