@@ -15,10 +15,10 @@ import {
 } from "@mailforge/bridge-contract";
 import type { z } from "zod";
 import { findVerifiedDomain } from "../domain/domains/domains";
-import { acceptRelayMessage, assertRelayEnabled } from "../domain/sending/relay";
+import { acceptRelayMessage, relayFeatureRefusal } from "../domain/sending/relay";
 import { domainOf } from "../domain/sending/mime";
 import { authenticateSmtpCredential, findActiveCredential } from "../domain/smtp/credentials";
-import { AppError, fieldErrors, validationError } from "../errors";
+import { AppError, fieldErrors, orRefuse, refusalError, validationError } from "../errors";
 import { base64ToBytes } from "../lib/crypto";
 import type { AppEnv } from "../types";
 import { sendLimits } from "../domain/sending/rules";
@@ -89,7 +89,8 @@ export const relayRoutes = new Hono<AppEnv>()
   .post(relayEndpoints.sender.path, async (c) => {
     const body = await signedBody(c, SenderRequest);
     const { credential, account } = await activeCredential(c.env.DB, body.credential_id);
-    assertRelayEnabled(account);
+    const disabled = relayFeatureRefusal(account);
+    if (disabled) throw refusalError(disabled);
     const domainName = domainOf(body.mail_from);
     const domain = await findVerifiedDomain(c.env.DB, account.id, domainName);
     if (!domain) {
@@ -112,11 +113,13 @@ export const relayRoutes = new Hono<AppEnv>()
       });
     }
     // the credential's mode is read here, per message, so it holds however long the bridge keeps a session open
-    const { body: accepted, replayed } = await acceptRelayMessage(
-      c.env,
-      c.executionCtx,
-      { account, testMode: credential.mode === "test" },
-      { credentialId: credential.id, mailFrom: body.mail_from, rcptTo: body.rcpt_to, raw: base64ToBytes(body.raw) },
+    const { body: accepted, replayed } = orRefuse(
+      await acceptRelayMessage(
+        c.env,
+        c.executionCtx,
+        { account, testMode: credential.mode === "test" },
+        { credentialId: credential.id, mailFrom: body.mail_from, rcptTo: body.rcpt_to, raw: base64ToBytes(body.raw) },
+      ),
     );
     const answer: z.input<typeof MessageResponse> = {
       id: accepted.id,

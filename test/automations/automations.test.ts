@@ -1,6 +1,10 @@
 import { introspectWorkflow } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
+import { sql } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
 import { afterEach, describe, expect, it } from "vitest";
+import { contacts } from "../../src/db/schema";
+import { RetryableStepError, stepFailureMessage } from "../../src/domain/automations/execute";
 import { verifyWebhook } from "../../sdk/src/verify-webhook";
 import { ADMIN_TOKEN, call, createAccount, createKey, json } from "../helpers";
 import { eventually, sinkMessagesTo, verifiedDomain } from "../send/helpers";
@@ -236,6 +240,21 @@ describe("automations: runs on Workflows", () => {
     const stopped = await waitForRun(key, other.run_id, "completed");
     expect(stopped.steps.map((step) => `${step.type}:${step.status}`)).toEqual(["condition:completed", "add_to_list:pending"]);
     expect(stopped.steps[0]!.detail).toMatchObject({ matched: false });
+  });
+
+  it("a fault of ours shows on the run as an internal error, never with its SQL; a retryable failure keeps its message", async () => {
+    const fault = await drizzle(env.DB)
+      .select()
+      .from(contacts)
+      .where(sql`${contacts.email} LIKE ${`%${"x".repeat(60)}%`}`)
+      .all()
+      .catch((error: unknown) => error);
+    expect(String(fault)).toMatch(/select .* from "contacts"/);
+    const shown = stepFailureMessage(fault, { runId: "run_test", what: "Step 0 (condition)" });
+    expect(shown).toBe("Step 0 (condition) failed because of an internal error on our side (logged with the run id)");
+    expect(stepFailureMessage(new RetryableStepError("The webhook answered 503: busy"), { runId: "run_test", what: "Step 1 (webhook)" })).toBe(
+      "The webhook answered 503: busy",
+    );
   });
 
   it("the same event_id 10 times at once: one run, one email", async () => {

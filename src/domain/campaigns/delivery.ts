@@ -9,6 +9,7 @@ import { campaigns, contacts, messages } from "../../db/schema";
 import { messageContentSchema } from "../sending/content";
 import { placeholderNames, renderTemplate } from "../sending/render";
 import { listUnsubscribeHeaders, unsubscribeToken } from "../sending/unsubscribe";
+import { contactVariables } from "../contacts/contacts";
 import type { CampaignRow } from "./campaigns";
 
 type MessageRow = typeof messages.$inferSelect;
@@ -88,17 +89,7 @@ export async function renderCampaignMessage(env: Env, messageId: string, { campa
   const to = contact.emailKey;
   // The same signed token as the List-Unsubscribe header's (it names this message and address).
   const unsubscribeUrl = new URL(`/u/${await unsubscribeToken(config(env), messageId, to)}`, config(env).siteUrl).href;
-  const variables = {
-    ...campaign.variables,
-    email: contact.email,
-    first_name: contact.firstName,
-    last_name: contact.lastName,
-    company: contact.company,
-    phone: contact.phone,
-    country: contact.country,
-    custom_fields: contact.customFields,
-    unsubscribe_url: unsubscribeUrl,
-  };
+  const variables = { ...campaign.variables, ...contactVariables(contact), unsubscribe_url: unsubscribeUrl };
   const usesLink = (body: string) => placeholderNames(body).includes("unsubscribe_url");
   let html: string | undefined;
   if (campaign.html !== null) {

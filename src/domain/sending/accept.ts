@@ -9,7 +9,7 @@ import { chargedGuard, chargeStatements, refundStatements, wasApplied } from "..
 import { normalizeSuppressionEmail, suppressionsAmongQuery } from "../suppressions/suppressions";
 import { templateContentQuery } from "../templates/templates";
 import { dispatchEvents } from "../webhooks/dispatch";
-import { AppError, validationError } from "../../errors";
+import { AppError, orRefuse, validationError } from "../../errors";
 import { newId } from "../../lib/ids";
 import { logError } from "../../lib/log";
 import { displayFrom, domainOf } from "./mime";
@@ -110,7 +110,7 @@ export async function acceptMessage(env: Env, ctx: WaitUntil, sender: Sender, in
 
   if (previous && idempotency) {
     await daily.cancel();
-    return { ...replay<SendAccepted>(previous, idempotency), replayed: true };
+    return { ...orRefuse(replay<SendAccepted>(previous, idempotency)), replayed: true };
   }
   if (!domain) {
     await daily.cancel();
@@ -145,7 +145,7 @@ export async function acceptMessage(env: Env, ctx: WaitUntil, sender: Sender, in
   };
 
   // The daily limit is settled before the content is written: a refusal here must find nothing in R2 to clean up.
-  const day = await daily.settle(charge);
+  const day = orRefuse(await daily.settle(charge));
   const serialized = JSON.stringify(content);
   const inline = serialized.length <= inlineContentLimit;
   if (!inline) {
@@ -232,7 +232,8 @@ export async function acceptMessage(env: Env, ctx: WaitUntil, sender: Sender, in
   } catch (error) {
     if (day) await releaseDailySends(env, account, day);
     await discardContent();
-    if (idempotency && isIdempotencyRace(error)) return { ...(await replayAfterRace<SendAccepted>(d1, account.id, idempotency)), replayed: true };
+    if (idempotency && isIdempotencyRace(error))
+      return { ...orRefuse(await replayAfterRace<SendAccepted>(d1, account.id, idempotency)), replayed: true };
     throw error;
   }
   if (charge > 0 && !wasApplied(written[0]!)) {
