@@ -2,6 +2,7 @@ import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { ZodError } from "zod";
+import { isRefusal, type Refusal } from "./domain/refusal";
 import { logError } from "./lib/log";
 
 // One place maps a machine-readable code to its HTTP status, so handlers never pick statuses themselves.
@@ -47,6 +48,20 @@ export class AppError extends HTTPException {
 }
 
 export const notFound = (what: string) => new AppError("not_found", `${what} not found`);
+
+/** A domain function's refusal as the HTTP error the edges answer with. */
+export function refusalError(refusal: Refusal): AppError {
+  return new AppError(refusal.code, refusal.message, {
+    ...(refusal.errors ? { errors: refusal.errors } : {}),
+    ...(refusal.retryAfterSeconds !== undefined ? { headers: { "Retry-After": String(refusal.retryAfterSeconds) } } : {}),
+  });
+}
+
+/** The outcome itself, or its refusal thrown as the HTTP error (for edges whose answer is the outcome). */
+export function orRefuse<T>(outcome: T | Refusal): T {
+  if (isRefusal(outcome)) throw refusalError(outcome);
+  return outcome;
+}
 
 export function validationError(errors: FieldErrors, message = "The request is invalid"): AppError {
   return new AppError("validation_failed", message, { errors });

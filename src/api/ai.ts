@@ -1,7 +1,7 @@
 import { aiRequestInputSchema } from "../domain/ai/draft";
 import { acceptedAnswer, findAiRequest, listAiRequests, serializeAiRequest, submitAiRequest, type AiRequestStatus } from "../domain/ai/requests";
 import { aiRequestStatuses } from "../db/schema";
-import { AppError, notFound } from "../errors";
+import { AppError, notFound, refusalError } from "../errors";
 import { sha256Hex } from "../lib/crypto";
 import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 import { pageOf } from "../lib/pagination";
@@ -128,6 +128,7 @@ export const aiRoutes = createRouter()
       );
     }
     if (outcome.kind === "queue_unavailable") throw new AppError("upstream_unavailable", "The request could not be queued; retry with back-off");
+    if (outcome.kind === "refused") throw refusalError(outcome);
     if (outcome.kind === "replayed") {
       c.header("Idempotent-Replayed", "true");
       return c.json(outcome.answer, 202);

@@ -13,7 +13,7 @@ import { cancelRun as stopRun, findRun, listRuns as findRuns, triggerRun, type R
 import { stepsSchema, type Step } from "../domain/automations/steps";
 import { givenTextFields } from "../domain/contacts/contacts";
 import { contactAddress } from "../domain/contacts/email";
-import { notFound, validationError } from "../errors";
+import { notFound, orRefuse, validationError } from "../errors";
 import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 import { pageOf } from "../lib/pagination";
 import type { AppEnv } from "../types";
@@ -160,12 +160,14 @@ function serializeRunSummary(run: RunRow) {
 export async function trigger(env: Env, automation: AutomationRow, body: TriggerBody) {
   const address = contactAddress(body.email);
   if ("error" in address) throw validationError({ email: [address.error] });
-  const { run, created } = await triggerRun(env, automation, {
-    address,
-    fields: givenTextFields(body),
-    ...(body.custom_fields ? { customFields: body.custom_fields } : {}),
-    ...(body.event_id ? { eventId: body.event_id } : {}),
-  });
+  const { run, created } = orRefuse(
+    await triggerRun(env, automation, {
+      address,
+      fields: givenTextFields(body),
+      ...(body.custom_fields ? { customFields: body.custom_fields } : {}),
+      ...(body.event_id ? { eventId: body.event_id } : {}),
+    }),
+  );
   return { body: { run_id: run.id, status: run.status, created }, status: created ? (202 as const) : (200 as const) };
 }
 

@@ -5,108 +5,18 @@ import {
   deleteDraft,
   findCampaign,
   listCampaigns,
-  MAX_SCHEDULE_DAYS,
   sendCampaign,
   serializeCampaign,
   updateDraft,
-  type CampaignInput,
   type CampaignStatus,
   type SaveOutcome,
   type SendOutcome,
 } from "../domain/campaigns/campaigns";
-import { sendLimits, tagPattern, tagRule } from "../domain/sending/rules";
+import { campaignChangeInput, campaignFields, campaignInput, sendCampaignInput } from "../domain/campaigns/input";
 import { AppError, notFound, validationError } from "../errors";
 import { campaignStatuses } from "../db/schema";
-import {
-  createRouter,
-  errorResponse,
-  evenWithFieldErrors,
-  IdParam,
-  jsonBody,
-  jsonResponse,
-  keyedRoute,
-  paginated,
-  PaginationQuery,
-  Timestamp,
-  z,
-} from "../lib/openapi";
+import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 import { pageOf } from "../lib/pagination";
-
-const noLineBreaks = (value: string) => !/[\r\n]/.test(value);
-const ids = (what: string) =>
-  z
-    .array(z.string().min(1).max(64))
-    .max(100)
-    .openapi({ description: `${what} ids of this account` });
-
-const fields = {
-  name: z.string().trim().min(1).max(200),
-  sender_id: z.string().min(1).max(64).nullable().openapi({ description: "A sender (POST /senders); a draft may lack one, sending needs it" }),
-  subject: z
-    .string()
-    .max(998)
-    .refine(noLineBreaks, "The subject must not contain line breaks")
-    .nullable()
-    .openapi({ description: "May contain placeholders" }),
-  preheader: z
-    .string()
-    .max(500)
-    .nullable()
-    .openapi({ description: "Preview text shown after the subject by most mail clients (hidden in the body)" }),
-  html: z.string().max(2_000_000).nullable(),
-  text: z.string().max(2_000_000).nullable(),
-  template_id: z
-    .string()
-    .min(1)
-    .max(64)
-    .nullable()
-    .openapi({ description: "Instead of html/text: a template whose subject and bodies are copied into the campaign when it is sent" }),
-  variables: z
-    .record(z.string().max(100), z.string().max(10_000))
-    .openapi({ description: "Campaign-wide placeholder values; contact fields take precedence" }),
-  tags: z.array(z.string().regex(tagPattern, tagRule)).max(sendLimits.tags),
-  lists: ids("List"),
-  segments: ids("Segment"),
-  exclude_lists: ids("List"),
-  track_opens: z.boolean().openapi({ description: "Add an open pixel to the html part of each message (default true); see docs/tracking.md" }),
-  track_clicks: z
-    .boolean()
-    .openapi({ description: "Route the html part's http(s) links through a click redirect (default true); text keeps its links" }),
-};
-
-export const CreateCampaignSchema = z
-  .object({
-    ...fields,
-    sender_id: fields.sender_id.optional(),
-    subject: fields.subject.optional(),
-    preheader: fields.preheader.optional(),
-    html: fields.html.optional(),
-    text: fields.text.optional(),
-    template_id: fields.template_id.optional(),
-    variables: fields.variables.optional(),
-    tags: fields.tags.optional(),
-    lists: fields.lists.optional(),
-    segments: fields.segments.optional(),
-    exclude_lists: fields.exclude_lists.optional(),
-    track_opens: fields.track_opens.optional(),
-    track_clicks: fields.track_clicks.optional(),
-  })
-  .strict()
-  .superRefine((body, ctx) => {
-    if (typeof body.html === "string" && typeof body.template_id === "string")
-      ctx.addIssue({ code: "custom", path: ["html"], message: "Give html (and text) or a template_id, not both" });
-  }, evenWithFieldErrors)
-  .openapi("CreateCampaign");
-
-export const UpdateCampaignSchema = z
-  .object(
-    Object.fromEntries(Object.entries(fields).map(([name, schema]) => [name, schema.optional()])) as {
-      [K in keyof typeof fields]: z.ZodOptional<(typeof fields)[K]>;
-    },
-  )
-  .strict()
-  .refine((body) => Object.keys(body).length > 0, { message: "Send at least one field" })
-  .openapi("UpdateCampaign");
 
 const CountersSchema = z
   .object({
@@ -169,16 +79,6 @@ const CampaignSchema = z
   })
   .openapi("Campaign");
 
-const SendCampaignSchema = z
-  .object({
-    send_at: z.iso
-      .datetime({ offset: true })
-      .optional()
-      .openapi({ description: `When to send (ISO 8601, in the future, at most ${MAX_SCHEDULE_DAYS} days ahead); now if absent` }),
-  })
-  .strict()
-  .openapi("SendCampaign");
-
 const SendCampaignResultSchema = z
   .object({
     id: z.string(),
@@ -211,7 +111,7 @@ const createRoute = keyedRoute(
     summary: "Create a campaign (a draft)",
     description:
       "Needs the account feature `campaigns`. Every list, segment, sender and template named must be the account's (422 names each bad id).",
-    request: { body: jsonBody(CreateCampaignSchema) },
+    request: { body: jsonBody(campaignInput) },
     responses: { 201: jsonResponse(CampaignSchema, "The draft") },
   },
   { ...feature, liveKeyOnly: "Creating a campaign" },
@@ -250,7 +150,7 @@ const updateRoute = keyedRoute(
     path: "/campaigns/{id}",
     tags: ["Campaigns"],
     summary: "Change a draft",
-    request: { params: IdParam("cmp"), body: jsonBody(UpdateCampaignSchema) },
+    request: { params: IdParam("cmp"), body: jsonBody(campaignChangeInput) },
     responses: { 200: jsonResponse(CampaignSchema, "The draft"), 404: errorResponse("No such campaign"), 409: notDraft },
   },
   { ...feature, liveKeyOnly: "Changing a campaign" },
@@ -286,7 +186,7 @@ const sendRoute = keyedRoute(
       "stays reserved once the campaign completes. Every message carries List-Unsubscribe (one-click, RFC 8058) and a visible unsubscribe link " +
       "(`{{unsubscribe_url}}`, or a footer when the body lacks it). Recipients count against the daily sending limit as they are enqueued; past it " +
       "the campaign waits for the next UTC day. Needs a live key.",
-    request: { params: IdParam("cmp"), body: jsonBody(SendCampaignSchema) },
+    request: { params: IdParam("cmp"), body: jsonBody(sendCampaignInput) },
     responses: {
       202: jsonResponse(SendCampaignResultSchema, "Sending, or scheduled"),
       402: errorResponse("`insufficient_credits`: fewer sending credits available than recipients; nothing was reserved"),
@@ -318,28 +218,6 @@ const cancelRoute = keyedRoute(
   },
   { ...feature, liveKeyOnly: "Cancelling a campaign" },
 );
-
-type Body = z.infer<typeof UpdateCampaignSchema>;
-
-/** The domain's change of a request body (the API's PATCH and the dashboard's editor): absent fields stay `undefined`. */
-export function inputOf(body: Body): Partial<CampaignInput> {
-  return {
-    name: body.name,
-    senderId: body.sender_id,
-    subject: body.subject,
-    preheader: body.preheader,
-    html: body.html,
-    text: body.text,
-    templateId: body.template_id,
-    variables: body.variables,
-    tags: body.tags === undefined ? undefined : [...new Set(body.tags)],
-    lists: body.lists === undefined ? undefined : [...new Set(body.lists)],
-    segments: body.segments,
-    excludeLists: body.exclude_lists === undefined ? undefined : [...new Set(body.exclude_lists)],
-    trackOpens: body.track_opens,
-    trackClicks: body.track_clicks,
-  };
-}
 
 /** Why a campaign was not sent, as the error both the API and the dashboard answer with. */
 export function sendRefusal(outcome: Exclude<SendOutcome, { kind: "started" }>): AppError {
@@ -377,7 +255,7 @@ export function savedOrThrow(outcome: SaveOutcome) {
 export const campaignRoutes = createRouter()
   .openapi(createRoute, async (c) => {
     const body = c.req.valid("json");
-    const input = inputOf(body);
+    const input = campaignFields(body);
     const campaign = savedOrThrow(
       await createCampaign(c.env.DB, c.get("auth").account.id, {
         name: body.name,
@@ -422,7 +300,7 @@ export const campaignRoutes = createRouter()
   })
   .openapi(updateRoute, async (c) => {
     const body = c.req.valid("json");
-    const campaign = savedOrThrow(await updateDraft(c.env.DB, c.get("auth").account.id, c.req.valid("param").id, inputOf(body)));
+    const campaign = savedOrThrow(await updateDraft(c.env.DB, c.get("auth").account.id, c.req.valid("param").id, campaignFields(body)));
     return c.json(serializeCampaign(campaign), 200);
   })
   .openapi(deleteRoute, async (c) => {
@@ -433,16 +311,8 @@ export const campaignRoutes = createRouter()
     return c.json({ id, deleted: true as const }, 200);
   })
   .openapi(sendRoute, async (c) => {
-    const { send_at: sendAtText } = c.req.valid("json");
-    const { account } = c.get("auth");
-    let sendAt: Date | undefined;
-    if (sendAtText !== undefined) {
-      sendAt = new Date(sendAtText);
-      const ahead = sendAt.getTime() - Date.now();
-      if (ahead <= 0) throw validationError({ send_at: ["Must be in the future"] });
-      if (ahead > MAX_SCHEDULE_DAYS * 86_400_000) throw validationError({ send_at: [`At most ${MAX_SCHEDULE_DAYS} days ahead`] });
-    }
-    const outcome = await sendCampaign(c.env, account.id, c.req.valid("param").id, sendAt);
+    const { send_at: sendAt } = c.req.valid("json");
+    const outcome = await sendCampaign(c.env, c.get("auth").account.id, c.req.valid("param").id, sendAt === undefined ? undefined : new Date(sendAt));
     if (outcome.kind !== "started") throw sendRefusal(outcome);
     const { campaign } = outcome;
     const status = campaign.status === "scheduled" ? ("scheduled" as const) : ("sending" as const);

@@ -12,23 +12,10 @@ import {
   serializeList,
   updateList as changeList,
 } from "../domain/contacts/lists";
+import { listChangeInput, listInput, listMembersInput, MEMBERS_PER_REQUEST } from "../domain/contacts/input";
 import { AppError, notFound, validationError, type FieldErrors } from "../errors";
-import {
-  createRouter,
-  evenWithFieldErrors,
-  errorResponse,
-  IdParam,
-  jsonBody,
-  jsonResponse,
-  keyedRoute,
-  paginated,
-  PaginationQuery,
-  Timestamp,
-  z,
-} from "../lib/openapi";
+import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 import { pageOf } from "../lib/pagination";
-
-const MEMBERS_PER_REQUEST = 1000;
 
 const ListSchema = z
   .object({
@@ -41,40 +28,6 @@ const ListSchema = z
     updated_at: Timestamp,
   })
   .openapi("List");
-
-const CreateListSchema = z
-  .object({
-    name: z.string().trim().min(1).max(200),
-    description: z.string().trim().max(1000).nullable().optional(),
-  })
-  .strict()
-  .openapi("CreateList");
-
-const UpdateListSchema = z
-  .object({
-    name: z.string().trim().min(1).max(200).optional(),
-    description: z.string().trim().max(1000).nullable().optional(),
-  })
-  .strict()
-  .refine((body) => Object.keys(body).length > 0, { message: "Send name or description" })
-  .openapi("UpdateList");
-
-const AddMembersSchema = z
-  .object({
-    contact_ids: z.array(z.string().min(1).max(64)).min(1).max(MEMBERS_PER_REQUEST).optional(),
-    emails: z
-      .array(z.string().max(320))
-      .min(1)
-      .max(MEMBERS_PER_REQUEST)
-      .optional()
-      .openapi({ description: "Addresses; each is created as a contact if new (stored `unsubscribed` if suppressed)" }),
-  })
-  .strict()
-  .refine((body) => (body.contact_ids === undefined) !== (body.emails === undefined), {
-    message: "Send either contact_ids or emails",
-    ...evenWithFieldErrors,
-  })
-  .openapi("AddListMembers");
 
 const AddMembersResultSchema = z
   .object({
@@ -98,7 +51,7 @@ const createList = keyedRoute("contacts", {
   path: "/lists",
   tags: ["Lists"],
   summary: "Create a list",
-  request: { body: jsonBody(CreateListSchema) },
+  request: { body: jsonBody(listInput) },
   responses: { 201: jsonResponse(ListSchema, "The list") },
 });
 
@@ -125,7 +78,7 @@ const updateList = keyedRoute("contacts", {
   path: "/lists/{id}",
   tags: ["Lists"],
   summary: "Rename a list or change its description",
-  request: { params: IdParam("lst"), body: jsonBody(UpdateListSchema) },
+  request: { params: IdParam("lst"), body: jsonBody(listChangeInput) },
   responses: { 200: jsonResponse(ListSchema, "The list"), 404: errorResponse("No such list") },
 });
 
@@ -152,7 +105,7 @@ const addMembers = keyedRoute("contacts", {
   tags: ["Lists"],
   summary: "Add contacts to a list, by id or by address",
   description: `Up to ${MEMBERS_PER_REQUEST} per request. Addresses that are not contacts yet are created; existing contacts are not changed.`,
-  request: { params: IdParam("lst"), body: jsonBody(AddMembersSchema) },
+  request: { params: IdParam("lst"), body: jsonBody(listMembersInput) },
   responses: { 200: jsonResponse(AddMembersResultSchema, "What was added"), 404: errorResponse("No such list") },
 });
 

@@ -2,7 +2,6 @@ import { campaignUsing } from "../domain/campaigns/campaigns";
 import { ContactSchema } from "./contacts";
 import { serializeContact } from "../domain/contacts/contacts";
 import {
-  conditionProblems,
   countSegment as countSegmentAudience,
   createSegment as addSegment,
   deleteSegment as removeSegment,
@@ -10,53 +9,13 @@ import {
   listSegments as findSegments,
   SEGMENT_MAX_CONDITIONS,
   SEGMENT_PREVIEW_SIZE,
-  segmentFields,
-  segmentOperators,
   updateSegment as changeSegment,
   type SegmentRow,
 } from "../domain/campaigns/segments";
+import { segmentChangeInput, segmentInput } from "../domain/campaigns/input";
 import { AppError, notFound, validationError } from "../errors";
 import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 import { pageOf } from "../lib/pagination";
-
-const ConditionSchema = z
-  .object({
-    field: z
-      .string()
-      .max(100)
-      .openapi({ description: `One of ${segmentFields.map((field) => `\`${field}\``).join(", ")}`, example: "custom_fields.plan" }),
-    op: z
-      .string()
-      .max(20)
-      .openapi({ enum: [...segmentOperators], example: "eq" }),
-    value: z.unknown().optional().openapi({
-      description:
-        "A string, number or boolean; an array for `in`; a list id or array of list ids for `list`; days for `within_days`; an ISO 8601 date for `created_at`; none for `exists`/`not_exists`",
-      example: "pro",
-    }),
-  })
-  .strict()
-  .openapi("SegmentCondition");
-
-const ConditionsSchema = z
-  .array(ConditionSchema)
-  .min(1)
-  .max(SEGMENT_MAX_CONDITIONS)
-  .superRefine(
-    (conditions, ctx) => {
-      for (const [path, messages] of Object.entries(conditionProblems(conditions))) {
-        for (const message of messages) ctx.addIssue({ code: "custom", message, path: path.split(".").slice(1) });
-      }
-    },
-    // Runs even when some conditions failed their types, so the 422 lists every bad condition at once.
-    { when: (payload) => Array.isArray(payload.value) && payload.value.length <= SEGMENT_MAX_CONDITIONS },
-  );
-
-const segmentFieldsSchema = {
-  name: z.string().trim().min(1).max(200).openapi({ example: "Pro customers" }),
-  match: z.enum(["all", "any"]).openapi({ description: "`all`: every condition holds; `any`: at least one does" }),
-  conditions: ConditionsSchema,
-};
 
 const SegmentSchema = z
   .object({
@@ -68,13 +27,6 @@ const SegmentSchema = z
     updated_at: Timestamp,
   })
   .openapi("Segment");
-
-export const CreateSegmentSchema = z.object(segmentFieldsSchema).strict().openapi("CreateSegment");
-export const UpdateSegmentSchema = z
-  .object({ name: segmentFieldsSchema.name.optional(), match: segmentFieldsSchema.match.optional(), conditions: ConditionsSchema.optional() })
-  .strict()
-  .refine((body) => Object.keys(body).length > 0, { message: "Send name, match or conditions" })
-  .openapi("UpdateSegment");
 
 const SegmentCountSchema = z
   .object({
@@ -112,7 +64,7 @@ const createSegment = keyedRoute(
   {
     ...route("post", "/segments", "Create a segment"),
     description: `A saved audience, evaluated whenever it is used. ${conditionRules}`,
-    request: { body: jsonBody(CreateSegmentSchema) },
+    request: { body: jsonBody(segmentInput) },
     responses: { 201: jsonResponse(SegmentSchema, "The segment"), 422: errorResponse(invalidConditions) },
   },
   { liveKeyOnly: "Creating a segment" },
@@ -127,7 +79,7 @@ const updateSegment = keyedRoute(
   {
     ...route("patch", "/segments/{id}", "Change a segment"),
     description: "Given `conditions` replace the old ones whole.",
-    request: { params: IdParam("seg"), body: jsonBody(UpdateSegmentSchema) },
+    request: { params: IdParam("seg"), body: jsonBody(segmentChangeInput) },
     responses: { 200: jsonResponse(SegmentSchema, "The segment"), 404: errorResponse("No such segment"), 422: errorResponse(invalidConditions) },
   },
   { liveKeyOnly: "Changing a segment" },

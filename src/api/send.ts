@@ -1,7 +1,7 @@
 import { acceptMessage, acceptMessages, batchLimit, type AcceptRefusal } from "../domain/sending/accept";
 import { attachmentBytesOf, SendRequestSchema, toAcceptInput, type SendRequest } from "../domain/sending/input";
 import { sendLimits } from "../domain/sending/rules";
-import { AppError, validationError } from "../errors";
+import { AppError, refusalError, validationError } from "../errors";
 import { sha256Hex } from "../lib/crypto";
 import { createRouter, errorResponse, jsonBody, jsonResponse, keyedRoute, z } from "../lib/openapi";
 
@@ -109,6 +109,8 @@ export function acceptRefusalError(refusal: AcceptRefusal): AppError {
       return new AppError("insufficient_credits", `Not enough sending credits: this needs ${refusal.needed}, ${refusal.available} available`);
     case "queue_unavailable":
       return new AppError("upstream_unavailable", "The message could not be queued; nothing was charged. Retry with back-off");
+    case "refused":
+      return refusalError(refusal);
   }
 }
 

@@ -6,29 +6,10 @@ import {
   updateTemplate as changeTemplate,
   type TemplateRow,
 } from "../domain/templates/templates";
+import { templateChangeInput, templateInput } from "../domain/templates/input";
 import { notFound, validationError } from "../errors";
 import { pageOf } from "../lib/pagination";
-import {
-  createRouter,
-  evenWithFieldErrors,
-  errorResponse,
-  IdParam,
-  jsonBody,
-  jsonResponse,
-  keyedRoute,
-  paginated,
-  PaginationQuery,
-  Timestamp,
-  z,
-} from "../lib/openapi";
-
-const noLineBreaks = (value: string) => !/[\r\n]/.test(value);
-const templateFields = {
-  name: z.string().trim().min(1).max(200),
-  subject: z.string().min(1).max(998).refine(noLineBreaks, "The subject must not contain line breaks"),
-  html: z.string().max(1_000_000).nullable().optional(),
-  text: z.string().max(1_000_000).nullable().optional(),
-};
+import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 
 const TemplateSchema = z
   .object({
@@ -42,21 +23,6 @@ const TemplateSchema = z
     updated_at: Timestamp,
   })
   .openapi("Template");
-
-export const CreateTemplateSchema = z
-  .object(templateFields)
-  .strict()
-  .refine((body) => Boolean(body.html ?? body.text), { message: "Give html, text or both", path: ["html"], ...evenWithFieldErrors })
-  .openapi("CreateTemplate");
-export const UpdateTemplateSchema = z
-  .object({
-    name: templateFields.name.optional(),
-    subject: templateFields.subject.optional(),
-    html: templateFields.html,
-    text: templateFields.text,
-  })
-  .strict()
-  .openapi("UpdateTemplate");
 
 function serializeTemplate(row: TemplateRow) {
   return {
@@ -81,7 +47,7 @@ const listTemplates = keyedRoute("send", {
 const createTemplate = keyedRoute("send", {
   ...route("post", "/templates", "Create a template"),
   description: "Placeholders are `{{name}}` and `{{name|fallback}}`; values are HTML-escaped in html and never evaluated.",
-  request: { body: jsonBody(CreateTemplateSchema) },
+  request: { body: jsonBody(templateInput) },
   responses: { 201: jsonResponse(TemplateSchema, "The template") },
 });
 const getTemplate = keyedRoute("send", {
@@ -93,7 +59,7 @@ const updateTemplate = keyedRoute(
   "send",
   {
     ...route("patch", "/templates/{id}", "Change a template"),
-    request: { params: IdParam("tpl"), body: jsonBody(UpdateTemplateSchema) },
+    request: { params: IdParam("tpl"), body: jsonBody(templateChangeInput) },
     responses: { 200: jsonResponse(TemplateSchema, "The template"), 404: errorResponse("No such template") },
   },
   { liveKeyOnly: "Changing a template" },

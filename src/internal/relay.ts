@@ -15,10 +15,10 @@ import {
 } from "@mailforge/bridge-contract";
 import type { z } from "zod";
 import { findVerifiedDomain } from "../domain/domains/domains";
-import { acceptRelayMessage, assertRelayEnabled } from "../domain/sending/relay";
+import { acceptRelayMessage, relayFeatureRefusal } from "../domain/sending/relay";
 import { domainOf } from "../domain/sending/mime";
 import { authenticateSmtpCredential, findActiveCredential } from "../domain/smtp/credentials";
-import { AppError, fieldErrors, validationError } from "../errors";
+import { AppError, fieldErrors, refusalError, validationError } from "../errors";
 import { base64ToBytes } from "../lib/crypto";
 import type { AppEnv } from "../types";
 import { sendLimits } from "../domain/sending/rules";
@@ -90,7 +90,8 @@ export const relayRoutes = new Hono<AppEnv>()
   .post(relayEndpoints.sender.path, async (c) => {
     const body = await signedBody(c, SenderRequest);
     const { credential, account } = await activeCredential(c.env.DB, body.credential_id);
-    assertRelayEnabled(account);
+    const disabled = relayFeatureRefusal(account);
+    if (disabled) throw refusalError(disabled);
     const domainName = domainOf(body.mail_from);
     const domain = await findVerifiedDomain(c.env.DB, account.id, domainName);
     if (!domain) {

@@ -1,9 +1,10 @@
-import { createRoute, OpenAPIHono, z, type RouteConfig } from "@hono/zod-openapi";
+import { createRoute, OpenAPIHono, type RouteConfig } from "@hono/zod-openapi";
 import { fieldErrors, validationError } from "../errors";
+import { evenWithFieldErrors, z } from "./schema";
 import { requireFeatures, requireFullAccess, requireLiveKey, requireScope } from "../middleware/auth";
 import type { AppEnv, Feature, Scope } from "../types";
 
-export { z };
+export { evenWithFieldErrors, z };
 
 /** Every router validates with the same hook, so a bad body, query or path is always a 422 keyed by field path. */
 export function createRouter() {
@@ -16,15 +17,6 @@ export function createRouter() {
     },
   });
 }
-
-/**
- * For an object's cross-field `superRefine`: zod skips it once a field has the wrong type, and a 422 then lacks
- * those rules' errors. Pass this to run it whenever the body is an object; the check must then read its fields as
- * untrusted values.
- */
-export const evenWithFieldErrors = {
-  when: (payload: { value: unknown }) => typeof payload.value === "object" && payload.value !== null && !Array.isArray(payload.value),
-};
 
 export const ErrorSchema = z
   .object({

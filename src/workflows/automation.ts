@@ -4,7 +4,7 @@
 
 import { WorkflowEntrypoint, type WorkflowEvent, type WorkflowStep } from "cloudflare:workers";
 import { NonRetryableError } from "cloudflare:workflows";
-import { executeStep, PermanentStepError, type StepResult } from "../domain/automations/execute";
+import { executeStep, PermanentStepError, stepFailureMessage, type StepResult } from "../domain/automations/execute";
 import { finishRun, loadRun, markRunningStepFailed, recordStepFinish, recordStepStart, type WorkflowParams } from "../domain/automations/runs";
 import { stepsSchema } from "../domain/automations/steps";
 
@@ -15,36 +15,64 @@ export class AutomationWorkflow extends WorkflowEntrypoint<Env, WorkflowParams> 
   override async run(event: Readonly<WorkflowEvent<WorkflowParams>>, step: WorkflowStep): Promise<{ status: string }> {
     const { runId } = event.payload;
     // Step results must be serialisable: the steps and each step's result travel as JSON text.
-    const snapshot = await step.do("load run", async () => {
-      const run = await loadRun(this.env.DB, runId);
-      return run ? JSON.stringify(run.steps) : "";
-    });
+    // Every callback's failure reaches the run's error: a fault of ours (a D1 error quoting its SQL) is logged and
+    // shown as an internal error (stepFailureMessage); a PermanentStepError ends the run without more tries.
+    const guarded =
+      <T>(what: string, work: () => Promise<T>) =>
+      async (): Promise<T> => {
+        try {
+          return await work();
+        } catch (error) {
+          if (error instanceof PermanentStepError) throw new NonRetryableError(error.message);
+          throw new Error(stepFailureMessage(error, { runId, what }));
+        }
+      };
+    // Step results must be serialisable: the steps and each step's result travel as JSON text.
+    const snapshot = await step.do(
+      "load run",
+      guarded("Loading the run", async () => {
+        const run = await loadRun(this.env.DB, runId);
+        return run ? JSON.stringify(run.steps) : "";
+      }),
+    );
     if (!snapshot) return { status: "missing" };
     const steps = stepsSchema.parse(JSON.parse(snapshot));
     try {
       for (const [index, current] of steps.entries()) {
+        const what = `Step ${index} (${current.type})`;
         // A run cancelled through the API (if terminating the instance did not reach it) stops before its next step.
-        const live = await step.do(`check ${index}`, async () => (await loadRun(this.env.DB, runId))?.status ?? "missing");
+        const live = await step.do(
+          `check ${index}`,
+          guarded(what, async () => (await loadRun(this.env.DB, runId))?.status ?? "missing"),
+        );
         if (live !== "running" && live !== "waiting") return { status: live };
-        await step.do(`start ${index}`, () => recordStepStart(this.env.DB, runId, index, current));
+        await step.do(
+          `start ${index}`,
+          guarded(what, () => recordStepStart(this.env.DB, runId, index, current)),
+        );
         if (current.type === "wait") {
           if (current.seconds !== undefined) await step.sleep(`wait ${index}`, current.seconds * 1000);
           else await step.sleepUntil(`wait ${index}`, new Date(current.until!));
-          await step.do(`finish ${index}`, () => recordStepFinish(this.env.DB, runId, index, "completed", {}));
+          await step.do(
+            `finish ${index}`,
+            guarded(what, () => recordStepFinish(this.env.DB, runId, index, "completed", {})),
+          );
           continue;
         }
-        const outcome = await step.do(`${current.type} ${index}`, retries, async () => {
-          const run = await loadRun(this.env.DB, runId);
-          if (!run) throw new NonRetryableError("The run no longer exists");
-          try {
+        const outcome = await step.do(
+          `${current.type} ${index}`,
+          retries,
+          guarded(what, async () => {
+            const run = await loadRun(this.env.DB, runId);
+            if (!run) throw new PermanentStepError("The run no longer exists");
             return JSON.stringify(await executeStep(this.env, this.ctx, run, index, current));
-          } catch (error) {
-            if (error instanceof PermanentStepError) throw new NonRetryableError(error.message);
-            throw error;
-          }
-        });
+          }),
+        );
         const result = JSON.parse(outcome) as StepResult;
-        await step.do(`finish ${index}`, () => recordStepFinish(this.env.DB, runId, index, result.status, result.detail));
+        await step.do(
+          `finish ${index}`,
+          guarded(what, () => recordStepFinish(this.env.DB, runId, index, result.status, result.detail)),
+        );
         if (result.stop) break;
       }
     } catch (error) {

@@ -1,6 +1,10 @@
 import { introspectWorkflow } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
+import { sql } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
 import { afterEach, describe, expect, it } from "vitest";
+import { contacts } from "../../src/db/schema";
+import { RetryableStepError, stepFailureMessage } from "../../src/domain/automations/execute";
 import { verifyWebhook } from "../../sdk/src/verify-webhook";
 import { ADMIN_TOKEN, call, createAccount, createKey, json } from "../helpers";
 import { eventually, sinkMessagesTo, verifiedDomain } from "../send/helpers";
@@ -208,6 +212,49 @@ describe("automations: runs on Workflows", () => {
       return found.length > 0 ? found : undefined;
     });
     expect(delivered.map((message) => message.subject)).toEqual(["Three days later"]);
+  });
+
+  it("a condition with a 200-byte ends_with value decides the run (D1 refuses LIKE patterns over 50 bytes)", async () => {
+    const { key, list } = await setup();
+    // Retried at once rather than over 7.5 minutes, so a step that fails shows its error within the test.
+    introspector = await introspectWorkflow(env.AUTOMATION_WORKFLOW);
+    await introspector.modifyAll(async (m) => {
+      await m.disableRetryDelays();
+    });
+    const suffix = `${"Ωmega日本-".repeat(10)}${"Y".repeat(70)}`;
+    expect(new TextEncoder().encode(suffix).length).toBe(200);
+    const automation = await createAutomation(key, {
+      steps: [
+        { type: "condition", match: "all", conditions: [{ field: "custom_fields.ref", op: "ends_with", value: suffix }] },
+        { type: "add_to_list", list_id: list },
+      ],
+    });
+    const trigger = async (ref: string) =>
+      json<Triggered>(await call(`/api/v1/automations/${automation.id}/trigger`, { key, body: { email: rcpt("ref"), custom_fields: { ref } } }));
+    const matching = await trigger(`order ${suffix.replace(/Y/g, "y")}`);
+    const other = await trigger(`${suffix} and more`);
+    const matched = await waitForRun(key, matching.run_id, "completed");
+    expect(matched.error).toBeNull();
+    expect(matched.steps.map((step) => `${step.type}:${step.status}`)).toEqual(["condition:completed", "add_to_list:completed"]);
+    expect(matched.steps[0]!.detail).toEqual({ matched: true });
+    const stopped = await waitForRun(key, other.run_id, "completed");
+    expect(stopped.steps.map((step) => `${step.type}:${step.status}`)).toEqual(["condition:completed", "add_to_list:pending"]);
+    expect(stopped.steps[0]!.detail).toMatchObject({ matched: false });
+  });
+
+  it("a fault of ours shows on the run as an internal error, never with its SQL; a retryable failure keeps its message", async () => {
+    const fault = await drizzle(env.DB)
+      .select()
+      .from(contacts)
+      .where(sql`${contacts.email} LIKE ${`%${"x".repeat(60)}%`}`)
+      .all()
+      .catch((error: unknown) => error);
+    expect(String(fault)).toMatch(/select .* from "contacts"/);
+    const shown = stepFailureMessage(fault, { runId: "run_test", what: "Step 0 (condition)" });
+    expect(shown).toBe("Step 0 (condition) failed because of an internal error on our side (logged with the run id)");
+    expect(stepFailureMessage(new RetryableStepError("The webhook answered 503: busy"), { runId: "run_test", what: "Step 1 (webhook)" })).toBe(
+      "The webhook answered 503: busy",
+    );
   });
 
   it("the same event_id 10 times at once: one run, one email", async () => {

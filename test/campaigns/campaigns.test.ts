@@ -215,6 +215,36 @@ describe("campaigns, sent now", () => {
   });
 });
 
+describe("campaigns to a segment with a long text condition", () => {
+  it("a segment with a 200-byte ends_with value counts and sends (D1 refuses LIKE patterns over 50 bytes)", async () => {
+    const { key, sender } = await setup();
+    const suffix = `${"Ünïcödé-".repeat(10)}${"X".repeat(80)}`;
+    expect(new TextEncoder().encode(suffix).length).toBe(200);
+    const [match, miss] = [`match-${tag()}@example.net`, `miss-${tag()}@example.net`];
+    await contact(key, { email: match, custom_fields: { ref: `order-${suffix.replace(/X/g, "x")}` } });
+    await contact(key, { email: miss, custom_fields: { ref: `${suffix}-more` } });
+    const segment = await json<{ id: string }>(
+      await call("/api/v1/segments", {
+        key,
+        body: { name: "long", match: "all", conditions: [{ field: "custom_fields.ref", op: "ends_with", value: suffix }] },
+      }),
+    );
+    const counted = await call(`/api/v1/segments/${segment.id}/count`, { key });
+    expect(counted.status).toBe(200);
+    expect(await json(counted)).toEqual({ count: 1 });
+
+    const draft = await json<Campaign>(
+      await call("/api/v1/campaigns", { key, body: { name: "long", sender_id: sender, subject: "S", text: "hi", segments: [segment.id] } }),
+    );
+    const sent = await call(`/api/v1/campaigns/${draft.id}/send`, { key, body: {} });
+    expect(sent.status).toBe(202);
+    expect(await json(sent)).toMatchObject({ recipients: 1, credits_reserved: 1 });
+    await eventually(async () => ((await campaignOf(key, draft.id)).status === "sent" ? true : undefined), 20_000);
+    expect(await sinkMessagesTo(match)).toHaveLength(1);
+    expect(await sinkMessagesTo(miss)).toEqual([]);
+  });
+});
+
 describe("scheduling and cancelling", () => {
   it("is scheduled, then sent when its alarm fires", async () => {
     const { key, sender } = await setup(10);

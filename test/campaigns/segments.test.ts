@@ -287,6 +287,95 @@ describe("segment conditions against real contacts", () => {
   });
 });
 
+/**
+ * A value of exactly `bytes` UTF-8 bytes with upper-case ASCII and characters of 2, 3 and 4 bytes, distinct per
+ * length (so one length's value is never inside another's).
+ */
+function valueOfBytes(bytes: number): string {
+  const pieces = ["Q", "é", "日", "😀", "Z"];
+  let value = "";
+  let size = 0;
+  for (let index = 0; ; index++) {
+    const piece = pieces[index % pieces.length]!;
+    const pieceSize = new TextEncoder().encode(piece).length;
+    if (size + pieceSize > bytes - String(bytes).length) break;
+    value += piece;
+    size += pieceSize;
+  }
+  value = `${value}${"W".repeat(bytes - String(bytes).length - size)}${bytes}`;
+  expect(new TextEncoder().encode(value).length).toBe(bytes);
+  return value;
+}
+/** As a contact stores it: the ASCII letters lower-cased, the other characters as they are. */
+const asciiLower = (value: string) => value.replace(/[A-Z]/g, (letter) => letter.toLowerCase());
+
+describe("contains, starts_with and ends_with values of any allowed length", () => {
+  // D1 refuses LIKE patterns over 50 bytes: these lengths straddle that limit, in a text field (up to 256
+  // characters), a custom field (up to 2,048) and the email address.
+  const textLengths = [1, 49, 50, 51, 200];
+  const customLengths = [...textLengths, 1000];
+  let account: CreatedAccount;
+  const names = new Map<string, string>();
+
+  beforeAll(async () => {
+    account = await createAccount({ rate_limit_per_minute: 100_000 });
+    const add = async (name: string, body: Record<string, unknown>) => names.set((await createContact(account.api_key, body)).id, name);
+    for (const bytes of customLengths) {
+      const stored = asciiLower(valueOfBytes(bytes));
+      for (const [place, value] of [
+        ["start", `${stored}~tail`],
+        ["end", `head~${stored}`],
+        ["middle", `<${stored}>`],
+      ] as const) {
+        const company = textLengths.includes(bytes) ? { company: value } : {};
+        await add(`${place}-${bytes}`, { email: `${place}-${bytes}@example.com`, ...company, custom_fields: { [`f${bytes}`]: value } });
+      }
+    }
+    const longDomain = `${"a".repeat(62)}.${"b".repeat(60)}.${"c".repeat(60)}.example`;
+    await add("long-email", { email: `someone@${longDomain}` });
+  });
+
+  async function matching(conditions: SegmentCondition[]): Promise<string[]> {
+    const segment = await createSegment(account.api_key, { name: "long", match: "all", conditions });
+    const counted = await countOf(account.api_key, segment.id);
+    const found = (counted.contacts ?? []).map((contact) => names.get(contact.id) ?? contact.email);
+    expect(counted.count).toBe(found.length);
+    return found.sort();
+  }
+
+  for (const bytes of customLengths) {
+    it(`${bytes} bytes, unicode included, without ASCII case`, async () => {
+      const value = valueOfBytes(bytes);
+      const fields = [`custom_fields.f${bytes}`, ...(textLengths.includes(bytes) ? ["company"] : [])];
+      for (const field of fields) {
+        const scoped = (op: SegmentCondition["op"]): SegmentCondition[] => [
+          { field, op, value },
+          // The company field holds every length's values: keep each length to its own contacts.
+          { field: `custom_fields.f${bytes}`, op: "exists" },
+        ];
+        expect(await matching(scoped("contains"))).toEqual([`end-${bytes}`, `middle-${bytes}`, `start-${bytes}`]);
+        expect(await matching(scoped("starts_with"))).toEqual([`start-${bytes}`]);
+        expect(await matching(scoped("ends_with"))).toEqual([`end-${bytes}`]);
+      }
+    });
+  }
+
+  it("non-ASCII letters keep their case, as LIKE had them", async () => {
+    expect(await matching([{ field: "custom_fields.f50", op: "contains", value: "É" }])).toEqual([]);
+    expect(await matching([{ field: "custom_fields.f50", op: "contains", value: "é" }])).toEqual(["end-50", "middle-50", "start-50"]);
+  });
+
+  it("email: a 200-byte ends_with and a long contains", async () => {
+    const domain = `${"A".repeat(62)}.${"b".repeat(60)}.${"c".repeat(60)}.EXAMPLE`;
+    const address = `SomeOne@${domain}`;
+    expect(address.length).toBe(200);
+    expect(await matching([{ field: "email", op: "ends_with", value: address }])).toEqual(["long-email"]);
+    expect(await matching([{ field: "email", op: "ends_with", value: `x${address.slice(1)}` }])).toEqual([]);
+    expect(await matching([{ field: "email", op: "contains", value: domain.slice(5, 160) }])).toEqual(["long-email"]);
+    expect(await matching([{ field: "email", op: "starts_with", value: `someone@${domain.slice(0, 120)}` }])).toEqual(["long-email"]);
+  });
+});
+
 describe("segments API", () => {
   it("creates, reads, lists, changes and deletes a segment; count without preview has no contacts", async () => {
     const account = await createAccount();

@@ -1,6 +1,7 @@
 import { Hono, type Context } from "hono";
 // The API's request schemas and mappings, so the editor accepts exactly what PATCH /campaigns/{id} accepts.
-import { CreateCampaignSchema, UpdateCampaignSchema, inputOf, savedOrThrow, sendRefusal } from "../../api/campaigns";
+import { savedOrThrow, sendRefusal } from "../../api/campaigns";
+import { campaignChangeInput, campaignFields, campaignInput } from "../../domain/campaigns/input";
 import { audiencePage, audienceWhere, countAudience, type Audience } from "../../domain/campaigns/audience";
 import {
   campaignCounters,
@@ -478,8 +479,8 @@ export const campaignPages = new Hono<DashboardEnv>()
   })
   .post("/campaigns", async (c) => {
     guard(c, "Creating a campaign");
-    const body = parsedOrThrow(CreateCampaignSchema, editorBody(await c.req.parseBody({ all: true })), "The campaign cannot be saved");
-    const input = inputOf(body);
+    const body = parsedOrThrow(campaignInput, editorBody(await c.req.parseBody({ all: true })), "The campaign cannot be saved");
+    const input = campaignFields(body);
     const campaign = savedOrThrow(
       await createCampaign(c.env.DB, c.get("auth").account.id, {
         name: body.name,
@@ -636,8 +637,8 @@ export const campaignPages = new Hono<DashboardEnv>()
     const change = editorBody(await c.req.parseBody({ all: true }), saved);
     // Nothing changed: nothing to write (the API's PATCH would refuse an empty body).
     if (Object.keys(change).length === 0) return c.redirect(`/dashboard/campaigns/${saved.id}`, 303);
-    const body = parsedOrThrow(UpdateCampaignSchema, change, "The campaign cannot be saved");
-    const campaign = savedOrThrow(await updateDraft(c.env.DB, c.get("auth").account.id, saved.id, inputOf(body)));
+    const body = parsedOrThrow(campaignChangeInput, change, "The campaign cannot be saved");
+    const campaign = savedOrThrow(await updateDraft(c.env.DB, c.get("auth").account.id, saved.id, campaignFields(body)));
     return c.redirect(`/dashboard/campaigns/${campaign.id}`, 303);
   })
   .post("/campaigns/:id/test", async (c) => {
@@ -675,14 +676,8 @@ export const campaignPages = new Hono<DashboardEnv>()
   .post("/campaigns/:id/send", async (c) => {
     guard(c, "Sending a campaign");
     const when = field(await c.req.parseBody(), "send_at");
-    let sendAt: Date | undefined;
-    if (when) {
-      // datetime-local has no zone; the form says UTC.
-      sendAt = new Date(`${when}${when.length === 16 ? ":00" : ""}Z`);
-      const ahead = sendAt.getTime() - Date.now();
-      if (Number.isNaN(ahead) || ahead <= 0) throw validationError({ send_at: ["Must be in the future"] });
-      if (ahead > MAX_SCHEDULE_DAYS * 86_400_000) throw validationError({ send_at: [`At most ${MAX_SCHEDULE_DAYS} days ahead`] });
-    }
+    // datetime-local has no zone; the form says UTC. sendCampaign checks the time, as it does for the API.
+    const sendAt = when ? new Date(`${when}${when.length === 16 ? ":00" : ""}Z`) : undefined;
     const outcome = await sendCampaign(c.env, c.get("auth").account.id, c.req.param("id"), sendAt);
     if (outcome.kind !== "started") throw sendRefusal(outcome);
     return c.redirect(`/dashboard/campaigns/${outcome.campaign.id}${outcome.campaign.status === "scheduled" ? "?scheduled=1" : ""}`, 303);

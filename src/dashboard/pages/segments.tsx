@@ -2,7 +2,8 @@
 // GET /segments/{id}/count, and list, edit, delete. Forms are parsed with the API's request schemas and saved
 // through the same domain functions; deleting a segment a campaign still targets is refused as the API refuses it.
 import { Hono, type Context } from "hono";
-import { CreateSegmentSchema, UpdateSegmentSchema, deleteSegmentOrThrow } from "../../api/segments";
+import { deleteSegmentOrThrow } from "../../api/segments";
+import { segmentChangeInput, segmentInput } from "../../domain/campaigns/input";
 import { countAudience } from "../../domain/campaigns/audience";
 import {
   conditionProblems,
@@ -214,7 +215,7 @@ export const segmentPages = new Hono<DashboardEnv>()
     requireLiveKey(c, "Creating a segment");
     const form = (await c.req.parseBody({ all: true })) as Form;
     const body = parsedOrThrow(
-      CreateSegmentSchema,
+      segmentInput,
       { name: typeof form.name === "string" ? form.name : "", match: form.match, conditions: conditionsOf(form) },
       "The segment cannot be saved",
     );
@@ -287,7 +288,7 @@ export const segmentPages = new Hono<DashboardEnv>()
     const segment = await ownedSegment(c);
     const form = (await c.req.parseBody({ all: true })) as Form;
     const body = parsedOrThrow(
-      UpdateSegmentSchema,
+      segmentChangeInput,
       { name: typeof form.name === "string" ? form.name : undefined, match: form.match, conditions: conditionsOf(form) },
       "The segment cannot be saved",
     );

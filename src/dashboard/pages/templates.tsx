@@ -1,8 +1,8 @@
 // Templates: list, create, edit and delete, with a preview filled in for a chosen contact. Forms are parsed with the
 // API's request schemas and saved through the same domain functions as /api/v1/templates.
 import { Hono, type Context } from "hono";
-import { CreateTemplateSchema, UpdateTemplateSchema } from "../../api/templates";
-import { contactVariables } from "../../domain/campaigns/delivery";
+import { templateChangeInput, templateInput } from "../../domain/templates/input";
+import { contactVariables } from "../../domain/contacts/contacts";
 import { findContact, listContacts, type ContactRow } from "../../domain/contacts/contacts";
 import { escapeHtml, renderTemplate } from "../../domain/sending/render";
 import { createTemplate, deleteTemplate, findTemplate, listTemplates, updateTemplate, type TemplateRow } from "../../domain/templates/templates";
@@ -118,7 +118,7 @@ export const templatePages = new Hono<DashboardEnv>()
   })
   .post("/templates", async (c) => {
     requireSection(c, "send");
-    const body = parsedOrThrow(CreateTemplateSchema, templateBody((await c.req.parseBody()) as Form), "The template cannot be saved");
+    const body = parsedOrThrow(templateInput, templateBody((await c.req.parseBody()) as Form), "The template cannot be saved");
     const template = await createTemplate(c.env.DB, c.get("auth").account.id, {
       name: body.name,
       subject: body.subject,
@@ -202,7 +202,7 @@ export const templatePages = new Hono<DashboardEnv>()
     const saved = await ownedTemplate(c);
     const change = templateBody((await c.req.parseBody()) as Form, saved);
     if (Object.keys(change).length === 0) return c.redirect(`/dashboard/templates/${saved.id}`, 303);
-    const body = parsedOrThrow(UpdateTemplateSchema, change, "The template cannot be saved");
+    const body = parsedOrThrow(templateChangeInput, change, "The template cannot be saved");
     const outcome = await updateTemplate(c.env.DB, saved.accountId, saved.id, body);
     if (outcome.kind === "not_found") throw notFound("Template");
     if (outcome.kind === "no_content") throw validationError({ html: ["A template needs html, text or both"] });

@@ -25,7 +25,9 @@ import {
   releaseKeyStatement,
   replay,
   replayAfterRace,
+  type Replayed,
 } from "../sending/idempotency";
+import { isRefusal, type Refusal } from "../refusal";
 
 export type AiRequestRow = typeof aiRequests.$inferSelect;
 export type AiRequestStatus = (typeof aiRequestStatuses)[number];
@@ -63,11 +65,16 @@ export type AiRequestAccepted = { id: string; status: "queued" };
 
 export const acceptedAnswer = (id: string): AiRequestAccepted => ({ id, status: "queued" });
 
+const replayedOutcome = (replayed: Replayed<AiRequestAccepted> | Refusal): CreateOutcome =>
+  isRefusal(replayed) ? replayed : { kind: "replayed", answer: replayed.body };
+
 export type CreateOutcome =
   | { kind: "created"; request: AiRequestRow }
   | { kind: "quota_exceeded"; limit: number; resetsAt: string }
   /** The Idempotency-Key was used before with this body: nothing new was stored, this is the first answer. */
-  | { kind: "replayed"; answer: AiRequestAccepted };
+  | { kind: "replayed"; answer: AiRequestAccepted }
+  /** The Idempotency-Key came with another body, or its first request is still being stored. */
+  | Refusal;
 
 /**
  * Stores a queued request if the account's monthly quota has room for it, in one statement, with its
@@ -80,10 +87,10 @@ export async function createAiRequest(
   idempotency?: Idempotency,
   now = new Date(),
 ): Promise<CreateOutcome> {
-  // The first answer to this request's Idempotency-Key, if it has one (409 if it came with another body).
+  // The first answer to this request's Idempotency-Key, if it has one (refused if it came with another body).
   const storedAnswer = async (): Promise<CreateOutcome | undefined> => {
     const previous = idempotency && (await findStoredResponse(d1, accountId, idempotency));
-    return previous && idempotency ? { kind: "replayed", answer: replay<AiRequestAccepted>(previous, idempotency).body } : undefined;
+    return previous && idempotency ? replayedOutcome(replay<AiRequestAccepted>(previous, idempotency)) : undefined;
   };
   const earlier = await storedAnswer();
   if (earlier) return earlier;
@@ -106,7 +113,7 @@ export async function createAiRequest(
     inserted = (await d1.batch(writes))[0]!.meta.changes;
   } catch (error) {
     if (!(idempotency && isIdempotencyRace(error))) throw error;
-    return { kind: "replayed", answer: (await replayAfterRace<AiRequestAccepted>(d1, accountId, idempotency)).body };
+    return replayedOutcome(await replayAfterRace<AiRequestAccepted>(d1, accountId, idempotency));
   }
   if (inserted === 0) {
     // A concurrent request with the same key may have taken the quota's last place: its answer is this one's.

@@ -1,17 +1,18 @@
 // What each kind of step does for the run's contact. A step either completes, is skipped (recorded with why: an
 // email to an unsubscribed or suppressed contact is never sent), stops the run (a false condition), or throws:
-// `PermanentStepError` when retrying cannot help (no credits, the sender or list is gone), any other error to let
-// Workflows retry the step.
+// `PermanentStepError` when retrying cannot help (no credits, the sender or list is gone), `RetryableStepError` when
+// it can (an outage, a webhook answering 5xx, the daily limit), so Workflows retries the step. Anything else is a
+// fault of ours: `stepFailureMessage` logs it and keeps its text (SQL, stack) off the run the user sees.
 
 import { and, eq } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { config } from "../../config";
 import { contacts } from "../../db/schema";
-import { AppError, errorStatus } from "../../errors";
+import { logError } from "../../lib/log";
 import { findAccount } from "../accounts/accounts";
 import { findSender } from "../campaigns/senders";
 import { segmentWhere } from "../campaigns/segments";
-import { updateContact } from "../contacts/contacts";
+import { contactVariables, updateContact } from "../contacts/contacts";
 import { addMembersById, listExists, removeMember } from "../contacts/lists";
 import { createResolver } from "../dns/doh";
 import { acceptMessage, type AcceptOutcome, type WaitUntil } from "../sending/accept";
@@ -30,6 +31,33 @@ export class PermanentStepError extends Error {
   override name = "PermanentStepError";
 }
 
+/** Retrying the step may help; if the retries run out, the run fails with this message. */
+export class RetryableStepError extends Error {
+  override name = "RetryableStepError";
+}
+
+/**
+ * What the run shows for a step that threw something other than a PermanentStepError: a RetryableStepError's own
+ * message, or, for anything else (a D1 error quoting its SQL and parameters, a bug), a plain statement that it
+ * failed on our side; the error itself goes to the log with the run's id.
+ */
+export function stepFailureMessage(error: unknown, context: { runId: string; what: string }): string {
+  if (error instanceof RetryableStepError) return error.message;
+  logError("automation step failed", {
+    run_id: context.runId,
+    step: context.what,
+    error: error instanceof Error ? error.message : String(error),
+    stack: error instanceof Error ? error.stack : undefined,
+  });
+  return `${context.what} failed because of an internal error on our side (logged with the run id)`;
+}
+
+/**
+ * Refusals of acceptMessage that can pass: the step is retried rather than the run failed (the daily limit resets, a
+ * send with the step's Idempotency-Key still in progress finishes).
+ */
+const passingRefusals: ReadonlySet<string> = new Set(["daily_limit_reached", "rate_limited", "conflict"]);
+
 type Contact = typeof contacts.$inferSelect;
 
 async function loadContact(d1: D1Database, run: RunRow): Promise<Contact> {
@@ -42,23 +70,14 @@ async function loadContact(d1: D1Database, run: RunRow): Promise<Contact> {
   return contact;
 }
 
-/** Placeholders a step's email can use: the contact's fields and custom fields (`{{first_name|there}}`, `{{plan}}`). */
-function contactVariables(contact: Contact): Record<string, string> {
-  const variables: Record<string, string> = {};
-  for (const [key, value] of Object.entries(contact.customFields)) variables[key] = String(value);
-  return {
-    ...variables,
-    email: contact.email,
-    first_name: contact.firstName ?? "",
-    last_name: contact.lastName ?? "",
-    company: contact.company ?? "",
-    phone: contact.phone ?? "",
-    country: contact.country ?? "",
-  };
+/** Placeholders a step's email can use: the contact's (`contactVariables`), and custom fields by their bare key (`{{plan}}`). */
+function stepVariables(contact: Contact): Record<string, string> {
+  const bare = Object.fromEntries(Object.entries(contact.customFields).map(([key, value]) => [key, String(value)]));
+  return { ...bare, ...contactVariables(contact) };
 }
 
 /** What a refused step's error says about the refusal. */
-function refusalDetail(refusal: Exclude<AcceptOutcome, { kind: "accepted" | "queue_unavailable" }>): string {
+function refusalDetail(refusal: Exclude<AcceptOutcome, { kind: "accepted" | "queue_unavailable" | "refused" }>): string {
   if (refusal.kind === "invalid")
     return Object.entries(refusal.errors)
       .map(([field, messages]) => `${field}: ${messages.join(", ")}`)
@@ -73,53 +92,49 @@ async function sendEmail(env: Env, ctx: WaitUntil, run: RunRow, index: number, s
   const [account, sender] = await Promise.all([findAccount(drizzle(env.DB), run.accountId), findSender(env.DB, run.accountId, step.sender_id)]);
   if (!account) throw new PermanentStepError("The account no longer exists");
   if (!sender) throw new PermanentStepError(`The sender ${step.sender_id} no longer exists`);
-  const variables = contactVariables(contact);
-  try {
-    const accepted = await acceptMessage(
-      env,
-      ctx,
-      { account, testMode: false },
-      {
-        source: "api",
-        from: { name: sender.name, address: sender.email },
-        recipients: [contact.email],
-        replyTo: sender.replyTo ?? undefined,
-        tags: [],
-        metadata: { automation_id: run.automationId, automation_run_id: run.id },
-        templateId: step.template_id,
-        compose(template) {
-          const subject = renderTemplate(step.subject ?? template?.subject ?? "", variables, { html: false }).replace(/[\r\n]+/g, " ");
-          return {
-            subject,
-            content: {
-              kind: "compose",
-              to: [contact.email],
-              html: step.html ?? template?.html ?? undefined,
-              text: step.text ?? template?.text ?? undefined,
-              variables,
-              attachments: [],
-            },
-          };
-        },
+  const variables = stepVariables(contact);
+  const accepted = await acceptMessage(
+    env,
+    ctx,
+    { account, testMode: false },
+    {
+      source: "api",
+      from: { name: sender.name, address: sender.email },
+      recipients: [contact.email],
+      replyTo: sender.replyTo ?? undefined,
+      tags: [],
+      metadata: { automation_id: run.automationId, automation_run_id: run.id },
+      templateId: step.template_id,
+      compose(template) {
+        const subject = renderTemplate(step.subject ?? template?.subject ?? "", variables, { html: false }).replace(/[\r\n]+/g, " ");
+        return {
+          subject,
+          content: {
+            kind: "compose",
+            to: [contact.email],
+            html: step.html ?? template?.html ?? undefined,
+            text: step.text ?? template?.text ?? undefined,
+            variables,
+            attachments: [],
+          },
+        };
       },
-      // A retried step (the Worker died after accepting) gets the first answer back instead of a second email.
-      { key: `automation:${run.id}:${index}`, route: "automation step", requestHash: run.id },
-    );
-    // Refusals that a retry cannot change (no credits, domain no longer verified, a bad template) fail the run;
-    // a queue outage is retried by the workflow.
-    if (accepted.kind === "queue_unavailable") throw new Error("The email could not be queued; retrying");
-    if (accepted.kind !== "accepted") throw new PermanentStepError(`The email was refused (${accepted.kind}): ${refusalDetail(accepted)}`);
-    const message = accepted.body;
-    return message.status === "suppressed"
-      ? { status: "skipped", detail: { message_id: message.id, reason: "The address is suppressed; nothing was sent or charged" } }
-      : { status: "completed", detail: { message_id: message.id, credits_charged: message.credits_charged } };
-  } catch (error) {
-    // The same for refusals still thrown (idempotency conflict); a daily limit or a passing outage is retried.
-    if (error instanceof AppError && errorStatus[error.code] < 500 && error.code !== "daily_limit_reached" && error.code !== "rate_limited") {
-      throw new PermanentStepError(`The email was refused (${error.code}): ${error.message}`);
-    }
-    throw error;
+    },
+    // A retried step (the Worker died after accepting) gets the first answer back instead of a second email.
+    { key: `automation:${run.id}:${index}`, route: "automation step", requestHash: run.id },
+  );
+  // Refusals that a retry cannot change (no credits, domain no longer verified, a bad template) fail the run;
+  // a daily limit or a passing outage is retried by the workflow.
+  if (accepted.kind === "queue_unavailable") throw new RetryableStepError("The email could not be queued; retrying");
+  if (accepted.kind === "refused") {
+    if (passingRefusals.has(accepted.code)) throw new RetryableStepError(`The email was not accepted yet (${accepted.code}): ${accepted.message}`);
+    throw new PermanentStepError(`The email was refused (${accepted.code}): ${accepted.message}`);
   }
+  if (accepted.kind !== "accepted") throw new PermanentStepError(`The email was refused (${accepted.kind}): ${refusalDetail(accepted)}`);
+  const message = accepted.body;
+  return message.status === "suppressed"
+    ? { status: "skipped", detail: { message_id: message.id, reason: "The address is suppressed; nothing was sent or charged" } }
+    : { status: "completed", detail: { message_id: message.id, credits_charged: message.credits_charged } };
 }
 
 async function callWebhook(env: Env, run: RunRow, index: number, step: Extract<Step, { type: "webhook" }>): Promise<StepResult> {
@@ -129,7 +144,7 @@ async function callWebhook(env: Env, run: RunRow, index: number, step: Extract<S
     resolver: createResolver({ url: cfg.dohUrl, db: env.DB }),
   });
   if (!check.ok) {
-    if (check.transient) throw new Error(`The webhook URL could not be checked: ${check.reason}`);
+    if (check.transient) throw new RetryableStepError(`The webhook URL could not be checked: ${check.reason}`);
     throw new PermanentStepError(`The webhook URL is refused: ${check.reason}`);
   }
   const contact = await loadContact(env.DB, run);
@@ -163,7 +178,7 @@ async function callWebhook(env: Env, run: RunRow, index: number, step: Extract<S
     body,
   });
   const result = await postWebhook({ url: check.url, body, headers: { ...headers }, timeoutMs: 10_000 });
-  if (!result.ok) throw new Error(`The webhook answered ${result.statusCode ?? "nothing"}: ${result.responseSnippet ?? ""}`);
+  if (!result.ok) throw new RetryableStepError(`The webhook answered ${result.statusCode ?? "nothing"}: ${result.responseSnippet ?? ""}`);
   return { status: "completed", detail: { status_code: result.statusCode, duration_ms: result.durationMs } };
 }
 

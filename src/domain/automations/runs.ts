@@ -5,7 +5,6 @@ import { and, asc, eq, inArray, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { sqlNow, statement } from "../../db/client";
 import { automationRunSteps, automationRuns } from "../../db/schema";
-import { AppError } from "../../errors";
 import { newId } from "../../lib/ids";
 import { logError } from "../../lib/log";
 import { keysetPage } from "../../lib/pagination";
@@ -13,6 +12,7 @@ import type { ContactAddress } from "../contacts/email";
 import { saveContact, type ContactTextField, type CustomFieldsPatch } from "../contacts/contacts";
 import { eventStatement } from "../events/events";
 import { dispatchEvents } from "../webhooks/dispatch";
+import { refused, type Refusal } from "../refusal";
 import type { AutomationRow } from "./automations";
 import type { Step } from "./steps";
 
@@ -33,15 +33,19 @@ export type TriggerInput = {
  * is inserted only if no run of this automation has that event id (the unique index decides under concurrency), and
  * only the request that inserted it starts the workflow. The others get the existing run with `created: false`.
  */
-export async function triggerRun(env: Env, automation: AutomationRow, input: TriggerInput): Promise<{ run: RunRow; created: boolean }> {
-  if (automation.status !== "active") throw new AppError("automation_paused", "This automation is paused; set its status to active to trigger it");
+export async function triggerRun(
+  env: Env,
+  automation: AutomationRow,
+  input: TriggerInput,
+): Promise<{ kind: "triggered"; run: RunRow; created: boolean } | Refusal> {
+  if (automation.status !== "active") return refused("automation_paused", "This automation is paused; set its status to active to trigger it");
   const saved = await saveContact(env.DB, automation.accountId, {
     address: input.address,
     fields: input.fields,
     ...(input.customFields ? { customFields: input.customFields } : {}),
     listIds: [],
   });
-  if (saved.kind === "invalid") throw new AppError("validation_failed", "The request is invalid", { errors: saved.errors });
+  if (saved.kind === "invalid") return refused("validation_failed", "The request is invalid", { errors: saved.errors });
   const runId = newId("run");
   const eventId = input.eventId ?? runId;
   const db = drizzle(env.DB);
@@ -66,8 +70,8 @@ export async function triggerRun(env: Env, automation: AutomationRow, input: Tri
       .from(automationRuns)
       .where(and(eq(automationRuns.automationId, automation.id), eq(automationRuns.eventId, eventId)))
       .get();
-    if (!existing) throw new AppError("conflict", "A run for this event id is being started; retry the request");
-    return { run: existing, created: false };
+    if (!existing) return refused("conflict", "A run for this event id is being started; retry the request");
+    return { kind: "triggered", run: existing, created: false };
   }
   try {
     await env.AUTOMATION_WORKFLOW.create({ id: runId, params: { runId } satisfies WorkflowParams });
@@ -75,9 +79,9 @@ export async function triggerRun(env: Env, automation: AutomationRow, input: Tri
     // No instance, no run: removing the row lets the caller's retry (same event id) start it again.
     logError("starting an automation run failed", { run_id: runId, error: String(error) });
     await db.delete(automationRuns).where(eq(automationRuns.id, runId));
-    throw new AppError("upstream_unavailable", "The run could not be started; retry the request (the same event_id is safe)");
+    return refused("upstream_unavailable", "The run could not be started; retry the request (the same event_id is safe)");
   }
-  return { run: inserted, created: true };
+  return { kind: "triggered", run: inserted, created: true };
 }
 
 export async function findRun(d1: D1Database, accountId: string, runId: string): Promise<{ run: RunRow; steps: RunStepRow[] } | undefined> {

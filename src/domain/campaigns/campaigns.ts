@@ -280,6 +280,15 @@ export async function segmentConditions(d1: D1Database, campaign: Pick<CampaignR
   return rows.map((row) => segmentWhere(campaign.accountId, row));
 }
 
+/** What is wrong with a send time: not a time, not in the future, or more than MAX_SCHEDULE_DAYS ahead. */
+function scheduleProblemOf(sendAt: Date, now: Date): string | undefined {
+  const ahead = sendAt.getTime() - now.getTime();
+  if (Number.isNaN(ahead)) return "Must be a date and time";
+  if (ahead <= 0) return "Must be in the future";
+  if (ahead > MAX_SCHEDULE_DAYS * 86_400_000) return `At most ${MAX_SCHEDULE_DAYS} days ahead`;
+  return undefined;
+}
+
 export type SendOutcome =
   | { kind: "started"; campaign: CampaignRow; recipients: number }
   | { kind: "not_found" }
@@ -296,6 +305,8 @@ export type SendOutcome =
  * subject and bodies are copied into the campaign here, so editing the template later does not change it.
  */
 export async function sendCampaign(env: Env, accountId: string, id: string, sendAt: Date | undefined): Promise<SendOutcome> {
+  const scheduleProblem = sendAt && scheduleProblemOf(sendAt, new Date());
+  if (scheduleProblem) return { kind: "invalid", errors: { send_at: [scheduleProblem] } };
   const d1 = env.DB;
   const db = drizzle(d1);
   const campaign = await findCampaign(d1, accountId, id);

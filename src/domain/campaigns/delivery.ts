@@ -9,6 +9,7 @@ import { campaigns, contacts, messages } from "../../db/schema";
 import { messageContentSchema } from "../sending/content";
 import { placeholderNames, renderTemplate } from "../sending/render";
 import { listUnsubscribeHeaders, unsubscribeToken } from "../sending/unsubscribe";
+import { contactVariables } from "../contacts/contacts";
 import type { CampaignRow } from "./campaigns";
 
 type MessageRow = typeof messages.$inferSelect;
@@ -75,17 +76,6 @@ export function campaignRecipientsOf(
 }
 
 export type RenderedCampaignMessage = { to: string; subject: string; html?: string; text?: string; headers: Record<string, string> };
-
-/** The placeholders a contact fills in (`{{first_name}}`, `{{custom_fields.plan}}`…), for a send and for a preview. */
-export const contactVariables = (contact: ContactRow) => ({
-  email: contact.email,
-  first_name: contact.firstName,
-  last_name: contact.lastName,
-  company: contact.company,
-  phone: contact.phone,
-  country: contact.country,
-  custom_fields: contact.customFields,
-});
 
 const footerHtml = (url: string) =>
   `<p style="margin-top:32px;font-size:12px;color:#6b7280;text-align:center"><a href="${url}" style="color:#6b7280">Unsubscribe</a></p>`;

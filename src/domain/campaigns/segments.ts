@@ -8,8 +8,9 @@
 //   a key restricted to [A-Za-z0-9_-] (checked again when compiling): it is repeated several times per condition, and
 //   binding it each time would spend D1's 100 parameters per statement that a campaign's own query also needs.
 //   That keeps a condition at one or two parameters, 20 conditions well under the cap.
-// - Text compares without ASCII case (`lower()` on both sides; LIKE is case-insensitive for ASCII in SQLite), as
-//   peers' segment editors do. `email` compares the contact's `email_key`, which is lower-cased already.
+// - Text compares without ASCII case (`lower()` on both sides, which folds ASCII only), as peers' segment editors
+//   do; `contains`, `starts_with` and `ends_with` use instr/substr, not LIKE, whose patterns D1 caps at 50 bytes.
+//   `email` compares the contact's `email_key`, which is lower-cased already.
 // - `neq` is the negation of `eq`: a contact without the field matches it.
 // - Custom fields come from the API (typed JSON) or from CSV imports (always strings), so a number compares
 //   numerically with JSON numbers AND with strings that are plain decimals ("12", "-3.5"); a date compares with
@@ -129,13 +130,20 @@ const noValue = (value: unknown) => value === undefined || value === null;
 
 // --- SQL pieces ----------------------------------------------------------------------------------------------------
 
-/** `%` and `_` (and the escape character itself) match literally. */
-const likePattern = (op: "contains" | "starts_with" | "ends_with", value: string) => {
-  const escaped = value.replace(/[\\%_]/g, (character) => `\\${character}`);
-  return op === "contains" ? `%${escaped}%` : op === "starts_with" ? `${escaped}%` : `%${escaped}`;
+/**
+ * `contains`, `starts_with`, `ends_with` as plain string comparisons, never LIKE: D1 refuses LIKE patterns over 50
+ * bytes, and every character of the value matches literally. Both sides go through SQLite's `lower()`, which folds
+ * ASCII only, the same rule LIKE followed. One bound parameter: `ends_with` compares the expression's last
+ * characters, counted in code points as SQLite's `length()` and `substr()` count them, and the count is written as
+ * an integer literal computed here.
+ */
+const textMatch = (expression: SQL, op: "contains" | "starts_with" | "ends_with", value: string) => {
+  const haystack = sql`lower(${expression})`;
+  if (op === "contains") return sql`instr(${haystack}, lower(${value})) > 0`;
+  if (op === "starts_with") return sql`instr(${haystack}, lower(${value})) = 1`;
+  const characters = sql.raw(String([...value].length));
+  return sql`substr(${haystack}, -${characters}) = lower(${value})`;
 };
-const like = (expression: SQL, op: "contains" | "starts_with" | "ends_with", value: string) =>
-  sql`${expression} LIKE ${likePattern(op, value)} ESCAPE '\\'`;
 const jsonValues = (values: unknown[]) => sql`(SELECT value FROM json_each(${JSON.stringify(values)}))`;
 const lowerJsonValues = (values: unknown[]) => sql`(SELECT lower(value) FROM json_each(${JSON.stringify(values)}))`;
 /** `eq`'s negation, true where `eq` is false or unknown (field missing). */
@@ -212,7 +220,7 @@ function emailCondition(op: SegmentOperator, value: unknown): Compiled {
   const column = contacts.emailKey;
   if (op === "contains" || op === "starts_with" || op === "ends_with") {
     const part = text(value, 320);
-    return "error" in part ? bad("value", part.error) : ok(like(sql`${column}`, op, part.value.toLowerCase()));
+    return "error" in part ? bad("value", part.error) : ok(textMatch(sql`${column}`, op, part.value.toLowerCase()));
   }
   if (op === "in") {
     if (!Array.isArray(value) || value.length === 0 || value.length > IN_MAX_VALUES)
@@ -241,7 +249,7 @@ function textCondition(column: (typeof textColumns)[ContactTextField], op: Segme
   const equal = sql`lower(${column}) = lower(${given.value})`;
   if (op === "eq") return ok(equal);
   if (op === "neq") return ok(not(equal));
-  return ok(like(sql`${column}`, op as "contains" | "starts_with" | "ends_with", given.value));
+  return ok(textMatch(sql`${column}`, op as "contains" | "starts_with" | "ends_with", given.value));
 }
 
 function statusCondition(op: SegmentOperator, value: unknown): Compiled {
@@ -292,7 +300,7 @@ function customCondition(field: CustomField, op: SegmentOperator, value: unknown
     case "starts_with":
     case "ends_with": {
       const given = text(value, CUSTOM_VALUE_MAX_LENGTH);
-      return "error" in given ? bad("value", given.error) : ok(sql`${isScalar(field)} AND ${like(field.value, op, given.value)}`);
+      return "error" in given ? bad("value", given.error) : ok(sql`${isScalar(field)} AND ${textMatch(field.value, op, given.value)}`);
     }
     case "gt":
     case "gte":

@@ -29,6 +29,24 @@ export type CustomFieldsPatch = Record<string, CustomFieldValue | null>;
 
 export type ContactRow = typeof contacts.$inferSelect;
 
+/**
+ * The placeholders a message to the contact can use, as flat strings (they are stored with a queued message):
+ * `{{email}}`, `{{first_name|there}}` and the other text fields (empty when missing, so a fallback applies), and
+ * each custom field as `{{custom_fields.<key>}}`. Campaigns and automation steps both render from this.
+ */
+export function contactVariables(contact: ContactRow): Record<string, string> {
+  const variables: Record<string, string> = {
+    email: contact.email,
+    first_name: contact.firstName ?? "",
+    last_name: contact.lastName ?? "",
+    company: contact.company ?? "",
+    phone: contact.phone ?? "",
+    country: contact.country ?? "",
+  };
+  for (const [key, value] of Object.entries(contact.customFields)) variables[`custom_fields.${key}`] = String(value);
+  return variables;
+}
+
 /** The ids of the contact's lists, oldest membership first, as one column of the contact's own row. */
 // The outer column is spelled out: drizzle writes a single-table select's columns unqualified ("id").
 const contactListIds = sql<string[]>`(SELECT json_group_array(list_id) FROM (SELECT m.list_id FROM list_members AS m

@@ -11,6 +11,7 @@ import { templateContentQuery } from "../templates/templates";
 import { dispatchEvents } from "../webhooks/dispatch";
 import type { FieldErrors } from "../../errors";
 import { inJsonArray } from "../../db/client";
+import { isRefusal, type Refusal } from "../refusal";
 import { newId } from "../../lib/ids";
 import { logError } from "../../lib/log";
 import { displayFrom, domainOf } from "./mime";
@@ -77,7 +78,9 @@ export type AcceptRefusal =
   | { kind: "domain_not_verified"; domain: string; index?: number }
   | { kind: "insufficient_credits"; needed: number; available: number }
   /** Stored and charged, but the queue refused it twice: undone (failed, refunded, Idempotency-Key freed). */
-  | { kind: "queue_unavailable" };
+  | { kind: "queue_unavailable" }
+  // The daily sending limit, or an Idempotency-Key reused with another body or still in progress.
+  | Refusal;
 
 export type AcceptOutcome = { kind: "accepted"; body: SendAccepted; replayed: boolean } | AcceptRefusal;
 export type BatchOutcome = { kind: "accepted"; body: BatchAccepted; replayed: boolean } | AcceptRefusal;
@@ -195,8 +198,9 @@ async function acceptAll(
 
   if (previous && idempotency) {
     await daily.cancel();
-    const answer = replay<SendAccepted | BatchAccepted>(previous, idempotency).body;
-    return { kind: "accepted", bodies: "data" in answer ? answer.data : [answer], replayed: true };
+    const replayed = replay<SendAccepted | BatchAccepted>(previous, idempotency);
+    if (isRefusal(replayed)) return replayed;
+    return { kind: "accepted", bodies: "data" in replayed.body ? replayed.body.data : [replayed.body], replayed: true };
   }
   const unverified = inputs.findIndex((input) => !domainOfName.get(domainOf(input.from.address).toLowerCase()));
   if (unverified >= 0) {
@@ -259,6 +263,7 @@ async function acceptAll(
 
   // The daily limit is settled before the content is written: a refusal here must find nothing in R2 to clean up.
   const day = await daily.settle(total);
+  if (isRefusal(day)) return day;
   const stored = planned.filter((plan) => !plan.inline);
   // A refused or failed acceptance must not leave its content behind in R2.
   const discardContent = () => Promise.all(stored.map((plan) => env.BLOBS.delete(contentObjectKey(plan.id))));
@@ -323,8 +328,9 @@ async function acceptAll(
     if (day) await releaseDailySends(env, account, day);
     await discardContent();
     if (idempotency && isIdempotencyRace(error)) {
-      const answer = (await replayAfterRace<SendAccepted | BatchAccepted>(d1, account.id, idempotency)).body;
-      return { kind: "accepted", bodies: "data" in answer ? answer.data : [answer], replayed: true };
+      const replayed = await replayAfterRace<SendAccepted | BatchAccepted>(d1, account.id, idempotency);
+      if (isRefusal(replayed)) return replayed;
+      return { kind: "accepted", bodies: "data" in replayed.body ? replayed.body.data : [replayed.body], replayed: true };
     }
     throw error;
   }

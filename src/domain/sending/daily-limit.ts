@@ -1,5 +1,5 @@
 import type { Account } from "../accounts/accounts";
-import { AppError } from "../../errors";
+import { isRefusal, refused, type Refusal } from "../refusal";
 
 export type DailyReservation = { window: string; count: number };
 
@@ -10,9 +10,9 @@ export const nextUtcMidnight = (now: Date) => Date.UTC(now.getUTCFullYear(), now
 
 /**
  * Counts recipients against the account's daily sending limit (UTC day) in the account's RateLimiter object, the
- * single writer that keeps the count exact under concurrent sends. Refused → 429 with Retry-After until midnight UTC.
+ * single writer that keeps the count exact under concurrent sends. Refused until midnight UTC (`retryAfterSeconds`).
  */
-export async function reserveDailySends(env: Env, account: Account, count: number, now = new Date()): Promise<DailyReservation> {
+export async function reserveDailySends(env: Env, account: Account, count: number, now = new Date()): Promise<DailyReservation | Refusal> {
   const window = dayWindow(now);
   const decision = await env.RATE_LIMITER.getByName(`daily:${account.id}`).reserveQuota(
     window,
@@ -22,10 +22,10 @@ export async function reserveDailySends(env: Env, account: Account, count: numbe
     now.getTime(),
   );
   if (!decision.allowed) {
-    throw new AppError(
+    return refused(
       "daily_limit_reached",
       `Daily sending limit reached: ${decision.used} of ${decision.limit} recipients sent today (UTC); this message needs ${count}`,
-      { headers: { "Retry-After": String(decision.retryAfterSeconds) } },
+      { retryAfterSeconds: decision.retryAfterSeconds },
     );
   }
   return { window, count };
@@ -61,14 +61,15 @@ export async function releaseDailySends(env: Env, account: Pick<Account, "id">, 
  * the few milliseconds in between.
  */
 export function reserveDailySendsAhead(env: Env, account: Account, count: number, now = new Date()) {
-  const ahead: Promise<DailyReservation | { refused: unknown } | undefined> =
-    count > 0 ? reserveDailySends(env, account, count, now).catch((refused: unknown) => ({ refused })) : Promise.resolve(undefined);
+  // A head start that failed (refused, or the object unreachable) is as good as none: settle asks for `charge` alone.
+  const ahead: Promise<DailyReservation | Refusal | undefined> =
+    count > 0 ? reserveDailySends(env, account, count, now).catch(() => undefined) : Promise.resolve(undefined);
   let settled = false;
   return {
-    async settle(charge: number): Promise<DailyReservation | undefined> {
+    async settle(charge: number): Promise<DailyReservation | Refusal | undefined> {
       settled = true;
       const taken = await ahead;
-      if (taken && !("refused" in taken)) {
+      if (taken && !isRefusal(taken)) {
         if (charge < taken.count) await releaseDailySends(env, account, { window: taken.window, count: taken.count - charge });
         return charge > 0 ? { window: taken.window, count: charge } : undefined;
       }
@@ -78,7 +79,7 @@ export function reserveDailySendsAhead(env: Env, account: Account, count: number
       if (settled) return;
       settled = true;
       const taken = await ahead;
-      if (taken && !("refused" in taken)) await releaseDailySends(env, account, taken);
+      if (taken && !isRefusal(taken)) await releaseDailySends(env, account, taken);
     },
   };
 }

@@ -6,7 +6,7 @@ import { and, eq, lt, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { statement } from "../../db/client";
 import { type aiRequests, idempotencyKeys, type messages } from "../../db/schema";
-import { AppError } from "../../errors";
+import { refused, type Refusal } from "../refusal";
 
 export type Idempotency = { key: string; route: string; requestHash: string };
 
@@ -67,18 +67,18 @@ export const isIdempotencyRace = (error: unknown) => error instanceof Error && /
 
 export type Replayed<Body> = { status: number; body: Body };
 
-/** The stored response again, or 409 when the key came with another request body. */
-export function replay<Body>(previous: StoredResponse, idempotency: Idempotency): Replayed<Body> {
+/** The stored response again, or a refusal when the key came with another request body. */
+export function replay<Body>(previous: StoredResponse, idempotency: Idempotency): Replayed<Body> | Refusal {
   if (previous.request_hash !== idempotency.requestHash) {
-    throw new AppError("idempotency_conflict", "This Idempotency-Key was already used with a different request body");
+    return refused("idempotency_conflict", "This Idempotency-Key was already used with a different request body");
   }
   return { status: previous.response_status, body: JSON.parse(previous.response_body) as Body };
 }
 
 /** Two requests with one key raced: the loser answers with the winner's stored response. */
-export async function replayAfterRace<Body>(d1: D1Database, accountId: string, idempotency: Idempotency): Promise<Replayed<Body>> {
+export async function replayAfterRace<Body>(d1: D1Database, accountId: string, idempotency: Idempotency): Promise<Replayed<Body> | Refusal> {
   const row = await findStoredResponse(d1, accountId, idempotency);
-  if (!row) throw new AppError("conflict", "A request with this Idempotency-Key is in progress; retry shortly");
+  if (!row) return refused("conflict", "A request with this Idempotency-Key is in progress; retry shortly");
   return replay(row, idempotency);
 }
 

@@ -35,8 +35,11 @@ export function statusOfRecipients(messageId: string): SQL {
     FROM message_recipients WHERE message_id = ${messageId} AND status NOT IN ('suppressed', 'cancelled'))`;
 }
 
-/** The fields every event about a message carries, then the event's own. */
-export function eventData(message: MessageRow, extra: Record<string, unknown>) {
+/** The fields every event about a message carries (delivery, feedback, tracking), then the event's own. */
+export function eventData(
+  message: Pick<MessageRow, "id" | "fromName" | "fromAddress" | "subject" | "source" | "tags" | "metadata" | "campaignId">,
+  extra: Record<string, unknown>,
+) {
   return {
     message_id: message.id,
     from: displayFrom(message.fromName, message.fromAddress),

@@ -1,7 +1,8 @@
 import PostalMime, { addressParser } from "postal-mime";
 import { hasFeature, type Account } from "../accounts/accounts";
 import { verifiedDomainNames } from "../domains/domains";
-import { AppError, validationError, type FieldErrors } from "../../errors";
+import type { FieldErrors } from "../../errors";
+import { refused, type Refusal } from "../refusal";
 import { bytesToBase64, sha256Hex } from "../../lib/crypto";
 import { acceptMessage, type AcceptOutcome, type Sender, type WaitUntil } from "./accept";
 import type { Idempotency } from "./idempotency";
@@ -12,11 +13,11 @@ import { domainOf } from "./mime";
 import { relayTracking, relayTrackingHeader } from "../tracking/relay";
 
 /** The relay, like POST /send, needs both the Email API and the SMTP relay features (spec, Endpoints rule 1). */
-export function assertRelayEnabled(account: Account): void {
+export function relayFeatureRefusal(account: Account): Refusal | undefined {
   const missing = (["email_api", "smtp_relay"] as const).filter((feature) => !hasFeature(account, feature));
-  if (missing.length > 0) {
-    throw new AppError("feature_disabled", `SMTP relay is not enabled for this account (${missing.join(", ")}); ask the operator to enable it`);
-  }
+  return missing.length > 0
+    ? refused("feature_disabled", `SMTP relay is not enabled for this account (${missing.join(", ")}); ask the operator to enable it`)
+    : undefined;
 }
 
 const tagHeader = "x-mailforge-tag";
@@ -37,29 +38,28 @@ const mailboxesIn = (parsed: ParsedEmail, field: string) =>
  * domain of the account, as the API's `from` must. A second From field is refused outright: RFC 5322 allows one,
  * and a client that shows the other one would show a sender no check looked at.
  */
-async function assertAuthorsVerified(d1: D1Database, accountId: string, parsed: ParsedEmail): Promise<void> {
+async function unverifiedAuthors(d1: D1Database, accountId: string, parsed: ParsedEmail): Promise<Refusal | undefined> {
   const fromFields = parsed.headers.filter((header) => header.key === "from").length;
-  if (fromFields > 1) {
-    throw new AppError("forbidden", `The message has ${fromFields} From header fields; exactly one is allowed`);
-  }
+  if (fromFields > 1) return refused("forbidden", `The message has ${fromFields} From header fields; exactly one is allowed`);
   const from = mailboxesIn(parsed, "from");
   const sender = mailboxesIn(parsed, "sender");
   // acceptMessage checks the From address postal-mime reports (or MAIL FROM when there is none); only other
   // addresses need this extra read. A group (`From: Team: a@x, b@y;`) has no such address, so each member is checked.
   const checkedByAccept = parsed.from?.address?.toLowerCase();
-  if (sender.length === 0 && (from.length === 0 || (from.length === 1 && from[0]!.toLowerCase() === checkedByAccept))) return;
+  if (sender.length === 0 && (from.length === 0 || (from.length === 1 && from[0]!.toLowerCase() === checkedByAccept))) return undefined;
   const verified = await verifiedDomainNames(d1, accountId, [...new Set([...from, ...sender].map(domainOf))]);
   const foreign = [...new Set([...from, ...sender].filter((address) => !address.includes("@") || !verified.has(domainOf(address))))];
-  if (foreign.length > 0) {
-    throw new AppError(
-      "domain_not_verified",
-      `Every From and Sender address must be on a verified sending domain of this account; not verified: ${foreign
-        .slice(0, 5)
-        .map((address) => address || "<>")
-        .join(", ")}`,
-    );
-  }
+  if (foreign.length === 0) return undefined;
+  return refused(
+    "domain_not_verified",
+    `Every From and Sender address must be on a verified sending domain of this account; not verified: ${foreign
+      .slice(0, 5)
+      .map((address) => address || "<>")
+      .join(", ")}`,
+  );
 }
+
+const invalid = (errors: FieldErrors) => refused("validation_failed", "The request is invalid", { errors });
 
 /** A message as the bridge hands it over: the credential that sent it, the envelope, and the DATA bytes as received. */
 export type RelaySubmission = { credentialId: string; mailFrom: string; rcptTo: string[]; raw: Uint8Array<ArrayBuffer> };
@@ -88,21 +88,21 @@ async function submissionKey(submission: RelaySubmission): Promise<Idempotency> 
  */
 export async function acceptRelayMessage(env: Env, ctx: WaitUntil, sender: Sender, message: RelaySubmission): Promise<AcceptOutcome> {
   const { account } = sender;
-  assertRelayEnabled(account);
+  const disabled = relayFeatureRefusal(account);
+  if (disabled) return disabled;
 
-  const errors: FieldErrors = {};
   let parsed: ParsedEmail;
   try {
     // Only header fields are read from it (From, Sender, Reply-To, Subject, tags, tracking): parsing the body and its
     // attachments too would cost the relay time and memory in proportion to the message for nothing.
     parsed = await PostalMime.parse(headerBlock(message.raw));
   } catch {
-    throw validationError({ raw: ["The message could not be parsed as RFC 5322"] });
+    return invalid({ raw: ["The message could not be parsed as RFC 5322"] });
   }
   const headerFrom = parsed.from?.address ? parseMailbox(parsed.from.address) : parseMailbox(message.mailFrom);
-  if (!headerFrom.ok) errors.from = [headerFrom.error];
-  if (Object.keys(errors).length > 0) throw validationError(errors);
-  await assertAuthorsVerified(env.DB, account.id, parsed);
+  if (!headerFrom.ok) return invalid({ from: [headerFrom.error] });
+  const unverified = await unverifiedAuthors(env.DB, account.id, parsed);
+  if (unverified) return unverified;
   // removed before storing: DKIM is signed at delivery over the stored bytes, and they are what the provider gets
   const raw = withoutHeaderFields(message.raw, strippedHeaders);
 
@@ -112,7 +112,7 @@ export async function acceptRelayMessage(env: Env, ctx: WaitUntil, sender: Sende
     .map((tag) => tag.trim())
     // Headers are whatever the client wrote: tags that break the rule are dropped rather than failing the message.
     .filter((tag) => tagPattern.test(tag));
-  const from = headerFrom.ok ? { ...headerFrom.mailbox, ...(parsed.from?.name ? { name: parsed.from.name } : {}) } : { address: "" };
+  const from = { ...headerFrom.mailbox, ...(parsed.from?.name ? { name: parsed.from.name } : {}) };
   return acceptMessage(
     env,
     ctx,

@@ -13,7 +13,7 @@ import { logError } from "../../lib/log";
 import { eventStatement, type EventInput } from "../events/events";
 import { asProvider, providerOfDomain, recipientDomain } from "../reports/providers";
 import { rollupStatements, sendingDomain, type RollupKey } from "../reports/rollups";
-import { displayFrom } from "../sending/mime";
+import { eventData } from "../sending/outcome";
 import { dispatchEvents } from "../webhooks/dispatch";
 import { isScanner, machineOpenReason, type Client } from "./machine";
 import type { ClickTarget, OpenTarget } from "./tokens";
@@ -83,21 +83,14 @@ function engagementStatements(d1: D1Database, message: TrackedMessage, recipient
   ];
 }
 
-function eventData(message: TrackedMessage, recipient: string | null, client: Client, extra: Record<string, unknown> = {}) {
-  return {
-    message_id: message.id,
-    from: displayFrom(message.fromName, message.fromAddress),
-    subject: message.subject,
-    source: message.source,
-    tags: message.tags,
-    metadata: message.metadata,
-    ...(message.campaignId ? { campaign_id: message.campaignId } : {}),
+function trackingEventData(message: TrackedMessage, recipient: string | null, client: Client, extra: Record<string, unknown> = {}) {
+  return eventData(message, {
     ...(message.testMode ? { test: true } : {}),
     recipient,
     user_agent: client.userAgent,
     ip: client.ip,
     ...extra,
-  };
+  });
 }
 
 async function write(env: Env, message: TrackedMessage, statements: D1PreparedStatement[], event?: EventInput): Promise<void> {
@@ -135,7 +128,7 @@ export async function recordOpen(env: Env, target: OpenTarget, client: Client, a
         type: "opened",
         subjectId: message.id,
         dedupeKey,
-        data: eventData(message, target.recipient, client),
+        data: trackingEventData(message, target.recipient, client),
       },
     );
   } catch (error) {
@@ -183,7 +176,7 @@ export async function recordClick(env: Env, target: ClickTarget, client: Client)
         type: "clicked",
         subjectId: message.id,
         dedupeKey,
-        data: eventData(message, target.recipient, client, { url: target.url }),
+        data: trackingEventData(message, target.recipient, client, { url: target.url }),
       },
     );
   } catch (error) {

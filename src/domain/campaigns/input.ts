@@ -1,0 +1,165 @@
+// The request bodies of the campaigns and segments APIs, parsed by the API routes and the dashboard's campaign forms alike.
+
+import { evenWithFieldErrors, z } from "../../lib/schema";
+import { sendLimits, tagPattern, tagRule } from "../sending/rules";
+import { MAX_SCHEDULE_DAYS, type CampaignInput } from "./campaigns";
+import { conditionProblems, SEGMENT_MAX_CONDITIONS, segmentFields, segmentOperators } from "./segments";
+
+const noLineBreaks = (value: string) => !/[\r\n]/.test(value);
+const ids = (what: string) =>
+  z
+    .array(z.string().min(1).max(64))
+    .max(100)
+    .openapi({ description: `${what} ids of this account` });
+
+const fields = {
+  name: z.string().trim().min(1).max(200),
+  sender_id: z.string().min(1).max(64).nullable().openapi({ description: "A sender (POST /senders); a draft may lack one, sending needs it" }),
+  subject: z
+    .string()
+    .max(998)
+    .refine(noLineBreaks, "The subject must not contain line breaks")
+    .nullable()
+    .openapi({ description: "May contain placeholders" }),
+  preheader: z
+    .string()
+    .max(500)
+    .nullable()
+    .openapi({ description: "Preview text shown after the subject by most mail clients (hidden in the body)" }),
+  html: z.string().max(2_000_000).nullable(),
+  text: z.string().max(2_000_000).nullable(),
+  template_id: z
+    .string()
+    .min(1)
+    .max(64)
+    .nullable()
+    .openapi({ description: "Instead of html/text: a template whose subject and bodies are copied into the campaign when it is sent" }),
+  variables: z
+    .record(z.string().max(100), z.string().max(10_000))
+    .openapi({ description: "Campaign-wide placeholder values; contact fields take precedence" }),
+  tags: z.array(z.string().regex(tagPattern, tagRule)).max(sendLimits.tags),
+  lists: ids("List"),
+  segments: ids("Segment"),
+  exclude_lists: ids("List"),
+  track_opens: z.boolean().openapi({ description: "Add an open pixel to the html part of each message (default true); see docs/tracking.md" }),
+  track_clicks: z
+    .boolean()
+    .openapi({ description: "Route the html part's http(s) links through a click redirect (default true); text keeps its links" }),
+};
+
+/** The body of POST /campaigns: a draft. */
+export const campaignInput = z
+  .object({
+    ...fields,
+    sender_id: fields.sender_id.optional(),
+    subject: fields.subject.optional(),
+    preheader: fields.preheader.optional(),
+    html: fields.html.optional(),
+    text: fields.text.optional(),
+    template_id: fields.template_id.optional(),
+    variables: fields.variables.optional(),
+    tags: fields.tags.optional(),
+    lists: fields.lists.optional(),
+    segments: fields.segments.optional(),
+    exclude_lists: fields.exclude_lists.optional(),
+    track_opens: fields.track_opens.optional(),
+    track_clicks: fields.track_clicks.optional(),
+  })
+  .strict()
+  .superRefine((body, ctx) => {
+    if (typeof body.html === "string" && typeof body.template_id === "string")
+      ctx.addIssue({ code: "custom", path: ["html"], message: "Give html (and text) or a template_id, not both" });
+  }, evenWithFieldErrors)
+  .openapi("CreateCampaign");
+
+/** The body of PATCH /campaigns/{id}: the fields to change. */
+export const campaignChangeInput = z
+  .object(
+    Object.fromEntries(Object.entries(fields).map(([name, schema]) => [name, schema.optional()])) as {
+      [K in keyof typeof fields]: z.ZodOptional<(typeof fields)[K]>;
+    },
+  )
+  .strict()
+  .refine((body) => Object.keys(body).length > 0, { message: "Send at least one field" })
+  .openapi("UpdateCampaign");
+
+/** The body of POST /campaigns/{id}/send; `sendCampaign` checks the time against the clock. */
+export const sendCampaignInput = z
+  .object({
+    send_at: z.iso
+      .datetime({ offset: true })
+      .optional()
+      .openapi({ description: `When to send (ISO 8601, in the future, at most ${MAX_SCHEDULE_DAYS} days ahead); now if absent` }),
+  })
+  .strict()
+  .openapi("SendCampaign");
+
+export type CampaignChange = z.output<typeof campaignChangeInput>;
+
+/** A parsed body as the fields `createCampaign` and `updateDraft` take (ids deduplicated). */
+export function campaignFields(body: CampaignChange): Partial<CampaignInput> {
+  return {
+    name: body.name,
+    senderId: body.sender_id,
+    subject: body.subject,
+    preheader: body.preheader,
+    html: body.html,
+    text: body.text,
+    templateId: body.template_id,
+    variables: body.variables,
+    tags: body.tags === undefined ? undefined : [...new Set(body.tags)],
+    lists: body.lists === undefined ? undefined : [...new Set(body.lists)],
+    segments: body.segments,
+    excludeLists: body.exclude_lists === undefined ? undefined : [...new Set(body.exclude_lists)],
+    trackOpens: body.track_opens,
+    trackClicks: body.track_clicks,
+  };
+}
+
+const ConditionSchema = z
+  .object({
+    field: z
+      .string()
+      .max(100)
+      .openapi({ description: `One of ${segmentFields.map((field) => `\`${field}\``).join(", ")}`, example: "custom_fields.plan" }),
+    op: z
+      .string()
+      .max(20)
+      .openapi({ enum: [...segmentOperators], example: "eq" }),
+    value: z.unknown().optional().openapi({
+      description:
+        "A string, number or boolean; an array for `in`; a list id or array of list ids for `list`; days for `within_days`; an ISO 8601 date for `created_at`; none for `exists`/`not_exists`",
+      example: "pro",
+    }),
+  })
+  .strict()
+  .openapi("SegmentCondition");
+
+const ConditionsSchema = z
+  .array(ConditionSchema)
+  .min(1)
+  .max(SEGMENT_MAX_CONDITIONS)
+  .superRefine(
+    (conditions, ctx) => {
+      for (const [path, messages] of Object.entries(conditionProblems(conditions))) {
+        for (const message of messages) ctx.addIssue({ code: "custom", message, path: path.split(".").slice(1) });
+      }
+    },
+    // Runs even when some conditions failed their types, so the 422 lists every bad condition at once.
+    { when: (payload) => Array.isArray(payload.value) && payload.value.length <= SEGMENT_MAX_CONDITIONS },
+  );
+
+const segmentFieldsSchema = {
+  name: z.string().trim().min(1).max(200).openapi({ example: "Pro customers" }),
+  match: z.enum(["all", "any"]).openapi({ description: "`all`: every condition holds; `any`: at least one does" }),
+  conditions: ConditionsSchema,
+};
+
+/** The body of POST /segments. */
+export const segmentInput = z.object(segmentFieldsSchema).strict().openapi("CreateSegment");
+/** The body of PATCH /segments/{id}: the fields to change. */
+export const segmentChangeInput = z
+  .object({ name: segmentFieldsSchema.name.optional(), match: segmentFieldsSchema.match.optional(), conditions: ConditionsSchema.optional() })
+  .strict()
+  .refine((body) => Object.keys(body).length > 0, { message: "Send name, match or conditions" })
+  .openapi("UpdateSegment");
