@@ -11,7 +11,8 @@ import {
   sendCampaign,
   updateDraft,
   type CampaignInput,
-  type CampaignResourceCounters,
+  campaignOutcome,
+  type CampaignCounters,
   type CampaignRow,
   type SaveOutcome,
 } from "../../domain/campaigns/campaigns";
@@ -117,10 +118,29 @@ function Editor({
   );
 }
 
+const outcomeLabels = { delivered: "delivered", partially_delivered: "partly delivered", undelivered: "undelivered" } as const;
+
+/** A finished campaign's outcome beside its status, so a campaign nobody received never reads as a plain success. */
+function OutcomeBadge({ outcome }: { outcome: keyof typeof outcomeLabels }) {
+  const tone = outcome === "delivered" ? "ok" : outcome === "undelivered" ? "bad" : "warn";
+  return <span class={`badge ${tone}`}>{outcomeLabels[outcome]}</span>;
+}
+
+function OutcomeSummary({ counters }: { counters: CampaignCounters }) {
+  const accepted = counters.sent - counters.hard_bounces - counters.failed;
+  return (
+    <p class="outcome">
+      {accepted} of {counters.recipients - counters.cancelled} recipients accepted: {counters.hard_bounces} bounced, {counters.failed} failed,{" "}
+      {counters.suppressed} suppressed.
+    </p>
+  );
+}
+
 const inFlight = (campaign: CampaignRow) => campaign.status === "scheduled" || campaign.status === "sending";
 
-function CampaignProgress({ campaign, counters }: { campaign: CampaignRow; counters: CampaignResourceCounters }) {
+function CampaignProgress({ campaign, counters }: { campaign: CampaignRow; counters: CampaignCounters }) {
   const finished = counters.recipients - counters.pending;
+  const outcome = campaignOutcome(campaign, counters);
   return (
     <div
       id="campaign-progress"
@@ -132,7 +152,9 @@ function CampaignProgress({ campaign, counters }: { campaign: CampaignRow; count
       <p>
         <StatusBadge status={campaign.status} />
         {campaign.status === "scheduled" ? ` for ${formatTime(campaign.sendAt)}` : ""}
+        {outcome ? <OutcomeBadge outcome={outcome} /> : null}
       </p>
+      {outcome ? <OutcomeSummary counters={counters} /> : null}
       {campaign.status === "draft" ? null : (
         <>
           <Progress label="Campaign sending" done={finished} total={Math.max(campaign.creditsReserved, counters.recipients)} />
@@ -147,7 +169,11 @@ function CampaignProgress({ campaign, counters }: { campaign: CampaignRow; count
             </div>
             <div>
               <dt>Bounced</dt>
-              <dd>{counters.bounced}</dd>
+              <dd>{counters.hard_bounces}</dd>
+            </div>
+            <div>
+              <dt>Failed</dt>
+              <dd>{counters.failed}</dd>
             </div>
             <div>
               <dt>Opened</dt>
@@ -163,6 +189,11 @@ function CampaignProgress({ campaign, counters }: { campaign: CampaignRow; count
       {campaign.error ? <Notice kind="error">{campaign.error}</Notice> : null}
     </div>
   );
+}
+
+function ListedOutcome({ campaign, counters }: { campaign: CampaignRow; counters: CampaignCounters | undefined }) {
+  const outcome = counters ? campaignOutcome(campaign, counters) : null;
+  return outcome && outcome !== "delivered" ? <OutcomeBadge outcome={outcome} /> : null;
 }
 
 async function audienceOf(env: Env, campaign: CampaignRow): Promise<number> {
@@ -216,6 +247,7 @@ export const campaignPages = new Hono<DashboardEnv>()
                       </td>
                       <td>
                         <StatusBadge status={campaign.status} />
+                        <ListedOutcome campaign={campaign} counters={counters.get(campaign.id)} />
                       </td>
                       <td>{counters.get(campaign.id)?.recipients ?? 0}</td>
                       <td>{counters.get(campaign.id)?.unique_opens ?? 0}</td>

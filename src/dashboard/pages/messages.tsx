@@ -2,7 +2,14 @@ import { Hono } from "hono";
 import { hasFeature } from "../../domain/accounts/accounts";
 import { acceptMessage } from "../../domain/sending/accept";
 import { parseMailbox } from "../../domain/sending/addresses";
-import { findMessage, listMessages, messageStatuses, type MessageFilters } from "../../domain/sending/messages";
+import {
+  findMessage,
+  listMessages,
+  messageStatuses,
+  recipientOutcomes,
+  type MessageFilters,
+  type RecipientStatus,
+} from "../../domain/sending/messages";
 import { AppError, notFound } from "../../errors";
 import { encodeCursor } from "../../lib/pagination";
 import { field, requireSection } from "../guard";
@@ -47,6 +54,19 @@ function Filters({ query }: { query: Record<string, string> }) {
   );
 }
 
+/** The recipients' outcomes of a message to several recipients, e.g. "2 sent · 1 bounced", as GET /messages/{id} lists them. */
+function RecipientOutcomes({ outcomes }: { outcomes: Map<RecipientStatus, number> | undefined }) {
+  if (!outcomes || [...outcomes.values()].reduce((sum, total) => sum + total, 0) < 2) return null;
+  return (
+    <small class="recipient-outcomes">
+      {[...outcomes]
+        .sort(([a], [b]) => a.localeCompare(b))
+        .map(([status, total]) => `${total} ${status}`)
+        .join(" · ")}
+    </small>
+  );
+}
+
 function TestSendForm({ csrfToken }: { csrfToken: string }) {
   return (
     <details class="card">
@@ -86,6 +106,11 @@ export const messagePages = new Hono<DashboardEnv>()
     };
     const rows = await listMessages(c.env.DB, auth.account.id, filters, { cursor: query.cursor || undefined, limit: pageSize });
     const page = rows.slice(0, pageSize);
+    const outcomes = await recipientOutcomes(
+      c.env.DB,
+      auth.account.id,
+      page.map((message) => message.id),
+    );
     const last = page.at(-1);
     const next = rows.length > pageSize && last ? encodeCursor(last) : null;
     const base = `/dashboard/messages?${new URLSearchParams(Object.entries(query).filter(([name, value]) => name !== "cursor" && value !== ""))}`;
@@ -123,7 +148,7 @@ export const messagePages = new Hono<DashboardEnv>()
                       </td>
                       <td>{message.fromAddress}</td>
                       <td>
-                        <StatusBadge status={message.status} />
+                        <StatusBadge status={message.status} /> <RecipientOutcomes outcomes={outcomes.get(message.id)} />
                       </td>
                       <td>{message.tags.join(", ")}</td>
                       <td>{formatTime(message.createdAt)}</td>

@@ -65,7 +65,7 @@ const sums = Object.fromEntries(rollupCounters.map((counter) => [counter, sql<nu
 
 export const zeroCounts = (): ReportCounts => Object.fromEntries(rollupCounters.map((counter) => [counter, 0])) as ReportCounts;
 
-const countsOf = (row: Record<RollupCounter, number>): ReportCounts =>
+export const countsOf = (row: Record<RollupCounter, number>): ReportCounts =>
   Object.fromEntries(rollupCounters.map((counter) => [counter, Number(row[counter])])) as ReportCounts;
 
 const ratio = (part: number, whole: number) => (whole === 0 ? 0 : Math.round((part / whole) * 10_000) / 10_000);
@@ -150,27 +150,20 @@ export async function campaignReport(d1: D1Database, campaignId: string): Promis
   return { totals: counts, rates: ratesOf(counts), links };
 }
 
-const engagementCounters = ["opens", "unique_opens", "clicks", "unique_clicks", "unsubscribes", "complaints"] as const;
-/** What the campaign resource's counters show from the rollups (its delivery counts come from its messages). */
-export type CampaignEngagement = Pick<ReportCounts, (typeof engagementCounters)[number]>;
-
-export const noEngagement = (): CampaignEngagement => ({ opens: 0, unique_opens: 0, clicks: 0, unique_clicks: 0, unsubscribes: 0, complaints: 0 });
-
-/** The engagement of several campaigns over their whole life, in one query; a campaign without any is absent. */
-export async function campaignEngagement(d1: D1Database, campaignIds: string[]): Promise<Map<string, CampaignEngagement>> {
+/**
+ * Several campaigns' totals over their whole life, in one query: what GET /reports/campaigns/{id} shows and what the
+ * campaign resource's counters and campaign.completed carry, so the two can never disagree. A campaign with no
+ * counted outcome yet is absent.
+ */
+export async function campaignTotals(d1: D1Database, campaignIds: string[]): Promise<Map<string, ReportCounts>> {
   if (campaignIds.length === 0) return new Map();
   const rows = await campaignTotalsQuery(drizzle(d1), campaignIds);
-  return new Map(
-    rows.map((row) => {
-      const counts = countsOf(row);
-      return [row.campaignId, Object.fromEntries(engagementCounters.map((counter) => [counter, counts[counter]])) as CampaignEngagement];
-    }),
-  );
+  return new Map(rows.map((row) => [row.campaignId, countsOf(row)]));
 }
 
 // By campaign id alone (ids are unique across accounts, over the daily_stats_campaign index): callers have checked
 // the campaigns are the account's.
-function campaignTotalsQuery(db: DrizzleD1Database, campaignIds: string[]) {
+export function campaignTotalsQuery(db: DrizzleD1Database, campaignIds: string[]) {
   return db
     .select({ campaignId: dailyStats.campaignId, ...sums })
     .from(dailyStats)

@@ -2,8 +2,9 @@
 // timeline; and the message a provider's notification names by id. This module owns those reads; acceptance,
 // delivery and recovery write messages in their own batches.
 
-import { and, asc, eq, getTableColumns, gte, inArray, lte, sql } from "drizzle-orm";
+import { and, asc, count, eq, getTableColumns, gte, inArray, lte, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
+import { inJsonArray } from "../../db/client";
 import { events, messageRecipients, messages, messageTags } from "../../db/schema";
 import { keysetPage } from "../../lib/pagination";
 
@@ -153,4 +154,22 @@ export async function findNamedMessage(d1: D1Database, messageId: string): Promi
   ]);
   const message = rows[0];
   return message ? { message, recipients: recipients.map((row) => row.email) } : undefined;
+}
+
+export type RecipientStatus = (typeof messageRecipients.$inferSelect)["status"];
+
+/**
+ * How many recipients of each message are in each status, in one query: a message's own status sums its
+ * recipients up (statusOfRecipients), so a list shows these beside it to tell one bounce among three apart from none.
+ */
+export async function recipientOutcomes(d1: D1Database, accountId: string, messageIds: string[]): Promise<Map<string, Map<RecipientStatus, number>>> {
+  const outcomes = new Map<string, Map<RecipientStatus, number>>();
+  if (messageIds.length === 0) return outcomes;
+  const rows = await drizzle(d1)
+    .select({ messageId: messageRecipients.messageId, status: messageRecipients.status, total: count() })
+    .from(messageRecipients)
+    .where(and(eq(messageRecipients.accountId, accountId), inJsonArray(messageRecipients.messageId, messageIds)))
+    .groupBy(messageRecipients.messageId, messageRecipients.status);
+  for (const row of rows) outcomes.set(row.messageId, (outcomes.get(row.messageId) ?? new Map()).set(row.status, row.total));
+  return outcomes;
 }
