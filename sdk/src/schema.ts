@@ -10414,6 +10414,10 @@ export interface components {
                 send_released: number;
                 verify_charged: number;
                 verify_refunded: number;
+                /** @description Verification credits the plan granted for the month (the cron's first run in it) */
+                verify_granted: number;
+                /** @description Last month's granted verification credits left unused, expired with the new grant */
+                verify_expired: number;
             };
             /** @example 2026-11-01 */
             from: string;
@@ -10439,6 +10443,10 @@ export interface components {
                     send_released: number;
                     verify_charged: number;
                     verify_refunded: number;
+                    /** @description Verification credits the plan granted for the month (the cron's first run in it) */
+                    verify_granted: number;
+                    /** @description Last month's granted verification credits left unused, expired with the new grant */
+                    verify_expired: number;
                 };
                 date: string;
             }[];

@@ -178,6 +178,8 @@ export type UsageCredits = {
   send_released: number;
   verify_charged: number;
   verify_refunded: number;
+  verify_granted: number;
+  verify_expired: number;
 };
 export type UsageTotals = { api_calls: number; emails_sent: number; verifications: number; credits: UsageCredits };
 export type UsageReport = DateRange & UsageTotals & { daily: ({ date: string } & UsageTotals)[] };
@@ -186,7 +188,16 @@ const zeroUsage = (): UsageTotals => ({
   api_calls: 0,
   emails_sent: 0,
   verifications: 0,
-  credits: { send_charged: 0, send_refunded: 0, send_reserved: 0, send_released: 0, verify_charged: 0, verify_refunded: 0 },
+  credits: {
+    send_charged: 0,
+    send_refunded: 0,
+    send_reserved: 0,
+    send_released: 0,
+    verify_charged: 0,
+    verify_refunded: 0,
+    verify_granted: 0,
+    verify_expired: 0,
+  },
 });
 
 /** The account's API calls, emails sent (final transport outcomes), addresses verified and credit movements per day. */
@@ -219,6 +230,8 @@ export async function usageReport(d1: D1Database, accountId: string, range: Date
         send_released: row?.sendReleased ?? 0,
         verify_charged: row?.verifyCharged ?? 0,
         verify_refunded: row?.verifyRefunded ?? 0,
+        verify_granted: row?.verifyGranted ?? 0,
+        verify_expired: row?.verifyExpired ?? 0,
       },
     };
     total.api_calls += day.api_calls;
