@@ -7747,7 +7747,7 @@ export interface components {
             };
         };
         /**
-         * @description send: sending, messages, templates, suppressions, SMTP credentials; verify; contacts: contacts and lists; domains; webhooks; reports: credits, reports and usage; campaigns: campaigns. automations and ai are reserved: a key can carry them, but nothing is built behind them yet.
+         * @description send: sending, messages, templates, suppressions, SMTP credentials; verify; contacts: contacts and lists; domains; webhooks; reports: credits, reports and usage; campaigns: campaigns, senders and segments; automations: automations and their runs; ai: AI campaign drafts.
          * @enum {string}
          */
         Scope: "send" | "verify" | "contacts" | "campaigns" | "domains" | "webhooks" | "automations" | "ai" | "reports";
@@ -10564,7 +10564,7 @@ export interface components {
             features?: components["schemas"]["Feature"][];
         };
         /**
-         * @description email_api and smtp_relay enable sending; campaigns enables campaigns. ai and automations are reserved: nothing is built behind them yet.
+         * @description email_api and smtp_relay enable sending; campaigns enables campaigns; automations enables automations; ai enables AI campaign drafts.
          * @enum {string}
          */
         Feature: "email_api" | "smtp_relay" | "ai" | "campaigns" | "automations";
