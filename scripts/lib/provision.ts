@@ -80,7 +80,7 @@ function recordDatabaseId(configPath: string, name: string, previous: string | u
   const block = text.indexOf(`database_name = "${name}"`);
   const line = previous === undefined ? -1 : text.indexOf(`database_id = "${previous}"`, text.lastIndexOf("[[d1_databases]]", block));
   if (block < 0 || line < 0) throw new ProvisionError(`add database_id = "${id}" to the d1_databases entry of ${name} in ${configPath}`);
-  writeFileSync(configPath, text.slice(0, line) + `database_id = "${id}"` + text.slice(line + `database_id = "${previous}"`.length));
+  writeFileSync(configPath, `${text.slice(0, line)}database_id = "${id}"${text.slice(line + `database_id = "${previous}"`.length)}`);
 }
 
 /** Creates what is missing, one resource at a time, and says what it found or did for each. Stops at the first failure. */

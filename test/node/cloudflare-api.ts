@@ -1,6 +1,6 @@
 // A stand-in for the Cloudflare API calls `npm run provision` makes through wrangler (CLOUDFLARE_API_BASE_URL points
 // wrangler at it): D1 databases, queues and R2 buckets of one account, kept in memory, in the response envelopes the
-// real API uses. Any other call is answered 404 and recorded, so a test sees what wrangler asked that it does not know.
+// real API uses (and the analytics query `r2 bucket info` makes). Any other call is answered 404 and recorded, so a test sees what wrangler asked that it does not know.
 import { randomUUID } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -101,6 +101,10 @@ export async function startCloudflareStandIn(accountId = "0123456789abcdef012345
       return buckets.has(bucket[1]!)
         ? send(200, envelope({ name: bucket[1], creation_date: now, location: "WEUR", storage_class: "Standard" }))
         : send(404, failure(10006, "The specified bucket does not exist."));
+    }
+    // `r2 bucket info` asks the analytics API for the bucket's size and object count: none yet.
+    if (path === "/graphql" && method === "POST") {
+      return send(200, { data: { viewer: { accounts: [{ r2StorageAdaptiveGroups: [] }] } }, errors: null });
     }
     unknown.push(`${method} ${path}`);
     return send(404, failure(7003, "Could not route to this path: the stand-in does not know it"));

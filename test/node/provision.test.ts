@@ -89,8 +89,9 @@ describe("npm run provision", () => {
     const id = api.databases.get("pt-db")!;
     expect(readFileSync(configPath, "utf8")).toContain(`database_id = "${id}"`);
 
-    const creations = () => api.requests.filter((request) => request.startsWith("POST")).length;
+    const creations = () => api.requests.filter((request) => /^POST \/accounts\/.*\/(d1\/database|queues|r2\/buckets)$/.test(request)).length;
     const createdBefore = creations();
+    expect(createdBefore).toBe(3);
     const second = await provision(wrangler, configPath);
     expect(second.error).toBeUndefined();
     expect(summary(second.steps)).toEqual([
