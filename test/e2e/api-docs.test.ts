@@ -44,8 +44,8 @@ describe("the API reference", () => {
         });
         await page.goto(url("/api/v1/docs"));
         // The document's title and its tags (the sidebar's groups) rendered from /api/v1/openapi.json.
-        await expect.poll(() => page.evaluate(() => document.body.innerText), { timeout: 60_000 }).toContain("Mailforge API");
-        const text = await page.evaluate(() => document.body.innerText);
+        await expect.poll(() => page.locator("body").innerText(), { timeout: 60_000 }).toContain("Mailforge API");
+        const text = await page.locator("body").innerText();
         for (const tag of ["Sending", "Campaigns", "Reports"]) expect(text).toContain(tag);
         expect(elsewhere).toEqual([]);
         expect(refused).toEqual([]);
