@@ -120,6 +120,9 @@ export default defineConfig(async () => {
             // Retries go back on the real queue at once, so retry paths cost no waiting; the back-off arithmetic
             // is asserted with an explicit base (test/send/delivery.test.ts).
             SEND_RETRY_BASE_SECONDS: "0",
+            // No monthly grant: the suite's accounts start with exact balances that a cron run must not change. The
+            // grant runs with a deployment's setting in test/platform/monthly-credits.test.ts.
+            MONTHLY_VERIFY_CREDITS: "{}",
             SEND_MAX_ATTEMPTS: "3",
             TEST_SINK_HTTP_URL: inject("sinkHttpUrl"),
             TEST_FAULT_SINK_SMTP_PORT: String(inject("faultSinkSmtpPort")),

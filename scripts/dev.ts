@@ -9,7 +9,7 @@ import { z } from "zod";
 import { createDohServer } from "./dev/doh-server.ts";
 import { createMailSink } from "./dev/mail-sink.ts";
 import { copyDashboardAssets } from "./lib/dashboard-assets.ts";
-import { devStackUrlFile, readDevVars } from "./lib/dev-vars.ts";
+import { devStackFile, devStackUrlFile, readDevVars, type DevStackAddresses } from "./lib/dev-vars.ts";
 import { seedDemoDomain } from "./lib/seed-domain.ts";
 
 const port = z.coerce.number().int().min(1).max(65535);
@@ -179,6 +179,15 @@ mkdirSync(stateDir, { recursive: true });
 // The state directory holds live keys and passwords: keep it out of git wherever DEV_STATE_DIR points.
 writeFileSync(`${stateDir}/.gitignore`, "*\n");
 writeFileSync(devStackUrlFile(stateDir), `${workerUrl}\n`);
+// So `npm run dkim:check` and `npm run admin` find this stack on whatever ports it was given.
+writeFileSync(
+  devStackFile(stateDir),
+  `${JSON.stringify({
+    workerUrl,
+    dohUrl: `http://${config.DEV_HOST}:${config.DOH_PORT}/dns-query`,
+    sinkUrl: `http://${config.DEV_HOST}:${config.SINK_HTTP_PORT}`,
+  } satisfies DevStackAddresses)}\n`,
+);
 if (!existsSync(zonePath)) writeFileSync(zonePath, "{}\n");
 ensureDevVars();
 copyDashboardAssets();

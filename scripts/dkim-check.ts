@@ -3,12 +3,13 @@
 // dev DoH server (what the world would see in DNS); mailauth, an implementation independent of ours, verifies them.
 //
 // <id> is our message id (msg_…, as POST /send or the relay's "queued as" returned it), a sink message id (digits)
-// or a Message-ID header value. Ports and the state directory come from the same variables as `npm run dev`.
+// or a Message-ID header value. It finds the running stack on whatever ports it was given (the addresses `npm run dev`
+// writes to its state directory); ports exported as for `npm run dev` win, and DEV_STATE_DIR names another stack.
 import { existsSync, readFileSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 import { type DKIMResult, dkimVerify, dmarc } from "mailauth";
 import { z } from "zod";
-import { devStackUrl } from "./lib/dev-vars.ts";
+import { devStackAddresses, devStackUrl } from "./lib/dev-vars.ts";
 
 const port = z.coerce.number().int().min(1).max(65535);
 const env = z
@@ -23,11 +24,13 @@ const env = z
   })
   .parse(process.env);
 
-const sinkUrl = `http://${env.DEV_HOST}:${env.SINK_HTTP_PORT}`;
-const dohUrl = `http://${env.DEV_HOST}:${env.DOH_PORT}/dns-query`;
+// A port exported as for `npm run dev` wins; otherwise the addresses the running stack wrote, then the defaults.
+const stack = devStackAddresses();
+const sinkUrl = process.env.SINK_HTTP_PORT || !stack ? `http://${env.DEV_HOST}:${env.SINK_HTTP_PORT}` : stack.sinkUrl;
+const dohUrl = process.env.DOH_PORT || !stack ? `http://${env.DEV_HOST}:${env.DOH_PORT}/dns-query` : stack.dohUrl;
 const workerUrl = process.env.WORKER_PORT
   ? `http://${env.DEV_HOST}:${env.WORKER_PORT}`
-  : (devStackUrl() ?? `http://${env.DEV_HOST}:${env.WORKER_PORT}`);
+  : (stack?.workerUrl ?? devStackUrl() ?? `http://${env.DEV_HOST}:${env.WORKER_PORT}`);
 // A message accepted a moment ago may still be on the queue; delivery in the dev stack takes about a second.
 const waitForDeliveryMs = 15_000;
 

@@ -13,6 +13,15 @@ const optionalText = z
   .optional()
   .transform((value) => value || undefined);
 
+// A value that is not JSON stays a string, which the schema then refuses with its own message.
+const parseJson = (value: string): unknown => {
+  try {
+    return JSON.parse(value);
+  } catch {
+    return value;
+  }
+};
+
 const configSchema = z.object({
   /** DNS-over-HTTPS resolver (JSON API). */
   DOH_URL: z.url().default("https://cloudflare-dns.com/dns-query"),
@@ -62,6 +71,14 @@ const configSchema = z.object({
   ),
   /** Received mail stored per receiving domain in any rolling hour; past it, mail is refused temporarily (docs/inbound.md). */
   INBOUND_MAX_PER_HOUR: z.coerce.number().int().min(1).default(1000),
+  /**
+   * Verification credits granted each calendar month (UTC) per plan, as JSON (`{"free":100}`) or a wrangler.toml
+   * table; a plan left out gets none. The cron grants them: docs/verification.md ("Free monthly credits").
+   */
+  MONTHLY_VERIFY_CREDITS: z.preprocess(
+    (value) => (value === undefined || value === "" ? undefined : typeof value === "string" ? parseJson(value) : value),
+    z.record(z.string().min(1), z.int("must be a whole number of credits").min(0)).default({ free: 100 }),
+  ),
   ADMIN_TOKEN: optionalText,
   BRIDGE_SECRET: optionalText,
   /** HMAC key of dashboard session cookies and CSRF tokens; unset, one is derived from DKIM_ENCRYPTION_KEY. */
@@ -99,6 +116,8 @@ export type Config = {
   bounceDomain?: string;
   ses: { topicArns: string[]; trustedCertOrigin?: string };
   reputationMinSent: number;
+  /** Verification credits each plan gets every calendar month (UTC). */
+  monthlyVerifyCredits: Record<string, number>;
   /** Undefined: nothing is purged. */
   retentionDays?: number;
   inboundMaxPerHour: number;
@@ -151,6 +170,7 @@ export function config(env: Env): Config {
       trustedCertOrigin: vars.SNS_TRUSTED_CERT_ORIGIN,
     },
     reputationMinSent: vars.REPUTATION_MIN_SENT,
+    monthlyVerifyCredits: vars.MONTHLY_VERIFY_CREDITS,
     retentionDays: vars.RETENTION_DAYS === 0 ? undefined : vars.RETENTION_DAYS,
     inboundMaxPerHour: vars.INBOUND_MAX_PER_HOUR,
     adminToken: vars.ADMIN_TOKEN,

@@ -18,6 +18,7 @@ import { sweepStaleContactImports } from "./domain/contacts/import";
 import { resumeStalledCampaigns } from "./domain/campaigns/recovery";
 import { purgeExpiredData } from "./domain/retention/purge";
 import { runScheduledTasks, type ScheduledTask } from "./lib/scheduled";
+import { grantMonthlyCredits } from "./domain/credits/monthly";
 
 export { CampaignProgress } from "./durable-objects/campaign-progress";
 export { RateLimiter } from "./durable-objects/rate-limiter";
@@ -59,6 +60,8 @@ const scheduledTasks: Record<string, ScheduledTask> = {
   resumeStalledCampaigns: async (env, controller) => void (await resumeStalledCampaigns(env, new Date(controller.scheduledTime))),
   // Domains whose bounce or complaint rate crossed a limit through synchronous bounces (reports already check it).
   evaluateReputation: async (env) => void (await evaluateReputation(env)),
+  // Plans' monthly verification credits: granted once per account and calendar month (UTC), last month's unused expired.
+  grantMonthlyCredits: (env, controller) => grantMonthlyCredits(env, new Date(controller.scheduledTime)),
   // Retention: finished messages (with their rows and content), events and webhook deliveries past RETENTION_DAYS.
   purgeExpiredData: async (env, controller) => void (await purgeExpiredData(env, new Date(controller.scheduledTime))),
 };

@@ -1,22 +1,26 @@
-// The dashboard's third-party scripts are served by Workers static assets from public/, never from a CDN. They are
-// copied from node_modules (the versions package-lock.json pins) rather than committed, so an `npm update` is the
-// whole upgrade. `npm run dev`, `npm run assets` and `npm run deploy` run this first.
+// The third-party scripts of the dashboard and of the API reference (/api/v1/docs) are served by Workers static assets
+// from public/, never from a CDN. They are copied from node_modules (the versions package-lock.json pins) rather than
+// committed, so an `npm update` is the whole upgrade. `npm run dev`, `npm run assets` and `npm run deploy` run this first.
 import { copyFileSync, mkdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "../..");
-export const vendorDir = join(root, "public/dashboard/assets/vendor");
 
+// Each file's place under public/ (git-ignored vendor/ folders) and its source in node_modules.
 const vendored = {
-  "htmx.min.js": "node_modules/htmx.org/dist/htmx.min.js",
-  "uPlot.iife.min.js": "node_modules/uplot/dist/uPlot.iife.min.js",
-  "uPlot.min.css": "node_modules/uplot/dist/uPlot.min.css",
+  "dashboard/assets/vendor/htmx.min.js": "node_modules/htmx.org/dist/htmx.min.js",
+  "dashboard/assets/vendor/uPlot.iife.min.js": "node_modules/uplot/dist/uPlot.iife.min.js",
+  "dashboard/assets/vendor/uPlot.min.css": "node_modules/uplot/dist/uPlot.min.css",
+  "api-reference/vendor/scalar.js": "node_modules/@scalar/api-reference/dist/browser/standalone.js",
 };
 
 export function copyDashboardAssets(): void {
-  mkdirSync(vendorDir, { recursive: true });
-  for (const [name, source] of Object.entries(vendored)) copyFileSync(join(root, source), join(vendorDir, name));
+  for (const [target, source] of Object.entries(vendored)) {
+    const path = join(root, "public", target);
+    mkdirSync(dirname(path), { recursive: true });
+    copyFileSync(join(root, source), path);
+  }
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) copyDashboardAssets();

@@ -21,3 +21,14 @@ export function devStackUrl(): string | undefined {
   const path = devStackUrlFile();
   return existsSync(path) ? readFileSync(path, "utf8").trim() || undefined : undefined;
 }
+
+/** The addresses of a running dev stack's parts, which `npm run dev` writes into its state directory. */
+export type DevStackAddresses = { workerUrl: string; dohUrl: string; sinkUrl: string };
+
+export const devStackFile = (stateDir = process.env.DEV_STATE_DIR ?? ".dev") => `${stateDir}/stack.json`;
+
+/** Where the dev stack started from this checkout listens (whatever ports it was given), when one has been started. */
+export function devStackAddresses(): DevStackAddresses | undefined {
+  const path = devStackFile();
+  return existsSync(path) ? (JSON.parse(readFileSync(path, "utf8")) as DevStackAddresses) : undefined;
+}

@@ -8048,7 +8048,7 @@ export interface components {
             };
         };
         /**
-         * @description send: sending, messages, templates, suppressions, SMTP credentials; verify; contacts: contacts and lists; domains; webhooks; reports: credits, reports and usage; campaigns: campaigns. automations and ai are reserved: a key can carry them, but nothing is built behind them yet.
+         * @description send: sending, messages, templates, suppressions, SMTP credentials; verify; contacts: contacts and lists; domains; webhooks; reports: credits, reports and usage; campaigns: campaigns, senders and segments; automations: automations and their runs; ai: AI campaign drafts.
          * @enum {string}
          */
         Scope: "send" | "verify" | "contacts" | "campaigns" | "domains" | "webhooks" | "automations" | "ai" | "reports";
@@ -9034,23 +9034,35 @@ export interface components {
             data: components["schemas"]["CampaignCompletedEventData"];
         };
         /**
-         * @description Every recipient of a sent campaign reached a final state; the counters are those of GET /campaigns/{id}
+         * @description Every recipient of a sent campaign reached a final state; the counters (and outcome) are those of GET /campaigns/{id} at that moment, which are its report's totals
          * @example {
          *       "campaign_id": "cmp_test0000000000000000000",
          *       "name": "November newsletter",
+         *       "outcome": "partially_delivered",
          *       "recipients": 3,
          *       "sent": 2,
+         *       "delivered": 1,
+         *       "hard_bounces": 1,
+         *       "soft_bounces": 0,
          *       "failed": 0,
-         *       "suppressed": 1
+         *       "suppressed": 1,
+         *       "cancelled": 0,
+         *       "unknown": 0
          *     }
          */
         CampaignCompletedEventData: {
             campaign_id: string;
             name?: string;
+            /**
+             * @description The campaign's outcome (GET /campaigns/{id}): undelivered when no recipient was accepted
+             * @enum {string}
+             */
+            outcome?: "delivered" | "partially_delivered" | "undelivered";
             recipients: number;
             sent: number;
             delivered?: number;
-            bounced?: number;
+            hard_bounces?: number;
+            soft_bounces?: number;
             failed: number;
             suppressed: number;
             cancelled?: number;
@@ -10111,6 +10123,11 @@ export interface components {
             /** @description Sending credits reserved at POST /send for the audience counted then */
             credits_reserved: number;
             counters: components["schemas"]["CampaignCounters"];
+            /**
+             * @description How the finished campaign went (null until completed_at): delivered when the receiving servers accepted every recipient not cancelled, undelivered when they accepted none (all bounced, failed, were suppressed or unknown), otherwise partially_delivered
+             * @enum {string|null}
+             */
+            outcome: "delivered" | "partially_delivered" | "undelivered" | null;
             error: string | null;
             /**
              * Format: date-time
@@ -10123,31 +10140,45 @@ export interface components {
              */
             updated_at: string;
         };
-        /** @description Delivery counted from the campaign's messages; opens, clicks, unsubscribes and complaints from the report rollups (GET /reports/campaigns/{id} has them all, with rates and links). */
-        CampaignCounters: {
+        /** @description recipients, pending, cancelled and unknown from the campaign's messages; every other counter is its report's total (GET /reports/campaigns/{id}, same definitions: docs/reports.md), so the two always agree. */
+        CampaignCounters: components["schemas"]["ReportCounts"] & {
             /** @description Messages materialised (one per recipient) so far */
             recipients: number;
             /** @description Not final yet: waiting for the fan-out, queued, being sent or retrying */
             pending: number;
-            /** @description Handed to the provider (including delivered) */
-            sent: number;
-            delivered: number;
-            bounced: number;
-            failed: number;
-            /** @description Skipped at sending time: unsubscribed, suppressed or deleted since the audience was counted */
-            suppressed: number;
+            /** @description Skipped because the campaign was cancelled before they were sent */
             cancelled: number;
-            /** @description Interrupted after a possible hand-off; not retried, not charged */
+            /** @description Interrupted after a possible hand-off; not retried, not charged, not counted as sent */
             unknown: number;
-            /** @description Opens by people (machine opens are not counted here) */
+        };
+        /** @description Per recipient; mail sent with test keys (sk_test_) is never counted */
+        ReportCounts: {
+            /** @description Recipients with a final transport outcome: delivered + hard_bounces + failed */
+            sent: number;
+            /** @description Accepted by the receiving server (its final 250) */
+            delivered: number;
+            /** @description Refused for good (5xx) */
+            hard_bounces: number;
+            /** @description Deferred (4xx) at least once; each recipient counted once, on its first deferral */
+            soft_bounces: number;
+            /** @description Opens by people, every one */
             opens: number;
-            /** @description Recipients who opened */
+            /** @description Recipients who opened, once each */
             unique_opens: number;
+            /** @description Opens by privacy proxies, image prefetchers and scanners, counted apart from opens */
+            machine_opens: number;
+            /** @description Clicks on tracked links, every one */
             clicks: number;
-            /** @description Recipients who clicked */
+            /** @description Recipients who clicked, once each */
             unique_clicks: number;
+            /** @description Unsubscribed through the message's link */
             unsubscribes: number;
+            /** @description Marked as spam */
             complaints: number;
+            /** @description Given up after the retries */
+            failed: number;
+            /** @description Skipped because the address is suppressed (when sent or when its campaign reached it) */
+            suppressed: number;
         };
         CreateCampaign: {
             name: string;
@@ -10754,35 +10785,6 @@ export interface components {
                 date: string;
             })[];
         };
-        /** @description Per recipient; mail sent with test keys (sk_test_) is never counted */
-        ReportCounts: {
-            /** @description Recipients with a final transport outcome: delivered + hard_bounces + failed */
-            sent: number;
-            /** @description Accepted by the receiving server (its final 250) */
-            delivered: number;
-            /** @description Refused for good (5xx) */
-            hard_bounces: number;
-            /** @description Deferred (4xx) at least once; each recipient counted once, on its first deferral */
-            soft_bounces: number;
-            /** @description Opens by people, every one */
-            opens: number;
-            /** @description Recipients who opened, once each */
-            unique_opens: number;
-            /** @description Opens by privacy proxies, image prefetchers and scanners, counted apart from opens */
-            machine_opens: number;
-            /** @description Clicks on tracked links, every one */
-            clicks: number;
-            /** @description Recipients who clicked, once each */
-            unique_clicks: number;
-            /** @description Unsubscribed through the message's link */
-            unsubscribes: number;
-            /** @description Marked as spam */
-            complaints: number;
-            /** @description Given up after the retries */
-            failed: number;
-            /** @description Skipped because the address is suppressed (when sent or when its campaign reached it) */
-            suppressed: number;
-        };
         /** @description Fractions rounded to 4 decimals; 0 when the denominator is 0 */
         ReportRates: {
             /** @description delivered / sent */
@@ -10828,6 +10830,10 @@ export interface components {
                 send_released: number;
                 verify_charged: number;
                 verify_refunded: number;
+                /** @description Verification credits the plan granted for the month (the cron's first run in it) */
+                verify_granted: number;
+                /** @description Last month's granted verification credits left unused, expired with the new grant */
+                verify_expired: number;
             };
             /** @example 2026-11-01 */
             from: string;
@@ -10853,6 +10859,10 @@ export interface components {
                     send_released: number;
                     verify_charged: number;
                     verify_refunded: number;
+                    /** @description Verification credits the plan granted for the month (the cron's first run in it) */
+                    verify_granted: number;
+                    /** @description Last month's granted verification credits left unused, expired with the new grant */
+                    verify_expired: number;
                 };
                 date: string;
             }[];
@@ -10970,7 +10980,7 @@ export interface components {
             features?: components["schemas"]["Feature"][];
         };
         /**
-         * @description email_api and smtp_relay enable sending; campaigns enables campaigns. ai and automations are reserved: nothing is built behind them yet.
+         * @description email_api and smtp_relay enable sending; campaigns enables campaigns; automations enables automations; ai enables AI campaign drafts.
          * @enum {string}
          */
         Feature: "email_api" | "smtp_relay" | "ai" | "campaigns" | "automations";

@@ -17,32 +17,18 @@ import { AppError, notFound, validationError } from "../errors";
 import { campaignStatuses } from "../db/schema";
 import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 import { pageOf } from "../lib/pagination";
+import { CountsSchema } from "./reports";
 
-const CountersSchema = z
-  .object({
-    recipients: z.number().int().openapi({ description: "Messages materialised (one per recipient) so far" }),
-    pending: z.number().int().openapi({ description: "Not final yet: waiting for the fan-out, queued, being sent or retrying" }),
-    sent: z.number().int().openapi({ description: "Handed to the provider (including delivered)" }),
-    delivered: z.number().int(),
-    bounced: z.number().int(),
-    failed: z.number().int(),
-    suppressed: z
-      .number()
-      .int()
-      .openapi({ description: "Skipped at sending time: unsubscribed, suppressed or deleted since the audience was counted" }),
-    cancelled: z.number().int(),
-    unknown: z.number().int().openapi({ description: "Interrupted after a possible hand-off; not retried, not charged" }),
-    opens: z.number().int().openapi({ description: "Opens by people (machine opens are not counted here)" }),
-    unique_opens: z.number().int().openapi({ description: "Recipients who opened" }),
-    clicks: z.number().int(),
-    unique_clicks: z.number().int().openapi({ description: "Recipients who clicked" }),
-    unsubscribes: z.number().int(),
-    complaints: z.number().int(),
-  })
-  .openapi("CampaignCounters", {
-    description:
-      "Delivery counted from the campaign's messages; opens, clicks, unsubscribes and complaints from the report rollups (GET /reports/campaigns/{id} has them all, with rates and links).",
-  });
+const CountersSchema = CountsSchema.extend({
+  recipients: z.number().int().openapi({ description: "Messages materialised (one per recipient) so far" }),
+  pending: z.number().int().openapi({ description: "Not final yet: waiting for the fan-out, queued, being sent or retrying" }),
+  cancelled: z.number().int().openapi({ description: "Skipped because the campaign was cancelled before they were sent" }),
+  unknown: z.number().int().openapi({ description: "Interrupted after a possible hand-off; not retried, not charged, not counted as sent" }),
+}).openapi("CampaignCounters", {
+  description:
+    "recipients, pending, cancelled and unknown from the campaign's messages; every other counter is its report's total (GET /reports/campaigns/{id}, " +
+    "same definitions: docs/reports.md), so the two always agree.",
+});
 
 const CampaignSchema = z
   .object({
@@ -73,6 +59,14 @@ const CampaignSchema = z
     completed_at: Timestamp.nullable(),
     credits_reserved: z.number().int().openapi({ description: "Sending credits reserved at POST /send for the audience counted then" }),
     counters: CountersSchema,
+    outcome: z
+      .enum(["delivered", "partially_delivered", "undelivered"])
+      .nullable()
+      .openapi({
+        description:
+          "How the finished campaign went (null until completed_at): delivered when the receiving servers accepted every recipient not cancelled, " +
+          "undelivered when they accepted none (all bounced, failed, were suppressed or unknown), otherwise partially_delivered",
+      }),
     error: z.string().nullable(),
     created_at: Timestamp,
     updated_at: Timestamp,

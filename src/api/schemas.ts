@@ -5,11 +5,11 @@ import { features, scopes } from "../types";
 export const ScopeSchema = z.enum(scopes).openapi("Scope", {
   description:
     "send: sending, messages, templates, suppressions, SMTP credentials; verify; contacts: contacts and lists; domains; webhooks; " +
-    "reports: credits, reports and usage; campaigns: campaigns; inbound: received mail (GET/DELETE /inbound, raw bytes and attachments). automations and ai are reserved: a key can carry them, but nothing is built behind them yet.",
+    "reports: credits, reports and usage; campaigns: campaigns, senders and segments; automations: automations and their runs; ai: AI campaign drafts; inbound: received mail (GET/DELETE /inbound, raw bytes and attachments).",
 });
 export const FeatureSchema = z.enum(features).openapi("Feature", {
   description:
-    "email_api and smtp_relay enable sending; campaigns enables campaigns. ai and automations are reserved: nothing is built behind them yet.",
+    "email_api and smtp_relay enable sending; campaigns enables campaigns; automations enables automations; ai enables AI campaign drafts.",
 });
 
 export const BalancesSchema = z

@@ -17,6 +17,8 @@ const UsageCountsSchema = z.object({
       send_released: z.number().int().openapi({ description: "Reserved credits given back unspent" }),
       verify_charged: z.number().int(),
       verify_refunded: z.number().int(),
+      verify_granted: z.number().int().openapi({ description: "Verification credits the plan granted for the month (the cron's first run in it)" }),
+      verify_expired: z.number().int().openapi({ description: "Last month's granted verification credits left unused, expired with the new grant" }),
     })
     .openapi({ description: "Credit movements, as the ledger records them" }),
 });

@@ -670,6 +670,9 @@ export const usageDaily = sqliteTable(
     sendReleased: integer("send_released").notNull().default(0),
     verifyCharged: integer("verify_charged").notNull().default(0),
     verifyRefunded: integer("verify_refunded").notNull().default(0),
+    // A plan's monthly verification credits: granted, and last month's unused ones expired (docs/verification.md).
+    verifyGranted: integer("verify_granted").notNull().default(0),
+    verifyExpired: integer("verify_expired").notNull().default(0),
   },
   (t) => [primaryKey({ columns: [t.accountId, t.day] })],
 );

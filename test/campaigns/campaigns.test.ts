@@ -116,7 +116,7 @@ describe("campaigns, sent now", () => {
       const current = await campaignOf(key, draft.id);
       return current.status === "sent" ? current : undefined;
     }, 20_000);
-    expect(done.counters).toMatchObject({ recipients: 4, pending: 0, sent: 4, bounced: 0, failed: 0, suppressed: 0, cancelled: 0 });
+    expect(done.counters).toMatchObject({ recipients: 4, pending: 0, sent: 4, hard_bounces: 0, failed: 0, suppressed: 0, cancelled: 0 });
     expect(done.completed_at).not.toBeNull();
 
     const expected = ["ann", "both", "nameless", "vip"];
@@ -202,7 +202,7 @@ describe("campaigns, sent now", () => {
       const current = await campaignOf(key, draft.id);
       return current.status === "sent" ? current : undefined;
     }, 20_000);
-    expect(done.counters).toMatchObject({ recipients: 2, sent: 1, bounced: 1 });
+    expect(done.counters).toMatchObject({ recipients: 2, sent: 2, delivered: 1, hard_bounces: 1 });
     const kinds = (await ledgerOf(account.id)).filter((entry) => entry.kind !== "top_up").map((entry) => `${entry.kind}:${entry.amount}`);
     expect(kinds.sort()).toEqual(["charge:-1", "release:-1", "reservation:2"]);
     expect(await balances(key)).toEqual({ balance: 9, reserved: 0, available: 9 });

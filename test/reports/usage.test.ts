@@ -9,7 +9,10 @@ import { freshBulkSuffix, waitForJob } from "../verify-api/helpers";
 // GET /usage against the credit ledger it must always match, the verification counts, and the API calls the
 // per-key RateLimiter objects count and flush with their alarm.
 
-type Credits = Record<"send_charged" | "send_refunded" | "send_reserved" | "send_released" | "verify_charged" | "verify_refunded", number>;
+type Credits = Record<
+  "send_charged" | "send_refunded" | "send_reserved" | "send_released" | "verify_charged" | "verify_refunded" | "verify_granted" | "verify_expired",
+  number
+>;
 type Usage = {
   from: string;
   to: string;
@@ -26,7 +29,8 @@ const usageOf = async (key: string) => json<Usage>(await call("/api/v1/usage", {
 /** The ledger's movements, summed the way /usage names them. */
 async function ledgerTotals(accountId: string): Promise<Credits> {
   const rows = await env.DB.prepare(
-    "SELECT balance || '_' || kind AS movement, SUM(ABS(amount)) AS total FROM credit_ledger WHERE account_id = ?1 AND kind != 'top_up' GROUP BY 1",
+    `SELECT balance || '_' || kind AS movement, SUM(ABS(amount)) AS total FROM credit_ledger
+     WHERE account_id = ?1 AND (kind != 'top_up' OR reference_id LIKE 'monthly_verify:%') GROUP BY 1`,
   )
     .bind(accountId)
     .all<{ movement: string; total: number }>();
@@ -38,6 +42,8 @@ async function ledgerTotals(accountId: string): Promise<Credits> {
     send_released: of("send_release"),
     verify_charged: of("verify_charge"),
     verify_refunded: of("verify_refund"),
+    verify_granted: of("verify_top_up"),
+    verify_expired: of("verify_adjustment"),
   };
 }
 
@@ -64,7 +70,16 @@ describe("GET /usage", () => {
 
     const usage = await usageOf(key);
     expect(usage.credits).toEqual(await ledgerTotals(account.id));
-    expect(usage.credits).toEqual({ send_charged: 2, send_refunded: 1, send_reserved: 0, send_released: 0, verify_charged: 4, verify_refunded: 0 });
+    expect(usage.credits).toEqual({
+      send_charged: 2,
+      send_refunded: 1,
+      send_reserved: 0,
+      send_released: 0,
+      verify_charged: 4,
+      verify_refunded: 0,
+      verify_granted: 0,
+      verify_expired: 0,
+    });
     expect(usage.emails_sent).toBe(2);
     expect(usage.verifications).toBe(5);
     expect(usage.daily).toHaveLength(30);

@@ -13,7 +13,8 @@ import {
   segmentConditions,
   sendCampaign,
   updateDraft,
-  type CampaignResourceCounters,
+  campaignOutcome,
+  type CampaignCounters,
   type CampaignRow,
 } from "../../domain/campaigns/campaigns";
 import { renderCampaignMessage } from "../../domain/campaigns/delivery";
@@ -235,10 +236,29 @@ async function previewContact(d1: D1Database, campaign: CampaignRow, chosen: str
   return newest.kind === "page" ? newest.rows[0] : undefined;
 }
 
+const outcomeLabels = { delivered: "delivered", partially_delivered: "partly delivered", undelivered: "undelivered" } as const;
+
+/** A finished campaign's outcome beside its status, so a campaign nobody received never reads as a plain success. */
+function OutcomeBadge({ outcome }: { outcome: keyof typeof outcomeLabels }) {
+  const tone = outcome === "delivered" ? "ok" : outcome === "undelivered" ? "bad" : "warn";
+  return <span class={`badge ${tone}`}>{outcomeLabels[outcome]}</span>;
+}
+
+function OutcomeSummary({ counters }: { counters: CampaignCounters }) {
+  const accepted = counters.sent - counters.hard_bounces - counters.failed;
+  return (
+    <p class="outcome">
+      {accepted} of {counters.recipients - counters.cancelled} recipients accepted: {counters.hard_bounces} bounced, {counters.failed} failed,{" "}
+      {counters.suppressed} suppressed.
+    </p>
+  );
+}
+
 const inFlight = (campaign: CampaignRow) => campaign.status === "scheduled" || campaign.status === "sending";
 
-function CampaignProgress({ campaign, counters }: { campaign: CampaignRow; counters: CampaignResourceCounters }) {
+function CampaignProgress({ campaign, counters }: { campaign: CampaignRow; counters: CampaignCounters }) {
   const finished = counters.recipients - counters.pending;
+  const outcome = campaignOutcome(campaign, counters);
   return (
     <div
       id="campaign-progress"
@@ -250,7 +270,9 @@ function CampaignProgress({ campaign, counters }: { campaign: CampaignRow; count
       <p>
         <StatusBadge status={campaign.status} />
         {campaign.status === "scheduled" ? ` for ${formatTime(campaign.sendAt)}` : ""}
+        {outcome ? <OutcomeBadge outcome={outcome} /> : null}
       </p>
+      {outcome ? <OutcomeSummary counters={counters} /> : null}
       {campaign.status === "draft" ? null : (
         <>
           <Progress label="Campaign sending" done={finished} total={Math.max(campaign.creditsReserved, counters.recipients)} />
@@ -265,7 +287,11 @@ function CampaignProgress({ campaign, counters }: { campaign: CampaignRow; count
             </div>
             <div>
               <dt>Bounced</dt>
-              <dd>{counters.bounced}</dd>
+              <dd>{counters.hard_bounces}</dd>
+            </div>
+            <div>
+              <dt>Failed</dt>
+              <dd>{counters.failed}</dd>
             </div>
             <div>
               <dt>Opened</dt>
@@ -281,6 +307,11 @@ function CampaignProgress({ campaign, counters }: { campaign: CampaignRow; count
       {campaign.error ? <Notice kind="error">{campaign.error}</Notice> : null}
     </div>
   );
+}
+
+function ListedOutcome({ campaign, counters }: { campaign: CampaignRow; counters: CampaignCounters | undefined }) {
+  const outcome = counters ? campaignOutcome(campaign, counters) : null;
+  return outcome && outcome !== "delivered" ? <OutcomeBadge outcome={outcome} /> : null;
 }
 
 async function audienceOf(env: Env, audience: Audience & Pick<CampaignRow, "segments">): Promise<number> {
@@ -306,11 +337,11 @@ async function testSender(d1: D1Database, campaign: CampaignRow): Promise<{ name
 }
 
 /** The sent campaign's outcome at a glance: each figure with its share of the recipients, then its links by clicks. */
-function Report({ report, counters }: { report: CampaignReport; counters: CampaignResourceCounters }) {
+function Report({ report, counters }: { report: CampaignReport; counters: CampaignCounters }) {
   const base = Math.max(counters.recipients, 1);
   const figures: [string, number][] = [
     ["Delivered", counters.delivered],
-    ["Bounced", counters.bounced],
+    ["Bounced", counters.hard_bounces],
     ["Opened", counters.unique_opens],
     ["Clicked", counters.unique_clicks],
     ["Unsubscribed", counters.unsubscribes],
@@ -402,6 +433,7 @@ export const campaignPages = new Hono<DashboardEnv>()
                       </td>
                       <td>
                         <StatusBadge status={campaign.status} />
+                        <ListedOutcome campaign={campaign} counters={counters.get(campaign.id)} />
                       </td>
                       <td>{counters.get(campaign.id)?.recipients ?? 0}</td>
                       <td>{counters.get(campaign.id)?.unique_opens ?? 0}</td>

@@ -11,6 +11,7 @@ import {
   recipientsOfMessages,
   sentContent,
   type MessageFilters,
+  type RecipientStatus,
 } from "../../domain/sending/messages";
 import { AppError, notFound } from "../../errors";
 import { encodeCursor } from "../../lib/pagination";
@@ -53,6 +54,22 @@ function Filters({ query }: { query: Record<string, string> }) {
       </label>
       <button type="submit">Search</button>
     </form>
+  );
+}
+
+/** The recipients' outcomes of a message to several recipients, e.g. "2 sent · 1 bounced", as GET /messages/{id} lists them. */
+/** How many of a message's recipients are in each status ("1 bounced · 2 sent"), when it has several. */
+function RecipientOutcomes({ recipients }: { recipients: { status: RecipientStatus }[] | undefined }) {
+  if (!recipients || recipients.length < 2) return null;
+  const outcomes = new Map<RecipientStatus, number>();
+  for (const { status } of recipients) outcomes.set(status, (outcomes.get(status) ?? 0) + 1);
+  return (
+    <small class="recipient-outcomes">
+      {[...outcomes]
+        .sort(([a], [b]) => a.localeCompare(b))
+        .map(([status, total]) => `${total} ${status}`)
+        .join(" · ")}
+    </small>
   );
 }
 
@@ -147,7 +164,7 @@ export const messagePages = new Hono<DashboardEnv>()
                       </td>
                       <td class="wrap">{message.fromAddress}</td>
                       <td>
-                        <StatusBadge status={message.status} />
+                        <StatusBadge status={message.status} /> <RecipientOutcomes recipients={recipients.get(message.id)} />
                       </td>
                       <td>{message.tags.join(", ")}</td>
                       <td>{formatTime(message.createdAt)}</td>

@@ -1,4 +1,5 @@
 import { Hono } from "hono";
+import { config } from "../../config";
 import { balancesOf } from "../../domain/accounts/accounts";
 import { defaultRange, usageReport } from "../../domain/reports/reports";
 import { requireSection } from "../guard";
@@ -12,6 +13,7 @@ export const usagePages = new Hono<DashboardEnv>().get("/usage", async (c) => {
   const balances = balancesOf(auth.account);
   const active = usage.daily.some((day) => day.api_calls + day.emails_sent + day.verifications > 0);
   const credits = usage.credits;
+  const monthlyGrant = config(c.env).monthlyVerifyCredits[auth.account.plan] ?? 0;
   return c.html(
     <Shell title="Credits & usage" auth={auth} csrfToken={c.get("csrfToken")} current="/dashboard/usage">
       <section class="grid stats">
@@ -25,6 +27,11 @@ export const usagePages = new Hono<DashboardEnv>().get("/usage", async (c) => {
         <div class="card stat">
           <div class="stat-label">Verification credits</div>
           <div class="stat-value">{balances.verify.available.toLocaleString("en")}</div>
+          {monthlyGrant > 0 ? (
+            <div class="hint">
+              {monthlyGrant.toLocaleString("en")} granted each month ({auth.account.plan} plan); unused ones do not carry over
+            </div>
+          ) : null}
         </div>
         <div class="card stat">
           <div class="stat-label">Daily send limit</div>
@@ -80,6 +87,8 @@ export const usagePages = new Hono<DashboardEnv>().get("/usage", async (c) => {
                 <th scope="col">Refunded</th>
                 <th scope="col">Reserved</th>
                 <th scope="col">Released</th>
+                <th scope="col">Granted monthly</th>
+                <th scope="col">Expired unused</th>
               </tr>
             </thead>
             <tbody>
@@ -89,6 +98,8 @@ export const usagePages = new Hono<DashboardEnv>().get("/usage", async (c) => {
                 <td>{credits.send_refunded}</td>
                 <td>{credits.send_reserved}</td>
                 <td>{credits.send_released}</td>
+                <td>—</td>
+                <td>—</td>
               </tr>
               <tr>
                 <td>Verification</td>
@@ -96,6 +107,8 @@ export const usagePages = new Hono<DashboardEnv>().get("/usage", async (c) => {
                 <td>{credits.verify_refunded}</td>
                 <td>—</td>
                 <td>—</td>
+                <td>{credits.verify_granted}</td>
+                <td>{credits.verify_expired}</td>
               </tr>
             </tbody>
           </table>

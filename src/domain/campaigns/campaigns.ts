@@ -13,7 +13,7 @@ import { keysetPage } from "../../lib/pagination";
 import { reserveStatements, wasApplied } from "../credits/ledger";
 import { audienceParameters, audienceWhere, countAudience, MAX_AUDIENCE_PARAMETERS } from "./audience";
 import { completeIfDone } from "./fanout";
-import { campaignEngagement, noEngagement, type CampaignEngagement } from "../reports/reports";
+import { campaignTotals, zeroCounts, type ReportCounts } from "../reports/reports";
 import { segmentWhere } from "./segments";
 
 export type CampaignRow = typeof campaigns.$inferSelect;
@@ -39,55 +39,55 @@ export type CampaignInput = {
   trackClicks: boolean;
 };
 
-/** Messages per status, counted over the messages_campaign_status index. */
-export type CampaignCounters = {
-  recipients: number;
-  pending: number;
-  sent: number;
-  delivered: number;
-  bounced: number;
-  failed: number;
-  suppressed: number;
-  cancelled: number;
-  unknown: number;
-};
+/** A campaign message's statuses before its final outcome: the fan-out has not finished with it. */
+export const pendingMessageStatuses = ["scheduled", "queued", "sending", "deferred"] as const;
 
-const emptyCounters = (): CampaignCounters => ({
-  recipients: 0,
-  pending: 0,
-  sent: 0,
-  delivered: 0,
-  bounced: 0,
-  failed: 0,
-  suppressed: 0,
-  cancelled: 0,
-  unknown: 0,
-});
+/**
+ * Where a campaign's recipients are in its lifecycle, counted from its messages (over the messages_campaign_status
+ * index): all of them, those not finished yet, those its cancellation skipped, and those whose last attempt was
+ * interrupted after a possible hand-off (never retried).
+ */
+export type CampaignLifecycle = { recipients: number; pending: number; cancelled: number; unknown: number };
 
-export function countersFrom(rows: { status: string; total: number }[]): CampaignCounters {
-  const counters = emptyCounters();
+/**
+ * The campaign resource's counters: its lifecycle, and what happened to its mail, read from the report rollups, the
+ * one definition of each counter (docs/reports.md) and the very numbers of GET /reports/campaigns/{id}.
+ */
+export type CampaignCounters = CampaignLifecycle & ReportCounts;
+
+/** How a finished campaign went, at a glance: docs/campaigns.md. */
+export type CampaignOutcome = "delivered" | "partially_delivered" | "undelivered";
+
+export const emptyCounters = (): CampaignCounters => ({ recipients: 0, pending: 0, cancelled: 0, unknown: 0, ...zeroCounts() });
+
+/** The lifecycle counters from the campaign's messages per status (stored and purged alike). */
+export function lifecycleFrom(rows: { status: string; total: number }[]): CampaignLifecycle {
+  const lifecycle = { recipients: 0, pending: 0, cancelled: 0, unknown: 0 };
   for (const { status, total } of rows) {
-    counters.recipients += total;
-    if (status === "sent" || status === "delivered") counters.sent += total;
-    if (status === "delivered") counters.delivered += total;
-    else if (status === "bounced" || status === "failed" || status === "suppressed" || status === "cancelled" || status === "unknown")
-      counters[status] += total;
-    else if (status !== "sent") counters.pending += total;
+    lifecycle.recipients += total;
+    if (status === "cancelled" || status === "unknown") lifecycle[status] += total;
+    else if ((pendingMessageStatuses as readonly string[]).includes(status)) lifecycle.pending += total;
   }
-  return counters;
+  return lifecycle;
 }
 
 /**
- * The campaign resource's counters: its messages per status (those stored, plus those the retention purge removed),
- * and its opens, clicks… from the report rollups.
+ * Null until the campaign is finished, and for one that had nobody to send to (cancelled before any). Then `delivered` when the receiving servers accepted every recipient it did not
+ * cancel, `undelivered` when they accepted none (all bounced, failed, were suppressed or were left unknown), otherwise
+ * `partially_delivered`. Accepted: sent and neither bounced nor failed, so a bounce reported after the hand-off counts.
  */
-export type CampaignResourceCounters = CampaignCounters & CampaignEngagement;
+export function campaignOutcome(row: Pick<CampaignRow, "completedAt">, counters: CampaignCounters): CampaignOutcome | null {
+  if (!row.completedAt || counters.recipients - counters.cancelled === 0) return null;
+  const accepted = counters.sent - counters.hard_bounces - counters.failed;
+  if (accepted <= 0) return "undelivered";
+  return accepted >= counters.recipients - counters.cancelled ? "delivered" : "partially_delivered";
+}
 
-export async function campaignCounters(d1: D1Database, campaignIds: string[]): Promise<Map<string, CampaignResourceCounters>> {
-  const result = new Map<string, CampaignResourceCounters>();
+export async function campaignCounters(d1: D1Database, campaignIds: string[]): Promise<Map<string, CampaignCounters>> {
+  const result = new Map<string, CampaignCounters>();
   if (campaignIds.length === 0) return result;
   const db = drizzle(d1);
-  const [[stored, purged], engagement] = await Promise.all([
+  const [[stored, purged], totals] = await Promise.all([
     db.batch([
       db
         .select({ campaignId: messages.campaignId, status: messages.status, total: count() })
@@ -99,15 +99,15 @@ export async function campaignCounters(d1: D1Database, campaignIds: string[]): P
         .from(campaignPurgedMessages)
         .where(inJsonArray(campaignPurgedMessages.campaignId, campaignIds)),
     ]),
-    campaignEngagement(d1, campaignIds),
+    campaignTotals(d1, campaignIds),
   ]);
   const byCampaign = new Map<string, { status: string; total: number }[]>();
   for (const row of [...stored, ...purged]) byCampaign.set(row.campaignId!, [...(byCampaign.get(row.campaignId!) ?? []), row]);
-  for (const id of campaignIds) result.set(id, { ...countersFrom(byCampaign.get(id) ?? []), ...(engagement.get(id) ?? noEngagement()) });
+  for (const id of campaignIds) result.set(id, { ...lifecycleFrom(byCampaign.get(id) ?? []), ...(totals.get(id) ?? zeroCounts()) });
   return result;
 }
 
-export function serializeCampaign(row: CampaignRow, counters: CampaignResourceCounters = { ...emptyCounters(), ...noEngagement() }) {
+export function serializeCampaign(row: CampaignRow, counters: CampaignCounters = emptyCounters()) {
   return {
     id: row.id,
     name: row.name,
@@ -130,6 +130,7 @@ export function serializeCampaign(row: CampaignRow, counters: CampaignResourceCo
     completed_at: row.completedAt,
     credits_reserved: row.creditsReserved,
     counters,
+    outcome: campaignOutcome(row, counters),
     error: row.error,
     created_at: row.createdAt,
     updated_at: row.updatedAt,

@@ -14,14 +14,14 @@ import { idFromDigest, nowIso } from "../../lib/ids";
 import { logError } from "../../lib/log";
 import { releaseStatements } from "../credits/ledger";
 import { eventStatement } from "../events/events";
+import { campaignTotalsQuery, countsOf, zeroCounts } from "../reports/reports";
 import { enqueueMessages } from "../sending/enqueue";
 import { dispatchEvents } from "../webhooks/dispatch";
 import { audiencePage } from "./audience";
-import { countersFrom, type CampaignRow } from "./campaigns";
+import { campaignOutcome, lifecycleFrom, pendingMessageStatuses, type CampaignRow } from "./campaigns";
 
 /** Contacts per materialisation statement pair; D1 binds the chunk as one JSON parameter. */
 export const MATERIALISE_CHUNK = 500;
-const pendingStatuses = ["scheduled", "queued", "sending", "deferred"] as const;
 const encoder = new TextEncoder();
 
 /** The ledger reference of one recipient's charge or release: the campaign's references sort together. */
@@ -211,12 +211,12 @@ export async function completeIfDone(env: Env, campaignId: string): Promise<bool
   const pending = await db
     .select({ id: messages.id })
     .from(messages)
-    .where(and(eq(messages.campaignId, campaignId), inArray(messages.status, pendingStatuses)))
+    .where(and(eq(messages.campaignId, campaignId), inArray(messages.status, pendingMessageStatuses)))
     .limit(1)
     .get();
   if (pending) return false;
 
-  const [campaignRows, statusRows, ledgerRows] = await db.batch([
+  const [campaignRows, statusRows, ledgerRows, totalRows] = await db.batch([
     db
       .select({
         accountId: campaigns.accountId,
@@ -243,12 +243,15 @@ export async function completeIfDone(env: Env, campaignId: string): Promise<bool
           sql`${creditLedger.referenceId} > ${`${campaignId}:`} AND ${creditLedger.referenceId} < ${`${campaignId};`}`,
         ),
       ),
+    campaignTotalsQuery(db, [campaignId]),
   ]);
   const campaign = campaignRows[0];
   if (!campaign || campaign.completedAt) return true;
-  if (statusRows.some((row) => (pendingStatuses as readonly string[]).includes(row.status) && row.total > 0)) return false;
+  if (statusRows.some((row) => (pendingMessageStatuses as readonly string[]).includes(row.status) && row.total > 0)) return false;
 
-  const counters = countersFrom(statusRows);
+  // The counters GET /campaigns/{id} shows, with the outcome it will show once this batch has completed it.
+  const counters = { ...lifecycleFrom(statusRows), ...(totalRows[0] ? countsOf(totalRows[0]) : zeroCounts()) };
+  const outcome = campaignOutcome({ completedAt: nowIso() }, counters);
   const remaining = Math.max(0, campaign.creditsReserved - (ledgerRows[0]?.total ?? 0));
   const dedupeKey = `campaign.completed:${campaignId}`;
   const [completed] = await d1.batch([
@@ -278,7 +281,7 @@ export async function completeIfDone(env: Env, campaignId: string): Promise<bool
               type: "campaign.completed",
               subjectId: campaignId,
               dedupeKey,
-              data: { campaign_id: campaignId, name: campaign.name, ...counters },
+              data: { campaign_id: campaignId, name: campaign.name, outcome, ...counters },
             },
             sql`EXISTS (SELECT 1 FROM ${campaigns} WHERE ${campaigns.id} = ${campaignId} AND ${campaigns.status} = 'sent')`,
           ),

@@ -19,10 +19,18 @@ const insertEntry = sql.raw("INSERT INTO credit_ledger (id, account_id, balance,
 const insertEntryOnce = sql.raw("INSERT OR IGNORE INTO credit_ledger (id, account_id, balance, kind, amount, reference_id, note, balance_after)");
 
 type EntryKind = (typeof creditLedger.$inferSelect)["kind"];
-const entryExists = (balance: BalanceKind, kind: EntryKind, referenceId: string) =>
+const entryExists = (balance: BalanceKind, kind: EntryKind, referenceId: string | SQL) =>
   sql`EXISTS (SELECT 1 FROM credit_ledger WHERE balance = ${balance} AND kind = ${kind} AND reference_id = ${referenceId})`;
 
-type UsageColumn = "send_charged" | "send_refunded" | "send_reserved" | "send_released" | "verify_charged" | "verify_refunded";
+type UsageColumn =
+  | "send_charged"
+  | "send_refunded"
+  | "send_reserved"
+  | "send_released"
+  | "verify_charged"
+  | "verify_refunded"
+  | "verify_granted"
+  | "verify_expired";
 
 /**
  * Adds the entry `entryId` to its account's day of usage_daily (GET /usage). Read from the entry row itself: only an
@@ -181,3 +189,56 @@ export function chargeFromReservationStatements(db: D1Database, change: Omit<Led
 
 /** The first statement of charge/reserve writes the ledger row; it wrote nothing when the balance was short. */
 export const wasApplied = (ledgerInsert: D1Result) => ledgerInsert.meta.changes === 1;
+
+/** The ledger reference of an account's monthly verification grant: its grants sort together, by month. */
+const monthlyGrantReference = (accountId: string | SQL, month: string) => sql`${"monthly_verify:"} || ${accountId} || ${`:${month}`}`;
+
+/** SQL condition true once the account (an id, or a column) has had its grant for `month`. */
+export const monthlyGrantedGuard = (accountId: string | SQL, month: string) =>
+  entryExists("verify", "top_up", monthlyGrantReference(accountId, month));
+
+/**
+ * A plan's monthly verification credits for `month` (YYYY-MM), in one batch: first last grant's unused part expires
+ * (an `adjustment` referenced like that grant), then `amount` is granted (a `top_up` referenced by the month). Free
+ * credits are spent first, so what is unused is the last grant less the verifications charged (net of refunds)
+ * since, and never more than the balance: bought credits are never taken. Both entries are unique per reference and
+ * each balance update only follows the entry this batch wrote, so concurrent or repeated runs grant once.
+ */
+export function monthlyGrantStatements(db: D1Database, accountId: string, month: string, amount: number) {
+  const reference = monthlyGrantReference(accountId, month);
+  const firstReference = monthlyGrantReference(accountId, "");
+  const expiryId = newId("led");
+  const grantId = newId("led");
+  const notGrantedYet = sql`NOT ${monthlyGrantedGuard(accountId, month)}`;
+  // The latest earlier grant and what is left of it: its amount plus the verify charges (negative) and refunds since.
+  const unused = sql`SELECT last_grant.reference_id AS reference_id, MIN(accounts.verify_balance, MAX(0, last_grant.amount + COALESCE((
+        SELECT SUM(spent.amount) FROM credit_ledger AS spent WHERE spent.account_id = ${accountId} AND spent.balance = 'verify'
+          AND spent.kind IN ('charge', 'refund') AND spent.created_at >= last_grant.created_at), 0))) AS credits, accounts.verify_balance AS balance
+      FROM accounts, (SELECT reference_id, amount, created_at FROM credit_ledger WHERE balance = 'verify' AND kind = 'top_up'
+          AND reference_id >= ${firstReference} AND reference_id < ${reference} ORDER BY reference_id DESC LIMIT 1) AS last_grant
+      WHERE accounts.id = ${accountId}`;
+  return [
+    statement(
+      db,
+      sql`${insertEntryOnce} SELECT ${expiryId}, ${accountId}, 'verify', 'adjustment', -credits, reference_id, 'unused monthly credits expired', balance - credits
+        FROM (${unused}) WHERE credits > 0 AND ${notGrantedYet}`,
+    ),
+    statement(
+      db,
+      sql`UPDATE accounts SET verify_balance = verify_balance + (SELECT amount FROM credit_ledger WHERE id = ${expiryId}), updated_at = ${sqlNow}
+        WHERE id = ${accountId} AND EXISTS (SELECT 1 FROM credit_ledger WHERE id = ${expiryId})`,
+    ),
+    usageStatement(db, expiryId, "verify_expired"),
+    statement(
+      db,
+      sql`${insertEntryOnce} SELECT ${grantId}, id, 'verify', 'top_up', ${amount}, ${reference}, ${`monthly credits ${month}`}, verify_balance + ${amount}
+        FROM accounts WHERE id = ${accountId}`,
+    ),
+    statement(
+      db,
+      sql`UPDATE accounts SET verify_balance = verify_balance + ${amount}, updated_at = ${sqlNow}
+        WHERE id = ${accountId} AND EXISTS (SELECT 1 FROM credit_ledger WHERE id = ${grantId})`,
+    ),
+    usageStatement(db, grantId, "verify_granted"),
+  ];
+}

@@ -173,17 +173,24 @@ export const eventDataSchemas = {
     .looseObject({
       campaign_id: z.string(),
       name: z.string().optional(),
+      outcome: z
+        .enum(["delivered", "partially_delivered", "undelivered"])
+        .optional()
+        .openapi({ description: "The campaign's outcome (GET /campaigns/{id}): undelivered when no recipient was accepted" }),
       recipients: z.number().int(),
       sent: z.number().int(),
       delivered: z.number().int().optional(),
-      bounced: z.number().int().optional(),
+      hard_bounces: z.number().int().optional(),
+      soft_bounces: z.number().int().optional(),
       failed: z.number().int(),
       suppressed: z.number().int(),
       cancelled: z.number().int().optional(),
       unknown: z.number().int().optional(),
     })
     .openapi("CampaignCompletedEventData", {
-      description: "Every recipient of a sent campaign reached a final state; the counters are those of GET /campaigns/{id}",
+      description:
+        "Every recipient of a sent campaign reached a final state; the counters (and outcome) are those of GET /campaigns/{id} at that moment, " +
+        "which are its report's totals",
     }),
   "warmup.status_changed": z
     .looseObject({

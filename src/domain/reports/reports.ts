@@ -66,7 +66,7 @@ const sums = Object.fromEntries(rollupCounters.map((counter) => [counter, sql<nu
 
 export const zeroCounts = (): ReportCounts => Object.fromEntries(rollupCounters.map((counter) => [counter, 0])) as ReportCounts;
 
-const countsOf = (row: Record<RollupCounter, number>): ReportCounts =>
+export const countsOf = (row: Record<RollupCounter, number>): ReportCounts =>
   Object.fromEntries(rollupCounters.map((counter) => [counter, Number(row[counter])])) as ReportCounts;
 
 const ratio = (part: number, whole: number) => (whole === 0 ? 0 : Math.round((part / whole) * 10_000) / 10_000);
@@ -151,27 +151,20 @@ export async function campaignReport(d1: D1Database, campaignId: string): Promis
   return { totals: counts, rates: ratesOf(counts), links };
 }
 
-const engagementCounters = ["opens", "unique_opens", "clicks", "unique_clicks", "unsubscribes", "complaints"] as const;
-/** What the campaign resource's counters show from the rollups (its delivery counts come from its messages). */
-export type CampaignEngagement = Pick<ReportCounts, (typeof engagementCounters)[number]>;
-
-export const noEngagement = (): CampaignEngagement => ({ opens: 0, unique_opens: 0, clicks: 0, unique_clicks: 0, unsubscribes: 0, complaints: 0 });
-
-/** The engagement of several campaigns over their whole life, in one query; a campaign without any is absent. */
-export async function campaignEngagement(d1: D1Database, campaignIds: string[]): Promise<Map<string, CampaignEngagement>> {
+/**
+ * Several campaigns' totals over their whole life, in one query: what GET /reports/campaigns/{id} shows and what the
+ * campaign resource's counters and campaign.completed carry, so the two can never disagree. A campaign with no
+ * counted outcome yet is absent.
+ */
+export async function campaignTotals(d1: D1Database, campaignIds: string[]): Promise<Map<string, ReportCounts>> {
   if (campaignIds.length === 0) return new Map();
   const rows = await campaignTotalsQuery(drizzle(d1), campaignIds);
-  return new Map(
-    rows.map((row) => {
-      const counts = countsOf(row);
-      return [row.campaignId, Object.fromEntries(engagementCounters.map((counter) => [counter, counts[counter]])) as CampaignEngagement];
-    }),
-  );
+  return new Map(rows.map((row) => [row.campaignId, countsOf(row)]));
 }
 
 // By campaign id alone (ids are unique across accounts, over the daily_stats_campaign index): callers have checked
 // the campaigns are the account's.
-function campaignTotalsQuery(db: DrizzleD1Database, campaignIds: string[]) {
+export function campaignTotalsQuery(db: DrizzleD1Database, campaignIds: string[]) {
   return db
     .select({ campaignId: dailyStats.campaignId, ...sums })
     .from(dailyStats)
@@ -186,6 +179,8 @@ export type UsageCredits = {
   send_released: number;
   verify_charged: number;
   verify_refunded: number;
+  verify_granted: number;
+  verify_expired: number;
 };
 export type UsageTotals = { api_calls: number; emails_sent: number; verifications: number; credits: UsageCredits };
 export type UsageReport = DateRange & UsageTotals & { daily: ({ date: string } & UsageTotals)[] };
@@ -194,7 +189,16 @@ const zeroUsage = (): UsageTotals => ({
   api_calls: 0,
   emails_sent: 0,
   verifications: 0,
-  credits: { send_charged: 0, send_refunded: 0, send_reserved: 0, send_released: 0, verify_charged: 0, verify_refunded: 0 },
+  credits: {
+    send_charged: 0,
+    send_refunded: 0,
+    send_reserved: 0,
+    send_released: 0,
+    verify_charged: 0,
+    verify_refunded: 0,
+    verify_granted: 0,
+    verify_expired: 0,
+  },
 });
 
 /** The account's API calls, emails sent (final transport outcomes), addresses verified and credit movements per day. */
@@ -227,6 +231,8 @@ export async function usageReport(d1: D1Database, accountId: string, range: Date
         send_released: row?.sendReleased ?? 0,
         verify_charged: row?.verifyCharged ?? 0,
         verify_refunded: row?.verifyRefunded ?? 0,
+        verify_granted: row?.verifyGranted ?? 0,
+        verify_expired: row?.verifyExpired ?? 0,
       },
     };
     total.api_calls += day.api_calls;

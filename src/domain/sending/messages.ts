@@ -4,6 +4,7 @@
 
 import { and, asc, eq, getTableColumns, gte, inArray, lte, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
+import { inJsonArray } from "../../db/client";
 import { events, messageRecipients, messages, messageTags } from "../../db/schema";
 import { keysetPage } from "../../lib/pagination";
 import PostalMime from "postal-mime";
@@ -180,6 +181,8 @@ export async function sentContent(raw: ArrayBuffer): Promise<{ subject: string |
   return { subject: parsed.subject ?? null, html: parsed.html ?? null, text: parsed.text ?? null };
 }
 
+export type RecipientStatus = (typeof messageRecipients.$inferSelect)["status"];
+
 type RecipientOutcome = Pick<MessageDetail["recipients"][number], "email" | "status" | "opens" | "clicks">;
 
 /** Each message's recipients with their outcome and engagement, for a page of messages (one query). */
@@ -195,7 +198,7 @@ export async function recipientsOfMessages(d1: D1Database, accountId: string, me
       clicks: messageRecipients.clicks,
     })
     .from(messageRecipients)
-    .where(and(eq(messageRecipients.accountId, accountId), inArray(messageRecipients.messageId, messageIds)))
+    .where(and(eq(messageRecipients.accountId, accountId), inJsonArray(messageRecipients.messageId, messageIds)))
     .all();
   for (const { messageId, ...recipient } of rows) byMessage.set(messageId, [...(byMessage.get(messageId) ?? []), recipient]);
   return byMessage;

@@ -1,0 +1,133 @@
+// `npm run provision`: creates the Cloudflare resources wrangler.toml names and the account lacks (D1 databases,
+// queues and their dead-letter queues, R2 buckets), through wrangler itself, so it uses the same login (`wrangler
+// login` or CLOUDFLARE_API_TOKEN) and the same API (CLOUDFLARE_API_BASE_URL) as `wrangler deploy`. Each resource is
+// looked up first and created only when missing, so running it again changes nothing. A D1 database's id is written
+// into wrangler.toml in place of the all-zero placeholder. Workflows have no create call: `wrangler deploy` creates
+// them with the Worker, so they are listed as such.
+import { spawn } from "node:child_process";
+import { readFileSync, writeFileSync } from "node:fs";
+import { unstable_readConfig } from "wrangler";
+
+export type Resources = { databases: { name: string; id?: string }[]; queues: string[]; buckets: string[]; workflows: string[] };
+
+/** What wrangler.toml (at `configPath`) binds: every queue a producer, a consumer or a dead-letter setting names. */
+export function resourcesOf(configPath: string): Resources {
+  const config = unstable_readConfig({ config: configPath });
+  const queues = new Set<string>();
+  for (const producer of config.queues.producers ?? []) queues.add(producer.queue);
+  for (const consumer of config.queues.consumers ?? []) {
+    queues.add(consumer.queue);
+    if (consumer.dead_letter_queue) queues.add(consumer.dead_letter_queue);
+  }
+  const databases: { database_name?: string; database_id?: string }[] = config.d1_databases;
+  const buckets: { bucket_name?: string }[] = config.r2_buckets;
+  const workflows: { name: string }[] = config.workflows;
+  return {
+    databases: databases.map((database) => ({ name: database.database_name!, id: database.database_id })),
+    queues: [...queues],
+    buckets: [...new Set(buckets.map((bucket) => bucket.bucket_name!))],
+    workflows: workflows.map((workflow) => workflow.name),
+  };
+}
+
+export type WranglerResult = { code: number; output: string };
+export type Wrangler = (args: string[]) => Promise<WranglerResult>;
+
+/** Runs the project's wrangler with `env` (the caller's environment by default), collecting what it prints. */
+export function wranglerCli(binary: string, env: NodeJS.ProcessEnv = process.env): Wrangler {
+  return (args) =>
+    new Promise((resolve, reject) => {
+      const child = spawn(binary, args, { env: { ...env, WRANGLER_SEND_METRICS: "false" }, stdio: ["ignore", "pipe", "pipe"] });
+      let output = "";
+      child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
+      child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString()));
+      child.once("error", reject);
+      child.once("close", (code) => resolve({ code: code ?? 1, output }));
+    });
+}
+
+export type Step = { kind: "database" | "queue" | "bucket" | "workflow"; name: string; action: "exists" | "created" | "on deploy"; detail?: string };
+
+const placeholderId = /^0{8}-0{4}-0{4}-0{4}-0{12}$/;
+
+class ProvisionError extends Error {}
+
+async function run(wrangler: Wrangler, args: string[]): Promise<string> {
+  const result = await wrangler(args);
+  if (result.code !== 0) throw new ProvisionError(`wrangler ${args.join(" ")} failed:\n${result.output.trim()}`);
+  return result.output;
+}
+
+// `wrangler … info` fails both for a missing resource and for any other error; what it printed tells them apart.
+const missing = /does not exist|not found|no such|NoSuchBucket|10006|11000/i;
+
+async function exists(wrangler: Wrangler, args: string[]): Promise<boolean> {
+  const result = await wrangler(args);
+  if (result.code === 0) return true;
+  if (missing.test(result.output)) return false;
+  throw new ProvisionError(`wrangler ${args.join(" ")} failed:\n${result.output.trim()}`);
+}
+
+async function databaseIds(wrangler: Wrangler): Promise<Map<string, string>> {
+  const output = await run(wrangler, ["d1", "list", "--json"]);
+  const list = JSON.parse(output.slice(output.indexOf("["))) as { uuid: string; name: string }[];
+  return new Map(list.map((database) => [database.name, database.uuid]));
+}
+
+/** Writes `id` as the database_id of `name` in wrangler.toml, in place of the value it has. */
+function recordDatabaseId(configPath: string, name: string, previous: string | undefined, id: string): void {
+  const text = readFileSync(configPath, "utf8");
+  const block = text.indexOf(`database_name = "${name}"`);
+  const line = previous === undefined ? -1 : text.indexOf(`database_id = "${previous}"`, text.lastIndexOf("[[d1_databases]]", block));
+  if (block < 0 || line < 0) throw new ProvisionError(`add database_id = "${id}" to the d1_databases entry of ${name} in ${configPath}`);
+  writeFileSync(configPath, `${text.slice(0, line)}database_id = "${id}"${text.slice(line + `database_id = "${previous}"`.length)}`);
+}
+
+/** Creates what is missing, one resource at a time, and says what it found or did for each. Stops at the first failure. */
+export async function provision(
+  wrangler: Wrangler,
+  configPath: string,
+  report: (step: Step) => void = () => {},
+): Promise<{ steps: Step[]; error?: string }> {
+  const resources = resourcesOf(configPath);
+  const steps: Step[] = [];
+  const record = (step: Step) => {
+    steps.push(step);
+    report(step);
+  };
+  try {
+    if (resources.databases.length > 0) {
+      const ids = await databaseIds(wrangler);
+      for (const database of resources.databases) {
+        let id = ids.get(database.name);
+        const action = id ? "exists" : "created";
+        if (!id) {
+          await run(wrangler, ["d1", "create", database.name]);
+          id = (await databaseIds(wrangler)).get(database.name);
+          if (!id) throw new ProvisionError(`D1 database ${database.name} was created but is not listed`);
+        }
+        const recorded = database.id !== undefined && !placeholderId.test(database.id);
+        if (!recorded) recordDatabaseId(configPath, database.name, database.id, id);
+        else if (database.id !== id)
+          throw new ProvisionError(`wrangler.toml names D1 database ${database.name} with id ${database.id}, but the account's has id ${id}`);
+        record({ kind: "database", name: database.name, action, detail: recorded ? id : `${id} (written to wrangler.toml)` });
+      }
+    }
+    for (const queue of resources.queues) {
+      const found = await exists(wrangler, ["queues", "info", queue]);
+      if (!found) await run(wrangler, ["queues", "create", queue]);
+      record({ kind: "queue", name: queue, action: found ? "exists" : "created" });
+    }
+    for (const bucket of resources.buckets) {
+      const found = await exists(wrangler, ["r2", "bucket", "info", bucket]);
+      if (!found) await run(wrangler, ["r2", "bucket", "create", bucket]);
+      record({ kind: "bucket", name: bucket, action: found ? "exists" : "created" });
+    }
+    for (const workflow of resources.workflows)
+      record({ kind: "workflow", name: workflow, action: "on deploy", detail: "created by `npm run deploy`" });
+  } catch (error) {
+    if (!(error instanceof ProvisionError)) throw error;
+    return { steps, error: error.message };
+  }
+  return { steps };
+}

@@ -1,0 +1,131 @@
+// `npm run provision` (scripts/lib/provision.ts) through the project's real wrangler, pointed by
+// CLOUDFLARE_API_BASE_URL at a stand-in of the Cloudflare API (cloudflare-api.ts): a first run creates every D1
+// database, queue, dead-letter queue and R2 bucket a wrangler.toml names and writes the database's id into it; a
+// second run creates nothing. Then `wrangler deploy --dry-run` accepts the project's own wrangler.toml.
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { provision, resourcesOf, wranglerCli, type Step } from "../../scripts/lib/provision.ts";
+import { startCloudflareStandIn, type CloudflareStandIn } from "./cloudflare-api.ts";
+
+const root = process.cwd();
+const wranglerBinary = join(root, "node_modules/.bin/wrangler");
+
+// A wrangler.toml with one of each kind: few wrangler runs, each a few seconds.
+const smallConfig = `name = "provision-test"
+main = "src/index.ts"
+compatibility_date = "2026-10-01"
+
+[[d1_databases]]
+binding = "DB"
+database_name = "pt-db"
+database_id = "00000000-0000-0000-0000-000000000000"
+
+[[r2_buckets]]
+binding = "BLOBS"
+bucket_name = "pt-blobs"
+
+[[queues.producers]]
+binding = "EVENTS"
+queue = "pt-events"
+
+[[queues.consumers]]
+queue = "pt-events"
+dead_letter_queue = "pt-events-dlq"
+
+[[workflows]]
+name = "pt-flow"
+binding = "FLOW"
+class_name = "Flow"
+`;
+
+describe("npm run provision", () => {
+  let api: CloudflareStandIn;
+  let dir: string;
+
+  beforeAll(async () => {
+    api = await startCloudflareStandIn();
+    dir = mkdtempSync(join(tmpdir(), "mailforge-provision-"));
+  });
+  afterAll(async () => {
+    await api?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("reads every queue of the project's wrangler.toml, dead-letter queues and the email-events queue included", () => {
+    const resources = resourcesOf(join(root, "wrangler.toml"));
+    expect(resources.queues.sort()).toEqual(
+      ["send", "verify", "webhooks", "ai", "email-events"].flatMap((queue) => [`mailforge-${queue}`, `mailforge-${queue}-dlq`]).sort(),
+    );
+    expect(resources).toMatchObject({ databases: [{ name: "mailforge" }], buckets: ["mailforge-blobs"], workflows: ["mailforge-automation"] });
+  });
+
+  it("creates what is missing against the Cloudflare API, records the database id, and creates nothing the second time", async () => {
+    const configPath = join(dir, "wrangler.toml");
+    writeFileSync(configPath, smallConfig);
+    // One queue exists already: it is found, not created again.
+    api.queues.set("pt-events", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
+    const wrangler = wranglerCli(wranglerBinary, {
+      ...process.env,
+      CLOUDFLARE_API_BASE_URL: api.baseUrl,
+      CLOUDFLARE_API_TOKEN: "stand-in-token",
+      CLOUDFLARE_ACCOUNT_ID: api.accountId,
+    });
+    const summary = (steps: Step[]) => steps.map((step) => `${step.kind} ${step.name} ${step.action}`);
+
+    const first = await provision(wrangler, configPath);
+    expect(first.error).toBeUndefined();
+    expect(summary(first.steps)).toEqual([
+      "database pt-db created",
+      "queue pt-events exists",
+      "queue pt-events-dlq created",
+      "bucket pt-blobs created",
+      "workflow pt-flow on deploy",
+    ]);
+    expect([...api.queues.keys()].sort()).toEqual(["pt-events", "pt-events-dlq"]);
+    expect([...api.buckets]).toEqual(["pt-blobs"]);
+    const id = api.databases.get("pt-db")!;
+    expect(readFileSync(configPath, "utf8")).toContain(`database_id = "${id}"`);
+
+    const creations = () => api.requests.filter((request) => /^POST \/accounts\/.*\/(d1\/database|queues|r2\/buckets)$/.test(request)).length;
+    const createdBefore = creations();
+    expect(createdBefore).toBe(3);
+    const second = await provision(wrangler, configPath);
+    expect(second.error).toBeUndefined();
+    expect(summary(second.steps)).toEqual([
+      "database pt-db exists",
+      "queue pt-events exists",
+      "queue pt-events-dlq exists",
+      "bucket pt-blobs exists",
+      "workflow pt-flow on deploy",
+    ]);
+    expect(creations()).toBe(createdBefore);
+    expect(api.unknown).toEqual([]);
+  }, 400_000);
+
+  it("stops with wrangler's own message when the API refuses, instead of reporting success", async () => {
+    const configPath = join(dir, "refused.toml");
+    writeFileSync(configPath, smallConfig.replace("pt-db", "pt-db-2"));
+    const wrangler = wranglerCli(wranglerBinary, {
+      ...process.env,
+      CLOUDFLARE_API_BASE_URL: api.baseUrl,
+      CLOUDFLARE_API_TOKEN: "stand-in-token",
+      CLOUDFLARE_ACCOUNT_ID: "another-account",
+    });
+    const result = await provision(wrangler, configPath);
+    expect(result.steps).toEqual([]);
+    expect(result.error).toMatch(/wrangler d1 list --json failed/);
+  }, 120_000);
+
+  it("leaves a wrangler.toml that `wrangler deploy --dry-run` accepts", () => {
+    const result = spawnSync(wranglerBinary, ["deploy", "--dry-run", "--outdir", join(dir, "dist")], {
+      cwd: root,
+      env: { ...process.env, WRANGLER_SEND_METRICS: "false" },
+      encoding: "utf8",
+    });
+    expect(result.stderr + result.stdout).toMatch(/--dry-run: exiting now/);
+    expect(result.status).toBe(0);
+  }, 300_000);
+});
