@@ -203,6 +203,7 @@ export async function runProbe(request: ProbeRequest, deps: ProberDeps): Promise
       lane = { route, items: [], workers: 0 };
       lanes.set(route.address, lane);
     }
+    item.lastHost = route.host;
     lane.items.push(item);
     if (lane.workers === 0 || (lane.workers < config.connectionsPerHost && lane.items.length > lane.workers * config.rcptsPerConnection)) {
       lane.workers += 1;
