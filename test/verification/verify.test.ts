@@ -25,6 +25,7 @@ describe("verifyEmail: deliverable addresses", () => {
       sub_status: null,
       mx_found: true,
       mx_record: "mx1.acme.verify-test",
+      mailbox_check: "off",
       disposable: false,
       role_based: false,
       free_provider: false,
