@@ -10,6 +10,8 @@ declare global {
       TEST_DOH_ADMIN_URL: string;
       TEST_WEBHOOK_RECEIVER_URL: string;
       TEST_AI_PROVIDER_URL: string;
+      TEST_PROBER_URL: string;
+      TEST_PROBER_SECRET: string;
     }
   }
 }

@@ -1,7 +1,14 @@
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { BRIDGE_SIGNATURE_HEADER, PROBE_MAX_BODY_BYTES, PROBE_PATH, ProbeResponse, signBridgeRequest, type ProbeAddressResult } from "@mailforge/bridge-contract";
+import {
+  BRIDGE_SIGNATURE_HEADER,
+  PROBE_MAX_BODY_BYTES,
+  PROBE_PATH,
+  ProbeResponse,
+  signBridgeRequest,
+  type ProbeAddressResult,
+} from "@mailforge/bridge-contract";
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { createDohServer, type DohServer } from "../../scripts/dev/doh-server.ts";
 import { createMxHosts, DEV_MX_BEHAVIOURS, DEV_MX_ZONE, type MxHosts } from "../../scripts/dev/mx-hosts.ts";
@@ -26,7 +33,9 @@ const zone = {
   "slowgrey.mailbox.test": { MX: [{ priority: 10, exchange: "mx.slowgrey.mailbox.test" }] },
   "mx.bulk.mailbox.test": { A: ["127.0.0.9"] },
   // three domains on one MX host: their addresses share its connections
-  ...Object.fromEntries(["bulk1", "bulk2", "bulk3"].map((name) => [`${name}.mailbox.test`, { MX: [{ priority: 10, exchange: "mx.bulk.mailbox.test" }] }])),
+  ...Object.fromEntries(
+    ["bulk1", "bulk2", "bulk3"].map((name) => [`${name}.mailbox.test`, { MX: [{ priority: 10, exchange: "mx.bulk.mailbox.test" }] }]),
+  ),
 };
 
 let dir: string;
@@ -80,7 +89,10 @@ async function probe(url: string, addresses: string[], budgetMs = 7_000) {
   const body = JSON.stringify({ addresses, budget_ms: budgetMs });
   const response = await fetch(`${url}${PROBE_PATH}`, {
     method: "POST",
-    headers: { "Content-Type": "application/json", [BRIDGE_SIGNATURE_HEADER]: await signBridgeRequest(SECRET, { method: "POST", path: PROBE_PATH, body }) },
+    headers: {
+      "Content-Type": "application/json",
+      [BRIDGE_SIGNATURE_HEADER]: await signBridgeRequest(SECRET, { method: "POST", path: PROBE_PATH, body }),
+    },
     body,
   });
   expect(response.status).toBe(200);
@@ -101,7 +113,12 @@ describe("the reply table", () => {
       "erin@mailbox.test",
     ]);
     const r = byAddress(results);
-    expect(r["alice@mailbox.test"]).toMatchObject({ outcome: "accepted", mx_host: "mx.mailbox.test", catch_all: false, reply: expect.stringMatching(/^250/) });
+    expect(r["alice@mailbox.test"]).toMatchObject({
+      outcome: "accepted",
+      mx_host: "mx.mailbox.test",
+      catch_all: false,
+      reply: expect.stringMatching(/^250/),
+    });
     expect(r["nobody@mailbox.test"]).toMatchObject({ outcome: "mailbox_not_found", reply: "550 5.1.1 No such user here" });
     expect(r["carol@mailbox.test"]).toMatchObject({ outcome: "mailbox_disabled", reply: expect.stringContaining("5.2.1") });
     expect(r["dave@mailbox.test"]).toMatchObject({ outcome: "mailbox_full", reply: "452 4.2.2 Mailbox full" });
@@ -159,7 +176,14 @@ describe("the reply table", () => {
   });
 
   it("reports a refused connection as unavailable", async () => {
-    await writeFile(join(dir, "zone.json"), JSON.stringify({ ...zone, "closed.mailbox.test": { MX: [{ priority: 1, exchange: "mx.closed.mailbox.test" }] }, "mx.closed.mailbox.test": { A: ["127.0.0.30"] } }));
+    await writeFile(
+      join(dir, "zone.json"),
+      JSON.stringify({
+        ...zone,
+        "closed.mailbox.test": { MX: [{ priority: 1, exchange: "mx.closed.mailbox.test" }] },
+        "mx.closed.mailbox.test": { A: ["127.0.0.30"] },
+      }),
+    );
     const { results } = await probe(proberUrl, ["jane@closed.mailbox.test"]);
     expect(results[0]).toMatchObject({ outcome: "unavailable", detail: "connection_refused", mx_host: "mx.closed.mailbox.test" });
   });
@@ -213,7 +237,10 @@ describe("safety", () => {
     expect(tooLarge.status).toBe(413);
     expect(await tooLarge.json()).toMatchObject({ code: "payload_too_large" });
     const invalid = JSON.stringify({ addresses: [], budget_ms: 5_000 });
-    const invalidResponse = await post({ [BRIDGE_SIGNATURE_HEADER]: await signBridgeRequest(SECRET, { method: "POST", path: PROBE_PATH, body: invalid }) }, invalid);
+    const invalidResponse = await post(
+      { [BRIDGE_SIGNATURE_HEADER]: await signBridgeRequest(SECRET, { method: "POST", path: PROBE_PATH, body: invalid }) },
+      invalid,
+    );
     expect(invalidResponse.status).toBe(422);
     expect(await invalidResponse.json()).toMatchObject({ code: "validation_error", errors: { addresses: [expect.any(String)] } });
     expect(allHosts().every((s) => s.connections === 0)).toBe(true);

@@ -45,12 +45,10 @@ const StandaloneResultSchema = z
     domain: z.string().openapi({ example: "example.com" }),
     quality: z.enum(VERIFICATION_QUALITIES).openapi({ description: "safe: send; risky: send with care; bad: do not mail; unknown: retry later" }),
     score: z.number().min(0).max(1).openapi({ example: 0.9 }),
-    mx_record: z
-      .string()
-      .openapi({
-        description: 'The mail exchanger that answered the mailbox check, else the best-priority one; the domain for an implicit MX; "" when none',
-        example: "mx1.example.com",
-      }),
+    mx_record: z.string().openapi({
+      description: 'The mail exchanger that answered the mailbox check, else the best-priority one; the domain for an implicit MX; "" when none',
+      example: "mx1.example.com",
+    }),
     did_you_mean: z.string().nullable().openapi({ description: "Corrected address when the domain looks mistyped" }),
     sub_status: z
       .array(z.string())

@@ -357,7 +357,8 @@ export async function runProbe(request: ProbeRequest, deps: ProberDeps): Promise
       const item: Item = { address, work, result: undefined, greylisted: false, lastReply: null, lastHost: null, detail: null };
       items.set(address, item);
       if (routes.kind === "none") finish(item, "unavailable", null, routes.detail);
-      else if (work.routes.length === 0) finish(item, refusedPrivate ? "private_address" : "unavailable", null, refusedPrivate ? "private_address" : "no_mx_address");
+      else if (work.routes.length === 0)
+        finish(item, refusedPrivate ? "private_address" : "unavailable", null, refusedPrivate ? "private_address" : "no_mx_address");
     }
     for (const address of byDomain.get(domain)!) enqueue(items.get(address)!);
   };

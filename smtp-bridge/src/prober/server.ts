@@ -82,7 +82,8 @@ export function createProberServer(config: ProberConfig, deps: { logger: Logger;
     try {
       body = await readBody(request, PROBE_MAX_BODY_BYTES);
     } catch (error) {
-      if (error instanceof BodyTooLarge) return send(response, 413, refusal(`The body is larger than ${PROBE_MAX_BODY_BYTES} bytes`, "payload_too_large"));
+      if (error instanceof BodyTooLarge)
+        return send(response, 413, refusal(`The body is larger than ${PROBE_MAX_BODY_BYTES} bytes`, "payload_too_large"));
       throw error;
     }
     if (!(await verifyBridgeSignature(config.secret, signature, { method: "POST", path, body: new Uint8Array(body) }))) {
@@ -96,7 +97,11 @@ export function createProberServer(config: ProberConfig, deps: { logger: Logger;
     }
     const parsed = ProbeRequest.safeParse(json);
     if (!parsed.success) {
-      return send(response, 422, refusal("Invalid probe request", "validation_error", z.flattenError(parsed.error).fieldErrors as Record<string, string[]>));
+      return send(
+        response,
+        422,
+        refusal("Invalid probe request", "validation_error", z.flattenError(parsed.error).fieldErrors as Record<string, string[]>),
+      );
     }
     const result = await runProbe(parsed.data, probeDeps);
     deps.logger.log("info", "prober.probed", {

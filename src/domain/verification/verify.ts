@@ -1,4 +1,10 @@
-import { PROBE_BULK_BUDGET_MS, PROBE_CLIENT_GRACE_MS, PROBE_SINGLE_BUDGET_MS, SINGLE_CHECK_BUDGET_MS, type ProbeAddressResult } from "@mailforge/bridge-contract";
+import {
+  PROBE_BULK_BUDGET_MS,
+  PROBE_CLIENT_GRACE_MS,
+  PROBE_SINGLE_BUDGET_MS,
+  SINGLE_CHECK_BUDGET_MS,
+  type ProbeAddressResult,
+} from "@mailforge/bridge-contract";
 import { mapWithConcurrency, type DnsResolver } from "../dns/doh";
 import { isDisposableDomain, isFreeProviderDomain, isRoleBasedLocalPart } from "./lists";
 import type { MailboxProber } from "./mailbox";
@@ -48,7 +54,10 @@ export async function verifyEmail(input: string, deps: VerificationDeps): Promis
   const domainCheck = await checkDomain(syntax.domain, deps.resolver);
   let evidence: MailboxEvidence = deps.prober ? { kind: "not_applicable" } : { kind: "off" };
   if (deps.prober && shouldProbe(syntax, domainCheck)) {
-    const budgetMs = Math.min(PROBE_SINGLE_BUDGET_MS, SINGLE_CHECK_BUDGET_MS - (Date.now() - started) - PROBE_CLIENT_GRACE_MS - SINGLE_CHECK_RESERVE_MS);
+    const budgetMs = Math.min(
+      PROBE_SINGLE_BUDGET_MS,
+      SINGLE_CHECK_BUDGET_MS - (Date.now() - started) - PROBE_CLIENT_GRACE_MS - SINGLE_CHECK_RESERVE_MS,
+    );
     const probed = budgetMs >= 500 ? await deps.prober.probe([syntax.normalized], budgetMs) : undefined;
     evidence = evidenceFor(probed, syntax.normalized);
   }
