@@ -86,6 +86,9 @@ export default defineConfig(async () => {
             // secret `npm run dev` writes to .dev.vars is set here: the e2e stack creates that file in a clean clone
             // while this suite runs, and files started after it would otherwise read its values.
             SESSION_SECRET: "",
+            // mailbox checks stay off here (test/verification/mailbox.test.ts turns them on with TEST_PROBER_*)
+            PROBER_URL: "",
+            PROBER_SECRET: "",
             DOH_URL: inject("dohUrl"),
             SMTP_UPSTREAM_HOST: "127.0.0.1",
             SMTP_UPSTREAM_PORT: String(inject("sinkSmtpPort")),

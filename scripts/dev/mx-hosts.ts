@@ -1,4 +1,5 @@
 import { SMTPServer, type SMTPServerSession } from "smtp-server";
+import type { ZoneEntry } from "./doh-server.ts";
 
 // Receiving mail servers (MX hosts) for the mailbox prober, in the dev stack, its tests and its benchmark: real
 // smtp-server instances on loopback addresses (127.0.0.2, 127.0.0.3, … are all loopback on Linux), one per
@@ -154,9 +155,9 @@ export const DEV_MX_BEHAVIOURS: Record<string, MxBehaviour> = {
   "127.0.0.7": { policyBlock: true },
 };
 
-const mx = (exchange: string) => ({ MX: [{ priority: 10, exchange }] });
+const mx = (exchange: string): ZoneEntry => ({ MX: [{ priority: 10, exchange }] });
 
-export const DEV_MX_ZONE: Record<string, unknown> = {
+export const DEV_MX_ZONE: Record<string, ZoneEntry> = {
   "mx.mailbox.test": { A: ["127.0.0.2"] },
   "mx.catchall.mailbox.test": { A: ["127.0.0.3"] },
   "mx.greylist.mailbox.test": { A: ["127.0.0.4"] },
