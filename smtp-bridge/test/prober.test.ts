@@ -12,7 +12,8 @@ import {
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { createDohServer, type DohServer } from "../../scripts/dev/doh-server.ts";
 import { createMxHosts, DEV_MX_BEHAVIOURS, DEV_MX_ZONE, type MxHosts } from "../../scripts/dev/mx-hosts.ts";
-import { loadProberConfig } from "../src/prober/config.ts";
+import { loadProberConfig, ProberConfigError } from "../src/prober/config.ts";
+import { classifyRcptReply, retryDelayMs } from "../src/prober/probe.ts";
 import { createProberServer, type ProberServer } from "../src/prober/server.ts";
 import { createMemoryLogger } from "../src/log.ts";
 
@@ -244,5 +245,30 @@ describe("safety", () => {
     expect(invalidResponse.status).toBe(422);
     expect(await invalidResponse.json()).toMatchObject({ code: "validation_error", errors: { addresses: [expect.any(String)] } });
     expect(allHosts().every((s) => s.connections === 0)).toBe(true);
+  });
+});
+
+describe("configuration and reply parsing", () => {
+  it("dials port 25, refuses private addresses and keeps to 2 connections per host unless told otherwise", () => {
+    expect(loadProberConfig({ PROBER_SECRET: SECRET, PROBE_HELO_NAME: "probe.example.com" })).toMatchObject({
+      port: 2580,
+      smtpPort: 25,
+      allowPrivate: false,
+      connectionsPerHost: 2,
+      mailFrom: "postmaster@probe.example.com",
+      dohUrl: "https://cloudflare-dns.com/dns-query",
+    });
+    expect(() => loadProberConfig({ PROBER_SECRET: "short", PROBE_CONNECTIONS_PER_HOST: "3", PROBE_MAIL_FROM: "nobody" })).toThrow(ProberConfigError);
+    expect(() => loadProberConfig({})).toThrow(/PROBER_SECRET/);
+  });
+
+  it("reads replies without an enhanced code and the delay a deferral names", () => {
+    const reply = (text: string) => ({ code: Number(text.slice(0, 3)), enhanced: /^\d{3} ([245]\.\d+\.\d+)/.exec(text)?.[1] ?? null, text });
+    expect(classifyRcptReply(reply("550 Requested action not taken: mailbox unavailable"))).toBe("mailbox_not_found");
+    expect(classifyRcptReply(reply("554 5.0.0 Transaction failed"))).toBe("rejected");
+    expect(classifyRcptReply(reply("452 4.5.3 Too many recipients"))).toBe("too_many");
+    expect(classifyRcptReply(reply("451 4.3.0 Temporary lookup failure"))).toBe("temporary");
+    expect(retryDelayMs(reply("450 4.7.1 Greylisted, try again in 5 minutes"), 60_000)).toBe(300_000);
+    expect(retryDelayMs(reply("451 4.7.1 Please retry later"), 60_000)).toBe(60_000);
   });
 });

@@ -26,11 +26,19 @@ export class HostGate {
     const host = this.host(key);
     while (host.active >= this.config.connectionsPerHost) {
       const freed = await new Promise<boolean>((resolve) => {
-        const timer = setTimeout(() => resolve(false), Math.max(0, deadline - Date.now()));
-        host.waiters.push(() => {
+        const wake = () => {
           clearTimeout(timer);
           resolve(true);
-        });
+        };
+        // a waiter that gives up leaves the queue, so the next release wakes one that still waits
+        const timer = setTimeout(
+          () => {
+            host.waiters.splice(host.waiters.indexOf(wake), 1);
+            resolve(false);
+          },
+          Math.max(0, deadline - Date.now()),
+        );
+        host.waiters.push(wake);
       });
       if (!freed) return undefined;
     }
