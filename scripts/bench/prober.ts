@@ -76,7 +76,10 @@ async function run(label: string, env: Record<string, string>) {
           body,
         });
         if (response.status !== 200) throw new Error(`${label}: ${response.status} ${await response.text()}`);
-        for (const result of ProbeResponse.parse(await response.json()).results) outcomes[result.outcome] = (outcomes[result.outcome] ?? 0) + 1;
+        for (const result of ProbeResponse.parse(await response.json()).results) {
+          const outcome = result.detail ? `${result.outcome} (${result.detail})` : result.outcome;
+          outcomes[outcome] = (outcomes[outcome] ?? 0) + 1;
+        }
       }
     }),
   );

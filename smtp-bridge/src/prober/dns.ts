@@ -26,7 +26,13 @@ export interface Resolver {
 export function createDohResolver(dohUrl: string): Resolver {
   const cache = new Map<string, { expires: number; lookup: Promise<Lookup> }>();
 
+  // one retry: the Worker resolved these names moments ago, so a failure here is most likely transient
   async function query(name: string, type: keyof typeof TYPE_CODES): Promise<Lookup> {
+    const first = await queryOnce(name, type);
+    return first.status === "error" ? queryOnce(name, type) : first;
+  }
+
+  async function queryOnce(name: string, type: keyof typeof TYPE_CODES): Promise<Lookup> {
     const url = new URL(dohUrl);
     url.searchParams.set("name", name);
     url.searchParams.set("type", type);

@@ -97,11 +97,21 @@ export class SmtpProbeConnection {
     return reply;
   }
 
-  /** QUIT, politely but without waiting long for the answer, then close. */
+  /**
+   * QUIT, politely but without waiting long for the answer, then close, and return once the socket is closed: the
+   * caller's connection slot is free only when the server has seen this connection end.
+   */
   async quit(): Promise<void> {
+    const socket = this.socket;
+    const closed = new Promise((resolve) => {
+      if (socket.closed) resolve(undefined);
+      else socket.once("close", resolve);
+    });
     if (!this.closed) {
-      this.socket.write("QUIT\r\n");
+      socket.write("QUIT\r\n");
       await Promise.race([this.read().catch(() => undefined), new Promise((resolve) => setTimeout(resolve, 1_000).unref())]);
+      socket.end();
+      await Promise.race([closed, new Promise((resolve) => setTimeout(resolve, 1_000).unref())]);
     }
     this.destroy();
   }
