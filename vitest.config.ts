@@ -106,6 +106,9 @@ export default defineConfig(async () => {
             // secret `npm run dev` writes to .dev.vars is set here: the e2e stack creates that file in a clean clone
             // while this suite runs, and files started after it would otherwise read its values.
             SESSION_SECRET: "",
+            // mailbox checks stay off here (test/verification/mailbox.test.ts turns them on with TEST_PROBER_*)
+            PROBER_URL: "",
+            PROBER_SECRET: "",
             DOH_URL: inject("dohUrl"),
             SMTP_UPSTREAM_HOST: "127.0.0.1",
             SMTP_UPSTREAM_PORT: String(inject("sinkSmtpPort")),
@@ -129,6 +132,10 @@ export default defineConfig(async () => {
             TEST_FAULT_SINK_HTTP_URL: inject("faultSinkHttpUrl"),
             TEST_DOH_ADMIN_URL: inject("dohAdminUrl"),
             TEST_WEBHOOK_RECEIVER_URL: inject("webhookReceiverUrl"),
+            // The mailbox prober, for the tests that turn mailbox checks on (PROBER_URL itself stays unset).
+            TEST_PROBER_URL: inject("proberUrl"),
+            // the PROBER_SECRET test/setup/global-setup.ts starts the prober with
+            TEST_PROBER_SECRET: "test-prober-secret-0123456789",
             // AI drafts against the fake OpenAI-compatible provider (test/setup/ai-provider.ts); retries at once,
             // a short time-out so the time-out path costs little.
             AI_BASE_URL: `${inject("aiProviderUrl")}/v1`,

@@ -3,11 +3,12 @@
 // prints what a newcomer needs. Ctrl-C stops everything; state persists in .dev/ for the next run.
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { appendFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { connect } from "node:net";
 import { z } from "zod";
-import { createDohServer } from "./dev/doh-server.ts";
+import { createDohServer, upsertRecords } from "./dev/doh-server.ts";
 import { createMailSink } from "./dev/mail-sink.ts";
+import { createMxHosts, DEV_MX_BEHAVIOURS, DEV_MX_ZONE } from "./dev/mx-hosts.ts";
 import { copyDashboardAssets } from "./lib/dashboard-assets.ts";
 import { devStackFile, devStackUrlFile, readDevVars, type DevStackAddresses } from "./lib/dev-vars.ts";
 import { seedDemoDomain } from "./lib/seed-domain.ts";
@@ -23,6 +24,9 @@ const config = z
     BRIDGE_SMTP_PORT: port.default(2587),
     BRIDGE_ALT_PORT: port.default(2525),
     BRIDGE_SMTPS_PORT: port.default(2465),
+    // the mailbox prober, and the port its demo MX hosts listen on at 127.0.0.2 to 127.0.0.7
+    PROBER_PORT: port.default(2580),
+    DEV_MX_PORT: port.default(2555),
     DEV_STATE_DIR: z.string().min(1).default(".dev"),
     DEV_HOST: z.string().default("127.0.0.1"),
   })
@@ -50,6 +54,7 @@ function ensureDevVars() {
     [
       `ADMIN_TOKEN="${secret()}"`,
       `BRIDGE_SECRET="${secret()}"`,
+      `PROBER_SECRET="${secret()}"`,
       `SESSION_SECRET="${secret()}"`,
       `DKIM_ENCRYPTION_KEY="${randomBytes(32).toString("base64")}"`,
       `SMTP_UPSTREAM_USER=""`,
@@ -57,6 +62,12 @@ function ensureDevVars() {
       "",
     ].join("\n"),
   );
+}
+
+/** A .dev.vars written before the mailbox prober existed gets its secret added. */
+function ensureProberSecret() {
+  if (readDevVars().PROBER_SECRET) return;
+  appendFileSync(".dev.vars", `PROBER_SECRET="${randomBytes(24).toString("base64url")}"\n`);
 }
 
 function run(command: string, args: string[], options: { quiet?: boolean } = {}): Promise<void> {
@@ -171,7 +182,7 @@ async function stop(code = 0) {
       }
     }
   }
-  await Promise.allSettled([doh.close(), sink.close()]);
+  await Promise.allSettled([doh.close(), sink.close(), mxHosts.close()]);
   process.exit(code);
 }
 
@@ -190,16 +201,20 @@ writeFileSync(
 );
 if (!existsSync(zonePath)) writeFileSync(zonePath, "{}\n");
 ensureDevVars();
+ensureProberSecret();
 copyDashboardAssets();
 const devVars = readDevVars();
 
 const doh = createDohServer({ zonePath });
 const sink = createMailSink();
+const mxHosts = createMxHosts(DEV_MX_BEHAVIOURS);
 process.once("SIGINT", () => void stop(0));
 process.once("SIGTERM", () => void stop(0));
 
 await doh.listen(config.DOH_PORT, config.DEV_HOST);
 await sink.listen({ smtpPort: config.SINK_SMTP_PORT, httpPort: config.SINK_HTTP_PORT, host: config.DEV_HOST });
+await mxHosts.listen(config.DEV_MX_PORT);
+for (const [name, records] of Object.entries(DEV_MX_ZONE)) await upsertRecords(zonePath, name, records);
 
 await run("wrangler", ["d1", "migrations", "apply", "DB", "--local", "--persist-to", `${stateDir}/state`], { quiet: true });
 
@@ -212,6 +227,8 @@ const vars = {
   ALLOW_PRIVATE_WEBHOOK_URLS: "true",
   // VERP return paths; DSNs for them are handed to the email() handler at /cdn-cgi/handler/email (docs/deliverability.md).
   BOUNCE_DOMAIN: "bounces.mailforge.test",
+  // mailbox checks (PROBER_SECRET is in .dev.vars)
+  PROBER_URL: `http://${config.DEV_HOST}:${config.PROBER_PORT}`,
 };
 startChild("wrangler dev", "wrangler", [
   "dev",
@@ -238,6 +255,18 @@ startChild("smtp bridge", "tsx", ["smtp-bridge/src/main.ts"], {
   // local clients (swaks, scripts) may log in without TLS; anything off-loopback still needs STARTTLS
   ALLOW_INSECURE_AUTH_ON_LOOPBACK: "true",
 });
+startChild("mailbox prober", "tsx", ["smtp-bridge/src/prober/main.ts"], {
+  ...childEnv,
+  PROBER_HOST: config.DEV_HOST,
+  PROBER_PORT: String(config.PROBER_PORT),
+  PROBER_SECRET: readDevVars().PROBER_SECRET ?? "",
+  PROBE_HELO_NAME: "localhost",
+  PROBE_MAIL_FROM: "probe@demo.mailforge.test",
+  DOH_URL: vars.DOH_URL,
+  PROBE_SMTP_PORT: String(config.DEV_MX_PORT),
+  // the demo MX hosts are on loopback; nothing but dev and tests sets this
+  PROBE_ALLOW_PRIVATE: "1",
+});
 await waitFor(`${workerUrl}/api/v1/openapi.json`);
 
 const adminToken = devVars.ADMIN_TOKEN;
@@ -261,8 +290,14 @@ Mailforge is running.
                  password ${smtp.password}
                  (kept in ${demoPath}; AUTH without TLS is allowed from loopback in dev only)
 
+  Mailbox checks prober http://${config.DEV_HOST}:${config.PROBER_PORT}, demo MX hosts on 127.0.0.2-7 port ${config.DEV_MX_PORT}:
+                 alice@mailbox.test (valid), zed@ (no such mailbox), carol@ (disabled), dave@ (full),
+                 anyone@catchall.mailbox.test (catch-all), grace@greylist.mailbox.test (greylisted for 2 s),
+                 jane@tarpit.mailbox.test (never greets), jane@busy.mailbox.test (421), alice@fallback.mailbox.test
+
 Try it:
   curl -H "Authorization: Bearer ${demo.api_key}" ${workerUrl}/api/v1/me
+  curl -H "Authorization: Bearer ${demo.api_key}" -H "Content-Type: application/json" ${workerUrl}/api/v1/verify -d '{"email": "zed@mailbox.test"}'
   curl -H "Authorization: Bearer ${demo.api_key}" -H "Content-Type: application/json" ${workerUrl}/api/v1/send \\
        -d '{"from": "Demo <hello@${demoDomain.name}>", "to": ["you@example.org"], "subject": "Hi {{name}}", "text": "Hello {{name|there}}!", "variables": {"name": "Ann"}}'
   swaks --server ${config.DEV_HOST}:${config.BRIDGE_SMTP_PORT} --tls --auth-user ${smtp.username} --auth-password ${smtp.password} \\

@@ -81,6 +81,12 @@ const configSchema = z.object({
   ),
   ADMIN_TOKEN: optionalText,
   BRIDGE_SECRET: optionalText,
+  /** The mailbox prober (smtp-bridge, `npm run prober`); with PROBER_SECRET, verification asks mailboxes over SMTP. */
+  PROBER_URL: z.preprocess((value) => (value === "" ? undefined : value), z.url({ protocol: /^https?$/ }).optional()),
+  PROBER_SECRET: z.preprocess(
+    (value) => (value === "" ? undefined : value),
+    z.string().min(16, "must be the prober's PROBER_SECRET (at least 16 characters)").optional(),
+  ),
   /** HMAC key of dashboard session cookies and CSRF tokens; unset, one is derived from DKIM_ENCRYPTION_KEY. */
   SESSION_SECRET: optionalText,
   /** How long a dashboard sign-in lasts. */
@@ -123,6 +129,8 @@ export type Config = {
   inboundMaxPerHour: number;
   adminToken?: string;
   bridgeSecret?: string;
+  /** Undefined unless both PROBER_URL and PROBER_SECRET are set: mailbox checks are off. */
+  prober?: { url: string; secret: string };
   session: { secret?: string; ttlSeconds: number };
   encryptionKey: string;
   ai: { baseUrl?: string; apiKey?: string; model?: string; timeoutMs: number; retryBaseSeconds: number; maxAttempts: number };
@@ -175,6 +183,7 @@ export function config(env: Env): Config {
     inboundMaxPerHour: vars.INBOUND_MAX_PER_HOUR,
     adminToken: vars.ADMIN_TOKEN,
     bridgeSecret: vars.BRIDGE_SECRET,
+    prober: vars.PROBER_URL && vars.PROBER_SECRET ? { url: vars.PROBER_URL.replace(/\/+$/, ""), secret: vars.PROBER_SECRET } : undefined,
     session: { secret: vars.SESSION_SECRET, ttlSeconds: vars.SESSION_TTL_HOURS * 3600 },
     encryptionKey: vars.DKIM_ENCRYPTION_KEY,
     ai: {

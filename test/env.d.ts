@@ -11,6 +11,8 @@ declare global {
       TEST_WEBHOOK_RECEIVER_URL: string;
       TEST_AI_PROVIDER_URL: string;
       TEST_FUZZ_REQUESTS_PER_OPERATION: string;
+      TEST_PROBER_URL: string;
+      TEST_PROBER_SECRET: string;
     }
   }
 }

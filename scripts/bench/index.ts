@@ -38,6 +38,10 @@ await run({
 await run({ title: "POST /send accept rate and delivery rate", command: [tsx, "scripts/bench/send.ts", "200", "300"] });
 await run({ title: "POST /send/batch vs single POST /send: accepted messages per second", command: [tsx, "scripts/bench/send-batch.ts", "1000"] });
 await run({ title: "verification engine without DNS vs peers", command: [tsx, "scripts/bench/verification.ts", "--engine-only"] });
+await run({
+  title: "mailbox prober: 10,000 addresses over 20 MX hosts, grouped per host vs one connection per address",
+  command: [tsx, "scripts/bench/prober.ts", "10000"],
+});
 
 const stackBenches = ["verification", "contact-import", "reports", "dashboard", "tracking", "automations", "webhooks", "smtp-bridge", "campaign"];
 const stack = !only || stackBenches.some((name) => only.includes(name)) ? await startStack() : undefined;

@@ -10641,13 +10641,18 @@ export interface components {
             /** @enum {string} */
             result: "valid" | "invalid" | "risky" | "unknown";
             /** @enum {string} */
-            status: "invalid_syntax" | "invalid_domain" | "null_mx" | "no_mx" | "disposable" | "role_based" | "dns_error" | "valid";
-            /** @description The most specific note: the syntax rule broken, servfail/timeout, or typo_suggested, smtputf8, implicit_mx, free_provider. */
+            status: "invalid_syntax" | "invalid_domain" | "null_mx" | "no_mx" | "mailbox_not_found" | "mailbox_disabled" | "disposable" | "role_based" | "mailbox_full" | "catch_all" | "dns_error" | "mailbox_error" | "greylisted" | "valid";
+            /** @description The most specific note: the syntax rule broken, servfail/timeout, why a mailbox check failed (smtp_timeout, smtp_unavailable, connection_refused, policy_refused, …), or greylisted, typo_suggested, smtputf8, implicit_mx, free_provider. */
             sub_status: string | null;
             /** @description The domain publishes at least one usable MX record. */
             mx_found: boolean;
-            /** @description Best-priority mail exchanger; the domain itself for an implicit MX. */
+            /** @description The mail exchanger that answered the mailbox check; without one, the best-priority MX (the domain itself for an implicit MX). */
             mx_record: string | null;
+            /**
+             * @description Whether the mailbox itself was asked over SMTP (off when the deployment has no prober).
+             * @enum {string}
+             */
+            mailbox_check: "off" | "checked" | "unavailable" | "not_applicable";
             disposable: boolean;
             role_based: boolean;
             free_provider: boolean;
@@ -10736,13 +10741,18 @@ export interface components {
             /** @enum {string} */
             result: "valid" | "invalid" | "risky" | "unknown";
             /** @enum {string} */
-            status: "invalid_syntax" | "invalid_domain" | "null_mx" | "no_mx" | "disposable" | "role_based" | "dns_error" | "valid";
-            /** @description The most specific note: the syntax rule broken, servfail/timeout, or typo_suggested, smtputf8, implicit_mx, free_provider. */
+            status: "invalid_syntax" | "invalid_domain" | "null_mx" | "no_mx" | "mailbox_not_found" | "mailbox_disabled" | "disposable" | "role_based" | "mailbox_full" | "catch_all" | "dns_error" | "mailbox_error" | "greylisted" | "valid";
+            /** @description The most specific note: the syntax rule broken, servfail/timeout, why a mailbox check failed (smtp_timeout, smtp_unavailable, connection_refused, policy_refused, …), or greylisted, typo_suggested, smtputf8, implicit_mx, free_provider. */
             sub_status: string | null;
             /** @description The domain publishes at least one usable MX record. */
             mx_found: boolean;
-            /** @description Best-priority mail exchanger; the domain itself for an implicit MX. */
+            /** @description The mail exchanger that answered the mailbox check; without one, the best-priority MX (the domain itself for an implicit MX). */
             mx_record: string | null;
+            /**
+             * @description Whether the mailbox itself was asked over SMTP (off when the deployment has no prober).
+             * @enum {string}
+             */
+            mailbox_check: "off" | "checked" | "unavailable" | "not_applicable";
             disposable: boolean;
             role_based: boolean;
             free_provider: boolean;
@@ -10871,10 +10881,10 @@ export interface components {
             /** @example jane@example.com */
             email: string;
             /**
-             * @description valid; invalid (bad syntax, no such domain, null MX, no mail route); do_not_mail (disposable or role account); unknown (DNS failed, retry later)
+             * @description valid; invalid (bad syntax, no such domain, null MX, no mail route, no such mailbox, disabled mailbox); catch-all (the domain accepts any mailbox); do_not_mail (disposable, role account, full mailbox); unknown (DNS or the mail server could not tell, greylisting; retry later)
              * @enum {string}
              */
-            status: "valid" | "invalid" | "unknown" | "do_not_mail";
+            status: "valid" | "invalid" | "catch-all" | "unknown" | "do_not_mail";
             /**
              * Format: date-time
              * @example 2026-11-22T10:15:00.000+00:00
@@ -10895,7 +10905,7 @@ export interface components {
             /** @example 0.9 */
             score: number;
             /**
-             * @description Best-priority mail exchanger; the domain for an implicit MX; "" when none
+             * @description The mail exchanger that answered the mailbox check, else the best-priority one; the domain for an implicit MX; "" when none
              * @example mx1.example.com
              */
             mx_record: string;

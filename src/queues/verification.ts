@@ -7,6 +7,7 @@ import {
   type VerificationChunkMessage,
   type VerificationJob,
 } from "../domain/verification/jobs";
+import { createMailboxProber } from "../domain/verification/mailbox";
 import { logError } from "../lib/log";
 import { config } from "../config";
 
@@ -23,7 +24,9 @@ const RETRY_BASE_SECONDS = 10;
  */
 export async function consumeVerificationChunks(deliveries: ChunkDelivery[], env: Env): Promise<void> {
   // No waitUntil: the D1 cache write finishes before the chunk does, so the next batch's chunks find it.
-  const resolver = createResolver({ url: config(env).dohUrl, db: env.DB });
+  const settings = config(env);
+  const resolver = createResolver({ url: settings.dohUrl, db: env.DB });
+  const prober = settings.prober && createMailboxProber(settings.prober);
   const inputs = new Map<string, Promise<JobInput>>();
   const loadInput = (job: VerificationJob) => {
     let input = inputs.get(job.id);
@@ -41,7 +44,7 @@ export async function consumeVerificationChunks(deliveries: ChunkDelivery[], env
   await Promise.all(
     deliveries.map(async ({ message, chunk }) => {
       try {
-        await processVerificationChunk(env, chunk, { resolver, loadInput });
+        await processVerificationChunk(env, chunk, { resolver, prober, loadInput });
         message.ack();
       } catch (error) {
         logError("verification chunk failed; retrying", {

@@ -38,16 +38,17 @@ const StandaloneResultSchema = z
     email: z.string().openapi({ example: "jane@example.com" }),
     status: z.enum(STANDALONE_STATUSES).openapi({
       description:
-        "valid; invalid (bad syntax, no such domain, null MX, no mail route); do_not_mail (disposable or role account); unknown (DNS failed, retry later)",
+        "valid; invalid (bad syntax, no such domain, null MX, no mail route, no such mailbox, disabled mailbox); catch-all (the domain accepts any mailbox); do_not_mail (disposable, role account, full mailbox); unknown (DNS or the mail server could not tell, greylisting; retry later)",
     }),
     checked_at: Timestamp,
     account: z.string().openapi({ description: "Local part", example: "jane" }),
     domain: z.string().openapi({ example: "example.com" }),
     quality: z.enum(VERIFICATION_QUALITIES).openapi({ description: "safe: send; risky: send with care; bad: do not mail; unknown: retry later" }),
     score: z.number().min(0).max(1).openapi({ example: 0.9 }),
-    mx_record: z
-      .string()
-      .openapi({ description: 'Best-priority mail exchanger; the domain for an implicit MX; "" when none', example: "mx1.example.com" }),
+    mx_record: z.string().openapi({
+      description: 'The mail exchanger that answered the mailbox check, else the best-priority one; the domain for an implicit MX; "" when none',
+      example: "mx1.example.com",
+    }),
     did_you_mean: z.string().nullable().openapi({ description: "Corrected address when the domain looks mistyped" }),
     sub_status: z
       .array(z.string())

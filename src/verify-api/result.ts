@@ -1,10 +1,10 @@
 import type { VerificationResult, VerificationStatus } from "../domain/verification/status";
 
 /**
- * Statuses of the verification API, after ZeroBounce's set. `catch-all`, `spamtrap` and `abuse` are never returned:
- * they need an SMTP probe (port 25 is closed on Workers) or trap/complainer data this service does not have.
+ * Statuses of the verification API, after ZeroBounce's set. `catch-all` needs the mailbox prober (PROBER_URL);
+ * `spamtrap` and `abuse` are never returned: they need trap/complainer data this service does not have.
  */
-export const STANDALONE_STATUSES = ["valid", "invalid", "unknown", "do_not_mail"] as const;
+export const STANDALONE_STATUSES = ["valid", "invalid", "catch-all", "unknown", "do_not_mail"] as const;
 export type StandaloneStatus = (typeof STANDALONE_STATUSES)[number];
 
 /** Engine status → standalone status; the engine status itself is the first entry of `sub_status`. */
@@ -14,10 +14,17 @@ export const STANDALONE_STATUS_OF: Record<VerificationStatus, StandaloneStatus> 
   invalid_domain: "invalid",
   null_mx: "invalid",
   no_mx: "invalid",
+  mailbox_not_found: "invalid",
+  mailbox_disabled: "invalid",
   // Mail to these would not bounce, but nobody reads a throwaway inbox and role inboxes draw complaints.
   disposable: "do_not_mail",
   role_based: "do_not_mail",
+  // it bounces until its owner empties it
+  mailbox_full: "do_not_mail",
+  catch_all: "catch-all",
   dns_error: "unknown",
+  mailbox_error: "unknown",
+  greylisted: "unknown",
 };
 
 /** An ISO 8601 UTC timestamp with an explicit `+00:00` offset instead of `Z`. */
@@ -25,7 +32,8 @@ export const withOffset = (iso: string) => iso.replace(/Z$/, "+00:00");
 
 /**
  * Notes from most to least specific, without repeats: the engine status (unless plain `valid`), its sub_status
- * (the syntax rule broken, servfail/timeout, typo_suggested, smtputf8, implicit_mx, free_provider), then the flags
+ * (the syntax rule broken, servfail/timeout, why a mailbox check failed, greylisted, typo_suggested, smtputf8,
+ * implicit_mx, free_provider), then the flags
  * `disposable`, `role_based`, `free_provider`. A clean address at a business domain gets [].
  */
 export function standaloneSubStatus(result: VerificationResult): string[] {

@@ -36,7 +36,17 @@ export async function freePort(): Promise<number> {
  * until it has seeded the demo account: what a newcomer gets, driven from a test.
  */
 export async function startStack(): Promise<Stack> {
-  const names = ["WORKER_PORT", "DOH_PORT", "SINK_SMTP_PORT", "SINK_HTTP_PORT", "BRIDGE_SMTP_PORT", "BRIDGE_ALT_PORT", "BRIDGE_SMTPS_PORT"];
+  const names = [
+    "WORKER_PORT",
+    "DOH_PORT",
+    "SINK_SMTP_PORT",
+    "SINK_HTTP_PORT",
+    "BRIDGE_SMTP_PORT",
+    "BRIDGE_ALT_PORT",
+    "BRIDGE_SMTPS_PORT",
+    "PROBER_PORT",
+    "DEV_MX_PORT",
+  ];
   const ports: Record<string, number> = {};
   for (const name of names) ports[name] = await freePort();
   const stateDir = await mkdtemp(join(tmpdir(), "mailforge-e2e-"));

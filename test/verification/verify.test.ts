@@ -13,7 +13,7 @@ async function queriesFor(name: string, type: string): Promise<number> {
 }
 
 describe("verifyEmail: deliverable addresses", () => {
-  it("a clean address with MX is valid, safe, 0.9 (mailbox and catch-all cannot be probed)", async () => {
+  it("a clean address with MX is valid, safe, 0.9 when mailbox checks are off", async () => {
     const result = await verify("  Jane.Doe@ACME.verify-test ");
     expect(result).toEqual({
       email: "Jane.Doe@ACME.verify-test",
@@ -25,6 +25,7 @@ describe("verifyEmail: deliverable addresses", () => {
       sub_status: null,
       mx_found: true,
       mx_record: "mx1.acme.verify-test",
+      mailbox_check: "off",
       disposable: false,
       role_based: false,
       free_provider: false,

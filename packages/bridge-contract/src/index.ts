@@ -7,6 +7,8 @@ import { z } from "zod";
 // (smtp-bridge/src/worker-client.ts): paths, request and response bodies, and the request signature. Both import
 // this file, so a change to either side that the other would not understand fails to typecheck.
 //
+// The mailbox prober's contract (smtp-bridge/src/prober/ and src/domain/verification/mailbox.ts) is at the end.
+//
 // It runs in workerd and in Node 22 (the bridge's Docker image strips the types itself): web platform globals only,
 // no node: modules, no imports of other project files.
 
@@ -192,3 +194,98 @@ export async function verifyBridgeSignature(
   const signed = encoder.encode(signedString(parts.timestamp, request, bodyDigest));
   return crypto.subtle.verify("HMAC", await verifyingKey(secret), hexToBytes(parts.presented), signed);
 }
+
+// ---- The mailbox prober ----
+
+// The contract between the Worker's verification engine (src/domain/verification/mailbox.ts) and the mailbox
+// prober (smtp-bridge/src/prober/): the path, the request and response bodies, and the reply classification both
+// sides name. Requests are signed exactly like the relay's (`signBridgeRequest` / `verifyBridgeSignature`, header
+// X-Bridge-Signature), keyed with PROBER_SECRET instead of BRIDGE_SECRET, so a relay signature never opens the
+// prober and the other way round.
+
+export const PROBE_PATH = "/v1/probe";
+
+/** Addresses one request may carry: a bulk chunk (500) fits, with room to spare. */
+export const PROBE_MAX_ADDRESSES = 1_000;
+
+/** The largest request body the prober reads; a longer one is refused (413) before it is read. */
+export const PROBE_MAX_BODY_BYTES = 512 * 1024;
+
+/**
+ * A single check's budget: POST /verify answers within SINGLE_CHECK_BUDGET_MS whatever the mail server does, so the
+ * prober gets PROBE_SINGLE_BUDGET_MS for its part and the Worker gives up on it PROBE_CLIENT_GRACE_MS after that.
+ */
+export const SINGLE_CHECK_BUDGET_MS = 10_000;
+export const PROBE_SINGLE_BUDGET_MS = 7_000;
+export const PROBE_CLIENT_GRACE_MS = 1_500;
+
+/** A bulk chunk's budget: long enough to wait out a greylisting server (typically 1 to 5 minutes). */
+export const PROBE_BULK_BUDGET_MS = 6 * 60_000;
+export const PROBE_MAX_BUDGET_MS = 10 * 60_000;
+
+const probedAddress = z
+  .string()
+  .min(3)
+  .max(320)
+  .regex(/^[^@\s<>]+@[^@\s<>]+$/, "Not an email address");
+
+export const ProbeRequest = z.object({
+  /** Addresses in their normalized form (punycode domain); duplicates are probed once. */
+  addresses: z.array(probedAddress).min(1).max(PROBE_MAX_ADDRESSES),
+  /**
+   * How long the prober may take, retries included; it answers with what it knows when the time is up. A greylisted
+   * address is tried again only when the server's delay ends inside it, so a bulk chunk (PROBE_BULK_BUDGET_MS) waits
+   * greylisting out and a single check (PROBE_SINGLE_BUDGET_MS) usually reports it.
+   */
+  budget_ms: z.number().int().min(500).max(PROBE_MAX_BUDGET_MS),
+});
+export type ProbeRequest = z.infer<typeof ProbeRequest>;
+
+/**
+ * What the mail server's replies mean for one address (docs/verification.md has the table):
+ * - `accepted`: 250/251 to RCPT TO;
+ * - `mailbox_not_found`: 5.1.x (or a 550/551/553 without an enhanced code);
+ * - `mailbox_disabled`: 5.2.1;
+ * - `mailbox_full`: 4.2.2 or 5.2.2;
+ * - `greylisted`: a temporary 4.x refusal that did not lift within the budget;
+ * - `policy_refused`: 5.7.x, the server refuses our probe (blocklisted IP, no PTR), not the mailbox;
+ * - `unavailable`: 421, time-outs, refused or dropped connections, no reachable MX host;
+ * - `private_address`: every MX host resolves to a private, loopback or link-local address (PROBE_ALLOW_PRIVATE off);
+ * - `rejected`: any other permanent refusal, which names no mailbox reason.
+ */
+export const PROBE_OUTCOMES = [
+  "accepted",
+  "mailbox_not_found",
+  "mailbox_disabled",
+  "mailbox_full",
+  "greylisted",
+  "policy_refused",
+  "unavailable",
+  "private_address",
+  "rejected",
+] as const;
+export type ProbeOutcome = (typeof PROBE_OUTCOMES)[number];
+
+export const ProbeAddressResult = z.object({
+  address: z.string(),
+  outcome: z.enum(PROBE_OUTCOMES),
+  /** The MX host that gave the answer (or was last tried), null when none was reached. */
+  mx_host: z.string().nullable(),
+  /** The last SMTP reply about this address, e.g. "550 5.1.1 No such user"; null without one (time-out). */
+  reply: z.string().nullable(),
+  /** The domain accepted a random local part too: an `accepted` proves nothing. Null when that was not learned. */
+  catch_all: z.boolean().nullable(),
+  /** The address was refused at least once with a temporary 4.x (greylisting) before its final outcome. */
+  greylisted: z.boolean(),
+  /** What went wrong when `unavailable`: `timeout`, `connection_refused`, `service_unavailable` (421), `no_mx_address`… */
+  detail: z.string().nullable(),
+});
+export type ProbeAddressResult = z.infer<typeof ProbeAddressResult>;
+
+export const ProbeResponse = z.object({
+  results: z.array(ProbeAddressResult),
+  /** Connections the prober opened for this request, per MX host. */
+  connections: z.record(z.string(), z.number().int().nonnegative()),
+  elapsed_ms: z.number().int().nonnegative(),
+});
+export type ProbeResponse = z.infer<typeof ProbeResponse>;

@@ -11,6 +11,7 @@ import { availableCredits, chargedGuard, chargeStatements, refundedGuard, refund
 import type { DnsResolver } from "../dns/doh";
 import { eventStatement, type EventInput } from "../events/events";
 import { dispatchEvents, recordEvents } from "../webhooks/dispatch";
+import type { MailboxProber } from "./mailbox";
 import type { VerificationResult } from "./status";
 import { checkSyntax, dedupeKey, type SyntaxCheck } from "./syntax";
 import { verifyMany } from "./verify";
@@ -292,6 +293,8 @@ export async function listJobResults(d1: D1Database, jobId: string, afterPositio
 
 export type ChunkDeps = {
   resolver: DnsResolver;
+  /** Asks the chunk's mailboxes over SMTP (one prober request per chunk); absent when mailbox checks are off. */
+  prober?: MailboxProber;
   /** Reads (and may cache, per queue batch) the job's input from R2. */
   loadInput: (job: VerificationJob) => Promise<JobInput>;
   now?: () => Date;
@@ -323,7 +326,7 @@ export async function processVerificationChunk(env: Env, chunk: VerificationChun
   const positions = input.positions.slice(chunk.offset, end);
   const repeatTexts = input.repeats?.slice(chunk.offset, end);
 
-  const results = await verifyMany(emails, { resolver: deps.resolver });
+  const results = await verifyMany(emails, { resolver: deps.resolver, prober: deps.prober });
   const checkedAt = (deps.now?.() ?? new Date()).toISOString();
   const delta = zeroCounts();
   let processed = 0;

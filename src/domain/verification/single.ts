@@ -5,6 +5,7 @@ import { recordEvents } from "../webhooks/dispatch";
 import type { InsufficientCredits } from "./jobs";
 import type { VerificationResult } from "./status";
 import { checkSyntax } from "./syntax";
+import { createMailboxProber } from "./mailbox";
 import { verifyEmail } from "./verify";
 import { config } from "../../config";
 import { usageStatements } from "../reports/usage";
@@ -31,7 +32,9 @@ export async function verifySingleAddress(
   options: SingleCheckOptions,
 ): Promise<InsufficientCredits | ({ kind: "checked" } & SingleCheck)> {
   const d1 = env.DB;
-  const resolver = createResolver({ url: config(env).dohUrl, db: d1, waitUntil: options.waitUntil });
+  const settings = config(env);
+  const resolver = createResolver({ url: settings.dohUrl, db: d1, waitUntil: options.waitUntil });
+  const deps = { resolver, prober: settings.prober && createMailboxProber(settings.prober) };
   let creditsCharged = 0;
   if (checkSyntax(email).valid) {
     if (account.verifyBalance < 1) return { kind: "insufficient_credits", needed: 1, available: account.verifyBalance };
@@ -41,7 +44,7 @@ export async function verifySingleAddress(
     creditsCharged = 1;
     let result: VerificationResult;
     try {
-      result = await verifyEmail(email, { resolver });
+      result = await verifyEmail(email, deps);
     } catch (error) {
       await d1.batch(refundStatements(d1, { ...charge, note: "verification failed" }));
       throw error;
@@ -49,7 +52,7 @@ export async function verifySingleAddress(
     // The check is done and paid for; a failure to record its event must not refund it.
     return finish(result);
   }
-  return finish(await verifyEmail(email, { resolver }));
+  return finish(await verifyEmail(email, deps));
 
   async function finish(result: VerificationResult): Promise<{ kind: "checked" } & SingleCheck> {
     const checkedAt = new Date().toISOString();

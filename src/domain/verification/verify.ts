@@ -1,8 +1,19 @@
+import {
+  PROBE_BULK_BUDGET_MS,
+  PROBE_CLIENT_GRACE_MS,
+  PROBE_SINGLE_BUDGET_MS,
+  SINGLE_CHECK_BUDGET_MS,
+  type ProbeAddressResult,
+} from "@mailforge/bridge-contract";
 import { mapWithConcurrency, type DnsResolver } from "../dns/doh";
 import { isDisposableDomain, isFreeProviderDomain, isRoleBasedLocalPart } from "./lists";
+import type { MailboxProber } from "./mailbox";
 import {
+  MAILBOX_CONFIRMED_SCORE,
   SCORE_DEDUCTIONS,
   VERIFICATION_STATUSES,
+  type MailboxCheck,
+  type MailboxSubStatus,
   type NoteSubStatus,
   type VerificationResult,
   type VerificationStatus,
@@ -13,6 +24,8 @@ import { suggestDomain } from "./typo";
 
 export interface VerificationDeps {
   resolver: DnsResolver;
+  /** Asks mailboxes over SMTP; without it every result says `mailbox_check: "off"`. */
+  prober?: MailboxProber;
 }
 
 /** What DNS says about a domain's mail routing. */
@@ -26,10 +39,29 @@ export type DomainCheck =
 
 const DEFAULT_DOMAIN_CONCURRENCY = 20;
 
+// What a single check keeps for itself besides the probe: D1 writes after it, and the DNS lookups before it.
+const SINGLE_CHECK_RESERVE_MS = 1_000;
+
+/**
+ * One address. With a prober, the mailbox is asked too, inside SINGLE_CHECK_BUDGET_MS from the call whatever the mail
+ * server does: the prober gets what is left after DNS (at most PROBE_SINGLE_BUDGET_MS) and is abandoned
+ * PROBE_CLIENT_GRACE_MS after that.
+ */
 export async function verifyEmail(input: string, deps: VerificationDeps): Promise<VerificationResult> {
+  const started = Date.now();
   const syntax = checkSyntax(input);
-  if (!syntax.valid) return invalidSyntaxResult(syntax);
-  return buildResult(syntax, await checkDomain(syntax.domain, deps.resolver));
+  if (!syntax.valid) return invalidSyntaxResult(syntax, deps);
+  const domainCheck = await checkDomain(syntax.domain, deps.resolver);
+  let evidence: MailboxEvidence = deps.prober ? { kind: "not_applicable" } : { kind: "off" };
+  if (deps.prober && shouldProbe(syntax, domainCheck)) {
+    const budgetMs = Math.min(
+      PROBE_SINGLE_BUDGET_MS,
+      SINGLE_CHECK_BUDGET_MS - (Date.now() - started) - PROBE_CLIENT_GRACE_MS - SINGLE_CHECK_RESERVE_MS,
+    );
+    const probed = budgetMs >= 500 ? await deps.prober.probe([syntax.normalized], budgetMs) : undefined;
+    evidence = evidenceFor(probed, syntax.normalized);
+  }
+  return buildResult(syntax, domainCheck, evidence);
 }
 
 /**
@@ -50,8 +82,74 @@ export async function verifyMany(
       checks.set(domain, await checkDomain(domain, deps.resolver));
     });
   }
-  // Every valid syntax's domain was checked above.
-  return syntaxes.map((s) => (s.valid ? buildResult(s, checks.get(s.domain)!) : invalidSyntaxResult(s)));
+  // Every valid syntax's domain was checked above. One probe request asks every mailbox worth asking; it waits
+  // greylisting out within PROBE_BULK_BUDGET_MS.
+  const probeable = deps.prober
+    ? [...new Set(syntaxes.flatMap((s) => (s.valid && shouldProbe(s, checks.get(s.domain)!) ? [s.normalized] : [])))]
+    : [];
+  const probed = deps.prober && probeable.length > 0 ? await deps.prober.probe(probeable, PROBE_BULK_BUDGET_MS) : undefined;
+  return syntaxes.map((s) => {
+    if (!s.valid) return invalidSyntaxResult(s, deps);
+    const domainCheck = checks.get(s.domain)!;
+    const evidence: MailboxEvidence = !deps.prober
+      ? { kind: "off" }
+      : shouldProbe(s, domainCheck)
+        ? evidenceFor(probed, s.normalized)
+        : { kind: "not_applicable" };
+    return buildResult(s, domainCheck, evidence);
+  });
+}
+
+/** What the mailbox check found for one address. */
+type MailboxEvidence = { kind: "off" | "not_applicable" | "unavailable" } | { kind: "checked"; probe: ProbeAddressResult };
+
+const evidenceFor = (probed: Map<string, ProbeAddressResult> | undefined, address: string): MailboxEvidence => {
+  const probe = probed?.get(address.toLowerCase());
+  return probe ? { kind: "checked", probe } : { kind: "unavailable" };
+};
+
+/**
+ * Worth an SMTP conversation: mail routes somewhere (MX or implicit MX) and the domain is not a throwaway provider.
+ * UTF-8 local parts are left out: they need SMTPUTF8 end to end, which the probe does not speak.
+ */
+function shouldProbe(syntax: ValidSyntax, domainCheck: DomainCheck): boolean {
+  return (domainCheck.kind === "mx" || domainCheck.kind === "implicit_mx") && !syntax.smtputf8 && !isDisposableDomain(syntax.domain);
+}
+
+/** The engine status a probe outcome stands for (docs/verification.md has the reply table). */
+function mailboxStatus(probe: ProbeAddressResult): VerificationStatus {
+  switch (probe.outcome) {
+    case "accepted":
+      return probe.catch_all ? "catch_all" : "valid";
+    case "mailbox_not_found":
+    case "mailbox_disabled":
+    case "mailbox_full":
+    case "greylisted":
+      return probe.outcome;
+    default:
+      return "mailbox_error";
+  }
+}
+
+/** Why a mailbox check ended in `mailbox_error`. */
+function mailboxErrorReason(probe: ProbeAddressResult): MailboxSubStatus {
+  if (probe.outcome === "policy_refused") return "policy_refused";
+  if (probe.outcome === "private_address") return "private_address";
+  if (probe.outcome === "rejected") return "smtp_rejected";
+  switch (probe.detail) {
+    case "timeout":
+      return "smtp_timeout";
+    case "service_unavailable":
+    case "mail_from_deferred":
+      return "smtp_unavailable";
+    case "connection_refused":
+      return "connection_refused";
+    case "connection_lost":
+    case "greeting_refused":
+      return "connection_lost";
+    default:
+      return "no_mx_reachable";
+  }
 }
 
 /**
@@ -82,7 +180,7 @@ export async function checkDomain(domain: string, resolver: DnsResolver): Promis
 type ValidSyntax = Extract<SyntaxCheck, { valid: true }>;
 type InvalidSyntax = Extract<SyntaxCheck, { valid: false }>;
 
-function invalidSyntaxResult(syntax: InvalidSyntax): VerificationResult {
+function invalidSyntaxResult(syntax: InvalidSyntax, deps: VerificationDeps): VerificationResult {
   const info = VERIFICATION_STATUSES.invalid_syntax;
   return {
     email: syntax.email,
@@ -97,6 +195,7 @@ function invalidSyntaxResult(syntax: InvalidSyntax): VerificationResult {
     disposable: false,
     role_based: false,
     free_provider: false,
+    mailbox_check: deps.prober ? "not_applicable" : "off",
     did_you_mean: null,
     score: info.baseScore,
     quality: info.quality,
@@ -104,39 +203,51 @@ function invalidSyntaxResult(syntax: InvalidSyntax): VerificationResult {
   };
 }
 
-/** Precedence: domain routing (nxdomain, null MX, no MX) → disposable → role-based → DNS error → valid. */
-function pickStatus(domainCheck: DomainCheck, disposable: boolean, roleBased: boolean): VerificationStatus {
+/**
+ * Precedence (VERIFICATION_STATUSES' order): domain routing (nxdomain, null MX, no MX) → a mailbox that does not exist
+ * or is disabled → disposable → role-based → the other mailbox findings → DNS error → valid.
+ */
+function pickStatus(domainCheck: DomainCheck, disposable: boolean, roleBased: boolean, mailbox: VerificationStatus | undefined): VerificationStatus {
   if (domainCheck.kind === "nxdomain") return "invalid_domain";
   if (domainCheck.kind === "null_mx") return "null_mx";
   if (domainCheck.kind === "no_mx") return "no_mx";
+  if (mailbox === "mailbox_not_found" || mailbox === "mailbox_disabled") return mailbox;
   if (disposable) return "disposable";
   if (roleBased) return "role_based";
   if (domainCheck.kind === "dns_error") return "dns_error";
-  return "valid";
+  return mailbox ?? "valid";
 }
 
-function buildResult(syntax: ValidSyntax, domainCheck: DomainCheck): VerificationResult {
+function buildResult(syntax: ValidSyntax, domainCheck: DomainCheck, evidence: MailboxEvidence): VerificationResult {
   const disposable = isDisposableDomain(syntax.domain);
   const roleBased = isRoleBasedLocalPart(syntax.account);
   const suggestion = suggestDomain(syntax.domain, isFreeProviderDomain);
   // The free-provider list also holds typo domains (yaho.com); a mistyped domain is no provider of its own.
   const freeProvider = !suggestion && isFreeProviderDomain(syntax.domain);
-  const status = pickStatus(domainCheck, disposable, roleBased);
+  const probe = evidence.kind === "checked" ? evidence.probe : undefined;
+  const status = pickStatus(domainCheck, disposable, roleBased, probe && mailboxStatus(probe));
   const info = VERIFICATION_STATUSES[status];
 
   // Ordered most to least useful to the reader: sub_status shows the first.
   const notes: NoteSubStatus[] = [];
+  if (probe?.greylisted && status !== "greylisted") notes.push("greylisted");
   if (suggestion) notes.push("typo_suggested");
   if (syntax.smtputf8) notes.push("smtputf8");
   if (domainCheck.kind === "implicit_mx") notes.push("implicit_mx");
   if (freeProvider) notes.push("free_provider");
 
-  let score: number = info.baseScore;
+  // the mailbox accepted, on a domain that refused a random local part: as sure as a check gets without sending
+  let score: number = status === "valid" && probe?.outcome === "accepted" && probe.catch_all === false ? MAILBOX_CONFIRMED_SCORE : info.baseScore;
   if (info.result === "valid" || info.result === "risky") {
-    for (const note of notes) if (note !== "free_provider") score -= SCORE_DEDUCTIONS[note];
+    for (const note of notes) if (note in SCORE_DEDUCTIONS) score -= SCORE_DEDUCTIONS[note as keyof typeof SCORE_DEDUCTIONS];
   }
   const subStatus: VerificationSubStatus | null =
-    status === "dns_error" && domainCheck.kind === "dns_error" ? domainCheck.reason : (notes[0] ?? null);
+    status === "dns_error" && domainCheck.kind === "dns_error"
+      ? domainCheck.reason
+      : status === "mailbox_error" && probe
+        ? mailboxErrorReason(probe)
+        : (notes[0] ?? null);
+  const mailboxCheck: MailboxCheck = evidence.kind;
 
   return {
     email: syntax.email,
@@ -147,7 +258,8 @@ function buildResult(syntax: ValidSyntax, domainCheck: DomainCheck): Verificatio
     status,
     sub_status: subStatus,
     mx_found: domainCheck.kind === "mx",
-    mx_record: domainCheck.kind === "mx" ? domainCheck.exchange : domainCheck.kind === "implicit_mx" ? syntax.domain : null,
+    mx_record: probe?.mx_host ?? (domainCheck.kind === "mx" ? domainCheck.exchange : domainCheck.kind === "implicit_mx" ? syntax.domain : null),
+    mailbox_check: mailboxCheck,
     disposable,
     role_based: roleBased,
     free_provider: freeProvider,

@@ -1,0 +1,391 @@
+import { randomBytes } from "node:crypto";
+import type { ProbeAddressResult, ProbeOutcome, ProbeRequest, ProbeResponse } from "@mailforge/bridge-contract";
+import type { ProberConfig } from "./config.ts";
+import { isPrivateAddress, type Resolver } from "./dns.ts";
+import { SmtpConnectionError, SmtpProbeConnection, type SmtpReply } from "./smtp.ts";
+
+// One probe request: addresses grouped by domain, domains queued on the MX host they route to (so domains that
+// share a host share its connections), at most `connectionsPerHost` connections per host at once across every
+// request (HostGate), each carrying many RCPTs (RSET between transactions), never DATA. A connection failure or a
+// 421 moves the host's queued domains to their next MX; a temporary refusal is tried again after the server's delay
+// when that still fits the request's budget. When the budget runs out, every open connection is closed and what is
+// not known is reported as such.
+
+const CATCH_ALL_TTL_MS = 24 * 60 * 60_000;
+const MAX_BACKOFF_MS = 60_000;
+const DNS_CONCURRENCY = 20;
+
+/** Connection slots, pacing and back-off per MX host address, shared by every request the prober serves. */
+export class HostGate {
+  private readonly hosts = new Map<string, { active: number; waiters: (() => void)[]; nextConnectAt: number; backoffMs: number }>();
+
+  constructor(private readonly config: Pick<ProberConfig, "connectionsPerHost" | "hostConnectGapMs">) {}
+
+  /** A connection slot for `key` once one is free and the host's pacing allows; undefined if that is past `deadline`. */
+  async acquire(key: string, deadline: number): Promise<(() => void) | undefined> {
+    const host = this.host(key);
+    while (host.active >= this.config.connectionsPerHost) {
+      const freed = await new Promise<boolean>((resolve) => {
+        const wake = () => {
+          clearTimeout(timer);
+          resolve(true);
+        };
+        // a waiter that gives up leaves the queue, so the next release wakes one that still waits
+        const timer = setTimeout(
+          () => {
+            host.waiters.splice(host.waiters.indexOf(wake), 1);
+            resolve(false);
+          },
+          Math.max(0, deadline - Date.now()),
+        );
+        host.waiters.push(wake);
+      });
+      if (!freed) return undefined;
+    }
+    const at = Math.max(Date.now(), host.nextConnectAt);
+    if (at >= deadline) {
+      host.waiters.shift()?.();
+      return undefined;
+    }
+    host.active += 1;
+    host.nextConnectAt = at + this.config.hostConnectGapMs;
+    if (at > Date.now()) await new Promise((resolve) => setTimeout(resolve, at - Date.now()));
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      host.active -= 1;
+      host.waiters.shift()?.();
+    };
+  }
+
+  /** 421 or 4.7.x: the host asks us to slow down; new connections wait, longer each time until it answers well. */
+  backOff(key: string): void {
+    const host = this.host(key);
+    host.backoffMs = Math.min(MAX_BACKOFF_MS, host.backoffMs === 0 ? 1_000 : host.backoffMs * 2);
+    host.nextConnectAt = Math.max(host.nextConnectAt, Date.now() + host.backoffMs);
+  }
+
+  recovered(key: string): void {
+    this.host(key).backoffMs = 0;
+  }
+
+  private host(key: string) {
+    let host = this.hosts.get(key);
+    if (!host) {
+      host = { active: 0, waiters: [], nextConnectAt: 0, backoffMs: 0 };
+      this.hosts.set(key, host);
+    }
+    return host;
+  }
+}
+
+/** Whether a domain accepts any local part, learned from one random RCPT and kept a day. */
+export class CatchAllCache {
+  private readonly entries = new Map<string, { catchAll: boolean; expires: number }>();
+
+  get(domain: string): boolean | null {
+    const entry = this.entries.get(domain);
+    if (!entry || entry.expires < Date.now()) return null;
+    return entry.catchAll;
+  }
+
+  set(domain: string, catchAll: boolean): void {
+    this.entries.set(domain, { catchAll, expires: Date.now() + CATCH_ALL_TTL_MS });
+  }
+}
+
+export interface ProberDeps {
+  config: ProberConfig;
+  resolver: Resolver;
+  gate: HostGate;
+  catchAll: CatchAllCache;
+}
+
+type Route = { host: string; address: string };
+
+interface DomainWork {
+  domain: string;
+  routes: Route[];
+  routeIndex: number;
+  catchAll: boolean | null;
+  catchAllProbed: boolean;
+}
+
+interface Item {
+  address: string;
+  work: DomainWork;
+  result: ProbeAddressResult | undefined;
+  greylisted: boolean;
+  lastReply: SmtpReply | null;
+  lastHost: string | null;
+  detail: string | null;
+}
+
+interface Lane {
+  route: Route;
+  items: Item[];
+  workers: number;
+}
+
+/** The meaning of a reply to RCPT TO; `temporary` is tried again, `too_many` starts a new transaction. */
+export function classifyRcptReply(reply: SmtpReply): ProbeOutcome | "temporary" | "too_many" {
+  const { code, enhanced } = reply;
+  if (code === 250 || code === 251) return "accepted";
+  if (enhanced === "4.2.2" || enhanced === "5.2.2") return "mailbox_full";
+  if (code === 452 && (enhanced === "4.5.3" || /too many recipients/i.test(reply.text))) return "too_many";
+  if (code >= 500 && code < 600) {
+    if (enhanced?.startsWith("5.1.")) return "mailbox_not_found";
+    if (enhanced === "5.2.1") return "mailbox_disabled";
+    if (enhanced?.startsWith("5.7.")) return "policy_refused";
+    if (!enhanced && (code === 550 || code === 551 || code === 553)) return "mailbox_not_found";
+    return "rejected";
+  }
+  return "temporary";
+}
+
+/** The delay a temporary refusal names ("try again in 300 seconds", "5 minutes"), else the configured default. */
+export function retryDelayMs(reply: SmtpReply, fallbackMs: number): number {
+  const match = /(\d{1,5})\s*(s|sec|secs|seconds?|m|mins?|minutes?)\b/i.exec(reply.text);
+  if (!match) return fallbackMs;
+  const amount = Number(match[1]);
+  return (match[2]!.toLowerCase().startsWith("m") ? amount * 60 : amount) * 1000;
+}
+
+const isPolicy = (reply: SmtpReply | null) => reply?.enhanced?.startsWith("4.7.") === true;
+
+/** The server refused our MAIL FROM: it answers for the sender or our IP, not for any mailbox. */
+class MailFromRefused extends Error {
+  constructor(readonly reply: SmtpReply) {
+    super(reply.text);
+  }
+}
+
+export async function runProbe(request: ProbeRequest, deps: ProberDeps): Promise<ProbeResponse> {
+  const { config, gate } = deps;
+  const started = Date.now();
+  const deadline = started + request.budget_ms;
+  const connections: Record<string, number> = {};
+  const open = new Set<SmtpProbeConnection>();
+  const timers = new Set<NodeJS.Timeout>();
+  const lanes = new Map<string, Lane>();
+
+  const addresses = [...new Set(request.addresses.map((address) => address.toLowerCase()))];
+  const byDomain = new Map<string, string[]>();
+  for (const address of addresses) {
+    const domain = address.slice(address.lastIndexOf("@") + 1);
+    byDomain.set(domain, [...(byDomain.get(domain) ?? []), address]);
+  }
+  const items = new Map<string, Item>();
+  let unfinished = addresses.length;
+  let finishAll: () => void = () => undefined;
+  const allDone = new Promise<void>((resolve) => {
+    finishAll = resolve;
+  });
+
+  function finish(item: Item, outcome: ProbeOutcome, reply: SmtpReply | null, detail: string | null = null): void {
+    if (item.result) return;
+    item.result = {
+      address: item.address,
+      outcome,
+      mx_host: item.lastHost,
+      reply: reply?.text ?? null,
+      catch_all: item.work.catchAll,
+      greylisted: item.greylisted,
+      detail,
+    };
+    unfinished -= 1;
+    if (unfinished === 0) finishAll();
+  }
+
+  let over = false;
+  function enqueue(item: Item): void {
+    if (item.result || over) return;
+    const route = item.work.routes[item.work.routeIndex];
+    if (!route) {
+      finish(item, "unavailable", item.lastReply, item.detail ?? "no_mx_reachable");
+      return;
+    }
+    let lane = lanes.get(route.address);
+    if (!lane) {
+      lane = { route, items: [], workers: 0 };
+      lanes.set(route.address, lane);
+    }
+    item.lastHost = route.host;
+    lane.items.push(item);
+    if (lane.workers === 0 || (lane.workers < config.connectionsPerHost && lane.items.length > lane.workers * config.rcptsPerConnection)) {
+      lane.workers += 1;
+      void work(lane).finally(() => {
+        lane.workers -= 1;
+        // items queued while this worker was leaving still need one
+        if (lane.workers === 0 && lane.items.length > 0 && Date.now() < deadline) enqueue(lane.items.shift()!);
+      });
+    }
+  }
+
+  /** The host failed us (refused, timed out, 421): its queued domains move to their next MX host. */
+  function hostFailed(lane: Lane, failure: string, reply: SmtpReply | null): void {
+    if (failure === "service_unavailable" || failure === "timeout" || isPolicy(reply)) gate.backOff(lane.route.address);
+    const moved = lane.items.splice(0);
+    for (const item of moved) {
+      item.lastHost = lane.route.host;
+      item.detail = failure;
+      item.lastReply = reply ?? item.lastReply;
+      if (item.work.routes[item.work.routeIndex]?.address === lane.route.address) item.work.routeIndex += 1;
+    }
+    for (const item of moved) enqueue(item);
+  }
+
+  function temporary(item: Item, reply: SmtpReply, lane: Lane): void {
+    item.greylisted = true;
+    item.lastReply = reply;
+    if (isPolicy(reply)) gate.backOff(lane.route.address);
+    const delay = retryDelayMs(reply, config.greylistRetryMs);
+    if (Date.now() + delay >= deadline) {
+      finish(item, "greylisted", reply);
+      return;
+    }
+    const timer = setTimeout(() => {
+      timers.delete(timer);
+      enqueue(item);
+    }, delay);
+    timers.add(timer);
+  }
+
+  async function work(lane: Lane): Promise<void> {
+    while (lane.items.length > 0 && Date.now() < deadline) {
+      const release = await gate.acquire(lane.route.address, deadline);
+      if (!release) return;
+      let connection: SmtpProbeConnection | undefined;
+      try {
+        connections[lane.route.host] = (connections[lane.route.host] ?? 0) + 1;
+        connection = await SmtpProbeConnection.open({
+          address: lane.route.address,
+          port: config.smtpPort,
+          hostName: lane.route.host,
+          heloName: config.heloName,
+          commandTimeoutMs: config.commandTimeoutMs,
+          deadline,
+        });
+        open.add(connection);
+        await session(connection, lane);
+        gate.recovered(lane.route.address);
+      } catch (error) {
+        if (error instanceof MailFromRefused) mailFromRefused(lane, error.reply);
+        else if (error instanceof SmtpConnectionError) hostFailed(lane, error.failure, error.reply);
+        else throw error;
+        return;
+      } finally {
+        if (connection) {
+          open.delete(connection);
+          await connection.quit();
+        }
+        release();
+      }
+    }
+  }
+
+  function mailFromRefused(lane: Lane, reply: SmtpReply): void {
+    if (reply.code < 500) {
+      hostFailed(lane, "mail_from_deferred", reply);
+      return;
+    }
+    // no RCPT on this host can tell anything about a mailbox
+    for (const item of lane.items.splice(0)) {
+      item.lastHost = lane.route.host;
+      finish(item, reply.enhanced?.startsWith("5.7.") ? "policy_refused" : "rejected", reply, "mail_from_refused");
+    }
+  }
+
+  async function session(connection: SmtpProbeConnection, lane: Lane): Promise<void> {
+    let sent = 0;
+    let inTransaction = 0;
+    const begin = async () => {
+      if (inTransaction > 0) await connection.command("RSET");
+      inTransaction = 0;
+      const reply = await connection.command(`MAIL FROM:<${config.mailFrom}>`);
+      if (reply.code !== 250) throw new MailFromRefused(reply);
+    };
+    const rcpt = async (address: string) => {
+      if (inTransaction >= config.rcptsPerTransaction) await begin();
+      sent += 1;
+      inTransaction += 1;
+      return connection.command(`RCPT TO:<${address}>`);
+    };
+
+    await begin();
+    while (sent < config.rcptsPerConnection && Date.now() < deadline) {
+      const item = lane.items.shift();
+      if (!item) return;
+      item.lastHost = lane.route.host;
+      try {
+        const { work } = item;
+        if (work.catchAll === null && !work.catchAllProbed) {
+          work.catchAllProbed = true;
+          const reply = await rcpt(`mf-probe-${randomBytes(6).toString("hex")}@${work.domain}`);
+          const meaning = classifyRcptReply(reply);
+          if (meaning === "accepted" || meaning === "mailbox_not_found") {
+            work.catchAll = meaning === "accepted";
+            deps.catchAll.set(work.domain, work.catchAll);
+          }
+        }
+        const reply = await rcpt(item.address);
+        const meaning = classifyRcptReply(reply);
+        if (meaning === "too_many") {
+          lane.items.unshift(item);
+          // the server's per-message limit: a new transaction takes the rest, unless even one was too many
+          if (inTransaction <= 1) return;
+          inTransaction = config.rcptsPerTransaction;
+        } else if (meaning === "temporary") {
+          temporary(item, reply, lane);
+        } else {
+          finish(item, meaning, reply);
+        }
+      } catch (error) {
+        lane.items.unshift(item);
+        throw error;
+      }
+    }
+  }
+
+  // Routes of every domain (DNS), then the work starts on each domain's first usable MX host.
+  const domains = [...byDomain.keys()];
+  const routeWork = async (domain: string) => {
+    const routes = await deps.resolver.routes(domain);
+    const work: DomainWork = { domain, routes: [], routeIndex: 0, catchAll: deps.catchAll.get(domain), catchAllProbed: false };
+    let refusedPrivate = false;
+    if (routes.kind === "ok") {
+      for (const route of routes.routes) {
+        const usable = route.addresses.filter((ip) => config.allowPrivate || !isPrivateAddress(ip));
+        if (usable.length < route.addresses.length) refusedPrivate = true;
+        if (usable[0]) work.routes.push({ host: route.host, address: usable[0] });
+      }
+    }
+    for (const address of byDomain.get(domain)!) {
+      const item: Item = { address, work, result: undefined, greylisted: false, lastReply: null, lastHost: null, detail: null };
+      items.set(address, item);
+      if (routes.kind === "none") finish(item, "unavailable", null, routes.detail);
+      else if (work.routes.length === 0)
+        finish(item, refusedPrivate ? "private_address" : "unavailable", null, refusedPrivate ? "private_address" : "no_mx_address");
+    }
+    for (const address of byDomain.get(domain)!) enqueue(items.get(address)!);
+  };
+  for (let i = 0; i < domains.length; i += DNS_CONCURRENCY) await Promise.all(domains.slice(i, i + DNS_CONCURRENCY).map(routeWork));
+
+  const outOfTime = setTimeout(finishAll, Math.max(0, deadline - Date.now()));
+  if (unfinished > 0) await allDone;
+  over = true;
+  clearTimeout(outOfTime);
+  for (const timer of timers) clearTimeout(timer);
+  for (const connection of open) connection.destroy();
+  for (const item of items.values()) {
+    if (item.greylisted) finish(item, "greylisted", item.lastReply);
+    else finish(item, "unavailable", item.lastReply, item.detail ?? "timeout");
+  }
+
+  return {
+    results: request.addresses.map((address) => items.get(address.toLowerCase())!.result!),
+    connections,
+    elapsed_ms: Date.now() - started,
+  };
+}

@@ -1,0 +1,274 @@
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import {
+  BRIDGE_SIGNATURE_HEADER,
+  PROBE_MAX_BODY_BYTES,
+  PROBE_PATH,
+  ProbeResponse,
+  signBridgeRequest,
+  type ProbeAddressResult,
+} from "@mailforge/bridge-contract";
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
+import { createDohServer, type DohServer } from "../../scripts/dev/doh-server.ts";
+import { createMxHosts, DEV_MX_BEHAVIOURS, DEV_MX_ZONE, type MxHosts } from "../../scripts/dev/mx-hosts.ts";
+import { loadProberConfig, ProberConfigError } from "../src/prober/config.ts";
+import { classifyRcptReply, retryDelayMs } from "../src/prober/probe.ts";
+import { createProberServer, type ProberServer } from "../src/prober/server.ts";
+import { createMemoryLogger } from "../src/log.ts";
+
+// The prober against MX hosts it did not write: smtp-server instances on loopback addresses (scripts/dev/mx-hosts.ts)
+// with real behaviours, routed by the dev DoH server, asked through signed HTTP as the Worker asks.
+
+const SECRET = "prober-test-secret-0123456789";
+
+// Beyond the dev stack's hosts: a greylisting server whose delay outlasts a single check, and a host for bulk runs.
+const behaviours = {
+  ...DEV_MX_BEHAVIOURS,
+  "127.0.0.8": { greylistMs: 120_000, mailboxes: { slow: "ok" as const } },
+  "127.0.0.9": { greetingDelayMs: 50, mailboxes: Object.fromEntries(Array.from({ length: 300 }, (_, i) => [`user${i}`, "ok" as const])) },
+};
+const zone = {
+  ...DEV_MX_ZONE,
+  "mx.slowgrey.mailbox.test": { A: ["127.0.0.8"] },
+  "slowgrey.mailbox.test": { MX: [{ priority: 10, exchange: "mx.slowgrey.mailbox.test" }] },
+  "mx.bulk.mailbox.test": { A: ["127.0.0.9"] },
+  // three domains on one MX host: their addresses share its connections
+  ...Object.fromEntries(
+    ["bulk1", "bulk2", "bulk3"].map((name) => [`${name}.mailbox.test`, { MX: [{ priority: 10, exchange: "mx.bulk.mailbox.test" }] }]),
+  ),
+};
+
+let dir: string;
+let doh: DohServer;
+let mx: MxHosts;
+let smtpPort: number;
+let proberUrl: string;
+let strictUrl: string;
+const probers: ProberServer[] = [];
+
+async function startProber(env: Record<string, string>): Promise<string> {
+  const config = loadProberConfig({
+    PROBER_PORT: "0",
+    PROBER_SECRET: SECRET,
+    PROBE_HELO_NAME: "probe.mailforge.test",
+    PROBE_MAIL_FROM: "probe@mailforge.test",
+    DOH_URL: `http://127.0.0.1:${dohPort}/dns-query`,
+    PROBE_SMTP_PORT: String(smtpPort),
+    PROBE_HOST_CONNECT_GAP_MS: "0",
+    ...env,
+  });
+  const prober = createProberServer(config, { logger: createMemoryLogger() });
+  probers.push(prober);
+  return `http://127.0.0.1:${await prober.listen()}`;
+}
+
+let dohPort: number;
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), "prober-test-"));
+  const zonePath = join(dir, "zone.json");
+  await writeFile(zonePath, JSON.stringify(zone));
+  doh = createDohServer({ zonePath });
+  dohPort = await doh.listen(0, "127.0.0.1");
+  mx = createMxHosts(behaviours);
+  smtpPort = await mx.listen(0);
+  proberUrl = await startProber({ PROBE_ALLOW_PRIVATE: "1" });
+  strictUrl = await startProber({});
+});
+
+afterAll(async () => {
+  await Promise.all(probers.map((prober) => prober.close()));
+  await mx?.close();
+  await doh?.close();
+  await rm(dir, { recursive: true, force: true });
+});
+
+beforeEach(() => mx.resetStats());
+
+async function probe(url: string, addresses: string[], budgetMs = 7_000) {
+  const body = JSON.stringify({ addresses, budget_ms: budgetMs });
+  const response = await fetch(`${url}${PROBE_PATH}`, {
+    method: "POST",
+    headers: {
+      "Content-Type": "application/json",
+      [BRIDGE_SIGNATURE_HEADER]: await signBridgeRequest(SECRET, { method: "POST", path: PROBE_PATH, body }),
+    },
+    body,
+  });
+  expect(response.status).toBe(200);
+  return ProbeResponse.parse(await response.json());
+}
+
+const byAddress = (results: ProbeAddressResult[]) => Object.fromEntries(results.map((r) => [r.address, r]));
+const host = (address: string) => mx.hosts.get(address)!.stats;
+const allHosts = () => [...mx.hosts.values()].map((h) => h.stats);
+
+describe("the reply table", () => {
+  it("tells known, unknown, disabled and full mailboxes apart on one connection, and never sends DATA", async () => {
+    const { results, connections } = await probe(proberUrl, [
+      "alice@mailbox.test",
+      "nobody@mailbox.test",
+      "carol@mailbox.test",
+      "dave@mailbox.test",
+      "erin@mailbox.test",
+    ]);
+    const r = byAddress(results);
+    expect(r["alice@mailbox.test"]).toMatchObject({
+      outcome: "accepted",
+      mx_host: "mx.mailbox.test",
+      catch_all: false,
+      reply: expect.stringMatching(/^250/),
+    });
+    expect(r["nobody@mailbox.test"]).toMatchObject({ outcome: "mailbox_not_found", reply: "550 5.1.1 No such user here" });
+    expect(r["carol@mailbox.test"]).toMatchObject({ outcome: "mailbox_disabled", reply: expect.stringContaining("5.2.1") });
+    expect(r["dave@mailbox.test"]).toMatchObject({ outcome: "mailbox_full", reply: "452 4.2.2 Mailbox full" });
+    expect(r["erin@mailbox.test"]).toMatchObject({ outcome: "mailbox_full", reply: expect.stringContaining("552 5.2.2") });
+    expect(connections).toEqual({ "mx.mailbox.test": 1 });
+    // five addresses and the random catch-all probe, all on one connection
+    await vi.waitFor(() => expect(host("127.0.0.2").rcptsPerConnection).toEqual([6]));
+    expect(host("127.0.0.2").dataCommands).toBe(0);
+  });
+
+  it("reports a catch-all domain: the random local part was accepted too", async () => {
+    const { results } = await probe(proberUrl, ["anyone@catchall.mailbox.test"]);
+    expect(results[0]).toMatchObject({ outcome: "accepted", catch_all: true });
+    // cached for a day: the next request asks no random local part
+    await probe(proberUrl, ["someone@catchall.mailbox.test"]);
+    await vi.waitFor(() => expect(host("127.0.0.3").rcptsPerConnection).toEqual([2, 1]));
+  });
+
+  it("waits out greylisting when the server's delay fits the budget, and says it was greylisted", async () => {
+    const started = Date.now();
+    const { results, connections } = await probe(proberUrl, ["grace@greylist.mailbox.test"]);
+    expect(results[0]).toMatchObject({ outcome: "accepted", greylisted: true, reply: expect.stringMatching(/^250/) });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(2_000);
+    expect(connections["mx.greylist.mailbox.test"]).toBe(2);
+  });
+
+  it("reports greylisted when the server's delay does not fit the budget", async () => {
+    const { results } = await probe(proberUrl, ["slow@slowgrey.mailbox.test"], 3_000);
+    expect(results[0]).toMatchObject({ outcome: "greylisted", greylisted: true, reply: "450 4.7.1 Greylisted, try again in 120 seconds" });
+  });
+
+  it("answers within the budget against a tarpit that never greets", async () => {
+    const started = Date.now();
+    const { results, elapsed_ms } = await probe(proberUrl, ["jane@tarpit.mailbox.test"], 2_000);
+    const took = Date.now() - started;
+    expect(results[0]).toMatchObject({ outcome: "unavailable", detail: "timeout", reply: null, mx_host: "mx.tarpit.mailbox.test" });
+    expect(elapsed_ms).toBeLessThan(2_500);
+    expect(took).toBeLessThan(3_500);
+    expect(host("127.0.0.5").connections).toBe(1);
+  });
+
+  it("reports 421 as unavailable, and falls back to the next MX host after one", async () => {
+    const busy = await probe(proberUrl, ["jane@busy.mailbox.test"]);
+    expect(busy.results[0]).toMatchObject({ outcome: "unavailable", detail: "service_unavailable", reply: expect.stringMatching(/^421/) });
+    const fallback = await probe(proberUrl, ["alice@fallback.mailbox.test", "zed@fallback.mailbox.test"]);
+    const r = byAddress(fallback.results);
+    expect(r["alice@fallback.mailbox.test"]).toMatchObject({ outcome: "accepted", mx_host: "mx.mailbox.test" });
+    expect(r["zed@fallback.mailbox.test"]).toMatchObject({ outcome: "mailbox_not_found", mx_host: "mx.mailbox.test" });
+    expect(fallback.connections).toEqual({ "mx.busy.mailbox.test": 1, "mx.mailbox.test": 1 });
+  });
+
+  it("reports a 5.7.x refusal of the probe itself as policy_refused, not a missing mailbox", async () => {
+    const { results } = await probe(proberUrl, ["jane@blocking.mailbox.test"]);
+    expect(results[0]).toMatchObject({ outcome: "policy_refused", reply: expect.stringContaining("5.7.1") });
+  });
+
+  it("reports a refused connection as unavailable", async () => {
+    await writeFile(
+      join(dir, "zone.json"),
+      JSON.stringify({
+        ...zone,
+        "closed.mailbox.test": { MX: [{ priority: 1, exchange: "mx.closed.mailbox.test" }] },
+        "mx.closed.mailbox.test": { A: ["127.0.0.30"] },
+      }),
+    );
+    const { results } = await probe(proberUrl, ["jane@closed.mailbox.test"]);
+    expect(results[0]).toMatchObject({ outcome: "unavailable", detail: "connection_refused", mx_host: "mx.closed.mailbox.test" });
+  });
+});
+
+describe("bulk", () => {
+  it("keeps at most 2 connections per MX host and carries many RCPTs on each", async () => {
+    const addresses = Array.from({ length: 300 }, (_, i) => `user${i}@bulk${(i % 3) + 1}.mailbox.test`);
+    const prober = await startProber({ PROBE_ALLOW_PRIVATE: "1", PROBE_RCPTS_PER_CONNECTION: "40", PROBE_RCPTS_PER_TRANSACTION: "10" });
+    const { results, connections } = await probe(prober, addresses, 60_000);
+    // the host knows user0…user299 whatever the domain
+    expect(results.every((r) => r.outcome === "accepted")).toBe(true);
+    const stats = host("127.0.0.9");
+    expect(stats.maxConcurrent).toBeLessThanOrEqual(2);
+    expect(stats.maxConcurrent).toBe(2);
+    // 300 addresses + 3 random local parts, at most 40 per connection: 8 connections, or 9 when the last two share
+    // the rest
+    await vi.waitFor(() => expect(stats.rcptsPerConnection.reduce((a, b) => a + b, 0)).toBe(303));
+    expect(stats.rcptsPerConnection).toHaveLength(connections["mx.bulk.mailbox.test"]!);
+    expect(stats.rcptsPerConnection.length).toBeLessThanOrEqual(9);
+    expect(Math.max(...stats.rcptsPerConnection)).toBe(40);
+    // RSET between transactions of 10: one MAIL FROM per transaction
+    expect(stats.mailFroms).toBe(stats.rcptsPerConnection.reduce((sum, n) => sum + Math.ceil(n / 10), 0));
+    expect(allHosts().every((s) => s.dataCommands === 0)).toBe(true);
+  });
+});
+
+describe("safety", () => {
+  it("refuses MX hosts on private or loopback addresses without PROBE_ALLOW_PRIVATE", async () => {
+    const { results } = await probe(strictUrl, ["alice@mailbox.test", "anyone@catchall.mailbox.test"]);
+    expect(results.map((r) => r.outcome)).toEqual(["private_address", "private_address"]);
+    expect(allHosts().every((s) => s.connections === 0)).toBe(true);
+  });
+
+  it("refuses unsigned, badly signed, stale and oversized requests", async () => {
+    const body = JSON.stringify({ addresses: ["alice@mailbox.test"], budget_ms: 5_000 });
+    const post = (headers: Record<string, string>, payload = body) =>
+      fetch(`${proberUrl}${PROBE_PATH}`, { method: "POST", headers: { "Content-Type": "application/json", ...headers }, body: payload });
+    const unsigned = await post({});
+    expect(unsigned.status).toBe(401);
+    expect(await unsigned.json()).toMatchObject({ code: "bridge_signature_refused" });
+    const wrongKey = await signBridgeRequest("another-secret-0123456789", { method: "POST", path: PROBE_PATH, body });
+    expect((await post({ [BRIDGE_SIGNATURE_HEADER]: wrongKey })).status).toBe(401);
+    const stale = await signBridgeRequest(SECRET, { method: "POST", path: PROBE_PATH, body }, Math.floor(Date.now() / 1000) - 600);
+    expect((await post({ [BRIDGE_SIGNATURE_HEADER]: stale })).status).toBe(401);
+    const otherBody = await signBridgeRequest(SECRET, { method: "POST", path: PROBE_PATH, body: body.replace("alice", "bob") });
+    expect((await post({ [BRIDGE_SIGNATURE_HEADER]: otherBody })).status).toBe(401);
+    const big = JSON.stringify({ addresses: ["a@b.test"], budget_ms: 5_000, pad: "x".repeat(PROBE_MAX_BODY_BYTES) });
+    const bigSigned = await signBridgeRequest(SECRET, { method: "POST", path: PROBE_PATH, body: big });
+    const tooLarge = await post({ [BRIDGE_SIGNATURE_HEADER]: bigSigned }, big);
+    expect(tooLarge.status).toBe(413);
+    expect(await tooLarge.json()).toMatchObject({ code: "payload_too_large" });
+    const invalid = JSON.stringify({ addresses: [], budget_ms: 5_000 });
+    const invalidResponse = await post(
+      { [BRIDGE_SIGNATURE_HEADER]: await signBridgeRequest(SECRET, { method: "POST", path: PROBE_PATH, body: invalid }) },
+      invalid,
+    );
+    expect(invalidResponse.status).toBe(422);
+    expect(await invalidResponse.json()).toMatchObject({ code: "validation_error", errors: { addresses: [expect.any(String)] } });
+    expect(allHosts().every((s) => s.connections === 0)).toBe(true);
+  });
+});
+
+describe("configuration and reply parsing", () => {
+  it("dials port 25, refuses private addresses and keeps to 2 connections per host unless told otherwise", () => {
+    expect(loadProberConfig({ PROBER_SECRET: SECRET, PROBE_HELO_NAME: "probe.example.com" })).toMatchObject({
+      port: 2580,
+      smtpPort: 25,
+      allowPrivate: false,
+      connectionsPerHost: 2,
+      mailFrom: "postmaster@probe.example.com",
+      dohUrl: "https://cloudflare-dns.com/dns-query",
+    });
+    expect(() => loadProberConfig({ PROBER_SECRET: "short", PROBE_CONNECTIONS_PER_HOST: "3", PROBE_MAIL_FROM: "nobody" })).toThrow(ProberConfigError);
+    expect(() => loadProberConfig({})).toThrow(/PROBER_SECRET/);
+  });
+
+  it("reads replies without an enhanced code and the delay a deferral names", () => {
+    const reply = (text: string) => ({ code: Number(text.slice(0, 3)), enhanced: /^\d{3} ([245]\.\d+\.\d+)/.exec(text)?.[1] ?? null, text });
+    expect(classifyRcptReply(reply("550 Requested action not taken: mailbox unavailable"))).toBe("mailbox_not_found");
+    expect(classifyRcptReply(reply("554 5.0.0 Transaction failed"))).toBe("rejected");
+    expect(classifyRcptReply(reply("452 4.5.3 Too many recipients"))).toBe("too_many");
+    expect(classifyRcptReply(reply("451 4.3.0 Temporary lookup failure"))).toBe("temporary");
+    expect(retryDelayMs(reply("450 4.7.1 Greylisted, try again in 5 minutes"), 60_000)).toBe(300_000);
+    expect(retryDelayMs(reply("451 4.7.1 Please retry later"), 60_000)).toBe(60_000);
+  });
+});
