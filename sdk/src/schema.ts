@@ -3657,7 +3657,94 @@ export interface paths {
         };
         options?: never;
         head?: never;
-        patch?: never;
+        /**
+         * Turn receiving on or off, and choose the addresses received
+         * @description With receiving on, the domain's records include its MX for Cloudflare Email Routing (purpose `inbound`), checked on verify like the others; mail for other addresses, or for a domain not receiving, is refused at SMTP time. A name is received by one account at most (409).
+         *
+         *     Scope: `domains`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
+         */
+        patch: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["DomainChange"];
+                };
+            };
+            responses: {
+                /** @description The domain as changed */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Domain"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `domain_not_verified`: only a verified domain can receive */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such domain */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Another account already receives this domain's mail */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
         trace?: never;
     };
     "/api/v1/domains/{id}/warmup": {
@@ -4643,6 +4730,200 @@ export interface paths {
         };
         trace?: never;
     };
+    "/api/v1/messages/{id}/content": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * What was sent: the rendered subject, html and text
+         * @description Decoded from the signed bytes the last delivery attempt handed to the provider (`/raw`).
+         *
+         *     Scope: `send`.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The content as sent */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["MessageContent"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such message, or one deleted once past the retention window (RETENTION_DAYS, 30 days by default) */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The message has no content yet: it is kept from its first delivery attempt (test-mode messages are never built) */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/messages/{id}/raw": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * What was sent: the signed MIME source
+         * @description The bytes the last delivery attempt handed to the provider, DKIM signatures included (the envelope is not part of them).
+         *
+         *     Scope: `send`.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The message source */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "message/rfc822": string;
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such message, or one deleted once past the retention window (RETENTION_DAYS, 30 days by default) */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The message has no content yet: it is kept from its first delivery attempt (test-mode messages are never built) */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/messages/{id}/cancel": {
         parameters: {
             query?: never;
@@ -4734,6 +5015,428 @@ export interface paths {
                 };
             };
         };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/inbound": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List received mail
+         * @description Scope: `inbound`.
+         */
+        get: {
+            parameters: {
+                query?: {
+                    limit?: number;
+                    cursor?: string;
+                    /** @description A receiving address (the envelope recipient) */
+                    to?: string;
+                    /** @description The sender's address (the From header) */
+                    from?: string;
+                    /** @description YYYY-MM-DD or an ISO timestamp (inclusive) */
+                    received_after?: string;
+                    /** @description YYYY-MM-DD (the whole day) or an ISO timestamp (inclusive) */
+                    received_before?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Received mail, newest first */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["InboundEmailList"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/inbound/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One received message, parsed
+         * @description Scope: `inbound`.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The message */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["InboundEmail"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such received message, or one deleted once past the retention window (RETENTION_DAYS) */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        /**
+         * Delete a received message, its raw bytes and attachments
+         * @description Scope: `inbound`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
+         */
+        delete: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Deleted */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            id: string;
+                            /** @enum {boolean} */
+                            deleted: true;
+                        };
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such received message, or one deleted once past the retention window (RETENTION_DAYS) */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/inbound/{id}/raw": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The received message's bytes, as they arrived
+         * @description Scope: `inbound`.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The raw message */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "message/rfc822": string;
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such received message, or one deleted once past the retention window (RETENTION_DAYS) */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/inbound/{id}/attachments/{n}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One attachment of a received message, decoded
+         * @description Scope: `inbound`.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                    /** @description The attachment's index */
+                    n: number | null;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The attachment, with its content type */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/octet-stream": string;
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such message or attachment */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -8048,10 +8751,10 @@ export interface components {
             };
         };
         /**
-         * @description send: sending, messages, templates, suppressions, SMTP credentials; verify; contacts: contacts and lists; domains; webhooks; reports: credits, reports and usage; campaigns: campaigns, senders and segments; automations: automations and their runs; ai: AI campaign drafts.
+         * @description send: sending, messages, templates, suppressions, SMTP credentials; verify; contacts: contacts and lists; domains; webhooks; reports: credits, reports and usage; campaigns: campaigns, senders and segments; automations: automations and their runs; ai: AI campaign drafts; inbound: received mail (GET/DELETE /inbound, raw bytes and attachments).
          * @enum {string}
          */
-        Scope: "send" | "verify" | "contacts" | "campaigns" | "domains" | "webhooks" | "automations" | "ai" | "reports";
+        Scope: "send" | "verify" | "contacts" | "campaigns" | "domains" | "webhooks" | "automations" | "ai" | "reports" | "inbound";
         Account: {
             /** @example acc_4Qm0c2JYd7pG1rXw8LkN3e */
             id: string;
@@ -8527,7 +9230,7 @@ export interface components {
              *       "relay.bounced"
              *     ]
              */
-            events: ("delivered" | "bounced" | "opened" | "clicked" | "complained" | "unsubscribed" | "verification.completed" | "campaign.completed" | "warmup.status_changed" | "automation.completed" | "relay.sent" | "relay.failed" | "relay.suppressed" | "relay.cancelled" | "relay.delivered" | "relay.bounced" | "relay.complained" | "*")[];
+            events: ("delivered" | "bounced" | "opened" | "clicked" | "complained" | "unsubscribed" | "verification.completed" | "campaign.completed" | "warmup.status_changed" | "automation.completed" | "relay.sent" | "relay.failed" | "relay.suppressed" | "relay.cancelled" | "relay.delivered" | "relay.bounced" | "relay.complained" | "email.received" | "replied" | "*")[];
             description?: string;
             /** @default true */
             enabled: boolean;
@@ -8545,7 +9248,7 @@ export interface components {
              *       "relay.bounced"
              *     ]
              */
-            events?: ("delivered" | "bounced" | "opened" | "clicked" | "complained" | "unsubscribed" | "verification.completed" | "campaign.completed" | "warmup.status_changed" | "automation.completed" | "relay.sent" | "relay.failed" | "relay.suppressed" | "relay.cancelled" | "relay.delivered" | "relay.bounced" | "relay.complained" | "*")[];
+            events?: ("delivered" | "bounced" | "opened" | "clicked" | "complained" | "unsubscribed" | "verification.completed" | "campaign.completed" | "warmup.status_changed" | "automation.completed" | "relay.sent" | "relay.failed" | "relay.suppressed" | "relay.cancelled" | "relay.delivered" | "relay.bounced" | "relay.complained" | "email.received" | "replied" | "*")[];
             description?: string | null;
             /** @description Re-enabling also clears `disabled_reason` and `failing_since` */
             enabled?: boolean;
@@ -8561,7 +9264,7 @@ export interface components {
             event: components["schemas"]["WebhookEvent"];
         };
         /** @description POSTed as JSON to the endpoint. Signed in `X-Service-Signature: t=<unix>,v1=<hex>` (HMAC-SHA256 of `<t>.<raw body>` keyed with the secret) and in the Standard Webhooks headers `webhook-id`, `webhook-timestamp`, `webhook-signature`. */
-        WebhookEvent: components["schemas"]["DeliveredEvent"] | components["schemas"]["BouncedEvent"] | components["schemas"]["OpenedEvent"] | components["schemas"]["ClickedEvent"] | components["schemas"]["ComplainedEvent"] | components["schemas"]["UnsubscribedEvent"] | components["schemas"]["VerificationCompletedEvent"] | components["schemas"]["CampaignCompletedEvent"] | components["schemas"]["WarmupStatusChangedEvent"] | components["schemas"]["AutomationCompletedEvent"] | components["schemas"]["RelaySentEvent"] | components["schemas"]["RelayFailedEvent"] | components["schemas"]["RelaySuppressedEvent"] | components["schemas"]["RelayCancelledEvent"] | components["schemas"]["RelayDeliveredEvent"] | components["schemas"]["RelayBouncedEvent"] | components["schemas"]["RelayComplainedEvent"];
+        WebhookEvent: components["schemas"]["DeliveredEvent"] | components["schemas"]["BouncedEvent"] | components["schemas"]["OpenedEvent"] | components["schemas"]["ClickedEvent"] | components["schemas"]["ComplainedEvent"] | components["schemas"]["UnsubscribedEvent"] | components["schemas"]["VerificationCompletedEvent"] | components["schemas"]["CampaignCompletedEvent"] | components["schemas"]["WarmupStatusChangedEvent"] | components["schemas"]["AutomationCompletedEvent"] | components["schemas"]["RelaySentEvent"] | components["schemas"]["RelayFailedEvent"] | components["schemas"]["RelaySuppressedEvent"] | components["schemas"]["RelayCancelledEvent"] | components["schemas"]["RelayDeliveredEvent"] | components["schemas"]["RelayBouncedEvent"] | components["schemas"]["RelayComplainedEvent"] | components["schemas"]["EmailReceivedEvent"] | components["schemas"]["RepliedEvent"];
         DeliveredEvent: {
             /**
              * @description Stable per event: de-duplicate by it
@@ -9646,13 +10349,168 @@ export interface components {
         } & {
             [key: string]: unknown;
         };
+        EmailReceivedEvent: {
+            /**
+             * @description Stable per event: de-duplicate by it
+             * @example evt_5Yh1cQm8Xr2LpW0dK7sN4b
+             */
+            id: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "email.received";
+            /**
+             * Format: date-time
+             * @example 2026-11-22T10:15:00.000Z
+             */
+            created_at: string;
+            data: components["schemas"]["EmailReceivedEventData"];
+        };
+        /**
+         * @description Mail arrived on a receiving domain and was stored. The raw bytes are not in the event: GET /inbound/{id}/raw
+         * @example {
+         *       "inbound_id": "inb_test0000000000000000000",
+         *       "domain_id": "dom_test0000000000000000000",
+         *       "envelope_from": "jane@example.com",
+         *       "envelope_to": "support@acme.example.com",
+         *       "from": "Jane Doe <jane@example.com>",
+         *       "to": [
+         *         "support@acme.example.com"
+         *       ],
+         *       "cc": [],
+         *       "subject": "Re: Welcome to Acme",
+         *       "date": "2026-11-22T10:15:00.000Z",
+         *       "message_id": "<CAF=test@mail.example.com>",
+         *       "in_reply_to": "<msg_test0000000000000000000@acme.example.com>",
+         *       "references": [
+         *         "<msg_test0000000000000000000@acme.example.com>"
+         *       ],
+         *       "text_excerpt": "Thanks, that worked!",
+         *       "attachments": [
+         *         {
+         *           "index": 0,
+         *           "filename": "screenshot.png",
+         *           "content_type": "image/png",
+         *           "size": 48213,
+         *           "content_id": null,
+         *           "download_url": "https://mail.example.com/inbound-files/inb_test0000000000000000000/0?expires=1795000000&signature=test",
+         *           "download_expires_at": "2026-11-25T10:15:00.000Z"
+         *         }
+         *       ],
+         *       "size": 66120,
+         *       "authentication": {
+         *         "spf": "pass",
+         *         "dkim": "pass",
+         *         "dmarc": "pass"
+         *       },
+         *       "auto_submitted": null,
+         *       "in_reply_to_message_id": "msg_test0000000000000000000",
+         *       "campaign_id": null
+         *     }
+         */
+        EmailReceivedEventData: {
+            /**
+             * @description GET /inbound/{id} reads the whole message
+             * @example inb_4Qm0c2JYd7pG1rXw8LkN3e
+             */
+            inbound_id: string;
+            domain_id: string;
+            /** @description MAIL FROM as Email Routing received it (empty for bounces) */
+            envelope_from: string;
+            /** @description RCPT TO: the receiving address */
+            envelope_to: string;
+            /**
+             * @description The From header, decoded
+             * @example Jane Doe <jane@example.org>
+             */
+            from: string | null;
+            to: string[];
+            cc: string[];
+            subject: string | null;
+            /** @description The Date header as an ISO timestamp, null when absent or unreadable */
+            date: string | null;
+            /** @description The Message-ID header */
+            message_id: string | null;
+            in_reply_to: string | null;
+            references: string[];
+            /** @description The first 1,000 characters of the text body (or of the HTML's text) */
+            text_excerpt: string;
+            attachments: {
+                /** @description `n` of GET /inbound/{id}/attachments/{n} */
+                index: number;
+                filename: string | null;
+                content_type: string;
+                size: number;
+                content_id: string | null;
+                /** @description A signed link that needs no key, valid until download_expires_at */
+                download_url: string;
+                download_expires_at: string;
+            }[];
+            /** @description The raw message's size in bytes */
+            size: number;
+            /** @description What Email Routing's checks said (pass, fail, none, …), as it wrote them; null when it said nothing */
+            authentication: {
+                spf: string | null;
+                dkim: string | null;
+                dmarc: string | null;
+            };
+            /** @description The Auto-Submitted header (auto-replied, auto-generated), null for a person's mail */
+            auto_submitted: string | null;
+            /** @description The message we sent that this mail replies to */
+            in_reply_to_message_id: string | null;
+            /** @description That message's campaign */
+            campaign_id: string | null;
+        } & {
+            [key: string]: unknown;
+        };
+        RepliedEvent: {
+            /**
+             * @description Stable per event: de-duplicate by it
+             * @example evt_5Yh1cQm8Xr2LpW0dK7sN4b
+             */
+            id: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "replied";
+            /**
+             * Format: date-time
+             * @example 2026-11-22T10:15:00.000Z
+             */
+            created_at: string;
+            data: components["schemas"]["RepliedEventData"];
+        };
+        /**
+         * @description Someone answered a message we sent: a received mail's In-Reply-To or References named its Message-ID. Auto-replies do not count
+         * @example {
+         *       "message_id": "msg_test0000000000000000000",
+         *       "campaign_id": null,
+         *       "inbound_id": "inb_test0000000000000000000",
+         *       "from": "Jane Doe <jane@example.com>",
+         *       "subject": "Re: Welcome to Acme"
+         *     }
+         */
+        RepliedEventData: {
+            /** @description The message we sent that was answered */
+            message_id: string;
+            campaign_id?: string | null;
+            /** @description The reply, as stored (GET /inbound/{id}) */
+            inbound_id: string;
+            /** @description Who replied (the reply's From header) */
+            from: string | null;
+            subject: string | null;
+        } & {
+            [key: string]: unknown;
+        };
         TestWebhook: {
             /**
              * @description Which event type to send, with sample data
              * @default relay.delivered
              * @enum {string}
              */
-            type: "delivered" | "bounced" | "opened" | "clicked" | "complained" | "unsubscribed" | "verification.completed" | "campaign.completed" | "warmup.status_changed" | "automation.completed" | "relay.sent" | "relay.failed" | "relay.suppressed" | "relay.cancelled" | "relay.delivered" | "relay.bounced" | "relay.complained";
+            type: "delivered" | "bounced" | "opened" | "clicked" | "complained" | "unsubscribed" | "verification.completed" | "campaign.completed" | "warmup.status_changed" | "automation.completed" | "relay.sent" | "relay.failed" | "relay.suppressed" | "relay.cancelled" | "relay.delivered" | "relay.bounced" | "relay.complained" | "email.received" | "replied";
         };
         WebhookDeliveryList: {
             data: components["schemas"]["WebhookDelivery"][];
@@ -9715,6 +10573,10 @@ export interface components {
             verified_at: string | null;
             warmup: components["schemas"]["Warmup"];
             reputation: components["schemas"]["DomainReputation"];
+            /** @description Whether mail to the domain is received (docs/inbound.md): PATCH /domains/{id} */
+            receiving: boolean;
+            /** @description The local parts received (`support` also takes `support+tag`); null: every address (catch-all) */
+            receiving_addresses: string[] | null;
             /**
              * Format: date-time
              * @example 2026-11-22T10:15:00.000Z
@@ -9733,8 +10595,11 @@ export interface components {
             name: string;
             /** @description Exactly what to publish (one value, even when longer than 255 characters) */
             value: string;
-            /** @enum {string} */
-            purpose: "dkim" | "spf" | "dmarc" | "return_path" | "dkim_ed25519";
+            /**
+             * @description `inbound`: the domain's own MX for Email Routing, listed while receiving is on (reported, not required for sending)
+             * @enum {string}
+             */
+            purpose: "dkim" | "spf" | "dmarc" | "return_path" | "dkim_ed25519" | "inbound";
             /** @enum {string} */
             status: "pending" | "verified" | "failed" | "not_found";
             /** @description What DNS answered at the last check */
@@ -9814,6 +10679,18 @@ export interface components {
              */
             started_at?: string;
         };
+        DomainChange: {
+            /** @description true: receive the domain's mail (it must be verified); false: refuse it at SMTP time */
+            receiving: boolean;
+            /**
+             * @description Local parts (or whole addresses on the domain) to receive; null: every address; omitted: unchanged
+             * @example [
+             *       "support",
+             *       "replies"
+             *     ]
+             */
+            receiving_addresses?: string[] | null;
+        };
         SendAccepted: {
             /** @example msg_2Yq8Lm4Nc0Zp7Tx1Bv9Rk3 */
             id: string;
@@ -9838,16 +10715,33 @@ export interface components {
             /** @example Acme <hello@example.com> */
             from: string;
             /**
-             * @description 1 to 50 recipients, each an address or `Name <address>`; one message, all recipients see the To list
+             * @description 1 to 50 recipients (with cc and bcc, 50 in all), each an address or `Name <address>`; one message, all recipients see the To list
              * @example [
              *       "ann@example.org",
              *       "Bob Lee <bob@example.org>"
              *     ]
              */
             to: string | string[];
+            /**
+             * @description Copies, named in the Cc header. Each is a recipient, charged like one
+             * @example [
+             *       "ann@example.org",
+             *       "Bob Lee <bob@example.org>"
+             *     ]
+             */
+            cc?: string | string[];
+            /**
+             * @description Blind copies: recipients no header names. Each is a recipient, charged like one
+             * @example [
+             *       "ann@example.org",
+             *       "Bob Lee <bob@example.org>"
+             *     ]
+             */
+            bcc?: string | string[];
             reply_to?: string;
             subject?: string;
             html?: string;
+            /** @description Plain-text part. Without it, an html message gets one generated from the html */
             text?: string;
             template_id?: string;
             /**
@@ -9866,16 +10760,30 @@ export interface components {
             metadata?: {
                 [key: string]: string;
             };
+            /**
+             * @description Custom header fields (at most 50), values without line breaks. Refused: From, Sender, To, Cc, Bcc, Reply-To, Subject, Date, Message-ID, MIME-Version, Content-*, DKIM-Signature, Return-Path, Received, and List-Unsubscribe* on single-recipient messages (the platform sets them)
+             * @example {
+             *       "X-Entity-Ref-ID": "1042"
+             *     }
+             */
+            headers?: {
+                [key: string]: string;
+            };
             tags?: string[];
             attachments?: {
                 filename: string;
                 content: string;
                 /** @default application/octet-stream */
                 content_type: string;
+                /**
+                 * @description Makes the attachment an inline image of the html part: `<img src="cid:logo">` (sent as multipart/related)
+                 * @example logo
+                 */
+                content_id?: string;
             }[];
             /** @description Add an open pixel to the html part (default false). See docs/tracking.md for what counts as an open */
             track_opens?: boolean;
-            /** @description Send the html part's http(s) links through a click redirect (default false); the text part keeps its links */
+            /** @description Send the html part's http(s) links through a click redirect (default false); a given text part keeps its links, a generated one shows the redirects */
             track_clicks?: boolean;
             /**
              * Format: date-time
@@ -10012,6 +10920,15 @@ export interface components {
                 };
             }[];
         };
+        MessageContent: {
+            id: string;
+            /** @description As the recipient saw it (placeholders filled in) */
+            subject: string | null;
+            /** @description The html part as sent: tracking links and open pixel included */
+            html: string | null;
+            /** @description The text part as sent (generated from the html when none was given) */
+            text: string | null;
+        };
         MessageRescheduled: {
             id: string;
             /** @enum {string} */
@@ -10035,6 +10952,75 @@ export interface components {
             /** @enum {string} */
             status: "cancelled";
             credits_refunded: number;
+        };
+        InboundEmailList: {
+            data: components["schemas"]["InboundEmailSummary"][];
+            has_more: boolean;
+            next_cursor: string | null;
+        };
+        InboundEmailSummary: {
+            /** @example inb_4Qm0c2JYd7pG1rXw8LkN3e */
+            id: string;
+            domain_id: string;
+            /** @description MAIL FROM (empty for bounces) */
+            envelope_from: string;
+            /** @description RCPT TO: the receiving address */
+            envelope_to: string;
+            /**
+             * @description The From header, decoded
+             * @example Jane Doe <jane@example.org>
+             */
+            from: string | null;
+            to: string[];
+            cc: string[];
+            subject: string | null;
+            /** @description The Date header as an ISO timestamp; null when absent or unreadable */
+            date: string | null;
+            /** @description The raw message's size in bytes */
+            size: number;
+            attachment_count: number;
+            /** @description The Auto-Submitted header (auto-replied, auto-generated); null for a person's mail */
+            auto_submitted: string | null;
+            /** @description The message we sent that this mail replies to */
+            in_reply_to_message_id: string | null;
+            /** @description That message's campaign */
+            campaign_id: string | null;
+            /**
+             * Format: date-time
+             * @example 2026-11-22T10:15:00.000Z
+             */
+            received_at: string;
+        };
+        InboundEmail: components["schemas"]["InboundEmailSummary"] & {
+            reply_to: string | null;
+            /** @description The Message-ID header */
+            message_id: string | null;
+            in_reply_to: string | null;
+            references: string[];
+            text: string | null;
+            /** @description As received: untrusted; sanitise or sandbox it before showing it */
+            html: string | null;
+            attachments: {
+                /** @description `n` of GET /inbound/{id}/attachments/{n} */
+                index: number;
+                filename: string | null;
+                content_type: string;
+                /** @description Decoded size in bytes */
+                size: number;
+                /** @description For inline parts an HTML body names as `cid:` */
+                content_id: string | null;
+                /** @enum {string|null} */
+                disposition: "attachment" | "inline" | null;
+            }[];
+            /** @description What Email Routing's checks said (pass, fail, none, …), shown as they are; null when it said nothing */
+            authentication: {
+                spf: string | null;
+                dkim: string | null;
+                dmarc: string | null;
+                /** @description The Authentication-Results header Email Routing added, as written */
+                header: string | null;
+                received_spf: string | null;
+            };
         };
         TemplateList: {
             data: components["schemas"]["Template"][];
@@ -10179,6 +11165,8 @@ export interface components {
             failed: number;
             /** @description Skipped because the address is suppressed (when sent or when its campaign reached it) */
             suppressed: number;
+            /** @description Received mail that answered a sent message (In-Reply-To or References named it; auto-replies not counted), on the day it arrived */
+            replies: number;
         };
         CreateCampaign: {
             name: string;

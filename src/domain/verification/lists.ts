@@ -1,7 +1,7 @@
 import roleLocalParts from "role-based-email-addresses";
 // One lower-case domain a line, generated from the npm packages by `npm run lists` (scripts/lib/domain-lists.ts).
-import disposableDomainText from "./data/disposable-domains.txt";
-import freeDomainText from "./data/free-domains.txt";
+import disposableDomainText from "./data/disposable-domains";
+import freeDomainText from "./data/free-domains";
 
 // Built on first use, once per isolate: a request that never verifies an address never pays for 14,000 Set entries.
 let disposableDomains: ReadonlySet<string> | undefined;

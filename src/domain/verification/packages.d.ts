@@ -3,9 +3,3 @@ declare module "role-based-email-addresses" {
   const roles: readonly string[];
   export default roles;
 }
-
-// Text modules (wrangler.toml's [[rules]] of type "Text"): the file's contents as a string.
-declare module "*.txt" {
-  const text: string;
-  export default text;
-}
