@@ -154,7 +154,7 @@ export default defineConfig(async () => {
       globalSetup: ["./test/setup/global-setup.ts", "./test/setup/ai-provider.ts"],
       // Each file gets its own workerd (its own D1, queues, Durable Objects). Vitest's default of cores − 1 runs them
       // one at a time on 2 cores, while most of a file's time is spent waiting on queues and loopback servers.
-      maxWorkers: 2,
+      maxWorkers: 3,
       // Two workerd runtimes share 2 cores with whatever else the machine runs; a test that waits on real queues
       // and timers gets more than Vitest's default 5 s before it counts as hung.
       testTimeout: 15_000,

@@ -12,7 +12,7 @@ import {
   type SaveOutcome,
   type SendOutcome,
 } from "../domain/campaigns/campaigns";
-import { campaignChangeInput, campaignFields, campaignInput, sendCampaignInput } from "../domain/campaigns/input";
+import { campaignChangeInput, campaignFields, campaignInput, newCampaignFields, sendCampaignInput } from "../domain/campaigns/input";
 import { AppError, notFound, validationError } from "../errors";
 import { campaignStatuses } from "../db/schema";
 import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
@@ -249,25 +249,7 @@ export function savedOrThrow(outcome: SaveOutcome) {
 export const campaignRoutes = createRouter()
   .openapi(createRoute, async (c) => {
     const body = c.req.valid("json");
-    const input = campaignFields(body);
-    const campaign = savedOrThrow(
-      await createCampaign(c.env.DB, c.get("auth").account.id, {
-        name: body.name,
-        senderId: input.senderId ?? null,
-        subject: input.subject ?? null,
-        preheader: input.preheader ?? null,
-        html: input.html ?? null,
-        text: input.text ?? null,
-        templateId: input.templateId ?? null,
-        variables: input.variables ?? {},
-        tags: input.tags ?? [],
-        lists: input.lists ?? [],
-        segments: input.segments ?? [],
-        excludeLists: input.excludeLists ?? [],
-        trackOpens: input.trackOpens ?? true,
-        trackClicks: input.trackClicks ?? true,
-      }),
-    );
+    const campaign = savedOrThrow(await createCampaign(c.env.DB, c.get("auth").account.id, newCampaignFields(body)));
     return c.json(serializeCampaign(campaign), 201);
   })
   .openapi(listRoute, async (c) => {

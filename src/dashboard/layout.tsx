@@ -7,6 +7,15 @@ import type { AuthContext, Scope } from "../types";
 
 export const assetPath = "/dashboard/assets";
 
+/**
+ * The policy of a page that shows mail HTML inside a sandboxed frame: `sandbox` without allow-* tokens gives it an
+ * opaque origin and runs no script, and nothing loads but inline styles and data: images. `remoteImages` lets a
+ * preview of our own draft load its https images; mail that was sent or received never does, since a remote image
+ * there is someone's tracking pixel (ours counts an open).
+ */
+export const framedMailCsp = ({ remoteImages = false } = {}) =>
+  `sandbox; default-src 'none'; img-src ${remoteImages ? "https: " : ""}data:; style-src 'unsafe-inline'; font-src data:; frame-ancestors 'self'; base-uri 'none'`;
+
 export type Section = {
   path: string;
   label: string;

@@ -357,7 +357,7 @@ describe("the dashboard's message page", () => {
     const body = await browser.get(`/dashboard/messages/${accepted.body.id}/body`);
     // Sandboxed, and no remote image: the open pixel must not fire when the sender looks at the message.
     expect(body.headers.get("Content-Security-Policy")).toBe(
-      "sandbox; default-src 'none'; img-src data:; style-src 'unsafe-inline'; frame-ancestors 'self'",
+      "sandbox; default-src 'none'; img-src data:; style-src 'unsafe-inline'; font-src data:; frame-ancestors 'self'; base-uri 'none'",
     );
     const shown = await body.text();
     expect(shown).toBe((await PostalMime.parse(raw)).html);

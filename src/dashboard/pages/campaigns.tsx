@@ -1,7 +1,7 @@
 import { Hono, type Context } from "hono";
 // The API's request schemas and mappings, so the editor accepts exactly what PATCH /campaigns/{id} accepts.
 import { savedOrThrow, sendRefusal } from "../../api/campaigns";
-import { campaignChangeInput, campaignFields, campaignInput } from "../../domain/campaigns/input";
+import { campaignChangeInput, campaignFields, campaignInput, newCampaignFields } from "../../domain/campaigns/input";
 import { audiencePage, audienceWhere, countAudience, type Audience } from "../../domain/campaigns/audience";
 import {
   campaignCounters,
@@ -29,7 +29,7 @@ import { escapeHtml } from "../../domain/sending/render";
 import { findTemplate, listTemplates, type TemplateRow } from "../../domain/templates/templates";
 import { AppError, notFound, validationError, type FieldErrors } from "../../errors";
 import { field, parsedOrThrow, requireLiveKey, requireSection } from "../guard";
-import { Csrf, Empty, Notice, Progress, Shell, StatusBadge, formatTime, percent } from "../layout";
+import { Csrf, Empty, Notice, Progress, Shell, StatusBadge, formatTime, framedMailCsp, percent } from "../layout";
 import type { DashboardEnv } from "../session";
 
 type Page = Context<DashboardEnv>;
@@ -512,25 +512,7 @@ export const campaignPages = new Hono<DashboardEnv>()
   .post("/campaigns", async (c) => {
     guard(c, "Creating a campaign");
     const body = parsedOrThrow(campaignInput, editorBody(await c.req.parseBody({ all: true })), "The campaign cannot be saved");
-    const input = campaignFields(body);
-    const campaign = savedOrThrow(
-      await createCampaign(c.env.DB, c.get("auth").account.id, {
-        name: body.name,
-        senderId: input.senderId ?? null,
-        subject: input.subject ?? null,
-        preheader: input.preheader ?? null,
-        html: input.html ?? null,
-        text: input.text ?? null,
-        templateId: input.templateId ?? null,
-        variables: input.variables ?? {},
-        tags: input.tags ?? [],
-        lists: input.lists ?? [],
-        segments: input.segments ?? [],
-        excludeLists: input.excludeLists ?? [],
-        trackOpens: input.trackOpens ?? true,
-        trackClicks: input.trackClicks ?? true,
-      }),
-    );
+    const campaign = savedOrThrow(await createCampaign(c.env.DB, c.get("auth").account.id, newCampaignFields(body)));
     return c.redirect(`/dashboard/campaigns/${campaign.id}`, 303);
   })
   .get("/campaigns/:id", async (c) => {
@@ -657,7 +639,7 @@ export const campaignPages = new Hono<DashboardEnv>()
       ? (rendered.html ?? `<pre>${escapeHtml(rendered.text ?? "")}</pre>`)
       : (campaign.html ?? `<pre>${escapeHtml(campaign.text ?? "")}</pre>`);
     const subject = rendered?.subject ?? campaign.subject ?? "";
-    c.header("Content-Security-Policy", "sandbox; default-src 'none'; img-src https: data:; style-src 'unsafe-inline'; frame-ancestors 'self'");
+    c.header("Content-Security-Policy", framedMailCsp({ remoteImages: true }));
     c.header("X-Frame-Options", "SAMEORIGIN");
     return c.body(`<p style="font:14px sans-serif;color:#374151"><b>Subject:</b> ${escapeHtml(subject)}</p><hr>${body}`, 200, {
       "Content-Type": "text/html; charset=utf-8",

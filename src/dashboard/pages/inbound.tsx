@@ -10,16 +10,12 @@ import { deleteInbound, findInbound, listInbound, type InboundFilters } from "..
 import { AppError, notFound } from "../../errors";
 import { encodeCursor } from "../../lib/pagination";
 import { describeErrors, field, requireLiveKey, requireSection } from "../guard";
-import { Csrf, Empty, Notice, Pager, Shell, canSee, formatTime } from "../layout";
+import { Csrf, Empty, Notice, Pager, Shell, canSee, formatTime, framedMailCsp } from "../layout";
 import type { DashboardEnv } from "../session";
 
 const isoDay = /^\d{4}-\d{2}-\d{2}$/;
 const pageSize = 25;
 const current = "/dashboard/inbound";
-
-// The frame's own policy, stricter than the dashboard's: `sandbox` without allow-* tokens gives it an opaque origin
-// with scripts, forms, popups and top navigation off; only inline styles and data: images render.
-const frameCsp = "sandbox; default-src 'none'; img-src data:; style-src 'unsafe-inline'; font-src data:; frame-ancestors 'self'; base-uri 'none'";
 
 function Filters({ query }: { query: Record<string, string> }) {
   return (
@@ -270,7 +266,7 @@ export const inboundPages = new Hono<DashboardEnv>()
     const row = await findInbound(c.env.DB, c.get("auth").account.id, c.req.param("id"));
     if (!row) throw notFound("Received message");
     const { html } = await inboundDetail(c.env, row);
-    c.header("Content-Security-Policy", frameCsp);
+    c.header("Content-Security-Policy", framedMailCsp());
     c.header("X-Frame-Options", "SAMEORIGIN");
     return c.html(html ?? "");
   })

@@ -16,7 +16,7 @@ import {
 import { AppError, notFound } from "../../errors";
 import { encodeCursor } from "../../lib/pagination";
 import { field, requireSection } from "../guard";
-import { Csrf, Empty, Notice, Pager, Shell, StatusBadge, formatTime } from "../layout";
+import { Csrf, Empty, Notice, Pager, Shell, StatusBadge, formatTime, framedMailCsp } from "../layout";
 import type { DashboardEnv } from "../session";
 
 const isoDay = /^\d{4}-\d{2}-\d{2}$/;
@@ -327,7 +327,7 @@ export const messagePages = new Hono<DashboardEnv>()
     if (!source.ok) throw notFound("Message content");
     const content = await sentContent(await source.raw.arrayBuffer());
     // The sent HTML in a sandboxed frame: no script runs, and no request leaves (the open pixel is a remote image).
-    c.header("Content-Security-Policy", "sandbox; default-src 'none'; img-src data:; style-src 'unsafe-inline'; frame-ancestors 'self'");
+    c.header("Content-Security-Policy", framedMailCsp());
     c.header("X-Frame-Options", "SAMEORIGIN");
     if (content.html !== null) return c.body(content.html, 200, { "Content-Type": "text/html; charset=utf-8" });
     return c.html(<pre>{content.text ?? ""}</pre>);

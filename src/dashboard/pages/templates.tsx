@@ -8,7 +8,7 @@ import { escapeHtml, renderTemplate } from "../../domain/sending/render";
 import { createTemplate, deleteTemplate, findTemplate, listTemplates, updateTemplate, type TemplateRow } from "../../domain/templates/templates";
 import { notFound, validationError } from "../../errors";
 import { parsedOrThrow, requireLiveKey, requireSection } from "../guard";
-import { Csrf, Empty, Shell, formatTime } from "../layout";
+import { Csrf, Empty, Shell, formatTime, framedMailCsp } from "../layout";
 import type { DashboardEnv } from "../session";
 
 type Page = Context<DashboardEnv>;
@@ -190,7 +190,7 @@ export const templatePages = new Hono<DashboardEnv>()
       template.html !== null
         ? renderTemplate(template.html, variables, { html: true })
         : `<pre>${escapeHtml(renderTemplate(template.text ?? "", variables, { html: false }))}</pre>`;
-    c.header("Content-Security-Policy", "sandbox; default-src 'none'; img-src https: data:; style-src 'unsafe-inline'; frame-ancestors 'self'");
+    c.header("Content-Security-Policy", framedMailCsp({ remoteImages: true }));
     c.header("X-Frame-Options", "SAMEORIGIN");
     return c.body(`<p style="font:14px sans-serif;color:#374151"><b>Subject:</b> ${escapeHtml(subject)}</p><hr>${body}`, 200, {
       "Content-Type": "text/html; charset=utf-8",

@@ -116,6 +116,27 @@ export function campaignFields(body: CampaignChange): Partial<CampaignInput> {
   };
 }
 
+/** A new campaign from a create request: what the request leaves out gets its default (tracking on, no audience). */
+export function newCampaignFields(body: z.output<typeof campaignInput>): CampaignInput {
+  const input = campaignFields(body);
+  return {
+    name: body.name,
+    senderId: input.senderId ?? null,
+    subject: input.subject ?? null,
+    preheader: input.preheader ?? null,
+    html: input.html ?? null,
+    text: input.text ?? null,
+    templateId: input.templateId ?? null,
+    variables: input.variables ?? {},
+    tags: input.tags ?? [],
+    lists: input.lists ?? [],
+    segments: input.segments ?? [],
+    excludeLists: input.excludeLists ?? [],
+    trackOpens: input.trackOpens ?? true,
+    trackClicks: input.trackClicks ?? true,
+  };
+}
+
 const ConditionSchema = z
   .object({
     field: z
