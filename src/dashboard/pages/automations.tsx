@@ -413,7 +413,7 @@ function TypeChooser({ action, label, extra }: { action: string; label: string; 
       {extra ?? null}
       <label>
         Step
-        <select name="type">
+        <select id="step-type" name="type">
           {stepTypes.map((type) => (
             <option value={type}>{stepLabels[type]}</option>
           ))}
@@ -513,7 +513,7 @@ export const automationPages = new Hono<DashboardEnv>()
             extra={
               <label>
                 Name
-                <input name="name" type="text" required maxlength={200} placeholder="Onboarding" />
+                <input id="new-automation-name" name="name" type="text" required maxlength={200} placeholder="Onboarding" />
               </label>
             }
           />
