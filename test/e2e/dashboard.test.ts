@@ -427,6 +427,7 @@ describe.skipIf(!chromiumPath)("the dashboard in chromium", () => {
       "/dashboard/smtp-credentials",
       "/dashboard/webhooks",
       "/dashboard/automations",
+      "/dashboard/contacts",
       "/dashboard/ai",
       "/dashboard/usage",
     ]) {
