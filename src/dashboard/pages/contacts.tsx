@@ -173,7 +173,7 @@ export const contactPages = new Hono<DashboardEnv>()
                         </td>
                         <td>{list.subscriberCount}</td>
                         <td>{list.contactCount}</td>
-                        <td>
+                        <td class="list-actions">
                           <form method="post" action={`/dashboard/contacts/lists/${list.id}`} class="inline">
                             <Csrf token={c.get("csrfToken")} />
                             <input name="name" type="text" required maxlength={200} value={list.name} aria-label={`New name for ${list.name}`} />
