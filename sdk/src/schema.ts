@@ -489,6 +489,8 @@ export interface paths {
                     cursor?: string;
                     /** @description Look one contact up by address (domain compared without case). Answers a list of 0 or 1 contact. */
                     email?: string;
+                    /** @description Contacts whose address or full name contains this text, without case (ASCII letters) */
+                    search?: string;
                     list_id?: string;
                     status?: "subscribed" | "unsubscribed" | "bounced" | "complained";
                     /** @description ISO 8601 date-time or date (UTC midnight) */

@@ -10,7 +10,8 @@ import {
   type AutomationRow,
 } from "../domain/automations/automations";
 import { cancelRun as stopRun, findRun, listRuns as findRuns, triggerRun, type RunRow, type RunStepRow } from "../domain/automations/runs";
-import { stepsSchema, type Step } from "../domain/automations/steps";
+import { automationChangeInput, automationInput } from "../domain/automations/input";
+import type { Step } from "../domain/automations/steps";
 import { givenTextFields } from "../domain/contacts/contacts";
 import { contactAddress } from "../domain/contacts/email";
 import { notFound, orRefuse, validationError } from "../errors";
@@ -19,43 +20,6 @@ import { pageOf } from "../lib/pagination";
 import type { AppEnv } from "../types";
 import { ContactEmailSchema, CustomFieldsSchema } from "./contacts";
 import type { Context } from "hono";
-
-const StepsSchema = stepsSchema.openapi({
-  description:
-    "Run in order: `send_email {sender_id, template_id | subject + html/text}`, `wait {seconds | until}` (up to 365 days), `add_to_list {list_id}`, `remove_from_list {list_id}`, `update_contact {fields, custom_fields}`, `condition {match, conditions}` (segment conditions on the contact; the run stops when false), `webhook {url}` (signed with the automation's `webhook_secret`)",
-  example: [
-    { type: "send_email", sender_id: "snd_4fK9pQ2mZ7xB1vL8tR3cWd", subject: "Welcome {{first_name|there}}", html: "<p>Hi!</p>" },
-    { type: "wait", seconds: 86400 },
-    { type: "add_to_list", list_id: "lst_2bN7vQ1mK8xZ3cR5tL0pWd" },
-  ],
-});
-
-const RedirectUrlSchema = z
-  .url({ protocol: /^https?$/ })
-  .max(2048)
-  .nullable()
-  .openapi({ description: "Where the private URL sends a browser form after a trigger (303)" });
-
-const CreateAutomationSchema = z
-  .object({
-    name: z.string().trim().min(1).max(200),
-    status: z.enum(["active", "paused"]).default("active"),
-    steps: StepsSchema,
-    redirect_url: RedirectUrlSchema.optional(),
-  })
-  .strict()
-  .openapi("CreateAutomation");
-
-const UpdateAutomationSchema = z
-  .object({
-    name: z.string().trim().min(1).max(200).optional(),
-    status: z.enum(["active", "paused"]).optional(),
-    steps: StepsSchema.optional(),
-    redirect_url: RedirectUrlSchema.optional(),
-  })
-  .strict()
-  .refine((body) => Object.keys(body).length > 0, { message: "Send at least one field to change" })
-  .openapi("UpdateAutomation");
 
 const AutomationSchema = z
   .object({
@@ -193,7 +157,7 @@ const createAutomation = keyedRoute(
   {
     ...route("post", "/automations", "Create an automation"),
     description: "Its steps are checked against the account: an unknown template, sender or list is a 422 naming the step.",
-    request: { body: jsonBody(CreateAutomationSchema) },
+    request: { body: jsonBody(automationInput) },
     responses: { 201: jsonResponse(AutomationSchema, "The automation, with its private URL") },
   },
   { ...feature, liveKeyOnly: "Creating an automation" },
@@ -212,7 +176,7 @@ const updateAutomation = keyedRoute(
   {
     ...route("patch", "/automations/{id}", "Change an automation"),
     description: "Runs under way keep the steps they started with.",
-    request: { params: IdParam("aut"), body: jsonBody(UpdateAutomationSchema) },
+    request: { params: IdParam("aut"), body: jsonBody(automationChangeInput) },
     responses: { 200: jsonResponse(AutomationSchema, "The automation"), 404: errorResponse("No such automation") },
   },
   { ...feature, liveKeyOnly: "Changing an automation" },

@@ -114,6 +114,16 @@ const ContactListQuery = PaginationQuery.extend({
       param: { name: "email", in: "query" },
       description: "Look one contact up by address (domain compared without case). Answers a list of 0 or 1 contact.",
     }),
+  search: z
+    .string()
+    .trim()
+    .min(1)
+    .max(320)
+    .optional()
+    .openapi({
+      param: { name: "search", in: "query" },
+      description: "Contacts whose address or full name contains this text, without case (ASCII letters)",
+    }),
   list_id: z
     .string()
     .min(1)
@@ -336,6 +346,7 @@ export const contactRoutes = createRouter()
         status: query.status,
         createdAfter: query.created_after && new Date(query.created_after).toISOString(),
         listId: query.list_id,
+        search: query.search,
       },
       { cursor: query.cursor, limit: query.limit },
     );

@@ -121,6 +121,17 @@ const removeMember = keyedRoute("contacts", {
   },
 });
 
+/** Deletes the list as DELETE /lists/{id} does (the dashboard too): refused while an unfinished campaign targets it. */
+export async function deleteListOrThrow(d1: D1Database, accountId: string, id: string): Promise<void> {
+  const user = await campaignUsing(d1, accountId, id);
+  if (user)
+    throw new AppError(
+      "conflict",
+      `The list is in the audience of campaign ${user.id} ("${user.name}"), which has not finished; remove it there first`,
+    );
+  if (!(await removeList(d1, accountId, id))) throw notFound("List");
+}
+
 export const listRoutes = createRouter()
   .openapi(createList, async (c) => {
     const body = c.req.valid("json");
@@ -146,13 +157,7 @@ export const listRoutes = createRouter()
   })
   .openapi(deleteList, async (c) => {
     const { id } = c.req.valid("param");
-    const user = await campaignUsing(c.env.DB, c.get("auth").account.id, id);
-    if (user)
-      throw new AppError(
-        "conflict",
-        `The list is in the audience of campaign ${user.id} ("${user.name}"), which has not finished; remove it there first`,
-      );
-    if (!(await removeList(c.env.DB, c.get("auth").account.id, id))) throw notFound("List");
+    await deleteListOrThrow(c.env.DB, c.get("auth").account.id, id);
     return c.json({ id, deleted: true as const }, 200);
   })
   .openapi(addMembers, async (c) => {

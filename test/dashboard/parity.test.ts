@@ -279,3 +279,60 @@ describe("templates, segments and contacts answer as the API does", { timeout: 6
     });
   });
 });
+
+describe("contacts search and lists answer as the API does", { timeout: 60_000 }, () => {
+  it("finds contacts by any part of the address or the name, the same ones GET /contacts?search= finds", async () => {
+    const { key } = await campaignAccount();
+    await call("/api/v1/contacts", { key, body: { email: "zoe.lee@example.com", first_name: "Zoe", last_name: "Lee" } });
+    await call("/api/v1/contacts", { key, body: { email: "mo@sample.org", first_name: "Mo", last_name: "Stone" } });
+    const browser = await signIn(key);
+    const found = async (search: string) => {
+      const html = await (await browser.get(`/dashboard/contacts?search=${encodeURIComponent(search)}`)).text();
+      return [...html.matchAll(/<a href="\/dashboard\/contacts\/con_[^"]+">([^<]+)<\/a>/g)].map((match) => match[1]).sort();
+    };
+    const viaApi = async (search: string) =>
+      (await json<{ data: { email: string }[] }>(await call(`/api/v1/contacts?search=${encodeURIComponent(search)}`, { key }))).data
+        .map((row) => row.email)
+        .sort();
+    const cases: [string, string[]][] = [
+      ["LEE", ["zoe.lee@example.com"]],
+      ["sample", ["mo@sample.org"]],
+      ["mo st", ["mo@sample.org"]],
+      ["example.com", ["ann@example.com", "bob@example.com", "eve@example.com", "zoe.lee@example.com"]],
+      ["%", []],
+    ];
+    for (const [search, expected] of cases) {
+      expect(await found(search)).toEqual(expected);
+      expect(await viaApi(search)).toEqual(expected);
+    }
+  });
+
+  it("lists show their counts, rename as PATCH /lists does (its limits and messages) and delete as DELETE /lists does", async () => {
+    const { key, sender, list, excluded } = await campaignAccount();
+    const browser = await signIn(key);
+    const page = await (await browser.get("/dashboard/contacts")).text();
+    expect(page).toMatch(/>Readers<\/a>\s*<\/td>\s*<td>3<\/td>\s*<td>3<\/td>/);
+    const longName = "L".repeat(150);
+    expect((await browser.post(`/dashboard/contacts/lists/${list}`, { name: longName })).status).toBe(303);
+    expect((await json<{ name: string }>(await call(`/api/v1/lists/${list}`, { key }))).name).toBe(longName);
+    const api = await call(`/api/v1/lists/${list}`, { key, method: "PATCH", body: { name: "x".repeat(201) } });
+    expect(api.status).toBe(422);
+    const apiBody = await json<{ errors: Record<string, string[]> }>(api);
+    const refused = await browser.post(`/dashboard/contacts/lists/${list}`, { name: "x".repeat(201) });
+    expect(refused.status).toBe(422);
+    const notice = await noticeOf(refused);
+    for (const [path, messages] of Object.entries(apiBody.errors)) expect(notice).toContain(`${path}: ${messages.join(", ")}`);
+    expect((await browser.post("/dashboard/contacts/lists", { name: "M".repeat(150) })).status).toBe(303);
+
+    await call("/api/v1/campaigns", { key, body: { name: "News", sender_id: sender, subject: "Hi", text: "Hello", lists: [list] } });
+    const apiDelete = await call(`/api/v1/lists/${list}`, { key, method: "DELETE" });
+    expect(apiDelete.status).toBe(409);
+    const dashboardDelete = await browser.post(`/dashboard/contacts/lists/${list}/delete`, {});
+    expect(dashboardDelete.status).toBe(409);
+    expect(await noticeOf(dashboardDelete)).toBe((await json<{ message: string }>(apiDelete)).message);
+    expect((await call(`/api/v1/lists/${list}`, { key })).status).toBe(200);
+    expect((await browser.post(`/dashboard/contacts/lists/${excluded}/delete`, {})).status).toBe(303);
+    expect((await call(`/api/v1/lists/${excluded}`, { key })).status).toBe(404);
+    expect((await browser.post(`/dashboard/contacts/lists/${excluded}/delete`, {})).status).toBe(404);
+  });
+});

@@ -321,6 +321,81 @@ describe.skipIf(!chromiumPath)("the dashboard in chromium", () => {
     remember();
   }, 60_000);
 
+  it("builds an automation from a template, a wait and a list step, shows a refused step's message beside its field, pauses, resumes and lists each contact's run", async () => {
+    const template = await api<{ id: string }>("/templates", {
+      name: `Onboarding mail ${stamp}`,
+      subject: "Hi {{first_name|there}}",
+      html: "<p>Hi</p>",
+    });
+    const list = await api<{ id: string }>("/lists", { name: `Onboarded ${stamp}` });
+    const sender = await api<{ id: string }>("/senders", { name: `Onboarding ${stamp}`, email: `onboarding-${stamp}@demo.mailforge.test` });
+    await page.goto(url("/dashboard/automations"));
+    await page.locator("#new-automation-name").fill(`Onboarding ${stamp}`);
+    await page.locator("#step-type").selectOption({ label: "Send an email" });
+    await page.getByRole("button", { name: "Next" }).click();
+    await page.waitForURL(/\/dashboard\/automations\/new/);
+    // Neither a template nor a subject: the API's refusal, beside the form.
+    await page.locator("#step-sender").selectOption(sender.id);
+    await page.getByRole("button", { name: "Create automation" }).click();
+    expect(await page.locator(".notice.error").first().textContent()).toContain("Give either template_id, or subject with html and/or text");
+    expect(await page.locator("#aut-name").inputValue()).toBe(`Onboarding ${stamp}`);
+    await page.locator("#step-template").selectOption({ label: `Onboarding mail ${stamp}` });
+    await page.getByRole("button", { name: "Create automation" }).click();
+    await page.waitForURL(/\/dashboard\/automations\/aut_/);
+    const automationPath = new URL(page.url()).pathname;
+
+    await page.locator("#step-type").selectOption({ label: "Wait" });
+    await page.getByRole("button", { name: "Add step" }).click();
+    await page.locator("#step-amount").fill("400");
+    await page.getByRole("button", { name: "Add step" }).click();
+    // 400 days is more than the API allows: its message shows under the field.
+    expect(await page.locator("#error-seconds").textContent()).toMatch(/less than or equal|31536000/);
+    await page.locator("#step-amount").fill("2");
+    await page.getByRole("button", { name: "Add step" }).click();
+    await page.waitForURL((target) => target.pathname === automationPath);
+    await page.locator("#step-type").selectOption({ label: "Add to a list" });
+    await page.getByRole("button", { name: "Add step" }).click();
+    await page.locator("#step-list").selectOption({ label: `Onboarded ${stamp}` });
+    await page.getByRole("button", { name: "Add step" }).click();
+    await page.waitForURL((target) => target.pathname === automationPath);
+    const steps = await page.locator("ol.steps > li").allTextContents();
+    expect(steps.map((step) => step.replace(/\s+/g, " "))).toEqual([
+      expect.stringContaining(`Send the template “Onboarding mail ${stamp}” from Onboarding ${stamp}`),
+      expect.stringContaining("Wait 2 days"),
+      expect.stringContaining(`Add to the list “Onboarded ${stamp}”`),
+    ]);
+    const id = automationPath.split("/").pop();
+    const saved = await api<{ steps: unknown[]; status: string }>(`/automations/${id}`);
+    expect(saved.steps).toEqual([
+      { type: "send_email", sender_id: sender.id, template_id: template.id },
+      { type: "wait", seconds: 172_800 },
+      { type: "add_to_list", list_id: list.id },
+    ]);
+    remember();
+
+    await page.getByRole("button", { name: "Pause" }).click();
+    await page.waitForURL((target) => target.pathname === automationPath);
+    expect((await api<{ status: string }>(`/automations/${id}`)).status).toBe("paused");
+    await page.getByRole("button", { name: "Resume" }).click();
+    await page.waitForURL((target) => target.pathname === automationPath);
+    expect((await api<{ status: string }>(`/automations/${id}`)).status).toBe("active");
+    const email = `newbie-${stamp}@example.org`;
+    await api(`/automations/${id}/trigger`, { email, first_name: "Nia" });
+    await page.reload();
+    await page.getByRole("link", { name: email }).click();
+    await page.waitForURL(/\/dashboard\/automations\/runs\/run_/);
+    expect(await page.locator("h1").textContent()).toContain(`Run for ${email}`);
+    remember();
+    for (const [label, viewport] of Object.entries(widths)) {
+      await page.setViewportSize(viewport);
+      await page.goto(url(automationPath));
+      await page.screenshot({ path: join(screenshotDir, `${label}-automations_builder.png`), fullPage: true });
+      await page.goto(url(`${automationPath}/steps/0`));
+      await page.screenshot({ path: join(screenshotDir, `${label}-automations_step.png`), fullPage: true });
+    }
+    await page.setViewportSize(widths.desktop);
+  }, 120_000);
+
   it("fits the navigation on one line at 1280 px and behind a menu at 390 px", async () => {
     await page.setViewportSize(widths.desktop);
     await page.goto(url("/dashboard/campaigns"));
@@ -352,6 +427,7 @@ describe.skipIf(!chromiumPath)("the dashboard in chromium", () => {
       "/dashboard/smtp-credentials",
       "/dashboard/webhooks",
       "/dashboard/automations",
+      "/dashboard/contacts",
       "/dashboard/ai",
       "/dashboard/usage",
     ]) {

@@ -1,9 +1,11 @@
 import { Hono } from "hono";
 import { ContactPatchSchema, patchContactOrThrow } from "../../api/contacts";
+import { deleteListOrThrow } from "../../api/lists";
+import { listChangeInput, listInput } from "../../domain/contacts/input";
 import { contactStatuses, deleteContact, findContact, listContacts, type ContactFilters } from "../../domain/contacts/contacts";
 import { contactAddress } from "../../domain/contacts/email";
 import { createContactImport, findContactImport, type ContactImport } from "../../domain/contacts/import";
-import { addMembersById, createList, listExists, listLists, removeMember } from "../../domain/contacts/lists";
+import { addMembersById, createList, listExists, listLists, removeMember, updateList } from "../../domain/contacts/lists";
 import { listMessages, recipientsOfMessages } from "../../domain/sending/messages";
 import { AppError, notFound } from "../../errors";
 import { encodeCursor } from "../../lib/pagination";
@@ -57,8 +59,10 @@ export const contactPages = new Hono<DashboardEnv>()
       else emailKey = address.key;
     }
     const lists = await listLists(c.env.DB, auth.account.id, { limit: 100 });
+    const search = query.search?.trim().slice(0, 320) || undefined;
     const filters: ContactFilters = {
       emailKey,
+      search,
       status: contactStatuses.find((status) => status === query.status),
       listId: lists.some((list) => list.id === query.list) ? query.list : undefined,
     };
@@ -75,9 +79,10 @@ export const contactPages = new Hono<DashboardEnv>()
         <section class="card">
           <form method="get" action="/dashboard/contacts" class="filters" aria-label="Search">
             <label>
-              Email address
-              <input name="email" type="search" value={query.email ?? ""} maxlength={320} />
+              Address or name contains
+              <input name="search" type="search" value={query.search ?? ""} maxlength={320} placeholder="ann, @example.com, Smith" />
             </label>
+            {query.email ? <input type="hidden" name="email" value={query.email} /> : null}
             <label>
               Status
               <select name="status">
@@ -108,7 +113,9 @@ export const contactPages = new Hono<DashboardEnv>()
           <h2>Contacts</h2>
           {page.length === 0 ? (
             <Empty>
-              {emailKey || filters.status || filters.listId ? "No contacts match." : "No contacts yet. Import a CSV below or add them with the API."}
+              {emailKey || search || filters.status || filters.listId
+                ? "No contacts match."
+                : "No contacts yet. Import a CSV below or add them with the API."}
             </Empty>
           ) : (
             <div class="table-wrap">
@@ -148,20 +155,50 @@ export const contactPages = new Hono<DashboardEnv>()
             {lists.length === 0 ? (
               <Empty>No lists yet.</Empty>
             ) : (
-              <ul>
-                {lists.map((list) => (
-                  <li>
-                    <a href={`/dashboard/contacts?list=${encodeURIComponent(list.id)}`}>{list.name}</a>: {list.subscriberCount} subscribed of{" "}
-                    {list.contactCount}
-                  </li>
-                ))}
-              </ul>
+              <div class="table-wrap">
+                <table>
+                  <thead>
+                    <tr>
+                      <th scope="col">List</th>
+                      <th scope="col">Subscribed</th>
+                      <th scope="col">Contacts</th>
+                      <th scope="col">Rename or delete</th>
+                    </tr>
+                  </thead>
+                  <tbody>
+                    {lists.map((list) => (
+                      <tr>
+                        <td class="wrap">
+                          <a href={`/dashboard/contacts?list=${encodeURIComponent(list.id)}`}>{list.name}</a>
+                        </td>
+                        <td>{list.subscriberCount}</td>
+                        <td>{list.contactCount}</td>
+                        <td class="list-actions">
+                          <form method="post" action={`/dashboard/contacts/lists/${list.id}`} class="inline">
+                            <Csrf token={c.get("csrfToken")} />
+                            <input name="name" type="text" required maxlength={200} value={list.name} aria-label={`New name for ${list.name}`} />
+                            <button type="submit" class="secondary">
+                              Rename
+                            </button>
+                          </form>
+                          <form method="post" action={`/dashboard/contacts/lists/${list.id}/delete`} class="inline-button">
+                            <Csrf token={c.get("csrfToken")} />
+                            <button type="submit" class="link danger" aria-label={`Delete the list ${list.name}`}>
+                              Delete
+                            </button>
+                          </form>
+                        </td>
+                      </tr>
+                    ))}
+                  </tbody>
+                </table>
+              </div>
             )}
             <form method="post" action="/dashboard/contacts/lists" class="inline">
               <Csrf token={c.get("csrfToken")} />
               <label>
                 New list
-                <input name="name" type="text" required maxlength={100} />
+                <input name="name" type="text" required maxlength={200} />
               </label>
               <button type="submit">Create list</button>
             </form>
@@ -190,9 +227,19 @@ export const contactPages = new Hono<DashboardEnv>()
   })
   .post("/contacts/lists", async (c) => {
     requireSection(c, "contacts");
-    const name = field(await c.req.parseBody(), "name");
-    if (!name || name.length > 100) throw new AppError("validation_failed", "Give the list a name of 1 to 100 characters");
-    await createList(c.env.DB, c.get("auth").account.id, { name, description: null });
+    const body = parsedOrThrow(listInput, { name: field(await c.req.parseBody(), "name") }, "The list cannot be created");
+    await createList(c.env.DB, c.get("auth").account.id, { name: body.name, description: null });
+    return c.redirect("/dashboard/contacts", 303);
+  })
+  .post("/contacts/lists/:id", async (c) => {
+    requireSection(c, "contacts");
+    const body = parsedOrThrow(listChangeInput, { name: field(await c.req.parseBody(), "name") }, "The list cannot be renamed");
+    if (!(await updateList(c.env.DB, c.get("auth").account.id, c.req.param("id"), { name: body.name }))) throw notFound("List");
+    return c.redirect("/dashboard/contacts", 303);
+  })
+  .post("/contacts/lists/:id/delete", async (c) => {
+    requireSection(c, "contacts");
+    await deleteListOrThrow(c.env.DB, c.get("auth").account.id, c.req.param("id"));
     return c.redirect("/dashboard/contacts", 303);
   })
   .post("/contacts/imports", async (c) => {

@@ -276,6 +276,8 @@ export type ContactFilters = {
   /** ISO 8601; contacts created strictly after. */
   createdAfter?: string;
   listId?: string;
+  /** Text found anywhere in the address or the full name, without case (ASCII letters). */
+  search?: string;
 };
 
 /** A page of the account's contacts, newest first (`limit + 1` rows, for `pageOf`), or no such list. */
@@ -290,6 +292,11 @@ export async function listContacts(
   if (filters.emailKey !== undefined) conditions.push(eq(contacts.emailKey, filters.emailKey));
   if (filters.status) conditions.push(eq(contacts.status, filters.status));
   if (filters.createdAfter) conditions.push(gt(contacts.createdAt, filters.createdAfter));
+  // instr, not LIKE: the searched text's % and _ are plain characters.
+  if (filters.search)
+    conditions.push(
+      sql`(instr(lower(${contacts.email}), lower(${filters.search})) > 0 OR instr(lower(trim(coalesce(${contacts.firstName}, '') || ' ' || coalesce(${contacts.lastName}, ''))), lower(${filters.search})) > 0)`,
+    );
   if (filters.listId)
     conditions.push(sql`${contacts.id} IN (SELECT ${listMembers.contactId} FROM ${listMembers} WHERE ${listMembers.listId} = ${filters.listId})`);
   const keyset = keysetPage({ createdAt: contacts.createdAt, id: contacts.id }, page.cursor);
