@@ -65,4 +65,18 @@ describe("the campaign editor's test send", { timeout: 60_000 }, () => {
     expect(response.status).toBe(422);
     expect(await response.text()).toContain("to: ");
   });
+
+  it("shows the API's refusal when the test cannot be accepted (no credits), instead of saying it was sent", async () => {
+    const { key, sender } = await campaignAccount({ sendCredits: 0 });
+    await call("/api/v1/contacts", { key, body: { email: "ann@example.org", first_name: "Ann" } });
+    const campaign = await json<{ id: string }>(
+      await call("/api/v1/campaigns", { key, body: { name: "News", sender_id: sender, subject: "Hi", text: "Hello", lists: [] } }),
+    );
+    const to = `tester-${crypto.randomUUID().slice(0, 8)}@example.org`;
+    const browser = await signIn(key);
+    const response = await browser.post(`/dashboard/campaigns/${campaign.id}/test`, { to });
+    expect(response.status).toBe(402);
+    expect(await response.text()).toContain("Not enough sending credits");
+    expect(await sinkMessagesTo(to)).toEqual([]);
+  });
 });

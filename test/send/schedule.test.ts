@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { createExecutionContext, createScheduledController, waitOnExecutionContext } from "cloudflare:test";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { deliverMessages } from "../../src/domain/sending/deliver";
 import { requeueLostMessages, sweepStaleClaims } from "../../src/domain/sending/recovery";
 import worker from "../../src/index";
@@ -115,6 +115,25 @@ describe("scheduled sends", () => {
     expect(await json(cancel)).toMatchObject({ code: "conflict", message: expect.stringContaining("has left") });
     expect(await sendBalance(key)).toBe(9);
   }, 60_000);
+
+  it("replays an accepted scheduled send for its Idempotency-Key even once its time has passed", async () => {
+    const { key, from } = await setup();
+    const body = { from, to: rcpt("retry"), subject: "Later", text: "Hello later", scheduled_at: secondsFromNow(3600) };
+    const first = await call("/api/v1/send", { key, body, headers: { "Idempotency-Key": "scheduled-retry" } });
+    expect(first.status).toBe(202);
+    // The client lost the answer and retries two hours later with the same key and body.
+    vi.useFakeTimers({ toFake: ["Date"] });
+    try {
+      vi.setSystemTime(Date.now() + 2 * 3600_000);
+      const retry = await call("/api/v1/send", { key, body, headers: { "Idempotency-Key": "scheduled-retry" } });
+      expect(retry.status).toBe(202);
+      expect(retry.headers.get("Idempotent-Replayed")).toBe("true");
+      expect((await json<Accepted>(retry)).id).toBe((await json<Accepted>(first)).id);
+    } finally {
+      vi.useRealTimers();
+    }
+    expect(await sendBalance(key)).toBe(9);
+  });
 
   it("refuses a scheduled_at in the past, more than 30 days ahead or without an offset, with nothing charged", async () => {
     const { key, from } = await setup();

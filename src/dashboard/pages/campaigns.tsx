@@ -1,6 +1,7 @@
 import { Hono, type Context } from "hono";
 // The API's request schemas and mappings, so the editor accepts exactly what PATCH /campaigns/{id} accepts.
 import { savedOrThrow, sendRefusal } from "../../api/campaigns";
+import { acceptRefusalError } from "../../api/send";
 import { campaignChangeInput, campaignFields, campaignInput, newCampaignFields } from "../../domain/campaigns/input";
 import { audiencePage, audienceWhere, countAudience, type Audience } from "../../domain/campaigns/audience";
 import {
@@ -669,7 +670,7 @@ export const campaignPages = new Hono<DashboardEnv>()
     if (!contact) throw validationError({ to: ["A test is filled in for one of your contacts: add a contact first"] }, "The test cannot be sent");
     // Rendered here for the previewed contact; its unsubscribe link names this test, not a message of the campaign.
     const rendered = await renderCampaignMessage(c.env, `test_${campaign.id}`, { campaign, contact });
-    await acceptMessage(
+    const outcome = await acceptMessage(
       c.env,
       c.executionCtx,
       { account: auth.account, testMode: auth.apiKey.mode === "test" },
@@ -685,6 +686,7 @@ export const campaignPages = new Hono<DashboardEnv>()
         }),
       },
     );
+    if (outcome.kind !== "accepted") throw acceptRefusalError(outcome);
     return c.redirect(`/dashboard/campaigns/${campaign.id}?tested=${encodeURIComponent(to.mailbox.address)}`, 303);
   })
   .post("/campaigns/:id/send", async (c) => {

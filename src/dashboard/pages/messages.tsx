@@ -57,7 +57,6 @@ function Filters({ query }: { query: Record<string, string> }) {
   );
 }
 
-/** The recipients' outcomes of a message to several recipients, e.g. "2 sent · 1 bounced", as GET /messages/{id} lists them. */
 /** How many of a message's recipients are in each status ("1 bounced · 2 sent"), when it has several. */
 function RecipientOutcomes({ recipients }: { recipients: { status: RecipientStatus }[] | undefined }) {
   if (!recipients || recipients.length < 2) return null;

@@ -56,7 +56,7 @@ export function stepFailureMessage(error: unknown, context: { runId: string; wha
  * Refusals of acceptMessage that can pass: the step is retried rather than the run failed (the daily limit resets, a
  * send with the step's Idempotency-Key still in progress finishes).
  */
-const passingRefusals: ReadonlySet<string> = new Set(["daily_limit_reached", "rate_limited", "conflict"]);
+const passingRefusals: ReadonlySet<string> = new Set(["daily_limit_reached", "conflict"]);
 
 type Contact = typeof contacts.$inferSelect;
 

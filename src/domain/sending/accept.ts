@@ -153,8 +153,6 @@ async function acceptAll(
   const checked = inputs.map((input, index) => {
     const rules = applySendRules(input, input.source === "smtp" ? "rcpt_to" : "to");
     if (!rules.ok) for (const [field, messages] of Object.entries(rules.errors)) errors[key(index, field)] = messages;
-    const late = input.scheduledAt && checkScheduledAt(input.scheduledAt, now);
-    if (late) errors[key(index, "scheduled_at")] = [late];
     return rules.ok ? { recipients: rules.recipients, tags: rules.tags, normalized: rules.recipients.map(normalizeSuppressionEmail) } : undefined;
   });
   if (Object.keys(errors).length > 0) return { kind: "invalid", errors };
@@ -208,6 +206,9 @@ async function acceptAll(
     return { kind: "domain_not_verified", domain: domainOf(inputs[unverified]!.from.address), ...(batch ? { index: unverified } : {}) };
   }
   inputs.forEach((input, index) => {
+    // After the replay above: a retry of an accepted scheduled send gets its first answer even once the time passed.
+    const late = input.scheduledAt && checkScheduledAt(input.scheduledAt, now);
+    if (late) errors[key(index, "scheduled_at")] = [late];
     if (input.templateId && !templateOf.get(input.templateId))
       errors[key(index, "template_id")] = [`No template ${input.templateId} in this account`];
   });

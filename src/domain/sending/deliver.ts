@@ -189,7 +189,8 @@ async function deliverClaimed(env: Env, ids: string[], transports: Transport[], 
         await previous;
         previous = outcome.then(async (result) => {
           ahead.release(ready);
-          // The record shows what left: the subject as rendered for its recipient, and where its bytes are kept.
+          // The record shows what this attempt handed over: the subject as rendered for its recipient, and where its
+          // bytes are kept (a refused attempt's too, so /raw shows what the provider refused).
           const sent =
             "envelopes" in ready ? { ...work.message, subject: ready.subject, rawKey: (await ready.stored) ?? work.message.rawKey } : work.message;
           outcomes.add(work.message.id, recordOutcome(env, sent, work.recipients, result, false, await providersLookup));
