@@ -3,6 +3,7 @@ import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { ZodError } from "zod";
 import { isRefusal, type Refusal } from "./domain/refusal";
+import type { AcceptRefusal } from "./domain/sending/accept";
 import { logError } from "./lib/log";
 
 // One place maps a machine-readable code to its HTTP status, so handlers never pick statuses themselves.
@@ -121,4 +122,24 @@ export function handleError(err: Error, c: Context): Response {
   }
   logError(err.message, { request_id: c.get("requestId"), stack: err.stack });
   return c.json(errorBody("internal_error", "Something went wrong on our side; retry with back-off"), 500);
+}
+
+/** The HTTP error for a refused acceptance, for every door a message comes through (API, relay, dashboard). */
+export function acceptRefusalError(refusal: AcceptRefusal): AppError {
+  switch (refusal.kind) {
+    case "invalid":
+      return validationError(refusal.errors);
+    case "domain_not_verified":
+      return new AppError(
+        "domain_not_verified",
+        `${refusal.index === undefined ? "" : `Request ${refusal.index}: `}The from domain ${refusal.domain} is not a verified sending domain of this account; ` +
+          "add it with POST /api/v1/domains and verify it",
+      );
+    case "insufficient_credits":
+      return new AppError("insufficient_credits", `Not enough sending credits: this needs ${refusal.needed}, ${refusal.available} available`);
+    case "queue_unavailable":
+      return new AppError("upstream_unavailable", "The message could not be queued; nothing was charged. Retry with back-off");
+    case "refused":
+      return refusalError(refusal);
+  }
 }

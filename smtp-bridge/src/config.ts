@@ -100,15 +100,25 @@ export class ConfigError extends Error {
   override name = "ConfigError";
 }
 
+/**
+ * The environment parsed by `schema`, for the bridge and the prober alike; throws `error` naming every bad variable.
+ * An empty variable (`TLS_CERT=` in a compose file) means "not set", not "the empty string".
+ */
+export function parseEnv<T extends z.ZodType>(
+  schema: T,
+  env: Record<string, string | undefined>,
+  error: (message: string) => Error,
+  label: string,
+): z.output<T> {
+  const present = Object.fromEntries(Object.entries(env).filter(([, value]) => value !== undefined && value !== ""));
+  const parsed = schema.safeParse(present);
+  if (!parsed.success) throw error(`${label}: invalid environment\n${z.prettifyError(parsed.error)}`);
+  return parsed.data;
+}
+
 /** Parses the environment (process.env by default); throws a ConfigError naming every bad variable. */
 export function loadConfig(env: Record<string, string | undefined> = process.env): BridgeConfig {
-  // An empty variable (`TLS_CERT=` in a compose file) means "not set", not "the empty string".
-  const present = Object.fromEntries(Object.entries(env).filter(([, value]) => value !== undefined && value !== ""));
-  const parsed = envSchema.safeParse(present);
-  if (!parsed.success) {
-    throw new ConfigError(`smtp-bridge: invalid environment\n${z.prettifyError(parsed.error)}`);
-  }
-  const e = parsed.data;
+  const e = parseEnv(envSchema, env, (message) => new ConfigError(message), "smtp-bridge");
   return {
     host: e.SMTP_HOST,
     smtpPort: e.SMTP_PORT,

@@ -1,7 +1,7 @@
-import { acceptMessage, acceptMessages, batchLimit, type AcceptRefusal } from "../domain/sending/accept";
+import { acceptMessage, acceptMessages, batchLimit } from "../domain/sending/accept";
 import { attachmentBytesOf, SendRequestSchema, toAcceptInput, type SendRequest } from "../domain/sending/input";
 import { sendLimits } from "../domain/sending/rules";
-import { AppError, refusalError, validationError } from "../errors";
+import { acceptRefusalError, AppError } from "../errors";
 import { sha256Hex } from "../lib/crypto";
 import { createRouter, errorResponse, jsonBody, jsonResponse, keyedRoute, z } from "../lib/openapi";
 
@@ -92,26 +92,6 @@ function acceptInputOf(body: SendRequest, item?: number) {
     );
   }
   return toAcceptInput(body);
-}
-
-/** The HTTP error for a refused acceptance, for every door a message comes through (API, relay, dashboard). */
-export function acceptRefusalError(refusal: AcceptRefusal): AppError {
-  switch (refusal.kind) {
-    case "invalid":
-      return validationError(refusal.errors);
-    case "domain_not_verified":
-      return new AppError(
-        "domain_not_verified",
-        `${refusal.index === undefined ? "" : `Request ${refusal.index}: `}The from domain ${refusal.domain} is not a verified sending domain of this account; ` +
-          "add it with POST /api/v1/domains and verify it",
-      );
-    case "insufficient_credits":
-      return new AppError("insufficient_credits", `Not enough sending credits: this needs ${refusal.needed}, ${refusal.available} available`);
-    case "queue_unavailable":
-      return new AppError("upstream_unavailable", "The message could not be queued; nothing was charged. Retry with back-off");
-    case "refused":
-      return refusalError(refusal);
-  }
 }
 
 export const sendRoutes = createRouter()

@@ -18,12 +18,11 @@ import { findVerifiedDomain } from "../domain/domains/domains";
 import { acceptRelayMessage, relayFeatureRefusal } from "../domain/sending/relay";
 import { domainOf } from "../domain/sending/mime";
 import { authenticateSmtpCredential, findActiveCredential } from "../domain/smtp/credentials";
-import { AppError, fieldErrors, refusalError, validationError } from "../errors";
+import { acceptRefusalError, AppError, fieldErrors, refusalError, validationError } from "../errors";
 import { base64ToBytes } from "../lib/crypto";
 import type { AppEnv } from "../types";
 import { sendLimits } from "../domain/sending/rules";
 import { config } from "../config";
-import { acceptRefusalError } from "../api/send";
 
 // The internal relay API: what the SMTP bridge (smtp-bridge/) calls for each SMTP phase. It is not part of the
 // public API (plain hono routes, so it never appears in the OpenAPI document) and sits outside the API-key

@@ -1,5 +1,6 @@
 import { hostname } from "node:os";
 import { z } from "zod";
+import { parseEnv } from "../config.ts";
 
 // The prober is configured by environment variables only, parsed here once (as the bridge's config.ts does), so
 // tests build a config from a plain object.
@@ -65,10 +66,7 @@ export class ProberConfigError extends Error {
 
 /** Parses the environment (process.env by default); throws a ProberConfigError naming every bad variable. */
 export function loadProberConfig(env: Record<string, string | undefined> = process.env): ProberConfig {
-  const present = Object.fromEntries(Object.entries(env).filter(([, value]) => value !== undefined && value !== ""));
-  const parsed = envSchema.safeParse(present);
-  if (!parsed.success) throw new ProberConfigError(`smtp-bridge prober: invalid environment\n${z.prettifyError(parsed.error)}`);
-  const e = parsed.data;
+  const e = parseEnv(envSchema, env, (message) => new ProberConfigError(message), "smtp-bridge prober");
   return {
     host: e.PROBER_HOST,
     port: e.PROBER_PORT,

@@ -1,7 +1,6 @@
 import { Hono, type Context } from "hono";
 // The API's request schemas and mappings, so the editor accepts exactly what PATCH /campaigns/{id} accepts.
 import { savedOrThrow, sendRefusal } from "../../api/campaigns";
-import { acceptRefusalError } from "../../api/send";
 import { campaignChangeInput, campaignFields, campaignInput, newCampaignFields } from "../../domain/campaigns/input";
 import { audiencePage, audienceWhere, countAudience, type Audience } from "../../domain/campaigns/audience";
 import {
@@ -28,7 +27,7 @@ import { acceptMessage } from "../../domain/sending/accept";
 import { parseMailbox } from "../../domain/sending/addresses";
 import { escapeHtml } from "../../domain/sending/render";
 import { findTemplate, listTemplates, type TemplateRow } from "../../domain/templates/templates";
-import { AppError, notFound, validationError, type FieldErrors } from "../../errors";
+import { acceptRefusalError, AppError, notFound, validationError, type FieldErrors } from "../../errors";
 import { field, parsedOrThrow, requireLiveKey, requireSection } from "../guard";
 import { Csrf, Empty, Notice, Progress, Shell, StatusBadge, formatTime, framedMailCsp, percent } from "../layout";
 import type { DashboardEnv } from "../session";

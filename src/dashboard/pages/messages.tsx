@@ -1,7 +1,6 @@
 import { Hono } from "hono";
 import { hasFeature } from "../../domain/accounts/accounts";
 import { acceptMessage } from "../../domain/sending/accept";
-import { acceptRefusalError } from "../../api/send";
 import { parseMailbox } from "../../domain/sending/addresses";
 import {
   findMessage,
@@ -13,7 +12,7 @@ import {
   type MessageFilters,
   type RecipientStatus,
 } from "../../domain/sending/messages";
-import { AppError, notFound } from "../../errors";
+import { acceptRefusalError, AppError, notFound } from "../../errors";
 import { encodeCursor } from "../../lib/pagination";
 import { field, requireSection } from "../guard";
 import { Csrf, Empty, Notice, Pager, Shell, StatusBadge, formatTime, framedMailCsp } from "../layout";
