@@ -28,7 +28,7 @@ import { verifyApiRoutes } from "./verify-api";
 import { dashboardRoutes } from "./dashboard";
 import { errorBody, handleError } from "./errors";
 import { RELAY_BASE_PATH } from "@mailforge/bridge-contract";
-import { relayGate, relayRoutes } from "./internal/relay";
+import { relayGate, relayRoutes } from "./internal/bridge-api";
 import { createRouter } from "./lib/openapi";
 import { adminAuth, apiKeyAuth } from "./middleware/auth";
 import { requestBodyLimit, requestId } from "./middleware/request";

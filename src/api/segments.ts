@@ -11,8 +11,8 @@ import {
   SEGMENT_PREVIEW_SIZE,
   updateSegment as changeSegment,
   type SegmentRow,
-} from "../domain/campaigns/segments";
-import { segmentChangeInput, segmentInput } from "../domain/campaigns/input";
+} from "../domain/segments/segments";
+import { segmentChangeInput, segmentInput } from "../domain/segments/input";
 import { AppError, notFound, validationError } from "../errors";
 import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 import { pageOf } from "../lib/pagination";

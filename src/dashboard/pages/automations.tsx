@@ -17,7 +17,7 @@ import {
 import { automationChangeInput, automationInput } from "../../domain/automations/input";
 import { findRun, listRuns } from "../../domain/automations/runs";
 import type { Step } from "../../domain/automations/steps";
-import { segmentOperators } from "../../domain/campaigns/segments";
+import { segmentOperators } from "../../domain/segments/segments";
 import { listSenders } from "../../domain/campaigns/senders";
 import { contactTextFields } from "../../domain/contacts/contacts";
 import { listLists } from "../../domain/contacts/lists";

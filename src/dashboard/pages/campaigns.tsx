@@ -18,7 +18,7 @@ import {
   type CampaignRow,
 } from "../../domain/campaigns/campaigns";
 import { renderCampaignMessage } from "../../domain/campaigns/delivery";
-import { listSegments, type SegmentRow } from "../../domain/campaigns/segments";
+import { listSegments, type SegmentRow } from "../../domain/segments/segments";
 import { createSender, findSender, listSenders, type SenderRow } from "../../domain/campaigns/senders";
 import { findContact, listContacts, type ContactRow } from "../../domain/contacts/contacts";
 import { listLists, type ListWithCounts } from "../../domain/contacts/lists";

@@ -3,7 +3,7 @@
 // through the same domain functions; deleting a segment a campaign still targets is refused as the API refuses it.
 import { Hono, type Context } from "hono";
 import { deleteSegmentOrThrow } from "../../api/segments";
-import { segmentChangeInput, segmentInput } from "../../domain/campaigns/input";
+import { segmentChangeInput, segmentInput } from "../../domain/segments/input";
 import { countAudience } from "../../domain/campaigns/audience";
 import {
   conditionProblems,
@@ -16,7 +16,7 @@ import {
   updateSegment,
   type SegmentCondition,
   type SegmentRow,
-} from "../../domain/campaigns/segments";
+} from "../../domain/segments/segments";
 import { contactTextFields } from "../../domain/contacts/contacts";
 import { listLists } from "../../domain/contacts/lists";
 import { notFound, validationError } from "../../errors";

@@ -11,7 +11,7 @@ import { hmacSha256Hex, randomToken } from "../../lib/crypto";
 import { newId } from "../../lib/ids";
 import { keysetPage } from "../../lib/pagination";
 import { inJsonArray } from "../../db/client";
-import { checkConditions } from "../campaigns/segments";
+import { checkConditions } from "../segments/segments";
 import type { Step } from "./steps";
 import { MAX_WAIT_SECONDS } from "./steps";
 

@@ -11,7 +11,7 @@ import { contacts } from "../../db/schema";
 import { logError } from "../../lib/log";
 import { findAccount } from "../accounts/accounts";
 import { findSender } from "../campaigns/senders";
-import { segmentWhere } from "../campaigns/segments";
+import { segmentWhere } from "../segments/segments";
 import { contactVariables, updateContact } from "../contacts/contacts";
 import { addMembersById, listExists, removeMember } from "../contacts/lists";
 import { createResolver } from "../dns/doh";

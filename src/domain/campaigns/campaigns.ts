@@ -14,7 +14,7 @@ import { reserveStatements, wasApplied } from "../credits/ledger";
 import { audienceParameters, audienceWhere, countAudience, MAX_AUDIENCE_PARAMETERS } from "./audience";
 import { completeIfDone } from "./fanout";
 import { campaignTotals, zeroCounts, type ReportCounts } from "../reports/reports";
-import { segmentWhere } from "./segments";
+import { segmentWhere } from "../segments/segments";
 
 export type CampaignRow = typeof campaigns.$inferSelect;
 export type CampaignStatus = (typeof campaignStatuses)[number];

@@ -10,7 +10,7 @@ import { renderTemplate } from "./render";
 import { listUnsubscribeHeaders } from "./unsubscribe";
 import { renderCampaignMessage, type CampaignRecipient } from "../campaigns/delivery";
 import { trackHtml } from "../tracking/rewrite";
-import { trackRelayedMessage } from "../tracking/relay";
+import { trackRelayedMessage } from "../tracking/track-relayed";
 import { soleAddress } from "./addresses";
 
 export type SigningDomain = Pick<

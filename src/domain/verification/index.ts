@@ -12,5 +12,5 @@ export {
   type VerificationStatus,
   type VerificationSubStatus,
 } from "./status";
-export { isDisposableDomain, isFreeProviderDomain, isRoleBasedLocalPart } from "./lists";
+export { isDisposableDomain, isFreeProviderDomain, isRoleBasedLocalPart } from "./address-lists";
 export { suggestDomain } from "./typo";

@@ -6,7 +6,7 @@ import {
   type ProbeAddressResult,
 } from "@mailforge/bridge-contract";
 import { mapWithConcurrency, type DnsResolver } from "../dns/doh";
-import { isDisposableDomain, isFreeProviderDomain, isRoleBasedLocalPart } from "./lists";
+import { isDisposableDomain, isFreeProviderDomain, isRoleBasedLocalPart } from "./address-lists";
 import type { MailboxProber } from "./mailbox";
 import {
   MAILBOX_CONFIRMED_SCORE,

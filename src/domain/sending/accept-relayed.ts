@@ -10,7 +10,7 @@ import { parseMailbox } from "./addresses";
 import { headerBlock, withoutHeaderFields } from "./header-block";
 import { sendLimits, tagPattern } from "./rules";
 import { domainOf } from "./mime";
-import { relayTracking, relayTrackingHeader } from "../tracking/relay";
+import { relayTracking, relayTrackingHeader } from "../tracking/track-relayed";
 
 /** The relay, like POST /send, needs both the Email API and the SMTP relay features (spec, Endpoints rule 1). */
 export function relayFeatureRefusal(account: Account): Refusal | undefined {

@@ -20,7 +20,7 @@
 import { and, count, eq, or, sql, type SQL } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { contacts, lists, segments, type SegmentCondition } from "../../db/schema";
-import { audienceWhere } from "./audience";
+import { audienceWhere } from "../campaigns/audience";
 import type { FieldErrors } from "../../errors";
 import { newId, nowIso } from "../../lib/ids";
 import { keysetPage } from "../../lib/pagination";

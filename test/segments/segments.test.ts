@@ -4,7 +4,7 @@ import { drizzle } from "drizzle-orm/d1";
 import { beforeAll, describe, expect, it } from "vitest";
 import { statement } from "../../src/db/client";
 import { contacts, listMembers } from "../../src/db/schema";
-import { segmentWhere, type SegmentCondition } from "../../src/domain/campaigns/segments";
+import { segmentWhere, type SegmentCondition } from "../../src/domain/segments/segments";
 import { call, createAccount, createKey, json, type CreatedAccount } from "../helpers";
 import { createContact, createList, type Contact, type ErrorBody } from "../contacts/helpers";
 

@@ -15,7 +15,7 @@ import {
 } from "@mailforge/bridge-contract";
 import type { z } from "zod";
 import { findVerifiedDomain } from "../domain/domains/domains";
-import { acceptRelayMessage, relayFeatureRefusal } from "../domain/sending/relay";
+import { acceptRelayMessage, relayFeatureRefusal } from "../domain/sending/accept-relayed";
 import { domainOf } from "../domain/sending/mime";
 import { authenticateSmtpCredential, findActiveCredential } from "../domain/smtp/credentials";
 import { acceptRefusalError, AppError, fieldErrors, refusalError, validationError } from "../errors";
