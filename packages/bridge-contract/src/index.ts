@@ -3,7 +3,7 @@ import { sha256 } from "@noble/hashes/sha2.js";
 import { bytesToHex } from "@noble/hashes/utils.js";
 import { z } from "zod";
 
-// The one contract between the Worker's /internal/relay routes (src/internal/relay.ts) and the SMTP bridge's client
+// The one contract between the Worker's /internal/relay routes (src/internal/bridge-api.ts) and the SMTP bridge's client
 // (smtp-bridge/src/worker-client.ts): paths, request and response bodies, and the request signature. Both import
 // this file, so a change to either side that the other would not understand fails to typecheck.
 //
@@ -67,7 +67,7 @@ export const MessageRequest = z.object({
 });
 /**
  * The stored message. `replayed`: this submission (same credential, envelope and bytes) was already accepted, and
- * this is that first acceptance's answer; nothing new was stored or charged (src/domain/sending/relay.ts).
+ * this is that first acceptance's answer; nothing new was stored or charged (src/domain/sending/accept-relayed.ts).
  */
 export const MessageResponse = z.object({
   id: id,
