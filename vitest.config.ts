@@ -70,25 +70,33 @@ const storageFreeFiles = [
 /**
  * Test files that act on everything in their runtime rather than on accounts of their own: the cron and the sweeps
  * (they process every account's rows), fake clocks and spies (they change the isolate the Worker runs in), and the
- * in-memory key cache. Each keeps a workerd and storage of its own. Found by reading the files, so a new file that
- * runs the cron is isolated without anyone remembering to list it.
+ * in-memory key cache. They share runtimes with each other, one file at a time, but not with the files that keep to
+ * their own accounts (workers-shared), whose leftovers they would otherwise sweep. Found by reading the files, so a new file that runs the cron joins them
+ * without anyone remembering to list it.
  */
-const globalStatePattern = /runCron|\.scheduled\(|sweep[A-Z]\w*\(|requeue\w*\(|purgeExpiredData|vi\.(useFakeTimers|spyOn|mock|stubGlobal)/;
-const isolatedByName = ["test/platform/auth-cache.test.ts"];
+const globalStatePattern =
+  /runCron|\.scheduled\(|sweep[A-Z]\w*\(|requeue\w*\(|purgeExpiredData|vi\.(useFakeTimers|spyOn|mock|stubGlobal)|authenticateApiKey/;
+/**
+ * Files whose checks depend on what no other file left behind, so each keeps a runtime and storage of its own: the
+ * cron re-checks the 50 domains checked longest ago, which in a runtime full of other files' domains are not this
+ * file's.
+ */
+const isolatedByName = ["test/send/domains.test.ts"];
 
-function workersTestFiles(): { isolated: string[]; shared: string[] } {
+function workersTestFiles(): { isolated: string[]; global: string[]; shared: string[] } {
   const files = readdirSync("test", { recursive: true, encoding: "utf8" })
     .filter((file) => file.endsWith(".test.ts") && !/^(e2e|node)\//.test(file))
     .map((file) => `test/${file.replaceAll("\\", "/")}`)
     .filter((file) => !storageFreeFiles.includes(file))
     .sort();
-  const isolated = files.filter((file) => isolatedByName.includes(file) || globalStatePattern.test(readFileSync(file, "utf8")));
-  return { isolated, shared: files.filter((file) => !isolated.includes(file)) };
+  const isolated = files.filter((file) => isolatedByName.includes(file));
+  const global = files.filter((file) => !isolated.includes(file) && globalStatePattern.test(readFileSync(file, "utf8")));
+  return { isolated, global, shared: files.filter((file) => !isolated.includes(file) && !global.includes(file)) };
 }
 
 export default defineConfig(async () => {
   const migrations = await readD1Migrations("./migrations");
-  const { isolated, shared } = workersTestFiles();
+  const { isolated, global, shared } = workersTestFiles();
   return {
     plugins: [
       cloudflareTest(({ inject }) => ({
@@ -152,7 +160,7 @@ export default defineConfig(async () => {
     ],
     test: {
       globalSetup: ["./test/setup/global-setup.ts", "./test/setup/ai-provider.ts"],
-      // Each file gets its own workerd (its own D1, queues, Durable Objects). Vitest's default of cores − 1 runs them
+      // Each worker is a workerd of its own (its own D1, queues, Durable Objects). Vitest's default of cores − 1 runs
       // one at a time on 2 cores, while most of a file's time is spent waiting on queues and loopback servers.
       maxWorkers: 3,
       // Two workerd runtimes share 2 cores with whatever else the machine runs; a test that waits on real queues
@@ -160,10 +168,11 @@ export default defineConfig(async () => {
       testTimeout: 15_000,
       deps: { optimizer: { ssr: { enabled: true, include: importedPackages() } } },
       projects: [
-        // Loading the Worker into a fresh workerd and migrating its D1 costs ~8 s of CPU per file, more than most
-        // files' tests take. So only files that touch global state (above) get a runtime of their own; the rest run
-        // one after another in two runtimes whose storage they share, each test making its own account.
+        // Loading the Worker into a fresh workerd and migrating its D1 costs ~8 s of CPU per runtime, more than most
+        // files' tests take. So files run one after another in a few runtimes whose storage they share (`isolate:
+        // false`), each test making its own account; only the files listed by name get a runtime of their own.
         { extends: true, test: { name: "workers-isolated", include: isolated, setupFiles: ["./test/setup/apply-migrations.ts"] } },
+        { extends: true, test: { name: "workers-global", include: global, isolate: false, setupFiles: ["./test/setup/apply-migrations.ts"] } },
         { extends: true, test: { name: "workers-shared", include: shared, isolate: false, setupFiles: ["./test/setup/apply-migrations.ts"] } },
         // Pure functions: no storage, so no migrations either.
         { extends: true, test: { name: "workers-pure", include: storageFreeFiles, isolate: false } },

@@ -1,6 +1,7 @@
-// `npm run test:suites`: the Workers-runtime and Node suites at the same time (a Node-side file mostly waits on
-// servers, so it fits beside the Workers runtime's CPU), failing if either fails. A Node script rather than a shell
-// line (`a & b; wait`), so that `npm test` runs the same under cmd.exe as under sh.
+// `npm test`: lint, then the SDK's build (the scripts' typecheck and the e2e SDK test read it), then at once the rest
+// of the typecheck, the Workers-runtime suite and the Node suite, failing if any fails. On 2 cores the three fit
+// together: most of a Node-side file's time is waiting on servers, and the typecheck is one core for half a minute.
+// A Node script rather than a shell line (`a & b; wait`), so that `npm test` runs the same under cmd.exe as under sh.
 import { spawn } from "node:child_process";
 
 const npm = process.platform === "win32" ? "npm.cmd" : "npm";
@@ -9,13 +10,18 @@ const npm = process.platform === "win32" ? "npm.cmd" : "npm";
 // works under cmd.exe too.
 if (process.argv.includes("--full")) process.env.FUZZ_REQUESTS_PER_OPERATION = "70";
 
-function run(script: string): Promise<number> {
+function run(...args: string[]): Promise<number> {
   return new Promise((resolve) => {
-    const child = spawn(npm, ["run", script], { stdio: "inherit", shell: process.platform === "win32" });
+    const child = spawn(npm, ["run", ...args], { stdio: "inherit", shell: process.platform === "win32" });
     child.once("error", () => resolve(1));
     child.once("exit", (code, signal) => resolve(code ?? (signal ? 1 : 0)));
   });
 }
 
-const codes = await Promise.all([run("test:worker"), run("test:node")]);
-process.exit(codes.find((code) => code !== 0) ?? 0);
+const failed = (codes: number[]) => codes.find((code) => code !== 0);
+
+for (const step of [["lint"], ["build", "-w", "sdk"]]) {
+  const code = await run(...step);
+  if (code !== 0) process.exit(code);
+}
+process.exit(failed(await Promise.all([run("typecheck:code"), run("test:worker"), run("test:node")])) ?? 0);

@@ -83,6 +83,12 @@ function recordDatabaseId(configPath: string, name: string, previous: string | u
   writeFileSync(configPath, `${text.slice(0, line)}database_id = "${id}"${text.slice(line + `database_id = "${previous}"`.length)}`);
 }
 
+/** Starts `work` at once; awaited later, in the order of the steps, so the first step's failure is the one reported. */
+function started<T>(work: Promise<T>): Promise<T> {
+  work.catch(() => {});
+  return work;
+}
+
 /** Creates what is missing, one resource at a time, and says what it found or did for each. Stops at the first failure. */
 export async function provision(
   wrangler: Wrangler,
@@ -96,30 +102,35 @@ export async function provision(
     report(step);
   };
   try {
-    if (resources.databases.length > 0) {
-      const ids = await databaseIds(wrangler);
-      for (const database of resources.databases) {
-        let id = ids.get(database.name);
-        const action = id ? "exists" : "created";
-        if (!id) {
-          await run(wrangler, ["d1", "create", database.name]);
-          id = (await databaseIds(wrangler)).get(database.name);
-          if (!id) throw new ProvisionError(`D1 database ${database.name} was created but is not listed`);
-        }
-        const recorded = database.id !== undefined && !placeholderId.test(database.id);
-        if (!recorded) recordDatabaseId(configPath, database.name, database.id, id);
-        else if (database.id !== id)
-          throw new ProvisionError(`wrangler.toml names D1 database ${database.name} with id ${database.id}, but the account's has id ${id}`);
-        record({ kind: "database", name: database.name, action, detail: recorded ? id : `${id} (written to wrangler.toml)` });
+    // Every lookup at once (each is a wrangler process of a few seconds, and a project has ten queues); then the
+    // creations, one at a time, in the order the steps are reported.
+    const databasesLookup = started(resources.databases.length > 0 ? databaseIds(wrangler) : Promise.resolve(new Map<string, string>()));
+    const queuesLookup = started(Promise.all(resources.queues.map((queue) => exists(wrangler, ["queues", "info", queue]))));
+    const bucketsLookup = started(Promise.all(resources.buckets.map((bucket) => exists(wrangler, ["r2", "bucket", "info", bucket]))));
+    const ids = await databasesLookup;
+    for (const database of resources.databases) {
+      let id = ids.get(database.name);
+      const action = id ? "exists" : "created";
+      if (!id) {
+        await run(wrangler, ["d1", "create", database.name]);
+        id = (await databaseIds(wrangler)).get(database.name);
+        if (!id) throw new ProvisionError(`D1 database ${database.name} was created but is not listed`);
       }
+      const recorded = database.id !== undefined && !placeholderId.test(database.id);
+      if (!recorded) recordDatabaseId(configPath, database.name, database.id, id);
+      else if (database.id !== id)
+        throw new ProvisionError(`wrangler.toml names D1 database ${database.name} with id ${database.id}, but the account's has id ${id}`);
+      record({ kind: "database", name: database.name, action, detail: recorded ? id : `${id} (written to wrangler.toml)` });
     }
-    for (const queue of resources.queues) {
-      const found = await exists(wrangler, ["queues", "info", queue]);
+    const queuesFound = await queuesLookup;
+    for (const [index, queue] of resources.queues.entries()) {
+      const found = queuesFound[index];
       if (!found) await run(wrangler, ["queues", "create", queue]);
       record({ kind: "queue", name: queue, action: found ? "exists" : "created" });
     }
-    for (const bucket of resources.buckets) {
-      const found = await exists(wrangler, ["r2", "bucket", "info", bucket]);
+    const bucketsFound = await bucketsLookup;
+    for (const [index, bucket] of resources.buckets.entries()) {
+      const found = bucketsFound[index];
       if (!found) await run(wrangler, ["r2", "bucket", "create", bucket]);
       record({ kind: "bucket", name: bucket, action: found ? "exists" : "created" });
     }
