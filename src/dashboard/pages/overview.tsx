@@ -2,6 +2,7 @@ import { Hono } from "hono";
 import { balancesOf } from "../../domain/accounts/accounts";
 import { defaultRange, overviewReport, type Overview, type ReportCounts } from "../../domain/reports/reports";
 import { requireSection } from "../guard";
+import { Counts, Stat } from "../components/stats";
 import { Empty, Shell, percent } from "../layout";
 import type { DashboardEnv } from "../session";
 
@@ -65,16 +66,7 @@ function OverviewPage({ report }: { report: Overview }) {
           ) : (
             <Empty>No mail has finished sending today.</Empty>
           )}
-          {today ? (
-            <dl class="counts">
-              {chartSeries.map(([counter, label]) => (
-                <div>
-                  <dt>{label}</dt>
-                  <dd>{today[counter].toLocaleString("en")}</dd>
-                </div>
-              ))}
-            </dl>
-          ) : null}
+          {today ? <Counts counts={chartSeries.map(([counter, label]) => [label, today[counter]])} /> : null}
         </div>
         <div class="card">
           <h2>
@@ -94,14 +86,7 @@ function OverviewPage({ report }: { report: Overview }) {
           ) : (
             <Empty>No mail in the last 30 days. Send a message and its delivery and engagement show here.</Empty>
           )}
-          <dl class="counts">
-            {chartSeries.map(([counter, label]) => (
-              <div>
-                <dt>{label}</dt>
-                <dd>{report.totals[counter].toLocaleString("en")}</dd>
-              </div>
-            ))}
-          </dl>
+          <Counts counts={chartSeries.map(([counter, label]) => [label, report.totals[counter]])} />
         </div>
       </section>
       <section class="card">
@@ -142,20 +127,13 @@ export const overviewPages = new Hono<DashboardEnv>().get("/", async (c) => {
   return c.html(
     <Shell title="Overview" auth={auth} csrfToken={c.get("csrfToken")} current="/dashboard">
       <section class="grid stats">
-        <div class="card stat">
-          <div class="stat-label">Sending credits</div>
-          <div class="stat-value">{balances.send.available.toLocaleString("en")}</div>
-          <div class="hint">{balances.send.reserved.toLocaleString("en")} reserved by campaigns</div>
-        </div>
-        <div class="card stat">
-          <div class="stat-label">Verification credits</div>
-          <div class="stat-value">{balances.verify.available.toLocaleString("en")}</div>
-        </div>
-        <div class="card stat">
-          <div class="stat-label">Plan</div>
-          <div class="stat-value">{auth.account.plan}</div>
-          <div class="hint">{auth.account.dailySendLimit.toLocaleString("en")} emails a day</div>
-        </div>
+        <Stat
+          label="Sending credits"
+          value={balances.send.available.toLocaleString("en")}
+          hint={`${balances.send.reserved.toLocaleString("en")} reserved by campaigns`}
+        />
+        <Stat label="Verification credits" value={balances.verify.available.toLocaleString("en")} />
+        <Stat label="Plan" value={auth.account.plan} hint={`${auth.account.dailySendLimit.toLocaleString("en")} emails a day`} />
       </section>
       <OverviewPage report={report} />
     </Shell>,

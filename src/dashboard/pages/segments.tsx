@@ -21,6 +21,8 @@ import { contactTextFields } from "../../domain/contacts/contacts";
 import { listLists } from "../../domain/contacts/lists";
 import { notFound, validationError } from "../../errors";
 import { parsedOrThrow, requireLiveKey, requireSection } from "../guard";
+import { PostButton } from "../components/post-button";
+import { Table } from "../components/table";
 import { Csrf, Empty, Notice, Shell, formatTime } from "../layout";
 import type { DashboardEnv } from "../session";
 
@@ -151,34 +153,22 @@ export const segmentPages = new Hono<DashboardEnv>()
         {c.req.query("deleted") ? <Notice kind="ok">Segment deleted.</Notice> : null}
         <section class="card">
           <h2>Segments</h2>
-          {rows.length === 0 ? (
-            <Empty>No segments yet. Build one below from contact fields, custom fields and list membership; campaigns can then target it.</Empty>
-          ) : (
-            <div class="table-wrap">
-              <table>
-                <thead>
-                  <tr>
-                    <th scope="col">Name</th>
-                    <th scope="col">Conditions</th>
-                    <th scope="col">Updated</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {rows.map((segment) => (
-                    <tr>
-                      <td class="wrap">
-                        <a href={`/dashboard/segments/${segment.id}`}>{segment.name}</a>
-                      </td>
-                      <td>
-                        {segment.conditions.length} ({segment.match === "all" ? "all must match" : "any may match"})
-                      </td>
-                      <td>{formatTime(segment.updatedAt)}</td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </div>
-          )}
+          <Table
+            head={["Name", "Conditions", "Updated"]}
+            rows={rows}
+            empty="No segments yet. Build one below from contact fields, custom fields and list membership; campaigns can then target it."
+            row={(segment) => (
+              <tr>
+                <td class="wrap">
+                  <a href={`/dashboard/segments/${segment.id}`}>{segment.name}</a>
+                </td>
+                <td>
+                  {segment.conditions.length} ({segment.match === "all" ? "all must match" : "any may match"})
+                </td>
+                <td>{formatTime(segment.updatedAt)}</td>
+              </tr>
+            )}
+          />
         </section>
         <section class="card">
           <h2>New segment</h2>
@@ -238,12 +228,9 @@ export const segmentPages = new Hono<DashboardEnv>()
           <section class="card">
             <h2>Conditions</h2>
             <Builder segment={segment} csrfToken={csrfToken} countUrl="/dashboard/segments/count" />
-            <form method="post" action={`/dashboard/segments/${segment.id}/delete`} class="inline">
-              <Csrf token={csrfToken} />
-              <button type="submit" class="danger">
-                Delete segment
-              </button>
-            </form>
+            <PostButton action={`/dashboard/segments/${segment.id}/delete`} csrfToken={csrfToken} tone="danger" layout="inline">
+              Delete segment
+            </PostButton>
           </section>
           <section class="card">
             <h2>Who matches now</h2>
