@@ -24,3 +24,14 @@ export function Counts({ counts }: { counts: [label: string, count: number][] })
     </dl>
   );
 }
+
+/** What dashboard.js draws with uPlot: x values (Unix seconds, or indexes into `categories`) and one series a line or bar. */
+export type ChartData = { kind: "lines" | "bars"; x: number[]; categories?: string[]; series: { label: string; values: number[] }[] };
+
+/** A chart drawn by dashboard.js; `label` says in words what it shows. */
+export function Chart({ data, label }: { data: ChartData; label: string }) {
+  return <div class="chart" data-chart={JSON.stringify(data)} role="img" aria-label={label} />;
+}
+
+/** A daily report's days as a time axis: the Unix seconds of each UTC midnight. */
+export const dayAxis = (days: { date: string }[]) => days.map((day) => Date.parse(`${day.date}T00:00:00Z`) / 1000);

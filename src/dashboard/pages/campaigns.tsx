@@ -28,7 +28,7 @@ import { parseMailbox } from "../../domain/sending/addresses";
 import { escapeHtml } from "../../domain/sending/render";
 import { findTemplate, listTemplates, type TemplateRow } from "../../domain/templates/templates";
 import { acceptRefusalError, AppError, notFound, validationError, type FieldErrors } from "../../errors";
-import { field, parsedOrThrow, requireLiveKey, requireSection } from "../guard";
+import { field, parsedOrThrow, requireSection, sectionGuard } from "../guard";
 import { PostButton } from "../components/post-button";
 import { Table } from "../components/table";
 import { Csrf, Empty, Notice, Progress, Shell, StatusBadge, formatTime, framedMailCsp, percent } from "../layout";
@@ -36,10 +36,7 @@ import type { DashboardEnv } from "../session";
 
 type Page = Context<DashboardEnv>;
 
-function guard(c: Page, change?: string) {
-  requireSection(c, "campaigns", "campaigns");
-  if (change) requireLiveKey(c, change);
-}
+const guard = sectionGuard("campaigns", "campaigns");
 
 type Form = Record<string, string | File | (string | File)[]>;
 

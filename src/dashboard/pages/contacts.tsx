@@ -10,6 +10,7 @@ import { listMessages, recipientsOfMessages } from "../../domain/sending/message
 import { AppError, notFound } from "../../errors";
 import { field, parsedOrThrow, requireLiveKey, requireSection } from "../guard";
 import { AnyOf } from "../components/any-of";
+import { NameForm } from "../components/name-form";
 import { PostButton } from "../components/post-button";
 import { Table } from "../components/table";
 import { Csrf, Empty, Notice, Pager, Progress, Shell, StatusBadge, formatTime, pageOfRows } from "../layout";
@@ -150,14 +151,7 @@ export const contactPages = new Hono<DashboardEnv>()
                 </tr>
               )}
             />
-            <form method="post" action="/dashboard/contacts/lists" class="inline">
-              <Csrf token={c.get("csrfToken")} />
-              <label>
-                New list
-                <input name="name" type="text" required maxlength={200} />
-              </label>
-              <button type="submit">Create list</button>
-            </form>
+            <NameForm action="/dashboard/contacts/lists" csrfToken={c.get("csrfToken")} label="New list" maxlength={200} submit="Create list" />
           </section>
           <section class="card">
             <h2>Import a CSV</h2>

@@ -4,6 +4,7 @@ import { AppError, notFound } from "../../errors";
 import { BOUNCE_RATE_LIMIT, COMPLAINT_RATE_LIMIT, domainRates, type DomainRates } from "../../domain/feedback/reputation";
 import { setWarmup, todaysCap, warmupPresets, warmupSentToday, type WarmupPreset } from "../../domain/feedback/warmup";
 import { field, requireLiveKey, requireSection } from "../guard";
+import { NameForm } from "../components/name-form";
 import { PostButton } from "../components/post-button";
 import { Table } from "../components/table";
 import { Copyable, Csrf, Notice, Shell, StatusBadge, formatTime } from "../layout";
@@ -165,14 +166,14 @@ export const domainPages = new Hono<DashboardEnv>()
         </section>
         <section class="card">
           <h2>Add a domain</h2>
-          <form method="post" action="/dashboard/domains" class="inline">
-            <Csrf token={c.get("csrfToken")} />
-            <label>
-              Domain
-              <input name="name" type="text" required maxlength={253} placeholder="mail.example.com" />
-            </label>
-            <button type="submit">Add domain</button>
-          </form>
+          <NameForm
+            action="/dashboard/domains"
+            csrfToken={c.get("csrfToken")}
+            label="Domain"
+            maxlength={253}
+            placeholder="mail.example.com"
+            submit="Add domain"
+          />
         </section>
       </Shell>,
     );

@@ -2,7 +2,7 @@ import { Hono } from "hono";
 import { balancesOf } from "../../domain/accounts/accounts";
 import { defaultRange, overviewReport, type Overview, type ReportCounts } from "../../domain/reports/reports";
 import { requireSection } from "../guard";
-import { Counts, Stat } from "../components/stats";
+import { Chart, Counts, Stat, dayAxis, type ChartData } from "../components/stats";
 import { Empty, Shell, percent } from "../layout";
 import type { DashboardEnv } from "../session";
 
@@ -20,14 +20,8 @@ const chartSeries = [
   ["unique_clicks", "Clicked"],
 ] as const satisfies readonly (readonly [keyof ReportCounts, string])[];
 
-/** What dashboard.js draws: labels, x values (Unix seconds or category indexes) and one array per series. */
-function chartData(kind: "lines" | "bars", x: number[], rows: ReportCounts[], categories?: string[]) {
-  return JSON.stringify({
-    kind,
-    x,
-    categories,
-    series: chartSeries.map(([counter, label]) => ({ label, values: rows.map((row) => row[counter]) })),
-  });
+function chartData(kind: ChartData["kind"], x: number[], rows: ReportCounts[], categories?: string[]): ChartData {
+  return { kind, x, categories, series: chartSeries.map(([counter, label]) => ({ label, values: rows.map((row) => row[counter]) })) };
 }
 
 function RateMeter({ label, value, warn, limit, note }: { label: string; value: number; warn: number; limit: number; note: string }) {
@@ -52,16 +46,14 @@ function OverviewPage({ report }: { report: Overview }) {
         <div class="card">
           <h2>Today ({report.to})</h2>
           {today && today.sent + today.delivered + today.hard_bounces > 0 ? (
-            <div
-              class="chart"
-              data-chart={chartData(
+            <Chart
+              data={chartData(
                 "bars",
                 chartSeries.map((_, index) => index),
                 [today],
                 chartSeries.map(([, label]) => label),
               )}
-              role="img"
-              aria-label={`Today: ${chartSeries.map(([counter, label]) => `${label} ${today[counter]}`).join(", ")}`}
+              label={`Today: ${chartSeries.map(([counter, label]) => `${label} ${today[counter]}`).join(", ")}`}
             />
           ) : (
             <Empty>No mail has finished sending today.</Empty>
@@ -73,15 +65,9 @@ function OverviewPage({ report }: { report: Overview }) {
             Last 30 days ({report.from} to {report.to})
           </h2>
           {hasMail ? (
-            <div
-              class="chart"
-              data-chart={chartData(
-                "lines",
-                report.daily.map((day) => Date.parse(`${day.date}T00:00:00Z`) / 1000),
-                report.daily,
-              )}
-              role="img"
-              aria-label={`Last 30 days: ${chartSeries.map(([counter, label]) => `${label} ${report.totals[counter]}`).join(", ")}`}
+            <Chart
+              data={chartData("lines", dayAxis(report.daily), report.daily)}
+              label={`Last 30 days: ${chartSeries.map(([counter, label]) => `${label} ${report.totals[counter]}`).join(", ")}`}
             />
           ) : (
             <Empty>No mail in the last 30 days. Send a message and its delivery and engagement show here.</Empty>

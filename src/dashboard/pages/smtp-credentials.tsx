@@ -2,9 +2,10 @@ import { Hono, type Context } from "hono";
 import { createSmtpCredential, listSmtpCredentials, revokeSmtpCredential } from "../../domain/smtp/credentials";
 import { AppError, notFound } from "../../errors";
 import { field, requireSection } from "../guard";
+import { NameForm } from "../components/name-form";
 import { PostButton } from "../components/post-button";
 import { Table } from "../components/table";
-import { Copyable, Csrf, Notice, Shell, formatTime } from "../layout";
+import { Copyable, Notice, Shell, formatTime } from "../layout";
 import type { DashboardEnv } from "../session";
 
 async function credentialsPage(c: Context<DashboardEnv>, created?: { username: string; password: string }) {
@@ -55,14 +56,14 @@ async function credentialsPage(c: Context<DashboardEnv>, created?: { username: s
       </section>
       <section class="card">
         <h2>Create a credential</h2>
-        <form method="post" action="/dashboard/smtp-credentials" class="inline">
-          <Csrf token={csrfToken} />
-          <label>
-            Name
-            <input name="name" type="text" required maxlength={100} placeholder="WordPress" />
-          </label>
-          <button type="submit">Create credential</button>
-        </form>
+        <NameForm
+          action="/dashboard/smtp-credentials"
+          csrfToken={csrfToken}
+          label="Name"
+          maxlength={100}
+          placeholder="WordPress"
+          submit="Create credential"
+        />
       </section>
     </Shell>,
     created ? 201 : 200,

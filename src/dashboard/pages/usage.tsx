@@ -3,7 +3,7 @@ import { config } from "../../config";
 import { balancesOf } from "../../domain/accounts/accounts";
 import { defaultRange, usageReport } from "../../domain/reports/reports";
 import { requireSection } from "../guard";
-import { Counts, Stat } from "../components/stats";
+import { Chart, Counts, Stat, dayAxis } from "../components/stats";
 import { Table } from "../components/table";
 import { Empty, Shell } from "../layout";
 import type { DashboardEnv } from "../session";
@@ -44,19 +44,17 @@ export const usagePages = new Hono<DashboardEnv>().get("/usage", async (c) => {
           Last 30 days ({usage.from} to {usage.to})
         </h2>
         {active ? (
-          <div
-            class="chart"
-            role="img"
-            aria-label={`API calls ${usage.api_calls}, emails sent ${usage.emails_sent}, verifications ${usage.verifications}`}
-            data-chart={JSON.stringify({
+          <Chart
+            data={{
               kind: "lines",
-              x: usage.daily.map((day) => Date.parse(`${day.date}T00:00:00Z`) / 1000),
+              x: dayAxis(usage.daily),
               series: [
                 { label: "API calls", values: usage.daily.map((day) => day.api_calls) },
                 { label: "Emails sent", values: usage.daily.map((day) => day.emails_sent) },
                 { label: "Verifications", values: usage.daily.map((day) => day.verifications) },
               ],
-            })}
+            }}
+            label={`API calls ${usage.api_calls}, emails sent ${usage.emails_sent}, verifications ${usage.verifications}`}
           />
         ) : (
           <Empty>No usage in the last 30 days.</Empty>

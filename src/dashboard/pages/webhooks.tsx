@@ -13,7 +13,7 @@ import {
 } from "../../domain/webhooks/endpoints";
 import { replayEvent, sendTestEvent, type AttemptResult } from "../../domain/webhooks/delivery";
 import { AppError, notFound } from "../../errors";
-import { field, requireLiveKey, requireSection } from "../guard";
+import { field, sectionGuard } from "../guard";
 import { PostButton } from "../components/post-button";
 import { SecretOnce } from "../components/secret-once";
 import { Table } from "../components/table";
@@ -22,10 +22,7 @@ import type { DashboardEnv } from "../session";
 
 type Page = Context<DashboardEnv>;
 
-function guard(c: Page, change?: string) {
-  requireSection(c, "webhooks");
-  if (change) requireLiveKey(c, change);
-}
+const guard = sectionGuard("webhooks");
 
 function AttemptNotice({ what, result }: { what: string; result: AttemptResult }) {
   return (
