@@ -17,21 +17,19 @@ import {
 import { automationChangeInput, automationInput } from "../../domain/automations/input";
 import { findRun, listRuns } from "../../domain/automations/runs";
 import type { Step } from "../../domain/automations/steps";
-import { segmentOperators } from "../../domain/campaigns/segments";
 import { listSenders } from "../../domain/campaigns/senders";
 import { contactTextFields } from "../../domain/contacts/contacts";
 import { listLists } from "../../domain/contacts/lists";
 import { listTemplates } from "../../domain/templates/templates";
 import { fieldErrors, notFound, type FieldErrors } from "../../errors";
 import { describeErrors, requireLiveKey, requireSection } from "../guard";
+import { ConditionRows, MatchSelect, conditionsOf, shownValue, type Form } from "../components/conditions";
 import { PostButton } from "../components/post-button";
 import { Table } from "../components/table";
 import { Copyable, Csrf, Notice, Shell, StatusBadge, formatTime } from "../layout";
 import type { DashboardEnv } from "../session";
-import { conditionsOf } from "./segments";
 
 type Page = Context<DashboardEnv>;
-type Form = Record<string, string | File | (string | File)[]>;
 /** A step as the form gave it, before the schema has judged it (shown back as typed when refused). */
 type Draft = Record<string, unknown> & { type: StepType };
 
@@ -123,13 +121,11 @@ function describeStep(step: Step, names: Map<string, string>): string {
       return `Update the contact: ${changes.join(", ")}`;
     }
     case "condition":
-      return `Continue only if ${step.match === "any" ? "any" : "all"} of: ${step.conditions.map((condition) => `${condition.field} ${condition.op} ${shown(condition.value)}`.trim()).join("; ")}`;
+      return `Continue only if ${step.match === "any" ? "any" : "all"} of: ${step.conditions.map((condition) => `${condition.field} ${condition.op} ${shownValue(condition.value)}`.trim()).join("; ")}`;
     case "webhook":
       return `Call ${step.url}`;
   }
 }
-
-const shown = (value: unknown) => (Array.isArray(value) ? value.join(", ") : value === undefined ? "" : String(value));
 
 function humanDuration(seconds: number): string {
   for (const [unit, size] of [
@@ -314,38 +310,10 @@ function StepFields({ step, choices, errors }: { step: Draft; choices: Choices; 
       return (
         <>
           <label for="step-match">The run continues when the contact matches</label>
-          <select id="step-match" name="match">
-            <option value="all" selected={step.match !== "any"}>
-              all conditions
-            </option>
-            <option value="any" selected={step.match === "any"}>
-              any condition
-            </option>
-          </select>
+          <MatchSelect id="step-match" match={step.match} />
           <fieldset class="conditions">
             <legend>Conditions, as in segments (a custom field is custom_fields.key; list takes list ids)</legend>
-            {rows.map((condition, index) => (
-              <div class="condition">
-                <label>
-                  Field
-                  <input name="field" type="text" value={condition?.field ?? ""} aria-label={`Condition ${index + 1} field`} />
-                </label>
-                <label>
-                  Operator
-                  <select name="op" aria-label={`Condition ${index + 1} operator`}>
-                    {segmentOperators.map((op) => (
-                      <option value={op} selected={condition?.op === op}>
-                        {op.replace("_", " ")}
-                      </option>
-                    ))}
-                  </select>
-                </label>
-                <label>
-                  Value
-                  <input name="value" type="text" value={shown(condition?.value)} aria-label={`Condition ${index + 1} value`} />
-                </label>
-              </div>
-            ))}
+            <ConditionRows rows={rows} />
           </fieldset>
           <FieldError errors={errors} name="conditions" />
           <p class="hint">When the contact does not match, the run stops here.</p>

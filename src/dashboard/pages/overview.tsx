@@ -2,8 +2,8 @@ import { Hono } from "hono";
 import { balancesOf } from "../../domain/accounts/accounts";
 import { defaultRange, overviewReport, type Overview, type ReportCounts } from "../../domain/reports/reports";
 import { requireSection } from "../guard";
-import { Chart, Counts, Stat, dayAxis, type ChartData } from "../components/stats";
-import { Empty, Shell, percent } from "../layout";
+import { ChartCard, Stat, dayAxis, type ChartData } from "../components/stats";
+import { Shell, percent } from "../layout";
 import type { DashboardEnv } from "../session";
 
 // Gmail's and Yahoo's bulk-sender rules: keep spam complaints under 0.1%, never reach 0.3%. Neither publishes a bounce
@@ -43,37 +43,37 @@ function OverviewPage({ report }: { report: Overview }) {
   return (
     <>
       <section class="grid charts">
-        <div class="card">
-          <h2>Today ({report.to})</h2>
-          {today && today.sent + today.delivered + today.hard_bounces > 0 ? (
-            <Chart
-              data={chartData(
-                "bars",
-                chartSeries.map((_, index) => index),
-                [today],
-                chartSeries.map(([, label]) => label),
-              )}
-              label={`Today: ${chartSeries.map(([counter, label]) => `${label} ${today[counter]}`).join(", ")}`}
-            />
-          ) : (
-            <Empty>No mail has finished sending today.</Empty>
-          )}
-          {today ? <Counts counts={chartSeries.map(([counter, label]) => [label, today[counter]])} /> : null}
-        </div>
-        <div class="card">
-          <h2>
-            Last 30 days ({report.from} to {report.to})
-          </h2>
-          {hasMail ? (
-            <Chart
-              data={chartData("lines", dayAxis(report.daily), report.daily)}
-              label={`Last 30 days: ${chartSeries.map(([counter, label]) => `${label} ${report.totals[counter]}`).join(", ")}`}
-            />
-          ) : (
-            <Empty>No mail in the last 30 days. Send a message and its delivery and engagement show here.</Empty>
-          )}
-          <Counts counts={chartSeries.map(([counter, label]) => [label, report.totals[counter]])} />
-        </div>
+        <ChartCard
+          title={`Today (${report.to})`}
+          chart={
+            today && today.sent + today.delivered + today.hard_bounces > 0
+              ? {
+                  data: chartData(
+                    "bars",
+                    chartSeries.map((_, index) => index),
+                    [today],
+                    chartSeries.map(([, label]) => label),
+                  ),
+                  label: `Today: ${chartSeries.map(([counter, label]) => `${label} ${today[counter]}`).join(", ")}`,
+                }
+              : undefined
+          }
+          empty="No mail has finished sending today."
+          counts={today ? chartSeries.map(([counter, label]) => [label, today[counter]]) : undefined}
+        />
+        <ChartCard
+          title={`Last 30 days (${report.from} to ${report.to})`}
+          chart={
+            hasMail
+              ? {
+                  data: chartData("lines", dayAxis(report.daily), report.daily),
+                  label: `Last 30 days: ${chartSeries.map(([counter, label]) => `${label} ${report.totals[counter]}`).join(", ")}`,
+                }
+              : undefined
+          }
+          empty="No mail in the last 30 days. Send a message and its delivery and engagement show here."
+          counts={chartSeries.map(([counter, label]) => [label, report.totals[counter]])}
+        />
       </section>
       <section class="card">
         <h2>Sender reputation (30 days)</h2>

@@ -3,10 +3,16 @@ import { config } from "../../config";
 import { balancesOf } from "../../domain/accounts/accounts";
 import { defaultRange, usageReport } from "../../domain/reports/reports";
 import { requireSection } from "../guard";
-import { Chart, Counts, Stat, dayAxis } from "../components/stats";
+import { ChartCard, Stat, dayAxis } from "../components/stats";
 import { Table } from "../components/table";
-import { Empty, Shell } from "../layout";
+import { Shell } from "../layout";
 import type { DashboardEnv } from "../session";
+
+const usageSeries = [
+  ["api_calls", "API calls"],
+  ["emails_sent", "Emails sent"],
+  ["verifications", "Verifications"],
+] as const;
 
 export const usagePages = new Hono<DashboardEnv>().get("/usage", async (c) => {
   requireSection(c, "reports");
@@ -39,34 +45,23 @@ export const usagePages = new Hono<DashboardEnv>().get("/usage", async (c) => {
           hint={`${auth.account.rateLimitPerMinute.toLocaleString("en")} API requests a minute per key`}
         />
       </section>
-      <section class="card">
-        <h2>
-          Last 30 days ({usage.from} to {usage.to})
-        </h2>
-        {active ? (
-          <Chart
-            data={{
-              kind: "lines",
-              x: dayAxis(usage.daily),
-              series: [
-                { label: "API calls", values: usage.daily.map((day) => day.api_calls) },
-                { label: "Emails sent", values: usage.daily.map((day) => day.emails_sent) },
-                { label: "Verifications", values: usage.daily.map((day) => day.verifications) },
-              ],
-            }}
-            label={`API calls ${usage.api_calls}, emails sent ${usage.emails_sent}, verifications ${usage.verifications}`}
-          />
-        ) : (
-          <Empty>No usage in the last 30 days.</Empty>
-        )}
-        <Counts
-          counts={[
-            ["API calls", usage.api_calls],
-            ["Emails sent", usage.emails_sent],
-            ["Verifications", usage.verifications],
-          ]}
-        />
-      </section>
+      <ChartCard
+        title={`Last 30 days (${usage.from} to ${usage.to})`}
+        chart={
+          active
+            ? {
+                data: {
+                  kind: "lines",
+                  x: dayAxis(usage.daily),
+                  series: usageSeries.map(([counter, label]) => ({ label, values: usage.daily.map((day) => day[counter]) })),
+                },
+                label: `API calls ${usage.api_calls}, emails sent ${usage.emails_sent}, verifications ${usage.verifications}`,
+              }
+            : undefined
+        }
+        empty="No usage in the last 30 days."
+        counts={usageSeries.map(([counter, label]) => [label, usage[counter]])}
+      />
       <section class="card">
         <h2>Credit movements (30 days)</h2>
         <Table
