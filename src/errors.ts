@@ -50,6 +50,13 @@ export class AppError extends HTTPException {
 
 export const notFound = (what: string) => new AppError("not_found", `${what} not found`);
 
+/** Deleting a list or segment that an unfinished campaign still sends to: its recipients would change under it. */
+export const audienceInUse = (what: "list" | "segment", campaign: { id: string; name: string }) =>
+  new AppError(
+    "conflict",
+    `The ${what} is in the audience of campaign ${campaign.id} ("${campaign.name}"), which has not finished; remove it there first`,
+  );
+
 /** A domain function's refusal as the HTTP error the edges answer with. */
 export function refusalError(refusal: Refusal): AppError {
   return new AppError(refusal.code, refusal.message, {

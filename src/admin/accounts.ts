@@ -6,6 +6,7 @@ import {
   serializeAccount,
   topUpAccount,
   updateAccount as changeAccount,
+  type Account,
 } from "../domain/accounts/accounts";
 import { notFound } from "../errors";
 import { adminRoute, createRouter, evenWithFieldErrors, errorResponse, IdParam, jsonBody, jsonResponse, z } from "../lib/openapi";
@@ -81,6 +82,12 @@ const topUp = adminRoute({
   responses: { 200: jsonResponse(AccountSchema, "The account with its new balances"), 404: errorResponse("No such account") },
 });
 
+/** The account as the operator API shows it, or its 404 when there is none by that id. */
+function shownAccount(account: Account | undefined) {
+  if (!account) throw notFound("Account");
+  return serializeAccount(account);
+}
+
 export const adminAccountRoutes = createRouter()
   .openapi(createAccount, async (c) => {
     const body = c.req.valid("json");
@@ -97,9 +104,7 @@ export const adminAccountRoutes = createRouter()
     return c.json({ ...serializeAccount(account), api_key: key }, 201);
   })
   .openapi(getAccount, async (c) => {
-    const account = await findAccount(drizzle(c.env.DB), c.req.valid("param").id);
-    if (!account) throw notFound("Account");
-    return c.json(serializeAccount(account), 200);
+    return c.json(shownAccount(await findAccount(drizzle(c.env.DB), c.req.valid("param").id)), 200);
   })
   .openapi(updateAccount, async (c) => {
     const body = c.req.valid("json");
@@ -111,8 +116,7 @@ export const adminAccountRoutes = createRouter()
       rateLimitPerMinute: body.rate_limit_per_minute,
       aiGenerationsPerMonth: body.ai_generations_per_month,
     });
-    if (!account) throw notFound("Account");
-    return c.json(serializeAccount(account), 200);
+    return c.json(shownAccount(account), 200);
   })
   .openapi(topUp, async (c) => {
     const body = c.req.valid("json");
@@ -121,6 +125,5 @@ export const adminAccountRoutes = createRouter()
       verify: body.verify,
       note: body.note ?? "operator top-up",
     });
-    if (!account) throw notFound("Account");
-    return c.json(serializeAccount(account), 200);
+    return c.json(shownAccount(account), 200);
   });

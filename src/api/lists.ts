@@ -13,7 +13,7 @@ import {
   updateList as changeList,
 } from "../domain/contacts/lists";
 import { listChangeInput, listInput, listMembersInput, MEMBERS_PER_REQUEST } from "../domain/contacts/input";
-import { AppError, notFound, validationError, type FieldErrors } from "../errors";
+import { audienceInUse, notFound, validationError, type FieldErrors } from "../errors";
 import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 import { pageOf } from "../lib/pagination";
 
@@ -124,11 +124,7 @@ const removeMember = keyedRoute("contacts", {
 /** Deletes the list as DELETE /lists/{id} does (the dashboard too): refused while an unfinished campaign targets it. */
 export async function deleteListOrThrow(d1: D1Database, accountId: string, id: string): Promise<void> {
   const user = await campaignUsing(d1, accountId, id);
-  if (user)
-    throw new AppError(
-      "conflict",
-      `The list is in the audience of campaign ${user.id} ("${user.name}"), which has not finished; remove it there first`,
-    );
+  if (user) throw audienceInUse("list", user);
   if (!(await removeList(d1, accountId, id))) throw notFound("List");
 }
 

@@ -13,7 +13,7 @@ import {
   type SegmentRow,
 } from "../domain/segments/segments";
 import { segmentChangeInput, segmentInput } from "../domain/segments/input";
-import { AppError, notFound, validationError } from "../errors";
+import { audienceInUse, notFound, validationError } from "../errors";
 import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 import { pageOf } from "../lib/pagination";
 
@@ -116,11 +116,7 @@ const countSegment = keyedRoute("contacts", {
 /** Deletes a segment no unfinished campaign targets, or throws the error both the API and the dashboard answer with. */
 export async function deleteSegmentOrThrow(d1: D1Database, accountId: string, id: string): Promise<void> {
   const user = await campaignUsing(d1, accountId, id);
-  if (user)
-    throw new AppError(
-      "conflict",
-      `The segment is in the audience of campaign ${user.id} ("${user.name}"), which has not finished; remove it there first`,
-    );
+  if (user) throw audienceInUse("segment", user);
   if (!(await removeSegment(d1, accountId, id))) throw notFound("Segment");
 }
 

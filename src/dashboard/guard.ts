@@ -33,6 +33,14 @@ export function requireLiveKey(c: Context<DashboardEnv>, what: string): void {
   if (c.get("auth").apiKey.mode !== "live") throw new AppError("live_key_required", `${what} needs a live key; test keys cannot change live mail`);
 }
 
+/** The check every handler of a section starts with; one that makes a `change` (named in the refusal) also needs a live key. */
+export const sectionGuard =
+  (needs: Section["needs"], ...features: Feature[]) =>
+  (c: Context<DashboardEnv>, change?: string): void => {
+    requireSection(c, needs, ...features);
+    if (change) requireLiveKey(c, change);
+  };
+
 /** Field errors of a domain outcome as one sentence for the page. */
 export const describeErrors = (errors: Record<string, string[]>) =>
   Object.entries(errors)

@@ -3,6 +3,7 @@
 
 import type { Child } from "hono/jsx";
 import { hasScope } from "../domain/accounts/api-keys";
+import { encodeCursor, type Position } from "../lib/pagination";
 import type { AuthContext, Scope } from "../types";
 
 export const assetPath = "/dashboard/assets";
@@ -194,12 +195,24 @@ export const formatTime = (iso: string | null | undefined) => (iso ? iso.replace
 
 export const percent = (fraction: number) => `${(fraction * 100).toFixed(2)}%`;
 
-export function Pager({ next, base }: { next: string | null; base: string }) {
+/**
+ * A page of rows fetched one past `size`, as the API's pageOf reads them: the first `size`, and the cursor of the
+ * next page when there is one.
+ */
+export function pageOfRows<Row extends Position>(rows: Row[], size: number): { page: Row[]; next: string | null } {
+  const page = rows.slice(0, size);
+  const last = page.at(-1);
+  return { page, next: rows.length > size && last ? encodeCursor(last) : null };
+}
+
+/** The link to the next page: this page's query (its filters) with the next cursor, when there is a next page. */
+export function Pager({ next, path, query }: { next: string | null; path: string; query: Record<string, string> }) {
   if (!next) return null;
-  const url = `${base}${base.includes("?") ? "&" : "?"}cursor=${encodeURIComponent(next)}`;
+  const filters = new URLSearchParams(Object.entries(query).filter(([name, value]) => name !== "cursor" && value !== ""));
+  filters.set("cursor", next);
   return (
     <p>
-      <a href={url}>Older →</a>
+      <a href={`${path}?${filters}`}>Older →</a>
     </p>
   );
 }

@@ -5,6 +5,11 @@ import { index, integer, primaryKey, sqliteTable, text, uniqueIndex } from "driz
 // Timestamps are ISO 8601 UTC strings: they sort lexically, compare in SQL and go out in responses unchanged.
 const createdAt = () => text("created_at").notNull().default(sql`(strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))`);
 const updatedAt = () => text("updated_at").notNull().default(sql`(strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))`);
+// The account that owns the row, as a foreign key.
+const ownerAccount = () =>
+  text("account_id")
+    .notNull()
+    .references(() => accounts.id);
 
 export const accounts = sqliteTable("accounts", {
   id: text("id").primaryKey(),
@@ -27,9 +32,7 @@ export const apiKeys = sqliteTable(
   "api_keys",
   {
     id: text("id").primaryKey(),
-    accountId: text("account_id")
-      .notNull()
-      .references(() => accounts.id),
+    accountId: ownerAccount(),
     name: text("name").notNull(),
     // First characters of the key, kept so the owner can recognise it; the key itself is never stored.
     prefix: text("prefix").notNull(),
@@ -66,9 +69,7 @@ export const creditLedger = sqliteTable(
   "credit_ledger",
   {
     id: text("id").primaryKey(),
-    accountId: text("account_id")
-      .notNull()
-      .references(() => accounts.id),
+    accountId: ownerAccount(),
     balance: text("balance", { enum: ["send", "verify"] }).notNull(),
     kind: text("kind", { enum: ["top_up", "charge", "reservation", "release", "refund", "adjustment"] }).notNull(),
     // Signed change to the balance (reservations change the reserved amount instead).
@@ -109,9 +110,7 @@ export const domains = sqliteTable(
   "domains",
   {
     id: text("id").primaryKey(),
-    accountId: text("account_id")
-      .notNull()
-      .references(() => accounts.id),
+    accountId: ownerAccount(),
     name: text("name").notNull(),
     status: text("status", { enum: ["pending", "verified", "failed"] })
       .notNull()
@@ -158,9 +157,7 @@ export const templates = sqliteTable(
   "templates",
   {
     id: text("id").primaryKey(),
-    accountId: text("account_id")
-      .notNull()
-      .references(() => accounts.id),
+    accountId: ownerAccount(),
     name: text("name").notNull(),
     subject: text("subject").notNull(),
     html: text("html"),
@@ -176,9 +173,7 @@ export const messages = sqliteTable(
   "messages",
   {
     id: text("id").primaryKey(),
-    accountId: text("account_id")
-      .notNull()
-      .references(() => accounts.id),
+    accountId: ownerAccount(),
     source: text("source", { enum: ["api", "smtp", "campaign"] }).notNull(),
     // Campaign messages start `scheduled` (materialised, waiting for the fan-out to enqueue them) and end `cancelled`
     // when their campaign is cancelled before they were sent.
@@ -309,9 +304,7 @@ export const smtpCredentials = sqliteTable(
   "smtp_credentials",
   {
     id: text("id").primaryKey(),
-    accountId: text("account_id")
-      .notNull()
-      .references(() => accounts.id),
+    accountId: ownerAccount(),
     name: text("name").notNull(),
     username: text("username").notNull(),
     passwordHash: text("password_hash").notNull(),
@@ -330,9 +323,7 @@ export const webhookEndpoints = sqliteTable(
   "webhook_endpoints",
   {
     id: text("id").primaryKey(),
-    accountId: text("account_id")
-      .notNull()
-      .references(() => accounts.id),
+    accountId: ownerAccount(),
     url: text("url").notNull(),
     description: text("description"),
     events: text("events", { mode: "json" }).$type<string[]>().notNull(),
@@ -377,9 +368,7 @@ export const verificationJobs = sqliteTable(
     id: text("id").primaryKey(),
     // The standalone verification API shows integer ids.
     seq: integer("seq").notNull(),
-    accountId: text("account_id")
-      .notNull()
-      .references(() => accounts.id),
+    accountId: ownerAccount(),
     source: text("source", { enum: ["api", "batch"] }).notNull(),
     name: text("name"),
     status: text("status", { enum: ["pending", "processing", "completed", "failed"] }).notNull(),
@@ -430,9 +419,7 @@ export const contacts = sqliteTable(
   "contacts",
   {
     id: text("id").primaryKey(),
-    accountId: text("account_id")
-      .notNull()
-      .references(() => accounts.id),
+    accountId: ownerAccount(),
     email: text("email").notNull(),
     // Trimmed, domain lower-cased: the create-or-update key.
     emailKey: text("email_key").notNull(),
@@ -462,9 +449,7 @@ export const lists = sqliteTable(
   "lists",
   {
     id: text("id").primaryKey(),
-    accountId: text("account_id")
-      .notNull()
-      .references(() => accounts.id),
+    accountId: ownerAccount(),
     name: text("name").notNull(),
     description: text("description"),
     createdAt: createdAt(),
@@ -487,9 +472,7 @@ export const contactImports = sqliteTable(
   "contact_imports",
   {
     id: text("id").primaryKey(),
-    accountId: text("account_id")
-      .notNull()
-      .references(() => accounts.id),
+    accountId: ownerAccount(),
     listId: text("list_id"),
     status: text("status", { enum: ["pending", "processing", "completed", "failed"] }).notNull(),
     mapping: text("mapping", { mode: "json" }).$type<Record<string, string>>().notNull(),
@@ -523,9 +506,7 @@ export const senders = sqliteTable(
   "senders",
   {
     id: text("id").primaryKey(),
-    accountId: text("account_id")
-      .notNull()
-      .references(() => accounts.id),
+    accountId: ownerAccount(),
     name: text("name").notNull(),
     email: text("email").notNull(),
     replyTo: text("reply_to"),
@@ -543,9 +524,7 @@ export const segments = sqliteTable(
   "segments",
   {
     id: text("id").primaryKey(),
-    accountId: text("account_id")
-      .notNull()
-      .references(() => accounts.id),
+    accountId: ownerAccount(),
     name: text("name").notNull(),
     match: text("match", { enum: ["all", "any"] }).notNull(),
     conditions: text("conditions", { mode: "json" }).$type<SegmentCondition[]>().notNull(),
@@ -563,9 +542,7 @@ export const campaigns = sqliteTable(
   "campaigns",
   {
     id: text("id").primaryKey(),
-    accountId: text("account_id")
-      .notNull()
-      .references(() => accounts.id),
+    accountId: ownerAccount(),
     name: text("name").notNull(),
     status: text("status", { enum: campaignStatuses }).notNull().default("draft"),
     senderId: text("sender_id"),
@@ -685,9 +662,7 @@ export const automations = sqliteTable(
   "automations",
   {
     id: text("id").primaryKey(),
-    accountId: text("account_id")
-      .notNull()
-      .references(() => accounts.id),
+    accountId: ownerAccount(),
     name: text("name").notNull(),
     status: text("status", { enum: automationStatuses }).notNull().default("active"),
     steps: text("steps", { mode: "json" }).$type<unknown[]>().notNull(),
@@ -752,9 +727,7 @@ export const aiRequests = sqliteTable(
   "ai_requests",
   {
     id: text("id").primaryKey(),
-    accountId: text("account_id")
-      .notNull()
-      .references(() => accounts.id),
+    accountId: ownerAccount(),
     status: text("status", { enum: aiRequestStatuses }).notNull().default("queued"),
     input: text("input", { mode: "json" }).$type<Record<string, unknown>>().notNull(),
     result: text("result", { mode: "json" }).$type<Record<string, unknown>>(),

@@ -2,7 +2,7 @@ import { and, desc, eq, lt, or, type SQL } from "drizzle-orm";
 import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
 import { validationError } from "../errors";
 
-type Position = { createdAt: string; id: string };
+export type Position = { createdAt: string; id: string };
 
 export function encodeCursor(position: Position): string {
   return btoa(`${position.createdAt}|${position.id}`).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");

@@ -133,6 +133,21 @@ describe("the dashboard's automation builder", { timeout: 60_000 }, () => {
     ]);
   });
 
+  it("the condition step offers the segment builder's rows: the same operators, in the same words, shown back as saved", async () => {
+    const { key } = await setup();
+    const browser = await signIn(key);
+    const operators = (html: string) => /<select name="op" aria-label="Condition 1 operator">([\s\S]*?)<\/select>/.exec(html)?.[1];
+    const blank = await (await browser.get("/dashboard/automations/new?type=condition&name=Pro")).text();
+    expect(operators(blank)).toContain('<option value="in">is one of</option>');
+    expect(operators(blank)).toBe(operators(await (await browser.get("/dashboard/segments")).text()));
+
+    const id = await created(browser, { type: "condition", name: "Pro", match: "any", field: "custom_fields.plan", op: "in", value: "pro, team" });
+    const saved = await (await browser.get(`/dashboard/automations/${id}/steps/0`)).text();
+    expect(operators(saved)).toContain('<option value="in" selected="">is one of</option>');
+    expect(saved).toContain('<option value="any" selected="">any condition</option>');
+    expect(saved).toContain('value="pro, team" aria-label="Condition 1 value"');
+  });
+
   it("a sender of another account: 422 from both with the same message, shown beside the sender field, and nothing saved", async () => {
     const { key, template } = await setup();
     const other = await setup();

@@ -148,6 +148,24 @@ describe("dashboard uploads", () => {
     expect(list.headers.get("Content-Type")).toMatch(/^text\/html/);
     expect(await list.text()).toContain("The form is larger than 1 MB");
   });
+
+  it("pages 25 contacts at a time: the older link keeps the filters, and the last page has none", async () => {
+    const account = await createAccount();
+    const key = account.api_key;
+    for (let index = 0; index < 26; index++) await call("/api/v1/contacts", { key, body: { email: `reader${index}@example.com` } });
+    await call("/api/v1/contacts", { key, body: { email: "gone@example.com", status: "unsubscribed" } });
+    const browser = await signIn(key);
+    const rowsOf = (html: string) => [...html.matchAll(/<a href="\/dashboard\/contacts\/con_[^"]+">([^<]+)<\/a>/g)].map((match) => match[1]);
+
+    const first = await (await browser.get("/dashboard/contacts?status=subscribed&search=")).text();
+    expect(rowsOf(first)).toHaveLength(25);
+    const older = /<a href="([^"]+)">Older →<\/a>/.exec(first)?.[1]?.replace(/&amp;/g, "&");
+    expect(older).toMatch(/^\/dashboard\/contacts\?status=subscribed&cursor=[\w-]+$/);
+    const second = await (await browser.get(older!)).text();
+    expect(rowsOf(second)).toHaveLength(1);
+    expect(new Set([...rowsOf(first), ...rowsOf(second)])).toEqual(new Set(Array.from({ length: 26 }, (_, index) => `reader${index}@example.com`)));
+    expect(second).not.toContain("Older →");
+  });
 });
 
 describe("dashboard SMTP credentials", () => {

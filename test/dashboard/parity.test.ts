@@ -213,13 +213,16 @@ describe("templates, segments and contacts answer as the API does", { timeout: 6
         body: { name: "Pro", match: "all", conditions: [{ field: "custom_fields.plan", op: "eq", value: "pro" }] },
       }),
     );
-    await call("/api/v1/campaigns", {
-      key,
-      body: { name: "News", sender_id: sender, subject: "Hi", text: "Hello", lists: [list], segments: [segment.id] },
-    });
+    const campaign = await json<{ id: string }>(
+      await call("/api/v1/campaigns", {
+        key,
+        body: { name: "News", sender_id: sender, subject: "Hi", text: "Hello", lists: [list], segments: [segment.id] },
+      }),
+    );
     const api = await call(`/api/v1/segments/${segment.id}`, { key, method: "DELETE" });
     expect(api.status).toBe(409);
     const apiBody = await json<{ message: string }>(api);
+    expect(apiBody.message).toBe(`The segment is in the audience of campaign ${campaign.id} ("News"), which has not finished; remove it there first`);
     const browser = await signIn(key);
     const page = await browser.post(`/dashboard/segments/${segment.id}/delete`, {});
     expect(page.status).toBe(409);
@@ -324,12 +327,16 @@ describe("contacts search and lists answer as the API does", { timeout: 60_000 }
     for (const [path, messages] of Object.entries(apiBody.errors)) expect(notice).toContain(`${path}: ${messages.join(", ")}`);
     expect((await browser.post("/dashboard/contacts/lists", { name: "M".repeat(150) })).status).toBe(303);
 
-    await call("/api/v1/campaigns", { key, body: { name: "News", sender_id: sender, subject: "Hi", text: "Hello", lists: [list] } });
+    const campaign = await json<{ id: string }>(
+      await call("/api/v1/campaigns", { key, body: { name: "News", sender_id: sender, subject: "Hi", text: "Hello", lists: [list] } }),
+    );
     const apiDelete = await call(`/api/v1/lists/${list}`, { key, method: "DELETE" });
     expect(apiDelete.status).toBe(409);
+    const refusal = (await json<{ message: string }>(apiDelete)).message;
+    expect(refusal).toBe(`The list is in the audience of campaign ${campaign.id} ("News"), which has not finished; remove it there first`);
     const dashboardDelete = await browser.post(`/dashboard/contacts/lists/${list}/delete`, {});
     expect(dashboardDelete.status).toBe(409);
-    expect(await noticeOf(dashboardDelete)).toBe((await json<{ message: string }>(apiDelete)).message);
+    expect(await noticeOf(dashboardDelete)).toBe(refusal);
     expect((await call(`/api/v1/lists/${list}`, { key })).status).toBe(200);
     expect((await browser.post(`/dashboard/contacts/lists/${excluded}/delete`, {})).status).toBe(303);
     expect((await call(`/api/v1/lists/${excluded}`, { key })).status).toBe(404);

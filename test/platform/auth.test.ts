@@ -300,6 +300,14 @@ describe("the operator API", () => {
     const bad = await call("/admin/v1/accounts", { key: ADMIN_TOKEN, body: { name: "x", features: ["teleport"] } });
     expect(bad.status).toBe(422);
     expect((await json<{ errors: Record<string, string[]> }>(bad)).errors).toHaveProperty("features.0");
-    expect((await call("/admin/v1/accounts/acc_nope", { key: ADMIN_TOKEN })).status).toBe(404);
+    for (const request of [
+      call("/admin/v1/accounts/acc_nope", { key: ADMIN_TOKEN }),
+      call("/admin/v1/accounts/acc_nope", { key: ADMIN_TOKEN, method: "PATCH", body: { name: "x" } }),
+      call("/admin/v1/accounts/acc_nope/credits", { key: ADMIN_TOKEN, body: { send: 5 } }),
+    ]) {
+      const missing = await request;
+      expect(missing.status).toBe(404);
+      expect(await json(missing)).toMatchObject({ code: "not_found", message: "Account not found" });
+    }
   });
 });

@@ -3,7 +3,8 @@ import { aiRequestInputSchema } from "../../domain/ai/draft";
 import { aiUsage, findAiRequest, listAiRequests, submitAiRequest, type AiRequestRow } from "../../domain/ai/requests";
 import { AppError, notFound } from "../../errors";
 import { field, requireLiveKey, requireSection } from "../guard";
-import { Csrf, Empty, Shell, StatusBadge, formatTime } from "../layout";
+import { Table } from "../components/table";
+import { Csrf, Shell, StatusBadge, formatTime } from "../layout";
 import type { DashboardEnv } from "../session";
 
 const working = (request: AiRequestRow) => request.status === "queued" || request.status === "running";
@@ -63,32 +64,20 @@ export const aiPages = new Hono<DashboardEnv>()
         </section>
         <section class="card">
           <h2>Requests</h2>
-          {requests.length === 0 ? (
-            <Empty>No AI requests yet.</Empty>
-          ) : (
-            <div class="table-wrap">
-              <table>
-                <thead>
-                  <tr>
-                    <th scope="col">Prompt</th>
-                    <th scope="col">Status and drafts</th>
-                    <th scope="col">Requested</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {requests.slice(0, 20).map((request) => (
-                    <tr>
-                      <td>{typeof request.input.prompt === "string" ? request.input.prompt.slice(0, 200) : "—"}</td>
-                      <td>
-                        <RequestStatus request={request} />
-                      </td>
-                      <td>{formatTime(request.createdAt)}</td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </div>
-          )}
+          <Table
+            head={["Prompt", "Status and drafts", "Requested"]}
+            rows={requests.slice(0, 20)}
+            empty="No AI requests yet."
+            row={(request) => (
+              <tr>
+                <td>{typeof request.input.prompt === "string" ? request.input.prompt.slice(0, 200) : "—"}</td>
+                <td>
+                  <RequestStatus request={request} />
+                </td>
+                <td>{formatTime(request.createdAt)}</td>
+              </tr>
+            )}
+          />
         </section>
       </Shell>,
     );

@@ -3,54 +3,40 @@ import { createApiKey, listApiKeys, revokeApiKey, rotateApiKey, type ApiKeyRow }
 import { AppError, notFound } from "../../errors";
 import { scopes, type Scope } from "../../types";
 import { field, requireSection } from "../guard";
-import { Copyable, Csrf, Empty, Notice, Shell, formatTime } from "../layout";
+import { PostButton } from "../components/post-button";
+import { SecretOnce } from "../components/secret-once";
+import { Table } from "../components/table";
+import { Csrf, Shell, formatTime } from "../layout";
 import type { DashboardEnv } from "../session";
 
 function KeyTable({ keys, csrfToken, currentKeyId }: { keys: ApiKeyRow[]; csrfToken: string; currentKeyId: string }) {
-  if (keys.length === 0) return <Empty>No API keys yet.</Empty>;
   return (
-    <div class="table-wrap">
-      <table>
-        <thead>
-          <tr>
-            <th scope="col">Name</th>
-            <th scope="col">Key</th>
-            <th scope="col">Scopes</th>
-            <th scope="col">Last used</th>
-            <th scope="col">Actions</th>
-          </tr>
-        </thead>
-        <tbody>
-          {keys.map((key) => (
-            <tr>
-              <td>
-                {key.name}
-                {key.id === currentKeyId ? <span class="badge">this session</span> : null}
-              </td>
-              <td>
-                <code>{key.prefix}…</code> <span class={`badge ${key.mode === "test" ? "warn" : ""}`}>{key.mode}</span>
-              </td>
-              <td>{key.scopes ? key.scopes.join(", ") : "full access"}</td>
-              <td>{formatTime(key.lastUsedAt)}</td>
-              <td class="actions">
-                <form method="post" action={`/dashboard/api-keys/${key.id}/rotate`}>
-                  <Csrf token={csrfToken} />
-                  <button type="submit" class="secondary" aria-label={`Rotate ${key.name}`}>
-                    Rotate
-                  </button>
-                </form>
-                <form method="post" action={`/dashboard/api-keys/${key.id}/revoke`}>
-                  <Csrf token={csrfToken} />
-                  <button type="submit" class="danger" aria-label={`Revoke ${key.name}`}>
-                    Revoke
-                  </button>
-                </form>
-              </td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-    </div>
+    <Table
+      head={["Name", "Key", "Scopes", "Last used", "Actions"]}
+      rows={keys}
+      empty="No API keys yet."
+      row={(key) => (
+        <tr>
+          <td>
+            {key.name}
+            {key.id === currentKeyId ? <span class="badge">this session</span> : null}
+          </td>
+          <td>
+            <code>{key.prefix}…</code> <span class={`badge ${key.mode === "test" ? "warn" : ""}`}>{key.mode}</span>
+          </td>
+          <td>{key.scopes ? key.scopes.join(", ") : "full access"}</td>
+          <td>{formatTime(key.lastUsedAt)}</td>
+          <td class="actions">
+            <PostButton action={`/dashboard/api-keys/${key.id}/rotate`} csrfToken={csrfToken} tone="secondary" label={`Rotate ${key.name}`}>
+              Rotate
+            </PostButton>
+            <PostButton action={`/dashboard/api-keys/${key.id}/revoke`} csrfToken={csrfToken} tone="danger" label={`Revoke ${key.name}`}>
+              Revoke
+            </PostButton>
+          </td>
+        </tr>
+      )}
+    />
   );
 }
 
@@ -78,24 +64,12 @@ function NewKeyForm({ csrfToken }: { csrfToken: string }) {
   );
 }
 
-/** A new or rotated secret, on the one page that ever shows it. */
-function SecretOnce({ title, secret }: { title: string; secret: string }) {
-  return (
-    <Notice kind="ok">
-      <strong>{title}</strong> Copy it now: it is shown only this once.
-      <span class="secret" data-testid="new-secret">
-        <Copyable value={secret} label="the API key" />
-      </span>
-    </Notice>
-  );
-}
-
 async function keysPage(c: Context<DashboardEnv>, notice?: { title: string; secret: string }, status: 200 | 201 = 200) {
   const auth = c.get("auth");
   const keys = await listApiKeys(c.env.DB, auth.account.id);
   return c.html(
     <Shell title="API keys" auth={auth} csrfToken={c.get("csrfToken")} current="/dashboard/api-keys">
-      {notice ? <SecretOnce {...notice} /> : null}
+      {notice ? <SecretOnce {...notice} label="the API key" /> : null}
       <section class="card">
         <h2>Active keys</h2>
         <KeyTable keys={keys} csrfToken={c.get("csrfToken")} currentKeyId={auth.apiKey.id} />
@@ -135,7 +109,7 @@ export const apiKeyPages = new Hono<DashboardEnv>()
       // Rotating the key this session signed in with ends the session (it is bound to the old secret).
       return c.html(
         <Shell title="Key rotated">
-          <SecretOnce title={`Key "${outcome.row.name}" rotated; sign in again with its new secret.`} secret={outcome.key} />
+          <SecretOnce title={`Key "${outcome.row.name}" rotated; sign in again with its new secret.`} secret={outcome.key} label="the API key" />
           <p>
             <a href="/dashboard/sign-in">Sign in</a>
           </p>

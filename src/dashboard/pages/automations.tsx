@@ -17,19 +17,19 @@ import {
 import { automationChangeInput, automationInput } from "../../domain/automations/input";
 import { findRun, listRuns } from "../../domain/automations/runs";
 import type { Step } from "../../domain/automations/steps";
-import { segmentOperators } from "../../domain/segments/segments";
 import { listSenders } from "../../domain/campaigns/senders";
 import { contactTextFields } from "../../domain/contacts/contacts";
 import { listLists } from "../../domain/contacts/lists";
 import { listTemplates } from "../../domain/templates/templates";
 import { fieldErrors, notFound, type FieldErrors } from "../../errors";
 import { describeErrors, requireLiveKey, requireSection } from "../guard";
-import { Copyable, Csrf, Empty, Notice, Shell, StatusBadge, formatTime } from "../layout";
+import { ConditionRows, MatchSelect, conditionsOf, shownValue, type Form } from "../components/conditions";
+import { PostButton } from "../components/post-button";
+import { Table } from "../components/table";
+import { Copyable, Csrf, Notice, Shell, StatusBadge, formatTime } from "../layout";
 import type { DashboardEnv } from "../session";
-import { conditionsOf } from "./segments";
 
 type Page = Context<DashboardEnv>;
-type Form = Record<string, string | File | (string | File)[]>;
 /** A step as the form gave it, before the schema has judged it (shown back as typed when refused). */
 type Draft = Record<string, unknown> & { type: StepType };
 
@@ -121,13 +121,11 @@ function describeStep(step: Step, names: Map<string, string>): string {
       return `Update the contact: ${changes.join(", ")}`;
     }
     case "condition":
-      return `Continue only if ${step.match === "any" ? "any" : "all"} of: ${step.conditions.map((condition) => `${condition.field} ${condition.op} ${shown(condition.value)}`.trim()).join("; ")}`;
+      return `Continue only if ${step.match === "any" ? "any" : "all"} of: ${step.conditions.map((condition) => `${condition.field} ${condition.op} ${shownValue(condition.value)}`.trim()).join("; ")}`;
     case "webhook":
       return `Call ${step.url}`;
   }
 }
-
-const shown = (value: unknown) => (Array.isArray(value) ? value.join(", ") : value === undefined ? "" : String(value));
 
 function humanDuration(seconds: number): string {
   for (const [unit, size] of [
@@ -312,38 +310,10 @@ function StepFields({ step, choices, errors }: { step: Draft; choices: Choices; 
       return (
         <>
           <label for="step-match">The run continues when the contact matches</label>
-          <select id="step-match" name="match">
-            <option value="all" selected={step.match !== "any"}>
-              all conditions
-            </option>
-            <option value="any" selected={step.match === "any"}>
-              any condition
-            </option>
-          </select>
+          <MatchSelect id="step-match" match={step.match} />
           <fieldset class="conditions">
             <legend>Conditions, as in segments (a custom field is custom_fields.key; list takes list ids)</legend>
-            {rows.map((condition, index) => (
-              <div class="condition">
-                <label>
-                  Field
-                  <input name="field" type="text" value={condition?.field ?? ""} aria-label={`Condition ${index + 1} field`} />
-                </label>
-                <label>
-                  Operator
-                  <select name="op" aria-label={`Condition ${index + 1} operator`}>
-                    {segmentOperators.map((op) => (
-                      <option value={op} selected={condition?.op === op}>
-                        {op.replace("_", " ")}
-                      </option>
-                    ))}
-                  </select>
-                </label>
-                <label>
-                  Value
-                  <input name="value" type="text" value={shown(condition?.value)} aria-label={`Condition ${index + 1} value`} />
-                </label>
-              </div>
-            ))}
+            <ConditionRows rows={rows} />
           </fieldset>
           <FieldError errors={errors} name="conditions" />
           <p class="hint">When the contact does not match, the run stops here.</p>
@@ -474,36 +444,23 @@ export const automationPages = new Hono<DashboardEnv>()
     return c.html(
       <Shell title="Automations" auth={auth} csrfToken={c.get("csrfToken")} current="/dashboard/automations">
         <section class="card">
-          {rows.length === 0 ? (
-            <Empty>No automations yet. Start one below: name it and choose its first step; add the others on its page.</Empty>
-          ) : (
-            <div class="table-wrap">
-              <table>
-                <thead>
-                  <tr>
-                    <th scope="col">Name</th>
-                    <th scope="col">Status</th>
-                    <th scope="col">Steps</th>
-                    <th scope="col">Updated</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {rows.map((automation) => (
-                    <tr>
-                      <td class="wrap">
-                        <a href={`/dashboard/automations/${automation.id}`}>{automation.name}</a>
-                      </td>
-                      <td>
-                        <StatusBadge status={automation.status} />
-                      </td>
-                      <td>{automation.steps.length}</td>
-                      <td>{formatTime(automation.updatedAt)}</td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </div>
-          )}
+          <Table
+            head={["Name", "Status", "Steps", "Updated"]}
+            rows={rows}
+            empty="No automations yet. Start one below: name it and choose its first step; add the others on its page."
+            row={(automation) => (
+              <tr>
+                <td class="wrap">
+                  <a href={`/dashboard/automations/${automation.id}`}>{automation.name}</a>
+                </td>
+                <td>
+                  <StatusBadge status={automation.status} />
+                </td>
+                <td>{automation.steps.length}</td>
+                <td>{formatTime(automation.updatedAt)}</td>
+              </tr>
+            )}
+          />
         </section>
         <section class="card">
           <h2>New automation</h2>
@@ -578,30 +535,21 @@ export const automationPages = new Hono<DashboardEnv>()
             {run.completedAt ? `, ended ${formatTime(run.completedAt)}` : ""}
           </p>
           {run.error ? <Notice kind="error">{run.error}</Notice> : null}
-          <div class="table-wrap">
-            <table>
-              <thead>
-                <tr>
-                  <th scope="col">Step</th>
-                  <th scope="col">Status</th>
-                  <th scope="col">Finished</th>
-                </tr>
-              </thead>
-              <tbody>
-                {(run.steps as Step[]).map((step, index) => (
-                  <tr>
-                    <td class="wrap">
-                      {index + 1}. {describeStep(step, names)}
-                    </td>
-                    <td>
-                      <StatusBadge status={byIndex.get(index)?.status ?? "pending"} />
-                    </td>
-                    <td>{formatTime(byIndex.get(index)?.finishedAt)}</td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
+          <Table
+            head={["Step", "Status", "Finished"]}
+            rows={run.steps as Step[]}
+            row={(step, index) => (
+              <tr>
+                <td class="wrap">
+                  {index + 1}. {describeStep(step, names)}
+                </td>
+                <td>
+                  <StatusBadge status={byIndex.get(index)?.status ?? "pending"} />
+                </td>
+                <td>{formatTime(byIndex.get(index)?.finishedAt)}</td>
+              </tr>
+            )}
+          />
         </section>
         <a href={`/dashboard/automations/${run.automationId}`}>← The automation</a>
       </Shell>,
@@ -629,13 +577,15 @@ export const automationPages = new Hono<DashboardEnv>()
               <StatusBadge status={automation.status} />{" "}
               {paused ? "Triggers are refused until you resume it." : "A trigger starts a run for the contact."}
             </p>
-            <form method="post" action={`${base}/status`} class="inline">
-              <Csrf token={csrfToken} />
-              <input type="hidden" name="status" value={paused ? "active" : "paused"} />
-              <button type="submit" class="secondary">
-                {paused ? "Resume" : "Pause"}
-              </button>
-            </form>
+            <PostButton
+              action={`${base}/status`}
+              csrfToken={csrfToken}
+              tone="secondary"
+              layout="inline"
+              fields={{ status: paused ? "active" : "paused" }}
+            >
+              {paused ? "Resume" : "Pause"}
+            </PostButton>
             <ol class="steps">
               {steps.map((step, index) => (
                 <li>
@@ -644,12 +594,15 @@ export const automationPages = new Hono<DashboardEnv>()
                     Edit
                   </a>
                   {steps.length > 1 ? (
-                    <form method="post" action={`${base}/steps/${index}/delete`} class="inline-button">
-                      <Csrf token={csrfToken} />
-                      <button type="submit" class="link danger" aria-label={`Remove step ${index + 1}`}>
-                        Remove
-                      </button>
-                    </form>
+                    <PostButton
+                      action={`${base}/steps/${index}/delete`}
+                      csrfToken={csrfToken}
+                      tone="link danger"
+                      label={`Remove step ${index + 1}`}
+                      layout="inline-button"
+                    >
+                      Remove
+                    </PostButton>
                   ) : null}
                 </li>
               ))}
@@ -662,35 +615,23 @@ export const automationPages = new Hono<DashboardEnv>()
           </section>
           <section class="card">
             <h2>Runs</h2>
-            {runs.length === 0 ? (
-              <Empty>No runs yet. Trigger the automation from its private URL or POST /api/v1/automations/{"{id}"}/trigger.</Empty>
-            ) : (
-              <div class="table-wrap">
-                <table>
-                  <thead>
-                    <tr>
-                      <th scope="col">Contact</th>
-                      <th scope="col">Status</th>
-                      <th scope="col">Started</th>
-                    </tr>
-                  </thead>
-                  <tbody>
-                    {runs.slice(0, 50).map((run) => (
-                      <tr>
-                        <td class="wrap">
-                          <a href={`/dashboard/automations/runs/${run.id}`}>{run.email}</a>
-                        </td>
-                        <td>
-                          <StatusBadge status={run.status} />
-                          {run.error ? <div class="hint">{run.error}</div> : null}
-                        </td>
-                        <td>{formatTime(run.createdAt)}</td>
-                      </tr>
-                    ))}
-                  </tbody>
-                </table>
-              </div>
-            )}
+            <Table
+              head={["Contact", "Status", "Started"]}
+              rows={runs.slice(0, 50)}
+              empty={<>No runs yet. Trigger the automation from its private URL or POST /api/v1/automations/{"{id}"}/trigger.</>}
+              row={(run) => (
+                <tr>
+                  <td class="wrap">
+                    <a href={`/dashboard/automations/runs/${run.id}`}>{run.email}</a>
+                  </td>
+                  <td>
+                    <StatusBadge status={run.status} />
+                    {run.error ? <div class="hint">{run.error}</div> : null}
+                  </td>
+                  <td>{formatTime(run.createdAt)}</td>
+                </tr>
+              )}
+            />
           </section>
         </div>
         <a href="/dashboard/automations">← Automations</a>

@@ -28,16 +28,15 @@ import { parseMailbox } from "../../domain/sending/addresses";
 import { escapeHtml } from "../../domain/sending/render";
 import { findTemplate, listTemplates, type TemplateRow } from "../../domain/templates/templates";
 import { acceptRefusalError, AppError, notFound, validationError, type FieldErrors } from "../../errors";
-import { field, parsedOrThrow, requireLiveKey, requireSection } from "../guard";
+import { field, parsedOrThrow, requireSection, sectionGuard } from "../guard";
+import { PostButton } from "../components/post-button";
+import { Table } from "../components/table";
 import { Csrf, Empty, Notice, Progress, Shell, StatusBadge, formatTime, framedMailCsp, percent } from "../layout";
 import type { DashboardEnv } from "../session";
 
 type Page = Context<DashboardEnv>;
 
-function guard(c: Page, change?: string) {
-  requireSection(c, "campaigns", "campaigns");
-  if (change) requireLiveKey(c, change);
-}
+const guard = sectionGuard("campaigns", "campaigns");
 
 type Form = Record<string, string | File | (string | File)[]>;
 
@@ -361,32 +360,20 @@ function Report({ report, counters }: { report: CampaignReport; counters: Campai
         ))}
       </dl>
       <h3>Links</h3>
-      {report.links.length === 0 ? (
-        <Empty>No tracked link has been clicked yet.</Empty>
-      ) : (
-        <div class="table-wrap">
-          <table>
-            <thead>
-              <tr>
-                <th scope="col">Link</th>
-                <th scope="col">Clicks</th>
-                <th scope="col">Unique</th>
-              </tr>
-            </thead>
-            <tbody>
-              {report.links.map((link) => (
-                <tr>
-                  <td class="wrap">
-                    <code>{link.url}</code>
-                  </td>
-                  <td>{link.clicks}</td>
-                  <td>{link.unique_clicks}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
-      )}
+      <Table
+        head={["Link", "Clicks", "Unique"]}
+        rows={report.links}
+        empty="No tracked link has been clicked yet."
+        row={(link) => (
+          <tr>
+            <td class="wrap">
+              <code>{link.url}</code>
+            </td>
+            <td>{link.clicks}</td>
+            <td>{link.unique_clicks}</td>
+          </tr>
+        )}
+      />
     </section>
   );
 }
@@ -411,39 +398,25 @@ export const campaignPages = new Hono<DashboardEnv>()
       <Shell title="Campaigns" auth={auth} csrfToken={c.get("csrfToken")} current="/dashboard/campaigns">
         <section class="card">
           <h2>Campaigns</h2>
-          {page.length === 0 ? (
-            <Empty>No campaigns yet. Create a draft below; nothing is sent until you send or schedule it.</Empty>
-          ) : (
-            <div class="table-wrap">
-              <table>
-                <thead>
-                  <tr>
-                    <th scope="col">Name</th>
-                    <th scope="col">Status</th>
-                    <th scope="col">Recipients</th>
-                    <th scope="col">Opened</th>
-                    <th scope="col">Updated</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {page.map((campaign) => (
-                    <tr>
-                      <td>
-                        <a href={`/dashboard/campaigns/${campaign.id}`}>{campaign.name}</a>
-                      </td>
-                      <td>
-                        <StatusBadge status={campaign.status} />
-                        <ListedOutcome campaign={campaign} counters={counters.get(campaign.id)} />
-                      </td>
-                      <td>{counters.get(campaign.id)?.recipients ?? 0}</td>
-                      <td>{counters.get(campaign.id)?.unique_opens ?? 0}</td>
-                      <td>{formatTime(campaign.updatedAt)}</td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </div>
-          )}
+          <Table
+            head={["Name", "Status", "Recipients", "Opened", "Updated"]}
+            rows={page}
+            empty="No campaigns yet. Create a draft below; nothing is sent until you send or schedule it."
+            row={(campaign) => (
+              <tr>
+                <td>
+                  <a href={`/dashboard/campaigns/${campaign.id}`}>{campaign.name}</a>
+                </td>
+                <td>
+                  <StatusBadge status={campaign.status} />
+                  <ListedOutcome campaign={campaign} counters={counters.get(campaign.id)} />
+                </td>
+                <td>{counters.get(campaign.id)?.recipients ?? 0}</td>
+                <td>{counters.get(campaign.id)?.unique_opens ?? 0}</td>
+                <td>{formatTime(campaign.updatedAt)}</td>
+              </tr>
+            )}
+          />
         </section>
         <div class="grid two">
           <section class="card">
@@ -539,12 +512,9 @@ export const campaignPages = new Hono<DashboardEnv>()
           <h2>Status</h2>
           <CampaignProgress campaign={campaign} counters={counters.get(campaign.id)!} />
           {inFlight(campaign) ? (
-            <form method="post" action={`/dashboard/campaigns/${campaign.id}/cancel`}>
-              <Csrf token={csrfToken} />
-              <button type="submit" class="danger">
-                Cancel campaign
-              </button>
-            </form>
+            <PostButton action={`/dashboard/campaigns/${campaign.id}/cancel`} csrfToken={csrfToken} tone="danger">
+              Cancel campaign
+            </PostButton>
           ) : null}
         </section>
         {campaign.status === "draft" ? (

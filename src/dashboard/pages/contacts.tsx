@@ -8,9 +8,12 @@ import { createContactImport, findContactImport, type ContactImport } from "../.
 import { addMembersById, createList, listExists, listLists, removeMember, updateList } from "../../domain/contacts/lists";
 import { listMessages, recipientsOfMessages } from "../../domain/sending/messages";
 import { AppError, notFound } from "../../errors";
-import { encodeCursor } from "../../lib/pagination";
 import { field, parsedOrThrow, requireLiveKey, requireSection } from "../guard";
-import { Csrf, Empty, Notice, Pager, Progress, Shell, StatusBadge, formatTime } from "../layout";
+import { AnyOf } from "../components/any-of";
+import { NameForm } from "../components/name-form";
+import { PostButton } from "../components/post-button";
+import { Table } from "../components/table";
+import { Csrf, Empty, Notice, Pager, Progress, Shell, StatusBadge, formatTime, pageOfRows } from "../layout";
 import type { DashboardEnv } from "../session";
 
 const pageSize = 25;
@@ -70,9 +73,7 @@ export const contactPages = new Hono<DashboardEnv>()
       ? { kind: "page" as const, rows: [] }
       : await listContacts(c.env.DB, auth.account.id, filters, { cursor: query.cursor || undefined, limit: pageSize });
     const rows = outcome.kind === "page" ? outcome.rows : [];
-    const page = rows.slice(0, pageSize);
-    const last = page.at(-1);
-    const base = `/dashboard/contacts?${new URLSearchParams(Object.entries(query).filter(([name, value]) => name !== "cursor" && value !== ""))}`;
+    const { page, next } = pageOfRows(rows, pageSize);
     const listNames = new Map(lists.map((list) => [list.id, list.name]));
     return c.html(
       <Shell title="Contacts & lists" auth={auth} csrfToken={c.get("csrfToken")} current="/dashboard/contacts">
@@ -83,125 +84,74 @@ export const contactPages = new Hono<DashboardEnv>()
               <input name="search" type="search" value={query.search ?? ""} maxlength={320} placeholder="ann, @example.com, Smith" />
             </label>
             {query.email ? <input type="hidden" name="email" value={query.email} /> : null}
-            <label>
-              Status
-              <select name="status">
-                <option value="">any</option>
-                {contactStatuses.map((status) => (
-                  <option value={status} selected={query.status === status}>
-                    {status}
-                  </option>
-                ))}
-              </select>
-            </label>
-            <label>
-              List
-              <select name="list">
-                <option value="">any</option>
-                {lists.map((list) => (
-                  <option value={list.id} selected={query.list === list.id}>
-                    {list.name}
-                  </option>
-                ))}
-              </select>
-            </label>
+            <AnyOf label="Status" name="status" options={contactStatuses.map((status) => [status, status])} selected={query.status} />
+            <AnyOf label="List" name="list" options={lists.map((list) => [list.id, list.name])} selected={query.list} />
             <button type="submit">Search</button>
           </form>
           {searchError ? <Notice kind="error">{searchError}</Notice> : null}
         </section>
         <section class="card">
           <h2>Contacts</h2>
-          {page.length === 0 ? (
-            <Empty>
-              {emailKey || search || filters.status || filters.listId
+          <Table
+            head={["Email", "Name", "Status", "Lists", "Added"]}
+            rows={page}
+            empty={
+              emailKey || search || filters.status || filters.listId
                 ? "No contacts match."
-                : "No contacts yet. Import a CSV below or add them with the API."}
-            </Empty>
-          ) : (
-            <div class="table-wrap">
-              <table>
-                <thead>
-                  <tr>
-                    <th scope="col">Email</th>
-                    <th scope="col">Name</th>
-                    <th scope="col">Status</th>
-                    <th scope="col">Lists</th>
-                    <th scope="col">Added</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {page.map((contact) => (
-                    <tr>
-                      <td class="wrap">
-                        <a href={`/dashboard/contacts/${contact.id}`}>{contact.email}</a>
-                      </td>
-                      <td>{[contact.firstName, contact.lastName].filter(Boolean).join(" ") || "—"}</td>
-                      <td>
-                        <StatusBadge status={contact.status} />
-                      </td>
-                      <td>{contact.lists.map((id) => listNames.get(id) ?? id).join(", ") || "—"}</td>
-                      <td>{formatTime(contact.createdAt)}</td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </div>
-          )}
-          <Pager next={rows.length > pageSize && last ? encodeCursor(last) : null} base={base} />
+                : "No contacts yet. Import a CSV below or add them with the API."
+            }
+            row={(contact) => (
+              <tr>
+                <td class="wrap">
+                  <a href={`/dashboard/contacts/${contact.id}`}>{contact.email}</a>
+                </td>
+                <td>{[contact.firstName, contact.lastName].filter(Boolean).join(" ") || "—"}</td>
+                <td>
+                  <StatusBadge status={contact.status} />
+                </td>
+                <td>{contact.lists.map((id) => listNames.get(id) ?? id).join(", ") || "—"}</td>
+                <td>{formatTime(contact.createdAt)}</td>
+              </tr>
+            )}
+          />
+          <Pager next={next} path="/dashboard/contacts" query={query} />
         </section>
         <div class="grid two">
           <section class="card">
             <h2>Lists</h2>
-            {lists.length === 0 ? (
-              <Empty>No lists yet.</Empty>
-            ) : (
-              <div class="table-wrap">
-                <table>
-                  <thead>
-                    <tr>
-                      <th scope="col">List</th>
-                      <th scope="col">Subscribed</th>
-                      <th scope="col">Contacts</th>
-                      <th scope="col">Rename or delete</th>
-                    </tr>
-                  </thead>
-                  <tbody>
-                    {lists.map((list) => (
-                      <tr>
-                        <td class="wrap">
-                          <a href={`/dashboard/contacts?list=${encodeURIComponent(list.id)}`}>{list.name}</a>
-                        </td>
-                        <td>{list.subscriberCount}</td>
-                        <td>{list.contactCount}</td>
-                        <td class="list-actions">
-                          <form method="post" action={`/dashboard/contacts/lists/${list.id}`} class="inline">
-                            <Csrf token={c.get("csrfToken")} />
-                            <input name="name" type="text" required maxlength={200} value={list.name} aria-label={`New name for ${list.name}`} />
-                            <button type="submit" class="secondary">
-                              Rename
-                            </button>
-                          </form>
-                          <form method="post" action={`/dashboard/contacts/lists/${list.id}/delete`} class="inline-button">
-                            <Csrf token={c.get("csrfToken")} />
-                            <button type="submit" class="link danger" aria-label={`Delete the list ${list.name}`}>
-                              Delete
-                            </button>
-                          </form>
-                        </td>
-                      </tr>
-                    ))}
-                  </tbody>
-                </table>
-              </div>
-            )}
-            <form method="post" action="/dashboard/contacts/lists" class="inline">
-              <Csrf token={c.get("csrfToken")} />
-              <label>
-                New list
-                <input name="name" type="text" required maxlength={200} />
-              </label>
-              <button type="submit">Create list</button>
-            </form>
+            <Table
+              head={["List", "Subscribed", "Contacts", "Rename or delete"]}
+              rows={lists}
+              empty="No lists yet."
+              row={(list) => (
+                <tr>
+                  <td class="wrap">
+                    <a href={`/dashboard/contacts?list=${encodeURIComponent(list.id)}`}>{list.name}</a>
+                  </td>
+                  <td>{list.subscriberCount}</td>
+                  <td>{list.contactCount}</td>
+                  <td class="list-actions">
+                    <form method="post" action={`/dashboard/contacts/lists/${list.id}`} class="inline">
+                      <Csrf token={c.get("csrfToken")} />
+                      <input name="name" type="text" required maxlength={200} value={list.name} aria-label={`New name for ${list.name}`} />
+                      <button type="submit" class="secondary">
+                        Rename
+                      </button>
+                    </form>
+                    <PostButton
+                      action={`/dashboard/contacts/lists/${list.id}/delete`}
+                      csrfToken={c.get("csrfToken")}
+                      tone="link danger"
+                      label={`Delete the list ${list.name}`}
+                      layout="inline-button"
+                    >
+                      Delete
+                    </PostButton>
+                  </td>
+                </tr>
+              )}
+            />
+            <NameForm action="/dashboard/contacts/lists" csrfToken={c.get("csrfToken")} label="New list" maxlength={200} submit="Create list" />
           </section>
           <section class="card">
             <h2>Import a CSV</h2>
@@ -351,12 +301,9 @@ export const contactPages = new Hono<DashboardEnv>()
                 ))}
               </dl>
             )}
-            <form method="post" action={`/dashboard/contacts/${contact.id}/delete`} class="inline">
-              <Csrf token={csrfToken} />
-              <button type="submit" class="danger">
-                Delete contact
-              </button>
-            </form>
+            <PostButton action={`/dashboard/contacts/${contact.id}/delete`} csrfToken={csrfToken} tone="danger" layout="inline">
+              Delete contact
+            </PostButton>
           </section>
           <section class="card">
             <h2>Lists</h2>
@@ -367,12 +314,14 @@ export const contactPages = new Hono<DashboardEnv>()
                 {contact.lists.map((listId) => (
                   <li>
                     {names.get(listId) ?? listId}{" "}
-                    <form method="post" action={`/dashboard/contacts/${contact.id}/lists/${listId}/remove`} class="inline-button">
-                      <Csrf token={csrfToken} />
-                      <button type="submit" class="link">
-                        Remove
-                      </button>
-                    </form>
+                    <PostButton
+                      action={`/dashboard/contacts/${contact.id}/lists/${listId}/remove`}
+                      csrfToken={csrfToken}
+                      tone="link"
+                      layout="inline-button"
+                    >
+                      Remove
+                    </PostButton>
                   </li>
                 ))}
               </ul>
@@ -399,36 +348,24 @@ export const contactPages = new Hono<DashboardEnv>()
                 Of the last {outcomes.length}: opened {opened}, clicked {clicked}.
               </p>
             ) : null}
-            {outcomes.length === 0 ? (
-              <Empty>No mail sent to this contact yet.</Empty>
-            ) : (
-              <div class="table-wrap">
-                <table>
-                  <thead>
-                    <tr>
-                      <th scope="col">Subject</th>
-                      <th scope="col">Outcome</th>
-                      <th scope="col">Sent</th>
-                    </tr>
-                  </thead>
-                  <tbody>
-                    {outcomes.map(({ message, recipient }) => (
-                      <tr>
-                        <td class="wrap">
-                          <a href={`/dashboard/messages/${message.id}`}>{message.subject || "(no subject)"}</a>
-                        </td>
-                        <td>
-                          <StatusBadge status={recipient?.status ?? message.status} />
-                          {recipient?.opens ? " opened" : ""}
-                          {recipient?.clicks ? " clicked" : ""}
-                        </td>
-                        <td>{formatTime(message.createdAt)}</td>
-                      </tr>
-                    ))}
-                  </tbody>
-                </table>
-              </div>
-            )}
+            <Table
+              head={["Subject", "Outcome", "Sent"]}
+              rows={outcomes}
+              empty="No mail sent to this contact yet."
+              row={({ message, recipient }) => (
+                <tr>
+                  <td class="wrap">
+                    <a href={`/dashboard/messages/${message.id}`}>{message.subject || "(no subject)"}</a>
+                  </td>
+                  <td>
+                    <StatusBadge status={recipient?.status ?? message.status} />
+                    {recipient?.opens ? " opened" : ""}
+                    {recipient?.clicks ? " clicked" : ""}
+                  </td>
+                  <td>{formatTime(message.createdAt)}</td>
+                </tr>
+              )}
+            />
           </section>
         </div>
         <a href="/dashboard/contacts">← Contacts</a>

@@ -4,7 +4,10 @@ import { AppError, notFound } from "../../errors";
 import { BOUNCE_RATE_LIMIT, COMPLAINT_RATE_LIMIT, domainRates, type DomainRates } from "../../domain/feedback/reputation";
 import { setWarmup, todaysCap, warmupPresets, warmupSentToday, type WarmupPreset } from "../../domain/feedback/warmup";
 import { field, requireLiveKey, requireSection } from "../guard";
-import { Copyable, Csrf, Empty, Notice, Shell, StatusBadge, formatTime } from "../layout";
+import { NameForm } from "../components/name-form";
+import { PostButton } from "../components/post-button";
+import { Table } from "../components/table";
+import { Copyable, Csrf, Notice, Shell, StatusBadge, formatTime } from "../layout";
 import type { DashboardEnv } from "../session";
 
 const purposeLabel: Record<DomainRow["records"][number]["purpose"], string> = {
@@ -23,58 +26,39 @@ function Records({ domain, csrfToken }: { domain: DomainRow; csrfToken: string }
         <h2>
           {domain.name} <StatusBadge status={domain.status} />
         </h2>
-        <form
-          method="post"
-          action={`/dashboard/domains/${domain.id}/verify`}
-          hx-post={`/dashboard/domains/${domain.id}/verify`}
-          hx-target="#records"
-          hx-swap="outerHTML"
-        >
-          <Csrf token={csrfToken} />
-          <button type="submit">
-            Verify now<span class="when-busy">…</span>
-          </button>
-        </form>
+        <PostButton action={`/dashboard/domains/${domain.id}/verify`} csrfToken={csrfToken} htmx={{ target: "#records", swap: "outerHTML" }}>
+          Verify now<span class="when-busy">…</span>
+        </PostButton>
       </div>
       <p class="hint">
         Publish the TXT records at your DNS host, then verify (the return path's MX, when listed, is the operator's). Last checked{" "}
         {formatTime(domain.lastCheckedAt)}
         {domain.verifiedAt ? `; verified ${formatTime(domain.verifiedAt)}` : ""}.
       </p>
-      <div class="table-wrap">
-        <table>
-          <thead>
-            <tr>
-              <th scope="col">Record</th>
-              <th scope="col">Name</th>
-              <th scope="col">Value</th>
-              <th scope="col">Status</th>
-            </tr>
-          </thead>
-          <tbody>
-            {domain.records.map((record) => (
-              <tr>
-                <td>
-                  {record.type}
-                  <div class="hint">{purposeLabel[record.purpose]}</div>
-                </td>
-                <td>
-                  <Copyable value={record.name} label={`${record.purpose} record name`} />
-                </td>
-                <td>
-                  <Copyable value={record.value} label={`${record.purpose} record value`} />
-                </td>
-                <td>
-                  <StatusBadge status={record.status} />
-                  {record.found && record.found.length > 0 && record.status !== "verified" ? (
-                    <div class="hint">Found: {record.found.join(" | ")}</div>
-                  ) : null}
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      </div>
+      <Table
+        head={["Record", "Name", "Value", "Status"]}
+        rows={domain.records}
+        row={(record) => (
+          <tr>
+            <td>
+              {record.type}
+              <div class="hint">{purposeLabel[record.purpose]}</div>
+            </td>
+            <td>
+              <Copyable value={record.name} label={`${record.purpose} record name`} />
+            </td>
+            <td>
+              <Copyable value={record.value} label={`${record.purpose} record value`} />
+            </td>
+            <td>
+              <StatusBadge status={record.status} />
+              {record.found && record.found.length > 0 && record.status !== "verified" ? (
+                <div class="hint">Found: {record.found.join(" | ")}</div>
+              ) : null}
+            </td>
+          </tr>
+        )}
+      />
     </section>
   );
 }
@@ -163,45 +147,33 @@ export const domainPages = new Hono<DashboardEnv>()
       <Shell title="Domains" auth={auth} csrfToken={c.get("csrfToken")} current="/dashboard/domains">
         <section class="card">
           <h2>Sending domains</h2>
-          {rows.length === 0 ? (
-            <Empty>No domains yet. Add the domain you send from; you get the DNS records to publish.</Empty>
-          ) : (
-            <div class="table-wrap">
-              <table>
-                <thead>
-                  <tr>
-                    <th scope="col">Domain</th>
-                    <th scope="col">Status</th>
-                    <th scope="col">Added</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {rows.slice(0, 100).map((domain) => (
-                    <tr>
-                      <td>
-                        <a href={`/dashboard/domains/${domain.id}`}>{domain.name}</a>
-                      </td>
-                      <td>
-                        <StatusBadge status={domain.status} />
-                      </td>
-                      <td>{formatTime(domain.createdAt)}</td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </div>
-          )}
+          <Table
+            head={["Domain", "Status", "Added"]}
+            rows={rows.slice(0, 100)}
+            empty="No domains yet. Add the domain you send from; you get the DNS records to publish."
+            row={(domain) => (
+              <tr>
+                <td>
+                  <a href={`/dashboard/domains/${domain.id}`}>{domain.name}</a>
+                </td>
+                <td>
+                  <StatusBadge status={domain.status} />
+                </td>
+                <td>{formatTime(domain.createdAt)}</td>
+              </tr>
+            )}
+          />
         </section>
         <section class="card">
           <h2>Add a domain</h2>
-          <form method="post" action="/dashboard/domains" class="inline">
-            <Csrf token={c.get("csrfToken")} />
-            <label>
-              Domain
-              <input name="name" type="text" required maxlength={253} placeholder="mail.example.com" />
-            </label>
-            <button type="submit">Add domain</button>
-          </form>
+          <NameForm
+            action="/dashboard/domains"
+            csrfToken={c.get("csrfToken")}
+            label="Domain"
+            maxlength={253}
+            placeholder="mail.example.com"
+            submit="Add domain"
+          />
         </section>
       </Shell>,
     );

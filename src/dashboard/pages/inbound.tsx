@@ -8,9 +8,10 @@ import { listDomains } from "../../domain/domains/domains";
 import { setReceiving } from "../../domain/inbound/receiving";
 import { deleteInbound, findInbound, listInbound, type InboundFilters } from "../../domain/inbound/store";
 import { AppError, notFound } from "../../errors";
-import { encodeCursor } from "../../lib/pagination";
 import { describeErrors, field, requireLiveKey, requireSection } from "../guard";
-import { Csrf, Empty, Notice, Pager, Shell, canSee, formatTime, framedMailCsp } from "../layout";
+import { PostButton } from "../components/post-button";
+import { Table } from "../components/table";
+import { Csrf, Empty, Notice, Pager, Shell, canSee, formatTime, framedMailCsp, pageOfRows } from "../layout";
 import type { DashboardEnv } from "../session";
 
 const isoDay = /^\d{4}-\d{2}-\d{2}$/;
@@ -93,10 +94,7 @@ export const inboundPages = new Hono<DashboardEnv>()
       receivedBefore: dayEnd(query.before),
     };
     const rows = await listInbound(c.env.DB, auth.account.id, filters, { cursor: query.cursor || undefined, limit: pageSize });
-    const page = rows.slice(0, pageSize);
-    const last = page.at(-1);
-    const next = rows.length > pageSize && last ? encodeCursor(last) : null;
-    const base = `${current}?${new URLSearchParams(Object.entries(query).filter(([name, value]) => name !== "cursor" && value !== ""))}`;
+    const { page, next } = pageOfRows(rows, pageSize);
     const domains = canSee(auth, "domains") ? await listDomains(c.env.DB, auth.account.id, { limit: 100 }) : [];
     return c.html(
       <Shell title="Inbound" auth={auth} csrfToken={c.get("csrfToken")} current={current}>
@@ -106,39 +104,25 @@ export const inboundPages = new Hono<DashboardEnv>()
           <Filters query={query} />
         </section>
         <section class="card">
-          {page.length === 0 ? (
-            <Empty>{Object.values(filters).some(Boolean) ? "No received mail matches these filters." : "No mail received yet."}</Empty>
-          ) : (
-            <div class="table-wrap">
-              <table>
-                <thead>
-                  <tr>
-                    <th scope="col">Subject</th>
-                    <th scope="col">From</th>
-                    <th scope="col">To</th>
-                    <th scope="col">Attachments</th>
-                    <th scope="col">Received</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {page.map((message) => (
-                    <tr>
-                      <td>
-                        <a href={`${current}/${message.id}`}>{message.subject || "(no subject)"}</a>
-                        {message.inReplyToMessageId ? <span class="badge ok">reply</span> : null}
-                        {message.autoSubmitted ? <span class="badge warn">{message.autoSubmitted}</span> : null}
-                      </td>
-                      <td>{message.fromHeader ?? message.envelopeFrom}</td>
-                      <td>{message.envelopeTo}</td>
-                      <td>{message.attachments.length}</td>
-                      <td>{formatTime(message.createdAt)}</td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </div>
-          )}
-          <Pager next={next} base={base} />
+          <Table
+            head={["Subject", "From", "To", "Attachments", "Received"]}
+            rows={page}
+            empty={Object.values(filters).some(Boolean) ? "No received mail matches these filters." : "No mail received yet."}
+            row={(message) => (
+              <tr>
+                <td>
+                  <a href={`${current}/${message.id}`}>{message.subject || "(no subject)"}</a>
+                  {message.inReplyToMessageId ? <span class="badge ok">reply</span> : null}
+                  {message.autoSubmitted ? <span class="badge warn">{message.autoSubmitted}</span> : null}
+                </td>
+                <td>{message.fromHeader ?? message.envelopeFrom}</td>
+                <td>{message.envelopeTo}</td>
+                <td>{message.attachments.length}</td>
+                <td>{formatTime(message.createdAt)}</td>
+              </tr>
+            )}
+          />
+          <Pager next={next} path={current} query={query} />
         </section>
         {canSee(auth, "domains") ? <Receiving domains={domains.slice(0, 100)} csrfToken={c.get("csrfToken")} /> : null}
       </Shell>,
@@ -242,12 +226,9 @@ export const inboundPages = new Hono<DashboardEnv>()
             <p>
               <a href={`${current}/${message.id}/raw`}>Download the raw message (.eml)</a>
             </p>
-            <form method="post" action={`${current}/${message.id}/delete`}>
-              <Csrf token={c.get("csrfToken")} />
-              <button type="submit" class="danger">
-                Delete
-              </button>
-            </form>
+            <PostButton action={`${current}/${message.id}/delete`} csrfToken={c.get("csrfToken")} tone="danger">
+              Delete
+            </PostButton>
           </section>
           <section class="card">
             <h2>Body</h2>

@@ -13,9 +13,10 @@ import {
   type RecipientStatus,
 } from "../../domain/sending/messages";
 import { acceptRefusalError, AppError, notFound } from "../../errors";
-import { encodeCursor } from "../../lib/pagination";
 import { field, requireSection } from "../guard";
-import { Csrf, Empty, Notice, Pager, Shell, StatusBadge, formatTime, framedMailCsp } from "../layout";
+import { AnyOf } from "../components/any-of";
+import { Table } from "../components/table";
+import { Csrf, Empty, Notice, Pager, Shell, StatusBadge, formatTime, framedMailCsp, pageOfRows } from "../layout";
 import type { DashboardEnv } from "../session";
 
 const isoDay = /^\d{4}-\d{2}-\d{2}$/;
@@ -28,17 +29,7 @@ function Filters({ query }: { query: Record<string, string> }) {
         Recipient
         <input name="to" type="search" value={query.to ?? ""} placeholder="ann@example.org" maxlength={320} />
       </label>
-      <label>
-        Status
-        <select name="status">
-          <option value="">any</option>
-          {messageStatuses.map((status) => (
-            <option value={status} selected={query.status === status}>
-              {status}
-            </option>
-          ))}
-        </select>
-      </label>
+      <AnyOf label="Status" name="status" options={messageStatuses.map((status) => [status, status])} selected={query.status} />
       <label>
         Tag
         <input name="tag" type="search" value={query.tag ?? ""} maxlength={64} />
@@ -109,15 +100,12 @@ export const messagePages = new Hono<DashboardEnv>()
       createdBefore: isoDay.test(query.before ?? "") ? query.before : undefined,
     };
     const rows = await listMessages(c.env.DB, auth.account.id, filters, { cursor: query.cursor || undefined, limit: pageSize });
-    const page = rows.slice(0, pageSize);
+    const { page, next } = pageOfRows(rows, pageSize);
     const recipients = await recipientsOfMessages(
       c.env.DB,
       auth.account.id,
       page.map((message) => message.id),
     );
-    const last = page.at(-1);
-    const next = rows.length > pageSize && last ? encodeCursor(last) : null;
-    const base = `/dashboard/messages?${new URLSearchParams(Object.entries(query).filter(([name, value]) => name !== "cursor" && value !== ""))}`;
     return c.html(
       <Shell title="Messages" auth={auth} csrfToken={c.get("csrfToken")} current="/dashboard/messages">
         {query.sent ? <Notice kind="ok">Test email accepted; it appears below as it is delivered.</Notice> : null}
@@ -125,54 +113,39 @@ export const messagePages = new Hono<DashboardEnv>()
           <Filters query={query} />
         </section>
         <section class="card">
-          {page.length === 0 ? (
-            <Empty>
-              {Object.values(filters).some(Boolean)
+          <Table
+            head={["Subject", "Recipients", "From", "Status", "Tags", "Created"]}
+            rows={page}
+            empty={
+              Object.values(filters).some(Boolean)
                 ? "No messages match these filters."
-                : "No messages yet. Send one with the API, SMTP or the form below."}
-            </Empty>
-          ) : (
-            <div class="table-wrap">
-              <table>
-                <thead>
-                  <tr>
-                    <th scope="col">Subject</th>
-                    <th scope="col">Recipients</th>
-                    <th scope="col">From</th>
-                    <th scope="col">Status</th>
-                    <th scope="col">Tags</th>
-                    <th scope="col">Created</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {page.map((message) => (
-                    <tr>
-                      <td>
-                        <a href={`/dashboard/messages/${message.id}`}>{message.subject || "(no subject)"}</a>
-                        {message.testMode ? <span class="badge warn">test</span> : null}
-                      </td>
-                      <td class="wrap" data-testid="recipients">
-                        <ul class="recipients">
-                          {(recipients.get(message.id) ?? []).map((recipient) => (
-                            <li>
-                              {recipient.email} <StatusBadge status={recipient.status} />
-                            </li>
-                          ))}
-                        </ul>
-                      </td>
-                      <td class="wrap">{message.fromAddress}</td>
-                      <td>
-                        <StatusBadge status={message.status} /> <RecipientOutcomes recipients={recipients.get(message.id)} />
-                      </td>
-                      <td>{message.tags.join(", ")}</td>
-                      <td>{formatTime(message.createdAt)}</td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </div>
-          )}
-          <Pager next={next} base={base} />
+                : "No messages yet. Send one with the API, SMTP or the form below."
+            }
+            row={(message) => (
+              <tr>
+                <td>
+                  <a href={`/dashboard/messages/${message.id}`}>{message.subject || "(no subject)"}</a>
+                  {message.testMode ? <span class="badge warn">test</span> : null}
+                </td>
+                <td class="wrap" data-testid="recipients">
+                  <ul class="recipients">
+                    {(recipients.get(message.id) ?? []).map((recipient) => (
+                      <li>
+                        {recipient.email} <StatusBadge status={recipient.status} />
+                      </li>
+                    ))}
+                  </ul>
+                </td>
+                <td class="wrap">{message.fromAddress}</td>
+                <td>
+                  <StatusBadge status={message.status} /> <RecipientOutcomes recipients={recipients.get(message.id)} />
+                </td>
+                <td>{message.tags.join(", ")}</td>
+                <td>{formatTime(message.createdAt)}</td>
+              </tr>
+            )}
+          />
+          <Pager next={next} path="/dashboard/messages" query={query} />
         </section>
         {hasFeature(auth.account, "email_api") && hasFeature(auth.account, "smtp_relay") ? <TestSendForm csrfToken={c.get("csrfToken")} /> : null}
       </Shell>,
@@ -276,31 +249,21 @@ export const messagePages = new Hono<DashboardEnv>()
               </ol>
             )}
             <h3>Recipients</h3>
-            <div class="table-wrap">
-              <table>
-                <thead>
-                  <tr>
-                    <th scope="col">Address</th>
-                    <th scope="col">Status</th>
-                    <th scope="col">Opens</th>
-                    <th scope="col">Clicks</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {recipients.map((recipient) => (
-                    <tr>
-                      <td>{recipient.email}</td>
-                      <td>
-                        <StatusBadge status={recipient.status} />
-                        {recipient.smtpResponse ? <div class="hint">{recipient.smtpResponse}</div> : null}
-                      </td>
-                      <td>{recipient.opens}</td>
-                      <td>{recipient.clicks}</td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </div>
+            <Table
+              head={["Address", "Status", "Opens", "Clicks"]}
+              rows={recipients}
+              row={(recipient) => (
+                <tr>
+                  <td>{recipient.email}</td>
+                  <td>
+                    <StatusBadge status={recipient.status} />
+                    {recipient.smtpResponse ? <div class="hint">{recipient.smtpResponse}</div> : null}
+                  </td>
+                  <td>{recipient.opens}</td>
+                  <td>{recipient.clicks}</td>
+                </tr>
+              )}
+            />
           </section>
         </div>
         {message.rawKey !== null ? (

@@ -2,7 +2,8 @@ import { Hono } from "hono";
 import { balancesOf } from "../../domain/accounts/accounts";
 import { defaultRange, overviewReport, type Overview, type ReportCounts } from "../../domain/reports/reports";
 import { requireSection } from "../guard";
-import { Empty, Shell, percent } from "../layout";
+import { ChartCard, Stat, dayAxis, type ChartData } from "../components/stats";
+import { Shell, percent } from "../layout";
 import type { DashboardEnv } from "../session";
 
 // Gmail's and Yahoo's bulk-sender rules: keep spam complaints under 0.1%, never reach 0.3%. Neither publishes a bounce
@@ -19,14 +20,8 @@ const chartSeries = [
   ["unique_clicks", "Clicked"],
 ] as const satisfies readonly (readonly [keyof ReportCounts, string])[];
 
-/** What dashboard.js draws: labels, x values (Unix seconds or category indexes) and one array per series. */
-function chartData(kind: "lines" | "bars", x: number[], rows: ReportCounts[], categories?: string[]) {
-  return JSON.stringify({
-    kind,
-    x,
-    categories,
-    series: chartSeries.map(([counter, label]) => ({ label, values: rows.map((row) => row[counter]) })),
-  });
+function chartData(kind: ChartData["kind"], x: number[], rows: ReportCounts[], categories?: string[]): ChartData {
+  return { kind, x, categories, series: chartSeries.map(([counter, label]) => ({ label, values: rows.map((row) => row[counter]) })) };
 }
 
 function RateMeter({ label, value, warn, limit, note }: { label: string; value: number; warn: number; limit: number; note: string }) {
@@ -48,61 +43,37 @@ function OverviewPage({ report }: { report: Overview }) {
   return (
     <>
       <section class="grid charts">
-        <div class="card">
-          <h2>Today ({report.to})</h2>
-          {today && today.sent + today.delivered + today.hard_bounces > 0 ? (
-            <div
-              class="chart"
-              data-chart={chartData(
-                "bars",
-                chartSeries.map((_, index) => index),
-                [today],
-                chartSeries.map(([, label]) => label),
-              )}
-              role="img"
-              aria-label={`Today: ${chartSeries.map(([counter, label]) => `${label} ${today[counter]}`).join(", ")}`}
-            />
-          ) : (
-            <Empty>No mail has finished sending today.</Empty>
-          )}
-          {today ? (
-            <dl class="counts">
-              {chartSeries.map(([counter, label]) => (
-                <div>
-                  <dt>{label}</dt>
-                  <dd>{today[counter].toLocaleString("en")}</dd>
-                </div>
-              ))}
-            </dl>
-          ) : null}
-        </div>
-        <div class="card">
-          <h2>
-            Last 30 days ({report.from} to {report.to})
-          </h2>
-          {hasMail ? (
-            <div
-              class="chart"
-              data-chart={chartData(
-                "lines",
-                report.daily.map((day) => Date.parse(`${day.date}T00:00:00Z`) / 1000),
-                report.daily,
-              )}
-              role="img"
-              aria-label={`Last 30 days: ${chartSeries.map(([counter, label]) => `${label} ${report.totals[counter]}`).join(", ")}`}
-            />
-          ) : (
-            <Empty>No mail in the last 30 days. Send a message and its delivery and engagement show here.</Empty>
-          )}
-          <dl class="counts">
-            {chartSeries.map(([counter, label]) => (
-              <div>
-                <dt>{label}</dt>
-                <dd>{report.totals[counter].toLocaleString("en")}</dd>
-              </div>
-            ))}
-          </dl>
-        </div>
+        <ChartCard
+          title={`Today (${report.to})`}
+          chart={
+            today && today.sent + today.delivered + today.hard_bounces > 0
+              ? {
+                  data: chartData(
+                    "bars",
+                    chartSeries.map((_, index) => index),
+                    [today],
+                    chartSeries.map(([, label]) => label),
+                  ),
+                  label: `Today: ${chartSeries.map(([counter, label]) => `${label} ${today[counter]}`).join(", ")}`,
+                }
+              : undefined
+          }
+          empty="No mail has finished sending today."
+          counts={today ? chartSeries.map(([counter, label]) => [label, today[counter]]) : undefined}
+        />
+        <ChartCard
+          title={`Last 30 days (${report.from} to ${report.to})`}
+          chart={
+            hasMail
+              ? {
+                  data: chartData("lines", dayAxis(report.daily), report.daily),
+                  label: `Last 30 days: ${chartSeries.map(([counter, label]) => `${label} ${report.totals[counter]}`).join(", ")}`,
+                }
+              : undefined
+          }
+          empty="No mail in the last 30 days. Send a message and its delivery and engagement show here."
+          counts={chartSeries.map(([counter, label]) => [label, report.totals[counter]])}
+        />
       </section>
       <section class="card">
         <h2>Sender reputation (30 days)</h2>
@@ -142,20 +113,13 @@ export const overviewPages = new Hono<DashboardEnv>().get("/", async (c) => {
   return c.html(
     <Shell title="Overview" auth={auth} csrfToken={c.get("csrfToken")} current="/dashboard">
       <section class="grid stats">
-        <div class="card stat">
-          <div class="stat-label">Sending credits</div>
-          <div class="stat-value">{balances.send.available.toLocaleString("en")}</div>
-          <div class="hint">{balances.send.reserved.toLocaleString("en")} reserved by campaigns</div>
-        </div>
-        <div class="card stat">
-          <div class="stat-label">Verification credits</div>
-          <div class="stat-value">{balances.verify.available.toLocaleString("en")}</div>
-        </div>
-        <div class="card stat">
-          <div class="stat-label">Plan</div>
-          <div class="stat-value">{auth.account.plan}</div>
-          <div class="hint">{auth.account.dailySendLimit.toLocaleString("en")} emails a day</div>
-        </div>
+        <Stat
+          label="Sending credits"
+          value={balances.send.available.toLocaleString("en")}
+          hint={`${balances.send.reserved.toLocaleString("en")} reserved by campaigns`}
+        />
+        <Stat label="Verification credits" value={balances.verify.available.toLocaleString("en")} />
+        <Stat label="Plan" value={auth.account.plan} hint={`${auth.account.dailySendLimit.toLocaleString("en")} emails a day`} />
       </section>
       <OverviewPage report={report} />
     </Shell>,

@@ -12,7 +12,6 @@ import {
   findSegment,
   listSegments,
   segmentAudienceWhere,
-  segmentOperators,
   updateSegment,
   type SegmentCondition,
   type SegmentRow,
@@ -21,66 +20,16 @@ import { contactTextFields } from "../../domain/contacts/contacts";
 import { listLists } from "../../domain/contacts/lists";
 import { notFound, validationError } from "../../errors";
 import { parsedOrThrow, requireLiveKey, requireSection } from "../guard";
+import { ConditionRows, MatchSelect, conditionsOf, type Form } from "../components/conditions";
+import { PostButton } from "../components/post-button";
+import { Table } from "../components/table";
 import { Csrf, Empty, Notice, Shell, formatTime } from "../layout";
 import type { DashboardEnv } from "../session";
 
 type Page = Context<DashboardEnv>;
-type Form = Record<string, string | File | (string | File)[]>;
 
 const fieldChoices = ["email", ...contactTextFields, "status", "created_at", "list", "custom_fields."];
-const operatorLabels: Record<(typeof segmentOperators)[number], string> = {
-  eq: "is",
-  neq: "is not",
-  contains: "contains",
-  starts_with: "starts with",
-  ends_with: "ends with",
-  exists: "is set",
-  not_exists: "is not set",
-  gt: "is after / more than",
-  gte: "is on or after / at least",
-  lt: "is before / less than",
-  lte: "is on or before / at most",
-  in: "is one of",
-  not_in: "is none of",
-  within_days: "within the last … days",
-};
 const blankRows = 3;
-const listValued = new Set(["in", "not_in"]);
-
-const strings = (form: Form, name: string) => ([] as unknown[]).concat(form[name] ?? []).map((value) => (typeof value === "string" ? value : ""));
-
-/**
- * The builder's rows as the API's `conditions`: rows without a field are left out; `in`/`not_in` and `list` take
- * comma-separated values, `within_days` a number, `exists`/`not_exists` none. Anything else is the schema's to judge.
- */
-export function conditionsOf(form: Form): SegmentCondition[] {
-  const fields = strings(form, "field");
-  const ops = strings(form, "op");
-  const values = strings(form, "value");
-  const conditions: SegmentCondition[] = [];
-  fields.forEach((raw, index) => {
-    const field = raw.trim();
-    if (field === "") return;
-    const op = ops[index] ?? "";
-    const text = (values[index] ?? "").trim();
-    if (op === "exists" || op === "not_exists") conditions.push({ field, op });
-    else if (listValued.has(op) || field === "list")
-      conditions.push({
-        field,
-        op,
-        value: text
-          .split(",")
-          .map((part) => part.trim())
-          .filter(Boolean),
-      });
-    else if (op === "within_days" && /^\d+$/.test(text)) conditions.push({ field, op, value: Number(text) });
-    else conditions.push({ field, op, value: text });
-  });
-  return conditions;
-}
-
-const shownValue = (value: unknown) => (Array.isArray(value) ? value.join(", ") : value === undefined ? "" : String(value));
-
 function Builder({ segment, csrfToken, countUrl }: { segment?: SegmentRow; csrfToken: string; countUrl: string }) {
   const rows: (SegmentCondition | undefined)[] = [...(segment?.conditions ?? []), ...Array.from({ length: blankRows }, () => undefined)];
   return (
@@ -89,14 +38,7 @@ function Builder({ segment, csrfToken, countUrl }: { segment?: SegmentRow; csrfT
       <label for="seg-name">Name</label>
       <input id="seg-name" name="name" type="text" required maxlength={200} value={segment?.name ?? ""} />
       <label for="seg-match">Contacts must match</label>
-      <select id="seg-match" name="match">
-        <option value="all" selected={segment?.match !== "any"}>
-          all conditions
-        </option>
-        <option value="any" selected={segment?.match === "any"}>
-          any condition
-        </option>
-      </select>
+      <MatchSelect id="seg-match" match={segment?.match} />
       <datalist id="segment-fields">
         {fieldChoices.map((choice) => (
           <option value={choice} />
@@ -104,28 +46,7 @@ function Builder({ segment, csrfToken, countUrl }: { segment?: SegmentRow; csrfT
       </datalist>
       <fieldset class="conditions" hx-get={countUrl} hx-trigger="change delay:300ms" hx-include="closest form" hx-target="next .segment-count">
         <legend>Conditions (a custom field is custom_fields.key; list takes list ids, comma separated)</legend>
-        {rows.map((condition, index) => (
-          <div class="condition">
-            <label>
-              Field
-              <input name="field" type="text" list="segment-fields" value={condition?.field ?? ""} aria-label={`Condition ${index + 1} field`} />
-            </label>
-            <label>
-              Operator
-              <select name="op" aria-label={`Condition ${index + 1} operator`}>
-                {segmentOperators.map((op) => (
-                  <option value={op} selected={condition?.op === op}>
-                    {operatorLabels[op]}
-                  </option>
-                ))}
-              </select>
-            </label>
-            <label>
-              Value
-              <input name="value" type="text" value={shownValue(condition?.value)} aria-label={`Condition ${index + 1} value`} />
-            </label>
-          </div>
-        ))}
+        <ConditionRows rows={rows} suggestions="segment-fields" />
       </fieldset>
       <p class="segment-count hint" aria-live="polite" data-testid="segment-count">
         The matching contacts are counted as you change the conditions.
@@ -151,34 +72,22 @@ export const segmentPages = new Hono<DashboardEnv>()
         {c.req.query("deleted") ? <Notice kind="ok">Segment deleted.</Notice> : null}
         <section class="card">
           <h2>Segments</h2>
-          {rows.length === 0 ? (
-            <Empty>No segments yet. Build one below from contact fields, custom fields and list membership; campaigns can then target it.</Empty>
-          ) : (
-            <div class="table-wrap">
-              <table>
-                <thead>
-                  <tr>
-                    <th scope="col">Name</th>
-                    <th scope="col">Conditions</th>
-                    <th scope="col">Updated</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {rows.map((segment) => (
-                    <tr>
-                      <td class="wrap">
-                        <a href={`/dashboard/segments/${segment.id}`}>{segment.name}</a>
-                      </td>
-                      <td>
-                        {segment.conditions.length} ({segment.match === "all" ? "all must match" : "any may match"})
-                      </td>
-                      <td>{formatTime(segment.updatedAt)}</td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </div>
-          )}
+          <Table
+            head={["Name", "Conditions", "Updated"]}
+            rows={rows}
+            empty="No segments yet. Build one below from contact fields, custom fields and list membership; campaigns can then target it."
+            row={(segment) => (
+              <tr>
+                <td class="wrap">
+                  <a href={`/dashboard/segments/${segment.id}`}>{segment.name}</a>
+                </td>
+                <td>
+                  {segment.conditions.length} ({segment.match === "all" ? "all must match" : "any may match"})
+                </td>
+                <td>{formatTime(segment.updatedAt)}</td>
+              </tr>
+            )}
+          />
         </section>
         <section class="card">
           <h2>New segment</h2>
@@ -238,12 +147,9 @@ export const segmentPages = new Hono<DashboardEnv>()
           <section class="card">
             <h2>Conditions</h2>
             <Builder segment={segment} csrfToken={csrfToken} countUrl="/dashboard/segments/count" />
-            <form method="post" action={`/dashboard/segments/${segment.id}/delete`} class="inline">
-              <Csrf token={csrfToken} />
-              <button type="submit" class="danger">
-                Delete segment
-              </button>
-            </form>
+            <PostButton action={`/dashboard/segments/${segment.id}/delete`} csrfToken={csrfToken} tone="danger" layout="inline">
+              Delete segment
+            </PostButton>
           </section>
           <section class="card">
             <h2>Who matches now</h2>

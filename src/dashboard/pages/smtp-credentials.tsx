@@ -2,7 +2,10 @@ import { Hono, type Context } from "hono";
 import { createSmtpCredential, listSmtpCredentials, revokeSmtpCredential } from "../../domain/smtp/credentials";
 import { AppError, notFound } from "../../errors";
 import { field, requireSection } from "../guard";
-import { Copyable, Csrf, Empty, Notice, Shell, formatTime } from "../layout";
+import { NameForm } from "../components/name-form";
+import { PostButton } from "../components/post-button";
+import { Table } from "../components/table";
+import { Copyable, Notice, Shell, formatTime } from "../layout";
 import type { DashboardEnv } from "../session";
 
 async function credentialsPage(c: Context<DashboardEnv>, created?: { username: string; password: string }) {
@@ -25,54 +28,42 @@ async function credentialsPage(c: Context<DashboardEnv>, created?: { username: s
       <section class="card">
         <h2>Active credentials</h2>
         <p class="hint">For the SMTP relay: ports 587 and 2525 with STARTTLS, 465 with implicit TLS.</p>
-        {credentials.length === 0 ? (
-          <Empty>No SMTP credentials yet.</Empty>
-        ) : (
-          <div class="table-wrap">
-            <table>
-              <thead>
-                <tr>
-                  <th scope="col">Name</th>
-                  <th scope="col">Username</th>
-                  <th scope="col">Mode</th>
-                  <th scope="col">Last used</th>
-                  <th scope="col">Revoke</th>
-                </tr>
-              </thead>
-              <tbody>
-                {credentials.map((credential) => (
-                  <tr>
-                    <td>{credential.name}</td>
-                    <td>
-                      <code>{credential.username}</code>
-                    </td>
-                    <td>{credential.mode}</td>
-                    <td>{formatTime(credential.lastUsedAt)}</td>
-                    <td>
-                      <form method="post" action={`/dashboard/smtp-credentials/${credential.id}/revoke`}>
-                        <Csrf token={csrfToken} />
-                        <button type="submit" class="danger" aria-label={`Revoke ${credential.name}`}>
-                          Revoke
-                        </button>
-                      </form>
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
-        )}
+        <Table
+          head={["Name", "Username", "Mode", "Last used", "Revoke"]}
+          rows={credentials}
+          empty="No SMTP credentials yet."
+          row={(credential) => (
+            <tr>
+              <td>{credential.name}</td>
+              <td>
+                <code>{credential.username}</code>
+              </td>
+              <td>{credential.mode}</td>
+              <td>{formatTime(credential.lastUsedAt)}</td>
+              <td>
+                <PostButton
+                  action={`/dashboard/smtp-credentials/${credential.id}/revoke`}
+                  csrfToken={csrfToken}
+                  tone="danger"
+                  label={`Revoke ${credential.name}`}
+                >
+                  Revoke
+                </PostButton>
+              </td>
+            </tr>
+          )}
+        />
       </section>
       <section class="card">
         <h2>Create a credential</h2>
-        <form method="post" action="/dashboard/smtp-credentials" class="inline">
-          <Csrf token={csrfToken} />
-          <label>
-            Name
-            <input name="name" type="text" required maxlength={100} placeholder="WordPress" />
-          </label>
-          <button type="submit">Create credential</button>
-        </form>
+        <NameForm
+          action="/dashboard/smtp-credentials"
+          csrfToken={csrfToken}
+          label="Name"
+          maxlength={100}
+          placeholder="WordPress"
+          submit="Create credential"
+        />
       </section>
     </Shell>,
     created ? 201 : 200,

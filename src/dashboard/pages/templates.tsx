@@ -8,7 +8,9 @@ import { escapeHtml, renderTemplate } from "../../domain/sending/render";
 import { createTemplate, deleteTemplate, findTemplate, listTemplates, updateTemplate, type TemplateRow } from "../../domain/templates/templates";
 import { notFound, validationError } from "../../errors";
 import { parsedOrThrow, requireLiveKey, requireSection } from "../guard";
-import { Csrf, Empty, Shell, formatTime, framedMailCsp } from "../layout";
+import { PostButton } from "../components/post-button";
+import { Table } from "../components/table";
+import { Csrf, Shell, formatTime, framedMailCsp } from "../layout";
 import type { DashboardEnv } from "../session";
 
 type Page = Context<DashboardEnv>;
@@ -82,32 +84,20 @@ export const templatePages = new Hono<DashboardEnv>()
       <Shell title="Templates" auth={auth} csrfToken={c.get("csrfToken")} current="/dashboard/templates">
         <section class="card">
           <h2>Templates</h2>
-          {rows.length === 0 ? (
-            <Empty>No templates yet. Create one below, then choose it in a campaign or an automation's email step.</Empty>
-          ) : (
-            <div class="table-wrap">
-              <table>
-                <thead>
-                  <tr>
-                    <th scope="col">Name</th>
-                    <th scope="col">Subject</th>
-                    <th scope="col">Updated</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {rows.map((template) => (
-                    <tr>
-                      <td class="wrap">
-                        <a href={`/dashboard/templates/${template.id}`}>{template.name}</a>
-                      </td>
-                      <td class="wrap">{template.subject}</td>
-                      <td>{formatTime(template.updatedAt)}</td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </div>
-          )}
+          <Table
+            head={["Name", "Subject", "Updated"]}
+            rows={rows}
+            empty="No templates yet. Create one below, then choose it in a campaign or an automation's email step."
+            row={(template) => (
+              <tr>
+                <td class="wrap">
+                  <a href={`/dashboard/templates/${template.id}`}>{template.name}</a>
+                </td>
+                <td class="wrap">{template.subject}</td>
+                <td>{formatTime(template.updatedAt)}</td>
+              </tr>
+            )}
+          />
         </section>
         <section class="card">
           <h2>New template</h2>
@@ -139,12 +129,9 @@ export const templatePages = new Hono<DashboardEnv>()
           <section class="card">
             <h2>Edit</h2>
             <TemplateForm template={template} csrfToken={csrfToken} />
-            <form method="post" action={`/dashboard/templates/${template.id}/delete`} class="inline">
-              <Csrf token={csrfToken} />
-              <button type="submit" class="danger">
-                Delete template
-              </button>
-            </form>
+            <PostButton action={`/dashboard/templates/${template.id}/delete`} csrfToken={csrfToken} tone="danger" layout="inline">
+              Delete template
+            </PostButton>
           </section>
           <section class="card">
             <h2>Preview</h2>

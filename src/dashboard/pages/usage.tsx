@@ -3,8 +3,16 @@ import { config } from "../../config";
 import { balancesOf } from "../../domain/accounts/accounts";
 import { defaultRange, usageReport } from "../../domain/reports/reports";
 import { requireSection } from "../guard";
-import { Empty, Shell } from "../layout";
+import { ChartCard, Stat, dayAxis } from "../components/stats";
+import { Table } from "../components/table";
+import { Shell } from "../layout";
 import type { DashboardEnv } from "../session";
+
+const usageSeries = [
+  ["api_calls", "API calls"],
+  ["emails_sent", "Emails sent"],
+  ["verifications", "Verifications"],
+] as const;
 
 export const usagePages = new Hono<DashboardEnv>().get("/usage", async (c) => {
   requireSection(c, "reports");
@@ -17,102 +25,59 @@ export const usagePages = new Hono<DashboardEnv>().get("/usage", async (c) => {
   return c.html(
     <Shell title="Credits & usage" auth={auth} csrfToken={c.get("csrfToken")} current="/dashboard/usage">
       <section class="grid stats">
-        <div class="card stat">
-          <div class="stat-label">Sending credits available</div>
-          <div class="stat-value">{balances.send.available.toLocaleString("en")}</div>
-          <div class="hint">
-            balance {balances.send.balance.toLocaleString("en")}, reserved {balances.send.reserved.toLocaleString("en")}
-          </div>
-        </div>
-        <div class="card stat">
-          <div class="stat-label">Verification credits</div>
-          <div class="stat-value">{balances.verify.available.toLocaleString("en")}</div>
-          {monthlyGrant > 0 ? (
-            <div class="hint">
-              {monthlyGrant.toLocaleString("en")} granted each month ({auth.account.plan} plan); unused ones do not carry over
-            </div>
-          ) : null}
-        </div>
-        <div class="card stat">
-          <div class="stat-label">Daily send limit</div>
-          <div class="stat-value">{auth.account.dailySendLimit.toLocaleString("en")}</div>
-          <div class="hint">{auth.account.rateLimitPerMinute.toLocaleString("en")} API requests a minute per key</div>
-        </div>
+        <Stat
+          label="Sending credits available"
+          value={balances.send.available.toLocaleString("en")}
+          hint={`balance ${balances.send.balance.toLocaleString("en")}, reserved ${balances.send.reserved.toLocaleString("en")}`}
+        />
+        <Stat
+          label="Verification credits"
+          value={balances.verify.available.toLocaleString("en")}
+          hint={
+            monthlyGrant > 0
+              ? `${monthlyGrant.toLocaleString("en")} granted each month (${auth.account.plan} plan); unused ones do not carry over`
+              : undefined
+          }
+        />
+        <Stat
+          label="Daily send limit"
+          value={auth.account.dailySendLimit.toLocaleString("en")}
+          hint={`${auth.account.rateLimitPerMinute.toLocaleString("en")} API requests a minute per key`}
+        />
       </section>
-      <section class="card">
-        <h2>
-          Last 30 days ({usage.from} to {usage.to})
-        </h2>
-        {active ? (
-          <div
-            class="chart"
-            role="img"
-            aria-label={`API calls ${usage.api_calls}, emails sent ${usage.emails_sent}, verifications ${usage.verifications}`}
-            data-chart={JSON.stringify({
-              kind: "lines",
-              x: usage.daily.map((day) => Date.parse(`${day.date}T00:00:00Z`) / 1000),
-              series: [
-                { label: "API calls", values: usage.daily.map((day) => day.api_calls) },
-                { label: "Emails sent", values: usage.daily.map((day) => day.emails_sent) },
-                { label: "Verifications", values: usage.daily.map((day) => day.verifications) },
-              ],
-            })}
-          />
-        ) : (
-          <Empty>No usage in the last 30 days.</Empty>
-        )}
-        <dl class="counts">
-          <div>
-            <dt>API calls</dt>
-            <dd>{usage.api_calls.toLocaleString("en")}</dd>
-          </div>
-          <div>
-            <dt>Emails sent</dt>
-            <dd>{usage.emails_sent.toLocaleString("en")}</dd>
-          </div>
-          <div>
-            <dt>Verifications</dt>
-            <dd>{usage.verifications.toLocaleString("en")}</dd>
-          </div>
-        </dl>
-      </section>
+      <ChartCard
+        title={`Last 30 days (${usage.from} to ${usage.to})`}
+        chart={
+          active
+            ? {
+                data: {
+                  kind: "lines",
+                  x: dayAxis(usage.daily),
+                  series: usageSeries.map(([counter, label]) => ({ label, values: usage.daily.map((day) => day[counter]) })),
+                },
+                label: `API calls ${usage.api_calls}, emails sent ${usage.emails_sent}, verifications ${usage.verifications}`,
+              }
+            : undefined
+        }
+        empty="No usage in the last 30 days."
+        counts={usageSeries.map(([counter, label]) => [label, usage[counter]])}
+      />
       <section class="card">
         <h2>Credit movements (30 days)</h2>
-        <div class="table-wrap">
-          <table>
-            <thead>
-              <tr>
-                <th scope="col">Balance</th>
-                <th scope="col">Charged</th>
-                <th scope="col">Refunded</th>
-                <th scope="col">Reserved</th>
-                <th scope="col">Released</th>
-                <th scope="col">Granted monthly</th>
-                <th scope="col">Expired unused</th>
-              </tr>
-            </thead>
-            <tbody>
-              <tr>
-                <td>Sending</td>
-                <td>{credits.send_charged}</td>
-                <td>{credits.send_refunded}</td>
-                <td>{credits.send_reserved}</td>
-                <td>{credits.send_released}</td>
-                <td>—</td>
-                <td>—</td>
-              </tr>
-              <tr>
-                <td>Verification</td>
-                <td>{credits.verify_charged}</td>
-                <td>{credits.verify_refunded}</td>
-                <td>—</td>
-                <td>—</td>
-                <td>{credits.verify_granted}</td>
-                <td>{credits.verify_expired}</td>
-              </tr>
-            </tbody>
-          </table>
-        </div>
+        <Table
+          head={["Balance", "Charged", "Refunded", "Reserved", "Released", "Granted monthly", "Expired unused"]}
+          rows={[
+            ["Sending", credits.send_charged, credits.send_refunded, credits.send_reserved, credits.send_released, "—", "—"],
+            ["Verification", credits.verify_charged, credits.verify_refunded, "—", "—", credits.verify_granted, credits.verify_expired],
+          ]}
+          row={(cells) => (
+            <tr>
+              {cells.map((cell) => (
+                <td>{cell}</td>
+              ))}
+            </tr>
+          )}
+        />
       </section>
     </Shell>,
   );

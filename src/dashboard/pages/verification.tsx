@@ -14,7 +14,8 @@ import { verifySingleAddress } from "../../domain/verification/single";
 import { insufficientVerifyCredits, verificationQueueUnavailable } from "../../api/verify";
 import { AppError, notFound } from "../../errors";
 import { field, requireSection } from "../guard";
-import { Csrf, Empty, Notice, Progress, Shell, StatusBadge, formatTime } from "../layout";
+import { Table } from "../components/table";
+import { Csrf, Notice, Progress, Shell, StatusBadge, formatTime } from "../layout";
 import type { DashboardEnv } from "../session";
 
 // An uploaded file is read whole in memory: 50,000 addresses of a few columns stay far below this.
@@ -110,38 +111,25 @@ export const verificationPages = new Hono<DashboardEnv>()
         </div>
         <section class="card">
           <h2>Recent jobs</h2>
-          {jobs.length === 0 ? (
-            <Empty>No bulk verification jobs yet.</Empty>
-          ) : (
-            <div class="table-wrap">
-              <table>
-                <thead>
-                  <tr>
-                    <th scope="col">Job</th>
-                    <th scope="col">Status</th>
-                    <th scope="col">Addresses</th>
-                    <th scope="col">Created</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {jobs.map((job) => (
-                    <tr>
-                      <td>
-                        <a href={`/dashboard/verification/${job.id}`}>{job.name ?? job.id}</a>
-                      </td>
-                      <td>
-                        <StatusBadge status={job.status} />
-                      </td>
-                      <td>
-                        {job.processed} / {job.total}
-                      </td>
-                      <td>{formatTime(job.createdAt)}</td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </div>
-          )}
+          <Table
+            head={["Job", "Status", "Addresses", "Created"]}
+            rows={jobs}
+            empty="No bulk verification jobs yet."
+            row={(job) => (
+              <tr>
+                <td>
+                  <a href={`/dashboard/verification/${job.id}`}>{job.name ?? job.id}</a>
+                </td>
+                <td>
+                  <StatusBadge status={job.status} />
+                </td>
+                <td>
+                  {job.processed} / {job.total}
+                </td>
+                <td>{formatTime(job.createdAt)}</td>
+              </tr>
+            )}
+          />
         </section>
       </Shell>,
     );

@@ -13,27 +13,16 @@ import {
 } from "../../domain/webhooks/endpoints";
 import { replayEvent, sendTestEvent, type AttemptResult } from "../../domain/webhooks/delivery";
 import { AppError, notFound } from "../../errors";
-import { field, requireLiveKey, requireSection } from "../guard";
-import { Copyable, Csrf, Empty, Notice, Shell, StatusBadge, formatTime } from "../layout";
+import { field, sectionGuard } from "../guard";
+import { PostButton } from "../components/post-button";
+import { SecretOnce } from "../components/secret-once";
+import { Table } from "../components/table";
+import { Csrf, Notice, Shell, StatusBadge, formatTime } from "../layout";
 import type { DashboardEnv } from "../session";
 
 type Page = Context<DashboardEnv>;
 
-function guard(c: Page, change?: string) {
-  requireSection(c, "webhooks");
-  if (change) requireLiveKey(c, change);
-}
-
-function SecretOnce({ secret }: { secret: string }) {
-  return (
-    <Notice kind="ok">
-      <strong>Signing secret</strong> Copy it now: it is shown only this once.
-      <span class="secret" data-testid="new-secret">
-        <Copyable value={secret} label="the signing secret" />
-      </span>
-    </Notice>
-  );
-}
+const guard = sectionGuard("webhooks");
 
 function AttemptNotice({ what, result }: { what: string; result: AttemptResult }) {
   return (
@@ -56,7 +45,7 @@ async function endpointPage(c: Page, endpoint: WebhookEndpointRow, secret?: stri
   const deliveries = (await listDeliveries(c.env.DB, auth.account.id, endpoint.id, {}, { limit: 50 })) ?? [];
   return c.html(
     <Shell title={`Webhook ${endpoint.url}`} auth={auth} csrfToken={csrfToken} current="/dashboard/webhooks">
-      {secret ? <SecretOnce secret={secret} /> : null}
+      {secret ? <SecretOnce title="Signing secret" secret={secret} label="the signing secret" /> : null}
       <section class="card">
         <h2>Endpoint</h2>
         <dl class="facts">
@@ -75,90 +64,62 @@ async function endpointPage(c: Page, endpoint: WebhookEndpointRow, secret?: stri
           <dd>{endpoint.description ?? "—"}</dd>
         </dl>
         <div class="actions">
-          <form
-            method="post"
-            action={`/dashboard/webhooks/${endpoint.id}/test`}
-            hx-post={`/dashboard/webhooks/${endpoint.id}/test`}
-            hx-target="#test-result"
+          <PostButton action={`/dashboard/webhooks/${endpoint.id}/test`} csrfToken={csrfToken} htmx={{ target: "#test-result" }}>
+            Send test event
+          </PostButton>
+          <PostButton
+            action={`/dashboard/webhooks/${endpoint.id}/enabled`}
+            csrfToken={csrfToken}
+            tone="secondary"
+            fields={{ enabled: endpoint.enabled ? "false" : "true" }}
           >
-            <Csrf token={csrfToken} />
-            <button type="submit">Send test event</button>
-          </form>
-          <form method="post" action={`/dashboard/webhooks/${endpoint.id}/enabled`}>
-            <Csrf token={csrfToken} />
-            <input type="hidden" name="enabled" value={endpoint.enabled ? "false" : "true"} />
-            <button type="submit" class="secondary">
-              {endpoint.enabled ? "Disable" : "Enable"}
-            </button>
-          </form>
-          <form method="post" action={`/dashboard/webhooks/${endpoint.id}/rotate`}>
-            <Csrf token={csrfToken} />
-            <button type="submit" class="secondary">
-              Rotate secret
-            </button>
-          </form>
-          <form method="post" action={`/dashboard/webhooks/${endpoint.id}/delete`}>
-            <Csrf token={csrfToken} />
-            <button type="submit" class="danger">
-              Delete
-            </button>
-          </form>
+            {endpoint.enabled ? "Disable" : "Enable"}
+          </PostButton>
+          <PostButton action={`/dashboard/webhooks/${endpoint.id}/rotate`} csrfToken={csrfToken} tone="secondary">
+            Rotate secret
+          </PostButton>
+          <PostButton action={`/dashboard/webhooks/${endpoint.id}/delete`} csrfToken={csrfToken} tone="danger">
+            Delete
+          </PostButton>
         </div>
         <div id="test-result" aria-live="polite" />
       </section>
       <section class="card">
         <h2>Deliveries</h2>
-        {deliveries.length === 0 ? (
-          <Empty>No deliveries yet. Send a test event, or wait for the events this endpoint subscribes to.</Empty>
-        ) : (
-          <div class="table-wrap">
-            <table>
-              <thead>
-                <tr>
-                  <th scope="col">Event</th>
-                  <th scope="col">Attempt</th>
-                  <th scope="col">Status</th>
-                  <th scope="col">Response</th>
-                  <th scope="col">At</th>
-                  <th scope="col">Replay</th>
-                </tr>
-              </thead>
-              <tbody>
-                {deliveries.slice(0, 50).map((delivery) => (
-                  <tr>
-                    <td>
-                      {delivery.eventType}
-                      <div class="hint">{delivery.eventId}</div>
-                    </td>
-                    <td>{delivery.attempt}</td>
-                    <td>
-                      <StatusBadge status={delivery.status === "succeeded" ? "delivered" : delivery.status} />
-                      {delivery.nextRetryAt ? <div class="hint">retry {formatTime(delivery.nextRetryAt)}</div> : null}
-                    </td>
-                    <td>
-                      {delivery.statusCode ?? "—"} {delivery.durationMs !== null ? <span class="hint">{delivery.durationMs} ms</span> : null}
-                      {delivery.responseSnippet ? <div class="hint">{delivery.responseSnippet}</div> : null}
-                    </td>
-                    <td>{formatTime(delivery.createdAt)}</td>
-                    <td>
-                      <form
-                        method="post"
-                        action={`/dashboard/webhooks/${endpoint.id}/events/${delivery.eventId}/replay`}
-                        hx-post={`/dashboard/webhooks/${endpoint.id}/events/${delivery.eventId}/replay`}
-                        hx-target="#test-result"
-                      >
-                        <Csrf token={csrfToken} />
-                        <button type="submit" class="secondary" aria-label={`Replay ${delivery.eventType} ${delivery.eventId}`}>
-                          Replay
-                        </button>
-                      </form>
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
-        )}
+        <Table
+          head={["Event", "Attempt", "Status", "Response", "At", "Replay"]}
+          rows={deliveries.slice(0, 50)}
+          empty="No deliveries yet. Send a test event, or wait for the events this endpoint subscribes to."
+          row={(delivery) => (
+            <tr>
+              <td>
+                {delivery.eventType}
+                <div class="hint">{delivery.eventId}</div>
+              </td>
+              <td>{delivery.attempt}</td>
+              <td>
+                <StatusBadge status={delivery.status === "succeeded" ? "delivered" : delivery.status} />
+                {delivery.nextRetryAt ? <div class="hint">retry {formatTime(delivery.nextRetryAt)}</div> : null}
+              </td>
+              <td>
+                {delivery.statusCode ?? "—"} {delivery.durationMs !== null ? <span class="hint">{delivery.durationMs} ms</span> : null}
+                {delivery.responseSnippet ? <div class="hint">{delivery.responseSnippet}</div> : null}
+              </td>
+              <td>{formatTime(delivery.createdAt)}</td>
+              <td>
+                <PostButton
+                  action={`/dashboard/webhooks/${endpoint.id}/events/${delivery.eventId}/replay`}
+                  csrfToken={csrfToken}
+                  tone="secondary"
+                  label={`Replay ${delivery.eventType} ${delivery.eventId}`}
+                  htmx={{ target: "#test-result" }}
+                >
+                  Replay
+                </PostButton>
+              </td>
+            </tr>
+          )}
+        />
       </section>
       <a href="/dashboard/webhooks">← Webhooks</a>
     </Shell>,
@@ -174,34 +135,22 @@ export const webhookPages = new Hono<DashboardEnv>()
       <Shell title="Webhooks" auth={auth} csrfToken={c.get("csrfToken")} current="/dashboard/webhooks">
         <section class="card">
           <h2>Endpoints</h2>
-          {endpoints.length === 0 ? (
-            <Empty>No endpoints yet. Add one to receive signed events as they happen.</Empty>
-          ) : (
-            <div class="table-wrap">
-              <table>
-                <thead>
-                  <tr>
-                    <th scope="col">URL</th>
-                    <th scope="col">Events</th>
-                    <th scope="col">Status</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {endpoints.slice(0, MAX_ENDPOINTS_PER_ACCOUNT).map((endpoint) => (
-                    <tr>
-                      <td>
-                        <a href={`/dashboard/webhooks/${endpoint.id}`}>{endpoint.url}</a>
-                      </td>
-                      <td>{endpoint.events.join(", ")}</td>
-                      <td>
-                        <StatusBadge status={endpoint.enabled ? "active" : "disabled"} />
-                      </td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </div>
-          )}
+          <Table
+            head={["URL", "Events", "Status"]}
+            rows={endpoints.slice(0, MAX_ENDPOINTS_PER_ACCOUNT)}
+            empty="No endpoints yet. Add one to receive signed events as they happen."
+            row={(endpoint) => (
+              <tr>
+                <td>
+                  <a href={`/dashboard/webhooks/${endpoint.id}`}>{endpoint.url}</a>
+                </td>
+                <td>{endpoint.events.join(", ")}</td>
+                <td>
+                  <StatusBadge status={endpoint.enabled ? "active" : "disabled"} />
+                </td>
+              </tr>
+            )}
+          />
         </section>
         <section class="card">
           <h2>Add an endpoint</h2>

@@ -152,21 +152,7 @@ export async function sendTestEvent(
   type: EventType,
 ): Promise<{ event: WebhookEnvelope; result: AttemptResult }> {
   const event: WebhookEnvelope = { id: newId("evt"), type, created_at: nowIso(), data: sampleEventData[type] };
-  const result = await attemptDelivery(deliveryContext(env), endpoint, event);
-  await logDeliveryAttempt(env.DB, {
-    endpointId: endpoint.id,
-    accountId: endpoint.accountId,
-    eventId: event.id,
-    eventType: type,
-    attempt: 1,
-    status: result.ok ? "succeeded" : "failed",
-    statusCode: result.statusCode,
-    responseSnippet: result.responseSnippet,
-    durationMs: result.durationMs,
-    nextRetryAt: null,
-    createdAt: nowIso(),
-  });
-  return { event, result };
+  return { event, result: await deliverOnce(env, endpoint, event, 1) };
 }
 
 /**
@@ -179,7 +165,12 @@ export async function replayEvent(env: Env, endpoint: WebhookEndpointRow, eventI
   if (!event || event.accountId !== endpoint.accountId) return undefined;
   const { accountId: _accountId, ...envelope } = event;
   const attempt = (await lastAttemptNumber(env.DB, endpoint.id, event.id)) + 1;
-  const result = await attemptDelivery(deliveryContext(env), endpoint, envelope);
+  return deliverOnce(env, endpoint, envelope, attempt);
+}
+
+/** One attempt made now on someone's request (a test or a replay), logged as final: it is never retried. */
+async function deliverOnce(env: Env, endpoint: WebhookEndpointRow, event: WebhookEnvelope, attempt: number): Promise<AttemptResult> {
+  const result = await attemptDelivery(deliveryContext(env), endpoint, event);
   await logDeliveryAttempt(env.DB, {
     endpointId: endpoint.id,
     accountId: endpoint.accountId,
