@@ -426,7 +426,7 @@ describe.skipIf(!chromiumPath)("the dashboard in chromium", () => {
     await page.setViewportSize(widths.desktop);
   }, 60_000);
 
-  it("screenshots every page at desktop and phone widths with nothing wider than the screen", async () => {
+  it("shows every page at desktop and phone widths with nothing wider than the screen", async () => {
     for (const path of [
       "/dashboard",
       "/dashboard/smtp-credentials",
