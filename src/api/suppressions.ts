@@ -1,4 +1,4 @@
-import { ContactEmailSchema } from "./contacts";
+import { contactEmail } from "../domain/contacts/input";
 import {
   addSuppression as suppress,
   listSuppressions as findSuppressions,
@@ -24,7 +24,7 @@ const SuppressionSchema = z
 
 const CreateSuppressionSchema = z
   .object({
-    email: ContactEmailSchema,
+    email: contactEmail,
     reason: z.enum(suppressionReasons).default("manual"),
   })
   .strict()

@@ -1,7 +1,7 @@
 import { Hono } from "hono";
-import { ContactPatchSchema, patchContactOrThrow } from "../../api/contacts";
+import { patchContactOrThrow } from "../../api/contacts";
 import { deleteListOrThrow } from "../../api/lists";
-import { listChangeInput, listInput } from "../../domain/contacts/input";
+import { contactChangeInput, listChangeInput, listInput } from "../../domain/contacts/input";
 import { contactStatuses, deleteContact, findContact, listContacts, type ContactFilters } from "../../domain/contacts/contacts";
 import { contactAddress } from "../../domain/contacts/email";
 import { createContactImport, findContactImport, type ContactImport } from "../../domain/contacts/import";
@@ -453,7 +453,7 @@ export const contactPages = new Hono<DashboardEnv>()
     const status = form.status;
     if ((status === "subscribed" || status === "unsubscribed") && status !== saved.status) body.status = status;
     if (Object.keys(body).length > 0)
-      await patchContactOrThrow(c.env.DB, accountId, saved.id, parsedOrThrow(ContactPatchSchema, body, "The contact cannot be saved"));
+      await patchContactOrThrow(c.env.DB, accountId, saved.id, parsedOrThrow(contactChangeInput, body, "The contact cannot be saved"));
     return c.redirect(`/dashboard/contacts/${saved.id}?saved=1`, 303);
   })
   .post("/contacts/:id/delete", async (c) => {
