@@ -4,6 +4,7 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { call, createAccount, createKey, json } from "../helpers";
 import { verifiedDomain } from "../send/helpers";
+import { receiverPath, receiverUrl } from "../webhooks/helpers";
 import { cookieHeader, signIn, visit, type Browser } from "./helpers";
 
 type Campaign = {
@@ -334,5 +335,39 @@ describe("contacts search and lists answer as the API does", { timeout: 60_000 }
     expect((await browser.post(`/dashboard/contacts/lists/${excluded}/delete`, {})).status).toBe(303);
     expect((await call(`/api/v1/lists/${excluded}`, { key })).status).toBe(404);
     expect((await browser.post(`/dashboard/contacts/lists/${excluded}/delete`, {})).status).toBe(404);
+  });
+});
+
+/** A dashboard form and the API body it stands for: both must be refused with the API's status and field errors. */
+async function expectBothRefuse(
+  browser: Browser,
+  key: string,
+  api: { path: string; method?: string; body: unknown },
+  dashboard: { path: string; form: Record<string, string> },
+) {
+  const apiResponse = await call(api.path, { key, method: api.method, body: api.body });
+  expect(apiResponse.status).toBe(422);
+  const apiBody = await json<{ errors: Record<string, string[]> }>(apiResponse);
+  const page = await browser.post(dashboard.path, dashboard.form);
+  expect(page.status).toBe(422);
+  const notice = await noticeOf(page);
+  for (const [path, messages] of Object.entries(apiBody.errors)) expect(notice).toContain(`${path}: ${messages.join(", ")}`);
+}
+
+describe("webhooks, senders and domains: the dashboard's forms parse with the API's schemas", { timeout: 60_000 }, () => {
+  it("a webhook endpoint with an unknown event type, a long description or an ftp URL is refused by both, and none is added", async () => {
+    const account = await createAccount();
+    const key = account.api_key;
+    const browser = await signIn(key);
+    const url = receiverUrl(receiverPath());
+    const cases: { body: Record<string, unknown>; form: Record<string, string> }[] = [
+      { body: { url, events: ["nope.happened"] }, form: { url, events: "nope.happened" } },
+      { body: { url, events: ["*"], description: "d".repeat(501) }, form: { url, description: "d".repeat(501) } },
+      { body: { url: "ftp://example.com/hooks", events: ["*"] }, form: { url: "ftp://example.com/hooks" } },
+    ];
+    for (const { body, form } of cases) {
+      await expectBothRefuse(browser, key, { path: "/api/v1/webhooks", body }, { path: "/dashboard/webhooks", form });
+    }
+    expect((await json<{ data: unknown[] }>(await call("/api/v1/webhooks", { key }))).data).toHaveLength(0);
   });
 });
