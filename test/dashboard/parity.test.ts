@@ -370,4 +370,18 @@ describe("webhooks, senders and domains: the dashboard's forms parse with the AP
     }
     expect((await json<{ data: unknown[] }>(await call("/api/v1/webhooks", { key }))).data).toHaveLength(0);
   });
+
+  it("a sender whose name has a line break or is too long, or whose address is on an unverified domain, is refused by both", async () => {
+    const { key, domain } = await campaignAccount();
+    const browser = await signIn(key);
+    const cases = [
+      { name: "News\nBcc: everyone@example.com", email: `news@${domain.name}` },
+      { name: "N".repeat(201), email: `news@${domain.name}` },
+      { name: "News", email: "news@unverified.example" },
+    ];
+    for (const sender of cases) {
+      await expectBothRefuse(browser, key, { path: "/api/v1/senders", body: sender }, { path: "/dashboard/campaigns/senders", form: sender });
+    }
+    expect((await json<{ data: unknown[] }>(await call("/api/v1/senders", { key }))).data).toHaveLength(1);
+  });
 });
