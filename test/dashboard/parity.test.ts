@@ -384,4 +384,30 @@ describe("webhooks, senders and domains: the dashboard's forms parse with the AP
     }
     expect((await json<{ data: unknown[] }>(await call("/api/v1/senders", { key }))).data).toHaveLength(1);
   });
+
+  it("a domain name that is not one, an unknown warm-up preset and over 200 receiving addresses are refused by both, and nothing changes", async () => {
+    const { key, domain } = await campaignAccount();
+    const browser = await signIn(key);
+    await expectBothRefuse(
+      browser,
+      key,
+      { path: "/api/v1/domains", body: { name: "not a domain" } },
+      { path: "/dashboard/domains", form: { name: "not a domain" } },
+    );
+    await expectBothRefuse(
+      browser,
+      key,
+      { path: `/api/v1/domains/${domain.id}/warmup`, method: "PUT", body: { enabled: true, preset: "turbo" } },
+      { path: `/dashboard/domains/${domain.id}/warmup`, form: { enabled: "true", preset: "turbo" } },
+    );
+    const addresses = Array.from({ length: 201 }, (_, index) => `desk${index}`);
+    await expectBothRefuse(
+      browser,
+      key,
+      { path: `/api/v1/domains/${domain.id}`, method: "PATCH", body: { receiving: false, receiving_addresses: addresses } },
+      { path: `/dashboard/inbound/domains/${domain.id}`, form: { addresses: addresses.join(", ") } },
+    );
+    expect((await json<{ data: unknown[] }>(await call("/api/v1/domains", { key }))).data).toHaveLength(1);
+    expect(await json(await call(`/api/v1/domains/${domain.id}`, { key }))).toMatchObject({ receiving_addresses: null, warmup: { status: "off" } });
+  });
 });
