@@ -410,4 +410,23 @@ describe("webhooks, senders and domains: the dashboard's forms parse with the AP
     expect((await json<{ data: unknown[] }>(await call("/api/v1/domains", { key }))).data).toHaveLength(1);
     expect(await json(await call(`/api/v1/domains/${domain.id}`, { key }))).toMatchObject({ receiving_addresses: null, warmup: { status: "off" } });
   });
+
+  it("an API key with a scope that does not exist is refused by both (the dashboard made it a full-access key), and so is a long credential name", async () => {
+    const { key } = await campaignAccount();
+    const browser = await signIn(key);
+    await expectBothRefuse(
+      browser,
+      key,
+      { path: "/api/v1/api-keys", body: { name: "CI", scopes: ["everything"], mode: "live" } },
+      { path: "/dashboard/api-keys", form: { name: "CI", scopes: "everything", mode: "live" } },
+    );
+    const keys = await json<{ data: { name: string }[] }>(await call("/api/v1/api-keys", { key }));
+    expect(keys.data.map((row) => row.name)).not.toContain("CI");
+    await expectBothRefuse(
+      browser,
+      key,
+      { path: "/api/v1/smtp-credentials", body: { name: "c".repeat(101) } },
+      { path: "/dashboard/smtp-credentials", form: { name: "c".repeat(101) } },
+    );
+  });
 });
