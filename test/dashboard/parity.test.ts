@@ -429,4 +429,22 @@ describe("webhooks, senders and domains: the dashboard's forms parse with the AP
       { path: "/dashboard/smtp-credentials", form: { name: "c".repeat(101) } },
     );
   });
+
+  it("a CSV upload with an address over 1,024 characters is refused as POST /verify refuses it, and no job starts", async () => {
+    const account = await createAccount();
+    const key = account.api_key;
+    const long = `${"a".repeat(1100)}@example.com`;
+    const api = await call("/api/v1/verify", { key, body: { emails: ["ann@example.com", long] } });
+    expect(api.status).toBe(422);
+    const apiBody = await json<{ errors: Record<string, string[]> }>(api);
+    const browser = await signIn(key);
+    const body = new FormData();
+    body.set("_csrf", browser.csrf);
+    body.set("file", new File([`email\nann@example.com\n${long}\n`], "list.csv", { type: "text/csv" }));
+    const upload = await visit("/dashboard/verification/upload", { method: "POST", headers: { Cookie: cookieHeader(browser.jar) }, body });
+    expect(upload.status).toBe(422);
+    const notice = await noticeOf(upload);
+    for (const [path, messages] of Object.entries(apiBody.errors)) expect(notice).toContain(`${path}: ${messages.join(", ")}`);
+    expect(await (await browser.get("/dashboard/verification")).text()).not.toContain("list.csv");
+  });
 });
