@@ -447,4 +447,21 @@ describe("webhooks, senders and domains: the dashboard's forms parse with the AP
     for (const [path, messages] of Object.entries(apiBody.errors)) expect(notice).toContain(`${path}: ${messages.join(", ")}`);
     expect(await (await browser.get("/dashboard/verification")).text()).not.toContain("list.csv");
   });
+
+  it("a test email is refused where POST /send refuses it (a subject over 998 characters, a bad address) and sent where it is accepted", async () => {
+    const { key, domain } = await campaignAccount();
+    const browser = await signIn(key);
+    const good = { from: `News <news@${domain.name}>`, to: "ann@example.com", subject: "Hi", text: "Hello" };
+    for (const bad of [{ subject: "s".repeat(999) }, { to: "ann@" }]) {
+      await expectBothRefuse(
+        browser,
+        key,
+        { path: "/api/v1/send", body: { ...good, ...bad } },
+        { path: "/dashboard/messages/test", form: { ...good, ...bad } },
+      );
+    }
+    expect((await browser.post("/dashboard/messages/test", good)).status).toBe(303);
+    const sent = await json<{ data: { subject: string; tags: string[] }[] }>(await call("/api/v1/messages", { key }));
+    expect(sent.data.map((message) => [message.subject, message.tags])).toEqual([["Hi", ["dashboard-test"]]]);
+  });
 });
