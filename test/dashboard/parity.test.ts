@@ -464,4 +464,21 @@ describe("webhooks, senders and domains: the dashboard's forms parse with the AP
     const sent = await json<{ data: { subject: string; tags: string[] }[] }>(await call("/api/v1/messages", { key }));
     expect(sent.data.map((message) => [message.subject, message.tags])).toEqual([["Hi", ["dashboard-test"]]]);
   });
+
+  it("a contact import without an email column is refused by both with the same field errors", async () => {
+    const { key } = await campaignAccount();
+    const csv = "name,phone\nAnn,1\n";
+    const api = await call("/api/v1/contacts/import", { key, body: { file: `data:text/csv;base64,${btoa(csv)}` } });
+    expect(api.status).toBe(422);
+    const apiBody = await json<{ message: string; errors: Record<string, string[]> }>(api);
+    const browser = await signIn(key);
+    const body = new FormData();
+    body.set("_csrf", browser.csrf);
+    body.set("file", new File([csv], "people.csv", { type: "text/csv" }));
+    const upload = await visit("/dashboard/contacts/imports", { method: "POST", headers: { Cookie: cookieHeader(browser.jar) }, body });
+    expect(upload.status).toBe(422);
+    const notice = await noticeOf(upload);
+    expect(notice.startsWith(apiBody.message)).toBe(true);
+    for (const [path, messages] of Object.entries(apiBody.errors)) expect(notice).toContain(`${path}: ${messages.join(", ")}`);
+  });
 });
