@@ -1,19 +1,8 @@
 import { createApiKey, listApiKeys, revokeApiKey, rotateApiKey, serializeApiKey } from "../domain/accounts/api-keys";
+import { apiKeyInput } from "../domain/accounts/input";
 import { AppError, notFound } from "../errors";
 import { createRouter, IdParam, jsonBody, jsonResponse, keyedRoute, errorResponse, z } from "../lib/openapi";
-import { ApiKeySchema, CreatedApiKeySchema, ScopeSchema } from "./schemas";
-
-const CreateApiKeySchema = z
-  .object({
-    name: z.string().trim().min(1).max(100),
-    scopes: z.array(ScopeSchema).min(1).max(9).optional().openapi({ description: "Limit the key to these scopes; omit for a full-access key" }),
-    mode: z.enum(["live", "test"]).optional().openapi({
-      description:
-        "`test` keys (sk_test_…) never deliver mail. Default: the mode of the key making the request; a test key can create only test keys",
-    }),
-  })
-  .strict()
-  .openapi("CreateApiKey");
+import { ApiKeySchema, CreatedApiKeySchema } from "./schemas";
 
 const listKeys = keyedRoute("full_access", {
   method: "get",
@@ -28,7 +17,7 @@ const createKey = keyedRoute("full_access", {
   path: "/api-keys",
   tags: ["API keys"],
   summary: "Create an API key",
-  request: { body: jsonBody(CreateApiKeySchema) },
+  request: { body: jsonBody(apiKeyInput) },
   responses: {
     201: jsonResponse(CreatedApiKeySchema, "The key; `key` is shown only this once"),
     403: errorResponse("`live_key_required`: a test key asked for a live key"),

@@ -10,7 +10,7 @@ import {
   type AutomationRow,
 } from "../domain/automations/automations";
 import { cancelRun as stopRun, findRun, listRuns as findRuns, triggerRun, type RunRow, type RunStepRow } from "../domain/automations/runs";
-import { automationChangeInput, automationInput } from "../domain/automations/input";
+import { automationChangeInput, automationInput, automationTriggerInput } from "../domain/automations/input";
 import type { Step } from "../domain/automations/steps";
 import { givenTextFields } from "../domain/contacts/contacts";
 import { contactAddress } from "../domain/contacts/email";
@@ -18,7 +18,6 @@ import { notFound, orRefuse, validationError } from "../errors";
 import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 import { pageOf } from "../lib/pagination";
 import type { AppEnv } from "../types";
-import { ContactEmailSchema, CustomFieldsSchema } from "./contacts";
 import type { Context } from "hono";
 
 const AutomationSchema = z
@@ -35,26 +34,7 @@ const AutomationSchema = z
   })
   .openapi("Automation");
 
-/** The fields a trigger takes, from the API or the private URL: the contact as POST /contacts takes it, plus an event id. */
-export const TriggerSchema = z
-  .object({
-    email: ContactEmailSchema,
-    first_name: z.string().trim().max(256).nullable().optional(),
-    last_name: z.string().trim().max(256).nullable().optional(),
-    company: z.string().trim().max(256).nullable().optional(),
-    phone: z.string().trim().max(256).nullable().optional(),
-    country: z.string().trim().max(256).nullable().optional(),
-    custom_fields: CustomFieldsSchema.optional(),
-    event_id: z
-      .string()
-      .min(1)
-      .max(200)
-      .optional()
-      .openapi({ description: "Idempotency: the same event_id for the same automation returns the same run and starts nothing new" }),
-  })
-  .strict()
-  .openapi("AutomationTrigger");
-export type TriggerBody = z.infer<typeof TriggerSchema>;
+export type TriggerBody = z.infer<typeof automationTriggerInput>;
 
 const TriggerResultSchema = z
   .object({
@@ -120,7 +100,7 @@ function serializeRunSummary(run: RunRow) {
   };
 }
 
-/** Starts (or finds) the run for a trigger body already checked by TriggerSchema: the API's and the private URL's. */
+/** Starts (or finds) the run for a trigger body already checked by automationTriggerInput: the API's and the private URL's. */
 export async function trigger(env: Env, automation: AutomationRow, body: TriggerBody) {
   const address = contactAddress(body.email);
   if ("error" in address) throw validationError({ email: [address.error] });
@@ -207,7 +187,7 @@ const triggerAutomation = keyedRoute(
     ...route("post", "/automations/{id}/trigger", "Start the automation for a contact"),
     description:
       "Creates or updates the contact (as POST /contacts does) and starts a run. The same `event_id` for the same automation returns the same run (200, `created: false`), also under concurrent requests. A suppressed or unsubscribed contact gets a run whose email steps are skipped.",
-    request: { params: IdParam("aut"), body: jsonBody(TriggerSchema) },
+    request: { params: IdParam("aut"), body: jsonBody(automationTriggerInput) },
     responses: {
       202: jsonResponse(TriggerResultSchema, "A run was started"),
       200: jsonResponse(TriggerResultSchema, "The run of this event_id, started before"),

@@ -1,8 +1,5 @@
 import {
-  CONTACT_TEXT_MAX_LENGTH,
-  CUSTOM_FIELD_KEY_MAX_LENGTH,
   contactStatuses,
-  customFieldsProblem,
   deleteContact as removeContact,
   findContact,
   givenTextFields,
@@ -12,79 +9,12 @@ import {
   updateContact as changeContact,
 } from "../domain/contacts/contacts";
 import { contactAddress, type ContactAddress } from "../domain/contacts/email";
+import { contactChangeInput, contactImportForm, contactImportInput, contactInput, importMapping } from "../domain/contacts/input";
 import { createContactImport, findContactImport, serializeContactImport, type ImportMapping } from "../domain/contacts/import";
 import { decodeBase64DataUri, UploadError } from "../lib/csv-upload";
 import { AppError, notFound, validationError } from "../errors";
 import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 import { pageOf } from "../lib/pagination";
-
-/** An address as a contact takes it; the error names the broken rule. */
-export const ContactEmailSchema = z
-  .string()
-  .max(320)
-  .superRefine((value, ctx) => {
-    const address = contactAddress(value);
-    if ("error" in address) ctx.addIssue({ code: "custom", message: address.error });
-  })
-  .openapi({ example: "jane@example.com" });
-
-const TextFieldSchema = z
-  .string()
-  .trim()
-  .max(CONTACT_TEXT_MAX_LENGTH)
-  .nullable()
-  .optional()
-  .openapi({ description: "On update, `null` or an empty string clears the field; leaving it out keeps it" });
-
-const CustomFieldValueSchema = z.union([z.string().max(2048), z.number(), z.boolean(), z.null()], {
-  error: "Custom field values are strings, numbers, booleans or null (to remove the field); objects and arrays are not allowed",
-});
-
-export const CustomFieldsSchema = z
-  .record(z.string().min(1).max(CUSTOM_FIELD_KEY_MAX_LENGTH), CustomFieldValueSchema)
-  .superRefine((patch, ctx) => {
-    const problem = customFieldsProblem(patch);
-    if (problem) ctx.addIssue({ code: "custom", message: problem });
-  })
-  .openapi({
-    description:
-      "Flat object of strings, numbers and booleans (at most 50 keys, 8 KB as JSON). Merged into the stored fields on update; `null` removes a key.",
-    example: { plan: "pro", seats: 12, trial: false },
-  });
-
-const ListIdsSchema = z.array(z.string().min(1).max(64)).max(100).openapi({ description: "Ids of lists to add the contact to" });
-
-const ContactInputSchema = z
-  .object({
-    email: ContactEmailSchema,
-    first_name: TextFieldSchema,
-    last_name: TextFieldSchema,
-    company: TextFieldSchema,
-    phone: TextFieldSchema,
-    country: TextFieldSchema,
-    custom_fields: CustomFieldsSchema.optional(),
-    lists: ListIdsSchema.optional(),
-  })
-  .strict()
-  .openapi("ContactInput");
-
-export const ContactPatchSchema = z
-  .object({
-    email: ContactEmailSchema.optional(),
-    first_name: TextFieldSchema,
-    last_name: TextFieldSchema,
-    company: TextFieldSchema,
-    phone: TextFieldSchema,
-    country: TextFieldSchema,
-    custom_fields: CustomFieldsSchema.optional(),
-    status: z
-      .enum(["subscribed", "unsubscribed"])
-      .optional()
-      .openapi({ description: "Resubscribe or unsubscribe from campaigns. A suppressed address cannot be resubscribed." }),
-  })
-  .strict()
-  .refine((body) => Object.keys(body).length > 0, { message: "Send at least one field to change" })
-  .openapi("ContactPatch");
 
 export const ContactSchema = z
   .object({
@@ -159,30 +89,6 @@ const ContactImportSchema = z
   })
   .openapi("ContactImport");
 
-const MappingSchema = z.record(z.string().min(1).max(100), z.string().min(1).max(200)).openapi({
-  description:
-    "Contact field → header of the CSV column. Fields: `email` (required), `first_name`, `last_name`, `company`, `phone`, `country`, `custom_fields.<name>`. " +
-    "Without a mapping, columns whose header names a contact field (`Email`, `E-mail`, `First name`, …) are imported and the others ignored.",
-  example: { email: "E-mail", first_name: "First", "custom_fields.plan": "Plan" },
-});
-
-const ImportJsonSchema = z
-  .object({
-    file: z.string().min(1).openapi({ description: "The CSV as a data URI: `data:text/csv;base64,…`" }),
-    mapping: MappingSchema.optional(),
-    list_id: z.string().min(1).max(64).optional().openapi({ description: "Add every imported contact to this list" }),
-  })
-  .strict()
-  .openapi("ContactImportRequest");
-
-const ImportFormSchema = z
-  .object({
-    file: z.instanceof(File, { message: "Attach the CSV file as the `file` field" }).openapi({ type: "string", format: "binary" }),
-    mapping: z.string().max(20_000).optional().openapi({ description: "The mapping as a JSON object (see the JSON form)" }),
-    list_id: z.string().min(1).max(64).optional(),
-  })
-  .strict();
-
 const createContact = keyedRoute("contacts", {
   method: "post",
   path: "/contacts",
@@ -191,7 +97,7 @@ const createContact = keyedRoute("contacts", {
   description:
     "The address is the key: trimmed, and its domain compared without case (`Jane@Example.com` updates `Jane@example.com`). " +
     "Given fields replace the stored ones, `custom_fields` are merged, `lists` are added. A suppressed address is stored `unsubscribed`.",
-  request: { body: jsonBody(ContactInputSchema) },
+  request: { body: jsonBody(contactInput) },
   responses: {
     200: jsonResponse(ContactSchema, "The contact existed and was updated"),
     201: jsonResponse(ContactSchema, "The contact was created"),
@@ -221,7 +127,7 @@ const updateContact = keyedRoute("contacts", {
   path: "/contacts/{id}",
   tags: ["Contacts"],
   summary: "Change a contact's fields, address or subscription",
-  request: { params: IdParam("con"), body: jsonBody(ContactPatchSchema) },
+  request: { params: IdParam("con"), body: jsonBody(contactChangeInput) },
   responses: {
     200: jsonResponse(ContactSchema, "The contact as changed"),
     404: errorResponse("No such contact"),
@@ -255,7 +161,7 @@ const importContacts = keyedRoute("contacts", {
   request: {
     body: {
       required: false,
-      content: { "multipart/form-data": { schema: ImportFormSchema }, "application/json": { schema: ImportJsonSchema } },
+      content: { "multipart/form-data": { schema: contactImportForm }, "application/json": { schema: contactImportInput } },
     },
   },
   responses: { 202: jsonResponse(ContactImportSchema, "Accepted; `status` is `pending`"), 413: errorResponse("The file is larger than 50 MB") },
@@ -284,7 +190,7 @@ function parseMappingField(raw: string): ImportMapping {
   } catch {
     throw validationError({ mapping: ['Send the mapping as a JSON object, e.g. {"email": "E-mail"}'] });
   }
-  const result = MappingSchema.safeParse(parsed);
+  const result = importMapping.safeParse(parsed);
   if (!result.success) throw validationError({ mapping: result.error.issues.map((issue) => issue.message) });
   return result.data;
 }
@@ -299,7 +205,7 @@ function decodeCsvDataUri(file: string): Uint8Array {
 }
 
 /** Applies a PATCH body (the API's or the dashboard's contact form), or throws the error both answer with. */
-export async function patchContactOrThrow(d1: D1Database, accountId: string, id: string, body: z.infer<typeof ContactPatchSchema>) {
+export async function patchContactOrThrow(d1: D1Database, accountId: string, id: string, body: z.infer<typeof contactChangeInput>) {
   const outcome = await changeContact(d1, accountId, id, {
     address: body.email !== undefined ? addressOf(body.email) : undefined,
     fields: givenTextFields(body),

@@ -3,15 +3,15 @@ import {
   deleteDomain as removeDomain,
   findDomain,
   listDomains as findDomains,
-  normalizeDomainName,
   serializeDomain,
   verifyDomain,
 } from "../domain/domains/domains";
-import { AppError, notFound, validationError } from "../errors";
+import { notFound, orRefuse } from "../errors";
 import { BOUNCE_RATE_LIMIT, COMPLAINT_RATE_LIMIT, domainRates } from "../domain/feedback/reputation";
-import { setWarmup, warmupPresets, warmupSentToday } from "../domain/feedback/warmup";
+import { setWarmup, warmupSentToday } from "../domain/feedback/warmup";
 import type { DomainRow } from "../domain/domains/domains";
-import { MAX_RECEIVING_ADDRESSES, setReceiving } from "../domain/inbound/receiving";
+import { setReceiving } from "../domain/inbound/receiving";
+import { domainChangeInput, domainInput, warmupInput } from "../domain/domains/input";
 import { pageOf } from "../lib/pagination";
 import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 
@@ -88,11 +88,6 @@ const DomainSchema = z
   })
   .openapi("Domain");
 
-const CreateDomainSchema = z
-  .object({ name: z.string().max(253).openapi({ example: "example.com" }) })
-  .strict()
-  .openapi("CreateDomain");
-
 const listDomains = keyedRoute("domains", {
   method: "get",
   path: "/domains",
@@ -108,7 +103,7 @@ const createDomain = keyedRoute("domains", {
   tags: ["Domains"],
   summary: "Add a sending domain and get the DNS records to publish",
   description: "Generates an RSA-2048 DKIM key (the private key is stored encrypted). Publish `records`, then call verify.",
-  request: { body: jsonBody(CreateDomainSchema) },
+  request: { body: jsonBody(domainInput) },
   responses: { 201: jsonResponse(DomainSchema, "The domain, status `pending`"), 409: errorResponse("The account already has this domain") },
 });
 
@@ -144,22 +139,6 @@ const deleteDomain = keyedRoute(
   { liveKeyOnly: "Removing a sending domain" },
 );
 
-const DomainChangeSchema = z
-  .object({
-    receiving: z.boolean().openapi({ description: "true: receive the domain's mail (it must be verified); false: refuse it at SMTP time" }),
-    receiving_addresses: z
-      .array(z.string().max(320))
-      .max(MAX_RECEIVING_ADDRESSES)
-      .nullable()
-      .optional()
-      .openapi({
-        description: "Local parts (or whole addresses on the domain) to receive; null: every address; omitted: unchanged",
-        example: ["support", "replies"],
-      }),
-  })
-  .strict()
-  .openapi("DomainChange");
-
 const patchDomain = keyedRoute(
   "domains",
   {
@@ -170,7 +149,7 @@ const patchDomain = keyedRoute(
     description:
       "With receiving on, the domain's records include its MX for Cloudflare Email Routing (purpose `inbound`), checked on verify like the " +
       "others; mail for other addresses, or for a domain not receiving, is refused at SMTP time. A name is received by one account at most (409).",
-    request: { params: IdParam("dom"), body: jsonBody(DomainChangeSchema) },
+    request: { params: IdParam("dom"), body: jsonBody(domainChangeInput) },
     responses: {
       200: jsonResponse(DomainSchema, "The domain as changed"),
       403: errorResponse("`domain_not_verified`: only a verified domain can receive"),
@@ -180,25 +159,6 @@ const patchDomain = keyedRoute(
   },
   { liveKeyOnly: "Changing a domain's receiving" },
 );
-
-const WarmupInputSchema = z
-  .object({
-    enabled: z.boolean().openapi({ description: "true starts (or resumes) the warm-up; false pauses it" }),
-    schedule: z
-      .array(z.number().int().min(1).max(10_000_000))
-      .min(1)
-      .max(365)
-      .optional()
-      .openapi({ description: "Recipients per UTC day, day 0 first" }),
-    preset: z
-      .enum(Object.keys(warmupPresets) as [keyof typeof warmupPresets, ...(keyof typeof warmupPresets)[]])
-      .optional()
-      .openapi({ description: "A built-in schedule instead of `schedule` (standard: 50 a day to 100,000 over 15 days)" }),
-    started_at: z.iso.date().optional().openapi({ description: "Day 0 (YYYY-MM-DD, UTC); default today, or the current start when resuming" }),
-  })
-  .strict()
-  .refine((input) => !(input.schedule && input.preset), { message: "Give schedule or preset, not both", path: ["preset"] })
-  .openapi("WarmupInput");
 
 const getWarmup = keyedRoute("domains", {
   method: "get",
@@ -220,7 +180,7 @@ const putWarmup = keyedRoute(
       "While active, the domain sends at most the schedule's cap of recipients per UTC day; messages past it are not refused: they wait (status " +
       "`deferred`, `next_attempt_at` the next UTC midnight) and go out the next day, campaigns included. Status changes emit `warmup.status_changed`; " +
       "a day with a bounce rate over 5% or a complaint rate over 0.3% pauses it. Needs a live key.",
-    request: { params: IdParam("dom"), body: jsonBody(WarmupInputSchema) },
+    request: { params: IdParam("dom"), body: jsonBody(warmupInput) },
     responses: { 200: jsonResponse(WarmupSchema, "The warm-up as set"), 404: errorResponse("No such domain") },
   },
   { liveKeyOnly: "Changing a warm-up" },
@@ -243,12 +203,7 @@ export const domainRoutes = createRouter()
     return c.json(pageOf(rows, limit, serializeDomain), 200);
   })
   .openapi(createDomain, async (c) => {
-    const name = normalizeDomainName(c.req.valid("json").name);
-    if (!name) throw validationError({ name: ["Not a domain name this account can send from (e.g. example.com or mail.example.com)"] });
-    const outcome = await addDomain(c.env.DB, c.get("auth").account.id, name, c.env);
-    if (outcome.kind === "exists") {
-      throw new AppError("conflict", `The domain ${name} is already on this account${outcome.id ? ` (${outcome.id})` : ""}`);
-    }
+    const outcome = orRefuse(await addDomain(c.env.DB, c.get("auth").account.id, c.req.valid("json").name, c.env));
     return c.json(serializeDomain(outcome.domain), 201);
   })
   .openapi(getDomain, async (c) => {
@@ -283,12 +238,8 @@ export const domainRoutes = createRouter()
   .openapi(patchDomain, async (c) => {
     const domain = await ownedDomain(c.env.DB, c.get("auth").account.id, c.req.valid("param").id);
     const input = c.req.valid("json");
-    const outcome = await setReceiving(c.env, domain, { receiving: input.receiving, addresses: input.receiving_addresses });
-    if (outcome.kind === "not_verified")
-      throw new AppError("domain_not_verified", `${domain.name} is not verified yet: verify it before receiving mail`);
-    if (outcome.kind === "taken") throw new AppError("conflict", `Another account already receives mail for ${domain.name}`);
-    if (outcome.kind === "invalid") throw validationError(outcome.errors);
-    return c.json(serializeDomain(outcome.domain), 200);
+    const changed = orRefuse(await setReceiving(c.env, domain, { receiving: input.receiving, addresses: input.receiving_addresses }));
+    return c.json(serializeDomain(changed.domain), 200);
   })
   .openapi(verify, async (c) => {
     const domain = await ownedDomain(c.env.DB, c.get("auth").account.id, c.req.valid("param").id);

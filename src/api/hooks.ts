@@ -12,7 +12,8 @@ import { contactTextFields } from "../domain/contacts/contacts";
 import { AppError, errorBody, fieldErrors, validationError } from "../errors";
 import { newId } from "../lib/ids";
 import type { AppEnv } from "../types";
-import { trigger, TriggerSchema } from "./automations";
+import { automationTriggerInput } from "../domain/automations/input";
+import { trigger } from "./automations";
 
 /** Triggers per minute per private path: a signup form's traffic, not a flood. */
 const HOOK_RATE_PER_MINUTE = 60;
@@ -85,7 +86,7 @@ hookRoutes.all("/hooks/automations/:path", async (c) => {
       ? c.redirect(automation.redirectUrl, 303)
       : c.json({ run_id: newId("run"), status: "running", created: true }, 202);
   }
-  const parsed = TriggerSchema.safeParse(input);
+  const parsed = automationTriggerInput.safeParse(input);
   if (!parsed.success) throw validationError(fieldErrors(parsed.error));
   const result = await trigger(c.env, automation, parsed.data);
   if (browserForm && automation.redirectUrl) return c.redirect(automation.redirectUrl, 303);

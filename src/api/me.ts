@@ -1,6 +1,7 @@
 import { serializeAccount } from "../domain/accounts/accounts";
 import { createRouter, jsonResponse, keyedRoute, Timestamp, z } from "../lib/openapi";
-import { AccountSchema, BalancesSchema, ScopeSchema } from "./schemas";
+import { scopeInput } from "../domain/accounts/input";
+import { AccountSchema, BalancesSchema } from "./schemas";
 import { balancesOf } from "../domain/accounts/accounts";
 import { aiUsage } from "../domain/ai/requests";
 
@@ -10,7 +11,7 @@ const MeSchema = AccountSchema.extend({
     name: z.string(),
     prefix: z.string(),
     mode: z.enum(["live", "test"]),
-    scopes: z.array(ScopeSchema).nullable().openapi({ description: "null: full access" }),
+    scopes: z.array(scopeInput).nullable().openapi({ description: "null: full access" }),
   }),
   ai_usage: z
     .object({

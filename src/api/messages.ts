@@ -9,7 +9,7 @@ import {
 } from "../domain/sending/messages";
 import { AppError, notFound, validationError } from "../errors";
 import { cancelMessage, rescheduleMessage, type ScheduleRefusal } from "../domain/sending/schedule";
-import { ScheduledAtSchema } from "../domain/sending/input";
+import { RescheduleRequestSchema } from "../domain/sending/input";
 import { pageOf } from "../lib/pagination";
 import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 
@@ -172,15 +172,13 @@ function sentOrThrow(source: SentSource): R2ObjectBody {
   );
 }
 
-const RescheduleSchema = z.object({ scheduled_at: ScheduledAtSchema }).strict().openapi("RescheduleRequest");
-
 const rescheduleMessageRoute = keyedRoute("send", {
   method: "patch",
   path: "/messages/{id}",
   tags: ["Sending"],
   summary: "Move a scheduled send to another time",
   description: "Only while the message is scheduled; once it has left (or was cancelled) the answer is 409.",
-  request: { params: IdParam("msg"), body: jsonBody(RescheduleSchema) },
+  request: { params: IdParam("msg"), body: jsonBody(RescheduleRequestSchema) },
   responses: {
     200: jsonResponse(
       z.object({ id: z.string(), status: z.enum(["scheduled"]), scheduled_at: Timestamp }).openapi("MessageRescheduled"),

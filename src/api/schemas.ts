@@ -1,12 +1,8 @@
 import { z } from "../lib/openapi";
 import { Timestamp } from "../lib/openapi";
-import { features, scopes } from "../types";
+import { scopeInput } from "../domain/accounts/input";
+import { features } from "../types";
 
-export const ScopeSchema = z.enum(scopes).openapi("Scope", {
-  description:
-    "send: sending, messages, templates, suppressions, SMTP credentials; verify; contacts: contacts and lists; domains; webhooks; " +
-    "reports: credits, reports and usage; campaigns: campaigns, senders and segments; automations: automations and their runs; ai: AI campaign drafts; inbound: received mail (GET/DELETE /inbound, raw bytes and attachments).",
-});
 export const FeatureSchema = z.enum(features).openapi("Feature", {
   description:
     "email_api and smtp_relay enable sending; campaigns enables campaigns; automations enables automations; ai enables AI campaign drafts.",
@@ -41,7 +37,7 @@ export const ApiKeySchema = z
     id: z.string().openapi({ example: "key_9sdf8Q2mZ0bX1c4VnL7pT3" }),
     name: z.string(),
     prefix: z.string().openapi({ example: "sk_live_Ab3d", description: "First characters of the key, for recognising it" }),
-    scopes: z.array(ScopeSchema).nullable().openapi({ description: "null: full access" }),
+    scopes: z.array(scopeInput).nullable().openapi({ description: "null: full access" }),
     mode: z.enum(["live", "test"]),
     created_at: Timestamp,
     last_used_at: Timestamp.nullable(),

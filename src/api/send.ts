@@ -1,5 +1,5 @@
-import { acceptMessage, acceptMessages, batchLimit } from "../domain/sending/accept";
-import { attachmentBytesOf, SendRequestSchema, toAcceptInput, type SendRequest } from "../domain/sending/input";
+import { acceptMessage, acceptMessages } from "../domain/sending/accept";
+import { attachmentBytesOf, SendBatchRequestSchema, SendRequestSchema, toAcceptInput, type SendRequest } from "../domain/sending/input";
 import { sendLimits } from "../domain/sending/rules";
 import { acceptRefusalError, AppError } from "../errors";
 import { sha256Hex } from "../lib/crypto";
@@ -43,12 +43,6 @@ const send = keyedRoute(
   },
   { features: ["email_api", "smtp_relay"] },
 );
-
-const SendBatchRequestSchema = z
-  .array(SendRequestSchema)
-  .min(1)
-  .max(batchLimit)
-  .openapi("SendBatchRequest", { description: `1 to ${batchLimit} send requests, each as POST /send takes it` });
 
 const SendBatchAcceptedSchema = z
   .object({ data: z.array(SendAcceptedSchema).openapi({ description: "One result per request, in the order sent" }) })

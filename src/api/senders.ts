@@ -3,36 +3,13 @@ import {
   deleteSender as removeSender,
   findSender,
   listSenders as findSenders,
-  senderAddress,
   updateSender as changeSender,
-  type SenderAddressProblem,
   type SenderRow,
 } from "../domain/campaigns/senders";
-import { notFound, validationError } from "../errors";
+import { senderChangeInput, senderInput } from "../domain/campaigns/input";
+import { notFound, orRefuse } from "../errors";
 import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 import { pageOf } from "../lib/pagination";
-
-const AddressSchema = z
-  .string()
-  .trim()
-  .max(320)
-  .superRefine((value, ctx) => {
-    const address = senderAddress(value);
-    if ("error" in address) ctx.addIssue({ code: "custom", message: address.error });
-  });
-
-const senderFields = {
-  // The name goes into the From header of every campaign message.
-  name: z
-    .string()
-    .trim()
-    .min(1)
-    .max(200)
-    .refine((value) => !/[\r\n]/.test(value), "The name must not contain line breaks")
-    .openapi({ example: "Acme News" }),
-  email: AddressSchema.openapi({ description: "On a verified sending domain of the account", example: "news@acme.example" }),
-  reply_to: AddressSchema.nullable().optional().openapi({ description: "Any address; `null` removes it", example: "support@acme.example" }),
-};
 
 const SenderSchema = z
   .object({
@@ -46,12 +23,6 @@ const SenderSchema = z
   })
   .openapi("Sender");
 
-const CreateSenderSchema = z.object(senderFields).strict().openapi("CreateSender");
-const UpdateSenderSchema = z
-  .object({ name: senderFields.name.optional(), email: senderFields.email.optional(), reply_to: senderFields.reply_to })
-  .strict()
-  .openapi("UpdateSender");
-
 function serializeSender(row: SenderRow) {
   return {
     id: row.id,
@@ -62,17 +33,6 @@ function serializeSender(row: SenderRow) {
     created_at: row.createdAt,
     updated_at: row.updatedAt,
   };
-}
-
-/** The 422 of a sender whose address cannot send: keyed `email`, as the field the user must change. */
-function addressError(problem: SenderAddressProblem) {
-  return validationError({
-    email: [
-      problem.kind === "invalid_email"
-        ? problem.error
-        : `${problem.domain} is not a verified sending domain of this account; add it with POST /api/v1/domains and verify it`,
-    ],
-  });
 }
 
 const route = (method: "get" | "post" | "patch" | "delete", path: string, summary: string) => ({ method, path, summary, tags: ["Senders"] });
@@ -88,7 +48,7 @@ const createSender = keyedRoute(
   {
     ...route("post", "/senders", "Create a sender"),
     description: "The name and address campaigns are sent from. The address must be on a verified sending domain of the account.",
-    request: { body: jsonBody(CreateSenderSchema) },
+    request: { body: jsonBody(senderInput) },
     responses: { 201: jsonResponse(SenderSchema, "The sender"), 422: errorResponse(unverified) },
   },
   { liveKeyOnly: "Creating a sender" },
@@ -103,7 +63,7 @@ const updateSender = keyedRoute(
   {
     ...route("patch", "/senders/{id}", "Change a sender"),
     description: "The address's domain (the new address, or the current one) is checked again: it must still be verified.",
-    request: { params: IdParam("snd"), body: jsonBody(UpdateSenderSchema) },
+    request: { params: IdParam("snd"), body: jsonBody(senderChangeInput) },
     responses: { 200: jsonResponse(SenderSchema, "The sender"), 404: errorResponse("No such sender"), 422: errorResponse(unverified) },
   },
   { liveKeyOnly: "Changing a sender" },
@@ -127,9 +87,10 @@ export const senderRoutes = createRouter()
   })
   .openapi(createSender, async (c) => {
     const body = c.req.valid("json");
-    const outcome = await addSender(c.env.DB, c.get("auth").account.id, { name: body.name, email: body.email, replyTo: body.reply_to ?? null });
-    if (outcome.kind !== "created") throw addressError(outcome);
-    return c.json(serializeSender(outcome.sender), 201);
+    const { sender } = orRefuse(
+      await addSender(c.env.DB, c.get("auth").account.id, { name: body.name, email: body.email, replyTo: body.reply_to ?? null }),
+    );
+    return c.json(serializeSender(sender), 201);
   })
   .openapi(getSender, async (c) => {
     const row = await findSender(c.env.DB, c.get("auth").account.id, c.req.valid("param").id);
@@ -138,13 +99,14 @@ export const senderRoutes = createRouter()
   })
   .openapi(updateSender, async (c) => {
     const body = c.req.valid("json");
-    const outcome = await changeSender(c.env.DB, c.get("auth").account.id, c.req.valid("param").id, {
-      name: body.name,
-      email: body.email,
-      replyTo: body.reply_to,
-    });
+    const outcome = orRefuse(
+      await changeSender(c.env.DB, c.get("auth").account.id, c.req.valid("param").id, {
+        name: body.name,
+        email: body.email,
+        replyTo: body.reply_to,
+      }),
+    );
     if (outcome.kind === "not_found") throw notFound("Sender");
-    if (outcome.kind !== "updated") throw addressError(outcome);
     return c.json(serializeSender(outcome.sender), 200);
   })
   .openapi(deleteSender, async (c) => {

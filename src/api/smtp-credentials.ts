@@ -1,17 +1,7 @@
 import { createSmtpCredential, listSmtpCredentials, revokeSmtpCredential, serializeSmtpCredential } from "../domain/smtp/credentials";
+import { smtpCredentialInput } from "../domain/smtp/input";
 import { AppError, notFound } from "../errors";
 import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, Timestamp, z } from "../lib/openapi";
-
-const CreateSmtpCredentialSchema = z
-  .object({
-    name: z.string().trim().min(1).max(100).openapi({ example: "Billing app" }),
-    mode: z.enum(["live", "test"]).optional().openapi({
-      description:
-        "`test`: messages are accepted and simulated like those of a test key, never delivered or charged. Default: the mode of the key making the request; a test key can create only test credentials",
-    }),
-  })
-  .strict()
-  .openapi("CreateSmtpCredential");
 
 export const SmtpCredentialSchema = z
   .object({
@@ -47,7 +37,7 @@ const createCredential = keyedRoute(
     summary: "Create an SMTP credential",
     description:
       "A username and password for the SMTP relay (ports 587 and 2525 with STARTTLS, 465 with implicit TLS). The password is shown only in this response and stored as a hash.",
-    request: { body: jsonBody(CreateSmtpCredentialSchema) },
+    request: { body: jsonBody(smtpCredentialInput) },
     responses: {
       201: jsonResponse(CreatedSmtpCredentialSchema, "The credential; `password` is shown only this once"),
       403: errorResponse("`live_key_required`: a test key asked for a live credential; `feature_disabled`: no SMTP relay"),

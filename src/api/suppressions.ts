@@ -1,4 +1,3 @@
-import { ContactEmailSchema } from "./contacts";
 import {
   addSuppression as suppress,
   listSuppressions as findSuppressions,
@@ -7,6 +6,7 @@ import {
   type SuppressionPosition,
   type SuppressionRow,
 } from "../domain/suppressions/suppressions";
+import { suppressionInput } from "../domain/suppressions/input";
 import { notFound, validationError } from "../errors";
 import { createRouter, errorResponse, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 import { decodeCursor, encodeCursor } from "../lib/pagination";
@@ -21,14 +21,6 @@ const SuppressionSchema = z
     created_at: Timestamp,
   })
   .openapi("Suppression");
-
-const CreateSuppressionSchema = z
-  .object({
-    email: ContactEmailSchema,
-    reason: z.enum(suppressionReasons).default("manual"),
-  })
-  .strict()
-  .openapi("CreateSuppression");
 
 const EmailParam = z.object({
   email: z
@@ -62,7 +54,7 @@ const addSuppression = keyedRoute("send", {
   tags: ["Suppressions"],
   summary: "Suppress an address",
   description: "Idempotent: an address already on the list keeps its first entry (200). Contacts of the address become `unsubscribed`.",
-  request: { body: jsonBody(CreateSuppressionSchema) },
+  request: { body: jsonBody(suppressionInput) },
   responses: {
     200: jsonResponse(SuppressionSchema, "Already suppressed; the existing entry"),
     201: jsonResponse(SuppressionSchema, "Suppressed"),

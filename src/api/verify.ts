@@ -1,17 +1,5 @@
 import { AppError, notFound, validationError } from "../errors";
-import {
-  createRouter,
-  evenWithFieldErrors,
-  errorResponse,
-  IdParam,
-  jsonBody,
-  jsonResponse,
-  keyedRoute,
-  paginated,
-  PaginationQuery,
-  Timestamp,
-  z,
-} from "../lib/openapi";
+import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 import {
   createVerificationJob,
   enqueueVerificationJob,
@@ -19,40 +7,13 @@ import {
   JOB_STATUSES,
   jobSummary,
   listJobResults,
-  MAX_JOB_ADDRESSES,
   type InsufficientCredits,
   type VerificationJob,
 } from "../domain/verification/jobs";
 import { jobCsvColumns, jobCsvRow, jobResultsCsv } from "../domain/verification/results-csv";
+import { verifyInput } from "../domain/verification/input";
 import { verifySingleAddress } from "../domain/verification/single";
 import { verificationResultSchema } from "../domain/verification/status";
-
-// Long enough for any address a person could paste (the engine reports > 254 octets as bad syntax), short enough
-// that a body of 50,000 of them stays inside the route's 5 MB limit.
-const MAX_ADDRESS_INPUT = 1024;
-const emailInput = z.string().trim().min(1, "Must not be empty").max(MAX_ADDRESS_INPUT);
-
-const VerifyRequestSchema = z
-  .object({
-    email: emailInput.optional().openapi({ description: "One address: verified synchronously", example: "jane@example.com" }),
-    emails: z
-      .array(emailInput)
-      .min(1)
-      .max(MAX_JOB_ADDRESSES)
-      .optional()
-      .openapi({ description: `1 to ${MAX_JOB_ADDRESSES.toLocaleString("en")} addresses: a bulk job (202), polled with GET /verify/{id}` }),
-    emit_event: z
-      .boolean()
-      .optional()
-      .openapi({ description: "Single checks only: also emit `verification.completed`. Bulk jobs always emit it when they finish." }),
-  })
-  .strict()
-  .superRefine((body, ctx) => {
-    if ((body.email === undefined) === (body.emails === undefined)) {
-      ctx.addIssue({ code: "custom", path: ["email"], message: "Give either `email` (one address) or `emails` (a bulk job), not both" });
-    }
-  }, evenWithFieldErrors)
-  .openapi("VerifyRequest");
 
 const SingleResultSchema = verificationResultSchema
   .extend({
@@ -114,7 +75,7 @@ const verify = keyedRoute("verify", {
     "bad syntax is free. `{emails}`: a job of up to 50,000 addresses, answered 202 and polled with GET /verify/{id}; it costs 1 " +
     "credit per distinct address with valid syntax, charged at acceptance (duplicates and bad syntax are free), and is refused " +
     "with 402 before any work when the balance cannot pay for it.",
-  request: { body: jsonBody(VerifyRequestSchema) },
+  request: { body: jsonBody(verifyInput) },
   responses: {
     200: jsonResponse(SingleResultSchema, "The single result"),
     202: jsonResponse(JobAcceptedSchema, "The job was accepted; poll GET /verify/{id}"),

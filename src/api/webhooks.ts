@@ -6,58 +6,21 @@ import {
   findEndpoint,
   listDeliveries as findDeliveries,
   listEndpoints,
-  MAX_ENDPOINTS_PER_ACCOUNT,
   previousSecretActive,
   updateEndpoint,
   type WebhookDeliveryRow,
   type WebhookEndpointRow,
 } from "../domain/webhooks/endpoints";
+import { webhookChangeInput, webhookInput, webhookTestInput } from "../domain/webhooks/input";
 import { sampleEventData } from "../domain/webhooks/samples";
 import { maskWebhookSecret } from "../domain/webhooks/signing";
-import { AppError, notFound, validationError } from "../errors";
+import { notFound, orRefuse } from "../errors";
 import { decryptSecret } from "../lib/crypto";
 import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 import { pageOf } from "../lib/pagination";
 import { config } from "../config";
 
 const tags = ["Webhooks"];
-
-const SubscriptionSchema = z
-  .array(z.enum([...eventTypes, "*"]))
-  .min(1)
-  .max(eventTypes.length + 1)
-  .openapi({
-    description: 'Event types to receive, or `["*"]` for all of them (also types added later)',
-    example: ["relay.delivered", "relay.bounced"],
-  });
-
-const UrlSchema = z.string().trim().min(1).max(2048).openapi({
-  description: "An https URL whose host resolves to public addresses only (no IP literals, no private ranges)",
-  example: "https://example.com/webhooks/mailforge",
-});
-
-const CreateWebhookSchema = z
-  .object({
-    url: UrlSchema,
-    events: SubscriptionSchema,
-    description: z.string().trim().max(500).optional(),
-    enabled: z.boolean().default(true),
-  })
-  .strict()
-  .openapi("CreateWebhookEndpoint");
-
-const UpdateWebhookSchema = z
-  .object({
-    url: UrlSchema.optional(),
-    events: SubscriptionSchema.optional(),
-    description: z.string().trim().max(500).nullable().optional(),
-    enabled: z.boolean().optional().openapi({ description: "Re-enabling also clears `disabled_reason` and `failing_since`" }),
-    rotate_secret: z.boolean().optional().openapi({
-      description: "Issue a new secret, returned once in `secret`. The old one keeps signing (a second `v1=`) for 24 hours.",
-    }),
-  })
-  .strict()
-  .openapi("UpdateWebhookEndpoint");
 
 const WebhookEndpointSchema = z
   .object({
@@ -114,13 +77,6 @@ export const WebhookEventSchema = z
       "POSTed as JSON to the endpoint. Signed in `X-Service-Signature: t=<unix>,v1=<hex>` (HMAC-SHA256 of `<t>.<raw body>` keyed with the secret) and in the Standard Webhooks headers `webhook-id`, `webhook-timestamp`, `webhook-signature`.",
   });
 
-const TestWebhookSchema = z
-  .object({
-    type: z.enum(eventTypes).default("relay.delivered").openapi({ description: "Which event type to send, with sample data" }),
-  })
-  .strict()
-  .openapi("TestWebhook");
-
 const TestResultSchema = z
   .object({
     ok: z.boolean().openapi({ description: "The endpoint answered 2xx" }),
@@ -161,7 +117,7 @@ const createWebhook = keyedRoute(
     path: "/webhooks",
     tags,
     summary: "Create a webhook endpoint",
-    request: { body: jsonBody(CreateWebhookSchema) },
+    request: { body: jsonBody(webhookInput) },
     responses: {
       201: jsonResponse(WebhookEndpointSchema, "The endpoint; `secret` is shown in full only this once"),
       503: errorResponse("The URL's host could not be resolved right now; try again"),
@@ -186,7 +142,7 @@ const updateWebhook = keyedRoute(
     path: "/webhooks/{id}",
     tags,
     summary: "Update a webhook endpoint, or rotate its secret",
-    request: { params: IdParam("wh"), body: jsonBody(UpdateWebhookSchema) },
+    request: { params: IdParam("wh"), body: jsonBody(webhookChangeInput) },
     responses: {
       200: jsonResponse(WebhookEndpointSchema, "The endpoint; `secret` in full when `rotate_secret` issued a new one"),
       ...notFoundResponse,
@@ -217,7 +173,7 @@ const testWebhook = keyedRoute("webhooks", {
   summary: "Send a signed test event now",
   description:
     "Sends one event of the chosen type (default `relay.delivered`) with sample data, signed like every delivery, and reports what the endpoint answered. It is logged in the deliveries but never retried. Works on disabled endpoints, to check one before re-enabling it.",
-  request: { params: IdParam("wh"), body: { ...jsonBody(TestWebhookSchema), required: false } },
+  request: { params: IdParam("wh"), body: { ...jsonBody(webhookTestInput), required: false } },
   responses: { 200: jsonResponse(TestResultSchema, "What the endpoint answered"), ...notFoundResponse },
 });
 
@@ -262,12 +218,6 @@ function serializeDelivery(row: WebhookDeliveryRow) {
   };
 }
 
-/** A refused URL: 422, or 503 when DNS did not answer and the same URL may pass later. */
-function urlRefused(outcome: { reason: string; transient: boolean }): AppError {
-  if (outcome.transient) return new AppError("upstream_unavailable", outcome.reason);
-  return validationError({ url: [outcome.reason] }, "The webhook URL is not accepted");
-}
-
 async function ownedEndpoint(d1: D1Database, accountId: string, id: string): Promise<WebhookEndpointRow> {
   const row = await findEndpoint(d1, accountId, id);
   if (!row) throw notFound("Webhook endpoint");
@@ -283,14 +233,7 @@ export const webhookRoutes = createRouter()
   })
   .openapi(createWebhook, async (c) => {
     const body = c.req.valid("json");
-    const outcome = await createEndpoint(c.env, c.get("auth").account.id, body);
-    if (outcome.kind === "too_many") {
-      throw validationError(
-        { url: [`An account can have at most ${MAX_ENDPOINTS_PER_ACCOUNT} webhook endpoints; delete one first`] },
-        "Too many webhook endpoints",
-      );
-    }
-    if (outcome.kind === "url_refused") throw urlRefused(outcome);
+    const outcome = orRefuse(await createEndpoint(c.env, c.get("auth").account.id, body));
     return c.json(await serializeEndpoint(outcome.endpoint, config(c.env).encryptionKey, outcome.secret), 201);
   })
   .openapi(getWebhook, async (c) => {
@@ -299,9 +242,8 @@ export const webhookRoutes = createRouter()
   })
   .openapi(updateWebhook, async (c) => {
     const { rotate_secret: rotateSecret, ...change } = c.req.valid("json");
-    const outcome = await updateEndpoint(c.env, c.get("auth").account.id, c.req.valid("param").id, { ...change, rotateSecret });
+    const outcome = orRefuse(await updateEndpoint(c.env, c.get("auth").account.id, c.req.valid("param").id, { ...change, rotateSecret }));
     if (outcome.kind === "not_found") throw notFound("Webhook endpoint");
-    if (outcome.kind === "url_refused") throw urlRefused(outcome);
     return c.json(await serializeEndpoint(outcome.endpoint, config(c.env).encryptionKey, outcome.secret), 200);
   })
   .openapi(deleteWebhook, async (c) => {
@@ -312,7 +254,7 @@ export const webhookRoutes = createRouter()
   .openapi(testWebhook, async (c) => {
     const endpoint = await ownedEndpoint(c.env.DB, c.get("auth").account.id, c.req.valid("param").id);
     // The body is optional: without one, c.req.valid("json") is empty and the default type applies.
-    const type: EventType = TestWebhookSchema.parse(c.req.valid("json") ?? {}).type;
+    const type: EventType = webhookTestInput.parse(c.req.valid("json") ?? {}).type;
     const { event, result } = await sendTestEvent(c.env, endpoint, type);
     return c.json(
       {

@@ -4,6 +4,7 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { call, createAccount, createKey, json } from "../helpers";
 import { verifiedDomain } from "../send/helpers";
+import { receiverPath, receiverUrl } from "../webhooks/helpers";
 import { cookieHeader, signIn, visit, type Browser } from "./helpers";
 
 type Campaign = {
@@ -341,5 +342,150 @@ describe("contacts search and lists answer as the API does", { timeout: 60_000 }
     expect((await browser.post(`/dashboard/contacts/lists/${excluded}/delete`, {})).status).toBe(303);
     expect((await call(`/api/v1/lists/${excluded}`, { key })).status).toBe(404);
     expect((await browser.post(`/dashboard/contacts/lists/${excluded}/delete`, {})).status).toBe(404);
+  });
+});
+
+/** A dashboard form and the API body it stands for: both must be refused with the API's status and field errors. */
+async function expectBothRefuse(
+  browser: Browser,
+  key: string,
+  api: { path: string; method?: string; body: unknown },
+  dashboard: { path: string; form: Record<string, string> },
+) {
+  const apiResponse = await call(api.path, { key, method: api.method, body: api.body });
+  expect(apiResponse.status).toBe(422);
+  const apiBody = await json<{ errors: Record<string, string[]> }>(apiResponse);
+  const page = await browser.post(dashboard.path, dashboard.form);
+  expect(page.status).toBe(422);
+  const notice = await noticeOf(page);
+  for (const [path, messages] of Object.entries(apiBody.errors)) expect(notice).toContain(`${path}: ${messages.join(", ")}`);
+}
+
+describe("webhooks, senders and domains: the dashboard's forms parse with the API's schemas", { timeout: 60_000 }, () => {
+  it("a webhook endpoint with an unknown event type, a long description or an ftp URL is refused by both, and none is added", async () => {
+    const account = await createAccount();
+    const key = account.api_key;
+    const browser = await signIn(key);
+    const url = receiverUrl(receiverPath());
+    const cases: { body: Record<string, unknown>; form: Record<string, string> }[] = [
+      { body: { url, events: ["nope.happened"] }, form: { url, events: "nope.happened" } },
+      { body: { url, events: ["*"], description: "d".repeat(501) }, form: { url, description: "d".repeat(501) } },
+      { body: { url: "ftp://example.com/hooks", events: ["*"] }, form: { url: "ftp://example.com/hooks" } },
+    ];
+    for (const { body, form } of cases) {
+      await expectBothRefuse(browser, key, { path: "/api/v1/webhooks", body }, { path: "/dashboard/webhooks", form });
+    }
+    expect((await json<{ data: unknown[] }>(await call("/api/v1/webhooks", { key }))).data).toHaveLength(0);
+  });
+
+  it("a sender whose name has a line break or is too long, or whose address is on an unverified domain, is refused by both", async () => {
+    const { key, domain } = await campaignAccount();
+    const browser = await signIn(key);
+    const cases = [
+      { name: "News\nBcc: everyone@example.com", email: `news@${domain.name}` },
+      { name: "N".repeat(201), email: `news@${domain.name}` },
+      { name: "News", email: "news@unverified.example" },
+    ];
+    for (const sender of cases) {
+      await expectBothRefuse(browser, key, { path: "/api/v1/senders", body: sender }, { path: "/dashboard/campaigns/senders", form: sender });
+    }
+    expect((await json<{ data: unknown[] }>(await call("/api/v1/senders", { key }))).data).toHaveLength(1);
+  });
+
+  it("a domain name that is not one, an unknown warm-up preset and over 200 receiving addresses are refused by both, and nothing changes", async () => {
+    const { key, domain } = await campaignAccount();
+    const browser = await signIn(key);
+    await expectBothRefuse(
+      browser,
+      key,
+      { path: "/api/v1/domains", body: { name: "not a domain" } },
+      { path: "/dashboard/domains", form: { name: "not a domain" } },
+    );
+    await expectBothRefuse(
+      browser,
+      key,
+      { path: `/api/v1/domains/${domain.id}/warmup`, method: "PUT", body: { enabled: true, preset: "turbo" } },
+      { path: `/dashboard/domains/${domain.id}/warmup`, form: { enabled: "true", preset: "turbo" } },
+    );
+    const addresses = Array.from({ length: 201 }, (_, index) => `desk${index}`);
+    await expectBothRefuse(
+      browser,
+      key,
+      { path: `/api/v1/domains/${domain.id}`, method: "PATCH", body: { receiving: false, receiving_addresses: addresses } },
+      { path: `/dashboard/inbound/domains/${domain.id}`, form: { addresses: addresses.join(", ") } },
+    );
+    expect((await json<{ data: unknown[] }>(await call("/api/v1/domains", { key }))).data).toHaveLength(1);
+    expect(await json(await call(`/api/v1/domains/${domain.id}`, { key }))).toMatchObject({ receiving_addresses: null, warmup: { status: "off" } });
+  });
+
+  it("an API key with a scope that does not exist is refused by both (the dashboard made it a full-access key), and so is a long credential name", async () => {
+    const { key } = await campaignAccount();
+    const browser = await signIn(key);
+    await expectBothRefuse(
+      browser,
+      key,
+      { path: "/api/v1/api-keys", body: { name: "CI", scopes: ["everything"], mode: "live" } },
+      { path: "/dashboard/api-keys", form: { name: "CI", scopes: "everything", mode: "live" } },
+    );
+    const keys = await json<{ data: { name: string }[] }>(await call("/api/v1/api-keys", { key }));
+    expect(keys.data.map((row) => row.name)).not.toContain("CI");
+    await expectBothRefuse(
+      browser,
+      key,
+      { path: "/api/v1/smtp-credentials", body: { name: "c".repeat(101) } },
+      { path: "/dashboard/smtp-credentials", form: { name: "c".repeat(101) } },
+    );
+  });
+
+  it("a CSV upload with an address over 1,024 characters is refused as POST /verify refuses it, and no job starts", async () => {
+    const account = await createAccount();
+    const key = account.api_key;
+    const long = `${"a".repeat(1100)}@example.com`;
+    const api = await call("/api/v1/verify", { key, body: { emails: ["ann@example.com", long] } });
+    expect(api.status).toBe(422);
+    const apiBody = await json<{ errors: Record<string, string[]> }>(api);
+    const browser = await signIn(key);
+    const body = new FormData();
+    body.set("_csrf", browser.csrf);
+    body.set("file", new File([`email\nann@example.com\n${long}\n`], "list.csv", { type: "text/csv" }));
+    const upload = await visit("/dashboard/verification/upload", { method: "POST", headers: { Cookie: cookieHeader(browser.jar) }, body });
+    expect(upload.status).toBe(422);
+    const notice = await noticeOf(upload);
+    for (const [path, messages] of Object.entries(apiBody.errors)) expect(notice).toContain(`${path}: ${messages.join(", ")}`);
+    expect(await (await browser.get("/dashboard/verification")).text()).not.toContain("list.csv");
+  });
+
+  it("a test email is refused where POST /send refuses it (a subject over 998 characters, a bad address) and sent where it is accepted", async () => {
+    const { key, domain } = await campaignAccount();
+    const browser = await signIn(key);
+    const good = { from: `News <news@${domain.name}>`, to: "ann@example.com", subject: "Hi", text: "Hello" };
+    for (const bad of [{ subject: "s".repeat(999) }, { to: "ann@" }]) {
+      await expectBothRefuse(
+        browser,
+        key,
+        { path: "/api/v1/send", body: { ...good, ...bad } },
+        { path: "/dashboard/messages/test", form: { ...good, ...bad } },
+      );
+    }
+    expect((await browser.post("/dashboard/messages/test", good)).status).toBe(303);
+    const sent = await json<{ data: { subject: string; tags: string[] }[] }>(await call("/api/v1/messages", { key }));
+    expect(sent.data.map((message) => [message.subject, message.tags])).toEqual([["Hi", ["dashboard-test"]]]);
+  });
+
+  it("a contact import without an email column is refused by both with the same field errors", async () => {
+    const { key } = await campaignAccount();
+    const csv = "name,phone\nAnn,1\n";
+    const api = await call("/api/v1/contacts/import", { key, body: { file: `data:text/csv;base64,${btoa(csv)}` } });
+    expect(api.status).toBe(422);
+    const apiBody = await json<{ message: string; errors: Record<string, string[]> }>(api);
+    const browser = await signIn(key);
+    const body = new FormData();
+    body.set("_csrf", browser.csrf);
+    body.set("file", new File([csv], "people.csv", { type: "text/csv" }));
+    const upload = await visit("/dashboard/contacts/imports", { method: "POST", headers: { Cookie: cookieHeader(browser.jar) }, body });
+    expect(upload.status).toBe(422);
+    const notice = await noticeOf(upload);
+    expect(notice.startsWith(apiBody.message)).toBe(true);
+    for (const [path, messages] of Object.entries(apiBody.errors)) expect(notice).toContain(`${path}: ${messages.join(", ")}`);
   });
 });

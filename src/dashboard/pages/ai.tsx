@@ -2,7 +2,7 @@ import { Hono } from "hono";
 import { aiRequestInputSchema } from "../../domain/ai/draft";
 import { aiUsage, findAiRequest, listAiRequests, submitAiRequest, type AiRequestRow } from "../../domain/ai/requests";
 import { AppError, notFound } from "../../errors";
-import { field, requireLiveKey, requireSection } from "../guard";
+import { field, requireLiveKey, requireSection, parsedOrThrow } from "../guard";
 import { Table } from "../components/table";
 import { Csrf, Shell, StatusBadge, formatTime } from "../layout";
 import type { DashboardEnv } from "../session";
@@ -86,14 +86,12 @@ export const aiPages = new Hono<DashboardEnv>()
     requireSection(c, "ai", "ai", "campaigns");
     requireLiveKey(c, "AI drafts (campaigns)");
     const form = await c.req.parseBody();
-    const parsed = aiRequestInputSchema.safeParse({
-      prompt: field(form, "prompt"),
-      tone: field(form, "tone") || undefined,
-      variations: Number(field(form, "variations") || "1"),
-    });
-    if (!parsed.success)
-      throw new AppError("validation_failed", parsed.error.issues.map((issue) => `${issue.path.join(".")}: ${issue.message}`).join("; "));
-    const outcome = await submitAiRequest(c.env, c.get("auth").account.id, parsed.data);
+    const body = parsedOrThrow(
+      aiRequestInputSchema,
+      { prompt: field(form, "prompt"), tone: field(form, "tone") || undefined, variations: Number(field(form, "variations") || "1") },
+      "The drafts cannot be requested",
+    );
+    const outcome = await submitAiRequest(c.env, c.get("auth").account.id, body);
     if (outcome.kind === "not_configured")
       throw new AppError("ai_not_configured", `AI drafts are not available on this deployment: ${outcome.reason}`);
     if (outcome.kind === "quota_exceeded") throw new AppError("ai_quota_exceeded", `This month's ${outcome.limit} AI generations are used up`);

@@ -1,8 +1,9 @@
 import { Hono, type Context } from "hono";
 import { createApiKey, listApiKeys, revokeApiKey, rotateApiKey, type ApiKeyRow } from "../../domain/accounts/api-keys";
+import { apiKeyInput } from "../../domain/accounts/input";
 import { AppError, notFound } from "../../errors";
-import { scopes, type Scope } from "../../types";
-import { field, requireSection } from "../guard";
+import { scopes } from "../../types";
+import { field, requireSection, parsedOrThrow } from "../guard";
 import { PostButton } from "../components/post-button";
 import { SecretOnce } from "../components/secret-once";
 import { Table } from "../components/table";
@@ -91,11 +92,13 @@ export const apiKeyPages = new Hono<DashboardEnv>()
   .post("/api-keys", async (c) => {
     requireSection(c, "full_access");
     const form = await c.req.parseBody({ all: true });
-    const name = field(form, "name");
-    if (!name || name.length > 100) throw new AppError("validation_failed", "Give the key a name of 1 to 100 characters");
-    const picked = ([] as unknown[]).concat(form.scopes ?? []).filter((scope): scope is Scope => scopes.includes(scope as Scope));
-    const mode = field(form, "mode") === "test" ? "test" : "live";
-    const outcome = await createApiKey(c.env.DB, c.get("auth"), { name, scopes: picked.length > 0 ? picked : undefined, mode });
+    const picked = ([] as unknown[]).concat(form.scopes ?? []);
+    const body = parsedOrThrow(
+      apiKeyInput,
+      { name: form.name, scopes: picked.length > 0 ? picked : undefined, mode: field(form, "mode") || undefined },
+      "The key cannot be created",
+    );
+    const outcome = await createApiKey(c.env.DB, c.get("auth"), body);
     if (outcome.kind === "live_key_required") throw new AppError(outcome.kind, outcome.message);
     // The secret is rendered into this response only; a reload shows the list without it.
     return keysPage(c, { title: `Key "${outcome.row.name}" created.`, secret: outcome.key }, 201);

@@ -1,7 +1,7 @@
 import { Hono, type Context } from "hono";
 // The API's request schemas and mappings, so the editor accepts exactly what PATCH /campaigns/{id} accepts.
 import { savedOrThrow, sendRefusal } from "../../api/campaigns";
-import { campaignChangeInput, campaignFields, campaignInput, newCampaignFields } from "../../domain/campaigns/input";
+import { campaignChangeInput, campaignFields, campaignInput, newCampaignFields, senderInput } from "../../domain/campaigns/input";
 import { audiencePage, audienceWhere, countAudience, type Audience } from "../../domain/campaigns/audience";
 import {
   campaignCounters,
@@ -27,7 +27,7 @@ import { acceptMessage } from "../../domain/sending/accept";
 import { parseMailbox } from "../../domain/sending/addresses";
 import { escapeHtml } from "../../domain/sending/render";
 import { findTemplate, listTemplates, type TemplateRow } from "../../domain/templates/templates";
-import { acceptRefusalError, AppError, notFound, validationError, type FieldErrors } from "../../errors";
+import { acceptRefusalError, AppError, notFound, validationError, type FieldErrors, orRefuse } from "../../errors";
 import { field, parsedOrThrow, requireSection, sectionGuard } from "../guard";
 import { PostButton } from "../components/post-button";
 import { Table } from "../components/table";
@@ -454,12 +454,8 @@ export const campaignPages = new Hono<DashboardEnv>()
   .post("/campaigns/senders", async (c) => {
     guard(c, "Adding a sender");
     const form = await c.req.parseBody();
-    const name = field(form, "name");
-    if (!name) throw new AppError("validation_failed", "Give the sender a name");
-    const outcome = await createSender(c.env.DB, c.get("auth").account.id, { name, email: field(form, "email"), replyTo: null });
-    if (outcome.kind === "invalid_email") throw new AppError("validation_failed", outcome.error);
-    if (outcome.kind === "domain_not_verified")
-      throw new AppError("domain_not_verified", `The domain ${outcome.domain} is not verified in this account`);
+    const body = parsedOrThrow(senderInput, { name: form.name, email: form.email }, "The sender cannot be added");
+    orRefuse(await createSender(c.env.DB, c.get("auth").account.id, { name: body.name, email: body.email, replyTo: null }));
     return c.redirect("/dashboard/campaigns", 303);
   })
   // The live count beside the editor's audience controls (htmx): the audience the checked lists and segments give.

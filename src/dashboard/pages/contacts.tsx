@@ -1,13 +1,14 @@
 import { Hono } from "hono";
-import { ContactPatchSchema, patchContactOrThrow } from "../../api/contacts";
+import { patchContactOrThrow } from "../../api/contacts";
 import { deleteListOrThrow } from "../../api/lists";
-import { listChangeInput, listInput } from "../../domain/contacts/input";
+import { contactChangeInput, contactImportForm, listChangeInput, listInput } from "../../domain/contacts/input";
 import { contactStatuses, deleteContact, findContact, listContacts, type ContactFilters } from "../../domain/contacts/contacts";
 import { contactAddress } from "../../domain/contacts/email";
 import { createContactImport, findContactImport, type ContactImport } from "../../domain/contacts/import";
 import { addMembersById, createList, listExists, listLists, removeMember, updateList } from "../../domain/contacts/lists";
 import { listMessages, recipientsOfMessages } from "../../domain/sending/messages";
-import { AppError, notFound } from "../../errors";
+import { AppError, notFound, validationError } from "../../errors";
+
 import { field, parsedOrThrow, requireLiveKey, requireSection } from "../guard";
 import { AnyOf } from "../components/any-of";
 import { NameForm } from "../components/name-form";
@@ -195,12 +196,16 @@ export const contactPages = new Hono<DashboardEnv>()
   .post("/contacts/imports", async (c) => {
     requireSection(c, "contacts");
     const form = await c.req.parseBody();
-    const file = form.file;
-    if (!(file instanceof File) || file.size === 0) throw new AppError("validation_failed", "Choose a CSV file to import");
+    const { file, list_id: listId } = parsedOrThrow(
+      contactImportForm,
+      { file: form.file, list_id: field(form, "list_id") || undefined },
+      "The file cannot be imported",
+    );
+    // A file input left empty still posts a part, with no bytes.
+    if (file.size === 0) throw validationError({ file: ["Choose a CSV file to import"] });
     if (file.size > maxImportBytes) throw new AppError("payload_too_large", "The file is larger than 5 MB");
-    const listId = field(form, "list_id") || undefined;
     const outcome = await createContactImport(c.env, c.get("auth").account.id, { bytes: new Uint8Array(await file.arrayBuffer()), listId });
-    if (outcome.kind === "invalid") throw new AppError("validation_failed", `${outcome.message}: ${Object.values(outcome.errors).flat().join("; ")}`);
+    if (outcome.kind === "invalid") throw validationError(outcome.errors, outcome.message);
     if (outcome.kind === "queue_unavailable") throw new AppError("upstream_unavailable", "The import could not be queued; try again shortly");
     return c.redirect(`/dashboard/contacts/imports/${outcome.contactImport.id}`, 303);
   })
@@ -390,7 +395,7 @@ export const contactPages = new Hono<DashboardEnv>()
     const status = form.status;
     if ((status === "subscribed" || status === "unsubscribed") && status !== saved.status) body.status = status;
     if (Object.keys(body).length > 0)
-      await patchContactOrThrow(c.env.DB, accountId, saved.id, parsedOrThrow(ContactPatchSchema, body, "The contact cannot be saved"));
+      await patchContactOrThrow(c.env.DB, accountId, saved.id, parsedOrThrow(contactChangeInput, body, "The contact cannot be saved"));
     return c.redirect(`/dashboard/contacts/${saved.id}?saved=1`, 303);
   })
   .post("/contacts/:id/delete", async (c) => {

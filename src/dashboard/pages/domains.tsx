@@ -1,9 +1,10 @@
 import { Hono } from "hono";
-import { createDomain, findDomain, listDomains, normalizeDomainName, verifyDomain, type DomainRow } from "../../domain/domains/domains";
-import { AppError, notFound } from "../../errors";
+import { createDomain, findDomain, listDomains, verifyDomain, type DomainRow } from "../../domain/domains/domains";
+import { domainInput, warmupInput } from "../../domain/domains/input";
+import { notFound, orRefuse } from "../../errors";
 import { BOUNCE_RATE_LIMIT, COMPLAINT_RATE_LIMIT, domainRates, type DomainRates } from "../../domain/feedback/reputation";
-import { setWarmup, todaysCap, warmupPresets, warmupSentToday, type WarmupPreset } from "../../domain/feedback/warmup";
-import { field, requireLiveKey, requireSection } from "../guard";
+import { setWarmup, todaysCap, warmupPresets, warmupSentToday } from "../../domain/feedback/warmup";
+import { field, requireLiveKey, requireSection, parsedOrThrow } from "../guard";
 import { NameForm } from "../components/name-form";
 import { PostButton } from "../components/post-button";
 import { Table } from "../components/table";
@@ -180,11 +181,9 @@ export const domainPages = new Hono<DashboardEnv>()
   })
   .post("/domains", async (c) => {
     requireSection(c, "domains");
-    const name = normalizeDomainName(field(await c.req.parseBody(), "name"));
-    if (!name) throw new AppError("validation_failed", "Not a domain name this account can send from (e.g. example.com or mail.example.com)");
-    const outcome = await createDomain(c.env.DB, c.get("auth").account.id, name, c.env);
-    if (outcome.kind === "exists") throw new AppError("conflict", `The domain ${name} is already on this account`);
-    return c.redirect(`/dashboard/domains/${outcome.domain.id}`, 303);
+    const body = parsedOrThrow(domainInput, { name: (await c.req.parseBody()).name }, "The domain cannot be added");
+    const { domain } = orRefuse(await createDomain(c.env.DB, c.get("auth").account.id, body.name, c.env));
+    return c.redirect(`/dashboard/domains/${domain.id}`, 303);
   })
   .get("/domains/:id", async (c) => {
     requireSection(c, "domains");
@@ -208,11 +207,12 @@ export const domainPages = new Hono<DashboardEnv>()
     const domain = await findDomain(c.env.DB, c.get("auth").account.id, c.req.param("id"));
     if (!domain) throw notFound("Domain");
     const form = await c.req.parseBody();
-    const preset = field(form, "preset");
-    await setWarmup(c.env, domain, {
-      enabled: field(form, "enabled") === "true",
-      preset: preset in warmupPresets ? (preset as WarmupPreset) : undefined,
-    });
+    const body = parsedOrThrow(
+      warmupInput,
+      { enabled: field(form, "enabled") === "true", preset: field(form, "preset") || undefined },
+      "The warm-up cannot be changed",
+    );
+    await setWarmup(c.env, domain, { enabled: body.enabled, preset: body.preset });
     return c.redirect(`/dashboard/domains/${domain.id}`, 303);
   })
   .post("/domains/:id/verify", async (c) => {

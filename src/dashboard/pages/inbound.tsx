@@ -5,13 +5,15 @@
 import { Hono } from "hono";
 import { attachmentResponse, inboundDetail } from "../../api/inbound";
 import { listDomains } from "../../domain/domains/domains";
+import { domainChangeInput } from "../../domain/domains/input";
 import { setReceiving } from "../../domain/inbound/receiving";
 import { deleteInbound, findInbound, listInbound, type InboundFilters } from "../../domain/inbound/store";
-import { AppError, notFound } from "../../errors";
-import { describeErrors, field, requireLiveKey, requireSection } from "../guard";
+import { notFound, orRefuse } from "../../errors";
+import { field, requireLiveKey, requireSection, parsedOrThrow } from "../guard";
 import { PostButton } from "../components/post-button";
 import { Table } from "../components/table";
 import { Csrf, Empty, Notice, Pager, Shell, canSee, formatTime, framedMailCsp, pageOfRows } from "../layout";
+
 import type { DashboardEnv } from "../session";
 
 const isoDay = /^\d{4}-\d{2}-\d{2}$/;
@@ -138,15 +140,12 @@ export const inboundPages = new Hono<DashboardEnv>()
     const addresses = field(form, "addresses")
       .split(/[\s,;]+/)
       .filter(Boolean);
-    // The same rules as PATCH /domains/{id}.
-    const outcome = await setReceiving(c.env, domain, {
-      receiving: field(form, "receiving") === "on",
-      addresses: addresses.length > 0 ? addresses : null,
-    });
-    if (outcome.kind === "not_verified")
-      throw new AppError("domain_not_verified", `${domain.name} is not verified yet: verify it before receiving mail`);
-    if (outcome.kind === "taken") throw new AppError("conflict", `Another account already receives mail for ${domain.name}`);
-    if (outcome.kind === "invalid") throw new AppError("validation_failed", describeErrors(outcome.errors));
+    const body = parsedOrThrow(
+      domainChangeInput,
+      { receiving: field(form, "receiving") === "on", receiving_addresses: addresses.length > 0 ? addresses : null },
+      "Receiving cannot be changed",
+    );
+    orRefuse(await setReceiving(c.env, domain, { receiving: body.receiving, addresses: body.receiving_addresses }));
     return c.redirect(`${current}?saved=1`, 303);
   })
   .get("/inbound/:id", async (c) => {

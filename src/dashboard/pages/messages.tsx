@@ -1,7 +1,7 @@
 import { Hono } from "hono";
 import { hasFeature } from "../../domain/accounts/accounts";
 import { acceptMessage } from "../../domain/sending/accept";
-import { parseMailbox } from "../../domain/sending/addresses";
+import { SendRequestSchema, toAcceptInput } from "../../domain/sending/input";
 import {
   findMessage,
   findSentSource,
@@ -12,11 +12,12 @@ import {
   type MessageFilters,
   type RecipientStatus,
 } from "../../domain/sending/messages";
-import { acceptRefusalError, AppError, notFound } from "../../errors";
-import { field, requireSection } from "../guard";
+import { acceptRefusalError, notFound } from "../../errors";
+import { field, requireSection, parsedOrThrow } from "../guard";
 import { AnyOf } from "../components/any-of";
 import { Table } from "../components/table";
 import { Csrf, Empty, Notice, Pager, Shell, StatusBadge, formatTime, framedMailCsp, pageOfRows } from "../layout";
+
 import type { DashboardEnv } from "../session";
 
 const isoDay = /^\d{4}-\d{2}-\d{2}$/;
@@ -155,27 +156,13 @@ export const messagePages = new Hono<DashboardEnv>()
     requireSection(c, "send", "email_api", "smtp_relay");
     const auth = c.get("auth");
     const form = await c.req.parseBody();
-    const from = parseMailbox(field(form, "from"));
-    const to = parseMailbox(field(form, "to"));
-    const subject = field(form, "subject");
-    const text = field(form, "text");
-    if (!from.ok) throw new AppError("validation_failed", `From: ${from.error}`);
-    if (!to.ok) throw new AppError("validation_failed", `To: ${to.error}`);
-    if (!subject || /[\r\n]/.test(subject) || !text) throw new AppError("validation_failed", "Give a one-line subject and a text");
-    // The same pipeline as POST /send: domain check, suppressions, daily limit, credits.
-    const outcome = await acceptMessage(
-      c.env,
-      c.executionCtx,
-      { account: auth.account, testMode: auth.apiKey.mode === "test" },
-      {
-        source: "api",
-        from: from.mailbox,
-        recipients: [to.mailbox.address],
-        tags: ["dashboard-test"],
-        metadata: {},
-        compose: () => ({ subject, content: { kind: "compose", to: [to.mailbox.address], text, variables: {}, attachments: [] } }),
-      },
+    const body = parsedOrThrow(
+      SendRequestSchema,
+      { from: field(form, "from"), to: field(form, "to"), subject: field(form, "subject"), text: field(form, "text"), tags: ["dashboard-test"] },
+      "The test email cannot be sent",
     );
+    // The same pipeline as POST /send: domain check, suppressions, daily limit, credits.
+    const outcome = await acceptMessage(c.env, c.executionCtx, { account: auth.account, testMode: auth.apiKey.mode === "test" }, toAcceptInput(body));
     if (outcome.kind !== "accepted") throw acceptRefusalError(outcome);
     return c.redirect("/dashboard/messages?sent=1", 303);
   })

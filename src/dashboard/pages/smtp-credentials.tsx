@@ -1,7 +1,8 @@
 import { Hono, type Context } from "hono";
 import { createSmtpCredential, listSmtpCredentials, revokeSmtpCredential } from "../../domain/smtp/credentials";
+import { smtpCredentialInput } from "../../domain/smtp/input";
 import { AppError, notFound } from "../../errors";
-import { field, requireSection } from "../guard";
+import { requireSection, parsedOrThrow } from "../guard";
 import { NameForm } from "../components/name-form";
 import { PostButton } from "../components/post-button";
 import { Table } from "../components/table";
@@ -77,9 +78,8 @@ export const smtpCredentialPages = new Hono<DashboardEnv>()
   })
   .post("/smtp-credentials", async (c) => {
     requireSection(c, "send", "smtp_relay");
-    const name = field(await c.req.parseBody(), "name");
-    if (!name || name.length > 100) throw new AppError("validation_failed", "Give the credential a name of 1 to 100 characters");
-    const outcome = await createSmtpCredential(c.env.DB, c.get("auth"), { name });
+    const body = parsedOrThrow(smtpCredentialInput, { name: (await c.req.parseBody()).name }, "The credential cannot be created");
+    const outcome = await createSmtpCredential(c.env.DB, c.get("auth"), body);
     if (outcome.kind === "live_key_required") throw new AppError(outcome.kind, outcome.message);
     return credentialsPage(c, { username: outcome.row.username, password: outcome.password });
   })

@@ -10,10 +10,11 @@ import {
   type VerificationJob,
 } from "../../domain/verification/jobs";
 import { jobCsvColumns, jobCsvRow, jobResultsCsv } from "../../domain/verification/results-csv";
+import { verifyInput } from "../../domain/verification/input";
 import { verifySingleAddress } from "../../domain/verification/single";
 import { insufficientVerifyCredits, verificationQueueUnavailable } from "../../api/verify";
 import { AppError, notFound } from "../../errors";
-import { field, requireSection } from "../guard";
+import { requireSection, parsedOrThrow } from "../guard";
 import { Table } from "../components/table";
 import { Csrf, Notice, Progress, Shell, StatusBadge, formatTime } from "../layout";
 import type { DashboardEnv } from "../session";
@@ -137,9 +138,9 @@ export const verificationPages = new Hono<DashboardEnv>()
   .post("/verification/check", async (c) => {
     requireSection(c, "verify");
     const auth = c.get("auth");
-    const email = field(await c.req.parseBody(), "email");
-    if (!email || email.length > 1024) throw new AppError("validation_failed", "Give an address to verify");
-    const check = await verifySingleAddress(c.env, auth.account, email, {
+    const { email } = parsedOrThrow(verifyInput, { email: (await c.req.parseBody()).email ?? "" }, "The address cannot be verified");
+    // verifyInput refuses a body without one.
+    const check = await verifySingleAddress(c.env, auth.account, email!, {
       reference: c.get("requestId"),
       waitUntil: (promise) => c.executionCtx.waitUntil(promise),
     });
@@ -184,13 +185,12 @@ export const verificationPages = new Hono<DashboardEnv>()
     const file = (await c.req.parseBody()).file;
     if (!(file instanceof File) || file.size === 0) throw new AppError("validation_failed", "Choose a CSV file to upload");
     if (file.size > maxUploadBytes) throw new AppError("payload_too_large", "The file is larger than 5 MB");
-    const emails = addressesFromCsv(await file.text());
-    if (emails.length === 0) throw new AppError("validation_failed", "The file has no addresses");
-    if (emails.length > MAX_JOB_ADDRESSES)
-      throw new AppError("validation_failed", `The file has more than ${MAX_JOB_ADDRESSES.toLocaleString("en")} addresses`);
+    const found = addressesFromCsv(await file.text());
+    if (found.length === 0) throw new AppError("validation_failed", "The file has no addresses");
+    const { emails } = parsedOrThrow(verifyInput, { emails: found }, "The file cannot be verified");
     const created = await createVerificationJob(c.env, {
       account: c.get("auth").account,
-      emails,
+      emails: emails!,
       source: "api",
       name: file.name.slice(0, 200) || null,
     });

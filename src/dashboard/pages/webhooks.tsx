@@ -1,5 +1,5 @@
 import { Hono, type Context } from "hono";
-import { eventTypes, type EventType } from "../../domain/events/events";
+import { eventTypes } from "../../domain/events/events";
 import {
   createEndpoint,
   deleteEndpoint,
@@ -8,16 +8,16 @@ import {
   listEndpoints,
   MAX_ENDPOINTS_PER_ACCOUNT,
   updateEndpoint,
-  type EventSubscription,
   type WebhookEndpointRow,
 } from "../../domain/webhooks/endpoints";
 import { replayEvent, sendTestEvent, type AttemptResult } from "../../domain/webhooks/delivery";
-import { AppError, notFound } from "../../errors";
-import { field, sectionGuard } from "../guard";
+import { notFound, orRefuse } from "../../errors";
+import { field, sectionGuard, parsedOrThrow } from "../guard";
 import { PostButton } from "../components/post-button";
 import { SecretOnce } from "../components/secret-once";
 import { Table } from "../components/table";
 import { Csrf, Notice, Shell, StatusBadge, formatTime } from "../layout";
+import { webhookInput } from "../../domain/webhooks/input";
 import type { DashboardEnv } from "../session";
 
 type Page = Context<DashboardEnv>;
@@ -177,17 +177,13 @@ export const webhookPages = new Hono<DashboardEnv>()
   .post("/webhooks", async (c) => {
     guard(c, "Creating a webhook endpoint");
     const form = await c.req.parseBody({ all: true });
-    const picked = ([] as unknown[]).concat(form.events ?? []).filter((type): type is EventType => eventTypes.includes(type as EventType));
-    const events: EventSubscription[] = picked.length > 0 ? picked : ["*"];
-    const outcome = await createEndpoint(c.env, c.get("auth").account.id, {
-      url: field(form, "url"),
-      description: field(form, "description") || undefined,
-      events,
-      enabled: true,
-    });
-    if (outcome.kind === "too_many")
-      throw new AppError("validation_failed", `An account can have at most ${MAX_ENDPOINTS_PER_ACCOUNT} webhook endpoints`);
-    if (outcome.kind === "url_refused") throw new AppError(outcome.transient ? "upstream_unavailable" : "validation_failed", outcome.reason);
+    const picked = ([] as unknown[]).concat(form.events ?? []);
+    const body = parsedOrThrow(
+      webhookInput,
+      { url: field(form, "url"), description: field(form, "description") || undefined, events: picked.length > 0 ? picked : ["*"] },
+      "The webhook endpoint cannot be added",
+    );
+    const outcome = orRefuse(await createEndpoint(c.env, c.get("auth").account.id, body));
     return endpointPage(c, outcome.endpoint, outcome.secret);
   })
   .get("/webhooks/:id", async (c) => {
@@ -211,16 +207,14 @@ export const webhookPages = new Hono<DashboardEnv>()
   .post("/webhooks/:id/enabled", async (c) => {
     guard(c, "Changing a webhook endpoint");
     const enabled = field(await c.req.parseBody(), "enabled") === "true";
-    const outcome = await updateEndpoint(c.env, c.get("auth").account.id, c.req.param("id"), { enabled });
+    const outcome = orRefuse(await updateEndpoint(c.env, c.get("auth").account.id, c.req.param("id"), { enabled }));
     if (outcome.kind === "not_found") throw notFound("Webhook endpoint");
-    if (outcome.kind === "url_refused") throw new AppError("validation_failed", outcome.reason);
     return c.redirect(`/dashboard/webhooks/${outcome.endpoint.id}`, 303);
   })
   .post("/webhooks/:id/rotate", async (c) => {
     guard(c, "Changing a webhook endpoint");
-    const outcome = await updateEndpoint(c.env, c.get("auth").account.id, c.req.param("id"), { rotateSecret: true });
+    const outcome = orRefuse(await updateEndpoint(c.env, c.get("auth").account.id, c.req.param("id"), { rotateSecret: true }));
     if (outcome.kind === "not_found") throw notFound("Webhook endpoint");
-    if (outcome.kind === "url_refused") throw new AppError("validation_failed", outcome.reason);
     return endpointPage(c, outcome.endpoint, outcome.secret);
   })
   .post("/webhooks/:id/delete", async (c) => {

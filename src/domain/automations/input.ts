@@ -1,6 +1,8 @@
-// The request bodies of the automations API, parsed by the API routes and the dashboard's automation builder alike.
+// The request bodies of the automations API, parsed by the API routes, the private trigger URL and the dashboard's
+// automation builder alike.
 
 import { z } from "../../lib/schema";
+import { contactEmail, customFields } from "../contacts/input";
 import { stepsSchema } from "./steps";
 
 const StepsSchema = stepsSchema.openapi({
@@ -41,3 +43,23 @@ export const automationChangeInput = z
   .strict()
   .refine((body) => Object.keys(body).length > 0, { message: "Send at least one field to change" })
   .openapi("UpdateAutomation");
+
+/** The fields a trigger takes, from the API or the private URL: the contact as POST /contacts takes it, plus an event id. */
+export const automationTriggerInput = z
+  .object({
+    email: contactEmail,
+    first_name: z.string().trim().max(256).nullable().optional(),
+    last_name: z.string().trim().max(256).nullable().optional(),
+    company: z.string().trim().max(256).nullable().optional(),
+    phone: z.string().trim().max(256).nullable().optional(),
+    country: z.string().trim().max(256).nullable().optional(),
+    custom_fields: customFields.optional(),
+    event_id: z
+      .string()
+      .min(1)
+      .max(200)
+      .optional()
+      .openapi({ description: "Idempotency: the same event_id for the same automation returns the same run and starts nothing new" }),
+  })
+  .strict()
+  .openapi("AutomationTrigger");

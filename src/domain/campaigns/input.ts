@@ -3,6 +3,7 @@
 import { evenWithFieldErrors, z } from "../../lib/schema";
 import { sendLimits, tagPattern, tagRule } from "../sending/rules";
 import { MAX_SCHEDULE_DAYS, type CampaignInput } from "./campaigns";
+import { senderAddress } from "./senders";
 
 const noLineBreaks = (value: string) => !/[\r\n]/.test(value);
 const ids = (what: string) =>
@@ -92,6 +93,32 @@ export const sendCampaignInput = z
   })
   .strict()
   .openapi("SendCampaign");
+
+// Senders: the name and address campaigns are sent from.
+
+const senderAddressField = z
+  .string()
+  .trim()
+  .max(320)
+  .superRefine((value, ctx) => {
+    const address = senderAddress(value);
+    if ("error" in address) ctx.addIssue({ code: "custom", message: address.error });
+  });
+
+const senderFields = {
+  // The name goes into the From header of every campaign message.
+  name: z.string().trim().min(1).max(200).refine(noLineBreaks, "The name must not contain line breaks").openapi({ example: "Acme News" }),
+  email: senderAddressField.openapi({ description: "On a verified sending domain of the account", example: "news@acme.example" }),
+  reply_to: senderAddressField.nullable().optional().openapi({ description: "Any address; `null` removes it", example: "support@acme.example" }),
+};
+
+/** The body of POST /senders. */
+export const senderInput = z.object(senderFields).strict().openapi("CreateSender");
+/** The body of PATCH /senders/{id}: the fields to change. */
+export const senderChangeInput = z
+  .object({ name: senderFields.name.optional(), email: senderFields.email.optional(), reply_to: senderFields.reply_to })
+  .strict()
+  .openapi("UpdateSender");
 
 export type CampaignChange = z.output<typeof campaignChangeInput>;
 

@@ -8,6 +8,7 @@ import { senders } from "../../db/schema";
 import { newId, nowIso } from "../../lib/ids";
 import { keysetPage } from "../../lib/pagination";
 import { verifiedDomainQuery } from "../domains/domains";
+import { refused, type Refusal } from "../refusal";
 import { checkSyntax } from "../verification/syntax";
 
 export type SenderRow = typeof senders.$inferSelect;
@@ -21,17 +22,16 @@ export function senderAddress(input: string): { address: string; domain: string 
 
 const ownSender = (accountId: string, senderId: string) => and(eq(senders.id, senderId), eq(senders.accountId, accountId));
 
-type AddressCheck =
-  | { kind: "invalid_email"; error: string }
-  | { kind: "domain_not_verified"; domain: string }
-  | { kind: "ok"; email: string; domainId: string };
+/** A 422 keyed `email`, as the field the user must change. */
+const addressRefused = (problem: string) => refused("validation_failed", "The request is invalid", { errors: { email: [problem] } });
 
 /** The address as stored and the id of the account's verified domain it is on, or why it cannot be a sender's. */
-async function checkAddress(d1: D1Database, accountId: string, input: string): Promise<AddressCheck> {
+async function checkAddress(d1: D1Database, accountId: string, input: string): Promise<{ kind: "ok"; email: string; domainId: string } | Refusal> {
   const address = senderAddress(input);
-  if ("error" in address) return { kind: "invalid_email", error: address.error };
+  if ("error" in address) return addressRefused(address.error);
   const domain = await verifiedDomainQuery(drizzle(d1), accountId, address.domain).get();
-  return domain ? { kind: "ok", email: address.address, domainId: domain.id } : { kind: "domain_not_verified", domain: address.domain };
+  if (domain) return { kind: "ok", email: address.address, domainId: domain.id };
+  return addressRefused(`${address.domain} is not a verified sending domain of this account; add it with POST /api/v1/domains and verify it`);
 }
 
 /** A page of the account's senders, newest first (`limit + 1` rows, for `pageOf`). */
@@ -51,9 +51,8 @@ export async function findSender(d1: D1Database, accountId: string, senderId: st
 }
 
 export type SenderInput = { name: string; email: string; replyTo: string | null };
-/** Why an address cannot be a sender's. */
-export type SenderAddressProblem = Exclude<AddressCheck, { kind: "ok" }>;
-export type SaveSenderOutcome<Kind extends string> = SenderAddressProblem | { kind: Kind; sender: SenderRow };
+/** A saved sender, or why its address cannot be a sender's (not an address, or not on a verified domain). */
+export type SaveSenderOutcome<Kind extends string> = Refusal | { kind: Kind; sender: SenderRow };
 
 /** Creates a sender; refused unless its address is on a verified domain of the account. */
 export async function createSender(d1: D1Database, accountId: string, input: SenderInput): Promise<SaveSenderOutcome<"created">> {

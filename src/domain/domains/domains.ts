@@ -12,6 +12,7 @@ import { dkimTxtValue, generateDkimEd25519KeyPair, generateDkimKeyPair } from ".
 import { config } from "../../config";
 import { inJsonArray } from "../../db/client";
 import { todaysCap, warmupDay } from "../feedback/warmup";
+import { refused, type Refusal } from "../refusal";
 
 export type DomainRow = typeof domains.$inferSelect;
 
@@ -140,17 +141,30 @@ export async function checkRecords(domain: DomainRow, env: Env): Promise<{ recor
   return { records, verified, inconclusive };
 }
 
-export type CreateDomainOutcome = { kind: "created"; domain: DomainRow } | { kind: "exists"; id?: string };
-
-/** Adds a sending domain (`name` normalized) with fresh DKIM keys; refused when the account already has it. */
-export async function createDomain(d1: D1Database, accountId: string, name: string, env: Env): Promise<CreateDomainOutcome> {
+/**
+ * Adds a sending domain (its name normalized) with fresh DKIM keys; refused when the name is not one a sending domain
+ * can have (422) or the account already has it (409).
+ */
+export async function createDomain(
+  d1: D1Database,
+  accountId: string,
+  input: string,
+  env: Env,
+): Promise<{ kind: "created"; domain: DomainRow } | Refusal> {
+  const name = normalizeDomainName(input);
+  if (!name) {
+    return refused("validation_failed", "The request is invalid", {
+      errors: { name: ["Not a domain name this account can send from (e.g. example.com or mail.example.com)"] },
+    });
+  }
+  const exists = (id?: string) => refused("conflict", `The domain ${name} is already on this account${id ? ` (${id})` : ""}`);
   const db = drizzle(d1);
   const existing = await db
     .select({ id: domains.id })
     .from(domains)
     .where(and(eq(domains.accountId, accountId), eq(domains.name, name)))
     .get();
-  if (existing) return { kind: "exists", id: existing.id };
+  if (existing) return exists(existing.id);
   // Checked first so the DKIM keys are not generated for nothing; the unique index settles a concurrent create.
   const row = await db
     .insert(domains)
@@ -158,7 +172,7 @@ export async function createDomain(d1: D1Database, accountId: string, name: stri
     .onConflictDoNothing()
     .returning()
     .get();
-  return row ? { kind: "created", domain: row } : { kind: "exists" };
+  return row ? { kind: "created", domain: row } : exists();
 }
 
 /** A page of the account's domains, newest first (`limit + 1` rows, for `pageOf`). */

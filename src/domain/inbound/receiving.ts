@@ -8,6 +8,7 @@ import { config } from "../../config";
 import { domains, type DnsRecordCheck } from "../../db/schema";
 import { nowIso } from "../../lib/ids";
 import { expectedRecords, type DomainRow } from "../domains/domains";
+import { refused, type Refusal } from "../refusal";
 
 /** Local parts a domain's address list may hold (the part before `@`, lower-cased); RFC 5321 allows 64 octets. */
 export const localPartPattern = /^[a-z0-9!#$%&'*+/=?^_`{|}~-]+(\.[a-z0-9!#$%&'*+/=?^_`{|}~-]+)*$/;
@@ -15,11 +16,8 @@ export const MAX_RECEIVING_ADDRESSES = 200;
 
 export type ReceivingChange = { receiving: boolean; addresses?: string[] | null };
 
-export type SetReceivingOutcome =
-  | { kind: "updated"; domain: DomainRow }
-  | { kind: "not_verified" }
-  | { kind: "taken" }
-  | { kind: "invalid"; errors: Record<string, string[]> };
+/** The domain as changed, or why not: not verified (403), another account receives the name (409), bad addresses (422). */
+export type SetReceivingOutcome = { kind: "updated"; domain: DomainRow } | Refusal;
 
 /** The local parts as stored: trimmed, lower-cased, without `@domain` when the user gave whole addresses. */
 export function normalizeAddresses(domainName: string, input: string[]): { addresses: string[]; errors: Record<string, string[]> } {
@@ -54,13 +52,15 @@ function mergeRecords(previous: DnsRecordCheck[], next: DnsRecordCheck[]): DnsRe
 
 /** Turns receiving on or off, and sets the accepted addresses (omitted: unchanged; null: catch-all). */
 export async function setReceiving(env: Env, domain: DomainRow, change: ReceivingChange): Promise<SetReceivingOutcome> {
-  if (change.receiving && domain.status !== "verified") return { kind: "not_verified" };
+  if (change.receiving && domain.status !== "verified") {
+    return refused("domain_not_verified", `${domain.name} is not verified yet: verify it before receiving mail`);
+  }
   let addresses = domain.receivingAddresses;
   if (change.addresses !== undefined) {
     if (change.addresses === null) addresses = null;
     else {
       const normalized = normalizeAddresses(domain.name, change.addresses);
-      if (Object.keys(normalized.errors).length > 0) return { kind: "invalid", errors: normalized.errors };
+      if (Object.keys(normalized.errors).length > 0) return refused("validation_failed", "The request is invalid", { errors: normalized.errors });
       addresses = normalized.addresses;
     }
   }
@@ -79,7 +79,7 @@ export async function setReceiving(env: Env, domain: DomainRow, change: Receivin
   } catch (error) {
     // The partial unique index: another account already receives this name.
     const text = error instanceof Error ? `${error.message} ${error.cause instanceof Error ? error.cause.message : ""}` : String(error);
-    if (/UNIQUE constraint failed/i.test(text)) return { kind: "taken" };
+    if (/UNIQUE constraint failed/i.test(text)) return refused("conflict", `Another account already receives mail for ${domain.name}`);
     throw error;
   }
 }

@@ -1,8 +1,8 @@
 // The POST /send request: one schema, which validates the request and becomes its OpenAPI description, and the
 // mapping of a valid request onto acceptMessage's input. A batch of sends reuses both per item.
 
-import { evenWithFieldErrors, z } from "../../lib/openapi";
-import type { AcceptInput } from "./accept";
+import { evenWithFieldErrors, z } from "../../lib/schema";
+import { batchLimit, type AcceptInput } from "./accept";
 import { parseMailbox, soleAddress, type Mailbox } from "./addresses";
 import { HEADER_NAME, isReservedHeader } from "./mime";
 import { renderTemplate } from "./render";
@@ -84,7 +84,7 @@ function checkHeaders(headers: Record<string, unknown>, platformUnsubscribe: boo
 }
 
 /** When a scheduled send goes out; accept.ts checks it is in the future and within the limit. */
-export const ScheduledAtSchema = z.iso.datetime({ offset: true }).openapi({
+const ScheduledAtSchema = z.iso.datetime({ offset: true }).openapi({
   example: "2026-12-01T09:00:00+01:00",
   description:
     `Send at this time instead of now (ISO 8601 with an offset or Z, in the future, at most ${scheduleLimitDays} days ahead). ` +
@@ -159,6 +159,16 @@ export const SendRequestSchema = z
   .openapi("SendRequest");
 
 export type SendRequest = z.infer<typeof SendRequestSchema>;
+
+/** The body of POST /send/batch. */
+export const SendBatchRequestSchema = z
+  .array(SendRequestSchema)
+  .min(1)
+  .max(batchLimit)
+  .openapi("SendBatchRequest", { description: `1 to ${batchLimit} send requests, each as POST /send takes it` });
+
+/** The body of PATCH /messages/{id}: a scheduled message's new time. */
+export const RescheduleRequestSchema = z.object({ scheduled_at: ScheduledAtSchema }).strict().openapi("RescheduleRequest");
 
 /** The decoded size of a request's attachments, which may be at most `sendLimits.attachmentBytes` (the edge answers 413). */
 export function attachmentBytesOf(body: SendRequest): number {

@@ -11,6 +11,7 @@ import { newId, nowIso } from "../../lib/ids";
 import { keysetPage } from "../../lib/pagination";
 import { createResolver } from "../dns/doh";
 import type { EventType } from "../events/events";
+import { refused, type Refusal } from "../refusal";
 import { generateWebhookSecret } from "./signing";
 import { allowPrivateWebhookUrls, checkWebhookUrl } from "./url-policy";
 import { config } from "../../config";
@@ -54,15 +55,18 @@ export async function signingSecrets(
   return previous ? [current, await decryptSecret(previous, encryptionKey)] : [current];
 }
 
-type UrlRefused = { kind: "url_refused"; reason: string /** DNS did not answer: worth retrying. */; transient: boolean };
-
-/** The URL as stored, or why it is refused (checked against the URL policy on a DNS answer). */
-async function acceptableUrl(env: Env, url: string): Promise<{ kind: "ok"; url: string } | UrlRefused> {
+/**
+ * The URL as stored, or why it is refused (checked against the URL policy on a DNS answer): a 422 on `url`, or a 503
+ * when DNS did not answer and the same URL may pass later.
+ */
+async function acceptableUrl(env: Env, url: string): Promise<{ kind: "ok"; url: string } | Refusal> {
   const check = await checkWebhookUrl(url, {
     allowPrivate: allowPrivateWebhookUrls(env),
     resolver: createResolver({ url: config(env).dohUrl, db: env.DB }),
   });
-  return check.ok ? { kind: "ok", url: check.url } : { kind: "url_refused", reason: check.reason, transient: check.transient === true };
+  if (check.ok) return { kind: "ok", url: check.url };
+  if (check.transient) return refused("upstream_unavailable", check.reason);
+  return refused("validation_failed", "The webhook URL is not accepted", { errors: { url: [check.reason] } });
 }
 
 const ownEndpoint = (accountId: string, endpointId: string) => and(eq(webhookEndpoints.id, endpointId), eq(webhookEndpoints.accountId, accountId));
@@ -114,8 +118,7 @@ export async function enabledEndpointsOf(d1: D1Database, accountIds: string[]): 
 }
 
 export type CreateEndpointOutcome =
-  | { kind: "too_many" }
-  | UrlRefused
+  | Refusal
   /** `secret` in full: shown to the owner this once. */
   | { kind: "created"; endpoint: WebhookEndpointRow; secret: string };
 
@@ -126,7 +129,11 @@ export async function createEndpoint(
 ): Promise<CreateEndpointOutcome> {
   const db = drizzle(env.DB);
   const existing = await db.select({ n: sql<number>`count(*)` }).from(webhookEndpoints).where(eq(webhookEndpoints.accountId, accountId)).get();
-  if ((existing?.n ?? 0) >= MAX_ENDPOINTS_PER_ACCOUNT) return { kind: "too_many" };
+  if ((existing?.n ?? 0) >= MAX_ENDPOINTS_PER_ACCOUNT) {
+    return refused("validation_failed", "Too many webhook endpoints", {
+      errors: { url: [`An account can have at most ${MAX_ENDPOINTS_PER_ACCOUNT} webhook endpoints; delete one first`] },
+    });
+  }
   const url = await acceptableUrl(env, input.url);
   if (url.kind !== "ok") return url;
   const secret = generateWebhookSecret();
@@ -156,7 +163,7 @@ export type EndpointChange = {
 
 export type UpdateEndpointOutcome =
   | { kind: "not_found" }
-  | UrlRefused
+  | Refusal
   /** `secret` in full when a rotation issued a new one. */
   | { kind: "updated"; endpoint: WebhookEndpointRow; secret?: string };
 
