@@ -153,7 +153,7 @@ export default defineConfig(async () => {
             AI_TIMEOUT_SECONDS: "2",
             TEST_AI_PROVIDER_URL: inject("aiProviderUrl"),
             // How many broken requests the fuzzer sends each operation (test/platform/fuzz.test.ts).
-            TEST_FUZZ_REQUESTS_PER_OPERATION: process.env.FUZZ_REQUESTS_PER_OPERATION ?? "15",
+            TEST_FUZZ_REQUESTS_PER_OPERATION: process.env.FUZZ_REQUESTS_PER_OPERATION ?? "5",
           },
         },
       })),

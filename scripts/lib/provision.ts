@@ -83,10 +83,15 @@ function recordDatabaseId(configPath: string, name: string, previous: string | u
   writeFileSync(configPath, `${text.slice(0, line)}database_id = "${id}"${text.slice(line + `database_id = "${previous}"`.length)}`);
 }
 
-/** Starts `work` at once; awaited later, in the order of the steps, so the first step's failure is the one reported. */
-function started<T>(work: Promise<T>): Promise<T> {
-  work.catch(() => {});
-  return work;
+/** `lookup` for every item, a few at a time (each is a wrangler process of a few seconds), answers in the items' order. */
+async function lookUpAll<T>(items: string[], lookup: (item: string) => Promise<T>, atOnce = 4): Promise<T[]> {
+  const answers: T[] = new Array(items.length);
+  let next = 0;
+  const worker = async () => {
+    for (let index = next++; index < items.length; index = next++) answers[index] = await lookup(items[index]!);
+  };
+  await Promise.all(Array.from({ length: Math.min(atOnce, items.length) }, worker));
+  return answers;
 }
 
 /** Creates what is missing, one resource at a time, and says what it found or did for each. Stops at the first failure. */
@@ -102,12 +107,13 @@ export async function provision(
     report(step);
   };
   try {
-    // Every lookup at once (each is a wrangler process of a few seconds, and a project has ten queues); then the
-    // creations, one at a time, in the order the steps are reported.
-    const databasesLookup = started(resources.databases.length > 0 ? databaseIds(wrangler) : Promise.resolve(new Map<string, string>()));
-    const queuesLookup = started(Promise.all(resources.queues.map((queue) => exists(wrangler, ["queues", "info", queue]))));
-    const bucketsLookup = started(Promise.all(resources.buckets.map((bucket) => exists(wrangler, ["r2", "bucket", "info", bucket]))));
-    const ids = await databasesLookup;
+    // The databases first: a refused login or account fails there, with one wrangler run. Then the queue and bucket
+    // lookups a few at once (a project has ten queues); the creations one at a time, in the order reported.
+    const ids = resources.databases.length > 0 ? await databaseIds(wrangler) : new Map<string, string>();
+    const [queuesFound, bucketsFound] = await Promise.all([
+      lookUpAll(resources.queues, (queue) => exists(wrangler, ["queues", "info", queue])),
+      lookUpAll(resources.buckets, (bucket) => exists(wrangler, ["r2", "bucket", "info", bucket])),
+    ]);
     for (const database of resources.databases) {
       let id = ids.get(database.name);
       const action = id ? "exists" : "created";
@@ -122,13 +128,11 @@ export async function provision(
         throw new ProvisionError(`wrangler.toml names D1 database ${database.name} with id ${database.id}, but the account's has id ${id}`);
       record({ kind: "database", name: database.name, action, detail: recorded ? id : `${id} (written to wrangler.toml)` });
     }
-    const queuesFound = await queuesLookup;
     for (const [index, queue] of resources.queues.entries()) {
       const found = queuesFound[index];
       if (!found) await run(wrangler, ["queues", "create", queue]);
       record({ kind: "queue", name: queue, action: found ? "exists" : "created" });
     }
-    const bucketsFound = await bucketsLookup;
     for (const [index, bucket] of resources.buckets.entries()) {
       const found = bucketsFound[index];
       if (!found) await run(wrangler, ["r2", "bucket", "create", bucket]);
