@@ -5,15 +5,15 @@ export default defineConfig({
   test: {
     testTimeout: 30_000,
     hookTimeout: 120_000,
+    // Each node file listens on ports the system picks (port 0), so two run at once beside the e2e file of the moment;
+    // Vitest's default of cores − 1 would be one at a time on 2 cores.
+    maxWorkers: 3,
     projects: [
       {
         extends: true,
         test: {
           name: "node",
           include: ["scripts/**/*.test.ts", "smtp-bridge/test/**/*.test.ts", "test/node/**/*.test.ts", "sdk/test/**/*.test.ts"],
-          // Each file listens on ports the system picks (port 0), so two run at once; Vitest's default of
-          // cores − 1 would be one at a time on 2 cores.
-          maxWorkers: 2,
         },
       },
       {
@@ -26,7 +26,6 @@ export default defineConfig({
           globalSetup: ["./test/e2e/global-setup.ts"],
           // One file at a time: they share the stack's demo account and the machine's two cores with a browser.
           fileParallelism: false,
-          sequence: { groupOrder: 1 },
         },
       },
     ],
