@@ -55,6 +55,15 @@ export async function startStack(): Promise<Stack> {
     stdio: ["ignore", "pipe", "pipe"],
     detached: true,
   });
+  // Whatever way this process ends (a Ctrl-C while the stack is still starting included), the stack ends with it.
+  const stopOnExit = () => {
+    try {
+      if (child.pid && child.exitCode === null) process.kill(-child.pid, "SIGINT");
+    } catch {
+      // already gone
+    }
+  };
+  process.once("exit", stopOnExit);
   let output = "";
   child.stdout?.on("data", (chunk: Buffer) => (output += chunk.toString()));
   child.stderr?.on("data", (chunk: Buffer) => (output += chunk.toString()));
@@ -85,6 +94,7 @@ export async function startStack(): Promise<Stack> {
     stateDir,
     output,
     async stop() {
+      process.off("exit", stopOnExit);
       if (child.pid && child.exitCode === null) {
         const exited = new Promise((resolve) => child.once("exit", resolve));
         process.kill(-child.pid, "SIGINT");
