@@ -52,8 +52,8 @@ describe.skipIf(!chromiumPath)("the dashboard in chromium", () => {
     return (await response.json()) as T;
   };
   const remember = () => visited.add(new URL(page.url()).pathname);
-  const snap = async (file: string, fullPage = true) => {
-    if (screenshots) await page.screenshot({ path: join(screenshotDir, file), fullPage });
+  const snap = async (file: string, { fullPage = true, on = page }: { fullPage?: boolean; on?: Page } = {}) => {
+    if (screenshots) await on.screenshot({ path: join(screenshotDir, file), fullPage });
   };
 
   it("redirects to sign-in, refuses a bad key and signs in with the demo key", async () => {
@@ -422,7 +422,7 @@ describe.skipIf(!chromiumPath)("the dashboard in chromium", () => {
     expect(await page.getByRole("link", { name: "Templates" }).isVisible()).toBe(false);
     await page.getByRole("button", { name: "Menu" }).click();
     expect(await page.getByRole("link", { name: "Templates" }).isVisible()).toBe(true);
-    await snap("phone-menu-open.png", false);
+    await snap("phone-menu-open.png", { fullPage: false });
     await page.setViewportSize(widths.desktop);
   }, 60_000);
 
@@ -459,7 +459,7 @@ describe.skipIf(!chromiumPath)("the dashboard in chromium", () => {
             .replace(/^\/dashboard\/?/, "")
             .replace(/\/[a-z]+_[0-9A-Za-z]{16,}/g, "/detail")
             .replace(/\//g, "_");
-          if (screenshots) await tab.screenshot({ path: join(screenshotDir, `${label}-${name || "overview"}.png`), fullPage: true });
+          await snap(`${label}-${name || "overview"}.png`, { on: tab });
           // A table may scroll inside its card; the page itself must not scroll sideways.
           const wider = await tab.evaluate(() => {
             // The callback runs in the page; this file is type-checked without the DOM library.
