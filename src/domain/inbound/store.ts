@@ -8,7 +8,7 @@ import type { Config } from "../../config";
 import { statement } from "../../db/client";
 import { inboundEmails } from "../../db/schema";
 import { hmacSha256Hex, timingSafeEqualString } from "../../lib/crypto";
-import { keysetPage } from "../../lib/pagination";
+import { dateFilterBound, keysetPage } from "../../lib/pagination";
 import { deleteOrphanedObjects } from "../../lib/r2";
 
 export type InboundRow = typeof inboundEmails.$inferSelect;
@@ -24,7 +24,14 @@ export const objectKeys = (row: Pick<InboundRow, "id" | "attachments" | "bodyKey
   ...(row.bodyKey ? [row.bodyKey] : []),
 ];
 
-export type InboundFilters = { to?: string; from?: string; receivedAfter?: string; receivedBefore?: string };
+export type InboundFilters = {
+  to?: string;
+  from?: string;
+  /** YYYY-MM-DD (from the start of that day) or an ISO timestamp, inclusive. */
+  receivedAfter?: string;
+  /** YYYY-MM-DD (to the end of that day) or an ISO timestamp, inclusive. */
+  receivedBefore?: string;
+};
 
 /** A page of the account's received mail, newest first (`limit + 1` rows, for `pageOf`). */
 export async function listInbound(d1: D1Database, accountId: string, filters: InboundFilters, page: { cursor?: string; limit: number }) {
@@ -37,8 +44,8 @@ export async function listInbound(d1: D1Database, accountId: string, filters: In
         eq(inboundEmails.accountId, accountId),
         filters.to ? eq(inboundEmails.envelopeTo, filters.to.trim().toLowerCase()) : undefined,
         filters.from ? eq(inboundEmails.fromAddress, filters.from.trim().toLowerCase()) : undefined,
-        filters.receivedAfter ? gte(inboundEmails.createdAt, filters.receivedAfter) : undefined,
-        filters.receivedBefore ? lte(inboundEmails.createdAt, filters.receivedBefore) : undefined,
+        filters.receivedAfter ? gte(inboundEmails.createdAt, dateFilterBound(filters.receivedAfter, "start")) : undefined,
+        filters.receivedBefore ? lte(inboundEmails.createdAt, dateFilterBound(filters.receivedBefore, "end")) : undefined,
         keyset.where,
       ),
     )
