@@ -202,12 +202,6 @@ export async function inboundDetail(env: Env, row: InboundRow) {
   };
 }
 
-/** An end of a date filter: a day means its first (after) or last (before) millisecond. */
-const dayBound = (value: string | undefined, end: "start" | "end") =>
-  value && /^\d{4}-\d{2}-\d{2}$/.test(value)
-    ? `${value}T${end === "start" ? "00:00:00.000" : "23:59:59.999"}Z`
-    : value && new Date(value).toISOString();
-
 // Received bytes are someone else's content: served as downloads, never rendered on our origin.
 const downloadHeaders = (contentType: string, filename: string) => ({
   "Content-Type": contentType,
@@ -229,7 +223,7 @@ export async function attachmentResponse(env: Env, row: InboundRow, index: numbe
 export const inboundRoutes = createRouter()
   .openapi(listInboundRoute, async (c) => {
     const { cursor, limit, to, from, received_after, received_before } = c.req.valid("query");
-    const filters = { to, from, receivedAfter: dayBound(received_after, "start"), receivedBefore: dayBound(received_before, "end") };
+    const filters = { to, from, receivedAfter: received_after, receivedBefore: received_before };
     const rows = await listInbound(c.env.DB, c.get("auth").account.id, filters, { cursor, limit });
     return c.json(pageOf(rows, limit, summary), 200);
   })

@@ -39,3 +39,10 @@ export function pageOf<Row extends Position, Item>(rows: Row[], limit: number, s
     next_cursor: hasMore && last ? encodeCursor(last) : null,
   };
 }
+
+/**
+ * A list's date filter (YYYY-MM-DD, or an ISO timestamp with its offset; inclusive) as the UTC timestamp rows are
+ * compared with: a day means its first (`start`) or last (`end`) millisecond.
+ */
+export const dateFilterBound = (value: string, end: "start" | "end") =>
+  /^\d{4}-\d{2}-\d{2}$/.test(value) ? `${value}T${end === "start" ? "00:00:00.000" : "23:59:59.999"}Z` : new Date(value).toISOString();

@@ -23,7 +23,7 @@ import { rollupStatements, sendingDomain } from "../reports/rollups";
 import { dispatchEventInputs } from "../webhooks/dispatch";
 import { MAX_INBOUND_ATTACHMENTS, MAX_INBOUND_BYTES, parseInbound, textExcerpt, type ParsedInbound } from "./parse";
 import { acceptsLocalPart, receivingDomain } from "./receiving";
-import { attachmentKey, bodyKey, rawKey, signedDownloadUrl } from "./store";
+import { attachmentKey, bodyKey, objectKeys, rawKey, signedDownloadUrl } from "./store";
 
 /** A refusal the sending server should retry later (4xx): the handler throws it instead of calling setReject. */
 export class InboundDeferral extends Error {
@@ -264,7 +264,7 @@ export async function handleInboundEmail(message: ForwardableEmailMessage, env: 
     // Nothing inserted: the same mail stored meanwhile by a concurrent delivery, or the cap reached by others.
     const now = await env.DB.prepare("SELECT 1 AS found FROM inbound_emails WHERE id = ?").bind(id).first();
     if (now) return { kind: "duplicate", id };
-    await env.BLOBS.delete([rawKey(id), ...attachments.map((_, index) => attachmentKey(id, index)), ...(largeBody ? [bodyKey(id)] : [])]);
+    await env.BLOBS.delete(objectKeys({ id, attachments, bodyKey: row.body_key }));
     throw new InboundDeferral(`4.7.1 ${domain.name} has received its ${cap} messages this hour; try again later`);
   }
   await dispatchEventInputs(env, replied ? [received, replied] : [received]);

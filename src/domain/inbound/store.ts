@@ -7,10 +7,9 @@ import { drizzle } from "drizzle-orm/d1";
 import type { Config } from "../../config";
 import { statement } from "../../db/client";
 import { inboundEmails } from "../../db/schema";
-import { chunk } from "../../lib/chunk";
 import { hmacSha256Hex, timingSafeEqualString } from "../../lib/crypto";
-import { logError } from "../../lib/log";
-import { keysetPage } from "../../lib/pagination";
+import { dateFilterBound, keysetPage } from "../../lib/pagination";
+import { deleteOrphanedObjects } from "../../lib/r2";
 
 export type InboundRow = typeof inboundEmails.$inferSelect;
 
@@ -25,7 +24,14 @@ export const objectKeys = (row: Pick<InboundRow, "id" | "attachments" | "bodyKey
   ...(row.bodyKey ? [row.bodyKey] : []),
 ];
 
-export type InboundFilters = { to?: string; from?: string; receivedAfter?: string; receivedBefore?: string };
+export type InboundFilters = {
+  to?: string;
+  from?: string;
+  /** YYYY-MM-DD (from the start of that day) or an ISO timestamp, inclusive. */
+  receivedAfter?: string;
+  /** YYYY-MM-DD (to the end of that day) or an ISO timestamp, inclusive. */
+  receivedBefore?: string;
+};
 
 /** A page of the account's received mail, newest first (`limit + 1` rows, for `pageOf`). */
 export async function listInbound(d1: D1Database, accountId: string, filters: InboundFilters, page: { cursor?: string; limit: number }) {
@@ -38,8 +44,8 @@ export async function listInbound(d1: D1Database, accountId: string, filters: In
         eq(inboundEmails.accountId, accountId),
         filters.to ? eq(inboundEmails.envelopeTo, filters.to.trim().toLowerCase()) : undefined,
         filters.from ? eq(inboundEmails.fromAddress, filters.from.trim().toLowerCase()) : undefined,
-        filters.receivedAfter ? gte(inboundEmails.createdAt, filters.receivedAfter) : undefined,
-        filters.receivedBefore ? lte(inboundEmails.createdAt, filters.receivedBefore) : undefined,
+        filters.receivedAfter ? gte(inboundEmails.createdAt, dateFilterBound(filters.receivedAfter, "start")) : undefined,
+        filters.receivedBefore ? lte(inboundEmails.createdAt, dateFilterBound(filters.receivedBefore, "end")) : undefined,
         keyset.where,
       ),
     )
@@ -64,18 +70,6 @@ export async function bodiesOf(env: Env, row: InboundRow): Promise<{ text: strin
   return object.json<{ text: string | null; html: string | null }>();
 }
 
-async function deleteObjects(env: Env, keys: string[]): Promise<void> {
-  for (const part of chunk(keys, 1000)) {
-    try {
-      await env.BLOBS.delete(part);
-    } catch (error) {
-      // Their rows are gone, so nothing would ever name these keys again: the log line is what is left of them.
-      logError("inbound: objects left in R2", { keys: part, error: error instanceof Error ? error.message : String(error) });
-      throw error;
-    }
-  }
-}
-
 /** Deletes one of the account's received messages with its R2 objects; false if there is no such message. */
 export async function deleteInbound(env: Env, accountId: string, id: string): Promise<boolean> {
   const deleted = await drizzle(env.DB)
@@ -84,7 +78,7 @@ export async function deleteInbound(env: Env, accountId: string, id: string): Pr
     .returning({ id: inboundEmails.id, attachments: inboundEmails.attachments, bodyKey: inboundEmails.bodyKey })
     .get();
   if (!deleted) return false;
-  await deleteObjects(env, objectKeys(deleted));
+  await deleteOrphanedObjects(env.BLOBS, objectKeys(deleted), "inbound: objects left in R2");
   return true;
 }
 
@@ -103,11 +97,12 @@ export async function purgeInbound(env: Env, cutoff: string): Promise<number> {
       sql`DELETE FROM inbound_emails WHERE id IN (SELECT id FROM inbound_emails WHERE created_at < ${cutoff} ORDER BY created_at LIMIT ${INBOUND_PER_PAGE})
         RETURNING id, attachments, body_key AS bodyKey`,
     ).all<{ id: string; attachments: string; bodyKey: string | null }>();
-    await deleteObjects(
-      env,
+    await deleteOrphanedObjects(
+      env.BLOBS,
       results.flatMap((row) =>
         objectKeys({ id: row.id, attachments: JSON.parse(row.attachments) as unknown[] as InboundRow["attachments"], bodyKey: row.bodyKey }),
       ),
+      "inbound: objects left in R2",
     );
     purged += results.length;
     if (results.length < INBOUND_PER_PAGE) break;

@@ -13,8 +13,7 @@
 import { sql, type SQL } from "drizzle-orm";
 import { config } from "../../config";
 import { statement } from "../../db/client";
-import { chunk } from "../../lib/chunk";
-import { logError } from "../../lib/log";
+import { deleteOrphanedObjects } from "../../lib/r2";
 import { purgeInbound } from "../inbound/store";
 import type { MessageStatus } from "../sending/messages";
 
@@ -35,8 +34,6 @@ const EVENTS_PER_PAGE = 500;
 const EVENT_PAGES_PER_RUN = 10;
 const DELIVERIES_PER_STATEMENT = 1000;
 const DELIVERY_STATEMENTS_PER_RUN = 10;
-/** R2's delete() takes at most 1,000 keys. */
-const KEYS_PER_R2_DELETE = 1000;
 
 export type PurgeSummary = { messages: number; contentObjects: number; events: number; webhookDeliveries: number; inboundEmails: number };
 
@@ -106,18 +103,6 @@ const deliveriesOfEvents = (where: SQL) =>
     JOIN webhook_deliveries AS d ON d.endpoint_id = w.id AND d.event_id = e.id
     WHERE ${where})`;
 
-async function deleteContentObjects(env: Env, keys: string[]): Promise<void> {
-  for (const part of chunk(keys, KEYS_PER_R2_DELETE)) {
-    try {
-      await env.BLOBS.delete(part);
-    } catch (error) {
-      // Their rows are gone, so nothing would ever name these keys again: the log line is what is left of them.
-      logError("retention: message content left in R2", { keys: part, error: error instanceof Error ? error.message : String(error) });
-      throw error;
-    }
-  }
-}
-
 /** Returns whether every purgeable message is gone (false: the run's pages ran out first). */
 async function purgeMessages(env: Env, window: Window, summary: PurgeSummary): Promise<boolean> {
   for (let page = 0; page < MESSAGE_PAGES_PER_RUN; page++) {
@@ -138,7 +123,7 @@ async function purgeMessages(env: Env, window: Window, summary: PurgeSummary): P
     );
     const deleted = outcomes.at(-1)?.results ?? [];
     const keys = deleted.flatMap((row) => [row.contentKey, row.rawKey].filter((key) => key !== null));
-    await deleteContentObjects(env, keys);
+    await deleteOrphanedObjects(env.BLOBS, keys, "retention: message content left in R2");
     summary.messages += deleted.length;
     summary.contentObjects += keys.length;
     if (results.length < MESSAGES_PER_PAGE) return true;

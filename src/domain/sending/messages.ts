@@ -6,7 +6,7 @@ import { and, asc, eq, getTableColumns, gte, inArray, lte, sql } from "drizzle-o
 import { drizzle } from "drizzle-orm/d1";
 import { inJsonArray } from "../../db/client";
 import { events, messageRecipients, messages, messageTags } from "../../db/schema";
-import { keysetPage } from "../../lib/pagination";
+import { dateFilterBound, keysetPage } from "../../lib/pagination";
 import PostalMime from "postal-mime";
 
 export type MessageRow = typeof messages.$inferSelect & { creditsRefunded: number };
@@ -44,9 +44,6 @@ export type MessageFilters = {
   createdBefore?: string;
 };
 
-const toIso = (value: string, endOfDay: boolean) =>
-  value.length === 10 ? `${value}T${endOfDay ? "23:59:59.999" : "00:00:00.000"}Z` : new Date(value).toISOString();
-
 /** A page of the account's messages matching the filters, newest first (`limit + 1` rows, for `pageOf`). */
 export async function listMessages(
   d1: D1Database,
@@ -64,8 +61,8 @@ export async function listMessages(
         eq(messages.accountId, accountId),
         keyset.where,
         filters.status ? eq(messages.status, filters.status) : undefined,
-        filters.createdAfter ? gte(messages.createdAt, toIso(filters.createdAfter, false)) : undefined,
-        filters.createdBefore ? lte(messages.createdAt, toIso(filters.createdBefore, true)) : undefined,
+        filters.createdAfter ? gte(messages.createdAt, dateFilterBound(filters.createdAfter, "start")) : undefined,
+        filters.createdBefore ? lte(messages.createdAt, dateFilterBound(filters.createdBefore, "end")) : undefined,
         filters.to
           ? inArray(
               messages.id,
