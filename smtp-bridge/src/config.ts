@@ -5,9 +5,10 @@ import { z } from "zod";
 // The bridge is configured by environment variables only, parsed here once. Nothing else reads process.env, so
 // tests build a config from a plain object and the server never depends on the process it runs in.
 
-const port = z.coerce.number().int().min(0).max(65535);
-const positiveInt = z.coerce.number().int().positive();
-const flag = z
+// Shared with the prober's config (prober/config.ts): the same words for a port, a count and a yes/no setting.
+export const port = z.coerce.number().int().min(0).max(65535);
+export const positiveInt = z.coerce.number().int().positive();
+export const flag = z
   .enum(["true", "false", "1", "0", "yes", "no"], { message: "use true or false" })
   .default("false")
   .transform((value) => value === "true" || value === "1" || value === "yes");

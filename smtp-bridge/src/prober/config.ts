@@ -1,16 +1,9 @@
 import { hostname } from "node:os";
 import { z } from "zod";
-import { parseEnv } from "../config.ts";
+import { flag, parseEnv, port, positiveInt } from "../config.ts";
 
 // The prober is configured by environment variables only, parsed here once (as the bridge's config.ts does), so
 // tests build a config from a plain object.
-
-const port = z.coerce.number().int().min(0).max(65535);
-const positiveInt = z.coerce.number().int().positive();
-const flag = z
-  .enum(["true", "false", "1", "0", "yes", "no"], { message: "use true or false" })
-  .default("false")
-  .transform((value) => value === "true" || value === "1" || value === "yes");
 
 const envSchema = z.object({
   PROBER_HOST: z.string().min(1).default("127.0.0.1"),
