@@ -106,7 +106,8 @@ export async function acceptMessage(env: Env, ctx: WaitUntil, sender: Sender, in
 /**
  * Up to `batchLimit` messages through the same pipeline, all or none, in the same two D1 round trips as one message
  * (one batch of reads, one transaction of writes) and one queue sendBatch: any invalid item, an unverified domain
- * or a balance short of the whole batch's charge refuses all of them with nothing stored or charged.
+ * or a balance short of the whole batch's charge refuses all of them with nothing stored or charged. `inputs` holds 1
+ * to `batchLimit` messages: SendBatchRequestSchema refuses any other count before this is called.
  */
 export async function acceptMessages(
   env: Env,
@@ -115,7 +116,6 @@ export async function acceptMessages(
   inputs: AcceptInput[],
   idempotency?: Idempotency,
 ): Promise<BatchOutcome> {
-  if (inputs.length === 0 || inputs.length > batchLimit) return { kind: "invalid", errors: { body: [`Send 1 to ${batchLimit} messages`] } };
   const outcome = await acceptAll(env, ctx, sender, inputs, idempotency, true);
   if (outcome.kind !== "accepted") return outcome;
   return { kind: "accepted", body: { data: outcome.bodies }, replayed: outcome.replayed };
