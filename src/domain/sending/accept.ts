@@ -30,6 +30,7 @@ import {
   replayAfterRace,
   storedResponseStatement,
   type Idempotency,
+  type Replayed,
   type StoredResponse,
 } from "./idempotency";
 
@@ -106,7 +107,8 @@ export async function acceptMessage(env: Env, ctx: WaitUntil, sender: Sender, in
 /**
  * Up to `batchLimit` messages through the same pipeline, all or none, in the same two D1 round trips as one message
  * (one batch of reads, one transaction of writes) and one queue sendBatch: any invalid item, an unverified domain
- * or a balance short of the whole batch's charge refuses all of them with nothing stored or charged.
+ * or a balance short of the whole batch's charge refuses all of them with nothing stored or charged. `inputs` holds 1
+ * to `batchLimit` messages: SendBatchRequestSchema refuses any other count before this is called.
  */
 export async function acceptMessages(
   env: Env,
@@ -115,7 +117,6 @@ export async function acceptMessages(
   inputs: AcceptInput[],
   idempotency?: Idempotency,
 ): Promise<BatchOutcome> {
-  if (inputs.length === 0 || inputs.length > batchLimit) return { kind: "invalid", errors: { body: [`Send 1 to ${batchLimit} messages`] } };
   const outcome = await acceptAll(env, ctx, sender, inputs, idempotency, true);
   if (outcome.kind !== "accepted") return outcome;
   return { kind: "accepted", body: { data: outcome.bodies }, replayed: outcome.replayed };
@@ -196,26 +197,24 @@ async function acceptAll(
 
   if (previous && idempotency) {
     await daily.cancel();
-    const replayed = replay<SendAccepted | BatchAccepted>(previous, idempotency);
-    if (isRefusal(replayed)) return replayed;
-    return { kind: "accepted", bodies: "data" in replayed.body ? replayed.body.data : [replayed.body], replayed: true };
+    return replayedOutcome(replay<SendAccepted | BatchAccepted>(previous, idempotency));
   }
   const unverified = inputs.findIndex((input) => !domainOfName.get(domainOf(input.from.address).toLowerCase()));
   if (unverified >= 0) {
     await daily.cancel();
     return { kind: "domain_not_verified", domain: domainOf(inputs[unverified]!.from.address), ...(batch ? { index: unverified } : {}) };
   }
-  inputs.forEach((input, index) => {
-    // After the replay above: a retry of an accepted scheduled send gets its first answer even once the time passed.
-    const late = input.scheduledAt && checkScheduledAt(input.scheduledAt, now);
-    if (late) errors[key(index, "scheduled_at")] = [late];
-    if (input.templateId && !templateOf.get(input.templateId))
-      errors[key(index, "template_id")] = [`No template ${input.templateId} in this account`];
-  });
   const composed = await orCancel(() =>
     inputs.map((input, index) => {
-      if (input.templateId && !templateOf.get(input.templateId)) return undefined;
-      const result = input.compose(input.templateId ? templateOf.get(input.templateId) : undefined);
+      // After the replay above: a retry of an accepted scheduled send gets its first answer even once the time passed.
+      const late = input.scheduledAt && checkScheduledAt(input.scheduledAt, now);
+      if (late) errors[key(index, "scheduled_at")] = [late];
+      const template = input.templateId ? templateOf.get(input.templateId) : undefined;
+      if (input.templateId && !template) {
+        errors[key(index, "template_id")] = [`No template ${input.templateId} in this account`];
+        return undefined;
+      }
+      const result = input.compose(template);
       if ("errors" in result) for (const [field, messages] of Object.entries(result.errors)) errors[key(index, field)] = messages;
       return "errors" in result ? undefined : result;
     }),
@@ -329,9 +328,7 @@ async function acceptAll(
     if (day) await releaseDailySends(env, account, day);
     await discardContent();
     if (idempotency && isIdempotencyRace(error)) {
-      const replayed = await replayAfterRace<SendAccepted | BatchAccepted>(d1, account.id, idempotency);
-      if (isRefusal(replayed)) return replayed;
-      return { kind: "accepted", bodies: "data" in replayed.body ? replayed.body.data : [replayed.body], replayed: true };
+      return replayedOutcome(await replayAfterRace<SendAccepted | BatchAccepted>(d1, account.id, idempotency));
     }
     throw error;
   }
@@ -355,6 +352,12 @@ async function acceptAll(
     );
   }
   return { kind: "accepted", bodies, replayed: false };
+}
+
+/** A stored answer as acceptAll's outcome: a single send stored its bare body, a batch `{ data }`. */
+function replayedOutcome(replayed: Replayed<SendAccepted | BatchAccepted> | Refusal): Accepted | Refusal {
+  if (isRefusal(replayed)) return replayed;
+  return { kind: "accepted", bodies: "data" in replayed.body ? replayed.body.data : [replayed.body], replayed: true };
 }
 
 function messageCharge(d1: D1Database, accountId: string, plan: Planned, options: Parameters<typeof chargeStatements>[2]) {

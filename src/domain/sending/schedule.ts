@@ -56,12 +56,7 @@ export type RescheduleOutcome =
   | ScheduleRefusal;
 
 /** Why the message is not waiting any more, in the words of a 409. */
-async function refusal(d1: D1Database, accountId: string, messageId: string, action: "moved" | "cancelled"): Promise<ScheduleRefusal> {
-  const row = await drizzle(d1)
-    .select({ status: messages.status, campaignId: messages.campaignId })
-    .from(messages)
-    .where(and(eq(messages.id, messageId), eq(messages.accountId, accountId)))
-    .get();
+function refusalOf(row: Pick<typeof messages.$inferSelect, "status" | "campaignId"> | undefined, action: "moved" | "cancelled"): ScheduleRefusal {
   if (!row) return { kind: "not_found" };
   if (row.campaignId) {
     return { kind: "conflict", status: row.status, reason: `A campaign message; its campaign's send time and cancel apply to it` };
@@ -75,6 +70,16 @@ async function refusal(d1: D1Database, accountId: string, messageId: string, act
         ? `Only a scheduled message can be moved; this one is ${row.status}`
         : `The message has left (it is ${row.status}); only a scheduled or queued message can be cancelled`,
   };
+}
+
+/** The refusal for a message a conditional update did not change: read again, since it changed since (or never was). */
+async function refusal(d1: D1Database, accountId: string, messageId: string, action: "moved" | "cancelled"): Promise<ScheduleRefusal> {
+  const row = await drizzle(d1)
+    .select({ status: messages.status, campaignId: messages.campaignId })
+    .from(messages)
+    .where(and(eq(messages.id, messageId), eq(messages.accountId, accountId)))
+    .get();
+  return refusalOf(row, action);
 }
 
 /**
@@ -118,8 +123,21 @@ export async function cancelMessage(
   const d1 = env.DB;
   const db = drizzle(d1);
   const [rows, waiting] = await db.batch([
+    // What the answer and the event need, not the whole row: its inline content can be up to 64 KB.
     db
-      .select()
+      .select({
+        status: messages.status,
+        campaignId: messages.campaignId,
+        creditsCharged: messages.creditsCharged,
+        testMode: messages.testMode,
+        fromName: messages.fromName,
+        fromAddress: messages.fromAddress,
+        subject: messages.subject,
+        source: messages.source,
+        tags: messages.tags,
+        metadata: messages.metadata,
+        scheduledAt: messages.scheduledAt,
+      })
       .from(messages)
       .where(and(eq(messages.id, messageId), eq(messages.accountId, accountId))),
     db
@@ -128,9 +146,8 @@ export async function cancelMessage(
       .where(and(eq(messageRecipients.messageId, messageId), eq(messageRecipients.status, "queued"))),
   ]);
   const message = rows[0];
-  if (!message || message.campaignId || (message.status !== "scheduled" && message.status !== "queued")) {
-    return refusal(d1, accountId, messageId, "cancelled");
-  }
+  // The row just read says why; reading it again would only cost a round trip.
+  if (!message || message.campaignId || (message.status !== "scheduled" && message.status !== "queued")) return refusalOf(message, "cancelled");
   const refunded = message.creditsCharged > 0 && !message.testMode ? waiting.map((row) => row.email) : [];
   const cancelled = sql`EXISTS (SELECT 1 FROM messages WHERE id = ${messageId} AND status = 'cancelled' AND campaign_id IS NULL)`;
   const dedupeKey = `relay.cancelled:${messageId}`;
