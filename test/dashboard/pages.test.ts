@@ -85,6 +85,31 @@ describe("dashboard pages", () => {
     expect(body).toMatch(/<a href="http[^"]+\/u\/[^"]+"[^>]*>Unsubscribe<\/a>/);
   });
 
+  it("counts a segment-only draft's audience and previews it for a contact of that segment, not the newest contact", async () => {
+    const account = await createAccount({ features: ["email_api", "smtp_relay", "campaigns"] });
+    const key = account.api_key;
+    await call("/api/v1/contacts", { key, body: { email: "pro@example.com", first_name: "Pia", custom_fields: { plan: "pro" } } });
+    await call("/api/v1/contacts", { key, body: { email: "newest@example.com", first_name: "Ned", custom_fields: { plan: "free" } } });
+    const segment = await json<{ id: string }>(
+      await call("/api/v1/segments", {
+        key,
+        body: { name: "Pro", match: "all", conditions: [{ field: "custom_fields.plan", op: "eq", value: "pro" }] },
+      }),
+    );
+    const draft = await json<{ id: string }>(
+      await call("/api/v1/campaigns", {
+        key,
+        body: { name: "Pro news", subject: "Hi", html: "<p>Hello {{first_name}}</p>", segments: [segment.id] },
+      }),
+    );
+    const browser = await signIn(key);
+    const html = await (await browser.get(`/dashboard/campaigns/${draft.id}`)).text();
+    expect(html).toMatch(/data-testid="audience">\s*Audience: <strong>1<\/strong>/);
+    expect(html).toMatch(/data-testid="preview-contact">\s*As pro@example.com will see it\s*\(Pia\)/);
+    const preview = await browser.get(`/dashboard/campaigns/${draft.id}/preview`);
+    expect(await preview.text()).toContain("<p>Hello Pia</p>");
+  });
+
   it("shows a segment's page with the count and the contacts GET /segments/{id}/count gives", async () => {
     const account = await createAccount({ features: ["email_api", "campaigns"] });
     const key = account.api_key;
