@@ -80,7 +80,7 @@ const idFields = { lists: "lists", segments: "segments", exclude_lists: "exclude
  * The request body the editor's form stands for, in the API's field names: only fields the form has, and on an
  * existing draft only those whose value differs from the saved one, so a save changes only what the person changed.
  */
-export function editorBody(form: Form, saved?: CampaignRow): Record<string, unknown> {
+function editorBody(form: Form, saved?: CampaignRow): Record<string, unknown> {
   const body: Record<string, unknown> = {};
   for (const [name, key] of Object.entries(textFields)) {
     const value = name === "name" ? (typeof form.name === "string" ? form.name : undefined) : nullable(form, name);
