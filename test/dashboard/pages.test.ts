@@ -85,6 +85,58 @@ describe("dashboard pages", () => {
     expect(body).toMatch(/<a href="http[^"]+\/u\/[^"]+"[^>]*>Unsubscribe<\/a>/);
   });
 
+  it("counts a segment-only draft's audience and previews it for a contact of that segment, not the newest contact", async () => {
+    const account = await createAccount({ features: ["email_api", "smtp_relay", "campaigns"] });
+    const key = account.api_key;
+    await call("/api/v1/contacts", { key, body: { email: "pro@example.com", first_name: "Pia", custom_fields: { plan: "pro" } } });
+    await call("/api/v1/contacts", { key, body: { email: "newest@example.com", first_name: "Ned", custom_fields: { plan: "free" } } });
+    const segment = await json<{ id: string }>(
+      await call("/api/v1/segments", {
+        key,
+        body: { name: "Pro", match: "all", conditions: [{ field: "custom_fields.plan", op: "eq", value: "pro" }] },
+      }),
+    );
+    const draft = await json<{ id: string }>(
+      await call("/api/v1/campaigns", {
+        key,
+        body: { name: "Pro news", subject: "Hi", html: "<p>Hello {{first_name}}</p>", segments: [segment.id] },
+      }),
+    );
+    const browser = await signIn(key);
+    const html = await (await browser.get(`/dashboard/campaigns/${draft.id}`)).text();
+    expect(html).toMatch(/data-testid="audience">\s*Audience: <strong>1<\/strong>/);
+    expect(html).toMatch(/data-testid="preview-contact">\s*As pro@example.com will see it\s*\(Pia\)/);
+    const preview = await browser.get(`/dashboard/campaigns/${draft.id}/preview`);
+    expect(await preview.text()).toContain("<p>Hello Pia</p>");
+  });
+
+  it("shows a segment's page with the count and the contacts GET /segments/{id}/count gives", async () => {
+    const account = await createAccount({ features: ["email_api", "campaigns"] });
+    const key = account.api_key;
+    for (const [email, plan] of [
+      ["pro1@example.com", "pro"],
+      ["pro2@example.com", "pro"],
+      ["free@example.com", "free"],
+    ] as const)
+      await call("/api/v1/contacts", { key, body: { email, first_name: email.slice(0, 4), custom_fields: { plan } } });
+    const segment = await json<{ id: string }>(
+      await call("/api/v1/segments", {
+        key,
+        body: { name: "Pro", match: "all", conditions: [{ field: "custom_fields.plan", op: "eq", value: "pro" }] },
+      }),
+    );
+    const api = await json<{ count: number }>(await call(`/api/v1/segments/${segment.id}/count`, { key }));
+    expect(api.count).toBe(2);
+    const browser = await signIn(key);
+    const page = await browser.get(`/dashboard/segments/${segment.id}`);
+    expect(page.status).toBe(200);
+    const html = await page.text();
+    expect(html).toMatch(/data-testid="segment-total"><strong>2<\/strong> subscribed contacts match/);
+    const listed = [...html.matchAll(/<a href="\/dashboard\/contacts\/con_[^"]+">([^<]+)<\/a>/g)].map((match) => match[1]).sort();
+    expect(listed).toEqual(["pro1@example.com", "pro2@example.com"]);
+    expect((await browser.get("/dashboard/segments/seg_missing")).status).toBe(404);
+  });
+
   it("verifies a CSV upload as a bulk job and shows its progress and results", async () => {
     const account = await createAccount();
     const browser = await signIn(account.api_key);

@@ -55,7 +55,7 @@ const text = (form: Form, name: string) => {
 };
 
 /** The step's form fields as the API names them; blank fields are left out, so the schema's own rules name what is missing. */
-export function stepOf(type: StepType, form: Form): Draft {
+function stepOf(type: StepType, form: Form): Draft {
   const given = (name: string) => (text(form, name) === "" ? {} : { [name]: text(form, name) });
   switch (type) {
     case "send_email": {

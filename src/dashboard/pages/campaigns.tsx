@@ -1,3 +1,4 @@
+import type { SQL } from "drizzle-orm";
 import { Hono, type Context } from "hono";
 // The API's request schemas and mappings, so the editor accepts exactly what PATCH /campaigns/{id} accepts.
 import { savedOrThrow, sendRefusal } from "../../api/campaigns";
@@ -79,7 +80,7 @@ const idFields = { lists: "lists", segments: "segments", exclude_lists: "exclude
  * The request body the editor's form stands for, in the API's field names: only fields the form has, and on an
  * existing draft only those whose value differs from the saved one, so a save changes only what the person changed.
  */
-export function editorBody(form: Form, saved?: CampaignRow): Record<string, unknown> {
+function editorBody(form: Form, saved?: CampaignRow): Record<string, unknown> {
   const body: Record<string, unknown> = {};
   for (const [name, key] of Object.entries(textFields)) {
     const value = name === "name" ? (typeof form.name === "string" ? form.name : undefined) : nullable(form, name);
@@ -223,13 +224,21 @@ async function withTemplate(d1: D1Database, campaign: CampaignRow): Promise<Camp
   return { ...campaign, subject: campaign.subject ?? template.subject, html: campaign.html ?? template.html, text: campaign.text ?? template.text };
 }
 
-/** The contact to preview for: the chosen one, else the first of the audience, else the account's newest. */
-async function previewContact(d1: D1Database, campaign: CampaignRow, chosen: string | undefined): Promise<ContactRow | undefined> {
+/** The SQL condition selecting the campaign's audience, its segments read once. */
+async function audienceSql(d1: D1Database, audience: Audience & Pick<CampaignRow, "segments">): Promise<SQL> {
+  return audienceWhere(audience, await segmentConditions(d1, audience));
+}
+
+/**
+ * The contact to preview for: the chosen one, else the first of the audience (`where`, when the caller has it
+ * already), else the account's newest.
+ */
+async function previewContact(d1: D1Database, campaign: CampaignRow, chosen: string | undefined, where?: SQL): Promise<ContactRow | undefined> {
   if (chosen) {
     const contact = await findContact(d1, campaign.accountId, chosen);
     if (contact) return contact;
   }
-  const [first] = await audiencePage(d1, audienceWhere(campaign, await segmentConditions(d1, campaign)), "", 1);
+  const [first] = await audiencePage(d1, where ?? (await audienceSql(d1, campaign)), "", 1);
   if (first) return findContact(d1, campaign.accountId, first.id);
   const newest = await listContacts(d1, campaign.accountId, {}, { limit: 1 });
   return newest.kind === "page" ? newest.rows[0] : undefined;
@@ -313,9 +322,10 @@ function ListedOutcome({ campaign, counters }: { campaign: CampaignRow; counters
   return outcome && outcome !== "delivered" ? <OutcomeBadge outcome={outcome} /> : null;
 }
 
-async function audienceOf(env: Env, audience: Audience & Pick<CampaignRow, "segments">): Promise<number> {
+/** How many contacts the audience has; `where` is its condition (`audienceSql`). */
+async function audienceOf(d1: D1Database, audience: Pick<CampaignRow, "lists" | "segments">, where: SQL): Promise<number> {
   if (audience.lists.length === 0 && audience.segments.length === 0) return 0;
-  return countAudience(env.DB, audienceWhere(audience, await segmentConditions(env.DB, audience)));
+  return countAudience(d1, where);
 }
 
 const namesOf = (rows: { id: string; name: string }[], ids: string[]) =>
@@ -471,7 +481,7 @@ export const campaignPages = new Hono<DashboardEnv>()
       segments: chosenIds(form, "segments", saved?.segments) ?? saved?.segments ?? [],
       excludeLists: chosenIds(form, "exclude_lists", saved?.excludeLists) ?? saved?.excludeLists ?? [],
     };
-    const total = await audienceOf(c.env, audience);
+    const total = await audienceOf(c.env.DB, audience, await audienceSql(c.env.DB, audience));
     return c.html(
       <>
         Audience: <strong>{total.toLocaleString("en")}</strong> subscribed contacts
@@ -488,17 +498,19 @@ export const campaignPages = new Hono<DashboardEnv>()
     guard(c);
     const auth = c.get("auth");
     const campaign = await ownedCampaign(c);
-    const [counters, options, audience, report] = await Promise.all([
+    // Only a draft shows its audience and a preview; the audience's condition serves both, its segments read once.
+    const where = campaign.status === "draft" ? await audienceSql(c.env.DB, campaign) : undefined;
+    const [counters, options, audience, report, resolved, contact] = await Promise.all([
       campaignCounters(c.env.DB, [campaign.id]),
       editorOptions(c.env.DB, auth.account.id),
-      audienceOf(c.env, campaign),
+      where ? audienceOf(c.env.DB, campaign, where) : 0,
       campaign.status === "draft" ? undefined : campaignReport(c.env.DB, campaign.id),
+      where ? withTemplate(c.env.DB, campaign) : campaign,
+      where ? previewContact(c.env.DB, campaign, c.req.query("contact"), where) : undefined,
     ]);
     const csrfToken = c.get("csrfToken");
     const maxDate = new Date(Date.now() + MAX_SCHEDULE_DAYS * 86_400_000).toISOString().slice(0, 16);
     const available = Math.max(0, auth.account.sendBalance - auth.account.sendReserved);
-    const resolved = await withTemplate(c.env.DB, campaign);
-    const contact = campaign.status === "draft" ? await previewContact(c.env.DB, campaign, c.req.query("contact")) : undefined;
     const previewQuery = contact ? `?contact=${contact.id}` : "";
     return c.html(
       <Shell title={campaign.name} auth={auth} csrfToken={csrfToken} current="/dashboard/campaigns">

@@ -7,7 +7,7 @@ import { segmentChangeInput, segmentInput } from "../../domain/segments/input";
 import { countAudience } from "../../domain/campaigns/audience";
 import {
   conditionProblems,
-  countSegment,
+  countSegmentRow,
   createSegment,
   findSegment,
   listSegments,
@@ -137,7 +137,7 @@ export const segmentPages = new Hono<DashboardEnv>()
     const auth = c.get("auth");
     const segment = await ownedSegment(c);
     const [counted, lists] = await Promise.all([
-      countSegment(c.env.DB, auth.account.id, segment.id, { preview: true }),
+      countSegmentRow(c.env.DB, segment, { preview: true }),
       listLists(c.env.DB, auth.account.id, { limit: 100 }),
     ]);
     const csrfToken = c.get("csrfToken");
@@ -153,25 +153,21 @@ export const segmentPages = new Hono<DashboardEnv>()
           </section>
           <section class="card">
             <h2>Who matches now</h2>
-            {counted.kind === "counted" ? (
-              <>
-                <p data-testid="segment-total">
-                  <strong>{counted.count.toLocaleString("en")}</strong> subscribed contacts match.
-                </p>
-                {counted.contacts && counted.contacts.length > 0 ? (
-                  <ul class="plain">
-                    {counted.contacts.map((contact) => (
-                      <li>
-                        <a href={`/dashboard/contacts/${contact.id}`}>{contact.email}</a>
-                        {contact.firstName ? ` (${contact.firstName})` : ""}
-                      </li>
-                    ))}
-                  </ul>
-                ) : (
-                  <Empty>No contact matches yet.</Empty>
-                )}
-              </>
-            ) : null}
+            <p data-testid="segment-total">
+              <strong>{counted.count.toLocaleString("en")}</strong> subscribed contacts match.
+            </p>
+            {counted.contacts && counted.contacts.length > 0 ? (
+              <ul class="plain">
+                {counted.contacts.map((contact) => (
+                  <li>
+                    <a href={`/dashboard/contacts/${contact.id}`}>{contact.email}</a>
+                    {contact.firstName ? ` (${contact.firstName})` : ""}
+                  </li>
+                ))}
+              </ul>
+            ) : (
+              <Empty>No contact matches yet.</Empty>
+            )}
             <h3>
               List ids for <code>list</code> conditions
             </h3>

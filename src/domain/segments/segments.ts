@@ -493,13 +493,23 @@ export async function countSegment(
   accountId: string,
   segmentId: string,
   options: { preview: boolean },
-): Promise<{ kind: "not_found" } | { kind: "counted"; count: number; contacts?: ContactWithLists[] }> {
+): Promise<{ kind: "not_found" } | ({ kind: "counted" } & SegmentCount)> {
   const segment = await findSegment(d1, accountId, segmentId);
-  if (!segment) return { kind: "not_found" };
+  return segment ? { kind: "counted", ...(await countSegmentRow(d1, segment, options)) } : { kind: "not_found" };
+}
+
+type SegmentCount = { count: number; contacts?: ContactWithLists[] };
+
+/** `countSegment` for a segment already read (the dashboard's segment page has it), without reading it again. */
+export async function countSegmentRow(
+  d1: D1Database,
+  segment: Pick<SegmentRow, "accountId" | "match" | "conditions">,
+  options: { preview: boolean },
+): Promise<SegmentCount> {
   const db = drizzle(d1);
-  const where = segmentAudienceWhere(accountId, segment);
+  const where = segmentAudienceWhere(segment.accountId, segment);
   const total = db.select({ total: count() }).from(contacts).where(where);
-  if (!options.preview) return { kind: "counted", count: (await total.get())?.total ?? 0 };
+  if (!options.preview) return { count: (await total.get())?.total ?? 0 };
   const [counted, preview] = await db.batch([total, contactsMatchingQuery(db, where, SEGMENT_PREVIEW_SIZE)]);
-  return { kind: "counted", count: counted[0]?.total ?? 0, contacts: preview };
+  return { count: counted[0]?.total ?? 0, contacts: preview };
 }
