@@ -3,13 +3,14 @@
 // prints what a newcomer needs. Ctrl-C stops everything; state persists in .dev/ for the next run.
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { appendFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { appendFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { connect } from "node:net";
 import { z } from "zod";
 import { createDohServer, upsertRecords } from "./dev/doh-server.ts";
 import { createMailSink } from "./dev/mail-sink.ts";
 import { createMxHosts, DEV_MX_BEHAVIOURS, DEV_MX_ZONE } from "./dev/mx-hosts.ts";
 import { copyDashboardAssets } from "./lib/dashboard-assets.ts";
+import { localMigrationCommand } from "./lib/local-migrations.ts";
 import { devStackFile, devStackUrlFile, readDevVars, type DevStackAddresses } from "./lib/dev-vars.ts";
 import { seedDemoDomain } from "./lib/seed-domain.ts";
 
@@ -216,7 +217,9 @@ await sink.listen({ smtpPort: config.SINK_SMTP_PORT, httpPort: config.SINK_HTTP_
 await mxHosts.listen(config.DEV_MX_PORT);
 for (const [name, records] of Object.entries(DEV_MX_ZONE)) await upsertRecords(zonePath, name, records);
 
-await run("wrangler", ["d1", "migrations", "apply", "DB", "--local", "--persist-to", `${stateDir}/state`], { quiet: true });
+const migrate = localMigrationCommand(`${stateDir}/state`, stateDir);
+await run("wrangler", migrate.args, { quiet: true });
+if (migrate.sqlFile) rmSync(migrate.sqlFile);
 
 const vars = {
   DOH_URL: `http://${config.DEV_HOST}:${config.DOH_PORT}/dns-query`,
