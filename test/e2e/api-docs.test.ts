@@ -1,13 +1,8 @@
 // The API reference (/api/v1/docs) as `npm run dev` serves it: Scalar comes from the Worker's static assets, and in
 // chromium the page renders the reference without a single request to another host and without a
 // Content-Security-Policy violation.
-import { existsSync } from "node:fs";
-import { chromium } from "playwright-core";
 import { describe, expect, inject, it } from "vitest";
-
-const chromiumPath = [process.env.CHROMIUM_PATH, "/usr/bin/chromium", "/usr/bin/chromium-browser"].find((path): path is string =>
-  Boolean(path && existsSync(path)),
-);
+import { chromiumPath, launchChromium } from "./browser.ts";
 
 describe("the API reference", () => {
   const stack = inject("e2eStack");
@@ -29,7 +24,7 @@ describe("the API reference", () => {
   it.skipIf(!chromiumPath)(
     "renders in chromium from this origin only, within its Content-Security-Policy",
     async () => {
-      const browser = await chromium.launch({ executablePath: chromiumPath, args: ["--no-sandbox", "--disable-dev-shm-usage"] });
+      const browser = await launchChromium();
       try {
         const page = await browser.newPage();
         const origin = new URL(stack.workerUrl).origin;
