@@ -1,4 +1,4 @@
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
@@ -177,6 +177,21 @@ describe("zone file", () => {
 
     await upsertRecords(zonePath, "new.example.com", { TXT: ["mailforge-verification=def"] });
     expect((await query("new.example.com", "TXT")).Answer?.[0]?.data).toBe('"mailforge-verification=def"');
+  });
+
+  it("sees the file rewritten in place by hand, and an edit after that keeps what was written", async () => {
+    const zone = await readZone(zonePath);
+    await writeFile(zonePath, JSON.stringify({ ...zone, "hand.example.com": { TXT: ["written by hand"] } }));
+    expect((await query("hand.example.com", "TXT")).Answer?.[0]?.data).toBe('"written by hand"');
+    await upsertRecords(zonePath, "later.example.com", { TXT: ["published"] });
+    expect((await readZone(zonePath))["hand.example.com"]).toEqual({ TXT: ["written by hand"] });
+    expect((await query("later.example.com", "TXT")).Answer?.[0]?.data).toBe('"published"');
+  });
+
+  it("refuses to publish an invalid record, and keeps the zone as it was", async () => {
+    await expect(upsertRecords(zonePath, "bad.example.com", { MX: [{ priority: 70000, exchange: "mx" }] })).rejects.toThrow();
+    expect((await query("bad.example.com", "MX")).Status).toBe(3);
+    expect((await readZone(zonePath))["example.com"]).toBeDefined();
   });
 
   it("serves an empty zone while the file is missing", async () => {

@@ -111,33 +111,72 @@ export async function readZone(path: string): Promise<Zone> {
   return parseZone(text, path);
 }
 
-/** Writes a zone file atomically (temp file in the same directory, then rename), so a reader never sees half of it. */
-export async function writeZone(path: string, zone: Zone): Promise<void> {
-  const validated = zoneSchema.parse(zone);
+/** What identifies a zone file's contents on disk: every write replaces the file (a new inode), so it changes. */
+async function fileVersion(path: string): Promise<string> {
+  try {
+    const info = await stat(path, { bigint: true });
+    return `${info.ino}:${info.size}:${info.mtimeNs}`;
+  } catch (error) {
+    if (isMissingFile(error)) return "missing";
+    throw error;
+  }
+}
+
+/** Writes `zone` atomically (temp file in the same directory, then rename), so a reader never sees half of it. */
+async function writeZoneFile(path: string, zone: Zone): Promise<string> {
   await mkdir(dirname(resolve(path)), { recursive: true });
   const tempPath = `${path}.${process.pid}.${randomUUID()}.tmp`;
-  await writeFile(tempPath, `${JSON.stringify(validated, null, 2)}\n`);
+  await writeFile(tempPath, `${JSON.stringify(zone, null, 2)}\n`);
   try {
+    // A rename keeps the inode and times, so this is the version the file has once renamed.
+    const version = await fileVersion(tempPath);
     await rename(tempPath, path);
+    return version;
   } catch (error) {
     await unlink(tempPath).catch(() => undefined);
     throw error;
   }
 }
 
+/** Validates and writes a zone file atomically. */
+export async function writeZone(path: string, zone: Zone): Promise<void> {
+  await writeZoneFile(path, zoneSchema.parse(zone));
+}
+
+// The zone this process last read or wrote, per file, with the file's version then. A query or an edit reads and
+// validates the file again only if something else has replaced it since: the Workers suite's hundreds of edits and
+// queries of one growing zone each used to parse and validate the whole file (~9 s of CPU).
+const knownZones = new Map<string, { version: string; zone: Zone }>();
+
+async function currentZone(path: string): Promise<{ version: string; zone: Zone }> {
+  const key = resolve(path);
+  const version = await fileVersion(path);
+  const known = knownZones.get(key);
+  if (known?.version === version) return known;
+  const current = { version, zone: version === "missing" ? {} : await readZone(path) };
+  knownZones.set(key, current);
+  return current;
+}
+
 // Read-modify-write of one file is serialised within this process; separate processes publishing into the same
 // zone file at the same moment can still overwrite each other.
 const zoneWrites = new Map<string, Promise<unknown>>();
 
-/** Runs one read-modify-write of the zone file after the ones already queued for it in this process. */
+/**
+ * Runs one read-modify-write of the zone file after the ones already queued for it in this process. `change` may edit
+ * the zone it is given, and validates what it adds: the rest was validated when read.
+ */
 function serialised<T>(path: string, change: (zone: Zone) => { zone: Zone; result: T }): Promise<T> {
   const key = resolve(path);
   const previous = zoneWrites.get(key) ?? Promise.resolve();
   const write = previous
     .catch(() => undefined)
     .then(async () => {
-      const { zone, result } = change(await readZone(path));
-      await writeZone(path, zone);
+      const { zone: current } = await currentZone(path);
+      // Edited in place below: until written, it is not what the file holds.
+      knownZones.delete(key);
+      const { zone, result } = change(current);
+      knownZones.set(key, { version: await writeZoneFile(path, zone), zone });
       return result;
     });
   zoneWrites.set(key, write);
@@ -163,7 +202,7 @@ export function upsertRecords(path: string, name: string, records: Partial<ZoneE
         delete zone[existingName];
       }
     }
-    const merged = JSON.parse(JSON.stringify({ ...entry, ...records })) as ZoneEntry;
+    const merged = zoneEntrySchema.parse(JSON.parse(JSON.stringify({ ...entry, ...records })));
     zone[owner] = merged;
     return { zone, result: merged };
   });
@@ -271,7 +310,7 @@ function sendJson(res: ServerResponse, status: number, body: unknown, contentTyp
   res.end(payload);
 }
 
-/** Zone contents keyed by the file's identity, re-read only when the file was replaced or modified. */
+/** The zone file's entries by normalised owner name, rebuilt when the file changed. */
 class ZoneFile {
   private version: string | undefined;
   private entries: Map<string, ZoneEntry> = new Map();
@@ -279,16 +318,8 @@ class ZoneFile {
   constructor(private readonly path: string) {}
 
   async current(): Promise<Map<string, ZoneEntry>> {
-    let version: string;
-    try {
-      const info = await stat(this.path, { bigint: true });
-      version = `${info.ino}:${info.size}:${info.mtimeNs}`;
-    } catch (error) {
-      if (!isMissingFile(error)) throw error;
-      version = "missing";
-    }
+    const { version, zone } = await currentZone(this.path);
     if (version !== this.version) {
-      const zone = version === "missing" ? {} : await readZone(this.path);
       this.entries = new Map(Object.entries(zone).map(([owner, entry]) => [normalizeName(owner), entry]));
       this.version = version;
     }
