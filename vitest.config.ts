@@ -102,6 +102,9 @@ export default defineConfig(async () => {
       cloudflareTest(({ inject }) => ({
         wrangler: { configPath: "./wrangler.toml" },
         miniflare: {
+          // Vitest talks to each runtime over a WebSocket; compressed, its messages cost ~10 s of CPU in this process
+          // (zlib) and more in workerd. The Worker itself uses no WebSocket, so nothing it does changes.
+          compatibilityFlags: ["no_web_socket_compression"],
           queueConsumers: immediateQueueConsumers(),
           bindings: {
             TEST_MIGRATIONS: migrations,
