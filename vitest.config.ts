@@ -53,50 +53,27 @@ function immediateQueueConsumers() {
   );
 }
 
-/** Test files of pure functions: no `cloudflare:*` import, no binding, nothing sent to the Worker. */
-const storageFreeFiles = [
-  "test/ai/html.test.ts",
-  "test/contacts/csv.test.ts",
-  "test/platform/secrets.test.ts",
-  "test/send/dkim.test.ts",
-  "test/send/header-block.test.ts",
-  "test/send/mime.test.ts",
-  "test/send/render.test.ts",
-  "test/tracking/rules.test.ts",
-  "test/verification/syntax.test.ts",
-  "test/verification/typo-and-lists.test.ts",
-];
-
 /**
  * Test files that act on everything in their runtime rather than on accounts of their own: the cron and the sweeps
  * (they process every account's rows), fake clocks and spies (they change the isolate the Worker runs in), and the
  * in-memory key cache. They share runtimes with each other, one file at a time, but not with the files that keep to
- * their own accounts (workers-shared), whose leftovers they would otherwise sweep. Found by reading the files, so a new file that runs the cron joins them
- * without anyone remembering to list it.
+ * their own accounts (workers-shared), whose leftovers they would otherwise sweep. Found by reading the files, so a new
+ * file that runs the cron joins them without anyone remembering to list it.
  */
 const globalStatePattern =
   /runCron|\.scheduled\(|sweep[A-Z]\w*\(|requeue\w*\(|purgeExpiredData|vi\.(useFakeTimers|spyOn|mock|stubGlobal)|authenticateApiKey/;
-/**
- * Files whose checks depend on what no other file left behind, so each keeps a runtime and storage of its own: the
- * cron re-checks the 50 domains checked longest ago, which in a runtime full of other files' domains are not this
- * file's.
- */
-const isolatedByName = ["test/send/domains.test.ts"];
-
-function workersTestFiles(): { isolated: string[]; global: string[]; shared: string[] } {
+function workersTestFiles(): { global: string[]; shared: string[] } {
   const files = readdirSync("test", { recursive: true, encoding: "utf8" })
     .filter((file) => file.endsWith(".test.ts") && !/^(e2e|node)\//.test(file))
     .map((file) => `test/${file.replaceAll("\\", "/")}`)
-    .filter((file) => !storageFreeFiles.includes(file))
     .sort();
-  const isolated = files.filter((file) => isolatedByName.includes(file));
-  const global = files.filter((file) => !isolated.includes(file) && globalStatePattern.test(readFileSync(file, "utf8")));
-  return { isolated, global, shared: files.filter((file) => !isolated.includes(file) && !global.includes(file)) };
+  const global = files.filter((file) => globalStatePattern.test(readFileSync(file, "utf8")));
+  return { global, shared: files.filter((file) => !global.includes(file)) };
 }
 
 export default defineConfig(async () => {
   const migrations = await readD1Migrations("./migrations");
-  const { isolated, global, shared } = workersTestFiles();
+  const { global, shared } = workersTestFiles();
   return {
     plugins: [
       cloudflareTest(({ inject }) => ({
@@ -171,14 +148,12 @@ export default defineConfig(async () => {
       testTimeout: 15_000,
       deps: { optimizer: { ssr: { enabled: true, include: importedPackages() } } },
       projects: [
-        // Loading the Worker into a fresh workerd and migrating its D1 costs ~8 s of CPU per runtime, more than most
+        // Loading the Worker into a fresh workerd and migrating its D1 costs seconds of CPU per runtime, more than most
         // files' tests take. So files run one after another in a few runtimes whose storage they share (`isolate:
-        // false`), each test making its own account; only the files listed by name get a runtime of their own.
-        { extends: true, test: { name: "workers-isolated", include: isolated, setupFiles: ["./test/setup/apply-migrations.ts"] } },
+        // false`), each test making its own account. Files of pure functions run there too: the migrations are applied
+        // once per runtime, and a runtime of their own would cost more than they do.
         { extends: true, test: { name: "workers-global", include: global, isolate: false, setupFiles: ["./test/setup/apply-migrations.ts"] } },
         { extends: true, test: { name: "workers-shared", include: shared, isolate: false, setupFiles: ["./test/setup/apply-migrations.ts"] } },
-        // Pure functions: no storage, so no migrations either.
-        { extends: true, test: { name: "workers-pure", include: storageFreeFiles, isolate: false } },
       ] satisfies TestProjectInlineConfiguration[],
     },
   };
