@@ -1,7 +1,23 @@
-import { lstatSync, readdirSync, readFileSync } from "node:fs";
+import { accessSync, constants, lstatSync, readdirSync, readFileSync } from "node:fs";
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
 import { defineConfig, type TestProjectInlineConfiguration } from "vitest/config";
 import { unstable_readConfig } from "wrangler";
+
+/**
+ * Miniflare keeps each runtime's D1, R2 and Durable Object storage under the system's temporary directory, where
+ * SQLite syncs every write to disk. On Linux the suite keeps it in memory (/dev/shm) instead, unless TMPDIR says where:
+ * the Workers suite alone took 125 s and 198 s of CPU on disk, 115 s and 187 s in memory.
+ */
+function useMemoryForTemporaryFiles(): void {
+  if (process.env.TMPDIR || process.platform !== "linux") return;
+  try {
+    accessSync("/dev/shm", constants.W_OK);
+    process.env.TMPDIR = "/dev/shm";
+  } catch {
+    // no writable /dev/shm: the default temporary directory
+  }
+}
+useMemoryForTemporaryFiles();
 
 /**
  * The packages (and subpaths) the Worker and its tests import. Every test file starts a fresh workerd whose module
@@ -142,7 +158,7 @@ export default defineConfig(async () => {
       globalSetup: ["./test/setup/global-setup.ts", "./test/setup/ai-provider.ts"],
       // Each worker is a workerd of its own (its own D1, queues, Durable Objects). Vitest's default of cores − 1 runs
       // one at a time on 2 cores, while most of a file's time is spent waiting on queues and loopback servers.
-      maxWorkers: 3,
+      maxWorkers: 4,
       // Two workerd runtimes share 2 cores with whatever else the machine runs; a test that waits on real queues
       // and timers gets more than Vitest's default 5 s before it counts as hung.
       testTimeout: 15_000,
