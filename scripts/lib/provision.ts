@@ -49,6 +49,7 @@ export function wranglerCli(binary: string, env: NodeJS.ProcessEnv = process.env
 export type Step = { kind: "database" | "queue" | "bucket" | "workflow"; name: string; action: "exists" | "created" | "on deploy"; detail?: string };
 
 const placeholderId = /^0{8}-0{4}-0{4}-0{4}-0{12}$/;
+const createdDatabaseId = /"?database_id"?\s*[=:]\s*"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"/;
 
 class ProvisionError extends Error {}
 
@@ -118,8 +119,10 @@ export async function provision(
       let id = ids.get(database.name);
       const action = id ? "exists" : "created";
       if (!id) {
-        await run(wrangler, ["d1", "create", database.name]);
-        id = (await databaseIds(wrangler)).get(database.name);
+        // wrangler prints the new database's config snippet (`database_id = "…"`, or JSON for a wrangler.json); the
+        // list is asked only if it did not, which costs another wrangler run.
+        const created = await run(wrangler, ["d1", "create", database.name]);
+        id = createdDatabaseId.exec(created)?.[1] ?? (await databaseIds(wrangler)).get(database.name);
         if (!id) throw new ProvisionError(`D1 database ${database.name} was created but is not listed`);
       }
       const recorded = database.id !== undefined && !placeholderId.test(database.id);

@@ -88,6 +88,8 @@ describe("npm run provision", () => {
     expect([...api.buckets]).toEqual(["pt-blobs"]);
     const id = api.databases.get("pt-db")!;
     expect(readFileSync(configPath, "utf8")).toContain(`database_id = "${id}"`);
+    // The new database's id came from what `wrangler d1 create` printed: the databases were listed once, before.
+    expect(api.requests.filter((request) => /^GET \/accounts\/.*\/d1\/database$/.test(request))).toHaveLength(1);
 
     const creations = () => api.requests.filter((request) => /^POST \/accounts\/.*\/(d1\/database|queues|r2\/buckets)$/.test(request)).length;
     const createdBefore = creations();
