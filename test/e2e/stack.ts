@@ -20,15 +20,28 @@ export type StackInfo = {
 
 export type Stack = StackInfo & { stop(): Promise<void> };
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+function bindable(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
     const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      server.close(() => (typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port"))));
-    });
+    server.once("error", () => resolve(false));
+    server.listen(port, "127.0.0.1", () => server.close(() => resolve(true)));
   });
+}
+
+const handedOut = new Set<number>();
+
+/**
+ * A port free now, for a server that binds it a moment later. Chosen below 32768, outside the ranges Linux (32768-60999)
+ * and macOS (49152-65535) pick from for port 0: the Node suite's files bind their servers to port 0 while the stack
+ * starts, and could otherwise be handed a port between our check and the stack's bind.
+ */
+export async function freePort(): Promise<number> {
+  for (;;) {
+    const port = 20_000 + Math.floor(Math.random() * 12_768);
+    if (handedOut.has(port) || !(await bindable(port))) continue;
+    handedOut.add(port);
+    return port;
+  }
 }
 
 /**
