@@ -6,7 +6,7 @@ import { unstable_readConfig } from "wrangler";
 /**
  * Miniflare keeps each runtime's D1, R2 and Durable Object storage under the system's temporary directory, where
  * SQLite syncs every write to disk. On Linux the suite keeps it in memory (/dev/shm) instead, unless TMPDIR says where:
- * the Workers suite alone took 125 s and 198 s of CPU on disk, 115 s and 187 s in memory.
+ * the Workers suite alone (with four runtimes) took 125 s and 198 s of CPU on disk, 115 s and 187 s in memory.
  */
 function useMemoryForTemporaryFiles(): void {
   if (process.env.TMPDIR || process.platform !== "linux") return;
@@ -157,8 +157,10 @@ export default defineConfig(async () => {
     test: {
       globalSetup: ["./test/setup/global-setup.ts", "./test/setup/ai-provider.ts"],
       // Each worker is a workerd of its own (its own D1, queues, Durable Objects). Vitest's default of cores − 1 runs
-      // one at a time on 2 cores, while most of a file's time is spent waiting on queues and loopback servers.
-      maxWorkers: 4,
+      // one at a time on 2 cores, while most of a file's time is spent waiting on queues and loopback servers. Four
+      // are quicker alone (125 s against 140 s), but not beside the Node suite in `npm test`, where the machine is
+      // already short of cores and a runtime starved that long lost a connection to its own Durable Object.
+      maxWorkers: 3,
       // Two workerd runtimes share 2 cores with whatever else the machine runs; a test that waits on real queues
       // and timers gets more than Vitest's default 5 s before it counts as hung.
       testTimeout: 15_000,

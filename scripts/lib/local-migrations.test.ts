@@ -31,4 +31,4 @@ it("applies every migration to a new local database in one run, recorded as wran
 
   // The database exists now: the next start asks wrangler for what is missing.
   expect(localMigrationCommand(persistTo, dir).args).toEqual(["d1", "migrations", "apply", "DB", "--local", "--persist-to", persistTo]);
-}, 60_000);
+}, 120_000);
