@@ -1,6 +1,7 @@
 import { accessSync, constants, lstatSync, readdirSync, readFileSync } from "node:fs";
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
 import { defineConfig, type TestProjectInlineConfiguration } from "vitest/config";
+import { BaseSequencer, type TestSpecification } from "vitest/node";
 import { unstable_readConfig } from "wrangler";
 
 /**
@@ -87,6 +88,33 @@ function workersTestFiles(): { global: string[]; shared: string[] } {
   return { global, shared: files.filter((file) => !global.includes(file)) };
 }
 
+/**
+ * Files that take longest (real queue delays and timers, the fuzzer's hundreds of requests), started before the rest so
+ * the suite does not end on one of them while the other runtimes sit idle. Without durations from an earlier run (a
+ * clean clone) Vitest starts the largest files first, which left the small fuzzer file for last: 20 s at the end of
+ * `npm test` with one runtime busy.
+ */
+const longFiles = [
+  "test/send/schedule.test.ts",
+  "test/campaigns/settlement.test.ts",
+  "test/inbound/receive.test.ts",
+  "test/platform/fuzz.test.ts",
+  "test/send/faults.test.ts",
+  "test/retention/purge.test.ts",
+  "test/automations/automations.test.ts",
+];
+
+class LongFilesFirst extends BaseSequencer {
+  override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
+    const rank = (spec: TestSpecification) => {
+      const index = longFiles.findIndex((file) => spec.moduleId.replaceAll("\\", "/").endsWith(file));
+      return index < 0 ? longFiles.length : index;
+    };
+    // Array.prototype.sort is stable: the others keep Vitest's order.
+    return (await super.sort(files)).sort((a, b) => rank(a) - rank(b));
+  }
+}
+
 export default defineConfig(async () => {
   const migrations = await readD1Migrations("./migrations");
   const { global, shared } = workersTestFiles();
@@ -164,6 +192,7 @@ export default defineConfig(async () => {
       // Two workerd runtimes share 2 cores with whatever else the machine runs; a test that waits on real queues
       // and timers gets more than Vitest's default 5 s before it counts as hung.
       testTimeout: 15_000,
+      sequence: { sequencer: LongFilesFirst },
       deps: { optimizer: { ssr: { enabled: true, include: importedPackages() } } },
       projects: [
         // Loading the Worker into a fresh workerd and migrating its D1 costs seconds of CPU per runtime, more than most
