@@ -10,8 +10,8 @@ import { createDohServer, upsertRecords } from "./dev/doh-server.ts";
 import { createMailSink } from "./dev/mail-sink.ts";
 import { createMxHosts, DEV_MX_BEHAVIOURS, DEV_MX_ZONE } from "./dev/mx-hosts.ts";
 import { copyDashboardAssets } from "./lib/dashboard-assets.ts";
-import { localMigrationCommand } from "./lib/local-migrations.ts";
 import { devStackFile, devStackUrlFile, readDevVars, type DevStackAddresses } from "./lib/dev-vars.ts";
+import { localMigrationCommand } from "./lib/local-migrations.ts";
 import { seedDemoDomain } from "./lib/seed-domain.ts";
 
 const port = z.coerce.number().int().min(1).max(65535);

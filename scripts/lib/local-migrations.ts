@@ -2,7 +2,8 @@
 import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 
-/** Wrangler's own defaults for wrangler.toml's `migrations_dir` and `migrations_table` (this project sets neither table). */
+// wrangler.toml's `migrations_dir` (relative to the project root, where `npm run dev` runs), and wrangler's default
+// `migrations_table`, which wrangler.toml does not change.
 const migrationsDir = "migrations";
 const migrationsTable = "d1_migrations";
 
