@@ -1,5 +1,6 @@
-import { and, desc, eq, lt, or, type SQL } from "drizzle-orm";
-import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
+import { and, desc, eq, lt, or, type InferSelectModel, type SQL } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
+import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
 import { validationError } from "../errors";
 
 export type Position = { createdAt: string; id: string };
@@ -26,6 +27,26 @@ export function keysetPage(columns: { createdAt: SQLiteColumn; id: SQLiteColumn 
     where = or(lt(columns.createdAt, position.createdAt), and(eq(columns.createdAt, position.createdAt), lt(columns.id, position.id)));
   }
   return { where, orderBy: [desc(columns.createdAt), desc(columns.id)] as const };
+}
+
+type AccountTable = SQLiteTable & { accountId: SQLiteColumn; createdAt: SQLiteColumn; id: SQLiteColumn };
+
+/** A page of the account's rows of `table`, newest first (`limit + 1` rows, for `pageOf`). */
+export async function accountPage<T extends AccountTable>(
+  d1: D1Database,
+  table: T,
+  accountId: string,
+  page: { cursor?: string; limit: number },
+): Promise<InferSelectModel<T>[]> {
+  const keyset = keysetPage(table, page.cursor);
+  // drizzle's row type does not resolve for a generic table; every column is selected, so the row is the table's.
+  return drizzle(d1)
+    .select()
+    .from(table as AccountTable)
+    .where(and(eq(table.accountId, accountId), keyset.where))
+    .orderBy(...keyset.orderBy)
+    .limit(page.limit + 1)
+    .all() as Promise<InferSelectModel<T>[]>;
 }
 
 /** Takes `limit + 1` fetched rows and returns the page in the API's list shape. */

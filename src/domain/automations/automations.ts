@@ -9,7 +9,7 @@ import { automations, lists, senders, templates } from "../../db/schema";
 import type { FieldErrors } from "../../errors";
 import { hmacSha256Hex, randomToken } from "../../lib/crypto";
 import { newId } from "../../lib/ids";
-import { keysetPage } from "../../lib/pagination";
+import { accountPage } from "../../lib/pagination";
 import { inJsonArray } from "../../db/client";
 import { checkConditions } from "../segments/segments";
 import type { Step } from "./steps";
@@ -127,15 +127,8 @@ export async function findAutomationByPath(d1: D1Database, path: string): Promis
   return drizzle(d1).select().from(automations).where(eq(automations.privatePath, path)).get();
 }
 
-export async function listAutomations(d1: D1Database, accountId: string, page: { cursor?: string; limit: number }): Promise<AutomationRow[]> {
-  const keyset = keysetPage(automations, page.cursor);
-  return drizzle(d1)
-    .select()
-    .from(automations)
-    .where(and(eq(automations.accountId, accountId), keyset.where))
-    .orderBy(...keyset.orderBy)
-    .limit(page.limit + 1)
-    .all();
+export function listAutomations(d1: D1Database, accountId: string, page: { cursor?: string; limit: number }): Promise<AutomationRow[]> {
+  return accountPage(d1, automations, accountId, page);
 }
 
 export async function updateAutomation(

@@ -6,7 +6,7 @@ import { and, eq } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { senders } from "../../db/schema";
 import { newId, nowIso } from "../../lib/ids";
-import { keysetPage } from "../../lib/pagination";
+import { accountPage } from "../../lib/pagination";
 import { verifiedDomainQuery } from "../domains/domains";
 import { refused, type Refusal } from "../refusal";
 import { checkSyntax } from "../verification/syntax";
@@ -35,15 +35,8 @@ async function checkAddress(d1: D1Database, accountId: string, input: string): P
 }
 
 /** A page of the account's senders, newest first (`limit + 1` rows, for `pageOf`). */
-export async function listSenders(d1: D1Database, accountId: string, page: { cursor?: string; limit: number }): Promise<SenderRow[]> {
-  const keyset = keysetPage(senders, page.cursor);
-  return drizzle(d1)
-    .select()
-    .from(senders)
-    .where(and(eq(senders.accountId, accountId), keyset.where))
-    .orderBy(...keyset.orderBy)
-    .limit(page.limit + 1)
-    .all();
+export function listSenders(d1: D1Database, accountId: string, page: { cursor?: string; limit: number }): Promise<SenderRow[]> {
+  return accountPage(d1, senders, accountId, page);
 }
 
 export async function findSender(d1: D1Database, accountId: string, senderId: string): Promise<SenderRow | undefined> {

@@ -6,7 +6,7 @@ import { domains, type DnsRecordCheck } from "../../db/schema";
 import { decryptSecret, encryptSecret } from "../../lib/crypto";
 import { newId, nowIso } from "../../lib/ids";
 import { logError } from "../../lib/log";
-import { keysetPage } from "../../lib/pagination";
+import { accountPage } from "../../lib/pagination";
 import { resolve } from "../dns/doh";
 import { dkimTxtValue, generateDkimEd25519KeyPair, generateDkimKeyPair } from "../sending/dkim";
 import { config } from "../../config";
@@ -176,15 +176,8 @@ export async function createDomain(
 }
 
 /** A page of the account's domains, newest first (`limit + 1` rows, for `pageOf`). */
-export async function listDomains(d1: D1Database, accountId: string, page: { cursor?: string; limit: number }): Promise<DomainRow[]> {
-  const keyset = keysetPage(domains, page.cursor);
-  return drizzle(d1)
-    .select()
-    .from(domains)
-    .where(and(eq(domains.accountId, accountId), keyset.where))
-    .orderBy(...keyset.orderBy)
-    .limit(page.limit + 1)
-    .all();
+export function listDomains(d1: D1Database, accountId: string, page: { cursor?: string; limit: number }): Promise<DomainRow[]> {
+  return accountPage(d1, domains, accountId, page);
 }
 
 export async function findDomain(d1: D1Database, accountId: string, domainId: string): Promise<DomainRow | undefined> {

@@ -23,7 +23,7 @@ import { contacts, lists, segments, type SegmentCondition } from "../../db/schem
 import { audienceWhere } from "../campaigns/audience";
 import type { FieldErrors } from "../../errors";
 import { newId, nowIso } from "../../lib/ids";
-import { keysetPage } from "../../lib/pagination";
+import { accountPage } from "../../lib/pagination";
 import {
   CONTACT_TEXT_MAX_LENGTH,
   contactsMatchingQuery,
@@ -421,15 +421,8 @@ const stored = (conditions: SegmentCondition[]): SegmentCondition[] =>
 const ownSegment = (accountId: string, segmentId: string) => and(eq(segments.id, segmentId), eq(segments.accountId, accountId));
 
 /** A page of the account's segments, newest first (`limit + 1` rows, for `pageOf`). */
-export async function listSegments(d1: D1Database, accountId: string, page: { cursor?: string; limit: number }): Promise<SegmentRow[]> {
-  const keyset = keysetPage(segments, page.cursor);
-  return drizzle(d1)
-    .select()
-    .from(segments)
-    .where(and(eq(segments.accountId, accountId), keyset.where))
-    .orderBy(...keyset.orderBy)
-    .limit(page.limit + 1)
-    .all();
+export function listSegments(d1: D1Database, accountId: string, page: { cursor?: string; limit: number }): Promise<SegmentRow[]> {
+  return accountPage(d1, segments, accountId, page);
 }
 
 export async function findSegment(d1: D1Database, accountId: string, segmentId: string): Promise<SegmentRow | undefined> {

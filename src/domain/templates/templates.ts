@@ -5,7 +5,7 @@ import { and, eq } from "drizzle-orm";
 import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
 import { templates } from "../../db/schema";
 import { newId, nowIso } from "../../lib/ids";
-import { keysetPage } from "../../lib/pagination";
+import { accountPage } from "../../lib/pagination";
 import { placeholderNames } from "../sending/render";
 
 export type TemplateRow = typeof templates.$inferSelect;
@@ -16,15 +16,8 @@ const variablesOf = (content: TemplateContent) => [...new Set([content.subject, 
 const ownTemplate = (accountId: string, templateId: string) => and(eq(templates.id, templateId), eq(templates.accountId, accountId));
 
 /** A page of the account's templates, newest first (`limit + 1` rows, for `pageOf`). */
-export async function listTemplates(d1: D1Database, accountId: string, page: { cursor?: string; limit: number }): Promise<TemplateRow[]> {
-  const keyset = keysetPage(templates, page.cursor);
-  return drizzle(d1)
-    .select()
-    .from(templates)
-    .where(and(eq(templates.accountId, accountId), keyset.where))
-    .orderBy(...keyset.orderBy)
-    .limit(page.limit + 1)
-    .all();
+export function listTemplates(d1: D1Database, accountId: string, page: { cursor?: string; limit: number }): Promise<TemplateRow[]> {
+  return accountPage(d1, templates, accountId, page);
 }
 
 /** A template's subject and bodies, for a caller that reads it inside its own batch (raw rows: subject, html, text). */

@@ -8,7 +8,7 @@ import { webhookDeliveries, webhookEndpoints } from "../../db/schema";
 import { chunk } from "../../lib/chunk";
 import { decryptSecret, encryptSecret } from "../../lib/crypto";
 import { newId, nowIso } from "../../lib/ids";
-import { keysetPage } from "../../lib/pagination";
+import { accountPage, keysetPage } from "../../lib/pagination";
 import { createResolver } from "../dns/doh";
 import type { EventType } from "../events/events";
 import { refused, type Refusal } from "../refusal";
@@ -72,15 +72,8 @@ async function acceptableUrl(env: Env, url: string): Promise<{ kind: "ok"; url: 
 const ownEndpoint = (accountId: string, endpointId: string) => and(eq(webhookEndpoints.id, endpointId), eq(webhookEndpoints.accountId, accountId));
 
 /** A page of the account's endpoints, newest first (`limit + 1` rows, for `pageOf`). */
-export async function listEndpoints(d1: D1Database, accountId: string, page: { cursor?: string; limit: number }): Promise<WebhookEndpointRow[]> {
-  const keyset = keysetPage({ createdAt: webhookEndpoints.createdAt, id: webhookEndpoints.id }, page.cursor);
-  return drizzle(d1)
-    .select()
-    .from(webhookEndpoints)
-    .where(and(eq(webhookEndpoints.accountId, accountId), keyset.where))
-    .orderBy(...keyset.orderBy)
-    .limit(page.limit + 1)
-    .all();
+export function listEndpoints(d1: D1Database, accountId: string, page: { cursor?: string; limit: number }): Promise<WebhookEndpointRow[]> {
+  return accountPage(d1, webhookEndpoints, accountId, page);
 }
 
 export async function findEndpoint(d1: D1Database, accountId: string, endpointId: string): Promise<WebhookEndpointRow | undefined> {
