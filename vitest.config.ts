@@ -1,23 +1,10 @@
-import { accessSync, constants, lstatSync, readdirSync, readFileSync } from "node:fs";
+import { lstatSync, readdirSync, readFileSync } from "node:fs";
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
 import { defineConfig, type TestProjectInlineConfiguration } from "vitest/config";
 import { BaseSequencer, type TestSpecification } from "vitest/node";
 import { unstable_readConfig } from "wrangler";
+import { useMemoryForTemporaryFiles } from "./test/setup/temporary-directory";
 
-/**
- * Miniflare keeps each runtime's D1, R2 and Durable Object storage under the system's temporary directory, where
- * SQLite syncs every write to disk. On Linux the suite keeps it in memory (/dev/shm) instead, unless TMPDIR says where:
- * the Workers suite alone (with four runtimes) took 125 s and 198 s of CPU on disk, 115 s and 187 s in memory.
- */
-function useMemoryForTemporaryFiles(): void {
-  if (process.env.TMPDIR || process.platform !== "linux") return;
-  try {
-    accessSync("/dev/shm", constants.W_OK);
-    process.env.TMPDIR = "/dev/shm";
-  } catch {
-    // no writable /dev/shm: the default temporary directory
-  }
-}
 useMemoryForTemporaryFiles();
 
 /**

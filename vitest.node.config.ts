@@ -1,16 +1,7 @@
-import { accessSync, constants } from "node:fs";
 import { defineConfig } from "vitest/config";
+import { useMemoryForTemporaryFiles } from "./test/setup/temporary-directory.ts";
 
-// The e2e stack's wrangler dev keeps its D1 and R2 under a temporary directory, where SQLite syncs every write to disk:
-// on Linux, in memory (/dev/shm) unless TMPDIR says where (as vitest.config.ts does for the Workers suite).
-if (!process.env.TMPDIR && process.platform === "linux") {
-  try {
-    accessSync("/dev/shm", constants.W_OK);
-    process.env.TMPDIR = "/dev/shm";
-  } catch {
-    // no writable /dev/shm: the default temporary directory
-  }
-}
+useMemoryForTemporaryFiles();
 
 // Node-side suites: the dev DoH server, the dev mail sink, the SMTP bridge and the end-to-end stack tests.
 export default defineConfig({
