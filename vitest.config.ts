@@ -1,6 +1,7 @@
 import { lstatSync, readdirSync, readFileSync } from "node:fs";
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
-import { defineConfig, type TestProjectInlineConfiguration } from "vitest/config";
+import { relative } from "node:path";
+import { defineConfig } from "vitest/config";
 import { BaseSequencer, type TestSpecification } from "vitest/node";
 import { unstable_readConfig } from "wrangler";
 import { useMemoryForTemporaryFiles } from "./test/setup/temporary-directory";
@@ -60,60 +61,62 @@ function immediateQueueConsumers() {
 /**
  * Test files that act on everything in their runtime rather than on accounts of their own: the cron and the sweeps
  * (they process every account's rows), fake clocks and spies (they change the isolate the Worker runs in), and the
- * in-memory key cache. They share runtimes with each other, one file at a time, but not with the files that keep to
- * their own accounts (workers-shared), whose leftovers they would otherwise sweep. Found by reading the files, so a new
- * file that runs the cron joins them without anyone remembering to list it.
+ * in-memory key cache. Found by reading the files, so a new file that runs the cron is treated as one without anyone
+ * remembering to list it.
  */
 const globalStatePattern =
   /runCron|\.scheduled\(|sweep[A-Z]\w*\(|requeue\w*\(|purgeExpiredData|vi\.(useFakeTimers|spyOn|mock|stubGlobal)|authenticateApiKey/;
-function workersTestFiles(): { global: string[]; shared: string[] } {
-  const files = readdirSync("test", { recursive: true, encoding: "utf8" })
+function globalStateFiles(): string[] {
+  return readdirSync("test", { recursive: true, encoding: "utf8" })
     .filter((file) => file.endsWith(".test.ts") && !/^(e2e|node)\//.test(file))
     .map((file) => `test/${file.replaceAll("\\", "/")}`)
-    .sort();
-  const global = files.filter((file) => globalStatePattern.test(readFileSync(file, "utf8")));
-  return { global, shared: files.filter((file) => !global.includes(file)) };
+    .filter((file) => globalStatePattern.test(readFileSync(file, "utf8")));
 }
 
 /**
- * Files that take longest (real queue delays and timers, the fuzzer's hundreds of requests), started before the rest so
- * the suite does not end on one of them while the other runtimes sit idle. Without durations from an earlier run (a
- * clean clone) Vitest starts the largest files first, which left the small fuzzer file for last: 20 s at the end of
- * `npm test` with one runtime busy. Not test/send/faults.test.ts, though long: its SMTP client waits 2 s at most for
- * the fault sink, which lives in this process, and while the runtimes start this process can be busier than that
- * (a 550 at RCPT came back as a time-out, "deferred", when it ran first).
+ * Files that take longest (real queue delays and timers, the fuzzer's hundreds of requests), started before the rest of
+ * their kind so the suite does not end on one of them while the other runtimes sit idle. Without durations from an
+ * earlier run (a clean clone) Vitest starts the largest files first, which left the small fuzzer file for last: 20 s at
+ * the end of `npm test` with one runtime busy. Not test/send/faults.test.ts, though long: its SMTP client waits 2 s at
+ * most for the fault sink, which lives in this process, and while the runtimes start this process can be busier than
+ * that (a 550 at RCPT came back as a time-out, "deferred", when it ran first).
  */
 const longFiles = [
   "test/send/schedule.test.ts",
   "test/campaigns/settlement.test.ts",
   "test/inbound/receive.test.ts",
-  "test/platform/fuzz.test.ts",
   "test/retention/purge.test.ts",
   "test/automations/automations.test.ts",
+  "test/platform/fuzz.test.ts",
+  "test/verification/mailbox.test.ts",
 ];
 
-class LongFilesFirst extends BaseSequencer {
+/**
+ * The files run one after another in a few runtimes whose storage they share, so a file that sweeps every account's
+ * rows must not follow one that left rows behind. Every global-state file is therefore started before any other: a
+ * runtime that has begun on the other files is never handed a global-state one (test/setup/apply-migrations.ts checks
+ * it). Within each kind the long files go first.
+ */
+class GlobalStateFirst extends BaseSequencer {
   override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
+    const global = new Set(globalStateFiles());
     const rank = (spec: TestSpecification) => {
-      const index = longFiles.findIndex((file) => spec.moduleId.replaceAll("\\", "/").endsWith(file));
-      return index < 0 ? longFiles.length : index;
+      const file = relative(process.cwd(), spec.moduleId).replaceAll("\\", "/");
+      const long = longFiles.indexOf(file);
+      return (global.has(file) ? 0 : longFiles.length + 1) + (long < 0 ? longFiles.length : long);
     };
-    // Array.prototype.sort is stable: the others keep Vitest's order.
+    // Array.prototype.sort is stable: files of the same rank keep Vitest's order.
     return (await super.sort(files)).sort((a, b) => rank(a) - rank(b));
   }
 }
 
 export default defineConfig(async () => {
   const migrations = await readD1Migrations("./migrations");
-  const { global, shared } = workersTestFiles();
   return {
     plugins: [
       cloudflareTest(({ inject }) => ({
         wrangler: { configPath: "./wrangler.toml" },
         miniflare: {
-          // Vitest talks to each runtime over a WebSocket; compressed, its messages cost ~10 s of CPU in this process
-          // (zlib) and more in workerd. The Worker itself uses no WebSocket, so nothing it does changes.
-          compatibilityFlags: ["no_web_socket_compression"],
           queueConsumers: immediateQueueConsumers(),
           bindings: {
             TEST_MIGRATIONS: migrations,
@@ -180,16 +183,18 @@ export default defineConfig(async () => {
       // Two workerd runtimes share 2 cores with whatever else the machine runs; a test that waits on real queues
       // and timers gets more than Vitest's default 5 s before it counts as hung.
       testTimeout: 15_000,
-      sequence: { sequencer: LongFilesFirst },
+      sequence: { sequencer: GlobalStateFirst },
       deps: { optimizer: { ssr: { enabled: true, include: importedPackages() } } },
-      projects: [
-        // Loading the Worker into a fresh workerd and migrating its D1 costs seconds of CPU per runtime, more than most
-        // files' tests take. So files run one after another in a few runtimes whose storage they share (`isolate:
-        // false`), each test making its own account. Files of pure functions run there too: the migrations are applied
-        // once per runtime, and a runtime of their own would cost more than they do.
-        { extends: true, test: { name: "workers-global", include: global, isolate: false, setupFiles: ["./test/setup/apply-migrations.ts"] } },
-        { extends: true, test: { name: "workers-shared", include: shared, isolate: false, setupFiles: ["./test/setup/apply-migrations.ts"] } },
-      ] satisfies TestProjectInlineConfiguration[],
+      include: ["test/**/*.test.ts"],
+      exclude: ["test/e2e/**", "test/node/**"],
+      // Loading the Worker into a fresh workerd and migrating its D1 costs seconds of CPU per runtime, more than most
+      // files' tests take. So files run one after another in a few runtimes whose storage they share (`isolate:
+      // false`), each test making its own account; files of pure functions too, as a runtime of their own would cost
+      // more than they do. One project, so that one set of runtimes serves every file: a second project would start
+      // runtimes of its own, each loading the Worker again while the machine is busiest.
+      isolate: false,
+      setupFiles: ["./test/setup/apply-migrations.ts"],
+      provide: { globalStateFiles: globalStateFiles() },
     },
   };
 });

@@ -1,4 +1,23 @@
 import { applyD1Migrations } from "cloudflare:test";
 import { env } from "cloudflare:workers";
+import { expect, inject } from "vitest";
+
+declare module "vitest" {
+  export interface ProvidedContext {
+    /** The files that act on every account's rows (vitest.config.ts), relative to the project's root. */
+    globalStateFiles: string[];
+  }
+}
+
+// Files run one after another in a runtime whose storage they share. A file that sweeps every account's rows must not
+// follow the other files, whose leftovers it would sweep: vitest.config.ts starts every such file first. Should that
+// order ever break, this says so instead of letting a sweep's count come out wrong.
+const state = globalThis as { otherFilesRan?: string };
+const file = expect.getState().testPath?.replaceAll("\\", "/") ?? "";
+if (inject("globalStateFiles").some((globalFile) => file.endsWith(`/${globalFile}`))) {
+  if (state.otherFilesRan) throw new Error(`${file} acts on every account's rows but runs after ${state.otherFilesRan} in the same runtime`);
+} else {
+  state.otherFilesRan ??= file;
+}
 
 await applyD1Migrations(env.DB, env.TEST_MIGRATIONS);
