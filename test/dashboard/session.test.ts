@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { createAccount } from "../helpers";
-import { cookieHeader, signIn, visit } from "./helpers";
+import { clientAddress, cookieHeader, signIn, submitSignIn, visit } from "./helpers";
 
 describe("dashboard sign-in", () => {
   it("redirects / to the dashboard and the dashboard to sign-in without a session", async () => {
@@ -46,5 +46,22 @@ describe("dashboard sign-in", () => {
     expect((await visit("/dashboard", { headers: { Cookie: copied, "HX-Request": "true" } })).status).toBe(401);
     // Only that session ended: the same key signed in elsewhere still works.
     expect((await other.get("/dashboard")).status).toBe(200);
+  });
+
+  it("refuses a 31st attempt from one address within a minute with 429 and Retry-After, even with a good key; another address signs in", async () => {
+    const account = await createAccount();
+    const address = clientAddress();
+    for (let attempt = 0; attempt < 30; attempt++) {
+      const { response } = await submitSignIn(`sk_live_wrong${attempt}`, address);
+      expect(response.status).toBe(401);
+    }
+    const { response: refused } = await submitSignIn(account.api_key, address);
+    expect(refused.status).toBe(429);
+    expect(Number(refused.headers.get("Retry-After"))).toBeGreaterThan(0);
+    expect(await refused.text()).toMatch(/Too many attempts; try again in \d+ s\./);
+    expect(refused.headers.get("Set-Cookie") ?? "").not.toMatch(/session/i);
+
+    const { response: elsewhere } = await submitSignIn(account.api_key, clientAddress());
+    expect(elsewhere.status).toBe(303);
   });
 });
