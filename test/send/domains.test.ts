@@ -40,6 +40,12 @@ describe("sending domains", () => {
     const stored = await env.DB.prepare("SELECT dkim_private_key FROM domains WHERE id = ?").bind(domain.id).first<{ dkim_private_key: string }>();
     expect(stored?.dkim_private_key).toMatch(/^v1\./);
     expect(stored?.dkim_private_key).not.toContain("MII");
+
+    // Every domain gets keys of its own (the suite's other files share one set, test/send/helpers.ts).
+    const other = await json<Domain>(await call("/api/v1/domains", { key: account.api_key, body: { name: uniqueDomain("records") } }));
+    const keysOf = (of: Domain) => of.records.filter((record) => record.purpose.startsWith("dkim")).map((record) => record.value);
+    expect(keysOf(other)).toHaveLength(2);
+    for (const key of keysOf(other)) expect(keysOf(domain)).not.toContain(key);
   });
 
   it("stays pending with what was found, and verifies once DKIM and SPF are published (the 255-character TXT strings joined)", async () => {

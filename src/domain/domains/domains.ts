@@ -8,7 +8,7 @@ import { newId, nowIso } from "../../lib/ids";
 import { logError } from "../../lib/log";
 import { accountPage } from "../../lib/pagination";
 import { resolve } from "../dns/doh";
-import { dkimTxtValue, generateDkimEd25519KeyPair, generateDkimKeyPair } from "../sending/dkim";
+import { dkimTxtValue, generateDkimEd25519KeyPair, generateDkimKeyPair, type DkimKeyPair } from "../sending/dkim";
 import { config } from "../../config";
 import { inJsonArray } from "../../db/client";
 import { todaysCap, warmupDay } from "../feedback/warmup";
@@ -82,8 +82,15 @@ export function expectedRecords(
   ];
 }
 
-async function createDomainRow(accountId: string, name: string, env: Env) {
+/** A domain's DKIM keys: the RSA one every verifier checks, and the Ed25519 one signed with beside it. */
+export type DomainKeys = { rsa: DkimKeyPair; ed25519: DkimKeyPair };
+
+export async function generateDomainKeys(): Promise<DomainKeys> {
   const [rsa, ed25519] = await Promise.all([generateDkimKeyPair(), generateDkimEd25519KeyPair()]);
+  return { rsa, ed25519 };
+}
+
+async function createDomainRow(accountId: string, name: string, env: Env, { rsa, ed25519 }: DomainKeys) {
   const base = { name, dkimSelector: dkimSelector(), dkimPublicKey: rsa.publicKeyB64, dkimEd25519PublicKey: ed25519.publicKeyB64 };
   return {
     id: newId("dom"),
@@ -150,6 +157,9 @@ export async function createDomain(
   accountId: string,
   input: string,
   env: Env,
+  // Where the keys come from: new ones for every domain. The test suite's setup passes keys it made once, since an
+  // RSA-2048 key costs ~60 ms of CPU and the suite adds hundreds of domains.
+  newKeys: () => Promise<DomainKeys> = generateDomainKeys,
 ): Promise<{ kind: "created"; domain: DomainRow } | Refusal> {
   const name = normalizeDomainName(input);
   if (!name) {
@@ -168,7 +178,7 @@ export async function createDomain(
   // Checked first so the DKIM keys are not generated for nothing; the unique index settles a concurrent create.
   const row = await db
     .insert(domains)
-    .values(await createDomainRow(accountId, name, env))
+    .values(await createDomainRow(accountId, name, env, await newKeys()))
     .onConflictDoNothing()
     .returning()
     .get();
