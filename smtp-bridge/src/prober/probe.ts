@@ -256,6 +256,11 @@ export async function runProbe(request: ProbeRequest, deps: ProberDeps): Promise
     while (lane.items.length > 0 && Date.now() < deadline) {
       const release = await gate.acquire(lane.route.address, deadline);
       if (!release) return;
+      // The lane's other connection may have taken the rest while this one waited for its turn.
+      if (lane.items.length === 0) {
+        release();
+        return;
+      }
       let connection: SmtpProbeConnection | undefined;
       try {
         connections[lane.route.host] = (connections[lane.route.host] ?? 0) + 1;
@@ -300,20 +305,23 @@ export async function runProbe(request: ProbeRequest, deps: ProberDeps): Promise
   async function session(connection: SmtpProbeConnection, lane: Lane): Promise<void> {
     let sent = 0;
     let inTransaction = 0;
+    // No MAIL FROM before there is an address to ask about: the lane's other connection may have taken the rest while
+    // this one opened.
+    let begun = false;
     const begin = async () => {
-      if (inTransaction > 0) await connection.command("RSET");
+      if (begun) await connection.command("RSET");
+      begun = true;
       inTransaction = 0;
       const reply = await connection.command(`MAIL FROM:<${config.mailFrom}>`);
       if (reply.code !== 250) throw new MailFromRefused(reply);
     };
     const rcpt = async (address: string) => {
-      if (inTransaction >= config.rcptsPerTransaction) await begin();
+      if (!begun || inTransaction >= config.rcptsPerTransaction) await begin();
       sent += 1;
       inTransaction += 1;
       return connection.command(`RCPT TO:<${address}>`);
     };
 
-    await begin();
     while (sent < config.rcptsPerConnection && Date.now() < deadline) {
       const item = lane.items.shift();
       if (!item) return;
