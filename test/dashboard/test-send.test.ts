@@ -55,15 +55,22 @@ describe("the campaign editor's test send", { timeout: 60_000 }, () => {
   });
 
   it("refuses an address that is not one, as POST /send does, and sends nothing", async () => {
-    const { key, sender } = await campaignAccount();
+    const { key, sender, domain } = await campaignAccount();
     await call("/api/v1/contacts", { key, body: { email: "ann@example.org", first_name: "Ann" } });
     const campaign = await json<{ id: string }>(
       await call("/api/v1/campaigns", { key, body: { name: "News", sender_id: sender, subject: "Hi", text: "Hello", lists: [] } }),
     );
+    const api = await call("/api/v1/send", { key, body: { from: `hello@${domain.name}`, to: ["not an address"], subject: "Hi", text: "Hello" } });
+    expect(api.status).toBe(422);
+    const [reason] = (await json<{ errors: Record<string, string[]> }>(api)).errors["to.0"]!;
+    expect(reason).toMatch(/^Not a valid email address/);
+
     const browser = await signIn(key);
     const response = await browser.post(`/dashboard/campaigns/${campaign.id}/test`, { to: "not an address" });
     expect(response.status).toBe(422);
-    expect(await response.text()).toContain("to: ");
+    expect(await response.text()).toContain(`to: ${reason}`);
+    expect((await json<{ data: unknown[] }>(await call("/api/v1/messages", { key }))).data).toEqual([]);
+    expect((await json<{ send: { balance: number } }>(await call("/api/v1/credits", { key }))).send.balance).toBe(100);
   });
 
   it("shows the API's refusal when the test cannot be accepted (no credits), instead of saying it was sent", async () => {
