@@ -3,7 +3,7 @@ import { createExecutionContext } from "cloudflare:test";
 import { drizzle } from "drizzle-orm/d1";
 import { expect, it } from "vitest";
 import { findAccount } from "../../src/domain/accounts/accounts";
-import { acceptMessage, type AcceptInput } from "../../src/domain/sending/accept";
+import { acceptMessage, acceptMessages, type AcceptInput } from "../../src/domain/sending/accept";
 import { createAccount } from "../helpers";
 import { messageOf, sendBalance, verifiedDomain } from "./helpers";
 
@@ -47,4 +47,51 @@ it("undoes an acceptance the send queue refuses: 503, refunded, failed, and the 
   expect(retried).toMatchObject({ kind: "accepted", replayed: false, body: { credits_charged: 2, status: "queued" } });
   expect(retried.kind === "accepted" && retried.body.id).not.toBe(failed!.id);
   expect(await sendBalance(created.api_key)).toBe(8);
+});
+
+it("undoes a whole batch the send queue refuses: every message failed, every credit back, the Idempotency-Key free", async () => {
+  const created = await createAccount({ send_credits: 10 });
+  const domain = await verifiedDomain(created.api_key);
+  const account = (await findAccount(drizzle(env.DB), created.id))!;
+  const inputs: AcceptInput[] = ["ann", "bob", "cid"].map((name) => ({
+    source: "api",
+    from: { address: `hello@${domain.name}` },
+    recipients: [`${name}@example.org`],
+    tags: [],
+    metadata: {},
+    compose: () => ({ subject: `Hi ${name}`, content: { kind: "compose", to: [`${name}@example.org`], text: "Hi", variables: {}, attachments: [] } }),
+  }));
+  const idempotency = { key: "batch-retry", route: "POST /send/batch", requestHash: "h" };
+  let attempts = 0;
+  const refusingQueue = {
+    sendBatch: async () => {
+      attempts += 1;
+      throw new Error("queue unavailable");
+    },
+  } as unknown as Queue;
+
+  const refused = await acceptMessages(
+    { ...env, SEND_QUEUE: refusingQueue },
+    createExecutionContext(),
+    { account, testMode: false },
+    inputs,
+    idempotency,
+  );
+  expect(refused).toEqual({ kind: "queue_unavailable" });
+  // Tried twice before giving up.
+  expect(attempts).toBe(2);
+  expect(await sendBalance(created.api_key)).toBe(10);
+  const stored = await env.DB.prepare("SELECT id, status FROM messages WHERE account_id = ? ORDER BY subject")
+    .bind(account.id)
+    .all<{ id: string; status: string }>();
+  expect(stored.results.map((row) => row.status)).toEqual(["failed", "failed", "failed"]);
+  for (const row of stored.results)
+    expect((await messageOf(created.api_key, row.id)).recipients.map((recipient) => recipient.status)).toEqual(["failed"]);
+
+  const retried = await acceptMessages(env, createExecutionContext(), { account, testMode: false }, inputs, idempotency);
+  expect(retried).toMatchObject({ kind: "accepted", replayed: false });
+  const ids = retried.kind === "accepted" ? retried.body.data.map((body) => body.id) : [];
+  expect(ids).toHaveLength(3);
+  for (const id of ids) expect(stored.results.map((row) => row.id)).not.toContain(id);
+  expect(await sendBalance(created.api_key)).toBe(7);
 });
