@@ -332,6 +332,24 @@ describe("mail that is refused at SMTP time", () => {
       rejected: undefined,
     });
   });
+  it("mail that passed the cap's first check but lost the race for the last places is refused and leaves nothing in R2", async () => {
+    const { key, domain } = await receiver();
+    const capped = { ...env, INBOUND_MAX_PER_HOUR: "2" } as Env;
+    const to = `support@${domain.name}`;
+    const objectsBefore = await inboundObjects();
+    // Delivered at once, the four count the domain's hour before any is stored: each writes R2, then the guarded
+    // insert lets two in.
+    const deliveries = await Promise.all(Array.from({ length: 4 }, () => deliver(to, inboundMail("autoReply", { to }), { env: capped })));
+    expect(deliveries.filter((delivery) => !delivery.failed && !delivery.rejected)).toHaveLength(2);
+    expect(deliveries.map((delivery) => delivery.failed?.message).filter(Boolean)).toEqual([
+      `4.7.1 ${domain.name} has received its 2 messages this hour; try again later`,
+      `4.7.1 ${domain.name} has received its 2 messages this hour; try again later`,
+    ]);
+    const stored = (await inboundList(key)).map((mail) => mail.id);
+    expect(stored).toHaveLength(2);
+    const added = (await inboundObjects()).filter((object) => !objectsBefore.includes(object));
+    expect(new Set(added.map((object) => object.split("/")[1]))).toEqual(new Set(stored));
+  });
 });
 
 describe("real-format mail", () => {
