@@ -140,7 +140,7 @@ export function acceptRefusalError(refusal: AcceptRefusal): AppError {
       return new AppError(
         "domain_not_verified",
         `${refusal.index === undefined ? "" : `Request ${refusal.index}: `}The from domain ${refusal.domain} is not a verified sending domain of this account; ` +
-          "add it with POST /api/v1/domains and verify it",
+          "add and verify it first (Domains in the dashboard, or POST /api/v1/domains)",
       );
     case "insufficient_credits":
       return new AppError("insufficient_credits", `Not enough sending credits: this needs ${refusal.needed}, ${refusal.available} available`);

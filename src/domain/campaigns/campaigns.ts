@@ -334,10 +334,12 @@ export async function sendCampaign(env: Env, accountId: string, id: string, send
   const sender = senderRows[0];
   const template = templateRows[0];
   const errors: FieldErrors = {};
-  if (!campaign.senderId) errors.sender_id = ["A campaign needs a sender to be sent; set sender_id with PATCH /campaigns/{id}"];
+  if (!campaign.senderId) errors.sender_id = ["A campaign needs a sender to be sent: choose one"];
   else if (!sender) errors.sender_id = [`No sender ${campaign.senderId} in this account`];
   else if (sender.domainStatus !== "verified")
-    errors.sender_id = [`The sender's domain ${sender.domain ?? sender.email} is not verified; verify it with POST /domains/{id}/verify`];
+    errors.sender_id = [
+      `The sender's domain ${sender.domain ?? sender.email} is not verified: verify it first (Domains in the dashboard, or POST /api/v1/domains/{id}/verify)`,
+    ];
   const subject = campaign.subject ?? template?.subject ?? null;
   const html = campaign.html ?? template?.html ?? null;
   const text = campaign.text ?? template?.text ?? null;

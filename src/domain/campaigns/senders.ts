@@ -31,7 +31,9 @@ async function checkAddress(d1: D1Database, accountId: string, input: string): P
   if ("error" in address) return addressRefused(address.error);
   const domain = await verifiedDomainQuery(drizzle(d1), accountId, address.domain).get();
   if (domain) return { kind: "ok", email: address.address, domainId: domain.id };
-  return addressRefused(`${address.domain} is not a verified sending domain of this account; add it with POST /api/v1/domains and verify it`);
+  return addressRefused(
+    `${address.domain} is not a verified sending domain of this account; add and verify it first (Domains in the dashboard, or POST /api/v1/domains)`,
+  );
 }
 
 /** A page of the account's senders, newest first (`limit + 1` rows, for `pageOf`). */
