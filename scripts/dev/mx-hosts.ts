@@ -21,6 +21,8 @@ export interface MxBehaviour {
   greylistMs?: number;
   /** Refuse the prober itself at RCPT (550 5.7.1, as a host that blocklists the client's IP does). */
   policyBlock?: boolean;
+  /** Defer every MAIL FROM (451 4.7.1, as a host that will not take the sender's mail for now does). */
+  deferMailFrom?: boolean;
 }
 
 export interface MxHostStats {
@@ -80,6 +82,7 @@ function createMxServer(host: MxHost): SMTPServer {
     },
     onMailFrom(_address, _session, callback) {
       host.stats.mailFroms += 1;
+      if (behaviour.deferMailFrom) return callback(smtpError(451, "4.7.1 Sender deferred, try again later"));
       callback();
     },
     onRcptTo(address, session, callback) {

@@ -27,12 +27,21 @@ const behaviours = {
   ...DEV_MX_BEHAVIOURS,
   "127.0.0.8": { greylistMs: 120_000, mailboxes: { slow: "ok" as const } },
   "127.0.0.9": { greetingDelayMs: 50, mailboxes: Object.fromEntries(Array.from({ length: 300 }, (_, i) => [`user${i}`, "ok" as const])) },
+  "127.0.0.10": { deferMailFrom: true },
 };
 const zone = {
   ...DEV_MX_ZONE,
   "mx.slowgrey.mailbox.test": { A: ["127.0.0.8"] },
   "slowgrey.mailbox.test": { MX: [{ priority: 10, exchange: "mx.slowgrey.mailbox.test" }] },
   "mx.bulk.mailbox.test": { A: ["127.0.0.9"] },
+  "mx.deferring.mailbox.test": { A: ["127.0.0.10"] },
+  // its preferred MX defers MAIL FROM; the second accepts anyone
+  "deferfrom.mailbox.test": {
+    MX: [
+      { priority: 5, exchange: "mx.deferring.mailbox.test" },
+      { priority: 20, exchange: "mx.catchall.mailbox.test" },
+    ],
+  },
   // three domains on one MX host: their addresses share its connections
   ...Object.fromEntries(
     ["bulk1", "bulk2", "bulk3"].map((name) => [`${name}.mailbox.test`, { MX: [{ priority: 10, exchange: "mx.bulk.mailbox.test" }] }]),
@@ -169,6 +178,13 @@ describe("the reply table", () => {
     expect(r["alice@fallback.mailbox.test"]).toMatchObject({ outcome: "accepted", mx_host: "mx.mailbox.test" });
     expect(r["zed@fallback.mailbox.test"]).toMatchObject({ outcome: "mailbox_not_found", mx_host: "mx.mailbox.test" });
     expect(fallback.connections).toEqual({ "mx.busy.mailbox.test": 1, "mx.mailbox.test": 1 });
+  });
+
+  it("after a host that defers MAIL FROM, asks the next one, catch-all probe included", async () => {
+    const { results, connections } = await probe(proberUrl, ["jane@deferfrom.mailbox.test"]);
+    expect(results[0]).toMatchObject({ outcome: "accepted", catch_all: true, mx_host: "mx.catchall.mailbox.test" });
+    expect(connections).toEqual({ "mx.deferring.mailbox.test": 1, "mx.catchall.mailbox.test": 1 });
+    await vi.waitFor(() => expect(host("127.0.0.10").rcptsPerConnection).toEqual([0]));
   });
 
   it("reports a 5.7.x refusal of the probe itself as policy_refused, not a missing mailbox", async () => {

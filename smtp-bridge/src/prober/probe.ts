@@ -316,7 +316,7 @@ export async function runProbe(request: ProbeRequest, deps: ProberDeps): Promise
       if (reply.code !== 250) throw new MailFromRefused(reply);
     };
     const rcpt = async (address: string) => {
-      if (!begun || inTransaction >= config.rcptsPerTransaction) await begin();
+      if (inTransaction >= config.rcptsPerTransaction) await begin();
       sent += 1;
       inTransaction += 1;
       return connection.command(`RCPT TO:<${address}>`);
@@ -327,6 +327,8 @@ export async function runProbe(request: ProbeRequest, deps: ProberDeps): Promise
       if (!item) return;
       item.lastHost = lane.route.host;
       try {
+        // Before the catch-all probe is marked as done: a refused MAIL FROM leaves it to the domain's next host.
+        if (!begun) await begin();
         const { work } = item;
         if (work.catchAll === null && !work.catchAllProbed) {
           work.catchAllProbed = true;
