@@ -1,3 +1,4 @@
+import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { createAccount } from "../helpers";
 import { clientAddress, cookieHeader, signIn, submitSignIn, visit } from "./helpers";
@@ -48,13 +49,21 @@ describe("dashboard sign-in", () => {
     expect((await other.get("/dashboard")).status).toBe(200);
   });
 
-  it("refuses a 31st attempt from one address within a minute with 429 and Retry-After, even with a good key; another address signs in", async () => {
+  it("counts every attempt from an address, 30 a minute, then refuses even a good key with 429 and Retry-After; another address signs in", async () => {
     const account = await createAccount();
     const address = clientAddress();
+    const limiter = env.RATE_LIMITER.getByName(`dashboard-sign-in:${address}`);
+    const started = Date.now();
     for (let attempt = 0; attempt < 30; attempt++) {
       const { response } = await submitSignIn(`sk_live_wrong${attempt}`, address);
       expect(response.status).toBe(401);
     }
+    // Each attempt took a token: what is left is at most what the bucket refilled meanwhile (one every 2 s).
+    const { remaining } = await limiter.consume(30, 60, 0);
+    expect(remaining).toBeLessThanOrEqual(Math.floor((Date.now() - started) / 2000));
+    // Emptied for the coming minute (whatever refilled since), so the refusal below does not race the refill.
+    await limiter.consume(30, 60, 30, Date.now() + 60_000);
+
     const { response: refused } = await submitSignIn(account.api_key, address);
     expect(refused.status).toBe(429);
     expect(Number(refused.headers.get("Retry-After"))).toBeGreaterThan(0);
