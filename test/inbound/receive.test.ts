@@ -334,7 +334,16 @@ describe("mail that is refused at SMTP time", () => {
   });
   it("mail that passed the cap's first check but lost the race for the last places is refused and leaves nothing in R2", async () => {
     const { key, domain } = await receiver();
-    const capped = { ...env, INBOUND_MAX_PER_HOUR: "2" } as Env;
+    // The bucket as the Worker uses it, counting the deletions: the cleanup of mail that lost the race.
+    let deletions = 0;
+    const blobs = new Proxy(env.BLOBS, {
+      get(target, property) {
+        if (property === "delete") deletions += 1;
+        const value = Reflect.get(target, property);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+    const capped = { ...env, INBOUND_MAX_PER_HOUR: "2", BLOBS: blobs } as Env;
     const to = `support@${domain.name}`;
     const objectsBefore = await inboundObjects();
     // Delivered at once, the four count the domain's hour before any is stored: each writes R2, then the guarded
@@ -349,6 +358,8 @@ describe("mail that is refused at SMTP time", () => {
     expect(stored).toHaveLength(2);
     const added = (await inboundObjects()).filter((object) => !objectsBefore.includes(object));
     expect(new Set(added.map((object) => object.split("/")[1]))).toEqual(new Set(stored));
+    // The race did happen (a delivery refused by the first check writes nothing to clean up).
+    expect(deletions).toBeGreaterThan(0);
   });
 });
 
