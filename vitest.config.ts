@@ -9,8 +9,8 @@ import { useMemoryForTemporaryFiles } from "./test/setup/temporary-directory";
 useMemoryForTemporaryFiles();
 
 /**
- * The packages (and subpaths) the Worker and its tests import. Every test file starts a fresh workerd whose module
- * runner fetches each module over a socket; pre-bundled, zod, hono and drizzle are a few modules instead of hundreds.
+ * The packages (and subpaths) the Worker and its tests import. Each workerd runtime's module runner fetches every
+ * module over a socket; pre-bundled, zod, hono and drizzle are a few modules instead of hundreds.
  * Scanned rather than listed so a new import is bundled too: a subpath left out would load a second copy of its
  * package beside the bundle (two `HTTPException` classes, and `instanceof` fails). Workspace packages (symlinked into
  * node_modules) stay source: a bundle of them would not see their edits until the optimizer's cache is cleared.
@@ -66,12 +66,11 @@ function immediateQueueConsumers() {
  */
 const globalStatePattern =
   /runCron|\.scheduled\(|sweep[A-Z]\w*\(|requeue\w*\(|purgeExpiredData|vi\.(useFakeTimers|spyOn|mock|stubGlobal)|authenticateApiKey/;
-function globalStateFiles(): string[] {
-  return readdirSync("test", { recursive: true, encoding: "utf8" })
-    .filter((file) => file.endsWith(".test.ts") && !/^(e2e|node)\//.test(file))
-    .map((file) => `test/${file.replaceAll("\\", "/")}`)
-    .filter((file) => globalStatePattern.test(readFileSync(file, "utf8")));
-}
+// Read once per config load, so the sequencer and the setup file's check (given it through `provide`) agree.
+const globalStateFiles = readdirSync("test", { recursive: true, encoding: "utf8" })
+  .map((file) => `test/${file.replaceAll("\\", "/")}`)
+  .filter((file) => file.endsWith(".test.ts") && !/^test\/(e2e|node)\//.test(file))
+  .filter((file) => globalStatePattern.test(readFileSync(file, "utf8")));
 
 /**
  * Files that take longest (real queue delays and timers, the fuzzer's hundreds of requests), started before the rest of
@@ -99,7 +98,7 @@ const longFiles = [
  */
 class GlobalStateFirst extends BaseSequencer {
   override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
-    const global = new Set(globalStateFiles());
+    const global = new Set(globalStateFiles);
     const rank = (spec: TestSpecification) => {
       const file = relative(process.cwd(), spec.moduleId).replaceAll("\\", "/");
       const long = longFiles.indexOf(file);
@@ -180,7 +179,7 @@ export default defineConfig(async () => {
       // are quicker alone (125 s against 140 s), but not beside the Node suite in `npm test`, where the machine is
       // already short of cores and a runtime starved that long lost a connection to its own Durable Object.
       maxWorkers: 3,
-      // Two workerd runtimes share 2 cores with whatever else the machine runs; a test that waits on real queues
+      // Three workerd runtimes share 2 cores with whatever else the machine runs; a test that waits on real queues
       // and timers gets more than Vitest's default 5 s before it counts as hung.
       testTimeout: 15_000,
       sequence: { sequencer: GlobalStateFirst },
@@ -194,7 +193,7 @@ export default defineConfig(async () => {
       // runtimes of its own, each loading the Worker again while the machine is busiest.
       isolate: false,
       setupFiles: ["./test/setup/apply-migrations.ts"],
-      provide: { globalStateFiles: globalStateFiles() },
+      provide: { globalStateFiles },
     },
   };
 });

@@ -125,7 +125,7 @@ describe("sending domains", () => {
     const domain = await verifiedDomain(account.api_key);
     await unpublish(domain.records.find((record) => record.purpose === "dkim")!.name);
     // The cron re-checks the 50 domains checked longest ago. This file shares its runtime with the other cron files
-    // (workers-global), whose domains may be older: they count as checked just now, so this one is due first.
+    // (all run first in their runtime), whose domains may be older: they count as checked just now, so this one is due first.
     await env.DB.prepare("UPDATE domains SET last_checked_at = ? WHERE id != ?").bind(new Date().toISOString(), domain.id).run();
     await env.DB.prepare("UPDATE domains SET last_checked_at = NULL WHERE id = ?").bind(domain.id).run();
     const ctx = createExecutionContext();

@@ -4,7 +4,7 @@ import { expect, inject } from "vitest";
 
 declare module "vitest" {
   export interface ProvidedContext {
-    /** The files that act on every account's rows (vitest.config.ts), relative to the project's root. */
+    /** The files that act on every account's rows (vitest.config.ts), as `test/…` paths. */
     globalStateFiles: string[];
   }
 }
@@ -13,7 +13,9 @@ declare module "vitest" {
 // follow the other files, whose leftovers it would sweep: vitest.config.ts starts every such file first. Should that
 // order ever break, this says so instead of letting a sweep's count come out wrong.
 const state = globalThis as { otherFilesRan?: string };
-const file = expect.getState().testPath?.replaceAll("\\", "/") ?? "";
+const testPath = expect.getState().testPath;
+if (!testPath) throw new Error("the setup file cannot tell which test file it runs for");
+const file = testPath.replaceAll("\\", "/");
 if (inject("globalStateFiles").some((globalFile) => file.endsWith(`/${globalFile}`))) {
   if (state.otherFilesRan) throw new Error(`${file} acts on every account's rows but runs after ${state.otherFilesRan} in the same runtime`);
 } else {

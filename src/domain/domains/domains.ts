@@ -149,16 +149,16 @@ export async function checkRecords(domain: DomainRow, env: Env): Promise<{ recor
 }
 
 /**
- * Adds a sending domain (its name normalized) with fresh DKIM keys; refused when the name is not one a sending domain
- * can have (422) or the account already has it (409).
+ * Adds a sending domain (its name normalized) with DKIM keys from `newKeys` (new ones by default); refused when the
+ * name is not one a sending domain can have (422) or the account already has it (409).
  */
 export async function createDomain(
   d1: D1Database,
   accountId: string,
   input: string,
   env: Env,
-  // Where the keys come from: new ones for every domain. The test suite's setup passes keys it made once, since an
-  // RSA-2048 key costs ~60 ms of CPU and the suite adds hundreds of domains.
+  // The test suite's verifiedDomain (test/send/helpers.ts) passes keys it made once: an RSA-2048 key costs ~60 ms of
+  // CPU, and the suite adds hundreds of domains.
   newKeys: () => Promise<DomainKeys> = generateDomainKeys,
 ): Promise<{ kind: "created"; domain: DomainRow } | Refusal> {
   const name = normalizeDomainName(input);
