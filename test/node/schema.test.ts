@@ -1,0 +1,80 @@
+// src/db/schema.ts (what the code's queries are typed against) and migrations/ (what D1 is built from) describe the
+// same database: every table, column (type, NOT NULL, default, key) and index (columns, uniqueness, partial condition).
+// Some migrations are written by hand (D1-specific statements), so this is checked, not assumed. And drizzle-kit's
+// last snapshot is the schema now, so `npm run db:generate` writes only what changes next.
+import { spawnSync } from "node:child_process";
+import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, relative } from "node:path";
+import { DatabaseSync } from "node:sqlite";
+import { afterAll, describe, expect, it } from "vitest";
+
+const dir = mkdtempSync(join(tmpdir(), "mailforge-schema-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+/** drizzle-kit generate from src/db/schema.ts into `out` (a path it takes relative to the project). */
+function generate(out: string) {
+  const result = spawnSync(
+    join(process.cwd(), "node_modules/.bin/drizzle-kit"),
+    ["generate", "--dialect", "sqlite", "--schema", "./src/db/schema.ts", "--out", relative(process.cwd(), out), "--prefix", "timestamp"],
+    { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] },
+  );
+  expect(result.status, result.stderr).toBe(0);
+  return result.stdout;
+}
+
+const sqlFiles = (folder: string) =>
+  readdirSync(folder)
+    .filter((file) => file.endsWith(".sql"))
+    .sort();
+
+/** The database `files` build, as SQLite describes it. */
+function described(folder: string, files: string[]) {
+  const db = new DatabaseSync(":memory:");
+  for (const file of files) db.exec(readFileSync(join(folder, file), "utf8").replaceAll("--> statement-breakpoint", ""));
+  type Entry = { type: string; name: string; tbl_name: string; sql: string | null };
+  const entries = db.prepare("SELECT type, name, tbl_name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY name").all() as Entry[];
+  type Column = { name: string; type: string; notnull: number; dflt_value: string | null; pk: number };
+  const columnsOf = (table: string) =>
+    (db.prepare(`PRAGMA table_info("${table}")`).all() as Column[])
+      .map((column) => {
+        const constraints = `${column.notnull ? " NOT NULL" : ""}${column.pk ? ` PK${column.pk}` : ""}`;
+        return `${column.name} ${column.type.toUpperCase()}${constraints} default ${column.dflt_value?.replaceAll(" ", "") ?? "-"}`;
+      })
+      // in name order: ALTER TABLE adds a column last, CREATE TABLE has it where it is declared
+      .sort();
+  const tables = Object.fromEntries(entries.filter((entry) => entry.type === "table").map((entry) => [entry.name, columnsOf(entry.name)]));
+  const indexes = Object.fromEntries(
+    entries
+      .filter((entry) => entry.type === "index")
+      .map((entry) => {
+        const columns = (db.prepare(`PRAGMA index_info("${entry.name}")`).all() as { name: string }[]).map((column) => column.name);
+        const unique = /^CREATE UNIQUE/i.test(entry.sql ?? "");
+        const where =
+          /\sWHERE\s(.*)$/is
+            .exec(entry.sql ?? "")?.[1]
+            ?.replace(/[\s`"]/g, "")
+            .toLowerCase() ?? "";
+        return [entry.name, `${entry.tbl_name}(${columns.join(",")})${unique ? " unique" : ""}${where ? ` where ${where}` : ""}`];
+      }),
+  );
+  db.close();
+  return { tables, indexes };
+}
+
+describe("the database schema", () => {
+  it("migrations/ build exactly the tables, columns and indexes src/db/schema.ts declares", () => {
+    const fromSchema = join(dir, "from-schema");
+    generate(fromSchema);
+    const built = described("migrations", sqlFiles("migrations"));
+    expect(Object.keys(built.tables).length).toBeGreaterThan(30);
+    expect(built).toEqual(described(fromSchema, sqlFiles(fromSchema)));
+  }, 60_000);
+
+  it("has drizzle-kit's snapshot up to date: generating now finds nothing to write", () => {
+    const copy = join(dir, "migrations");
+    cpSync("migrations", copy, { recursive: true });
+    expect(generate(copy)).toContain("No schema changes, nothing to migrate");
+    expect(sqlFiles(copy)).toEqual(sqlFiles("migrations"));
+  }, 60_000);
+});
