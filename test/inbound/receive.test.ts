@@ -332,6 +332,7 @@ describe("mail that is refused at SMTP time", () => {
       rejected: undefined,
     });
   });
+
   it("mail that passed the cap's first check but lost the race for the last places is refused and leaves nothing in R2", async () => {
     const { key, domain } = await receiver();
     // The bucket as the Worker uses it, counting the deletions: the cleanup of mail that lost the race.
