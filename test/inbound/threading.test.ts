@@ -1,4 +1,6 @@
+import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { countingD1 } from "../d1-counting";
 import { call, json } from "../helpers";
 import { audienceOf, campaignAccount, campaignMessages, sendCampaign, waitForStatus } from "../campaigns/helpers";
 import { sender, sentMessage } from "../feedback/helpers";
@@ -46,6 +48,18 @@ describe("replies threaded to what was sent", () => {
     const [delivery] = await waitForRequests(hook, 1);
     expect(JSON.parse(delivery!.body)).toMatchObject({ type: "replied", data: { message_id: sent.id, inbound_id: reply!.id } });
     expect(await overviewReplies(key)).toBe(1);
+  });
+
+  it("a threaded reply is received in 4 D1 round trips (domain, hourly count, duplicate check with thread, writes) and its event dispatched in 3", async () => {
+    const { key, from, domain } = await sender();
+    expect((await call(`/api/v1/domains/${domain.id}`, { key, method: "PATCH", body: { receiving: true } })).status).toBe(200);
+    const sent = await sentMessage(key, from, "jane@example.org");
+    const { counted, usage } = countingD1(env.DB);
+    const to = `hello@${domain.name}`;
+    const mail = inboundMail("replyWithAttachments", { to, inReplyTo: sent.messageIdHeader });
+    expect(await deliver(to, mail, { from: "jane@example.org", env: { ...env, DB: counted } })).toEqual({ rejected: undefined });
+    expect((await inboundList(key))[0]).toMatchObject({ in_reply_to_message_id: sent.id });
+    expect(usage.roundTrips).toBe(7);
   });
 
   it("a reply that names our message only in References is threaded too; one naming another account's message is not", async () => {

@@ -13,7 +13,7 @@ import { and, eq, inArray, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { config } from "../../config";
 import { statement } from "../../db/client";
-import { messageRecipients, messages } from "../../db/schema";
+import { inboundEmails, messageRecipients, messages } from "../../db/schema";
 import { sha256Hex } from "../../lib/crypto";
 import { idFromDigest } from "../../lib/ids";
 import { logWarning } from "../../lib/log";
@@ -40,19 +40,22 @@ const ourMessageId = /^<(msg_[0-9A-Za-z]{22})@([^<>\s]+)>$/;
 export type ThreadedMessage = { id: string; campaignId: string | null; fromAddress: string; provider: string | null };
 
 /**
- * The message of the account that `parsed` answers: In-Reply-To first, then References from the most recent. A
- * candidate counts only when its Message-ID's domain is the message's From domain, as we wrote it.
+ * The messages of the account that `parsed` may answer, with the provider of the recipient who answers (the reply's
+ * From) where it was one: its In-Reply-To and References that look like our Message-IDs. None when it names none.
  */
-async function threadedMessage(d1: D1Database, accountId: string, parsed: ParsedInbound): Promise<ThreadedMessage | undefined> {
+function threadCandidatesQuery(d1: D1Database, accountId: string, parsed: ParsedInbound) {
   const candidates = [parsed.inReplyTo, ...[...parsed.references].reverse()].flatMap((value) => {
     const match = value ? ourMessageId.exec(value) : null;
     return match ? [{ id: match[1]!, domain: match[2]!.toLowerCase() }] : [];
   });
   if (candidates.length === 0) return undefined;
-  const db = drizzle(d1);
-  const rows = await db
-    .select({ id: messages.id, campaignId: messages.campaignId, fromAddress: messages.fromAddress })
+  const query = drizzle(d1)
+    .select({ id: messages.id, campaignId: messages.campaignId, fromAddress: messages.fromAddress, provider: messageRecipients.provider })
     .from(messages)
+    .leftJoin(
+      messageRecipients,
+      and(eq(messageRecipients.messageId, messages.id), eq(sql`lower(${messageRecipients.email})`, parsed.fromAddress ?? "")),
+    )
     .where(
       and(
         eq(messages.accountId, accountId),
@@ -61,20 +64,18 @@ async function threadedMessage(d1: D1Database, accountId: string, parsed: Parsed
           candidates.slice(0, 90).map((candidate) => candidate.id),
         ),
       ),
-    )
-    .all();
-  const found = candidates
+    );
+  return { candidates, query };
+}
+
+/**
+ * The message `parsed` answers among `rows`: In-Reply-To first, then References from the most recent. A candidate
+ * counts only when its Message-ID's domain is the message's From domain, as we wrote it.
+ */
+function threadedMessage(candidates: { id: string; domain: string }[], rows: ThreadedMessage[]): ThreadedMessage | undefined {
+  return candidates
     .map((candidate) => rows.find((row) => row.id === candidate.id && sendingDomain(row.fromAddress) === candidate.domain))
     .find((row) => row !== undefined);
-  if (!found) return undefined;
-  const recipient = parsed.fromAddress
-    ? await db
-        .select({ provider: messageRecipients.provider })
-        .from(messageRecipients)
-        .where(and(eq(messageRecipients.messageId, found.id), eq(sql`lower(${messageRecipients.email})`, parsed.fromAddress)))
-        .get()
-    : undefined;
-  return { ...found, provider: recipient?.provider ?? null };
 }
 
 /** Counts the domain's stored mail of the last hour, stopping at `cap`. */
@@ -135,10 +136,13 @@ export async function handleInboundEmail(message: ForwardableEmailMessage, env: 
 
   const identity = `${recipient}\n${parsed.messageId ?? (await sha256Hex(raw))}`;
   const id = idFromDigest("inb", new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(identity))));
-  const existing = await env.DB.prepare("SELECT 1 AS found FROM inbound_emails WHERE id = ?").bind(id).first();
-  if (existing) return { kind: "duplicate", id };
-
-  const thread = await threadedMessage(env.DB, domain.accountId, parsed);
+  // Whether this mail is stored already, and what it answers: one round trip.
+  const db = drizzle(env.DB);
+  const existingQuery = db.select({ id: inboundEmails.id }).from(inboundEmails).where(eq(inboundEmails.id, id));
+  const threading = threadCandidatesQuery(env.DB, domain.accountId, parsed);
+  const [existing, threadRows] = threading ? await db.batch([existingQuery, threading.query]) : [await existingQuery, []];
+  if (existing.length > 0) return { kind: "duplicate", id };
+  const thread = threading ? threadedMessage(threading.candidates, threadRows) : undefined;
   const largeBody = (parsed.text?.length ?? 0) + (parsed.html?.length ?? 0) > INLINE_BODY_CHARS;
   await Promise.all([
     env.BLOBS.put(rawKey(id), raw, { httpMetadata: { contentType: "message/rfc822" } }),
