@@ -146,9 +146,11 @@ export async function writeZone(path: string, zone: Zone): Promise<void> {
 // The zone this process last read or wrote, per file, with the file's version then. A query or an edit reads and
 // validates the file again only if something else has replaced it since: the Workers suite's hundreds of edits and
 // queries of one growing zone each used to parse and validate the whole file (~9 s of CPU).
-const knownZones = new Map<string, { version: string; zone: Zone }>();
+// `byName`, the entries by normalised owner name that queries look up, is built on the first query of a version.
+type KnownZone = { version: string; zone: Zone; byName?: Map<string, ZoneEntry> };
+const knownZones = new Map<string, KnownZone>();
 
-async function currentZone(path: string): Promise<{ version: string; zone: Zone }> {
+async function currentZone(path: string): Promise<KnownZone> {
   const key = resolve(path);
   const version = await fileVersion(path);
   const known = knownZones.get(key);
@@ -310,25 +312,14 @@ function sendJson(res: ServerResponse, status: number, body: unknown, contentTyp
   res.end(payload);
 }
 
-/** The zone file's entries by normalised owner name, rebuilt when the file changed. */
-class ZoneFile {
-  private version: string | undefined;
-  private entries: Map<string, ZoneEntry> = new Map();
-
-  constructor(private readonly path: string) {}
-
-  async current(): Promise<Map<string, ZoneEntry>> {
-    const { version, zone } = await currentZone(this.path);
-    if (version !== this.version) {
-      this.entries = new Map(Object.entries(zone).map(([owner, entry]) => [normalizeName(owner), entry]));
-      this.version = version;
-    }
-    return this.entries;
-  }
+/** The zone file's entries by normalised owner name, as the file holds them now. */
+async function zoneEntries(path: string): Promise<Map<string, ZoneEntry>> {
+  const known = await currentZone(path);
+  known.byName ??= new Map(Object.entries(known.zone).map(([owner, entry]) => [normalizeName(owner), entry]));
+  return known.byName;
 }
 
 export function createDohServer(options: { zonePath: string }): DohServer {
-  const zoneFile = new ZoneFile(options.zonePath);
   const shutdown = new AbortController();
   let stats: DohStats = { queries: 0, byName: {} };
 
@@ -346,7 +337,7 @@ export function createDohServer(options: { zonePath: string }): DohServer {
     stats.queries += 1;
     stats.byName[statsKey] = (stats.byName[statsKey] ?? 0) + 1;
 
-    const { status, answers, delayMs } = resolveQuery(await zoneFile.current(), name, type);
+    const { status, answers, delayMs } = resolveQuery(await zoneEntries(options.zonePath), name, type);
     if (delayMs > 0) {
       try {
         await sleep(delayMs, undefined, { signal: shutdown.signal });
