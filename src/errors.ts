@@ -2,6 +2,7 @@ import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { ZodError } from "zod";
+import { unverifiedDomainMessage } from "./domain/domains/domains";
 import { isRefusal, type Refusal } from "./domain/refusal";
 import type { AcceptRefusal } from "./domain/sending/accept";
 import { logError } from "./lib/log";
@@ -139,8 +140,7 @@ export function acceptRefusalError(refusal: AcceptRefusal): AppError {
     case "domain_not_verified":
       return new AppError(
         "domain_not_verified",
-        `${refusal.index === undefined ? "" : `Request ${refusal.index}: `}The from domain ${refusal.domain} is not a verified sending domain of this account; ` +
-          "add and verify it first (Domains in the dashboard, or POST /api/v1/domains)",
+        `${refusal.index === undefined ? "" : `Request ${refusal.index}: `}The from domain ${unverifiedDomainMessage(refusal.domain)}`,
       );
     case "insufficient_credits":
       return new AppError("insufficient_credits", `Not enough sending credits: this needs ${refusal.needed}, ${refusal.available} available`);

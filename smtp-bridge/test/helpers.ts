@@ -148,7 +148,10 @@ export class FakeWorker {
       if (!credential) return refuse(401, { code: "unauthorized", message: "credential revoked" });
       const domain = input.data.mail_from.split("@").pop()?.toLowerCase() ?? "";
       if (!this.verifiedDomains.has(domain)) {
-        return refuse(403, { code: "domain_not_verified", message: `The domain ${domain} is not a verified sending domain of this account` });
+        return refuse(403, {
+          code: "domain_not_verified",
+          message: `The domain ${domain} is not a verified sending domain of this account; add and verify it first (Domains in the dashboard, or POST /api/v1/domains then POST /api/v1/domains/{id}/verify)`,
+        });
       }
       const sender: z.input<typeof SenderResponse> = {
         credential_id: credential.credentialId,

@@ -14,7 +14,7 @@ import {
   type SenderResponse,
 } from "@mailforge/bridge-contract";
 import type { z } from "zod";
-import { findVerifiedDomain } from "../domain/domains/domains";
+import { findVerifiedDomain, unverifiedDomainMessage } from "../domain/domains/domains";
 import { acceptRelayMessage, relayFeatureRefusal } from "../domain/sending/accept-relayed";
 import { domainOf } from "../domain/sending/mime";
 import { authenticateSmtpCredential, findActiveCredential } from "../domain/smtp/credentials";
@@ -94,7 +94,7 @@ export const relayRoutes = new Hono<AppEnv>()
     const domainName = domainOf(body.mail_from);
     const domain = await findVerifiedDomain(c.env.DB, account.id, domainName);
     if (!domain) {
-      throw new AppError("domain_not_verified", `The domain ${domainName} is not a verified sending domain of this account`);
+      throw new AppError("domain_not_verified", `The domain ${unverifiedDomainMessage(domainName)}`);
     }
     const answer: z.input<typeof SenderResponse> = { credential_id: credential.id, account_id: account.id, domain };
     return c.json(answer, relayEndpoints.sender.status);

@@ -368,7 +368,13 @@ describe("refusals", () => {
     expect((await call(`/api/v1/campaigns/${noSender.id}`, { key, method: "PATCH", body: { sender_id: pendingSender } })).status).toBe(200);
     const refusedUnverified = await call(`/api/v1/campaigns/${noSender.id}/send`, { key, body: {} });
     expect(refusedUnverified.status).toBe(422);
-    expect(await json(refusedUnverified)).toMatchObject({ errors: { sender_id: [expect.stringContaining("is not verified")] } });
+    expect(await json(refusedUnverified)).toMatchObject({
+      errors: {
+        sender_id: [
+          `The sender's domain ${unverified.name} is not a verified sending domain of this account; add and verify it first (Domains in the dashboard, or POST /api/v1/domains then POST /api/v1/domains/{id}/verify)`,
+        ],
+      },
+    });
 
     const emptyCampaign = await json<Campaign>(
       await call("/api/v1/campaigns", { key, body: { name: "e", sender_id: sender, subject: "S", text: "hi", lists: [empty] } }),

@@ -70,7 +70,9 @@ describe("senders", () => {
       const body = await json<ErrorBody>(response);
       expect(body.code).toBe("validation_failed");
       expect(Object.keys(body.errors ?? {})).toEqual(["email"]);
-      expect(body.errors?.email?.[0]).toContain(`${email.split("@")[1]} is not a verified sending domain of this account`);
+      expect(body.errors?.email).toEqual([
+        `${email.split("@")[1]} is not a verified sending domain of this account; add and verify it first (Domains in the dashboard, or POST /api/v1/domains then POST /api/v1/domains/{id}/verify)`,
+      ]);
     }
     expect((await json<{ data: unknown[] }>(await call("/api/v1/senders", { key: account.api_key }))).data).toEqual([]);
   });

@@ -113,6 +113,18 @@ describe("POST /send", () => {
     expect(ledger.results).toEqual([{ kind: "charge", amount: -3, reference_id: accepted.id }]);
   });
 
+  it("refuses a from domain the account has not verified with 403, saying what to do, and charges nothing", async () => {
+    const { key } = await setup();
+    const response = await call("/api/v1/send", { key, body: { from: "a@unverified.example", to: [rcpt("x")], subject: "Hi", text: "Hello" } });
+    expect(response.status).toBe(403);
+    expect(await json(response)).toMatchObject({
+      code: "domain_not_verified",
+      message:
+        "The from domain unverified.example is not a verified sending domain of this account; add and verify it first (Domains in the dashboard, or POST /api/v1/domains then POST /api/v1/domains/{id}/verify)",
+    });
+    expect(await sendBalance(key)).toBe(100);
+  });
+
   it.each([
     ["an unverified from domain", { from: "a@unverified.example" }, 403, "domain_not_verified"],
     ["a malformed from", { from: "not an address" }, 422, "from"],

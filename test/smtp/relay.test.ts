@@ -152,7 +152,10 @@ describe("POST /internal/relay/sender", () => {
     for (const mailFrom of ["app@nowhere.example", `app@${othersDomain.name}`]) {
       const response = await relay("/sender", { credential_id: credential.id, mail_from: mailFrom });
       expect(response.status).toBe(403);
-      expect(await json(response)).toMatchObject({ code: "domain_not_verified" });
+      expect(await json(response)).toMatchObject({
+        code: "domain_not_verified",
+        message: `The domain ${mailFrom.split("@")[1]} is not a verified sending domain of this account; add and verify it first (Domains in the dashboard, or POST /api/v1/domains then POST /api/v1/domains/{id}/verify)`,
+      });
     }
   });
 

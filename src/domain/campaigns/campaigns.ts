@@ -11,6 +11,7 @@ import { newId, nowIso } from "../../lib/ids";
 import { logError } from "../../lib/log";
 import { keysetPage } from "../../lib/pagination";
 import { reserveStatements, wasApplied } from "../credits/ledger";
+import { unverifiedDomainMessage } from "../domains/domains";
 import { audienceParameters, audienceWhere, countAudience, MAX_AUDIENCE_PARAMETERS } from "./audience";
 import { completeIfDone } from "./fanout";
 import { campaignTotals, zeroCounts, type ReportCounts } from "../reports/reports";
@@ -336,10 +337,7 @@ export async function sendCampaign(env: Env, accountId: string, id: string, send
   const errors: FieldErrors = {};
   if (!campaign.senderId) errors.sender_id = ["A campaign needs a sender to be sent: choose one"];
   else if (!sender) errors.sender_id = [`No sender ${campaign.senderId} in this account`];
-  else if (sender.domainStatus !== "verified")
-    errors.sender_id = [
-      `The sender's domain ${sender.domain ?? sender.email} is not verified: verify it first (Domains in the dashboard, or POST /api/v1/domains/{id}/verify)`,
-    ];
+  else if (sender.domainStatus !== "verified") errors.sender_id = [`The sender's domain ${unverifiedDomainMessage(sender.domain ?? sender.email)}`];
   const subject = campaign.subject ?? template?.subject ?? null;
   const html = campaign.html ?? template?.html ?? null;
   const text = campaign.text ?? template?.text ?? null;

@@ -7,7 +7,7 @@ import { drizzle } from "drizzle-orm/d1";
 import { senders } from "../../db/schema";
 import { newId, nowIso } from "../../lib/ids";
 import { accountPage } from "../../lib/pagination";
-import { verifiedDomainQuery } from "../domains/domains";
+import { unverifiedDomainMessage, verifiedDomainQuery } from "../domains/domains";
 import { refused, type Refusal } from "../refusal";
 import { checkSyntax } from "../verification/syntax";
 
@@ -31,9 +31,7 @@ async function checkAddress(d1: D1Database, accountId: string, input: string): P
   if ("error" in address) return addressRefused(address.error);
   const domain = await verifiedDomainQuery(drizzle(d1), accountId, address.domain).get();
   if (domain) return { kind: "ok", email: address.address, domainId: domain.id };
-  return addressRefused(
-    `${address.domain} is not a verified sending domain of this account; add and verify it first (Domains in the dashboard, or POST /api/v1/domains)`,
-  );
+  return addressRefused(unverifiedDomainMessage(address.domain));
 }
 
 /** A page of the account's senders, newest first (`limit + 1` rows, for `pageOf`). */

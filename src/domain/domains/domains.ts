@@ -82,6 +82,10 @@ export function expectedRecords(
   ];
 }
 
+/** A refusal's words for a domain the account cannot send from yet, saying what to do in the dashboard or the API. */
+export const unverifiedDomainMessage = (domain: string) =>
+  `${domain} is not a verified sending domain of this account; add and verify it first (Domains in the dashboard, or POST /api/v1/domains then POST /api/v1/domains/{id}/verify)`;
+
 /** A domain's DKIM keys: the RSA one every verifier checks, and the Ed25519 one signed with beside it. */
 export type DomainKeys = { rsa: DkimKeyPair; ed25519: DkimKeyPair };
 
