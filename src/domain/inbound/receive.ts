@@ -22,7 +22,7 @@ import { asProvider, providerOfDomain, recipientDomain } from "../reports/provid
 import { rollupStatements, sendingDomain } from "../reports/rollups";
 import { dispatchEventInputs } from "../webhooks/dispatch";
 import { MAX_INBOUND_ATTACHMENTS, MAX_INBOUND_BYTES, parseInbound, textExcerpt, type ParsedInbound } from "./parse";
-import { acceptsLocalPart, receivingDomain } from "./receiving";
+import { acceptsLocalPart, receivingDomain, storedSince } from "./receiving";
 import { attachmentKey, bodyKey, objectKeys, rawKey, signedDownloadUrl } from "./store";
 
 /** A refusal the sending server should retry later (4xx): the handler throws it instead of calling setReject. */
@@ -78,10 +78,6 @@ function threadedMessage(candidates: { id: string; domain: string }[], rows: Thr
     .find((row) => row !== undefined);
 }
 
-/** Counts the domain's stored mail of the last hour, stopping at `cap`. */
-const recentCount = (domainId: string, since: string, cap: number) =>
-  sql`(SELECT count(*) FROM (SELECT 1 FROM inbound_emails WHERE domain_id = ${domainId} AND created_at > ${since} LIMIT ${cap}))`;
-
 export type InboundOutcome =
   | { kind: "stored"; id: string; threadedTo?: string }
   | { kind: "duplicate"; id: string }
@@ -100,17 +96,17 @@ export async function handleInboundEmail(message: ForwardableEmailMessage, env: 
   const at = recipient.lastIndexOf("@");
   const localPart = recipient.slice(0, at);
   const domainName = recipient.slice(at + 1);
-  const domain = at > 0 ? await receivingDomain(env.DB, domainName) : undefined;
-  if (!domain) return reject(message, `5.1.2 <${recipient}>: this domain does not receive mail here`, { domain: domainName });
+  const since = new Date(Date.now() - hourMs).toISOString();
+  const cap = settings.inboundMaxPerHour;
+  const found = at > 0 ? await receivingDomain(env.DB, domainName, { since, cap }) : undefined;
+  if (!found) return reject(message, `5.1.2 <${recipient}>: this domain does not receive mail here`, { domain: domainName });
+  const { domain } = found;
   if (!acceptsLocalPart(domain, localPart)) return reject(message, `5.1.1 <${recipient}>: no such mailbox`, { domain_id: domain.id });
   if (message.rawSize > MAX_INBOUND_BYTES) {
     return reject(message, `5.3.4 Message too big: ${message.rawSize} bytes, the limit is ${MAX_INBOUND_BYTES}`, { domain_id: domain.id });
   }
 
-  const since = new Date(Date.now() - hourMs).toISOString();
-  const cap = settings.inboundMaxPerHour;
-  const [counted] = await env.DB.batch<{ total: number }>([statement(env.DB, sql`SELECT ${recentCount(domain.id, since, cap)} AS total`)]);
-  if ((counted?.results[0]?.total ?? 0) >= cap) {
+  if (found.stored >= cap) {
     logWarning("inbound mail deferred: hourly cap", { domain_id: domain.id, cap });
     throw new InboundDeferral(`4.7.1 ${domain.name} has received its ${cap} messages this hour; try again later`);
   }
@@ -188,7 +184,7 @@ export async function handleInboundEmail(message: ForwardableEmailMessage, env: 
         Object.values(row).map((value) => sql`${value}`),
         sql`, `,
       )}
-      WHERE ${recentCount(domain.id, since, cap)} < ${cap}
+      WHERE ${storedSince(domain.id, since, cap)} < ${cap}
       ON CONFLICT (id) DO NOTHING`,
   );
   const stored = sql`EXISTS (SELECT 1 FROM inbound_emails WHERE id = ${id})`;

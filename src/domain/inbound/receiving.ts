@@ -2,7 +2,8 @@
 // accepts (null: every address). At most one account receives a name (the domains_receiving_name partial index):
 // two accounts can both verify a name for sending, but its mail can only go to one of them.
 
-import { and, eq } from "drizzle-orm";
+import { and, eq, sql } from "drizzle-orm";
+import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
 import { drizzle } from "drizzle-orm/d1";
 import { config } from "../../config";
 import { domains, type DnsRecordCheck } from "../../db/schema";
@@ -84,14 +85,25 @@ export async function setReceiving(env: Env, domain: DomainRow, change: Receivin
   }
 }
 
-/** The domain receiving `domainName`'s mail, if any: verified, receiving on. */
-export async function receivingDomain(d1: D1Database, domainName: string): Promise<DomainRow | undefined> {
+/**
+ * The domain receiving `domainName`'s mail, if any (verified, receiving on), with how many of its mails were stored
+ * since `since`, counted up to `cap` (its hourly cap): one read for both.
+ */
+export async function receivingDomain(
+  d1: D1Database,
+  domainName: string,
+  recent: { since: string; cap: number },
+): Promise<{ domain: DomainRow; stored: number } | undefined> {
   return drizzle(d1)
-    .select()
+    .select({ domain: domains, stored: sql<number>`${storedSince(domains.id, recent.since, recent.cap)}` })
     .from(domains)
     .where(and(eq(domains.name, domainName), eq(domains.receiving, true), eq(domains.status, "verified")))
     .get();
 }
+
+/** Counts the domain's mail stored since `since`, stopping at `cap`. */
+export const storedSince = (domainId: string | SQLiteColumn, since: string, cap: number) =>
+  sql`(SELECT count(*) FROM (SELECT 1 FROM inbound_emails WHERE domain_id = ${domainId} AND created_at > ${since} LIMIT ${cap}))`;
 
 /**
  * Whether the domain takes mail for `localPart`: any address without a list; else one on the list, where
