@@ -215,6 +215,27 @@ describe("mail to a receiving domain", () => {
     expect(total).toBe(1);
   });
 
+  it("a redelivery that gained trace headers on the way is still the same mail; another mail reusing its Message-ID is kept", async () => {
+    const { key, domain } = await receiver();
+    const to = `support@${domain.name}`;
+    const raw = inboundMail("replyWithAttachments", { to });
+    await deliver(to, raw);
+    // Email Routing retrying adds its own trace on top; the mail under it is the same.
+    await deliver(to, `Received: from mx2.cloudflare.net by route2 with ESMTPS; Tue, 24 Nov 2026 18:13:00 +0100\r\n${raw}`);
+    expect(await inboundList(key)).toHaveLength(1);
+
+    // Same Message-ID, other words: a second mail, not a redelivery.
+    const other = raw.replace("Subject: Re: Your receipt", "Subject: Something else entirely");
+    expect(other).not.toBe(raw);
+    expect(await deliver(to, other)).toEqual({ rejected: undefined });
+    const listed = await inboundList(key);
+    expect(listed.map((row) => row.subject).sort()).toEqual(["Re: Your receipt", "Something else entirely"]);
+    const { total } = (await env.DB.prepare("SELECT count(*) AS total FROM events WHERE type = 'email.received' AND subject_id IN (?, ?)")
+      .bind(listed[0]!.id, listed[1]!.id)
+      .first<{ total: number }>())!;
+    expect(total).toBe(2);
+  });
+
   it("filters the list by address and date, pages with a cursor, and deletes a message with its stored bytes", async () => {
     const { key, domain } = await receiver();
     const support = `support@${domain.name}`;

@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { countingD1 } from "../d1-counting";
-import { call, json } from "../helpers";
+import { call, createKey, json } from "../helpers";
 import { audienceOf, campaignAccount, campaignMessages, sendCampaign, waitForStatus } from "../campaigns/helpers";
 import { sender, sentMessage } from "../feedback/helpers";
 import { messageOf, sinkMessagesTo } from "../send/helpers";
@@ -24,6 +24,10 @@ describe("replies threaded to what was sent", () => {
     const hook = receiverPath();
     await addReceiverRule({ path: hook, status: 200 });
     await createEndpoint(key, { url: receiverUrl(hook), events: ["replied"] });
+    // One that also receives email.received (set up with an inbound key) may read the reply's words in `replied` too.
+    const fullHook = receiverPath();
+    await addReceiverRule({ path: fullHook, status: 200 });
+    await createEndpoint(key, { url: receiverUrl(fullHook), events: ["replied", "email.received"] });
     const customer = `ann-${crypto.randomUUID().slice(0, 8)}@example.org`;
     const sent = await sentMessage(key, from, customer);
     expect(sent.messageIdHeader).toBe(`<${sent.id}@${domain.name}>`);
@@ -45,8 +49,13 @@ describe("replies threaded to what was sent", () => {
         data: { message_id: sent.id, campaign_id: null, inbound_id: reply!.id, from: "Jane Doe <jane@example.org>", subject: "Re: Your receipt" },
       }),
     ]);
+    // An endpoint subscribed to `replied` alone learns that a reply came and where to read it, not what it says.
     const [delivery] = await waitForRequests(hook, 1);
-    expect(JSON.parse(delivery!.body)).toMatchObject({ type: "replied", data: { message_id: sent.id, inbound_id: reply!.id } });
+    expect(JSON.parse(delivery!.body)).toMatchObject({ type: "replied", data: { message_id: sent.id, campaign_id: null, inbound_id: reply!.id } });
+    expect(JSON.parse(delivery!.body).data).toEqual({ message_id: sent.id, campaign_id: null, inbound_id: reply!.id });
+    const fullDeliveries = await waitForRequests(fullHook, 2);
+    const fullReplied = fullDeliveries.map((request) => JSON.parse(request.body)).find((body) => body.type === "replied");
+    expect(fullReplied.data).toMatchObject({ from: "Jane Doe <jane@example.org>", subject: "Re: Your receipt" });
     expect(await overviewReplies(key)).toBe(1);
   });
 
@@ -64,7 +73,8 @@ describe("replies threaded to what was sent", () => {
 
   it("a reply that names our message only in References is threaded too; one naming another account's message is not", async () => {
     const { key, from, domain } = await sender();
-    const sent = await sentMessage(key, from, `bo-${crypto.randomUUID().slice(0, 8)}@example.org`);
+    const customer = `bo-${crypto.randomUUID().slice(0, 8)}@example.org`;
+    const sent = await sentMessage(key, from, customer);
     const other = await sender();
     const receiving = await receivingDomain(other.key);
     const to = `support@${receiving.name}`;
@@ -79,21 +89,85 @@ describe("replies threaded to what was sent", () => {
       .replace(/^Auto-Submitted: auto-replied\r\n/m, "")
       .replace(/^In-Reply-To: .*\r\n/m, "In-Reply-To: <unrelated@example.org>\r\n")
       .replace(/^References: .*\r\n/m, `References: ${sent.messageIdHeader} <unrelated@example.org>\r\n`);
-    await deliver(own, references);
+    await deliver(own, references, { from: customer });
     expect((await inboundList(key))[0]).toMatchObject({ in_reply_to_message_id: sent.id });
     // A Message-ID in our form on another domain than the message's From is not ours.
     const forged = inboundMail("replyWithAttachments", { to: own, inReplyTo: `<${sent.id}@elsewhere.example>` });
-    await deliver(own, forged);
+    await deliver(own, forged, { from: customer });
     expect((await inboundList(key))[0]).toMatchObject({ in_reply_to_message_id: null });
     expect((await messageOf(key, sent.id)).events.filter((event) => event.type === "replied")).toHaveLength(1);
+  });
+
+  it("a send-only key sees that a reply came and its inbound id, not who wrote it or its subject", async () => {
+    const { key, from, domain } = await sender();
+    expect((await call(`/api/v1/domains/${domain.id}`, { key, method: "PATCH", body: { receiving: true } })).status).toBe(200);
+    const customer = `dee-${crypto.randomUUID().slice(0, 8)}@example.org`;
+    const sent = await sentMessage(key, from, customer);
+    const to = `hello@${domain.name}`;
+    const secret = inboundMail("replyWithAttachments", { to, inReplyTo: sent.messageIdHeader }).replace(
+      "Subject: Re: Your receipt",
+      "Subject: Re: hello - my SSN is 078-05-1120",
+    );
+    await deliver(to, secret, { from: customer });
+    const [reply] = await inboundList(key);
+
+    const sendOnly = await createKey(key, { name: "sender", scopes: ["send"] });
+    const seen = await json<{ events: { type: string; data: Record<string, unknown> }[] }>(
+      await call(`/api/v1/messages/${sent.id}`, { key: sendOnly.key }),
+    );
+    const replied = seen.events.find((event) => event.type === "replied");
+    expect(replied?.data).toEqual({ message_id: sent.id, campaign_id: null, inbound_id: reply!.id });
+    expect(JSON.stringify(seen)).not.toContain("SSN");
+    expect(JSON.stringify(seen)).not.toContain("Jane Doe");
+
+    const reader = await createKey(key, { name: "support desk", scopes: ["send", "inbound"] });
+    const read = await json<{ events: { type: string; data: Record<string, unknown> }[] }>(
+      await call(`/api/v1/messages/${sent.id}`, { key: reader.key }),
+    );
+    expect(read.events.find((event) => event.type === "replied")?.data).toMatchObject({
+      from: "Jane Doe <jane@example.org>",
+      subject: "Re: hello - my SSN is 078-05-1120",
+    });
+  });
+
+  it("mail from strangers naming a sent Message-ID is stored but is no reply; a recipient's, in any letter case, is", async () => {
+    const { key, from, domain } = await sender();
+    expect((await call(`/api/v1/domains/${domain.id}`, { key, method: "PATCH", body: { receiving: true } })).status).toBe(200);
+    const customer = `eve-${crypto.randomUUID().slice(0, 8)}@example.org`;
+    const sent = await sentMessage(key, from, customer);
+    const to = `hello@${domain.name}`;
+    for (const stranger of ["mallory@example.net", "trent@example.com", `${customer}.evil`]) {
+      const mail = inboundMail("replyWithAttachments", { to, inReplyTo: sent.messageIdHeader }).replace(
+        "From: Jane Doe <jane@example.org>",
+        `From: <${stranger}>`,
+      );
+      expect(await deliver(to, mail, { from: stranger })).toEqual({ rejected: undefined });
+    }
+    const stored = await inboundList(key);
+    expect(stored).toHaveLength(3);
+    expect(stored.map((row) => row.in_reply_to_message_id)).toEqual([null, null, null]);
+    expect((await messageOf(key, sent.id)).events.map((event) => event.type)).not.toContain("replied");
+    expect(await overviewReplies(key)).toBe(0);
+
+    // The recipient answering from a client that writes the address in capitals (envelope and From).
+    const shouted = customer.toUpperCase();
+    const mail = inboundMail("replyWithAttachments", { to, inReplyTo: sent.messageIdHeader }).replace(
+      "From: Jane Doe <jane@example.org>",
+      `From: Eve <${shouted}>`,
+    );
+    await deliver(to, mail, { from: shouted });
+    expect((await inboundList(key))[0]).toMatchObject({ in_reply_to_message_id: sent.id });
+    expect((await messageOf(key, sent.id)).events.filter((event) => event.type === "replied")).toHaveLength(1);
+    expect(await overviewReplies(key)).toBe(1);
   });
 
   it("an auto-reply is recorded as such and linked, but is not a reply: no replied event, not counted", async () => {
     const { key, from, domain } = await sender();
     await call(`/api/v1/domains/${domain.id}`, { key, method: "PATCH", body: { receiving: true } });
-    const sent = await sentMessage(key, from, `cy-${crypto.randomUUID().slice(0, 8)}@example.org`);
+    const customer = `cy-${crypto.randomUUID().slice(0, 8)}@example.org`;
+    const sent = await sentMessage(key, from, customer);
     const to = `hello@${domain.name}`;
-    await deliver(to, inboundMail("autoReply", { to, inReplyTo: sent.messageIdHeader }));
+    await deliver(to, inboundMail("autoReply", { to, inReplyTo: sent.messageIdHeader }), { from: customer });
     const [stored] = await inboundList(key);
     const detail = await json<{ auto_submitted: string; in_reply_to_message_id: string }>(await call(`/api/v1/inbound/${stored!.id}`, { key }));
     expect(detail).toMatchObject({ auto_submitted: "auto-replied", in_reply_to_message_id: sent.id });

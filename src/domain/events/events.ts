@@ -301,8 +301,10 @@ export const eventDataSchemas = {
       message_id: z.string().openapi({ description: "The message we sent that was answered" }),
       campaign_id: z.string().nullable().optional(),
       inbound_id: z.string().openapi({ description: "The reply, as stored (GET /inbound/{id})" }),
-      from: z.string().nullable().openapi({ description: "Who replied (the reply's From header)" }),
-      subject: z.string().nullable(),
+      from: z.string().nullable().optional().openapi({
+        description: "Who replied (the reply's From header). Only for keys with the `inbound` scope, and endpoints subscribed to email.received",
+      }),
+      subject: z.string().nullable().optional().openapi({ description: "The reply's subject; shown to the same readers as `from`" }),
     })
     .openapi("RepliedEventData", {
       description: "Someone answered a message we sent: a received mail's In-Reply-To or References named its Message-ID. Auto-replies do not count",

@@ -6,8 +6,8 @@
 //
 // Accepted mail is written R2 first (raw bytes, attachments), then one D1 batch: the row, guarded by the hourly cap,
 // its `email.received` event, and for a reply to a message we sent the `replied` event on that message and the
-// rollups' `replies`. The row's id is derived from the recipient and the Message-ID, so a redelivery stores nothing
-// twice and emits no second event.
+// rollups' `replies`. The row's id is derived from the recipient, the Message-ID and a digest of the content, so a
+// redelivery stores nothing twice and emits no second event, while another mail reusing a Message-ID is kept.
 
 import { and, eq, inArray, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
@@ -40,22 +40,24 @@ const ourMessageId = /^<(msg_[0-9A-Za-z]{22})@([^<>\s]+)>$/;
 export type ThreadedMessage = { id: string; campaignId: string | null; fromAddress: string; provider: string | null };
 
 /**
- * The messages of the account that `parsed` may answer, with the provider of the recipient who answers (the reply's
- * From) where it was one: its In-Reply-To and References that look like our Message-IDs. None when it names none.
+ * The messages of the account that `parsed` answers, with the provider of the recipient who answers: those its
+ * In-Reply-To and References name (our Message-ID form) that were sent to the reply's envelope sender or From address
+ * (compared without case, a `+tag` kept as written). Anyone can write a Message-ID into In-Reply-To; only a
+ * recipient's answer is a reply. None when it names none.
  */
-function threadCandidatesQuery(d1: D1Database, accountId: string, parsed: ParsedInbound) {
+function threadCandidatesQuery(d1: D1Database, accountId: string, parsed: ParsedInbound, envelopeFrom: string) {
   const candidates = [parsed.inReplyTo, ...[...parsed.references].reverse()].flatMap((value) => {
     const match = value ? ourMessageId.exec(value) : null;
     return match ? [{ id: match[1]!, domain: match[2]!.toLowerCase() }] : [];
   });
-  if (candidates.length === 0) return undefined;
+  const senders = [...new Set([parsed.fromAddress?.toLowerCase(), envelopeFrom.trim().toLowerCase()])].filter(
+    (address): address is string => !!address,
+  );
+  if (candidates.length === 0 || senders.length === 0) return undefined;
   const query = drizzle(d1)
     .select({ id: messages.id, campaignId: messages.campaignId, fromAddress: messages.fromAddress, provider: messageRecipients.provider })
     .from(messages)
-    .leftJoin(
-      messageRecipients,
-      and(eq(messageRecipients.messageId, messages.id), eq(sql`lower(${messageRecipients.email})`, parsed.fromAddress ?? "")),
-    )
+    .innerJoin(messageRecipients, and(eq(messageRecipients.messageId, messages.id), inArray(sql`lower(${messageRecipients.email})`, senders)))
     .where(
       and(
         eq(messages.accountId, accountId),
@@ -76,6 +78,30 @@ function threadedMessage(candidates: { id: string; domain: string }[], rows: Thr
   return candidates
     .map((candidate) => rows.find((row) => row.id === candidate.id && sendingDomain(row.fromAddress) === candidate.domain))
     .find((row) => row !== undefined);
+}
+
+/**
+ * What makes two deliveries one mail: the same body bytes and the same From, To, Cc, Subject and Date. A redelivery
+ * (Email Routing retrying after a failed handler) is that mail again, with perhaps other trace headers (Received,
+ * ARC-*) on top; another mail that reuses a Message-ID (a careless or hostile sender) differs here and is kept.
+ */
+async function contentDigest(raw: Uint8Array, parsed: ParsedInbound): Promise<string> {
+  const body = raw.subarray(headerEnd(raw));
+  const headers = JSON.stringify([parsed.fromHeader, parsed.to, parsed.cc, parsed.subject, parsed.date]);
+  const bytes = new Uint8Array(headers.length * 3 + 1 + body.byteLength);
+  const { written } = new TextEncoder().encodeInto(`${headers}\n`, bytes);
+  bytes.set(body, written);
+  return sha256Hex(bytes.subarray(0, written + body.byteLength));
+}
+
+/** Where the body starts: after the first empty line (CRLF or bare LF), or the end when there is none. */
+function headerEnd(raw: Uint8Array): number {
+  for (let index = 0; index < raw.byteLength - 1; index++) {
+    if (raw[index] !== 0x0a) continue;
+    if (raw[index + 1] === 0x0a) return index + 2;
+    if (raw[index + 1] === 0x0d && raw[index + 2] === 0x0a) return index + 3;
+  }
+  return raw.byteLength;
 }
 
 export type InboundOutcome =
@@ -130,12 +156,12 @@ export async function handleInboundEmail(message: ForwardableEmailMessage, env: 
     });
   }
 
-  const identity = `${recipient}\n${parsed.messageId ?? (await sha256Hex(raw))}`;
+  const identity = `${recipient}\n${parsed.messageId ?? ""}\n${await contentDigest(raw, parsed)}`;
   const id = idFromDigest("inb", new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(identity))));
   // Whether this mail is stored already, and what it answers: one round trip.
   const db = drizzle(env.DB);
   const existingQuery = db.select({ id: inboundEmails.id }).from(inboundEmails).where(eq(inboundEmails.id, id));
-  const threading = threadCandidatesQuery(env.DB, domain.accountId, parsed);
+  const threading = threadCandidatesQuery(env.DB, domain.accountId, parsed, message.from);
   const [existing, threadRows] = threading ? await db.batch([existingQuery, threading.query]) : [await existingQuery, []];
   if (existing.length > 0) return { kind: "duplicate", id };
   const thread = threading ? threadedMessage(threading.candidates, threadRows) : undefined;

@@ -2,11 +2,12 @@ import { createResolver, type DnsResolver } from "../dns/doh";
 import { newId, nowIso } from "../../lib/ids";
 import type { EventType } from "../events/events";
 import { findDispatchedEvents } from "./dispatch";
-import { lastAttemptNumber, logDeliveryAttempt, signingSecrets, type WebhookEndpointRow } from "./endpoints";
+import { lastAttemptNumber, logDeliveryAttempt, signingSecrets, subscribesTo, type WebhookEndpointRow } from "./endpoints";
 import { sampleEventData } from "./samples";
 import { signWebhook } from "./signing";
 import { allowPrivateWebhookUrls, checkWebhookUrl } from "./url-policy";
 import { config } from "../../config";
+import { endpointReadsInbound, replyWordsFor } from "../inbound/reply-words";
 
 /** Spec, Events rule 2: a failed delivery is retried after 1 min, 5 min, 30 min, 2 h, 6 h and 12 h. */
 export const RETRY_DELAYS_SECONDS = [60, 300, 1800, 7200, 21600, 43200] as const;
@@ -64,9 +65,10 @@ export function deliveryContext(env: Env, options: { timeoutMs?: number } = {}):
  */
 export async function attemptDelivery(
   context: DeliveryContext,
-  endpoint: Pick<WebhookEndpointRow, "url" | "secret" | "previousSecret" | "previousSecretExpiresAt">,
-  event: WebhookEnvelope,
+  endpoint: Pick<WebhookEndpointRow, "url" | "secret" | "previousSecret" | "previousSecretExpiresAt" | "events">,
+  stored: WebhookEnvelope,
 ): Promise<AttemptResult> {
+  const event = { ...stored, data: replyWordsFor(endpointReadsInbound(endpoint), stored.type, stored.data) };
   const started = Date.now();
   const check = await checkWebhookUrl(endpoint.url, { allowPrivate: allowPrivateWebhookUrls(context.env), resolver: context.resolver });
   if (!check.ok) {
@@ -162,7 +164,8 @@ export async function sendTestEvent(
  */
 export async function replayEvent(env: Env, endpoint: WebhookEndpointRow, eventId: string): Promise<AttemptResult | undefined> {
   const event = (await findDispatchedEvents(env.DB, [eventId])).get(eventId);
-  if (!event || event.accountId !== endpoint.accountId) return undefined;
+  // Only what the endpoint subscribes to: a replay must not send it events (received mail) it was never given.
+  if (!event || event.accountId !== endpoint.accountId || !subscribesTo(endpoint.events, event.type)) return undefined;
   const { accountId: _accountId, ...envelope } = event;
   const attempt = (await lastAttemptNumber(env.DB, endpoint.id, event.id)) + 1;
   return deliverOnce(env, endpoint, envelope, attempt);
