@@ -12,6 +12,8 @@ import { cancelMessage, rescheduleMessage, type ScheduleRefusal } from "../domai
 import { RescheduleRequestSchema } from "../domain/sending/input";
 import { pageOf } from "../lib/pagination";
 import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
+import type { AuthContext } from "../types";
+import { keyReadsInbound, replyWordsFor } from "../domain/inbound/reply-words";
 
 const RecipientSchema = z.object({
   email: z.string(),
@@ -184,6 +186,7 @@ const rescheduleMessageRoute = keyedRoute("send", {
       z.object({ id: z.string(), status: z.enum(["scheduled"]), scheduled_at: Timestamp }).openapi("MessageRescheduled"),
       "Moved; it goes out at the new time",
     ),
+    403: errorResponse("`live_key_required`: a test key tried to move a live message"),
     404: errorResponse("No such message"),
     409: errorResponse("The message is not scheduled (any more): it has left, was cancelled, or is a campaign message"),
   },
@@ -204,14 +207,19 @@ const cancelMessageRoute = keyedRoute("send", {
       z.object({ id: z.string(), status: z.enum(["cancelled"]), credits_refunded: z.int() }).openapi("MessageCancelled"),
       "Cancelled and refunded",
     ),
+    403: errorResponse("`live_key_required`: a test key tried to cancel a live message"),
     404: errorResponse("No such message"),
     409: errorResponse("The message has left, was already cancelled, or is a campaign message"),
   },
 });
 
 function scheduleRefusalError(refusal: ScheduleRefusal): AppError {
-  return refusal.kind === "not_found" ? notFound("Message") : new AppError("conflict", refusal.reason);
+  if (refusal.kind === "not_found") return notFound("Message");
+  if (refusal.kind === "live_key_required") return new AppError(refusal.kind, refusal.message);
+  return new AppError("conflict", refusal.reason);
 }
+
+const callerOf = (auth: AuthContext) => ({ accountId: auth.account.id, mode: auth.apiKey.mode });
 
 const summary = (row: MessageRow) => ({
   id: row.id,
@@ -240,6 +248,7 @@ export const messageRoutes = createRouter()
     const found = await findMessage(c.env.DB, c.get("auth").account.id, c.req.valid("param").id);
     if (!found) throw notFound("Message");
     const { message, recipients, timeline } = found;
+    const readsInbound = keyReadsInbound(c.get("auth").apiKey);
     return c.json(
       {
         ...summary(message),
@@ -256,7 +265,12 @@ export const messageRoutes = createRouter()
         attempts: message.attempts,
         smtp_response: message.smtpResponse,
         next_attempt_at: message.status === "deferred" ? message.nextAttemptAt : null,
-        events: timeline.map((event) => ({ id: event.id, type: event.type, created_at: event.createdAt, data: event.data })),
+        events: timeline.map((event) => ({
+          id: event.id,
+          type: event.type,
+          created_at: event.createdAt,
+          data: replyWordsFor(readsInbound, event.type, event.data),
+        })),
       },
       200,
     );
@@ -271,13 +285,13 @@ export const messageRoutes = createRouter()
     return c.body(raw.body, 200, { "Content-Type": "message/rfc822" });
   })
   .openapi(rescheduleMessageRoute, async (c) => {
-    const outcome = await rescheduleMessage(c.env, c.get("auth").account.id, c.req.valid("param").id, new Date(c.req.valid("json").scheduled_at));
+    const outcome = await rescheduleMessage(c.env, callerOf(c.get("auth")), c.req.valid("param").id, new Date(c.req.valid("json").scheduled_at));
     if (outcome.kind === "invalid") throw validationError(outcome.errors);
     if (outcome.kind !== "rescheduled") throw scheduleRefusalError(outcome);
     return c.json(outcome.message, 200);
   })
   .openapi(cancelMessageRoute, async (c) => {
-    const outcome = await cancelMessage(c.env, c.executionCtx, c.get("auth").account.id, c.req.valid("param").id);
+    const outcome = await cancelMessage(c.env, c.executionCtx, callerOf(c.get("auth")), c.req.valid("param").id);
     if (outcome.kind !== "cancelled") throw scheduleRefusalError(outcome);
     return c.json(outcome.message, 200);
   });

@@ -19,6 +19,8 @@ import { decryptSecret } from "../lib/crypto";
 import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 import { pageOf } from "../lib/pagination";
 import { config } from "../config";
+import { keyReadsInbound } from "../domain/inbound/reply-words";
+import type { AuthContext } from "../types";
 
 const tags = ["Webhooks"];
 
@@ -117,6 +119,7 @@ const createWebhook = keyedRoute(
     path: "/webhooks",
     tags,
     summary: "Create a webhook endpoint",
+    description: "Subscribing to `email.received` (by name or through `*`) needs a key with the `inbound` scope: it carries received mail.",
     request: { body: jsonBody(webhookInput) },
     responses: {
       201: jsonResponse(WebhookEndpointSchema, "The endpoint; `secret` is shown in full only this once"),
@@ -142,6 +145,8 @@ const updateWebhook = keyedRoute(
     path: "/webhooks/{id}",
     tags,
     summary: "Update a webhook endpoint, or rotate its secret",
+    description:
+      "Changing an endpoint that receives `email.received` (by name or through `*`), or subscribing one to it, needs a key with the `inbound` scope.",
     request: { params: IdParam("wh"), body: jsonBody(webhookChangeInput) },
     responses: {
       200: jsonResponse(WebhookEndpointSchema, "The endpoint; `secret` in full when `rotate_secret` issued a new one"),
@@ -218,6 +223,8 @@ function serializeDelivery(row: WebhookDeliveryRow) {
   };
 }
 
+const webhookCaller = (auth: AuthContext) => ({ accountId: auth.account.id, readsInbound: keyReadsInbound(auth.apiKey) });
+
 async function ownedEndpoint(d1: D1Database, accountId: string, id: string): Promise<WebhookEndpointRow> {
   const row = await findEndpoint(d1, accountId, id);
   if (!row) throw notFound("Webhook endpoint");
@@ -233,7 +240,7 @@ export const webhookRoutes = createRouter()
   })
   .openapi(createWebhook, async (c) => {
     const body = c.req.valid("json");
-    const outcome = orRefuse(await createEndpoint(c.env, c.get("auth").account.id, body));
+    const outcome = orRefuse(await createEndpoint(c.env, webhookCaller(c.get("auth")), body));
     return c.json(await serializeEndpoint(outcome.endpoint, config(c.env).encryptionKey, outcome.secret), 201);
   })
   .openapi(getWebhook, async (c) => {
@@ -242,7 +249,7 @@ export const webhookRoutes = createRouter()
   })
   .openapi(updateWebhook, async (c) => {
     const { rotate_secret: rotateSecret, ...change } = c.req.valid("json");
-    const outcome = orRefuse(await updateEndpoint(c.env, c.get("auth").account.id, c.req.valid("param").id, { ...change, rotateSecret }));
+    const outcome = orRefuse(await updateEndpoint(c.env, webhookCaller(c.get("auth")), c.req.valid("param").id, { ...change, rotateSecret }));
     if (outcome.kind === "not_found") throw notFound("Webhook endpoint");
     return c.json(await serializeEndpoint(outcome.endpoint, config(c.env).encryptionKey, outcome.secret), 200);
   })

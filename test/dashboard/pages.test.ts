@@ -281,5 +281,29 @@ describe("dashboard webhooks", () => {
 
     // Test events are not stored: there is nothing to replay.
     expect((await browser.post(`${endpointPath}/events/evt_not_stored/replay`, {})).status).toBe(404);
+
+    // Nor is an event of a type the endpoint does not receive sent to it by a replay.
+    const other = await browser.post("/dashboard/webhooks", { url: receiverUrl(receiverPath()), events: "relay.sent" });
+    const otherPath = /action="(\/dashboard\/webhooks\/wh_[^/"]+)\/test"/.exec(await other.text())![1]!;
+    expect((await browser.post(`${otherPath}/events/${eventId}/replay`, {})).status).toBe(404);
+  });
+
+  it("offers email.received only to a key with the inbound scope, and refuses it (or all events) to others", async () => {
+    const account = await createAccount();
+    const hooks = await createKey(account.api_key, { name: "hooks", scopes: ["webhooks"] });
+    const browser = await signIn(hooks.key);
+    const form = await (await browser.get("/dashboard/webhooks")).text();
+    expect(form).toContain('value="relay.sent"');
+    expect(form).not.toContain('value="email.received"');
+    for (const fields of [{ events: "email.received" }, {}] as Record<string, string>[]) {
+      const refused = await browser.post("/dashboard/webhooks", { url: receiverUrl(receiverPath()), ...fields });
+      expect(refused.status).toBe(403);
+      expect(await refused.text()).toContain("inbound");
+    }
+    expect((await json<{ data: unknown[] }>(await call("/api/v1/webhooks", { key: account.api_key }))).data).toEqual([]);
+
+    const reader = await signIn((await createKey(account.api_key, { name: "inbox", scopes: ["webhooks", "inbound"] })).key);
+    expect(await (await reader.get("/dashboard/webhooks")).text()).toContain('value="email.received"');
+    expect((await reader.post("/dashboard/webhooks", { url: receiverUrl(receiverPath()), events: "email.received" })).status).toBe(200);
   });
 });

@@ -255,6 +255,34 @@ describe("webhook endpoints API: errors", () => {
     expect((await call("/api/v1/webhooks")).status).toBe(401);
   });
 
+  it("received mail goes only where an inbound key sends it: email.received and * need the inbound scope", async () => {
+    const account = await createAccount();
+    const hooks = await createKey(account.api_key, { name: "reports and hooks", scopes: ["reports", "webhooks"] });
+    for (const events of [["email.received"], ["*"], ["relay.sent", "email.received"]]) {
+      const refused = await call("/api/v1/webhooks", { key: hooks.key, body: { url: receiverUrl("/spy"), events } });
+      expect(refused.status, JSON.stringify(events)).toBe(403);
+      expect(await json(refused)).toMatchObject({ code: "scope_missing", message: expect.stringContaining("inbound") });
+    }
+    const allowed = await createEndpoint(hooks.key, { url: receiverUrl("/sent"), events: ["relay.sent", "replied"] });
+    // Nor by a change: subscribing it later, or re-pointing one that an inbound key set up.
+    const widened = await call(`/api/v1/webhooks/${allowed.id}`, { key: hooks.key, method: "PATCH", body: { events: ["*"] } });
+    expect(widened.status).toBe(403);
+    const inbox = await createEndpoint(account.api_key, { url: receiverUrl("/inbox"), events: ["email.received"] });
+    for (const body of [{ url: receiverUrl("/spy") }, { rotate_secret: true }, { events: ["relay.sent"] }]) {
+      const changed = await call(`/api/v1/webhooks/${inbox.id}`, { key: hooks.key, method: "PATCH", body });
+      expect(changed.status, JSON.stringify(body)).toBe(403);
+    }
+    expect(await json(await call(`/api/v1/webhooks/${inbox.id}`, { key: account.api_key }))).toMatchObject({
+      url: receiverUrl("/inbox"),
+      events: ["email.received"],
+    });
+    expect(await json(await call(`/api/v1/webhooks/${allowed.id}`, { key: account.api_key }))).toMatchObject({ events: ["relay.sent", "replied"] });
+
+    const reader = await createKey(account.api_key, { name: "inbox hooks", scopes: ["webhooks", "inbound"] });
+    expect((await call("/api/v1/webhooks", { key: reader.key, body: { url: receiverUrl("/inbox2"), events: ["*"] } })).status).toBe(201);
+    expect((await call(`/api/v1/webhooks/${inbox.id}`, { key: reader.key, method: "PATCH", body: { description: "support" } })).status).toBe(200);
+  });
+
   it("caps an account at 20 endpoints", async () => {
     const account = await createAccount();
     for (let i = 0; i < 20; i++) await createEndpoint(account.api_key, { url: receiverUrl(`/cap/${i}`), events: ["*"] });

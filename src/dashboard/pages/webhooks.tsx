@@ -16,7 +16,7 @@ import { field, sectionGuard, parsedOrThrow } from "../guard";
 import { PostButton } from "../components/post-button";
 import { SecretOnce } from "../components/secret-once";
 import { Table } from "../components/table";
-import { Csrf, Notice, Shell, StatusBadge, formatTime } from "../layout";
+import { canSee, Csrf, Notice, Shell, StatusBadge, formatTime } from "../layout";
 import { webhookInput } from "../../domain/webhooks/input";
 import type { DashboardEnv } from "../session";
 
@@ -32,6 +32,9 @@ function AttemptNotice({ what, result }: { what: string; result: AttemptResult }
     </Notice>
   );
 }
+
+/** Who is changing endpoints, for the rule that received mail goes only where an `inbound` key sent it. */
+const caller = (c: Page) => ({ accountId: c.get("auth").account.id, readsInbound: canSee(c.get("auth"), "inbound") });
 
 async function ownedEndpoint(c: Page): Promise<WebhookEndpointRow> {
   const endpoint = await findEndpoint(c.env.DB, c.get("auth").account.id, c.req.param("id") ?? "");
@@ -131,6 +134,7 @@ export const webhookPages = new Hono<DashboardEnv>()
     guard(c);
     const auth = c.get("auth");
     const endpoints = await listEndpoints(c.env.DB, auth.account.id, { limit: MAX_ENDPOINTS_PER_ACCOUNT });
+    const readsInbound = caller(c).readsInbound;
     return c.html(
       <Shell title="Webhooks" auth={auth} csrfToken={c.get("csrfToken")} current="/dashboard/webhooks">
         <section class="card">
@@ -161,12 +165,18 @@ export const webhookPages = new Hono<DashboardEnv>()
             <label for="wh-description">Description</label>
             <input id="wh-description" name="description" type="text" maxlength={500} />
             <fieldset>
-              <legend>Events (none ticked: all of them)</legend>
-              {eventTypes.map((type) => (
-                <label>
-                  <input type="checkbox" name="events" value={type} /> {type}
-                </label>
-              ))}
+              <legend>
+                {readsInbound
+                  ? "Events (none ticked: all of them)"
+                  : "Events (pick them: received mail, and so all events, needs a key with the inbound scope)"}
+              </legend>
+              {eventTypes
+                .filter((type) => readsInbound || type !== "email.received")
+                .map((type) => (
+                  <label>
+                    <input type="checkbox" name="events" value={type} /> {type}
+                  </label>
+                ))}
             </fieldset>
             <button type="submit">Add endpoint</button>
           </form>
@@ -183,7 +193,7 @@ export const webhookPages = new Hono<DashboardEnv>()
       { url: field(form, "url"), description: field(form, "description") || undefined, events: picked.length > 0 ? picked : ["*"] },
       "The webhook endpoint cannot be added",
     );
-    const outcome = orRefuse(await createEndpoint(c.env, c.get("auth").account.id, body));
+    const outcome = orRefuse(await createEndpoint(c.env, caller(c), body));
     return endpointPage(c, outcome.endpoint, outcome.secret);
   })
   .get("/webhooks/:id", async (c) => {
@@ -207,13 +217,13 @@ export const webhookPages = new Hono<DashboardEnv>()
   .post("/webhooks/:id/enabled", async (c) => {
     guard(c, "Changing a webhook endpoint");
     const enabled = field(await c.req.parseBody(), "enabled") === "true";
-    const outcome = orRefuse(await updateEndpoint(c.env, c.get("auth").account.id, c.req.param("id"), { enabled }));
+    const outcome = orRefuse(await updateEndpoint(c.env, caller(c), c.req.param("id"), { enabled }));
     if (outcome.kind === "not_found") throw notFound("Webhook endpoint");
     return c.redirect(`/dashboard/webhooks/${outcome.endpoint.id}`, 303);
   })
   .post("/webhooks/:id/rotate", async (c) => {
     guard(c, "Changing a webhook endpoint");
-    const outcome = orRefuse(await updateEndpoint(c.env, c.get("auth").account.id, c.req.param("id"), { rotateSecret: true }));
+    const outcome = orRefuse(await updateEndpoint(c.env, caller(c), c.req.param("id"), { rotateSecret: true }));
     if (outcome.kind === "not_found") throw notFound("Webhook endpoint");
     return endpointPage(c, outcome.endpoint, outcome.secret);
   })

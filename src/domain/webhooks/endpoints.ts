@@ -35,6 +35,22 @@ export function subscribesTo(subscription: readonly string[], type: string): boo
   return subscription.includes("*") || subscription.includes(type);
 }
 
+/**
+ * Received mail (its sender, subject, excerpt and attachment links) goes only to endpoints set up by a key that may
+ * read it: subscribing to `email.received`, by name or through `*`, and changing such an endpoint need the `inbound`
+ * scope (or full access). Otherwise a `webhooks` key could point an endpoint at itself and read the mailbox.
+ */
+export function receivesInboundMail(subscription: readonly string[]): boolean {
+  return subscribesTo(subscription, "email.received");
+}
+
+function inboundScopeRefusal(action: string): Refusal {
+  return refused(
+    "scope_missing",
+    `${action} an endpoint that receives email.received (by name or through "*") needs a key with the \`inbound\` scope; pick other events or use such a key`,
+  );
+}
+
 /** `["*", "delivered"]` is just `["*"]`; duplicates go. */
 export function normalizeSubscription(events: readonly EventSubscription[]): EventSubscription[] {
   return events.includes("*") ? ["*"] : [...new Set(events)];
@@ -117,9 +133,12 @@ export type CreateEndpointOutcome =
 
 export async function createEndpoint(
   env: Env,
-  accountId: string,
+  caller: { accountId: string; readsInbound: boolean },
   input: { url: string; description?: string; events: EventSubscription[]; enabled: boolean },
 ): Promise<CreateEndpointOutcome> {
+  const { accountId } = caller;
+  const events = normalizeSubscription(input.events);
+  if (!caller.readsInbound && receivesInboundMail(events)) return inboundScopeRefusal("Subscribing");
   const db = drizzle(env.DB);
   const existing = await db.select({ n: sql<number>`count(*)` }).from(webhookEndpoints).where(eq(webhookEndpoints.accountId, accountId)).get();
   if ((existing?.n ?? 0) >= MAX_ENDPOINTS_PER_ACCOUNT) {
@@ -137,7 +156,7 @@ export async function createEndpoint(
       accountId,
       url: url.url,
       description: input.description ?? null,
-      events: normalizeSubscription(input.events),
+      events,
       enabled: input.enabled,
       secret: await encryptSecret(secret, config(env).encryptionKey),
     })
@@ -164,9 +183,18 @@ export type UpdateEndpointOutcome =
  * Changes an endpoint. Enabling or disabling it is the owner's decision and clears the service's (the reason and
  * the failure streak); a rotation keeps the previous secret signing for ROTATION_GRACE_MS.
  */
-export async function updateEndpoint(env: Env, accountId: string, endpointId: string, change: EndpointChange): Promise<UpdateEndpointOutcome> {
+export async function updateEndpoint(
+  env: Env,
+  caller: { accountId: string; readsInbound: boolean },
+  endpointId: string,
+  change: EndpointChange,
+): Promise<UpdateEndpointOutcome> {
+  const { accountId } = caller;
   const current = await findEndpoint(env.DB, accountId, endpointId);
   if (!current) return { kind: "not_found" };
+  if (!caller.readsInbound && (receivesInboundMail(current.events) || (change.events && receivesInboundMail(change.events)))) {
+    return inboundScopeRefusal("Changing");
+  }
   const now = nowIso();
   const changes: Partial<typeof webhookEndpoints.$inferInsert> = { updatedAt: now };
   if (change.url !== undefined) {
