@@ -89,20 +89,24 @@ const ContactImportSchema = z
   })
   .openapi("ContactImport");
 
-const createContact = keyedRoute("contacts", {
-  method: "post",
-  path: "/contacts",
-  tags: ["Contacts"],
-  summary: "Create a contact, or update the one with this address",
-  description:
-    "The address is the key: trimmed, and its domain compared without case (`Jane@Example.com` updates `Jane@example.com`). " +
-    "Given fields replace the stored ones, `custom_fields` are merged, `lists` are added. A suppressed address is stored `unsubscribed`.",
-  request: { body: jsonBody(contactInput) },
-  responses: {
-    200: jsonResponse(ContactSchema, "The contact existed and was updated"),
-    201: jsonResponse(ContactSchema, "The contact was created"),
+const createContact = keyedRoute(
+  "contacts",
+  {
+    method: "post",
+    path: "/contacts",
+    tags: ["Contacts"],
+    summary: "Create a contact, or update the one with this address",
+    description:
+      "The address is the key: trimmed, and its domain compared without case (`Jane@Example.com` updates `Jane@example.com`). " +
+      "Given fields replace the stored ones, `custom_fields` are merged, `lists` are added. A suppressed address is stored `unsubscribed`.",
+    request: { body: jsonBody(contactInput) },
+    responses: {
+      200: jsonResponse(ContactSchema, "The contact existed and was updated"),
+      201: jsonResponse(ContactSchema, "The contact was created"),
+    },
   },
-});
+  { liveKeyOnly: "Creating a contact" },
+);
 
 const listContacts = keyedRoute("contacts", {
   method: "get",
@@ -122,18 +126,22 @@ const getContact = keyedRoute("contacts", {
   responses: { 200: jsonResponse(ContactSchema, "The contact"), 404: errorResponse("No such contact") },
 });
 
-const updateContact = keyedRoute("contacts", {
-  method: "patch",
-  path: "/contacts/{id}",
-  tags: ["Contacts"],
-  summary: "Change a contact's fields, address or subscription",
-  request: { params: IdParam("con"), body: jsonBody(contactChangeInput) },
-  responses: {
-    200: jsonResponse(ContactSchema, "The contact as changed"),
-    404: errorResponse("No such contact"),
-    409: errorResponse("Another contact has this address"),
+const updateContact = keyedRoute(
+  "contacts",
+  {
+    method: "patch",
+    path: "/contacts/{id}",
+    tags: ["Contacts"],
+    summary: "Change a contact's fields, address or subscription",
+    request: { params: IdParam("con"), body: jsonBody(contactChangeInput) },
+    responses: {
+      200: jsonResponse(ContactSchema, "The contact as changed"),
+      404: errorResponse("No such contact"),
+      409: errorResponse("Another contact has this address"),
+    },
   },
-});
+  { liveKeyOnly: "Changing a contact" },
+);
 
 const deleteContact = keyedRoute(
   "contacts",
@@ -149,23 +157,27 @@ const deleteContact = keyedRoute(
   { liveKeyOnly: "Deleting a contact" },
 );
 
-const importContacts = keyedRoute("contacts", {
-  method: "post",
-  path: "/contacts/import",
-  tags: ["Contacts"],
-  summary: "Import contacts from a CSV file",
-  description:
-    "Send the CSV as multipart/form-data (`file`, optional `mapping` as JSON, `list_id`) or as JSON with a data URI. " +
-    "UTF-8, comma, semicolon or tab separated, header row first. The header and mapping are checked now (422); rows are imported " +
-    "in the background, each created or updated by address; poll `GET /contacts/import/{id}`. Empty cells leave stored values alone.",
-  request: {
-    body: {
-      required: false,
-      content: { "multipart/form-data": { schema: contactImportForm }, "application/json": { schema: contactImportInput } },
+const importContacts = keyedRoute(
+  "contacts",
+  {
+    method: "post",
+    path: "/contacts/import",
+    tags: ["Contacts"],
+    summary: "Import contacts from a CSV file",
+    description:
+      "Send the CSV as multipart/form-data (`file`, optional `mapping` as JSON, `list_id`) or as JSON with a data URI. " +
+      "UTF-8, comma, semicolon or tab separated, header row first. The header and mapping are checked now (422); rows are imported " +
+      "in the background, each created or updated by address; poll `GET /contacts/import/{id}`. Empty cells leave stored values alone.",
+    request: {
+      body: {
+        required: false,
+        content: { "multipart/form-data": { schema: contactImportForm }, "application/json": { schema: contactImportInput } },
+      },
     },
+    responses: { 202: jsonResponse(ContactImportSchema, "Accepted; `status` is `pending`"), 413: errorResponse("The file is larger than 50 MB") },
   },
-  responses: { 202: jsonResponse(ContactImportSchema, "Accepted; `status` is `pending`"), 413: errorResponse("The file is larger than 50 MB") },
-});
+  { liveKeyOnly: "Importing contacts" },
+);
 
 const getImport = keyedRoute("contacts", {
   method: "get",

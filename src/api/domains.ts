@@ -97,15 +97,19 @@ const listDomains = keyedRoute("domains", {
   responses: { 200: jsonResponse(paginated(DomainSchema, "DomainList"), "Domains, newest first") },
 });
 
-const createDomain = keyedRoute("domains", {
-  method: "post",
-  path: "/domains",
-  tags: ["Domains"],
-  summary: "Add a sending domain and get the DNS records to publish",
-  description: "Generates an RSA-2048 DKIM key (the private key is stored encrypted). Publish `records`, then call verify.",
-  request: { body: jsonBody(domainInput) },
-  responses: { 201: jsonResponse(DomainSchema, "The domain, status `pending`"), 409: errorResponse("The account already has this domain") },
-});
+const createDomain = keyedRoute(
+  "domains",
+  {
+    method: "post",
+    path: "/domains",
+    tags: ["Domains"],
+    summary: "Add a sending domain and get the DNS records to publish",
+    description: "Generates an RSA-2048 DKIM key (the private key is stored encrypted). Publish `records`, then call verify.",
+    request: { body: jsonBody(domainInput) },
+    responses: { 201: jsonResponse(DomainSchema, "The domain, status `pending`"), 409: errorResponse("The account already has this domain") },
+  },
+  { liveKeyOnly: "Adding a sending domain" },
+);
 
 const getDomain = keyedRoute("domains", {
   method: "get",

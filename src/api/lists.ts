@@ -46,14 +46,18 @@ const MemberParams = IdParam("lst").extend({
     .openapi({ param: { name: "contact_id", in: "path" }, example: "con_3kTz9Qm1bX7cV2nL8pR4sD" }),
 });
 
-const createList = keyedRoute("contacts", {
-  method: "post",
-  path: "/lists",
-  tags: ["Lists"],
-  summary: "Create a list",
-  request: { body: jsonBody(listInput) },
-  responses: { 201: jsonResponse(ListSchema, "The list") },
-});
+const createList = keyedRoute(
+  "contacts",
+  {
+    method: "post",
+    path: "/lists",
+    tags: ["Lists"],
+    summary: "Create a list",
+    request: { body: jsonBody(listInput) },
+    responses: { 201: jsonResponse(ListSchema, "The list") },
+  },
+  { liveKeyOnly: "Creating a list" },
+);
 
 const listLists = keyedRoute("contacts", {
   method: "get",
@@ -73,14 +77,18 @@ const getList = keyedRoute("contacts", {
   responses: { 200: jsonResponse(ListSchema, "The list"), 404: errorResponse("No such list") },
 });
 
-const updateList = keyedRoute("contacts", {
-  method: "patch",
-  path: "/lists/{id}",
-  tags: ["Lists"],
-  summary: "Rename a list or change its description",
-  request: { params: IdParam("lst"), body: jsonBody(listChangeInput) },
-  responses: { 200: jsonResponse(ListSchema, "The list"), 404: errorResponse("No such list") },
-});
+const updateList = keyedRoute(
+  "contacts",
+  {
+    method: "patch",
+    path: "/lists/{id}",
+    tags: ["Lists"],
+    summary: "Rename a list or change its description",
+    request: { params: IdParam("lst"), body: jsonBody(listChangeInput) },
+    responses: { 200: jsonResponse(ListSchema, "The list"), 404: errorResponse("No such list") },
+  },
+  { liveKeyOnly: "Changing a list" },
+);
 
 const deleteList = keyedRoute(
   "contacts",
@@ -99,27 +107,35 @@ const deleteList = keyedRoute(
   { liveKeyOnly: "Deleting a list" },
 );
 
-const addMembers = keyedRoute("contacts", {
-  method: "post",
-  path: "/lists/{id}/contacts",
-  tags: ["Lists"],
-  summary: "Add contacts to a list, by id or by address",
-  description: `Up to ${MEMBERS_PER_REQUEST} per request. Addresses that are not contacts yet are created; existing contacts are not changed.`,
-  request: { params: IdParam("lst"), body: jsonBody(listMembersInput) },
-  responses: { 200: jsonResponse(AddMembersResultSchema, "What was added"), 404: errorResponse("No such list") },
-});
-
-const removeMember = keyedRoute("contacts", {
-  method: "delete",
-  path: "/lists/{id}/contacts/{contact_id}",
-  tags: ["Lists"],
-  summary: "Remove a contact from a list (the contact stays)",
-  request: { params: MemberParams },
-  responses: {
-    200: jsonResponse(z.object({ list_id: z.string(), contact_id: z.string(), deleted: z.literal(true) }), "Removed"),
-    404: errorResponse("No such list, or the contact is not in it"),
+const addMembers = keyedRoute(
+  "contacts",
+  {
+    method: "post",
+    path: "/lists/{id}/contacts",
+    tags: ["Lists"],
+    summary: "Add contacts to a list, by id or by address",
+    description: `Up to ${MEMBERS_PER_REQUEST} per request. Addresses that are not contacts yet are created; existing contacts are not changed.`,
+    request: { params: IdParam("lst"), body: jsonBody(listMembersInput) },
+    responses: { 200: jsonResponse(AddMembersResultSchema, "What was added"), 404: errorResponse("No such list") },
   },
-});
+  { liveKeyOnly: "Adding contacts to a list" },
+);
+
+const removeMember = keyedRoute(
+  "contacts",
+  {
+    method: "delete",
+    path: "/lists/{id}/contacts/{contact_id}",
+    tags: ["Lists"],
+    summary: "Remove a contact from a list (the contact stays)",
+    request: { params: MemberParams },
+    responses: {
+      200: jsonResponse(z.object({ list_id: z.string(), contact_id: z.string(), deleted: z.literal(true) }), "Removed"),
+      404: errorResponse("No such list, or the contact is not in it"),
+    },
+  },
+  { liveKeyOnly: "Removing a contact from a list" },
+);
 
 /** Deletes the list as DELETE /lists/{id} does (the dashboard too): refused while an unfinished campaign targets it. */
 export async function deleteListOrThrow(d1: D1Database, accountId: string, id: string): Promise<void> {

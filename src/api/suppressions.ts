@@ -48,18 +48,22 @@ const listSuppressions = keyedRoute("send", {
   responses: { 200: jsonResponse(paginated(SuppressionSchema, "SuppressionPage"), "A page of entries") },
 });
 
-const addSuppression = keyedRoute("send", {
-  method: "post",
-  path: "/suppressions",
-  tags: ["Suppressions"],
-  summary: "Suppress an address",
-  description: "Idempotent: an address already on the list keeps its first entry (200). Contacts of the address become `unsubscribed`.",
-  request: { body: jsonBody(suppressionInput) },
-  responses: {
-    200: jsonResponse(SuppressionSchema, "Already suppressed; the existing entry"),
-    201: jsonResponse(SuppressionSchema, "Suppressed"),
+const addSuppression = keyedRoute(
+  "send",
+  {
+    method: "post",
+    path: "/suppressions",
+    tags: ["Suppressions"],
+    summary: "Suppress an address",
+    description: "Idempotent: an address already on the list keeps its first entry (200). Contacts of the address become `unsubscribed`.",
+    request: { body: jsonBody(suppressionInput) },
+    responses: {
+      200: jsonResponse(SuppressionSchema, "Already suppressed; the existing entry"),
+      201: jsonResponse(SuppressionSchema, "Suppressed"),
+    },
   },
-});
+  { liveKeyOnly: "Adding a suppression" },
+);
 
 const removeSuppression = keyedRoute(
   "send",

@@ -194,6 +194,16 @@ describe("API key lifecycle", () => {
       await call(`/api/v1/lists/${list.id}`, { key: testKey, method: "DELETE" }),
       await call(`/api/v1/domains/${domain.id}`, { key: testKey, method: "DELETE" }),
       await call(`/api/v1/domains/${domain.id}/warmup`, { key: testKey, method: "PUT", body: { enabled: true, schedule: [1] } }),
+      // Who live mail reaches or skips: the audience and the suppression list.
+      await call("/api/v1/suppressions", { key: testKey, body: { email: "customer@example.org" } }),
+      await call("/api/v1/contacts", { key: testKey, body: { email: "planted@example.org" } }),
+      await call(`/api/v1/contacts/${contact.id}`, { key: testKey, method: "PATCH", body: { status: "unsubscribed" } }),
+      await call("/api/v1/contacts/import", { key: testKey, body: { csv: "email\nplanted@example.org\n" } }),
+      await call("/api/v1/lists", { key: testKey, body: { name: "planted" } }),
+      await call(`/api/v1/lists/${list.id}`, { key: testKey, method: "PATCH", body: { name: "renamed" } }),
+      await call(`/api/v1/lists/${list.id}/contacts`, { key: testKey, body: { contact_ids: [contact.id] } }),
+      await call(`/api/v1/lists/${list.id}/contacts/${contact.id}`, { key: testKey, method: "DELETE" }),
+      await call("/api/v1/domains", { key: testKey, body: { name: `test-${crypto.randomUUID().slice(0, 8)}.example` } }),
     ];
     for (const response of refusals) {
       expect(response.status).toBe(403);
@@ -206,6 +216,12 @@ describe("API key lifecycle", () => {
     for (const path of [`/api/v1/contacts/${contact.id}`, `/api/v1/lists/${list.id}`, `/api/v1/domains/${domain.id}`]) {
       expect((await call(path, { key: live })).status).toBe(200);
     }
+    expect(await json(await call(`/api/v1/contacts/${contact.id}`, { key: live }))).toMatchObject({ status: "subscribed" });
+    expect(await json(await call(`/api/v1/lists/${list.id}`, { key: live }))).toMatchObject({ name: "customers" });
+    expect((await json<{ data: unknown[] }>(await call("/api/v1/contacts", { key: live }))).data).toHaveLength(1);
+    expect((await json<{ data: unknown[] }>(await call("/api/v1/lists", { key: live }))).data).toHaveLength(1);
+    expect((await json<{ data: unknown[] }>(await call("/api/v1/domains", { key: live }))).data).toHaveLength(1);
+    expect((await json<{ data: unknown[] }>(await call("/api/v1/suppressions?email=customer@example.org", { key: live }))).data).toHaveLength(0);
     // What test mode is for still works: reading, and creating templates to send test mail with.
     expect((await call("/api/v1/webhooks", { key: testKey })).status).toBe(200);
     expect((await call("/api/v1/templates", { key: testKey, body: { name: "draft", subject: "Hi", text: "x" } })).status).toBe(201);

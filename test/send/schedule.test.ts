@@ -4,7 +4,7 @@ import { describe, expect, it, vi } from "vitest";
 import { deliverMessages } from "../../src/domain/sending/deliver";
 import { requeueLostMessages, sweepStaleClaims } from "../../src/domain/sending/recovery";
 import worker from "../../src/index";
-import { call, createAccount, json } from "../helpers";
+import { call, createAccount, createKey, json } from "../helpers";
 import { eventually, messageOf, sendBalance, sinkMessagesTo, storedMessage, verifiedDomain } from "./helpers";
 
 // Scheduled sends through the real Worker: D1, the send queue with its delays, the consumer and the dev SMTP sink.
@@ -86,6 +86,29 @@ describe("scheduled sends", () => {
     expect(await delivered(to)).toBe(0);
     expect((await messageOf(key, accepted.id)).status).toBe("cancelled");
   }, 30_000);
+
+  it("a test key can neither move nor cancel a live scheduled message (403), which stays scheduled and charged; its own test ones it can", async () => {
+    const { key, from } = await setup();
+    const testKey = (await createKey(key, { name: "ci", mode: "test" })).key;
+    const live = await schedule(key, from, rcpt("live"), secondsFromNow(3600));
+    const moved = await call(`/api/v1/messages/${live.id}`, { key: testKey, method: "PATCH", body: { scheduled_at: secondsFromNow(60) } });
+    expect(moved.status).toBe(403);
+    expect(await json(moved)).toMatchObject({ code: "live_key_required", message: expect.stringContaining("live key") });
+    const cancelled = await call(`/api/v1/messages/${live.id}/cancel`, { key: testKey, method: "POST" });
+    expect(cancelled.status).toBe(403);
+    expect(await json(cancelled)).toMatchObject({ code: "live_key_required" });
+    expect(await messageOf(key, live.id)).toMatchObject({ status: "scheduled", scheduled_at: live.scheduled_at, events: [] });
+    expect(await sendBalance(key)).toBe(9);
+
+    const own = await schedule(testKey, from, rcpt("test"), secondsFromNow(3600));
+    expect((await call(`/api/v1/messages/${own.id}`, { key: testKey, method: "PATCH", body: { scheduled_at: secondsFromNow(7200) } })).status).toBe(
+      200,
+    );
+    expect((await call(`/api/v1/messages/${own.id}/cancel`, { key: testKey, method: "POST" })).status).toBe(200);
+    // The live key still moves and cancels live mail.
+    expect((await call(`/api/v1/messages/${live.id}/cancel`, { key, method: "POST" })).status).toBe(200);
+    expect(await sendBalance(key)).toBe(10);
+  });
 
   it("PATCH moves a scheduled send: later, the copy for the old time does not send it; earlier, it goes at the new time", async () => {
     const { key, from } = await setup();

@@ -178,23 +178,27 @@ export const contactPages = new Hono<DashboardEnv>()
   })
   .post("/contacts/lists", async (c) => {
     requireSection(c, "contacts");
+    requireLiveKey(c, "Creating a list");
     const body = parsedOrThrow(listInput, { name: field(await c.req.parseBody(), "name") }, "The list cannot be created");
     await createList(c.env.DB, c.get("auth").account.id, { name: body.name, description: null });
     return c.redirect("/dashboard/contacts", 303);
   })
   .post("/contacts/lists/:id", async (c) => {
     requireSection(c, "contacts");
+    requireLiveKey(c, "Changing a list");
     const body = parsedOrThrow(listChangeInput, { name: field(await c.req.parseBody(), "name") }, "The list cannot be renamed");
     if (!(await updateList(c.env.DB, c.get("auth").account.id, c.req.param("id"), { name: body.name }))) throw notFound("List");
     return c.redirect("/dashboard/contacts", 303);
   })
   .post("/contacts/lists/:id/delete", async (c) => {
     requireSection(c, "contacts");
+    requireLiveKey(c, "Deleting a list");
     await deleteListOrThrow(c.env.DB, c.get("auth").account.id, c.req.param("id"));
     return c.redirect("/dashboard/contacts", 303);
   })
   .post("/contacts/imports", async (c) => {
     requireSection(c, "contacts");
+    requireLiveKey(c, "Importing contacts");
     const form = await c.req.parseBody();
     const { file, list_id: listId } = parsedOrThrow(
       contactImportForm,
@@ -379,6 +383,7 @@ export const contactPages = new Hono<DashboardEnv>()
   })
   .post("/contacts/:id", async (c) => {
     requireSection(c, "contacts");
+    requireLiveKey(c, "Changing a contact");
     const accountId = c.get("auth").account.id;
     const saved = await findContact(c.env.DB, accountId, c.req.param("id"));
     if (!saved) throw notFound("Contact");
@@ -406,6 +411,7 @@ export const contactPages = new Hono<DashboardEnv>()
   })
   .post("/contacts/:id/lists", async (c) => {
     requireSection(c, "contacts");
+    requireLiveKey(c, "Adding contacts to a list");
     const accountId = c.get("auth").account.id;
     const listId = field(await c.req.parseBody(), "list_id");
     if (!(await listExists(c.env.DB, accountId, listId))) throw notFound("List");
@@ -415,6 +421,7 @@ export const contactPages = new Hono<DashboardEnv>()
   })
   .post("/contacts/:id/lists/:listId/remove", async (c) => {
     requireSection(c, "contacts");
+    requireLiveKey(c, "Removing a contact from a list");
     if (!(await removeMember(c.env.DB, c.get("auth").account.id, c.req.param("listId"), c.req.param("id")))) throw notFound("List member");
     return c.redirect(`/dashboard/contacts/${c.req.param("id")}`, 303);
   });

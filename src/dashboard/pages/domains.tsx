@@ -181,6 +181,7 @@ export const domainPages = new Hono<DashboardEnv>()
   })
   .post("/domains", async (c) => {
     requireSection(c, "domains");
+    requireLiveKey(c, "Adding a sending domain");
     const body = parsedOrThrow(domainInput, { name: (await c.req.parseBody()).name }, "The domain cannot be added");
     const { domain } = orRefuse(await createDomain(c.env.DB, c.get("auth").account.id, body.name, c.env));
     return c.redirect(`/dashboard/domains/${domain.id}`, 303);

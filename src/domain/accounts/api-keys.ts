@@ -107,7 +107,7 @@ export type LiveKeyRequired = { kind: "live_key_required"; message: string };
  * send live mail, and they may not revoke live keys or credentials: otherwise leaking one would be as bad as leaking
  * a live key. The refusal when a test key acts on something live, else undefined.
  */
-export function refuseTestKeyOnLive(caller: ApiKeyContext, targetMode: ApiKeyMode, action: string): LiveKeyRequired | undefined {
+export function refuseTestKeyOnLive(caller: Pick<ApiKeyContext, "mode">, targetMode: ApiKeyMode, action: string): LiveKeyRequired | undefined {
   if (caller.mode === "live" || targetMode === "test") return undefined;
   return { kind: "live_key_required", message: `A test key (sk_test_…) cannot ${action}; use a live key (sk_live_…)` };
 }

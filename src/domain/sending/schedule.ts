@@ -10,6 +10,7 @@ import { drizzle } from "drizzle-orm/d1";
 import { sqlNow, statement } from "../../db/client";
 import { messageRecipients, messages } from "../../db/schema";
 import { logWarning } from "../../lib/log";
+import { refuseTestKeyOnLive, type ApiKeyMode, type LiveKeyRequired } from "../accounts/api-keys";
 import { refundStatements } from "../credits/ledger";
 import { eventStatement } from "../events/events";
 import { dispatchEvents } from "../webhooks/dispatch";
@@ -44,11 +45,18 @@ export function scheduledDelay(at: Date, now: Date): number | undefined {
   return seconds <= queueDelayLimitSeconds - delayMarginSeconds ? seconds : undefined;
 }
 
-const isScheduledSend = (accountId: string, messageId: string) =>
-  and(eq(messages.id, messageId), eq(messages.accountId, accountId), eq(messages.status, "scheduled"), isNotNull(messages.scheduledAt));
+// A test key may move or cancel only test mail: live mail is not its to change (docs/api.md).
+const isScheduledSend = (accountId: string, messageId: string, callerMode: ApiKeyMode) =>
+  and(
+    eq(messages.id, messageId),
+    eq(messages.accountId, accountId),
+    eq(messages.status, "scheduled"),
+    isNotNull(messages.scheduledAt),
+    callerMode === "test" ? eq(messages.testMode, true) : undefined,
+  );
 
-/** Why a message cannot be moved or cancelled: it does not exist, or its state says so. */
-export type ScheduleRefusal = { kind: "not_found" } | { kind: "conflict"; status: MessageStatus; reason: string };
+/** Why a message cannot be moved or cancelled: it does not exist, a test key asked about live mail, or its state says so. */
+export type ScheduleRefusal = { kind: "not_found" } | LiveKeyRequired | { kind: "conflict"; status: MessageStatus; reason: string };
 
 export type RescheduleOutcome =
   | { kind: "rescheduled"; message: { id: string; status: "scheduled"; scheduled_at: string } }
@@ -56,8 +64,18 @@ export type RescheduleOutcome =
   | ScheduleRefusal;
 
 /** Why the message is not waiting any more, in the words of a 409. */
-function refusalOf(row: Pick<typeof messages.$inferSelect, "status" | "campaignId"> | undefined, action: "moved" | "cancelled"): ScheduleRefusal {
+function refusalOf(
+  row: Pick<typeof messages.$inferSelect, "status" | "campaignId" | "testMode"> | undefined,
+  action: "moved" | "cancelled",
+  callerMode: ApiKeyMode,
+): ScheduleRefusal {
   if (!row) return { kind: "not_found" };
+  const liveOnly = refuseTestKeyOnLive(
+    { mode: callerMode },
+    row.testMode ? "test" : "live",
+    `${action === "moved" ? "move" : "cancel"} a live message`,
+  );
+  if (liveOnly) return liveOnly;
   if (row.campaignId) {
     return { kind: "conflict", status: row.status, reason: `A campaign message; its campaign's send time and cancel apply to it` };
   }
@@ -73,29 +91,42 @@ function refusalOf(row: Pick<typeof messages.$inferSelect, "status" | "campaignI
 }
 
 /** The refusal for a message a conditional update did not change: read again, since it changed since (or never was). */
-async function refusal(d1: D1Database, accountId: string, messageId: string, action: "moved" | "cancelled"): Promise<ScheduleRefusal> {
+async function refusal(
+  d1: D1Database,
+  accountId: string,
+  messageId: string,
+  action: "moved" | "cancelled",
+  callerMode: ApiKeyMode,
+): Promise<ScheduleRefusal> {
   const row = await drizzle(d1)
-    .select({ status: messages.status, campaignId: messages.campaignId })
+    .select({ status: messages.status, campaignId: messages.campaignId, testMode: messages.testMode })
     .from(messages)
     .where(and(eq(messages.id, messageId), eq(messages.accountId, accountId)))
     .get();
-  return refusalOf(row, action);
+  return refusalOf(row, action, callerMode);
 }
 
 /**
  * Moves a scheduled send to `at`, while it is still scheduled (one conditional update), and gives it a delayed queue
  * message when the new time is within the queue's limit. A queue message for the old time finds it not due yet.
  */
-export async function rescheduleMessage(env: Env, accountId: string, messageId: string, at: Date, now = new Date()): Promise<RescheduleOutcome> {
+export async function rescheduleMessage(
+  env: Env,
+  caller: { accountId: string; mode: ApiKeyMode },
+  messageId: string,
+  at: Date,
+  now = new Date(),
+): Promise<RescheduleOutcome> {
+  const { accountId, mode } = caller;
   const wrong = checkScheduledAt(at, now);
   if (wrong) return { kind: "invalid", errors: { scheduled_at: [wrong] } };
   const scheduledAt = at.toISOString();
   const moved = await drizzle(env.DB)
     .update(messages)
     .set({ scheduledAt, updatedAt: now.toISOString() })
-    .where(isScheduledSend(accountId, messageId))
+    .where(isScheduledSend(accountId, messageId, mode))
     .returning({ id: messages.id });
-  if (moved.length === 0) return refusal(env.DB, accountId, messageId, "moved");
+  if (moved.length === 0) return refusal(env.DB, accountId, messageId, "moved", mode);
   const delaySeconds = scheduledDelay(at, now);
   if (delaySeconds !== undefined) {
     const { refused, error } = await enqueueMessages(env, [{ id: messageId, delaySeconds }]);
@@ -117,9 +148,10 @@ export type CancelOutcome = { kind: "cancelled"; message: { id: string; status: 
 export async function cancelMessage(
   env: Env,
   ctx: { waitUntil(promise: Promise<unknown>): void },
-  accountId: string,
+  caller: { accountId: string; mode: ApiKeyMode },
   messageId: string,
 ): Promise<CancelOutcome> {
+  const { accountId, mode } = caller;
   const d1 = env.DB;
   const db = drizzle(d1);
   const [rows, waiting] = await db.batch([
@@ -147,7 +179,9 @@ export async function cancelMessage(
   ]);
   const message = rows[0];
   // The row just read says why; reading it again would only cost a round trip.
-  if (!message || message.campaignId || (message.status !== "scheduled" && message.status !== "queued")) return refusalOf(message, "cancelled");
+  if (!message || (mode === "test" && !message.testMode) || message.campaignId || (message.status !== "scheduled" && message.status !== "queued")) {
+    return refusalOf(message, "cancelled", mode);
+  }
   const refunded = message.creditsCharged > 0 && !message.testMode ? waiting.map((row) => row.email) : [];
   const cancelled = sql`EXISTS (SELECT 1 FROM messages WHERE id = ${messageId} AND status = 'cancelled' AND campaign_id IS NULL)`;
   const dedupeKey = `relay.cancelled:${messageId}`;
@@ -200,7 +234,7 @@ export async function cancelMessage(
     ),
   ]);
   // Claimed by a consumer (or cancelled by another request) between the read and this write: nothing was changed.
-  if (update!.meta.changes === 0) return refusal(d1, accountId, messageId, "cancelled");
+  if (update!.meta.changes === 0) return refusal(d1, accountId, messageId, "cancelled", mode);
   ctx.waitUntil(dispatchEvents(env, accountId, [dedupeKey]));
   return { kind: "cancelled", message: { id: messageId, status: "cancelled", credits_refunded: refunded.length } };
 }
