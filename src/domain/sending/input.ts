@@ -123,7 +123,8 @@ export const SendRequestSchema = z
         example: { "X-Entity-Ref-ID": "1042" },
         description:
           `Custom header fields (at most ${headerLimits.count}), values without line breaks. Refused: From, Sender, To, Cc, Bcc, Reply-To, ` +
-          "Subject, Date, Message-ID, MIME-Version, Content-*, DKIM-Signature, Return-Path, Received, and List-Unsubscribe* on " +
+          "Subject, Date, Message-ID, MIME-Version, Content-*, DKIM-Signature, Return-Path, Received, the headers receivers add " +
+          "(Authentication-Results, ARC-*, Received-SPF, Delivered-To, X-Original-To), X-Mailforge-*, and List-Unsubscribe* on " +
           "single-recipient messages (the platform sets them)",
       }),
     tags: z.array(z.string().regex(tagPattern, tagRule)).max(sendLimits.tags).optional(),

@@ -97,10 +97,23 @@ export const RESERVED_HEADERS: ReadonlySet<string> = new Set([
   "received",
 ]);
 
-/** Whether a sender may set this header: not one of RESERVED_HEADERS, and no `Content-*` (the MIME structure is ours). */
+// What receiving servers write about a message's path and its checks (RFC 5321 trace fields, RFC 8601, RFC 8617,
+// RFC 7208): given by a sender, they would claim checks that never ran. `X-Mailforge-*` are ours (tracking opt-in).
+const RECEIVER_HEADERS: ReadonlySet<string> = new Set(["authentication-results", "received-spf", "delivered-to", "x-original-to"]);
+const RECEIVER_PREFIXES = ["arc-", "x-mailforge-"] as const;
+
+/**
+ * Whether a sender may set this header: not one of RESERVED_HEADERS, no `Content-*` (the MIME structure is ours), and
+ * none of the trace and authentication headers a receiver adds, nor our own `X-Mailforge-*`.
+ */
 export function isReservedHeader(name: string): boolean {
   const lower = name.toLowerCase();
-  return RESERVED_HEADERS.has(lower) || lower.startsWith("content-");
+  return (
+    RESERVED_HEADERS.has(lower) ||
+    RECEIVER_HEADERS.has(lower) ||
+    lower.startsWith("content-") ||
+    RECEIVER_PREFIXES.some((prefix) => lower.startsWith(prefix))
+  );
 }
 
 export const HEADER_NAME = /^[!-9;-~]+$/; // printable US-ASCII except ':' (RFC 5322 §2.2)
