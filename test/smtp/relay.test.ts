@@ -513,6 +513,8 @@ describe("From, Sender and Bcc of relayed messages", () => {
         `Message-ID: <tracked-${to}>`,
         "In-Reply-To: <earlier@example.org>",
         "X-Custom-Trace: keep-me",
+        // A header only receivers may write: the rebuilt message leaves it out rather than fail to be tracked.
+        "Authentication-Results: forged.example; dkim=pass",
         ...optIn,
         "MIME-Version: 1.0",
         'Content-Type: multipart/mixed; boundary="outer"',
@@ -569,6 +571,7 @@ describe("From, Sender and Bcc of relayed messages", () => {
     expect(parsed.inReplyTo).toBe("<earlier@example.org>");
     expect(parsed.headers.find((header) => header.key === "x-custom-trace")?.value).toBe("keep-me");
     expect(parsed.headers.some((header) => header.key === "x-mailforge-track")).toBe(false);
+    expect(parsed.headers.some((header) => header.key === "authentication-results")).toBe(false);
     expect(tracked.received).toMatch(/^DKIM-Signature: /);
 
     // The redirect goes where the link went, and the click is the recipient's.

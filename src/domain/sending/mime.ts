@@ -77,7 +77,7 @@ const MAX_LINE = 78;
 const HARD_MAX_LINE = 998;
 
 // Headers this module writes itself, plus trace and signature headers a sender must not forge.
-export const RESERVED_HEADERS: ReadonlySet<string> = new Set([
+const RESERVED_HEADERS: ReadonlySet<string> = new Set([
   "from",
   "sender",
   "to",

@@ -7,7 +7,7 @@
 
 import PostalMime, { type Address, type Email } from "postal-mime";
 import { logError } from "../../lib/log";
-import { buildMimeMessage, MimeError, RESERVED_HEADERS, type MimeAddress, type MimeAttachment } from "../sending/mime";
+import { buildMimeMessage, isReservedHeader, MimeError, type MimeAddress, type MimeAttachment } from "../sending/mime";
 
 /** The opt-in header: `X-Mailforge-Track: opens, clicks` (either or both). Removed before the message is stored. */
 export const relayTrackingHeader = "x-mailforge-track";
@@ -22,9 +22,6 @@ export function relayTracking(headers: readonly { key: string; value: string }[]
   const clicks = words.includes("clicks");
   return opens || clicks ? { opens, clicks } : undefined;
 }
-
-// Headers the builder writes itself (and must not be given), and ours that the stored bytes no longer carry.
-const rebuiltHeaders: ReadonlySet<string> = new Set([...RESERVED_HEADERS, relayTrackingHeader]);
 
 const mailboxes = (addresses: readonly Address[] | undefined): MimeAddress[] =>
   (addresses ?? [])
@@ -55,7 +52,8 @@ export async function trackRelayedMessage(
   if (email.html === undefined || /multipart\/(signed|encrypted)|pkcs7-mime/i.test(contentType)) return raw;
   const headers: Record<string, string> = {};
   for (const header of email.headers) {
-    if (!rebuiltHeaders.has(header.key) && !(header.originalKey in headers)) headers[header.originalKey] = header.value;
+    // The builder writes its own (and refuses them given), and ours (X-Mailforge-Track) the stored bytes no longer carry.
+    if (!isReservedHeader(header.key) && !(header.originalKey in headers)) headers[header.originalKey] = header.value;
   }
   const from = mailboxes(email.from ? [email.from] : [])[0];
   if (!from) return raw;
