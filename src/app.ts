@@ -5,6 +5,7 @@ import { apiKeyRoutes } from "./api/api-keys";
 import { campaignRoutes } from "./api/campaigns";
 import { contactRoutes } from "./api/contacts";
 import { listRoutes } from "./api/lists";
+import { topicRoutes } from "./api/topics";
 import { segmentRoutes } from "./api/segments";
 import { senderRoutes } from "./api/senders";
 import { suppressionRoutes } from "./api/suppressions";
@@ -57,6 +58,7 @@ export const openApiInfo = {
     { name: "Verification API", description: "The standalone verification API: /api/validate and /api/batch/*, key in `?apikey=`, 5 requests/s" },
     { name: "Contacts", description: "Contacts (created or updated by address), custom fields and CSV imports" },
     { name: "Lists", description: "Lists of contacts and their members" },
+    { name: "Topics", description: "Subscription topics of broadcast mail: contacts choose them, campaigns name one, unsubscribes leave one" },
     { name: "Segments", description: "Saved audiences: contacts matching conditions on their fields, custom fields and lists" },
     { name: "Senders", description: "The names and addresses (on verified domains) campaigns are sent from" },
     {
@@ -139,6 +141,7 @@ export function createApp() {
   app.route("/api/v1", apiKeyRoutes);
   app.route("/api/v1", contactRoutes);
   app.route("/api/v1", listRoutes);
+  app.route("/api/v1", topicRoutes);
   app.route("/api/v1", segmentRoutes);
   app.route("/api/v1", senderRoutes);
   app.route("/api/v1", suppressionRoutes);

@@ -5,14 +5,15 @@ import {
   givenTextFields,
   listContacts as findContacts,
   saveContact,
-  serializeContact,
+  serializeContactsWithTopics,
   updateContact as changeContact,
 } from "../domain/contacts/contacts";
 import { contactAddress, type ContactAddress } from "../domain/contacts/email";
 import { contactChangeInput, contactImportForm, contactImportInput, contactInput, importMapping } from "../domain/contacts/input";
 import { createContactImport, findContactImport, serializeContactImport, type ImportMapping } from "../domain/contacts/import";
 import { decodeBase64DataUri, UploadError } from "../lib/csv-upload";
-import { AppError, notFound, validationError } from "../errors";
+import { AppError, notFound, orRefuse, validationError } from "../errors";
+import { setTopicChoices, unknownTopics } from "../domain/topics/topics";
 import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 import { pageOf } from "../lib/pagination";
 
@@ -26,10 +27,14 @@ export const ContactSchema = z
     phone: z.string().nullable(),
     country: z.string().nullable(),
     custom_fields: z.record(z.string(), z.union([z.string(), z.number(), z.boolean()])),
-    status: z
-      .enum(contactStatuses)
-      .openapi({ description: "Suppressed addresses are stored `unsubscribed`; bounces and complaints set `bounced` / `complained`" }),
+    status: z.enum(contactStatuses).openapi({
+      description:
+        "Suppressed addresses are stored `unsubscribed`; bounces and complaints set `bounced` / `complained`; `pending` until a double opt-in sign-up is confirmed",
+    }),
     lists: z.array(z.string()).openapi({ description: "Ids of the lists the contact is in" }),
+    topics: z.record(z.string(), z.boolean()).openapi({
+      description: "Every topic of the account (GET /topics) by id: whether the contact is subscribed (its choice, else the topic's default)",
+    }),
     created_at: Timestamp,
     updated_at: Timestamp,
   })
@@ -236,17 +241,27 @@ export async function patchContactOrThrow(d1: D1Database, accountId: string, id:
   }
 }
 
+/** Topic choices are checked before anything is written, so a request naming an unknown topic changes nothing. */
+async function checkTopics(d1: D1Database, accountId: string, choices: Record<string, boolean> | undefined) {
+  const unknown = await unknownTopics(d1, accountId, Object.keys(choices ?? {}));
+  if (unknown.length > 0) throw validationError(Object.fromEntries(unknown.map((id) => [`topics.${id}`, [`No topic ${id} in this account`]])));
+}
+
 export const contactRoutes = createRouter()
   .openapi(createContact, async (c) => {
     const body = c.req.valid("json");
-    const outcome = await saveContact(c.env.DB, c.get("auth").account.id, {
+    const accountId = c.get("auth").account.id;
+    await checkTopics(c.env.DB, accountId, body.topics);
+    const outcome = await saveContact(c.env.DB, accountId, {
       address: addressOf(body.email),
       fields: givenTextFields(body),
       customFields: body.custom_fields,
       listIds: body.lists ?? [],
     });
     if (outcome.kind === "invalid") throw validationError(outcome.errors);
-    return c.json(serializeContact(outcome.contact), outcome.created ? 201 : 200);
+    if (body.topics) orRefuse(await setTopicChoices(c.env.DB, accountId, outcome.contact.id, body.topics));
+    const [contact] = await serializeContactsWithTopics(c.env.DB, accountId, [outcome.contact]);
+    return c.json(contact!, outcome.created ? 201 : 200);
   })
   .openapi(listContacts, async (c) => {
     const query = c.req.valid("query");
@@ -269,17 +284,30 @@ export const contactRoutes = createRouter()
       { cursor: query.cursor, limit: query.limit },
     );
     if (outcome.kind === "list_not_found") throw notFound("List");
-    return c.json(pageOf(outcome.rows, query.limit, serializeContact), 200);
+    const { data, ...page } = pageOf(outcome.rows, query.limit, (row) => row);
+    return c.json({ data: await serializeContactsWithTopics(c.env.DB, c.get("auth").account.id, data), ...page }, 200);
   })
   .openapi(getContact, async (c) => {
-    const row = await findContact(c.env.DB, c.get("auth").account.id, c.req.valid("param").id);
+    const accountId = c.get("auth").account.id;
+    const row = await findContact(c.env.DB, accountId, c.req.valid("param").id);
     if (!row) throw notFound("Contact");
-    return c.json(serializeContact(row), 200);
+    const [contact] = await serializeContactsWithTopics(c.env.DB, accountId, [row]);
+    return c.json(contact!, 200);
   })
   .openapi(updateContact, async (c) => {
-    const body = c.req.valid("json");
-    const contact = await patchContactOrThrow(c.env.DB, c.get("auth").account.id, c.req.valid("param").id, body);
-    return c.json(serializeContact(contact), 200);
+    const { topics, ...body } = c.req.valid("json");
+    const accountId = c.get("auth").account.id;
+    const id = c.req.valid("param").id;
+    await checkTopics(c.env.DB, accountId, topics);
+    // A body of topics alone changes no field: the contact must still exist.
+    let saved = Object.keys(body).length > 0 ? await patchContactOrThrow(c.env.DB, accountId, id, body) : await findContact(c.env.DB, accountId, id);
+    if (!saved) throw notFound("Contact");
+    if (topics) {
+      orRefuse(await setTopicChoices(c.env.DB, accountId, saved.id, topics));
+      saved = (await findContact(c.env.DB, accountId, saved.id)) ?? saved;
+    }
+    const [contact] = await serializeContactsWithTopics(c.env.DB, accountId, [saved]);
+    return c.json(contact!, 200);
   })
   .openapi(deleteContact, async (c) => {
     const { id } = c.req.valid("param");

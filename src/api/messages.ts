@@ -13,6 +13,7 @@ import { RescheduleRequestSchema } from "../domain/sending/input";
 import { pageOf } from "../lib/pagination";
 import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 import type { AuthContext } from "../types";
+import { messageStreams } from "../db/schema";
 import { keyReadsInbound, replyWordsFor } from "../domain/inbound/reply-words";
 
 const RecipientSchema = z.object({
@@ -38,6 +39,10 @@ const MessageSummarySchema = z
     }),
     scheduled_at: Timestamp.nullable().openapi({ description: "When a scheduled send goes (or went) out; null for one sent at once" }),
     source: z.enum(["api", "smtp", "campaign"]),
+    stream: z.enum(messageStreams).openapi({
+      description: "`transactional` (receipts, resets: the default of POST /send and the relay) or `broadcast` (campaigns, newsletters)",
+    }),
+    topic_id: z.string().nullable().openapi({ description: "Broadcast mail's subscription topic (GET /topics/{id})" }),
     from: z.string(),
     subject: z.string(),
     tags: z.array(z.string()),
@@ -80,6 +85,10 @@ const ListQuery = PaginationQuery.extend({
     .enum(messageStatuses)
     .optional()
     .openapi({ param: { name: "status", in: "query" } }),
+  stream: z
+    .enum(messageStreams)
+    .optional()
+    .openapi({ param: { name: "stream", in: "query" } }),
   to: z
     .string()
     .max(320)
@@ -225,6 +234,8 @@ const summary = (row: MessageRow) => ({
   id: row.id,
   status: row.status,
   source: row.source,
+  stream: row.stream,
+  topic_id: row.topicId,
   from: row.fromName ? `${row.fromName} <${row.fromAddress}>` : row.fromAddress,
   subject: row.subject,
   tags: row.tags,
@@ -239,8 +250,8 @@ const summary = (row: MessageRow) => ({
 
 export const messageRoutes = createRouter()
   .openapi(listMessages, async (c) => {
-    const { cursor, limit, status, to, tag, created_after, created_before } = c.req.valid("query");
-    const filters = { status, to, tag, createdAfter: created_after, createdBefore: created_before };
+    const { cursor, limit, status, stream, to, tag, created_after, created_before } = c.req.valid("query");
+    const filters = { status, stream, to, tag, createdAfter: created_after, createdBefore: created_before };
     const rows = await findMessages(c.env.DB, c.get("auth").account.id, filters, { cursor, limit });
     return c.json(pageOf(rows, limit, summary), 200);
   })

@@ -1,6 +1,6 @@
 import { campaignUsing } from "../domain/campaigns/campaigns";
 import { ContactSchema } from "./contacts";
-import { serializeContact } from "../domain/contacts/contacts";
+import { serializeContactsWithTopics } from "../domain/contacts/contacts";
 import {
   countSegment as countSegmentAudience,
   createSegment as addSegment,
@@ -151,5 +151,6 @@ export const segmentRoutes = createRouter()
     const preview = ["1", "true"].includes(c.req.valid("query").preview ?? "0");
     const outcome = await countSegmentAudience(c.env.DB, c.get("auth").account.id, c.req.valid("param").id, { preview });
     if (outcome.kind === "not_found") throw notFound("Segment");
-    return c.json({ count: outcome.count, ...(outcome.contacts ? { contacts: outcome.contacts.map(serializeContact) } : {}) }, 200);
+    const contacts = outcome.contacts && (await serializeContactsWithTopics(c.env.DB, c.get("auth").account.id, outcome.contacts));
+    return c.json({ count: outcome.count, ...(contacts ? { contacts } : {}) }, 200);
   });

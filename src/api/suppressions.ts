@@ -2,7 +2,9 @@ import {
   addSuppression as suppress,
   listSuppressions as findSuppressions,
   removeSuppression as unsuppress,
+  defaultScope,
   suppressionReasons,
+  suppressionScopes,
   type SuppressionPosition,
   type SuppressionRow,
 } from "../domain/suppressions/suppressions";
@@ -17,6 +19,9 @@ const SuppressionSchema = z
       .string()
       .openapi({ example: "jane@example.com", description: "Trimmed and lower-cased as a whole: every spelling of the mailbox is suppressed" }),
     reason: z.enum(suppressionReasons),
+    scope: z.enum(suppressionScopes).openapi({
+      description: "Which mail it keeps away: `all` streams, only `broadcast` (an unsubscribe), or only `transactional`",
+    }),
     source_message_id: z.string().nullable().openapi({ description: "The message that bounced or was complained about" }),
     created_at: Timestamp,
   })
@@ -35,14 +40,20 @@ const listSuppressions = keyedRoute("send", {
   path: "/suppressions",
   tags: ["Suppressions"],
   summary: "The suppression list, newest first",
-  description: "Suppressed addresses are skipped (and not charged) by every send, and stored `unsubscribed` as contacts.",
+  description:
+    "Suppressed addresses are skipped (and not charged) by every send of the stream their scope covers; entries for " +
+    "broadcast mail or all mail make contacts of the address `unsubscribed` (or bounced, complained).",
   request: {
     query: PaginationQuery.extend({
       email: z
         .string()
         .max(320)
         .optional()
-        .openapi({ param: { name: "email", in: "query" }, description: "Only this address (0 or 1 entry)" }),
+        .openapi({ param: { name: "email", in: "query" }, description: "Only this address (an entry per scope)" }),
+      scope: z
+        .enum(suppressionScopes)
+        .optional()
+        .openapi({ param: { name: "scope", in: "query" }, description: "Only entries of this scope" }),
     }),
   },
   responses: { 200: jsonResponse(paginated(SuppressionSchema, "SuppressionPage"), "A page of entries") },
@@ -55,7 +66,9 @@ const addSuppression = keyedRoute(
     path: "/suppressions",
     tags: ["Suppressions"],
     summary: "Suppress an address",
-    description: "Idempotent: an address already on the list keeps its first entry (200). Contacts of the address become `unsubscribed`.",
+    description:
+      "Idempotent: an address already on the list in that scope keeps its first entry (200). Unless the scope is " +
+      "`transactional`, contacts of the address become `unsubscribed`.",
     request: { body: jsonBody(suppressionInput) },
     responses: {
       200: jsonResponse(SuppressionSchema, "Already suppressed; the existing entry"),
@@ -72,8 +85,18 @@ const removeSuppression = keyedRoute(
     path: "/suppressions/{email}",
     tags: ["Suppressions"],
     summary: "Allow mail to an address again",
-    description: "Contacts of the address keep their status; resubscribe one with `PATCH /contacts/{id}`.",
-    request: { params: EmailParam },
+    description:
+      "Removes the address's entries (only the one of `?scope=` when given); the answer shows the widest removed. " +
+      "Contacts of the address keep their status; resubscribe one with `PATCH /contacts/{id}`.",
+    request: {
+      params: EmailParam,
+      query: z.object({
+        scope: z
+          .enum(suppressionScopes)
+          .optional()
+          .openapi({ param: { name: "scope", in: "query" }, description: "Only this scope's entry" }),
+      }),
+    },
     responses: {
       200: jsonResponse(SuppressionSchema.extend({ deleted: z.literal(true) }), "Removed"),
       404: errorResponse("The address is not suppressed"),
@@ -85,16 +108,21 @@ const removeSuppression = keyedRoute(
 const serializeSuppression = (row: SuppressionRow) => ({
   email: row.email,
   reason: row.reason,
+  scope: row.scope,
   source_message_id: row.sourceMessageId,
   created_at: row.createdAt,
 });
 
-// Keyset on (created_at, email); the email is URI-encoded in the cursor because `|` is legal in a local part.
+// Keyset on (created_at, email, scope); the email is URI-encoded in the cursor because `|` is legal in a local part,
+// and the scope follows it after a space, which neither the encoding nor a scope contains.
 function decodeSuppressionCursor(cursor: string | undefined): SuppressionPosition | undefined {
   if (!cursor) return undefined;
   const position = decodeCursor(cursor);
   try {
-    return { createdAt: position.createdAt, email: decodeURIComponent(position.id) };
+    const [email = "", scope = "all"] = position.id.split(" ");
+    const known = suppressionScopes.find((name) => name === scope);
+    if (!known) throw new Error("unknown scope");
+    return { createdAt: position.createdAt, email: decodeURIComponent(email), scope: known };
   } catch {
     throw validationError({ "query.cursor": ["Invalid cursor; pass next_cursor from the previous page"] });
   }
@@ -106,7 +134,7 @@ export const suppressionRoutes = createRouter()
     const rows = await findSuppressions(
       c.env.DB,
       c.get("auth").account.id,
-      { email: query.email },
+      { email: query.email, scope: query.scope },
       { after: decodeSuppressionCursor(query.cursor), limit: query.limit },
     );
     const page = rows.slice(0, query.limit);
@@ -116,18 +144,20 @@ export const suppressionRoutes = createRouter()
       {
         data: page.map(serializeSuppression),
         has_more: hasMore,
-        next_cursor: hasMore && last ? encodeCursor({ createdAt: last.createdAt, id: encodeURIComponent(last.email) }) : null,
+        next_cursor: hasMore && last ? encodeCursor({ createdAt: last.createdAt, id: `${encodeURIComponent(last.email)} ${last.scope}` }) : null,
       },
       200,
     );
   })
   .openapi(addSuppression, async (c) => {
     const body = c.req.valid("json");
-    const { created, entry } = await suppress(c.env.DB, c.get("auth").account.id, body);
+    const scope = body.scope ?? (body.reason === "complaint" ? "all" : defaultScope[body.reason]);
+    const { created, entry } = await suppress(c.env.DB, c.get("auth").account.id, { email: body.email, reason: body.reason, scope });
     return c.json(serializeSuppression(entry), created ? 201 : 200);
   })
   .openapi(removeSuppression, async (c) => {
-    const row = await unsuppress(c.env.DB, c.get("auth").account.id, c.req.valid("param").email);
+    const removed = await unsuppress(c.env.DB, c.get("auth").account.id, c.req.valid("param").email, c.req.valid("query").scope);
+    const row = suppressionScopes.map((scope) => removed.find((entry) => entry.scope === scope)).find((entry) => entry !== undefined);
     if (!row) throw notFound("Suppression");
     return c.json({ ...serializeSuppression(row), deleted: true as const }, 200);
   });

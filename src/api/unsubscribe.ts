@@ -1,7 +1,7 @@
 import { Hono } from "hono";
 import { html } from "hono/html";
 import { config } from "../config";
-import { readUnsubscribeToken, unsubscribeRecipient } from "../domain/sending/unsubscribe";
+import { preferencesOf, readUnsubscribeToken, unsubscribeRecipient, type Preferences } from "../domain/sending/unsubscribe";
 import { dispatchEvents } from "../domain/webhooks/dispatch";
 import type { AppEnv } from "../types";
 
@@ -9,28 +9,76 @@ const page = (title: string, body: ReturnType<typeof html>) =>
   html`<!doctype html><html><head><meta charset="utf-8"><meta name="viewport" content="width=device-width"><title>${title}</title></head>
 <body style="font-family:system-ui,sans-serif;max-width:32rem;margin:4rem auto;padding:0 1rem">${body}</body></html>`;
 
+const notValid = () => page("Link not valid", html`<h1>This unsubscribe link is not valid.</h1>`);
+
+/** What one click leaves, in the page's words. */
+const oneClickWhat = (preferences: Preferences) =>
+  preferences.topics.find((topic) => topic.id === preferences.topicId)?.name ?? "all marketing emails";
+
+function preferencePage(preferences: Preferences, notice?: string) {
+  return page(
+    "Email preferences",
+    html`<h1>Email preferences for ${preferences.email}</h1>
+      ${notice ? html`<p role="status"><strong>${notice}</strong></p>` : ""}
+      <form method="post">
+        <input type="hidden" name="List-Unsubscribe" value="One-Click" />
+        <button type="submit">Unsubscribe from ${oneClickWhat(preferences)}</button>
+      </form>
+      <h2>Or choose what you receive</h2>
+      <form method="post">
+        <input type="hidden" name="preferences" value="1" />
+        ${
+          preferences.topics.length > 0
+            ? html`<fieldset><legend>Topics</legend>
+                ${preferences.topics.map(
+                  (topic) =>
+                    html`<p><label><input type="checkbox" name="topic" value="${topic.id}" ${topic.subscribed ? "checked" : ""} /> ${topic.name}</label>
+                      ${topic.description ? html`<br /><small>${topic.description}</small>` : ""}</p>`,
+                )}
+              </fieldset>`
+            : ""
+        }
+        <p><label><input type="checkbox" name="all" value="1" ${preferences.unsubscribedFromAll ? "checked" : ""} /> Unsubscribe from all marketing emails</label></p>
+        <p><small>Receipts, password resets and other emails about your account still reach you.</small></p>
+        <button type="submit">Save preferences</button>
+      </form>`,
+  );
+}
+
 /**
- * `/u/<token>`: the List-Unsubscribe target. GET shows a confirmation button (link scanners must not unsubscribe
- * anyone); POST, the RFC 8058 one-click request mailbox providers send, unsubscribes at once: the address is
- * suppressed and every contact of it becomes `unsubscribed` in the same batch (unsubscribeRecipient).
+ * `/u/<token>`: the List-Unsubscribe target and the recipient's preference page. GET shows the page (link scanners
+ * must not unsubscribe anyone): a button that does what one click does, and the account's topics with this address's
+ * choices. POST is the RFC 8058 one-click request mailbox providers send (or the button): it leaves the message's
+ * topic, or all marketing when it has none; with `preferences=1` it saves the page's choices instead. No scripts.
  */
 export const unsubscribeRoutes = new Hono<AppEnv>()
   .get("/u/:token", async (c) => {
     const target = await readUnsubscribeToken(config(c.env), c.req.param("token"));
-    if (!target) return c.html(page("Link not valid", html`<h1>This unsubscribe link is not valid.</h1>`), 404);
-    return c.html(
-      page(
-        "Unsubscribe",
-        html`<h1>Unsubscribe ${target.email}?</h1>
-          <form method="post"><input type="hidden" name="List-Unsubscribe" value="One-Click" /><button type="submit">Unsubscribe</button></form>`,
-      ),
-    );
+    const preferences = target && (await preferencesOf(c.env.DB, target));
+    if (!preferences) return c.html(notValid(), 404);
+    return c.html(preferencePage(preferences));
   })
   .post("/u/:token", async (c) => {
     const target = await readUnsubscribeToken(config(c.env), c.req.param("token"));
-    if (!target) return c.html(page("Link not valid", html`<h1>This unsubscribe link is not valid.</h1>`), 404);
-    const done = await unsubscribeRecipient(c.env, target);
-    if (!done) return c.html(page("Link not valid", html`<h1>This unsubscribe link is not valid.</h1>`), 404);
-    c.executionCtx.waitUntil(dispatchEvents(c.env, done.accountId, [done.dedupeKey]));
-    return c.html(page("Unsubscribed", html`<h1>${target.email} is unsubscribed.</h1><p>You will not receive these emails any more.</p>`));
+    if (!target) return c.html(notValid(), 404);
+    const form = await c.req.parseBody({ all: true });
+    const picked = new Set(([] as unknown[]).concat(form.topic ?? []).filter((value): value is string => typeof value === "string"));
+    const before = form.preferences === "1" ? await preferencesOf(c.env.DB, target) : undefined;
+    const choice = before
+      ? {
+          kind: "preferences" as const,
+          topics: Object.fromEntries(before.topics.map((topic) => [topic.id, picked.has(topic.id)])),
+          allMarketing: form.all === "1",
+        }
+      : { kind: "one_click" as const };
+    const done = await unsubscribeRecipient(c.env, target, choice);
+    if (!done) return c.html(notValid(), 404);
+    if (done.dedupeKeys.length > 0) c.executionCtx.waitUntil(dispatchEvents(c.env, done.accountId, done.dedupeKeys));
+    const after = await preferencesOf(c.env.DB, target);
+    if (!after) return c.html(notValid(), 404);
+    const notice =
+      choice.kind === "preferences"
+        ? "Your preferences are saved."
+        : `${target.email} is unsubscribed from ${done.left[0]?.topicId ? oneClickWhat({ ...after, topicId: done.left[0].topicId }) : "all marketing emails"}.`;
+    return c.html(preferencePage(after, notice));
   });

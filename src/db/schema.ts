@@ -169,6 +169,9 @@ export const templates = sqliteTable(
   (t) => [index("templates_account").on(t.accountId, t.createdAt)],
 );
 
+export const messageStreams = ["transactional", "broadcast"] as const;
+export const suppressionScopes = ["all", "broadcast", "transactional"] as const;
+
 export const messages = sqliteTable(
   "messages",
   {
@@ -205,6 +208,13 @@ export const messages = sqliteTable(
     scheduledAt: text("scheduled_at"),
     // The campaign a `source: campaign` message belongs to (one message per recipient).
     campaignId: text("campaign_id"),
+    // Transactional mail (receipts, resets) and broadcast mail (campaigns, newsletters) are kept apart: each has its
+    // own suppressions, and only broadcast mail carries one-click List-Unsubscribe unless asked (docs/streams.md).
+    stream: text("stream", { enum: messageStreams }).notNull().default("transactional"),
+    // The subscription topic broadcast mail is about: its unsubscribe link leaves that topic only.
+    topicId: text("topic_id"),
+    // A transactional message that asked for List-Unsubscribe (`unsubscribe: true`).
+    listUnsubscribe: integer("list_unsubscribe", { mode: "boolean" }).notNull().default(false),
     // Open pixel / click rewriting applied when the message is built for delivery (campaigns default on, API off).
     trackOpens: integer("track_opens", { mode: "boolean" }).notNull().default(false),
     trackClicks: integer("track_clicks", { mode: "boolean" }).notNull().default(false),
@@ -294,10 +304,13 @@ export const suppressions = sqliteTable(
     accountId: text("account_id").notNull(),
     email: text("email").notNull(),
     reason: text("reason", { enum: ["bounce", "complaint", "unsubscribe", "manual"] }).notNull(),
+    // Which mail it keeps away: every stream (a hard bounce), broadcast only (an unsubscribe), or the stream a
+    // complaint came from. One address may have an entry per scope.
+    scope: text("scope", { enum: suppressionScopes }).notNull().default("all"),
     sourceMessageId: text("source_message_id"),
     createdAt: createdAt(),
   },
-  (t) => [primaryKey({ columns: [t.accountId, t.email] }), index("suppressions_account_created").on(t.accountId, t.createdAt)],
+  (t) => [primaryKey({ columns: [t.accountId, t.email, t.scope] }), index("suppressions_account_created").on(t.accountId, t.createdAt)],
 );
 
 export const smtpCredentials = sqliteTable(
@@ -429,9 +442,14 @@ export const contacts = sqliteTable(
     phone: text("phone"),
     country: text("country"),
     customFields: text("custom_fields", { mode: "json" }).$type<Record<string, string | number | boolean>>().notNull(),
-    status: text("status", { enum: ["subscribed", "unsubscribed", "bounced", "complained"] })
+    // `pending` until a double opt-in sign-up is confirmed: no campaign or automation mails it.
+    status: text("status", { enum: ["subscribed", "unsubscribed", "bounced", "complained", "pending"] })
       .notNull()
       .default("subscribed"),
+    // The consent record of a sign-up form: which form, when the address confirmed and from which IP.
+    consentFormId: text("consent_form_id"),
+    consentedAt: text("consented_at"),
+    consentIp: text("consent_ip"),
     // Last open or click by this contact (tracking), for segments and re-engagement.
     lastActivityAt: text("last_activity_at"),
     createdAt: createdAt(),
@@ -443,6 +461,56 @@ export const contacts = sqliteTable(
     // Suppressions are keyed by the fully lower-cased address; this finds every contact of one (bounce, complaint).
     index("contacts_account_email_lower").on(t.accountId, sql`lower(${t.emailKey})`),
   ],
+);
+
+// What an account's marketing mail is about ("Newsletter", "Product updates"): a contact subscribes to each, and an
+// unsubscribe from one topic's mail leaves that topic only.
+export const topics = sqliteTable(
+  "topics",
+  {
+    id: text("id").primaryKey(),
+    accountId: ownerAccount(),
+    name: text("name").notNull(),
+    description: text("description"),
+    // Whether a contact who never chose is subscribed (opt-out topic) or not (opt-in topic).
+    defaultSubscribed: integer("default_subscribed", { mode: "boolean" }).notNull().default(true),
+    createdAt: createdAt(),
+    updatedAt: updatedAt(),
+  },
+  (t) => [index("topics_account").on(t.accountId, t.createdAt), uniqueIndex("topics_account_name").on(t.accountId, t.name)],
+);
+
+// A contact's own choice for a topic; no row means the topic's default.
+export const contactTopics = sqliteTable(
+  "contact_topics",
+  {
+    contactId: text("contact_id").notNull(),
+    topicId: text("topic_id").notNull(),
+    accountId: text("account_id").notNull(),
+    subscribed: integer("subscribed", { mode: "boolean" }).notNull(),
+    updatedAt: updatedAt(),
+  },
+  (t) => [primaryKey({ columns: [t.contactId, t.topicId] }), index("contact_topics_topic").on(t.topicId, t.subscribed)],
+);
+
+// A public sign-up form (POST {SITE_URL}/subscribe/<id>): the lists and topics it subscribes to, and with double
+// opt-in the sender of its confirmation mail.
+export const forms = sqliteTable(
+  "forms",
+  {
+    id: text("id").primaryKey(),
+    accountId: ownerAccount(),
+    name: text("name").notNull(),
+    lists: text("lists", { mode: "json" }).$type<string[]>().notNull(),
+    topics: text("topics", { mode: "json" }).$type<string[]>().notNull(),
+    doubleOptIn: integer("double_opt_in", { mode: "boolean" }).notNull().default(true),
+    senderId: text("sender_id"),
+    redirectUrl: text("redirect_url"),
+    fields: text("fields", { mode: "json" }).$type<string[]>().notNull(),
+    createdAt: createdAt(),
+    updatedAt: updatedAt(),
+  },
+  (t) => [index("forms_account").on(t.accountId, t.createdAt)],
 );
 
 export const lists = sqliteTable(
@@ -558,6 +626,8 @@ export const campaigns = sqliteTable(
     excludeLists: text("exclude_lists", { mode: "json" }).$type<string[]>().notNull(),
     trackOpens: integer("track_opens", { mode: "boolean" }).notNull().default(true),
     trackClicks: integer("track_clicks", { mode: "boolean" }).notNull().default(true),
+    // The subscription topic: contacts who left it are not in the audience, and its unsubscribe link leaves it only.
+    topicId: text("topic_id"),
     sendAt: text("send_at"),
     startedAt: text("started_at"),
     completedAt: text("completed_at"),

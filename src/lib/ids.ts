@@ -33,7 +33,9 @@ export type IdPrefix =
   | "air"
   | "aut"
   | "run"
-  | "inb";
+  | "inb"
+  | "top"
+  | "frm";
 
 export const newId = (prefix: IdPrefix) => `${prefix}_${randomBase62(22)}`;
 

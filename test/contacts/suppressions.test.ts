@@ -1,10 +1,10 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { normalizeSuppressionEmail, suppressedAmong, suppressionStatements } from "../../src/domain/suppressions/suppressions";
+import { normalizeSuppressionEmail, suppressionStatements } from "../../src/domain/suppressions/suppressions";
 import { call, createAccount, createKey, json } from "../helpers";
 import { createContact, type Contact, type ErrorBody } from "./helpers";
 
-type Suppression = { email: string; reason: string; source_message_id: string | null; created_at: string };
+type Suppression = { email: string; reason: string; scope: string; source_message_id: string | null; created_at: string };
 
 describe("the suppression list", () => {
   it("stores a contact of a suppressed address as unsubscribed", async () => {
@@ -27,26 +27,38 @@ describe("the suppression list", () => {
 
     const bounced = await createContact(account.api_key, { email: "bounce@example.com" });
     await env.DB.batch(
-      suppressionStatements(env.DB, { accountId: account.id, email: "Bounce@example.com", reason: "bounce", sourceMessageId: "msg_1" }),
+      suppressionStatements(env.DB, { accountId: account.id, email: "Bounce@example.com", reason: "bounce", scope: "all", sourceMessageId: "msg_1" }),
     );
     expect(await json<Contact>(await call(`/api/v1/contacts/${bounced.id}`, { key: account.api_key }))).toMatchObject({ status: "bounced" });
     // A later, weaker reason does not hide the bounce; a complaint is stronger.
-    await env.DB.batch(suppressionStatements(env.DB, { accountId: account.id, email: "bounce@example.com", reason: "unsubscribe" }));
+    await env.DB.batch(
+      suppressionStatements(env.DB, { accountId: account.id, email: "bounce@example.com", reason: "unsubscribe", scope: "broadcast" }),
+    );
     expect(await json<Contact>(await call(`/api/v1/contacts/${bounced.id}`, { key: account.api_key }))).toMatchObject({ status: "bounced" });
-    await env.DB.batch(suppressionStatements(env.DB, { accountId: account.id, email: "bounce@example.com", reason: "complaint" }));
+    await env.DB.batch(suppressionStatements(env.DB, { accountId: account.id, email: "bounce@example.com", reason: "complaint", scope: "all" }));
     expect(await json<Contact>(await call(`/api/v1/contacts/${bounced.id}`, { key: account.api_key }))).toMatchObject({ status: "complained" });
-    // The first entry is kept.
-    const entry = await json<{ data: Suppression[] }>(await call("/api/v1/suppressions?email=BOUNCE%40example.com", { key: account.api_key }));
-    expect(entry.data).toEqual([expect.objectContaining({ email: "bounce@example.com", reason: "bounce", source_message_id: "msg_1" })]);
+    // The first entry of each scope is kept.
+    const entry = await json<{ data: Suppression[] }>(
+      await call("/api/v1/suppressions?email=BOUNCE%40example.com&scope=all", { key: account.api_key }),
+    );
+    expect(entry.data).toEqual([
+      expect.objectContaining({ email: "bounce@example.com", reason: "bounce", scope: "all", source_message_id: "msg_1" }),
+    ]);
   });
 
-  it("is idempotent: the same address again answers 200 with the first entry", async () => {
+  it("is idempotent per scope: the same address again in that scope answers 200 with the first entry", async () => {
     const account = await createAccount();
     const first = await call("/api/v1/suppressions", { key: account.api_key, body: { email: "twice@example.com", reason: "unsubscribe" } });
     expect(first.status).toBe(201);
-    const second = await call("/api/v1/suppressions", { key: account.api_key, body: { email: "TWICE@example.com" } });
+    const firstEntry = await json<Suppression>(first);
+    expect(firstEntry).toMatchObject({ scope: "broadcast" });
+    const second = await call("/api/v1/suppressions", { key: account.api_key, body: { email: "TWICE@example.com", scope: "broadcast" } });
     expect(second.status).toBe(200);
-    expect(await json<Suppression>(second)).toEqual(await json<Suppression>(first));
+    expect(await json<Suppression>(second)).toEqual(firstEntry);
+    // Another scope is another entry: a manual one keeps every stream away by default.
+    const manual = await call("/api/v1/suppressions", { key: account.api_key, body: { email: "twice@example.com" } });
+    expect(manual.status).toBe(201);
+    expect(await json<Suppression>(manual)).toMatchObject({ reason: "manual", scope: "all" });
   });
 
   it("DELETE of a contact keeps its suppression", async () => {
@@ -55,8 +67,7 @@ describe("the suppression list", () => {
     await call("/api/v1/suppressions", { key: account.api_key, body: { email: "erase@example.com", reason: "complaint" } });
     expect((await call(`/api/v1/contacts/${contact.id}`, { key: account.api_key, method: "DELETE" })).status).toBe(200);
     const list = await json<{ data: Suppression[] }>(await call("/api/v1/suppressions?email=erase%40example.com", { key: account.api_key }));
-    expect(list.data).toEqual([expect.objectContaining({ email: "erase@example.com", reason: "complaint" })]);
-    expect(await suppressedAmong(env.DB, account.id, ["Erase@Example.com"])).toEqual(new Set(["erase@example.com"]));
+    expect(list.data).toEqual([expect.objectContaining({ email: "erase@example.com", reason: "complaint", scope: "all" })]);
   });
 
   it("DELETE /suppressions/{email} removes an entry, 404 when absent; contacts keep their status", async () => {
@@ -75,7 +86,7 @@ describe("the suppression list", () => {
   it("paginates newest first, also through addresses with a `|`", async () => {
     const account = await createAccount();
     const emails = ["a|1@example.com", "b@example.com", "c|3@example.com", "d@example.com", "e@example.com"];
-    for (const email of emails) await env.DB.batch(suppressionStatements(env.DB, { accountId: account.id, email, reason: "manual" }));
+    for (const email of emails) await env.DB.batch(suppressionStatements(env.DB, { accountId: account.id, email, reason: "manual", scope: "all" }));
     const seen: string[] = [];
     let cursor: string | null = null;
     do {
@@ -111,17 +122,5 @@ describe("the sending pipeline's contract", () => {
     expect(normalizeSuppressionEmail("  John.Doe+Tag@Example.COM ")).toBe("john.doe+tag@example.com");
     expect(normalizeSuppressionEmail("user@Bücher.de")).toBe("user@xn--bcher-kva.de");
     expect(normalizeSuppressionEmail("Not An Address")).toBe("not an address");
-  });
-
-  it("suppressedAmong answers the suppressed addresses among many, in chunks of 100", async () => {
-    const account = await createAccount();
-    const emails = Array.from({ length: 250 }, (_, i) => `r${i}@example.com`);
-    const suppressed = emails.filter((_, i) => i % 50 === 7);
-    await env.DB.batch(suppressed.flatMap((email) => suppressionStatements(env.DB, { accountId: account.id, email, reason: "bounce" })));
-    const found = await suppressedAmong(env.DB, account.id, [...emails.map((email) => email.toUpperCase()), "R7@example.com"]);
-    expect([...found].sort()).toEqual(suppressed.sort());
-    expect(await suppressedAmong(env.DB, account.id, [])).toEqual(new Set());
-    const other = await createAccount();
-    expect(await suppressedAmong(env.DB, other.id, emails)).toEqual(new Set());
   });
 });

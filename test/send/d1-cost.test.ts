@@ -21,6 +21,7 @@ it("an accepted single-recipient send with a tag and an Idempotency-Key costs 2 
     { account, testMode: false },
     {
       source: "api",
+      stream: "transactional",
       from: { address: `hello@${domain.name}` },
       recipients: ["ann@example.org"],
       tags: ["receipt"],

@@ -13,6 +13,7 @@ it("undoes an acceptance the send queue refuses: 503, refunded, failed, and the 
   const account = (await findAccount(drizzle(env.DB), created.id))!;
   const input: AcceptInput = {
     source: "api",
+    stream: "transactional",
     from: { address: `hello@${domain.name}` },
     recipients: ["ann@example.org", "bob@example.org"],
     tags: [],
@@ -55,6 +56,7 @@ it("undoes a whole batch the send queue refuses: every message failed, every cre
   const account = (await findAccount(drizzle(env.DB), created.id))!;
   const inputs: AcceptInput[] = ["ann", "bob", "cid"].map((name) => ({
     source: "api",
+    stream: "transactional",
     from: { address: `hello@${domain.name}` },
     recipients: [`${name}@example.org`],
     tags: [],

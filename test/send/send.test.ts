@@ -15,7 +15,7 @@ async function setup(overrides: Record<string, unknown> = {}) {
 const rcpt = (label: string) => `${label}-${crypto.randomUUID().slice(0, 8)}@example.net`;
 
 describe("POST /send", () => {
-  it("sends a templated message with placeholders, an attachment and a tag to the provider, DKIM-signed with one-click unsubscribe", async () => {
+  it("sends a templated broadcast message with placeholders, an attachment and a tag to the provider, DKIM-signed with one-click unsubscribe", async () => {
     const { key, from, domain } = await setup();
     const template = await json<{ id: string; variables: string[] }>(
       await call("/api/v1/templates", {
@@ -41,6 +41,7 @@ describe("POST /send", () => {
         tags: ["welcome"],
         metadata: { user_id: "42" },
         attachments: [{ filename: "terms.pdf", content: pdf, content_type: "application/pdf" }],
+        stream: "broadcast",
       },
     });
     expect(response.status).toBe(202);
@@ -85,7 +86,14 @@ describe("POST /send", () => {
       { email: to, status: "sent", smtp_response: expect.stringMatching(/^250/), opens: 0, clicks: 0, opened_at: null, clicked_at: null },
     ]);
     expect(message.events.map((event) => event.type)).toEqual(["relay.sent"]);
-    expect(message.events[0]!.data).toMatchObject({ message_id: accepted.id, tags: ["welcome"], metadata: { user_id: "42" }, source: "api" });
+    expect(message).toMatchObject({ stream: "broadcast" });
+    expect(message.events[0]!.data).toMatchObject({
+      message_id: accepted.id,
+      tags: ["welcome"],
+      metadata: { user_id: "42" },
+      source: "api",
+      stream: "broadcast",
+    });
 
     // The one-click link works as RFC 8058 describes: a POST unsubscribes, and the address is then skipped.
     const path = new URL(unsubscribe.slice(1, -1)).pathname;
@@ -97,8 +105,11 @@ describe("POST /send", () => {
       headers: { "Content-Type": "application/x-www-form-urlencoded" },
     });
     expect(oneClick.status).toBe(200);
-    const again = await json(await call("/api/v1/send", { key, body: { from, to: [to], subject: "again", text: "x" } }));
+    const again = await json(await call("/api/v1/send", { key, body: { from, to: [to], subject: "again", text: "x", stream: "broadcast" } }));
     expect(again).toMatchObject({ status: "suppressed", credits_charged: 0, recipients: [{ email: to, status: "suppressed" }] });
+    // An unsubscribe is from marketing: the password reset still goes.
+    const reset = await json(await call("/api/v1/send", { key, body: { from, to: [to], subject: "Reset your password", text: "x" } }));
+    expect(reset).toMatchObject({ status: "queued", credits_charged: 1, recipients: [{ email: to, status: "queued" }] });
     expect((await call(`/u/${path.slice(3)}x`, { method: "POST" })).status).toBe(404);
   });
 
@@ -197,7 +208,9 @@ describe("POST /send", () => {
   it("puts the bare address in the one-click unsubscribe link of a display-form recipient", async () => {
     const { key, from } = await setup();
     const address = rcpt("una");
-    const accepted = await json(await call("/api/v1/send", { key, body: { from, to: [`Una <${address}>`], subject: "Hi", text: "Hello" } }));
+    const accepted = await json(
+      await call("/api/v1/send", { key, body: { from, to: [`Una <${address}>`], subject: "Hi", text: "Hello", stream: "broadcast" } }),
+    );
     const [delivered] = await eventually(async () => ((await sinkMessagesTo(address)).length > 0 ? sinkMessagesTo(address) : undefined));
     const parsed = await PostalMime.parse(await sinkRaw(delivered!.id));
     const unsubscribe = parsed.headers.find((header) => header.key === "list-unsubscribe")!.value;
@@ -206,9 +219,36 @@ describe("POST /send", () => {
       (await call(path, { method: "POST", body: "List-Unsubscribe=One-Click", headers: { "Content-Type": "application/x-www-form-urlencoded" } }))
         .status,
     ).toBe(200);
-    const again = await json(await call("/api/v1/send", { key, body: { from, to: [address], subject: "again", text: "x" } }));
+    const again = await json(await call("/api/v1/send", { key, body: { from, to: [address], subject: "again", text: "x", stream: "broadcast" } }));
     expect(again).toMatchObject({ status: "suppressed", credits_charged: 0 });
     expect(accepted.id).not.toBe(again.id);
+  });
+
+  it("a transactional message (the default) carries no List-Unsubscribe unless it asks; a receipt's own is kept", async () => {
+    const { key, from } = await setup();
+    const raw = async (body: Record<string, unknown>) => {
+      const to = rcpt("receipt");
+      const response = await call("/api/v1/send", { key, body: { from, to: [to], subject: "Your receipt", text: "Paid", ...body } });
+      expect(response.status).toBe(202);
+      const [delivered] = await eventually(async () => ((await sinkMessagesTo(to)).length > 0 ? sinkMessagesTo(to) : undefined));
+      return (await PostalMime.parse(await sinkRaw(delivered!.id))).headers;
+    };
+    const plain = await raw({});
+    expect(plain.some((header) => header.key.startsWith("list-unsubscribe"))).toBe(false);
+    const asked = await raw({ unsubscribe: true });
+    expect(asked.find((header) => header.key === "list-unsubscribe")?.value).toMatch(/^<http:\/\/127\.0\.0\.1:8787\/u\/[^>]+>$/);
+    expect(asked.find((header) => header.key === "list-unsubscribe-post")?.value).toBe("List-Unsubscribe=One-Click");
+    // Without the platform's, a transactional message may carry the sender's own.
+    const own = await raw({ headers: { "List-Unsubscribe": "<mailto:leave@example.org>" } });
+    expect(own.find((header) => header.key === "list-unsubscribe")?.value).toBe("<mailto:leave@example.org>");
+    const refused = await call("/api/v1/send", {
+      key,
+      body: { from, to: [rcpt("x")], subject: "x", text: "x", stream: "broadcast", headers: { "List-Unsubscribe": "<mailto:leave@example.org>" } },
+    });
+    expect(refused.status).toBe(422);
+    const invalid = await call("/api/v1/send", { key, body: { from, to: [rcpt("x")], subject: "x", text: "x", stream: "marketing" } });
+    expect(invalid.status).toBe(422);
+    expect(Object.keys((await json<{ errors: Record<string, string[]> }>(invalid)).errors)).toEqual(["stream"]);
   });
 
   it("refuses attachments over 10 MB with 413 and charges nothing", async () => {

@@ -480,6 +480,7 @@ export const campaignPages = new Hono<DashboardEnv>()
       lists: chosenIds(form, "lists", saved?.lists) ?? saved?.lists ?? [],
       segments: chosenIds(form, "segments", saved?.segments) ?? saved?.segments ?? [],
       excludeLists: chosenIds(form, "exclude_lists", saved?.excludeLists) ?? saved?.excludeLists ?? [],
+      topicId: (query.topic_id ? query.topic_id[0] : saved?.topicId) || null,
     };
     const total = await audienceOf(c.env.DB, audience, await audienceSql(c.env.DB, audience));
     return c.html(
@@ -653,6 +654,8 @@ export const campaignPages = new Hono<DashboardEnv>()
       { account: auth.account, testMode: auth.apiKey.mode === "test" },
       {
         source: "api",
+        // A test goes to the marketer's own address: the broadcast audience's unsubscribes are not about it.
+        stream: "transactional",
         from,
         recipients: [to.mailbox.address],
         tags: ["campaign-test"],

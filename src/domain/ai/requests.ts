@@ -261,6 +261,7 @@ export async function completeAiRequest(
         lists: [],
         segments: [],
         excludeLists: [],
+        topicId: null,
         trackOpens: true,
         trackClicks: true,
       }),

@@ -5,7 +5,7 @@ import { and, eq } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { config, type Config } from "../../config";
 import { sqlNow } from "../../db/client";
-import { automations, lists, senders, templates } from "../../db/schema";
+import { automations, lists, senders, templates, topics } from "../../db/schema";
 import type { FieldErrors } from "../../errors";
 import { hmacSha256Hex, randomToken } from "../../lib/crypto";
 import { newId } from "../../lib/ids";
@@ -51,15 +51,17 @@ export async function stepProblems(d1: D1Database, accountId: string, steps: Ste
   const templateIds = new Set<string>();
   const senderIds = new Set<string>();
   const listIds = new Set<string>();
+  const topicIds = new Set<string>();
   steps.forEach((step) => {
     if (step.type === "send_email") {
       senderIds.add(step.sender_id);
       if (step.template_id) templateIds.add(step.template_id);
+      if (step.topic_id) topicIds.add(step.topic_id);
     }
     if (step.type === "add_to_list" || step.type === "remove_from_list") listIds.add(step.list_id);
   });
   const db = drizzle(d1);
-  const [foundTemplates, foundSenders, foundLists] = await db.batch([
+  const [foundTemplates, foundSenders, foundLists, foundTopics] = await db.batch([
     db
       .select({ id: templates.id })
       .from(templates)
@@ -72,6 +74,10 @@ export async function stepProblems(d1: D1Database, accountId: string, steps: Ste
       .select({ id: lists.id })
       .from(lists)
       .where(and(eq(lists.accountId, accountId), inJsonArray(lists.id, [...listIds]))),
+    db
+      .select({ id: topics.id })
+      .from(topics)
+      .where(and(eq(topics.accountId, accountId), inJsonArray(topics.id, [...topicIds]))),
   ]);
   const has = (rows: { id: string }[], wanted: string) => rows.some((row) => row.id === wanted);
   for (const [index, step] of steps.entries()) {
@@ -79,6 +85,9 @@ export async function stepProblems(d1: D1Database, accountId: string, steps: Ste
       if (!has(foundSenders, step.sender_id)) errors[`steps.${index}.sender_id`] = ["No sender with this id in your account"];
       if (step.template_id && !has(foundTemplates, step.template_id))
         errors[`steps.${index}.template_id`] = ["No template with this id in your account"];
+      if (step.topic_id && !has(foundTopics, step.topic_id)) errors[`steps.${index}.topic_id`] = ["No topic with this id in your account"];
+      if (step.topic_id && step.stream === "transactional")
+        errors[`steps.${index}.topic_id`] = ["Topics are for broadcast mail; a transactional step reaches the contact whatever they chose"];
     }
     if ((step.type === "add_to_list" || step.type === "remove_from_list") && !has(foundLists, step.list_id)) {
       errors[`steps.${index}.list_id`] = ["No list with this id in your account"];

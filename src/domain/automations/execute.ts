@@ -14,6 +14,7 @@ import { findSender } from "../campaigns/senders";
 import { segmentWhere } from "../segments/segments";
 import { contactVariables, updateContact } from "../contacts/contacts";
 import { addMembersById, listExists, removeMember } from "../contacts/lists";
+import { contactSubscribedToTopic } from "../topics/topics";
 import { createResolver } from "../dns/doh";
 import { acceptMessage, type AcceptOutcome, type WaitUntil } from "../sending/accept";
 import { renderTemplate } from "../sending/render";
@@ -88,7 +89,15 @@ function refusalDetail(refusal: Exclude<AcceptOutcome, { kind: "accepted" | "que
 
 async function sendEmail(env: Env, ctx: WaitUntil, run: RunRow, index: number, step: Extract<Step, { type: "send_email" }>): Promise<StepResult> {
   const contact = await loadContact(env.DB, run);
-  if (contact.status !== "subscribed") return { status: "skipped", detail: { reason: `The contact is ${contact.status}; nothing was sent` } };
+  const stream = step.stream ?? "broadcast";
+  // Marketing reaches subscribed contacts only; transactional mail every contact who confirmed (the suppression list,
+  // checked when it is accepted, still keeps bounced addresses and complaints of that stream away).
+  if (stream === "broadcast" ? contact.status !== "subscribed" : contact.status === "pending") {
+    return { status: "skipped", detail: { reason: `The contact is ${contact.status}; nothing was sent` } };
+  }
+  if (stream === "broadcast" && step.topic_id && !(await contactSubscribedToTopic(env.DB, contact.id, step.topic_id))) {
+    return { status: "skipped", detail: { reason: `The contact is not subscribed to the topic ${step.topic_id}; nothing was sent` } };
+  }
   const [account, sender] = await Promise.all([findAccount(drizzle(env.DB), run.accountId), findSender(env.DB, run.accountId, step.sender_id)]);
   if (!account) throw new PermanentStepError("The account no longer exists");
   if (!sender) throw new PermanentStepError(`The sender ${step.sender_id} no longer exists`);
@@ -99,6 +108,8 @@ async function sendEmail(env: Env, ctx: WaitUntil, run: RunRow, index: number, s
     { account, testMode: false },
     {
       source: "api",
+      stream,
+      topicId: stream === "broadcast" ? step.topic_id : undefined,
       from: { name: sender.name, address: sender.email },
       recipients: [contact.email],
       replyTo: sender.replyTo ?? undefined,

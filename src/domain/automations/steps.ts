@@ -3,6 +3,7 @@
 // (template, sender, lists, segment-style conditions) against the account when saved.
 
 import { z } from "zod";
+import { messageStreams } from "../../db/schema";
 import { contactTextFields } from "../contacts/contacts";
 
 const id = z.string().min(1).max(64);
@@ -17,6 +18,10 @@ export const stepSchema = z.discriminatedUnion("type", [
     .object({
       type: z.literal("send_email"),
       sender_id: id,
+      // Broadcast by default (docs/streams.md): a welcome series is marketing; a transactional step is mail the
+      // contact needs whatever their marketing choices (an order update), and still skips suppressed addresses.
+      stream: z.enum(messageStreams).optional(),
+      topic_id: id.optional(),
       template_id: id.optional(),
       subject: z.string().min(1).max(998).optional(),
       html: z

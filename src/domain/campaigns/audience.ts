@@ -1,5 +1,6 @@
 // A campaign's audience: (members of its lists ∪ contacts matching any of its segments) − members of its excluded
-// lists − contacts that are not `subscribed` − suppressed addresses. Contacts are unique per address in an account,
+// lists − contacts that are not `subscribed` − addresses suppressed for broadcast mail − with a topic, contacts who
+// are not subscribed to it. Contacts are unique per address in an account,
 // so one contact is one recipient. The audience is counted at POST /send (for the reservation) and materialised as
 // one message per contact when sending starts, in chunks, so a large audience never needs one large statement.
 
@@ -8,9 +9,11 @@ import { SQLiteAsyncDialect } from "drizzle-orm/sqlite-core";
 import { drizzle } from "drizzle-orm/d1";
 import { contacts, type campaigns } from "../../db/schema";
 import { inJsonArray } from "../../db/client";
+import { blocksBroadcastSql } from "../suppressions/suppressions";
+import { subscribedToTopicSql } from "../topics/topics";
 
 type CampaignRow = typeof campaigns.$inferSelect;
-export type Audience = Pick<CampaignRow, "accountId" | "lists" | "excludeLists">;
+export type Audience = Pick<CampaignRow, "accountId" | "lists" | "excludeLists" | "topicId">;
 
 /**
  * The SQL condition over `contacts` selecting the audience; `segmentConditions` are the compiled conditions of the
@@ -31,7 +34,9 @@ export function audienceWhere(audience: Audience, segmentConditions: SQL[]): SQL
       ? sql`NOT EXISTS (SELECT 1 FROM list_members AS x WHERE x.contact_id = ${contacts.id} AND ${inJsonArray(sql`x.list_id`, audience.excludeLists)})`
       : undefined,
     // Suppressions are keyed by the fully lower-cased address, as lower(email_key) is (see normalizeSuppressionEmail).
-    sql`NOT EXISTS (SELECT 1 FROM suppressions AS s WHERE s.account_id = ${audience.accountId} AND s.email = lower(${contacts.emailKey}))`,
+    // Campaigns are broadcast mail: entries for transactional mail alone do not keep a contact out.
+    sql`NOT EXISTS (SELECT 1 FROM suppressions AS s WHERE s.account_id = ${audience.accountId} AND s.email = lower(${contacts.emailKey}) AND ${blocksBroadcastSql})`,
+    audience.topicId ? subscribedToTopicSql(audience.topicId) : undefined,
   );
   return where ?? sql`0`;
 }

@@ -5,7 +5,18 @@
 import { and, count, eq, inArray, sql, type SQL } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { inJsonArray, statement } from "../../db/client";
-import { campaignPurgedMessages, campaigns, domains, lists, messages, segments, senders, templates, type campaignStatuses } from "../../db/schema";
+import {
+  campaignPurgedMessages,
+  campaigns,
+  domains,
+  lists,
+  messages,
+  segments,
+  senders,
+  templates,
+  topics,
+  type campaignStatuses,
+} from "../../db/schema";
 import type { FieldErrors } from "../../errors";
 import { newId, nowIso } from "../../lib/ids";
 import { logError } from "../../lib/log";
@@ -36,6 +47,7 @@ export type CampaignInput = {
   lists: string[];
   segments: string[];
   excludeLists: string[];
+  topicId: string | null;
   trackOpens: boolean;
   trackClicks: boolean;
 };
@@ -124,6 +136,7 @@ export function serializeCampaign(row: CampaignRow, counters: CampaignCounters =
     lists: row.lists,
     segments: row.segments,
     exclude_lists: row.excludeLists,
+    topic_id: row.topicId,
     track_opens: row.trackOpens,
     track_clicks: row.trackClicks,
     send_at: row.sendAt,
@@ -177,13 +190,13 @@ export async function listCampaigns(d1: D1Database, accountId: string, page: { c
     .all();
 }
 
-type References = Pick<CampaignInput, "senderId" | "templateId" | "lists" | "segments" | "excludeLists">;
+type References = Pick<CampaignInput, "senderId" | "templateId" | "lists" | "segments" | "excludeLists" | "topicId">;
 
 /** Each id the campaign names that is not the account's, keyed by its field path (`lists.2`); one round trip. */
 async function referenceProblems(d1: D1Database, accountId: string, refs: References): Promise<FieldErrors> {
   const db = drizzle(d1);
   const listIds = [...new Set([...refs.lists, ...refs.excludeLists])];
-  const [foundLists, foundSegments, foundSenders, foundTemplates] = await db.batch([
+  const [foundLists, foundSegments, foundSenders, foundTemplates, foundTopics] = await db.batch([
     db
       .select({ id: lists.id })
       .from(lists)
@@ -200,6 +213,10 @@ async function referenceProblems(d1: D1Database, accountId: string, refs: Refere
       .select({ id: templates.id })
       .from(templates)
       .where(and(eq(templates.accountId, accountId), eq(templates.id, refs.templateId ?? ""))),
+    db
+      .select({ id: topics.id })
+      .from(topics)
+      .where(and(eq(topics.accountId, accountId), eq(topics.id, refs.topicId ?? ""))),
   ]);
   const known = new Set([...foundLists, ...foundSegments].map((row) => row.id));
   const errors: FieldErrors = {};
@@ -212,6 +229,7 @@ async function referenceProblems(d1: D1Database, accountId: string, refs: Refere
   check("exclude_lists", refs.excludeLists, "list");
   if (refs.senderId && foundSenders.length === 0) errors.sender_id = [`No sender ${refs.senderId} in this account`];
   if (refs.templateId && foundTemplates.length === 0) errors.template_id = [`No template ${refs.templateId} in this account`];
+  if (refs.topicId && foundTopics.length === 0) errors.topic_id = [`No topic ${refs.topicId} in this account`];
   return errors;
 }
 

@@ -10,6 +10,7 @@ import { messageContentSchema } from "../sending/content";
 import { placeholderNames, renderTemplate } from "../sending/render";
 import { listUnsubscribeHeaders, unsubscribeToken } from "../sending/unsubscribe";
 import { contactVariables } from "../contacts/contacts";
+import { blocksBroadcastSql } from "../suppressions/suppressions";
 import type { CampaignRow } from "./campaigns";
 
 type MessageRow = typeof messages.$inferSelect;
@@ -35,8 +36,13 @@ export function campaignRecipientReads(db: DrizzleD1Database, ids: string[]) {
       .select({
         contact: contacts,
         suppressed:
-          sql<number>`EXISTS (SELECT 1 FROM suppressions AS s WHERE s.account_id = ${contacts.accountId} AND s.email = lower(${contacts.emailKey}))`.mapWith(
+          sql<number>`EXISTS (SELECT 1 FROM suppressions AS s WHERE s.account_id = ${contacts.accountId} AND s.email = lower(${contacts.emailKey}) AND ${blocksBroadcastSql})`.mapWith(
             Number,
+          ),
+        // The topics the contact left: one left since the audience was made is not mailed.
+        leftTopics:
+          sql<string>`(SELECT json_group_array(ct.topic_id) FROM contact_topics AS ct WHERE ct.contact_id = ${contacts.id} AND ct.subscribed = 0)`.mapWith(
+            (value: string) => JSON.parse(value) as string[],
           ),
       })
       .from(contacts)
@@ -46,7 +52,7 @@ export function campaignRecipientReads(db: DrizzleD1Database, ids: string[]) {
   ] as const;
 }
 
-type CampaignReadResults = [CampaignRow[], { contact: ContactRow; suppressed: number }[]];
+type CampaignReadResults = [CampaignRow[], { contact: ContactRow; suppressed: number; leftTopics: string[] }[]];
 
 /** Per claimed campaign message: what to render it from, or why it is skipped (unsubscribed since, or its campaign cancelled or failed). */
 export function campaignRecipientsOf(
@@ -70,6 +76,8 @@ export function campaignRecipientsOf(
         skip: "suppressed",
         reason: `contact ${found.suppressed === 1 ? "suppressed" : found.contact.status} before this message was sent`,
       });
+    } else if (campaign.topicId && found.leftTopics.includes(campaign.topicId)) {
+      result.set(message.id, { skip: "suppressed", reason: "contact unsubscribed from the campaign's topic before this message was sent" });
     } else result.set(message.id, { campaign, contact: found.contact });
   }
   return result;

@@ -109,11 +109,11 @@ export async function materialiseChunk(
     statement(
       d1,
       sql`INSERT OR IGNORE INTO ${messages} (id, account_id, source, status, from_address, from_name, domain_id, reply_to, subject, tags, metadata,
-           content, credits_charged, campaign_id, track_opens, track_clicks)
+           content, credits_charged, campaign_id, track_opens, track_clicks, stream, topic_id)
          SELECT value ->> '$.id', ${campaign.accountId}, 'campaign', 'scheduled', ${sender.email}, ${sender.name}, ${sender.domainId},
            ${sender.replyTo}, ${campaign.subject ?? ""}, ${JSON.stringify(campaign.tags)}, '{}',
            json_object('kind', 'campaign', 'contact_id', value ->> '$.contact_id'), 1, ${campaign.id},
-           ${campaign.trackOpens ? 1 : 0}, ${campaign.trackClicks ? 1 : 0}
+           ${campaign.trackOpens ? 1 : 0}, ${campaign.trackClicks ? 1 : 0}, 'broadcast', ${campaign.topicId}
          FROM json_each(${chunk})`,
     ),
     statement(

@@ -41,6 +41,9 @@ const fields = {
   lists: ids("List"),
   segments: ids("Segment"),
   exclude_lists: ids("List"),
+  topic_id: z.string().min(1).max(64).nullable().openapi({
+    description: "The subscription topic (GET /topics): only contacts subscribed to it are sent to, and its unsubscribe link leaves that topic only",
+  }),
   track_opens: z.boolean().openapi({ description: "Add an open pixel to the html part of each message (default true); see docs/tracking.md" }),
   track_clicks: z
     .boolean()
@@ -62,6 +65,7 @@ export const campaignInput = z
     lists: fields.lists.optional(),
     segments: fields.segments.optional(),
     exclude_lists: fields.exclude_lists.optional(),
+    topic_id: fields.topic_id.optional(),
     track_opens: fields.track_opens.optional(),
     track_clicks: fields.track_clicks.optional(),
   })
@@ -137,6 +141,7 @@ export function campaignFields(body: CampaignChange): Partial<CampaignInput> {
     lists: body.lists === undefined ? undefined : [...new Set(body.lists)],
     segments: body.segments,
     excludeLists: body.exclude_lists === undefined ? undefined : [...new Set(body.exclude_lists)],
+    topicId: body.topic_id,
     trackOpens: body.track_opens,
     trackClicks: body.track_clicks,
   };
@@ -158,6 +163,7 @@ export function newCampaignFields(body: z.output<typeof campaignInput>): Campaig
     lists: input.lists ?? [],
     segments: input.segments ?? [],
     excludeLists: input.excludeLists ?? [],
+    topicId: input.topicId ?? null,
     trackOpens: input.trackOpens ?? true,
     trackClicks: input.trackClicks ?? true,
   };

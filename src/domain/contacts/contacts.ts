@@ -6,12 +6,13 @@ import { and, desc, eq, gt, getTableColumns, sql, type SQL } from "drizzle-orm";
 import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
 import { inJsonArray, sqlNow, statement } from "../../db/client";
 import { contacts, listMembers, lists, suppressions } from "../../db/schema";
+import { topicSubscriptionsOf } from "../topics/topics";
 import type { FieldErrors } from "../../errors";
 import { keysetPage } from "../../lib/pagination";
 import { newId } from "../../lib/ids";
 import type { ContactAddress } from "./email";
 
-export const contactStatuses = ["subscribed", "unsubscribed", "bounced", "complained"] as const;
+export const contactStatuses = ["subscribed", "unsubscribed", "bounced", "complained", "pending"] as const;
 
 /** The contact's own text columns, named the same in the API and the table. */
 export const contactTextFields = ["first_name", "last_name", "company", "phone", "country"] as const;
@@ -88,6 +89,16 @@ export function serializeContact(row: ContactWithLists) {
     created_at: row.createdAt,
     updated_at: row.updatedAt,
   };
+}
+
+/** Contacts as the API shows them: each with its subscription to every topic of the account (one more read for them all). */
+export async function serializeContactsWithTopics(d1: D1Database, accountId: string, rows: ContactWithLists[]) {
+  const topics = await topicSubscriptionsOf(
+    d1,
+    accountId,
+    rows.map((row) => row.id),
+  );
+  return rows.map((row) => ({ ...serializeContact(row), topics: topics.get(row.id) ?? {} }));
 }
 
 export function mergeCustomFields(current: CustomFields, patch: CustomFieldsPatch): CustomFields {

@@ -41,6 +41,14 @@ export const customFields = z
 
 const listIds = z.array(z.string().min(1).max(64)).max(100).openapi({ description: "Ids of lists to add the contact to" });
 
+const topicChoices = z
+  .record(z.string().min(1).max(64), z.boolean())
+  .refine((choices) => Object.keys(choices).length <= 50, "At most 50 topics")
+  .openapi({
+    description: "Subscription per topic id (GET /topics): true subscribes, false unsubscribes; topics left out keep their value",
+    example: { top_4bT9xQ2mLk7vN1cZ8pR3sW: false },
+  });
+
 /** The body of POST /contacts. */
 export const contactInput = z
   .object({
@@ -52,6 +60,7 @@ export const contactInput = z
     country: textField,
     custom_fields: customFields.optional(),
     lists: listIds.optional(),
+    topics: topicChoices.optional(),
   })
   .strict()
   .openapi("ContactInput");
@@ -70,6 +79,7 @@ export const contactChangeInput = z
       .enum(["subscribed", "unsubscribed"])
       .optional()
       .openapi({ description: "Resubscribe or unsubscribe from campaigns. A suppressed address cannot be resubscribed." }),
+    topics: topicChoices.optional(),
   })
   .strict()
   .refine((body) => Object.keys(body).length > 0, { message: "Send at least one field to change" })

@@ -95,6 +95,10 @@ const messageEventFields = {
     .enum(["api", "smtp", "campaign"])
     .optional()
     .openapi({ description: "How the message was submitted: POST /send, the SMTP relay, or a campaign" }),
+  stream: z
+    .enum(["transactional", "broadcast"])
+    .optional()
+    .openapi({ description: "The message's stream: transactional (receipts, resets) or broadcast (campaigns, newsletters)" }),
   campaign_id: z.string().nullable().optional().openapi({ description: "The campaign of a campaign message (absent for API and SMTP messages)" }),
   tags: z.array(z.string()).optional().openapi({ description: "The message's tags" }),
   metadata: z.record(z.string(), z.string()).optional().openapi({ description: "The message's metadata, as sent" }),
@@ -153,10 +157,15 @@ export const eventDataSchemas = {
       email: z.string(),
       message_id: z.string().nullable().optional(),
       campaign_id: z.string().nullable().optional(),
-      method: z
-        .enum(["link", "one_click", "api", "reply"])
+      topic_id: z
+        .string()
+        .nullable()
         .optional()
-        .openapi({ description: "How the recipient unsubscribed: one_click (the List-Unsubscribe link) today; link, api and reply are reserved" }),
+        .openapi({ description: "The topic left (GET /topics/{id}); null when the recipient left all marketing mail" }),
+      method: z.enum(["link", "one_click", "preferences", "api", "reply"]).optional().openapi({
+        description:
+          "How the recipient unsubscribed: one_click (the List-Unsubscribe link or the page's button), preferences (the link's preference page); link, api and reply are reserved",
+      }),
     })
     .openapi("UnsubscribedEventData"),
   "verification.completed": z

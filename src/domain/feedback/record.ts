@@ -158,7 +158,14 @@ export async function recordFeedback(env: Env, reports: Feedback[]): Promise<Fee
     } else if (report.kind === "complained") {
       statements.push(...count({ complaints: 1 }, movesFrom.complained), setStatus("complained", movesFrom.complained));
       statements.push(
-        ...suppressionStatements(env.DB, { accountId: message.accountId, email: row.email, reason: "complaint", sourceMessageId: message.id }),
+        ...suppressionStatements(env.DB, {
+          accountId: message.accountId,
+          email: row.email,
+          reason: "complaint",
+          // A complaint keeps away the stream complained of (docs/streams.md): a receipt marked as spam stops receipts.
+          scope: message.stream,
+          sourceMessageId: message.id,
+        }),
       );
       event(campaign ? "complained" : "relay.complained", "complained", { feedback_type: report.feedbackType ?? "abuse" });
     } else if (report.kind === "bounced" && (report.bounceType !== "soft" || report.final)) {
@@ -179,7 +186,13 @@ export async function recordFeedback(env: Env, reports: Feedback[]): Promise<Fee
       statements.push(setStatus("bounced", movesFrom.bounced));
       if (bounceType === "hard") {
         statements.push(
-          ...suppressionStatements(env.DB, { accountId: message.accountId, email: row.email, reason: "bounce", sourceMessageId: message.id }),
+          ...suppressionStatements(env.DB, {
+            accountId: message.accountId,
+            email: row.email,
+            reason: "bounce",
+            scope: "all",
+            sourceMessageId: message.id,
+          }),
         );
       }
       event(campaign ? "bounced" : "relay.bounced", "bounced", {

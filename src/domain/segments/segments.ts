@@ -365,7 +365,7 @@ export function segmentWhere(accountId: string, segment: SegmentShape, now = new
 
 /** The contacts a send to the segment targets: the campaign audience rule (see audience.ts) applied to its matches. */
 export function segmentAudienceWhere(accountId: string, segment: SegmentShape, now = new Date()): SQL {
-  return audienceWhere({ accountId, lists: [], excludeLists: [] }, [segmentWhere(accountId, segment, now)]);
+  return audienceWhere({ accountId, lists: [], excludeLists: [], topicId: null }, [segmentWhere(accountId, segment, now)]);
 }
 
 /** Each condition compiled (or its problem), by index; entries whose field or op is not even a string are skipped. */

@@ -21,10 +21,12 @@ export function relayFeatureRefusal(account: Account): Refusal | undefined {
 }
 
 const tagHeader = "x-mailforge-tag";
+/** `X-Mailforge-Stream: broadcast` puts a relayed message in the broadcast stream (docs/smtp-relay.md); removed before storing. */
+export const relayStreamHeader = "x-mailforge-stream";
 // Blind copies travel in the envelope only; left in the header, every recipient would see who else got one.
 const blindCopyHeaders: ReadonlySet<string> = new Set(["bcc", "resent-bcc"]);
-// Bcc must not reach the recipients; the tracking opt-in is an instruction to us, not part of the message.
-const strippedHeaders: ReadonlySet<string> = new Set([...blindCopyHeaders, relayTrackingHeader]);
+// Bcc must not reach the recipients; the tracking opt-in and the stream are instructions to us, not part of the message.
+const strippedHeaders: ReadonlySet<string> = new Set([...blindCopyHeaders, relayTrackingHeader, relayStreamHeader]);
 
 type ParsedEmail = Awaited<ReturnType<typeof PostalMime.parse>>;
 
@@ -32,6 +34,16 @@ const mailboxesIn = (parsed: ParsedEmail, field: string) =>
   parsed.headers
     .filter((header) => header.key === field)
     .flatMap((header) => addressParser(header.value, { flatten: true }).map((mailbox) => mailbox.address ?? ""));
+
+/** The stream a relayed message asks for: broadcast when its (last) X-Mailforge-Stream says so, else transactional. */
+function relayStream(headers: ParsedEmail["headers"]): "transactional" | "broadcast" {
+  const asked = headers
+    .filter((header) => header.key === relayStreamHeader)
+    .at(-1)
+    ?.value.trim()
+    .toLowerCase();
+  return asked === "broadcast" ? "broadcast" : "transactional";
+}
 
 /**
  * Recipients see the From and Sender header fields, not MAIL FROM, so each address in them must be on a verified
@@ -119,6 +131,7 @@ export async function acceptRelayMessage(env: Env, ctx: WaitUntil, sender: Sende
     sender,
     {
       source: "smtp",
+      stream: relayStream(parsed.headers),
       from,
       recipients: message.rcptTo,
       replyTo: parsed.replyTo?.[0]?.address,

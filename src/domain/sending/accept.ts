@@ -6,7 +6,7 @@ import { findAccount, type Account } from "../accounts/accounts";
 import { verifiedDomainQuery } from "../domains/domains";
 import { eventStatement, type EventInput } from "../events/events";
 import { chargedGuard, chargeStatements, refundStatements, wasApplied } from "../credits/ledger";
-import { normalizeSuppressionEmail, suppressionsAmongQuery } from "../suppressions/suppressions";
+import { normalizeSuppressionEmail, scopeBlocks, suppressionsAmongQuery, type MessageStream } from "../suppressions/suppressions";
 import { templateContentQuery } from "../templates/templates";
 import { dispatchEvents } from "../webhooks/dispatch";
 import type { FieldErrors } from "../../errors";
@@ -43,6 +43,12 @@ export type Composed = { subject: string; content: MessageContent };
 /** A send request after parsing, whichever door it came through (POST /send or the SMTP relay). */
 export type AcceptInput = {
   source: MessageSource;
+  /** Transactional (the default of POST /send and the relay) or broadcast: whose suppressions apply (docs/streams.md). */
+  stream: MessageStream;
+  /** Broadcast mail's subscription topic: its unsubscribe link leaves that topic only. */
+  topicId?: string;
+  /** Transactional mail that asked for one-click List-Unsubscribe (`unsubscribe: true`); broadcast mail always has it. */
+  listUnsubscribe?: boolean;
   from: { name?: string; address: string };
   /** Recipients as given (`address` or `Name <address>`); acceptMessage de-duplicates and caps them (rules.ts). */
   recipients: string[];
@@ -184,10 +190,18 @@ async function acceptAll(
       ...templateIds.map((id) => statement(d1, templateContentQuery(db, account.id, id))),
     ]),
   );
-  // Why each suppressed address is on the list, as its relay.suppressed event says.
-  const suppressed = new Map(
-    ((results[0]?.results ?? []) as Pick<typeof suppressions.$inferSelect, "email" | "reason">[]).map((row) => [row.email, row.reason]),
-  );
+  // Why each suppressed address is on the list for each stream, as its relay.suppressed event says; the widest
+  // scope's reason when several entries apply (`all` sorts first).
+  const entries = (results[0]?.results ?? []) as Pick<typeof suppressions.$inferSelect, "email" | "reason" | "scope">[];
+  const suppressedFor = (stream: MessageStream) =>
+    new Map(
+      entries
+        .filter((row) => scopeBlocks(row.scope, stream))
+        .sort((a, b) => a.scope.localeCompare(b.scope))
+        .reverse()
+        .map((row) => [row.email, row.reason]),
+    );
+  const suppressedIn = { transactional: suppressedFor("transactional"), broadcast: suppressedFor("broadcast") };
   const previous = idempotency ? (results[1]?.results[0] as StoredResponse | undefined) : undefined;
   const domainsAt = idempotency ? 2 : 1;
   const domainOfName = new Map(
@@ -228,6 +242,7 @@ async function acceptAll(
     const { subject, content } = composed[index]!;
     const item = items[index]!;
     const id = newId("msg");
+    const suppressed = suppressedIn[input.stream];
     const recipients = item.recipients.map((email, i) => ({
       email,
       status: suppressed.has(item.normalized[i]!) ? ("suppressed" as const) : ("queued" as const),
@@ -295,6 +310,7 @@ async function acceptAll(
           from: displayFrom(plan.input.from.name, plan.input.from.address),
           subject: plan.subject,
           source: plan.input.source,
+          stream: plan.input.stream,
           tags: plan.tags,
           metadata: plan.input.metadata,
           recipient: recipient.email,
@@ -374,11 +390,12 @@ function messageWrites(d1: D1Database, accountId: string, testMode: boolean, pla
     statement(
       d1,
       sql`INSERT INTO messages (id, account_id, source, status, from_address, from_name, domain_id, reply_to, subject, tags, metadata,
-          content, content_key, credits_charged, test_mode, track_opens, track_clicks, scheduled_at)
+          content, content_key, credits_charged, test_mode, track_opens, track_clicks, scheduled_at, stream, topic_id, list_unsubscribe)
         SELECT ${id}, ${accountId}, ${input.source}, ${status}, ${input.from.address}, ${input.from.name ?? null}, ${plan.domainId},
           ${input.replyTo ?? null}, ${plan.subject}, ${JSON.stringify(plan.tags)}, ${JSON.stringify(input.metadata)}, ${plan.inline ? plan.serialized : null},
           ${plan.inline ? null : contentObjectKey(id)}, ${plan.charge}, ${testMode ? 1 : 0},
-          ${input.tracking?.opens ? 1 : 0}, ${input.tracking?.clicks ? 1 : 0}, ${plan.accepted.scheduled_at ?? null}
+          ${input.tracking?.opens ? 1 : 0}, ${input.tracking?.clicks ? 1 : 0}, ${plan.accepted.scheduled_at ?? null},
+          ${input.stream}, ${input.topicId ?? null}, ${input.listUnsubscribe ? 1 : 0}
         ${paid ? sql`WHERE ${paid}` : sql``}`,
     ),
     statement(

@@ -2,6 +2,7 @@
 // mapping of a valid request onto acceptMessage's input. A batch of sends reuses both per item.
 
 import { evenWithFieldErrors, z } from "../../lib/schema";
+import { messageStreams } from "../../db/schema";
 import { batchLimit, type AcceptInput } from "./accept";
 import { parseMailbox, soleAddress, type Mailbox } from "./addresses";
 import { HEADER_NAME, isReservedHeader } from "./mime";
@@ -125,7 +126,7 @@ export const SendRequestSchema = z
           `Custom header fields (at most ${headerLimits.count}), values without line breaks. Refused: From, Sender, To, Cc, Bcc, Reply-To, ` +
           "Subject, Date, Message-ID, MIME-Version, Content-*, DKIM-Signature, Return-Path, Received, the headers receivers add " +
           "(Authentication-Results, ARC-*, Received-SPF, Delivered-To, X-Original-To), X-Mailforge-*, and List-Unsubscribe* on " +
-          "single-recipient messages (the platform sets them)",
+          "single-recipient messages that get the platform's one-click unsubscribe (broadcast, or `unsubscribe: true`)",
       }),
     tags: z.array(z.string().regex(tagPattern, tagRule)).max(sendLimits.tags).optional(),
     attachments: z.array(AttachmentSchema).max(20).optional(),
@@ -138,6 +139,17 @@ export const SendRequestSchema = z
         "Send the html part's http(s) links through a click redirect (default false); a given text part keeps its links, a generated one shows the redirects",
     }),
     scheduled_at: ScheduledAtSchema.optional(),
+    stream: z
+      .enum(messageStreams)
+      .optional()
+      .openapi({
+        description:
+          "`transactional` (default: receipts, password resets, notifications) or `broadcast` (newsletters, marketing). Each has its own " +
+          "suppressions: an unsubscribe stops broadcast mail only. Broadcast mail always carries one-click List-Unsubscribe",
+      }),
+    unsubscribe: z.boolean().optional().openapi({
+      description: "Give transactional mail one-click List-Unsubscribe too (default false; broadcast mail always has it)",
+    }),
   })
   .strict()
   .superRefine((body, ctx) => {
@@ -154,7 +166,8 @@ export const SendRequestSchema = z
     }
     if (typeof body.headers === "object" && body.headers !== null && !Array.isArray(body.headers)) {
       const everyone = [...listOf(body.to), ...listOf(body.cc), ...listOf(body.bcc)].filter((entry) => typeof entry === "string");
-      checkHeaders(body.headers, soleAddress(everyone) !== null, ctx);
+      const platformUnsubscribe = body.stream === "broadcast" || body.unsubscribe === true;
+      checkHeaders(body.headers, platformUnsubscribe && soleAddress(everyone) !== null, ctx);
     }
   }, evenWithFieldErrors)
   .openapi("SendRequest");
@@ -200,6 +213,8 @@ export function toAcceptInput(body: SendRequest): AcceptInput {
   const variables = body.variables ?? {};
   return {
     source: "api",
+    stream: body.stream ?? "transactional",
+    listUnsubscribe: body.unsubscribe ?? false,
     from,
     // Every copy is a recipient: charged, capped, recorded and delivered like a `to` (the field errors name `to`).
     recipients: [...to, ...cc, ...bcc],

@@ -5,7 +5,7 @@
 import { and, asc, eq, getTableColumns, gte, inArray, lte, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { inJsonArray } from "../../db/client";
-import { events, messageRecipients, messages, messageTags } from "../../db/schema";
+import { events, messageRecipients, messages, type messageStreams, messageTags } from "../../db/schema";
 import { dateFilterBound, keysetPage } from "../../lib/pagination";
 import PostalMime from "postal-mime";
 
@@ -35,6 +35,7 @@ const messageColumns = { ...getTableColumns(messages), creditsCharged, creditsRe
 
 export type MessageFilters = {
   status?: MessageStatus;
+  stream?: (typeof messageStreams)[number];
   /** A recipient address, compared case-insensitively. */
   to?: string;
   tag?: string;
@@ -61,6 +62,7 @@ export async function listMessages(
         eq(messages.accountId, accountId),
         keyset.where,
         filters.status ? eq(messages.status, filters.status) : undefined,
+        filters.stream ? eq(messages.stream, filters.stream) : undefined,
         filters.createdAfter ? gte(messages.createdAt, dateFilterBound(filters.createdAfter, "start")) : undefined,
         filters.createdBefore ? lte(messages.createdAt, dateFilterBound(filters.createdBefore, "end")) : undefined,
         filters.to

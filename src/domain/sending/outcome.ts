@@ -37,7 +37,7 @@ export function statusOfRecipients(messageId: string): SQL {
 
 /** The fields every event about a message carries (delivery, feedback, tracking), then the event's own. */
 export function eventData(
-  message: Pick<MessageRow, "id" | "fromName" | "fromAddress" | "subject" | "source" | "tags" | "metadata" | "campaignId">,
+  message: Pick<MessageRow, "id" | "fromName" | "fromAddress" | "subject" | "source" | "stream" | "tags" | "metadata" | "campaignId">,
   extra: Record<string, unknown>,
 ) {
   return {
@@ -45,6 +45,7 @@ export function eventData(
     from: displayFrom(message.fromName, message.fromAddress),
     subject: message.subject,
     source: message.source,
+    stream: message.stream,
     tags: message.tags,
     metadata: message.metadata,
     ...(message.campaignId ? { campaign_id: message.campaignId } : {}),
@@ -217,7 +218,13 @@ export function recordOutcome(
     const aboutRecipient = stage === "rcpt" || ((stage === "data" || stage === "message") && pending.length === 1);
     if (aboutRecipient && rejection.enhanced?.startsWith("5.1.")) {
       statements.push(
-        ...suppressionStatements(env.DB, { accountId: message.accountId, email: rejection.recipient, reason: "bounce", sourceMessageId: message.id }),
+        ...suppressionStatements(env.DB, {
+          accountId: message.accountId,
+          email: rejection.recipient,
+          reason: "bounce",
+          scope: "all",
+          sourceMessageId: message.id,
+        }),
       );
     }
     const type = campaignId ? "bounced" : "relay.bounced";

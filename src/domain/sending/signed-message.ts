@@ -57,7 +57,13 @@ export async function buildSignedMessage(
         (html) => tracked(env, message, html, recipient),
       );
     }
-    unsigned = withRequiredHeaders(raw, message);
+    // Relayed broadcast mail to one recipient gets one-click unsubscribe unless it brought its own List-Unsubscribe.
+    const sole = envelopeRecipients.length === 1 ? envelopeRecipients[0]! : null;
+    const unsubscribe =
+      sole !== null && offersUnsubscribe(message) && !/^list-unsubscribe:/im.test(headerSection(raw))
+        ? await listUnsubscribeHeaders(config(env), message.id, sole)
+        : {};
+    unsigned = withRequiredHeaders(raw, message, unsubscribe);
   } else if (content.kind === "campaign") {
     if (!campaignRecipient) throw new Error(`campaign message ${message.id} has no loaded campaign and contact`);
     const rendered = await renderCampaignMessage(env, message.id, campaignRecipient);
@@ -96,9 +102,13 @@ export async function buildSignedMessage(
           contentType: attachment.content_type,
           contentId: attachment.content_id,
         })),
-        // One-click unsubscribe names one recipient, so it is only offered on single-recipient messages (the sender's
-        // own List-Unsubscribe is refused on those at acceptance, so the two never meet).
-        headers: { ...content.headers, ...(sole === null ? {} : await listUnsubscribeHeaders(config(env), message.id, sole)) },
+        // One-click unsubscribe names one recipient, so it is only offered on single-recipient messages of the broadcast
+        // stream, or transactional ones that asked (the sender's own List-Unsubscribe is refused on those at
+        // acceptance, so the two never meet). A password reset must not invite an unsubscribe.
+        headers: {
+          ...content.headers,
+          ...(sole === null || !offersUnsubscribe(message) ? {} : await listUnsubscribeHeaders(config(env), message.id, sole)),
+        },
         messageId: buildMessageId(message.id, message.fromAddress),
         date: new Date(),
       }),
@@ -134,9 +144,12 @@ const messageIdField = /^message-id:/im;
 export const hasOwnMessageId = (raw: Uint8Array) => messageIdField.test(headerSection(raw));
 
 /** A relayed message keeps its own headers; only a missing Message-ID or Date is added (RFC 5322 requires Date). */
-function withRequiredHeaders(raw: Uint8Array, message: MessageRow): Uint8Array {
+/** Whether the message carries one-click List-Unsubscribe: broadcast mail always, transactional mail when asked. */
+const offersUnsubscribe = (message: Pick<MessageRow, "stream" | "listUnsubscribe">) => message.stream === "broadcast" || message.listUnsubscribe;
+
+function withRequiredHeaders(raw: Uint8Array, message: MessageRow, extra: Record<string, string>): Uint8Array {
   const header = headerSection(raw);
-  const add: string[] = [];
+  const add: string[] = Object.entries(extra).map(([name, value]) => `${name}: ${value}`);
   if (!messageIdField.test(header)) add.push(`Message-ID: ${buildMessageId(message.id, message.fromAddress)}`);
   if (!/^date:/im.test(header)) add.push(`Date: ${formatRfc5322Date(new Date())}`);
   if (add.length === 0) return raw;

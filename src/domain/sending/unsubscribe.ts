@@ -2,11 +2,14 @@ import { bytesToBase64Url, hmacSha256Hex, timingSafeEqualString } from "../../li
 import { and, eq, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import type { Config } from "../../config";
-import { messageRecipients, messages } from "../../db/schema";
+import { statement } from "../../db/client";
+import { contacts, messageRecipients, messages, suppressions, topics } from "../../db/schema";
+import { nowIso } from "../../lib/ids";
 import { asProvider, providerOfDomain, recipientDomain } from "../reports/providers";
 import { rollupStatements, sendingDomain } from "../reports/rollups";
 import { eventStatement } from "../events/events";
-import { suppressionStatements } from "../suppressions/suppressions";
+import { normalizeSuppressionEmail, suppressionStatements } from "../suppressions/suppressions";
+import { topicChoiceStatements, topicSubscriptionsOf } from "../topics/topics";
 import { parseMailbox } from "./addresses";
 
 type Keys = Pick<Config, "encryptionKey">;
@@ -49,52 +52,192 @@ export async function listUnsubscribeHeaders(config: Pick<Config, "encryptionKey
   return { "List-Unsubscribe": `<${url.href}>`, "List-Unsubscribe-Post": "List-Unsubscribe=One-Click" };
 }
 
-/**
- * Unsubscribes the recipient a token names: the address is suppressed, every contact of it becomes `unsubscribed`
- * and an `unsubscribed` event is recorded, in one batch. Undefined when the message no longer exists.
- */
-export async function unsubscribeRecipient(
-  env: Env,
-  target: { messageId: string; email: string },
-): Promise<{ accountId: string; dedupeKey: string } | undefined> {
-  const message = await drizzle(env.DB)
+/** What the person behind a link asked for: the one-click unsubscribe, or the preference page's choices. */
+export type UnsubscribeChoice = { kind: "one_click" } | { kind: "preferences"; topics: Record<string, boolean>; allMarketing: boolean };
+
+/** What the link's page shows: the account's topics with this address's choices, and whether it left all marketing. */
+export type Preferences = {
+  accountId: string;
+  email: string;
+  /** The topic of the message the link came from, if it named one that still exists. */
+  topicId: string | null;
+  topics: { id: string; name: string; description: string | null; subscribed: boolean }[];
+  unsubscribedFromAll: boolean;
+};
+
+type LinkedMessage = {
+  accountId: string;
+  campaignId: string | null;
+  fromAddress: string;
+  testMode: boolean;
+  topicId: string | null;
+  provider: string | null;
+};
+
+async function linkedMessage(d1: D1Database, target: { messageId: string; email: string }): Promise<LinkedMessage | undefined> {
+  return drizzle(d1)
     .select({
       accountId: messages.accountId,
       campaignId: messages.campaignId,
       fromAddress: messages.fromAddress,
       testMode: messages.testMode,
+      // Only a topic that still exists: a deleted one's links leave all marketing.
+      topicId: sql<string | null>`(SELECT t.id FROM topics AS t WHERE t.id = ${messages.topicId})`,
       provider: messageRecipients.provider,
     })
     .from(messages)
     .leftJoin(messageRecipients, and(eq(messageRecipients.messageId, messages.id), eq(messageRecipients.email, target.email)))
     .where(eq(messages.id, target.messageId))
     .get();
+}
+
+/** The contacts of the address in the account (one at most: contacts are unique per address, matched as suppressions are). */
+const contactsOfAddress = (accountId: string, email: string) =>
+  and(eq(contacts.accountId, accountId), sql`lower(${contacts.emailKey}) = ${normalizeSuppressionEmail(email)}`);
+
+/** The preference page's content for a link; undefined when its message no longer exists. */
+export async function preferencesOf(d1: D1Database, target: { messageId: string; email: string }): Promise<Preferences | undefined> {
+  const message = await linkedMessage(d1, target);
   if (!message) return undefined;
-  const dedupeKey = `unsubscribed:${target.messageId}:${target.email.toLowerCase()}`;
+  const db = drizzle(d1);
+  const [accountTopics, contactRows, leftAll] = await db.batch([
+    db.select().from(topics).where(eq(topics.accountId, message.accountId)).orderBy(topics.createdAt, topics.id),
+    db.select({ id: contacts.id }).from(contacts).where(contactsOfAddress(message.accountId, target.email)).limit(1),
+    db
+      .select({ scope: suppressions.scope })
+      .from(suppressions)
+      .where(and(eq(suppressions.accountId, message.accountId), eq(suppressions.email, normalizeSuppressionEmail(target.email)))),
+  ]);
+  const contactId = contactRows[0]?.id;
+  const choices = contactId ? ((await topicSubscriptionsOf(d1, message.accountId, [contactId])).get(contactId) ?? {}) : {};
+  return {
+    accountId: message.accountId,
+    email: target.email,
+    topicId: message.topicId,
+    topics: accountTopics.map((topic) => ({
+      id: topic.id,
+      name: topic.name,
+      description: topic.description,
+      subscribed: choices[topic.id] ?? topic.defaultSubscribed,
+    })),
+    unsubscribedFromAll: leftAll.some((entry) => entry.scope !== "transactional"),
+  };
+}
+
+/**
+ * Carries out what the recipient a token names asked for, in one batch, and records an `unsubscribed` event when
+ * they left something (once per message, recipient and topic). One click leaves the message's topic when it has one,
+ * else all marketing: the address is suppressed for broadcast mail (never for receipts and resets) and its contacts
+ * become `unsubscribed`. The preference page sets each topic as chosen, and leaves (or rejoins) all marketing.
+ * Undefined when the message no longer exists.
+ */
+export async function unsubscribeRecipient(
+  env: Env,
+  target: { messageId: string; email: string },
+  choice: UnsubscribeChoice = { kind: "one_click" },
+): Promise<{ accountId: string; dedupeKeys: string[]; left: { topicId: string | null }[] } | undefined> {
+  const message = await linkedMessage(env.DB, target);
+  if (!message) return undefined;
+  const db = drizzle(env.DB);
+  const contactIds = (await db.select({ id: contacts.id }).from(contacts).where(contactsOfAddress(message.accountId, target.email)).all()).map(
+    (row) => row.id,
+  );
   const key = {
     accountId: message.accountId,
     domain: sendingDomain(message.fromAddress),
     provider: asProvider(message.provider) ?? providerOfDomain(recipientDomain(target.email)),
     campaignId: message.campaignId,
   };
-  await env.DB.batch([
-    // Counted once per recipient and message: before the event is written, while it does not exist yet.
-    ...(message.testMode
-      ? []
-      : rollupStatements(
-          env.DB,
-          key,
-          { unsubscribes: 1 },
-          sql`NOT EXISTS (SELECT 1 FROM events WHERE account_id = ${message.accountId} AND dedupe_key = ${dedupeKey})`,
-        )),
-    ...suppressionStatements(env.DB, { accountId: message.accountId, email: target.email, reason: "unsubscribe", sourceMessageId: target.messageId }),
-    eventStatement(env.DB, {
-      accountId: message.accountId,
-      type: "unsubscribed",
-      subjectId: target.messageId,
-      dedupeKey,
-      data: { message_id: target.messageId, campaign_id: message.campaignId, email: target.email, method: "one_click" },
-    }),
-  ]);
-  return { accountId: message.accountId, dedupeKey };
+  const statements: D1PreparedStatement[] = [];
+  const left: { topicId: string | null }[] = [];
+  const leave = (topicId: string | null) => {
+    left.push({ topicId });
+    const dedupeKey = `unsubscribed:${target.messageId}:${target.email.toLowerCase()}${topicId ? `:${topicId}` : ""}`;
+    statements.push(
+      // Counted once per recipient, message and topic: before the event is written, while it does not exist yet.
+      ...(message.testMode
+        ? []
+        : rollupStatements(
+            env.DB,
+            key,
+            { unsubscribes: 1 },
+            sql`NOT EXISTS (SELECT 1 FROM events WHERE account_id = ${message.accountId} AND dedupe_key = ${dedupeKey})`,
+          )),
+      eventStatement(env.DB, {
+        accountId: message.accountId,
+        type: "unsubscribed",
+        subjectId: target.messageId,
+        dedupeKey,
+        data: {
+          message_id: target.messageId,
+          campaign_id: message.campaignId,
+          email: target.email,
+          topic_id: topicId,
+          method: choice.kind === "one_click" ? "one_click" : "preferences",
+        },
+      }),
+    );
+    return dedupeKey;
+  };
+  const dedupeKeys: string[] = [];
+  const leaveAll = () => {
+    statements.push(
+      ...suppressionStatements(env.DB, {
+        accountId: message.accountId,
+        email: target.email,
+        reason: "unsubscribe",
+        scope: "broadcast",
+        sourceMessageId: target.messageId,
+      }),
+    );
+    dedupeKeys.push(leave(null));
+  };
+
+  if (choice.kind === "one_click") {
+    if (message.topicId && contactIds.length > 0) {
+      for (const contactId of contactIds)
+        statements.push(...topicChoiceStatements(env.DB, message.accountId, contactId, { [message.topicId]: false }));
+      dedupeKeys.push(leave(message.topicId));
+    } else {
+      leaveAll();
+    }
+  } else {
+    const before = await preferencesOf(env.DB, target);
+    for (const contactId of contactIds) statements.push(...topicChoiceStatements(env.DB, message.accountId, contactId, choice.topics));
+    for (const topic of before?.topics ?? []) {
+      if (topic.subscribed && choice.topics[topic.id] === false) dedupeKeys.push(leave(topic.id));
+    }
+    if (choice.allMarketing && !before?.unsubscribedFromAll) leaveAll();
+    if (!choice.allMarketing && before?.unsubscribedFromAll) statements.push(...rejoinStatements(env.DB, message.accountId, target.email));
+  }
+  if (statements.length > 0) await env.DB.batch(statements);
+  return { accountId: message.accountId, dedupeKeys, left };
+}
+
+/**
+ * The person asks for marketing again on the preference page: their own unsubscribe is lifted (not a bounce, a
+ * complaint or an entry the account made) and contacts it had made `unsubscribed` are subscribed again.
+ */
+function rejoinStatements(d1: D1Database, accountId: string, email: string): D1PreparedStatement[] {
+  const db = drizzle(d1);
+  const key = normalizeSuppressionEmail(email);
+  return [
+    statement(
+      d1,
+      db
+        .update(contacts)
+        .set({ status: "subscribed", updatedAt: nowIso() })
+        .where(
+          and(
+            contactsOfAddress(accountId, email),
+            eq(contacts.status, "unsubscribed"),
+            sql`NOT EXISTS (SELECT 1 FROM suppressions AS s WHERE s.account_id = ${accountId} AND s.email = ${key} AND s.reason <> 'unsubscribe' AND s.scope <> 'transactional')`,
+          ),
+        ),
+    ),
+    statement(
+      d1,
+      db.delete(suppressions).where(and(eq(suppressions.accountId, accountId), eq(suppressions.email, key), eq(suppressions.reason, "unsubscribe"))),
+    ),
+  ];
 }

@@ -1,19 +1,37 @@
-// The account's suppression list: addresses that must never be mailed again (hard bounces, complaints,
-// unsubscribes, manual entries). The sending pipeline asks `suppressedAmong` before it charges or queues a
-// recipient, and records bounces and complaints with `suppressionStatements` inside its own D1 batch. This module
-// owns the suppressions' queries.
+// The account's suppression list: addresses that must not be mailed again (hard bounces, complaints, unsubscribes,
+// manual entries), each for a scope of mail: every stream, broadcast only, or transactional only (docs/streams.md).
+// The sending pipeline reads the entries of its recipients before it charges or queues one, and records bounces and
+// complaints with `suppressionStatements` inside its own D1 batch. This module owns the suppressions' queries.
 
 import { and, desc, eq, lt, or, sql, type SQL } from "drizzle-orm";
 import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
 import { inJsonArray, sqlNow, statement } from "../../db/client";
-import { contacts, suppressions } from "../../db/schema";
-import { chunk } from "../../lib/chunk";
+import { contacts, suppressions, suppressionScopes, type messageStreams } from "../../db/schema";
 import { contactEmailKey } from "../contacts/email";
 import { dedupeKey } from "../verification/syntax";
 
 export const suppressionReasons = ["bounce", "complaint", "unsubscribe", "manual"] as const;
 export type SuppressionReason = (typeof suppressionReasons)[number];
 export type SuppressionRow = typeof suppressions.$inferSelect;
+export type SuppressionScope = (typeof suppressionScopes)[number];
+export type MessageStream = (typeof messageStreams)[number];
+export { suppressionScopes };
+
+/** Whether an entry of `scope` keeps mail of `stream` away. */
+export const scopeBlocks = (scope: SuppressionScope, stream: MessageStream) => scope === "all" || scope === stream;
+
+/**
+ * The scope each kind of suppression gets unless one is named: a hard bounce means the mailbox does not exist, for
+ * any mail; an unsubscribe is from marketing, never from receipts and resets; a complaint is about the stream the
+ * complained-of mail came from (as Postmark does per message stream), so the caller names it.
+ */
+export const defaultScope = { bounce: "all", unsubscribe: "broadcast", manual: "all" } as const satisfies Record<
+  Exclude<SuppressionReason, "complaint">,
+  SuppressionScope
+>;
+
+/** SQL over a row aliased `s`: the entry keeps broadcast mail away (what campaign audiences skip). */
+export const blocksBroadcastSql = sql.raw("s.scope IN ('all', 'broadcast')");
 
 /** The contact status a suppression reason puts a contact of that address in. */
 export const contactStatusForReason = {
@@ -22,10 +40,6 @@ export const contactStatusForReason = {
   unsubscribe: "unsubscribed",
   manual: "unsubscribed",
 } as const satisfies Record<SuppressionReason, "bounced" | "complained" | "unsubscribed">;
-
-// D1 caps a statement at 100 bound parameters; one chunk is one bound JSON array, so this only bounds the
-// size of each answer, as the sending pipeline's contract asks.
-const SUPPRESSION_LOOKUP_CHUNK = 100;
 
 /**
  * The key an address is suppressed under: trimmed, IDN domain in punycode, and the WHOLE address lower-cased.
@@ -39,50 +53,39 @@ export function normalizeSuppressionEmail(email: string): string {
 }
 
 /**
- * Which of `emails` are suppressed in the account, as normalised addresses (compare with
- * `normalizeSuppressionEmail(recipient)`). One query per 100 distinct addresses, all in one round trip.
- */
-export async function suppressedAmong(d1: D1Database, accountId: string, emails: string[]): Promise<Set<string>> {
-  const keys = [...new Set(emails.map(normalizeSuppressionEmail))];
-  if (keys.length === 0) return new Set();
-  const db = drizzle(d1);
-  const statements = chunk(keys, SUPPRESSION_LOOKUP_CHUNK).map((slice) => statement(d1, suppressionsAmongQuery(db, accountId, slice)));
-  type Found = Pick<SuppressionRow, "email">;
-  const results = statements.length === 1 ? [await statements[0]!.all<Found>()] : await d1.batch<Found>(statements);
-  return new Set(results.flatMap((result) => result.results.map((row) => row.email)));
-}
-
-/**
- * The entries (email, reason) of those of `keys` (normalised addresses) that are suppressed, as one statement with
- * one bound parameter whatever the number of keys: for a caller that reads it inside its own batch.
+ * The entries (email, reason, scope) of those of `keys` (normalised addresses) that are suppressed in any scope, as
+ * one statement with one bound parameter whatever the number of keys: for a caller that reads it inside its own
+ * batch and decides per stream with `scopeBlocks`.
  */
 export function suppressionsAmongQuery(db: DrizzleD1Database, accountId: string, keys: string[]) {
   return db
-    .select({ email: suppressions.email, reason: suppressions.reason })
+    .select({ email: suppressions.email, reason: suppressions.reason, scope: suppressions.scope })
     .from(suppressions)
     .where(and(eq(suppressions.accountId, accountId), inJsonArray(suppressions.email, keys)));
 }
 
 /**
  * Statements that suppress an address, for the caller's own D1 batch (one transaction with whatever caused it):
- * the entry (kept as first recorded if the address is already suppressed), and the status change of every contact
- * of that address. A contact only moves to a stronger status (subscribed < unsubscribed < bounced < complained),
- * so a later manual entry does not hide an earlier complaint.
+ * the entry (kept as first recorded if the address is already suppressed in that scope), and the status change of
+ * every contact of that address when the entry keeps marketing away. A contact only moves to a stronger status
+ * (subscribed < unsubscribed < bounced < complained), so a later manual entry does not hide an earlier complaint.
  */
 export function suppressionStatements(d1: D1Database, entry: SuppressionEntry): D1PreparedStatement[] {
   return suppressionQueries(drizzle(d1), entry).map((query) => statement(d1, query));
 }
 
-type SuppressionEntry = { accountId: string; email: string; reason: SuppressionReason; sourceMessageId?: string };
+type SuppressionEntry = { accountId: string; email: string; reason: SuppressionReason; scope: SuppressionScope; sourceMessageId?: string };
 
 function suppressionQueries(db: DrizzleD1Database, entry: SuppressionEntry) {
   const key = normalizeSuppressionEmail(entry.email);
   const status = contactStatusForReason[entry.reason];
+  // Contact statuses are about marketing: an entry for transactional mail alone leaves them as they are.
+  const contactStatus = entry.scope === "transactional" ? sql`${contacts.status}` : sql`${status}`;
   return [
     db
       .insert(suppressions)
-      .values({ accountId: entry.accountId, email: key, reason: entry.reason, sourceMessageId: entry.sourceMessageId ?? null })
-      .onConflictDoNothing({ target: [suppressions.accountId, suppressions.email] }),
+      .values({ accountId: entry.accountId, email: key, reason: entry.reason, scope: entry.scope, sourceMessageId: entry.sourceMessageId ?? null })
+      .onConflictDoNothing({ target: [suppressions.accountId, suppressions.email, suppressions.scope] }),
     // lower(email_key) is what the contacts_account_email_lower index holds. SQLite's lower() folds ASCII only,
     // so the key is also compared after folding the address as the contact stores it (non-ASCII local parts).
     db
@@ -92,7 +95,7 @@ function suppressionQueries(db: DrizzleD1Database, entry: SuppressionEntry) {
         and(
           eq(contacts.accountId, entry.accountId),
           sql`lower(${contacts.emailKey}) IN (${key}, lower(${contactEmailKey(entry.email)}))`,
-          sql`${statusRank(sql`${contacts.status}`)} < ${statusRank(sql`${status}`)}`,
+          sql`${statusRank(sql`${contacts.status}`)} < ${statusRank(contactStatus)}`,
         ),
       ),
   ] as const;
@@ -100,17 +103,17 @@ function suppressionQueries(db: DrizzleD1Database, entry: SuppressionEntry) {
 
 /** SQL ranking contact statuses by how firmly they keep mail away. */
 function statusRank(status: SQL): SQL {
-  return sql`(CASE ${status} WHEN 'subscribed' THEN 0 WHEN 'unsubscribed' THEN 1 WHEN 'bounced' THEN 2 ELSE 3 END)`;
+  return sql`(CASE ${status} WHEN 'pending' THEN 0 WHEN 'subscribed' THEN 0 WHEN 'unsubscribed' THEN 1 WHEN 'bounced' THEN 2 ELSE 3 END)`;
 }
 
-/** Where a page of the suppression list starts: after this entry (newest first, on created_at then email). */
-export type SuppressionPosition = { createdAt: string; email: string };
+/** Where a page of the suppression list starts: after this entry (newest first, on created_at, email, then scope). */
+export type SuppressionPosition = { createdAt: string; email: string; scope: SuppressionScope };
 
 /** A page of the account's suppression list, newest first (`limit + 1` rows), or the entry of one address. */
 export async function listSuppressions(
   d1: D1Database,
   accountId: string,
-  filters: { email?: string },
+  filters: { email?: string; scope?: SuppressionScope },
   page: { after?: SuppressionPosition; limit: number },
 ): Promise<SuppressionRow[]> {
   const { after } = page;
@@ -121,46 +124,59 @@ export async function listSuppressions(
       and(
         eq(suppressions.accountId, accountId),
         filters.email !== undefined ? eq(suppressions.email, normalizeSuppressionEmail(filters.email)) : undefined,
+        filters.scope !== undefined ? eq(suppressions.scope, filters.scope) : undefined,
         after
-          ? or(lt(suppressions.createdAt, after.createdAt), and(eq(suppressions.createdAt, after.createdAt), lt(suppressions.email, after.email)))
+          ? or(
+              lt(suppressions.createdAt, after.createdAt),
+              and(eq(suppressions.createdAt, after.createdAt), lt(suppressions.email, after.email)),
+              and(eq(suppressions.createdAt, after.createdAt), eq(suppressions.email, after.email), lt(suppressions.scope, after.scope)),
+            )
           : undefined,
       ),
     )
-    .orderBy(desc(suppressions.createdAt), desc(suppressions.email))
+    .orderBy(desc(suppressions.createdAt), desc(suppressions.email), desc(suppressions.scope))
     .limit(page.limit + 1)
     .all();
 }
 
 /**
- * Suppresses an address by hand (or as the owner's unsubscribe); an address already on the list keeps its first
- * entry. Returns the entry as it stands and whether this call created it, in one round trip.
+ * Suppresses an address by hand (or as the owner's unsubscribe) for `scope`; an address already on the list in that
+ * scope keeps its first entry. Returns the entry as it stands and whether this call created it, in one round trip.
  */
 export async function addSuppression(
   d1: D1Database,
   accountId: string,
-  input: { email: string; reason: SuppressionReason },
+  input: { email: string; reason: SuppressionReason; scope: SuppressionScope },
 ): Promise<{ created: boolean; entry: SuppressionRow }> {
   const db = drizzle(d1);
   const email = normalizeSuppressionEmail(input.email);
-  const [insert, updateContacts] = suppressionQueries(db, { accountId, email: input.email, reason: input.reason });
+  const [insert, updateContacts] = suppressionQueries(db, { accountId, email: input.email, reason: input.reason, scope: input.scope });
   const [inserted, , entry] = await db.batch([
     insert,
     updateContacts,
     db
       .select()
       .from(suppressions)
-      .where(and(eq(suppressions.accountId, accountId), eq(suppressions.email, email))),
+      .where(and(eq(suppressions.accountId, accountId), eq(suppressions.email, email), eq(suppressions.scope, input.scope))),
   ]);
   const row = entry[0];
   if (!row) throw new Error("The suppression was written but could not be read back");
   return { created: inserted.meta.changes > 0, entry: row };
 }
 
-/** Removes an address from the list; the removed entry, or undefined if it was not suppressed. */
-export async function removeSuppression(d1: D1Database, accountId: string, email: string): Promise<SuppressionRow | undefined> {
+/**
+ * Removes an address from the list, in one scope or (none named) in all; the removed entries, none if it was not
+ * suppressed there.
+ */
+export async function removeSuppression(d1: D1Database, accountId: string, email: string, scope?: SuppressionScope): Promise<SuppressionRow[]> {
   return drizzle(d1)
     .delete(suppressions)
-    .where(and(eq(suppressions.accountId, accountId), eq(suppressions.email, normalizeSuppressionEmail(email))))
-    .returning()
-    .get();
+    .where(
+      and(
+        eq(suppressions.accountId, accountId),
+        eq(suppressions.email, normalizeSuppressionEmail(email)),
+        scope ? eq(suppressions.scope, scope) : undefined,
+      ),
+    )
+    .returning();
 }

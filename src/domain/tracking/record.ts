@@ -27,6 +27,7 @@ function loadMessage(d1: D1Database, target: OpenTarget) {
       id: messages.id,
       accountId: messages.accountId,
       source: messages.source,
+      stream: messages.stream,
       fromAddress: messages.fromAddress,
       fromName: messages.fromName,
       subject: messages.subject,
