@@ -16,9 +16,14 @@ export async function sender(overrides: Record<string, unknown> = {}) {
 }
 
 /** Sends one message through the real pipeline and waits for the sink to have it; its id and envelope sender. */
-export async function sentMessage(key: string, from: string, to: string): Promise<{ id: string; returnPath: string; messageIdHeader: string }> {
+export async function sentMessage(
+  key: string,
+  from: string,
+  to: string,
+  extra: Record<string, unknown> = {},
+): Promise<{ id: string; returnPath: string; messageIdHeader: string }> {
   const accepted = await json<{ id: string }>(
-    await call("/api/v1/send", { key, body: { from, to: [to], subject: "Your receipt", text: "Thanks." } }),
+    await call("/api/v1/send", { key, body: { from, to: [to], subject: "Your receipt", text: "Thanks.", ...extra } }),
   );
   const [delivered] = await eventually(async () => ((await sinkMessagesTo(to)).length > 0 ? sinkMessagesTo(to) : undefined));
   await eventually(async () => ((await messageOf(key, accepted.id)).status === "sent" ? true : undefined));

@@ -7,7 +7,7 @@ import { deliverToEmailHandler, rcpt, report, sender, sentMessage } from "./help
 
 async function suppression(key: string, email: string) {
   const response = await call(`/api/v1/suppressions?email=${encodeURIComponent(email)}`, { key });
-  return (await json<{ data: { email: string; reason: string }[] }>(response)).data[0];
+  return (await json<{ data: { email: string; reason: string; scope: string }[] }>(response)).data[0];
 }
 
 describe("DSNs and ARF reports through the email() handler", () => {
@@ -94,6 +94,23 @@ describe("DSNs and ARF reports through the email() handler", () => {
     expect(overview.totals).toMatchObject({ soft_bounces: 1, hard_bounces: 0 });
   });
 
+  it("a complaint about broadcast mail keeps broadcast mail away and lets receipts through", async () => {
+    const { key, from } = await sender();
+    const to = rcpt("newsreader");
+    const contact = await json<{ id: string }>(await call("/api/v1/contacts", { key, body: { email: to } }));
+    const sent = await sentMessage(key, from, to, { stream: "broadcast" });
+    await deliverToEmailHandler(
+      "fbl@bounces.mailforge.test",
+      report("yahooArfComplaint", { returnPath: sent.returnPath, recipient: to, messageId: sent.messageIdHeader }),
+    );
+    expect(await suppression(key, to)).toMatchObject({ reason: "complaint", scope: "broadcast" });
+    expect((await json<{ status: string }>(await call(`/api/v1/contacts/${contact.id}`, { key }))).status).toBe("complained");
+    const news = await json(await call("/api/v1/send", { key, body: { from, to, subject: "News", text: "x", stream: "broadcast" } }));
+    expect(news).toMatchObject({ status: "suppressed", credits_charged: 0 });
+    const receipt = await json(await call("/api/v1/send", { key, body: { from, to, subject: "Receipt", text: "x" } }));
+    expect(receipt).toMatchObject({ status: "queued", credits_charged: 1 });
+  });
+
   for (const fixture of ["yahooArfComplaint", "microsoftJmrpComplaint"] as const) {
     it(`a ${fixture} report marks the recipient complained, suppresses it and unsubscribes its contact`, async () => {
       const { key, from } = await sender();
@@ -110,7 +127,8 @@ describe("DSNs and ARF reports through the email() handler", () => {
       const message = await messageOf(key, sent.id);
       expect(message.recipients).toEqual([expect.objectContaining({ status: "complained" })]);
       expect(message.events.find((event) => event.type === "relay.complained")?.data).toMatchObject({ recipient: to, feedback_type: "abuse" });
-      expect(await suppression(key, to)).toMatchObject({ reason: "complaint" });
+      // A complaint about a receipt keeps every stream away (docs/streams.md).
+      expect(await suppression(key, to)).toMatchObject({ reason: "complaint", scope: "all" });
       const stored = await json<{ status: string }>(await call(`/api/v1/contacts/${contact.id}`, { key }));
       expect(stored.status).toBe("complained");
       const today = new Date().toISOString().slice(0, 10);

@@ -78,3 +78,35 @@ describe("the database schema", () => {
     expect(sqlFiles(copy)).toEqual(sqlFiles("migrations"));
   }, 60_000);
 });
+
+describe("the streams migration (issue #44)", () => {
+  it("gives today's unsubscribes the broadcast scope, keeps bounces and complaints for all mail, and makes campaign mail broadcast", () => {
+    const files = sqlFiles("migrations");
+    const streams = files.findIndex((file) => file.endsWith("_streams_topics_forms.sql"));
+    expect(streams).toBeGreaterThan(0);
+    const db = new DatabaseSync(":memory:");
+    // The rows below stand alone: no account or domain rows for their keys to point at.
+    db.exec("PRAGMA foreign_keys = OFF");
+    const apply = (file: string) => db.exec(readFileSync(join("migrations", file), "utf8").replaceAll("--> statement-breakpoint", ""));
+    for (const file of files.slice(0, streams)) apply(file);
+    db.exec(`
+      INSERT INTO suppressions (account_id, email, reason) VALUES
+        ('acc_1', 'left@example.com', 'unsubscribe'), ('acc_1', 'gone@example.com', 'bounce'),
+        ('acc_1', 'angry@example.com', 'complaint'), ('acc_1', 'hand@example.com', 'manual');
+      INSERT INTO messages (id, account_id, source, status, from_address, domain_id, subject, tags, metadata, credits_charged, campaign_id) VALUES
+        ('msg_c', 'acc_1', 'campaign', 'sent', 'a@x.example', 'dom_1', 's', '[]', '{}', 1, 'cmp_1'),
+        ('msg_a', 'acc_1', 'api', 'sent', 'a@x.example', 'dom_1', 's', '[]', '{}', 1, NULL);`);
+    for (const file of files.slice(streams)) apply(file);
+    expect(db.prepare("SELECT email, reason, scope FROM suppressions ORDER BY email").all()).toEqual([
+      { email: "angry@example.com", reason: "complaint", scope: "all" },
+      { email: "gone@example.com", reason: "bounce", scope: "all" },
+      { email: "hand@example.com", reason: "manual", scope: "all" },
+      { email: "left@example.com", reason: "unsubscribe", scope: "broadcast" },
+    ]);
+    expect(db.prepare("SELECT id, stream FROM messages ORDER BY id").all()).toEqual([
+      { id: "msg_a", stream: "transactional" },
+      { id: "msg_c", stream: "broadcast" },
+    ]);
+    db.close();
+  });
+});

@@ -496,6 +496,45 @@ describe("segments API", () => {
     expect(body.errors?.["conditions.0.field"]?.[0]).toMatch(/^Unknown field; use one of email, first_name/);
   });
 
+  it("topic subscriptions: in and not_in, by each contact's choice or the topic's default; unknown topics refused", async () => {
+    const account = await createAccount();
+    const key = account.api_key;
+    const topic = async (name: string, defaultSubscribed: boolean) =>
+      json<{ id: string }>(await call("/api/v1/topics", { key, body: { name, default_subscribed: defaultSubscribed } }));
+    const news = await topic("News", true);
+    const beta = await topic("Beta", false);
+    const ann = await createContact(key, { email: "ann@topics.example", topics: { [news.id]: false } });
+    const bob = await createContact(key, { email: "bob@topics.example", topics: { [beta.id]: true } });
+    const carol = await createContact(key, { email: "carol@topics.example" });
+    const names = new Map([
+      [ann.id, "ann"],
+      [bob.id, "bob"],
+      [carol.id, "carol"],
+    ]);
+    const audience = async (conditions: SegmentCondition[]) => {
+      const segment = await createSegment(key, { name: "topics", match: "all", conditions });
+      return ((await countOf(key, segment.id)).contacts ?? []).map((contact) => names.get(contact.id)).sort();
+    };
+    expect(await audience([{ field: "topic", op: "in", value: news.id }])).toEqual(["bob", "carol"]);
+    expect(await audience([{ field: "topic", op: "not_in", value: news.id }])).toEqual(["ann"]);
+    expect(await audience([{ field: "topic", op: "in", value: beta.id }])).toEqual(["bob"]);
+    expect(await audience([{ field: "topic", op: "in", value: [news.id, beta.id] }])).toEqual(["bob", "carol"]);
+
+    const other = await createAccount({ name: "Other" });
+    const foreign = await json<{ id: string }>(await call("/api/v1/topics", { key: other.api_key, body: { name: "Theirs" } }));
+    const foreignTopic = await call("/api/v1/segments", {
+      key,
+      body: { name: "bad", match: "all", conditions: [{ field: "topic", op: "in", value: [news.id, foreign.id] }] },
+    });
+    expect(foreignTopic.status).toBe(422);
+    expect((await json<ErrorBody>(foreignTopic)).errors).toEqual({ "conditions.0.value": [`No topic ${foreign.id} in this account`] });
+    const badOp = await call("/api/v1/segments", {
+      key,
+      body: { name: "bad", match: "all", conditions: [{ field: "topic", op: "eq", value: news.id }] },
+    });
+    expect((await json<ErrorBody>(badOp)).errors).toEqual({ "conditions.0.op": ["topic takes in, not_in"] });
+  });
+
   it("refuses unknown and other accounts' lists, more than 20 conditions, and no conditions", async () => {
     const account = await createAccount();
     const other = await createAccount({ name: "Other" });

@@ -146,8 +146,14 @@ describe("custom headers", () => {
     ]) {
       expect(Object.keys(await refused({ [name]: "x" }))).toEqual([`headers.${name}`]);
     }
-    // One-click unsubscribe is the platform's on a single-recipient message; with several recipients it is the sender's.
-    expect(Object.keys(await refused({ "List-Unsubscribe": "<mailto:u@example.org>" }))).toEqual(["headers.List-Unsubscribe"]);
+    // One-click unsubscribe is the platform's on a single-recipient broadcast message (or one that asks for it); with
+    // several recipients, or on transactional mail, it is the sender's (test/send/send.test.ts).
+    expect(Object.keys(await refused({ "List-Unsubscribe": "<mailto:u@example.org>" }, { stream: "broadcast" }))).toEqual([
+      "headers.List-Unsubscribe",
+    ]);
+    expect(Object.keys(await refused({ "List-Unsubscribe": "<mailto:u@example.org>" }, { unsubscribe: true }))).toEqual([
+      "headers.List-Unsubscribe",
+    ]);
     expect(Object.keys(await refused({ "X-Inject": "a\r\nBcc: victim@example.org" }))).toEqual(["headers.X-Inject"]);
     expect(Object.keys(await refused({ "Bad Name": "x" }))).toEqual(["headers.Bad Name"]);
     expect(Object.keys(await refused({ "X-Number": 1 }))).toEqual(["headers.X-Number"]);

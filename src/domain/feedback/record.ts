@@ -162,8 +162,9 @@ export async function recordFeedback(env: Env, reports: Feedback[]): Promise<Fee
           accountId: message.accountId,
           email: row.email,
           reason: "complaint",
-          // A complaint keeps away the stream complained of (docs/streams.md): a receipt marked as spam stops receipts.
-          scope: message.stream,
+          // A complaint about marketing keeps marketing away and lets receipts and resets through; one about a
+          // receipt keeps every stream away (docs/streams.md): Postmark stops that stream, SendGrid stops all mail.
+          scope: message.stream === "broadcast" ? "broadcast" : "all",
           sourceMessageId: message.id,
         }),
       );

@@ -1,5 +1,5 @@
-// Segments: saved audiences, contacts matching all (or any) of up to 20 conditions on contact fields, custom fields
-// and list membership. A segment is never materialised: `segmentWhere` compiles it to ONE SQL condition over
+// Segments: saved audiences, contacts matching all (or any) of up to 20 conditions on contact fields, custom fields,
+// list membership and topic subscriptions. A segment is never materialised: `segmentWhere` compiles it to ONE SQL condition over
 // `contacts`, which the count, the preview and a campaign's fan-out (`INSERT … SELECT`, `COUNT(*)`) all use, so
 // what a marketer previews is what a send targets. This module owns the segments' queries.
 //
@@ -19,7 +19,7 @@
 
 import { and, count, eq, or, sql, type SQL } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
-import { contacts, lists, segments, type SegmentCondition } from "../../db/schema";
+import { contacts, lists, segments, topics, type SegmentCondition } from "../../db/schema";
 import { audienceWhere } from "../campaigns/audience";
 import type { FieldErrors } from "../../errors";
 import { newId, nowIso } from "../../lib/ids";
@@ -66,7 +66,7 @@ const customFieldKeyPattern = /^[A-Za-z0-9_-]{1,64}$/;
 const isoDatePattern = /^\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:\d{2}))?$/;
 
 /** The fields a condition may name, for messages and documentation. */
-export const segmentFields = ["email", ...contactTextFields, "status", "created_at", `${CUSTOM_FIELD_PREFIX}<key>`, "list"] as const;
+export const segmentFields = ["email", ...contactTextFields, "status", "created_at", `${CUSTOM_FIELD_PREFIX}<key>`, "list", "topic"] as const;
 
 const textOps = ["eq", "neq", "contains", "starts_with", "ends_with", "exists", "not_exists", "in"] as const;
 const operatorsOf = {
@@ -76,6 +76,8 @@ const operatorsOf = {
   created_at: ["gt", "gte", "lt", "lte", "within_days"],
   custom: ["eq", "neq", "contains", "starts_with", "ends_with", "exists", "not_exists", "gt", "gte", "lt", "lte", "in", "within_days"],
   list: ["in", "not_in"],
+  // `in`: subscribed to any of the topics (its own choice, else the topic's default); `not_in`: to none of them.
+  topic: ["in", "not_in"],
 } as const satisfies Record<string, readonly SegmentOperator[]>;
 type FieldKind = keyof typeof operatorsOf;
 
@@ -91,9 +93,9 @@ const comparison = { gt: sql.raw(">"), gte: sql.raw(">="), lt: sql.raw("<"), lte
 type Comparison = keyof typeof comparison;
 
 /** A compiled condition, or the first thing wrong with it (which key of the condition, and why). */
-type Compiled = { sql: SQL; listIds: string[] } | { problem: "field" | "op" | "value"; message: string };
+type Compiled = { sql: SQL; listIds: string[]; topicIds: string[] } | { problem: "field" | "op" | "value"; message: string };
 const bad = (problem: "field" | "op" | "value", message: string): Compiled => ({ problem, message });
-const ok = (condition: SQL, listIds: string[] = []): Compiled => ({ sql: condition, listIds });
+const ok = (condition: SQL, listIds: string[] = [], topicIds: string[] = []): Compiled => ({ sql: condition, listIds, topicIds });
 
 // --- values --------------------------------------------------------------------------------------------------------
 
@@ -174,7 +176,7 @@ const dateOf = (field: CustomField) => sql`(CASE WHEN ${field.type} = 'text' THE
 // --- conditions ----------------------------------------------------------------------------------------------------
 
 function fieldKind(field: string): FieldKind | undefined {
-  if (field === "email" || field === "status" || field === "created_at" || field === "list") return field;
+  if (field === "email" || field === "status" || field === "created_at" || field === "list" || field === "topic") return field;
   if ((contactTextFields as readonly string[]).includes(field)) return "text";
   if (field.startsWith(CUSTOM_FIELD_PREFIX)) return "custom";
   return undefined;
@@ -206,6 +208,8 @@ function compileCondition(condition: SegmentCondition, now: Date): Compiled {
       return customCondition(customField(field.slice(CUSTOM_FIELD_PREFIX.length)), operator, value, now);
     case "list":
       return listCondition(operator, value);
+    case "topic":
+      return topicCondition(operator, value);
   }
 }
 
@@ -344,6 +348,18 @@ function listCondition(op: SegmentOperator, value: unknown): Compiled {
   return ok(op === "in" ? member : sql`NOT ${member}`, listIds);
 }
 
+/** One bound parameter whatever the number of topics, as a list condition: the ids go in as one JSON array. */
+function topicCondition(op: SegmentOperator, value: unknown): Compiled {
+  const ids = typeof value === "string" ? text(value, 64) : textList(value, 64);
+  if ("error" in ids) return bad("value", "Give a topic id or an array of topic ids");
+  const topicIds = typeof ids.value === "string" ? [ids.value] : ids.value;
+  const subscribed = sql`EXISTS (SELECT 1 FROM topics AS segment_topic
+    WHERE segment_topic.id IN ${jsonValues(topicIds)}
+      AND COALESCE((SELECT ct.subscribed FROM contact_topics AS ct WHERE ct.contact_id = ${contacts.id} AND ct.topic_id = segment_topic.id),
+        segment_topic.default_subscribed) = 1)`;
+  return ok(op === "in" ? subscribed : sql`NOT ${subscribed}`, [], topicIds);
+}
+
 // --- the segment ---------------------------------------------------------------------------------------------------
 
 type SegmentShape = Pick<SegmentRow, "match" | "conditions">;
@@ -400,18 +416,30 @@ export async function checkConditions(d1: D1Database, accountId: string, conditi
   const compiled = compileAll(conditions);
   const errors = problemsOf(compiled);
   const listIdsByIndex = compiled.map((result) => (result && "listIds" in result ? result.listIds : []));
-  const wanted = [...new Set(listIdsByIndex.flat())];
-  if (wanted.length === 0) return errors;
-  const owned = await drizzle(d1)
-    .select({ id: lists.id })
-    .from(lists)
-    .where(and(eq(lists.accountId, accountId), sql`${lists.id} IN ${jsonValues(wanted)}`))
-    .all();
-  const ownedIds = new Set(owned.map((list) => list.id));
-  listIdsByIndex.forEach((ids, index) => {
-    const unknown = ids.filter((id) => !ownedIds.has(id));
-    if (unknown.length > 0) errors[`conditions.${index}.value`] = [`No list ${unknown.join(", ")} in this account`];
-  });
+  const topicIdsByIndex = compiled.map((result) => (result && "topicIds" in result ? result.topicIds : []));
+  const wantedLists = [...new Set(listIdsByIndex.flat())];
+  const wantedTopics = [...new Set(topicIdsByIndex.flat())];
+  if (wantedLists.length === 0 && wantedTopics.length === 0) return errors;
+  const db = drizzle(d1);
+  const [ownedLists, ownedTopics] = await db.batch([
+    db
+      .select({ id: lists.id })
+      .from(lists)
+      .where(and(eq(lists.accountId, accountId), sql`${lists.id} IN ${jsonValues(wantedLists)}`)),
+    db
+      .select({ id: topics.id })
+      .from(topics)
+      .where(and(eq(topics.accountId, accountId), sql`${topics.id} IN ${jsonValues(wantedTopics)}`)),
+  ]);
+  const report = (idsByIndex: string[][], owned: { id: string }[], what: string) => {
+    const ownedIds = new Set(owned.map((row) => row.id));
+    idsByIndex.forEach((ids, index) => {
+      const unknown = ids.filter((id) => !ownedIds.has(id));
+      if (unknown.length > 0) errors[`conditions.${index}.value`] = [`No ${what} ${unknown.join(", ")} in this account`];
+    });
+  };
+  report(listIdsByIndex, ownedLists, "list");
+  report(topicIdsByIndex, ownedTopics, "topic");
   return errors;
 }
 

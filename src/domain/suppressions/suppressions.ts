@@ -22,8 +22,8 @@ export const scopeBlocks = (scope: SuppressionScope, stream: MessageStream) => s
 
 /**
  * The scope each kind of suppression gets unless one is named: a hard bounce means the mailbox does not exist, for
- * any mail; an unsubscribe is from marketing, never from receipts and resets; a complaint is about the stream the
- * complained-of mail came from (as Postmark does per message stream), so the caller names it.
+ * any mail; an unsubscribe is from marketing, never from receipts and resets. A complaint depends on the mail
+ * complained of, so its recorder names the scope (feedback/record.ts).
  */
 export const defaultScope = { bounce: "all", unsubscribe: "broadcast", manual: "all" } as const satisfies Record<
   Exclude<SuppressionReason, "complaint">,
