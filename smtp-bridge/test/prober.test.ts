@@ -1,4 +1,5 @@
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { connect, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
@@ -230,6 +231,71 @@ describe("bulk", () => {
   });
 });
 
+describe("requests whose signature is not checked yet", () => {
+  // a current timestamp with a signature nobody made: it passes the header check, so its body is read
+  const forgedHeader = () => `t=${Math.floor(Date.now() / 1000)},v2=${"0".repeat(64)}`;
+  const rawSocket = (url: string) => connect(Number(new URL(url).port), "127.0.0.1");
+  /** A forged request announcing 500 KB that sends 1 KB of it and then nothing. */
+  const stalledRequest = (url: string) => {
+    const socket = rawSocket(url);
+    socket.write(
+      `POST ${PROBE_PATH} HTTP/1.1\r\nHost: prober\r\nContent-Type: application/json\r\n${BRIDGE_SIGNATURE_HEADER}: ${forgedHeader()}\r\n` +
+        `Content-Length: 500000\r\n\r\n${"x".repeat(1024)}`,
+    );
+    return socket;
+  };
+  /** When the prober closed the socket, or Infinity if it had not after `withinMs`, and what it wrote before. */
+  const closedWithin = (socket: Socket, withinMs: number) => {
+    let written = "";
+    socket.on("data", (data: Buffer) => {
+      written += data.toString("latin1");
+    });
+    return Promise.race([
+      new Promise<{ at: number; written: string }>((resolve) => socket.once("close", () => resolve({ at: Date.now(), written }))),
+      new Promise<{ at: number; written: string }>((resolve) => setTimeout(() => resolve({ at: Number.POSITIVE_INFINITY, written }), withinMs)),
+    ]);
+  };
+  const sockets: Socket[] = [];
+  afterAll(() => {
+    for (const socket of sockets) socket.destroy();
+  });
+
+  it("closes a connection whose body stalls after 1 KB, and one that never sends a request, within 15 s", async () => {
+    const url = await startProber({ PROBE_ALLOW_PRIVATE: "1", PROBER_REQUEST_TIMEOUT_MS: "2000" });
+    const started = Date.now();
+    const stalled = stalledRequest(url);
+    const silent = rawSocket(url);
+    sockets.push(stalled, silent);
+    const [body, idle] = await Promise.all([closedWithin(stalled, 15_000), closedWithin(silent, 15_000)]);
+    expect(body.at - started).toBeLessThan(15_000);
+    expect(body.written).toMatch(/^HTTP\/1\.1 408/);
+    expect(idle.at - started).toBeLessThan(15_000);
+  }, 20_000);
+
+  it("refuses requests beyond the cap with 503 and Retry-After instead of reading them, and serves again once they end", async () => {
+    const url = await startProber({ PROBE_ALLOW_PRIVATE: "1", PROBER_MAX_UNVERIFIED_REQUESTS: "2" });
+    const stalled = [stalledRequest(url), stalledRequest(url)];
+    sockets.push(...stalled);
+    const body = JSON.stringify({ addresses: ["alice@mailbox.test"], budget_ms: 5_000 });
+    const post = async (signature: string) =>
+      fetch(`${url}${PROBE_PATH}`, { method: "POST", headers: { [BRIDGE_SIGNATURE_HEADER]: signature }, body });
+    // once the two stalled requests hold both places (until then a forged request is read and refused with 401)
+    let refused: Response | undefined;
+    await vi.waitFor(async () => {
+      refused = await post(forgedHeader());
+      expect(refused.status).toBe(503);
+    });
+    expect(refused!.headers.get("retry-after")).toBe("1");
+    expect(await refused!.json()).toMatchObject({ code: "prober_busy" });
+    // the places are given back when those connections end
+    for (const socket of stalled) socket.destroy();
+    await vi.waitFor(async () => {
+      const answered = await post(await signBridgeRequest(SECRET, { method: "POST", path: PROBE_PATH, body }));
+      expect(answered.status).toBe(200);
+    });
+  });
+});
+
 describe("safety", () => {
   it("refuses MX hosts on private or loopback addresses without PROBE_ALLOW_PRIVATE", async () => {
     const { results } = await probe(strictUrl, ["alice@mailbox.test", "anyone@catchall.mailbox.test"]);
@@ -275,6 +341,8 @@ describe("configuration and reply parsing", () => {
       connectionsPerHost: 2,
       mailFrom: "postmaster@probe.example.com",
       dohUrl: "https://cloudflare-dns.com/dns-query",
+      maxUnverifiedRequests: 32,
+      requestTimeoutMs: 5_000,
     });
     expect(() => loadProberConfig({ PROBER_SECRET: "short", PROBE_CONNECTIONS_PER_HOST: "3", PROBE_MAIL_FROM: "nobody" })).toThrow(ProberConfigError);
     expect(() => loadProberConfig({})).toThrow(/PROBER_SECRET/);

@@ -10,6 +10,10 @@ const envSchema = z.object({
   PROBER_PORT: port.default(2580),
   /** The Worker's PROBER_SECRET: every request is signed with it. */
   PROBER_SECRET: z.string().min(16, "must be the Worker's PROBER_SECRET (at least 16 characters)"),
+  /** Requests whose body is being read before its signature can be checked; more are refused with 503. */
+  PROBER_MAX_UNVERIFIED_REQUESTS: positiveInt.max(10_000).default(32),
+  /** How long a request, headers and body, may take to arrive; a connection silent that long is closed too. */
+  PROBER_REQUEST_TIMEOUT_MS: positiveInt.min(100).default(5_000),
   /** The EHLO name: it should be this host's PTR name, and resolve back to its IP. */
   PROBE_HELO_NAME: z.string().min(1).default(hostname()),
   /** The MAIL FROM of every probe; its domain should publish SPF for this host's IP. Default postmaster@<HELO name>. */
@@ -40,6 +44,8 @@ export interface ProberConfig {
   host: string;
   port: number;
   secret: string;
+  maxUnverifiedRequests: number;
+  requestTimeoutMs: number;
   heloName: string;
   mailFrom: string;
   dohUrl: string;
@@ -64,6 +70,8 @@ export function loadProberConfig(env: Record<string, string | undefined> = proce
     host: e.PROBER_HOST,
     port: e.PROBER_PORT,
     secret: e.PROBER_SECRET,
+    maxUnverifiedRequests: e.PROBER_MAX_UNVERIFIED_REQUESTS,
+    requestTimeoutMs: e.PROBER_REQUEST_TIMEOUT_MS,
     heloName: e.PROBE_HELO_NAME,
     mailFrom: e.PROBE_MAIL_FROM ?? `postmaster@${e.PROBE_HELO_NAME}`,
     dohUrl: e.DOH_URL,
