@@ -11,8 +11,8 @@ export type MailboxState = "ok" | "disabled" | "full" | "full_permanent";
 export interface MxBehaviour {
   /** Wait this long before the 220 greeting, as real MTAs do (a pre-greet pause catches impatient spam bots). */
   greetingDelayMs?: number;
-  /** `tarpit`: accept the connection and never greet; `busy`: greet with 421 and hang up. */
-  greeting?: "ok" | "tarpit" | "busy";
+  /** `tarpit`: accept the connection and never greet; `busy`: greet with 421 and hang up; `refuse`: 554 and hang up. */
+  greeting?: "ok" | "tarpit" | "busy" | "refuse";
   /** Local parts this host knows; any other is 550 5.1.1 unless `catchAll`. */
   mailboxes?: Record<string, MailboxState>;
   /** Accept every recipient (a catch-all domain). */
@@ -73,6 +73,7 @@ function createMxServer(host: MxHost): SMTPServer {
       rcpts.set(session.id, 0);
       if (behaviour.greeting === "tarpit") return;
       if (behaviour.greeting === "busy") return callback(smtpError(421, "4.3.2 Too busy, try again later"));
+      if (behaviour.greeting === "refuse") return callback(smtpError(554, "5.3.2 No SMTP service here"));
       setTimeout(() => callback(), behaviour.greetingDelayMs ?? 0);
     },
     onClose(session) {

@@ -29,7 +29,13 @@ const behaviours = {
   "127.0.0.8": { greylistMs: 120_000, mailboxes: { slow: "ok" as const } },
   "127.0.0.9": { greetingDelayMs: 50, mailboxes: Object.fromEntries(Array.from({ length: 300 }, (_, i) => [`user${i}`, "ok" as const])) },
   "127.0.0.10": { deferMailFrom: true },
+  "127.0.0.13": { greeting: "refuse" as const },
 };
+// 30 MX names on one address, and 7 names on 7 addresses where nothing listens
+const manyNames = (domain: string, address: (i: number) => string, count: number) => ({
+  [domain]: { MX: Array.from({ length: count }, (_, i) => ({ priority: i, exchange: `mx${i}.${domain}` })) },
+  ...Object.fromEntries(Array.from({ length: count }, (_, i) => [`mx${i}.${domain}`, { A: [address(i)] }])),
+});
 const zone = {
   ...DEV_MX_ZONE,
   "mx.slowgrey.mailbox.test": { A: ["127.0.0.8"] },
@@ -43,6 +49,8 @@ const zone = {
       { priority: 20, exchange: "mx.catchall.mailbox.test" },
     ],
   },
+  ...manyNames("many.mailbox.test", () => "127.0.0.13", 30),
+  ...manyNames("wide.mailbox.test", (i) => `127.0.0.${40 + i}`, 7),
   // three domains on one MX host: their addresses share its connections
   ...Object.fromEntries(
     ["bulk1", "bulk2", "bulk3"].map((name) => [`${name}.mailbox.test`, { MX: [{ priority: 10, exchange: "mx.bulk.mailbox.test" }] }]),
@@ -231,6 +239,26 @@ describe("bulk", () => {
   });
 });
 
+describe("bounded work per address", () => {
+  it("dials an address shared by 30 MX names once, and resolves only the names it may use", async () => {
+    doh.resetStats();
+    const { results, connections } = await probe(proberUrl, ["jane@many.mailbox.test"]);
+    expect(results[0]).toMatchObject({ outcome: "unavailable", detail: "greeting_refused", mx_host: "mx0.many.mailbox.test" });
+    expect(results[0]!.reply).toMatch(/^554/);
+    expect(host("127.0.0.13").connections).toBeLessThanOrEqual(3);
+    expect(host("127.0.0.13").connections).toBe(1);
+    expect(connections).toEqual({ "mx0.many.mailbox.test": 1 });
+    // the MX query, then A and AAAA of the first 5 names (PROBE_MAX_MX_HOSTS), not of all 30
+    expect(doh.stats().queries).toBeLessThanOrEqual(11);
+  });
+
+  it("tries at most 5 MX hosts for an address, and names the last one it tried", async () => {
+    const { results, connections } = await probe(proberUrl, ["jane@wide.mailbox.test"]);
+    expect(Object.keys(connections)).toEqual([0, 1, 2, 3, 4].map((i) => `mx${i}.wide.mailbox.test`));
+    expect(results[0]).toMatchObject({ outcome: "unavailable", detail: "connection_refused", mx_host: "mx4.wide.mailbox.test" });
+  });
+});
+
 describe("requests whose signature is not checked yet", () => {
   // a current timestamp with a signature nobody made: it passes the header check, so its body is read
   const forgedHeader = () => `t=${Math.floor(Date.now() / 1000)},v2=${"0".repeat(64)}`;
@@ -343,6 +371,7 @@ describe("configuration and reply parsing", () => {
       dohUrl: "https://cloudflare-dns.com/dns-query",
       maxUnverifiedRequests: 32,
       requestTimeoutMs: 5_000,
+      maxMxHosts: 5,
     });
     expect(() => loadProberConfig({ PROBER_SECRET: "short", PROBE_CONNECTIONS_PER_HOST: "3", PROBE_MAIL_FROM: "nobody" })).toThrow(ProberConfigError);
     expect(() => loadProberConfig({})).toThrow(/PROBER_SECRET/);

@@ -27,6 +27,8 @@ const envSchema = z.object({
   PROBE_SMTP_PORT: port.default(25),
   /** Let MX hosts resolve to private, loopback and link-local addresses: dev and tests only. */
   PROBE_ALLOW_PRIVATE: flag,
+  /** MX hosts tried for one address at most, most preferred first, as MTAs do (Postfix: 5 addresses by default). */
+  PROBE_MAX_MX_HOSTS: positiveInt.max(20).default(5),
   /** Connections one MX host gets at once, across every request. */
   PROBE_CONNECTIONS_PER_HOST: z.coerce.number().int().min(1).max(2).default(2),
   /** RCPTs one connection carries before it is closed (RSET between transactions of PROBE_RCPTS_PER_TRANSACTION). */
@@ -51,6 +53,7 @@ export interface ProberConfig {
   dohUrl: string;
   smtpPort: number;
   allowPrivate: boolean;
+  maxMxHosts: number;
   connectionsPerHost: number;
   rcptsPerConnection: number;
   rcptsPerTransaction: number;
@@ -77,6 +80,7 @@ export function loadProberConfig(env: Record<string, string | undefined> = proce
     dohUrl: e.DOH_URL,
     smtpPort: e.PROBE_SMTP_PORT,
     allowPrivate: e.PROBE_ALLOW_PRIVATE,
+    maxMxHosts: e.PROBE_MAX_MX_HOSTS,
     connectionsPerHost: e.PROBE_CONNECTIONS_PER_HOST,
     rcptsPerConnection: e.PROBE_RCPTS_PER_CONNECTION,
     rcptsPerTransaction: Math.min(e.PROBE_RCPTS_PER_TRANSACTION, e.PROBE_RCPTS_PER_CONNECTION),

@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import pLimit from "p-limit";
 import type { ProbeAddressResult, ProbeOutcome, ProbeRequest, ProbeResponse } from "@mailforge/bridge-contract";
 import type { ProberConfig } from "./config.ts";
 import { isPrivateAddress, type Resolver } from "./dns.ts";
@@ -8,8 +9,9 @@ import { SmtpConnectionError, SmtpProbeConnection, type SmtpReply } from "./smtp
 // share a host share its connections), at most `connectionsPerHost` connections per host at once across every
 // request (HostGate), each carrying many RCPTs (RSET between transactions), never DATA. A connection failure or a
 // 421 moves the host's queued domains to their next MX; a temporary refusal is tried again after the server's delay
-// when that still fits the request's budget. When the budget runs out, every open connection is closed and what is
-// not known is reported as such.
+// when that still fits the request's budget. A domain's MX hosts are at most `maxMxHosts` (the resolver's cut) and
+// each address is dialled once however many names point at it. When the budget runs out, every open connection is
+// closed and what is not known is reported as such.
 
 const CATCH_ALL_TTL_MS = 24 * 60 * 60_000;
 const MAX_BACKOFF_MS = 60_000;
@@ -211,7 +213,6 @@ export async function runProbe(request: ProbeRequest, deps: ProberDeps): Promise
       lane = { route, items: [], workers: 0 };
       lanes.set(route.address, lane);
     }
-    item.lastHost = route.host;
     lane.items.push(item);
     if (lane.workers === 0 || (lane.workers < config.connectionsPerHost && lane.items.length > lane.workers * config.rcptsPerConnection)) {
       lane.workers += 1;
@@ -262,6 +263,8 @@ export async function runProbe(request: ProbeRequest, deps: ProberDeps): Promise
         return;
       }
       let connection: SmtpProbeConnection | undefined;
+      // the host these addresses were last tried on, as reported: one that was only queued for is never named
+      for (const item of lane.items) item.lastHost = lane.route.host;
       try {
         connections[lane.route.host] = (connections[lane.route.host] ?? 0) + 1;
         connection = await SmtpProbeConnection.open({
@@ -365,10 +368,16 @@ export async function runProbe(request: ProbeRequest, deps: ProberDeps): Promise
     const work: DomainWork = { domain, routes: [], routeIndex: 0, catchAll: deps.catchAll.get(domain), catchAllProbed: false };
     let refusedPrivate = false;
     if (routes.kind === "ok") {
+      // one attempt per address: MX names that share one lead to the same server, which has answered already
+      const dialled = new Set<string>();
       for (const route of routes.routes) {
         const usable = route.addresses.filter((ip) => config.allowPrivate || !isPrivateAddress(ip));
         if (usable.length < route.addresses.length) refusedPrivate = true;
-        if (usable[0]) work.routes.push({ host: route.host, address: usable[0] });
+        const address = usable.find((ip) => !dialled.has(ip));
+        if (address) {
+          dialled.add(address);
+          work.routes.push({ host: route.host, address });
+        }
       }
     }
     for (const address of byDomain.get(domain)!) {
@@ -380,7 +389,7 @@ export async function runProbe(request: ProbeRequest, deps: ProberDeps): Promise
     }
     for (const address of byDomain.get(domain)!) enqueue(items.get(address)!);
   };
-  for (let i = 0; i < domains.length; i += DNS_CONCURRENCY) await Promise.all(domains.slice(i, i + DNS_CONCURRENCY).map(routeWork));
+  await pLimit(DNS_CONCURRENCY).map(domains, routeWork);
 
   const outOfTime = setTimeout(finishAll, Math.max(0, deadline - Date.now()));
   if (unfinished > 0) await allDone;

@@ -69,7 +69,7 @@ const refusal = (message: string, code: string, errors?: Record<string, string[]
 export function createProberServer(config: ProberConfig, deps: { logger: Logger; resolver?: Resolver }): ProberServer {
   const probeDeps = {
     config,
-    resolver: deps.resolver ?? createDohResolver(config.dohUrl),
+    resolver: deps.resolver ?? createDohResolver(config.dohUrl, config.maxMxHosts),
     gate: new HostGate(config),
     catchAll: new CatchAllCache(),
   };
