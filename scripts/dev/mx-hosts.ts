@@ -17,6 +17,8 @@ export interface MxBehaviour {
   mailboxes?: Record<string, MailboxState>;
   /** Accept every recipient (a catch-all domain). */
   catchAll?: boolean;
+  /** Answer each RCPT TO this long after it arrives, as a slow or overloaded server does. */
+  rcptDelayMs?: number;
   /** Greylisting: a recipient's first RCPT gets 450 4.7.1; from this long after it, it is accepted. */
   greylistMs?: number;
   /** Refuse the prober itself at RCPT (550 5.7.1, as a host that blocklists the client's IP does). */
@@ -86,8 +88,9 @@ function createMxServer(host: MxHost): SMTPServer {
       if (behaviour.deferMailFrom) return callback(smtpError(451, "4.7.1 Sender deferred, try again later"));
       callback();
     },
-    onRcptTo(address, session, callback) {
+    onRcptTo(address, session, reply) {
       rcpts.set(session.id, (rcpts.get(session.id) ?? 0) + 1);
+      const callback = (error?: Error) => (behaviour.rcptDelayMs ? setTimeout(() => reply(error), behaviour.rcptDelayMs) : reply(error));
       if (behaviour.policyBlock) return callback(smtpError(550, "5.7.1 Client host rejected: listed at a blocklist"));
       const recipient = address.address.toLowerCase();
       if (behaviour.greylistMs !== undefined) {

@@ -6,6 +6,7 @@ import {
   BRIDGE_SIGNATURE_HEADER,
   PROBE_MAX_BODY_BYTES,
   PROBE_PATH,
+  ProbeRequest,
   ProbeResponse,
   signBridgeRequest,
   type ProbeAddressResult,
@@ -29,6 +30,12 @@ const behaviours = {
   "127.0.0.8": { greylistMs: 120_000, mailboxes: { slow: "ok" as const } },
   "127.0.0.9": { greetingDelayMs: 50, mailboxes: Object.fromEntries(Array.from({ length: 300 }, (_, i) => [`user${i}`, "ok" as const])) },
   "127.0.0.10": { deferMailFrom: true },
+  // slow: every RCPT is answered after 3 s, so a bulk connection holds its slot for a long time
+  "127.0.0.11": {
+    rcptDelayMs: 3_000,
+    mailboxes: { bea: "ok" as const, ...Object.fromEntries(Array.from({ length: 15 }, (_, i) => [`user${i}`, "ok" as const])) },
+  },
+  "127.0.0.12": { rcptDelayMs: 300, mailboxes: { ann: "ok" as const, bo: "ok" as const, cy: "ok" as const } },
   "127.0.0.13": { greeting: "refuse" as const },
 };
 // 30 MX names on one address, and 7 names on 7 addresses where nothing listens
@@ -49,6 +56,14 @@ const zone = {
       { priority: 20, exchange: "mx.catchall.mailbox.test" },
     ],
   },
+  "mx.slow.mailbox.test": { A: ["127.0.0.11"] },
+  "mx.fair.mailbox.test": { A: ["127.0.0.12"] },
+  ...Object.fromEntries(
+    ["slowa", "slowb", "fair1", "fair2", "fair3", "fairc"].map((name) => [
+      `${name}.mailbox.test`,
+      { MX: [{ priority: 10, exchange: name.startsWith("slow") ? "mx.slow.mailbox.test" : "mx.fair.mailbox.test" }] },
+    ]),
+  ),
   ...manyNames("many.mailbox.test", () => "127.0.0.13", 30),
   ...manyNames("wide.mailbox.test", (i) => `127.0.0.${40 + i}`, 7),
   // three domains on one MX host: their addresses share its connections
@@ -104,8 +119,9 @@ afterAll(async () => {
 
 beforeEach(() => mx.resetStats());
 
-async function probe(url: string, addresses: string[], budgetMs = 7_000) {
-  const body = JSON.stringify({ addresses, budget_ms: budgetMs });
+/** `caller`: the request's kind and account, as the Worker sends them; without it, an older Worker's request. */
+async function probe(url: string, addresses: string[], budgetMs = 7_000, caller: Pick<ProbeRequest, "kind" | "account_id"> = {}) {
+  const body = JSON.stringify({ addresses, budget_ms: budgetMs, ...caller });
   const response = await fetch(`${url}${PROBE_PATH}`, {
     method: "POST",
     headers: {
@@ -236,6 +252,56 @@ describe("bulk", () => {
     // RSET between transactions of 10: one MAIL FROM per transaction
     expect(stats.mailFroms).toBe(stats.rcptsPerConnection.reduce((sum, n) => sum + Math.ceil(n / 10), 0));
     expect(allHosts().every((s) => s.dataCommands === 0)).toBe(true);
+  });
+});
+
+describe("sharing MX hosts between accounts", () => {
+  it("answers another account's single check within 10 s while two bulk jobs hold the host's connections", async () => {
+    const bulk = () =>
+      probe(
+        proberUrl,
+        Array.from({ length: 15 }, (_, i) => `user${i}@slowa.mailbox.test`),
+        8_000,
+        { kind: "bulk", account_id: "acc_a" },
+      );
+    const jobs = [bulk(), bulk()];
+    // both bulk connections are open, each busy for 3 s per RCPT, before the single check comes
+    await vi.waitFor(() => expect(host("127.0.0.11").connections).toBe(2), { timeout: 5_000 });
+    const started = Date.now();
+    const single = await probe(proberUrl, ["bea@slowb.mailbox.test"], 7_000, { kind: "single", account_id: "acc_b" });
+    expect(Date.now() - started).toBeLessThan(10_000);
+    expect(single.results[0]).toMatchObject({ outcome: "accepted", catch_all: false, mx_host: "mx.slow.mailbox.test" });
+    // the single check had a connection of its own: the bulk jobs kept theirs
+    const done = await Promise.all(jobs);
+    expect(host("127.0.0.11").maxConcurrent).toBe(3);
+    expect(done.map((job) => job.connections)).toEqual([{ "mx.slow.mailbox.test": 1 }, { "mx.slow.mailbox.test": 1 }]);
+  }, 20_000);
+
+  it("gives a host's next free connection to the account that has not had one, not to the account that queued first", async () => {
+    const prober = await startProber({ PROBE_ALLOW_PRIVATE: "1", PROBE_CONNECTIONS_PER_HOST: "1" });
+    const finished: string[] = [];
+    const job = (domain: string, account: string, names = ["ann"]) =>
+      probe(
+        prober,
+        names.map((name) => `${name}@${domain}.mailbox.test`),
+        30_000,
+        { kind: "bulk", account_id: account },
+      ).then(() => finished.push(domain));
+    // the first job holds the host's one bulk connection for 4 RCPTs of 300 ms; the others queue behind it
+    const first = job("fair1", "acc_a", ["ann", "bo", "cy"]);
+    await vi.waitFor(() => expect(host("127.0.0.12").connections).toBe(1));
+    const queued = [job("fair2", "acc_a"), job("fair3", "acc_a")];
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    await Promise.all([first, ...queued, job("fairc", "acc_c")]);
+    expect(finished).toEqual(["fair1", "fairc", "fair2", "fair3"]);
+    expect(host("127.0.0.12").maxConcurrent).toBe(1);
+  });
+
+  it("takes a request without kind or account (an older Worker's) as a bulk chunk", () => {
+    expect(ProbeRequest.parse({ addresses: ["a@b.test"], budget_ms: 5_000 })).toEqual({ addresses: ["a@b.test"], budget_ms: 5_000 });
+    // a single check asks about one address within a single check's budget, so it cannot hold the slot kept for them
+    expect(ProbeRequest.safeParse({ addresses: ["a@b.test", "c@b.test"], budget_ms: 5_000, kind: "single" }).success).toBe(false);
+    expect(ProbeRequest.safeParse({ addresses: ["a@b.test"], budget_ms: 60_000, kind: "single" }).success).toBe(false);
   });
 });
 
@@ -372,6 +438,7 @@ describe("configuration and reply parsing", () => {
       maxUnverifiedRequests: 32,
       requestTimeoutMs: 5_000,
       maxMxHosts: 5,
+      singleConnectionsPerHost: 1,
     });
     expect(() => loadProberConfig({ PROBER_SECRET: "short", PROBE_CONNECTIONS_PER_HOST: "3", PROBE_MAIL_FROM: "nobody" })).toThrow(ProberConfigError);
     expect(() => loadProberConfig({})).toThrow(/PROBER_SECRET/);

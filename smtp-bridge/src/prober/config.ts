@@ -29,8 +29,10 @@ const envSchema = z.object({
   PROBE_ALLOW_PRIVATE: flag,
   /** MX hosts tried for one address at most, most preferred first, as MTAs do (Postfix: 5 addresses by default). */
   PROBE_MAX_MX_HOSTS: positiveInt.max(20).default(5),
-  /** Connections one MX host gets at once, across every request. */
+  /** Connections one MX host gets at once for bulk chunks, across every request. */
   PROBE_CONNECTIONS_PER_HOST: z.coerce.number().int().min(1).max(2).default(2),
+  /** Connections one MX host gets on top of those, for single checks only, so bulk jobs never make one wait. */
+  PROBE_SINGLE_CONNECTIONS_PER_HOST: z.coerce.number().int().min(0).max(2).default(1),
   /** RCPTs one connection carries before it is closed (RSET between transactions of PROBE_RCPTS_PER_TRANSACTION). */
   PROBE_RCPTS_PER_CONNECTION: positiveInt.max(1_000).default(200),
   PROBE_RCPTS_PER_TRANSACTION: positiveInt.max(100).default(50),
@@ -55,6 +57,7 @@ export interface ProberConfig {
   allowPrivate: boolean;
   maxMxHosts: number;
   connectionsPerHost: number;
+  singleConnectionsPerHost: number;
   rcptsPerConnection: number;
   rcptsPerTransaction: number;
   hostConnectGapMs: number;
@@ -82,6 +85,7 @@ export function loadProberConfig(env: Record<string, string | undefined> = proce
     allowPrivate: e.PROBE_ALLOW_PRIVATE,
     maxMxHosts: e.PROBE_MAX_MX_HOSTS,
     connectionsPerHost: e.PROBE_CONNECTIONS_PER_HOST,
+    singleConnectionsPerHost: e.PROBE_SINGLE_CONNECTIONS_PER_HOST,
     rcptsPerConnection: e.PROBE_RCPTS_PER_CONNECTION,
     rcptsPerTransaction: Math.min(e.PROBE_RCPTS_PER_TRANSACTION, e.PROBE_RCPTS_PER_CONNECTION),
     hostConnectGapMs: e.PROBE_HOST_CONNECT_GAP_MS,

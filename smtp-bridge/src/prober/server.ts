@@ -137,6 +137,8 @@ export function createProberServer(config: ProberConfig, deps: { logger: Logger;
     }
     const result = await runProbe(parsed.data, probeDeps);
     deps.logger.log("info", "prober.probed", {
+      kind: parsed.data.kind ?? "bulk",
+      account_id: parsed.data.account_id,
       addresses: parsed.data.addresses.length,
       budget_ms: parsed.data.budget_ms,
       elapsed_ms: result.elapsed_ms,

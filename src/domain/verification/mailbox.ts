@@ -6,6 +6,8 @@ import {
   ProbeResponse,
   signBridgeRequest,
   type ProbeAddressResult,
+  type ProbeKind,
+  type ProbeRequest,
 } from "@mailforge/bridge-contract";
 import { logWarning } from "../../lib/log";
 
@@ -14,18 +16,33 @@ import { logWarning } from "../../lib/log";
 // that cannot be reached, or answers late, is not an error of the check: its addresses keep their DNS-level result
 // and say `mailbox_check: "unavailable"`.
 
+/**
+ * Who asks: the prober keeps MX connections for single checks that bulk chunks cannot take, and lets accounts take
+ * turns at a busy host.
+ */
+export interface ProbeCaller {
+  kind: ProbeKind;
+  accountId?: string;
+}
+
 export interface MailboxProber {
   /** The prober's evidence per address (lower-cased), or undefined when it could not be asked in time. */
-  probe(addresses: readonly string[], budgetMs: number): Promise<Map<string, ProbeAddressResult> | undefined>;
+  probe(addresses: readonly string[], budgetMs: number, caller: ProbeCaller): Promise<Map<string, ProbeAddressResult> | undefined>;
 }
 
 export function createMailboxProber(settings: { url: string; secret: string }): MailboxProber {
   return {
-    async probe(addresses, budgetMs) {
+    async probe(addresses, budgetMs, caller) {
       const evidence = new Map<string, ProbeAddressResult>();
       try {
         for (let i = 0; i < addresses.length; i += PROBE_MAX_ADDRESSES) {
-          const body = JSON.stringify({ addresses: addresses.slice(i, i + PROBE_MAX_ADDRESSES), budget_ms: budgetMs });
+          const request: ProbeRequest = {
+            addresses: addresses.slice(i, i + PROBE_MAX_ADDRESSES),
+            budget_ms: budgetMs,
+            kind: caller.kind,
+            account_id: caller.accountId,
+          };
+          const body = JSON.stringify(request);
           const response = await fetch(`${settings.url}${PROBE_PATH}`, {
             method: "POST",
             headers: {
