@@ -50,8 +50,11 @@ interface HostState {
  */
 export class HostGate {
   private readonly hosts = new Map<string, HostState>();
+  private readonly config: Pick<ProberConfig, "connectionsPerHost" | "singleConnectionsPerHost" | "hostConnectGapMs">;
 
-  constructor(private readonly config: Pick<ProberConfig, "connectionsPerHost" | "singleConnectionsPerHost" | "hostConnectGapMs">) {}
+  constructor(config: Pick<ProberConfig, "connectionsPerHost" | "singleConnectionsPerHost" | "hostConnectGapMs">) {
+    this.config = config;
+  }
 
   /** A connection slot for `key` once one is free and the host's pacing allows; undefined if that is past `deadline`. */
   async acquire(key: string, claim: Claim, deadline: number): Promise<(() => void) | undefined> {
@@ -242,8 +245,10 @@ const isPolicy = (reply: SmtpReply | null) => reply?.enhanced?.startsWith("4.7."
 
 /** The server refused our MAIL FROM: it answers for the sender or our IP, not for any mailbox. */
 class MailFromRefused extends Error {
-  constructor(readonly reply: SmtpReply) {
+  readonly reply: SmtpReply;
+  constructor(reply: SmtpReply) {
     super(reply.text);
+    this.reply = reply;
   }
 }
 
