@@ -64,6 +64,9 @@ const zone = {
       { MX: [{ priority: 10, exchange: name.startsWith("slow") ? "mx.slow.mailbox.test" : "mx.fair.mailbox.test" }] },
     ]),
   ),
+  // another domain's name for the server of mailbox.test
+  "alias.mailbox.test": { MX: [{ priority: 10, exchange: "mx.alias.mailbox.test" }] },
+  "mx.alias.mailbox.test": { A: ["127.0.0.2"] },
   ...manyNames("many.mailbox.test", () => "127.0.0.13", 30),
   ...manyNames("wide.mailbox.test", (i) => `127.0.0.${40 + i}`, 7),
   // three domains on one MX host: their addresses share its connections
@@ -316,6 +319,16 @@ describe("bounded work per address", () => {
     expect(connections).toEqual({ "mx0.many.mailbox.test": 1 });
     // the MX query, then A and AAAA of the first 5 names (PROBE_MAX_MX_HOSTS), not of all 30
     expect(doh.stats().queries).toBeLessThanOrEqual(11);
+  });
+
+  it("names each address's own MX host when domains share a server", async () => {
+    const { results, connections } = await probe(proberUrl, ["alice@mailbox.test", "alice@alias.mailbox.test"]);
+    expect(byAddress(results)).toMatchObject({
+      "alice@mailbox.test": { outcome: "accepted", mx_host: "mx.mailbox.test" },
+      "alice@alias.mailbox.test": { outcome: "accepted", mx_host: "mx.alias.mailbox.test" },
+    });
+    // one connection asked for both domains
+    expect(Object.values(connections)).toEqual([1]);
   });
 
   it("tries at most 5 MX hosts for an address, and names the last one it tried", async () => {

@@ -290,6 +290,14 @@ export async function runProbe(request: ProbeRequest, deps: ProberDeps): Promise
     if (unfinished === 0) finishAll();
   }
 
+  /**
+   * Notes the MX host `item` is tried on: its own domain's name for the lane's address, which may differ from the
+   * name the lane was opened for when domains (or several names of one domain) share a server.
+   */
+  function tried(item: Item): void {
+    item.lastHost = item.work.routes[item.work.routeIndex]?.host ?? item.lastHost;
+  }
+
   let over = false;
   function enqueue(item: Item): void {
     if (item.result || over) return;
@@ -319,7 +327,7 @@ export async function runProbe(request: ProbeRequest, deps: ProberDeps): Promise
     if (failure === "service_unavailable" || failure === "timeout" || isPolicy(reply)) gate.backOff(lane.route.address);
     const moved = lane.items.splice(0);
     for (const item of moved) {
-      item.lastHost = lane.route.host;
+      tried(item);
       item.detail = failure;
       item.lastReply = reply ?? item.lastReply;
       if (item.work.routes[item.work.routeIndex]?.address === lane.route.address) item.work.routeIndex += 1;
@@ -354,7 +362,7 @@ export async function runProbe(request: ProbeRequest, deps: ProberDeps): Promise
       }
       let connection: SmtpProbeConnection | undefined;
       // the host these addresses were last tried on, as reported: one that was only queued for is never named
-      for (const item of lane.items) item.lastHost = lane.route.host;
+      for (const item of lane.items) tried(item);
       try {
         connections[lane.route.host] = (connections[lane.route.host] ?? 0) + 1;
         connection = await SmtpProbeConnection.open({
@@ -390,7 +398,7 @@ export async function runProbe(request: ProbeRequest, deps: ProberDeps): Promise
     }
     // no RCPT on this host can tell anything about a mailbox
     for (const item of lane.items.splice(0)) {
-      item.lastHost = lane.route.host;
+      tried(item);
       finish(item, reply.enhanced?.startsWith("5.7.") ? "policy_refused" : "rejected", reply, "mail_from_refused");
     }
   }
@@ -418,7 +426,7 @@ export async function runProbe(request: ProbeRequest, deps: ProberDeps): Promise
     while (sent < config.rcptsPerConnection && Date.now() < deadline) {
       const item = lane.items.shift();
       if (!item) return;
-      item.lastHost = lane.route.host;
+      tried(item);
       try {
         // Before the catch-all probe is marked as done: a refused MAIL FROM leaves it to the domain's next host.
         if (!begun) await begin();
