@@ -222,6 +222,8 @@ export const PROBE_CLIENT_GRACE_MS = 1_500;
 /** A bulk chunk's budget: long enough to wait out a greylisting server (typically 1 to 5 minutes). */
 export const PROBE_BULK_BUDGET_MS = 6 * 60_000;
 export const PROBE_MAX_BUDGET_MS = 10 * 60_000;
+/** Less time than this is not worth a probe. */
+export const PROBE_MIN_BUDGET_MS = 500;
 
 const probedAddress = z
   .string()
@@ -242,7 +244,7 @@ export const ProbeRequest = z
      * address is tried again only when the server's delay ends inside it, so a bulk chunk (PROBE_BULK_BUDGET_MS) waits
      * greylisting out and a single check (PROBE_SINGLE_BUDGET_MS) usually reports it.
      */
-    budget_ms: z.number().int().min(500).max(PROBE_MAX_BUDGET_MS),
+    budget_ms: z.number().int().min(PROBE_MIN_BUDGET_MS).max(PROBE_MAX_BUDGET_MS),
     /**
      * Each MX host keeps connections for single checks that bulk chunks never take, so a bulk job cannot make a single
      * check wait. A single check asks about one address within PROBE_SINGLE_BUDGET_MS, so it cannot hold them long.

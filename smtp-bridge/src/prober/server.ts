@@ -101,6 +101,7 @@ export function createProberServer(config: ProberConfig, deps: { logger: Logger;
       return send(response, 413, refusal(`The body is larger than ${PROBE_MAX_BODY_BYTES} bytes`, "payload_too_large"));
     }
     if (unverified >= config.maxUnverifiedRequests) {
+      deps.logger.log("warn", "prober.busy", { unverified });
       return send(response, 503, refusal("Too many requests are being read; try again shortly", "prober_busy"), {
         "Retry-After": "1",
         Connection: "close",

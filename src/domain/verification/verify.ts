@@ -1,6 +1,7 @@
 import {
   PROBE_BULK_BUDGET_MS,
   PROBE_CLIENT_GRACE_MS,
+  PROBE_MIN_BUDGET_MS,
   PROBE_SINGLE_BUDGET_MS,
   SINGLE_CHECK_BUDGET_MS,
   type ProbeAddressResult,
@@ -61,7 +62,9 @@ export async function verifyEmail(input: string, deps: VerificationDeps): Promis
       SINGLE_CHECK_BUDGET_MS - (Date.now() - started) - PROBE_CLIENT_GRACE_MS - SINGLE_CHECK_RESERVE_MS,
     );
     const probed =
-      budgetMs >= 500 ? await deps.prober.probe([syntax.normalized], budgetMs, { kind: "single", accountId: deps.accountId }) : undefined;
+      budgetMs >= PROBE_MIN_BUDGET_MS
+        ? await deps.prober.probe([syntax.normalized], budgetMs, { kind: "single", accountId: deps.accountId })
+        : undefined;
     evidence = evidenceFor(probed, syntax.normalized);
   }
   return buildResult(syntax, domainCheck, evidence);
