@@ -11,12 +11,14 @@ export type MailboxState = "ok" | "disabled" | "full" | "full_permanent";
 export interface MxBehaviour {
   /** Wait this long before the 220 greeting, as real MTAs do (a pre-greet pause catches impatient spam bots). */
   greetingDelayMs?: number;
-  /** `tarpit`: accept the connection and never greet; `busy`: greet with 421 and hang up. */
-  greeting?: "ok" | "tarpit" | "busy";
+  /** `tarpit`: accept the connection and never greet; `busy`: greet with 421 and hang up; `refuse`: 554 and hang up. */
+  greeting?: "ok" | "tarpit" | "busy" | "refuse";
   /** Local parts this host knows; any other is 550 5.1.1 unless `catchAll`. */
   mailboxes?: Record<string, MailboxState>;
   /** Accept every recipient (a catch-all domain). */
   catchAll?: boolean;
+  /** Answer each RCPT TO this long after it arrives, as a slow or overloaded server does. */
+  rcptDelayMs?: number;
   /** Greylisting: a recipient's first RCPT gets 450 4.7.1; from this long after it, it is accepted. */
   greylistMs?: number;
   /** Refuse the prober itself at RCPT (550 5.7.1, as a host that blocklists the client's IP does). */
@@ -73,6 +75,7 @@ function createMxServer(host: MxHost): SMTPServer {
       rcpts.set(session.id, 0);
       if (behaviour.greeting === "tarpit") return;
       if (behaviour.greeting === "busy") return callback(smtpError(421, "4.3.2 Too busy, try again later"));
+      if (behaviour.greeting === "refuse") return callback(smtpError(554, "5.3.2 No SMTP service here"));
       setTimeout(() => callback(), behaviour.greetingDelayMs ?? 0);
     },
     onClose(session) {
@@ -85,8 +88,9 @@ function createMxServer(host: MxHost): SMTPServer {
       if (behaviour.deferMailFrom) return callback(smtpError(451, "4.7.1 Sender deferred, try again later"));
       callback();
     },
-    onRcptTo(address, session, callback) {
+    onRcptTo(address, session, reply) {
       rcpts.set(session.id, (rcpts.get(session.id) ?? 0) + 1);
+      const callback = (error?: Error) => (behaviour.rcptDelayMs ? setTimeout(() => reply(error), behaviour.rcptDelayMs) : reply(error));
       if (behaviour.policyBlock) return callback(smtpError(550, "5.7.1 Client host rejected: listed at a blocklist"));
       const recipient = address.address.toLowerCase();
       if (behaviour.greylistMs !== undefined) {

@@ -215,8 +215,10 @@ export class SmtpDialog {
   private buffer = "";
   private waiting: ((reply: string) => void) | undefined;
   private closed = false;
+  private readonly socket: Socket;
 
-  private constructor(private readonly socket: Socket) {
+  private constructor(socket: Socket) {
+    this.socket = socket;
     socket.setEncoding("utf8");
     socket.on("data", (chunk: string) => {
       this.buffer += chunk;

@@ -1,10 +1,12 @@
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { connect, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
   BRIDGE_SIGNATURE_HEADER,
   PROBE_MAX_BODY_BYTES,
   PROBE_PATH,
+  ProbeRequest,
   ProbeResponse,
   signBridgeRequest,
   type ProbeAddressResult,
@@ -28,7 +30,19 @@ const behaviours = {
   "127.0.0.8": { greylistMs: 120_000, mailboxes: { slow: "ok" as const } },
   "127.0.0.9": { greetingDelayMs: 50, mailboxes: Object.fromEntries(Array.from({ length: 300 }, (_, i) => [`user${i}`, "ok" as const])) },
   "127.0.0.10": { deferMailFrom: true },
+  // slow: every RCPT is answered after 3 s, so a bulk connection holds its slot for a long time
+  "127.0.0.11": {
+    rcptDelayMs: 3_000,
+    mailboxes: { bea: "ok" as const, ...Object.fromEntries(Array.from({ length: 15 }, (_, i) => [`user${i}`, "ok" as const])) },
+  },
+  "127.0.0.12": { rcptDelayMs: 300, mailboxes: { ann: "ok" as const, bo: "ok" as const, cy: "ok" as const } },
+  "127.0.0.13": { greeting: "refuse" as const },
 };
+// 30 MX names on one address, and 7 names on 7 addresses where nothing listens
+const manyNames = (domain: string, address: (i: number) => string, count: number) => ({
+  [domain]: { MX: Array.from({ length: count }, (_, i) => ({ priority: i, exchange: `mx${i}.${domain}` })) },
+  ...Object.fromEntries(Array.from({ length: count }, (_, i) => [`mx${i}.${domain}`, { A: [address(i)] }])),
+});
 const zone = {
   ...DEV_MX_ZONE,
   "mx.slowgrey.mailbox.test": { A: ["127.0.0.8"] },
@@ -42,6 +56,19 @@ const zone = {
       { priority: 20, exchange: "mx.catchall.mailbox.test" },
     ],
   },
+  "mx.slow.mailbox.test": { A: ["127.0.0.11"] },
+  "mx.fair.mailbox.test": { A: ["127.0.0.12"] },
+  ...Object.fromEntries(
+    ["slowa", "slowb", "fair1", "fair2", "fair3", "fairc"].map((name) => [
+      `${name}.mailbox.test`,
+      { MX: [{ priority: 10, exchange: name.startsWith("slow") ? "mx.slow.mailbox.test" : "mx.fair.mailbox.test" }] },
+    ]),
+  ),
+  // another domain's name for the server of mailbox.test
+  "alias.mailbox.test": { MX: [{ priority: 10, exchange: "mx.alias.mailbox.test" }] },
+  "mx.alias.mailbox.test": { A: ["127.0.0.2"] },
+  ...manyNames("many.mailbox.test", () => "127.0.0.13", 30),
+  ...manyNames("wide.mailbox.test", (i) => `127.0.0.${40 + i}`, 7),
   // three domains on one MX host: their addresses share its connections
   ...Object.fromEntries(
     ["bulk1", "bulk2", "bulk3"].map((name) => [`${name}.mailbox.test`, { MX: [{ priority: 10, exchange: "mx.bulk.mailbox.test" }] }]),
@@ -95,8 +122,9 @@ afterAll(async () => {
 
 beforeEach(() => mx.resetStats());
 
-async function probe(url: string, addresses: string[], budgetMs = 7_000) {
-  const body = JSON.stringify({ addresses, budget_ms: budgetMs });
+/** `caller`: the request's kind and account, as the Worker sends them; without it, an older Worker's request. */
+async function probe(url: string, addresses: string[], budgetMs = 7_000, caller: Pick<ProbeRequest, "kind" | "account_id"> = {}) {
+  const body = JSON.stringify({ addresses, budget_ms: budgetMs, ...caller });
   const response = await fetch(`${url}${PROBE_PATH}`, {
     method: "POST",
     headers: {
@@ -230,6 +258,151 @@ describe("bulk", () => {
   });
 });
 
+describe("sharing MX hosts between accounts", () => {
+  it("answers another account's single check within 10 s while two bulk jobs hold the host's connections", async () => {
+    const bulk = () =>
+      probe(
+        proberUrl,
+        Array.from({ length: 15 }, (_, i) => `user${i}@slowa.mailbox.test`),
+        8_000,
+        { kind: "bulk", account_id: "acc_a" },
+      );
+    const jobs = [bulk(), bulk()];
+    // both bulk connections are open, each busy for 3 s per RCPT, before the single check comes
+    await vi.waitFor(() => expect(host("127.0.0.11").connections).toBe(2), { timeout: 5_000 });
+    const started = Date.now();
+    const single = await probe(proberUrl, ["bea@slowb.mailbox.test"], 7_000, { kind: "single", account_id: "acc_b" });
+    expect(Date.now() - started).toBeLessThan(10_000);
+    expect(single.results[0]).toMatchObject({ outcome: "accepted", catch_all: false, mx_host: "mx.slow.mailbox.test" });
+    // the single check had a connection of its own: the bulk jobs kept theirs
+    const done = await Promise.all(jobs);
+    expect(host("127.0.0.11").maxConcurrent).toBe(3);
+    expect(done.map((job) => job.connections)).toEqual([{ "mx.slow.mailbox.test": 1 }, { "mx.slow.mailbox.test": 1 }]);
+  }, 20_000);
+
+  it("gives a host's next free connection to the account that has not had one, not to the account that queued first", async () => {
+    const prober = await startProber({ PROBE_ALLOW_PRIVATE: "1", PROBE_CONNECTIONS_PER_HOST: "1" });
+    const finished: string[] = [];
+    const job = (domain: string, account: string, names = ["ann"]) =>
+      probe(
+        prober,
+        names.map((name) => `${name}@${domain}.mailbox.test`),
+        30_000,
+        { kind: "bulk", account_id: account },
+      ).then(() => finished.push(domain));
+    // the first job holds the host's one bulk connection for 4 RCPTs of 300 ms; the others queue behind it
+    const first = job("fair1", "acc_a", ["ann", "bo", "cy"]);
+    await vi.waitFor(() => expect(host("127.0.0.12").connections).toBe(1));
+    const queued = [job("fair2", "acc_a"), job("fair3", "acc_a")];
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    await Promise.all([first, ...queued, job("fairc", "acc_c")]);
+    expect(finished).toEqual(["fair1", "fairc", "fair2", "fair3"]);
+    expect(host("127.0.0.12").maxConcurrent).toBe(1);
+  });
+
+  it("takes a request without kind or account (an older Worker's) as a bulk chunk", () => {
+    expect(ProbeRequest.parse({ addresses: ["a@b.test"], budget_ms: 5_000 })).toEqual({ addresses: ["a@b.test"], budget_ms: 5_000 });
+    // a single check asks about one address within a single check's budget, so it cannot hold the slot kept for them
+    expect(ProbeRequest.safeParse({ addresses: ["a@b.test", "c@b.test"], budget_ms: 5_000, kind: "single" }).success).toBe(false);
+    expect(ProbeRequest.safeParse({ addresses: ["a@b.test"], budget_ms: 60_000, kind: "single" }).success).toBe(false);
+  });
+});
+
+describe("bounded work per address", () => {
+  it("dials an address shared by 30 MX names once, and resolves only the names it may use", async () => {
+    doh.resetStats();
+    const { results, connections } = await probe(proberUrl, ["jane@many.mailbox.test"]);
+    expect(results[0]).toMatchObject({ outcome: "unavailable", detail: "greeting_refused", mx_host: "mx0.many.mailbox.test" });
+    expect(results[0]!.reply).toMatch(/^554/);
+    expect(host("127.0.0.13").connections).toBeLessThanOrEqual(3);
+    expect(host("127.0.0.13").connections).toBe(1);
+    expect(connections).toEqual({ "mx0.many.mailbox.test": 1 });
+    // the MX query, then A and AAAA of the first 5 names (PROBE_MAX_MX_HOSTS), not of all 30
+    expect(doh.stats().queries).toBeLessThanOrEqual(11);
+  });
+
+  it("names each address's own MX host when domains share a server", async () => {
+    const { results, connections } = await probe(proberUrl, ["alice@mailbox.test", "alice@alias.mailbox.test"]);
+    expect(byAddress(results)).toMatchObject({
+      "alice@mailbox.test": { outcome: "accepted", mx_host: "mx.mailbox.test" },
+      "alice@alias.mailbox.test": { outcome: "accepted", mx_host: "mx.alias.mailbox.test" },
+    });
+    // one connection asked for both domains
+    expect(Object.values(connections)).toEqual([1]);
+  });
+
+  it("tries at most 5 MX hosts for an address, and names the last one it tried", async () => {
+    const { results, connections } = await probe(proberUrl, ["jane@wide.mailbox.test"]);
+    expect(Object.keys(connections)).toEqual([0, 1, 2, 3, 4].map((i) => `mx${i}.wide.mailbox.test`));
+    expect(results[0]).toMatchObject({ outcome: "unavailable", detail: "connection_refused", mx_host: "mx4.wide.mailbox.test" });
+  });
+});
+
+describe("requests whose signature is not checked yet", () => {
+  // a current timestamp with a signature nobody made: it passes the header check, so its body is read
+  const forgedHeader = () => `t=${Math.floor(Date.now() / 1000)},v2=${"0".repeat(64)}`;
+  const rawSocket = (url: string) => connect(Number(new URL(url).port), "127.0.0.1");
+  /** A forged request announcing 500 KB that sends 1 KB of it and then nothing. */
+  const stalledRequest = (url: string) => {
+    const socket = rawSocket(url);
+    socket.write(
+      `POST ${PROBE_PATH} HTTP/1.1\r\nHost: prober\r\nContent-Type: application/json\r\n${BRIDGE_SIGNATURE_HEADER}: ${forgedHeader()}\r\n` +
+        `Content-Length: 500000\r\n\r\n${"x".repeat(1024)}`,
+    );
+    return socket;
+  };
+  /** When the prober closed the socket, or Infinity if it had not after `withinMs`, and what it wrote before. */
+  const closedWithin = (socket: Socket, withinMs: number) => {
+    let written = "";
+    socket.on("data", (data: Buffer) => {
+      written += data.toString("latin1");
+    });
+    return Promise.race([
+      new Promise<{ at: number; written: string }>((resolve) => socket.once("close", () => resolve({ at: Date.now(), written }))),
+      new Promise<{ at: number; written: string }>((resolve) => setTimeout(() => resolve({ at: Number.POSITIVE_INFINITY, written }), withinMs)),
+    ]);
+  };
+  const sockets: Socket[] = [];
+  afterAll(() => {
+    for (const socket of sockets) socket.destroy();
+  });
+
+  it("closes a connection whose body stalls after 1 KB, and one that never sends a request, within 15 s", async () => {
+    const url = await startProber({ PROBE_ALLOW_PRIVATE: "1", PROBER_REQUEST_TIMEOUT_MS: "2000" });
+    const started = Date.now();
+    const stalled = stalledRequest(url);
+    const silent = rawSocket(url);
+    sockets.push(stalled, silent);
+    const [body, idle] = await Promise.all([closedWithin(stalled, 15_000), closedWithin(silent, 15_000)]);
+    expect(body.at - started).toBeLessThan(15_000);
+    expect(body.written).toMatch(/^HTTP\/1\.1 408/);
+    expect(idle.at - started).toBeLessThan(15_000);
+  }, 20_000);
+
+  it("refuses requests beyond the cap with 503 and Retry-After instead of reading them, and serves again once they end", async () => {
+    const url = await startProber({ PROBE_ALLOW_PRIVATE: "1", PROBER_MAX_UNVERIFIED_REQUESTS: "2" });
+    const stalled = [stalledRequest(url), stalledRequest(url)];
+    sockets.push(...stalled);
+    const body = JSON.stringify({ addresses: ["alice@mailbox.test"], budget_ms: 5_000 });
+    const post = async (signature: string) =>
+      fetch(`${url}${PROBE_PATH}`, { method: "POST", headers: { [BRIDGE_SIGNATURE_HEADER]: signature }, body });
+    // once the two stalled requests hold both places (until then a forged request is read and refused with 401)
+    let refused: Response | undefined;
+    await vi.waitFor(async () => {
+      refused = await post(forgedHeader());
+      expect(refused.status).toBe(503);
+    });
+    expect(refused!.headers.get("retry-after")).toBe("1");
+    expect(await refused!.json()).toMatchObject({ code: "prober_busy" });
+    // the places are given back when those connections end
+    for (const socket of stalled) socket.destroy();
+    await vi.waitFor(async () => {
+      const answered = await post(await signBridgeRequest(SECRET, { method: "POST", path: PROBE_PATH, body }));
+      expect(answered.status).toBe(200);
+    });
+  });
+});
+
 describe("safety", () => {
   it("refuses MX hosts on private or loopback addresses without PROBE_ALLOW_PRIVATE", async () => {
     const { results } = await probe(strictUrl, ["alice@mailbox.test", "anyone@catchall.mailbox.test"]);
@@ -275,6 +448,10 @@ describe("configuration and reply parsing", () => {
       connectionsPerHost: 2,
       mailFrom: "postmaster@probe.example.com",
       dohUrl: "https://cloudflare-dns.com/dns-query",
+      maxUnverifiedRequests: 32,
+      requestTimeoutMs: 5_000,
+      maxMxHosts: 5,
+      singleConnectionsPerHost: 1,
     });
     expect(() => loadProberConfig({ PROBER_SECRET: "short", PROBE_CONNECTIONS_PER_HOST: "3", PROBE_MAIL_FROM: "nobody" })).toThrow(ProberConfigError);
     expect(() => loadProberConfig({})).toThrow(/PROBER_SECRET/);

@@ -222,6 +222,8 @@ export const PROBE_CLIENT_GRACE_MS = 1_500;
 /** A bulk chunk's budget: long enough to wait out a greylisting server (typically 1 to 5 minutes). */
 export const PROBE_BULK_BUDGET_MS = 6 * 60_000;
 export const PROBE_MAX_BUDGET_MS = 10 * 60_000;
+/** Less time than this is not worth a probe. */
+export const PROBE_MIN_BUDGET_MS = 500;
 
 const probedAddress = z
   .string()
@@ -229,16 +231,40 @@ const probedAddress = z
   .max(320)
   .regex(/^[^@\s<>]+@[^@\s<>]+$/, "Not an email address");
 
-export const ProbeRequest = z.object({
-  /** Addresses in their normalized form (punycode domain); duplicates are probed once. */
-  addresses: z.array(probedAddress).min(1).max(PROBE_MAX_ADDRESSES),
-  /**
-   * How long the prober may take, retries included; it answers with what it knows when the time is up. A greylisted
-   * address is tried again only when the server's delay ends inside it, so a bulk chunk (PROBE_BULK_BUDGET_MS) waits
-   * greylisting out and a single check (PROBE_SINGLE_BUDGET_MS) usually reports it.
-   */
-  budget_ms: z.number().int().min(500).max(PROBE_MAX_BUDGET_MS),
-});
+/** A single check (POST /verify {email}, /api/validate) or a bulk job's chunk. */
+export const PROBE_KINDS = ["single", "bulk"] as const;
+export type ProbeKind = (typeof PROBE_KINDS)[number];
+
+export const ProbeRequest = z
+  .object({
+    /** Addresses in their normalized form (punycode domain); duplicates are probed once. */
+    addresses: z.array(probedAddress).min(1).max(PROBE_MAX_ADDRESSES),
+    /**
+     * How long the prober may take, retries included; it answers with what it knows when the time is up. A greylisted
+     * address is tried again only when the server's delay ends inside it, so a bulk chunk (PROBE_BULK_BUDGET_MS) waits
+     * greylisting out and a single check (PROBE_SINGLE_BUDGET_MS) usually reports it.
+     */
+    budget_ms: z.number().int().min(PROBE_MIN_BUDGET_MS).max(PROBE_MAX_BUDGET_MS),
+    /**
+     * Each MX host keeps connections for single checks that bulk chunks never take, so a bulk job cannot make a single
+     * check wait. A single check asks about one address within PROBE_SINGLE_BUDGET_MS, so it cannot hold them long.
+     * Missing (a Worker from before this field): a bulk chunk.
+     */
+    kind: z.enum(PROBE_KINDS).optional(),
+    /**
+     * Whose check it is: a host's next free connection goes to the waiting account served least recently. Missing: one
+     * shared "unknown" account.
+     */
+    account_id: id.optional(),
+  })
+  .refine((request) => request.kind !== "single" || request.addresses.length === 1, {
+    path: ["kind"],
+    message: "A single check asks about one address",
+  })
+  .refine((request) => request.kind !== "single" || request.budget_ms <= PROBE_SINGLE_BUDGET_MS, {
+    path: ["budget_ms"],
+    message: `A single check's budget is at most ${PROBE_SINGLE_BUDGET_MS} ms`,
+  });
 export type ProbeRequest = z.infer<typeof ProbeRequest>;
 
 /**

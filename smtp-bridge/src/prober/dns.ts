@@ -1,7 +1,10 @@
 import { BlockList, isIP } from "node:net";
+import pLimit from "p-limit";
 
 // MX and address lookups through the same DoH JSON API the Worker uses (DOH_URL), so the dev DoH server routes the
-// prober in tests and dev exactly as it routes the Worker's checks. Answers are cached for their TTL.
+// prober in tests and dev exactly as it routes the Worker's checks. Answers are cached for their TTL. Only the first
+// `maxMxHosts` MX names (by preference) are resolved, a few at a time: a domain publishing 300 MX names costs one MX
+// query and the addresses of those few, not 600 queries at once.
 
 export interface MxRoute {
   /** MX host name, preference order (the domain itself for an implicit MX). */
@@ -18,12 +21,15 @@ type Lookup = { status: "ok" | "nxdomain" | "error"; records: { data: string; tt
 const TYPE_CODES = { A: 1, MX: 15, AAAA: 28 } as const;
 const DOH_TIMEOUT_MS = 5_000;
 const MAX_CACHED = 50_000;
+// MX names of one domain resolved at once (A and AAAA each)
+const NAME_CONCURRENCY = 3;
 
 export interface Resolver {
   routes(domain: string): Promise<DomainRoutes>;
 }
 
-export function createDohResolver(dohUrl: string): Resolver {
+/** `maxMxHosts`: how many MX names, most preferred first, a domain's routes may name. */
+export function createDohResolver(dohUrl: string, maxMxHosts: number): Resolver {
   const cache = new Map<string, { expires: number; lookup: Promise<Lookup> }>();
 
   // one retry: the Worker resolved these names moments ago, so a failure here is most likely transient
@@ -83,8 +89,8 @@ export function createDohResolver(dohUrl: string): Resolver {
         .sort((a, b) => a.priority - b.priority || a.host.localeCompare(b.host));
       if (mx.records.length > 0 && exchanges.length === 0) return { kind: "none", detail: "null_mx" };
       // RFC 5321 §5.1: no MX at all means the domain's own address is the mail exchanger
-      const hosts = exchanges.length > 0 ? [...new Set(exchanges.map((e) => e.host))] : [domain];
-      const routes = await Promise.all(hosts.map(async (host) => ({ host, addresses: await addresses(host) })));
+      const hosts = exchanges.length > 0 ? [...new Set(exchanges.map((e) => e.host))].slice(0, maxMxHosts) : [domain];
+      const routes = await pLimit(NAME_CONCURRENCY).map(hosts, async (host) => ({ host, addresses: await addresses(host) }));
       if (exchanges.length === 0 && routes[0]?.addresses.length === 0) return { kind: "none", detail: "no_mx" };
       return { kind: "ok", routes };
     },

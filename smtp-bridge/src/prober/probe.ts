@@ -1,62 +1,101 @@
 import { randomBytes } from "node:crypto";
-import type { ProbeAddressResult, ProbeOutcome, ProbeRequest, ProbeResponse } from "@mailforge/bridge-contract";
+import pLimit from "p-limit";
+import type { ProbeAddressResult, ProbeKind, ProbeOutcome, ProbeRequest, ProbeResponse } from "@mailforge/bridge-contract";
 import type { ProberConfig } from "./config.ts";
 import { isPrivateAddress, type Resolver } from "./dns.ts";
 import { SmtpConnectionError, SmtpProbeConnection, type SmtpReply } from "./smtp.ts";
 
 // One probe request: addresses grouped by domain, domains queued on the MX host they route to (so domains that
 // share a host share its connections), at most `connectionsPerHost` connections per host at once across every
-// request (HostGate), each carrying many RCPTs (RSET between transactions), never DATA. A connection failure or a
-// 421 moves the host's queued domains to their next MX; a temporary refusal is tried again after the server's delay
-// when that still fits the request's budget. When the budget runs out, every open connection is closed and what is
-// not known is reported as such.
+// request, plus `singleConnectionsPerHost` kept for single checks (HostGate), each carrying many RCPTs (RSET between
+// transactions), never DATA. A connection failure or a 421 moves the host's queued domains to their next MX; a
+// temporary refusal is tried again after the server's delay when that still fits the request's budget. A domain's MX hosts are at most `maxMxHosts` (the resolver's cut) and
+// each address is dialled once however many names point at it. When the budget runs out, every open connection is
+// closed and what is not known is reported as such.
 
 const CATCH_ALL_TTL_MS = 24 * 60 * 60_000;
 const MAX_BACKOFF_MS = 60_000;
 const DNS_CONCURRENCY = 20;
 
-/** Connection slots, pacing and back-off per MX host address, shared by every request the prober serves. */
-export class HostGate {
-  private readonly hosts = new Map<string, { active: number; waiters: (() => void)[]; nextConnectAt: number; backoffMs: number }>();
+/** Who a connection is for: single checks have slots of their own, and accounts take turns at the rest. */
+export interface Claim {
+  kind: ProbeKind;
+  /** The account, or "" when the request did not say. */
+  account: string;
+}
 
-  constructor(private readonly config: Pick<ProberConfig, "connectionsPerHost" | "hostConnectGapMs">) {}
+interface Waiter {
+  claim: Claim;
+  grant: () => void;
+}
+
+interface HostState {
+  /** Connections open or being opened, and how many of them are bulk ones. */
+  active: number;
+  bulk: number;
+  /** Per account: its open connections, and the turn its latest one was granted at (kept while it holds or waits). */
+  accounts: Map<string, { active: number; lastTurn: number }>;
+  turns: number;
+  waiters: Waiter[];
+  nextConnectAt: number;
+  backoffMs: number;
+}
+
+/**
+ * Connection slots, pacing and back-off per MX host address, shared by every request the prober serves. Bulk
+ * requests get at most `connectionsPerHost` slots; single checks get those and `singleConnectionsPerHost` more, so
+ * however long bulk connections hold a slow host, a single check finds a slot. A freed slot goes to a waiting single
+ * check first, then to the waiting account that was granted one least recently, so one account's many chunks take
+ * turns with another's one.
+ */
+export class HostGate {
+  private readonly hosts = new Map<string, HostState>();
+  private readonly config: Pick<ProberConfig, "connectionsPerHost" | "singleConnectionsPerHost" | "hostConnectGapMs">;
+
+  constructor(config: Pick<ProberConfig, "connectionsPerHost" | "singleConnectionsPerHost" | "hostConnectGapMs">) {
+    this.config = config;
+  }
 
   /** A connection slot for `key` once one is free and the host's pacing allows; undefined if that is past `deadline`. */
-  async acquire(key: string, deadline: number): Promise<(() => void) | undefined> {
+  async acquire(key: string, claim: Claim, deadline: number): Promise<(() => void) | undefined> {
     const host = this.host(key);
-    while (host.active >= this.config.connectionsPerHost) {
-      const freed = await new Promise<boolean>((resolve) => {
-        const wake = () => {
-          clearTimeout(timer);
-          resolve(true);
-        };
-        // a waiter that gives up leaves the queue, so the next release wakes one that still waits
+    if (this.admits(host, claim)) this.take(host, claim);
+    else {
+      const granted = await new Promise<boolean>((resolve) => {
+        // a waiter that gives up leaves the queue, so a freed slot goes to one that still waits
         const timer = setTimeout(
           () => {
-            host.waiters.splice(host.waiters.indexOf(wake), 1);
+            host.waiters.splice(host.waiters.indexOf(waiter), 1);
+            this.forgetIfIdle(host, claim.account);
             resolve(false);
           },
           Math.max(0, deadline - Date.now()),
         );
-        host.waiters.push(wake);
+        const waiter: Waiter = {
+          claim,
+          grant: () => {
+            clearTimeout(timer);
+            resolve(true);
+          },
+        };
+        host.waiters.push(waiter);
       });
-      if (!freed) return undefined;
+      if (!granted) return undefined;
     }
-    const at = Math.max(Date.now(), host.nextConnectAt);
-    if (at >= deadline) {
-      host.waiters.shift()?.();
-      return undefined;
-    }
-    host.active += 1;
-    host.nextConnectAt = at + this.config.hostConnectGapMs;
-    if (at > Date.now()) await new Promise((resolve) => setTimeout(resolve, at - Date.now()));
     let released = false;
-    return () => {
+    const release = () => {
       if (released) return;
       released = true;
-      host.active -= 1;
-      host.waiters.shift()?.();
+      this.give(host, claim);
     };
+    const at = Math.max(Date.now(), host.nextConnectAt);
+    if (at >= deadline) {
+      release();
+      return undefined;
+    }
+    host.nextConnectAt = at + this.config.hostConnectGapMs;
+    if (at > Date.now()) await new Promise((resolve) => setTimeout(resolve, at - Date.now()));
+    return release;
   }
 
   /** 421 or 4.7.x: the host asks us to slow down; new connections wait, longer each time until it answers well. */
@@ -70,13 +109,63 @@ export class HostGate {
     this.host(key).backoffMs = 0;
   }
 
-  private host(key: string) {
+  private host(key: string): HostState {
     let host = this.hosts.get(key);
     if (!host) {
-      host = { active: 0, waiters: [], nextConnectAt: 0, backoffMs: 0 };
+      host = { active: 0, bulk: 0, accounts: new Map(), turns: 0, waiters: [], nextConnectAt: 0, backoffMs: 0 };
       this.hosts.set(key, host);
     }
     return host;
+  }
+
+  private admits(host: HostState, claim: Claim): boolean {
+    const { connectionsPerHost, singleConnectionsPerHost } = this.config;
+    return host.active < connectionsPerHost + singleConnectionsPerHost && (claim.kind === "single" || host.bulk < connectionsPerHost);
+  }
+
+  private take(host: HostState, claim: Claim): void {
+    host.active += 1;
+    if (claim.kind === "bulk") host.bulk += 1;
+    host.turns += 1;
+    const account = host.accounts.get(claim.account) ?? { active: 0, lastTurn: 0 };
+    account.active += 1;
+    account.lastTurn = host.turns;
+    host.accounts.set(claim.account, account);
+  }
+
+  private give(host: HostState, claim: Claim): void {
+    host.active -= 1;
+    if (claim.kind === "bulk") host.bulk -= 1;
+    const account = host.accounts.get(claim.account);
+    if (account) account.active -= 1;
+    this.forgetIfIdle(host, claim.account);
+    for (let next = this.next(host); next; next = this.next(host)) {
+      host.waiters.splice(host.waiters.indexOf(next), 1);
+      this.take(host, next.claim);
+      next.grant();
+    }
+  }
+
+  /** The waiter a free slot goes to: single checks first, then the account served least recently, then the oldest. */
+  private next(host: HostState): Waiter | undefined {
+    let best: Waiter | undefined;
+    let bestRank: [number, number] = [Number.POSITIVE_INFINITY, Number.POSITIVE_INFINITY];
+    for (const waiter of host.waiters) {
+      if (!this.admits(host, waiter.claim)) continue;
+      const rank: [number, number] = [waiter.claim.kind === "single" ? 0 : 1, host.accounts.get(waiter.claim.account)?.lastTurn ?? 0];
+      if (rank[0] < bestRank[0] || (rank[0] === bestRank[0] && rank[1] < bestRank[1])) {
+        best = waiter;
+        bestRank = rank;
+      }
+    }
+    return best;
+  }
+
+  /** An account that neither holds nor waits for a connection has no turn to remember. */
+  private forgetIfIdle(host: HostState, account: string): void {
+    if (host.accounts.get(account)?.active === 0 && !host.waiters.some((waiter) => waiter.claim.account === account)) {
+      host.accounts.delete(account);
+    }
   }
 }
 
@@ -156,14 +245,17 @@ const isPolicy = (reply: SmtpReply | null) => reply?.enhanced?.startsWith("4.7."
 
 /** The server refused our MAIL FROM: it answers for the sender or our IP, not for any mailbox. */
 class MailFromRefused extends Error {
-  constructor(readonly reply: SmtpReply) {
+  readonly reply: SmtpReply;
+  constructor(reply: SmtpReply) {
     super(reply.text);
+    this.reply = reply;
   }
 }
 
 export async function runProbe(request: ProbeRequest, deps: ProberDeps): Promise<ProbeResponse> {
   const { config, gate } = deps;
   const started = Date.now();
+  const claim: Claim = { kind: request.kind ?? "bulk", account: request.account_id ?? "" };
   const deadline = started + request.budget_ms;
   const connections: Record<string, number> = {};
   const open = new Set<SmtpProbeConnection>();
@@ -198,6 +290,14 @@ export async function runProbe(request: ProbeRequest, deps: ProberDeps): Promise
     if (unfinished === 0) finishAll();
   }
 
+  /**
+   * Notes the MX host `item` is tried on: its own domain's name for the lane's address, which may differ from the
+   * name the lane was opened for when domains (or several names of one domain) share a server.
+   */
+  function tried(item: Item): void {
+    item.lastHost = item.work.routes[item.work.routeIndex]?.host ?? item.lastHost;
+  }
+
   let over = false;
   function enqueue(item: Item): void {
     if (item.result || over) return;
@@ -211,7 +311,6 @@ export async function runProbe(request: ProbeRequest, deps: ProberDeps): Promise
       lane = { route, items: [], workers: 0 };
       lanes.set(route.address, lane);
     }
-    item.lastHost = route.host;
     lane.items.push(item);
     if (lane.workers === 0 || (lane.workers < config.connectionsPerHost && lane.items.length > lane.workers * config.rcptsPerConnection)) {
       lane.workers += 1;
@@ -228,7 +327,7 @@ export async function runProbe(request: ProbeRequest, deps: ProberDeps): Promise
     if (failure === "service_unavailable" || failure === "timeout" || isPolicy(reply)) gate.backOff(lane.route.address);
     const moved = lane.items.splice(0);
     for (const item of moved) {
-      item.lastHost = lane.route.host;
+      tried(item);
       item.detail = failure;
       item.lastReply = reply ?? item.lastReply;
       if (item.work.routes[item.work.routeIndex]?.address === lane.route.address) item.work.routeIndex += 1;
@@ -254,7 +353,7 @@ export async function runProbe(request: ProbeRequest, deps: ProberDeps): Promise
 
   async function work(lane: Lane): Promise<void> {
     while (lane.items.length > 0 && Date.now() < deadline) {
-      const release = await gate.acquire(lane.route.address, deadline);
+      const release = await gate.acquire(lane.route.address, claim, deadline);
       if (!release) return;
       // The lane's other connection may have taken the rest while this one waited for its turn.
       if (lane.items.length === 0) {
@@ -262,6 +361,8 @@ export async function runProbe(request: ProbeRequest, deps: ProberDeps): Promise
         return;
       }
       let connection: SmtpProbeConnection | undefined;
+      // the host these addresses were last tried on, as reported: one that was only queued for is never named
+      for (const item of lane.items) tried(item);
       try {
         connections[lane.route.host] = (connections[lane.route.host] ?? 0) + 1;
         connection = await SmtpProbeConnection.open({
@@ -297,7 +398,7 @@ export async function runProbe(request: ProbeRequest, deps: ProberDeps): Promise
     }
     // no RCPT on this host can tell anything about a mailbox
     for (const item of lane.items.splice(0)) {
-      item.lastHost = lane.route.host;
+      tried(item);
       finish(item, reply.enhanced?.startsWith("5.7.") ? "policy_refused" : "rejected", reply, "mail_from_refused");
     }
   }
@@ -325,7 +426,7 @@ export async function runProbe(request: ProbeRequest, deps: ProberDeps): Promise
     while (sent < config.rcptsPerConnection && Date.now() < deadline) {
       const item = lane.items.shift();
       if (!item) return;
-      item.lastHost = lane.route.host;
+      tried(item);
       try {
         // Before the catch-all probe is marked as done: a refused MAIL FROM leaves it to the domain's next host.
         if (!begun) await begin();
@@ -365,10 +466,16 @@ export async function runProbe(request: ProbeRequest, deps: ProberDeps): Promise
     const work: DomainWork = { domain, routes: [], routeIndex: 0, catchAll: deps.catchAll.get(domain), catchAllProbed: false };
     let refusedPrivate = false;
     if (routes.kind === "ok") {
+      // one attempt per address: MX names that share one lead to the same server, which has answered already
+      const dialled = new Set<string>();
       for (const route of routes.routes) {
         const usable = route.addresses.filter((ip) => config.allowPrivate || !isPrivateAddress(ip));
         if (usable.length < route.addresses.length) refusedPrivate = true;
-        if (usable[0]) work.routes.push({ host: route.host, address: usable[0] });
+        const address = usable.find((ip) => !dialled.has(ip));
+        if (address) {
+          dialled.add(address);
+          work.routes.push({ host: route.host, address });
+        }
       }
     }
     for (const address of byDomain.get(domain)!) {
@@ -380,7 +487,7 @@ export async function runProbe(request: ProbeRequest, deps: ProberDeps): Promise
     }
     for (const address of byDomain.get(domain)!) enqueue(items.get(address)!);
   };
-  for (let i = 0; i < domains.length; i += DNS_CONCURRENCY) await Promise.all(domains.slice(i, i + DNS_CONCURRENCY).map(routeWork));
+  await pLimit(DNS_CONCURRENCY).map(domains, routeWork);
 
   const outOfTime = setTimeout(finishAll, Math.max(0, deadline - Date.now()));
   if (unfinished > 0) await allDone;

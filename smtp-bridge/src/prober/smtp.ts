@@ -19,11 +19,12 @@ export type ConnectionFailure = "timeout" | "connection_refused" | "connection_l
 
 export class SmtpConnectionError extends Error {
   override name = "SmtpConnectionError";
-  constructor(
-    readonly failure: ConnectionFailure,
-    readonly reply: SmtpReply | null = null,
-  ) {
+  readonly failure: ConnectionFailure;
+  readonly reply: SmtpReply | null;
+  constructor(failure: ConnectionFailure, reply: SmtpReply | null = null) {
     super(reply ? `${failure}: ${reply.text}` : failure);
+    this.failure = failure;
+    this.reply = reply;
   }
 }
 
@@ -48,12 +49,11 @@ export class SmtpProbeConnection {
   private waiting: { resolve: (reply: SmtpReply) => void; reject: (error: Error) => void; timer: NodeJS.Timeout } | undefined;
   private closed: SmtpConnectionError | undefined;
   private extensions = new Set<string>();
+  private readonly options: OpenOptions;
 
-  private constructor(
-    socket: Socket,
-    private readonly options: OpenOptions,
-  ) {
+  private constructor(socket: Socket, options: OpenOptions) {
     this.socket = socket;
+    this.options = options;
     this.attach(socket);
   }
 

@@ -326,7 +326,7 @@ export async function processVerificationChunk(env: Env, chunk: VerificationChun
   const positions = input.positions.slice(chunk.offset, end);
   const repeatTexts = input.repeats?.slice(chunk.offset, end);
 
-  const results = await verifyMany(emails, { resolver: deps.resolver, prober: deps.prober });
+  const results = await verifyMany(emails, { resolver: deps.resolver, prober: deps.prober, accountId: job.accountId });
   const checkedAt = (deps.now?.() ?? new Date()).toISOString();
   const delta = zeroCounts();
   let processed = 0;

@@ -34,7 +34,7 @@ export async function verifySingleAddress(
   const d1 = env.DB;
   const settings = config(env);
   const resolver = createResolver({ url: settings.dohUrl, db: d1, waitUntil: options.waitUntil });
-  const deps = { resolver, prober: settings.prober && createMailboxProber(settings.prober) };
+  const deps = { resolver, prober: settings.prober && createMailboxProber(settings.prober), accountId: account.id };
   let creditsCharged = 0;
   if (checkSyntax(email).valid) {
     if (account.verifyBalance < 1) return { kind: "insufficient_credits", needed: 1, available: account.verifyBalance };

@@ -1,6 +1,7 @@
 import {
   PROBE_BULK_BUDGET_MS,
   PROBE_CLIENT_GRACE_MS,
+  PROBE_MIN_BUDGET_MS,
   PROBE_SINGLE_BUDGET_MS,
   SINGLE_CHECK_BUDGET_MS,
   type ProbeAddressResult,
@@ -26,6 +27,8 @@ export interface VerificationDeps {
   resolver: DnsResolver;
   /** Asks mailboxes over SMTP; without it every result says `mailbox_check: "off"`. */
   prober?: MailboxProber;
+  /** The account the checks are for, told to the prober so that accounts take turns at a busy mail server. */
+  accountId?: string;
 }
 
 /** What DNS says about a domain's mail routing. */
@@ -58,7 +61,10 @@ export async function verifyEmail(input: string, deps: VerificationDeps): Promis
       PROBE_SINGLE_BUDGET_MS,
       SINGLE_CHECK_BUDGET_MS - (Date.now() - started) - PROBE_CLIENT_GRACE_MS - SINGLE_CHECK_RESERVE_MS,
     );
-    const probed = budgetMs >= 500 ? await deps.prober.probe([syntax.normalized], budgetMs) : undefined;
+    const probed =
+      budgetMs >= PROBE_MIN_BUDGET_MS
+        ? await deps.prober.probe([syntax.normalized], budgetMs, { kind: "single", accountId: deps.accountId })
+        : undefined;
     evidence = evidenceFor(probed, syntax.normalized);
   }
   return buildResult(syntax, domainCheck, evidence);
@@ -87,7 +93,10 @@ export async function verifyMany(
   const probeable = deps.prober
     ? [...new Set(syntaxes.flatMap((s) => (s.valid && shouldProbe(s, checks.get(s.domain)!) ? [s.normalized] : [])))]
     : [];
-  const probed = deps.prober && probeable.length > 0 ? await deps.prober.probe(probeable, PROBE_BULK_BUDGET_MS) : undefined;
+  const probed =
+    deps.prober && probeable.length > 0
+      ? await deps.prober.probe(probeable, PROBE_BULK_BUDGET_MS, { kind: "bulk", accountId: deps.accountId })
+      : undefined;
   return syntaxes.map((s) => {
     if (!s.valid) return invalidSyntaxResult(s, deps);
     const domainCheck = checks.get(s.domain)!;
