@@ -151,7 +151,7 @@ export const suppressionRoutes = createRouter()
   })
   .openapi(addSuppression, async (c) => {
     const body = c.req.valid("json");
-    const scope = body.scope ?? (body.reason === "complaint" ? "all" : defaultScope[body.reason]);
+    const scope = body.scope ?? defaultScope[body.reason];
     const { created, entry } = await suppress(c.env.DB, c.get("auth").account.id, { email: body.email, reason: body.reason, scope });
     return c.json(serializeSuppression(entry), created ? 201 : 200);
   })

@@ -23,6 +23,7 @@ import { overviewPages } from "./pages/overview";
 import { segmentPages } from "./pages/segments";
 import { smtpCredentialPages } from "./pages/smtp-credentials";
 import { templatePages } from "./pages/templates";
+import { topicPages } from "./pages/topics";
 import { usagePages } from "./pages/usage";
 import { verificationPages } from "./pages/verification";
 import { webhookPages } from "./pages/webhooks";
@@ -175,6 +176,8 @@ dashboardRoutes.route("/", apiKeyPages);
 dashboardRoutes.route("/", smtpCredentialPages);
 dashboardRoutes.route("/", webhookPages);
 dashboardRoutes.route("/", verificationPages);
+// Before contactPages: /contacts/topics and /contacts/suppressions are not contact ids.
+dashboardRoutes.route("/", topicPages);
 dashboardRoutes.route("/", contactPages);
 dashboardRoutes.route("/", campaignPages);
 dashboardRoutes.route("/", templatePages);

@@ -429,6 +429,8 @@ describe.skipIf(!chromiumPath)("the dashboard in chromium", () => {
       "/dashboard/webhooks",
       "/dashboard/automations",
       "/dashboard/contacts",
+      "/dashboard/contacts/topics",
+      "/dashboard/contacts/suppressions",
       "/dashboard/ai",
       "/dashboard/usage",
     ]) {

@@ -33,6 +33,7 @@ import { field, parsedOrThrow, requireSection, sectionGuard } from "../guard";
 import { PostButton } from "../components/post-button";
 import { Table } from "../components/table";
 import { Csrf, Empty, Notice, Progress, Shell, StatusBadge, formatTime, framedMailCsp, percent } from "../layout";
+import { allTopics, type TopicRow } from "../../domain/topics/topics";
 import type { DashboardEnv } from "../session";
 
 type Page = Context<DashboardEnv>;
@@ -73,6 +74,7 @@ const textFields = {
   text: "text",
   sender_id: "senderId",
   template_id: "templateId",
+  topic_id: "topicId",
 } as const;
 const idFields = { lists: "lists", segments: "segments", exclude_lists: "excludeLists" } as const;
 
@@ -103,7 +105,7 @@ function editorBody(form: Form, saved?: CampaignRow): Record<string, unknown> {
   return body;
 }
 
-type EditorOptions = { senders: SenderRow[]; lists: ListWithCounts[]; segments: SegmentRow[]; templates: TemplateRow[] };
+type EditorOptions = { senders: SenderRow[]; lists: ListWithCounts[]; segments: SegmentRow[]; templates: TemplateRow[]; topics: TopicRow[] };
 
 function IdChoices({
   name,
@@ -174,6 +176,15 @@ function Editor({ campaign, options, csrfToken }: { campaign?: CampaignRow; opti
           saved={campaign?.excludeLists ?? []}
           empty="No lists to exclude."
         />
+        <label for="cmp-topic">Topic (only contacts subscribed to it; its unsubscribe link leaves that topic only)</label>
+        <select id="cmp-topic" name="topic_id">
+          <option value="">none: every subscribed contact; unsubscribing leaves all marketing</option>
+          {options.topics.map((topic) => (
+            <option value={topic.id} selected={campaign?.topicId === topic.id}>
+              {topic.name}
+            </option>
+          ))}
+        </select>
       </div>
       <p class="audience-count hint" aria-live="polite" data-testid="editor-audience">
         The audience is counted as you choose lists and segments.
@@ -207,13 +218,20 @@ function Editor({ campaign, options, csrfToken }: { campaign?: CampaignRow; opti
 }
 
 async function editorOptions(d1: D1Database, accountId: string): Promise<EditorOptions> {
-  const [senders, lists, segments, templates] = await Promise.all([
+  const [senders, lists, segments, templates, topics] = await Promise.all([
     listSenders(d1, accountId, { limit: 100 }),
     listLists(d1, accountId, { limit: 100 }),
     listSegments(d1, accountId, { limit: 100 }),
     listTemplates(d1, accountId, { limit: 100 }),
+    allTopics(d1, accountId),
   ]);
-  return { senders: senders.slice(0, 100), lists: lists.slice(0, 100), segments: segments.slice(0, 100), templates: templates.slice(0, 100) };
+  return {
+    senders: senders.slice(0, 100),
+    lists: lists.slice(0, 100),
+    segments: segments.slice(0, 100),
+    templates: templates.slice(0, 100),
+    topics,
+  };
 }
 
 /** The campaign as it would be sent: a template fills in what the campaign leaves empty, as sendCampaign does. */

@@ -7,7 +7,8 @@ import { contactAddress } from "../../domain/contacts/email";
 import { createContactImport, findContactImport, type ContactImport } from "../../domain/contacts/import";
 import { addMembersById, createList, listExists, listLists, removeMember, updateList } from "../../domain/contacts/lists";
 import { listMessages, recipientsOfMessages } from "../../domain/sending/messages";
-import { AppError, notFound, validationError } from "../../errors";
+import { AppError, notFound, orRefuse, validationError } from "../../errors";
+import { allTopics, setTopicChoices, topicSubscriptionsOf } from "../../domain/topics/topics";
 
 import { field, parsedOrThrow, requireLiveKey, requireSection } from "../guard";
 import { AnyOf } from "../components/any-of";
@@ -16,6 +17,7 @@ import { PostButton } from "../components/post-button";
 import { Table } from "../components/table";
 import { Csrf, Empty, Notice, Pager, Progress, Shell, StatusBadge, formatTime, pageOfRows } from "../layout";
 import type { DashboardEnv } from "../session";
+import { ContactsNav } from "./topics";
 
 const pageSize = 25;
 const maxImportBytes = 5 * 1024 * 1024;
@@ -78,6 +80,7 @@ export const contactPages = new Hono<DashboardEnv>()
     const listNames = new Map(lists.map((list) => [list.id, list.name]));
     return c.html(
       <Shell title="Contacts & lists" auth={auth} csrfToken={c.get("csrfToken")} current="/dashboard/contacts">
+        <ContactsNav current="contacts" />
         <section class="card">
           <form method="get" action="/dashboard/contacts" class="filters" aria-label="Search">
             <label>
@@ -238,10 +241,13 @@ export const contactPages = new Hono<DashboardEnv>()
     const auth = c.get("auth");
     const contact = await findContact(c.env.DB, auth.account.id, c.req.param("id"));
     if (!contact) throw notFound("Contact");
-    const [lists, history] = await Promise.all([
+    const [lists, history, topics, subscriptions] = await Promise.all([
       listLists(c.env.DB, auth.account.id, { limit: 100 }),
       listMessages(c.env.DB, auth.account.id, { to: contact.email }, { limit: 20 }),
+      allTopics(c.env.DB, auth.account.id),
+      topicSubscriptionsOf(c.env.DB, auth.account.id, [contact.id]),
     ]);
+    const subscribed = subscriptions.get(contact.id) ?? {};
     const recipients = await recipientsOfMessages(
       c.env.DB,
       auth.account.id,
@@ -310,6 +316,19 @@ export const contactPages = new Hono<DashboardEnv>()
                 ))}
               </dl>
             )}
+            <h3>Consent</h3>
+            {contact.consentedAt ? (
+              <dl class="facts" data-testid="consent">
+                <dt>Confirmed</dt>
+                <dd>{formatTime(contact.consentedAt)}</dd>
+                <dt>From IP</dt>
+                <dd>{contact.consentIp ?? "—"}</dd>
+                <dt>Sign-up form</dt>
+                <dd>{contact.consentFormId ?? "—"}</dd>
+              </dl>
+            ) : (
+              <Empty>No consent record: the contact was added by the API, an import or by hand, not by a sign-up form.</Empty>
+            )}
             <PostButton action={`/dashboard/contacts/${contact.id}/delete`} csrfToken={csrfToken} tone="danger" layout="inline">
               Delete contact
             </PostButton>
@@ -351,6 +370,25 @@ export const contactPages = new Hono<DashboardEnv>()
                 Add
               </button>
             </form>
+            <h2>Subscriptions</h2>
+            {topics.length === 0 ? (
+              <Empty>
+                No topics yet: <a href="/dashboard/contacts/topics">add topics</a> to let contacts choose what marketing they get.
+              </Empty>
+            ) : (
+              <form method="post" action={`/dashboard/contacts/${contact.id}/topics`} class="stack" data-testid="subscriptions">
+                <Csrf token={csrfToken} />
+                {topics.map((topic) => (
+                  <label class="check">
+                    <input type="hidden" name="offered" value={topic.id} />
+                    <input type="checkbox" name="topic" value={topic.id} checked={subscribed[topic.id] ?? topic.defaultSubscribed} /> {topic.name}
+                  </label>
+                ))}
+                <button type="submit" class="secondary">
+                  Save subscriptions
+                </button>
+              </form>
+            )}
             <h2>Messages</h2>
             {outcomes.length > 0 ? (
               <p class="hint">
@@ -402,6 +440,18 @@ export const contactPages = new Hono<DashboardEnv>()
     if (Object.keys(body).length > 0)
       await patchContactOrThrow(c.env.DB, accountId, saved.id, parsedOrThrow(contactChangeInput, body, "The contact cannot be saved"));
     return c.redirect(`/dashboard/contacts/${saved.id}?saved=1`, 303);
+  })
+  .post("/contacts/:id/topics", async (c) => {
+    requireSection(c, "contacts");
+    requireLiveKey(c, "Changing a contact");
+    const accountId = c.get("auth").account.id;
+    const contact = await findContact(c.env.DB, accountId, c.req.param("id"));
+    if (!contact) throw notFound("Contact");
+    const form = await c.req.parseBody({ all: true });
+    const values = (name: string) => ([] as unknown[]).concat(form[name] ?? []).filter((value): value is string => typeof value === "string");
+    const ticked = new Set(values("topic"));
+    orRefuse(await setTopicChoices(c.env.DB, accountId, contact.id, Object.fromEntries(values("offered").map((id) => [id, ticked.has(id)]))));
+    return c.redirect(`/dashboard/contacts/${contact.id}?saved=1`, 303);
   })
   .post("/contacts/:id/delete", async (c) => {
     requireSection(c, "contacts");

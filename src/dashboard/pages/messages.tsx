@@ -19,6 +19,7 @@ import { Table } from "../components/table";
 import { Csrf, Empty, Notice, Pager, Shell, StatusBadge, formatTime, framedMailCsp, pageOfRows } from "../layout";
 
 import type { DashboardEnv } from "../session";
+import { messageStreams } from "../../db/schema";
 
 const isoDay = /^\d{4}-\d{2}-\d{2}$/;
 const pageSize = 25;
@@ -31,6 +32,7 @@ function Filters({ query }: { query: Record<string, string> }) {
         <input name="to" type="search" value={query.to ?? ""} placeholder="ann@example.org" maxlength={320} />
       </label>
       <AnyOf label="Status" name="status" options={messageStatuses.map((status) => [status, status])} selected={query.status} />
+      <AnyOf label="Stream" name="stream" options={messageStreams.map((stream) => [stream, stream])} selected={query.stream} />
       <label>
         Tag
         <input name="tag" type="search" value={query.tag ?? ""} maxlength={64} />
@@ -95,6 +97,7 @@ export const messagePages = new Hono<DashboardEnv>()
     const status = messageStatuses.find((value) => value === query.status);
     const filters: MessageFilters = {
       status,
+      stream: messageStreams.find((value) => value === query.stream),
       to: query.to?.trim() || undefined,
       tag: query.tag?.trim() || undefined,
       createdAfter: isoDay.test(query.after ?? "") ? query.after : undefined,
@@ -127,6 +130,7 @@ export const messagePages = new Hono<DashboardEnv>()
                 <td>
                   <a href={`/dashboard/messages/${message.id}`}>{message.subject || "(no subject)"}</a>
                   {message.testMode ? <span class="badge warn">test</span> : null}
+                  {message.stream === "broadcast" ? <span class="badge">broadcast</span> : null}
                 </td>
                 <td class="wrap" data-testid="recipients">
                   <ul class="recipients">

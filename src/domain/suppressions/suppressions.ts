@@ -21,12 +21,12 @@ export { suppressionScopes };
 export const scopeBlocks = (scope: SuppressionScope, stream: MessageStream) => scope === "all" || scope === stream;
 
 /**
- * The scope each kind of suppression gets unless one is named: a hard bounce means the mailbox does not exist, for
- * any mail; an unsubscribe is from marketing, never from receipts and resets. A complaint depends on the mail
- * complained of, so its recorder names the scope (feedback/record.ts).
+ * The scope an entry gets when none is named (`POST /suppressions`): a hard bounce means the mailbox does not exist,
+ * for any mail; an unsubscribe is from marketing, never from receipts and resets; a complaint or a manual entry keeps
+ * all mail away. Feedback loops name a complaint's scope from the mail complained of (feedback/record.ts).
  */
-export const defaultScope = { bounce: "all", unsubscribe: "broadcast", manual: "all" } as const satisfies Record<
-  Exclude<SuppressionReason, "complaint">,
+export const defaultScope = { bounce: "all", complaint: "all", unsubscribe: "broadcast", manual: "all" } as const satisfies Record<
+  SuppressionReason,
   SuppressionScope
 >;
 
