@@ -11,8 +11,9 @@ export type Contact = {
   phone: string | null;
   country: string | null;
   custom_fields: Record<string, string | number | boolean>;
-  status: "subscribed" | "unsubscribed" | "bounced" | "complained";
+  status: "subscribed" | "unsubscribed" | "bounced" | "complained" | "pending";
   lists: string[];
+  topics: Record<string, boolean>;
   created_at: string;
   updated_at: string;
 };

@@ -70,6 +70,31 @@ describe("CSV import through the queue", () => {
     expect(await contactByEmail(account.api_key, "new@example.com")).toMatchObject({ first_name: "New", company: "Acme", status: "subscribed" });
   });
 
+  it("subscribes contacts to the topics a `topics` column names (by name or id); an unknown topic fails its row", async () => {
+    const account = await createAccount();
+    const key = account.api_key;
+    const topic = async (name: string, defaultSubscribed: boolean) =>
+      json<{ id: string }>(await call("/api/v1/topics", { key, body: { name, default_subscribed: defaultSubscribed } }));
+    const news = await topic("News", true);
+    const beta = await topic("Beta", false);
+    const kept = await createContact(key, { email: "kept@example.com", topics: { [news.id]: false } });
+    const csv = `email,topics\nann@example.com,beta\nbob@example.com,"${beta.id}; News"\nkept@example.com,\neve@example.com,Gamma\n`;
+    const response = await call("/api/v1/contacts/import", { key, body: { file: dataUri(csv) } });
+    expect(response.status).toBe(202);
+    const done = await waitForImport(key, (await json<ContactImport>(response)).id);
+    expect(done).toMatchObject({
+      status: "completed",
+      created: 2,
+      updated: 1,
+      failed: 1,
+      errors: [{ row: 5, message: 'No topic "Gamma" in this account' }],
+    });
+    expect((await contactByEmail(key, "ann@example.com"))?.topics).toEqual({ [news.id]: true, [beta.id]: true });
+    expect((await contactByEmail(key, "bob@example.com"))?.topics).toEqual({ [news.id]: true, [beta.id]: true });
+    // An empty cell subscribes to nothing and unsubscribes from nothing.
+    expect((await contactByEmail(key, kept.email))?.topics).toEqual({ [news.id]: false, [beta.id]: false });
+  });
+
   it("imports 5,000 rows in several chunks and counts each row once", async () => {
     const account = await createAccount();
     const rows = Array.from({ length: 5000 }, (_, i) => `user${i}@example.com,User ${i}`);

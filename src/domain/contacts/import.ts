@@ -37,6 +37,7 @@ import {
 import { bomLength, csvRecords, detectDelimiter, type CsvRecord } from "./csv";
 import { contactAddress } from "./email";
 import { listExists } from "./lists";
+import { allTopics } from "../topics/topics";
 
 export type ContactImport = typeof contactImports.$inferSelect;
 export type ImportMapping = Record<string, string>;
@@ -71,18 +72,21 @@ export type ImportColumns = {
   email: number;
   text: [ContactTextField, number][];
   custom: [string, number][];
+  /** A column naming topics (names or ids, separated by `;`, `|` or `,`) to subscribe each contact to. */
+  topics?: number;
 };
 
 const simplify = (name: string) => name.toLowerCase().replace(/[^a-z0-9]/g, "");
 
 // Header names recognised when no mapping is sent, compared after `simplify` ("E-mail" → "email").
-const headerAliases: Record<"email" | ContactTextField, string[]> = {
+const headerAliases: Record<"email" | ContactTextField | "topics", string[]> = {
   email: ["email", "emailaddress", "mail"],
   first_name: ["firstname", "first", "givenname", "forename"],
   last_name: ["lastname", "last", "surname", "familyname"],
   company: ["company", "companyname", "organization", "organisation"],
   phone: ["phone", "phonenumber", "mobile", "telephone"],
   country: ["country", "countrycode"],
+  topics: ["topics", "subscriptions"],
 };
 
 /** The mapping used when the request sends none: recognised header names only, other columns are not imported. */
@@ -108,6 +112,7 @@ export function resolveColumns(header: string[], mapping: ImportMapping): Import
       continue;
     }
     if (target === "email") columns.email = index;
+    else if (target === "topics") columns.topics = index;
     else if ((contactTextFields as readonly string[]).includes(target)) columns.text.push([target as ContactTextField, index]);
     else if (target.startsWith(CUSTOM_FIELD_PREFIX) && target.length > CUSTOM_FIELD_PREFIX.length) {
       const key = target.slice(CUSTOM_FIELD_PREFIX.length);
@@ -115,7 +120,7 @@ export function resolveColumns(header: string[], mapping: ImportMapping): Import
         addFieldError(errors, path, `Custom field names are at most ${CUSTOM_FIELD_KEY_MAX_LENGTH} characters`);
       else columns.custom.push([key, index]);
     } else {
-      addFieldError(errors, path, `Unknown field; map to email, ${contactTextFields.join(", ")} or custom_fields.<name>`);
+      addFieldError(errors, path, `Unknown field; map to email, ${contactTextFields.join(", ")}, topics or custom_fields.<name>`);
     }
   }
   if (columns.custom.length > CUSTOM_FIELDS_MAX_KEYS)
@@ -149,10 +154,13 @@ export function readHeader(head: Uint8Array, atEnd: boolean): Header | { error: 
   return { names: first.value.fields.map((name) => name.trim()), delimiter, dataStart: first.value.end };
 }
 
-type RowOutcome = { upsert: ContactUpsert } | { error: string };
+type RowOutcome = { upsert: ContactUpsert; topicIds: string[] } | { error: string };
 
-/** One record as a contact to upsert, or the reason it cannot be imported. Empty cells are "no data". */
-export function importRow(record: CsvRecord, columns: ImportColumns): RowOutcome {
+/** The account's topics by id and by name (without case), for the `topics` column. */
+export type TopicLookup = Map<string, string>;
+
+/** One record as a contact to upsert (and the topics it subscribes to), or the reason it cannot be imported. Empty cells are "no data". */
+export function importRow(record: CsvRecord, columns: ImportColumns, topics: TopicLookup = new Map()): RowOutcome {
   if (record.unterminatedQuote) return { error: "A quoted field is never closed, so the rest of the file was read as this row" };
   const cell = (index: number) => (record.fields[index] ?? "").trim();
   const email = cell(columns.email);
@@ -173,7 +181,20 @@ export function importRow(record: CsvRecord, columns: ImportColumns): RowOutcome
   }
   const problem = customFieldsProblem(custom);
   if (problem) return { error: problem };
-  return { upsert: { id: newId("con"), address, fields, ...(columns.custom.length > 0 ? { customFields: custom } : {}) } };
+  const named =
+    columns.topics === undefined
+      ? []
+      : cell(columns.topics)
+          .split(/[;|,]/)
+          .map((name) => name.trim())
+          .filter(Boolean);
+  const unknown = named.filter((name) => !topics.has(name.toLowerCase()));
+  // Row errors never echo a cell (it may hold personal data): the count says enough to find it.
+  if (unknown.length > 0) return { error: `${unknown.length} of the topics named is not a topic of this account (GET /topics lists them)` };
+  return {
+    upsert: { id: newId("con"), address, fields, ...(columns.custom.length > 0 ? { customFields: custom } : {}) },
+    topicIds: [...new Set(named.map((name) => topics.get(name.toLowerCase())!))],
+  };
 }
 
 export const importObjectKey = (accountId: string, importId: string) => `contact-imports/${accountId}/${importId}.csv`;
@@ -339,6 +360,15 @@ export async function runContactImport(
       .run();
   }
 
+  const topics: TopicLookup = new Map(
+    columns.topics === undefined
+      ? []
+      : (await allTopics(env.DB, job.accountId)).flatMap((topic) => [
+          [topic.id.toLowerCase(), topic.id],
+          [topic.name.toLowerCase(), topic.id],
+        ]),
+  );
+
   let { inputOffset: offset, processed, failed } = job;
   const usage: D1Usage = { rowsRead: 0, rowsWritten: 0 };
   for (;;) {
@@ -371,12 +401,16 @@ export async function runContactImport(
     const nextOffset = done ? size : offset + records.at(-1)!.end;
 
     const upserts: ContactUpsert[] = [];
+    const subscriptions: [string, string][] = [];
     const errors: { row: number; message: string }[] = [];
     records.forEach((record, index) => {
-      const outcome = importRow(record, columns);
+      const outcome = importRow(record, columns, topics);
       // Row numbers as a spreadsheet shows them: the header is row 1.
       if ("error" in outcome) errors.push({ row: processed + index + 2, message: outcome.error });
-      else upserts.push(outcome.upsert);
+      else {
+        upserts.push(outcome.upsert);
+        for (const topicId of outcome.topicIds) subscriptions.push([outcome.upsert.address.key, topicId]);
+      }
     });
 
     const d1 = env.DB;
@@ -390,6 +424,20 @@ export async function runContactImport(
         const keys = rows.map((upsert) => upsert.address.key);
         statements.push(statement(d1, addMembersByKeySql(job.accountId, job.listId, keys)));
       }
+    }
+    // After the upserts, in the same transaction: the contacts exist. A topic cell subscribes; it never unsubscribes.
+    for (const pairs of chunk(subscriptions, tuning.rowsPerStatement)) {
+      statements.push(
+        statement(
+          d1,
+          sql`INSERT INTO contact_topics (contact_id, topic_id, account_id, subscribed, updated_at)
+            SELECT c.id, p.value ->> '$[1]', ${job.accountId}, 1, ${sqlNow}
+            FROM json_each(${JSON.stringify(pairs)}) AS p
+            JOIN contacts AS c ON c.account_id = ${job.accountId} AND c.email_key = p.value ->> '$[0]'
+            WHERE 1
+            ON CONFLICT (contact_id, topic_id) DO UPDATE SET subscribed = 1, updated_at = excluded.updated_at`,
+        ),
+      );
     }
     const kept = errors.slice(0, Math.max(0, IMPORT_ERRORS_KEPT - failed));
     if (kept.length > 0) {

@@ -88,8 +88,9 @@ export const contactChangeInput = z
 /** Contact field → CSV column header, for an import. */
 export const importMapping = z.record(z.string().min(1).max(100), z.string().min(1).max(200)).openapi({
   description:
-    "Contact field → header of the CSV column. Fields: `email` (required), `first_name`, `last_name`, `company`, `phone`, `country`, `custom_fields.<name>`. " +
-    "Without a mapping, columns whose header names a contact field (`Email`, `E-mail`, `First name`, …) are imported and the others ignored.",
+    "Contact field → header of the CSV column. Fields: `email` (required), `first_name`, `last_name`, `company`, `phone`, `country`, `custom_fields.<name>`, " +
+    "`topics` (topic names or ids separated by `;`, `|` or `,`: the contact is subscribed to them; an unknown one fails the row). " +
+    "Without a mapping, columns whose header names a contact field (`Email`, `E-mail`, `First name`, `Topics`, …) are imported and the others ignored.",
   example: { email: "E-mail", first_name: "First", "custom_fields.plan": "Plan" },
 });
 
