@@ -87,7 +87,7 @@ describe("CSV import through the queue", () => {
       created: 2,
       updated: 1,
       failed: 1,
-      errors: [{ row: 5, message: 'No topic "Gamma" in this account' }],
+      errors: [{ row: 5, message: "1 of the topics named is not a topic of this account (GET /topics lists them)" }],
     });
     expect((await contactByEmail(key, "ann@example.com"))?.topics).toEqual({ [news.id]: true, [beta.id]: true });
     expect((await contactByEmail(key, "bob@example.com"))?.topics).toEqual({ [news.id]: true, [beta.id]: true });
