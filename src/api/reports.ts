@@ -1,5 +1,5 @@
 import { findCampaign } from "../domain/campaigns/campaigns";
-import { providers } from "../db/schema";
+import { messageStreams, providers } from "../db/schema";
 import { rollupCounters, type RollupCounter } from "../domain/reports/rollups";
 import { campaignReport, defaultRange, maxRangeDays, overviewReport, rangeLength } from "../domain/reports/reports";
 import { notFound } from "../errors";
@@ -47,20 +47,33 @@ const isoDate = z.iso.date({ error: "Must be a date YYYY-MM-DD" });
 const day = (name: "from" | "to", description: string) =>
   isoDate.optional().openapi({ param: { name, in: "query" }, description, example: name === "from" ? "2026-11-01" : "2026-11-30" });
 
+const dateRangeFields = {
+  from: day("from", "First day, UTC (inclusive). Default: 29 days before `to`"),
+  to: day("to", "Last day, UTC (inclusive). Default: today"),
+};
+
+/** to ≥ from, at most 366 days; the defaults fill in what is left out (30 days ending today, UTC). */
+function checkRange(query: { from?: string; to?: string }, ctx: z.RefinementCtx) {
+  // Zod runs this even when a date is malformed; that one already has its error.
+  if (![query.from, query.to].every((date) => date === undefined || isoDate.safeParse(date).success)) return;
+  const range = defaultRange(query);
+  if (range.to < range.from) ctx.addIssue({ code: "custom", path: ["to"], message: "Must be on or after `from`" });
+  else if (rangeLength(range) > maxRangeDays)
+    ctx.addIssue({ code: "custom", path: ["to"], message: `The range may cover at most ${maxRangeDays} days` });
+}
+
 /** `from`/`to` of a report: both optional (30 days ending today, UTC), to ≥ from, at most 366 days. */
-export const DateRangeQuery = z
+export const DateRangeQuery = z.object(dateRangeFields).superRefine(checkRange);
+
+const OverviewQuery = z
   .object({
-    from: day("from", "First day, UTC (inclusive). Default: 29 days before `to`"),
-    to: day("to", "Last day, UTC (inclusive). Default: today"),
+    ...dateRangeFields,
+    stream: z
+      .enum(messageStreams)
+      .optional()
+      .openapi({ param: { name: "stream", in: "query" }, description: "Only this stream's mail (every part of the report)" }),
   })
-  .superRefine((query, ctx) => {
-    // Zod runs this even when a date is malformed; that one already has its error.
-    if (![query.from, query.to].every((date) => date === undefined || isoDate.safeParse(date).success)) return;
-    const range = defaultRange(query);
-    if (range.to < range.from) ctx.addIssue({ code: "custom", path: ["to"], message: "Must be on or after `from`" });
-    else if (rangeLength(range) > maxRangeDays)
-      ctx.addIssue({ code: "custom", path: ["to"], message: `The range may cover at most ${maxRangeDays} days` });
-  });
+  .superRefine(checkRange);
 
 const OverviewSchema = z
   .object({
@@ -75,6 +88,9 @@ const OverviewSchema = z
       .array(CountsSchema.extend({ domain: z.string(), rates: RatesSchema }))
       .openapi({ description: "Sending domains (the From address's) with mail in the range, most sent first" }),
     daily: z.array(CountsSchema.extend({ date: z.string() })).openapi({ description: "Every day of the range, in order, zeros included" }),
+    streams: z
+      .array(CountsSchema.extend({ stream: z.enum(messageStreams), rates: RatesSchema }))
+      .openapi({ description: "Transactional and broadcast mail apart, in this order (docs/streams.md)" }),
   })
   .openapi("ReportOverview");
 
@@ -97,7 +113,7 @@ const getOverview = keyedRoute("reports", {
   description:
     "Totals and rates, per mailbox provider (from the recipient's domain and its MX), per sending domain and per day (UTC). " +
     "Read from daily rollups written with each event, so a report costs the same for a thousand emails as for a million.",
-  request: { query: DateRangeQuery },
+  request: { query: OverviewQuery },
   responses: { 200: jsonResponse(OverviewSchema, "The report") },
 });
 
@@ -111,7 +127,10 @@ const getCampaignReport = keyedRoute("reports", {
 });
 
 export const reportRoutes = createRouter()
-  .openapi(getOverview, async (c) => c.json(await overviewReport(c.env.DB, c.get("auth").account.id, defaultRange(c.req.valid("query"))), 200))
+  .openapi(getOverview, async (c) => {
+    const query = c.req.valid("query");
+    return c.json(await overviewReport(c.env.DB, c.get("auth").account.id, defaultRange(query), query.stream), 200);
+  })
   .openapi(getCampaignReport, async (c) => {
     const accountId = c.get("auth").account.id;
     const { id } = c.req.valid("param");

@@ -658,6 +658,8 @@ export const dailyStats = sqliteTable(
     domain: text("domain").notNull(),
     provider: text("provider", { enum: providers }).notNull(),
     campaignId: text("campaign_id").notNull(),
+    // Transactional and broadcast mail are counted apart (GET /reports/overview?stream=).
+    stream: text("stream", { enum: messageStreams }).notNull().default("transactional"),
     sent: integer("sent").notNull().default(0),
     delivered: integer("delivered").notNull().default(0),
     hardBounces: integer("hard_bounces").notNull().default(0),
@@ -674,7 +676,10 @@ export const dailyStats = sqliteTable(
     // Received mail threaded to a message of this row (docs/inbound.md), auto-replies not counted.
     replies: integer("replies").notNull().default(0),
   },
-  (t) => [primaryKey({ columns: [t.accountId, t.day, t.domain, t.provider, t.campaignId] }), index("daily_stats_campaign").on(t.campaignId, t.day)],
+  (t) => [
+    primaryKey({ columns: [t.accountId, t.day, t.domain, t.provider, t.campaignId, t.stream] }),
+    index("daily_stats_campaign").on(t.campaignId, t.day),
+  ],
 );
 
 // Clicks per link of a campaign (the campaign report's `links`); unique = recipients who clicked that link.

@@ -79,9 +79,10 @@ describe("the database schema", () => {
   }, 60_000);
 });
 
-describe("the streams migration (issue #44)", () => {
-  it("gives today's unsubscribes the broadcast scope, keeps bounces and complaints for all mail, and makes campaign mail broadcast", () => {
+describe("the streams migrations (issue #44)", () => {
+  it("gives today's unsubscribes the broadcast scope, keeps bounces and complaints for all mail, makes campaign mail and its counts broadcast", () => {
     const files = sqlFiles("migrations");
+    // Rows as they stood before the first of them; then both migrations.
     const streams = files.findIndex((file) => file.endsWith("_streams_topics_forms.sql"));
     expect(streams).toBeGreaterThan(0);
     const db = new DatabaseSync(":memory:");
@@ -95,13 +96,19 @@ describe("the streams migration (issue #44)", () => {
         ('acc_1', 'angry@example.com', 'complaint'), ('acc_1', 'hand@example.com', 'manual');
       INSERT INTO messages (id, account_id, source, status, from_address, domain_id, subject, tags, metadata, credits_charged, campaign_id) VALUES
         ('msg_c', 'acc_1', 'campaign', 'sent', 'a@x.example', 'dom_1', 's', '[]', '{}', 1, 'cmp_1'),
-        ('msg_a', 'acc_1', 'api', 'sent', 'a@x.example', 'dom_1', 's', '[]', '{}', 1, NULL);`);
+        ('msg_a', 'acc_1', 'api', 'sent', 'a@x.example', 'dom_1', 's', '[]', '{}', 1, NULL);
+      INSERT INTO daily_stats (account_id, day, domain, provider, campaign_id, sent) VALUES
+        ('acc_1', '2026-11-01', 'x.example', 'gmail', 'cmp_1', 5), ('acc_1', '2026-11-01', 'x.example', 'gmail', '', 7);`);
     for (const file of files.slice(streams)) apply(file);
     expect(db.prepare("SELECT email, reason, scope FROM suppressions ORDER BY email").all()).toEqual([
       { email: "angry@example.com", reason: "complaint", scope: "all" },
       { email: "gone@example.com", reason: "bounce", scope: "all" },
       { email: "hand@example.com", reason: "manual", scope: "all" },
       { email: "left@example.com", reason: "unsubscribe", scope: "broadcast" },
+    ]);
+    expect(db.prepare("SELECT campaign_id, stream, sent FROM daily_stats ORDER BY campaign_id").all()).toEqual([
+      { campaign_id: "", stream: "transactional", sent: 7 },
+      { campaign_id: "cmp_1", stream: "broadcast", sent: 5 },
     ]);
     expect(db.prepare("SELECT id, stream FROM messages ORDER BY id").all()).toEqual([
       { id: "msg_a", stream: "transactional" },

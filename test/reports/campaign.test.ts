@@ -44,7 +44,11 @@ describe("GET /reports/campaigns/{id}", () => {
     await unsubscribe(first!.id, first!.email);
     // Opens as open tracking counts them (through the same rollup writer), and clicks per link as its redirect does.
     await env.DB.batch(
-      rollupStatements(env.DB, { accountId: setup.account.id, domain: "any.example", provider: "gmail", campaignId }, { opens: 2, unique_opens: 1 }),
+      rollupStatements(
+        env.DB,
+        { accountId: setup.account.id, domain: "any.example", provider: "gmail", campaignId, stream: "broadcast" },
+        { opens: 2, unique_opens: 1 },
+      ),
     );
     await env.DB.batch(
       [

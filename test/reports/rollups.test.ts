@@ -13,7 +13,13 @@ const rows = (accountId: string) =>
 
 describe("daily rollups", () => {
   it("adds to one row per key and day, creating it on first use", async () => {
-    const key = { accountId: `acc_${crypto.randomUUID()}`, domain: "example.com", provider: "gmail" as const, campaignId: null };
+    const key = {
+      accountId: `acc_${crypto.randomUUID()}`,
+      domain: "example.com",
+      provider: "gmail" as const,
+      campaignId: null,
+      stream: "transactional" as const,
+    };
     await env.DB.batch([...rollupStatements(env.DB, key, { sent: 2 }), ...rollupStatements(env.DB, key, { sent: 1, opens: 3 })]);
     await env.DB.batch(rollupStatements(env.DB, { ...key, provider: null }, { sent: 1 }));
     const today = new Date().toISOString().slice(0, 10);
@@ -24,7 +30,13 @@ describe("daily rollups", () => {
   });
 
   it("changes nothing when its guard is false, and writes no statement for zero counts", async () => {
-    const key = { accountId: `acc_${crypto.randomUUID()}`, domain: "example.com", provider: "apple" as const, campaignId: "cmp_1" };
+    const key = {
+      accountId: `acc_${crypto.randomUUID()}`,
+      domain: "example.com",
+      provider: "apple" as const,
+      campaignId: "cmp_1",
+      stream: "broadcast" as const,
+    };
     expect(rollupStatements(env.DB, key, { sent: 0 })).toEqual([]);
     await env.DB.batch(rollupStatements(env.DB, key, { unique_opens: 1 }, sql`1 = 0`));
     expect(await rows(key.accountId)).toEqual([]);

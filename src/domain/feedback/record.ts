@@ -116,7 +116,7 @@ export async function recordFeedback(env: Env, reports: Feedback[]): Promise<Fee
     domainIds.add(message.domainId);
     const feedbackId = `fb_${(await sha256Hex(`${report.source}\n${report.sourceId}\n${report.kind}\n${wanted}`)).slice(0, 32)}`;
     const campaign = message.source === "campaign";
-    const key = { accountId: message.accountId, domain: sendingDomain(message.fromAddress), campaignId: message.campaignId };
+    const key = { accountId: message.accountId, domain: sendingDomain(message.fromAddress), campaignId: message.campaignId, stream: message.stream };
     const count = (counts: RollupCounts, from: readonly string[]) =>
       recipientRollupStatements(env.DB, key, counts, { messageId: message.id, emails: [row.email], statuses: from });
     const setStatus = (status: string, from: readonly string[]) =>

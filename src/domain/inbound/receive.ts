@@ -37,7 +37,13 @@ const hourMs = 3_600_000;
 /** Our Message-ID form (src/domain/sending/mime.ts, buildMessageId): `<msg_…@sender domain>`. */
 const ourMessageId = /^<(msg_[0-9A-Za-z]{22})@([^<>\s]+)>$/;
 
-export type ThreadedMessage = { id: string; campaignId: string | null; fromAddress: string; provider: string | null };
+export type ThreadedMessage = {
+  id: string;
+  campaignId: string | null;
+  fromAddress: string;
+  stream: "transactional" | "broadcast";
+  provider: string | null;
+};
 
 /**
  * The messages of the account that `parsed` answers, with the provider of the recipient who answers: those its
@@ -55,7 +61,13 @@ function threadCandidatesQuery(d1: D1Database, accountId: string, parsed: Parsed
   );
   if (candidates.length === 0 || senders.length === 0) return undefined;
   const query = drizzle(d1)
-    .select({ id: messages.id, campaignId: messages.campaignId, fromAddress: messages.fromAddress, provider: messageRecipients.provider })
+    .select({
+      id: messages.id,
+      campaignId: messages.campaignId,
+      fromAddress: messages.fromAddress,
+      stream: messages.stream,
+      provider: messageRecipients.provider,
+    })
     .from(messages)
     .innerJoin(messageRecipients, and(eq(messageRecipients.messageId, messages.id), inArray(sql`lower(${messageRecipients.email})`, senders)))
     .where(
@@ -278,6 +290,7 @@ export async function handleInboundEmail(message: ForwardableEmailMessage, env: 
               domain: sendingDomain(thread.fromAddress),
               provider: asProvider(thread.provider) ?? (parsed.fromAddress ? providerOfDomain(recipientDomain(parsed.fromAddress)) : undefined),
               campaignId: thread.campaignId,
+              stream: thread.stream,
             },
             { replies: 1 },
             firstReply,

@@ -5,10 +5,11 @@
 import { and, asc, between, desc, eq, sql, type SQL } from "drizzle-orm";
 import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
 import { inJsonArray } from "../../db/client";
-import { campaignLinks, dailyStats, providers, usageDaily } from "../../db/schema";
+import { campaignLinks, dailyStats, messageStreams, providers, usageDaily } from "../../db/schema";
 import { rollupCounters, type Provider, type RollupCounter } from "./rollups";
 
 export type DateRange = { from: string; to: string };
+type MessageStream = (typeof messageStreams)[number];
 export type ReportCounts = Record<RollupCounter, number>;
 export type ReportRates = {
   delivery_rate: number;
@@ -89,13 +90,21 @@ export type Overview = DateRange & {
   providers: ({ provider: Provider } & ReportCounts & { rates: ReportRates })[];
   domains: ({ domain: string } & ReportCounts & { rates: ReportRates })[];
   daily: ({ date: string } & ReportCounts)[];
+  streams: ({ stream: MessageStream } & ReportCounts & { rates: ReportRates })[];
 };
 
-/** The account's delivery and engagement over `range`: totals, per mailbox provider, per sending domain, per day. */
-export async function overviewReport(d1: D1Database, accountId: string, range: DateRange): Promise<Overview> {
+/**
+ * The account's delivery and engagement over `range` (only `stream`'s mail when given): totals, per mailbox provider,
+ * per sending domain, per day and per stream.
+ */
+export async function overviewReport(d1: D1Database, accountId: string, range: DateRange, stream?: MessageStream): Promise<Overview> {
   const db = drizzle(d1);
-  const inRange = and(eq(dailyStats.accountId, accountId), between(dailyStats.day, range.from, range.to));
-  const [totals, byProvider, byDomain, byDay] = await db.batch([
+  const inRange = and(
+    eq(dailyStats.accountId, accountId),
+    between(dailyStats.day, range.from, range.to),
+    stream ? eq(dailyStats.stream, stream) : undefined,
+  );
+  const [totals, byProvider, byDomain, byDay, byStream] = await db.batch([
     db.select(sums).from(dailyStats).where(inRange),
     db
       .select({ provider: dailyStats.provider, ...sums })
@@ -113,10 +122,16 @@ export async function overviewReport(d1: D1Database, accountId: string, range: D
       .from(dailyStats)
       .where(inRange)
       .groupBy(dailyStats.day),
+    db
+      .select({ stream: dailyStats.stream, ...sums })
+      .from(dailyStats)
+      .where(inRange)
+      .groupBy(dailyStats.stream),
   ]);
   const total = totals[0] ? countsOf(totals[0]) : zeroCounts();
   const providerCounts = new Map(byProvider.map((row) => [row.provider, countsOf(row)]));
   const dayCounts = new Map(byDay.map((row) => [row.day, countsOf(row)]));
+  const streamCounts = new Map(byStream.map((row) => [row.stream, countsOf(row)]));
   return {
     ...range,
     totals: total,
@@ -131,6 +146,10 @@ export async function overviewReport(d1: D1Database, accountId: string, range: D
       return { domain: row.domain, ...counts, rates: ratesOf(counts) };
     }),
     daily: daysOf(range).map((date) => ({ date, ...(dayCounts.get(date) ?? zeroCounts()) })),
+    streams: messageStreams.map((name) => {
+      const counts = streamCounts.get(name) ?? zeroCounts();
+      return { stream: name, ...counts, rates: ratesOf(counts) };
+    }),
   };
 }
 

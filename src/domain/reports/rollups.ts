@@ -1,11 +1,13 @@
 // Daily rollups (daily_stats): the rows reports read. A counted fact (a recipient sent, bounced, opened, clicked,
-// unsubscribed…) adds to one row keyed by account × UTC day × sending domain × mailbox provider × campaign, in the
+// unsubscribed…) adds to one row keyed by account × UTC day × sending domain × mailbox provider × campaign × stream, in the
 // same D1 batch as the write that records the fact, so a report never scans messages or events and a rolled-back
 // batch never leaves a count behind.
 
 import { sql, type SQL } from "drizzle-orm";
 import { sqlToday, statement } from "../../db/client";
-import type { providers } from "../../db/schema";
+import type { messageStreams, providers } from "../../db/schema";
+
+type MessageStream = (typeof messageStreams)[number];
 
 export type Provider = (typeof providers)[number];
 
@@ -35,6 +37,8 @@ export type RollupKey = {
   /** Null (not known yet) is counted as `other`. */
   provider: Provider | null | undefined;
   campaignId: string | null | undefined;
+  /** The message's stream: transactional and broadcast mail are reported apart. */
+  stream: MessageStream;
 };
 
 /** The sending domain of a From address, lower-cased: the rollups' `domain`. */
@@ -57,8 +61,8 @@ export function rollupStatements(db: D1Database, key: RollupKey, counts: RollupC
   return [
     statement(
       db,
-      sql`INSERT INTO daily_stats (account_id, day, domain, provider, campaign_id, ${columnList(columns)})
-        SELECT ${key.accountId}, ${sqlToday}, ${key.domain}, ${key.provider ?? "other"}, ${key.campaignId ?? ""}, ${values}
+      sql`INSERT INTO daily_stats (account_id, day, domain, provider, campaign_id, stream, ${columnList(columns)})
+        SELECT ${key.accountId}, ${sqlToday}, ${key.domain}, ${key.provider ?? "other"}, ${key.campaignId ?? ""}, ${key.stream}, ${values}
         WHERE ${guard ?? sql`1`}
         ${upsert(columns)}`,
     ),
@@ -89,8 +93,8 @@ export function recipientRollupStatements(
   return [
     statement(
       db,
-      sql`INSERT INTO daily_stats (account_id, day, domain, provider, campaign_id, ${columnList(columns)})
-        SELECT ${key.accountId}, ${sqlToday}, ${key.domain}, ${provider}, ${key.campaignId ?? ""}, ${values}
+      sql`INSERT INTO daily_stats (account_id, day, domain, provider, campaign_id, stream, ${columnList(columns)})
+        SELECT ${key.accountId}, ${sqlToday}, ${key.domain}, ${provider}, ${key.campaignId ?? ""}, ${key.stream}, ${values}
         FROM message_recipients
         WHERE message_id = ${recipients.messageId}
           AND email IN (SELECT value FROM json_each(${JSON.stringify(recipients.emails)}))
@@ -124,5 +128,5 @@ const columnList = (columns: readonly RollupCounter[]) => sql.raw(columns.join("
 
 const upsert = (columns: readonly RollupCounter[]) =>
   sql.raw(
-    `ON CONFLICT (account_id, day, domain, provider, campaign_id) DO UPDATE SET ${columns.map((column) => `${column} = ${column} + excluded.${column}`).join(", ")}`,
+    `ON CONFLICT (account_id, day, domain, provider, campaign_id, stream) DO UPDATE SET ${columns.map((column) => `${column} = ${column} + excluded.${column}`).join(", ")}`,
   );

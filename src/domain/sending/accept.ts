@@ -409,7 +409,7 @@ function messageWrites(d1: D1Database, accountId: string, testMode: boolean, pla
       ? []
       : recipientRollupStatements(
           d1,
-          { accountId, domain: sendingDomain(input.from.address), campaignId: null },
+          { accountId, domain: sendingDomain(input.from.address), campaignId: null, stream: input.stream },
           { suppressed: 1 },
           { messageId: id, emails: suppressedEmails, statuses: ["suppressed"] },
         )),

@@ -68,7 +68,7 @@ export type ProvidersByDomain = ReadonlyMap<string, Provider>;
  */
 function messageRollups(env: Env, message: MessageRow, recipients: string[], providers: ProvidersByDomain | undefined) {
   const counted = !message.testMode;
-  const key = { accountId: message.accountId, domain: sendingDomain(message.fromAddress), campaignId: message.campaignId };
+  const key = { accountId: message.accountId, domain: sendingDomain(message.fromAddress), campaignId: message.campaignId, stream: message.stream };
   const byEmail = new Map(
     recipients.map((email) => {
       const domain = recipientDomain(email);

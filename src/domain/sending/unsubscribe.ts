@@ -70,6 +70,7 @@ type LinkedMessage = {
   campaignId: string | null;
   fromAddress: string;
   testMode: boolean;
+  stream: "transactional" | "broadcast";
   topicId: string | null;
   provider: string | null;
 };
@@ -81,6 +82,7 @@ async function linkedMessage(d1: D1Database, target: { messageId: string; email:
       campaignId: messages.campaignId,
       fromAddress: messages.fromAddress,
       testMode: messages.testMode,
+      stream: messages.stream,
       // Only a topic that still exists: a deleted one's links leave all marketing.
       topicId: sql<string | null>`(SELECT t.id FROM topics AS t WHERE t.id = ${messages.topicId})`,
       provider: messageRecipients.provider,
@@ -147,6 +149,7 @@ export async function unsubscribeRecipient(
     domain: sendingDomain(message.fromAddress),
     provider: asProvider(message.provider) ?? providerOfDomain(recipientDomain(target.email)),
     campaignId: message.campaignId,
+    stream: message.stream,
   };
   const statements: D1PreparedStatement[] = [];
   const left: { topicId: string | null }[] = [];

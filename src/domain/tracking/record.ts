@@ -55,6 +55,7 @@ function rollupKey(message: TrackedMessage, recipient: string | null): RollupKey
     domain: sendingDomain(message.fromAddress),
     provider: asProvider(message.provider) ?? (recipient === null ? undefined : providerOfDomain(recipientDomain(recipient))),
     campaignId: message.campaignId,
+    stream: message.stream,
   };
 }
 
