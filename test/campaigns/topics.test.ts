@@ -85,6 +85,31 @@ describe("streams: a marketing unsubscribe never blocks a password reset", () =>
   });
 });
 
+describe("reports by stream", () => {
+  it("GET /reports/overview counts transactional and broadcast mail apart, and ?stream= keeps one", async () => {
+    const { key, domain } = await campaignAccount();
+    const from = `hello@${domain.name}`;
+    const sent = async (body: Record<string, unknown>) => {
+      const accepted = await json<{ id: string }>(await call("/api/v1/send", { key, body: { from, subject: "x", text: "x", ...body } }));
+      await eventually(async () => ((await messageOf(key, accepted.id)).status === "sent" ? true : undefined));
+    };
+    await sent({ to: [`t1-${tag()}@example.net`, `t2-${tag()}@example.net`] });
+    await sent({ to: `b1-${tag()}@example.net`, stream: "broadcast" });
+    const today = new Date().toISOString().slice(0, 10);
+    const overview = await json<{ totals: { sent: number }; streams: { stream: string; sent: number }[] }>(
+      await call(`/api/v1/reports/overview?from=${today}&to=${today}`, { key }),
+    );
+    expect(overview.totals.sent).toBe(3);
+    expect(overview.streams.map((row) => [row.stream, row.sent])).toEqual([
+      ["transactional", 2],
+      ["broadcast", 1],
+    ]);
+    const broadcast = await json<{ totals: { sent: number } }>(await call(`/api/v1/reports/overview?stream=broadcast`, { key }));
+    expect(broadcast.totals.sent).toBe(1);
+    expect((await call("/api/v1/reports/overview?stream=marketing", { key })).status).toBe(422);
+  });
+});
+
 describe("topics", () => {
   it("unsubscribing from a Newsletter campaign leaves the address out of the next Newsletter campaign and in the next Product one", async () => {
     const { key, sender } = await campaignAccount();
