@@ -6,6 +6,7 @@ import { campaignRoutes } from "./api/campaigns";
 import { contactRoutes } from "./api/contacts";
 import { listRoutes } from "./api/lists";
 import { topicRoutes } from "./api/topics";
+import { formRoutes } from "./api/forms";
 import { segmentRoutes } from "./api/segments";
 import { senderRoutes } from "./api/senders";
 import { suppressionRoutes } from "./api/suppressions";
@@ -59,6 +60,10 @@ export const openApiInfo = {
     { name: "Contacts", description: "Contacts (created or updated by address), custom fields and CSV imports" },
     { name: "Lists", description: "Lists of contacts and their members" },
     { name: "Topics", description: "Subscription topics of broadcast mail: contacts choose them, campaigns name one, unsubscribes leave one" },
+    {
+      name: "Forms",
+      description: "Sign-up forms: a public address to post to (`POST /subscribe/<form id>`, no key), double opt-in, consent records",
+    },
     { name: "Segments", description: "Saved audiences: contacts matching conditions on their fields, custom fields and lists" },
     { name: "Senders", description: "The names and addresses (on verified domains) campaigns are sent from" },
     {
@@ -142,6 +147,7 @@ export function createApp() {
   app.route("/api/v1", contactRoutes);
   app.route("/api/v1", listRoutes);
   app.route("/api/v1", topicRoutes);
+  app.route("/api/v1", formRoutes);
   app.route("/api/v1", segmentRoutes);
   app.route("/api/v1", senderRoutes);
   app.route("/api/v1", suppressionRoutes);
