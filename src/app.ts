@@ -7,6 +7,7 @@ import { contactRoutes } from "./api/contacts";
 import { listRoutes } from "./api/lists";
 import { topicRoutes } from "./api/topics";
 import { formRoutes } from "./api/forms";
+import { subscribeRoutes } from "./api/subscribe";
 import { segmentRoutes } from "./api/segments";
 import { senderRoutes } from "./api/senders";
 import { suppressionRoutes } from "./api/suppressions";
@@ -163,6 +164,7 @@ export function createApp() {
   app.route("/api/v1", automationRoutes);
   app.route("/", hookRoutes);
   app.route("/", unsubscribeRoutes);
+  app.route("/", subscribeRoutes);
   app.route("/", trackingRoutes);
   app.route("/", feedbackRoutes);
   // Signed attachment links of email.received webhooks: no key, outside the OpenAPI document.
