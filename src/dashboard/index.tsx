@@ -17,6 +17,7 @@ import { automationPages } from "./pages/automations";
 import { campaignPages } from "./pages/campaigns";
 import { contactPages } from "./pages/contacts";
 import { domainPages } from "./pages/domains";
+import { formPages } from "./pages/forms";
 import { inboundPages } from "./pages/inbound";
 import { messagePages } from "./pages/messages";
 import { overviewPages } from "./pages/overview";
@@ -175,6 +176,8 @@ dashboardRoutes.route("/", apiKeyPages);
 dashboardRoutes.route("/", smtpCredentialPages);
 dashboardRoutes.route("/", webhookPages);
 dashboardRoutes.route("/", verificationPages);
+// Before the contact pages, whose /contacts/:id would take /contacts/forms for a contact's id.
+dashboardRoutes.route("/", formPages);
 dashboardRoutes.route("/", contactPages);
 dashboardRoutes.route("/", campaignPages);
 dashboardRoutes.route("/", templatePages);
