@@ -6,6 +6,8 @@ import { campaignRoutes } from "./api/campaigns";
 import { contactRoutes } from "./api/contacts";
 import { listRoutes } from "./api/lists";
 import { topicRoutes } from "./api/topics";
+import { formRoutes } from "./api/forms";
+import { subscribeRoutes } from "./api/subscribe";
 import { segmentRoutes } from "./api/segments";
 import { senderRoutes } from "./api/senders";
 import { suppressionRoutes } from "./api/suppressions";
@@ -59,6 +61,10 @@ export const openApiInfo = {
     { name: "Contacts", description: "Contacts (created or updated by address), custom fields and CSV imports" },
     { name: "Lists", description: "Lists of contacts and their members" },
     { name: "Topics", description: "Subscription topics of broadcast mail: contacts choose them, campaigns name one, unsubscribes leave one" },
+    {
+      name: "Forms",
+      description: "Sign-up forms: a public address to post to (`POST /subscribe/<form id>`, no key), double opt-in, consent records",
+    },
     { name: "Segments", description: "Saved audiences: contacts matching conditions on their fields, custom fields and lists" },
     { name: "Senders", description: "The names and addresses (on verified domains) campaigns are sent from" },
     {
@@ -142,6 +148,7 @@ export function createApp() {
   app.route("/api/v1", contactRoutes);
   app.route("/api/v1", listRoutes);
   app.route("/api/v1", topicRoutes);
+  app.route("/api/v1", formRoutes);
   app.route("/api/v1", segmentRoutes);
   app.route("/api/v1", senderRoutes);
   app.route("/api/v1", suppressionRoutes);
@@ -157,6 +164,7 @@ export function createApp() {
   app.route("/api/v1", automationRoutes);
   app.route("/", hookRoutes);
   app.route("/", unsubscribeRoutes);
+  app.route("/", subscribeRoutes);
   app.route("/", trackingRoutes);
   app.route("/", feedbackRoutes);
   // Signed attachment links of email.received webhooks: no key, outside the OpenAPI document.

@@ -32,6 +32,14 @@ export const ContactSchema = z
         "Suppressed addresses are stored `unsubscribed`; bounces and complaints set `bounced` / `complained`; `pending` until a double opt-in sign-up is confirmed",
     }),
     lists: z.array(z.string()).openapi({ description: "Ids of the lists the contact is in" }),
+    consent: z
+      .object({
+        form_id: z.string(),
+        at: Timestamp,
+        ip: z.string().nullable().openapi({ description: "The IP address that confirmed (double opt-in) or posted the form" }),
+      })
+      .nullable()
+      .openapi({ description: "How the contact consented through a sign-up form (POST /forms), when it did" }),
     topics: z.record(z.string(), z.boolean()).openapi({
       description: "Every topic of the account (GET /topics) by id: whether the contact is subscribed (its choice, else the topic's default)",
     }),

@@ -17,6 +17,7 @@ import { automationPages } from "./pages/automations";
 import { campaignPages } from "./pages/campaigns";
 import { contactPages } from "./pages/contacts";
 import { domainPages } from "./pages/domains";
+import { formPages } from "./pages/forms";
 import { inboundPages } from "./pages/inbound";
 import { messagePages } from "./pages/messages";
 import { overviewPages } from "./pages/overview";
@@ -176,8 +177,10 @@ dashboardRoutes.route("/", apiKeyPages);
 dashboardRoutes.route("/", smtpCredentialPages);
 dashboardRoutes.route("/", webhookPages);
 dashboardRoutes.route("/", verificationPages);
-// Before contactPages: /contacts/topics and /contacts/suppressions are not contact ids.
+// Before contactPages, whose /contacts/:id would take /contacts/topics, /contacts/suppressions and /contacts/forms
+// for contact ids.
 dashboardRoutes.route("/", topicPages);
+dashboardRoutes.route("/", formPages);
 dashboardRoutes.route("/", contactPages);
 dashboardRoutes.route("/", campaignPages);
 dashboardRoutes.route("/", templatePages);

@@ -39,6 +39,7 @@ const apiCaps: BodyCap[] = [
   apiCap("/api/v1/verify", 5 * MB),
   // a signup form's fields, never files
   apiCap("/hooks/automations", 64 * 1024),
+  apiCap("/subscribe", 64 * 1024),
   apiCap("/", 1 * MB),
 ];
 

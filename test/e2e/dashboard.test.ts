@@ -431,6 +431,7 @@ describe.skipIf(!chromiumPath)("the dashboard in chromium", () => {
       "/dashboard/contacts",
       "/dashboard/contacts/topics",
       "/dashboard/contacts/suppressions",
+      "/dashboard/contacts/forms",
       "/dashboard/ai",
       "/dashboard/usage",
     ]) {

@@ -156,6 +156,9 @@ export const contactPages = new Hono<DashboardEnv>()
               )}
             />
             <NameForm action="/dashboard/contacts/lists" csrfToken={c.get("csrfToken")} label="New list" maxlength={200} submit="Create list" />
+            <p class="hint">
+              <a href="/dashboard/contacts/forms">Sign-up forms</a> add people to lists from your website, with double opt-in.
+            </p>
           </section>
           <section class="card">
             <h2>Import a CSV</h2>

@@ -23,10 +23,11 @@ import type { DashboardEnv } from "../session";
 type Page = Context<DashboardEnv>;
 
 /** The links between the Contacts pages. */
-export function ContactsNav({ current }: { current: "contacts" | "topics" | "suppressions" }) {
+export function ContactsNav({ current }: { current: "contacts" | "topics" | "forms" | "suppressions" }) {
   const links = [
     ["contacts", "/dashboard/contacts", "Contacts and lists"],
     ["topics", "/dashboard/contacts/topics", "Topics"],
+    ["forms", "/dashboard/contacts/forms", "Sign-up forms"],
     ["suppressions", "/dashboard/contacts/suppressions", "Suppressions"],
   ] as const;
   return (

@@ -64,7 +64,8 @@ function contactReadStatement(d1: D1Database, where: SQL): D1PreparedStatement {
   return statement(
     d1,
     sql`SELECT c.id, c.account_id AS accountId, c.email, c.email_key AS emailKey, c.first_name AS firstName, c.last_name AS lastName,
-      c.company, c.phone, c.country, c.custom_fields AS customFields, c.status, c.created_at AS createdAt, c.updated_at AS updatedAt,
+      c.company, c.phone, c.country, c.custom_fields AS customFields, c.status, c.consent_form_id AS consentFormId,
+      c.consented_at AS consentedAt, c.consent_ip AS consentIp, c.created_at AS createdAt, c.updated_at AS updatedAt,
       (SELECT json_group_array(list_id) FROM (SELECT list_id FROM list_members WHERE contact_id = c.id ORDER BY created_at, list_id)) AS lists
       FROM contacts AS c WHERE ${where}`,
   );
@@ -86,6 +87,8 @@ export function serializeContact(row: ContactWithLists) {
     custom_fields: row.customFields,
     status: row.status,
     lists: row.lists,
+    // Recorded by a sign-up form (docs/forms.md): the proof of consent a list's owner may be asked for.
+    consent: row.consentFormId && row.consentedAt ? { form_id: row.consentFormId, at: row.consentedAt, ip: row.consentIp } : null,
     created_at: row.createdAt,
     updated_at: row.updatedAt,
   };
