@@ -97,6 +97,9 @@ const OverviewSchema = z
 const CampaignReportSchema = z
   .object({
     campaign_id: z.string(),
+    topic_id: z.string().nullable().openapi({
+      description: "The campaign's subscription topic: its `unsubscribes` left that topic only (null: they left all marketing)",
+    }),
     totals: CountsSchema,
     rates: RatesSchema,
     links: z
@@ -134,6 +137,7 @@ export const reportRoutes = createRouter()
   .openapi(getCampaignReport, async (c) => {
     const accountId = c.get("auth").account.id;
     const { id } = c.req.valid("param");
-    if (!(await findCampaign(c.env.DB, accountId, id))) throw notFound("Campaign");
-    return c.json({ campaign_id: id, ...(await campaignReport(c.env.DB, id)) }, 200);
+    const campaign = await findCampaign(c.env.DB, accountId, id);
+    if (!campaign) throw notFound("Campaign");
+    return c.json({ campaign_id: id, topic_id: campaign.topicId, ...(await campaignReport(c.env.DB, id)) }, 200);
   });

@@ -70,6 +70,7 @@ describe("GET /reports/campaigns/{id}", () => {
     const report = await reportOf(key, campaignId);
     expect(report).toEqual({
       campaign_id: campaignId,
+      topic_id: null,
       totals: {
         sent: 3,
         delivered: 3,
