@@ -58,9 +58,6 @@ export const formPages = new Hono<DashboardEnv>()
       <Shell title="Sign-up forms" auth={auth} csrfToken={csrfToken} current="/dashboard/contacts">
         <ContactsNav current="forms" />
         {c.req.query("deleted") ? <Notice kind="ok">Form deleted.</Notice> : null}
-        <p>
-          <a href="/dashboard/contacts">← Contacts & lists</a>
-        </p>
         <section class="card">
           <h2>Forms</h2>
           <Table
