@@ -4,7 +4,9 @@
 // waiting on servers, and the typecheck is one core for half a minute. A lint or build failure stops everything.
 // A Node script rather than a shell line (`a & b; wait`), so that `npm test` runs the same under cmd.exe as under sh.
 import { spawn, type ChildProcess } from "node:child_process";
-import { resolve } from "node:path";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
 
 const npm = process.platform === "win32" ? "npm.cmd" : "npm";
 const windows = process.platform === "win32";
@@ -31,6 +33,40 @@ function run(...args: string[]): Promise<number> {
   });
 }
 
+// Each Vitest run also writes its results as JSON here, so the last line can sum every suite: a failure in one suite
+// would otherwise sit a hundred lines above the end, under another suite's output.
+const resultsDir = mkdtempSync(join(tmpdir(), "mailforge-test-results-"));
+const vitestSuites = ["workers", "node", "e2e"] as const;
+const reporting = (suite: (typeof vitestSuites)[number]) => [
+  ...(suite === "workers" ? [] : ["--project", suite]),
+  "--reporter=default",
+  "--reporter=json",
+  `--outputFile.json=${join(resultsDir, `${suite}.json`)}`,
+];
+const failedSteps: { name: string; suite?: (typeof vitestSuites)[number] }[] = [];
+
+/** The summary CI tools read, alone on the last line: every suite's tests, and the steps that failed besides. */
+function summarize(): void {
+  let passed = 0;
+  let failed = 0;
+  const failing = new Set<string>();
+  for (const suite of vitestSuites) {
+    const file = join(resultsDir, `${suite}.json`);
+    if (!existsSync(file)) continue;
+    const results = JSON.parse(readFileSync(file, "utf8")) as { numPassedTests: number; numFailedTests: number; numFailedTestSuites: number };
+    passed += results.numPassedTests;
+    // A file that failed to load fails no test, but is a failure all the same.
+    const suiteFailures = results.numFailedTests + (results.numFailedTests === 0 ? results.numFailedTestSuites : 0);
+    failed += suiteFailures;
+    if (suiteFailures > 0) failing.add(suite);
+  }
+  rmSync(resultsDir, { recursive: true, force: true });
+  // A step that failed without a failed test to show for it (lint, the typecheck, a suite that did not start) counts once.
+  failed += failedSteps.filter((step) => !step.suite || !failing.has(step.suite)).length;
+  if (failedSteps.length > 0) process.stdout.write(`\nFailed: ${failedSteps.map((step) => step.name).join(", ")}\n`);
+  process.stdout.write(`\nTests: ${passed} passed, ${failed} failed\n`);
+}
+
 function stopAll(code: number): never {
   for (const child of running) {
     try {
@@ -40,23 +76,33 @@ function stopAll(code: number): never {
       // already gone
     }
   }
+  summarize();
   process.exit(code);
 }
 
 // The children are in groups of their own, so a Ctrl-C at the terminal reaches only this process: pass it on.
 for (const signal of ["SIGINT", "SIGTERM"] as const) process.once(signal, () => stopAll(130));
 
-const workers = run("test:worker");
-for (const step of [["lint"], ["build", "-w", "sdk"]]) {
-  const code = await run(...step);
+const step = async (name: string, args: string[], suite?: (typeof vitestSuites)[number]) => {
+  const code = await run(...args, ...(suite ? ["--", ...reporting(suite)] : []));
+  if (code !== 0) failedSteps.push({ name, suite });
+  return code;
+};
+const workers = step("the Workers suite", ["test:worker"], "workers");
+for (const [name, args] of [
+  ["lint", ["lint"]],
+  ["the SDK build", ["build", "-w", "sdk"]],
+] as const) {
+  const code = await step(name, [...args]);
   if (code !== 0) stopAll(code);
 }
 // The Node suite's two projects as two Vitest processes: in one, every file would wait for the e2e project's global
 // setup (starting the local stack, ~20-40 s) although only the e2e files use it.
 const codes = await Promise.all([
-  run("typecheck:code"),
+  step("the typecheck", ["typecheck:code"]),
   workers,
-  run("test:node", "--", "--project", "node"),
-  run("test:node", "--", "--project", "e2e"),
+  step("the Node suite", ["test:node"], "node"),
+  step("the e2e suite", ["test:node"], "e2e"),
 ]);
+summarize();
 process.exit(codes.find((code) => code !== 0) ?? 0);
