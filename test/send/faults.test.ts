@@ -16,14 +16,16 @@ type Reply = { code: number; message: string } | { drop: true };
 type Phase = "connect" | "ehlo" | "mail" | "rcpt" | "data_command" | "data";
 
 const faultSink = env.TEST_FAULT_SINK_HTTP_URL;
-const toFaultSink = (dataTimeoutMs = 2_000) =>
+// Short timeouts by default, for the tests of what a timeout does; a patient transport gives every step the same long
+// wait, since on a machine busy with other work a reply can take seconds (and a deferral then is not what is tested).
+const toFaultSink = (timeoutMs = 2_000) =>
   new SmtpTransport({
     host: "127.0.0.1",
     port: Number(env.TEST_FAULT_SINK_SMTP_PORT),
     secure: "off",
-    connectTimeoutMs: 2_000,
-    commandTimeoutMs: 2_000,
-    dataTimeoutMs,
+    connectTimeoutMs: timeoutMs,
+    commandTimeoutMs: timeoutMs,
+    dataTimeoutMs: timeoutMs,
   });
 
 async function rule(phase: Phase, responses: Reply[], match = "*") {
