@@ -1,6 +1,6 @@
 import { config } from "../config";
-import { createForm, deleteForm, findForm, listForms, serializeForm, updateForm, type FormSettings } from "../domain/forms/forms";
-import { formChangeInput, formInput, newFormSettings } from "../domain/forms/input";
+import { createForm, deleteForm, findForm, listForms, newFormSettings, serializeForm, updateForm, type FormSettings } from "../domain/forms/forms";
+import { formChangeInput, formInput } from "../domain/forms/input";
 import { notFound, validationError } from "../errors";
 import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 import { pageOf } from "../lib/pagination";

@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { eventStatement, recordEvents as recordEventsFromEvents, type EventInput, type EventType } from "../../src/domain/events/events";
+import { eventStatement, type EventInput, type EventType } from "../../src/domain/events/events";
 import { dispatchEvents, recordEvents, sweepUndispatchedEvents } from "../../src/domain/webhooks/dispatch";
 import { createAccount } from "../helpers";
 import { createEndpoint, envWith, RecordingQueue, receiverUrl, uniqueKey } from "./helpers";
@@ -102,10 +102,6 @@ describe("dispatchEvents", () => {
     expect(queue.take()).toHaveLength(1);
     const rows = await env.DB.prepare("SELECT data FROM events WHERE account_id = ?").bind(account.id).all<{ data: string }>();
     expect(rows.results.map((row) => JSON.parse(row.data))).toEqual([{ message_id: "msg_1", email: "a@example.com" }]);
-  });
-
-  it("is re-exported from the events module for producers", () => {
-    expect(recordEventsFromEvents).toBe(recordEvents);
   });
 
   it("never throws when the queue fails; the event stays undispatched for the sweep", async () => {

@@ -322,5 +322,3 @@ export const eventDataSchemas = {
 
 export type EventData<T extends EventType> = z.infer<(typeof eventDataSchemas)[T]>;
 
-/** Writes events that have no batch of their own to join, then dispatches them (defined beside dispatchEvents). */
-export { recordEvents } from "../webhooks/dispatch";

@@ -12,7 +12,7 @@ import { newId, nowIso } from "../../lib/ids";
 import { accountPage } from "../../lib/pagination";
 import type { ContactTextField } from "../contacts/contacts";
 import { escapeHtml } from "../sending/render";
-import { SENDER_REQUIRED } from "./input";
+import { SENDER_REQUIRED, type FormInput } from "./input";
 
 export type FormRow = typeof forms.$inferSelect;
 
@@ -176,4 +176,17 @@ export async function updateForm(
 export async function deleteForm(d1: D1Database, accountId: string, id: string): Promise<boolean> {
   const row = await drizzle(d1).delete(forms).where(ownedForm(accountId, id)).returning({ id: forms.id }).get();
   return row !== undefined;
+}
+
+/** A POST /forms body (the API's or the dashboard's form) as the settings `createForm` takes. */
+export function newFormSettings(body: FormInput): FormSettings {
+  return {
+    name: body.name,
+    lists: body.lists,
+    topics: body.topics,
+    doubleOptIn: body.double_opt_in,
+    senderId: body.sender_id ?? null,
+    redirectUrl: body.redirect_url ?? null,
+    fields: body.fields,
+  };
 }

@@ -4,7 +4,6 @@
 import { evenWithFieldErrors, z } from "../../lib/schema";
 import { CONTACT_TEXT_MAX_LENGTH, contactTextFields } from "../contacts/contacts";
 import { contactEmail } from "../contacts/input";
-import type { FormSettings } from "./forms";
 
 const name = z.string().trim().min(1).max(100).openapi({ example: "Newsletter footer" });
 const ids = (max: number) =>
@@ -82,16 +81,4 @@ export const signUpInput = z.object({
   country: signUpText,
 });
 export type SignUpInput = z.infer<typeof signUpInput>;
-
-/** A POST /forms body (the API's or the dashboard's form) as the settings `createForm` takes. */
-export function newFormSettings(body: z.infer<typeof formInput>): FormSettings {
-  return {
-    name: body.name,
-    lists: body.lists,
-    topics: body.topics,
-    doubleOptIn: body.double_opt_in,
-    senderId: body.sender_id ?? null,
-    redirectUrl: body.redirect_url ?? null,
-    fields: body.fields,
-  };
-}
+export type FormInput = z.infer<typeof formInput>;
