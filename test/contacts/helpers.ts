@@ -45,6 +45,13 @@ export async function createList(key: string, name = "Newsletter"): Promise<{ id
   return json<{ id: string }>(response);
 }
 
+/** A subscription topic (docs/streams.md): opt-out (`defaultSubscribed`, the API's default) or opt-in. */
+export async function createTopic(key: string, name: string, defaultSubscribed = true): Promise<{ id: string }> {
+  const response = await call("/api/v1/topics", { key, body: { name, default_subscribed: defaultSubscribed } });
+  if (response.status !== 201) throw new Error(`topic creation failed: ${response.status} ${await response.text()}`);
+  return json<{ id: string }>(response);
+}
+
 /** A multipart upload, as `curl -F file=@contacts.csv` sends it. */
 export function postMultipart(path: string, key: string, fields: Record<string, string | File>): Promise<Response> {
   const form = new FormData();

@@ -4,7 +4,17 @@ import { SQLiteAsyncDialect } from "drizzle-orm/sqlite-core";
 import { addMembersByKeySql, addToListsSql, contactUpsertSql } from "../../src/domain/contacts/contacts";
 import { importObjectKey, importTuning, runContactImport } from "../../src/domain/contacts/import";
 import { call, createAccount, json } from "../helpers";
-import { createContact, createList, dataUri, postMultipart, waitForImport, type Contact, type ContactImport, type ErrorBody } from "./helpers";
+import {
+  createContact,
+  createList,
+  createTopic,
+  dataUri,
+  postMultipart,
+  waitForImport,
+  type Contact,
+  type ContactImport,
+  type ErrorBody,
+} from "./helpers";
 
 async function contactByEmail(key: string, email: string): Promise<Contact | undefined> {
   const page = await json<{ data: Contact[] }>(await call(`/api/v1/contacts?email=${encodeURIComponent(email)}`, { key }));
@@ -73,10 +83,8 @@ describe("CSV import through the queue", () => {
   it("subscribes contacts to the topics a `topics` column names (by name or id); an unknown topic fails its row", async () => {
     const account = await createAccount();
     const key = account.api_key;
-    const topic = async (name: string, defaultSubscribed: boolean) =>
-      json<{ id: string }>(await call("/api/v1/topics", { key, body: { name, default_subscribed: defaultSubscribed } }));
-    const news = await topic("News", true);
-    const beta = await topic("Beta", false);
+    const news = await createTopic(key, "News");
+    const beta = await createTopic(key, "Beta", false);
     const kept = await createContact(key, { email: "kept@example.com", topics: { [news.id]: false } });
     const csv = `email,topics\nann@example.com,beta\nbob@example.com,"${beta.id}; News"\nkept@example.com,\neve@example.com,Gamma\n`;
     const response = await call("/api/v1/contacts/import", { key, body: { file: dataUri(csv) } });

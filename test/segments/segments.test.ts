@@ -6,7 +6,7 @@ import { statement } from "../../src/db/client";
 import { contacts, listMembers } from "../../src/db/schema";
 import { segmentWhere, type SegmentCondition } from "../../src/domain/segments/segments";
 import { call, createAccount, createKey, json, type CreatedAccount } from "../helpers";
-import { createContact, createList, type Contact, type ErrorBody } from "../contacts/helpers";
+import { createContact, createList, createTopic, type Contact, type ErrorBody } from "../contacts/helpers";
 
 type Segment = { id: string; name: string; match: "all" | "any"; conditions: SegmentCondition[]; created_at: string; updated_at: string };
 type SegmentCount = { count: number; contacts?: Contact[] };
@@ -499,10 +499,8 @@ describe("segments API", () => {
   it("topic subscriptions: in and not_in, by each contact's choice or the topic's default; unknown topics refused", async () => {
     const account = await createAccount();
     const key = account.api_key;
-    const topic = async (name: string, defaultSubscribed: boolean) =>
-      json<{ id: string }>(await call("/api/v1/topics", { key, body: { name, default_subscribed: defaultSubscribed } }));
-    const news = await topic("News", true);
-    const beta = await topic("Beta", false);
+    const news = await createTopic(key, "News");
+    const beta = await createTopic(key, "Beta", false);
     const ann = await createContact(key, { email: "ann@topics.example", topics: { [news.id]: false } });
     const bob = await createContact(key, { email: "bob@topics.example", topics: { [beta.id]: true } });
     const carol = await createContact(key, { email: "carol@topics.example" });
