@@ -27,6 +27,7 @@ import { automationRoutes } from "./api/automations";
 import { hookRoutes } from "./api/hooks";
 import { verifyApiRoutes } from "./verify-api";
 import { dashboardRoutes } from "./dashboard";
+import { resendRoutes } from "./compat/resend/routes";
 import { errorBody, handleError } from "./errors";
 import { RELAY_BASE_PATH } from "@mailforge/bridge-contract";
 import { relayGate, relayRoutes } from "./internal/bridge-api";
@@ -77,6 +78,10 @@ export const openApiInfo = {
     },
     { name: "Automations", description: "Steps run per contact on Cloudflare Workflows, triggered by the API or a private URL" },
     { name: "Operator", description: "Operator API under /admin/v1, authenticated with ADMIN_TOKEN" },
+    {
+      name: "Resend compatibility",
+      description: "What the resend client calls, in Resend's shapes, under /compat/resend (docs/migrating.md); same pipeline as /api/v1",
+    },
   ],
 };
 
@@ -170,6 +175,9 @@ export function createApp() {
   app.route("/admin/v1", adminDomainRoutes);
   // The SMTP bridge's calls: signed with BRIDGE_SECRET, outside the API-key middleware, absent from the OpenAPI document.
   app.route(RELAY_BASE_PATH, relayRoutes);
+
+  // The peers' own clients, unchanged (docs/migrating.md): each surface checks keys and answers errors in its peer's shape.
+  app.route("/compat/resend", resendRoutes);
 
   // The account dashboard (docs/dashboard.md): its own session cookie and CSRF checks, outside the OpenAPI document.
   app.route("/dashboard", dashboardRoutes);
