@@ -27,6 +27,7 @@ import { automationRoutes } from "./api/automations";
 import { hookRoutes } from "./api/hooks";
 import { verifyApiRoutes } from "./verify-api";
 import { dashboardRoutes } from "./dashboard";
+import { postmarkRoutes } from "./compat/postmark/routes";
 import { resendRoutes } from "./compat/resend/routes";
 import { errorBody, handleError } from "./errors";
 import { RELAY_BASE_PATH } from "@mailforge/bridge-contract";
@@ -81,6 +82,10 @@ export const openApiInfo = {
     {
       name: "Resend compatibility",
       description: "What the resend client calls, in Resend's shapes, under /compat/resend (docs/migrating.md); same pipeline as /api/v1",
+    },
+    {
+      name: "Postmark compatibility",
+      description: "What the postmark client calls, in Postmark's shapes, under /compat/postmark (docs/migrating.md); same pipeline as /api/v1",
     },
   ],
 };
@@ -178,6 +183,7 @@ export function createApp() {
 
   // The peers' own clients, unchanged (docs/migrating.md): each surface checks keys and answers errors in its peer's shape.
   app.route("/compat/resend", resendRoutes);
+  app.route("/compat/postmark", postmarkRoutes);
 
   // The account dashboard (docs/dashboard.md): its own session cookie and CSRF checks, outside the OpenAPI document.
   app.route("/dashboard", dashboardRoutes);
