@@ -29,6 +29,7 @@ import { verifyApiRoutes } from "./verify-api";
 import { dashboardRoutes } from "./dashboard";
 import { postmarkRoutes } from "./compat/postmark/routes";
 import { resendRoutes } from "./compat/resend/routes";
+import { sendGridRoutes } from "./compat/sendgrid/routes";
 import { errorBody, handleError } from "./errors";
 import { RELAY_BASE_PATH } from "@mailforge/bridge-contract";
 import { relayGate, relayRoutes } from "./internal/bridge-api";
@@ -86,6 +87,10 @@ export const openApiInfo = {
     {
       name: "Postmark compatibility",
       description: "What the postmark client calls, in Postmark's shapes, under /compat/postmark (docs/migrating.md); same pipeline as /api/v1",
+    },
+    {
+      name: "SendGrid compatibility",
+      description: "SendGrid's v3 mail send as @sendgrid/mail calls it, under /compat/sendgrid (docs/migrating.md); same pipeline as /api/v1",
     },
   ],
 };
@@ -184,6 +189,7 @@ export function createApp() {
   // The peers' own clients, unchanged (docs/migrating.md): each surface checks keys and answers errors in its peer's shape.
   app.route("/compat/resend", resendRoutes);
   app.route("/compat/postmark", postmarkRoutes);
+  app.route("/compat/sendgrid", sendGridRoutes);
 
   // The account dashboard (docs/dashboard.md): its own session cookie and CSRF checks, outside the OpenAPI document.
   app.route("/dashboard", dashboardRoutes);
