@@ -15,7 +15,7 @@ import { acceptRefusalError, AppError, type ErrorCode, type FieldErrors, fieldEr
 import { sha256Hex } from "../lib/crypto";
 import { logError } from "../lib/log";
 import type { z } from "../lib/openapi";
-import { admitKey, perKeyLimiter, requireFeatures, requireFullAccess, requireScope } from "../middleware/auth";
+import { admitKey, perKeyLimiter, requireFeatures, requireFullAccess, requireLiveKey, requireScope } from "../middleware/auth";
 import type { AppEnv, Feature, Scope } from "../types";
 
 /** A refusal as a peer names it, beside our code (which decides everything else, the status included). */
@@ -156,7 +156,13 @@ export function stringVariables(model: Record<string, unknown>, field: string): 
 export function peerRoute<R extends Omit<RouteConfig, "middleware" | "security">>(
   access: Scope | "full_access",
   route: R,
-  peer: { security: Record<string, string[]>; errors: { description: string; content: Record<string, { schema: z.ZodType }> }; features?: Feature[] },
+  peer: {
+    security: Record<string, string[]>;
+    errors: { description: string; content: Record<string, { schema: z.ZodType }> };
+    features?: Feature[];
+    /** What the route does, for the refusal a test key gets, as keyedRoute's option of the same name. */
+    liveKeyOnly?: string;
+  },
 ) {
   return createRoute({
     ...route,
@@ -164,6 +170,7 @@ export function peerRoute<R extends Omit<RouteConfig, "middleware" | "security">
     middleware: [
       access === "full_access" ? requireFullAccess : requireScope(access),
       ...(peer.features?.length ? [requireFeatures(...peer.features)] : []),
+      ...(peer.liveKeyOnly ? [requireLiveKey(peer.liveKeyOnly)] : []),
     ],
     security: [peer.security],
     "x-required-scope": access,

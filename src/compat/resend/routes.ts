@@ -195,7 +195,7 @@ const createDomainRoute = peerRoute(
     },
     responses: { 200: jsonResponse(ResendDomainSchema.omit({ object: true }), "The domain and the records to publish") },
   },
-  peer,
+  { ...peer, liveKeyOnly: "Adding a sending domain" },
 );
 
 const getDomainRoute = peerRoute(
@@ -234,7 +234,7 @@ const deleteDomainRoute = peerRoute(
     request: { params: IdParam("dom") },
     responses: { 200: jsonResponse(ObjectId("domain").extend({ deleted: z.literal(true) }), "Removed") },
   },
-  peer,
+  { ...peer, liveKeyOnly: "Removing a sending domain" },
 );
 
 const listKeysRoute = peerRoute(
