@@ -151,9 +151,7 @@ describe("custom headers", () => {
     expect(Object.keys(await refused({ "List-Unsubscribe": "<mailto:u@example.org>" }, { stream: "broadcast" }))).toEqual([
       "headers.List-Unsubscribe",
     ]);
-    expect(Object.keys(await refused({ "List-Unsubscribe": "<mailto:u@example.org>" }, { unsubscribe: true }))).toEqual([
-      "headers.List-Unsubscribe",
-    ]);
+    expect(Object.keys(await refused({ "List-Unsubscribe": "<mailto:u@example.org>" }, { unsubscribe: true }))).toEqual(["headers.List-Unsubscribe"]);
     expect(Object.keys(await refused({ "X-Inject": "a\r\nBcc: victim@example.org" }))).toEqual(["headers.X-Inject"]);
     expect(Object.keys(await refused({ "Bad Name": "x" }))).toEqual(["headers.Bad Name"]);
     expect(Object.keys(await refused({ "X-Number": 1 }))).toEqual(["headers.X-Number"]);
