@@ -126,3 +126,19 @@ describe("the postmark client against /compat/postmark", () => {
     expect((await client.getBounces()).Bounces).toEqual([]);
   });
 });
+
+describe("the OpenAPI document", () => {
+  it("lists the compatibility routes under their own tags, with Postmark's token header as a security scheme", async () => {
+    const document = await (await call("/api/v1/openapi.json")).json<{
+      paths: Record<string, Record<string, { tags: string[]; security: Record<string, string[]>[] }>>;
+      components: { securitySchemes: Record<string, { in?: string; name?: string }> };
+    }>();
+    const tagOf = (path: string, method: string) => document.paths[path]?.[method]?.tags;
+    expect(tagOf("/compat/resend/emails", "post")).toEqual(["Resend compatibility"]);
+    expect(tagOf("/compat/resend/emails/{id}/cancel", "post")).toEqual(["Resend compatibility"]);
+    expect(tagOf("/compat/postmark/email/withTemplate", "post")).toEqual(["Postmark compatibility"]);
+    expect(tagOf("/compat/sendgrid/v3/mail/send", "post")).toEqual(["SendGrid compatibility"]);
+    expect(document.paths["/compat/postmark/email"]?.post?.security).toEqual([{ postmarkServerToken: [] }]);
+    expect(document.components.securitySchemes.postmarkServerToken).toMatchObject({ in: "header", name: "X-Postmark-Server-Token" });
+  });
+});

@@ -436,7 +436,9 @@ const peerShapes: Record<string, (error: Record<string, unknown>, status: number
       ? [`not {ErrorCode, Message} with 401, 404, 422 or 429`]
       : [],
   "/compat/sendgrid/": (error) =>
-    Array.isArray(error.errors) && error.errors.length > 0 && error.errors.every((entry) => typeof (entry as { message?: unknown }).message === "string")
+    Array.isArray(error.errors) &&
+    error.errors.length > 0 &&
+    error.errors.every((entry) => typeof (entry as { message?: unknown }).message === "string")
       ? []
       : ["not {errors: [{message, field, help}]}"],
 };
