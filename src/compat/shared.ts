@@ -6,7 +6,6 @@ import { createRoute, type RouteConfig } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import { createMiddleware } from "hono/factory";
-import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { acceptInputOf } from "../api/send";
 import { authenticateApiKey } from "../domain/accounts/api-keys";
 import { acceptMessage, acceptMessages, type SendAccepted } from "../domain/sending/accept";
@@ -81,7 +80,7 @@ export function peerKeyAuth(options: {
   });
 }
 
-/** Peer requests in POST /send's shape, checked by its schema: every error keyed `<index>.<field>`. */
+/** Peer requests in POST /send's shape, checked by its schema: the valid ones in order, and the field errors of each invalid one by its index. */
 export function checkSendRequests(candidates: unknown[]): { requests: SendRequest[]; errors: Map<number, FieldErrors> } {
   const requests: SendRequest[] = [];
   const errors = new Map<number, FieldErrors>();
@@ -100,8 +99,6 @@ export function indexedErrors(errors: Map<number, FieldErrors>): FieldErrors {
   return all;
 }
 
-export type Replay = { replayed: boolean };
-
 /**
  * Sends checked requests through acceptMessage (one) or acceptMessages (several, all or none), as POST /send and
  * /send/batch do. `idempotency.route` keeps a peer's keys apart from /api/v1's and from another peer's; the hash is of
@@ -111,7 +108,7 @@ export async function acceptSends(
   c: Context<AppEnv>,
   requests: SendRequest[],
   options: { batch: boolean; idempotency?: { key: string; route: string; body: unknown } },
-): Promise<{ accepted: SendAccepted[] } & Replay> {
+): Promise<{ accepted: SendAccepted[]; replayed: boolean }> {
   const inputs = requests.map((request, index) => acceptInputOf(request, options.batch ? index : undefined));
   const { account, apiKey } = c.get("auth");
   const sender = { account, testMode: apiKey.mode === "test" };
@@ -131,9 +128,6 @@ export async function acceptSends(
   if (outcome.kind !== "accepted") throw acceptRefusalError(outcome);
   return { accepted: outcome.body.data, replayed: outcome.replayed };
 }
-
-/** A JSON answer with a status the peer chose (hono's c.json wants a literal status for its route types). */
-export const peerJson = (c: Context<AppEnv>, body: unknown, status: ContentfulStatusCode) => c.json(body, status);
 
 /** Template variables are strings; a peer's model may hold numbers and booleans too, which read the same in text. */
 export function stringVariables(model: Record<string, unknown>, field: string): { variables: Record<string, string>; errors: FieldErrors } {

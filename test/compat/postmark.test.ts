@@ -66,7 +66,8 @@ describe("the postmark client against /compat/postmark", () => {
       Metadata: { order: "1042" },
       Attachments: ["logo.png"],
     });
-    expect((await client.getOutboundMessages({ count: 10, offset: 0 })).Messages.map((message) => message.MessageID)).toContain(sent.MessageID);
+    const listed = (await client.getOutboundMessages({ count: 10, offset: 0 })).Messages.find((message) => message.MessageID === sent.MessageID);
+    expect(listed?.Recipients.sort()).toEqual([to, cc].sort());
   });
 
   it("sends a batch, answering per message, and sends with a template by alias", async () => {

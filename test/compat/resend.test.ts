@@ -3,6 +3,7 @@ import PostalMime from "postal-mime";
 import { Resend } from "resend";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { createAccount } from "../helpers";
+import { addReceiverRule, receiverPath, receiverUrl } from "../webhooks/helpers";
 import { eventually, messageOf, sendBalance, sinkMessagesTo, sinkRaw, verifiedDomain } from "../send/helpers";
 
 // The resend client, unchanged, against /compat/resend. It calls the global fetch with its base URL, so requests
@@ -130,6 +131,23 @@ describe("the resend client against /compat/resend", () => {
     expect((await resend.emails.get(id)).data?.last_event).toBe("canceled");
     expect(await sendBalance(key)).toBe(100);
     expect((await resend.emails.cancel(id)).error).toMatchObject({ statusCode: 422, name: "validation_error" });
+  });
+
+  it("fetches an attachment given by path when the email is accepted, and refuses one it cannot fetch", async () => {
+    const { from, resend } = await setup();
+    const path = receiverPath();
+    await addReceiverRule({ path, status: 200, body: "invoice 7" });
+    const to = rcpt("path");
+    const sent = await resend.emails.send({ from, to, subject: "Invoice", text: "attached", attachments: [{ path: receiverUrl(path) }] });
+    expect(sent.error).toBeNull();
+    const parsed = await PostalMime.parse((await delivered(to)).raw);
+    expect(parsed.attachments.map((file) => [file.filename, new TextDecoder().decode(file.content as ArrayBuffer)])).toEqual([
+      [path.split("/").pop(), "invoice 7"],
+    ]);
+    const missing = receiverPath();
+    await addReceiverRule({ path: missing, status: 404 });
+    const refused = await resend.emails.send({ from, to, subject: "x", text: "x", attachments: [{ path: receiverUrl(missing), filename: "a.pdf" }] });
+    expect(refused.error).toMatchObject({ statusCode: 422, name: "invalid_attachment" });
   });
 
   it("lists domains and manages API keys", async () => {

@@ -7,7 +7,7 @@ import { eventsOfTypes } from "../../domain/events/of-type";
 import { batchLimit } from "../../domain/sending/accept";
 import { loadContent } from "../../domain/sending/content";
 import type { SendRequest } from "../../domain/sending/input";
-import { findMessage, listMessages } from "../../domain/sending/messages";
+import { findMessage, listMessages, recipientsOfMessages } from "../../domain/sending/messages";
 import { findTemplateByIdOrName, listTemplates } from "../../domain/templates/templates";
 import { validationError } from "../../errors";
 import { createRouter, jsonBody, jsonResponse, z } from "../../lib/openapi";
@@ -362,6 +362,11 @@ postmarkRoutes
       { limit: Math.min(query.offset + query.count, pageWindow) },
     );
     const { items, total } = offsetPage(rows, query);
+    const recipients = await recipientsOfMessages(
+      c.env.DB,
+      c.get("auth").account.id,
+      items.map((message) => message.id),
+    );
     return c.json(
       {
         TotalCount: total,
@@ -369,9 +374,9 @@ postmarkRoutes
           MessageID: message.id,
           MessageStream: postmarkStream(message.stream),
           Tag: message.tags[0] ?? "",
-          // The list reads no content (it can be in R2): the details have the To and Cc headers as written.
+          // The list reads no content (it can be in R2), so it cannot tell To from Cc and Bcc: the details can.
           To: [],
-          Recipients: [],
+          Recipients: (recipients.get(message.id) ?? []).map((recipient) => recipient.email),
           ReceivedAt: message.createdAt,
           From: message.fromName ? `${message.fromName} <${message.fromAddress}>` : message.fromAddress,
           Subject: message.subject,

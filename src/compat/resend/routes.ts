@@ -345,10 +345,11 @@ resendRoutes
     const { requests, errors } = checkSendRequests([await toSendRequest(c.env, body)]);
     if (errors.size > 0) throw validationError(errors.get(0)!);
     const key = c.req.valid("header")["idempotency-key"];
-    const { accepted } = await acceptSends(c, requests, {
+    const { accepted, replayed } = await acceptSends(c, requests, {
       batch: false,
       ...(key ? { idempotency: { key, route: "POST /compat/resend/emails", body } } : {}),
     });
+    if (replayed) c.header("Idempotent-Replayed", "true");
     return c.json({ id: accepted[0]!.id }, 200);
   })
   .openapi(sendBatch, async (c) => {
@@ -363,10 +364,11 @@ resendRoutes
     const permissive = headers["x-batch-validation"] === "permissive";
     if (errors.size > 0 && (!permissive || requests.length === 0)) throw validationError(indexedErrors(errors));
     const key = headers["idempotency-key"];
-    const { accepted } = await acceptSends(c, requests, {
+    const { accepted, replayed } = await acceptSends(c, requests, {
       batch: true,
       ...(key ? { idempotency: { key, route: "POST /compat/resend/emails/batch", body } } : {}),
     });
+    if (replayed) c.header("Idempotent-Replayed", "true");
     const refused = [...errors].map(([index, fields]) => ({
       index,
       message: Object.entries(fields)

@@ -135,11 +135,26 @@ async function fetchAttachment(env: Env, path: string, field: string): Promise<s
       "invalid_attachment",
     );
   }
-  if (!response.ok) throw new PeerError("validation_failed", `Could not fetch \`${field}\`: HTTP ${response.status}`, "invalid_attachment");
-  const declared = Number(response.headers.get("Content-Length") ?? "0");
-  if (declared > sendLimits.attachmentBytes) throw new PeerError("payload_too_large", `\`${field}\` is larger than 10 MB`);
-  const bytes = new Uint8Array(await response.arrayBuffer());
-  if (bytes.length > sendLimits.attachmentBytes) throw new PeerError("payload_too_large", `\`${field}\` is larger than 10 MB`);
+  if (!response.ok || !response.body) {
+    throw new PeerError("validation_failed", `Could not fetch \`${field}\`: HTTP ${response.status}`, "invalid_attachment");
+  }
+  const tooLarge = () => new PeerError("payload_too_large", `\`${field}\` is larger than 10 MB`);
+  if (Number(response.headers.get("Content-Length") ?? "0") > sendLimits.attachmentBytes) throw tooLarge();
+  // Read with a cap rather than trusting Content-Length: a server can stream far more than it announced.
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for await (const chunk of response.body) {
+    size += chunk.length;
+    // Leaving the loop by a throw cancels the rest of the body.
+    if (size > sendLimits.attachmentBytes) throw tooLarge();
+    chunks.push(chunk);
+  }
+  const bytes = new Uint8Array(size);
+  let offset = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, offset);
+    offset += chunk.length;
+  }
   return bytesToBase64(bytes);
 }
 
