@@ -50,7 +50,7 @@ const SendResultSchema = z
   })
   .openapi("PostmarkSendResult");
 
-const sendRoute = <T extends z.ZodType>(path: string, summary: string, body: T, description: string) =>
+const sendRoute = <T extends z.ZodType>(path: string, summary: string, body: T, description: string, batch = false) =>
   peerRoute(
     "send",
     {
@@ -60,7 +60,11 @@ const sendRoute = <T extends z.ZodType>(path: string, summary: string, body: T, 
       summary,
       description,
       request: { body: jsonBody(body) },
-      responses: { 200: jsonResponse(path.includes("atch") ? z.array(SendResultSchema) : SendResultSchema, "Accepted (ErrorCode 0)") },
+      responses: {
+        200: batch
+          ? jsonResponse(z.array(SendResultSchema), "One result per message, in order (ErrorCode 0: accepted)")
+          : jsonResponse(SendResultSchema, "Accepted (ErrorCode 0)"),
+      },
     },
     peer,
   );
@@ -76,6 +80,7 @@ const sendBatch = sendRoute(
   "Send a batch (Postmark's POST /email/batch)",
   z.array(PostmarkEmailSchema).min(1).openapi("PostmarkBatch"),
   `${pipeline} ${perMessage}`,
+  true,
 );
 const sendWithTemplate = sendRoute(
   "/email/withTemplate",
@@ -91,6 +96,7 @@ const sendBatchWithTemplates = sendRoute(
     .strict()
     .openapi("PostmarkTemplatedBatch"),
   `${pipeline} ${perMessage}`,
+  true,
 );
 
 const pageQuery = {
