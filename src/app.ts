@@ -29,6 +29,9 @@ import { automationRoutes } from "./api/automations";
 import { hookRoutes } from "./api/hooks";
 import { verifyApiRoutes } from "./verify-api";
 import { dashboardRoutes } from "./dashboard";
+import { postmarkRoutes } from "./compat/postmark/routes";
+import { resendRoutes } from "./compat/resend/routes";
+import { sendGridRoutes } from "./compat/sendgrid/routes";
 import { errorBody, handleError } from "./errors";
 import { RELAY_BASE_PATH } from "@mailforge/bridge-contract";
 import { relayGate, relayRoutes } from "./internal/bridge-api";
@@ -83,6 +86,18 @@ export const openApiInfo = {
     },
     { name: "Automations", description: "Steps run per contact on Cloudflare Workflows, triggered by the API or a private URL" },
     { name: "Operator", description: "Operator API under /admin/v1, authenticated with ADMIN_TOKEN" },
+    {
+      name: "Resend compatibility",
+      description: "What the resend client calls, in Resend's shapes, under /compat/resend (docs/migrating.md); same pipeline as /api/v1",
+    },
+    {
+      name: "Postmark compatibility",
+      description: "What the postmark client calls, in Postmark's shapes, under /compat/postmark (docs/migrating.md); same pipeline as /api/v1",
+    },
+    {
+      name: "SendGrid compatibility",
+      description: "SendGrid's v3 mail send as @sendgrid/mail calls it, under /compat/sendgrid (docs/migrating.md); same pipeline as /api/v1",
+    },
   ],
 };
 
@@ -178,6 +193,11 @@ export function createApp() {
   app.route("/admin/v1", adminDomainRoutes);
   // The SMTP bridge's calls: signed with BRIDGE_SECRET, outside the API-key middleware, absent from the OpenAPI document.
   app.route(RELAY_BASE_PATH, relayRoutes);
+
+  // The peers' own clients, unchanged (docs/migrating.md): each surface checks keys and answers errors in its peer's shape.
+  app.route("/compat/resend", resendRoutes);
+  app.route("/compat/postmark", postmarkRoutes);
+  app.route("/compat/sendgrid", sendGridRoutes);
 
   // The account dashboard (docs/dashboard.md): its own session cookie and CSRF checks, outside the OpenAPI document.
   app.route("/dashboard", dashboardRoutes);

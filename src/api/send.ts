@@ -77,7 +77,7 @@ const sendBatch = keyedRoute(
 );
 
 /** The request as acceptMessage takes it; `item` is its index in a batch, named in errors about it. */
-function acceptInputOf(body: SendRequest, item?: number) {
+export function acceptInputOf(body: SendRequest, item?: number) {
   const attachmentBytes = attachmentBytesOf(body);
   if (attachmentBytes > sendLimits.attachmentBytes) {
     throw new AppError(

@@ -21,6 +21,7 @@ import { pageOf } from "../lib/pagination";
 import { config } from "../config";
 import { keyReadsInbound } from "../domain/inbound/reply-words";
 import type { AuthContext } from "../types";
+import { webhookFormats } from "../db/schema";
 
 const tags = ["Webhooks"];
 
@@ -31,6 +32,7 @@ const WebhookEndpointSchema = z
     description: z.string().nullable(),
     events: z.array(z.string()),
     enabled: z.boolean(),
+    format: z.enum(webhookFormats).openapi({ description: "The body the endpoint receives: ours, or Resend's or Postmark's (docs/migrating.md)" }),
     disabled_reason: z.string().nullable().openapi({ description: "Why the service disabled the endpoint; null when enabled or disabled by you" }),
     failing_since: Timestamp.nullable().openapi({ description: "Start of the current run of failed deliveries; disabled after 5 days" }),
     secret: z.string().openapi({
@@ -199,6 +201,7 @@ async function serializeEndpoint(row: WebhookEndpointRow, encryptionKey: string,
     description: row.description,
     events: row.events,
     enabled: row.enabled,
+    format: row.format,
     disabled_reason: row.disabledReason,
     failing_since: row.failingSince,
     secret: revealSecret ?? maskWebhookSecret(await decryptSecret(row.secret, encryptionKey)),

@@ -332,6 +332,9 @@ export const smtpCredentials = sqliteTable(
   (t) => [uniqueIndex("smtp_credentials_username").on(t.username), index("smtp_credentials_account").on(t.accountId)],
 );
 
+/** The body a webhook endpoint receives: ours, or a peer's, so a handler written for that peer keeps working (docs/migrating.md). */
+export const webhookFormats = ["mailforge", "resend", "postmark"] as const;
+
 export const webhookEndpoints = sqliteTable(
   "webhook_endpoints",
   {
@@ -347,6 +350,7 @@ export const webhookEndpoints = sqliteTable(
     previousSecretExpiresAt: text("previous_secret_expires_at"),
     failingSince: text("failing_since"),
     disabledReason: text("disabled_reason"),
+    format: text("format", { enum: webhookFormats }).notNull().default("mailforge"),
     createdAt: createdAt(),
     updatedAt: updatedAt(),
   },

@@ -72,9 +72,15 @@ function bodyCapMiddleware(caps: BodyCap[]): MiddlewareHandler {
 const apiBodyLimit = bodyCapMiddleware(apiCaps);
 
 /**
- * The body caps of everything but the dashboard. The dashboard applies its own (`dashboardBodyLimit`) inside its
- * routes, so that its error handler answers a refusal with a page rather than the API's JSON.
+ * The body caps of everything but the dashboard and the compatibility surfaces. Those apply their own
+ * (`dashboardBodyLimit`, `compatBodyLimit`) inside their routes, so that their error handlers answer a refusal with a
+ * page, or in the peer's error shape, rather than the API's JSON.
  */
-export const requestBodyLimit = createMiddleware<AppEnv>(async (c, next) => (matches("/dashboard", c.req.path) ? next() : apiBodyLimit(c, next)));
+export const requestBodyLimit = createMiddleware<AppEnv>(async (c, next) =>
+  matches("/dashboard", c.req.path) || matches("/compat", c.req.path) ? next() : apiBodyLimit(c, next),
+);
+
+/** A peer's send carries attachments as POST /send's does: the same cap. */
+export const compatBodyLimit = bodyCapMiddleware([apiCap("/compat", 15 * MB)]);
 
 export const dashboardBodyLimit = bodyCapMiddleware(dashboardCaps);

@@ -45,7 +45,7 @@ type Operation = {
   path: string;
   parameters: Parameter[];
   body?: { contentTypes: string[]; schema?: Schema };
-  security: "apiKey" | "verifyApiKey" | "adminToken";
+  security: "apiKey" | "verifyApiKey" | "adminToken" | "postmarkServerToken";
 };
 type OpenApiDocument = {
   paths: Record<
@@ -301,7 +301,9 @@ function buildRequest(index: number, operation: Operation, fuzzer: Fuzzer, ids: 
   const query = new URLSearchParams();
 
   // POST /send with a full key uses the test-mode key, so an input that happens to be valid is simulated, not mailed.
-  const sendingKey = operation.path === "/api/v1/send" && auth === "full" ? keys.test : undefined;
+  // The compatibility surfaces' sends likewise (docs/migrating.md).
+  const sends = operation.path === "/api/v1/send" || (operation.path.startsWith("/compat/") && operation.method === "POST");
+  const sendingKey = sends && auth === "full" ? keys.test : undefined;
   const secret =
     auth === "none"
       ? undefined
@@ -314,6 +316,7 @@ function buildRequest(index: number, operation: Operation, fuzzer: Fuzzer, ids: 
           : (sendingKey ?? keys[auth]);
   if (secret !== undefined) {
     if (operation.security === "verifyApiKey") query.set("apikey", secret);
+    else if (operation.security === "postmarkServerToken") headers["X-Postmark-Server-Token"] = secret;
     else headers.Authorization = rng.chance(0.95) ? `Bearer ${secret}` : `Basic ${secret}`;
   }
 
@@ -422,7 +425,25 @@ function describeRequest(request: FuzzRequest): string {
 }
 
 /** What is wrong with one answer, or undefined when it is as the API promises. */
-async function checkAnswer(response: Response): Promise<string | undefined> {
+/** The compatibility surfaces answer in their peer's error shape (docs/migrating.md), which their clients read. */
+const peerShapes: Record<string, (error: Record<string, unknown>, status: number) => string[]> = {
+  "/compat/resend/": (error, status) => [
+    ...(error.statusCode !== status ? [`statusCode ${String(error.statusCode)} on status ${status}`] : []),
+    ...(typeof error.name !== "string" || typeof error.message !== "string" ? ["not {statusCode, name, message}"] : []),
+  ],
+  "/compat/postmark/": (error, status) =>
+    typeof error.ErrorCode !== "number" || typeof error.Message !== "string" || ![401, 404, 422, 429].includes(status)
+      ? [`not {ErrorCode, Message} with 401, 404, 422 or 429`]
+      : [],
+  "/compat/sendgrid/": (error) =>
+    Array.isArray(error.errors) &&
+    error.errors.length > 0 &&
+    error.errors.every((entry) => typeof (entry as { message?: unknown }).message === "string")
+      ? []
+      : ["not {errors: [{message, field, help}]}"],
+};
+
+async function checkAnswer(response: Response, path = ""): Promise<string | undefined> {
   const text = await response.text();
   if (response.status >= 500) return `status ${response.status}: ${text.slice(0, 300)}`;
   if (!response.headers.get("X-Request-Id")) return `status ${response.status} without X-Request-Id`;
@@ -437,6 +458,11 @@ async function checkAnswer(response: Response): Promise<string | undefined> {
   if (typeof body !== "object" || body === null || Array.isArray(body))
     return `status ${response.status} with a body that is not an object: ${text.slice(0, 200)}`;
   const error = body as Record<string, unknown>;
+  const peer = Object.entries(peerShapes).find(([prefix]) => path.startsWith(prefix))?.[1];
+  if (peer) {
+    const wrong = peer(error, response.status);
+    return wrong.length > 0 ? `status ${response.status} ${wrong.join("; ")}: ${text.slice(0, 300)}` : undefined;
+  }
   if (typeof error.message !== "string" || error.message === "") problems.push("no message");
   if (typeof error.code !== "string" || !(error.code in errorStatus)) problems.push("a code that is not one of the documented error codes");
   // One code, one status (src/errors.ts): a 400 or a 422 without validation_failed means a framework error leaked.
@@ -470,7 +496,7 @@ function operationsOf(document: OpenApiDocument): Operation[] {
         body: content
           ? { contentTypes: Object.keys(content), schema: (content["application/json"] ?? Object.values(content)[0])?.schema }
           : undefined,
-        security: security === "adminToken" || security === "verifyApiKey" ? security : "apiKey",
+        security: security === "adminToken" || security === "verifyApiKey" || security === "postmarkServerToken" ? security : "apiKey",
       });
     }
   }
@@ -627,7 +653,7 @@ describe("OpenAPI-driven fuzzing", () => {
             new Request(request.url, { method: request.method, headers: request.headers, body: request.body }),
           );
           statuses.set(response.status, (statuses.get(response.status) ?? 0) + 1);
-          problem = await checkAnswer(response);
+          problem = await checkAnswer(response, new URL(request.url).pathname);
         } catch (error) {
           problem = `threw ${String(error)}`;
         }

@@ -1,7 +1,7 @@
 // Message templates: a subject and html/text bodies with `{{name|fallback}}` placeholders. This module owns the
 // templates' queries and keeps each template's `variables` in step with its content.
 
-import { and, eq } from "drizzle-orm";
+import { and, desc, eq, or, sql } from "drizzle-orm";
 import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
 import { templates } from "../../db/schema";
 import { newId, nowIso } from "../../lib/ids";
@@ -72,4 +72,17 @@ export async function updateTemplate(
 export async function deleteTemplate(d1: D1Database, accountId: string, templateId: string): Promise<boolean> {
   const row = await drizzle(d1).delete(templates).where(ownTemplate(accountId, templateId)).returning({ id: templates.id }).get();
   return row !== undefined;
+}
+
+/**
+ * A template named by its id or its name, the id first: the compatibility surfaces' way of naming one (Postmark's
+ * TemplateAlias, docs/migrating.md). Of several templates with one name, the newest.
+ */
+export async function findTemplateByIdOrName(d1: D1Database, accountId: string, idOrName: string): Promise<TemplateRow | undefined> {
+  return drizzle(d1)
+    .select()
+    .from(templates)
+    .where(and(eq(templates.accountId, accountId), or(eq(templates.id, idOrName), eq(templates.name, idOrName))))
+    .orderBy(sql`${templates.id} = ${idOrName} DESC`, desc(templates.createdAt))
+    .get();
 }

@@ -1,3 +1,4 @@
+import { peerSignatureHeaders, peerWebhookBody } from "../../compat/webhooks";
 import { createResolver, type DnsResolver } from "../dns/doh";
 import { newId, nowIso } from "../../lib/ids";
 import type { EventType } from "../events/events";
@@ -65,23 +66,32 @@ export function deliveryContext(env: Env, options: { timeoutMs?: number } = {}):
  */
 export async function attemptDelivery(
   context: DeliveryContext,
-  endpoint: Pick<WebhookEndpointRow, "url" | "secret" | "previousSecret" | "previousSecretExpiresAt" | "events">,
+  endpoint: Pick<WebhookEndpointRow, "url" | "secret" | "previousSecret" | "previousSecretExpiresAt" | "events" | "format">,
   stored: WebhookEnvelope,
 ): Promise<AttemptResult> {
   const event = { ...stored, data: replyWordsFor(endpointReadsInbound(endpoint), stored.type, stored.data) };
   const started = Date.now();
+  const body = endpoint.format === "mailforge" ? envelopeBody(event) : peerWebhookBody(endpoint.format, event);
+  // A peer that has no such event would not send one: nothing is posted, and nothing is left to retry.
+  if (body === undefined) {
+    return { ok: true, statusCode: null, durationMs: 0, responseSnippet: `Not sent: ${event.type} has no ${endpoint.format} counterpart` };
+  }
   const check = await checkWebhookUrl(endpoint.url, { allowPrivate: allowPrivateWebhookUrls(context.env), resolver: context.resolver });
   if (!check.ok) {
     return { ok: false, statusCode: null, durationMs: Date.now() - started, responseSnippet: `Not sent: ${check.reason}` };
   }
-  const body = envelopeBody(event);
   const signature = await signWebhook({
     secrets: await signingSecrets(endpoint, config(context.env).encryptionKey),
     eventId: event.id,
     timestamp: Math.floor(Date.now() / 1000),
     body,
   });
-  return postWebhook({ url: check.url, body, headers: signature, timeoutMs: context.timeoutMs });
+  return postWebhook({
+    url: check.url,
+    body,
+    headers: { ...signature, ...peerSignatureHeaders(endpoint.format, signature) },
+    timeoutMs: context.timeoutMs,
+  });
 }
 
 export async function postWebhook(input: { url: string; body: string; headers: Record<string, string>; timeoutMs: number }): Promise<AttemptResult> {

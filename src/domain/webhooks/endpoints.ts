@@ -17,6 +17,7 @@ import { allowPrivateWebhookUrls, checkWebhookUrl } from "./url-policy";
 import { config } from "../../config";
 
 export type WebhookEndpointRow = typeof webhookEndpoints.$inferSelect;
+export type WebhookFormat = WebhookEndpointRow["format"];
 export type WebhookDeliveryRow = typeof webhookDeliveries.$inferSelect;
 
 /** What an endpoint subscribes to: event types, or `*` for every type (including types added later). */
@@ -134,7 +135,7 @@ export type CreateEndpointOutcome =
 export async function createEndpoint(
   env: Env,
   caller: { accountId: string; readsInbound: boolean },
-  input: { url: string; description?: string; events: EventSubscription[]; enabled: boolean },
+  input: { url: string; description?: string; events: EventSubscription[]; enabled: boolean; format?: WebhookFormat },
 ): Promise<CreateEndpointOutcome> {
   const { accountId } = caller;
   const events = normalizeSubscription(input.events);
@@ -158,6 +159,7 @@ export async function createEndpoint(
       description: input.description ?? null,
       events,
       enabled: input.enabled,
+      format: input.format ?? "mailforge",
       secret: await encryptSecret(secret, config(env).encryptionKey),
     })
     .returning()
@@ -170,6 +172,7 @@ export type EndpointChange = {
   events?: EventSubscription[];
   description?: string | null;
   enabled?: boolean;
+  format?: WebhookFormat;
   rotateSecret?: boolean;
 };
 
@@ -204,6 +207,7 @@ export async function updateEndpoint(
   }
   if (change.events !== undefined) changes.events = normalizeSubscription(change.events);
   if (change.description !== undefined) changes.description = change.description;
+  if (change.format !== undefined) changes.format = change.format;
   if (change.enabled !== undefined) {
     changes.enabled = change.enabled;
     changes.disabledReason = null;
