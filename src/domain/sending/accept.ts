@@ -46,6 +46,7 @@ export type AcceptInput = {
   from: { name?: string; address: string };
   /** Recipients as given (`address` or `Name <address>`); acceptMessage de-duplicates and caps them (rules.ts). */
   recipients: string[];
+  /** `Name <address>` or a bare address (`mailboxText`): the Reply-To header is written from it. */
   replyTo?: string;
   tags: string[];
   metadata: Record<string, string>;
