@@ -422,7 +422,7 @@ describe.skipIf(!chromiumPath)("the dashboard in chromium", () => {
     await page.setViewportSize(widths.desktop);
   }, 60_000);
 
-  it("shows every page at desktop and phone widths with nothing wider than the screen", async () => {
+  it("shows every page at desktop and phone widths with nothing wider than the screen, each with its icon", async () => {
     for (const path of [
       "/dashboard",
       "/dashboard/smtp-credentials",
@@ -435,6 +435,7 @@ describe.skipIf(!chromiumPath)("the dashboard in chromium", () => {
       visited.add(path);
     }
     const overflowing: string[] = [];
+    const iconless: string[] = [];
     // One page per width, signed in alike (one context), loading the same path at once. A page is done at its load
     // event: its charts draw from data inline in the page (dashboard.js, on DOMContentLoaded), and nothing loads later.
     const pages = await Promise.all(
@@ -463,11 +464,26 @@ describe.skipIf(!chromiumPath)("the dashboard in chromium", () => {
             return root.scrollWidth > root.clientWidth;
           });
           if (wider) overflowing.push(`${label} ${path}`);
+          // A browser asks for the icon a page names, else for /favicon.ico; the headless shell asks for neither, so
+          // the page loads it here as an image, as a browser's tab would.
+          const iconWidth = await tab.evaluate(async () => {
+            const window = globalThis as unknown as {
+              document: { querySelector(selector: string): { href: string } | null };
+              location: { href: string };
+              Image: new () => { src: string; naturalWidth: number; decode(): Promise<void> };
+            };
+            const icon = new window.Image();
+            icon.src = window.document.querySelector('link[rel~="icon"]')?.href ?? new URL("/favicon.ico", window.location.href).href;
+            await icon.decode().catch(() => undefined);
+            return icon.naturalWidth;
+          });
+          if (iconWidth === 0) iconless.push(`${label} ${path}`);
         }),
       );
     }
     await Promise.all(pages.map(({ tab }) => tab.close()));
     expect(overflowing).toEqual([]);
+    expect(iconless).toEqual([]);
     // The overview's charts were drawn (uPlot canvases), not left empty.
     await page.setViewportSize(widths.desktop);
     await page.goto(url("/dashboard"));
