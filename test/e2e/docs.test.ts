@@ -55,3 +55,32 @@ describe("the docs' local recipes, run against npm run dev", () => {
     }
   }, 60_000);
 });
+
+describe("the README's picture of npm run dev", () => {
+  it("shows every line npm run dev prints once it is running, as printed with the default ports and state directory", async () => {
+    const printed = stack.output.slice(stack.output.indexOf("Mailforge is running."));
+    const banner = printed.slice(0, printed.indexOf("\n", printed.indexOf("Ctrl-C stops everything")));
+    const defaults: Record<string, number> = {
+      WORKER_PORT: 8787,
+      DOH_PORT: 8053,
+      SINK_SMTP_PORT: 1025,
+      SINK_HTTP_PORT: 8025,
+      BRIDGE_SMTP_PORT: 2587,
+      BRIDGE_ALT_PORT: 2525,
+      BRIDGE_SMTPS_PORT: 2465,
+      PROBER_PORT: 2580,
+      DEV_MX_PORT: 2555,
+    };
+    // Secrets and ids as the README writes them, then this stack's ports and state directory as a newcomer's would be.
+    let expected = banner
+      .replace(/sk_live_[0-9A-Za-z]+/g, "sk_live_…")
+      .replace(/acc_[0-9A-Za-z]+/g, "acc_…")
+      .replace(/smtp_[0-9A-Za-z]+/g, "smtp_…")
+      .replace(/(Operator token|password|--auth-password) \S+/g, "$1 …")
+      .replaceAll(stack.stateDir, ".dev");
+    for (const [name, port] of Object.entries(stack.ports)) expected = expected.replace(new RegExp(`\\b${port}\\b`, "g"), String(defaults[name]));
+    const readme = readFileSync("README.md", "utf8");
+    const shown = /and prints:\n\n```\n([\s\S]*?)```/.exec(readme)?.[1];
+    expect(shown?.trimEnd().split("\n")).toEqual(expected.trimEnd().split("\n"));
+  });
+});
