@@ -1,12 +1,14 @@
 // What the docs show a newcomer about the local stack, checked against the stack `npm run dev` starts: each recipe's
-// curl commands run as written (addresses and key swapped for this stack's), and every answer a recipe shows
-// (`# {…}`, where `…` stands for anything) is what the command printed.
+// curl commands run as written (addresses and key swapped for this stack's, and example.org for a domain of this run's:
+// the stack is shared, and the Worker keeps a name another file found missing for a minute), and every answer a recipe
+// shows (`# {…}`, where `…` stands for anything) is what the command printed.
 import { execFile } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { promisify } from "node:util";
 import { describe, expect, inject, it } from "vitest";
 
 const stack = inject("e2eStack");
+const domain = `recipe-${Date.now().toString(36)}.example`;
 
 /** The first `sh` block after the heading `heading` of a markdown file. */
 function shellBlockAfter(file: string, heading: string): string {
@@ -22,8 +24,9 @@ function shellBlockAfter(file: string, heading: string): string {
 function recipe(block: string): { command: string; shown?: string }[] {
   const steps: { command: string; shown?: string }[] = [];
   for (const line of block.replace(/\\\n\s*/g, "").split("\n")) {
-    if (line.startsWith("curl ")) steps.push({ command: line });
-    else if (line.startsWith("# ") && steps.length > 0) steps.at(-1)!.shown = line.slice(2);
+    const ours = line.replaceAll("example.org", domain);
+    if (ours.startsWith("curl ")) steps.push({ command: ours });
+    else if (ours.startsWith("# ") && steps.length > 0) steps.at(-1)!.shown = ours.slice(2);
   }
   return steps;
 }
