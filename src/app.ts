@@ -37,7 +37,7 @@ import { RELAY_BASE_PATH } from "@mailforge/bridge-contract";
 import { relayGate, relayRoutes } from "./internal/bridge-api";
 import { createRouter } from "./lib/openapi";
 import { adminAuth, apiKeyAuth } from "./middleware/auth";
-import { requestBodyLimit, requestId } from "./middleware/request";
+import { emptyJsonBodyAsObject, requestBodyLimit, requestId } from "./middleware/request";
 
 export const openApiInfo = {
   openapi: "3.1.0",
@@ -157,6 +157,8 @@ export function createApp() {
     return apiKeyAuth(c, next);
   });
   app.use("/admin/v1/*", adminAuth);
+  app.use("/api/v1/*", emptyJsonBodyAsObject);
+  app.use("/admin/v1/*", emptyJsonBodyAsObject);
 
   app.route("/api/v1", meRoutes);
   app.route("/api/v1", apiKeyRoutes);

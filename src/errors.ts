@@ -28,6 +28,7 @@ export const errorStatus = {
   validation_failed: 422,
   rate_limited: 429,
   daily_limit_reached: 429,
+  temporarily_rejected: 429,
   internal_error: 500,
   upstream_unavailable: 503,
   ai_not_configured: 503,
@@ -132,6 +133,9 @@ export function handleError(err: Error, c: Context): Response {
   return c.json(errorBody("internal_error", "Something went wrong on our side; retry with back-off"), 500);
 }
 
+/** How long a client is asked to wait after the send queue refused its message (the accept path retried once already). */
+const QUEUE_RETRY_AFTER_SECONDS = 10;
+
 /** The HTTP error for a refused acceptance, for every door a message comes through (API, relay, dashboard). */
 export function acceptRefusalError(refusal: AcceptRefusal): AppError {
   switch (refusal.kind) {
@@ -145,7 +149,13 @@ export function acceptRefusalError(refusal: AcceptRefusal): AppError {
     case "insufficient_credits":
       return new AppError("insufficient_credits", `Not enough sending credits: this needs ${refusal.needed}, ${refusal.available} available`);
     case "queue_unavailable":
-      return new AppError("upstream_unavailable", "The message could not be queued; nothing was charged. Retry with back-off");
+      // The spec's answer to a temporarily rejected message (429 with Retry-After), not a 5xx: nothing was stored or
+      // charged, and the same request, Idempotency-Key included, is safe to send again.
+      return new AppError(
+        "temporarily_rejected",
+        "The message could not be queued just now; nothing was charged. Retry after the Retry-After seconds",
+        { headers: { "Retry-After": String(QUEUE_RETRY_AFTER_SECONDS) } },
+      );
     case "refused":
       return refusalError(refusal);
   }

@@ -4094,17 +4094,8 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description Rate limit or daily sending limit reached; see Retry-After */
+                /** @description `rate_limited` or `daily_limit_reached`: a limit was reached; `temporarily_rejected`: the message could not be queued just now, nothing was charged. Retry after Retry-After */
                 429: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description The message could not be queued; nothing was charged. Retry with back-off */
-                503: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -4213,17 +4204,8 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description Rate limit or daily sending limit reached; see Retry-After */
+                /** @description `rate_limited` or `daily_limit_reached`: a limit was reached; `temporarily_rejected`: the messages could not be queued just now, nothing was charged. Retry after Retry-After */
                 429: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description The messages could not be queued; nothing was charged. Retry with back-off */
-                503: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -6254,7 +6236,7 @@ export interface paths {
                 };
                 cookie?: never;
             };
-            requestBody: {
+            requestBody?: {
                 content: {
                     "application/json": components["schemas"]["SendCampaign"];
                 };

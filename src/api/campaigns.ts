@@ -180,7 +180,8 @@ const sendRoute = keyedRoute(
       "stays reserved once the campaign completes. Every message carries List-Unsubscribe (one-click, RFC 8058) and a visible unsubscribe link " +
       "(`{{unsubscribe_url}}`, or a footer when the body lacks it). Recipients count against the daily sending limit as they are enqueued; past it " +
       "the campaign waits for the next UTC day. Needs a live key.",
-    request: { params: IdParam("cmp"), body: jsonBody(sendCampaignInput) },
+    // Optional: no body, or an empty one, sends now.
+    request: { params: IdParam("cmp"), body: { ...jsonBody(sendCampaignInput), required: false } },
     responses: {
       202: jsonResponse(SendCampaignResultSchema, "Sending, or scheduled"),
       402: errorResponse("`insufficient_credits`: fewer sending credits available than recipients; nothing was reserved"),

@@ -95,7 +95,9 @@ const AttachmentParams = IdParam("inb").extend({
     .int()
     .min(0)
     .max(1000)
-    .openapi({ param: { name: "n", in: "path" }, description: "The attachment's index", example: 0 }),
+    // A coerced number takes any input as far as the generator can tell, so it would be an optional path parameter:
+    // an invalid document (every path parameter is required).
+    .openapi({ param: { name: "n", in: "path", required: true }, description: "The attachment's index", example: 0 }),
 });
 
 const notFoundDescription = "No such received message, or one deleted once past the retention window (RETENTION_DAYS)";

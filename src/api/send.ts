@@ -37,8 +37,9 @@ const send = keyedRoute(
       403: errorResponse("Scope, feature, or the from domain is not verified in this account"),
       409: errorResponse("Idempotency-Key reused with a different body"),
       413: errorResponse("Attachments larger than 10 MB in total"),
-      429: errorResponse("Rate limit or daily sending limit reached; see Retry-After"),
-      503: errorResponse("The message could not be queued; nothing was charged. Retry with back-off"),
+      429: errorResponse(
+        "`rate_limited` or `daily_limit_reached`: a limit was reached; `temporarily_rejected`: the message could not be queued just now, nothing was charged. Retry after Retry-After",
+      ),
     },
   },
   { features: ["email_api", "smtp_relay"] },
@@ -69,8 +70,9 @@ const sendBatch = keyedRoute(
       403: errorResponse("Scope, feature, or a from domain is not verified in this account"),
       409: errorResponse("Idempotency-Key reused with a different body"),
       413: errorResponse("A request's attachments are larger than 10 MB in total"),
-      429: errorResponse("Rate limit or daily sending limit reached; see Retry-After"),
-      503: errorResponse("The messages could not be queued; nothing was charged. Retry with back-off"),
+      429: errorResponse(
+        "`rate_limited` or `daily_limit_reached`: a limit was reached; `temporarily_rejected`: the messages could not be queued just now, nothing was charged. Retry after Retry-After",
+      ),
     },
   },
   { features: ["email_api", "smtp_relay"] },

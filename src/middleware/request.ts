@@ -18,6 +18,21 @@ export const requestId = createMiddleware<AppEnv>(async (c, next) => {
   c.res.headers.set("X-Request-Id", id);
 });
 
+const JSON_MEDIA_TYPE = /^application\/([\w.-]+\+)?json\s*(;|$)/i;
+
+/**
+ * An empty body sent as JSON (`curl -X POST -H 'Content-Type: application/json'` without `-d`, or a client that
+ * always sets the header) is read as `{}`, not refused as malformed JSON: where a body is optional that is the same
+ * as sending none, and where fields are required the 422 names them.
+ */
+export const emptyJsonBodyAsObject = createMiddleware<AppEnv>(async (c, next) => {
+  const empty = c.req.raw.body === null || c.req.header("Content-Length") === "0";
+  if (empty && c.req.method !== "GET" && c.req.method !== "HEAD" && JSON_MEDIA_TYPE.test(c.req.header("Content-Type") ?? "")) {
+    c.req.raw = new Request(c.req.raw, { body: "{}" });
+  }
+  await next();
+});
+
 const MB = 1024 * 1024;
 const sizeOf = (bytes: number) => (bytes >= MB ? `${Math.round(bytes / MB)} MB` : `${Math.round(bytes / 1024)} KB`);
 

@@ -177,6 +177,24 @@ describe("the dashboard refuses what the API refuses", { timeout: 60_000 }, () =
     expect(after).toMatchObject({ status: "draft", credits_reserved: 0 });
   });
 
+  it("a schedule time is read as typed, in UTC and 24-hour; another format is refused naming the one it takes", async () => {
+    const { key, sender, list } = await campaignAccount();
+    const browser = await signIn(key);
+    const day = new Date(Date.now() + 2 * 86_400_000).toISOString().slice(0, 10);
+    const [month, date, year] = [day.slice(5, 7), day.slice(8, 10), day.slice(0, 4)];
+    const draft = await json<Campaign>(
+      await call("/api/v1/campaigns", { key, body: { name: "News", sender_id: sender, subject: "Hi", text: "Hello", lists: [list] } }),
+    );
+    const localised = await browser.post(`/dashboard/campaigns/${draft.id}/send`, { send_at: `${month}/${date}/${year} 05:45 PM` });
+    expect(localised.status).toBe(422);
+    expect(await noticeOf(localised)).toContain("send_at: Write the time in UTC as YYYY-MM-DD HH:MM, 24-hour");
+    expect(await json(await call(`/api/v1/campaigns/${draft.id}`, { key }))).toMatchObject({ status: "draft" });
+
+    const scheduled = await browser.post(`/dashboard/campaigns/${draft.id}/send`, { send_at: ` ${day} 17:45 ` });
+    expect(scheduled.status).toBe(303);
+    expect(await json(await call(`/api/v1/campaigns/${draft.id}`, { key }))).toMatchObject({ status: "scheduled", send_at: `${day}T17:45:00.000Z` });
+  });
+
   it("a test email needs what POST /send needs: without smtp_relay, 403 from both", async () => {
     const account = await createAccount({ features: ["email_api"] });
     const domain = await verifiedDomain(account.api_key);

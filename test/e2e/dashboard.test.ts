@@ -181,7 +181,13 @@ describe.skipIf(!chromiumPath)("the dashboard in chromium", () => {
     await page.locator("#cmp-html").fill('<h1>Hello {{first_name}}</h1><p>Read <a href="https://example.com/news">the news</a>.</p>');
     await page.getByRole("button", { name: "Create draft" }).click();
     await page.waitForURL(/\/dashboard\/campaigns\/cmp_/);
+    const draftPath = new URL(page.url()).pathname;
     expect(await page.getByTestId("audience").textContent()).toContain("Audience: 2 ");
+    expect(await page.getByTestId("audience").textContent()).toContain("sending credits (one per recipient; ");
+    // What "Send or schedule" sends is said beside it, and it comes after the editor whose changes must be saved first.
+    expect(await page.getByTestId("sends-saved").textContent()).toContain("sends the draft as last saved");
+    const top = async (selector: string) => (await page.locator(selector).boundingBox())!.y;
+    expect(await top("#send")).toBeGreaterThan(await top("#cmp-name"));
     // The preview is the mail one contact of the audience gets: their name in place of the placeholder.
     expect(await page.frameLocator("iframe.preview").locator("h1").textContent()).toMatch(/^Hello (Ann|<img src=x onerror=alert\(1\)>)$/);
     // The draft's page (editor and preview) is gone once it is scheduled: its pictures are taken now.
@@ -191,14 +197,34 @@ describe.skipIf(!chromiumPath)("the dashboard in chromium", () => {
     }
     await page.setViewportSize(widths.desktop);
     remember();
-    const sendAt = new Date(Date.now() + 86_400_000).toISOString().slice(0, 16);
-    await page.getByLabel("Send at (UTC; empty: now)").fill(sendAt);
+    // The list counts a draft's audience as the editor does (it has no recipients of its own until it is sent).
+    await page.goto(url("/dashboard/campaigns"));
+    expect(
+      await page
+        .getByRole("row", { name: new RegExp(`Newsletter ${stamp}`) })
+        .getByRole("cell")
+        .nth(2)
+        .textContent(),
+    ).toBe("2 if sent now");
+    await page.goto(url(draftPath));
+    // The time is typed and shown as the dashboard shows every time: UTC, 24-hour, whatever the browser's locale.
+    const sendAt = `${new Date(Date.now() + 86_400_000).toISOString().slice(0, 10)} 17:45`;
+    const field = page.getByLabel("Send at, in UTC (YYYY-MM-DD HH:MM, 24-hour; empty: now)");
+    await field.fill(sendAt);
+    expect(await field.inputValue()).toBe(sendAt);
     await page.getByRole("button", { name: "Send or schedule" }).click();
     await page.waitForURL(/scheduled=1/);
     expect(await page.locator("#campaign-progress .badge").first().textContent()).toBe("scheduled");
+    expect(await page.locator("#campaign-progress").textContent()).toContain(`for ${sendAt}:00 UTC`);
     expect(await page.getByRole("button", { name: "Cancel campaign" }).count()).toBe(1);
     await page.goto(url("/dashboard/campaigns"));
-    expect(await page.getByRole("row", { name: new RegExp(`Newsletter ${stamp}.*scheduled`) }).count()).toBe(1);
+    expect(
+      await page
+        .getByRole("row", { name: new RegExp(`Newsletter ${stamp}.*scheduled`) })
+        .getByRole("cell")
+        .nth(2)
+        .textContent(),
+    ).toBe("2 when scheduled");
     remember();
   }, 90_000);
 
@@ -281,6 +307,10 @@ describe.skipIf(!chromiumPath)("the dashboard in chromium", () => {
     await expect.poll(() => page.locator("#campaign-progress .badge").first().textContent(), { timeout: 30_000 }).toBe("sent");
     await page.reload();
     expect(await page.getByTestId("report").textContent()).toContain("Delivered");
+    // The subject is shown as the template it is, with one recipient's copy filled in.
+    expect(await page.locator("dl.facts dt", { hasText: "Subject template" }).count()).toBe(1);
+    expect(await page.getByTestId("subject").locator("code").textContent()).toBe("Members news for {{first_name|friend}}");
+    expect(await page.getByTestId("subject-example").textContent()).toMatch(/Filled in for (ann|bob|carl)-.*: “Members news for (Ann|Bob|Carl)”/);
     remember();
 
     // The right people got it, each with their own name; the excluded and the unmatched got nothing.
@@ -422,7 +452,7 @@ describe.skipIf(!chromiumPath)("the dashboard in chromium", () => {
     await page.setViewportSize(widths.desktop);
   }, 60_000);
 
-  it("shows every page at desktop and phone widths with nothing wider than the screen", async () => {
+  it("shows every page at desktop and phone widths with nothing wider than the screen, each with its icon", async () => {
     for (const path of [
       "/dashboard",
       "/dashboard/smtp-credentials",
@@ -438,6 +468,7 @@ describe.skipIf(!chromiumPath)("the dashboard in chromium", () => {
       visited.add(path);
     }
     const overflowing: string[] = [];
+    const iconless: string[] = [];
     // One page per width, signed in alike (one context), loading the same path at once. A page is done at its load
     // event: its charts draw from data inline in the page (dashboard.js, on DOMContentLoaded), and nothing loads later.
     const pages = await Promise.all(
@@ -466,11 +497,26 @@ describe.skipIf(!chromiumPath)("the dashboard in chromium", () => {
             return root.scrollWidth > root.clientWidth;
           });
           if (wider) overflowing.push(`${label} ${path}`);
+          // A browser asks for the icon a page names, else for /favicon.ico; the headless shell asks for neither, so
+          // the page loads it here as an image, as a browser's tab would.
+          const iconWidth = await tab.evaluate(async () => {
+            const window = globalThis as unknown as {
+              document: { querySelector(selector: string): { href: string } | null };
+              location: { href: string };
+              Image: new () => { src: string; naturalWidth: number; decode(): Promise<void> };
+            };
+            const icon = new window.Image();
+            icon.src = window.document.querySelector('link[rel~="icon"]')?.href ?? new URL("/favicon.ico", window.location.href).href;
+            await icon.decode().catch(() => undefined);
+            return icon.naturalWidth;
+          });
+          if (iconWidth === 0) iconless.push(`${label} ${path}`);
         }),
       );
     }
     await Promise.all(pages.map(({ tab }) => tab.close()));
     expect(overflowing).toEqual([]);
+    expect(iconless).toEqual([]);
     // The overview's charts were drawn (uPlot canvases), not left empty.
     await page.setViewportSize(widths.desktop);
     await page.goto(url("/dashboard"));

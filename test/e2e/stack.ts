@@ -14,7 +14,7 @@ export type StackInfo = {
   apiKey: string;
   accountId: string;
   stateDir: string;
-  /** What `npm run dev` printed up to "Mailforge is running" and the settings after it. */
+  /** What `npm run dev` printed, up to the end of its banner ("Mailforge is running" … "Ctrl-C stops everything"). */
   output: string;
 };
 
@@ -83,7 +83,8 @@ export async function startStack(): Promise<Stack> {
   await new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`stack did not start in time:\n${output.slice(-3000)}`)), 90_000);
     const check = setInterval(() => {
-      if (output.includes("Mailforge is running")) {
+      // The banner's last line: the whole banner is in `output` then, not only its first chunk.
+      if (/Mailforge is running[\s\S]*Ctrl-C stops everything.*\n/.test(output)) {
         clearTimeout(timer);
         clearInterval(check);
         resolve();

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { env } from "cloudflare:workers";
+import { audienceOf, campaignAccount } from "../campaigns/helpers";
 import { ADMIN_TOKEN, call, createAccount, json } from "../helpers";
 
 describe("errors and request ids", () => {
@@ -126,5 +127,31 @@ describe("the rate limiter object", () => {
     expect(await quota.releaseQuota("2026-11-22", 2)).toBe(3);
     expect((await quota.reserveQuota("2026-11-22", 2, 5, resetAt)).allowed).toBe(true);
     expect((await quota.reserveQuota("2026-11-23", 5, 5, resetAt)).allowed).toBe(true);
+  });
+});
+
+describe("an empty JSON body", () => {
+  it("reads as {}: a route whose body is optional accepts it, one with required fields names them", async () => {
+    const { key, sender } = await campaignAccount();
+    const { list } = await audienceOf(key, 2);
+    const draft = async () =>
+      json<{ id: string }>(
+        await call("/api/v1/campaigns", { key, body: { name: "news", sender_id: sender, subject: "Hi", text: "Hello", lists: [list] } }),
+      );
+    // As `curl -X POST -H 'Content-Type: application/json'` sends it: no body at all.
+    const bodyless = await call(`/api/v1/campaigns/${(await draft()).id}/send`, {
+      key,
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+    });
+    expect(bodyless.status).toBe(202);
+    expect(await json(bodyless)).toMatchObject({ status: "sending", recipients: 2 });
+    // As `curl -d ''` and most HTTP clients send it: a body of zero bytes.
+    const zeroBytes = await call(`/api/v1/campaigns/${(await draft()).id}/send`, { key, body: "" });
+    expect(zeroBytes.status).toBe(202);
+
+    const send = await call("/api/v1/send", { key, method: "POST", headers: { "Content-Type": "application/json" } });
+    expect(send.status).toBe(422);
+    expect(await json(send)).toMatchObject({ code: "validation_failed", errors: { from: expect.any(Array) } });
   });
 });

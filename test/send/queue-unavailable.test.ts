@@ -1,13 +1,13 @@
 import { env } from "cloudflare:workers";
 import { createExecutionContext } from "cloudflare:test";
 import { drizzle } from "drizzle-orm/d1";
-import { expect, it } from "vitest";
+import { expect, it, vi } from "vitest";
 import { findAccount } from "../../src/domain/accounts/accounts";
 import { acceptMessage, acceptMessages, type AcceptInput } from "../../src/domain/sending/accept";
-import { createAccount } from "../helpers";
+import { call, createAccount, json } from "../helpers";
 import { messageOf, sendBalance, verifiedDomain } from "./helpers";
 
-it("undoes an acceptance the send queue refuses: 503, refunded, failed, and the Idempotency-Key free for the retry", async () => {
+it("undoes an acceptance the send queue refuses: refunded, failed, and the Idempotency-Key free for the retry", async () => {
   const created = await createAccount({ send_credits: 10 });
   const domain = await verifiedDomain(created.api_key);
   const account = (await findAccount(drizzle(env.DB), created.id))!;
@@ -43,7 +43,7 @@ it("undoes an acceptance the send queue refuses: 503, refunded, failed, and the 
   expect(message.status).toBe("failed");
   expect(message.recipients.map((recipient) => recipient.status)).toEqual(["failed", "failed"]);
 
-  // The client retries with the same key, as the 503 says: a new message is accepted, not a stale replay.
+  // The client retries with the same key, as the 429 says: a new message is accepted, not a stale replay.
   const retried = await acceptMessage(env, createExecutionContext(), { account, testMode: false }, input, idempotency);
   expect(retried).toMatchObject({ kind: "accepted", replayed: false, body: { credits_charged: 2, status: "queued" } });
   expect(retried.kind === "accepted" && retried.body.id).not.toBe(failed!.id);
@@ -96,4 +96,29 @@ it("undoes a whole batch the send queue refuses: every message failed, every cre
   expect(ids).toHaveLength(3);
   for (const id of ids) expect(stored.results.map((row) => row.id)).not.toContain(id);
   expect(await sendBalance(created.api_key)).toBe(7);
+});
+
+it("answers a send or batch the queue refuses as the spec's temporary refusal: 429 temporarily_rejected with Retry-After", async () => {
+  const created = await createAccount({ send_credits: 10 });
+  const domain = await verifiedDomain(created.api_key);
+  const message = { from: `hello@${domain.name}`, to: ["ann@example.org"], subject: "Hi", text: "Hi" };
+  // The test shares the Worker's env, so the route sees this refusing queue.
+  const refusing = vi.spyOn(env.SEND_QUEUE, "sendBatch").mockRejectedValue(new Error("queue unavailable"));
+  try {
+    for (const [path, body] of [
+      ["/api/v1/send", message],
+      ["/api/v1/send/batch", [message, { ...message, to: ["bob@example.org"] }]],
+    ] as const) {
+      const response = await call(path, { key: created.api_key, body });
+      expect(response.status, path).toBe(429);
+      expect(response.headers.get("Retry-After"), path).toBe("10");
+      expect(await json(response), path).toEqual({
+        code: "temporarily_rejected",
+        message: "The message could not be queued just now; nothing was charged. Retry after the Retry-After seconds",
+      });
+    }
+  } finally {
+    refusing.mockRestore();
+  }
+  expect(await sendBalance(created.api_key)).toBe(10);
 });

@@ -205,6 +205,32 @@ describe("POST /send", () => {
     expect(suppressed).toMatchObject({ status: "suppressed", credits_charged: 0, recipients: [{ email: address, status: "suppressed" }] });
   });
 
+  it("keeps reply_to's display name, through /send and /send/batch: quoted when it has a comma, RFC 2047-encoded when not ASCII", async () => {
+    const { key, from, domain } = await setup();
+    const [one, two] = [rcpt("reply"), rcpt("reply")];
+    const single = await json(
+      await call("/api/v1/send", { key, body: { from, to: [one], reply_to: `"Support, Team" <help@${domain.name}>`, subject: "Hi", text: "x" } }),
+    );
+    const batch = await call("/api/v1/send/batch", {
+      key,
+      body: [{ from, to: [two], reply_to: `Équipe Support <aide@${domain.name}>`, subject: "Salut", text: "x" }],
+    });
+    expect(batch.status).toBe(202);
+
+    const delivered = async (address: string) => {
+      const [message] = await eventually(async () => ((await sinkMessagesTo(address)).length > 0 ? sinkMessagesTo(address) : undefined));
+      return sinkRaw(message!.id);
+    };
+    const first = await delivered(one);
+    expect(first).toContain(`\r\nReply-To: "Support, Team" <help@${domain.name}>\r\n`);
+    expect((await PostalMime.parse(first)).replyTo).toEqual([{ name: "Support, Team", address: `help@${domain.name}` }]);
+    const second = await delivered(two);
+    expect(second).toMatch(/\r\nReply-To: =\?UTF-8\?B\?[^?]+\?= <aide@/);
+    expect((await PostalMime.parse(second)).replyTo).toEqual([{ name: "Équipe Support", address: `aide@${domain.name}` }]);
+    // The message record shows what the mail carries.
+    expect(await json(await call(`/api/v1/messages/${single.id}`, { key }))).toMatchObject({ reply_to: `"Support, Team" <help@${domain.name}>` });
+  });
+
   it("puts the bare address in the one-click unsubscribe link of a display-form recipient", async () => {
     const { key, from } = await setup();
     const address = rcpt("una");

@@ -215,6 +215,25 @@ describe("POST /internal/relay/messages", () => {
     expect(received).toContain("Hello through the relay");
   });
 
+  it("keeps the display name of Reply-To, in the mail delivered and on the message record", async () => {
+    const { account, credential } = await accountWithCredential();
+    const domain = await verifiedDomain(account.api_key);
+    const to = rcpt("reply");
+    const raw = [`From: app@${domain.name}`, `To: ${to}`, "Subject: Replies", `Reply-To: "Support, Team" <help@${domain.name}>`, "", "Hi", ""];
+    const response = await relay("/messages", {
+      credential_id: credential.id,
+      mail_from: `app@${domain.name}`,
+      rcpt_to: [to],
+      raw: base64(raw.join("\r\n")),
+    });
+    const accepted = await json<{ id: string }>(response);
+    const [delivered] = await eventually(async () => ((await sinkMessagesTo(to)).length > 0 ? sinkMessagesTo(to) : undefined));
+    expect((await PostalMime.parse(await sinkRaw(delivered!.id))).replyTo).toEqual([{ name: "Support, Team", address: `help@${domain.name}` }]);
+    expect(await json(await call(`/api/v1/messages/${accepted.id}`, { key: account.api_key }))).toMatchObject({
+      reply_to: `"Support, Team" <help@${domain.name}>`,
+    });
+  });
+
   it("holds a credential to the account's per-minute rate limit: 429 with Retry-After", async () => {
     const { account, credential } = await accountWithCredential();
     const domain = await verifiedDomain(account.api_key);

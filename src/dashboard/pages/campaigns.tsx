@@ -26,7 +26,7 @@ import { listLists, type ListWithCounts } from "../../domain/contacts/lists";
 import { campaignReport, type CampaignReport } from "../../domain/reports/reports";
 import { acceptMessage } from "../../domain/sending/accept";
 import { parseMailbox } from "../../domain/sending/addresses";
-import { escapeHtml } from "../../domain/sending/render";
+import { escapeHtml, placeholderNames } from "../../domain/sending/render";
 import { findTemplate, listTemplates, type TemplateRow } from "../../domain/templates/templates";
 import { acceptRefusalError, AppError, notFound, validationError, type FieldErrors, orRefuse } from "../../errors";
 import { field, parsedOrThrow, requireSection, sectionGuard } from "../guard";
@@ -280,6 +280,9 @@ function OutcomeSummary({ counters }: { counters: CampaignCounters }) {
   );
 }
 
+/** The schedule field: a date and a 24-hour time in UTC, as the dashboard shows times (`T` accepted too). */
+const SEND_AT_PATTERN = "(\\d{4}-\\d{2}-\\d{2})[ T](\\d{2}:\\d{2})";
+
 const inFlight = (campaign: CampaignRow) => campaign.status === "scheduled" || campaign.status === "sending";
 
 function CampaignProgress({ campaign, counters }: { campaign: CampaignRow; counters: CampaignCounters }) {
@@ -344,6 +347,42 @@ function ListedOutcome({ campaign, counters }: { campaign: CampaignRow; counters
 async function audienceOf(d1: D1Database, audience: Pick<CampaignRow, "lists" | "segments">, where: SQL): Promise<number> {
   if (audience.lists.length === 0 && audience.segments.length === 0) return 0;
   return countAudience(d1, where);
+}
+
+/** Each draft's audience as the editor counts it: a draft has no recipients of its own until it is sent. */
+async function draftAudiences(d1: D1Database, campaigns: CampaignRow[]): Promise<Map<string, number>> {
+  const drafts = campaigns.filter((campaign) => campaign.status === "draft");
+  return new Map(await Promise.all(drafts.map(async (draft) => [draft.id, await audienceOf(d1, draft, await audienceSql(d1, draft))] as const)));
+}
+
+/**
+ * A campaign's recipients in the list: a draft's audience if sent now, a scheduled campaign's as counted when it was
+ * scheduled (its recipients are made when it starts), else the recipients it was sent to.
+ */
+function ListedRecipients({
+  campaign,
+  counters,
+  audience,
+}: {
+  campaign: CampaignRow;
+  counters: CampaignCounters | undefined;
+  audience: number | undefined;
+}) {
+  if (campaign.status === "draft") {
+    return (
+      <>
+        {(audience ?? 0).toLocaleString("en")} <span class="hint">if sent now</span>
+      </>
+    );
+  }
+  if (campaign.status === "scheduled") {
+    return (
+      <>
+        {campaign.creditsReserved.toLocaleString("en")} <span class="hint">when scheduled</span>
+      </>
+    );
+  }
+  return <>{(counters?.recipients ?? 0).toLocaleString("en")}</>;
 }
 
 const namesOf = (rows: { id: string; name: string }[], ids: string[]) =>
@@ -418,10 +457,13 @@ export const campaignPages = new Hono<DashboardEnv>()
     const auth = c.get("auth");
     const [rows, options] = await Promise.all([listCampaigns(c.env.DB, auth.account.id, { limit: 50 }), editorOptions(c.env.DB, auth.account.id)]);
     const page = rows.slice(0, 50);
-    const counters = await campaignCounters(
-      c.env.DB,
-      page.map((row) => row.id),
-    );
+    const [counters, audiences] = await Promise.all([
+      campaignCounters(
+        c.env.DB,
+        page.map((row) => row.id),
+      ),
+      draftAudiences(c.env.DB, page),
+    ]);
     return c.html(
       <Shell title="Campaigns" auth={auth} csrfToken={c.get("csrfToken")} current="/dashboard/campaigns">
         <section class="card">
@@ -439,7 +481,9 @@ export const campaignPages = new Hono<DashboardEnv>()
                   <StatusBadge status={campaign.status} />
                   <ListedOutcome campaign={campaign} counters={counters.get(campaign.id)} />
                 </td>
-                <td>{counters.get(campaign.id)?.recipients ?? 0}</td>
+                <td>
+                  <ListedRecipients campaign={campaign} counters={counters.get(campaign.id)} audience={audiences.get(campaign.id)} />
+                </td>
                 <td>{counters.get(campaign.id)?.unique_opens ?? 0}</td>
                 <td>{formatTime(campaign.updatedAt)}</td>
               </tr>
@@ -519,16 +563,19 @@ export const campaignPages = new Hono<DashboardEnv>()
     const campaign = await ownedCampaign(c);
     // Only a draft shows its audience and a preview; the audience's condition serves both, its segments read once.
     const where = campaign.status === "draft" ? await audienceSql(c.env.DB, campaign) : undefined;
-    const [counters, options, audience, report, resolved, contact] = await Promise.all([
+    const [counters, options, audience, report, resolved] = await Promise.all([
       campaignCounters(c.env.DB, [campaign.id]),
       editorOptions(c.env.DB, auth.account.id),
       where ? audienceOf(c.env.DB, campaign, where) : 0,
       campaign.status === "draft" ? undefined : campaignReport(c.env.DB, campaign.id),
-      where ? withTemplate(c.env.DB, campaign) : campaign,
-      where ? previewContact(c.env.DB, campaign, c.req.query("contact"), where) : undefined,
+      withTemplate(c.env.DB, campaign),
     ]);
+    // A draft's preview, or the one example a sent campaign's subject template is shown filled in for.
+    const templated = placeholderNames(resolved.subject ?? "").length > 0;
+    const contact = where || templated ? await previewContact(c.env.DB, campaign, c.req.query("contact"), where) : undefined;
+    const example = !where && contact ? await renderCampaignMessage(c.env, `preview_${campaign.id}`, { campaign: resolved, contact }) : undefined;
     const csrfToken = c.get("csrfToken");
-    const maxDate = new Date(Date.now() + MAX_SCHEDULE_DAYS * 86_400_000).toISOString().slice(0, 16);
+    const now = new Date();
     const available = Math.max(0, auth.account.sendBalance - auth.account.sendReserved);
     const previewQuery = contact ? `?contact=${contact.id}` : "";
     return c.html(
@@ -546,32 +593,6 @@ export const campaignPages = new Hono<DashboardEnv>()
         </section>
         {campaign.status === "draft" ? (
           <>
-            <section class="card">
-              <h2>Send or schedule</h2>
-              <p data-testid="audience">
-                Audience: <strong>{audience.toLocaleString("en")}</strong> subscribed contacts. Sending reserves{" "}
-                <strong>{audience.toLocaleString("en")}</strong> sending credits (one a recipient; {available.toLocaleString("en")} available).
-              </p>
-              <form method="post" action={`/dashboard/campaigns/${campaign.id}/send`} class="inline">
-                <Csrf token={csrfToken} />
-                <label>
-                  Send at (UTC; empty: now)
-                  <input name="send_at" type="datetime-local" max={maxDate} />
-                </label>
-                <button type="submit">Send or schedule</button>
-              </form>
-              <form method="post" action={`/dashboard/campaigns/${campaign.id}/test`} class="inline">
-                <Csrf token={csrfToken} />
-                {contact ? <input type="hidden" name="contact" value={contact.id} /> : null}
-                <label>
-                  Test send to
-                  <input name="to" type="email" required placeholder="you@example.com" />
-                </label>
-                <button type="submit" class="secondary">
-                  Send a test
-                </button>
-              </form>
-            </section>
             <div class="grid two">
               <section class="card">
                 <h2>Edit draft</h2>
@@ -594,6 +615,46 @@ export const campaignPages = new Hono<DashboardEnv>()
                 )}
               </section>
             </div>
+            <section class="card" id="send">
+              <h2>Send or schedule</h2>
+              <p data-testid="audience">
+                Audience: <strong>{audience.toLocaleString("en")}</strong> subscribed contacts. Sending reserves{" "}
+                <strong>{audience.toLocaleString("en")}</strong> sending credits (one per recipient; {available.toLocaleString("en")} available).
+              </p>
+              <p class="hint" data-testid="sends-saved">
+                This sends the draft as last saved: save your changes in the editor above first.
+              </p>
+              <form method="post" action={`/dashboard/campaigns/${campaign.id}/send`} class="inline">
+                <Csrf token={csrfToken} />
+                <label>
+                  Send at, in UTC (YYYY-MM-DD HH:MM, 24-hour; empty: now)
+                  {/* Not datetime-local: browsers show that in the reader's locale (often 12-hour) with no zone, under a UTC label. */}
+                  <input
+                    name="send_at"
+                    type="text"
+                    inputmode="numeric"
+                    autocomplete="off"
+                    pattern={SEND_AT_PATTERN}
+                    placeholder={formatTime(new Date(now.getTime() + 86_400_000).toISOString()).slice(0, 16)}
+                  />
+                </label>
+                <button type="submit">Send or schedule</button>
+              </form>
+              <p class="hint" data-testid="utc-now">
+                It is {formatTime(now.toISOString()).slice(0, 16)} UTC now; at most {MAX_SCHEDULE_DAYS} days ahead.
+              </p>
+              <form method="post" action={`/dashboard/campaigns/${campaign.id}/test`} class="inline">
+                <Csrf token={csrfToken} />
+                {contact ? <input type="hidden" name="contact" value={contact.id} /> : null}
+                <label>
+                  Test send to
+                  <input name="to" type="email" required placeholder="you@example.com" />
+                </label>
+                <button type="submit" class="secondary">
+                  Send a test
+                </button>
+              </form>
+            </section>
           </>
         ) : (
           <section class="card">
@@ -607,8 +668,15 @@ export const campaignPages = new Hono<DashboardEnv>()
               <dd>{namesOf(options.segments, campaign.segments)}</dd>
               <dt>Excluded lists</dt>
               <dd>{namesOf(options.lists, campaign.excludeLists)}</dd>
-              <dt>Subject</dt>
-              <dd>{campaign.subject ?? "—"}</dd>
+              <dt>{templated ? "Subject template" : "Subject"}</dt>
+              <dd data-testid="subject">
+                {templated ? <code>{resolved.subject}</code> : (resolved.subject ?? "—")}
+                {example && contact ? (
+                  <div class="hint" data-testid="subject-example">
+                    Filled in for {contact.email}: “{example.subject}”
+                  </div>
+                ) : null}
+              </dd>
               <dt>Credits reserved</dt>
               <dd>{campaign.creditsReserved}</dd>
             </dl>
@@ -689,9 +757,15 @@ export const campaignPages = new Hono<DashboardEnv>()
   })
   .post("/campaigns/:id/send", async (c) => {
     guard(c, "Sending a campaign");
-    const when = field(await c.req.parseBody(), "send_at");
-    // datetime-local has no zone; the form says UTC. sendCampaign checks the time, as it does for the API.
-    const sendAt = when ? new Date(`${when}${when.length === 16 ? ":00" : ""}Z`) : undefined;
+    const when = field(await c.req.parseBody(), "send_at").trim();
+    const time = new RegExp(`^${SEND_AT_PATTERN}$`).exec(when);
+    if (when && !time)
+      throw validationError(
+        { send_at: ["Write the time in UTC as YYYY-MM-DD HH:MM, 24-hour: 2026-12-01 14:30"] },
+        "The campaign cannot be scheduled",
+      );
+    // The form says UTC; sendCampaign checks the time (a real one, ahead, not too far), as it does for the API.
+    const sendAt = time ? new Date(`${time[1]}T${time[2]}:00Z`) : undefined;
     const outcome = await sendCampaign(c.env, c.get("auth").account.id, c.req.param("id"), sendAt);
     if (outcome.kind !== "started") throw sendRefusal(outcome);
     return c.redirect(`/dashboard/campaigns/${outcome.campaign.id}${outcome.campaign.status === "scheduled" ? "?scheduled=1" : ""}`, 303);

@@ -6,7 +6,7 @@ import { refused, type Refusal } from "../refusal";
 import { bytesToBase64, sha256Hex } from "../../lib/crypto";
 import { acceptMessage, type AcceptOutcome, type Sender, type WaitUntil } from "./accept";
 import type { Idempotency } from "./idempotency";
-import { parseMailbox } from "./addresses";
+import { mailboxText, parseMailbox } from "./addresses";
 import { headerBlock, withoutHeaderFields } from "./header-block";
 import { sendLimits, tagPattern } from "./rules";
 import { domainOf } from "./mime";
@@ -125,6 +125,8 @@ export async function acceptRelayMessage(env: Env, ctx: WaitUntil, sender: Sende
     // Headers are whatever the client wrote: tags that break the rule are dropped rather than failing the message.
     .filter((tag) => tagPattern.test(tag));
   const from = { ...headerFrom.mailbox, ...(parsed.from?.name ? { name: parsed.from.name } : {}) };
+  // Only the record shows it (the bytes keep the client's header), as the API's messages show theirs.
+  const [replyTo] = parsed.replyTo ?? [];
   return acceptMessage(
     env,
     ctx,
@@ -134,7 +136,7 @@ export async function acceptRelayMessage(env: Env, ctx: WaitUntil, sender: Sende
       stream: relayStream(parsed.headers),
       from,
       recipients: message.rcptTo,
-      replyTo: parsed.replyTo?.[0]?.address,
+      replyTo: replyTo?.address ? mailboxText({ address: replyTo.address, ...(replyTo.name ? { name: replyTo.name } : {}) }) : undefined,
       tags: [...new Set(tags)].slice(0, sendLimits.tags),
       metadata: {},
       tracking: relayTracking(parsed.headers),

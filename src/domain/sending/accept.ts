@@ -52,6 +52,7 @@ export type AcceptInput = {
   from: { name?: string; address: string };
   /** Recipients as given (`address` or `Name <address>`); acceptMessage de-duplicates and caps them (rules.ts). */
   recipients: string[];
+  /** `Name <address>` or a bare address (`mailboxText`): the Reply-To header is written from it. */
   replyTo?: string;
   tags: string[];
   metadata: Record<string, string>;
@@ -429,7 +430,7 @@ function messageWrites(d1: D1Database, accountId: string, testMode: boolean, pla
  * The messages are stored and charged; one that cannot be queued must not stay `queued` with nobody to send it.
  * What is due now, or within the queue's delay limit (a delayed queue message), goes in one sendBatch; a later
  * scheduled send is the cron's (schedule.ts). One retry, then the acceptance is undone (failed, refunded per
- * recipient, idempotency key freed) and the client gets a 503 to retry with back-off. The undo only applies while a
+ * recipient, idempotency key freed) and the client gets a 429 with Retry-After. The undo only applies while a
  * message is still waiting, so a send that did reach the queue after all is never refunded. Returns false if undone.
  */
 async function enqueueOrUndo(

@@ -17,6 +17,17 @@ export function parseMailbox(input: string): { ok: true; mailbox: Mailbox } | { 
 }
 
 /**
+ * A mailbox as one string that parseMailbox reads back the same: `Name <address>`, the name quoted where it holds
+ * address syntax (`"Support, Team" <help@example.com>`), or the bare address. A message's Reply-To is stored this way,
+ * so the header written from it at delivery keeps the name, as From and To do.
+ */
+export function mailboxText(mailbox: Mailbox): string {
+  if (!mailbox.name) return mailbox.address;
+  const name = /^[\p{L}\p{N}!#$%&'*+\-/=?^_`{|}~ ]+$/u.test(mailbox.name) ? mailbox.name : `"${mailbox.name.replace(/[\\"]/g, "\\$&")}"`;
+  return `${name} <${mailbox.address}>`;
+}
+
+/**
  * The address of a message's only recipient, among entries as written (`to`, `cc` and `bcc` together), or null when
  * there are several. Several recipients get the same bytes, so their tracking links and one-click unsubscribe cannot
  * tell them apart. Keyed as acceptMessage de-duplicates recipients (case-insensitively, first spelling kept).

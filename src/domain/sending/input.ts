@@ -4,7 +4,7 @@
 import { evenWithFieldErrors, z } from "../../lib/schema";
 import { messageStreams } from "../../db/schema";
 import { batchLimit, type AcceptInput } from "./accept";
-import { parseMailbox, soleAddress, type Mailbox } from "./addresses";
+import { mailboxText, parseMailbox, soleAddress, type Mailbox } from "./addresses";
 import { HEADER_NAME, isReservedHeader } from "./mime";
 import { renderTemplate } from "./render";
 import { sendLimits, tagPattern, tagRule } from "./rules";
@@ -218,7 +218,7 @@ export function toAcceptInput(body: SendRequest): AcceptInput {
     from,
     // Every copy is a recipient: charged, capped, recorded and delivered like a `to` (the field errors name `to`).
     recipients: [...to, ...cc, ...bcc],
-    replyTo: body.reply_to === undefined ? undefined : mailboxOf(body.reply_to).address,
+    replyTo: body.reply_to === undefined ? undefined : mailboxText(mailboxOf(body.reply_to)),
     tags: body.tags ?? [],
     metadata: body.metadata ?? {},
     templateId: body.template_id,
