@@ -321,4 +321,3 @@ export const eventDataSchemas = {
 } satisfies Record<EventType, z.ZodType<Record<string, unknown>>>;
 
 export type EventData<T extends EventType> = z.infer<(typeof eventDataSchemas)[T]>;
-
