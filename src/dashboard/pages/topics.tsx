@@ -33,7 +33,7 @@ export function ContactsNav({ current }: { current: "contacts" | "topics" | "for
   return (
     <nav class="subnav" aria-label="Contacts pages">
       {links.map(([key, href, label]) => (
-        <a href={href} aria-current={key === current ? "page" : undefined}>
+        <a href={href} aria-current={key === current ? "page" : undefined} class={key === current ? "current" : undefined}>
           {label}
         </a>
       ))}
