@@ -492,7 +492,7 @@ export interface paths {
                     /** @description Contacts whose address or full name contains this text, without case (ASCII letters) */
                     search?: string;
                     list_id?: string;
-                    status?: "subscribed" | "unsubscribed" | "bounced" | "complained";
+                    status?: "subscribed" | "unsubscribed" | "bounced" | "complained" | "pending";
                     /** @description ISO 8601 date-time or date (UTC midnight) */
                     created_after?: string;
                 };
@@ -564,6 +564,8 @@ export interface paths {
          * @description The address is the key: trimmed, and its domain compared without case (`Jane@Example.com` updates `Jane@example.com`). Given fields replace the stored ones, `custom_fields` are merged, `lists` are added. A suppressed address is stored `unsubscribed`.
          *
          *     Scope: `contacts`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
          */
         post: {
             parameters: {
@@ -804,6 +806,8 @@ export interface paths {
         /**
          * Change a contact's fields, address or subscription
          * @description Scope: `contacts`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
          */
         patch: {
             parameters: {
@@ -901,6 +905,8 @@ export interface paths {
          * @description Send the CSV as multipart/form-data (`file`, optional `mapping` as JSON, `list_id`) or as JSON with a data URI. UTF-8, comma, semicolon or tab separated, header row first. The header and mapping are checked now (422); rows are imported in the background, each created or updated by address; poll `GET /contacts/import/{id}`. Empty cells leave stored values alone.
          *
          *     Scope: `contacts`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
          */
         post: {
             parameters: {
@@ -1144,6 +1150,8 @@ export interface paths {
         /**
          * Create a list
          * @description Scope: `contacts`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
          */
         post: {
             parameters: {
@@ -1382,6 +1390,8 @@ export interface paths {
         /**
          * Rename a list or change its description
          * @description Scope: `contacts`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
          */
         patch: {
             parameters: {
@@ -1470,6 +1480,8 @@ export interface paths {
          * @description Up to 1000 per request. Addresses that are not contacts yet are created; existing contacts are not changed.
          *
          *     Scope: `contacts`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
          */
         post: {
             parameters: {
@@ -1561,6 +1573,8 @@ export interface paths {
         /**
          * Remove a contact from a list (the contact stays)
          * @description Scope: `contacts`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
          */
         delete: {
             parameters: {
@@ -1638,6 +1652,778 @@ export interface paths {
         options?: never;
         head?: never;
         patch?: never;
+        trace?: never;
+    };
+    "/api/v1/topics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The account's topics, newest first
+         * @description Scope: `contacts`.
+         */
+        get: {
+            parameters: {
+                query?: {
+                    limit?: number;
+                    cursor?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description A page of topics */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["TopicPage"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        /**
+         * Create a subscription topic
+         * @description At most 50 per account; names are unique in the account.
+         *
+         *     Scope: `contacts`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["CreateTopic"];
+                };
+            };
+            responses: {
+                /** @description The topic */
+                201: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Topic"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/topics/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One topic
+         * @description Scope: `contacts`.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The topic */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Topic"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such topic */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        /**
+         * Delete a topic and every contact's choice for it
+         * @description Campaigns and automation steps that named it send to their audience as if they named none.
+         *
+         *     Scope: `contacts`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
+         */
+        delete: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Deleted */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            id: string;
+                            /** @enum {boolean} */
+                            deleted: true;
+                        };
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such topic */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        options?: never;
+        head?: never;
+        /**
+         * Rename a topic, or change its description or default
+         * @description Scope: `contacts`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
+         */
+        patch: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["UpdateTopic"];
+                };
+            };
+            responses: {
+                /** @description The topic */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Topic"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such topic */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        trace?: never;
+    };
+    "/api/v1/forms": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The account's sign-up forms, newest first
+         * @description Scope: `contacts`.
+         */
+        get: {
+            parameters: {
+                query?: {
+                    limit?: number;
+                    cursor?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description A page of forms */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["FormPage"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        /**
+         * Create a sign-up form
+         * @description Its lists, topics and sender must be the account's. With `double_opt_in` (the default) a sign-up is a `pending` contact until it follows the link of a confirmation email sent from `sender_id`.
+         *
+         *     Scope: `contacts`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["CreateForm"];
+                };
+            };
+            responses: {
+                /** @description The form, with its public address and HTML snippet */
+                201: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Form"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/forms/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One sign-up form
+         * @description Scope: `contacts`.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The form */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Form"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such form */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        /**
+         * Delete a sign-up form
+         * @description Its public address answers 404 from then on and its unused confirmation links stop working; contacts keep their consent record.
+         *
+         *     Scope: `contacts`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
+         */
+        delete: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Deleted */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            id: string;
+                            /** @enum {boolean} */
+                            deleted: true;
+                        };
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such form */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        options?: never;
+        head?: never;
+        /**
+         * Change a sign-up form
+         * @description Checked whole as changed: turning double opt-in on needs a sender.
+         *
+         *     Scope: `contacts`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
+         */
+        patch: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["UpdateForm"];
+                };
+            };
+            responses: {
+                /** @description The form */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Form"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such form */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
         trace?: never;
     };
     "/api/v1/segments": {
@@ -2521,7 +3307,7 @@ export interface paths {
         };
         /**
          * The suppression list, newest first
-         * @description Suppressed addresses are skipped (and not charged) by every send, and stored `unsubscribed` as contacts.
+         * @description Suppressed addresses are skipped (and not charged) by every send of the stream their scope covers; entries for broadcast mail or all mail make contacts of the address `unsubscribed` (or bounced, complained).
          *
          *     Scope: `send`.
          */
@@ -2530,8 +3316,10 @@ export interface paths {
                 query?: {
                     limit?: number;
                     cursor?: string;
-                    /** @description Only this address (0 or 1 entry) */
+                    /** @description Only this address (an entry per scope) */
                     email?: string;
+                    /** @description Only entries of this scope */
+                    scope?: "all" | "broadcast" | "transactional";
                 };
                 header?: never;
                 path?: never;
@@ -2589,9 +3377,11 @@ export interface paths {
         put?: never;
         /**
          * Suppress an address
-         * @description Idempotent: an address already on the list keeps its first entry (200). Contacts of the address become `unsubscribed`.
+         * @description Idempotent: an address already on the list in that scope keeps its first entry (200). Unless the scope is `transactional`, contacts of the address become `unsubscribed`.
          *
          *     Scope: `send`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
          */
         post: {
             parameters: {
@@ -2680,7 +3470,7 @@ export interface paths {
         post?: never;
         /**
          * Allow mail to an address again
-         * @description Contacts of the address keep their status; resubscribe one with `PATCH /contacts/{id}`.
+         * @description Removes the address's entries (only the one of `?scope=` when given); the answer shows the widest removed. Contacts of the address keep their status; resubscribe one with `PATCH /contacts/{id}`.
          *
          *     Scope: `send`.
          *
@@ -2688,7 +3478,10 @@ export interface paths {
          */
         delete: {
             parameters: {
-                query?: never;
+                query?: {
+                    /** @description Only this scope's entry */
+                    scope?: "all" | "broadcast" | "transactional";
+                };
                 header?: never;
                 path: {
                     /** @description URL-encoded; compared as lower-cased */
@@ -2835,7 +3628,9 @@ export interface paths {
         put?: never;
         /**
          * Create a webhook endpoint
-         * @description Scope: `webhooks`.
+         * @description Subscribing to `email.received` (by name or through `*`) needs a key with the `inbound` scope: it carries received mail.
+         *
+         *     Scope: `webhooks`.
          *
          *     Needs a live key (`live_key_required` for a test key).
          */
@@ -3077,7 +3872,9 @@ export interface paths {
         head?: never;
         /**
          * Update a webhook endpoint, or rotate its secret
-         * @description Scope: `webhooks`.
+         * @description Changing an endpoint that receives `email.received` (by name or through `*`), or subscribing one to it, needs a key with the `inbound` scope.
+         *
+         *     Scope: `webhooks`.
          *
          *     Needs a live key (`live_key_required` for a test key).
          */
@@ -3424,6 +4221,8 @@ export interface paths {
          * @description Generates an RSA-2048 DKIM key (the private key is stored encrypted). Publish `records`, then call verify.
          *
          *     Scope: `domains`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
          */
         post: {
             parameters: {
@@ -4474,6 +5273,7 @@ export interface paths {
                     limit?: number;
                     cursor?: string;
                     status?: "scheduled" | "queued" | "sending" | "sent" | "delivered" | "deferred" | "bounced" | "failed" | "suppressed" | "unknown" | "cancelled";
+                    stream?: "transactional" | "broadcast";
                     /** @description A recipient address */
                     to?: string;
                     tag?: string;
@@ -4665,7 +5465,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description The key lacks the scope, or the account the plan or feature */
+                /** @description `live_key_required`: a test key tried to move a live message */
                 403: {
                     headers: {
                         [name: string]: unknown;
@@ -4952,7 +5752,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description The key lacks the scope, or the account the plan or feature */
+                /** @description `live_key_required`: a test key tried to cancel a live message */
                 403: {
                     headers: {
                         [name: string]: unknown;
@@ -7774,6 +8574,8 @@ export interface paths {
                     from?: string;
                     /** @description Last day, UTC (inclusive). Default: today */
                     to?: string;
+                    /** @description Only this stream's mail (every part of the report) */
+                    stream?: "transactional" | "broadcast";
                 };
                 header?: never;
                 path?: never;
@@ -8693,6 +9495,1233 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/compat/resend/emails": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send an email (Resend's POST /emails)
+         * @description Sent through the same pipeline as POST /api/v1/send, in the transactional stream: charged, suppressed, limited and recorded the same way. `tags` become Mailforge tags `name:value`; an `Idempotency-Key` replays the first answer for 24 h.
+         *
+         *     Scope: `send`.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: {
+                    "idempotency-key"?: string;
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["ResendSendEmail"];
+                };
+            };
+            responses: {
+                /** @description Accepted */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ResendEmailId"];
+                    };
+                };
+                /** @description An error as Resend gives it: `{statusCode, name, message}` */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ResendError"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/compat/resend/emails/batch": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send up to 100 emails (Resend's POST /emails/batch)
+         * @description `x-batch-validation: strict` (the default) accepts all or none; `permissive` sends the valid ones and lists the others in `errors`. As on Resend, batch emails take no `attachments` and no `scheduled_at`.
+         *
+         *     Scope: `send`.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: {
+                    "idempotency-key"?: string;
+                    "x-batch-validation"?: "strict" | "permissive";
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["ResendBatch"];
+                };
+            };
+            responses: {
+                /** @description Accepted, in the order sent */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            data: components["schemas"]["ResendEmailId"][];
+                            errors?: {
+                                index: number;
+                                message: string;
+                            }[];
+                        };
+                    };
+                };
+                /** @description An error as Resend gives it: `{statusCode, name, message}` */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ResendError"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/compat/resend/emails/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One email (Resend's GET /emails/{id})
+         * @description Scope: `send`.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The email */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ResendEmail"];
+                    };
+                };
+                /** @description An error as Resend gives it: `{statusCode, name, message}` */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ResendError"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Move a scheduled email (Resend's PATCH /emails/{id})
+         * @description Scope: `send`.
+         */
+        patch: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        scheduled_at: string;
+                    };
+                };
+            };
+            responses: {
+                /** @description Moved */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @enum {string} */
+                            object: "email";
+                            id: string;
+                        };
+                    };
+                };
+                /** @description An error as Resend gives it: `{statusCode, name, message}` */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ResendError"];
+                    };
+                };
+            };
+        };
+        trace?: never;
+    };
+    "/compat/resend/emails/{id}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cancel a scheduled email (Resend's POST /emails/{id}/cancel)
+         * @description Refunds its credits, as POST /api/v1/messages/{id}/cancel does.
+         *
+         *     Scope: `send`.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Cancelled */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @enum {string} */
+                            object: "email";
+                            id: string;
+                        };
+                    };
+                };
+                /** @description An error as Resend gives it: `{statusCode, name, message}` */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ResendError"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/compat/resend/domains": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List domains (Resend's GET /domains)
+         * @description Scope: `domains`.
+         */
+        get: {
+            parameters: {
+                query?: {
+                    limit?: number;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The domains, newest first */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @enum {string} */
+                            object: "list";
+                            has_more: boolean;
+                            data: {
+                                id: string;
+                                name: string;
+                                status: string;
+                                created_at: string;
+                                region: string;
+                            }[];
+                        };
+                    };
+                };
+                /** @description An error as Resend gives it: `{statusCode, name, message}` */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ResendError"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        /**
+         * Add a domain (Resend's POST /domains)
+         * @description `region`, `custom_return_path` and the tracking options are not supported (the answer says so).
+         *
+         *     Scope: `domains`.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        name: string;
+                        region?: string;
+                        custom_return_path?: string;
+                        open_tracking?: boolean;
+                        click_tracking?: boolean;
+                    };
+                };
+            };
+            responses: {
+                /** @description The domain and the records to publish */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            id: string;
+                            name: string;
+                            status: string;
+                            created_at: string;
+                            region: string;
+                            records: {
+                                record: string;
+                                name: string;
+                                type: string;
+                                ttl: string;
+                                status: string;
+                                value: string;
+                            }[];
+                        };
+                    };
+                };
+                /** @description An error as Resend gives it: `{statusCode, name, message}` */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ResendError"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/compat/resend/domains/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One domain (Resend's GET /domains/{id})
+         * @description Scope: `domains`.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The domain */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ResendDomain"];
+                    };
+                };
+                /** @description An error as Resend gives it: `{statusCode, name, message}` */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ResendError"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        /**
+         * Remove a domain (Resend's DELETE /domains/{id})
+         * @description Scope: `domains`.
+         */
+        delete: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Removed */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @enum {string} */
+                            object: "domain";
+                            id: string;
+                            /** @enum {boolean} */
+                            deleted: true;
+                        };
+                    };
+                };
+                /** @description An error as Resend gives it: `{statusCode, name, message}` */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ResendError"];
+                    };
+                };
+            };
+        };
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/compat/resend/domains/{id}/verify": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Check a domain's records now (Resend's POST /domains/{id}/verify)
+         * @description Scope: `domains`.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Checked; GET the domain for its status */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @enum {string} */
+                            object: "domain";
+                            id: string;
+                        };
+                    };
+                };
+                /** @description An error as Resend gives it: `{statusCode, name, message}` */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ResendError"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/compat/resend/api-keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List API keys (Resend's GET /api-keys)
+         * @description Needs a full-access key.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Active keys */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @enum {string} */
+                            object: "list";
+                            has_more: boolean;
+                            data: {
+                                id: string;
+                                name: string;
+                                created_at: string;
+                            }[];
+                        };
+                    };
+                };
+                /** @description An error as Resend gives it: `{statusCode, name, message}` */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ResendError"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        /**
+         * Create an API key (Resend's POST /api-keys)
+         * @description `permission: sending_access` makes a key with the `send` scope; `domain_id` is not supported.
+         *
+         *     Needs a full-access key.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        name: string;
+                        /** @enum {string} */
+                        permission?: "full_access" | "sending_access";
+                        domain_id?: string;
+                    };
+                };
+            };
+            responses: {
+                /** @description The key; `token` is shown only this once */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            id: string;
+                            token: string;
+                        };
+                    };
+                };
+                /** @description An error as Resend gives it: `{statusCode, name, message}` */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ResendError"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/compat/resend/api-keys/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Revoke an API key (Resend's DELETE /api-keys/{id})
+         * @description Needs a full-access key.
+         */
+        delete: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Revoked */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @enum {string} */
+                            object: "api_key";
+                            id: string;
+                            /** @enum {boolean} */
+                            deleted: true;
+                        };
+                    };
+                };
+                /** @description An error as Resend gives it: `{statusCode, name, message}` */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ResendError"];
+                    };
+                };
+            };
+        };
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/compat/postmark/email": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send an email (Postmark's POST /email)
+         * @description Sent through the same pipeline as POST /api/v1/send: charged, suppressed, limited and recorded the same way. `MessageStream: broadcast` is the broadcast stream, anything else but `outbound` is refused (ErrorCode 1235).
+         *
+         *     Scope: `send`.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["PostmarkEmail"];
+                };
+            };
+            responses: {
+                /** @description Accepted (ErrorCode 0) */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["PostmarkSendResult"];
+                    };
+                };
+                /** @description An error as Postmark gives it: `{ErrorCode, Message}` with HTTP 401, 422, 429 or 5xx */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["PostmarkError"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/compat/postmark/email/batch": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a batch (Postmark's POST /email/batch)
+         * @description Sent through the same pipeline as POST /api/v1/send: charged, suppressed, limited and recorded the same way. `MessageStream: broadcast` is the broadcast stream, anything else but `outbound` is refused (ErrorCode 1235). At most 100 messages. A message that is invalid gets its own ErrorCode in the answer and the others are sent; a refusal of the whole batch (credits, an unverified sender) is a 422.
+         *
+         *     Scope: `send`.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["PostmarkBatch"];
+                };
+            };
+            responses: {
+                /** @description One result per message, in order (ErrorCode 0: accepted) */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["PostmarkSendResult"][];
+                    };
+                };
+                /** @description An error as Postmark gives it: `{ErrorCode, Message}` with HTTP 401, 422, 429 or 5xx */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["PostmarkError"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/compat/postmark/email/withTemplate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send with a template (Postmark's POST /email/withTemplate)
+         * @description Sent through the same pipeline as POST /api/v1/send: charged, suppressed, limited and recorded the same way. `MessageStream: broadcast` is the broadcast stream, anything else but `outbound` is refused (ErrorCode 1235). TemplateAlias (or TemplateId) names a Mailforge template by id or name; TemplateModel's values fill its {{placeholders}}.
+         *
+         *     Scope: `send`.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["PostmarkTemplatedEmail"];
+                };
+            };
+            responses: {
+                /** @description Accepted (ErrorCode 0) */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["PostmarkSendResult"];
+                    };
+                };
+                /** @description An error as Postmark gives it: `{ErrorCode, Message}` with HTTP 401, 422, 429 or 5xx */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["PostmarkError"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/compat/postmark/email/batchWithTemplates": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a batch with templates (Postmark's POST /email/batchWithTemplates)
+         * @description Sent through the same pipeline as POST /api/v1/send: charged, suppressed, limited and recorded the same way. `MessageStream: broadcast` is the broadcast stream, anything else but `outbound` is refused (ErrorCode 1235). At most 100 messages. A message that is invalid gets its own ErrorCode in the answer and the others are sent; a refusal of the whole batch (credits, an unverified sender) is a 422.
+         *
+         *     Scope: `send`.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["PostmarkTemplatedBatch"];
+                };
+            };
+            responses: {
+                /** @description One result per message, in order (ErrorCode 0: accepted) */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["PostmarkSendResult"][];
+                    };
+                };
+                /** @description An error as Postmark gives it: `{ErrorCode, Message}` with HTTP 401, 422, 429 or 5xx */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["PostmarkError"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/compat/postmark/messages/outbound": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Search sent messages (Postmark's GET /messages/outbound)
+         * @description Filters: recipient, tag, status (queued, sent), messagestream. `TotalCount` counts the messages up to this page, plus one when more follow. offset + count is at most 500.
+         *
+         *     Scope: `send`.
+         */
+        get: {
+            parameters: {
+                query: {
+                    count: number;
+                    offset?: number | null;
+                    recipient?: string;
+                    tag?: string;
+                    status?: "queued" | "sent";
+                    messagestream?: "outbound" | "broadcast";
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description A page */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            TotalCount: number;
+                            Messages: {
+                                MessageID: string;
+                                MessageStream: string;
+                                Tag: string;
+                                To: {
+                                    Email: string;
+                                    Name: string;
+                                }[];
+                                Recipients: string[];
+                                ReceivedAt: string;
+                                From: string;
+                                Subject: string;
+                                Attachments: string[];
+                                Status: string;
+                                TrackOpens: boolean;
+                                TrackLinks: string;
+                                Metadata: {
+                                    [key: string]: string;
+                                };
+                                Sandboxed: boolean;
+                            }[];
+                        };
+                    };
+                };
+                /** @description An error as Postmark gives it: `{ErrorCode, Message}` with HTTP 401, 422, 429 or 5xx */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["PostmarkError"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/compat/postmark/messages/outbound/{id}/details": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One sent message with its events (Postmark's GET /messages/outbound/{id}/details)
+         * @description Scope: `send`.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The message */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["PostmarkOutboundMessageDetails"];
+                    };
+                };
+                /** @description An error as Postmark gives it: `{ErrorCode, Message}` with HTTP 401, 422, 429 or 5xx */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["PostmarkError"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/compat/postmark/bounces": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Bounces (Postmark's GET /bounces)
+         * @description Newest first. `TotalCount` counts the bounces up to this page, plus one when more follow; offset + count is at most 500.
+         *
+         *     Scope: `send`.
+         */
+        get: {
+            parameters: {
+                query: {
+                    count: number;
+                    offset?: number | null;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description A page */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            TotalCount: number;
+                            Bounces: {
+                                ID: string;
+                                Type: string;
+                                TypeCode: number;
+                                Name: string;
+                                Tag: string;
+                                MessageID: string | null;
+                                MessageStream: string;
+                                Description: string;
+                                Details: string;
+                                Email: string;
+                                From: string;
+                                BouncedAt: string;
+                                DumpAvailable: boolean;
+                                Inactive: boolean;
+                                CanActivate: boolean;
+                                Subject: string;
+                            }[];
+                        };
+                    };
+                };
+                /** @description An error as Postmark gives it: `{ErrorCode, Message}` with HTTP 401, 422, 429 or 5xx */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["PostmarkError"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/compat/postmark/templates": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Templates (Postmark's GET /templates)
+         * @description `Alias` is the template's name, which TemplateAlias accepts as well as its id.
+         *
+         *     Scope: `send`.
+         */
+        get: {
+            parameters: {
+                query: {
+                    count: number;
+                    offset?: number | null;
+                    templateType?: "Standard" | "All";
+                    layoutTemplate?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description A page */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            TotalCount: number;
+                            Templates: {
+                                Active: boolean;
+                                TemplateId: string;
+                                Name: string;
+                                Alias: string;
+                                TemplateType: string;
+                                LayoutTemplate: string | null;
+                            }[];
+                        };
+                    };
+                };
+                /** @description An error as Postmark gives it: `{ErrorCode, Message}` with HTTP 401, 422, 429 or 5xx */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["PostmarkError"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/compat/sendgrid/v3/mail/send": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send mail (SendGrid's v3 POST /mail/send)
+         * @description Each personalization is one message (its own to, cc, bcc, subject, dynamic_template_data, custom_args, send_at), all sent together through the same pipeline as POST /api/v1/send/batch, all or none. `categories` become tags, `custom_args` metadata, `template_id` a Mailforge template's id or name. `X-Message-Id` is the first message's id; `X-Mailforge-Message-Ids` lists every message's.
+         *
+         *     Scope: `send`.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["SendGridMail"];
+                };
+            };
+            responses: {
+                /** @description Accepted; no body */
+                202: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description An error as SendGrid gives it: `{errors: [{message, field, help}]}` */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["SendGridError"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -8833,12 +10862,27 @@ export interface components {
                 [key: string]: string | number | boolean;
             };
             /**
-             * @description Suppressed addresses are stored `unsubscribed`; bounces and complaints set `bounced` / `complained`
+             * @description Suppressed addresses are stored `unsubscribed`; bounces and complaints set `bounced` / `complained`; `pending` until a double opt-in sign-up is confirmed
              * @enum {string}
              */
-            status: "subscribed" | "unsubscribed" | "bounced" | "complained";
+            status: "subscribed" | "unsubscribed" | "bounced" | "complained" | "pending";
             /** @description Ids of the lists the contact is in */
             lists: string[];
+            /** @description How the contact consented through a sign-up form (POST /forms), when it did */
+            consent: {
+                form_id: string;
+                /**
+                 * Format: date-time
+                 * @example 2026-11-22T10:15:00.000Z
+                 */
+                at: string;
+                /** @description The IP address that confirmed (double opt-in) or posted the form */
+                ip: string | null;
+            } | null;
+            /** @description Every topic of the account (GET /topics) by id: whether the contact is subscribed (its choice, else the topic's default) */
+            topics: {
+                [key: string]: boolean;
+            };
             /**
              * Format: date-time
              * @example 2026-11-22T10:15:00.000Z
@@ -8876,6 +10920,15 @@ export interface components {
             };
             /** @description Ids of lists to add the contact to */
             lists?: string[];
+            /**
+             * @description Subscription per topic id (GET /topics): true subscribes, false unsubscribes; topics left out keep their value
+             * @example {
+             *       "top_4bT9xQ2mLk7vN1cZ8pR3sW": false
+             *     }
+             */
+            topics?: {
+                [key: string]: boolean;
+            };
         };
         ContactPage: {
             data: components["schemas"]["Contact"][];
@@ -8911,6 +10964,15 @@ export interface components {
              * @enum {string}
              */
             status?: "subscribed" | "unsubscribed";
+            /**
+             * @description Subscription per topic id (GET /topics): true subscribes, false unsubscribes; topics left out keep their value
+             * @example {
+             *       "top_4bT9xQ2mLk7vN1cZ8pR3sW": false
+             *     }
+             */
+            topics?: {
+                [key: string]: boolean;
+            };
         };
         ContactImport: {
             /** @example imp_7bQ2mX9kL1cV4nT8pR3sZa */
@@ -8946,7 +11008,7 @@ export interface components {
             /** @description The CSV as a data URI: `data:text/csv;base64,…` */
             file: string;
             /**
-             * @description Contact field → header of the CSV column. Fields: `email` (required), `first_name`, `last_name`, `company`, `phone`, `country`, `custom_fields.<name>`. Without a mapping, columns whose header names a contact field (`Email`, `E-mail`, `First name`, …) are imported and the others ignored.
+             * @description Contact field → header of the CSV column. Fields: `email` (required), `first_name`, `last_name`, `company`, `phone`, `country`, `custom_fields.<name>`, `topics` (topic names or ids separated by `;`, `|` or `,`: the contact is subscribed to them; an unknown one fails the row). Without a mapping, columns whose header names a contact field (`Email`, `E-mail`, `First name`, `Topics`, …) are imported and the others ignored.
              * @example {
              *       "email": "E-mail",
              *       "first_name": "First",
@@ -9007,6 +11069,132 @@ export interface components {
             /** @description Addresses; each is created as a contact if new (stored `unsubscribed` if suppressed) */
             emails?: string[];
         };
+        Topic: {
+            /** @example top_4bT9xQ2mLk7vN1cZ8pR3sW */
+            id: string;
+            name: string;
+            description: string | null;
+            /** @description Whether a contact who never chose is subscribed */
+            default_subscribed: boolean;
+            /**
+             * Format: date-time
+             * @example 2026-11-22T10:15:00.000Z
+             */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @example 2026-11-22T10:15:00.000Z
+             */
+            updated_at: string;
+        };
+        CreateTopic: {
+            /** @example Newsletter */
+            name: string;
+            /** @example Our monthly news, the first Monday of each month */
+            description?: string | null;
+            /**
+             * @description Whether contacts who never chose are subscribed (opt-out topic, default) or not (opt-in: only contacts who chose it receive it)
+             * @default true
+             */
+            default_subscribed: boolean;
+        };
+        TopicPage: {
+            data: components["schemas"]["Topic"][];
+            has_more: boolean;
+            next_cursor: string | null;
+        };
+        UpdateTopic: {
+            /** @example Newsletter */
+            name?: string;
+            /** @example Our monthly news, the first Monday of each month */
+            description?: string | null;
+            default_subscribed?: boolean;
+        };
+        Form: {
+            /** @example frm_6cW2nR8kQ1xT4vB9mL3pZa */
+            id: string;
+            name: string;
+            lists: string[];
+            topics: string[];
+            double_opt_in: boolean;
+            sender_id: string | null;
+            redirect_url: string | null;
+            /** @description Contact fields the form takes besides `email` */
+            fields: string[];
+            /**
+             * @description The public address the form posts to (no key): URL-encoded, multipart or JSON
+             * @example https://mail.example.com/subscribe/frm_6cW2nR8kQ1xT4vB9mL3pZa
+             */
+            subscribe_url: string;
+            /** @description A plain HTML form to paste into a page: the fields, a hidden honeypot, no script */
+            html_snippet: string;
+            /**
+             * Format: date-time
+             * @example 2026-11-22T10:15:00.000Z
+             */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @example 2026-11-22T10:15:00.000Z
+             */
+            updated_at: string;
+        };
+        CreateForm: {
+            /** @example Newsletter footer */
+            name: string;
+            /**
+             * @description Ids of the lists a sign-up joins (once confirmed, with double opt-in)
+             * @default []
+             */
+            lists: string[];
+            /**
+             * @description Ids of the topics (GET /topics) a sign-up is subscribed to
+             * @default []
+             */
+            topics: string[];
+            /**
+             * @description Whether a sign-up must confirm by a link mailed to it (the contact is `pending` until then), or is subscribed at once
+             * @default true
+             */
+            double_opt_in: boolean;
+            /** @description The sender (POST /senders) the confirmation email comes from; required with double opt-in */
+            sender_id?: string | null;
+            /**
+             * Format: uri
+             * @description Where a browser that posted the form is sent (303) afterwards
+             * @example https://example.com/thanks
+             */
+            redirect_url?: string | null;
+            /**
+             * @description The contact fields the form takes besides `email`; others posted are ignored
+             * @default []
+             */
+            fields: ("first_name" | "last_name" | "company" | "phone" | "country")[];
+        };
+        FormPage: {
+            data: components["schemas"]["Form"][];
+            has_more: boolean;
+            next_cursor: string | null;
+        };
+        UpdateForm: {
+            /** @example Newsletter footer */
+            name?: string;
+            /** @description Ids of the lists a sign-up joins (once confirmed, with double opt-in) */
+            lists?: string[];
+            /** @description Ids of the topics (GET /topics) a sign-up is subscribed to */
+            topics?: string[];
+            double_opt_in?: boolean;
+            /** @description The sender (POST /senders) the confirmation email comes from; required with double opt-in */
+            sender_id?: string | null;
+            /**
+             * Format: uri
+             * @description Where a browser that posted the form is sent (303) afterwards
+             * @example https://example.com/thanks
+             */
+            redirect_url?: string | null;
+            /** @description The contact fields the form takes besides `email`; others posted are ignored */
+            fields?: ("first_name" | "last_name" | "company" | "phone" | "country")[];
+        };
         SegmentList: {
             data: components["schemas"]["Segment"][];
             has_more: boolean;
@@ -9046,7 +11234,7 @@ export interface components {
         };
         SegmentCondition: {
             /**
-             * @description One of `email`, `first_name`, `last_name`, `company`, `phone`, `country`, `status`, `created_at`, `custom_fields.<key>`, `list`
+             * @description One of `email`, `first_name`, `last_name`, `company`, `phone`, `country`, `status`, `created_at`, `custom_fields.<key>`, `list`, `topic`
              * @example custom_fields.plan
              */
             field: string;
@@ -9142,6 +11330,11 @@ export interface components {
             email: string;
             /** @enum {string} */
             reason: "bounce" | "complaint" | "unsubscribe" | "manual";
+            /**
+             * @description Which mail it keeps away: `all` streams, only `broadcast` (an unsubscribe), or only `transactional`
+             * @enum {string}
+             */
+            scope: "all" | "broadcast" | "transactional";
             /** @description The message that bounced or was complained about */
             source_message_id: string | null;
             /**
@@ -9158,6 +11351,11 @@ export interface components {
              * @enum {string}
              */
             reason: "bounce" | "complaint" | "unsubscribe" | "manual";
+            /**
+             * @description Which mail it keeps away: `all` (every stream), `broadcast` (campaigns, newsletters) or `transactional`. Default: `broadcast` for `unsubscribe`, `all` otherwise (a `complaint` entered by hand too)
+             * @enum {string}
+             */
+            scope?: "all" | "broadcast" | "transactional";
         };
         WebhookEndpointList: {
             data: components["schemas"]["WebhookEndpoint"][];
@@ -9171,6 +11369,11 @@ export interface components {
             description: string | null;
             events: string[];
             enabled: boolean;
+            /**
+             * @description The body the endpoint receives: ours, or Resend's or Postmark's (docs/migrating.md)
+             * @enum {string}
+             */
+            format: "mailforge" | "resend" | "postmark";
             /** @description Why the service disabled the endpoint; null when enabled or disabled by you */
             disabled_reason: string | null;
             /**
@@ -9218,6 +11421,12 @@ export interface components {
             description?: string;
             /** @default true */
             enabled: boolean;
+            /**
+             * @description The body the endpoint receives: `mailforge` (the default), or a peer's so an existing handler keeps working (docs/migrating.md): `resend` (email.sent, email.delivered, … with Standard Webhooks / svix signature headers) or `postmark` (Delivery, Bounce, SpamComplaint, Open, Click). Events without a counterpart in the chosen format are not sent
+             * @default mailforge
+             * @enum {string}
+             */
+            format: "mailforge" | "resend" | "postmark";
         };
         UpdateWebhookEndpoint: {
             /**
@@ -9234,6 +11443,11 @@ export interface components {
              */
             events?: ("delivered" | "bounced" | "opened" | "clicked" | "complained" | "unsubscribed" | "verification.completed" | "campaign.completed" | "warmup.status_changed" | "automation.completed" | "relay.sent" | "relay.failed" | "relay.suppressed" | "relay.cancelled" | "relay.delivered" | "relay.bounced" | "relay.complained" | "email.received" | "replied" | "*")[];
             description?: string | null;
+            /**
+             * @description The body the endpoint receives: `mailforge` (the default), or a peer's so an existing handler keeps working (docs/migrating.md): `resend` (email.sent, email.delivered, … with Standard Webhooks / svix signature headers) or `postmark` (Delivery, Bounce, SpamComplaint, Open, Click). Events without a counterpart in the chosen format are not sent
+             * @enum {string}
+             */
+            format?: "mailforge" | "resend" | "postmark";
             /** @description Re-enabling also clears `disabled_reason` and `failing_since` */
             enabled?: boolean;
             /** @description Issue a new secret, returned once in `secret`. The old one keeps signing (a second `v1=`) for 24 hours. */
@@ -9295,6 +11509,11 @@ export interface components {
              * @enum {string}
              */
             source?: "api" | "smtp" | "campaign";
+            /**
+             * @description The message's stream: transactional (receipts, resets) or broadcast (campaigns, newsletters)
+             * @enum {string}
+             */
+            stream?: "transactional" | "broadcast";
             /** @description The campaign of a campaign message (absent for API and SMTP messages) */
             campaign_id?: string | null;
             /** @description The message's tags */
@@ -9369,6 +11588,11 @@ export interface components {
              * @enum {string}
              */
             source?: "api" | "smtp" | "campaign";
+            /**
+             * @description The message's stream: transactional (receipts, resets) or broadcast (campaigns, newsletters)
+             * @enum {string}
+             */
+            stream?: "transactional" | "broadcast";
             /** @description The campaign of a campaign message (absent for API and SMTP messages) */
             campaign_id?: string | null;
             /** @description The message's tags */
@@ -9449,6 +11673,11 @@ export interface components {
              * @enum {string}
              */
             source?: "api" | "smtp" | "campaign";
+            /**
+             * @description The message's stream: transactional (receipts, resets) or broadcast (campaigns, newsletters)
+             * @enum {string}
+             */
+            stream?: "transactional" | "broadcast";
             /** @description The campaign of a campaign message (absent for API and SMTP messages) */
             campaign_id?: string | null;
             /** @description The message's tags */
@@ -9519,6 +11748,11 @@ export interface components {
              * @enum {string}
              */
             source?: "api" | "smtp" | "campaign";
+            /**
+             * @description The message's stream: transactional (receipts, resets) or broadcast (campaigns, newsletters)
+             * @enum {string}
+             */
+            stream?: "transactional" | "broadcast";
             /** @description The campaign of a campaign message (absent for API and SMTP messages) */
             campaign_id?: string | null;
             /** @description The message's tags */
@@ -9589,6 +11823,11 @@ export interface components {
              * @enum {string}
              */
             source?: "api" | "smtp" | "campaign";
+            /**
+             * @description The message's stream: transactional (receipts, resets) or broadcast (campaigns, newsletters)
+             * @enum {string}
+             */
+            stream?: "transactional" | "broadcast";
             /** @description The campaign of a campaign message (absent for API and SMTP messages) */
             campaign_id?: string | null;
             /** @description The message's tags */
@@ -9643,11 +11882,13 @@ export interface components {
             email: string;
             message_id?: string | null;
             campaign_id?: string | null;
+            /** @description The topic left (GET /topics/{id}); null when the recipient left all marketing mail */
+            topic_id?: string | null;
             /**
-             * @description How the recipient unsubscribed: one_click (the List-Unsubscribe link) today; link, api and reply are reserved
+             * @description How the recipient unsubscribed: one_click (the List-Unsubscribe link or the page's button), preferences (the link's preference page); link, api and reply are reserved
              * @enum {string}
              */
-            method?: "link" | "one_click" | "api" | "reply";
+            method?: "link" | "one_click" | "preferences" | "api" | "reply";
         } & {
             [key: string]: unknown;
         };
@@ -9890,6 +12131,11 @@ export interface components {
              * @enum {string}
              */
             source?: "api" | "smtp" | "campaign";
+            /**
+             * @description The message's stream: transactional (receipts, resets) or broadcast (campaigns, newsletters)
+             * @enum {string}
+             */
+            stream?: "transactional" | "broadcast";
             /** @description The campaign of a campaign message (absent for API and SMTP messages) */
             campaign_id?: string | null;
             /** @description The message's tags */
@@ -9955,6 +12201,11 @@ export interface components {
              * @enum {string}
              */
             source?: "api" | "smtp" | "campaign";
+            /**
+             * @description The message's stream: transactional (receipts, resets) or broadcast (campaigns, newsletters)
+             * @enum {string}
+             */
+            stream?: "transactional" | "broadcast";
             /** @description The campaign of a campaign message (absent for API and SMTP messages) */
             campaign_id?: string | null;
             /** @description The message's tags */
@@ -10018,6 +12269,11 @@ export interface components {
              * @enum {string}
              */
             source?: "api" | "smtp" | "campaign";
+            /**
+             * @description The message's stream: transactional (receipts, resets) or broadcast (campaigns, newsletters)
+             * @enum {string}
+             */
+            stream?: "transactional" | "broadcast";
             /** @description The campaign of a campaign message (absent for API and SMTP messages) */
             campaign_id?: string | null;
             /** @description The message's tags */
@@ -10092,6 +12348,11 @@ export interface components {
              * @enum {string}
              */
             source?: "api" | "smtp" | "campaign";
+            /**
+             * @description The message's stream: transactional (receipts, resets) or broadcast (campaigns, newsletters)
+             * @enum {string}
+             */
+            stream?: "transactional" | "broadcast";
             /** @description The campaign of a campaign message (absent for API and SMTP messages) */
             campaign_id?: string | null;
             /** @description The message's tags */
@@ -10157,6 +12418,11 @@ export interface components {
              * @enum {string}
              */
             source?: "api" | "smtp" | "campaign";
+            /**
+             * @description The message's stream: transactional (receipts, resets) or broadcast (campaigns, newsletters)
+             * @enum {string}
+             */
+            stream?: "transactional" | "broadcast";
             /** @description The campaign of a campaign message (absent for API and SMTP messages) */
             campaign_id?: string | null;
             /** @description The message's tags */
@@ -10230,6 +12496,11 @@ export interface components {
              * @enum {string}
              */
             source?: "api" | "smtp" | "campaign";
+            /**
+             * @description The message's stream: transactional (receipts, resets) or broadcast (campaigns, newsletters)
+             * @enum {string}
+             */
+            stream?: "transactional" | "broadcast";
             /** @description The campaign of a campaign message (absent for API and SMTP messages) */
             campaign_id?: string | null;
             /** @description The message's tags */
@@ -10309,6 +12580,11 @@ export interface components {
              * @enum {string}
              */
             source?: "api" | "smtp" | "campaign";
+            /**
+             * @description The message's stream: transactional (receipts, resets) or broadcast (campaigns, newsletters)
+             * @enum {string}
+             */
+            stream?: "transactional" | "broadcast";
             /** @description The campaign of a campaign message (absent for API and SMTP messages) */
             campaign_id?: string | null;
             /** @description The message's tags */
@@ -10482,9 +12758,10 @@ export interface components {
             campaign_id?: string | null;
             /** @description The reply, as stored (GET /inbound/{id}) */
             inbound_id: string;
-            /** @description Who replied (the reply's From header) */
-            from: string | null;
-            subject: string | null;
+            /** @description Who replied (the reply's From header). Only for keys with the `inbound` scope, and endpoints subscribed to email.received */
+            from?: string | null;
+            /** @description The reply's subject; shown to the same readers as `from` */
+            subject?: string | null;
         } & {
             [key: string]: unknown;
         };
@@ -10745,7 +13022,7 @@ export interface components {
                 [key: string]: string;
             };
             /**
-             * @description Custom header fields (at most 50), values without line breaks. Refused: From, Sender, To, Cc, Bcc, Reply-To, Subject, Date, Message-ID, MIME-Version, Content-*, DKIM-Signature, Return-Path, Received, and List-Unsubscribe* on single-recipient messages (the platform sets them)
+             * @description Custom header fields (at most 50), values without line breaks. Refused: From, Sender, To, Cc, Bcc, Reply-To, Subject, Date, Message-ID, MIME-Version, Content-*, DKIM-Signature, Return-Path, Received, the headers receivers add (Authentication-Results, ARC-*, Received-SPF, Delivered-To, X-Original-To), X-Mailforge-*, and List-Unsubscribe* on single-recipient messages that get the platform's one-click unsubscribe (broadcast, or `unsubscribe: true`)
              * @example {
              *       "X-Entity-Ref-ID": "1042"
              *     }
@@ -10775,6 +13052,13 @@ export interface components {
              * @example 2026-12-01T09:00:00+01:00
              */
             scheduled_at?: string;
+            /**
+             * @description `transactional` (default: receipts, password resets, notifications) or `broadcast` (newsletters, marketing). Each has its own suppressions: an unsubscribe stops broadcast mail only. Broadcast mail always carries one-click List-Unsubscribe
+             * @enum {string}
+             */
+            stream?: "transactional" | "broadcast";
+            /** @description Give transactional mail one-click List-Unsubscribe too (default false; broadcast mail always has it) */
+            unsubscribe?: boolean;
         };
         SendBatchAccepted: {
             /** @description One result per request, in the order sent */
@@ -10844,6 +13128,13 @@ export interface components {
             scheduled_at: string | null;
             /** @enum {string} */
             source: "api" | "smtp" | "campaign";
+            /**
+             * @description `transactional` (receipts, resets: the default of POST /send and the relay) or `broadcast` (campaigns, newsletters)
+             * @enum {string}
+             */
+            stream: "transactional" | "broadcast";
+            /** @description Broadcast mail's subscription topic (GET /topics/{id}) */
+            topic_id: string | null;
             from: string;
             subject: string;
             tags: string[];
@@ -11175,6 +13466,8 @@ export interface components {
             segments?: string[];
             /** @description List ids of this account */
             exclude_lists?: string[];
+            /** @description The subscription topic (GET /topics): only contacts subscribed to it are sent to, and its unsubscribe link leaves that topic only */
+            topic_id?: string | null;
             /** @description Add an open pixel to the html part of each message (default true); see docs/tracking.md */
             track_opens?: boolean;
             /** @description Route the html part's http(s) links through a click redirect (default true); text keeps its links */
@@ -11208,6 +13501,8 @@ export interface components {
             segments?: string[];
             /** @description List ids of this account */
             exclude_lists?: string[];
+            /** @description The subscription topic (GET /topics): only contacts subscribed to it are sent to, and its unsubscribe link leaves that topic only */
+            topic_id?: string | null;
             /** @description Add an open pixel to the html part of each message (default true); see docs/tracking.md */
             track_opens?: boolean;
             /** @description Route the html part's http(s) links through a click redirect (default true); text keeps its links */
@@ -11386,6 +13681,9 @@ export interface components {
                 /** @enum {string} */
                 type: "send_email";
                 sender_id: string;
+                /** @enum {string} */
+                stream?: "transactional" | "broadcast";
+                topic_id?: string;
                 template_id?: string;
                 subject?: string;
                 html?: string;
@@ -11466,6 +13764,9 @@ export interface components {
                 /** @enum {string} */
                 type: "send_email";
                 sender_id: string;
+                /** @enum {string} */
+                stream?: "transactional" | "broadcast";
+                topic_id?: string;
                 template_id?: string;
                 subject?: string;
                 html?: string;
@@ -11766,6 +14067,12 @@ export interface components {
             daily: (components["schemas"]["ReportCounts"] & {
                 date: string;
             })[];
+            /** @description Transactional and broadcast mail apart, in this order (docs/streams.md) */
+            streams: (components["schemas"]["ReportCounts"] & {
+                /** @enum {string} */
+                stream: "transactional" | "broadcast";
+                rates: components["schemas"]["ReportRates"];
+            })[];
         };
         /** @description Fractions rounded to 4 decimals; 0 when the denominator is 0 */
         ReportRates: {
@@ -11784,6 +14091,8 @@ export interface components {
         };
         CampaignReport: {
             campaign_id: string;
+            /** @description The campaign's subscription topic: its `unsubscribes` left that topic only (null: they left all marketing) */
+            topic_id: string | null;
             totals: components["schemas"]["ReportCounts"];
             rates: components["schemas"]["ReportRates"];
             /** @description Tracked links of the campaign, most clicked first */
@@ -11979,6 +14288,323 @@ export interface components {
             send?: number;
             verify?: number;
             note?: string;
+        };
+        ResendEmailId: {
+            id: string;
+        };
+        ResendError: {
+            /** @example 422 */
+            statusCode: number;
+            /** @example validation_error */
+            name: string;
+            /** @example Invalid `to` field: Invalid email address */
+            message: string;
+        };
+        ResendSendEmail: {
+            from: string;
+            to: string | string[];
+            subject?: string;
+            cc?: string | string[];
+            bcc?: string | string[];
+            reply_to?: string | string[];
+            html?: string;
+            text?: string;
+            headers?: {
+                [key: string]: string;
+            };
+            attachments?: {
+                /** @description Base64 */
+                content?: string;
+                filename?: string;
+                /** @description An http(s) URL the file is fetched from when the email is accepted */
+                path?: string;
+                content_type?: string;
+                content_id?: string;
+            }[];
+            /** @description Kept as the Mailforge tag `name:value` (at most 64 characters together) */
+            tags?: {
+                name: string;
+                value: string;
+            }[];
+            /** @description ISO 8601 with an offset; natural language (`in 1 hour`) is not supported */
+            scheduled_at?: string;
+            /** @description Not supported: use `html`/`text` (Mailforge templates are reached through /api/v1) */
+            template?: unknown;
+            /** @description Not supported on this surface */
+            topic_id?: unknown;
+        };
+        ResendBatch: components["schemas"]["ResendSendEmail"][];
+        ResendEmail: {
+            /** @enum {string} */
+            object: "email";
+            id: string;
+            to: string[];
+            cc: string[] | null;
+            bcc: string[] | null;
+            reply_to: string[] | null;
+            from: string;
+            subject: string;
+            html: string | null;
+            text: string | null;
+            created_at: string;
+            scheduled_at: string | null;
+            last_event: string;
+            tags: {
+                name: string;
+                value: string;
+            }[];
+        };
+        ResendDomain: {
+            /** @enum {string} */
+            object: "domain";
+            id: string;
+            name: string;
+            status: string;
+            created_at: string;
+            region: string;
+            records: {
+                record: string;
+                name: string;
+                type: string;
+                ttl: string;
+                status: string;
+                value: string;
+            }[];
+        };
+        PostmarkSendResult: {
+            To?: string;
+            SubmittedAt?: string;
+            MessageID?: string;
+            ErrorCode: number;
+            Message: string;
+        };
+        PostmarkError: {
+            /** @example 300 */
+            ErrorCode: number;
+            /** @example Invalid 'To' address: 'not-an-address'. */
+            Message: string;
+        };
+        PostmarkEmail: {
+            From: string;
+            /** @description Comma-separated, as on Postmark */
+            To: string;
+            Cc?: string;
+            Bcc?: string;
+            ReplyTo?: string;
+            Tag?: string;
+            Headers?: {
+                Name: string;
+                Value: string;
+            }[];
+            Attachments?: {
+                Name: string;
+                /** @description Base64 */
+                Content: string;
+                ContentType?: string;
+                /** @description `cid:logo` or `logo`: an inline image of the HTML body */
+                ContentID?: string | null;
+            }[];
+            Metadata?: {
+                [key: string]: string;
+            };
+            TrackOpens?: boolean;
+            /** @enum {string} */
+            TrackLinks?: "None" | "HtmlAndText" | "HtmlOnly" | "TextOnly";
+            /** @description `outbound` (transactional, the default) or `broadcast` */
+            MessageStream?: string;
+            Subject?: string;
+            HtmlBody?: string;
+            TextBody?: string;
+        };
+        PostmarkBatch: components["schemas"]["PostmarkEmail"][];
+        PostmarkTemplatedEmail: {
+            From: string;
+            /** @description Comma-separated, as on Postmark */
+            To: string;
+            Cc?: string;
+            Bcc?: string;
+            ReplyTo?: string;
+            Tag?: string;
+            Headers?: {
+                Name: string;
+                Value: string;
+            }[];
+            Attachments?: {
+                Name: string;
+                /** @description Base64 */
+                Content: string;
+                ContentType?: string;
+                /** @description `cid:logo` or `logo`: an inline image of the HTML body */
+                ContentID?: string | null;
+            }[];
+            Metadata?: {
+                [key: string]: string;
+            };
+            TrackOpens?: boolean;
+            /** @enum {string} */
+            TrackLinks?: "None" | "HtmlAndText" | "HtmlOnly" | "TextOnly";
+            /** @description `outbound` (transactional, the default) or `broadcast` */
+            MessageStream?: string;
+            TemplateId?: number | string;
+            /** @description The Mailforge template's id or name */
+            TemplateAlias?: string;
+            TemplateModel?: {
+                [key: string]: unknown;
+            };
+            InlineCss?: boolean;
+        };
+        PostmarkTemplatedBatch: {
+            Messages: components["schemas"]["PostmarkTemplatedEmail"][];
+        };
+        PostmarkOutboundMessageDetails: components["schemas"]["PostmarkOutboundMessage"] & {
+            HtmlBody: string;
+            TextBody: string;
+            MessageEvents: {
+                Recipient: string;
+                Type: string;
+                ReceivedAt: string;
+                Details: {
+                    [key: string]: unknown;
+                };
+            }[];
+        };
+        PostmarkOutboundMessage: {
+            MessageID: string;
+            MessageStream: string;
+            Tag: string;
+            To: {
+                Email: string;
+                Name: string;
+            }[];
+            Cc: {
+                Email: string;
+                Name: string;
+            }[];
+            Bcc: {
+                Email: string;
+                Name: string;
+            }[];
+            Recipients: string[];
+            ReceivedAt: string;
+            From: string;
+            Subject: string;
+            Attachments: string[];
+            Status: string;
+            TrackOpens: boolean;
+            TrackLinks: string;
+            Metadata: {
+                [key: string]: string;
+            };
+            Sandboxed: boolean;
+        };
+        SendGridError: {
+            errors: {
+                message: string;
+                field: string | null;
+                help: string | null;
+            }[];
+        };
+        SendGridMail: {
+            personalizations: {
+                to: {
+                    email: string;
+                    name?: string;
+                }[];
+                cc?: {
+                    email: string;
+                    name?: string;
+                }[];
+                bcc?: {
+                    email: string;
+                    name?: string;
+                }[];
+                subject?: string;
+                headers?: {
+                    [key: string]: string;
+                };
+                substitutions?: {
+                    [key: string]: unknown;
+                };
+                dynamic_template_data?: {
+                    [key: string]: unknown;
+                };
+                custom_args?: {
+                    [key: string]: string;
+                };
+                send_at?: number;
+                from?: {
+                    email: string;
+                    name?: string;
+                };
+            }[];
+            from: {
+                email: string;
+                name?: string;
+            };
+            reply_to?: {
+                email: string;
+                name?: string;
+            };
+            reply_to_list?: {
+                email: string;
+                name?: string;
+            }[];
+            subject?: string;
+            content?: {
+                type: string;
+                value: string;
+            }[];
+            attachments?: {
+                content: string;
+                type?: string;
+                filename: string;
+                /** @enum {string} */
+                disposition?: "attachment" | "inline";
+                content_id?: string;
+            }[];
+            /** @description A Mailforge template's id or name */
+            template_id?: string;
+            headers?: {
+                [key: string]: string;
+            };
+            categories?: string[];
+            custom_args?: {
+                [key: string]: string;
+            };
+            send_at?: number;
+            tracking_settings?: {
+                click_tracking?: {
+                    enable: boolean;
+                } & {
+                    [key: string]: unknown;
+                };
+                open_tracking?: {
+                    enable: boolean;
+                } & {
+                    [key: string]: unknown;
+                };
+                subscription_tracking?: {
+                    enable: boolean;
+                } & {
+                    [key: string]: unknown;
+                };
+                ganalytics?: {
+                    enable: boolean;
+                } & {
+                    [key: string]: unknown;
+                };
+            };
+            mail_settings?: {
+                [key: string]: {
+                    enable: boolean;
+                } & {
+                    [key: string]: unknown;
+                };
+            };
+            asm?: unknown;
+            batch_id?: unknown;
+            ip_pool_name?: unknown;
+            sections?: unknown;
         };
     };
     responses: never;
