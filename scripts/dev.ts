@@ -230,6 +230,8 @@ const vars = {
   ALLOW_PRIVATE_WEBHOOK_URLS: "true",
   // VERP return paths; DSNs for them are handed to the email() handler at /cdn-cgi/handler/email (docs/deliverability.md).
   BOUNCE_DOMAIN: "bounces.mailforge.test",
+  // sign-in links and invitations; the demo domain is verified, so they are DKIM-signed
+  SYSTEM_FROM: "Mailforge <no-reply@demo.mailforge.test>",
   // mailbox checks (PROBER_SECRET is in .dev.vars)
   PROBER_URL: `http://${config.DEV_HOST}:${config.PROBER_PORT}`,
 };
