@@ -471,6 +471,415 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/members": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the account's members, newest first
+         * @description Needs a full-access key.
+         */
+        get: {
+            parameters: {
+                query?: {
+                    limit?: number;
+                    cursor?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description A page of members */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["MemberList"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        /**
+         * Invite a member: mails them a sign-in link valid for 7 days
+         * @description An address already invited gets a new link (200; earlier links stop working). `owner` only while the account has no owner: afterwards the owner hands ownership over in the dashboard.
+         *
+         *     Needs a full-access key.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["InviteMember"];
+                };
+            };
+            responses: {
+                /** @description The invitation sent again */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Member"];
+                    };
+                };
+                /** @description The member, invited */
+                201: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Member"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The address is an active member already, or the account has an owner */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/members/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One member
+         * @description Needs a full-access key.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The member */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Member"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such member */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        /**
+         * Remove a member: their open sessions end at once
+         * @description Needs a full-access key.
+         */
+        delete: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The removed member */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Member"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such member */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The owner cannot be removed */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        options?: never;
+        head?: never;
+        /**
+         * Change a member's role; it applies to their next request
+         * @description Needs a full-access key.
+         */
+        patch: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["ChangeMemberRole"];
+                };
+            };
+            responses: {
+                /** @description The member with the new role */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Member"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such member */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The owner's role, or making someone owner: ownership is handed over by the owner in the dashboard */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        trace?: never;
+    };
     "/api/v1/contacts": {
         parameters: {
             query?: never;
@@ -492,7 +901,7 @@ export interface paths {
                     /** @description Contacts whose address or full name contains this text, without case (ASCII letters) */
                     search?: string;
                     list_id?: string;
-                    status?: "subscribed" | "unsubscribed" | "bounced" | "complained";
+                    status?: "subscribed" | "unsubscribed" | "bounced" | "complained" | "pending";
                     /** @description ISO 8601 date-time or date (UTC midnight) */
                     created_after?: string;
                 };
@@ -564,6 +973,8 @@ export interface paths {
          * @description The address is the key: trimmed, and its domain compared without case (`Jane@Example.com` updates `Jane@example.com`). Given fields replace the stored ones, `custom_fields` are merged, `lists` are added. A suppressed address is stored `unsubscribed`.
          *
          *     Scope: `contacts`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
          */
         post: {
             parameters: {
@@ -804,6 +1215,8 @@ export interface paths {
         /**
          * Change a contact's fields, address or subscription
          * @description Scope: `contacts`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
          */
         patch: {
             parameters: {
@@ -901,6 +1314,8 @@ export interface paths {
          * @description Send the CSV as multipart/form-data (`file`, optional `mapping` as JSON, `list_id`) or as JSON with a data URI. UTF-8, comma, semicolon or tab separated, header row first. The header and mapping are checked now (422); rows are imported in the background, each created or updated by address; poll `GET /contacts/import/{id}`. Empty cells leave stored values alone.
          *
          *     Scope: `contacts`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
          */
         post: {
             parameters: {
@@ -1144,6 +1559,8 @@ export interface paths {
         /**
          * Create a list
          * @description Scope: `contacts`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
          */
         post: {
             parameters: {
@@ -1382,6 +1799,8 @@ export interface paths {
         /**
          * Rename a list or change its description
          * @description Scope: `contacts`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
          */
         patch: {
             parameters: {
@@ -1470,6 +1889,8 @@ export interface paths {
          * @description Up to 1000 per request. Addresses that are not contacts yet are created; existing contacts are not changed.
          *
          *     Scope: `contacts`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
          */
         post: {
             parameters: {
@@ -1561,6 +1982,8 @@ export interface paths {
         /**
          * Remove a contact from a list (the contact stays)
          * @description Scope: `contacts`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
          */
         delete: {
             parameters: {
@@ -1638,6 +2061,778 @@ export interface paths {
         options?: never;
         head?: never;
         patch?: never;
+        trace?: never;
+    };
+    "/api/v1/topics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The account's topics, newest first
+         * @description Scope: `contacts`.
+         */
+        get: {
+            parameters: {
+                query?: {
+                    limit?: number;
+                    cursor?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description A page of topics */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["TopicPage"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        /**
+         * Create a subscription topic
+         * @description At most 50 per account; names are unique in the account.
+         *
+         *     Scope: `contacts`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["CreateTopic"];
+                };
+            };
+            responses: {
+                /** @description The topic */
+                201: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Topic"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/topics/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One topic
+         * @description Scope: `contacts`.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The topic */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Topic"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such topic */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        /**
+         * Delete a topic and every contact's choice for it
+         * @description Campaigns and automation steps that named it send to their audience as if they named none.
+         *
+         *     Scope: `contacts`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
+         */
+        delete: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Deleted */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            id: string;
+                            /** @enum {boolean} */
+                            deleted: true;
+                        };
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such topic */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        options?: never;
+        head?: never;
+        /**
+         * Rename a topic, or change its description or default
+         * @description Scope: `contacts`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
+         */
+        patch: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["UpdateTopic"];
+                };
+            };
+            responses: {
+                /** @description The topic */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Topic"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such topic */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        trace?: never;
+    };
+    "/api/v1/forms": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The account's sign-up forms, newest first
+         * @description Scope: `contacts`.
+         */
+        get: {
+            parameters: {
+                query?: {
+                    limit?: number;
+                    cursor?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description A page of forms */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["FormPage"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        /**
+         * Create a sign-up form
+         * @description Its lists, topics and sender must be the account's. With `double_opt_in` (the default) a sign-up is a `pending` contact until it follows the link of a confirmation email sent from `sender_id`.
+         *
+         *     Scope: `contacts`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["CreateForm"];
+                };
+            };
+            responses: {
+                /** @description The form, with its public address and HTML snippet */
+                201: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Form"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/forms/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One sign-up form
+         * @description Scope: `contacts`.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The form */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Form"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such form */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        /**
+         * Delete a sign-up form
+         * @description Its public address answers 404 from then on and its unused confirmation links stop working; contacts keep their consent record.
+         *
+         *     Scope: `contacts`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
+         */
+        delete: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Deleted */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            id: string;
+                            /** @enum {boolean} */
+                            deleted: true;
+                        };
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such form */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        options?: never;
+        head?: never;
+        /**
+         * Change a sign-up form
+         * @description Checked whole as changed: turning double opt-in on needs a sender.
+         *
+         *     Scope: `contacts`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
+         */
+        patch: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["UpdateForm"];
+                };
+            };
+            responses: {
+                /** @description The form */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Form"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such form */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
         trace?: never;
     };
     "/api/v1/segments": {
@@ -2521,7 +3716,7 @@ export interface paths {
         };
         /**
          * The suppression list, newest first
-         * @description Suppressed addresses are skipped (and not charged) by every send, and stored `unsubscribed` as contacts.
+         * @description Suppressed addresses are skipped (and not charged) by every send of the stream their scope covers; entries for broadcast mail or all mail make contacts of the address `unsubscribed` (or bounced, complained).
          *
          *     Scope: `send`.
          */
@@ -2530,8 +3725,10 @@ export interface paths {
                 query?: {
                     limit?: number;
                     cursor?: string;
-                    /** @description Only this address (0 or 1 entry) */
+                    /** @description Only this address (an entry per scope) */
                     email?: string;
+                    /** @description Only entries of this scope */
+                    scope?: "all" | "broadcast" | "transactional";
                 };
                 header?: never;
                 path?: never;
@@ -2589,9 +3786,11 @@ export interface paths {
         put?: never;
         /**
          * Suppress an address
-         * @description Idempotent: an address already on the list keeps its first entry (200). Contacts of the address become `unsubscribed`.
+         * @description Idempotent: an address already on the list in that scope keeps its first entry (200). Unless the scope is `transactional`, contacts of the address become `unsubscribed`.
          *
          *     Scope: `send`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
          */
         post: {
             parameters: {
@@ -2680,7 +3879,7 @@ export interface paths {
         post?: never;
         /**
          * Allow mail to an address again
-         * @description Contacts of the address keep their status; resubscribe one with `PATCH /contacts/{id}`.
+         * @description Removes the address's entries (only the one of `?scope=` when given); the answer shows the widest removed. Contacts of the address keep their status; resubscribe one with `PATCH /contacts/{id}`.
          *
          *     Scope: `send`.
          *
@@ -2688,7 +3887,10 @@ export interface paths {
          */
         delete: {
             parameters: {
-                query?: never;
+                query?: {
+                    /** @description Only this scope's entry */
+                    scope?: "all" | "broadcast" | "transactional";
+                };
                 header?: never;
                 path: {
                     /** @description URL-encoded; compared as lower-cased */
@@ -2835,7 +4037,9 @@ export interface paths {
         put?: never;
         /**
          * Create a webhook endpoint
-         * @description Scope: `webhooks`.
+         * @description Subscribing to `email.received` (by name or through `*`) needs a key with the `inbound` scope: it carries received mail.
+         *
+         *     Scope: `webhooks`.
          *
          *     Needs a live key (`live_key_required` for a test key).
          */
@@ -3077,7 +4281,9 @@ export interface paths {
         head?: never;
         /**
          * Update a webhook endpoint, or rotate its secret
-         * @description Scope: `webhooks`.
+         * @description Changing an endpoint that receives `email.received` (by name or through `*`), or subscribing one to it, needs a key with the `inbound` scope.
+         *
+         *     Scope: `webhooks`.
          *
          *     Needs a live key (`live_key_required` for a test key).
          */
@@ -3424,6 +4630,8 @@ export interface paths {
          * @description Generates an RSA-2048 DKIM key (the private key is stored encrypted). Publish `records`, then call verify.
          *
          *     Scope: `domains`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
          */
         post: {
             parameters: {
@@ -4492,6 +5700,7 @@ export interface paths {
                     limit?: number;
                     cursor?: string;
                     status?: "scheduled" | "queued" | "sending" | "sent" | "delivered" | "deferred" | "bounced" | "failed" | "suppressed" | "unknown" | "cancelled";
+                    stream?: "transactional" | "broadcast";
                     /** @description A recipient address */
                     to?: string;
                     tag?: string;
@@ -4683,7 +5892,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description The key lacks the scope, or the account the plan or feature */
+                /** @description `live_key_required`: a test key tried to move a live message */
                 403: {
                     headers: {
                         [name: string]: unknown;
@@ -4970,7 +6179,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description The key lacks the scope, or the account the plan or feature */
+                /** @description `live_key_required`: a test key tried to cancel a live message */
                 403: {
                     headers: {
                         [name: string]: unknown;
@@ -7792,6 +9001,8 @@ export interface paths {
                     from?: string;
                     /** @description Last day, UTC (inclusive). Default: today */
                     to?: string;
+                    /** @description Only this stream's mail (every part of the report) */
+                    stream?: "transactional" | "broadcast";
                 };
                 header?: never;
                 path?: never;
@@ -8420,6 +9631,13 @@ export interface paths {
                         "application/json": components["schemas"]["Account"] & {
                             /** @description Full-access key, shown only this once */
                             api_key: string;
+                            /** @description With `owner_email` */
+                            owner?: {
+                                id: string;
+                                email: string;
+                                /** @enum {string} */
+                                status: "invited";
+                            };
                         };
                     };
                 };
@@ -8838,6 +10056,51 @@ export interface components {
              */
             mode?: "live" | "test";
         };
+        MemberList: {
+            data: components["schemas"]["Member"][];
+            has_more: boolean;
+            next_cursor: string | null;
+        };
+        Member: {
+            /** @example mem_5Hq2mZ0bX1c4VnL7pT3dR8 */
+            id: string;
+            email: string;
+            role: components["schemas"]["Role"];
+            /**
+             * @description `invited` until the member first signs in
+             * @enum {string}
+             */
+            status: "invited" | "active";
+            invited_by: string | null;
+            /**
+             * Format: date-time
+             * @example 2026-11-22T10:15:00.000Z
+             */
+            last_signed_in_at: string | null;
+            /**
+             * Format: date-time
+             * @example 2026-11-22T10:15:00.000Z
+             */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @example 2026-11-22T10:15:00.000Z
+             */
+            updated_at: string;
+        };
+        /**
+         * @description owner: everything, members and ownership included (one per account); admin: everything but ownership; developer: API keys (within its scopes), SMTP, domains, webhooks, messages, inbound, templates, verification, reports; marketer: contacts, lists, segments, topics, forms, templates, senders, campaigns, automations, AI drafts, verification, reports; viewer: reads what a developer and a marketer read, changes nothing.
+         * @enum {string}
+         */
+        Role: "owner" | "admin" | "developer" | "marketer" | "viewer";
+        InviteMember: {
+            /** @example ann@example.com */
+            email: string;
+            role: components["schemas"]["Role"];
+        };
+        ChangeMemberRole: {
+            role: components["schemas"]["Role"];
+        };
         Contact: {
             /** @example con_3kTz9Qm1bX7cV2nL8pR4sD */
             id: string;
@@ -8851,12 +10114,27 @@ export interface components {
                 [key: string]: string | number | boolean;
             };
             /**
-             * @description Suppressed addresses are stored `unsubscribed`; bounces and complaints set `bounced` / `complained`
+             * @description Suppressed addresses are stored `unsubscribed`; bounces and complaints set `bounced` / `complained`; `pending` until a double opt-in sign-up is confirmed
              * @enum {string}
              */
-            status: "subscribed" | "unsubscribed" | "bounced" | "complained";
+            status: "subscribed" | "unsubscribed" | "bounced" | "complained" | "pending";
             /** @description Ids of the lists the contact is in */
             lists: string[];
+            /** @description How the contact consented through a sign-up form (POST /forms), when it did */
+            consent: {
+                form_id: string;
+                /**
+                 * Format: date-time
+                 * @example 2026-11-22T10:15:00.000Z
+                 */
+                at: string;
+                /** @description The IP address that confirmed (double opt-in) or posted the form */
+                ip: string | null;
+            } | null;
+            /** @description Every topic of the account (GET /topics) by id: whether the contact is subscribed (its choice, else the topic's default) */
+            topics: {
+                [key: string]: boolean;
+            };
             /**
              * Format: date-time
              * @example 2026-11-22T10:15:00.000Z
@@ -8894,6 +10172,15 @@ export interface components {
             };
             /** @description Ids of lists to add the contact to */
             lists?: string[];
+            /**
+             * @description Subscription per topic id (GET /topics): true subscribes, false unsubscribes; topics left out keep their value
+             * @example {
+             *       "top_4bT9xQ2mLk7vN1cZ8pR3sW": false
+             *     }
+             */
+            topics?: {
+                [key: string]: boolean;
+            };
         };
         ContactPage: {
             data: components["schemas"]["Contact"][];
@@ -8929,6 +10216,15 @@ export interface components {
              * @enum {string}
              */
             status?: "subscribed" | "unsubscribed";
+            /**
+             * @description Subscription per topic id (GET /topics): true subscribes, false unsubscribes; topics left out keep their value
+             * @example {
+             *       "top_4bT9xQ2mLk7vN1cZ8pR3sW": false
+             *     }
+             */
+            topics?: {
+                [key: string]: boolean;
+            };
         };
         ContactImport: {
             /** @example imp_7bQ2mX9kL1cV4nT8pR3sZa */
@@ -8964,7 +10260,7 @@ export interface components {
             /** @description The CSV as a data URI: `data:text/csv;base64,…` */
             file: string;
             /**
-             * @description Contact field → header of the CSV column. Fields: `email` (required), `first_name`, `last_name`, `company`, `phone`, `country`, `custom_fields.<name>`. Without a mapping, columns whose header names a contact field (`Email`, `E-mail`, `First name`, …) are imported and the others ignored.
+             * @description Contact field → header of the CSV column. Fields: `email` (required), `first_name`, `last_name`, `company`, `phone`, `country`, `custom_fields.<name>`, `topics` (topic names or ids separated by `;`, `|` or `,`: the contact is subscribed to them; an unknown one fails the row). Without a mapping, columns whose header names a contact field (`Email`, `E-mail`, `First name`, `Topics`, …) are imported and the others ignored.
              * @example {
              *       "email": "E-mail",
              *       "first_name": "First",
@@ -9025,6 +10321,132 @@ export interface components {
             /** @description Addresses; each is created as a contact if new (stored `unsubscribed` if suppressed) */
             emails?: string[];
         };
+        Topic: {
+            /** @example top_4bT9xQ2mLk7vN1cZ8pR3sW */
+            id: string;
+            name: string;
+            description: string | null;
+            /** @description Whether a contact who never chose is subscribed */
+            default_subscribed: boolean;
+            /**
+             * Format: date-time
+             * @example 2026-11-22T10:15:00.000Z
+             */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @example 2026-11-22T10:15:00.000Z
+             */
+            updated_at: string;
+        };
+        CreateTopic: {
+            /** @example Newsletter */
+            name: string;
+            /** @example Our monthly news, the first Monday of each month */
+            description?: string | null;
+            /**
+             * @description Whether contacts who never chose are subscribed (opt-out topic, default) or not (opt-in: only contacts who chose it receive it)
+             * @default true
+             */
+            default_subscribed: boolean;
+        };
+        TopicPage: {
+            data: components["schemas"]["Topic"][];
+            has_more: boolean;
+            next_cursor: string | null;
+        };
+        UpdateTopic: {
+            /** @example Newsletter */
+            name?: string;
+            /** @example Our monthly news, the first Monday of each month */
+            description?: string | null;
+            default_subscribed?: boolean;
+        };
+        Form: {
+            /** @example frm_6cW2nR8kQ1xT4vB9mL3pZa */
+            id: string;
+            name: string;
+            lists: string[];
+            topics: string[];
+            double_opt_in: boolean;
+            sender_id: string | null;
+            redirect_url: string | null;
+            /** @description Contact fields the form takes besides `email` */
+            fields: string[];
+            /**
+             * @description The public address the form posts to (no key): URL-encoded, multipart or JSON
+             * @example https://mail.example.com/subscribe/frm_6cW2nR8kQ1xT4vB9mL3pZa
+             */
+            subscribe_url: string;
+            /** @description A plain HTML form to paste into a page: the fields, a hidden honeypot, no script */
+            html_snippet: string;
+            /**
+             * Format: date-time
+             * @example 2026-11-22T10:15:00.000Z
+             */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @example 2026-11-22T10:15:00.000Z
+             */
+            updated_at: string;
+        };
+        CreateForm: {
+            /** @example Newsletter footer */
+            name: string;
+            /**
+             * @description Ids of the lists a sign-up joins (once confirmed, with double opt-in)
+             * @default []
+             */
+            lists: string[];
+            /**
+             * @description Ids of the topics (GET /topics) a sign-up is subscribed to
+             * @default []
+             */
+            topics: string[];
+            /**
+             * @description Whether a sign-up must confirm by a link mailed to it (the contact is `pending` until then), or is subscribed at once
+             * @default true
+             */
+            double_opt_in: boolean;
+            /** @description The sender (POST /senders) the confirmation email comes from; required with double opt-in */
+            sender_id?: string | null;
+            /**
+             * Format: uri
+             * @description Where a browser that posted the form is sent (303) afterwards
+             * @example https://example.com/thanks
+             */
+            redirect_url?: string | null;
+            /**
+             * @description The contact fields the form takes besides `email`; others posted are ignored
+             * @default []
+             */
+            fields: ("first_name" | "last_name" | "company" | "phone" | "country")[];
+        };
+        FormPage: {
+            data: components["schemas"]["Form"][];
+            has_more: boolean;
+            next_cursor: string | null;
+        };
+        UpdateForm: {
+            /** @example Newsletter footer */
+            name?: string;
+            /** @description Ids of the lists a sign-up joins (once confirmed, with double opt-in) */
+            lists?: string[];
+            /** @description Ids of the topics (GET /topics) a sign-up is subscribed to */
+            topics?: string[];
+            double_opt_in?: boolean;
+            /** @description The sender (POST /senders) the confirmation email comes from; required with double opt-in */
+            sender_id?: string | null;
+            /**
+             * Format: uri
+             * @description Where a browser that posted the form is sent (303) afterwards
+             * @example https://example.com/thanks
+             */
+            redirect_url?: string | null;
+            /** @description The contact fields the form takes besides `email`; others posted are ignored */
+            fields?: ("first_name" | "last_name" | "company" | "phone" | "country")[];
+        };
         SegmentList: {
             data: components["schemas"]["Segment"][];
             has_more: boolean;
@@ -9064,7 +10486,7 @@ export interface components {
         };
         SegmentCondition: {
             /**
-             * @description One of `email`, `first_name`, `last_name`, `company`, `phone`, `country`, `status`, `created_at`, `custom_fields.<key>`, `list`
+             * @description One of `email`, `first_name`, `last_name`, `company`, `phone`, `country`, `status`, `created_at`, `custom_fields.<key>`, `list`, `topic`
              * @example custom_fields.plan
              */
             field: string;
@@ -9160,6 +10582,11 @@ export interface components {
             email: string;
             /** @enum {string} */
             reason: "bounce" | "complaint" | "unsubscribe" | "manual";
+            /**
+             * @description Which mail it keeps away: `all` streams, only `broadcast` (an unsubscribe), or only `transactional`
+             * @enum {string}
+             */
+            scope: "all" | "broadcast" | "transactional";
             /** @description The message that bounced or was complained about */
             source_message_id: string | null;
             /**
@@ -9176,6 +10603,11 @@ export interface components {
              * @enum {string}
              */
             reason: "bounce" | "complaint" | "unsubscribe" | "manual";
+            /**
+             * @description Which mail it keeps away: `all` (every stream), `broadcast` (campaigns, newsletters) or `transactional`. Default: `broadcast` for `unsubscribe`, `all` otherwise (a `complaint` entered by hand too)
+             * @enum {string}
+             */
+            scope?: "all" | "broadcast" | "transactional";
         };
         WebhookEndpointList: {
             data: components["schemas"]["WebhookEndpoint"][];
@@ -9313,6 +10745,11 @@ export interface components {
              * @enum {string}
              */
             source?: "api" | "smtp" | "campaign";
+            /**
+             * @description The message's stream: transactional (receipts, resets) or broadcast (campaigns, newsletters)
+             * @enum {string}
+             */
+            stream?: "transactional" | "broadcast";
             /** @description The campaign of a campaign message (absent for API and SMTP messages) */
             campaign_id?: string | null;
             /** @description The message's tags */
@@ -9387,6 +10824,11 @@ export interface components {
              * @enum {string}
              */
             source?: "api" | "smtp" | "campaign";
+            /**
+             * @description The message's stream: transactional (receipts, resets) or broadcast (campaigns, newsletters)
+             * @enum {string}
+             */
+            stream?: "transactional" | "broadcast";
             /** @description The campaign of a campaign message (absent for API and SMTP messages) */
             campaign_id?: string | null;
             /** @description The message's tags */
@@ -9467,6 +10909,11 @@ export interface components {
              * @enum {string}
              */
             source?: "api" | "smtp" | "campaign";
+            /**
+             * @description The message's stream: transactional (receipts, resets) or broadcast (campaigns, newsletters)
+             * @enum {string}
+             */
+            stream?: "transactional" | "broadcast";
             /** @description The campaign of a campaign message (absent for API and SMTP messages) */
             campaign_id?: string | null;
             /** @description The message's tags */
@@ -9537,6 +10984,11 @@ export interface components {
              * @enum {string}
              */
             source?: "api" | "smtp" | "campaign";
+            /**
+             * @description The message's stream: transactional (receipts, resets) or broadcast (campaigns, newsletters)
+             * @enum {string}
+             */
+            stream?: "transactional" | "broadcast";
             /** @description The campaign of a campaign message (absent for API and SMTP messages) */
             campaign_id?: string | null;
             /** @description The message's tags */
@@ -9607,6 +11059,11 @@ export interface components {
              * @enum {string}
              */
             source?: "api" | "smtp" | "campaign";
+            /**
+             * @description The message's stream: transactional (receipts, resets) or broadcast (campaigns, newsletters)
+             * @enum {string}
+             */
+            stream?: "transactional" | "broadcast";
             /** @description The campaign of a campaign message (absent for API and SMTP messages) */
             campaign_id?: string | null;
             /** @description The message's tags */
@@ -9661,11 +11118,13 @@ export interface components {
             email: string;
             message_id?: string | null;
             campaign_id?: string | null;
+            /** @description The topic left (GET /topics/{id}); null when the recipient left all marketing mail */
+            topic_id?: string | null;
             /**
-             * @description How the recipient unsubscribed: one_click (the List-Unsubscribe link) today; link, api and reply are reserved
+             * @description How the recipient unsubscribed: one_click (the List-Unsubscribe link or the page's button), preferences (the link's preference page); link, api and reply are reserved
              * @enum {string}
              */
-            method?: "link" | "one_click" | "api" | "reply";
+            method?: "link" | "one_click" | "preferences" | "api" | "reply";
         } & {
             [key: string]: unknown;
         };
@@ -9908,6 +11367,11 @@ export interface components {
              * @enum {string}
              */
             source?: "api" | "smtp" | "campaign";
+            /**
+             * @description The message's stream: transactional (receipts, resets) or broadcast (campaigns, newsletters)
+             * @enum {string}
+             */
+            stream?: "transactional" | "broadcast";
             /** @description The campaign of a campaign message (absent for API and SMTP messages) */
             campaign_id?: string | null;
             /** @description The message's tags */
@@ -9973,6 +11437,11 @@ export interface components {
              * @enum {string}
              */
             source?: "api" | "smtp" | "campaign";
+            /**
+             * @description The message's stream: transactional (receipts, resets) or broadcast (campaigns, newsletters)
+             * @enum {string}
+             */
+            stream?: "transactional" | "broadcast";
             /** @description The campaign of a campaign message (absent for API and SMTP messages) */
             campaign_id?: string | null;
             /** @description The message's tags */
@@ -10036,6 +11505,11 @@ export interface components {
              * @enum {string}
              */
             source?: "api" | "smtp" | "campaign";
+            /**
+             * @description The message's stream: transactional (receipts, resets) or broadcast (campaigns, newsletters)
+             * @enum {string}
+             */
+            stream?: "transactional" | "broadcast";
             /** @description The campaign of a campaign message (absent for API and SMTP messages) */
             campaign_id?: string | null;
             /** @description The message's tags */
@@ -10110,6 +11584,11 @@ export interface components {
              * @enum {string}
              */
             source?: "api" | "smtp" | "campaign";
+            /**
+             * @description The message's stream: transactional (receipts, resets) or broadcast (campaigns, newsletters)
+             * @enum {string}
+             */
+            stream?: "transactional" | "broadcast";
             /** @description The campaign of a campaign message (absent for API and SMTP messages) */
             campaign_id?: string | null;
             /** @description The message's tags */
@@ -10175,6 +11654,11 @@ export interface components {
              * @enum {string}
              */
             source?: "api" | "smtp" | "campaign";
+            /**
+             * @description The message's stream: transactional (receipts, resets) or broadcast (campaigns, newsletters)
+             * @enum {string}
+             */
+            stream?: "transactional" | "broadcast";
             /** @description The campaign of a campaign message (absent for API and SMTP messages) */
             campaign_id?: string | null;
             /** @description The message's tags */
@@ -10248,6 +11732,11 @@ export interface components {
              * @enum {string}
              */
             source?: "api" | "smtp" | "campaign";
+            /**
+             * @description The message's stream: transactional (receipts, resets) or broadcast (campaigns, newsletters)
+             * @enum {string}
+             */
+            stream?: "transactional" | "broadcast";
             /** @description The campaign of a campaign message (absent for API and SMTP messages) */
             campaign_id?: string | null;
             /** @description The message's tags */
@@ -10327,6 +11816,11 @@ export interface components {
              * @enum {string}
              */
             source?: "api" | "smtp" | "campaign";
+            /**
+             * @description The message's stream: transactional (receipts, resets) or broadcast (campaigns, newsletters)
+             * @enum {string}
+             */
+            stream?: "transactional" | "broadcast";
             /** @description The campaign of a campaign message (absent for API and SMTP messages) */
             campaign_id?: string | null;
             /** @description The message's tags */
@@ -10500,9 +11994,10 @@ export interface components {
             campaign_id?: string | null;
             /** @description The reply, as stored (GET /inbound/{id}) */
             inbound_id: string;
-            /** @description Who replied (the reply's From header) */
-            from: string | null;
-            subject: string | null;
+            /** @description Who replied (the reply's From header). Only for keys with the `inbound` scope, and endpoints subscribed to email.received */
+            from?: string | null;
+            /** @description The reply's subject; shown to the same readers as `from` */
+            subject?: string | null;
         } & {
             [key: string]: unknown;
         };
@@ -10763,7 +12258,7 @@ export interface components {
                 [key: string]: string;
             };
             /**
-             * @description Custom header fields (at most 50), values without line breaks. Refused: From, Sender, To, Cc, Bcc, Reply-To, Subject, Date, Message-ID, MIME-Version, Content-*, DKIM-Signature, Return-Path, Received, and List-Unsubscribe* on single-recipient messages (the platform sets them)
+             * @description Custom header fields (at most 50), values without line breaks. Refused: From, Sender, To, Cc, Bcc, Reply-To, Subject, Date, Message-ID, MIME-Version, Content-*, DKIM-Signature, Return-Path, Received, the headers receivers add (Authentication-Results, ARC-*, Received-SPF, Delivered-To, X-Original-To), X-Mailforge-*, and List-Unsubscribe* on single-recipient messages that get the platform's one-click unsubscribe (broadcast, or `unsubscribe: true`)
              * @example {
              *       "X-Entity-Ref-ID": "1042"
              *     }
@@ -10793,6 +12288,13 @@ export interface components {
              * @example 2026-12-01T09:00:00+01:00
              */
             scheduled_at?: string;
+            /**
+             * @description `transactional` (default: receipts, password resets, notifications) or `broadcast` (newsletters, marketing). Each has its own suppressions: an unsubscribe stops broadcast mail only. Broadcast mail always carries one-click List-Unsubscribe
+             * @enum {string}
+             */
+            stream?: "transactional" | "broadcast";
+            /** @description Give transactional mail one-click List-Unsubscribe too (default false; broadcast mail always has it) */
+            unsubscribe?: boolean;
         };
         SendBatchAccepted: {
             /** @description One result per request, in the order sent */
@@ -10862,6 +12364,13 @@ export interface components {
             scheduled_at: string | null;
             /** @enum {string} */
             source: "api" | "smtp" | "campaign";
+            /**
+             * @description `transactional` (receipts, resets: the default of POST /send and the relay) or `broadcast` (campaigns, newsletters)
+             * @enum {string}
+             */
+            stream: "transactional" | "broadcast";
+            /** @description Broadcast mail's subscription topic (GET /topics/{id}) */
+            topic_id: string | null;
             from: string;
             subject: string;
             tags: string[];
@@ -11193,6 +12702,8 @@ export interface components {
             segments?: string[];
             /** @description List ids of this account */
             exclude_lists?: string[];
+            /** @description The subscription topic (GET /topics): only contacts subscribed to it are sent to, and its unsubscribe link leaves that topic only */
+            topic_id?: string | null;
             /** @description Add an open pixel to the html part of each message (default true); see docs/tracking.md */
             track_opens?: boolean;
             /** @description Route the html part's http(s) links through a click redirect (default true); text keeps its links */
@@ -11226,6 +12737,8 @@ export interface components {
             segments?: string[];
             /** @description List ids of this account */
             exclude_lists?: string[];
+            /** @description The subscription topic (GET /topics): only contacts subscribed to it are sent to, and its unsubscribe link leaves that topic only */
+            topic_id?: string | null;
             /** @description Add an open pixel to the html part of each message (default true); see docs/tracking.md */
             track_opens?: boolean;
             /** @description Route the html part's http(s) links through a click redirect (default true); text keeps its links */
@@ -11404,6 +12917,9 @@ export interface components {
                 /** @enum {string} */
                 type: "send_email";
                 sender_id: string;
+                /** @enum {string} */
+                stream?: "transactional" | "broadcast";
+                topic_id?: string;
                 template_id?: string;
                 subject?: string;
                 html?: string;
@@ -11484,6 +13000,9 @@ export interface components {
                 /** @enum {string} */
                 type: "send_email";
                 sender_id: string;
+                /** @enum {string} */
+                stream?: "transactional" | "broadcast";
+                topic_id?: string;
                 template_id?: string;
                 subject?: string;
                 html?: string;
@@ -11784,6 +13303,12 @@ export interface components {
             daily: (components["schemas"]["ReportCounts"] & {
                 date: string;
             })[];
+            /** @description Transactional and broadcast mail apart, in this order (docs/streams.md) */
+            streams: (components["schemas"]["ReportCounts"] & {
+                /** @enum {string} */
+                stream: "transactional" | "broadcast";
+                rates: components["schemas"]["ReportRates"];
+            })[];
         };
         /** @description Fractions rounded to 4 decimals; 0 when the denominator is 0 */
         ReportRates: {
@@ -11802,6 +13327,8 @@ export interface components {
         };
         CampaignReport: {
             campaign_id: string;
+            /** @description The campaign's subscription topic: its `unsubscribes` left that topic only (null: they left all marketing) */
+            topic_id: string | null;
             totals: components["schemas"]["ReportCounts"];
             rates: components["schemas"]["ReportRates"];
             /** @description Tracked links of the campaign, most clicked first */
@@ -11978,6 +13505,11 @@ export interface components {
             ai_generations_per_month?: number;
             /** @description Defaults to email_api and smtp_relay */
             features?: components["schemas"]["Feature"][];
+            /**
+             * @description The account's owner: mailed an invitation (a sign-in link valid for 7 days)
+             * @example ann@example.com
+             */
+            owner_email?: string;
         };
         /**
          * @description email_api and smtp_relay enable sending; campaigns enables campaigns; automations enables automations; ai enables AI campaign drafts.

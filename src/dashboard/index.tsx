@@ -3,14 +3,12 @@
 
 import { Hono, type Context } from "hono";
 import { HTTPException } from "hono/http-exception";
-import { authenticateApiKey } from "../domain/accounts/api-keys";
 import { perKeyLimiter } from "../middleware/auth";
-import { sha256Hex } from "../lib/crypto";
 import { AppError } from "../errors";
 import { logError } from "../lib/log";
 import { dashboardBodyLimit } from "../middleware/request";
 import { describeErrors } from "./guard";
-import { Notice, Shell, canSee, sections } from "./layout";
+import { Notice, Shell } from "./layout";
 import { aiPages } from "./pages/ai";
 import { apiKeyPages } from "./pages/api-keys";
 import { automationPages } from "./pages/automations";
@@ -19,6 +17,7 @@ import { contactPages } from "./pages/contacts";
 import { domainPages } from "./pages/domains";
 import { formPages } from "./pages/forms";
 import { inboundPages } from "./pages/inbound";
+import { memberPages } from "./pages/members";
 import { messagePages } from "./pages/messages";
 import { overviewPages } from "./pages/overview";
 import { segmentPages } from "./pages/segments";
@@ -28,9 +27,8 @@ import { topicPages } from "./pages/topics";
 import { usagePages } from "./pages/usage";
 import { verificationPages } from "./pages/verification";
 import { webhookPages } from "./pages/webhooks";
-import { csrfMatches, csrfTokenOf, endSession, issueSignInToken, readSession, signInTokenMatches, startSession, type DashboardEnv } from "./session";
-
-const signInPath = "/dashboard/sign-in";
+import { csrfMatches, csrfTokenOf, endSession, readSession, type DashboardEnv } from "./session";
+import { signInPages, signInPath } from "./sign-in";
 
 // Pages load only their own scripts and styles; no inline script, no framing, nothing cached by shared caches.
 const securityHeaders = {
@@ -43,26 +41,6 @@ const securityHeaders = {
 };
 
 const isHtmx = (c: Context) => c.req.header("HX-Request") === "true";
-
-function SignInPage({ token, error }: { token: string; error?: string }) {
-  return (
-    <Shell title="Sign in">
-      <section class="card narrow">
-        {error ? <Notice kind="error">{error}</Notice> : null}
-        <form method="post" action={signInPath} class="stack">
-          <input type="hidden" name="_csrf" value={token} />
-          <label for="key">API key</label>
-          <input id="key" name="key" type="password" autocomplete="current-password" required placeholder="sk_live_…" spellcheck={false} />
-          <p class="hint">
-            The key stays on the server: the session cookie names the key's id and ends when the key is revoked or rotated. Keys with scopes see only
-            their sections.
-          </p>
-          <button type="submit">Sign in</button>
-        </form>
-      </section>
-    </Shell>
-  );
-}
 
 export const dashboardRoutes = new Hono<DashboardEnv>();
 
@@ -94,31 +72,8 @@ dashboardRoutes.onError((error, c) => {
   );
 });
 
-dashboardRoutes.get("/sign-in", async (c) => {
-  if (await readSession(c)) return c.redirect("/dashboard", 303);
-  return c.html(<SignInPage token={issueSignInToken(c)} />);
-});
-
-dashboardRoutes.post("/sign-in", async (c) => {
-  const form = await c.req.parseBody();
-  if (!(await signInTokenMatches(c, typeof form._csrf === "string" ? form._csrf : undefined))) {
-    return c.html(<SignInPage token={issueSignInToken(c)} error="The form expired; sign in again." />, 403);
-  }
-  // Guessing keys through the form costs as much as through the API: a bucket per client address.
-  const client = c.req.header("CF-Connecting-IP") ?? "local";
-  const decision = await c.env.RATE_LIMITER.getByName(`dashboard-sign-in:${client}`).consume(30, 60);
-  if (!decision.allowed) {
-    c.header("Retry-After", String(decision.retryAfterSeconds));
-    return c.html(<SignInPage token={issueSignInToken(c)} error={`Too many attempts; try again in ${decision.retryAfterSeconds} s.`} />, 429);
-  }
-  const presented = typeof form.key === "string" ? form.key.trim() : "";
-  const key = await authenticateApiKey(c.env.DB, presented, (write) => c.executionCtx.waitUntil(write));
-  if (!key) {
-    return c.html(<SignInPage token={issueSignInToken(c)} error="That API key is not valid: it does not exist, was revoked or was rotated." />, 401);
-  }
-  await startSession(c, key.apiKey.id, await sha256Hex(presented));
-  return c.redirect(firstSection(key), 303);
-});
+// Signing in comes before the session check below (its forms have no session yet).
+dashboardRoutes.route("/", signInPages);
 
 /** A refused request: a fragment for htmx to show in place, else a page (the refused form's data is not echoed). */
 function refusal(c: Context<DashboardEnv>, message: string, status: 401 | 403 | 429) {
@@ -133,9 +88,6 @@ function refusal(c: Context<DashboardEnv>, message: string, status: 401 | 403 | 
     status,
   );
 }
-
-/** Where a key lands: the overview, or the first section its scopes cover. */
-const firstSection = (auth: Parameters<typeof canSee>[0]) => sections.find((section) => canSee(auth, section.needs))?.path ?? "/dashboard/usage";
 
 // Everything below needs a session; non-GET requests also need the session's CSRF token.
 dashboardRoutes.use("*", async (c, next) => {
@@ -188,6 +140,7 @@ dashboardRoutes.route("/", segmentPages);
 dashboardRoutes.route("/", automationPages);
 dashboardRoutes.route("/", aiPages);
 dashboardRoutes.route("/", usagePages);
+dashboardRoutes.route("/", memberPages);
 
 dashboardRoutes.all("*", () => {
   throw new AppError("not_found", "There is no such page");
