@@ -880,6 +880,93 @@ export interface paths {
         };
         trace?: never;
     };
+    "/api/v1/audit-log": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Who changed what, newest first
+         * @description Every successful write through the API, the dashboard or the operator API, and every dashboard sign-in, with who (member, API key or operator), on what, when and from where. Sent mail, verifications and automation triggers are their own record and not repeated here. Kept for RETENTION_DAYS.
+         *
+         *     Needs a full-access key.
+         */
+        get: {
+            parameters: {
+                query?: {
+                    limit?: number;
+                    cursor?: string;
+                    /** @description A member's id or address, a key's id, or `operator` */
+                    actor?: string;
+                    action?: string;
+                    /** @description YYYY-MM-DD or an ISO timestamp (inclusive) */
+                    from?: string;
+                    /** @description YYYY-MM-DD (the whole day) or an ISO timestamp (inclusive) */
+                    to?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description A page of entries */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["AuditLog"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/contacts": {
         parameters: {
             query?: never;
@@ -10100,6 +10187,44 @@ export interface components {
         };
         ChangeMemberRole: {
             role: components["schemas"]["Role"];
+        };
+        AuditLog: {
+            data: components["schemas"]["AuditEntry"][];
+            has_more: boolean;
+            next_cursor: string | null;
+        };
+        AuditEntry: {
+            /** @example aud_2Zp8Qm0c2JYd7pG1rXw8Lk */
+            id: string;
+            /**
+             * @description `<what it was done to>.<what was done>`, named from the route
+             * @example member.invited
+             */
+            action: string;
+            actor: {
+                /** @enum {string} */
+                type: "member" | "api_key" | "operator";
+                /** @description The member's or key's id; `operator` for the operator API */
+                id: string;
+                /**
+                 * @description A member's address, a key's name and prefix
+                 * @example Default (sk_live_Ab3d…)
+                 */
+                name: string;
+            };
+            target: {
+                type: string;
+                id: string | null;
+            } | null;
+            /** @enum {string} */
+            via: "api" | "dashboard" | "operator";
+            ip: string | null;
+            user_agent: string | null;
+            /**
+             * Format: date-time
+             * @example 2026-11-22T10:15:00.000Z
+             */
+            created_at: string;
         };
         Contact: {
             /** @example con_3kTz9Qm1bX7cV2nL8pR4sD */

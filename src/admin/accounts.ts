@@ -12,6 +12,7 @@ import { notFound, orRefuse } from "../errors";
 import { adminRoute, createRouter, evenWithFieldErrors, errorResponse, IdParam, jsonBody, jsonResponse, z } from "../lib/openapi";
 import { AccountSchema, FeatureSchema } from "../api/schemas";
 import { operatorActor } from "../domain/audit/actor";
+import { origin, record } from "../middleware/audit";
 import { inviteAndMail } from "../domain/members/members";
 import { memberEmail } from "../domain/members/input";
 
@@ -124,6 +125,14 @@ export const adminAccountRoutes = createRouter()
       }),
     );
     const owner = { id: invited.member.id, email: invited.member.email, status: "invited" as const };
+    await record(c.env.DB, {
+      accountId: account.id,
+      action: "member.invited",
+      actor: operatorActor,
+      target: { type: "member", id: owner.id },
+      via: "operator",
+      ...origin(c),
+    });
     return c.json({ ...serializeAccount(account), api_key: key, owner }, 201);
   })
   .openapi(getAccount, async (c) => {

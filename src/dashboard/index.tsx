@@ -6,11 +6,13 @@ import { HTTPException } from "hono/http-exception";
 import { perKeyLimiter } from "../middleware/auth";
 import { AppError } from "../errors";
 import { logError } from "../lib/log";
+import { recordDashboardChange } from "../middleware/audit";
 import { dashboardBodyLimit } from "../middleware/request";
 import { describeErrors } from "./guard";
 import { Notice, Shell } from "./layout";
 import { aiPages } from "./pages/ai";
 import { apiKeyPages } from "./pages/api-keys";
+import { auditLogPages } from "./pages/audit-log";
 import { automationPages } from "./pages/automations";
 import { campaignPages } from "./pages/campaigns";
 import { contactPages } from "./pages/contacts";
@@ -112,6 +114,9 @@ dashboardRoutes.use("*", async (c, next) => {
       c.header("Retry-After", String(decision.retryAfterSeconds));
       return refusal(c, `Too many actions: this key's limit is ${decision.limit} a minute. Try again in ${decision.retryAfterSeconds} s.`, 429);
     }
+    await next();
+    await recordDashboardChange(c, session.auth);
+    return;
   }
   await next();
 });
@@ -141,6 +146,7 @@ dashboardRoutes.route("/", automationPages);
 dashboardRoutes.route("/", aiPages);
 dashboardRoutes.route("/", usagePages);
 dashboardRoutes.route("/", memberPages);
+dashboardRoutes.route("/", auditLogPages);
 
 dashboardRoutes.all("*", () => {
   throw new AppError("not_found", "There is no such page");

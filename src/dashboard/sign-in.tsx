@@ -16,7 +16,10 @@ import {
   type SignedIn,
 } from "../domain/members/sign-in";
 import { sendPlatformMail } from "../domain/sending/platform-mail";
+import { actorOf } from "../domain/audit/actor";
 import { sha256Hex } from "../lib/crypto";
+import { origin, record } from "../middleware/audit";
+import type { AuthContext } from "../types";
 import { Notice, Shell, firstSection } from "./layout";
 import {
   issueSignInToken,
@@ -123,8 +126,13 @@ const tooMany = (seconds: number) => `Too many attempts; try again in ${seconds}
 async function signedIn(c: Context<DashboardEnv>, { member, account }: SignedIn) {
   await startMemberSession(c, member.id);
   const context = { id: member.id, email: member.email, role: member.role };
-  return c.redirect(firstSection({ account, apiKey: memberCredential(context), member: context }), 303);
+  const auth = { account, apiKey: memberCredential(context), member: context };
+  await recordSignIn(c, auth, { type: "member", id: member.id });
+  return c.redirect(firstSection(auth), 303);
 }
+
+const recordSignIn = (c: Context<DashboardEnv>, auth: AuthContext, target: { type: string; id: string }) =>
+  record(c.env.DB, { accountId: auth.account.id, action: `${target.type}.signed_in`, actor: actorOf(auth), target, via: "dashboard", ...origin(c) });
 
 export const signInPages = new Hono<DashboardEnv>()
   .get("/sign-in", async (c) => {
@@ -146,6 +154,7 @@ export const signInPages = new Hono<DashboardEnv>()
         return page(403, "This account's members sign in with their email address; its owner can allow API keys again on the Members page.");
       }
       await startSession(c, key.apiKey.id, await sha256Hex(presented));
+      await recordSignIn(c, key, { type: "api_key", id: key.apiKey.id });
       return c.redirect(firstSection(key), 303);
     }
     const typed = typeof form.email === "string" ? form.email : "";

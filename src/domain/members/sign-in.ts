@@ -199,7 +199,7 @@ export async function acceptInvitation(env: Env, secret: string): Promise<Signed
   return found ? consume(env, found.token.id, found.member.id) : undefined;
 }
 
-/** Links and member sessions past their expiry (the cron): they sign nobody in, and nothing else reads them. */
+/** Links and member sessions past their expiry: they sign nobody in, and nothing else reads them. */
 export async function purgeExpiredSignIns(env: Env): Promise<void> {
   const db = drizzle(env.DB);
   const now = nowIso();
