@@ -73,7 +73,7 @@ describe("members and mailed sign-in", () => {
   });
 
   it("signs in with the mailed code in the browser that asked, once", async () => {
-    const account = await createAccount();
+    const account = await createAccount({ features: ["email_api", "smtp_relay", "automations"] });
     const email = uniqueAddress("coder");
     await invite(account.api_key, email, "viewer");
     const browser = newBrowser();
@@ -84,10 +84,19 @@ describe("members and mailed sign-in", () => {
     expect((await submit(browser, "/dashboard/sign-in/code", { email, code: code === "000000" ? "111111" : "000000" })).status).toBe(401);
     const signedIn = await submit(browser, "/dashboard/sign-in/code", { email, code });
     expect(signedIn.status).toBe(303);
-    // A viewer reads but changes nothing.
+    // A viewer reads but changes nothing, and is not shown what starts automation runs.
     expect((await browser.get("/dashboard/contacts")).status).toBe(200);
     const refused = await browser.post("/dashboard/contacts/lists", { name: "Nope" });
     expect(refused.status).toBe(403);
+    const list = await json<{ id: string }>(await call("/api/v1/lists", { key: account.api_key, body: { name: "Viewers" } }));
+    const automation = await call("/api/v1/automations", {
+      key: account.api_key,
+      body: { name: "Hooked", steps: [{ type: "add_to_list", list_id: list.id }] },
+    });
+    const { id, private_url } = await json<{ id: string; private_url: string }>(automation);
+    const page = await (await browser.get(`/dashboard/automations/${id}`)).text();
+    expect(page).toContain("Hooked");
+    expect(page).not.toContain(new URL(private_url).pathname);
   });
 
   it("DELETE /members/{id} ends that member's open sessions; a lowered role applies to the next request", async () => {
