@@ -17,7 +17,7 @@ export type ApiKeyContext = {
 };
 
 /** A person signed into the dashboard (docs/dashboard.md): what their role allows is read again on every request. */
-export type MemberContext = { id: string; email: string; role: Role };
+export type MemberContext = { id: string; email: string; role: Role /** TOTP set up. */; totp: boolean };
 
 /**
  * Who is asking. `apiKey` is the key a request acts with; in a member's dashboard session it is the member's own

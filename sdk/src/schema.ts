@@ -10164,6 +10164,8 @@ export interface components {
              * @example 2026-11-22T10:15:00.000Z
              */
             last_signed_in_at: string | null;
+            /** @description Signs in with a second factor (TOTP) */
+            totp: boolean;
             /**
              * Format: date-time
              * @example 2026-11-22T10:15:00.000Z

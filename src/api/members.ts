@@ -13,6 +13,7 @@ const MemberSchema = z
     status: z.enum(["invited", "active"]).openapi({ description: "`invited` until the member first signs in" }),
     invited_by: z.string().nullable(),
     last_signed_in_at: Timestamp.nullable(),
+    totp: z.boolean().openapi({ description: "Signs in with a second factor (TOTP)" }),
     created_at: Timestamp,
     updated_at: Timestamp,
   })

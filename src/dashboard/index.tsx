@@ -22,6 +22,7 @@ import { inboundPages } from "./pages/inbound";
 import { memberPages } from "./pages/members";
 import { messagePages } from "./pages/messages";
 import { overviewPages } from "./pages/overview";
+import { securityPages } from "./pages/security";
 import { segmentPages } from "./pages/segments";
 import { smtpCredentialPages } from "./pages/smtp-credentials";
 import { templatePages } from "./pages/templates";
@@ -101,6 +102,12 @@ dashboardRoutes.use("*", async (c, next) => {
   }
   c.set("auth", session.auth);
   c.set("csrfToken", session.csrfToken);
+  const { member, account } = session.auth;
+  if (member && account.requireTotp && !member.totp && !c.req.path.startsWith("/dashboard/security") && c.req.path !== "/dashboard/sign-out") {
+    // The owner requires a second factor: a member without one sets it up before anything else.
+    if (c.req.method === "GET" && !isHtmx(c)) return c.redirect("/dashboard/security", 303);
+    return refusal(c, "This account requires a second factor: set one up on the Security page first.", 403);
+  }
   if (c.req.method !== "GET" && c.req.method !== "HEAD" && !(await csrfMatches(await csrfTokenOf(c), session.csrfToken))) {
     return refusal(c, "The form is missing its security token; reload the page and try again.", 403);
   }
@@ -147,6 +154,7 @@ dashboardRoutes.route("/", aiPages);
 dashboardRoutes.route("/", usagePages);
 dashboardRoutes.route("/", memberPages);
 dashboardRoutes.route("/", auditLogPages);
+dashboardRoutes.route("/", securityPages);
 
 dashboardRoutes.all("*", () => {
   throw new AppError("not_found", "There is no such page");

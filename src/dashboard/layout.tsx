@@ -133,6 +133,11 @@ function Header({ auth, csrfToken, current }: { auth: AuthContext; csrfToken: st
           ) : null}
         </ul>
       </nav>
+      {auth.member ? (
+        <a href="/dashboard/security" class="security" aria-current={current === "/dashboard/security" ? "page" : undefined}>
+          Security
+        </a>
+      ) : null}
       <form method="post" action="/dashboard/sign-out" class="sign-out">
         <input type="hidden" name="_csrf" value={csrfToken} />
         <button type="submit" class="link" title={auth.member ? `Signed in as ${auth.member.email}` : `Signed in with the key "${auth.apiKey.name}"`}>

@@ -38,8 +38,14 @@ const isLoopback = (hostname: string) => hostname === "localhost" || hostname ==
 function cookieNames(c: Context) {
   const secure = !isLoopback(new URL(c.req.url).hostname);
   return secure
-    ? { secure, session: "__Host-mf_session", signIn: "__Host-mf_sign_in", browser: "__Host-mf_sign_in_browser" }
-    : { secure, session: "mf_session", signIn: "mf_sign_in", browser: "mf_sign_in_browser" };
+    ? {
+        secure,
+        session: "__Host-mf_session",
+        signIn: "__Host-mf_sign_in",
+        browser: "__Host-mf_sign_in_browser",
+        secondFactor: "__Host-mf_second_factor",
+      }
+    : { secure, session: "mf_session", signIn: "mf_sign_in", browser: "mf_sign_in_browser", secondFactor: "mf_second_factor" };
 }
 
 const secrets = new WeakMap<object, Promise<string>>();
@@ -115,7 +121,7 @@ async function memberAuth(d1: D1Database, memberId: string, id: string): Promise
       .get(),
   ]);
   if (!row || !stored) return undefined;
-  const member = { id: row.member.id, email: row.member.email, role: row.member.role };
+  const member = { id: row.member.id, email: row.member.email, role: row.member.role, totp: row.member.totpEnabledAt !== null };
   return { account: row.account, apiKey: memberCredential(member), member };
 }
 
@@ -187,7 +193,34 @@ export async function startMemberSession(c: Context<DashboardEnv>, memberId: str
     .insert(memberSessions)
     .values({ id: await storedId(payload.s), memberId, expiresAt: new Date(payload.e * 1000).toISOString() });
   await setSessionCookie(c, payload, ttl);
-  deleteCookie(c, cookieNames(c).browser, { path: "/", secure: cookieNames(c).secure });
+  const names = cookieNames(c);
+  deleteCookie(c, names.browser, { path: "/", secure: names.secure });
+  deleteCookie(c, names.secondFactor, { path: "/", secure: names.secure });
+}
+
+const SECOND_FACTOR_SECONDS = 300;
+
+/**
+ * Between a used link (or code) and the second factor: which member passed the first, for 5 minutes, in a signed
+ * cookie. The link is spent by then, so this cookie is the only way on, and only in this browser.
+ */
+export async function startSecondFactor(c: Context<DashboardEnv>, memberId: string): Promise<void> {
+  const value = `${memberId}.${Math.floor(Date.now() / 1000) + SECOND_FACTOR_SECONDS}`;
+  const names = cookieNames(c);
+  setCookie(c, names.secondFactor, `${value}.${await sign(c.env, "second factor", value)}`, {
+    path: "/",
+    httpOnly: true,
+    secure: names.secure,
+    sameSite: "Strict",
+    maxAge: SECOND_FACTOR_SECONDS,
+  });
+}
+
+/** The member waiting for their second factor in this browser, while the cookie is signed and fresh. */
+export async function pendingSecondFactor(c: Context<DashboardEnv>): Promise<string | undefined> {
+  const [memberId, expiry, signature] = (getCookie(c, cookieNames(c).secondFactor) ?? "").split(".");
+  if (!memberId || !expiry || !signature || Number(expiry) * 1000 <= Date.now()) return undefined;
+  return (await timingSafeEqualString(signature, await sign(c.env, "second factor", `${memberId}.${expiry}`))) ? memberId : undefined;
 }
 
 async function setSessionCookie(c: Context<DashboardEnv>, payload: SessionPayload, ttl: number): Promise<void> {

@@ -4,7 +4,8 @@
 
 import { Hono, type Context } from "hono";
 import { authenticateApiKey } from "../domain/accounts/api-keys";
-import { normalizeEmail } from "../domain/members/members";
+import { findActiveMember, normalizeEmail } from "../domain/members/members";
+import { checkSecondFactor, hasTotp } from "../domain/members/totp";
 import { memberEmail } from "../domain/members/input";
 import {
   SIGN_IN_TTL_MS,
@@ -25,11 +26,13 @@ import {
   issueSignInToken,
   keySignInAllowed,
   memberCredential,
+  pendingSecondFactor,
   presentedSignInBrowser,
   readSession,
   signInBrowser,
   signInTokenMatches,
   startMemberSession,
+  startSecondFactor,
   startSession,
   type DashboardEnv,
 } from "./session";
@@ -122,10 +125,37 @@ const perAddress = async (c: Context<DashboardEnv>, what: "mail" | "code", email
 
 const tooMany = (seconds: number) => `Too many attempts; try again in ${seconds} s.`;
 
-/** The member now signed in (their link, code or invitation was just used): a session, then their first section. */
-async function signedIn(c: Context<DashboardEnv>, { member, account }: SignedIn) {
+function SecondFactorPage({ token, error }: { token: string; error?: string }) {
+  return (
+    <Shell title="Second factor">
+      <section class="card narrow">
+        {error ? <Notice kind="error">{error}</Notice> : null}
+        <form method="post" action={`${signInPath}/second-factor`} class="stack">
+          <input type="hidden" name="_csrf" value={token} />
+          <label for="second-factor">Code from your authenticator app, or a recovery code</label>
+          <input id="second-factor" name="code" autocomplete="one-time-code" required maxlength={20} spellcheck={false} />
+          <button type="submit">Sign in</button>
+        </form>
+      </section>
+    </Shell>
+  );
+}
+
+/**
+ * The member passed the first factor (their link, code or invitation was just used): the second factor's page when
+ * they have one, else a session and their first section.
+ */
+async function signedIn(c: Context<DashboardEnv>, found: SignedIn) {
+  if (hasTotp(found.member)) {
+    await startSecondFactor(c, found.member.id);
+    return c.html(<SecondFactorPage token={issueSignInToken(c)} />);
+  }
+  return sessionFor(c, found);
+}
+
+async function sessionFor(c: Context<DashboardEnv>, { member, account }: SignedIn) {
   await startMemberSession(c, member.id);
-  const context = { id: member.id, email: member.email, role: member.role };
+  const context = { id: member.id, email: member.email, role: member.role, totp: hasTotp(member) };
   const auth = { account, apiKey: memberCredential(context), member: context };
   await recordSignIn(c, auth, { type: "member", id: member.id });
   return c.redirect(firstSection(auth), 303);
@@ -225,6 +255,20 @@ export const signInPages = new Hono<DashboardEnv>()
         </section>
       </Shell>,
     );
+  })
+  .post("/sign-in/second-factor", async (c) => {
+    const form = await c.req.parseBody();
+    const page = (status: Status, error: string) => c.html(<SecondFactorPage token={issueSignInToken(c)} error={error} />, status);
+    const memberId = await pendingSecondFactor(c);
+    if (!memberId)
+      return c.html(<MessagePage title="Sign in again" message="Five minutes passed since your link was used; ask for a new one." />, 401);
+    if (!(await signInTokenMatches(c, typeof form._csrf === "string" ? form._csrf : undefined))) return page(403, "The form expired; try again.");
+    const wait = (await perClient(c)) ?? (await limited(c, `dashboard-sign-in-factor:${memberId}`, 5, 15 * 60));
+    if (wait !== undefined) return page(429, tooMany(wait));
+    const found = await findActiveMember(c.env.DB, memberId);
+    const code = typeof form.code === "string" ? form.code : "";
+    if (!found || !(await checkSecondFactor(c.env, found.member, code))) return page(401, "That code is not valid, or was used already.");
+    return sessionFor(c, found);
   })
   .post("/invitation", async (c) => {
     const form = await c.req.parseBody();

@@ -27,6 +27,8 @@ export const accounts = sqliteTable("accounts", {
   verifyBalance: integer("verify_balance").notNull().default(0),
   // Signing into the dashboard with an API key once the account has active members: the owner's choice (docs/dashboard.md).
   keySignIn: integer("key_sign_in", { mode: "boolean" }).notNull().default(false),
+  // The owner's choice that every member signs in with a second factor (TOTP), set up before anything else.
+  requireTotp: integer("require_totp", { mode: "boolean" }).notNull().default(false),
   createdAt: createdAt(),
   updatedAt: updatedAt(),
 });
@@ -82,6 +84,12 @@ export const members = sqliteTable(
       .default("invited"),
     invitedBy: text("invited_by"),
     lastSignedInAt: text("last_signed_in_at"),
+    // TOTP (RFC 6238): the secret AES-GCM encrypted (DKIM_ENCRYPTION_KEY), in use once confirmed with a first code;
+    // the last time step accepted, so a code is not accepted twice; the unused recovery codes' SHA-256.
+    totpSecret: text("totp_secret"),
+    totpEnabledAt: text("totp_enabled_at"),
+    totpLastStep: integer("totp_last_step"),
+    recoveryCodes: text("recovery_codes", { mode: "json" }).$type<string[]>(),
     createdAt: createdAt(),
     updatedAt: updatedAt(),
   },

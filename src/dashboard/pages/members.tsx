@@ -1,7 +1,7 @@
 import { Hono, type Context } from "hono";
 import { roles } from "../../domain/accounts/roles";
 import { actorOf } from "../../domain/audit/actor";
-import { allMembers, changeRole, inviteAndMail, removeMember, setKeySignIn, transferOwnership, type Member } from "../../domain/members/members";
+import { allMembers, changeRole, inviteAndMail, removeMember, setSignInSettings, transferOwnership, type Member } from "../../domain/members/members";
 import { memberChangeInput, memberInput } from "../../domain/members/input";
 import { AppError, orRefuse } from "../../errors";
 import { PostButton } from "../components/post-button";
@@ -44,7 +44,7 @@ async function membersPage(c: Page, notice?: string, status: 200 | 201 = 200) {
       <section class="card">
         <h2>People</h2>
         <Table
-          head={["Email", "Role", "Status", "Last sign-in", "Actions"]}
+          head={["Email", "Role", "Status", "Second factor", "Last sign-in", "Actions"]}
           rows={people}
           empty="No members yet: invite the first below. Until someone signs in, API keys sign into the dashboard."
           row={(member) => (
@@ -57,6 +57,7 @@ async function membersPage(c: Page, notice?: string, status: 200 | 201 = 200) {
               <td>
                 <StatusBadge status={member.status} />
               </td>
+              <td>{member.totpEnabledAt ? "TOTP" : "—"}</td>
               <td>{formatTime(member.lastSignedInAt)}</td>
               <td class="actions">
                 {member.role === "owner" ? null : <RoleForm member={member} csrfToken={csrfToken} />}
@@ -123,6 +124,12 @@ async function membersPage(c: Page, notice?: string, status: 200 | 201 = 200) {
               <input type="checkbox" name="key_sign_in" value="on" checked={auth.account.keySignIn} /> API keys may sign into the dashboard
             </label>
             <p class="hint">Off: once a member has signed in, people sign in with their email address only. Keys keep working on the API.</p>
+            <label>
+              <input type="checkbox" name="require_totp" value="on" checked={auth.account.requireTotp} /> Every member signs in with a second factor
+            </label>
+            <p class="hint">
+              Members without one set it up (Security) before anything else. API keys have no second factor: leave their sign-in off with this on.
+            </p>
             <button type="submit">Save</button>
           </form>
         </section>
@@ -152,7 +159,10 @@ export const memberPages = new Hono<DashboardEnv>()
     requireSection(c, "members");
     if (c.get("auth").member?.role !== "owner") throw new AppError("forbidden", "Only the owner changes how the account signs in");
     const form = await c.req.parseBody();
-    await setKeySignIn(c.env.DB, c.get("auth").account.id, field(form, "key_sign_in") === "on");
+    await setSignInSettings(c.env.DB, c.get("auth").account.id, {
+      keySignIn: field(form, "key_sign_in") === "on",
+      requireTotp: field(form, "require_totp") === "on",
+    });
     return c.redirect("/dashboard/members", 303);
   })
   .post("/members/:id", async (c) => {

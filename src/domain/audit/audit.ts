@@ -184,6 +184,8 @@ const routeActions: Record<string, string | false> = {
   "POST /api/v1/verify": false,
   "POST /api/v1/automations/{id}/trigger": false,
   "POST /api/v1/ai/campaign": "ai_request.created",
+  "POST /dashboard/security/totp": "member.totp_enabled",
+  "POST /dashboard/security/totp/delete": "member.totp_disabled",
   "POST /dashboard/messages/test": false,
   "POST /dashboard/verification/check": false,
   "POST /dashboard/verification/upload": false,

@@ -25,6 +25,7 @@ export function serializeMember(member: Member) {
     status: member.status,
     invited_by: member.invitedBy,
     last_signed_in_at: member.lastSignedInAt,
+    totp: member.totpEnabledAt !== null,
     created_at: member.createdAt,
     updated_at: member.updatedAt,
   };
@@ -35,6 +36,15 @@ export const listMembers = (d1: D1Database, accountId: string, page: { cursor?: 
 /** Every member, oldest first (the dashboard's page: an account has a handful). */
 export const allMembers = (d1: D1Database, accountId: string) =>
   drizzle(d1).select().from(members).where(eq(members.accountId, accountId)).orderBy(members.createdAt, members.id).limit(500).all();
+
+/** An active member with their account, by id alone (the second sign-in step knows no account yet). */
+export const findActiveMember = (d1: D1Database, id: string) =>
+  drizzle(d1)
+    .select({ member: members, account: accounts })
+    .from(members)
+    .innerJoin(accounts, eq(accounts.id, members.accountId))
+    .where(and(eq(members.id, id), eq(members.status, "active")))
+    .get();
 
 export const findMember = (d1: D1Database, accountId: string, id: string) =>
   drizzle(d1)
@@ -79,6 +89,10 @@ export async function inviteMember(
         status: "invited",
         invitedBy: input.invitedBy,
         lastSignedInAt: null,
+        totpSecret: null,
+        totpEnabledAt: null,
+        totpLastStep: null,
+        recoveryCodes: null,
         createdAt: nowIso(),
         updatedAt: nowIso(),
       };
@@ -166,7 +180,10 @@ export async function transferOwnership(d1: D1Database, accountId: string, owner
   return { ...target, role: "owner", updatedAt: now };
 }
 
-/** The owner's choice to let API keys sign into the dashboard while the account has active members. */
-export async function setKeySignIn(d1: D1Database, accountId: string, allowed: boolean): Promise<void> {
-  await drizzle(d1).update(accounts).set({ keySignIn: allowed, updatedAt: nowIso() }).where(eq(accounts.id, accountId));
+/** The owner's choices: API keys may sign into the dashboard while the account has active members; every member needs a second factor. */
+export async function setSignInSettings(d1: D1Database, accountId: string, settings: { keySignIn: boolean; requireTotp: boolean }): Promise<void> {
+  await drizzle(d1)
+    .update(accounts)
+    .set({ ...settings, updatedAt: nowIso() })
+    .where(eq(accounts.id, accountId));
 }
