@@ -12,11 +12,10 @@ import {
   acceptInvitation,
   peekToken,
   redeemSignInCode,
+  mailSignInLinks,
   redeemSignInLink,
-  requestSignIn,
   type SignedIn,
 } from "../domain/members/sign-in";
-import { sendPlatformMail } from "../domain/sending/platform-mail";
 import { actorOf } from "../domain/audit/actor";
 import { sha256Hex } from "../lib/crypto";
 import { origin, record } from "../middleware/audit";
@@ -193,9 +192,8 @@ export const signInPages = new Hono<DashboardEnv>()
     const email = parsed.data;
     const waitAddress = await perAddress(c, "mail", email);
     if (waitAddress !== undefined) return page(429, tooMany(waitAddress), email);
-    // The same page whether or not the address is a member's; the mail leaves after the answer.
-    const mail = await requestSignIn(c.env, email, signInBrowser(c, SIGN_IN_TTL_MS / 1000));
-    if (mail) c.executionCtx.waitUntil(sendPlatformMail(c.env, mail));
+    // The same page, as soon, whether or not the address is a member's: the links are made and mailed after the answer.
+    c.executionCtx.waitUntil(mailSignInLinks(c.env, email, signInBrowser(c, SIGN_IN_TTL_MS / 1000)));
     return c.html(<CheckMailPage token={issueSignInToken(c)} email={email} />);
   })
   .post("/sign-in/code", async (c) => {

@@ -72,6 +72,17 @@ describe("members and mailed sign-in", () => {
     expect(await sinkMessagesTo(stranger)).toEqual([]);
   });
 
+  it("mails an address 5 links a quarter hour, then answers 429, member or not", async () => {
+    const browser = newBrowser();
+    await open(browser, "/dashboard/sign-in");
+    const email = uniqueAddress("flood");
+    for (let attempt = 0; attempt < 5; attempt++) expect((await submit(browser, "/dashboard/sign-in", { email })).status).toBe(200);
+    const refused = await submit(browser, "/dashboard/sign-in", { email });
+    expect(refused.status).toBe(429);
+    expect(Number(refused.headers.get("Retry-After"))).toBeGreaterThan(0);
+    expect((await submit(browser, "/dashboard/sign-in", { email: uniqueAddress("other") })).status).toBe(200);
+  });
+
   it("signs in with the mailed code in the browser that asked, once", async () => {
     const account = await createAccount({ features: ["email_api", "smtp_relay", "automations"] });
     const email = uniqueAddress("coder");

@@ -10,7 +10,8 @@ import { accounts, memberSessions, members, signInTokens } from "../../db/schema
 import { hmacSha256Hex, randomToken, sha256Hex, timingSafeEqualString } from "../../lib/crypto";
 import { nowIso } from "../../lib/ids";
 import type { Account } from "../accounts/accounts";
-import type { PlatformMail } from "../sending/platform-mail";
+import { logError } from "../../lib/log";
+import { sendPlatformMail, type PlatformMail } from "../sending/platform-mail";
 import type { Member } from "./members";
 
 export const SIGN_IN_TTL_MS = 15 * 60 * 1000;
@@ -78,7 +79,7 @@ export function invitationMail(env: Env, input: { to: string; accountName: strin
  * For each account `email` is a member of, a sign-in link and code bound to the browser whose cookie is `browser`
  * (replacing that member's earlier ones), and the mail that carries them; undefined for an address that is no member.
  */
-export async function requestSignIn(env: Env, email: string, browser: string): Promise<PlatformMail | undefined> {
+async function requestSignIn(env: Env, email: string, browser: string): Promise<PlatformMail | undefined> {
   const db = drizzle(env.DB);
   const memberships = await db
     .select({ member: members, accountName: accounts.name })
@@ -128,6 +129,16 @@ export async function requestSignIn(env: Env, email: string, browser: string): P
       "",
     ].join("\n"),
   };
+}
+
+/** requestSignIn, then the mail, for after the answer: a failure is logged (the person asks again). */
+export async function mailSignInLinks(env: Env, email: string, browser: string): Promise<void> {
+  try {
+    const mail = await requestSignIn(env, email, browser);
+    if (mail) await sendPlatformMail(env, mail);
+  } catch (error) {
+    logError("sign-in links not made", { error: String(error) });
+  }
 }
 
 const live = () => and(isNull(signInTokens.usedAt), gt(signInTokens.expiresAt, nowIso()));
