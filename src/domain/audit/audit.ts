@@ -53,7 +53,7 @@ export function serializeAudit(entry: AuditEntry) {
   };
 }
 
-export type AuditFilter = { actor?: string; action?: string; from?: string; to?: string };
+type AuditFilter = { actor?: string; action?: string; from?: string; to?: string };
 
 /** A page of the account's log, newest first (`limit + 1` rows, for pageOf); `actor` is an actor's id or name. */
 export function listAudit(d1: D1Database, accountId: string, page: { cursor?: string; limit: number } & AuditFilter): Promise<AuditEntry[]> {

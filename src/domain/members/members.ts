@@ -59,7 +59,7 @@ const ownerTaken = () => refused("conflict", "The account has an owner already; 
  * Invites `email` with `role`: a new member, invited, and a 7-day invitation link (its secret returned only here, for
  * the mail). An address already invited gets a new link (the old ones stop working); an active member is a conflict.
  */
-export async function inviteMember(
+async function inviteMember(
   d1: D1Database,
   accountId: string,
   input: { email: string; role: Role; invitedBy: string },

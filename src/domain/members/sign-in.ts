@@ -15,7 +15,7 @@ import { sendPlatformMail, type PlatformMail } from "../sending/platform-mail";
 import type { Member } from "./members";
 
 export const SIGN_IN_TTL_MS = 15 * 60 * 1000;
-export const INVITATION_TTL_MS = 7 * 24 * 60 * 60 * 1000;
+const INVITATION_TTL_MS = 7 * 24 * 60 * 60 * 1000;
 
 export type SignedIn = { member: Member; account: Account };
 
@@ -33,8 +33,8 @@ function newCode(): string {
 }
 
 const linkUrl = (env: Env, path: string, secret: string) => `${config(env).siteUrl}${path}?token=${encodeURIComponent(secret)}`;
-export const invitationPath = "/dashboard/invitation";
-export const signInLinkPath = "/dashboard/sign-in/link";
+const invitationPath = "/dashboard/invitation";
+const signInLinkPath = "/dashboard/sign-in/link";
 
 /** A new invitation for the member, replacing their earlier ones: the statements to write, and the link's secret. */
 export async function invitationStatements(d1: D1Database, memberId: string): Promise<{ secret: string; statements: D1PreparedStatement[] }> {

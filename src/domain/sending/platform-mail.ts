@@ -17,7 +17,7 @@ export type PlatformMail = { to: string; subject: string; text: string };
 const encoder = new TextEncoder();
 
 /** The signed (where it can be) bytes of a platform mail, and its envelope sender. */
-export async function buildPlatformMail(env: Env, mail: PlatformMail): Promise<{ from: string; raw: Uint8Array }> {
+async function buildPlatformMail(env: Env, mail: PlatformMail): Promise<{ from: string; raw: Uint8Array }> {
   const from = splitMailbox(config(env).systemFrom);
   if (!from) throw new Error(`SYSTEM_FROM is not an address: ${config(env).systemFrom}`);
   const unsigned = encoder.encode(
