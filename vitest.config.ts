@@ -128,6 +128,8 @@ export default defineConfig(async () => {
             // secret `npm run dev` writes to .dev.vars is set here: the e2e stack creates that file in a clean clone
             // while this suite runs, and files started after it would otherwise read its values.
             SESSION_SECRET: "",
+            // The platform's own mail (sign-in links, invitations), as the local stack sends it.
+            SYSTEM_FROM: "Mailforge <no-reply@demo.mailforge.test>",
             // mailbox checks stay off here (test/verification/mailbox.test.ts turns them on with TEST_PROBER_*)
             PROBER_URL: "",
             PROBER_SECRET: "",

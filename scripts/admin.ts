@@ -7,6 +7,7 @@ const usage = `Usage: npm run admin -- <command> [options]
 Commands:
   accounts:create --name <name> [--plan free|starter|pro|enterprise] [--send-credits N] [--verify-credits N]
                   [--daily-send-limit N] [--rate-limit N] [--ai-generations N] [--features email_api,smtp_relay,ai]
+                  [--owner-email address]   (mails the owner an invitation to sign in)
   accounts:get <account id>
   accounts:update <account id> [--name ..] [--plan ..] [--daily-send-limit N] [--rate-limit N] [--ai-generations N]
                   [--features a,b]
@@ -26,6 +27,7 @@ const { positionals, values } = parseArgs({
     "rate-limit": { type: "string" },
     "ai-generations": { type: "string" },
     features: { type: "string" },
+    "owner-email": { type: "string" },
     send: { type: "string" },
     verify: { type: "string" },
     note: { type: "string" },
@@ -72,6 +74,7 @@ const requests: Record<string, () => { method: string; path: string; body?: Reco
         rate_limit_per_minute: integer("rate-limit"),
         ai_generations_per_month: integer("ai-generations"),
         features: list(values.features),
+        owner_email: values["owner-email"],
       },
     };
   },

@@ -170,6 +170,18 @@ async function seedSmtpCredential(demo: Demo): Promise<SmtpCredential> {
   return smtp;
 }
 
+const demoOwner = "owner@demo.mailforge.test";
+
+/** The demo account's owner, invited once (the invitation, like every sign-in link, lands in the mail sink). */
+async function seedDemoOwner(demo: Demo): Promise<void> {
+  const headers = { Authorization: `Bearer ${demo.api_key}`, "Content-Type": "application/json" };
+  const listed = await fetch(`${workerUrl}/api/v1/members?limit=100`, { headers });
+  if (!listed.ok) throw new Error(`listing the demo account's members failed: ${listed.status} ${await listed.text()}`);
+  if (((await listed.json()) as { data: { email: string }[] }).data.some((member) => member.email === demoOwner)) return;
+  const invited = await fetch(`${workerUrl}/api/v1/members`, { method: "POST", headers, body: JSON.stringify({ email: demoOwner, role: "owner" }) });
+  if (invited.status !== 201) throw new Error(`inviting the demo owner failed: ${invited.status} ${await invited.text()}`);
+}
+
 let stopping = false;
 async function stop(code = 0) {
   if (stopping) return;
@@ -230,6 +242,8 @@ const vars = {
   ALLOW_PRIVATE_WEBHOOK_URLS: "true",
   // VERP return paths; DSNs for them are handed to the email() handler at /cdn-cgi/handler/email (docs/deliverability.md).
   BOUNCE_DOMAIN: "bounces.mailforge.test",
+  // sign-in links and invitations; the demo domain is verified, so they are DKIM-signed
+  SYSTEM_FROM: "Mailforge <no-reply@demo.mailforge.test>",
   // mailbox checks (PROBER_SECRET is in .dev.vars)
   PROBER_URL: `http://${config.DEV_HOST}:${config.PROBER_PORT}`,
 };
@@ -276,6 +290,7 @@ const adminToken = devVars.ADMIN_TOKEN;
 if (!adminToken) throw new Error(".dev.vars has no ADMIN_TOKEN");
 const demo = await seedDemoAccount(adminToken);
 const demoDomain = await seedDemoDomain(workerUrl, demo.api_key, zonePath, "demo.mailforge.test");
+await seedDemoOwner(demo);
 await waitForPort(config.BRIDGE_SMTP_PORT);
 const smtp = await seedSmtpCredential(demo);
 
@@ -283,6 +298,8 @@ console.log(`
 Mailforge is running.
 
   API            ${workerUrl}/api/v1        (reference: ${workerUrl}/api/v1/docs)
+  Dashboard      ${workerUrl}/dashboard/sign-in: sign in as ${demoOwner}; the link and code arrive in the mail sink,
+                 http://${config.DEV_HOST}:${config.SINK_HTTP_PORT}/api/messages?to=${demoOwner} (the demo API key signs in too until the owner has)
   Demo API key   ${demo.api_key}
   Operator token ${adminToken}   (npm run admin -- accounts:get ${demo.account_id})
   Mail sink      smtp://${config.DEV_HOST}:${config.SINK_SMTP_PORT}, inbox http://${config.DEV_HOST}:${config.SINK_HTTP_PORT}/api/messages

@@ -20,6 +20,8 @@ import { templateRoutes } from "./api/templates";
 import { unsubscribeRoutes } from "./api/unsubscribe";
 import { trackingRoutes } from "./api/tracking";
 import { meRoutes } from "./api/me";
+import { memberRoutes } from "./api/members";
+import { auditLogRoutes } from "./api/audit-log";
 import { webhookRoutes } from "./api/webhooks";
 import { verifyRoutes } from "./api/verify";
 import { reportRoutes } from "./api/reports";
@@ -51,6 +53,8 @@ export const openApiInfo = {
   tags: [
     { name: "Account", description: "The account behind the key" },
     { name: "API keys", description: "Create, rotate and revoke keys" },
+    { name: "Members", description: "The people who sign into the dashboard, their roles and invitations; full-access keys only" },
+    { name: "Audit log", description: "Who changed what, when and from where; full-access keys only" },
     { name: "Domains", description: "Sending domains, DKIM keys and DNS verification" },
     {
       name: "Inbound",
@@ -162,6 +166,8 @@ export function createApp() {
 
   app.route("/api/v1", meRoutes);
   app.route("/api/v1", apiKeyRoutes);
+  app.route("/api/v1", memberRoutes);
+  app.route("/api/v1", auditLogRoutes);
   app.route("/api/v1", contactRoutes);
   app.route("/api/v1", listRoutes);
   app.route("/api/v1", topicRoutes);

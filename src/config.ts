@@ -87,6 +87,11 @@ const configSchema = z.object({
     (value) => (value === "" ? undefined : value),
     z.string().min(16, "must be the prober's PROBER_SECRET (at least 16 characters)").optional(),
   ),
+  /**
+   * From of the mail the platform sends for itself (sign-in links, invitations): `Name <address>` or an address. Its
+   * domain's DKIM key signs it when that domain is verified in any account. Unset: `Mailforge <no-reply@SITE_URL's host>`.
+   */
+  SYSTEM_FROM: optionalText,
   /** HMAC key of dashboard session cookies and CSRF tokens; unset, one is derived from DKIM_ENCRYPTION_KEY. */
   SESSION_SECRET: optionalText,
   /** How long a dashboard sign-in lasts. */
@@ -132,6 +137,8 @@ export type Config = {
   /** Undefined unless both PROBER_URL and PROBER_SECRET are set: mailbox checks are off. */
   prober?: { url: string; secret: string };
   session: { secret?: string; ttlSeconds: number };
+  /** SYSTEM_FROM, or its default. */
+  systemFrom: string;
   encryptionKey: string;
   ai: { baseUrl?: string; apiKey?: string; model?: string; timeoutMs: number; retryBaseSeconds: number; maxAttempts: number };
 };
@@ -185,6 +192,7 @@ export function config(env: Env): Config {
     bridgeSecret: vars.BRIDGE_SECRET,
     prober: vars.PROBER_URL && vars.PROBER_SECRET ? { url: vars.PROBER_URL.replace(/\/+$/, ""), secret: vars.PROBER_SECRET } : undefined,
     session: { secret: vars.SESSION_SECRET, ttlSeconds: vars.SESSION_TTL_HOURS * 3600 },
+    systemFrom: vars.SYSTEM_FROM ?? `Mailforge <no-reply@${new URL(vars.SITE_URL).hostname}>`,
     encryptionKey: vars.DKIM_ENCRYPTION_KEY,
     ai: {
       baseUrl: vars.AI_BASE_URL,

@@ -19,6 +19,7 @@ import { resumeStalledCampaigns } from "./domain/campaigns/recovery";
 import { purgeExpiredData } from "./domain/retention/purge";
 import { runScheduledTasks, type ScheduledTask } from "./lib/scheduled";
 import { grantMonthlyCredits } from "./domain/credits/monthly";
+import { purgePeopleData } from "./domain/audit/purge";
 
 export { CampaignProgress } from "./durable-objects/campaign-progress";
 export { RateLimiter } from "./durable-objects/rate-limiter";
@@ -64,6 +65,8 @@ const scheduledTasks: Record<string, ScheduledTask> = {
   grantMonthlyCredits: (env, controller) => grantMonthlyCredits(env, new Date(controller.scheduledTime)),
   // Retention: finished messages (with their rows and content), events and webhook deliveries past RETENTION_DAYS.
   purgeExpiredData: async (env, controller) => void (await purgeExpiredData(env, new Date(controller.scheduledTime))),
+  // Expired sign-in links and member sessions; audit log entries past RETENTION_DAYS.
+  purgePeopleData: (env, controller) => purgePeopleData(env, new Date(controller.scheduledTime)),
 };
 
 const app = createApp();

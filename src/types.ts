@@ -1,4 +1,5 @@
 import type { Account } from "./domain/accounts/accounts";
+import type { Role } from "./domain/accounts/roles";
 
 export const scopes = ["send", "verify", "contacts", "campaigns", "domains", "webhooks", "automations", "ai", "reports", "inbound"] as const;
 export type Scope = (typeof scopes)[number];
@@ -15,7 +16,14 @@ export type ApiKeyContext = {
   mode: "live" | "test";
 };
 
-export type AuthContext = { account: Account; apiKey: ApiKeyContext };
+/** A person signed into the dashboard (docs/dashboard.md): what their role allows is read again on every request. */
+export type MemberContext = { id: string; email: string; role: Role /** TOTP set up. */; totp: boolean };
+
+/**
+ * Who is asking. `apiKey` is the key a request acts with; in a member's dashboard session it is the member's own
+ * credential (live, with the scopes of their role), so domain code that takes a key serves people alike.
+ */
+export type AuthContext = { account: Account; apiKey: ApiKeyContext; member?: MemberContext };
 
 export type AppEnv = {
   Bindings: Env;

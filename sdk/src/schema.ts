@@ -471,6 +471,502 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/members": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the account's members, newest first
+         * @description Needs a full-access key.
+         */
+        get: {
+            parameters: {
+                query?: {
+                    limit?: number;
+                    cursor?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description A page of members */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["MemberList"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        /**
+         * Invite a member: mails them a sign-in link valid for 7 days
+         * @description An address already invited gets a new link (200; earlier links stop working). `owner` only while the account has no owner: afterwards the owner hands ownership over in the dashboard.
+         *
+         *     Needs a full-access key.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["InviteMember"];
+                };
+            };
+            responses: {
+                /** @description The invitation sent again */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Member"];
+                    };
+                };
+                /** @description The member, invited */
+                201: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Member"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The address is an active member already, or the account has an owner */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/members/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One member
+         * @description Needs a full-access key.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The member */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Member"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such member */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        /**
+         * Remove a member: their open sessions end at once
+         * @description Needs a full-access key.
+         */
+        delete: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The removed member */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Member"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such member */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The owner cannot be removed */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        options?: never;
+        head?: never;
+        /**
+         * Change a member's role; it applies to their next request
+         * @description Needs a full-access key.
+         */
+        patch: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["ChangeMemberRole"];
+                };
+            };
+            responses: {
+                /** @description The member with the new role */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Member"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such member */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The owner's role, or making someone owner: ownership is handed over by the owner in the dashboard */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        trace?: never;
+    };
+    "/api/v1/audit-log": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Who changed what, newest first
+         * @description Every successful write through the API, the dashboard or the operator API, and every dashboard sign-in, with who (member, API key or operator), on what, when and from where. Sent mail, verifications and automation triggers are their own record and not repeated here. Kept for RETENTION_DAYS.
+         *
+         *     Needs a full-access key.
+         */
+        get: {
+            parameters: {
+                query?: {
+                    limit?: number;
+                    cursor?: string;
+                    /** @description A member's id or address, a key's id, or `operator` */
+                    actor?: string;
+                    action?: string;
+                    /** @description YYYY-MM-DD or an ISO timestamp (inclusive) */
+                    from?: string;
+                    /** @description YYYY-MM-DD (the whole day) or an ISO timestamp (inclusive) */
+                    to?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description A page of entries */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["AuditLog"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/contacts": {
         parameters: {
             query?: never;
@@ -9204,6 +9700,13 @@ export interface paths {
                         "application/json": components["schemas"]["Account"] & {
                             /** @description Full-access key, shown only this once */
                             api_key: string;
+                            /** @description With `owner_email` */
+                            owner?: {
+                                id: string;
+                                email: string;
+                                /** @enum {string} */
+                                status: "invited";
+                            };
                         };
                     };
                 };
@@ -10848,6 +11351,91 @@ export interface components {
              * @enum {string}
              */
             mode?: "live" | "test";
+        };
+        MemberList: {
+            data: components["schemas"]["Member"][];
+            has_more: boolean;
+            next_cursor: string | null;
+        };
+        Member: {
+            /** @example mem_5Hq2mZ0bX1c4VnL7pT3dR8 */
+            id: string;
+            email: string;
+            role: components["schemas"]["Role"];
+            /**
+             * @description `invited` until the member first signs in
+             * @enum {string}
+             */
+            status: "invited" | "active";
+            invited_by: string | null;
+            /**
+             * Format: date-time
+             * @example 2026-11-22T10:15:00.000Z
+             */
+            last_signed_in_at: string | null;
+            /** @description Signs in with a second factor (TOTP) */
+            totp: boolean;
+            /**
+             * Format: date-time
+             * @example 2026-11-22T10:15:00.000Z
+             */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @example 2026-11-22T10:15:00.000Z
+             */
+            updated_at: string;
+        };
+        /**
+         * @description owner: everything, members and ownership included (one per account); admin: everything but ownership; developer: API keys (within its scopes), SMTP, domains, webhooks, messages, inbound, templates, verification, reports; marketer: contacts, lists, segments, topics, forms, templates, senders, campaigns, automations, AI drafts, verification, reports; viewer: reads what a developer and a marketer read, changes nothing.
+         * @enum {string}
+         */
+        Role: "owner" | "admin" | "developer" | "marketer" | "viewer";
+        InviteMember: {
+            /** @example ann@example.com */
+            email: string;
+            role: components["schemas"]["Role"];
+        };
+        ChangeMemberRole: {
+            role: components["schemas"]["Role"];
+        };
+        AuditLog: {
+            data: components["schemas"]["AuditEntry"][];
+            has_more: boolean;
+            next_cursor: string | null;
+        };
+        AuditEntry: {
+            /** @example aud_2Zp8Qm0c2JYd7pG1rXw8Lk */
+            id: string;
+            /**
+             * @description `<what it was done to>.<what was done>`, named from the route
+             * @example member.invited
+             */
+            action: string;
+            actor: {
+                /** @enum {string} */
+                type: "member" | "api_key" | "operator";
+                /** @description The member's or key's id; `operator` for the operator API */
+                id: string;
+                /**
+                 * @description A member's address, a key's name and prefix
+                 * @example Default (sk_live_Ab3d…)
+                 */
+                name: string;
+            };
+            target: {
+                type: string;
+                id: string | null;
+            } | null;
+            /** @enum {string} */
+            via: "api" | "dashboard" | "operator";
+            ip: string | null;
+            user_agent: string | null;
+            /**
+             * Format: date-time
+             * @example 2026-11-22T10:15:00.000Z
+             */
+            created_at: string;
         };
         Contact: {
             /** @example con_3kTz9Qm1bX7cV2nL8pR4sD */
@@ -14269,6 +14857,11 @@ export interface components {
             ai_generations_per_month?: number;
             /** @description Defaults to email_api and smtp_relay */
             features?: components["schemas"]["Feature"][];
+            /**
+             * @description The account's owner: mailed an invitation (a sign-in link valid for 7 days)
+             * @example ann@example.com
+             */
+            owner_email?: string;
         };
         /**
          * @description email_api and smtp_relay enable sending; campaigns enables campaigns; automations enables automations; ai enables AI campaign drafts.

@@ -8,9 +8,13 @@ import {
   updateAccount as changeAccount,
   type Account,
 } from "../domain/accounts/accounts";
-import { notFound } from "../errors";
+import { notFound, orRefuse } from "../errors";
 import { adminRoute, createRouter, evenWithFieldErrors, errorResponse, IdParam, jsonBody, jsonResponse, z } from "../lib/openapi";
 import { AccountSchema, FeatureSchema } from "../api/schemas";
+import { operatorActor } from "../domain/audit/actor";
+import { origin, record } from "../middleware/audit";
+import { inviteAndMail } from "../domain/members/members";
+import { memberEmail } from "../domain/members/input";
 
 const credits = z.number().int().min(0).max(1_000_000_000);
 const limits = {
@@ -27,6 +31,7 @@ const CreateAccountSchema = z
     verify_credits: credits.default(0),
     ...limits,
     features: z.array(FeatureSchema).optional().openapi({ description: "Defaults to email_api and smtp_relay" }),
+    owner_email: memberEmail.optional().openapi({ description: "The account's owner: mailed an invitation (a sign-in link valid for 7 days)" }),
   })
   .strict()
   .openapi("CreateAccount");
@@ -53,7 +58,16 @@ const createAccount = adminRoute({
   summary: "Create an account and its first full-access API key",
   request: { body: jsonBody(CreateAccountSchema) },
   responses: {
-    201: jsonResponse(AccountSchema.extend({ api_key: z.string().openapi({ description: "Full-access key, shown only this once" }) }), "The account"),
+    201: jsonResponse(
+      AccountSchema.extend({
+        api_key: z.string().openapi({ description: "Full-access key, shown only this once" }),
+        owner: z
+          .object({ id: z.string(), email: z.string(), status: z.literal("invited") })
+          .optional()
+          .openapi({ description: "With `owner_email`" }),
+      }),
+      "The account",
+    ),
   },
 });
 
@@ -101,7 +115,25 @@ export const adminAccountRoutes = createRouter()
       rateLimitPerMinute: body.rate_limit_per_minute,
       aiGenerationsPerMonth: body.ai_generations_per_month,
     });
-    return c.json({ ...serializeAccount(account), api_key: key }, 201);
+    if (!body.owner_email) return c.json({ ...serializeAccount(account), api_key: key }, 201);
+    // A new account has no member yet, so inviting its owner cannot be refused.
+    const invited = orRefuse(
+      await inviteAndMail(c.env, (promise) => c.executionCtx.waitUntil(promise), account, {
+        email: body.owner_email,
+        role: "owner",
+        invitedBy: operatorActor.name,
+      }),
+    );
+    const owner = { id: invited.member.id, email: invited.member.email, status: "invited" as const };
+    await record(c.env.DB, {
+      accountId: account.id,
+      action: "member.invited",
+      actor: operatorActor,
+      target: { type: "member", id: owner.id },
+      via: "operator",
+      ...origin(c),
+    });
+    return c.json({ ...serializeAccount(account), api_key: key, owner }, 201);
   })
   .openapi(getAccount, async (c) => {
     return c.json(shownAccount(await findAccount(drizzle(c.env.DB), c.req.valid("param").id)), 200);

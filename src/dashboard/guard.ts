@@ -3,21 +3,31 @@ import { hasFeature } from "../domain/accounts/accounts";
 import type { z } from "zod";
 import { AppError, fieldErrors, validationError } from "../errors";
 import type { Feature } from "../types";
-import { canSee, type Section } from "./layout";
+import { areas, type AreaName } from "../domain/accounts/roles";
+import { canSee } from "./layout";
 import type { DashboardEnv } from "./session";
 
+const isChange = (c: Context<DashboardEnv>) => c.req.method !== "GET" && c.req.method !== "HEAD";
+
+/** Why the signed-in person or key may not do this here. */
+function refusalOf(c: Context<DashboardEnv>, needs: AreaName): string {
+  const { member } = c.get("auth");
+  if (member)
+    return member.role === "viewer" && isChange(c)
+      ? "A viewer can look but not change anything"
+      : `Your role (${member.role}) does not include this page`;
+  const scope = areas[needs].scope;
+  return scope === "full_access" ? "This page needs a full-access key" : `This page needs a key with the \`${scope}\` scope`;
+}
+
 /**
- * Refuses a section the signed-in key's scopes (or the account's plan) do not cover, with the 403 the API gives:
- * `features` are those the matching API route requires (all of them, as its requireFeatures does).
+ * Refuses an area the signed-in member's role or key's scopes (or the account's plan) do not cover, with the 403 the
+ * API gives; a request that changes something needs a role that may change the area. `features` are those the
+ * matching API route requires (all of them, as its requireFeatures does).
  */
-export function requireSection(c: Context<DashboardEnv>, needs: Section["needs"], ...features: Feature[]): void {
+export function requireSection(c: Context<DashboardEnv>, needs: AreaName, ...features: Feature[]): void {
   const auth = c.get("auth");
-  if (!canSee(auth, needs)) {
-    throw new AppError(
-      "scope_missing",
-      needs === "full_access" ? "This page needs a full-access key" : `This page needs a key with the \`${needs}\` scope`,
-    );
-  }
+  if (!canSee(auth, needs, isChange(c))) throw new AppError("scope_missing", refusalOf(c, needs));
   const missing = features.filter((feature) => !hasFeature(auth.account, feature));
   if (missing.length > 0) throw new AppError("feature_disabled", `Your plan does not include: ${missing.join(", ")}. Ask the operator to enable it`);
 }
@@ -35,7 +45,7 @@ export function requireLiveKey(c: Context<DashboardEnv>, what: string): void {
 
 /** The check every handler of a section starts with; one that makes a `change` (named in the refusal) also needs a live key. */
 export const sectionGuard =
-  (needs: Section["needs"], ...features: Feature[]) =>
+  (needs: AreaName, ...features: Feature[]) =>
   (c: Context<DashboardEnv>, change?: string): void => {
     requireSection(c, needs, ...features);
     if (change) requireLiveKey(c, change);

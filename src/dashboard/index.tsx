@@ -3,24 +3,26 @@
 
 import { Hono, type Context } from "hono";
 import { HTTPException } from "hono/http-exception";
-import { authenticateApiKey } from "../domain/accounts/api-keys";
 import { perKeyLimiter } from "../middleware/auth";
-import { sha256Hex } from "../lib/crypto";
 import { AppError } from "../errors";
 import { logError } from "../lib/log";
+import { recordDashboardChange } from "../middleware/audit";
 import { dashboardBodyLimit } from "../middleware/request";
 import { describeErrors } from "./guard";
-import { Notice, Shell, canSee, sections } from "./layout";
+import { Notice, Shell } from "./layout";
 import { aiPages } from "./pages/ai";
 import { apiKeyPages } from "./pages/api-keys";
+import { auditLogPages } from "./pages/audit-log";
 import { automationPages } from "./pages/automations";
 import { campaignPages } from "./pages/campaigns";
 import { contactPages } from "./pages/contacts";
 import { domainPages } from "./pages/domains";
 import { formPages } from "./pages/forms";
 import { inboundPages } from "./pages/inbound";
+import { memberPages } from "./pages/members";
 import { messagePages } from "./pages/messages";
 import { overviewPages } from "./pages/overview";
+import { securityPages } from "./pages/security";
 import { segmentPages } from "./pages/segments";
 import { smtpCredentialPages } from "./pages/smtp-credentials";
 import { templatePages } from "./pages/templates";
@@ -28,9 +30,8 @@ import { topicPages } from "./pages/topics";
 import { usagePages } from "./pages/usage";
 import { verificationPages } from "./pages/verification";
 import { webhookPages } from "./pages/webhooks";
-import { csrfMatches, csrfTokenOf, endSession, issueSignInToken, readSession, signInTokenMatches, startSession, type DashboardEnv } from "./session";
-
-const signInPath = "/dashboard/sign-in";
+import { csrfMatches, csrfTokenOf, endSession, readSession, type DashboardEnv } from "./session";
+import { signInPages, signInPath } from "./sign-in";
 
 // Pages load only their own scripts and styles; no inline script, no framing, nothing cached by shared caches.
 const securityHeaders = {
@@ -43,26 +44,6 @@ const securityHeaders = {
 };
 
 const isHtmx = (c: Context) => c.req.header("HX-Request") === "true";
-
-function SignInPage({ token, error }: { token: string; error?: string }) {
-  return (
-    <Shell title="Sign in">
-      <section class="card narrow">
-        {error ? <Notice kind="error">{error}</Notice> : null}
-        <form method="post" action={signInPath} class="stack">
-          <input type="hidden" name="_csrf" value={token} />
-          <label for="key">API key</label>
-          <input id="key" name="key" type="password" autocomplete="current-password" required placeholder="sk_live_…" spellcheck={false} />
-          <p class="hint">
-            The key stays on the server: the session cookie names the key's id and ends when the key is revoked or rotated. Keys with scopes see only
-            their sections.
-          </p>
-          <button type="submit">Sign in</button>
-        </form>
-      </section>
-    </Shell>
-  );
-}
 
 export const dashboardRoutes = new Hono<DashboardEnv>();
 
@@ -94,31 +75,8 @@ dashboardRoutes.onError((error, c) => {
   );
 });
 
-dashboardRoutes.get("/sign-in", async (c) => {
-  if (await readSession(c)) return c.redirect("/dashboard", 303);
-  return c.html(<SignInPage token={issueSignInToken(c)} />);
-});
-
-dashboardRoutes.post("/sign-in", async (c) => {
-  const form = await c.req.parseBody();
-  if (!(await signInTokenMatches(c, typeof form._csrf === "string" ? form._csrf : undefined))) {
-    return c.html(<SignInPage token={issueSignInToken(c)} error="The form expired; sign in again." />, 403);
-  }
-  // Guessing keys through the form costs as much as through the API: a bucket per client address.
-  const client = c.req.header("CF-Connecting-IP") ?? "local";
-  const decision = await c.env.RATE_LIMITER.getByName(`dashboard-sign-in:${client}`).consume(30, 60);
-  if (!decision.allowed) {
-    c.header("Retry-After", String(decision.retryAfterSeconds));
-    return c.html(<SignInPage token={issueSignInToken(c)} error={`Too many attempts; try again in ${decision.retryAfterSeconds} s.`} />, 429);
-  }
-  const presented = typeof form.key === "string" ? form.key.trim() : "";
-  const key = await authenticateApiKey(c.env.DB, presented, (write) => c.executionCtx.waitUntil(write));
-  if (!key) {
-    return c.html(<SignInPage token={issueSignInToken(c)} error="That API key is not valid: it does not exist, was revoked or was rotated." />, 401);
-  }
-  await startSession(c, key.apiKey.id, await sha256Hex(presented));
-  return c.redirect(firstSection(key), 303);
-});
+// Signing in comes before the session check below (its forms have no session yet).
+dashboardRoutes.route("/", signInPages);
 
 /** A refused request: a fragment for htmx to show in place, else a page (the refused form's data is not echoed). */
 function refusal(c: Context<DashboardEnv>, message: string, status: 401 | 403 | 429) {
@@ -134,9 +92,6 @@ function refusal(c: Context<DashboardEnv>, message: string, status: 401 | 403 | 
   );
 }
 
-/** Where a key lands: the overview, or the first section its scopes cover. */
-const firstSection = (auth: Parameters<typeof canSee>[0]) => sections.find((section) => canSee(auth, section.needs))?.path ?? "/dashboard/usage";
-
 // Everything below needs a session; non-GET requests also need the session's CSRF token.
 dashboardRoutes.use("*", async (c, next) => {
   const session = await readSession(c);
@@ -147,6 +102,12 @@ dashboardRoutes.use("*", async (c, next) => {
   }
   c.set("auth", session.auth);
   c.set("csrfToken", session.csrfToken);
+  const { member, account } = session.auth;
+  if (member && account.requireTotp && !member.totp && !c.req.path.startsWith("/dashboard/security") && c.req.path !== "/dashboard/sign-out") {
+    // The owner requires a second factor: a member without one sets it up before anything else.
+    if (c.req.method === "GET" && !isHtmx(c)) return c.redirect("/dashboard/security", 303);
+    return refusal(c, "This account requires a second factor: set one up on the Security page first.", 403);
+  }
   if (c.req.method !== "GET" && c.req.method !== "HEAD" && !(await csrfMatches(await csrfTokenOf(c), session.csrfToken))) {
     return refusal(c, "The form is missing its security token; reload the page and try again.", 403);
   }
@@ -160,6 +121,9 @@ dashboardRoutes.use("*", async (c, next) => {
       c.header("Retry-After", String(decision.retryAfterSeconds));
       return refusal(c, `Too many actions: this key's limit is ${decision.limit} a minute. Try again in ${decision.retryAfterSeconds} s.`, 429);
     }
+    await next();
+    await recordDashboardChange(c, session.auth);
+    return;
   }
   await next();
 });
@@ -188,6 +152,9 @@ dashboardRoutes.route("/", segmentPages);
 dashboardRoutes.route("/", automationPages);
 dashboardRoutes.route("/", aiPages);
 dashboardRoutes.route("/", usagePages);
+dashboardRoutes.route("/", memberPages);
+dashboardRoutes.route("/", auditLogPages);
+dashboardRoutes.route("/", securityPages);
 
 dashboardRoutes.all("*", () => {
   throw new AppError("not_found", "There is no such page");

@@ -2,9 +2,9 @@
 // escapes text and attribute values; nothing takes raw HTML.
 
 import type { Child } from "hono/jsx";
-import { hasScope } from "../domain/accounts/api-keys";
+import { keyMay, roleMay, type AreaName } from "../domain/accounts/roles";
 import { encodeCursor, type Position } from "../lib/pagination";
-import type { AuthContext, Scope } from "../types";
+import type { AuthContext } from "../types";
 
 export const assetPath = "/dashboard/assets";
 
@@ -20,8 +20,8 @@ export const framedMailCsp = ({ remoteImages = false } = {}) =>
 export type Section = {
   path: string;
   label: string;
-  /** The scope a key needs to see the section; `full_access` for API keys, like the API. */
-  needs: Scope | "full_access";
+  /** What the section is about: the roles and key scopes that see it (src/domain/accounts/roles.ts). */
+  needs: AreaName;
   /** Set-up sections (and AI drafts, the least used), behind the nav's "Settings" menu so the nav stays on one line at 1280 px. */
   group?: "settings";
 };
@@ -31,21 +31,27 @@ export const sections: Section[] = [
   { path: "/dashboard/messages", label: "Messages", needs: "send" },
   { path: "/dashboard/inbound", label: "Inbound", needs: "inbound" },
   { path: "/dashboard/campaigns", label: "Campaigns", needs: "campaigns" },
-  { path: "/dashboard/templates", label: "Templates", needs: "send" },
+  { path: "/dashboard/templates", label: "Templates", needs: "templates" },
   { path: "/dashboard/segments", label: "Segments", needs: "contacts" },
   { path: "/dashboard/contacts", label: "Contacts", needs: "contacts" },
   { path: "/dashboard/automations", label: "Automations", needs: "automations" },
   { path: "/dashboard/verification", label: "Verification", needs: "verify" },
   { path: "/dashboard/domains", label: "Domains", needs: "domains", group: "settings" },
-  { path: "/dashboard/api-keys", label: "API keys", needs: "full_access", group: "settings" },
+  { path: "/dashboard/api-keys", label: "API keys", needs: "api_keys", group: "settings" },
   { path: "/dashboard/smtp-credentials", label: "SMTP", needs: "send", group: "settings" },
   { path: "/dashboard/webhooks", label: "Webhooks", needs: "webhooks", group: "settings" },
   { path: "/dashboard/usage", label: "Credits & usage", needs: "reports", group: "settings" },
   { path: "/dashboard/ai", label: "AI drafts", needs: "ai", group: "settings" },
+  { path: "/dashboard/members", label: "Members", needs: "members", group: "settings" },
+  { path: "/dashboard/audit-log", label: "Audit log", needs: "audit_log", group: "settings" },
 ];
 
-export const canSee = (auth: AuthContext, needs: Section["needs"]) =>
-  needs === "full_access" ? auth.apiKey.scopes === null : hasScope(auth.apiKey, needs);
+/** Whether the signed-in member's role, or key's scopes, let them read the area (or, with `change`, change it). */
+export const canSee = (auth: AuthContext, needs: AreaName, change = false) =>
+  auth.member ? roleMay(auth.member.role, needs, change) : keyMay(auth.apiKey, needs);
+
+/** Where a person or key lands: the overview, or the first section they may see. */
+export const firstSection = (auth: AuthContext) => sections.find((section) => canSee(auth, section.needs))?.path ?? "/dashboard/usage";
 
 type ShellProps = { title: string; auth?: AuthContext; csrfToken?: string; current?: string; children: Child };
 
@@ -99,6 +105,7 @@ function Header({ auth, csrfToken, current }: { auth: AuthContext; csrfToken: st
         <span class="account">
           {auth.account.name}
           {auth.apiKey.mode === "test" ? <span class="badge warn">test key</span> : null}
+          {auth.member ? <span class="badge">{auth.member.role}</span> : null}
         </span>
       </div>
       {/* Phones: the sections open from a menu button (dashboard.js); without script they are listed below. */}
@@ -126,9 +133,14 @@ function Header({ auth, csrfToken, current }: { auth: AuthContext; csrfToken: st
           ) : null}
         </ul>
       </nav>
+      {auth.member ? (
+        <a href="/dashboard/security" class="security" aria-current={current === "/dashboard/security" ? "page" : undefined}>
+          Security
+        </a>
+      ) : null}
       <form method="post" action="/dashboard/sign-out" class="sign-out">
         <input type="hidden" name="_csrf" value={csrfToken} />
-        <button type="submit" class="link" title={`Signed in with the key "${auth.apiKey.name}"`}>
+        <button type="submit" class="link" title={auth.member ? `Signed in as ${auth.member.email}` : `Signed in with the key "${auth.apiKey.name}"`}>
           Sign out
         </button>
       </form>

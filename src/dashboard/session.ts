@@ -1,6 +1,7 @@
-// Dashboard sessions: a signed cookie that names the API key a person signed in with (never the key itself), its
-// expiry and a random session id that CSRF tokens are bound to. Every request loads the key again, so revoking or
-// rotating it ends its sessions at once, and the session id must still be in dashboard_sessions: signing out deletes
+// Dashboard sessions: a signed cookie that names who signed in (a member, or the API key a person signed in with,
+// never the key itself), its expiry and a random session id that CSRF tokens are bound to. Every request loads the
+// member or the key again, so removing a member, lowering their role, or revoking or rotating a key takes effect at
+// once, and the session id must still be on the server (member_sessions, dashboard_sessions): signing out deletes
 // that row, so a copy of the cookie stops working with it.
 
 import type { Context } from "hono";
@@ -8,23 +9,26 @@ import { and, eq, gt, lte } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
 import { config } from "../config";
-import { dashboardSessions } from "../db/schema";
+import { accounts, dashboardSessions, memberSessions, members } from "../db/schema";
 import { findActiveKey } from "../domain/accounts/api-keys";
+import { scopesOfRole } from "../domain/accounts/roles";
 import { bytesToBase64Url, hmacSha256Hex, randomToken, sha256Hex, timingSafeEqualString } from "../lib/crypto";
-import type { AppEnv, AuthContext } from "../types";
+import type { ApiKeyContext, AppEnv, AuthContext, MemberContext } from "../types";
 
 export type DashboardEnv = { Bindings: Env; Variables: AppEnv["Variables"] & { csrfToken: string } };
 
-export type SessionPayload = {
-  /** API key id. */
-  k: string;
-  /** The first 16 hex digits of the key's hash when signed in: a rotated key (new secret, same id) no longer matches. */
-  h: string;
-  /** Random session id; CSRF tokens are an HMAC of it. */
-  s: string;
-  /** Expiry, Unix seconds. */
-  e: number;
-};
+export type SessionPayload =
+  | {
+      /** API key id. */
+      k: string;
+      /** The first 16 hex digits of the key's hash when signed in: a rotated key (new secret, same id) no longer matches. */
+      h: string;
+      /** Random session id; CSRF tokens are an HMAC of it. */
+      s: string;
+      /** Expiry, Unix seconds. */
+      e: number;
+    }
+  | { /** Member id. */ m: string; s: string; e: number };
 
 const encoder = new TextEncoder();
 
@@ -33,7 +37,15 @@ const isLoopback = (hostname: string) => hostname === "localhost" || hostname ==
 /** `Secure` everywhere but plain-HTTP local development; `__Host-` then pins the cookie to this origin and path /. */
 function cookieNames(c: Context) {
   const secure = !isLoopback(new URL(c.req.url).hostname);
-  return secure ? { secure, session: "__Host-mf_session", signIn: "__Host-mf_sign_in" } : { secure, session: "mf_session", signIn: "mf_sign_in" };
+  return secure
+    ? {
+        secure,
+        session: "__Host-mf_session",
+        signIn: "__Host-mf_sign_in",
+        browser: "__Host-mf_sign_in_browser",
+        secondFactor: "__Host-mf_second_factor",
+      }
+    : { secure, session: "mf_session", signIn: "mf_sign_in", browser: "mf_sign_in_browser", secondFactor: "mf_second_factor" };
 }
 
 const secrets = new WeakMap<object, Promise<string>>();
@@ -56,8 +68,10 @@ function decodePayload(encoded: string): SessionPayload | undefined {
     const padded = encoded.replace(/-/g, "+").replace(/_/g, "/");
     const parsed: unknown = JSON.parse(atob(padded));
     if (typeof parsed !== "object" || parsed === null) return undefined;
-    const { k, h, s, e } = parsed as Record<string, unknown>;
-    if (typeof k !== "string" || typeof h !== "string" || typeof s !== "string" || typeof e !== "number") return undefined;
+    const { k, h, m, s, e } = parsed as Record<string, unknown>;
+    if (typeof s !== "string" || typeof e !== "number") return undefined;
+    if (typeof m === "string") return { m, s, e };
+    if (typeof k !== "string" || typeof h !== "string") return undefined;
     return { k, h, s, e };
   } catch {
     return undefined;
@@ -81,24 +95,74 @@ async function signedPayload(c: Context<DashboardEnv>): Promise<SessionPayload |
 /** The stored row's id: a hash, so the table alone does not give anyone a cookie's session id. */
 const storedId = (sessionId: string) => sha256Hex(`dashboard session:${sessionId}`);
 
-/**
- * The signed-in key behind the request's cookie, or undefined for no cookie, a bad signature, expiry, a revoked key
- * or a session that was signed out.
- */
-export async function readSession(c: Context<DashboardEnv>): Promise<Session | undefined> {
-  const payload = await signedPayload(c);
-  if (!payload) return undefined;
-  const id = await storedId(payload.s);
+/** What a member's session acts with where code takes a key: live mode, the scopes of the member's role. */
+export const memberCredential = (member: MemberContext): ApiKeyContext => ({
+  id: member.id,
+  name: member.email,
+  prefix: "",
+  scopes: scopesOfRole(member.role),
+  mode: "live",
+});
+
+/** The active member of a member session whose row is still on the server, with their account. */
+async function memberAuth(d1: D1Database, memberId: string, id: string): Promise<AuthContext | undefined> {
+  const db = drizzle(d1);
+  const [row, stored] = await Promise.all([
+    db
+      .select({ member: members, account: accounts })
+      .from(members)
+      .innerJoin(accounts, eq(accounts.id, members.accountId))
+      .where(and(eq(members.id, memberId), eq(members.status, "active")))
+      .get(),
+    db
+      .select({ id: memberSessions.id })
+      .from(memberSessions)
+      .where(and(eq(memberSessions.id, id), eq(memberSessions.memberId, memberId), gt(memberSessions.expiresAt, new Date().toISOString())))
+      .get(),
+  ]);
+  if (!row || !stored) return undefined;
+  const member = { id: row.member.id, email: row.member.email, role: row.member.role, totp: row.member.totpEnabledAt !== null };
+  return { account: row.account, apiKey: memberCredential(member), member };
+}
+
+/** Whether a key may sign into its account's dashboard: while the account has no active member, or its owner allows it. */
+export async function keySignInAllowed(d1: D1Database, account: { id: string; keySignIn: boolean }): Promise<boolean> {
+  if (account.keySignIn) return true;
+  const member = await drizzle(d1)
+    .select({ id: members.id })
+    .from(members)
+    .where(and(eq(members.accountId, account.id), eq(members.status, "active")))
+    .limit(1)
+    .get();
+  return !member;
+}
+
+/** The key of a key session whose row is still on the server, unless the account has since stopped key sign-in. */
+async function keyAuth(d1: D1Database, payload: { k: string; h: string }, id: string): Promise<AuthContext | undefined> {
   const [key, stored] = await Promise.all([
-    findActiveKey(c.env.DB, payload.k),
-    drizzle(c.env.DB)
+    findActiveKey(d1, payload.k),
+    drizzle(d1)
       .select({ apiKeyId: dashboardSessions.apiKeyId })
       .from(dashboardSessions)
       .where(and(eq(dashboardSessions.id, id), gt(dashboardSessions.expiresAt, new Date().toISOString())))
       .get(),
   ]);
   if (!key || key.keyHash.slice(0, 16) !== payload.h || stored?.apiKeyId !== payload.k) return undefined;
-  return { auth: { account: key.account, apiKey: key.apiKey }, csrfToken: await sign(c.env, "csrf", payload.s), expiresAt: payload.e };
+  if (!(await keySignInAllowed(d1, key.account))) return undefined;
+  return { account: key.account, apiKey: key.apiKey };
+}
+
+/**
+ * Who is signed in behind the request's cookie, or undefined for no cookie, a bad signature, expiry, a removed member,
+ * a revoked key, a session that was signed out, or a key of an account that no longer lets keys sign in.
+ */
+export async function readSession(c: Context<DashboardEnv>): Promise<Session | undefined> {
+  const payload = await signedPayload(c);
+  if (!payload) return undefined;
+  const id = await storedId(payload.s);
+  const auth = "m" in payload ? await memberAuth(c.env.DB, payload.m, id) : await keyAuth(c.env.DB, payload, id);
+  if (!auth) return undefined;
+  return { auth, csrfToken: await sign(c.env, "csrf", payload.s), expiresAt: payload.e };
 }
 
 /** The cookie's value: the payload, base64url JSON, and its HMAC. */
@@ -110,7 +174,7 @@ export async function sessionCookieValue(env: Env, payload: SessionPayload): Pro
 /** Signs the person in as `keyId` (already authenticated with its secret). */
 export async function startSession(c: Context<DashboardEnv>, keyId: string, keyHash: string): Promise<void> {
   const ttl = config(c.env).session.ttlSeconds;
-  const payload: SessionPayload = { k: keyId, h: keyHash.slice(0, 16), s: randomToken(16), e: Math.floor(Date.now() / 1000) + ttl };
+  const payload = { k: keyId, h: keyHash.slice(0, 16), s: randomToken(16), e: Math.floor(Date.now() / 1000) + ttl };
   const now = new Date().toISOString();
   const db = drizzle(c.env.DB);
   // This key's expired sessions go as a new one starts, so the table holds no more than the live ones and a few.
@@ -118,6 +182,48 @@ export async function startSession(c: Context<DashboardEnv>, keyId: string, keyH
     db.delete(dashboardSessions).where(and(eq(dashboardSessions.apiKeyId, keyId), lte(dashboardSessions.expiresAt, now))),
     db.insert(dashboardSessions).values({ id: await storedId(payload.s), apiKeyId: keyId, expiresAt: new Date(payload.e * 1000).toISOString() }),
   ]);
+  await setSessionCookie(c, payload, ttl);
+}
+
+/** Signs the person in as member `memberId` (their mailed link or code was just used). */
+export async function startMemberSession(c: Context<DashboardEnv>, memberId: string): Promise<void> {
+  const ttl = config(c.env).session.ttlSeconds;
+  const payload = { m: memberId, s: randomToken(16), e: Math.floor(Date.now() / 1000) + ttl };
+  await drizzle(c.env.DB)
+    .insert(memberSessions)
+    .values({ id: await storedId(payload.s), memberId, expiresAt: new Date(payload.e * 1000).toISOString() });
+  await setSessionCookie(c, payload, ttl);
+  const names = cookieNames(c);
+  deleteCookie(c, names.browser, { path: "/", secure: names.secure });
+  deleteCookie(c, names.secondFactor, { path: "/", secure: names.secure });
+}
+
+const SECOND_FACTOR_SECONDS = 300;
+
+/**
+ * Between a used link (or code) and the second factor: which member passed the first, for 5 minutes, in a signed
+ * cookie. The link is spent by then, so this cookie is the only way on, and only in this browser.
+ */
+export async function startSecondFactor(c: Context<DashboardEnv>, memberId: string): Promise<void> {
+  const value = `${memberId}.${Math.floor(Date.now() / 1000) + SECOND_FACTOR_SECONDS}`;
+  const names = cookieNames(c);
+  setCookie(c, names.secondFactor, `${value}.${await sign(c.env, "second factor", value)}`, {
+    path: "/",
+    httpOnly: true,
+    secure: names.secure,
+    sameSite: "Strict",
+    maxAge: SECOND_FACTOR_SECONDS,
+  });
+}
+
+/** The member waiting for their second factor in this browser, while the cookie is signed and fresh. */
+export async function pendingSecondFactor(c: Context<DashboardEnv>): Promise<string | undefined> {
+  const [memberId, expiry, signature] = (getCookie(c, cookieNames(c).secondFactor) ?? "").split(".");
+  if (!memberId || !expiry || !signature || Number(expiry) * 1000 <= Date.now()) return undefined;
+  return (await timingSafeEqualString(signature, await sign(c.env, "second factor", `${memberId}.${expiry}`))) ? memberId : undefined;
+}
+
+async function setSessionCookie(c: Context<DashboardEnv>, payload: SessionPayload, ttl: number): Promise<void> {
   const names = cookieNames(c);
   setCookie(c, names.session, await sessionCookieValue(c.env, payload), {
     path: "/",
@@ -132,10 +238,13 @@ export async function startSession(c: Context<DashboardEnv>, keyId: string, keyH
 /** Signs out: the session's row goes, so this cookie (and any copy of it) no longer signs anyone in. */
 export async function endSession(c: Context<DashboardEnv>): Promise<void> {
   const payload = await signedPayload(c);
-  if (payload)
-    await drizzle(c.env.DB)
-      .delete(dashboardSessions)
-      .where(eq(dashboardSessions.id, await storedId(payload.s)));
+  if (payload) {
+    const id = await storedId(payload.s);
+    const db = drizzle(c.env.DB);
+    await ("m" in payload
+      ? db.delete(memberSessions).where(eq(memberSessions.id, id))
+      : db.delete(dashboardSessions).where(eq(dashboardSessions.id, id)));
+  }
   const names = cookieNames(c);
   deleteCookie(c, names.session, { path: "/", secure: names.secure });
 }
@@ -169,4 +278,22 @@ export function issueSignInToken(c: Context<DashboardEnv>): string {
 export async function signInTokenMatches(c: Context<DashboardEnv>, presented: string | undefined): Promise<boolean> {
   const cookie = getCookie(c, cookieNames(c).signIn);
   return Boolean(cookie && presented && (await timingSafeEqualString(cookie, presented)));
+}
+
+/**
+ * The random value that binds mailed sign-in links to this browser (docs/dashboard.md): set when the person asks for a
+ * link, for as long as the link lives, and sent along when they open it (SameSite=Lax: a link opened from a mail is a
+ * top-level navigation). A new request in the same browser keeps the value, so every link it asked for works there.
+ */
+export function signInBrowser(c: Context<DashboardEnv>, ttlSeconds: number): string {
+  const names = cookieNames(c);
+  const existing = getCookie(c, names.browser);
+  const value = existing && /^[A-Za-z0-9_-]{20,64}$/.test(existing) ? existing : randomToken(24);
+  setCookie(c, names.browser, value, { path: "/", httpOnly: true, secure: names.secure, sameSite: "Lax", maxAge: ttlSeconds });
+  return value;
+}
+
+/** The browser's sign-in binding, when it asked for a link. */
+export function presentedSignInBrowser(c: Context<DashboardEnv>): string | undefined {
+  return getCookie(c, cookieNames(c).browser);
 }

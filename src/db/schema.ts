@@ -1,4 +1,5 @@
 import { sql } from "drizzle-orm";
+import { roles } from "../domain/accounts/roles";
 import type { Scope } from "../types";
 import { index, integer, primaryKey, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
 
@@ -24,6 +25,10 @@ export const accounts = sqliteTable("accounts", {
   sendBalance: integer("send_balance").notNull().default(0),
   sendReserved: integer("send_reserved").notNull().default(0),
   verifyBalance: integer("verify_balance").notNull().default(0),
+  // Signing into the dashboard with an API key once the account has active members: the owner's choice (docs/dashboard.md).
+  keySignIn: integer("key_sign_in", { mode: "boolean" }).notNull().default(false),
+  // The owner's choice that every member signs in with a second factor (TOTP), set up before anything else.
+  requireTotp: integer("require_totp", { mode: "boolean" }).notNull().default(false),
   createdAt: createdAt(),
   updatedAt: updatedAt(),
 });
@@ -63,6 +68,95 @@ export const dashboardSessions = sqliteTable(
     createdAt: createdAt(),
   },
   (t) => [index("dashboard_sessions_key_expiry").on(t.apiKeyId, t.expiresAt)],
+);
+
+/** The people of an account (docs/dashboard.md): invited until they first sign in, then active. */
+export const members = sqliteTable(
+  "members",
+  {
+    id: text("id").primaryKey(),
+    accountId: ownerAccount(),
+    // Lower-cased: sign-in looks members up by the address typed in.
+    email: text("email").notNull(),
+    role: text("role", { enum: roles }).notNull(),
+    status: text("status", { enum: ["invited", "active"] })
+      .notNull()
+      .default("invited"),
+    invitedBy: text("invited_by"),
+    lastSignedInAt: text("last_signed_in_at"),
+    // TOTP (RFC 6238): the secret AES-GCM encrypted (DKIM_ENCRYPTION_KEY), in use once confirmed with a first code;
+    // the last time step accepted, so a code is not accepted twice; the unused recovery codes' SHA-256.
+    totpSecret: text("totp_secret"),
+    totpEnabledAt: text("totp_enabled_at"),
+    totpLastStep: integer("totp_last_step"),
+    recoveryCodes: text("recovery_codes", { mode: "json" }).$type<string[]>(),
+    createdAt: createdAt(),
+    updatedAt: updatedAt(),
+  },
+  (t) => [uniqueIndex("members_account_email").on(t.accountId, t.email), index("members_email").on(t.email)],
+);
+
+/**
+ * Mailed sign-in links and invitations. The row's id is the SHA-256 of the link's secret, so the table alone signs
+ * nobody in; a sign-in's code is an HMAC of it, and the browser that asked is kept as the hash of its cookie.
+ */
+export const signInTokens = sqliteTable(
+  "sign_in_tokens",
+  {
+    id: text("id").primaryKey(),
+    memberId: text("member_id")
+      .notNull()
+      .references(() => members.id, { onDelete: "cascade" }),
+    kind: text("kind", { enum: ["sign_in", "invitation"] }).notNull(),
+    codeHash: text("code_hash"),
+    browserHash: text("browser_hash"),
+    expiresAt: text("expires_at").notNull(),
+    usedAt: text("used_at"),
+    createdAt: createdAt(),
+  },
+  (t) => [index("sign_in_tokens_member").on(t.memberId, t.kind), index("sign_in_tokens_expiry").on(t.expiresAt)],
+);
+
+/** A member's signed-in dashboard sessions, as dashboard_sessions are a key's: removing the member removes them. */
+export const memberSessions = sqliteTable(
+  "member_sessions",
+  {
+    id: text("id").primaryKey(),
+    memberId: text("member_id")
+      .notNull()
+      .references(() => members.id, { onDelete: "cascade" }),
+    expiresAt: text("expires_at").notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [index("member_sessions_member_expiry").on(t.memberId, t.expiresAt)],
+);
+
+/**
+ * Who changed what in an account, when and from where (docs/api.md, "Audit log"): one row per write request of the
+ * API or the dashboard, per sign-in and per operator change. Kept RETENTION_DAYS, like messages.
+ */
+export const auditLog = sqliteTable(
+  "audit_log",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id").notNull(),
+    action: text("action").notNull(),
+    actorType: text("actor_type", { enum: ["member", "api_key", "operator"] }).notNull(),
+    actorId: text("actor_id").notNull(),
+    actorName: text("actor_name").notNull(),
+    targetType: text("target_type"),
+    targetId: text("target_id"),
+    via: text("via", { enum: ["api", "dashboard", "operator"] }).notNull(),
+    ip: text("ip"),
+    userAgent: text("user_agent"),
+    createdAt: createdAt(),
+  },
+  (t) => [
+    index("audit_log_account_created").on(t.accountId, t.createdAt),
+    index("audit_log_account_action").on(t.accountId, t.action, t.createdAt),
+    index("audit_log_account_actor").on(t.accountId, t.actorId, t.createdAt),
+    index("audit_log_created").on(t.createdAt),
+  ],
 );
 
 export const creditLedger = sqliteTable(

@@ -35,7 +35,9 @@ export type IdPrefix =
   | "run"
   | "inb"
   | "top"
-  | "frm";
+  | "frm"
+  | "mem"
+  | "aud";
 
 export const newId = (prefix: IdPrefix) => `${prefix}_${randomBase62(22)}`;
 

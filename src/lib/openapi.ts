@@ -1,6 +1,8 @@
 import { createRoute, OpenAPIHono, type RouteConfig } from "@hono/zod-openapi";
 import { fieldErrors, validationError } from "../errors";
 import { evenWithFieldErrors, z } from "./schema";
+import { auditedAction } from "../domain/audit/audit";
+import { auditOperator, auditWrites } from "../middleware/audit";
 import { requireFeatures, requireFullAccess, requireLiveKey, requireScope } from "../middleware/auth";
 import type { AppEnv, Feature, Scope } from "../types";
 
@@ -43,14 +45,16 @@ export type RouteAccess = Scope | "any" | "full_access";
 
 /**
  * A route of the keyed API. Its scope is declared once here: it becomes the middleware that enforces it and
- * the `x-required-scope` the OpenAPI document shows.
+ * the `x-required-scope` the OpenAPI document shows. A write route is recorded in the audit log (auditedAction).
  */
 export function keyedRoute<R extends Omit<RouteConfig, "middleware" | "security">>(
   access: RouteAccess,
   route: R,
   options: { features?: Feature[] /** What the route does, for the 403 a test key gets (`Changing a webhook`). */; liveKeyOnly?: string } = {},
 ) {
+  const audit = auditedAction(route.method.toUpperCase(), `/api/v1${route.path}`);
   const middleware = [
+    ...(audit ? [auditWrites(audit)] : []),
     ...(access === "any" ? [] : [access === "full_access" ? requireFullAccess : requireScope(access)]),
     ...(options.features?.length ? [requireFeatures(...options.features)] : []),
     ...(options.liveKeyOnly ? [requireLiveKey(options.liveKeyOnly)] : []),
@@ -67,9 +71,12 @@ export function keyedRoute<R extends Omit<RouteConfig, "middleware" | "security"
   });
 }
 
-export function adminRoute<R extends Omit<RouteConfig, "security">>(route: R) {
+/** A route of the operator API; one that changes an account is recorded in its audit log, the operator as actor. */
+export function adminRoute<R extends Omit<RouteConfig, "security" | "middleware">>(route: R) {
+  const audit = auditedAction(route.method.toUpperCase(), `/admin/v1${route.path}`);
   return createRoute({
     ...route,
+    middleware: audit ? [auditOperator(audit)] : [],
     tags: ["Operator"],
     security: [{ adminToken: [] }],
     responses: { 401: errorResponse("Missing or invalid operator token"), 422: commonErrors[422], ...route.responses },

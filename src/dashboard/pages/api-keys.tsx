@@ -2,7 +2,7 @@ import { Hono, type Context } from "hono";
 import { createApiKey, listApiKeys, revokeApiKey, rotateApiKey, type ApiKeyRow } from "../../domain/accounts/api-keys";
 import { apiKeyInput } from "../../domain/accounts/input";
 import { AppError, notFound } from "../../errors";
-import { scopes } from "../../types";
+import { scopes, type Scope } from "../../types";
 import { field, requireSection, parsedOrThrow } from "../guard";
 import { PostButton } from "../components/post-button";
 import { SecretOnce } from "../components/secret-once";
@@ -41,15 +41,15 @@ function KeyTable({ keys, csrfToken, currentKeyId }: { keys: ApiKeyRow[]; csrfTo
   );
 }
 
-function NewKeyForm({ csrfToken }: { csrfToken: string }) {
+function NewKeyForm({ csrfToken, grantable }: { csrfToken: string; grantable: readonly Scope[] | null }) {
   return (
     <form method="post" action="/dashboard/api-keys" class="stack">
       <Csrf token={csrfToken} />
       <label for="key-name">Name</label>
       <input id="key-name" name="name" type="text" required maxlength={100} placeholder="Production server" />
       <fieldset>
-        <legend>Scopes (none ticked: full access)</legend>
-        {scopes.map((scope) => (
+        <legend>{grantable ? "Scopes (your role's)" : "Scopes (none ticked: full access)"}</legend>
+        {(grantable ?? scopes).map((scope) => (
           <label>
             <input type="checkbox" name="scopes" value={scope} /> {scope}
           </label>
@@ -77,20 +77,33 @@ async function keysPage(c: Context<DashboardEnv>, notice?: { title: string; secr
       </section>
       <section class="card">
         <h2>Create a key</h2>
-        <NewKeyForm csrfToken={c.get("csrfToken")} />
+        <NewKeyForm csrfToken={c.get("csrfToken")} grantable={auth.apiKey.scopes} />
       </section>
     </Shell>,
     status,
   );
 }
 
+/**
+ * A member whose role has scopes (a developer) creates and rotates only keys within them: a full-access key would
+ * let them make themselves an admin through the members API. Revoking takes no power, so any key may be revoked.
+ */
+function requireWithinRole(c: Context<DashboardEnv>, keyScopes: readonly Scope[] | null | undefined): void {
+  const { apiKey, member } = c.get("auth");
+  const mine = apiKey.scopes;
+  if (mine === null || !member) return;
+  if (!keyScopes || keyScopes.some((scope) => !mine.includes(scope))) {
+    throw new AppError("scope_missing", `Your role (${member.role}) manages keys with these scopes only: ${mine.join(", ")}`);
+  }
+}
+
 export const apiKeyPages = new Hono<DashboardEnv>()
   .get("/api-keys", async (c) => {
-    requireSection(c, "full_access");
+    requireSection(c, "api_keys");
     return keysPage(c);
   })
   .post("/api-keys", async (c) => {
-    requireSection(c, "full_access");
+    requireSection(c, "api_keys");
     const form = await c.req.parseBody({ all: true });
     const picked = ([] as unknown[]).concat(form.scopes ?? []);
     const body = parsedOrThrow(
@@ -98,13 +111,16 @@ export const apiKeyPages = new Hono<DashboardEnv>()
       { name: form.name, scopes: picked.length > 0 ? picked : undefined, mode: field(form, "mode") || undefined },
       "The key cannot be created",
     );
+    requireWithinRole(c, body.scopes);
     const outcome = await createApiKey(c.env.DB, c.get("auth"), body);
     if (outcome.kind === "live_key_required") throw new AppError(outcome.kind, outcome.message);
     // The secret is rendered into this response only; a reload shows the list without it.
     return keysPage(c, { title: `Key "${outcome.row.name}" created.`, secret: outcome.key }, 201);
   })
   .post("/api-keys/:id/rotate", async (c) => {
-    requireSection(c, "full_access");
+    requireSection(c, "api_keys");
+    const target = (await listApiKeys(c.env.DB, c.get("auth").account.id)).find((key) => key.id === c.req.param("id"));
+    if (target) requireWithinRole(c, target.scopes);
     const outcome = await rotateApiKey(c.env.DB, c.get("auth"), c.req.param("id"));
     if (outcome.kind === "not_found") throw notFound("API key");
     if (outcome.kind === "live_key_required") throw new AppError(outcome.kind, outcome.message);
@@ -122,7 +138,7 @@ export const apiKeyPages = new Hono<DashboardEnv>()
     return keysPage(c, { title: `Key "${outcome.row.name}" rotated; the old secret no longer works.`, secret: outcome.key });
   })
   .post("/api-keys/:id/revoke", async (c) => {
-    requireSection(c, "full_access");
+    requireSection(c, "api_keys");
     const outcome = await revokeApiKey(c.env.DB, c.get("auth"), c.req.param("id"));
     if (outcome.kind === "not_found") throw notFound("API key");
     if (outcome.kind === "live_key_required") throw new AppError(outcome.kind, outcome.message);

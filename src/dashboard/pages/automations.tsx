@@ -26,7 +26,7 @@ import { describeErrors, requireLiveKey, requireSection } from "../guard";
 import { ConditionRows, MatchSelect, conditionsOf, shownValue, type Form } from "../components/conditions";
 import { PostButton } from "../components/post-button";
 import { Table } from "../components/table";
-import { Copyable, Csrf, Notice, Shell, StatusBadge, formatTime } from "../layout";
+import { Copyable, Csrf, Notice, Shell, StatusBadge, canSee, formatTime } from "../layout";
 import type { DashboardEnv } from "../session";
 
 type Page = Context<DashboardEnv>;
@@ -611,7 +611,12 @@ export const automationPages = new Hono<DashboardEnv>()
             <p class="hint">Runs under way keep the steps they started with.</p>
             <h3>Private URL</h3>
             <p class="hint">Anyone with this URL can start a run; treat it like a password.</p>
-            <Copyable value={privateUrl(config(c.env), automation.privatePath)} label="the private URL" />
+            {/* A secret: a viewer, who may change nothing, does not get the means to start runs. */}
+            {canSee(c.get("auth"), "automations", true) ? (
+              <Copyable value={privateUrl(config(c.env), automation.privatePath)} label="the private URL" />
+            ) : (
+              <p>Shown to those who may change automations.</p>
+            )}
           </section>
           <section class="card">
             <h2>Runs</h2>

@@ -723,7 +723,7 @@ export const campaignPages = new Hono<DashboardEnv>()
   .post("/campaigns/:id/test", async (c) => {
     // A test send is a message through POST /send's pipeline: it needs what /send needs.
     guard(c, "Sending a test");
-    requireSection(c, "send", "email_api", "smtp_relay");
+    requireSection(c, "test_email", "email_api", "smtp_relay");
     const auth = c.get("auth");
     const form = await c.req.parseBody();
     const to = parseMailbox(field(form, "to"));

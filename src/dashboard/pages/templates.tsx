@@ -77,7 +77,7 @@ async function previewChoices(d1: D1Database, accountId: string, chosen: string 
 
 export const templatePages = new Hono<DashboardEnv>()
   .get("/templates", async (c) => {
-    requireSection(c, "send");
+    requireSection(c, "templates");
     const auth = c.get("auth");
     const rows = (await listTemplates(c.env.DB, auth.account.id, { limit: 100 })).slice(0, 100);
     return c.html(
@@ -107,7 +107,7 @@ export const templatePages = new Hono<DashboardEnv>()
     );
   })
   .post("/templates", async (c) => {
-    requireSection(c, "send");
+    requireSection(c, "templates");
     const body = parsedOrThrow(templateInput, templateBody((await c.req.parseBody()) as Form), "The template cannot be saved");
     const template = await createTemplate(c.env.DB, c.get("auth").account.id, {
       name: body.name,
@@ -118,7 +118,7 @@ export const templatePages = new Hono<DashboardEnv>()
     return c.redirect(`/dashboard/templates/${template.id}`, 303);
   })
   .get("/templates/:id", async (c) => {
-    requireSection(c, "send");
+    requireSection(c, "templates");
     const auth = c.get("auth");
     const template = await ownedTemplate(c);
     const { contacts, contact } = await previewChoices(c.env.DB, auth.account.id, c.req.query("contact"));
@@ -167,7 +167,7 @@ export const templatePages = new Hono<DashboardEnv>()
     );
   })
   .get("/templates/:id/preview", async (c) => {
-    requireSection(c, "send");
+    requireSection(c, "templates");
     const template = await ownedTemplate(c);
     const contact = c.req.query("contact") ? await findContact(c.env.DB, template.accountId, c.req.query("contact") ?? "") : undefined;
     // Rendered as a send renders it: placeholders from the contact, HTML-escaped; shown in a sandboxed frame.
@@ -184,7 +184,7 @@ export const templatePages = new Hono<DashboardEnv>()
     });
   })
   .post("/templates/:id", async (c) => {
-    requireSection(c, "send");
+    requireSection(c, "templates");
     requireLiveKey(c, "Changing a template");
     const saved = await ownedTemplate(c);
     const change = templateBody((await c.req.parseBody()) as Form, saved);
@@ -196,7 +196,7 @@ export const templatePages = new Hono<DashboardEnv>()
     return c.redirect(`/dashboard/templates/${saved.id}`, 303);
   })
   .post("/templates/:id/delete", async (c) => {
-    requireSection(c, "send");
+    requireSection(c, "templates");
     requireLiveKey(c, "Deleting a template");
     if (!(await deleteTemplate(c.env.DB, c.get("auth").account.id, c.req.param("id")))) throw notFound("Template");
     return c.redirect("/dashboard/templates", 303);

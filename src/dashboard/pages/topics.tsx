@@ -205,11 +205,11 @@ export const topicPages = new Hono<DashboardEnv>()
     return c.redirect("/dashboard/contacts/topics", 303);
   })
   .get("/contacts/suppressions", async (c) => {
-    requireSection(c, "send");
+    requireSection(c, "suppressions");
     return suppressionsPage(c);
   })
   .post("/contacts/suppressions", async (c) => {
-    requireSection(c, "send");
+    requireSection(c, "suppressions");
     requireLiveKey(c, "Adding a suppression");
     const form = await c.req.parseBody();
     const body = parsedOrThrow(
@@ -222,7 +222,7 @@ export const topicPages = new Hono<DashboardEnv>()
     return c.redirect(`/dashboard/contacts/suppressions?email=${encodeURIComponent(body.email)}`, 303);
   })
   .post("/contacts/suppressions/remove", async (c) => {
-    requireSection(c, "send");
+    requireSection(c, "suppressions");
     requireLiveKey(c, "Removing a suppression");
     const form = await c.req.parseBody();
     const scope = suppressionScopes.find((name) => name === field(form, "scope"));

@@ -323,7 +323,7 @@ function prepareAhead<T>(items: readonly T[], prepare: (item: T) => Promise<Prep
 }
 
 /** The transport TRANSPORT names. */
-function transportFromConfig(env: Env): Transport {
+export function transportFromConfig(env: Env): Transport {
   const settings = config(env);
   return settings.transport === "cloudflare" ? new CloudflareEmailTransport(env.EMAIL) : smtpTransportFromConfig(settings);
 }

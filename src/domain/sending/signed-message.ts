@@ -114,6 +114,15 @@ export async function buildSignedMessage(
       }),
     );
   }
+  return { raw: await signMessage(unsigned, domain, keys), subject };
+}
+
+/** The message with the domain's DKIM signatures in front of its headers. */
+export async function signMessage(
+  unsigned: Uint8Array,
+  domain: Pick<SigningDomain, "name" | "dkimSelector">,
+  keys: SigningKeys,
+): Promise<Uint8Array> {
   // Both signatures cover the same unsigned message; receivers that do not know ed25519-sha256 ignore that one.
   const signature =
     (keys.ed25519
@@ -123,7 +132,7 @@ export async function buildSignedMessage(
   const signed = new Uint8Array(signatureBytes.length + unsigned.length);
   signed.set(signatureBytes, 0);
   signed.set(unsigned, signatureBytes.length);
-  return { raw: signed, subject };
+  return signed;
 }
 
 /** The HTML as it leaves: with the open pixel and click redirects when the message asks for them (after placeholders). */
