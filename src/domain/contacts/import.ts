@@ -430,10 +430,12 @@ export async function runContactImport(
       statements.push(
         statement(
           d1,
-          sql`INSERT INTO contact_topics (contact_id, topic_id, account_id, subscribed, updated_at)
-            SELECT c.id, p.value ->> '$[1]', ${job.accountId}, 1, ${sqlNow}
-            FROM json_each(${JSON.stringify(pairs)}) AS p
-            JOIN contacts AS c ON c.account_id = ${job.accountId} AND c.email_key = p.value ->> '$[0]'
+          // The pairs are materialised first so that each address is one lookup in contacts_account_email: joined to
+          // json_each directly, SQLite scanned the account's contacts for every pair.
+          sql`WITH p AS MATERIALIZED (SELECT value ->> '$[0]' AS email_key, value ->> '$[1]' AS topic_id FROM json_each(${JSON.stringify(pairs)}))
+            INSERT INTO contact_topics (contact_id, topic_id, account_id, subscribed, updated_at)
+            SELECT c.id, p.topic_id, ${job.accountId}, 1, ${sqlNow}
+            FROM p JOIN contacts AS c ON c.account_id = ${job.accountId} AND c.email_key = p.email_key
             WHERE 1
             ON CONFLICT (contact_id, topic_id) DO UPDATE SET subscribed = 1, updated_at = excluded.updated_at`,
         ),
