@@ -16,6 +16,7 @@ import { AppError, notFound, orRefuse, validationError } from "../errors";
 import { setTopicChoices, unknownTopics } from "../domain/topics/topics";
 import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 import { pageOf } from "../lib/pagination";
+import { VERIFICATION_RESULTS } from "../domain/verification/status";
 
 export const ContactSchema = z
   .object({
@@ -40,6 +41,18 @@ export const ContactSchema = z
       })
       .nullable()
       .openapi({ description: "How the contact consented through a sign-up form (POST /forms), when it did" }),
+    verification: z
+      .object({
+        result: z.enum(VERIFICATION_RESULTS),
+        status: z.string().nullable().openapi({ description: "The engine status (docs/verification.md), e.g. `mailbox_not_found`" }),
+        sub_status: z.string().nullable(),
+        checked_at: Timestamp,
+      })
+      .nullable()
+      .openapi({
+        description:
+          "The address's last verification in this account (POST /verify, a bulk job, the standalone API, POST /contacts/verify or a campaign's checks); null until one ran",
+      }),
     topics: z.record(z.string(), z.boolean()).openapi({
       description: "Every topic of the account (GET /topics) by id: whether the contact is subscribed (its choice, else the topic's default)",
     }),
