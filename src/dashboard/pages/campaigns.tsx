@@ -19,6 +19,7 @@ import {
   type CampaignRow,
 } from "../../domain/campaigns/campaigns";
 import { renderCampaignMessage } from "../../domain/campaigns/delivery";
+import { contactChecksNeeded } from "../../domain/contacts/verify";
 import { listSegments, type SegmentRow } from "../../domain/segments/segments";
 import { createSender, findSender, listSenders, type SenderRow } from "../../domain/campaigns/senders";
 import { findContact, listContacts, type ContactRow } from "../../domain/contacts/contacts";
@@ -96,6 +97,7 @@ function editorBody(form: Form, saved?: CampaignRow): Record<string, unknown> {
       .filter(Boolean);
     if (!saved || tags.join(",") !== saved.tags.join(",")) body.tags = tags;
   }
+  if (typeof form.verification === "string" && form.verification !== saved?.verification) body.verification = form.verification;
   for (const [name, key] of Object.entries(idFields)) {
     const ids = chosenIds(form, name, saved?.[key]);
     if (ids === undefined) continue;
@@ -104,6 +106,12 @@ function editorBody(form: Form, saved?: CampaignRow): Record<string, unknown> {
   }
   return body;
 }
+
+const verificationChoices = [
+  ["off", "off: send to the whole audience"],
+  ["skip_invalid", "skip invalid addresses"],
+  ["valid_only", "send to valid addresses only"],
+] as const;
 
 type EditorOptions = { senders: SenderRow[]; lists: ListWithCounts[]; segments: SegmentRow[]; templates: TemplateRow[]; topics: TopicRow[] };
 
@@ -189,6 +197,14 @@ function Editor({ campaign, options, csrfToken }: { campaign?: CampaignRow; opti
       <p class="audience-count hint" aria-live="polite" data-testid="editor-audience">
         The audience is counted as you choose lists and segments.
       </p>
+      <label for="cmp-verification">Verify addresses before sending (1 verification credit per address without a recent check)</label>
+      <select id="cmp-verification" name="verification">
+        {verificationChoices.map(([value, label]) => (
+          <option value={value} selected={(campaign?.verification ?? "off") === value}>
+            {label}
+          </option>
+        ))}
+      </select>
       <label for="cmp-template">Template</label>
       <select id="cmp-template" name="template_id">
         <option value="">none: write the content below</option>
@@ -327,6 +343,14 @@ function CampaignProgress({ campaign, counters }: { campaign: CampaignRow; count
               <dt>Clicked</dt>
               <dd>{counters.unique_clicks}</dd>
             </div>
+            {campaign.verification === "off" ? null : (
+              <div>
+                <dt>Skipped by verification</dt>
+                <dd data-testid="skipped">
+                  {counters.skipped.invalid} invalid, {counters.skipped.risky} risky, {counters.skipped.unknown} unknown
+                </dd>
+              </div>
+            )}
           </dl>
         </>
       )}
@@ -519,10 +543,11 @@ export const campaignPages = new Hono<DashboardEnv>()
     const campaign = await ownedCampaign(c);
     // Only a draft shows its audience and a preview; the audience's condition serves both, its segments read once.
     const where = campaign.status === "draft" ? await audienceSql(c.env.DB, campaign) : undefined;
-    const [counters, options, audience, report, resolved, contact] = await Promise.all([
+    const [counters, options, audience, checks, report, resolved, contact] = await Promise.all([
       campaignCounters(c.env.DB, [campaign.id]),
       editorOptions(c.env.DB, auth.account.id),
       where ? audienceOf(c.env.DB, campaign, where) : 0,
+      where && campaign.verification !== "off" ? contactChecksNeeded(c.env, where) : undefined,
       campaign.status === "draft" ? undefined : campaignReport(c.env.DB, campaign.id),
       where ? withTemplate(c.env.DB, campaign) : campaign,
       where ? previewContact(c.env.DB, campaign, c.req.query("contact"), where) : undefined,
@@ -552,6 +577,13 @@ export const campaignPages = new Hono<DashboardEnv>()
                 Audience: <strong>{audience.toLocaleString("en")}</strong> subscribed contacts. Sending reserves{" "}
                 <strong>{audience.toLocaleString("en")}</strong> sending credits (one a recipient; {available.toLocaleString("en")} available).
               </p>
+              {checks ? (
+                <p data-testid="verification-estimate">
+                  Verification first: <strong>{checks.toCheck.toLocaleString("en")}</strong> addresses to check, costing{" "}
+                  <strong>{checks.toCheck.toLocaleString("en")}</strong> verification credits ({auth.account.verifyBalance.toLocaleString("en")}{" "}
+                  available); {checks.fresh.toLocaleString("en")} checked recently are reused free.
+                </p>
+              ) : null}
               <form method="post" action={`/dashboard/campaigns/${campaign.id}/send`} class="inline">
                 <Csrf token={csrfToken} />
                 <label>
