@@ -51,7 +51,12 @@ async function account(credits: { send: number; verify: number }) {
   const created = await fetch(`${stack.workerUrl}/admin/v1/accounts`, {
     method: "POST",
     headers: { Authorization: `Bearer ${readDevVars().ADMIN_TOKEN}`, "Content-Type": "application/json" },
-    body: JSON.stringify({ name: "Hygiene", features: ["email_api", "campaigns"], send_credits: credits.send, verify_credits: credits.verify }),
+    body: JSON.stringify({
+      name: "Hygiene",
+      features: ["email_api", "campaigns", "automations"],
+      send_credits: credits.send,
+      verify_credits: credits.verify,
+    }),
   });
   expect(created.status).toBe(201);
   const key = ((await created.json()) as { api_key: string }).api_key;
@@ -121,6 +126,8 @@ describe("campaigns that verify their audience before sending", () => {
     // the checks were one bulk job: 7 addresses, 7 credits, 2 MX hosts asked
     const job = await api<{ status: string; total: number; credits_charged: number }>(`/api/v1/verify/${one.verification_job_id}`);
     expect(job.body).toMatchObject({ status: "completed", total: 7, credits_charged: 7 });
+    const report = await api<{ skipped: Record<string, number> }>(`/api/v1/reports/campaigns/${first.id}`);
+    expect(report.body.skipped).toEqual({ invalid: 2, risky: 0, unknown: 0 });
     const credits = await api<{ send: { balance: number; reserved: number }; verify: { balance: number } }>("/api/v1/credits");
     expect(credits.body).toMatchObject({ send: { balance: 15, reserved: 0 }, verify: { balance: 0 } });
 
@@ -134,6 +141,12 @@ describe("campaigns that verify their audience before sending", () => {
       `/api/v1/contacts?email=${encodeURIComponent(audience[5]!)}`,
     );
     expect(dave.body.data[0]!.verification).toMatchObject({ result: "risky", status: "mailbox_full" });
+
+    // segments filter on the stored results
+    const segment = await api<{ id: string }>("/api/v1/segments", {
+      body: { name: "bad", match: "all", conditions: [{ field: "verification.result", op: "in", value: ["invalid", "risky"] }] },
+    });
+    expect((await api<{ count: number }>(`/api/v1/segments/${segment.body.id}/count`)).body).toEqual({ count: 4 });
 
     // Within the freshness window a second campaign reuses every result: no RCPT at any MX host, no credit (the
     // balance is 0, so one needed would be a 402), and only the 3 valid addresses are mailed.
@@ -176,6 +189,36 @@ describe("campaigns that verify their audience before sending", () => {
     const again = await api("/api/v1/contacts/verify", { body: { list_id: list } });
     expect(again).toEqual({ status: 200, body: { id: null, status: "completed", total: 0, fresh: 7, credits_charged: 0 } });
     expect((await api("/api/v1/contacts/verify", { body: { list_id: list, all: true } })).status).toBe(422);
+  }, 60_000);
+
+  it("an automation's verify step ends the run for an invalid address and lets a valid one go on", async () => {
+    const { api } = await account({ send: 0, verify: 2 });
+    const after = await api<{ id: string }>("/api/v1/lists", { body: { name: "verified" } });
+    const automation = await api<{ id: string }>("/api/v1/automations", {
+      body: { name: "clean welcome", steps: [{ type: "verify" }, { type: "add_to_list", list_id: after.body.id }] },
+    });
+    expect(automation.status).toBe(201);
+    type Run = { status: string; steps: { type: string; status: string; detail: Record<string, unknown> }[] };
+    const runFor = async (email: string) => {
+      const started = await api<{ run_id: string }>(`/api/v1/automations/${automation.body.id}/trigger`, { body: { email } });
+      expect(started.status).toBe(202);
+      return eventually(async () => {
+        const run = await api<Run>(`/api/v1/automations/runs/${started.body.run_id}`);
+        return run.body.status === "completed" ? run.body : undefined;
+      }, 30_000);
+    };
+    const stopped = await runFor(invalid[0]!);
+    expect(stopped.steps.map((step) => [step.type, step.status])).toEqual([
+      ["verify", "completed"],
+      ["add_to_list", "pending"],
+    ]);
+    expect(stopped.steps[0]!.detail).toMatchObject({ result: "invalid", status: "mailbox_not_found", reused: false });
+    const went = await runFor(valid[0]!);
+    expect(went.steps.map((step) => [step.type, step.status])).toEqual([
+      ["verify", "completed"],
+      ["add_to_list", "completed"],
+    ]);
+    expect((await api<{ verify: { balance: number } }>("/api/v1/credits")).body.verify.balance).toBe(0);
   }, 60_000);
 
   it("never sends DATA to an MX host", () => {
