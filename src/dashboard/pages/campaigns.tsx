@@ -299,7 +299,9 @@ function OutcomeSummary({ counters }: { counters: CampaignCounters }) {
 const inFlight = (campaign: CampaignRow) => campaign.status === "scheduled" || campaign.status === "sending";
 
 function CampaignProgress({ campaign, counters }: { campaign: CampaignRow; counters: CampaignCounters }) {
-  const finished = counters.recipients - counters.pending;
+  // Contacts the campaign's verification left out have no message, but are done with all the same.
+  const skipped = counters.skipped.invalid + counters.skipped.risky + counters.skipped.unknown;
+  const finished = counters.recipients - counters.pending + skipped;
   const outcome = campaignOutcome(campaign, counters);
   return (
     <div
@@ -317,7 +319,7 @@ function CampaignProgress({ campaign, counters }: { campaign: CampaignRow; count
       {outcome ? <OutcomeSummary counters={counters} /> : null}
       {campaign.status === "draft" ? null : (
         <>
-          <Progress label="Campaign sending" done={finished} total={Math.max(campaign.creditsReserved, counters.recipients)} />
+          <Progress label="Campaign sending" done={finished} total={Math.max(campaign.creditsReserved, counters.recipients + skipped)} />
           <dl class="counts">
             <div>
               <dt>Sent</dt>
