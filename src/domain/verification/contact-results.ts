@@ -25,12 +25,15 @@ export function contactResultsStatement(
     result.normalized ? [{ key: result.normalized.toLowerCase(), result: result.result, status: result.status, sub_status: result.sub_status }] : [],
   );
   if (rows.length === 0) return undefined;
+  // The rows are materialised first so that SQLite looks each address up in contacts_account_email; joined to
+  // json_each directly it scanned the account's contacts against every row (2 s for 400 rows among 10,000 contacts).
   return statement(
     d1,
-    sql`UPDATE contacts SET verification_result = r.value ->> '$.result', verification_status = r.value ->> '$.status',
-        verification_sub_status = r.value ->> '$.sub_status', verified_at = ${checkedAt}
-      FROM json_each(${JSON.stringify(rows)}) AS r
-      WHERE contacts.account_id = ${accountId} AND contacts.email_key = r.value ->> '$.key' AND ${guard ?? sql`true`}`,
+    sql`WITH r AS MATERIALIZED (SELECT value ->> '$.key' AS key, value ->> '$.result' AS result, value ->> '$.status' AS status,
+        value ->> '$.sub_status' AS sub_status FROM json_each(${JSON.stringify(rows)}))
+      UPDATE contacts SET verification_result = r.result, verification_status = r.status, verification_sub_status = r.sub_status,
+        verified_at = ${checkedAt}
+      FROM r WHERE contacts.account_id = ${accountId} AND contacts.email_key = r.key AND ${guard ?? sql`true`}`,
   );
 }
 
