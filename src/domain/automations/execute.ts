@@ -253,9 +253,10 @@ async function verifyAddress(env: Env, ctx: WaitUntil, run: RunRow, index: numbe
   if (!found) {
     const account = await findAccount(db, run.accountId);
     if (!account) throw new PermanentStepError("The account no longer exists");
-    // One reference per run and step: a retried step cannot be charged twice (the second charge is refused).
+    // A reference of each attempt's own: a check that threw was refunded under it, so a retry must charge anew. An
+    // attempt that did check wrote the result onto the contact, so its retry reuses that instead of paying again.
     const check = await verifySingleAddress(env, account, contact.email, {
-      reference: `${run.id}:${index}:verify`,
+      reference: `${run.id}:${index}:verify:${crypto.randomUUID()}`,
       waitUntil: (promise) => ctx.waitUntil(promise),
     });
     if (check.kind === "insufficient_credits") {
