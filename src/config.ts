@@ -79,6 +79,11 @@ const configSchema = z.object({
     (value) => (value === undefined || value === "" ? undefined : typeof value === "string" ? parseJson(value) : value),
     z.record(z.string().min(1), z.int("must be a whole number of credits").min(0)).default({ free: 100 }),
   ),
+  /**
+   * How long a contact's verification result is reused (free) before a campaign's pre-send checks or
+   * POST /contacts/verify check the address again; 0 checks it every time.
+   */
+  VERIFY_FRESH_DAYS: z.coerce.number().int().min(0).max(3650).default(30),
   ADMIN_TOKEN: optionalText,
   BRIDGE_SECRET: optionalText,
   /** The mailbox prober (smtp-bridge, `npm run prober`); with PROBER_SECRET, verification asks mailboxes over SMTP. */
@@ -129,6 +134,8 @@ export type Config = {
   reputationMinSent: number;
   /** Verification credits each plan gets every calendar month (UTC). */
   monthlyVerifyCredits: Record<string, number>;
+  /** Days a contact's verification result counts as fresh (VERIFY_FRESH_DAYS). */
+  verifyFreshDays: number;
   /** Undefined: nothing is purged. */
   retentionDays?: number;
   inboundMaxPerHour: number;
@@ -186,6 +193,7 @@ export function config(env: Env): Config {
     },
     reputationMinSent: vars.REPUTATION_MIN_SENT,
     monthlyVerifyCredits: vars.MONTHLY_VERIFY_CREDITS,
+    verifyFreshDays: vars.VERIFY_FRESH_DAYS,
     retentionDays: vars.RETENTION_DAYS === 0 ? undefined : vars.RETENTION_DAYS,
     inboundMaxPerHour: vars.INBOUND_MAX_PER_HOUR,
     adminToken: vars.ADMIN_TOKEN,

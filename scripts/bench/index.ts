@@ -43,7 +43,18 @@ await run({
   command: [tsx, "scripts/bench/prober.ts", "10000"],
 });
 
-const stackBenches = ["verification", "contact-import", "reports", "dashboard", "tracking", "automations", "webhooks", "smtp-bridge", "campaign"];
+const stackBenches = [
+  "verification",
+  "contact-import",
+  "reports",
+  "dashboard",
+  "tracking",
+  "automations",
+  "webhooks",
+  "smtp-bridge",
+  "hygiene",
+  "campaign",
+];
 const stack = !only || stackBenches.some((name) => only.includes(name)) ? await startStack() : undefined;
 if (stack) {
   try {
@@ -79,6 +90,11 @@ if (stack) {
     });
     await run({ title: "webhook deliveries vs a plain fetch loop; a slow receiver", command: [tsx, "scripts/bench/webhooks.ts", "500", "200"], env });
     await run({ title: "SMTP bridge vs a bare smtp-server; bridge RSS", command: [tsx, "scripts/bench/smtp-bridge.ts", "300"], env });
+    await run({
+      title: "pre-send hygiene: 10,000 contacts over 50 domains checked and fanned out vs one by one; a second campaign probes nothing",
+      command: [tsx, "scripts/bench/hygiene.ts", "10000", "500"],
+      env: { ...env, DEV_MX_PORT: String(stack.ports.DEV_MX_PORT) },
+    });
     // Last: the campaign's 100,000 deliveries drain in the background and would slow any bench after it.
     await run({
       title: "100,000-contact campaign: POST send to the last message enqueued",

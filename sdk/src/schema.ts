@@ -967,6 +967,116 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/contacts/verify": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Verify the addresses of a list, a segment or every subscribed contact
+         * @description A bulk verification job over the selected subscribed contacts whose address has no result younger than VERIFY_FRESH_DAYS (30 days by default): 1 verification credit each, fresh results reused free. Each result is written onto its contact (`verification`). At most 50,000 addresses per request.
+         *
+         *     Scope: `contacts`.
+         *
+         *     Needs a live key (`live_key_required` for a test key).
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["VerifyContacts"];
+                };
+            };
+            responses: {
+                /** @description Every selected address had a fresh result: nothing to check */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ContactChecks"];
+                    };
+                };
+                /** @description The job was accepted; poll GET /verify/{id} */
+                202: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ContactChecks"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `insufficient_credits`: fewer verification credits than addresses to check; nothing was charged */
+                402: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such list or segment */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Not exactly one of list_id, segment_id, all; or more than 50,000 addresses to check */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/contacts": {
         parameters: {
             query?: never;
@@ -2995,7 +3105,7 @@ export interface paths {
         put?: never;
         /**
          * Create a segment
-         * @description A saved audience, evaluated whenever it is used. Up to 20 conditions `{field, op, value}`. Text fields (`email`, `first_name`, `last_name`, `company`, `phone`, `country`) compare without ASCII case; `email` takes `eq`, `neq`, `in` (addresses) and `contains`, `starts_with`, `ends_with`; the other text fields also `exists`, `not_exists`. `status`: `eq`, `neq`, `in`. `created_at`: `gt`, `gte`, `lt`, `lte` (ISO 8601 date) and `within_days` (days). `custom_fields.<key>` (key: letters, digits, `_`, `-`): every operator but `not_in`; a number compares numerically (numeric strings too), a date as a date. `list`: `in` or `not_in` a list id or array of list ids of the account. `neq` and `not_exists` match contacts without the field.
+         * @description A saved audience, evaluated whenever it is used. Up to 20 conditions `{field, op, value}`. Text fields (`email`, `first_name`, `last_name`, `company`, `phone`, `country`) compare without ASCII case; `email` takes `eq`, `neq`, `in` (addresses) and `contains`, `starts_with`, `ends_with`; the other text fields also `exists`, `not_exists`. `status`: `eq`, `neq`, `in`. `created_at`: `gt`, `gte`, `lt`, `lte` (ISO 8601 date) and `within_days` (days). `custom_fields.<key>` (key: letters, digits, `_`, `-`): every operator but `not_in`; a number compares numerically (numeric strings too), a date as a date. `list`: `in` or `not_in` a list id or array of list ids of the account. `verification.result` (the contact's last check: `valid`, `invalid`, `risky`, `unknown`): `eq`, `neq`, `in`, `exists`, `not_exists` (never verified); `verification.checked_at`: as `created_at`, plus `exists`, `not_exists`. `neq` and `not_exists` match contacts without the field.
          *
          *     Scope: `contacts`.
          *
@@ -7556,7 +7666,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description `insufficient_credits`: fewer sending credits available than recipients; nothing was reserved */
+                /** @description `insufficient_credits`: fewer sending credits available than recipients, or (with `verification`) fewer verification credits than addresses to check; nothing was reserved or charged */
                 402: {
                     headers: {
                         [name: string]: unknown;
@@ -7621,6 +7731,97 @@ export interface paths {
                 };
             };
         };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/campaigns/{id}/skipped": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Contacts the campaign's verification left out, and why
+         * @description One row per audience contact that `skip_invalid` or `valid_only` did not send to (no message was created and no sending credit spent), newest first.
+         *
+         *     Scope: `campaigns`.
+         */
+        get: {
+            parameters: {
+                query?: {
+                    limit?: number;
+                    cursor?: string;
+                };
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description A page of skipped contacts */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["CampaignSkipPage"];
+                    };
+                };
+                /** @description Missing or invalid API key */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The key lacks the scope, or the account the plan or feature */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such campaign */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Rate limit reached; see Retry-After */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -11437,6 +11638,28 @@ export interface components {
              */
             created_at: string;
         };
+        ContactChecks: {
+            /** @description The verification job (GET /verify/{id}); null when every address had a fresh result */
+            id: string | null;
+            /** @enum {string} */
+            status: "pending" | "completed";
+            /** @description Addresses checked now: those without a result younger than VERIFY_FRESH_DAYS */
+            total: number;
+            /** @description Contacts whose fresh result is reused, free */
+            fresh: number;
+            credits_charged: number;
+        };
+        VerifyContacts: {
+            /** @description The subscribed contacts of this list */
+            list_id?: string;
+            /** @description The subscribed contacts this segment matches */
+            segment_id?: string;
+            /**
+             * @description Every subscribed contact
+             * @enum {boolean}
+             */
+            all?: true;
+        };
         Contact: {
             /** @example con_3kTz9Qm1bX7cV2nL8pR4sD */
             id: string;
@@ -11466,6 +11689,19 @@ export interface components {
                 at: string;
                 /** @description The IP address that confirmed (double opt-in) or posted the form */
                 ip: string | null;
+            } | null;
+            /** @description The address's last verification in this account (POST /verify, a bulk job, the standalone API, POST /contacts/verify or a campaign's checks); null until one ran */
+            verification: {
+                /** @enum {string} */
+                result: "valid" | "invalid" | "risky" | "unknown";
+                /** @description The engine status (docs/verification.md), e.g. `mailbox_not_found` */
+                status: string | null;
+                sub_status: string | null;
+                /**
+                 * Format: date-time
+                 * @example 2026-11-22T10:15:00.000Z
+                 */
+                checked_at: string;
             } | null;
             /** @description Every topic of the account (GET /topics) by id: whether the contact is subscribed (its choice, else the topic's default) */
             topics: {
@@ -11822,7 +12058,7 @@ export interface components {
         };
         SegmentCondition: {
             /**
-             * @description One of `email`, `first_name`, `last_name`, `company`, `phone`, `country`, `status`, `created_at`, `custom_fields.<key>`, `list`, `topic`
+             * @description One of `email`, `first_name`, `last_name`, `company`, `phone`, `country`, `status`, `created_at`, `custom_fields.<key>`, `list`, `topic`, `verification.result`, `verification.checked_at`
              * @example custom_fields.plan
              */
             field: string;
@@ -12563,7 +12799,12 @@ export interface components {
          *       "failed": 0,
          *       "suppressed": 1,
          *       "cancelled": 0,
-         *       "unknown": 0
+         *       "unknown": 0,
+         *       "skipped": {
+         *         "invalid": 1,
+         *         "risky": 0,
+         *         "unknown": 0
+         *       }
          *     }
          */
         CampaignCompletedEventData: {
@@ -12583,6 +12824,12 @@ export interface components {
             suppressed: number;
             cancelled?: number;
             unknown?: number;
+            /** @description Audience contacts the campaign's verification left out, by result (not in recipients) */
+            skipped?: {
+                invalid: number;
+                risky: number;
+                unknown: number;
+            };
         } & {
             [key: string]: unknown;
         };
@@ -13955,6 +14202,13 @@ export interface components {
             /** @description Route the html part's http(s) links through a click redirect (default true); text keeps its links */
             track_clicks: boolean;
             /**
+             * @description Pre-send hygiene: `off`, `skip_invalid` or `valid_only` (docs/campaigns.md)
+             * @enum {string}
+             */
+            verification: "off" | "skip_invalid" | "valid_only";
+            /** @description The bulk verification job of the pre-send checks (GET /verify/{id}); null when none was needed */
+            verification_job_id: string | null;
+            /**
              * Format: date-time
              * @example 2026-11-22T10:15:00.000Z
              */
@@ -13999,6 +14253,12 @@ export interface components {
             cancelled: number;
             /** @description Interrupted after a possible hand-off; not retried, not charged, not counted as sent */
             unknown: number;
+            /** @description Audience contacts the campaign's `verification` left out (no message, no sending credit), by their result; unknown includes not verified */
+            skipped: {
+                invalid: number;
+                risky: number;
+                unknown: number;
+            };
         };
         /** @description Per recipient; mail sent with test keys (sk_test_) is never counted */
         ReportCounts: {
@@ -14060,6 +14320,11 @@ export interface components {
             track_opens?: boolean;
             /** @description Route the html part's http(s) links through a click redirect (default true); text keeps its links */
             track_clicks?: boolean;
+            /**
+             * @description Pre-send hygiene (default `off`): at POST /send, audience addresses without a fresh verification are checked (1 verification credit each) before the fan-out; `skip_invalid` leaves out invalid addresses, `valid_only` sends to valid ones only (GET /campaigns/{id}/skipped says who and why)
+             * @enum {string}
+             */
+            verification?: "off" | "skip_invalid" | "valid_only";
         };
         CampaignPage: {
             data: components["schemas"]["Campaign"][];
@@ -14095,6 +14360,11 @@ export interface components {
             track_opens?: boolean;
             /** @description Route the html part's http(s) links through a click redirect (default true); text keeps its links */
             track_clicks?: boolean;
+            /**
+             * @description Pre-send hygiene (default `off`): at POST /send, audience addresses without a fresh verification are checked (1 verification credit each) before the fan-out; `skip_invalid` leaves out invalid addresses, `valid_only` sends to valid ones only (GET /campaigns/{id}/skipped says who and why)
+             * @enum {string}
+             */
+            verification?: "off" | "skip_invalid" | "valid_only";
         };
         SendCampaignResult: {
             id: string;
@@ -14115,6 +14385,27 @@ export interface components {
              * @description When to send (ISO 8601, in the future, at most 30 days ahead); now if absent
              */
             send_at?: string;
+        };
+        CampaignSkipPage: {
+            data: components["schemas"]["CampaignSkip"][];
+            has_more: boolean;
+            next_cursor: string | null;
+        };
+        CampaignSkip: {
+            contact_id: string;
+            email: string;
+            /**
+             * @description The contact's verification result then; unknown also when it had none
+             * @enum {string}
+             */
+            result: "invalid" | "risky" | "unknown";
+            /** @example mailbox_not_found (invalid), checked 2026-11-22 */
+            reason: string;
+            /**
+             * Format: date-time
+             * @example 2026-11-22T10:15:00.000Z
+             */
+            created_at: string;
         };
         AiRequestAccepted: {
             id: string;
@@ -14318,6 +14609,9 @@ export interface components {
                 type: "webhook";
                 /** Format: uri */
                 url: string;
+            } | {
+                /** @enum {string} */
+                type: "verify";
             })[];
             /**
              * Format: uri
@@ -14401,6 +14695,9 @@ export interface components {
                 type: "webhook";
                 /** Format: uri */
                 url: string;
+            } | {
+                /** @enum {string} */
+                type: "verify";
             })[];
             /**
              * Format: uri
@@ -14689,6 +14986,12 @@ export interface components {
                 clicks: number;
                 unique_clicks: number;
             }[];
+            /** @description Audience contacts the campaign's verification left out, by result (GET /campaigns/{id}/skipped lists them) */
+            skipped: {
+                invalid: number;
+                risky: number;
+                unknown: number;
+            };
         };
         Usage: {
             /** @description Requests admitted with the account's API keys; written once a minute, so up to a minute behind */

@@ -12,9 +12,10 @@ import {
   type SaveOutcome,
   type SendOutcome,
 } from "../domain/campaigns/campaigns";
+import { listSkips } from "../domain/campaigns/hygiene";
 import { campaignChangeInput, campaignFields, campaignInput, newCampaignFields, sendCampaignInput } from "../domain/campaigns/input";
 import { AppError, notFound, validationError } from "../errors";
-import { campaignStatuses } from "../db/schema";
+import { campaignStatuses, campaignVerificationModes } from "../db/schema";
 import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 import { pageOf } from "../lib/pagination";
 import { CountsSchema } from "./reports";
@@ -24,6 +25,10 @@ const CountersSchema = CountsSchema.extend({
   pending: z.number().int().openapi({ description: "Not final yet: waiting for the fan-out, queued, being sent or retrying" }),
   cancelled: z.number().int().openapi({ description: "Skipped because the campaign was cancelled before they were sent" }),
   unknown: z.number().int().openapi({ description: "Interrupted after a possible hand-off; not retried, not charged, not counted as sent" }),
+  skipped: z.object({ invalid: z.number().int(), risky: z.number().int(), unknown: z.number().int() }).openapi({
+    description:
+      "Audience contacts the campaign's `verification` left out (no message, no sending credit), by their result; unknown includes not verified",
+  }),
 }).openapi("CampaignCounters", {
   description:
     "recipients, pending, cancelled and unknown from the campaign's messages; every other counter is its report's total (GET /reports/campaigns/{id}, " +
@@ -54,6 +59,13 @@ const CampaignSchema = z
     track_clicks: z
       .boolean()
       .openapi({ description: "Route the html part's http(s) links through a click redirect (default true); text keeps its links" }),
+    verification: z
+      .enum(campaignVerificationModes)
+      .openapi({ description: "Pre-send hygiene: `off`, `skip_invalid` or `valid_only` (docs/campaigns.md)" }),
+    verification_job_id: z
+      .string()
+      .nullable()
+      .openapi({ description: "The bulk verification job of the pre-send checks (GET /verify/{id}); null when none was needed" }),
     send_at: Timestamp.nullable(),
     started_at: Timestamp.nullable(),
     completed_at: Timestamp.nullable(),
@@ -184,7 +196,9 @@ const sendRoute = keyedRoute(
     request: { params: IdParam("cmp"), body: { ...jsonBody(sendCampaignInput), required: false } },
     responses: {
       202: jsonResponse(SendCampaignResultSchema, "Sending, or scheduled"),
-      402: errorResponse("`insufficient_credits`: fewer sending credits available than recipients; nothing was reserved"),
+      402: errorResponse(
+        "`insufficient_credits`: fewer sending credits available than recipients, or (with `verification`) fewer verification credits than addresses to check; nothing was reserved or charged",
+      ),
       403: errorResponse("`domain_reputation_hold`: the sender's domain is held for its bounce or complaint rate (GET /domains/{id})"),
       404: errorResponse("No such campaign"),
       409: notDraft,
@@ -214,6 +228,31 @@ const cancelRoute = keyedRoute(
   { ...feature, liveKeyOnly: "Cancelling a campaign" },
 );
 
+const SkipSchema = z
+  .object({
+    contact_id: z.string(),
+    email: z.string(),
+    result: z.enum(["invalid", "risky", "unknown"]).openapi({ description: "The contact's verification result then; unknown also when it had none" }),
+    reason: z.string().openapi({ example: "mailbox_not_found (invalid), checked 2026-11-22" }),
+    created_at: Timestamp,
+  })
+  .openapi("CampaignSkip");
+
+const skippedRoute = keyedRoute(
+  "campaigns",
+  {
+    method: "get",
+    path: "/campaigns/{id}/skipped",
+    tags: ["Campaigns"],
+    summary: "Contacts the campaign's verification left out, and why",
+    description:
+      "One row per audience contact that `skip_invalid` or `valid_only` did not send to (no message was created and no sending credit spent), newest first.",
+    request: { params: IdParam("cmp"), query: PaginationQuery },
+    responses: { 200: jsonResponse(paginated(SkipSchema, "CampaignSkipPage"), "A page of skipped contacts"), 404: errorResponse("No such campaign") },
+  },
+  feature,
+);
+
 /** Why a campaign was not sent, as the error both the API and the dashboard answer with. */
 export function sendRefusal(outcome: Exclude<SendOutcome, { kind: "started" }>): AppError {
   switch (outcome.kind) {
@@ -225,6 +264,11 @@ export function sendRefusal(outcome: Exclude<SendOutcome, { kind: "started" }>):
       return validationError(outcome.errors, "The campaign cannot be sent");
     case "insufficient_credits":
       return new AppError("insufficient_credits", `Not enough sending credits: the audience is ${outcome.needed}, ${outcome.available} available`);
+    case "insufficient_verification_credits":
+      return new AppError(
+        "insufficient_credits",
+        `Not enough verification credits: checking the audience before sending needs ${outcome.needed} (one per address without a fresh result), ${outcome.available} available`,
+      );
     case "reputation_hold":
       return new AppError(
         "domain_reputation_hold",
@@ -296,6 +340,22 @@ export const campaignRoutes = createRouter()
     return c.json(
       { id: campaign.id, status, recipients: outcome.recipients, credits_reserved: campaign.creditsReserved, send_at: campaign.sendAt! },
       202,
+    );
+  })
+  .openapi(skippedRoute, async (c) => {
+    const campaign = await findCampaign(c.env.DB, c.get("auth").account.id, c.req.valid("param").id);
+    if (!campaign) throw notFound("Campaign");
+    const query = c.req.valid("query");
+    const rows = await listSkips(c.env.DB, campaign.id, query);
+    return c.json(
+      pageOf(rows, query.limit, (row) => ({
+        contact_id: row.contactId,
+        email: row.email,
+        result: row.result,
+        reason: row.reason,
+        created_at: row.createdAt,
+      })),
+      200,
     );
   })
   .openapi(cancelRoute, async (c) => {

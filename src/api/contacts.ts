@@ -9,13 +9,24 @@ import {
   updateContact as changeContact,
 } from "../domain/contacts/contacts";
 import { contactAddress, type ContactAddress } from "../domain/contacts/email";
-import { contactChangeInput, contactImportForm, contactImportInput, contactInput, importMapping } from "../domain/contacts/input";
+import {
+  contactChangeInput,
+  contactImportForm,
+  contactImportInput,
+  contactInput,
+  contactsVerifyInput,
+  importMapping,
+} from "../domain/contacts/input";
+import { contactChecksNeeded, createContactChecks, selectContacts, type ContactSelection } from "../domain/contacts/verify";
+import { enqueueVerificationJob } from "../domain/verification/jobs";
+import { insufficientVerifyCredits, verificationQueueUnavailable } from "./verify";
 import { createContactImport, findContactImport, serializeContactImport, type ImportMapping } from "../domain/contacts/import";
 import { decodeBase64DataUri, UploadError } from "../lib/csv-upload";
 import { AppError, notFound, orRefuse, validationError } from "../errors";
 import { setTopicChoices, unknownTopics } from "../domain/topics/topics";
 import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 import { pageOf } from "../lib/pagination";
+import { VERIFICATION_RESULTS } from "../domain/verification/status";
 
 export const ContactSchema = z
   .object({
@@ -40,6 +51,18 @@ export const ContactSchema = z
       })
       .nullable()
       .openapi({ description: "How the contact consented through a sign-up form (POST /forms), when it did" }),
+    verification: z
+      .object({
+        result: z.enum(VERIFICATION_RESULTS),
+        status: z.string().nullable().openapi({ description: "The engine status (docs/verification.md), e.g. `mailbox_not_found`" }),
+        sub_status: z.string().nullable(),
+        checked_at: Timestamp,
+      })
+      .nullable()
+      .openapi({
+        description:
+          "The address's last verification in this account (POST /verify, a bulk job, the standalone API, POST /contacts/verify or a campaign's checks); null until one ran",
+      }),
     topics: z.record(z.string(), z.boolean()).openapi({
       description: "Every topic of the account (GET /topics) by id: whether the contact is subscribed (its choice, else the topic's default)",
     }),
@@ -101,6 +124,38 @@ const ContactImportSchema = z
     updated_at: Timestamp,
   })
   .openapi("ContactImport");
+
+const ContactChecksSchema = z
+  .object({
+    id: z.string().nullable().openapi({ description: "The verification job (GET /verify/{id}); null when every address had a fresh result" }),
+    status: z.enum(["pending", "completed"]),
+    total: z.number().int().openapi({ description: "Addresses checked now: those without a result younger than VERIFY_FRESH_DAYS" }),
+    fresh: z.number().int().openapi({ description: "Contacts whose fresh result is reused, free" }),
+    credits_charged: z.number().int(),
+  })
+  .openapi("ContactChecks");
+
+const verifyContacts = keyedRoute(
+  "contacts",
+  {
+    method: "post",
+    path: "/contacts/verify",
+    tags: ["Contacts"],
+    summary: "Verify the addresses of a list, a segment or every subscribed contact",
+    description:
+      "A bulk verification job over the selected subscribed contacts whose address has no result younger than VERIFY_FRESH_DAYS (30 days by default): " +
+      "1 verification credit each, fresh results reused free. Each result is written onto its contact (`verification`). At most 50,000 addresses per request.",
+    request: { body: jsonBody(contactsVerifyInput) },
+    responses: {
+      200: jsonResponse(ContactChecksSchema, "Every selected address had a fresh result: nothing to check"),
+      202: jsonResponse(ContactChecksSchema, "The job was accepted; poll GET /verify/{id}"),
+      402: errorResponse("`insufficient_credits`: fewer verification credits than addresses to check; nothing was charged"),
+      404: errorResponse("No such list or segment"),
+      422: errorResponse("Not exactly one of list_id, segment_id, all; or more than 50,000 addresses to check"),
+    },
+  },
+  { liveKeyOnly: "Verifying contacts" },
+);
 
 const createContact = keyedRoute(
   "contacts",
@@ -256,6 +311,22 @@ async function checkTopics(d1: D1Database, accountId: string, choices: Record<st
 }
 
 export const contactRoutes = createRouter()
+  .openapi(verifyContacts, async (c) => {
+    const body = c.req.valid("json");
+    const { account } = c.get("auth");
+    const selection: ContactSelection = body.list_id ? { list_id: body.list_id } : body.segment_id ? { segment_id: body.segment_id } : { all: true };
+    const where = await selectContacts(c.env.DB, account.id, selection);
+    if (!where) throw notFound(body.list_id ? "List" : "Segment");
+    const needed = await contactChecksNeeded(c.env, where);
+    const checks = await createContactChecks(c.env, account, where, { source: "contacts", name: `contacts ${Object.values(selection)[0]}` });
+    if (checks.kind === "insufficient_credits") throw insufficientVerifyCredits(checks);
+    if (checks.kind === "too_many") throw validationError({ list_id: ["More than 50,000 addresses to check: verify a smaller list or segment"] });
+    if (checks.kind === "none") return c.json({ id: null, status: "completed" as const, total: 0, fresh: needed.fresh, credits_charged: 0 }, 200);
+    const { job, plan } = checks;
+    if ((await enqueueVerificationJob(c.env, job, plan.chunks)) === "queue_unavailable") throw verificationQueueUnavailable();
+    c.header("Location", `/api/v1/verify/${job.id}`);
+    return c.json({ id: job.id, status: "pending" as const, total: job.total, fresh: needed.fresh, credits_charged: job.creditsCharged }, 202);
+  })
   .openapi(createContact, async (c) => {
     const body = c.req.valid("json");
     const accountId = c.get("auth").account.id;

@@ -1,6 +1,7 @@
 import { findCampaign } from "../domain/campaigns/campaigns";
 import { messageStreams, providers } from "../db/schema";
 import { rollupCounters, type RollupCounter } from "../domain/reports/rollups";
+import { skipCounts, zeroSkips } from "../domain/campaigns/hygiene";
 import { campaignReport, defaultRange, maxRangeDays, overviewReport, rangeLength } from "../domain/reports/reports";
 import { notFound } from "../errors";
 import { createRouter, errorResponse, IdParam, jsonResponse, keyedRoute, z } from "../lib/openapi";
@@ -105,6 +106,9 @@ const CampaignReportSchema = z
     links: z
       .array(z.object({ url: z.string(), clicks: z.number().int(), unique_clicks: z.number().int() }))
       .openapi({ description: "Tracked links of the campaign, most clicked first" }),
+    skipped: z
+      .object({ invalid: z.number().int(), risky: z.number().int(), unknown: z.number().int() })
+      .openapi({ description: "Audience contacts the campaign's verification left out, by result (GET /campaigns/{id}/skipped lists them)" }),
   })
   .openapi("CampaignReport");
 
@@ -139,5 +143,6 @@ export const reportRoutes = createRouter()
     const { id } = c.req.valid("param");
     const campaign = await findCampaign(c.env.DB, accountId, id);
     if (!campaign) throw notFound("Campaign");
-    return c.json({ campaign_id: id, topic_id: campaign.topicId, ...(await campaignReport(c.env.DB, id)) }, 200);
+    const [report, skips] = await Promise.all([campaignReport(c.env.DB, id), skipCounts(c.env.DB, [id])]);
+    return c.json({ campaign_id: id, topic_id: campaign.topicId, ...report, skipped: skips.get(id) ?? zeroSkips() }, 200);
   });

@@ -51,6 +51,7 @@ const conditionRules = [
   "`status`: `eq`, `neq`, `in`. `created_at`: `gt`, `gte`, `lt`, `lte` (ISO 8601 date) and `within_days` (days).",
   "`custom_fields.<key>` (key: letters, digits, `_`, `-`): every operator but `not_in`; a number compares numerically (numeric strings too), a date as a date.",
   "`list`: `in` or `not_in` a list id or array of list ids of the account.",
+  "`verification.result` (the contact's last check: `valid`, `invalid`, `risky`, `unknown`): `eq`, `neq`, `in`, `exists`, `not_exists` (never verified); `verification.checked_at`: as `created_at`, plus `exists`, `not_exists`.",
   "`neq` and `not_exists` match contacts without the field.",
 ].join(" ");
 

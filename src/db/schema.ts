@@ -480,8 +480,11 @@ export const verificationJobs = sqliteTable(
     // The standalone verification API shows integer ids.
     seq: integer("seq").notNull(),
     accountId: ownerAccount(),
-    source: text("source", { enum: ["api", "batch"] }).notNull(),
+    // `contacts` (POST /contacts/verify) and `campaign` (a campaign's pre-send checks) write each result onto its contact.
+    source: text("source", { enum: ["api", "batch", "contacts", "campaign"] }).notNull(),
     name: text("name"),
+    // The campaign whose fan-out waits for this job; its completion wakes that campaign's progress object.
+    campaignId: text("campaign_id"),
     status: text("status", { enum: ["pending", "processing", "completed", "failed"] }).notNull(),
     total: integer("total").notNull(),
     processed: integer("processed").notNull().default(0),
@@ -550,6 +553,12 @@ export const contacts = sqliteTable(
     consentIp: text("consent_ip"),
     // Last open or click by this contact (tracking), for segments and re-engagement.
     lastActivityAt: text("last_activity_at"),
+    // The last verification of the address (POST /contacts/verify or a campaign's pre-send checks): the result
+    // (valid, invalid, risky, unknown), the engine status, and when; reused free while younger than VERIFY_FRESH_DAYS.
+    verificationResult: text("verification_result", { enum: ["valid", "invalid", "risky", "unknown"] }),
+    verificationStatus: text("verification_status"),
+    verificationSubStatus: text("verification_sub_status"),
+    verifiedAt: text("verified_at"),
     createdAt: createdAt(),
     updatedAt: updatedAt(),
   },
@@ -701,6 +710,7 @@ export const segments = sqliteTable(
 );
 
 export const campaignStatuses = ["draft", "scheduled", "sending", "sent", "cancelled", "failed"] as const;
+export const campaignVerificationModes = ["off", "skip_invalid", "valid_only"] as const;
 
 // A campaign: content, audience (lists ∪ segments − exclude_lists) and its sending state. Its recipients are
 // messages (`messages.campaign_id`), materialised when sending starts; counters are counted from them.
@@ -726,6 +736,11 @@ export const campaigns = sqliteTable(
     trackClicks: integer("track_clicks", { mode: "boolean" }).notNull().default(true),
     // The subscription topic: contacts who left it are not in the audience, and its unsubscribe link leaves it only.
     topicId: text("topic_id"),
+    // Pre-send hygiene (docs/campaigns.md): `off`, or skip contacts whose address verified invalid (`skip_invalid`) or
+    // anything but valid (`valid_only`); addresses without a fresh result are checked before the fan-out.
+    verification: text("verification", { enum: campaignVerificationModes }).notNull().default("off"),
+    // The verification job of those checks (null when every result was fresh or verification is off).
+    verificationJobId: text("verification_job_id"),
     sendAt: text("send_at"),
     startedAt: text("started_at"),
     completedAt: text("completed_at"),
@@ -741,6 +756,22 @@ export const campaigns = sqliteTable(
     // The cron's sweep for campaigns whose fan-out stalled.
     index("campaigns_status_updated").on(t.status, t.updatedAt),
   ],
+);
+
+// An audience contact a campaign's pre-send verification left out, instead of a message: who, and why. `result` is
+// the contact's verification result then (`unknown` also when it had none).
+export const campaignSkips = sqliteTable(
+  "campaign_skips",
+  {
+    campaignId: text("campaign_id").notNull(),
+    contactId: text("contact_id").notNull(),
+    accountId: text("account_id").notNull(),
+    email: text("email").notNull(),
+    result: text("result", { enum: ["invalid", "risky", "unknown"] }).notNull(),
+    reason: text("reason").notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [primaryKey({ columns: [t.campaignId, t.contactId] })],
 );
 
 export const providers = ["gmail", "microsoft", "yahoo", "apple", "other"] as const;

@@ -16,6 +16,7 @@ import {
   sweepUnqueued,
 } from "../domain/campaigns/fanout";
 import { releaseDailySends, reserveDailySendsUpTo } from "../domain/sending/daily-limit";
+import { findJob } from "../domain/verification/jobs";
 import { drizzle } from "drizzle-orm/d1";
 import { logError } from "../lib/log";
 
@@ -32,6 +33,8 @@ const ENQUEUE_STEP = 1_000;
 /** While draining, the completion check runs at least this often (the send consumer also wakes it after each batch). */
 const DRAIN_POLL_MS = 30_000;
 const RETRY_MS = 30_000;
+/** While the campaign's pre-send checks run, how often the fan-out looks at their job. */
+const CHECKS_POLL_MS = 30_000;
 
 /**
  * One per campaign (named by its id): owns the campaign's schedule (an alarm at send_at), its fan-out cursor and its
@@ -104,6 +107,12 @@ export class CampaignProgress extends DurableObject<Env> {
     }
     if (campaign.status === "cancelled" || campaign.status === "failed") return this.settle(progress);
     if (progress.phase === "drain") return this.drain(campaign.id);
+    // Pre-send hygiene: nothing is materialised before the campaign's checks are done (their job's completion or
+    // failure wakes this object; the poll is the fallback).
+    if (campaign.verificationJobId && progress.cursor === "") {
+      const job = await findJob(env.DB, { id: campaign.verificationJobId });
+      if (job?.status === "pending" || job?.status === "processing") return Date.now() + CHECKS_POLL_MS;
+    }
 
     const sender = await senderOf(env.DB, campaign);
     if (sender?.domainStatus !== "verified") {

@@ -110,6 +110,28 @@ describe("dashboard pages", () => {
     expect(await preview.text()).toContain("<p>Hello Pia</p>");
   });
 
+  it("shows before the send how many addresses a verifying campaign checks and what that costs, and a contact's last result", async () => {
+    const account = await createAccount({ verify_credits: 9, features: ["email_api", "campaigns"] });
+    const key = account.api_key;
+    const list = await json<{ id: string }>(await call("/api/v1/lists", { key, body: { name: "News" } }));
+    const t = crypto.randomUUID().slice(0, 8);
+    for (const name of ["alice", "bob", "zed"])
+      await call("/api/v1/contacts", { key, body: { email: `${name}-${t}@mailbox.test`, lists: [list.id] } });
+    // a single check writes its result onto the contact with that address, so the campaign reuses it
+    expect((await call("/api/v1/verify", { key, body: { email: `alice-${t}@mailbox.test` } })).status).toBe(200);
+    const draft = await json<{ id: string }>(
+      await call("/api/v1/campaigns", { key, body: { name: "Clean", subject: "Hi", text: "Hello", lists: [list.id], verification: "valid_only" } }),
+    );
+    const browser = await signIn(key);
+    const html = await (await browser.get(`/dashboard/campaigns/${draft.id}`)).text();
+    expect(html).toMatch(
+      /data-testid="verification-estimate">Verification first: <strong>2<\/strong> addresses to check, costing <strong>2<\/strong> verification credits \(8\s*available\); 1 checked recently are reused free/,
+    );
+    const contacts = await json<{ data: { id: string }[] }>(await call(`/api/v1/contacts?email=alice-${t}@mailbox.test`, { key }));
+    const contactPage = await (await browser.get(`/dashboard/contacts/${contacts.data[0]!.id}`)).text();
+    expect(contactPage).toMatch(/data-testid="verification"><dt>Result<\/dt><dd>valid \(valid/);
+  });
+
   it("shows a segment's page with the count and the contacts GET /segments/{id}/count gives", async () => {
     const account = await createAccount({ features: ["email_api", "campaigns"] });
     const key = account.api_key;

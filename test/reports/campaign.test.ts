@@ -93,6 +93,7 @@ describe("GET /reports/campaigns/{id}", () => {
         { url: "https://example.com/about", clicks: 2, unique_clicks: 2 },
         { url: "https://example.com/pricing", clicks: 2, unique_clicks: 1 },
       ],
+      skipped: { invalid: 0, risky: 0, unknown: 0 },
     });
   });
 

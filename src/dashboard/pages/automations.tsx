@@ -33,7 +33,7 @@ type Page = Context<DashboardEnv>;
 /** A step as the form gave it, before the schema has judged it (shown back as typed when refused). */
 type Draft = Record<string, unknown> & { type: StepType };
 
-const stepTypes = ["send_email", "wait", "add_to_list", "remove_from_list", "update_contact", "condition", "webhook"] as const;
+const stepTypes = ["send_email", "wait", "add_to_list", "remove_from_list", "update_contact", "condition", "webhook", "verify"] as const;
 type StepType = (typeof stepTypes)[number];
 const stepLabels: Record<StepType, string> = {
   send_email: "Send an email",
@@ -43,6 +43,7 @@ const stepLabels: Record<StepType, string> = {
   update_contact: "Update the contact",
   condition: "Continue only if",
   webhook: "Call a webhook",
+  verify: "Verify the address",
 };
 const isStepType = (value: string): value is StepType => (stepTypes as readonly string[]).includes(value);
 const waitUnits = { minutes: 60, hours: 3600, days: 86_400 } as const;
@@ -96,6 +97,8 @@ function stepOf(type: StepType, form: Form): Draft {
       return { type, match: text(form, "match") || "all", conditions: conditionsOf(form) };
     case "webhook":
       return { type, ...given("url") };
+    case "verify":
+      return { type };
   }
 }
 
@@ -124,6 +127,8 @@ function describeStep(step: Step, names: Map<string, string>): string {
       return `Continue only if ${step.match === "any" ? "any" : "all"} of: ${step.conditions.map((condition) => `${condition.field} ${condition.op} ${shownValue(condition.value)}`.trim()).join("; ")}`;
     case "webhook":
       return `Call ${step.url}`;
+    case "verify":
+      return "Verify the address; stop if it is invalid";
   }
 }
 
@@ -176,6 +181,7 @@ const fieldsOf: Record<StepType, string[]> = {
   update_contact: ["fields", "custom_fields"],
   condition: ["match", "conditions"],
   webhook: ["url"],
+  verify: [],
 };
 
 /** The errors for step `index`, keyed by the step's own field names (`steps.2.sender_id` → `sender_id`; the step itself → ""). */
@@ -328,6 +334,12 @@ function StepFields({ step, choices, errors }: { step: Draft; choices: Choices; 
           <FieldError errors={errors} name="url" />
           <p class="hint">The run POSTs the contact to it, signed with the automation's webhook secret (X-Service-Signature).</p>
         </>
+      );
+    case "verify":
+      return (
+        <p class="hint">
+          Checks the contact's address (1 verification credit, or free when it was checked recently) and stops the run when it is invalid.
+        </p>
       );
   }
 }

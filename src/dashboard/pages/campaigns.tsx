@@ -19,6 +19,7 @@ import {
   type CampaignRow,
 } from "../../domain/campaigns/campaigns";
 import { renderCampaignMessage } from "../../domain/campaigns/delivery";
+import { contactChecksNeeded } from "../../domain/contacts/verify";
 import { listSegments, type SegmentRow } from "../../domain/segments/segments";
 import { createSender, findSender, listSenders, type SenderRow } from "../../domain/campaigns/senders";
 import { findContact, listContacts, type ContactRow } from "../../domain/contacts/contacts";
@@ -96,6 +97,7 @@ function editorBody(form: Form, saved?: CampaignRow): Record<string, unknown> {
       .filter(Boolean);
     if (!saved || tags.join(",") !== saved.tags.join(",")) body.tags = tags;
   }
+  if (typeof form.verification === "string" && form.verification !== saved?.verification) body.verification = form.verification;
   for (const [name, key] of Object.entries(idFields)) {
     const ids = chosenIds(form, name, saved?.[key]);
     if (ids === undefined) continue;
@@ -104,6 +106,12 @@ function editorBody(form: Form, saved?: CampaignRow): Record<string, unknown> {
   }
   return body;
 }
+
+const verificationChoices = [
+  ["off", "off: send to the whole audience"],
+  ["skip_invalid", "skip invalid addresses"],
+  ["valid_only", "send to valid addresses only"],
+] as const;
 
 type EditorOptions = { senders: SenderRow[]; lists: ListWithCounts[]; segments: SegmentRow[]; templates: TemplateRow[]; topics: TopicRow[] };
 
@@ -189,6 +197,14 @@ function Editor({ campaign, options, csrfToken }: { campaign?: CampaignRow; opti
       <p class="audience-count hint" aria-live="polite" data-testid="editor-audience">
         The audience is counted as you choose lists and segments.
       </p>
+      <label for="cmp-verification">Verify addresses before sending (1 verification credit per address without a recent check)</label>
+      <select id="cmp-verification" name="verification">
+        {verificationChoices.map(([value, label]) => (
+          <option value={value} selected={(campaign?.verification ?? "off") === value}>
+            {label}
+          </option>
+        ))}
+      </select>
       <label for="cmp-template">Template</label>
       <select id="cmp-template" name="template_id">
         <option value="">none: write the content below</option>
@@ -286,7 +302,9 @@ const SEND_AT_PATTERN = "(\\d{4}-\\d{2}-\\d{2})[ T](\\d{2}:\\d{2})";
 const inFlight = (campaign: CampaignRow) => campaign.status === "scheduled" || campaign.status === "sending";
 
 function CampaignProgress({ campaign, counters }: { campaign: CampaignRow; counters: CampaignCounters }) {
-  const finished = counters.recipients - counters.pending;
+  // Contacts the campaign's verification left out have no message, but are done with all the same.
+  const skipped = counters.skipped.invalid + counters.skipped.risky + counters.skipped.unknown;
+  const finished = counters.recipients - counters.pending + skipped;
   const outcome = campaignOutcome(campaign, counters);
   return (
     <div
@@ -304,7 +322,7 @@ function CampaignProgress({ campaign, counters }: { campaign: CampaignRow; count
       {outcome ? <OutcomeSummary counters={counters} /> : null}
       {campaign.status === "draft" ? null : (
         <>
-          <Progress label="Campaign sending" done={finished} total={Math.max(campaign.creditsReserved, counters.recipients)} />
+          <Progress label="Campaign sending" done={finished} total={Math.max(campaign.creditsReserved, counters.recipients + skipped)} />
           <dl class="counts">
             <div>
               <dt>Sent</dt>
@@ -330,6 +348,14 @@ function CampaignProgress({ campaign, counters }: { campaign: CampaignRow; count
               <dt>Clicked</dt>
               <dd>{counters.unique_clicks}</dd>
             </div>
+            {campaign.verification === "off" ? null : (
+              <div>
+                <dt>Skipped by verification</dt>
+                <dd data-testid="skipped">
+                  {counters.skipped.invalid} invalid, {counters.skipped.risky} risky, {counters.skipped.unknown} unknown
+                </dd>
+              </div>
+            )}
           </dl>
         </>
       )}
@@ -563,10 +589,11 @@ export const campaignPages = new Hono<DashboardEnv>()
     const campaign = await ownedCampaign(c);
     // Only a draft shows its audience and a preview; the audience's condition serves both, its segments read once.
     const where = campaign.status === "draft" ? await audienceSql(c.env.DB, campaign) : undefined;
-    const [counters, options, audience, report, resolved] = await Promise.all([
+    const [counters, options, audience, checks, report, resolved] = await Promise.all([
       campaignCounters(c.env.DB, [campaign.id]),
       editorOptions(c.env.DB, auth.account.id),
       where ? audienceOf(c.env.DB, campaign, where) : 0,
+      where && campaign.verification !== "off" ? contactChecksNeeded(c.env, where) : undefined,
       campaign.status === "draft" ? undefined : campaignReport(c.env.DB, campaign.id),
       withTemplate(c.env.DB, campaign),
     ]);
@@ -621,6 +648,13 @@ export const campaignPages = new Hono<DashboardEnv>()
                 Audience: <strong>{audience.toLocaleString("en")}</strong> subscribed contacts. Sending reserves{" "}
                 <strong>{audience.toLocaleString("en")}</strong> sending credits (one per recipient; {available.toLocaleString("en")} available).
               </p>
+              {checks ? (
+                <p data-testid="verification-estimate">
+                  Verification first: <strong>{checks.toCheck.toLocaleString("en")}</strong> addresses to check, costing{" "}
+                  <strong>{checks.toCheck.toLocaleString("en")}</strong> verification credits ({auth.account.verifyBalance.toLocaleString("en")}{" "}
+                  available); {checks.fresh.toLocaleString("en")} checked recently are reused free.
+                </p>
+              ) : null}
               <p class="hint" data-testid="sends-saved">
                 This sends the draft as last saved: save your changes in the editor above first.
               </p>

@@ -332,6 +332,20 @@ export const contactPages = new Hono<DashboardEnv>()
             ) : (
               <Empty>No consent record: the contact was added by the API, an import or by hand, not by a sign-up form.</Empty>
             )}
+            <h3>Verification</h3>
+            {contact.verificationResult && contact.verifiedAt ? (
+              <dl class="facts" data-testid="verification">
+                <dt>Result</dt>
+                <dd>
+                  {contact.verificationResult} ({contact.verificationStatus}
+                  {contact.verificationSubStatus ? `, ${contact.verificationSubStatus}` : ""})
+                </dd>
+                <dt>Checked</dt>
+                <dd>{formatTime(contact.verifiedAt)}</dd>
+              </dl>
+            ) : (
+              <Empty>Not verified yet: a campaign with verification on, POST /contacts/verify or any check of this address fills it in.</Empty>
+            )}
             <PostButton action={`/dashboard/contacts/${contact.id}/delete`} csrfToken={csrfToken} tone="danger" layout="inline">
               Delete contact
             </PostButton>

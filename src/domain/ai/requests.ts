@@ -264,6 +264,7 @@ export async function completeAiRequest(
         topicId: null,
         trackOpens: true,
         trackClicks: true,
+        verification: "off",
       }),
     ),
   );

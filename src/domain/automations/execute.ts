@@ -21,6 +21,8 @@ import { renderTemplate } from "../sending/render";
 import { signWebhook } from "../webhooks/signing";
 import { postWebhook } from "../webhooks/delivery";
 import { allowPrivateWebhookUrls, checkWebhookUrl } from "../webhooks/url-policy";
+import { freshSince } from "../verification/contact-results";
+import { verifySingleAddress } from "../verification/single";
 import { automationWebhookSecret } from "./automations";
 import type { RunRow } from "./runs";
 import type { Step } from "./steps";
@@ -229,5 +231,41 @@ export async function executeStep(env: Env, ctx: WaitUntil, run: RunRow, index: 
     }
     case "webhook":
       return callWebhook(env, run, index, step);
+    case "verify":
+      return verifyAddress(env, ctx, run, index);
   }
+}
+
+/**
+ * The run's address, checked as a single check is (through the prober where one is configured), unless the contact
+ * carries a result younger than VERIFY_FRESH_DAYS, which is reused for free. An invalid address ends the run. Without a
+ * verification credit the step is skipped and the run goes on: the mail it leads to matters more than the check.
+ */
+async function verifyAddress(env: Env, ctx: WaitUntil, run: RunRow, index: number): Promise<StepResult> {
+  const db = drizzle(env.DB);
+  const contact = await db
+    .select({ email: contacts.emailKey, result: contacts.verificationResult, status: contacts.verificationStatus, verifiedAt: contacts.verifiedAt })
+    .from(contacts)
+    .where(and(eq(contacts.id, run.contactId), eq(contacts.accountId, run.accountId)))
+    .get();
+  if (!contact) throw new PermanentStepError(`The contact ${run.email} was deleted`);
+  let found = contact.result && contact.verifiedAt && contact.verifiedAt >= freshSince(config(env).verifyFreshDays) ? contact : undefined;
+  if (!found) {
+    const account = await findAccount(db, run.accountId);
+    if (!account) throw new PermanentStepError("The account no longer exists");
+    // A reference of each attempt's own: a check that threw was refunded under it, so a retry must charge anew. An
+    // attempt that did check wrote the result onto the contact, so its retry reuses that instead of paying again.
+    const check = await verifySingleAddress(env, account, contact.email, {
+      reference: `${run.id}:${index}:verify:${crypto.randomUUID()}`,
+      waitUntil: (promise) => ctx.waitUntil(promise),
+    });
+    if (check.kind === "insufficient_credits") {
+      return { status: "skipped", detail: { reason: "No verification credit: the address was not checked and the run goes on" } };
+    }
+    found = { ...contact, result: check.result.result, status: check.result.status, verifiedAt: check.checkedAt };
+  }
+  const detail = { result: found.result, status: found.status, checked_at: found.verifiedAt, reused: found === contact };
+  return found.result === "invalid"
+    ? { status: "completed", detail: { ...detail, reason: "The address is invalid: the run stops here" }, stop: true }
+    : { status: "completed", detail };
 }

@@ -69,6 +69,8 @@ export const stepSchema = z.discriminatedUnion("type", [
     })
     .strict(),
   z.object({ type: z.literal("webhook"), url: z.url().max(2048) }).strict(),
+  // Checks the contact's address (a fresh result on the contact is reused) and ends the run when it is invalid.
+  z.object({ type: z.literal("verify") }).strict(),
 ]);
 
 export type Step = z.infer<typeof stepSchema>;

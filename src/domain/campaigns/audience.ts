@@ -61,7 +61,13 @@ export async function countAudience(d1: D1Database, where: SQL): Promise<number>
 /** The next `limit` audience contacts after `afterContactId`, in id order (the materialisation's keyset). */
 export async function audiencePage(d1: D1Database, where: SQL, afterContactId: string, limit: number) {
   return drizzle(d1)
-    .select({ id: contacts.id, email: contacts.emailKey })
+    .select({
+      id: contacts.id,
+      email: contacts.emailKey,
+      verificationResult: contacts.verificationResult,
+      verificationStatus: contacts.verificationStatus,
+      verifiedAt: contacts.verifiedAt,
+    })
     .from(contacts)
     .where(and(where, gt(contacts.id, afterContactId)))
     .orderBy(asc(contacts.id))

@@ -27,6 +27,10 @@ import { audienceParameters, audienceWhere, countAudience, MAX_AUDIENCE_PARAMETE
 import { completeIfDone } from "./fanout";
 import { campaignTotals, zeroCounts, type ReportCounts } from "../reports/reports";
 import { segmentWhere } from "../segments/segments";
+import { findAccount } from "../accounts/accounts";
+import { enqueueVerificationJob, failVerificationJob, MAX_JOB_ADDRESSES } from "../verification/jobs";
+import { createContactChecks, type ContactChecks } from "../contacts/verify";
+import { skipCounts, zeroSkips, type SkipCounts, type VerificationMode } from "./hygiene";
 
 export type CampaignRow = typeof campaigns.$inferSelect;
 export type CampaignStatus = (typeof campaignStatuses)[number];
@@ -50,6 +54,7 @@ export type CampaignInput = {
   topicId: string | null;
   trackOpens: boolean;
   trackClicks: boolean;
+  verification: VerificationMode;
 };
 
 /** A campaign message's statuses before its final outcome: the fan-out has not finished with it. */
@@ -66,12 +71,12 @@ export type CampaignLifecycle = { recipients: number; pending: number; cancelled
  * The campaign resource's counters: its lifecycle, and what happened to its mail, read from the report rollups, the
  * one definition of each counter (docs/reports.md) and the very numbers of GET /reports/campaigns/{id}.
  */
-export type CampaignCounters = CampaignLifecycle & ReportCounts;
+export type CampaignCounters = CampaignLifecycle & ReportCounts & { skipped: SkipCounts };
 
 /** How a finished campaign went, at a glance: docs/campaigns.md. */
 export type CampaignOutcome = "delivered" | "partially_delivered" | "undelivered";
 
-export const emptyCounters = (): CampaignCounters => ({ recipients: 0, pending: 0, cancelled: 0, unknown: 0, ...zeroCounts() });
+export const emptyCounters = (): CampaignCounters => ({ recipients: 0, pending: 0, cancelled: 0, unknown: 0, ...zeroCounts(), skipped: zeroSkips() });
 
 /** The lifecycle counters from the campaign's messages per status (stored and purged alike). */
 export function lifecycleFrom(rows: { status: string; total: number }[]): CampaignLifecycle {
@@ -100,7 +105,7 @@ export async function campaignCounters(d1: D1Database, campaignIds: string[]): P
   const result = new Map<string, CampaignCounters>();
   if (campaignIds.length === 0) return result;
   const db = drizzle(d1);
-  const [[stored, purged], totals] = await Promise.all([
+  const [[stored, purged], totals, skips] = await Promise.all([
     db.batch([
       db
         .select({ campaignId: messages.campaignId, status: messages.status, total: count() })
@@ -113,10 +118,13 @@ export async function campaignCounters(d1: D1Database, campaignIds: string[]): P
         .where(inJsonArray(campaignPurgedMessages.campaignId, campaignIds)),
     ]),
     campaignTotals(d1, campaignIds),
+    skipCounts(d1, campaignIds),
   ]);
   const byCampaign = new Map<string, { status: string; total: number }[]>();
   for (const row of [...stored, ...purged]) byCampaign.set(row.campaignId!, [...(byCampaign.get(row.campaignId!) ?? []), row]);
-  for (const id of campaignIds) result.set(id, { ...lifecycleFrom(byCampaign.get(id) ?? []), ...(totals.get(id) ?? zeroCounts()) });
+  for (const id of campaignIds) {
+    result.set(id, { ...lifecycleFrom(byCampaign.get(id) ?? []), ...(totals.get(id) ?? zeroCounts()), skipped: skips.get(id) ?? zeroSkips() });
+  }
   return result;
 }
 
@@ -139,6 +147,8 @@ export function serializeCampaign(row: CampaignRow, counters: CampaignCounters =
     topic_id: row.topicId,
     track_opens: row.trackOpens,
     track_clicks: row.trackClicks,
+    verification: row.verification,
+    verification_job_id: row.verificationJobId,
     send_at: row.sendAt,
     started_at: row.startedAt,
     completed_at: row.completedAt,
@@ -315,6 +325,7 @@ export type SendOutcome =
   | { kind: "not_draft"; status: CampaignStatus }
   | { kind: "invalid"; errors: FieldErrors }
   | { kind: "insufficient_credits"; needed: number; available: number }
+  | { kind: "insufficient_verification_credits"; needed: number; available: number }
   | { kind: "reputation_hold"; domain: string; reason: string | null }
   | { kind: "unavailable" };
 
@@ -382,6 +393,29 @@ export async function sendCampaign(env: Env, accountId: string, id: string, send
     };
   }
 
+  // Pre-send hygiene: the addresses without a fresh result are checked by a job created (and charged) before the
+  // campaign starts, so a balance that cannot pay for them refuses the send before anything else is taken.
+  let checks: ContactChecks = { kind: "none" };
+  if (campaign.verification !== "off") {
+    const account = await findAccount(db, accountId);
+    if (!account) return { kind: "not_found" };
+    if (account.sendBalance - account.sendReserved < recipients)
+      return { kind: "insufficient_credits", needed: recipients, available: Math.max(0, account.sendBalance - account.sendReserved) };
+    checks = await createContactChecks(env, account, where, { source: "campaign", name: `campaign ${campaign.name}`, campaignId: campaign.id });
+    if (checks.kind === "insufficient_credits") return { ...checks, kind: "insufficient_verification_credits" };
+    if (checks.kind === "too_many") {
+      return {
+        kind: "invalid",
+        errors: {
+          verification: [
+            `More than ${MAX_JOB_ADDRESSES} audience addresses have no fresh verification, more than one campaign checks: verify its lists first (POST /contacts/verify)`,
+          ],
+        },
+      };
+    }
+  }
+  const job = checks.kind === "created" ? checks : undefined;
+
   const status = sendAt ? "scheduled" : "sending";
   const now = nowIso();
   const reservation = reserveStatements(d1, { accountId, amount: recipients, referenceId: campaign.id, note: `campaign ${campaign.name}` });
@@ -401,6 +435,7 @@ export async function sendCampaign(env: Env, accountId: string, id: string, send
             sendAt: sendAt?.toISOString() ?? now,
             startedAt: sendAt ? null : now,
             creditsReserved: recipients,
+            verificationJobId: job?.job.id ?? null,
             updatedAt: now,
           })
           .where(
@@ -413,11 +448,14 @@ export async function sendCampaign(env: Env, accountId: string, id: string, send
       ),
     ]);
   } catch (error) {
+    if (job) await failVerificationJob(env, job.job.id, "The campaign did not start");
     // The reservation's reference is the campaign: a second send (even a concurrent one) hits the unique index.
     if (error instanceof Error && /UNIQUE constraint failed: credit_ledger/.test(error.message)) return { kind: "not_draft", status: "sending" };
     throw error;
   }
   if (!wasApplied(written[0]!)) {
+    // The checks were charged for a campaign that does not start: their job fails and refunds them.
+    if (job) await failVerificationJob(env, job.job.id, "The campaign did not start: not enough sending credits");
     const account = await d1
       .prepare("SELECT send_balance - send_reserved AS available FROM accounts WHERE id = ?1")
       .bind(accountId)
@@ -425,6 +463,10 @@ export async function sendCampaign(env: Env, accountId: string, id: string, send
     return { kind: "insufficient_credits", needed: recipients, available: Math.max(0, account?.available ?? 0) };
   }
 
+  if (job && (await enqueueVerificationJob(env, job.job, job.plan.chunks)) === "queue_unavailable") {
+    await failUnstarted(env, accountId, campaign.id);
+    return { kind: "unavailable" };
+  }
   try {
     await armProgress(env, campaign.id, accountId, sendAt?.getTime() ?? Date.now());
   } catch (error) {

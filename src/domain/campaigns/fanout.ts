@@ -9,7 +9,7 @@
 import { and, eq, inArray, isNull, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { inJsonArray, sqlNow, statement } from "../../db/client";
-import { campaigns, creditLedger, domains, messageRecipients, messages, senders } from "../../db/schema";
+import { campaignSkips, campaigns, creditLedger, domains, messageRecipients, messages, senders } from "../../db/schema";
 import { idFromDigest, nowIso } from "../../lib/ids";
 import { logError } from "../../lib/log";
 import { releaseStatements } from "../credits/ledger";
@@ -18,6 +18,7 @@ import { campaignTotalsQuery, countsOf, zeroCounts } from "../reports/reports";
 import { enqueueMessages } from "../sending/enqueue";
 import { dispatchEvents } from "../webhooks/dispatch";
 import { audiencePage } from "./audience";
+import { skipCounts, skipOf, zeroSkips } from "./hygiene";
 import { campaignOutcome, lifecycleFrom, pendingMessageStatuses, type CampaignRow } from "./campaigns";
 
 /** Contacts per materialisation statement pair; D1 binds the chunk as one JSON parameter. */
@@ -100,12 +101,20 @@ export async function materialiseChunk(
 ) {
   const contacts = await audiencePage(d1, where, cursor, limit);
   if (contacts.length === 0) return { inserted: 0, last: undefined };
+  // The campaign's verification leaves some contacts out: a campaign_skips row instead of a message (hygiene.ts).
+  const skipped: { contact_id: string; email: string; result: string; reason: string }[] = [];
+  const sent: typeof contacts = [];
+  for (const contact of contacts) {
+    const skip = skipOf(campaign.verification, contact);
+    if (skip) skipped.push({ contact_id: contact.id, email: contact.email, ...skip });
+    else sent.push(contact);
+  }
   const rows = await Promise.all(
-    contacts.map(async (contact) => ({ id: await messageIdFor(campaign.id, contact.id), contact_id: contact.id, email: contact.email })),
+    sent.map(async (contact) => ({ id: await messageIdFor(campaign.id, contact.id), contact_id: contact.id, email: contact.email })),
   );
   const chunk = JSON.stringify(rows);
   // INSERT … SELECT over json_each: one statement per table for the whole chunk, within D1's 100 parameters.
-  const [written] = await d1.batch([
+  const [written, , skipsWritten] = await d1.batch([
     statement(
       d1,
       sql`INSERT OR IGNORE INTO ${messages} (id, account_id, source, status, from_address, from_name, domain_id, reply_to, subject, tags, metadata,
@@ -121,13 +130,29 @@ export async function materialiseChunk(
       sql`INSERT OR IGNORE INTO ${messageRecipients} (message_id, email, account_id, status)
          SELECT value ->> '$.id', value ->> '$.email', ${campaign.accountId}, 'queued' FROM json_each(${chunk})`,
     ),
+    statement(
+      d1,
+      sql`INSERT OR IGNORE INTO ${campaignSkips} (campaign_id, contact_id, account_id, email, result, reason)
+         SELECT ${campaign.id}, value ->> '$.contact_id', ${campaign.accountId}, value ->> '$.email', value ->> '$.result', value ->> '$.reason'
+         FROM json_each(${JSON.stringify(skipped)})`,
+    ),
   ]);
-  return { inserted: written!.meta.changes, last: contacts.at(-1)!.id };
+  return { inserted: written!.meta.changes + skipsWritten!.meta.changes, last: contacts.at(-1)!.id };
 }
 
-/** How many messages the campaign has in D1: what the fan-out has materialised, whatever its own storage says. */
+/**
+ * How many audience contacts the campaign has in D1 (its messages and the contacts its verification left out): what
+ * the fan-out has materialised, whatever its own storage says.
+ */
 export async function materialisedCount(d1: D1Database, campaignId: string): Promise<number> {
-  const row = await drizzle(d1).select({ total: sql<number>`count(*)` }).from(messages).where(eq(messages.campaignId, campaignId)).get();
+  const row = await drizzle(d1)
+    .select({
+      total: sql<number>`(SELECT count(*) FROM ${messages} WHERE ${messages.campaignId} = ${campaignId})
+        + (SELECT count(*) FROM ${campaignSkips} WHERE ${campaignSkips.campaignId} = ${campaignId})`,
+    })
+    .from(campaigns)
+    .where(eq(campaigns.id, campaignId))
+    .get();
   return row?.total ?? 0;
 }
 
@@ -250,7 +275,8 @@ export async function completeIfDone(env: Env, campaignId: string): Promise<bool
   if (statusRows.some((row) => (pendingMessageStatuses as readonly string[]).includes(row.status) && row.total > 0)) return false;
 
   // The counters GET /campaigns/{id} shows, with the outcome it will show once this batch has completed it.
-  const counters = { ...lifecycleFrom(statusRows), ...(totalRows[0] ? countsOf(totalRows[0]) : zeroCounts()) };
+  const skipped = (await skipCounts(d1, [campaignId])).get(campaignId) ?? zeroSkips();
+  const counters = { ...lifecycleFrom(statusRows), ...(totalRows[0] ? countsOf(totalRows[0]) : zeroCounts()), skipped };
   const outcome = campaignOutcome({ completedAt: nowIso() }, counters);
   const remaining = Math.max(0, campaign.creditsReserved - (ledgerRows[0]?.total ?? 0));
   const dedupeKey = `campaign.completed:${campaignId}`;

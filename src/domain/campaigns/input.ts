@@ -1,5 +1,6 @@
 // The request bodies of the campaigns API, parsed by the API routes and the dashboard's campaign forms alike.
 
+import { campaignVerificationModes } from "../../db/schema";
 import { evenWithFieldErrors, z } from "../../lib/schema";
 import { sendLimits, tagPattern, tagRule } from "../sending/rules";
 import { MAX_SCHEDULE_DAYS, type CampaignInput } from "./campaigns";
@@ -48,6 +49,11 @@ const fields = {
   track_clicks: z
     .boolean()
     .openapi({ description: "Route the html part's http(s) links through a click redirect (default true); text keeps its links" }),
+  verification: z.enum(campaignVerificationModes).openapi({
+    description:
+      "Pre-send hygiene (default `off`): at POST /send, audience addresses without a fresh verification are checked (1 verification credit each) " +
+      "before the fan-out; `skip_invalid` leaves out invalid addresses, `valid_only` sends to valid ones only (GET /campaigns/{id}/skipped says who and why)",
+  }),
 };
 
 /** The body of POST /campaigns: a draft. */
@@ -68,6 +74,7 @@ export const campaignInput = z
     topic_id: fields.topic_id.optional(),
     track_opens: fields.track_opens.optional(),
     track_clicks: fields.track_clicks.optional(),
+    verification: fields.verification.optional(),
   })
   .strict()
   .superRefine((body, ctx) => {
@@ -144,6 +151,7 @@ export function campaignFields(body: CampaignChange): Partial<CampaignInput> {
     topicId: body.topic_id,
     trackOpens: body.track_opens,
     trackClicks: body.track_clicks,
+    verification: body.verification,
   };
 }
 
@@ -166,5 +174,6 @@ export function newCampaignFields(body: z.output<typeof campaignInput>): Campaig
     topicId: input.topicId ?? null,
     trackOpens: input.trackOpens ?? true,
     trackClicks: input.trackClicks ?? true,
+    verification: input.verification ?? "off",
   };
 }

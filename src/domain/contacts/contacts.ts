@@ -65,7 +65,9 @@ function contactReadStatement(d1: D1Database, where: SQL): D1PreparedStatement {
     d1,
     sql`SELECT c.id, c.account_id AS accountId, c.email, c.email_key AS emailKey, c.first_name AS firstName, c.last_name AS lastName,
       c.company, c.phone, c.country, c.custom_fields AS customFields, c.status, c.consent_form_id AS consentFormId,
-      c.consented_at AS consentedAt, c.consent_ip AS consentIp, c.created_at AS createdAt, c.updated_at AS updatedAt,
+      c.consented_at AS consentedAt, c.consent_ip AS consentIp,
+      c.verification_result AS verificationResult, c.verification_status AS verificationStatus,
+      c.verification_sub_status AS verificationSubStatus, c.verified_at AS verifiedAt, c.created_at AS createdAt, c.updated_at AS updatedAt,
       (SELECT json_group_array(list_id) FROM (SELECT list_id FROM list_members WHERE contact_id = c.id ORDER BY created_at, list_id)) AS lists
       FROM contacts AS c WHERE ${where}`,
   );
@@ -89,6 +91,11 @@ export function serializeContact(row: ContactWithLists) {
     lists: row.lists,
     // Recorded by a sign-up form (docs/forms.md): the proof of consent a list's owner may be asked for.
     consent: row.consentFormId && row.consentedAt ? { form_id: row.consentFormId, at: row.consentedAt, ip: row.consentIp } : null,
+    // The address's last check in this account (docs/contacts.md, "Verification"); null until one ran.
+    verification:
+      row.verificationResult && row.verifiedAt
+        ? { result: row.verificationResult, status: row.verificationStatus, sub_status: row.verificationSubStatus, checked_at: row.verifiedAt }
+        : null,
     created_at: row.createdAt,
     updated_at: row.updatedAt,
   };

@@ -152,3 +152,17 @@ export const listMembersInput = z
     ...evenWithFieldErrors,
   })
   .openapi("AddListMembers");
+
+/** The body of POST /contacts/verify: which subscribed contacts to check, exactly one of the three. */
+export const contactsVerifyInput = z
+  .object({
+    list_id: z.string().min(1).max(64).optional().openapi({ description: "The subscribed contacts of this list" }),
+    segment_id: z.string().min(1).max(64).optional().openapi({ description: "The subscribed contacts this segment matches" }),
+    all: z.literal(true).optional().openapi({ description: "Every subscribed contact" }),
+  })
+  .strict()
+  .superRefine((body, ctx) => {
+    const given = [body.list_id, body.segment_id, body.all].filter((value) => value !== undefined).length;
+    if (given !== 1) ctx.addIssue({ code: "custom", path: ["list_id"], message: "Give exactly one of list_id, segment_id or all: true" });
+  })
+  .openapi("VerifyContacts");

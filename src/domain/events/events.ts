@@ -195,6 +195,10 @@ export const eventDataSchemas = {
       suppressed: z.number().int(),
       cancelled: z.number().int().optional(),
       unknown: z.number().int().optional(),
+      skipped: z
+        .object({ invalid: z.number().int(), risky: z.number().int(), unknown: z.number().int() })
+        .optional()
+        .openapi({ description: "Audience contacts the campaign's verification left out, by result (not in recipients)" }),
     })
     .openapi("CampaignCompletedEventData", {
       description:

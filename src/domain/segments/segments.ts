@@ -19,6 +19,7 @@
 
 import { and, count, eq, or, sql, type SQL } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
+import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
 import { contacts, lists, segments, topics, type SegmentCondition } from "../../db/schema";
 import { audienceWhere } from "../campaigns/audience";
 import type { FieldErrors } from "../../errors";
@@ -33,6 +34,7 @@ import {
   type ContactWithLists,
 } from "../contacts/contacts";
 import { contactAddress } from "../contacts/email";
+import { VERIFICATION_RESULTS } from "../verification/status";
 
 export type SegmentRow = typeof segments.$inferSelect;
 export type { SegmentCondition };
@@ -66,7 +68,17 @@ const customFieldKeyPattern = /^[A-Za-z0-9_-]{1,64}$/;
 const isoDatePattern = /^\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:\d{2}))?$/;
 
 /** The fields a condition may name, for messages and documentation. */
-export const segmentFields = ["email", ...contactTextFields, "status", "created_at", `${CUSTOM_FIELD_PREFIX}<key>`, "list", "topic"] as const;
+export const segmentFields = [
+  "email",
+  ...contactTextFields,
+  "status",
+  "created_at",
+  `${CUSTOM_FIELD_PREFIX}<key>`,
+  "list",
+  "topic",
+  "verification.result",
+  "verification.checked_at",
+] as const;
 
 const textOps = ["eq", "neq", "contains", "starts_with", "ends_with", "exists", "not_exists", "in"] as const;
 const operatorsOf = {
@@ -78,6 +90,9 @@ const operatorsOf = {
   list: ["in", "not_in"],
   // `in`: subscribed to any of the topics (its own choice, else the topic's default); `not_in`: to none of them.
   topic: ["in", "not_in"],
+  // The contact's last verification (docs/contacts.md); not_exists: never verified.
+  "verification.result": ["eq", "neq", "in", "exists", "not_exists"],
+  "verification.checked_at": ["gt", "gte", "lt", "lte", "within_days", "exists", "not_exists"],
 } as const satisfies Record<string, readonly SegmentOperator[]>;
 type FieldKind = keyof typeof operatorsOf;
 
@@ -177,6 +192,7 @@ const dateOf = (field: CustomField) => sql`(CASE WHEN ${field.type} = 'text' THE
 
 function fieldKind(field: string): FieldKind | undefined {
   if (field === "email" || field === "status" || field === "created_at" || field === "list" || field === "topic") return field;
+  if (field === "verification.result" || field === "verification.checked_at") return field;
   if ((contactTextFields as readonly string[]).includes(field)) return "text";
   if (field.startsWith(CUSTOM_FIELD_PREFIX)) return "custom";
   return undefined;
@@ -203,14 +219,38 @@ function compileCondition(condition: SegmentCondition, now: Date): Compiled {
     case "status":
       return statusCondition(operator, value);
     case "created_at":
-      return createdAtCondition(operator, value, now);
+      return dateCondition(contacts.createdAt, operator, value, now);
     case "custom":
       return customCondition(customField(field.slice(CUSTOM_FIELD_PREFIX.length)), operator, value, now);
     case "list":
       return listCondition(operator, value);
     case "topic":
       return topicCondition(operator, value);
+    case "verification.result":
+      return verificationResultCondition(operator, value);
+    case "verification.checked_at":
+      if (operator === "exists" || operator === "not_exists") return presence(contacts.verifiedAt, operator, value);
+      return dateCondition(contacts.verifiedAt, operator, value, now);
   }
+}
+
+function presence(column: SQLiteColumn, op: "exists" | "not_exists", value: unknown): Compiled {
+  if (!noValue(value)) return bad("value", `${op} takes no value`);
+  return ok(op === "exists" ? sql`${column} IS NOT NULL` : sql`${column} IS NULL`);
+}
+
+function verificationResultCondition(op: SegmentOperator, value: unknown): Compiled {
+  const column = contacts.verificationResult;
+  if (op === "exists" || op === "not_exists") return presence(column, op, value);
+  const isResult = (item: unknown) => (VERIFICATION_RESULTS as readonly unknown[]).includes(item);
+  if (op === "in") {
+    return Array.isArray(value) && value.length > 0 && value.every(isResult)
+      ? ok(sql`${column} IN ${jsonValues(value)}`)
+      : bad("value", `Give an array of results: ${VERIFICATION_RESULTS.join(", ")}`);
+  }
+  if (!isResult(value)) return bad("value", `Give a result: ${VERIFICATION_RESULTS.join(", ")}`);
+  // An address never verified has no result, which is not the one named: neq keeps it.
+  return ok(op === "eq" ? sql`${column} = ${value}` : sql`coalesce(${column}, '') <> ${value}`);
 }
 
 /** The address's key as contacts store it (`email_key`), or why the value is not an address. */
@@ -269,14 +309,14 @@ function statusCondition(op: SegmentOperator, value: unknown): Compiled {
 
 const daysBefore = (now: Date, days: number) => new Date(now.getTime() - days * 86_400_000).toISOString();
 
-function createdAtCondition(op: SegmentOperator, value: unknown, now: Date): Compiled {
-  // created_at is stored as toISOString() writes it, so ISO strings compare in time order (and use the index).
+function dateCondition(column: SQLiteColumn, op: SegmentOperator, value: unknown, now: Date): Compiled {
+  // created_at and verified_at are stored as toISOString() writes them, so ISO strings compare in time order.
   if (op === "within_days") {
     const days = dayCount(value);
-    return "error" in days ? bad("value", days.error) : ok(sql`${contacts.createdAt} >= ${daysBefore(now, days.value)}`);
+    return "error" in days ? bad("value", days.error) : ok(sql`${column} >= ${daysBefore(now, days.value)}`);
   }
   const date = isoDate(value);
-  return "error" in date ? bad("value", date.error) : ok(sql`${contacts.createdAt} ${comparison[op as Comparison]} ${date.value}`);
+  return "error" in date ? bad("value", date.error) : ok(sql`${column} ${comparison[op as Comparison]} ${date.value}`);
 }
 
 function customCondition(field: CustomField, op: SegmentOperator, value: unknown, now: Date): Compiled {

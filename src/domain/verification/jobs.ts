@@ -13,6 +13,7 @@ import { eventStatement, type EventInput } from "../events/events";
 import { dispatchEvents, recordEvents } from "../webhooks/dispatch";
 import type { MailboxProber } from "./mailbox";
 import type { VerificationResult } from "./status";
+import { contactResultsStatement } from "./contact-results";
 import { checkSyntax, dedupeKey, type SyntaxCheck } from "./syntax";
 import { verifyMany } from "./verify";
 
@@ -173,6 +174,8 @@ export type NewJob = {
   source: VerificationJob["source"];
   name?: string | null;
   includeDuplicates?: boolean;
+  /** The campaign whose fan-out waits for the job (its pre-send checks). */
+  campaignId?: string;
 };
 
 /**
@@ -202,9 +205,9 @@ export async function createVerificationJob(
     // `seq` (the standalone API's batch id) is the next number, taken inside the insert so two jobs never share one.
     statement(
       d1,
-      sql`INSERT INTO verification_jobs (id, seq, account_id, source, name, status, total, processed, chargeable, credits_charged, counts, input_key)
+      sql`INSERT INTO verification_jobs (id, seq, account_id, source, name, campaign_id, status, total, processed, chargeable, credits_charged, counts, input_key)
         SELECT ${id}, COALESCE((SELECT MAX(seq) FROM verification_jobs), 0) + 1, ${account.id}, ${request.source}, ${request.name ?? null},
-          'pending', ${plan.total}, 0, ${plan.chargeable}, ${plan.chargeable}, ${JSON.stringify(counts)}, ${inputKey}
+          ${request.campaignId ?? null}, 'pending', ${plan.total}, 0, ${plan.chargeable}, ${plan.chargeable}, ${JSON.stringify(counts)}, ${inputKey}
         WHERE ${guard ?? sql`true`}`,
     ),
   ]);
@@ -362,6 +365,10 @@ export async function processVerificationChunk(env: Env, chunk: VerificationChun
     );
   }
   const db = drizzle(d1);
+  // Counted only when the update below counts the chunk, as the usage is.
+  const chunkCounted = sql`EXISTS (SELECT 1 FROM verification_jobs WHERE id = ${job.id} AND status = 'processing')
+    AND NOT EXISTS (SELECT 1 FROM verification_results WHERE job_id = ${job.id} AND position = ${marker})`;
+  const onContacts = contactResultsStatement(d1, job.accountId, results, checkedAt, chunkCounted);
   const add = (key: keyof JobCounts) => sql`'$.${sql.raw(key)}', COALESCE(counts ->> '$.${sql.raw(key)}', 0) + ${delta[key]}`;
   const written = await d1.batch([
     statement(
@@ -384,15 +391,8 @@ export async function processVerificationChunk(env: Env, chunk: VerificationChun
     ),
     // The addresses this chunk verified (a repeated row is not verified again), counted only when the update above
     // counted the chunk: the job is processing and the chunk's first result row is not written yet.
-    ...usageStatements(
-      d1,
-      job.accountId,
-      { verifications: results.length },
-      {
-        guard: sql`EXISTS (SELECT 1 FROM verification_jobs WHERE id = ${job.id} AND status = 'processing')
-        AND NOT EXISTS (SELECT 1 FROM verification_results WHERE job_id = ${job.id} AND position = ${marker})`,
-      },
-    ),
+    ...usageStatements(d1, job.accountId, { verifications: results.length }, { guard: chunkCounted }),
+    ...(onContacts ? [onContacts] : []),
     ...inserts,
     statement(
       d1,
@@ -407,6 +407,7 @@ export async function processVerificationChunk(env: Env, chunk: VerificationChun
   if (completed) {
     const finished = await findJob(d1, { id: job.id });
     if (finished) await recordJobEvent(env, finished);
+    if (job.campaignId) await wakeCampaign(env, job.campaignId);
     // Nothing reads the input of a finished job (chunks stop at its status); a failed delete only leaves an object.
     if (job.inputKey) await env.BLOBS.delete(job.inputKey).catch(() => undefined);
   }
@@ -459,7 +460,20 @@ export async function failVerificationJob(env: Env, jobId: string, reason: strin
     eventStatement(d1, event),
   ]);
   await dispatchEvents(env, job.accountId, [event.dedupeKey]);
+  if (job.campaignId) await wakeCampaign(env, job.campaignId);
   return settled;
+}
+
+/**
+ * A campaign's fan-out waits for its checks: tell its progress object they are done. Never throws: the object polls
+ * the job too, only later.
+ */
+async function wakeCampaign(env: Env, campaignId: string): Promise<void> {
+  await env.CAMPAIGN_PROGRESS.getByName(campaignId)
+    .wake()
+    .catch((error: unknown) =>
+      logWarning("verification: waking the campaign after its checks failed", { campaign_id: campaignId, error: String(error) }),
+    );
 }
 
 /** What GET /verify/{id} and the `verification.completed` event both say about a job. */

@@ -4,6 +4,7 @@ import { createResolver } from "../dns/doh";
 import { recordEvents } from "../webhooks/dispatch";
 import type { InsufficientCredits } from "./jobs";
 import type { VerificationResult } from "./status";
+import { contactResultsStatement } from "./contact-results";
 import { checkSyntax } from "./syntax";
 import { createMailboxProber } from "./mailbox";
 import { verifyEmail } from "./verify";
@@ -56,8 +57,9 @@ export async function verifySingleAddress(
 
   async function finish(result: VerificationResult): Promise<{ kind: "checked" } & SingleCheck> {
     const checkedAt = new Date().toISOString();
-    // A single check stores no result row: its usage count is the only write it adds, free or charged.
-    await d1.batch(usageStatements(d1, account.id, { verifications: 1 }));
+    // A single check stores no result row: its usage count, and the result on the address's contact if it has one.
+    const onContact = contactResultsStatement(d1, account.id, [result], checkedAt);
+    await d1.batch([...usageStatements(d1, account.id, { verifications: 1 }), ...(onContact ? [onContact] : [])]);
     if (options.emitEvent) {
       await recordEvents(env, [
         {

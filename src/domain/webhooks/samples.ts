@@ -47,6 +47,7 @@ export const sampleEventData: { [T in EventType]: EventData<T> } = {
     suppressed: 1,
     cancelled: 0,
     unknown: 0,
+    skipped: { invalid: 1, risky: 0, unknown: 0 },
   },
   "warmup.status_changed": { domain_id: "dom_test0000000000000000000", domain: "example.com", previous_status: "active", status: "completed" },
   "automation.completed": {
