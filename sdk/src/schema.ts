@@ -1529,6 +1529,11 @@ export interface paths {
                         /** @description The mapping as a JSON object (see the JSON form) */
                         mapping?: string;
                         list_id?: string;
+                        /**
+                         * @description `true`: as `verify` in the JSON form
+                         * @enum {string}
+                         */
+                        verify?: "true" | "false";
                     };
                     "application/json": components["schemas"]["ContactImportRequest"];
                 };
@@ -11844,6 +11849,8 @@ export interface components {
             };
             /** @description Add every imported contact to this list */
             list_id?: string;
+            /** @description Check the imported addresses that have no fresh result (VERIFY_FRESH_DAYS) in verification jobs, 1 verification credit each; 402 when the balance is below the file's row count */
+            verify?: boolean;
         };
         List: {
             /** @example lst_5cN8qW2mZ7xB1vK4tR9pLd */

@@ -395,8 +395,8 @@ export const contactRoutes = createRouter()
   })
   .openapi(importContacts, async (c) => {
     const contentType = c.req.header("content-type") ?? "";
-    const accountId = c.get("auth").account.id;
-    let input: { bytes: Uint8Array; mapping?: ImportMapping; listId?: string };
+    const account = c.get("auth").account;
+    let input: { bytes: Uint8Array; mapping?: ImportMapping; listId?: string; verify?: boolean };
     if (/^multipart\/form-data/i.test(contentType)) {
       const form = c.req.valid("form");
       // The validated type merges both body schemas; the form's own schema guarantees a File and a string here.
@@ -405,6 +405,7 @@ export const contactRoutes = createRouter()
         bytes: new Uint8Array(await form.file.arrayBuffer()),
         ...(typeof form.mapping === "string" ? { mapping: parseMappingField(form.mapping) } : {}),
         ...(form.list_id ? { listId: form.list_id } : {}),
+        verify: form.verify === "true",
       };
     } else if (/^application\/json/i.test(contentType)) {
       const body = c.req.valid("json");
@@ -413,12 +414,19 @@ export const contactRoutes = createRouter()
         bytes: decodeCsvDataUri(body.file),
         ...(body.mapping ? { mapping: body.mapping } : {}),
         ...(body.list_id ? { listId: body.list_id } : {}),
+        verify: body.verify === true,
       };
     } else {
       throw validationError({ body: ["Send the CSV as multipart/form-data (field `file`) or as JSON with a data URI in `file`"] });
     }
-    const outcome = await createContactImport(c.env, accountId, input);
+    const outcome = await createContactImport(c.env, account, input);
     if (outcome.kind === "invalid") throw validationError(outcome.errors, outcome.message);
+    if (outcome.kind === "insufficient_credits") {
+      throw new AppError(
+        "insufficient_credits",
+        `Verifying this import needs up to ${outcome.needed} verification credits (one a row); ${outcome.available} available`,
+      );
+    }
     if (outcome.kind === "queue_unavailable") {
       throw new AppError("upstream_unavailable", "The import queue is unavailable; nothing was imported, retry shortly", {
         headers: { "Retry-After": "5" },

@@ -654,6 +654,8 @@ export const contactImports = sqliteTable(
     inputKey: text("input_key").notNull(),
     // Byte offset in the CSV of the first record not yet imported: where the next chunk resumes.
     inputOffset: integer("input_offset").notNull().default(0),
+    // `verify: true`: each chunk's addresses without a fresh result are checked by a verification job of their own.
+    verify: integer("verify", { mode: "boolean" }).notNull().default(false),
     total: integer("total").notNull().default(0),
     processed: integer("processed").notNull().default(0),
     created: integer("created").notNull().default(0),

@@ -14,6 +14,7 @@ export type Contact = {
   status: "subscribed" | "unsubscribed" | "bounced" | "complained" | "pending";
   lists: string[];
   topics: Record<string, boolean>;
+  verification: { result: string; status: string; sub_status: string | null; checked_at: string } | null;
   created_at: string;
   updated_at: string;
 };

@@ -103,6 +103,34 @@ describe("CSV import through the queue", () => {
     expect((await contactByEmail(key, kept.email))?.topics).toEqual({ [news.id]: false, [beta.id]: false });
   });
 
+  it("verify: true checks the imported addresses (1 credit each) and keeps each result on its contact; too few credits is a 402", async () => {
+    const poor = await createAccount({ verify_credits: 1 });
+    const csv = "email\njane@acme.verify-test\nbob@nomx.verify-test\n";
+    const refused = await call("/api/v1/contacts/import", { key: poor.api_key, body: { file: dataUri(csv), verify: true } });
+    expect(refused.status).toBe(402);
+    expect(await json(refused)).toMatchObject({ code: "insufficient_credits", message: expect.stringContaining("2 verification credits") });
+    expect((await json<{ data: unknown[] }>(await call("/api/v1/contacts", { key: poor.api_key }))).data).toEqual([]);
+
+    const account = await createAccount({ verify_credits: 10 });
+    const key = account.api_key;
+    const response = await call("/api/v1/contacts/import", { key, body: { file: dataUri(csv), verify: true } });
+    expect(response.status).toBe(202);
+    expect(await waitForImport(key, (await json<ContactImport>(response)).id)).toMatchObject({ status: "completed", created: 2, failed: 0 });
+    const checked = await vi.waitFor(
+      async () => {
+        const bob = await contactByEmail(key, "bob@nomx.verify-test");
+        const jane = await contactByEmail(key, "jane@acme.verify-test");
+        expect(bob?.verification).toMatchObject({ result: "invalid", status: "no_mx" });
+        expect(jane?.verification).toMatchObject({ result: expect.any(String) });
+        return { bob, jane };
+      },
+      { timeout: 10_000, interval: 200 },
+    );
+    expect(checked.jane?.verification?.result).not.toBe("invalid");
+    const me = await json<{ balances: { verify: { balance: number } } }>(await call("/api/v1/me", { key }));
+    expect(me.balances.verify.balance).toBe(8);
+  });
+
   it("imports 5,000 rows in several chunks and counts each row once", async () => {
     const account = await createAccount();
     const rows = Array.from({ length: 5000 }, (_, i) => `user${i}@example.com,User ${i}`);

@@ -1,4 +1,5 @@
 import { Hono } from "hono";
+import { config } from "../../config";
 import { patchContactOrThrow } from "../../api/contacts";
 import { deleteListOrThrow } from "../../api/lists";
 import { contactChangeInput, contactImportForm, listChangeInput, listInput } from "../../domain/contacts/input";
@@ -57,6 +58,7 @@ export const contactPages = new Hono<DashboardEnv>()
     requireSection(c, "contacts");
     const auth = c.get("auth");
     const query = c.req.query();
+    const { verifyFreshDays } = config(c.env);
     let emailKey: string | undefined;
     let searchError: string | undefined;
     if (query.email?.trim()) {
@@ -175,6 +177,10 @@ export const contactPages = new Hono<DashboardEnv>()
                   <option value={list.id}>{list.name}</option>
                 ))}
               </select>
+              <label class="check">
+                <input type="checkbox" name="verify" value="true" /> Verify the addresses (one verification credit each; results checked in the last{" "}
+                {verifyFreshDays} days are reused free)
+              </label>
               <button type="submit">Import</button>
             </form>
           </section>
@@ -206,16 +212,30 @@ export const contactPages = new Hono<DashboardEnv>()
     requireSection(c, "contacts");
     requireLiveKey(c, "Importing contacts");
     const form = await c.req.parseBody();
-    const { file, list_id: listId } = parsedOrThrow(
+    const {
+      file,
+      list_id: listId,
+      verify,
+    } = parsedOrThrow(
       contactImportForm,
-      { file: form.file, list_id: field(form, "list_id") || undefined },
+      { file: form.file, list_id: field(form, "list_id") || undefined, verify: field(form, "verify") || undefined },
       "The file cannot be imported",
     );
     // A file input left empty still posts a part, with no bytes.
     if (file.size === 0) throw validationError({ file: ["Choose a CSV file to import"] });
     if (file.size > maxImportBytes) throw new AppError("payload_too_large", "The file is larger than 5 MB");
-    const outcome = await createContactImport(c.env, c.get("auth").account.id, { bytes: new Uint8Array(await file.arrayBuffer()), listId });
+    const outcome = await createContactImport(c.env, c.get("auth").account, {
+      bytes: new Uint8Array(await file.arrayBuffer()),
+      listId,
+      verify: verify === "true",
+    });
     if (outcome.kind === "invalid") throw validationError(outcome.errors, outcome.message);
+    if (outcome.kind === "insufficient_credits") {
+      throw new AppError(
+        "insufficient_credits",
+        `Verifying this file needs up to ${outcome.needed} verification credits (one a row); ${outcome.available} available. Import without verifying, or add credits`,
+      );
+    }
     if (outcome.kind === "queue_unavailable") throw new AppError("upstream_unavailable", "The import could not be queued; try again shortly");
     return c.redirect(`/dashboard/contacts/imports/${outcome.contactImport.id}`, 303);
   })

@@ -15,8 +15,8 @@
 import { and, asc, eq, inArray, lt, sql, type SQL } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { z } from "zod";
-import { sqlNow, statement } from "../../db/client";
-import { contactImportErrors, contactImports } from "../../db/schema";
+import { inJsonArray, sqlNow, statement } from "../../db/client";
+import { contactImportErrors, contactImports, contacts } from "../../db/schema";
 import { addFieldError, type FieldErrors } from "../../errors";
 import { chunk } from "../../lib/chunk";
 import { csvBytesProblem } from "../../lib/csv-upload";
@@ -38,6 +38,9 @@ import { bomLength, csvRecords, detectDelimiter, type CsvRecord } from "./csv";
 import { contactAddress } from "./email";
 import { listExists } from "./lists";
 import { allTopics } from "../topics/topics";
+import { findAccount, type Account } from "../accounts/accounts";
+import { enqueueVerificationJob, type InsufficientCredits } from "../verification/jobs";
+import { createContactChecks } from "./verify";
 
 export type ContactImport = typeof contactImports.$inferSelect;
 export type ImportMapping = Record<string, string>;
@@ -203,6 +206,8 @@ export type CreateImportOutcome =
   | { kind: "created"; contactImport: ContactImport }
   /** The file, its header, the mapping or the list cannot be imported; nothing was stored. */
   | { kind: "invalid"; message: string; errors: FieldErrors }
+  /** `verify: true` and fewer verification credits than the file has rows; nothing was stored. */
+  | InsufficientCredits
   /** The queue refused the first chunk's message; the import was failed and the client may retry. */
   | { kind: "queue_unavailable" };
 
@@ -219,9 +224,10 @@ const fileProblem = (problem: string): CreateImportOutcome => ({
  */
 export async function createContactImport(
   env: Env,
-  accountId: string,
-  input: { bytes: Uint8Array; mapping?: ImportMapping; listId?: string },
+  account: Pick<Account, "id" | "verifyBalance">,
+  input: { bytes: Uint8Array; mapping?: ImportMapping; listId?: string; verify?: boolean },
 ): Promise<CreateImportOutcome> {
+  const accountId = account.id;
   const { bytes } = input;
   if (bytes.length === 0) return fileProblem("The file is empty");
   const problem = csvBytesProblem(bytes);
@@ -237,6 +243,9 @@ export async function createContactImport(
   while (!records.next().done) total++;
   if (total === 0) return fileProblem("The file has a header but no rows to import");
 
+  // Checked against every row up front (fresh results are reused, so fewer may be charged): an import does not stop
+  // half way for want of credits, and the answer says how many are needed before anything is stored.
+  if (input.verify && account.verifyBalance < total) return { kind: "insufficient_credits", needed: total, available: account.verifyBalance };
   if (input.listId && !(await listExists(env.DB, accountId, input.listId))) {
     return { kind: "invalid", message: "The request is invalid", errors: { list_id: ["No list with this id in your account"] } };
   }
@@ -246,7 +255,17 @@ export async function createContactImport(
   await env.BLOBS.put(inputKey, bytes, { httpMetadata: { contentType: "text/csv" } });
   const created = await drizzle(env.DB)
     .insert(contactImports)
-    .values({ id, accountId, listId: input.listId ?? null, status: "pending", mapping, inputKey, inputOffset: header.dataStart, total })
+    .values({
+      id,
+      accountId,
+      listId: input.listId ?? null,
+      status: "pending",
+      mapping,
+      inputKey,
+      inputOffset: header.dataStart,
+      total,
+      verify: input.verify ?? false,
+    })
     .returning()
     .get();
   const message: ContactImportMessage = { kind: "contact_import", import_id: id, offset: header.dataStart };
@@ -317,6 +336,38 @@ export async function failContactImport(env: Env, importId: string, reason: stri
     .returning({ inputKey: contactImports.inputKey })
     .get();
   if (row) await env.BLOBS.delete(row.inputKey);
+}
+
+/**
+ * `verify: true`: the chunk's addresses without a fresh result become one verification job (1 credit each; results go
+ * onto the contacts as every check's do). Started once the chunk is committed, so a redelivered chunk, which commits
+ * nothing, starts none. Credits spent since the import was accepted are reported as a row error, not a failed import.
+ */
+async function verifyChunk(env: Env, job: ContactImport, upserts: ContactUpsert[], firstRow: number): Promise<void> {
+  const account = await findAccount(drizzle(env.DB), job.accountId);
+  if (!account) return;
+  const where = and(
+    eq(contacts.accountId, job.accountId),
+    inJsonArray(
+      contacts.emailKey,
+      upserts.map((upsert) => upsert.address.key),
+    ),
+  )!;
+  const checks = await createContactChecks(env, account, where, { source: "contacts", name: `Contact import ${job.id}` });
+  if (checks.kind === "created") {
+    if ((await enqueueVerificationJob(env, checks.job, checks.plan.chunks)) === "queue_unavailable") {
+      logWarning("contact import: a verification job could not be queued; the sweep resumes it", { import_id: job.id, job_id: checks.job.id });
+    }
+    return;
+  }
+  if (checks.kind === "insufficient_credits") {
+    await statement(
+      env.DB,
+      sql`INSERT INTO contact_import_errors (import_id, row, message) VALUES (${job.id}, ${firstRow},
+        ${`Not verified: the rows from here needed ${checks.needed} verification credits, ${checks.available} were left`})
+        ON CONFLICT (import_id, row) DO NOTHING`,
+    ).run();
+  }
 }
 
 /**
@@ -462,6 +513,7 @@ export async function runContactImport(
       usage.rowsWritten += meta.rows_written;
     }
 
+    if (job.verify && upserts.length > 0) await verifyChunk(env, job, upserts, processed + 2);
     offset = nextOffset;
     processed += records.length;
     failed += errors.length;

@@ -100,6 +100,14 @@ export const contactImportInput = z
     file: z.string().min(1).openapi({ description: "The CSV as a data URI: `data:text/csv;base64,…`" }),
     mapping: importMapping.optional(),
     list_id: z.string().min(1).max(64).optional().openapi({ description: "Add every imported contact to this list" }),
+    verify: z
+      .boolean()
+      .optional()
+      .openapi({
+        description:
+          "Check the imported addresses that have no fresh result (VERIFY_FRESH_DAYS) in verification jobs, 1 verification credit each; " +
+          "402 when the balance is below the file's row count",
+      }),
   })
   .strict()
   .openapi("ContactImportRequest");
@@ -110,6 +118,7 @@ export const contactImportForm = z
     file: z.instanceof(File, { message: "Attach the CSV file as the `file` field" }).openapi({ type: "string", format: "binary" }),
     mapping: z.string().max(20_000).optional().openapi({ description: "The mapping as a JSON object (see the JSON form)" }),
     list_id: z.string().min(1).max(64).optional(),
+    verify: z.enum(["true", "false"]).optional().openapi({ description: "`true`: as `verify` in the JSON form" }),
   })
   .strict();
 

@@ -1,0 +1,1 @@
+ALTER TABLE `contact_imports` ADD `verify` integer DEFAULT false NOT NULL;
