@@ -6,9 +6,8 @@ import {
   listContacts as findContacts,
   saveContact,
   serializeContactsWithTopics,
-  updateContact as changeContact,
 } from "../domain/contacts/contacts";
-import { contactAddress, type ContactAddress } from "../domain/contacts/email";
+import { contactAddress } from "../domain/contacts/email";
 import {
   contactChangeInput,
   contactImportForm,
@@ -19,10 +18,11 @@ import {
 } from "../domain/contacts/input";
 import { contactChecksNeeded, createContactChecks, selectContacts, type ContactSelection } from "../domain/contacts/verify";
 import { enqueueVerificationJob } from "../domain/verification/jobs";
-import { insufficientVerifyCredits, verificationQueueUnavailable } from "./verify";
+import { insufficientVerifyCredits, verificationQueueUnavailable } from "../http/verification";
 import { createContactImport, findContactImport, serializeContactImport, type ImportMapping } from "../domain/contacts/import";
 import { decodeBase64DataUri, UploadError } from "../lib/csv-upload";
 import { AppError, notFound, orRefuse, validationError } from "../errors";
+import { addressOf, patchContactOrThrow } from "../http/contacts";
 import { setTopicChoices, unknownTopics } from "../domain/topics/topics";
 import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 import { pageOf } from "../lib/pagination";
@@ -256,13 +256,6 @@ const getImport = keyedRoute("contacts", {
   responses: { 200: jsonResponse(ContactImportSchema, "The import"), 404: errorResponse("No such import") },
 });
 
-/** The validated address of a body field the schema already checked. */
-function addressOf(email: string): ContactAddress {
-  const address = contactAddress(email);
-  if ("error" in address) throw validationError({ email: [address.error] });
-  return address;
-}
-
 function parseMappingField(raw: string): ImportMapping {
   let parsed: unknown;
   try {
@@ -281,26 +274,6 @@ function decodeCsvDataUri(file: string): Uint8Array {
   } catch (error) {
     if (error instanceof UploadError) throw validationError({ file: [error.message] }, `The file cannot be read: ${error.message}`);
     throw error;
-  }
-}
-
-/** Applies a PATCH body (the API's or the dashboard's contact form), or throws the error both answer with. */
-export async function patchContactOrThrow(d1: D1Database, accountId: string, id: string, body: z.infer<typeof contactChangeInput>) {
-  const outcome = await changeContact(d1, accountId, id, {
-    address: body.email !== undefined ? addressOf(body.email) : undefined,
-    fields: givenTextFields(body),
-    customFields: body.custom_fields,
-    status: body.status,
-  });
-  switch (outcome.kind) {
-    case "not_found":
-      throw notFound("Contact");
-    case "address_taken":
-      throw new AppError("conflict", "Another contact already has this address");
-    case "invalid":
-      throw validationError(outcome.errors);
-    case "updated":
-      return outcome.contact;
   }
 }
 

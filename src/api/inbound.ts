@@ -1,16 +1,8 @@
 import { Hono } from "hono";
 import { config } from "../config";
-import {
-  attachmentKey,
-  bodiesOf,
-  deleteInbound,
-  downloadLinkValid,
-  findInbound,
-  findInboundById,
-  listInbound,
-  type InboundRow,
-} from "../domain/inbound/store";
+import { deleteInbound, downloadLinkValid, findInbound, findInboundById, listInbound } from "../domain/inbound/store";
 import { errorBody, notFound } from "../errors";
+import { attachmentResponse, downloadHeaders, inboundDetail, inboundSummary } from "../http/inbound";
 import { pageOf } from "../lib/pagination";
 import { createRouter, errorResponse, IdParam, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 import type { AppEnv } from "../types";
@@ -163,71 +155,12 @@ const deleteInboundRoute = keyedRoute(
   { liveKeyOnly: "Deleting received mail" },
 );
 
-const summary = (row: InboundRow) => ({
-  id: row.id,
-  domain_id: row.domainId,
-  envelope_from: row.envelopeFrom,
-  envelope_to: row.envelopeTo,
-  from: row.fromHeader,
-  to: row.toAddresses,
-  cc: row.ccAddresses,
-  subject: row.subject,
-  date: row.date,
-  size: row.size,
-  attachment_count: row.attachments.length,
-  auto_submitted: row.autoSubmitted,
-  in_reply_to_message_id: row.inReplyToMessageId,
-  campaign_id: row.campaignId,
-  received_at: row.createdAt,
-});
-
-/** The whole message as GET /inbound/{id} shows it (the dashboard's detail page reads the same). */
-export async function inboundDetail(env: Env, row: InboundRow) {
-  const bodies = await bodiesOf(env, row);
-  return {
-    ...summary(row),
-    reply_to: row.replyTo,
-    message_id: row.messageIdHeader,
-    in_reply_to: row.inReplyTo,
-    references: row.references,
-    text: bodies.text,
-    html: bodies.html,
-    attachments: row.attachments.map((attachment, index) => ({
-      index,
-      filename: attachment.filename,
-      content_type: attachment.content_type,
-      size: attachment.size,
-      content_id: attachment.content_id,
-      disposition: attachment.disposition,
-    })),
-    authentication: row.authentication,
-  };
-}
-
-// Received bytes are someone else's content: served as downloads, never rendered on our origin.
-const downloadHeaders = (contentType: string, filename: string) => ({
-  "Content-Type": contentType,
-  "Content-Disposition": `attachment; filename="${filename.replace(/[^\w.-]+/g, "_")}"`,
-  "X-Content-Type-Options": "nosniff",
-  "Content-Security-Policy": "sandbox; default-src 'none'",
-  "Cache-Control": "private, no-store",
-});
-
-/** An attachment's bytes from R2 as a download response, or undefined when there is no such attachment. */
-export async function attachmentResponse(env: Env, row: InboundRow, index: number): Promise<Response | undefined> {
-  const meta = row.attachments[index];
-  if (!meta) return undefined;
-  const object = await env.BLOBS.get(attachmentKey(row.id, index));
-  if (!object) return undefined;
-  return new Response(object.body, { headers: downloadHeaders(meta.content_type, meta.filename ?? `attachment-${index}`) });
-}
-
 export const inboundRoutes = createRouter()
   .openapi(listInboundRoute, async (c) => {
     const { cursor, limit, to, from, received_after, received_before } = c.req.valid("query");
     const filters = { to, from, receivedAfter: received_after, receivedBefore: received_before };
     const rows = await listInbound(c.env.DB, c.get("auth").account.id, filters, { cursor, limit });
-    return c.json(pageOf(rows, limit, summary), 200);
+    return c.json(pageOf(rows, limit, inboundSummary), 200);
   })
   .openapi(getInboundRoute, async (c) => {
     const row = await findInbound(c.env.DB, c.get("auth").account.id, c.req.valid("param").id);

@@ -1,10 +1,8 @@
-import { campaignUsing } from "../domain/campaigns/campaigns";
 import { contactAddress, type ContactAddress } from "../domain/contacts/email";
 import {
   addMembersByAddress,
   addMembersById,
   createList as insertList,
-  deleteList as removeList,
   findList,
   listExists,
   listLists as findLists,
@@ -13,9 +11,10 @@ import {
   updateList as changeList,
 } from "../domain/contacts/lists";
 import { listChangeInput, listInput, listMembersInput, MEMBERS_PER_REQUEST } from "../domain/contacts/input";
-import { audienceInUse, notFound, validationError, type FieldErrors } from "../errors";
+import { notFound, validationError, type FieldErrors } from "../errors";
 import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 import { pageOf } from "../lib/pagination";
+import { deleteListOrThrow } from "../http/contacts";
 
 const ListSchema = z
   .object({
@@ -136,13 +135,6 @@ const removeMember = keyedRoute(
   },
   { liveKeyOnly: "Removing a contact from a list" },
 );
-
-/** Deletes the list as DELETE /lists/{id} does (the dashboard too): refused while an unfinished campaign targets it. */
-export async function deleteListOrThrow(d1: D1Database, accountId: string, id: string): Promise<void> {
-  const user = await campaignUsing(d1, accountId, id);
-  if (user) throw audienceInUse("list", user);
-  if (!(await removeList(d1, accountId, id))) throw notFound("List");
-}
 
 export const listRoutes = createRouter()
   .openapi(createList, async (c) => {

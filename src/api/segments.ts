@@ -1,10 +1,8 @@
-import { campaignUsing } from "../domain/campaigns/campaigns";
 import { ContactSchema } from "./contacts";
 import { serializeContactsWithTopics } from "../domain/contacts/contacts";
 import {
   countSegment as countSegmentAudience,
   createSegment as addSegment,
-  deleteSegment as removeSegment,
   findSegment,
   listSegments as findSegments,
   SEGMENT_MAX_CONDITIONS,
@@ -13,7 +11,8 @@ import {
   type SegmentRow,
 } from "../domain/segments/segments";
 import { segmentChangeInput, segmentInput } from "../domain/segments/input";
-import { audienceInUse, notFound, validationError } from "../errors";
+import { notFound, validationError } from "../errors";
+import { deleteSegmentOrThrow } from "../http/contacts";
 import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 import { pageOf } from "../lib/pagination";
 
@@ -113,13 +112,6 @@ const countSegment = keyedRoute("contacts", {
   },
   responses: { 200: jsonResponse(SegmentCountSchema, "The audience's size"), 404: errorResponse("No such segment") },
 });
-
-/** Deletes a segment no unfinished campaign targets, or throws the error both the API and the dashboard answer with. */
-export async function deleteSegmentOrThrow(d1: D1Database, accountId: string, id: string): Promise<void> {
-  const user = await campaignUsing(d1, accountId, id);
-  if (user) throw audienceInUse("segment", user);
-  if (!(await removeSegment(d1, accountId, id))) throw notFound("Segment");
-}
 
 export const segmentRoutes = createRouter()
   .openapi(listSegments, async (c) => {

@@ -1,4 +1,5 @@
-import { AppError, notFound, validationError } from "../errors";
+import { notFound, validationError } from "../errors";
+import { insufficientVerifyCredits, verificationQueueUnavailable } from "../http/verification";
 import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 import {
   createVerificationJob,
@@ -7,7 +8,6 @@ import {
   JOB_STATUSES,
   jobSummary,
   listJobResults,
-  type InsufficientCredits,
   type VerificationJob,
 } from "../domain/verification/jobs";
 import { jobCsvColumns, jobCsvRow, jobResultsCsv } from "../domain/verification/results-csv";
@@ -127,16 +127,6 @@ function decodePositionCursor(cursor: string): number {
 }
 
 const serializeJob = (job: VerificationJob) => ({ id: job.id, ...jobSummary(job) });
-
-/** The 402 of a verification the balance cannot pay for (both verification surfaces answer it). */
-export const insufficientVerifyCredits = ({ needed, available }: InsufficientCredits) =>
-  new AppError("insufficient_credits", `Not enough verification credits: this needs ${needed}, ${Math.max(0, available)} available`);
-
-/** The 503 of a job the queue refused (it was failed and refunded at once). */
-export const verificationQueueUnavailable = () =>
-  new AppError("upstream_unavailable", "The verification queue is unavailable; the job was cancelled and refunded, retry shortly", {
-    headers: { "Retry-After": "5" },
-  });
 
 export const verifyRoutes = createRouter()
   .openapi(verify, async (c) => {

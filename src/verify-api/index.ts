@@ -4,7 +4,7 @@ import { createRouter, errorResponse, jsonBody, jsonResponse, z } from "../lib/o
 import { createVerificationJob, enqueueVerificationJob, findJob, JOB_STATUSES, jobCounts, type VerificationJob } from "../domain/verification/jobs";
 import { jobResultsCsv } from "../domain/verification/results-csv";
 import { verifySingleAddress } from "../domain/verification/single";
-import { insufficientVerifyCredits, verificationQueueUnavailable } from "../api/verify";
+import { insufficientVerifyCredits, verificationQueueUnavailable } from "../http/verification";
 import { VERIFICATION_QUALITIES } from "../domain/verification/status";
 import { verifyApiKeyAuth } from "./auth";
 import { STANDALONE_STATUSES, toStandaloneResult, withOffset } from "./result";

@@ -2,6 +2,7 @@
 // with `new ServerClient(key, { useHttps, requestHost: "<host>/compat/postmark" })`; the server token is a Mailforge
 // API key. docs/migrating.md.
 
+import { bounceType } from "../../domain/webhooks/formats/postmark";
 import type { Context } from "hono";
 import { eventsOfTypes } from "../../domain/events/of-type";
 import { batchLimit } from "../../domain/sending/accept";
@@ -15,7 +16,6 @@ import { compatBodyLimit } from "../../middleware/request";
 import type { AppEnv } from "../../types";
 import { acceptSends, checkSendRequests, PeerError, peerErrorHandler, peerKeyAuth, peerRoute } from "../shared";
 import {
-  bounceType,
   mailboxes,
   messageEventType,
   notSupported,

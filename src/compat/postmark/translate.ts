@@ -249,13 +249,6 @@ export const messageEventType: Record<string, string> = {
   unsubscribed: "SubscriptionChanged",
 };
 
-/** Postmark's bounce type names for ours. */
-export const bounceType = {
-  hard: { Type: "HardBounce", TypeCode: 1 },
-  soft: { Type: "SoftBounce", TypeCode: 4096 },
-  blocked: { Type: "Blocked", TypeCode: 100_000 },
-};
-
 export const mailboxes = (entries: string[]) =>
   entries.map((entry) => {
     const match = /^\s*"?([^"<]*?)"?\s*<([^>]+)>\s*$/.exec(entry);

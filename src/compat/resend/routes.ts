@@ -1,6 +1,7 @@
 // `{base}/compat/resend`: what the resend Node client (6.x) calls, answered in Resend's shapes. Point the client here
 // with RESEND_BASE_URL (or `new Resend(key, { baseUrl })`); the key is a Mailforge API key. docs/migrating.md.
 
+import { resendTag } from "../../domain/webhooks/formats/resend";
 import type { Context } from "hono";
 import { bearerToken } from "../../middleware/auth";
 import { compatBodyLimit } from "../../middleware/request";
@@ -22,7 +23,6 @@ import {
   ResendEmailSchema,
   ResendErrorSchema,
   resendRecordKind,
-  resendTag,
   toSendRequest,
 } from "./translate";
 

@@ -200,12 +200,6 @@ export async function toSendRequest(env: Env, email: ResendEmail, field = ""): P
   return request;
 }
 
-/** A Mailforge tag back as Resend's `{name, value}` (tags sent through /api/v1 have no value). */
-export function resendTag(tag: string) {
-  const at = tag.indexOf(":");
-  return at < 0 ? { name: tag, value: "" } : { name: tag.slice(0, at), value: tag.slice(at + 1) };
-}
-
 /** Resend's `last_event` for a message: engagement first, then its delivery status. */
 export function lastEvent(status: string, recipients: { opens: number; clicks: number }[]): string {
   if (recipients.some((recipient) => recipient.clicks > 0)) return "clicked";

@@ -1,7 +1,7 @@
 import type { SQL } from "drizzle-orm";
 import { Hono, type Context } from "hono";
 // The API's request schemas and mappings, so the editor accepts exactly what PATCH /campaigns/{id} accepts.
-import { savedOrThrow, sendRefusal } from "../../api/campaigns";
+import { savedOrThrow, sendRefusal } from "../../http/campaigns";
 import { campaignChangeInput, campaignFields, campaignInput, newCampaignFields, senderInput } from "../../domain/campaigns/input";
 import { audiencePage, audienceWhere, countAudience, type Audience } from "../../domain/campaigns/audience";
 import {

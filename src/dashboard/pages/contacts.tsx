@@ -1,7 +1,6 @@
 import { Hono } from "hono";
 import { config } from "../../config";
-import { patchContactOrThrow } from "../../api/contacts";
-import { deleteListOrThrow } from "../../api/lists";
+import { deleteListOrThrow, patchContactOrThrow } from "../../http/contacts";
 import { contactChangeInput, contactImportForm, listChangeInput, listInput } from "../../domain/contacts/input";
 import { contactStatuses, deleteContact, findContact, listContacts, type ContactFilters } from "../../domain/contacts/contacts";
 import { contactAddress } from "../../domain/contacts/email";

@@ -3,7 +3,7 @@
 // nothing remote (no tracking pixel reaches its sender) and cannot navigate or submit anything.
 
 import { Hono } from "hono";
-import { attachmentResponse, inboundDetail } from "../../api/inbound";
+import { attachmentResponse, inboundDetail } from "../../http/inbound";
 import { listDomains } from "../../domain/domains/domains";
 import { domainChangeInput } from "../../domain/domains/input";
 import { setReceiving } from "../../domain/inbound/receiving";

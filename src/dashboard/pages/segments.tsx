@@ -2,7 +2,7 @@
 // GET /segments/{id}/count, and list, edit, delete. Forms are parsed with the API's request schemas and saved
 // through the same domain functions; deleting a segment a campaign still targets is refused as the API refuses it.
 import { Hono, type Context } from "hono";
-import { deleteSegmentOrThrow } from "../../api/segments";
+import { deleteSegmentOrThrow } from "../../http/contacts";
 import { segmentChangeInput, segmentInput } from "../../domain/segments/input";
 import { countAudience } from "../../domain/campaigns/audience";
 import {

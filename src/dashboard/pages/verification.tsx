@@ -12,7 +12,7 @@ import {
 import { jobCsvColumns, jobCsvRow, jobResultsCsv } from "../../domain/verification/results-csv";
 import { verifyInput } from "../../domain/verification/input";
 import { verifySingleAddress } from "../../domain/verification/single";
-import { insufficientVerifyCredits, verificationQueueUnavailable } from "../../api/verify";
+import { insufficientVerifyCredits, verificationQueueUnavailable } from "../../http/verification";
 import { AppError, notFound } from "../../errors";
 import { requireSection, parsedOrThrow } from "../guard";
 import { Table } from "../components/table";

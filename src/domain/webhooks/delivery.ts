@@ -1,4 +1,4 @@
-import { peerSignatureHeaders, peerWebhookBody } from "../../compat/webhooks";
+import { peerSignatureHeaders, peerWebhookBody } from "./formats";
 import { createResolver, type DnsResolver } from "../dns/doh";
 import { newId, nowIso } from "../../lib/ids";
 import type { EventType } from "../events/events";

@@ -1,10 +1,10 @@
 // The body of a webhook delivery in the endpoint's format (docs/migrating.md): ours, or a peer's payload built from
 // the same event. Signed the same way whatever the format.
 
-import type { WebhookFormat } from "../domain/webhooks/endpoints";
-import type { WebhookEnvelope } from "../domain/webhooks/delivery";
-import { postmarkWebhookBody } from "./postmark/webhook";
-import { resendWebhookBody } from "./resend/webhook";
+import type { WebhookFormat } from "../endpoints";
+import type { WebhookEnvelope } from "../delivery";
+import { postmarkWebhookBody } from "./postmark";
+import { resendWebhookBody } from "./resend";
 
 /** The peer's body for the event, or undefined when the peer has no such event (the delivery is then skipped). */
 export function peerWebhookBody(format: Exclude<WebhookFormat, "mailforge">, event: WebhookEnvelope): string | undefined {

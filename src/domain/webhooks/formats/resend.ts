@@ -1,8 +1,7 @@
 // Our events as Resend's webhook payloads (https://resend.com/docs/webhooks), for endpoints with `format: "resend"`:
 // a handler written for Resend, and the resend client's `webhooks.verify`, keep working (docs/migrating.md).
 
-import type { WebhookEnvelope } from "../../domain/webhooks/delivery";
-import { resendTag } from "./translate";
+import type { WebhookEnvelope } from "../delivery";
 
 type EventData = {
   message_id?: string;
@@ -69,4 +68,10 @@ export function resendWebhookBody(event: WebhookEnvelope): string | undefined {
               }
             : {};
   return JSON.stringify({ type, created_at: event.created_at, data: { ...base, ...extra } });
+}
+
+/** A Mailforge tag back as Resend's `{name, value}` (tags sent through /api/v1 have no value). */
+export function resendTag(tag: string) {
+  const at = tag.indexOf(":");
+  return at < 0 ? { name: tag, value: "" } : { name: tag.slice(0, at), value: tag.slice(at + 1) };
 }

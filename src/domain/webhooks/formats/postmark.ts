@@ -1,8 +1,7 @@
 // Our events as Postmark's webhook bodies (Delivery, Bounce, SpamComplaint, Open, Click), for endpoints with
 // `format: "postmark"`, so a handler written for Postmark keeps working (docs/migrating.md).
 
-import type { WebhookEnvelope } from "../../domain/webhooks/delivery";
-import { bounceType } from "./translate";
+import type { WebhookEnvelope } from "../delivery";
 
 type EventData = {
   message_id?: string;
@@ -94,3 +93,10 @@ export function postmarkWebhookBody(event: WebhookEnvelope): string | undefined 
     }
   }
 }
+
+/** Postmark's bounce type names for ours. */
+export const bounceType = {
+  hard: { Type: "HardBounce", TypeCode: 1 },
+  soft: { Type: "SoftBounce", TypeCode: 4096 },
+  blocked: { Type: "Blocked", TypeCode: 100_000 },
+};
