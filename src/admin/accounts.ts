@@ -8,7 +8,8 @@ import {
   updateAccount as changeAccount,
   type Account,
 } from "../domain/accounts/accounts";
-import { notFound, orRefuse } from "../errors";
+import { notFound } from "../errors";
+import { orRefuse } from "../http/refusals";
 import { adminRoute, createRouter, evenWithFieldErrors, errorResponse, IdParam, jsonBody, jsonResponse, z } from "../lib/openapi";
 import { AccountSchema, FeatureSchema } from "../api/schemas";
 import { operatorActor } from "../domain/audit/actor";

@@ -1,7 +1,8 @@
 import { aiRequestInputSchema } from "../domain/ai/draft";
 import { acceptedAnswer, findAiRequest, listAiRequests, serializeAiRequest, submitAiRequest, type AiRequestStatus } from "../domain/ai/requests";
 import { aiRequestStatuses } from "../db/schema";
-import { AppError, notFound, refusalError } from "../errors";
+import { AppError, notFound } from "../errors";
+import { refusalError } from "../http/refusals";
 import { sha256Hex } from "../lib/crypto";
 import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 import { pageOf } from "../lib/pagination";

@@ -14,7 +14,8 @@ import { automationChangeInput, automationInput, automationTriggerInput } from "
 import type { Step } from "../domain/automations/steps";
 import { givenTextFields } from "../domain/contacts/contacts";
 import { contactAddress } from "../domain/contacts/email";
-import { notFound, orRefuse, validationError } from "../errors";
+import { notFound, validationError } from "../errors";
+import { orRefuse } from "../http/refusals";
 import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 import { pageOf } from "../lib/pagination";
 import type { AppEnv } from "../types";

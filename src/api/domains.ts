@@ -6,7 +6,8 @@ import {
   serializeDomain,
   verifyDomain,
 } from "../domain/domains/domains";
-import { notFound, orRefuse } from "../errors";
+import { notFound } from "../errors";
+import { orRefuse } from "../http/refusals";
 import { BOUNCE_RATE_LIMIT, COMPLAINT_RATE_LIMIT, domainRates } from "../domain/feedback/reputation";
 import { setWarmup, warmupSentToday } from "../domain/feedback/warmup";
 import type { DomainRow } from "../domain/domains/domains";

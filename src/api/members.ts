@@ -1,7 +1,8 @@
 import { actorOf } from "../domain/audit/actor";
 import { changeRole, findMember, inviteAndMail, listMembers, removeMember, serializeMember } from "../domain/members/members";
 import { memberChangeInput, memberInput, roleInput } from "../domain/members/input";
-import { notFound, orRefuse } from "../errors";
+import { notFound } from "../errors";
+import { orRefuse } from "../http/refusals";
 import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 import { pageOf } from "../lib/pagination";
 

@@ -1,7 +1,7 @@
 import { z } from "../lib/openapi";
 import { Timestamp } from "../lib/openapi";
 import { scopeInput } from "../domain/accounts/input";
-import { features } from "../types";
+import { features } from "../access";
 
 export const FeatureSchema = z.enum(features).openapi("Feature", {
   description:

@@ -1,7 +1,8 @@
 import { acceptMessage, acceptMessages } from "../domain/sending/accept";
 import { attachmentBytesOf, SendBatchRequestSchema, SendRequestSchema, toAcceptInput, type SendRequest } from "../domain/sending/input";
 import { sendLimits } from "../domain/sending/rules";
-import { acceptRefusalError, AppError } from "../errors";
+import { AppError } from "../errors";
+import { acceptRefusalError } from "../http/refusals";
 import { sha256Hex } from "../lib/crypto";
 import { createRouter, errorResponse, jsonBody, jsonResponse, keyedRoute, z } from "../lib/openapi";
 

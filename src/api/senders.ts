@@ -7,7 +7,8 @@ import {
   type SenderRow,
 } from "../domain/campaigns/senders";
 import { senderChangeInput, senderInput } from "../domain/campaigns/input";
-import { notFound, orRefuse } from "../errors";
+import { notFound } from "../errors";
+import { orRefuse } from "../http/refusals";
 import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 import { pageOf } from "../lib/pagination";
 

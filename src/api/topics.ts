@@ -1,6 +1,7 @@
 import { createTopic, deleteTopic, findTopic, listTopics, serializeTopic, updateTopic } from "../domain/topics/topics";
 import { topicChangeInput, topicInput } from "../domain/topics/input";
-import { notFound, orRefuse } from "../errors";
+import { notFound } from "../errors";
+import { orRefuse } from "../http/refusals";
 import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 import { pageOf } from "../lib/pagination";
 

@@ -14,7 +14,8 @@ import {
 import { webhookChangeInput, webhookInput, webhookTestInput } from "../domain/webhooks/input";
 import { sampleEventData } from "../domain/webhooks/samples";
 import { maskWebhookSecret } from "../domain/webhooks/signing";
-import { notFound, orRefuse } from "../errors";
+import { notFound } from "../errors";
+import { orRefuse } from "../http/refusals";
 import { decryptSecret } from "../lib/crypto";
 import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 import { pageOf } from "../lib/pagination";

@@ -10,12 +10,14 @@ import { acceptInputOf } from "../api/send";
 import { authenticateApiKey } from "../domain/accounts/api-keys";
 import { acceptMessage, acceptMessages, type SendAccepted } from "../domain/sending/accept";
 import { SendRequestSchema, type SendRequest } from "../domain/sending/input";
-import { acceptRefusalError, AppError, type ErrorCode, type FieldErrors, fieldErrors } from "../errors";
+import { AppError, type ErrorCode, type FieldErrors, fieldErrors } from "../errors";
+import { acceptRefusalError } from "../http/refusals";
 import { sha256Hex } from "../lib/crypto";
 import { logError } from "../lib/log";
 import type { z } from "../lib/openapi";
 import { admitKey, perKeyLimiter, requireFeatures, requireFullAccess, requireLiveKey, requireScope } from "../middleware/auth";
-import type { AppEnv, Feature, Scope } from "../types";
+import type { AppEnv } from "../types";
+import type { Feature, Scope } from "../access";
 
 /** A refusal as a peer names it, beside our code (which decides everything else, the status included). */
 export class PeerError extends AppError {

@@ -2,7 +2,7 @@ import type { Context } from "hono";
 import { hasFeature } from "../domain/accounts/accounts";
 import type { z } from "zod";
 import { AppError, fieldErrors, validationError } from "../errors";
-import type { Feature } from "../types";
+import type { Feature } from "../access";
 import { areas, type AreaName } from "../domain/accounts/roles";
 import { canSee } from "./layout";
 import type { DashboardEnv } from "./session";

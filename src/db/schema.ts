@@ -1,6 +1,6 @@
 import { sql } from "drizzle-orm";
-import { roles } from "../domain/accounts/roles";
-import type { Scope } from "../types";
+import { roles } from "../access";
+import type { Scope } from "../access";
 import { index, integer, primaryKey, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
 
 // Timestamps are ISO 8601 UTC strings: they sort lexically, compare in SQL and go out in responses unchanged.

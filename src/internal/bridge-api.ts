@@ -18,7 +18,8 @@ import { findVerifiedDomain, unverifiedDomainMessage } from "../domain/domains/d
 import { acceptRelayMessage, relayFeatureRefusal } from "../domain/sending/accept-relayed";
 import { domainOf } from "../domain/sending/mime";
 import { authenticateSmtpCredential, findActiveCredential } from "../domain/smtp/credentials";
-import { acceptRefusalError, AppError, fieldErrors, refusalError, validationError } from "../errors";
+import { AppError, fieldErrors, validationError } from "../errors";
+import { acceptRefusalError, refusalError } from "../http/refusals";
 import { base64ToBytes } from "../lib/crypto";
 import type { AppEnv } from "../types";
 import { sendLimits } from "../domain/sending/rules";

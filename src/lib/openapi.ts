@@ -4,7 +4,8 @@ import { evenWithFieldErrors, z } from "./schema";
 import { auditedAction } from "../domain/audit/audit";
 import { auditOperator, auditWrites } from "../middleware/audit";
 import { requireFeatures, requireFullAccess, requireLiveKey, requireScope } from "../middleware/auth";
-import type { AppEnv, Feature, Scope } from "../types";
+import type { AppEnv } from "../types";
+import type { Feature, Scope } from "../access";
 
 export { evenWithFieldErrors, z };
 

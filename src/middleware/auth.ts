@@ -4,7 +4,8 @@ import { authenticateApiKey, hasScope } from "../domain/accounts/api-keys";
 import { hasFeature } from "../domain/accounts/accounts";
 import { AppError } from "../errors";
 import { timingSafeEqualString } from "../lib/crypto";
-import type { AppEnv, AuthContext, Feature, Scope } from "../types";
+import type { AppEnv, AuthContext } from "../types";
+import type { Feature, Scope } from "../access";
 import { config } from "../config";
 
 const bearerPattern = /^Bearer ([^\s]+)$/;

@@ -1,4 +1,5 @@
-import { aiQueueMessageSchema, processAiRequest } from "../domain/ai/generation";
+import { processAiRequest } from "../domain/ai/generation";
+import { aiQueueMessageSchema } from "../domain/ai/requests";
 import { failAiRequest } from "../domain/ai/requests";
 import { logError } from "../lib/log";
 

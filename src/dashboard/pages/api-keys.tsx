@@ -2,7 +2,7 @@ import { Hono, type Context } from "hono";
 import { createApiKey, listApiKeys, revokeApiKey, rotateApiKey, type ApiKeyRow } from "../../domain/accounts/api-keys";
 import { apiKeyInput } from "../../domain/accounts/input";
 import { AppError, notFound } from "../../errors";
-import { scopes, type Scope } from "../../types";
+import { scopes, type Scope } from "../../access";
 import { field, requireSection, parsedOrThrow } from "../guard";
 import { PostButton } from "../components/post-button";
 import { SecretOnce } from "../components/secret-once";

@@ -14,10 +14,9 @@ import {
   segmentConditions,
   sendCampaign,
   updateDraft,
-  campaignOutcome,
-  type CampaignCounters,
   type CampaignRow,
 } from "../../domain/campaigns/campaigns";
+import { campaignOutcome, type CampaignCounters } from "../../domain/campaigns/lifecycle";
 import { renderCampaignMessage } from "../../domain/campaigns/delivery";
 import { contactChecksNeeded } from "../../domain/contacts/verify";
 import { listSegments, type SegmentRow } from "../../domain/segments/segments";
@@ -29,7 +28,8 @@ import { acceptMessage } from "../../domain/sending/accept";
 import { parseMailbox } from "../../domain/sending/addresses";
 import { escapeHtml, placeholderNames } from "../../domain/sending/render";
 import { findTemplate, listTemplates, type TemplateRow } from "../../domain/templates/templates";
-import { acceptRefusalError, AppError, notFound, validationError, type FieldErrors, orRefuse } from "../../errors";
+import { AppError, notFound, validationError, type FieldErrors } from "../../errors";
+import { acceptRefusalError, orRefuse } from "../../http/refusals";
 import { field, parsedOrThrow, requireSection, sectionGuard } from "../guard";
 import { PostButton } from "../components/post-button";
 import { Table } from "../components/table";

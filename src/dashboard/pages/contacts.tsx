@@ -7,7 +7,8 @@ import { contactAddress } from "../../domain/contacts/email";
 import { createContactImport, findContactImport, type ContactImport } from "../../domain/contacts/import";
 import { addMembersById, createList, listExists, listLists, removeMember, updateList } from "../../domain/contacts/lists";
 import { listMessages, recipientsOfMessages } from "../../domain/sending/messages";
-import { AppError, notFound, orRefuse, validationError } from "../../errors";
+import { AppError, notFound, validationError } from "../../errors";
+import { orRefuse } from "../../http/refusals";
 import { allTopics, setTopicChoices, topicSubscriptionsOf } from "../../domain/topics/topics";
 
 import { field, parsedOrThrow, requireLiveKey, requireSection } from "../guard";

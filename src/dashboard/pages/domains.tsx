@@ -1,7 +1,8 @@
 import { Hono } from "hono";
 import { createDomain, findDomain, listDomains, verifyDomain, type DomainRow } from "../../domain/domains/domains";
 import { domainInput, warmupInput } from "../../domain/domains/input";
-import { notFound, orRefuse } from "../../errors";
+import { notFound } from "../../errors";
+import { orRefuse } from "../../http/refusals";
 import { BOUNCE_RATE_LIMIT, COMPLAINT_RATE_LIMIT, domainRates, type DomainRates } from "../../domain/feedback/reputation";
 import { setWarmup, todaysCap, warmupPresets, warmupSentToday } from "../../domain/feedback/warmup";
 import { field, requireLiveKey, requireSection, parsedOrThrow } from "../guard";

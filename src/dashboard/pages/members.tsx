@@ -1,9 +1,10 @@
 import { Hono, type Context } from "hono";
-import { roles } from "../../domain/accounts/roles";
+import { roles } from "../../access";
 import { actorOf } from "../../domain/audit/actor";
 import { allMembers, changeRole, inviteAndMail, removeMember, setSignInSettings, transferOwnership, type Member } from "../../domain/members/members";
 import { memberChangeInput, memberInput } from "../../domain/members/input";
-import { AppError, orRefuse } from "../../errors";
+import { AppError } from "../../errors";
+import { orRefuse } from "../../http/refusals";
 import { PostButton } from "../components/post-button";
 import { Table } from "../components/table";
 import { field, parsedOrThrow, requireSection } from "../guard";

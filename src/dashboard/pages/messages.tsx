@@ -12,7 +12,8 @@ import {
   type MessageFilters,
   type RecipientStatus,
 } from "../../domain/sending/messages";
-import { acceptRefusalError, notFound } from "../../errors";
+import { notFound } from "../../errors";
+import { acceptRefusalError } from "../../http/refusals";
 import { field, requireSection, parsedOrThrow } from "../guard";
 import { AnyOf } from "../components/any-of";
 import { Table } from "../components/table";

@@ -13,7 +13,8 @@ import {
 import { suppressionInput } from "../../domain/suppressions/input";
 import { topicInput } from "../../domain/topics/input";
 import { allTopics, createTopic, deleteTopic } from "../../domain/topics/topics";
-import { notFound, orRefuse } from "../../errors";
+import { notFound } from "../../errors";
+import { orRefuse } from "../../http/refusals";
 import { field, parsedOrThrow, requireLiveKey, requireSection } from "../guard";
 import { PostButton } from "../components/post-button";
 import { Table } from "../components/table";

@@ -11,7 +11,8 @@ import {
   type WebhookEndpointRow,
 } from "../../domain/webhooks/endpoints";
 import { replayEvent, sendTestEvent, type AttemptResult } from "../../domain/webhooks/delivery";
-import { notFound, orRefuse } from "../../errors";
+import { notFound } from "../../errors";
+import { orRefuse } from "../../http/refusals";
 import { field, sectionGuard, parsedOrThrow } from "../guard";
 import { PostButton } from "../components/post-button";
 import { SecretOnce } from "../components/secret-once";

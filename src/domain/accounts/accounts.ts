@@ -6,7 +6,7 @@ import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
 import { statement } from "../../db/client";
 import { accounts } from "../../db/schema";
 import { newId, nowIso } from "../../lib/ids";
-import type { Feature } from "../../types";
+import type { Feature } from "../../access";
 import { topUpStatements } from "../credits/ledger";
 import { forgetCachedCredentials } from "../smtp/credentials";
 import { defaultKeyStatement, forgetCachedKeys } from "./api-keys";

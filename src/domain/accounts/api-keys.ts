@@ -8,7 +8,8 @@ import { accounts, apiKeys } from "../../db/schema";
 import { newId, nowIso, randomBase62 } from "../../lib/ids";
 import { sha256Hex } from "../../lib/crypto";
 import { TtlCache } from "../../lib/ttl-cache";
-import type { ApiKeyContext, AuthContext, Scope } from "../../types";
+import type { ApiKeyContext, AuthContext } from "../../types";
+import type { Scope } from "../../access";
 
 export type ApiKeyMode = "live" | "test";
 export type ApiKeyRow = typeof apiKeys.$inferSelect;

@@ -1,7 +1,7 @@
 // The request bodies of the API keys API, parsed by the API routes and the dashboard's key form alike.
 
 import { z } from "../../lib/schema";
-import { scopes } from "../../types";
+import { scopes } from "../../access";
 
 /** A scope a key can be limited to. */
 export const scopeInput = z.enum(scopes).openapi("Scope", {

@@ -3,10 +3,8 @@
 // the API's routes name the area's scope (keyedRoute). A viewer reads every area a developer or a marketer may use,
 // and changes nothing.
 
-import type { ApiKeyContext, Scope } from "../../types";
-
-export const roles = ["owner", "admin", "developer", "marketer", "viewer"] as const;
-export type Role = (typeof roles)[number];
+import type { ApiKeyContext } from "../../types";
+import type { Role, Scope } from "../../access";
 
 /** Full-access keys only: managing keys, members and reading the audit log. */
 export type Access = Scope | "full_access";

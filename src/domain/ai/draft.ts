@@ -4,7 +4,7 @@
 
 import { z } from "zod";
 import { sanitizeEmailHtml, textFromHtml } from "./html";
-import type { AiProvider, ChatMessage, TokenUsage } from "./provider";
+import type { AiProvider, ChatMessage, TokenUsage } from "./adapter";
 
 export const MAX_PROMPT_LENGTH = 4_000;
 export const MAX_VARIATIONS = 5;

@@ -1,15 +1,12 @@
 // One AI request's generation, as the queue consumer runs it: claim, ask the provider (draft.ts), then complete with
 // the draft campaigns, fail, or ask to be delivered again later. Nothing here schedules or sends a campaign.
 
-import { z } from "zod";
 import { config } from "../../config";
 import { logError, logWarning } from "../../lib/log";
 import { aiRequestInputSchema, generateDrafts } from "./draft";
-import { chooseProvider, ProviderError } from "./provider";
+import { ProviderError } from "./adapter";
+import { chooseProvider } from "./provider";
 import { claimAiRequest, completeAiRequest, failAiRequest, requeueAiRequest } from "./requests";
-
-export const aiQueueMessageSchema = z.object({ request_id: z.string().min(1) });
-export type AiQueueMessage = z.infer<typeof aiQueueMessageSchema>;
 
 /** Longest wait between two attempts, whatever the back-off or Retry-After says. */
 const MAX_RETRY_DELAY_SECONDS = 3_600;

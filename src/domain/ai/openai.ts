@@ -3,7 +3,7 @@
 // servers enforce or at least follow; the caller validates it regardless.
 
 import { z } from "zod";
-import { type AiProvider, type Completion, type CompletionRequest, ProviderError } from "./provider";
+import { ProviderError, type AiProvider, type Completion, type CompletionRequest } from "./adapter";
 
 const completionSchema = z.object({
   choices: z

@@ -6,6 +6,7 @@
 // concurrent POSTs from passing a limit of 1 (the INSERT … SELECT … WHERE is one statement, and D1 runs one at a
 // time); a request that then fails gives its place back.
 
+import { z } from "zod";
 import { and, count, eq, gte, inArray, or, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { sqlNow, statement } from "../../db/client";
@@ -14,8 +15,8 @@ import { idFromDigest, newId } from "../../lib/ids";
 import { keysetPage } from "../../lib/pagination";
 import { draftInsert } from "../campaigns/campaigns";
 import type { AiRequestInput, GeneratedDrafts } from "./draft";
-import type { AiQueueMessage } from "./generation";
-import { chooseProvider, type TokenUsage } from "./provider";
+import type { TokenUsage } from "./adapter";
+import { chooseProvider } from "./provider";
 import { logError } from "../../lib/log";
 import {
   findStoredResponse,
@@ -28,6 +29,10 @@ import {
   type Replayed,
 } from "../sending/idempotency";
 import { isRefusal, type Refusal } from "../refusal";
+
+/** The AI queue's message: the request to generate (its consumer, generation.ts, parses it). */
+export const aiQueueMessageSchema = z.object({ request_id: z.string().min(1) });
+export type AiQueueMessage = z.infer<typeof aiQueueMessageSchema>;
 
 export type AiRequestRow = typeof aiRequests.$inferSelect;
 export type AiRequestStatus = (typeof aiRequestStatuses)[number];

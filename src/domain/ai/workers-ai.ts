@@ -2,7 +2,7 @@
 // same JSON Schema as response_format; depending on the model the answer arrives as text or already parsed.
 
 import { z } from "zod";
-import { type AiProvider, type Completion, type CompletionRequest, ProviderError } from "./provider";
+import { ProviderError, type AiProvider, type Completion, type CompletionRequest } from "./adapter";
 
 /** The part of the `Ai` binding this adapter calls; the binding's own overloads are keyed by literal model names. */
 export type AiBinding = { run(model: string, inputs: Record<string, unknown>): Promise<unknown> };

@@ -19,7 +19,9 @@ import { enqueueMessages } from "../sending/enqueue";
 import { dispatchEvents } from "../webhooks/dispatch";
 import { audiencePage } from "./audience";
 import { skipCounts, skipOf, zeroSkips } from "./hygiene";
-import { campaignOutcome, lifecycleFrom, pendingMessageStatuses, type CampaignRow } from "./campaigns";
+import { campaignOutcome, lifecycleFrom, pendingMessageStatuses } from "./lifecycle";
+
+type CampaignRow = typeof campaigns.$inferSelect;
 
 /** Contacts per materialisation statement pair; D1 binds the chunk as one JSON parameter. */
 export const MATERIALISE_CHUNK = 500;

@@ -2,7 +2,7 @@
 // dashboard's Members page alike.
 
 import { z } from "../../lib/schema";
-import { roles } from "../accounts/roles";
+import { roles } from "../../access";
 import { contactAddress, contactEmailKey } from "../contacts/email";
 
 /** A member's address: checked like a contact's, kept lower-cased (sign-in looks it up as typed). */

@@ -8,7 +8,7 @@ import { statement } from "../../db/client";
 import { accounts, members, signInTokens } from "../../db/schema";
 import { newId, nowIso } from "../../lib/ids";
 import { accountPage } from "../../lib/pagination";
-import type { Role } from "../accounts/roles";
+import type { Role } from "../../access";
 import { isRefusal, refused, type Refusal } from "../refusal";
 import { sendPlatformMail } from "../sending/platform-mail";
 import { invitationMail, invitationStatements } from "./sign-in";

@@ -12,7 +12,8 @@ import { nowIso } from "../../lib/ids";
 import type { Account } from "../accounts/accounts";
 import { logError } from "../../lib/log";
 import { sendPlatformMail, type PlatformMail } from "../sending/platform-mail";
-import type { Member } from "./members";
+
+type Member = typeof members.$inferSelect;
 
 export const SIGN_IN_TTL_MS = 15 * 60 * 1000;
 const INVITATION_TTL_MS = 7 * 24 * 60 * 60 * 1000;

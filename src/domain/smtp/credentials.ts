@@ -8,7 +8,6 @@ import { sha256Hex, timingSafeEqualString } from "../../lib/crypto";
 import { newId, nowIso, randomBase62 } from "../../lib/ids";
 import { TtlCache } from "../../lib/ttl-cache";
 import type { AuthContext } from "../../types";
-import type { Account } from "../accounts/accounts";
 import { grantedMode, refuseTestKeyOnLive, type ApiKeyMode, type LiveKeyRequired } from "../accounts/api-keys";
 
 export type SmtpCredentialRow = typeof smtpCredentials.$inferSelect;
@@ -117,7 +116,7 @@ export async function authenticateSmtpCredential(
   return { credentialId: row.id, accountId: row.accountId, mode: row.mode };
 }
 
-export type ActiveCredential = { credential: SmtpCredentialRow; account: Account };
+export type ActiveCredential = { credential: SmtpCredentialRow; account: typeof accounts.$inferSelect };
 
 /**
  * As API keys on POST /send (apiKeyCacheTtlMs, same reasoning): the relay's per-message lookup of a credential and

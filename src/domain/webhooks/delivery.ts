@@ -8,6 +8,7 @@ import { sampleEventData } from "./samples";
 import { signWebhook } from "./signing";
 import { allowPrivateWebhookUrls, checkWebhookUrl } from "./url-policy";
 import { config } from "../../config";
+import type { WebhookEnvelope } from "./envelope";
 import { endpointReadsInbound, replyWordsFor } from "../inbound/reply-words";
 
 /** Spec, Events rule 2: a failed delivery is retried after 1 min, 5 min, 30 min, 2 h, 6 h and 12 h. */
@@ -20,9 +21,6 @@ export const RESPONSE_SNIPPET_MAX_CHARS = 500;
 // Enough bytes for 500 characters of UTF-8 text; the rest of a large error page is never read.
 const SNIPPET_MAX_BYTES = 4 * RESPONSE_SNIPPET_MAX_CHARS;
 const USER_AGENT = "Mailforge-Webhooks/1.0";
-
-/** The webhook request body (spec: `{id, type, created_at, data}`), byte-identical on every attempt. */
-export type WebhookEnvelope = { id: string; type: string; created_at: string; data: Record<string, unknown> };
 
 export function envelopeBody(event: WebhookEnvelope): string {
   return JSON.stringify({ id: event.id, type: event.type, created_at: event.created_at, data: event.data });

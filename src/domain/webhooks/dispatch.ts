@@ -5,7 +5,7 @@ import { chunk } from "../../lib/chunk";
 import { nowIso } from "../../lib/ids";
 import { logError } from "../../lib/log";
 import { eventStatement, type EventInput } from "../events/events";
-import type { WebhookEnvelope } from "./delivery";
+import type { WebhookEnvelope } from "./envelope";
 import { enabledEndpointsOf, subscribesTo } from "./endpoints";
 
 // The outbox: producers write events (with `eventStatement`, in the same D1 batch as the change they report), then

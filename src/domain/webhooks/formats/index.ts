@@ -2,7 +2,7 @@
 // the same event. Signed the same way whatever the format.
 
 import type { WebhookFormat } from "../endpoints";
-import type { WebhookEnvelope } from "../delivery";
+import type { WebhookEnvelope } from "../envelope";
 import { postmarkWebhookBody } from "./postmark";
 import { resendWebhookBody } from "./resend";
 

@@ -1,7 +1,7 @@
 // Our events as Postmark's webhook bodies (Delivery, Bounce, SpamComplaint, Open, Click), for endpoints with
 // `format: "postmark"`, so a handler written for Postmark keeps working (docs/migrating.md).
 
-import type { WebhookEnvelope } from "../delivery";
+import type { WebhookEnvelope } from "../envelope";
 
 type EventData = {
   message_id?: string;

@@ -1,7 +1,7 @@
 // Our events as Resend's webhook payloads (https://resend.com/docs/webhooks), for endpoints with `format: "resend"`:
 // a handler written for Resend, and the resend client's `webhooks.verify`, keep working (docs/migrating.md).
 
-import type { WebhookEnvelope } from "../delivery";
+import type { WebhookEnvelope } from "../envelope";
 
 type EventData = {
   message_id?: string;
