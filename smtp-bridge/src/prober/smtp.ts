@@ -99,7 +99,9 @@ export class SmtpProbeConnection {
 
   /**
    * QUIT, politely but without waiting long for the answer, then close, and return once the socket is closed: the
-   * caller's connection slot is free only when the server has seen this connection end.
+   * caller's connection slot is free only when the server has seen this connection end. The close is awaited as long
+   * as any command's reply (within the deadline): a busy server that takes over a second to close still has the
+   * connection open, and a new one opened meanwhile would be one more than the host's limit.
    */
   async quit(): Promise<void> {
     const socket = this.socket;
@@ -111,7 +113,8 @@ export class SmtpProbeConnection {
       socket.write("QUIT\r\n");
       await Promise.race([this.read().catch(() => undefined), new Promise((resolve) => setTimeout(resolve, 1_000).unref())]);
       socket.end();
-      await Promise.race([closed, new Promise((resolve) => setTimeout(resolve, 1_000).unref())]);
+      const wait = Math.max(1_000, Math.min(this.options.commandTimeoutMs, this.options.deadline - Date.now()));
+      await Promise.race([closed, new Promise((resolve) => setTimeout(resolve, wait).unref())]);
     }
     this.destroy();
   }
