@@ -85,6 +85,31 @@ describe("the dashboard's automation builder", { timeout: 60_000 }, () => {
     ]);
   });
 
+  it("an email step says whether it is marketing (with its topic) or transactional, as the API saves it", async () => {
+    const { key, sender, template } = await setup();
+    const topic = await json<{ id: string }>(await call("/api/v1/topics", { key, body: { name: "Tips" } }));
+    const browser = await signIn(key);
+    const form = await (await browser.get("/dashboard/automations/new?type=send_email&name=Orders")).text();
+    expect(form).toContain(`<option value="${topic.id}">Tips</option>`);
+    expect(form).toContain('<option value="transactional">');
+    const base = { type: "send_email", sender_id: sender, template_id: template, subject: "", html: "", text: "" };
+    const id = await created(browser, { ...base, name: "Orders", status: "active", stream: "transactional", topic_id: "" });
+    expect((await browser.post(`/dashboard/automations/${id}/steps`, { ...base, stream: "broadcast", topic_id: topic.id })).status).toBe(303);
+    const saved = await json<Automation>(await call(`/api/v1/automations/${id}`, { key }));
+    expect(saved.steps).toEqual([
+      { type: "send_email", sender_id: sender, template_id: template, stream: "transactional" },
+      { type: "send_email", sender_id: sender, template_id: template, stream: "broadcast", topic_id: topic.id },
+    ]);
+    const page = decode(await (await browser.get(`/dashboard/automations/${id}`)).text());
+    expect(page).toContain("Send the template “Welcome” from Acme");
+    expect(page).toContain("(transactional)");
+    expect(page).toContain("(topic Tips)");
+    // A topic is for marketing: the API's refusal, shown beside the field.
+    const refused = await browser.post(`/dashboard/automations/${id}/steps`, { ...base, stream: "transactional", topic_id: topic.id });
+    expect(refused.status).toBe(422);
+    expect(besideField(await refused.text(), "topic_id")).toContain("Topics are for broadcast mail");
+  });
+
   it("update-contact, condition and webhook steps are saved as the API takes them", async () => {
     const { key, sender } = await setup();
     const browser = await signIn(key);

@@ -28,6 +28,7 @@ import { PostButton } from "../components/post-button";
 import { Table } from "../components/table";
 import { Copyable, Csrf, Notice, Shell, StatusBadge, canSee, formatTime } from "../layout";
 import type { DashboardEnv } from "../session";
+import { allTopics } from "../../domain/topics/topics";
 
 type Page = Context<DashboardEnv>;
 /** A step as the form gave it, before the schema has judged it (shown back as typed when refused). */
@@ -61,7 +62,16 @@ function stepOf(type: StepType, form: Form): Draft {
   switch (type) {
     case "send_email": {
       const raw = (name: string) => (typeof form[name] === "string" && form[name] !== "" ? { [name]: form[name] } : {});
-      return { type, ...given("sender_id"), ...given("template_id"), ...given("subject"), ...raw("html"), ...raw("text") };
+      return {
+        type,
+        ...given("sender_id"),
+        ...given("template_id"),
+        ...given("subject"),
+        ...raw("html"),
+        ...raw("text"),
+        ...given("stream"),
+        ...given("topic_id"),
+      };
     }
     case "wait": {
       const until = text(form, "until");
@@ -106,10 +116,11 @@ function stepOf(type: StepType, form: Form): Draft {
 function describeStep(step: Step, names: Map<string, string>): string {
   const name = (id: string) => names.get(id) ?? id;
   switch (step.type) {
-    case "send_email":
-      return step.template_id
-        ? `Send the template “${name(step.template_id)}” from ${name(step.sender_id)}`
-        : `Send “${step.subject}” from ${name(step.sender_id)}`;
+    case "send_email": {
+      const what = step.template_id ? `Send the template “${name(step.template_id)}”` : `Send “${step.subject}”`;
+      const stream = step.stream === "transactional" ? " (transactional)" : step.topic_id ? ` (topic ${name(step.topic_id)})` : "";
+      return `${what} from ${name(step.sender_id)}${stream}`;
+    }
     case "wait":
       if (step.until) return `Wait until ${formatTime(step.until)}`;
       return `Wait ${humanDuration(step.seconds ?? 0)}`;
@@ -143,14 +154,15 @@ function humanDuration(seconds: number): string {
   return `${seconds} seconds`;
 }
 
-/** What the step form needs to offer choices: the account's senders, templates and lists. */
+/** What the step form needs to offer choices: the account's senders, templates, lists and topics. */
 async function choicesOf(d1: D1Database, accountId: string) {
-  const [senders, templates, lists] = await Promise.all([
+  const [senders, templates, lists, topics] = await Promise.all([
     listSenders(d1, accountId, { limit: 100 }),
     listTemplates(d1, accountId, { limit: 100 }),
     listLists(d1, accountId, { limit: 100 }),
+    allTopics(d1, accountId),
   ]);
-  return { senders: senders.slice(0, 100), templates: templates.slice(0, 100), lists: lists.slice(0, 100) };
+  return { senders: senders.slice(0, 100), templates: templates.slice(0, 100), lists: lists.slice(0, 100), topics };
 }
 type Choices = Awaited<ReturnType<typeof choicesOf>>;
 
@@ -159,6 +171,7 @@ const namesOf = (choices: Choices) =>
     ...choices.senders.map((sender) => [sender.id, `${sender.name} <${sender.email}>`] as const),
     ...choices.templates.map((template) => [template.id, template.name] as const),
     ...choices.lists.map((list) => [list.id, list.name] as const),
+    ...choices.topics.map((topic) => [topic.id, topic.name] as const),
   ]);
 
 /** The messages for one form field; the step form shows them under the field. */
@@ -174,7 +187,7 @@ function FieldError({ errors, name }: { errors: FieldErrors; name: string }) {
 
 /** The fields each step type's form renders errors beside; other errors show above the form. */
 const fieldsOf: Record<StepType, string[]> = {
-  send_email: ["sender_id", "template_id", "subject", "html", "text"],
+  send_email: ["sender_id", "template_id", "subject", "html", "text", "stream", "topic_id"],
   wait: ["seconds", "until"],
   add_to_list: ["list_id"],
   remove_from_list: ["list_id"],
@@ -242,6 +255,21 @@ function StepFields({ step, choices, errors }: { step: Draft; choices: Choices; 
             {value("text")}
           </textarea>
           <FieldError errors={errors} name="text" />
+          <label for="step-stream">Kind of mail</label>
+          <select id="step-stream" name="stream">
+            <option value="broadcast" selected={value("stream") !== "transactional"}>
+              Marketing (broadcast): subscribed contacts only, with an unsubscribe link
+            </option>
+            <option value="transactional" selected={value("stream") === "transactional"}>
+              Transactional: mail the contact needs whatever their marketing choices
+            </option>
+          </select>
+          <FieldError errors={errors} name="stream" />
+          <label for="step-topic">Topic (marketing only)</label>
+          <select id="step-topic" name="topic_id">
+            {options(choices.topics, value("topic_id"), "None: every subscribed contact; unsubscribing leaves all marketing")}
+          </select>
+          <FieldError errors={errors} name="topic_id" />
         </>
       );
     case "wait": {
