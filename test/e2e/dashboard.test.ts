@@ -398,7 +398,8 @@ describe.skipIf(!chromiumPath)("the dashboard in chromium", () => {
     const id = automationPath.split("/").pop();
     const saved = await api<{ steps: unknown[]; status: string }>(`/automations/${id}`);
     expect(saved.steps).toEqual([
-      { type: "send_email", sender_id: sender.id, template_id: template.id },
+      // The step form's kind of mail: marketing unless chosen otherwise.
+      { type: "send_email", sender_id: sender.id, template_id: template.id, stream: "broadcast" },
       { type: "wait", seconds: 172_800 },
       { type: "add_to_list", list_id: list.id },
     ]);
