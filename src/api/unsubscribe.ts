@@ -69,6 +69,7 @@ export const unsubscribeRoutes = new Hono<AppEnv>()
           kind: "preferences" as const,
           topics: Object.fromEntries(before.topics.map((topic) => [topic.id, picked.has(topic.id)])),
           allMarketing: form.all === "1",
+          before,
         }
       : { kind: "one_click" as const };
     const done = await unsubscribeRecipient(c.env, target, choice);

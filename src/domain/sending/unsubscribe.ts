@@ -53,7 +53,10 @@ export async function listUnsubscribeHeaders(config: Pick<Config, "encryptionKey
 }
 
 /** What the person behind a link asked for: the one-click unsubscribe, or the preference page's choices. */
-export type UnsubscribeChoice = { kind: "one_click" } | { kind: "preferences"; topics: Record<string, boolean>; allMarketing: boolean };
+export type UnsubscribeChoice =
+  | { kind: "one_click" }
+  /** `before`: the page's state the choices were made on (the caller read it to build them), so it is not read again. */
+  | { kind: "preferences"; topics: Record<string, boolean>; allMarketing: boolean; before: Preferences };
 
 /** What the link's page shows: the account's topics with this address's choices, and whether it left all marketing. */
 export type Preferences = {
@@ -205,13 +208,13 @@ export async function unsubscribeRecipient(
       leaveAll();
     }
   } else {
-    const before = await preferencesOf(env.DB, target);
+    const { before } = choice;
     for (const contactId of contactIds) statements.push(...topicChoiceStatements(env.DB, message.accountId, contactId, choice.topics));
-    for (const topic of before?.topics ?? []) {
+    for (const topic of before.topics) {
       if (topic.subscribed && choice.topics[topic.id] === false) dedupeKeys.push(leave(topic.id));
     }
-    if (choice.allMarketing && !before?.unsubscribedFromAll) leaveAll();
-    if (!choice.allMarketing && before?.unsubscribedFromAll) statements.push(...rejoinStatements(env.DB, message.accountId, target.email));
+    if (choice.allMarketing && !before.unsubscribedFromAll) leaveAll();
+    if (!choice.allMarketing && before.unsubscribedFromAll) statements.push(...rejoinStatements(env.DB, message.accountId, target.email));
   }
   if (statements.length > 0) await env.DB.batch(statements);
   return { accountId: message.accountId, dedupeKeys, left };
