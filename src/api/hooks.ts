@@ -11,15 +11,14 @@ import { findAutomationByPath } from "../domain/automations/automations";
 import { contactTextFields } from "../domain/contacts/contacts";
 import { AppError, errorBody, fieldErrors, validationError } from "../errors";
 import { newId } from "../lib/ids";
+import { readPublicPost } from "../http/public-post";
+import { HONEYPOT_FIELD } from "../domain/forms/forms";
 import type { AppEnv } from "../types";
 import { automationTriggerInput } from "../domain/automations/input";
 import { trigger } from "./automations";
 
 /** Triggers per minute per private path: a signup form's traffic, not a flood. */
 const HOOK_RATE_PER_MINUTE = 60;
-/** A form field bots fill in and people never see (hide it with CSS): a request that fills it is answered, not run. */
-export const HONEYPOT_FIELD = "_honeypot";
-
 const known = new Set<string>(["email", "event_id", ...contactTextFields]);
 
 /** Form and query fields as the trigger takes them: known fields as they are, any other field a custom field. */
@@ -34,31 +33,14 @@ function fromFields(fields: Record<string, string>): Record<string, unknown> {
   return Object.keys(custom).length > 0 ? { ...body, custom_fields: custom } : body;
 }
 
+/** The trigger's input: the query's fields, and a JSON object or a form's fields over them. */
 async function readInput(c: Context<AppEnv>): Promise<{ input: Record<string, unknown>; form: boolean; honeypot: boolean }> {
   const query = c.req.query();
-  const contentType = (c.req.header("Content-Type") ?? "").toLowerCase();
-  const hasBody = !["GET", "HEAD"].includes(c.req.method);
-  if (hasBody && contentType.startsWith("application/json")) {
-    let json: unknown;
-    try {
-      json = await c.req.json();
-    } catch {
-      throw validationError({ body: ["The body is not valid JSON"] });
-    }
-    if (json === null || typeof json !== "object" || Array.isArray(json)) throw validationError({ body: ["Send a JSON object"] });
-    const record = json as Record<string, unknown>;
-    const { [HONEYPOT_FIELD]: honey, ...rest } = record;
-    return { input: { ...fromFields(query), ...rest }, form: false, honeypot: typeof honey === "string" && honey !== "" };
-  }
-  const form = hasBody && (contentType.startsWith("application/x-www-form-urlencoded") || contentType.startsWith("multipart/form-data"));
-  const fields: Record<string, string> = { ...query };
-  if (form) {
-    const parsed = await c.req.parseBody();
-    // Files are not trigger fields: only text values are taken.
-    for (const [key, value] of Object.entries(parsed)) if (typeof value === "string") fields[key] = value;
-  }
-  const honey = fields[HONEYPOT_FIELD];
-  return { input: fromFields(fields), form, honeypot: honey !== undefined && honey !== "" };
+  const posted = await readPublicPost(c);
+  // A GET carries its fields, the honeypot too, in the query.
+  if (!posted) return { input: fromFields(query), form: false, honeypot: (query[HONEYPOT_FIELD] ?? "") !== "" };
+  const input = posted.form ? fromFields({ ...query, ...(posted.fields as Record<string, string>) }) : { ...fromFields(query), ...posted.fields };
+  return { input, form: posted.form, honeypot: posted.honeypot };
 }
 
 export const hookRoutes = new Hono<AppEnv>();

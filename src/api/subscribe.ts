@@ -10,7 +10,8 @@ import { cors } from "hono/cors";
 import { config } from "../config";
 import { contactAddress } from "../domain/contacts/email";
 import { verifiedDomainNames } from "../domain/domains/domains";
-import { findPublicForm, HONEYPOT_FIELD, type FormRow } from "../domain/forms/forms";
+import { findPublicForm, type FormRow } from "../domain/forms/forms";
+import { readPublicPost } from "../http/public-post";
 import { signUpInput } from "../domain/forms/input";
 import { confirmationState, confirmSignUp, signUp, type Confirmation } from "../domain/forms/signup";
 import { AppError, errorBody, fieldErrors, validationError } from "../errors";
@@ -60,35 +61,11 @@ async function allowedOrigin(origin: string, c: Context<AppEnv>): Promise<string
   return (await verifiedDomainNames(c.env.DB, form.accountId, names)).size > 0 ? origin : null;
 }
 
-type Posted = { fields: Record<string, unknown>; browser: boolean; honeypot: boolean };
-
-async function readPost(c: Context<AppEnv>): Promise<Posted> {
-  const contentType = (c.req.header("Content-Type") ?? "").toLowerCase();
-  if (contentType.startsWith("application/json")) {
-    let json: unknown;
-    try {
-      json = await c.req.json();
-    } catch {
-      throw validationError({ body: ["The body is not valid JSON"] });
-    }
-    if (json === null || typeof json !== "object" || Array.isArray(json)) throw validationError({ body: ["Send a JSON object"] });
-    const fields = json as Record<string, unknown>;
-    const honey = fields[HONEYPOT_FIELD];
-    return { fields, browser: false, honeypot: typeof honey === "string" && honey !== "" };
-  }
-  if (contentType.startsWith("application/x-www-form-urlencoded") || contentType.startsWith("multipart/form-data")) {
-    let parsed: Record<string, unknown>;
-    try {
-      parsed = await c.req.parseBody();
-    } catch {
-      throw validationError({ body: ["The body is not a valid form"] });
-    }
-    // Files are not sign-up fields: only text values are taken.
-    const fields = Object.fromEntries(Object.entries(parsed).filter(([, value]) => typeof value === "string"));
-    const honey = fields[HONEYPOT_FIELD];
-    return { fields, browser: (c.req.header("Accept") ?? "").includes("text/html"), honeypot: typeof honey === "string" && honey !== "" };
-  }
-  throw validationError({ body: ["Send the fields as a form (application/x-www-form-urlencoded or multipart/form-data) or as JSON"] });
+/** What a sign-up form posted: JSON or a form, nothing else (a form post from a browser gets a page or a redirect). */
+async function readPost(c: Context<AppEnv>) {
+  const posted = await readPublicPost(c);
+  if (!posted) throw validationError({ body: ["Send the fields as a form (application/x-www-form-urlencoded or multipart/form-data) or as JSON"] });
+  return { ...posted, browser: posted.form && (c.req.header("Accept") ?? "").includes("text/html") };
 }
 
 /** The one answer every sign-up gets. */
