@@ -58,15 +58,8 @@ export async function submitSignIn(key: string, address: string): Promise<{ resp
   return { response, jar };
 }
 
-/**
- * Signs in through the form and keeps the session cookie. Each sign-in comes from an address of its own, as each test's
- * user is somebody else: from one address, the files sharing a runtime would together pass the sign-in limit (30 a
- * minute, test/dashboard/session.test.ts).
- */
-export async function signIn(key: string): Promise<Browser> {
-  const { response, jar } = await submitSignIn(key, clientAddress());
-  if (response.status !== 303) throw new Error(`sign-in failed: ${response.status} ${await response.text()}`);
-  cookiesOf(response, jar);
+/** A browser with a cookie jar: its requests send the jar's cookies, and its posts the last page's form token. */
+export function browserOf(jar: Record<string, string>): Browser {
   const browser: Browser = {
     jar,
     csrf: "",
@@ -78,6 +71,19 @@ export async function signIn(key: string): Promise<Browser> {
         body: new URLSearchParams(options.csrf === false ? fields : { _csrf: browser.csrf, ...fields }).toString(),
       }),
   };
+  return browser;
+}
+
+/**
+ * Signs in through the form and keeps the session cookie. Each sign-in comes from an address of its own, as each test's
+ * user is somebody else: from one address, the files sharing a runtime would together pass the sign-in limit (30 a
+ * minute, test/dashboard/session.test.ts).
+ */
+export async function signIn(key: string): Promise<Browser> {
+  const { response, jar } = await submitSignIn(key, clientAddress());
+  if (response.status !== 303) throw new Error(`sign-in failed: ${response.status} ${await response.text()}`);
+  cookiesOf(response, jar);
+  const browser = browserOf(jar);
   const page = await browser.get(response.headers.get("Location") ?? "/dashboard");
   browser.csrf = hiddenCsrf.exec(await page.text())?.[1] ?? "";
   return browser;

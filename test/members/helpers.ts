@@ -1,5 +1,5 @@
 import PostalMime from "postal-mime";
-import { cookieHeader, cookiesOf, visit, type Browser } from "../dashboard/helpers";
+import { browserOf, cookiesOf, type Browser } from "../dashboard/helpers";
 import { eventually, sinkMessagesTo, sinkRaw } from "../send/helpers";
 
 let counter = 0;
@@ -30,22 +30,6 @@ export function linkIn(text: string, path: "/dashboard/invitation" | "/dashboard
   const match = new RegExp(`https?://[^/\\s]+(${path.replace(/\//g, "\\/")}\\?token=[A-Za-z0-9_%-]+)`).exec(text);
   if (!match) throw new Error(`no ${path} link in:\n${text}`);
   return match[1]!;
-}
-
-/** A browser with a cookie jar: `open` and `submit` keep its cookies and the last page's form token. */
-function browserOf(jar: Record<string, string>): Browser {
-  const browser: Browser = {
-    jar,
-    csrf: "",
-    get: (path, headers = {}) => visit(path, { headers: { Cookie: cookieHeader(jar), ...headers } }),
-    post: (path, fields, options = {}) =>
-      visit(path, {
-        method: "POST",
-        headers: { Cookie: cookieHeader(jar), "Content-Type": "application/x-www-form-urlencoded", ...options.headers },
-        body: new URLSearchParams(options.csrf === false ? fields : { _csrf: browser.csrf, ...fields }).toString(),
-      }),
-  };
-  return browser;
 }
 
 const hiddenCsrf = /name="_csrf" value="([^"]+)"/;
