@@ -1,7 +1,7 @@
 // The one rule for reaching D1: an aggregate's queries live in its module under src/domain/<area>/ (contacts,
 // domains, webhooks, verification jobs, suppressions, credits, ...), written with Drizzle (the query builder, or
 // `sql` templates where SQLite features need them: json_each, ON CONFLICT … RETURNING). Routes and queue consumers
-// call that module; they build no queries. Row types come from db/schema.ts (`typeof table.$inferSelect`).
+// call that module; they build no queries. Row types come from db/schema/ (`typeof table.$inferSelect`).
 // `statement()` below is the one way to put such a query into a `D1Database.batch` beside the ledger's statements.
 
 import { is, SQL, sql, type SQLWrapper } from "drizzle-orm";

@@ -1,4 +1,4 @@
-// src/db/schema.ts (what the code's queries are typed against) and migrations/ (what D1 is built from) describe the
+// src/db/schema/ (what the code's queries are typed against) and migrations/ (what D1 is built from) describe the
 // same database: every table, column (type, NOT NULL, default, key) and index (columns, uniqueness, partial condition).
 // Some migrations are written by hand (D1-specific statements), so this is checked, not assumed. And drizzle-kit's
 // last snapshot is the schema now, so `npm run db:generate` writes only what changes next.
@@ -12,11 +12,11 @@ import { afterAll, describe, expect, it } from "vitest";
 const dir = mkdtempSync(join(tmpdir(), "mailforge-schema-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-/** drizzle-kit generate from src/db/schema.ts into `out` (a path it takes relative to the project). */
+/** drizzle-kit generate from src/db/schema/ into `out` (a path it takes relative to the project). */
 function generate(out: string) {
   const result = spawnSync(
     join(process.cwd(), "node_modules/.bin/drizzle-kit"),
-    ["generate", "--dialect", "sqlite", "--schema", "./src/db/schema.ts", "--out", relative(process.cwd(), out), "--prefix", "timestamp"],
+    ["generate", "--dialect", "sqlite", "--schema", "./src/db/schema/index.ts", "--out", relative(process.cwd(), out), "--prefix", "timestamp"],
     { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] },
   );
   expect(result.status, result.stderr).toBe(0);
@@ -63,7 +63,7 @@ function described(folder: string, files: string[]) {
 }
 
 describe("the database schema", () => {
-  it("migrations/ build exactly the tables, columns and indexes src/db/schema.ts declares", () => {
+  it("migrations/ build exactly the tables, columns and indexes src/db/schema/ declares", () => {
     const fromSchema = join(dir, "from-schema");
     generate(fromSchema);
     const built = described("migrations", sqlFiles("migrations"));
