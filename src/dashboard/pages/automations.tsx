@@ -22,7 +22,7 @@ import { contactTextFields } from "../../domain/contacts/contacts";
 import { listLists } from "../../domain/contacts/lists";
 import { listTemplates } from "../../domain/templates/templates";
 import { fieldErrors, notFound, type FieldErrors } from "../../errors";
-import { describeErrors, requireLiveKey, requireSection } from "../guard";
+import { describeErrors, liveKeyOnly } from "../guard";
 import { ConditionRows, MatchSelect, conditionsOf, shownValue, type Form } from "../components/conditions";
 import { PostButton } from "../components/post-button";
 import { Table } from "../components/table";
@@ -478,7 +478,6 @@ async function refusedStep(c: Page, title: string, errors: FieldErrors, props: O
 
 export const automationPages = new Hono<DashboardEnv>()
   .get("/automations", async (c) => {
-    requireSection(c, "automations", "automations");
     const auth = c.get("auth");
     const rows = (await listAutomations(c.env.DB, auth.account.id, { limit: 50 })).slice(0, 50);
     return c.html(
@@ -519,7 +518,6 @@ export const automationPages = new Hono<DashboardEnv>()
     );
   })
   .get("/automations/new", async (c) => {
-    requireSection(c, "automations", "automations");
     const auth = c.get("auth");
     const choices = await choicesOf(c.env.DB, auth.account.id);
     return c.html(
@@ -539,9 +537,7 @@ export const automationPages = new Hono<DashboardEnv>()
       </Shell>,
     );
   })
-  .post("/automations", async (c) => {
-    requireSection(c, "automations", "automations");
-    requireLiveKey(c, "Creating an automation");
+  .post("/automations", liveKeyOnly("Creating an automation"), async (c) => {
     const form = (await c.req.parseBody({ all: true })) as Form;
     const type = text(form, "type");
     const step = stepOf(isStepType(type) ? type : "send_email", form);
@@ -560,7 +556,6 @@ export const automationPages = new Hono<DashboardEnv>()
     return c.redirect(`/dashboard/automations/${row.id}`, 303);
   })
   .get("/automations/runs/:id", async (c) => {
-    requireSection(c, "automations", "automations");
     const auth = c.get("auth");
     const found = await findRun(c.env.DB, auth.account.id, c.req.param("id"));
     if (!found) throw notFound("Run");
@@ -596,7 +591,6 @@ export const automationPages = new Hono<DashboardEnv>()
     );
   })
   .get("/automations/:id", async (c) => {
-    requireSection(c, "automations", "automations");
     const auth = c.get("auth");
     const csrfToken = c.get("csrfToken");
     const automation = await ownedAutomation(c);
@@ -683,9 +677,7 @@ export const automationPages = new Hono<DashboardEnv>()
       </Shell>,
     );
   })
-  .post("/automations/:id/status", async (c) => {
-    requireSection(c, "automations", "automations");
-    requireLiveKey(c, "Changing an automation");
+  .post("/automations/:id/status", liveKeyOnly("Changing an automation"), async (c) => {
     const automation = await ownedAutomation(c);
     const status = text((await c.req.parseBody()) as Form, "status");
     const parsed = automationChangeInput.safeParse({ status });
@@ -694,7 +686,6 @@ export const automationPages = new Hono<DashboardEnv>()
     return c.redirect(`/dashboard/automations/${automation.id}`, 303);
   })
   .get("/automations/:id/steps/new", async (c) => {
-    requireSection(c, "automations", "automations");
     const automation = await ownedAutomation(c);
     const type = typeOf(c);
     const choices = await choicesOf(c.env.DB, automation.accountId);
@@ -715,7 +706,6 @@ export const automationPages = new Hono<DashboardEnv>()
     );
   })
   .get("/automations/:id/steps/:index", async (c) => {
-    requireSection(c, "automations", "automations");
     const automation = await ownedAutomation(c);
     const index = Number(c.req.param("index"));
     const step = (automation.steps as Step[])[index];
@@ -737,9 +727,7 @@ export const automationPages = new Hono<DashboardEnv>()
       </Shell>,
     );
   })
-  .post("/automations/:id/steps/:index/delete", async (c) => {
-    requireSection(c, "automations", "automations");
-    requireLiveKey(c, "Changing an automation");
+  .post("/automations/:id/steps/:index/delete", liveKeyOnly("Changing an automation"), async (c) => {
     const automation = await ownedAutomation(c);
     const index = Number(c.req.param("index"));
     if (!Number.isInteger(index) || !(automation.steps as Step[])[index]) throw notFound("Step");
@@ -751,9 +739,7 @@ export const automationPages = new Hono<DashboardEnv>()
     await updateAutomation(c.env.DB, automation.accountId, automation.id, { steps: outcome.steps });
     return c.redirect(`/dashboard/automations/${automation.id}`, 303);
   })
-  .post("/automations/:id/steps/:index?", async (c) => {
-    requireSection(c, "automations", "automations");
-    requireLiveKey(c, "Changing an automation");
+  .post("/automations/:id/steps/:index?", liveKeyOnly("Changing an automation"), async (c) => {
     const automation = await ownedAutomation(c);
     const saved = automation.steps as Step[];
     const given = c.req.param("index");

@@ -30,7 +30,7 @@ import { escapeHtml, placeholderNames } from "../../domain/sending/render";
 import { findTemplate, listTemplates, type TemplateRow } from "../../domain/templates/templates";
 import { AppError, notFound, validationError, type FieldErrors } from "../../errors";
 import { acceptRefusalError, orRefuse } from "../../http/refusals";
-import { field, parsedOrThrow, requireSection, sectionGuard } from "../guard";
+import { field, liveKeyOnly, needs, parsedOrThrow } from "../guard";
 import { PostButton } from "../components/post-button";
 import { Table } from "../components/table";
 import { Csrf, Empty, Notice, Progress, Shell, StatusBadge, formatTime, framedMailCsp, percent } from "../layout";
@@ -38,8 +38,6 @@ import { allTopics, type TopicRow } from "../../domain/topics/topics";
 import type { DashboardEnv } from "../session";
 
 type Page = Context<DashboardEnv>;
-
-const guard = sectionGuard("campaigns", "campaigns");
 
 type Form = Record<string, string | File | (string | File)[]>;
 
@@ -479,7 +477,6 @@ async function ownedCampaign(c: Page): Promise<CampaignRow> {
 
 export const campaignPages = new Hono<DashboardEnv>()
   .get("/campaigns", async (c) => {
-    guard(c);
     const auth = c.get("auth");
     const [rows, options] = await Promise.all([listCampaigns(c.env.DB, auth.account.id, { limit: 50 }), editorOptions(c.env.DB, auth.account.id)]);
     const page = rows.slice(0, 50);
@@ -549,8 +546,7 @@ export const campaignPages = new Hono<DashboardEnv>()
       </Shell>,
     );
   })
-  .post("/campaigns/senders", async (c) => {
-    guard(c, "Adding a sender");
+  .post("/campaigns/senders", liveKeyOnly("Adding a sender"), async (c) => {
     const form = await c.req.parseBody();
     const body = parsedOrThrow(senderInput, { name: form.name, email: form.email }, "The sender cannot be added");
     orRefuse(await createSender(c.env.DB, c.get("auth").account.id, { name: body.name, email: body.email, replyTo: null }));
@@ -558,7 +554,6 @@ export const campaignPages = new Hono<DashboardEnv>()
   })
   // The live count beside the editor's audience controls (htmx): the audience the checked lists and segments give.
   .get("/campaigns/audience", async (c) => {
-    guard(c);
     const accountId = c.get("auth").account.id;
     const saved = c.req.query("campaign") ? await findCampaign(c.env.DB, accountId, c.req.query("campaign") ?? "") : undefined;
     const query = c.req.queries();
@@ -577,14 +572,12 @@ export const campaignPages = new Hono<DashboardEnv>()
       </>,
     );
   })
-  .post("/campaigns", async (c) => {
-    guard(c, "Creating a campaign");
+  .post("/campaigns", liveKeyOnly("Creating a campaign"), async (c) => {
     const body = parsedOrThrow(campaignInput, editorBody(await c.req.parseBody({ all: true })), "The campaign cannot be saved");
     const campaign = savedOrThrow(await createCampaign(c.env.DB, c.get("auth").account.id, newCampaignFields(body)));
     return c.redirect(`/dashboard/campaigns/${campaign.id}`, 303);
   })
   .get("/campaigns/:id", async (c) => {
-    guard(c);
     const auth = c.get("auth");
     const campaign = await ownedCampaign(c);
     // Only a draft shows its audience and a preview; the audience's condition serves both, its segments read once.
@@ -722,13 +715,11 @@ export const campaignPages = new Hono<DashboardEnv>()
     );
   })
   .get("/campaigns/:id/progress", async (c) => {
-    guard(c);
     const campaign = await ownedCampaign(c);
     const counters = await campaignCounters(c.env.DB, [campaign.id]);
     return c.html(<CampaignProgress campaign={campaign} counters={counters.get(campaign.id)!} />);
   })
   .get("/campaigns/:id/preview", async (c) => {
-    guard(c);
     const campaign = await withTemplate(c.env.DB, await ownedCampaign(c));
     const contact = await previewContact(c.env.DB, campaign, c.req.query("contact"));
     // The message as this contact would get it (placeholders filled, unsubscribe link), shown to the campaign's author
@@ -744,8 +735,7 @@ export const campaignPages = new Hono<DashboardEnv>()
       "Content-Type": "text/html; charset=utf-8",
     });
   })
-  .post("/campaigns/:id", async (c) => {
-    guard(c, "Changing a campaign");
+  .post("/campaigns/:id", liveKeyOnly("Changing a campaign"), async (c) => {
     const saved = await ownedCampaign(c);
     const change = editorBody(await c.req.parseBody({ all: true }), saved);
     // Nothing changed: nothing to write (the API's PATCH would refuse an empty body).
@@ -754,10 +744,8 @@ export const campaignPages = new Hono<DashboardEnv>()
     const campaign = savedOrThrow(await updateDraft(c.env.DB, c.get("auth").account.id, saved.id, campaignFields(body)));
     return c.redirect(`/dashboard/campaigns/${campaign.id}`, 303);
   })
-  .post("/campaigns/:id/test", async (c) => {
-    // A test send is a message through POST /send's pipeline: it needs what /send needs.
-    guard(c, "Sending a test");
-    requireSection(c, "test_email", "email_api", "smtp_relay");
+  // A test send is a message through POST /send's pipeline: it needs what /send needs.
+  .post("/campaigns/:id/test", liveKeyOnly("Sending a test"), needs("test_email", "email_api", "smtp_relay"), async (c) => {
     const auth = c.get("auth");
     const form = await c.req.parseBody();
     const to = parseMailbox(field(form, "to"));
@@ -789,8 +777,7 @@ export const campaignPages = new Hono<DashboardEnv>()
     if (outcome.kind !== "accepted") throw acceptRefusalError(outcome);
     return c.redirect(`/dashboard/campaigns/${campaign.id}?tested=${encodeURIComponent(to.mailbox.address)}`, 303);
   })
-  .post("/campaigns/:id/send", async (c) => {
-    guard(c, "Sending a campaign");
+  .post("/campaigns/:id/send", liveKeyOnly("Sending a campaign"), async (c) => {
     const when = field(await c.req.parseBody(), "send_at").trim();
     const time = new RegExp(`^${SEND_AT_PATTERN}$`).exec(when);
     if (when && !time)
@@ -804,8 +791,7 @@ export const campaignPages = new Hono<DashboardEnv>()
     if (outcome.kind !== "started") throw sendRefusal(outcome);
     return c.redirect(`/dashboard/campaigns/${outcome.campaign.id}${outcome.campaign.status === "scheduled" ? "?scheduled=1" : ""}`, 303);
   })
-  .post("/campaigns/:id/cancel", async (c) => {
-    guard(c, "Cancelling a campaign");
+  .post("/campaigns/:id/cancel", liveKeyOnly("Cancelling a campaign"), async (c) => {
     const outcome = await cancelCampaign(c.env, c.get("auth").account.id, c.req.param("id"));
     if (outcome.kind === "not_found") throw notFound("Campaign");
     if (outcome.kind === "not_cancellable")

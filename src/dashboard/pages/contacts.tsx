@@ -11,7 +11,7 @@ import { AppError, notFound, validationError } from "../../errors";
 import { orRefuse } from "../../http/refusals";
 import { allTopics, setTopicChoices, topicSubscriptionsOf } from "../../domain/topics/topics";
 
-import { field, parsedOrThrow, requireLiveKey, requireSection } from "../guard";
+import { field, liveKeyOnly, parsedOrThrow } from "../guard";
 import { AnyOf } from "../components/any-of";
 import { NameForm } from "../components/name-form";
 import { PostButton } from "../components/post-button";
@@ -55,7 +55,6 @@ function ImportProgress({ contactImport }: { contactImport: ContactImport & { er
 
 export const contactPages = new Hono<DashboardEnv>()
   .get("/contacts", async (c) => {
-    requireSection(c, "contacts");
     const auth = c.get("auth");
     const query = c.req.query();
     const { verifyFreshDays } = config(c.env);
@@ -188,29 +187,21 @@ export const contactPages = new Hono<DashboardEnv>()
       </Shell>,
     );
   })
-  .post("/contacts/lists", async (c) => {
-    requireSection(c, "contacts");
-    requireLiveKey(c, "Creating a list");
+  .post("/contacts/lists", liveKeyOnly("Creating a list"), async (c) => {
     const body = parsedOrThrow(listInput, { name: field(await c.req.parseBody(), "name") }, "The list cannot be created");
     await createList(c.env.DB, c.get("auth").account.id, { name: body.name, description: null });
     return c.redirect("/dashboard/contacts", 303);
   })
-  .post("/contacts/lists/:id", async (c) => {
-    requireSection(c, "contacts");
-    requireLiveKey(c, "Changing a list");
+  .post("/contacts/lists/:id", liveKeyOnly("Changing a list"), async (c) => {
     const body = parsedOrThrow(listChangeInput, { name: field(await c.req.parseBody(), "name") }, "The list cannot be renamed");
     if (!(await updateList(c.env.DB, c.get("auth").account.id, c.req.param("id"), { name: body.name }))) throw notFound("List");
     return c.redirect("/dashboard/contacts", 303);
   })
-  .post("/contacts/lists/:id/delete", async (c) => {
-    requireSection(c, "contacts");
-    requireLiveKey(c, "Deleting a list");
+  .post("/contacts/lists/:id/delete", liveKeyOnly("Deleting a list"), async (c) => {
     await deleteListOrThrow(c.env.DB, c.get("auth").account.id, c.req.param("id"));
     return c.redirect("/dashboard/contacts", 303);
   })
-  .post("/contacts/imports", async (c) => {
-    requireSection(c, "contacts");
-    requireLiveKey(c, "Importing contacts");
+  .post("/contacts/imports", liveKeyOnly("Importing contacts"), async (c) => {
     const form = await c.req.parseBody();
     const {
       file,
@@ -240,7 +231,6 @@ export const contactPages = new Hono<DashboardEnv>()
     return c.redirect(`/dashboard/contacts/imports/${outcome.contactImport.id}`, 303);
   })
   .get("/contacts/imports/:id", async (c) => {
-    requireSection(c, "contacts");
     const auth = c.get("auth");
     const contactImport = await findContactImport(c.env.DB, auth.account.id, c.req.param("id"));
     if (!contactImport) throw notFound("Import");
@@ -254,13 +244,11 @@ export const contactPages = new Hono<DashboardEnv>()
     );
   })
   .get("/contacts/imports/:id/progress", async (c) => {
-    requireSection(c, "contacts");
     const contactImport = await findContactImport(c.env.DB, c.get("auth").account.id, c.req.param("id"));
     if (!contactImport) throw notFound("Import");
     return c.html(<ImportProgress contactImport={contactImport} />);
   })
   .get("/contacts/:id", async (c) => {
-    requireSection(c, "contacts");
     const auth = c.get("auth");
     const contact = await findContact(c.env.DB, auth.account.id, c.req.param("id"));
     if (!contact) throw notFound("Contact");
@@ -456,9 +444,7 @@ export const contactPages = new Hono<DashboardEnv>()
       </Shell>,
     );
   })
-  .post("/contacts/:id", async (c) => {
-    requireSection(c, "contacts");
-    requireLiveKey(c, "Changing a contact");
+  .post("/contacts/:id", liveKeyOnly("Changing a contact"), async (c) => {
     const accountId = c.get("auth").account.id;
     const saved = await findContact(c.env.DB, accountId, c.req.param("id"));
     if (!saved) throw notFound("Contact");
@@ -478,9 +464,7 @@ export const contactPages = new Hono<DashboardEnv>()
       await patchContactOrThrow(c.env.DB, accountId, saved.id, parsedOrThrow(contactChangeInput, body, "The contact cannot be saved"));
     return c.redirect(`/dashboard/contacts/${saved.id}?saved=1`, 303);
   })
-  .post("/contacts/:id/topics", async (c) => {
-    requireSection(c, "contacts");
-    requireLiveKey(c, "Changing a contact");
+  .post("/contacts/:id/topics", liveKeyOnly("Changing a contact"), async (c) => {
     const accountId = c.get("auth").account.id;
     const contact = await findContact(c.env.DB, accountId, c.req.param("id"));
     if (!contact) throw notFound("Contact");
@@ -490,15 +474,11 @@ export const contactPages = new Hono<DashboardEnv>()
     orRefuse(await setTopicChoices(c.env.DB, accountId, contact.id, Object.fromEntries(values("offered").map((id) => [id, ticked.has(id)]))));
     return c.redirect(`/dashboard/contacts/${contact.id}?saved=1`, 303);
   })
-  .post("/contacts/:id/delete", async (c) => {
-    requireSection(c, "contacts");
-    requireLiveKey(c, "Deleting a contact");
+  .post("/contacts/:id/delete", liveKeyOnly("Deleting a contact"), async (c) => {
     if (!(await deleteContact(c.env.DB, c.get("auth").account.id, c.req.param("id")))) throw notFound("Contact");
     return c.redirect("/dashboard/contacts", 303);
   })
-  .post("/contacts/:id/lists", async (c) => {
-    requireSection(c, "contacts");
-    requireLiveKey(c, "Adding contacts to a list");
+  .post("/contacts/:id/lists", liveKeyOnly("Adding contacts to a list"), async (c) => {
     const accountId = c.get("auth").account.id;
     const listId = field(await c.req.parseBody(), "list_id");
     if (!(await listExists(c.env.DB, accountId, listId))) throw notFound("List");
@@ -506,9 +486,7 @@ export const contactPages = new Hono<DashboardEnv>()
     if (added.unknown.length > 0) throw notFound("Contact");
     return c.redirect(`/dashboard/contacts/${c.req.param("id")}`, 303);
   })
-  .post("/contacts/:id/lists/:listId/remove", async (c) => {
-    requireSection(c, "contacts");
-    requireLiveKey(c, "Removing a contact from a list");
+  .post("/contacts/:id/lists/:listId/remove", liveKeyOnly("Removing a contact from a list"), async (c) => {
     if (!(await removeMember(c.env.DB, c.get("auth").account.id, c.req.param("listId"), c.req.param("id")))) throw notFound("List member");
     return c.redirect(`/dashboard/contacts/${c.req.param("id")}`, 303);
   });
