@@ -1,4 +1,4 @@
-import type { Context } from "hono";
+import { Hono, type Context, type MiddlewareHandler } from "hono";
 import { hasFeature } from "../domain/accounts/accounts";
 import type { z } from "zod";
 import { AppError, fieldErrors, validationError } from "../errors";
@@ -21,15 +21,39 @@ function refusalOf(c: Context<DashboardEnv>, needs: AreaName): string {
 }
 
 /**
- * Refuses an area the signed-in member's role or key's scopes (or the account's plan) do not cover, with the 403 the
- * API gives; a request that changes something needs a role that may change the area. `features` are those the
- * matching API route requires (all of them, as its requireFeatures does).
+ * Refuses whoever's role or key's scopes (or account's plan) do not cover `area`, with the 403 the API gives; a request
+ * that changes something needs a role that may change the area. `features` are those the matching API route requires
+ * (all of them, as its requireFeatures does). A section names its own with section(); a route declares more beside
+ * its path (a campaign's test email is also the `test_email` area's).
  */
-export function requireSection(c: Context<DashboardEnv>, needs: AreaName, ...features: Feature[]): void {
-  const auth = c.get("auth");
-  if (!canSee(auth, needs, isChange(c))) throw new AppError("scope_missing", refusalOf(c, needs));
-  const missing = features.filter((feature) => !hasFeature(auth.account, feature));
-  if (missing.length > 0) throw new AppError("feature_disabled", `Your plan does not include: ${missing.join(", ")}. Ask the operator to enable it`);
+export const needs =
+  (area: AreaName, ...features: Feature[]): MiddlewareHandler<DashboardEnv> =>
+  async (c, next) => {
+    const auth = c.get("auth");
+    if (!canSee(auth, area, isChange(c))) throw new AppError("scope_missing", refusalOf(c, area));
+    const missing = features.filter((feature) => !hasFeature(auth.account, feature));
+    if (missing.length > 0)
+      throw new AppError("feature_disabled", `Your plan does not include: ${missing.join(", ")}. Ask the operator to enable it`);
+    await next();
+  };
+
+/**
+ * A section's pages with its area (and the plan features its API routes require) declared once, where it is mounted:
+ * every route checks them before its handler runs, so no handler can forget. The check goes on each route rather than
+ * on a path prefix, because sections share prefixes (/contacts/suppressions is the suppression list's, the receiving
+ * form under /inbound the domains'): a route of one must not also need the other's area.
+ */
+export function section(pages: Hono<DashboardEnv>, area: AreaName, ...features: Feature[]): Hono<DashboardEnv> {
+  const check = needs(area, ...features);
+  const guarded = new Hono<DashboardEnv>();
+  const checked = new Set<string>();
+  for (const { method, path, handler } of pages.routes) {
+    // A route with middleware of its own (needs, liveKeyOnly) is several entries: the section's check comes once, first.
+    if (!checked.has(`${method} ${path}`)) guarded.on(method, path, check);
+    checked.add(`${method} ${path}`);
+    guarded.on(method, path, handler);
+  }
+  return guarded;
 }
 
 /** A form field as text ("" when absent or a file). */
@@ -39,16 +63,11 @@ export function field(form: Record<string, unknown>, name: string): string {
 }
 
 /** What the API's `liveKeyOnly` routes refuse a test key, refused here too: a test key cannot change live mail. */
-export function requireLiveKey(c: Context<DashboardEnv>, what: string): void {
-  if (c.get("auth").apiKey.mode !== "live") throw new AppError("live_key_required", `${what} needs a live key; test keys cannot change live mail`);
-}
-
-/** The check every handler of a section starts with; one that makes a `change` (named in the refusal) also needs a live key. */
-export const sectionGuard =
-  (needs: AreaName, ...features: Feature[]) =>
-  (c: Context<DashboardEnv>, change?: string): void => {
-    requireSection(c, needs, ...features);
-    if (change) requireLiveKey(c, change);
+export const liveKeyOnly =
+  (what: string): MiddlewareHandler<DashboardEnv> =>
+  async (c, next) => {
+    if (c.get("auth").apiKey.mode !== "live") throw new AppError("live_key_required", `${what} needs a live key; test keys cannot change live mail`);
+    await next();
   };
 
 /** Field errors of a domain outcome as one sentence for the page. */

@@ -3,22 +3,24 @@
 
 import { Hono, type Context } from "hono";
 import { HTTPException } from "hono/http-exception";
+import type { Feature } from "../access";
+import type { AreaName } from "../domain/accounts/roles";
 import { perKeyLimiter } from "../middleware/auth";
 import { AppError } from "../errors";
 import { logError } from "../lib/log";
 import { recordDashboardChange } from "../middleware/audit";
 import { dashboardBodyLimit } from "../middleware/request";
-import { describeErrors } from "./guard";
+import { describeErrors, section } from "./guard";
 import { Notice, Shell } from "./layout";
 import { aiPages } from "./pages/ai";
 import { apiKeyPages } from "./pages/api-keys";
 import { auditLogPages } from "./pages/audit-log";
-import { automationPages } from "./pages/automations";
-import { campaignPages } from "./pages/campaigns";
-import { contactPages } from "./pages/contacts";
+import { automationPages } from "./pages/automations/routes";
+import { campaignPages } from "./pages/campaigns/routes";
+import { contactPages } from "./pages/contacts/routes";
 import { domainPages } from "./pages/domains";
 import { formPages } from "./pages/forms";
-import { inboundPages } from "./pages/inbound";
+import { domainReceivingPages, inboundPages } from "./pages/inbound";
 import { memberPages } from "./pages/members";
 import { messagePages } from "./pages/messages";
 import { overviewPages } from "./pages/overview";
@@ -26,7 +28,7 @@ import { securityPages } from "./pages/security";
 import { segmentPages } from "./pages/segments";
 import { smtpCredentialPages } from "./pages/smtp-credentials";
 import { templatePages } from "./pages/templates";
-import { topicPages } from "./pages/topics";
+import { suppressionPages, topicPages } from "./pages/topics";
 import { usagePages } from "./pages/usage";
 import { verificationPages } from "./pages/verification";
 import { webhookPages } from "./pages/webhooks";
@@ -133,27 +135,34 @@ dashboardRoutes.post("/sign-out", async (c) => {
   return c.redirect(signInPath, 303);
 });
 
-dashboardRoutes.route("/", overviewPages);
-dashboardRoutes.route("/", messagePages);
-dashboardRoutes.route("/", inboundPages);
-dashboardRoutes.route("/", domainPages);
-dashboardRoutes.route("/", apiKeyPages);
-dashboardRoutes.route("/", smtpCredentialPages);
-dashboardRoutes.route("/", webhookPages);
-dashboardRoutes.route("/", verificationPages);
-// Before contactPages, whose /contacts/:id would take /contacts/topics, /contacts/suppressions and /contacts/forms
-// for contact ids.
-dashboardRoutes.route("/", topicPages);
-dashboardRoutes.route("/", formPages);
-dashboardRoutes.route("/", contactPages);
-dashboardRoutes.route("/", campaignPages);
-dashboardRoutes.route("/", templatePages);
-dashboardRoutes.route("/", segmentPages);
-dashboardRoutes.route("/", automationPages);
-dashboardRoutes.route("/", aiPages);
-dashboardRoutes.route("/", usagePages);
-dashboardRoutes.route("/", memberPages);
-dashboardRoutes.route("/", auditLogPages);
+// Each section's area, and the plan features its API routes require, named once: section() checks them before every
+// route's handler. The Security page is every member's own (a key session has none), so it names no area.
+const sections: [Hono<DashboardEnv>, AreaName, ...Feature[]][] = [
+  [overviewPages, "reports"],
+  [messagePages, "send"],
+  [domainReceivingPages, "domains"],
+  [inboundPages, "inbound"],
+  [domainPages, "domains"],
+  [apiKeyPages, "api_keys"],
+  [smtpCredentialPages, "send"],
+  [webhookPages, "webhooks"],
+  [verificationPages, "verify"],
+  // Before contactPages, whose /contacts/:id would take /contacts/topics, /contacts/suppressions and /contacts/forms
+  // for contact ids.
+  [topicPages, "contacts"],
+  [suppressionPages, "suppressions"],
+  [formPages, "contacts"],
+  [contactPages, "contacts"],
+  [campaignPages, "campaigns", "campaigns"],
+  [templatePages, "templates"],
+  [segmentPages, "contacts"],
+  [automationPages, "automations", "automations"],
+  [aiPages, "ai", "ai", "campaigns"],
+  [usagePages, "reports"],
+  [memberPages, "members"],
+  [auditLogPages, "audit_log"],
+];
+for (const [pages, area, ...features] of sections) dashboardRoutes.route("/", section(pages, area, ...features));
 dashboardRoutes.route("/", securityPages);
 
 dashboardRoutes.all("*", () => {

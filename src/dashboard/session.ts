@@ -1,17 +1,15 @@
 // Dashboard sessions: a signed cookie that names who signed in (a member, or the API key a person signed in with,
 // never the key itself), its expiry and a random session id that CSRF tokens are bound to. Every request loads the
 // member or the key again, so removing a member, lowering their role, or revoking or rotating a key takes effect at
-// once, and the session id must still be on the server (member_sessions, dashboard_sessions): signing out deletes
-// that row, so a copy of the cookie stops working with it.
+// once, and the session id must still be on the server (member_sessions, dashboard_sessions, kept by
+// src/domain/members/sessions.ts): signing out deletes that row, so a copy of the cookie stops working with it.
 
 import type { Context } from "hono";
-import { and, eq, gt, lte } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
 import { config } from "../config";
-import { accounts, dashboardSessions, memberSessions, members } from "../db/schema";
 import { findActiveKey } from "../domain/accounts/api-keys";
 import { scopesOfRole } from "../domain/accounts/roles";
+import { deleteSession, keyOfSession, keySignInAllowed, memberOfSession, storeKeySession, storeMemberSession } from "../domain/members/sessions";
 import { bytesToBase64Url, hmacSha256Hex, randomToken, sha256Hex, timingSafeEqualString } from "../lib/crypto";
 import type { ApiKeyContext, AppEnv, AuthContext, MemberContext } from "../types";
 
@@ -106,48 +104,16 @@ export const memberCredential = (member: MemberContext): ApiKeyContext => ({
 
 /** The active member of a member session whose row is still on the server, with their account. */
 async function memberAuth(d1: D1Database, memberId: string, id: string): Promise<AuthContext | undefined> {
-  const db = drizzle(d1);
-  const [row, stored] = await Promise.all([
-    db
-      .select({ member: members, account: accounts })
-      .from(members)
-      .innerJoin(accounts, eq(accounts.id, members.accountId))
-      .where(and(eq(members.id, memberId), eq(members.status, "active")))
-      .get(),
-    db
-      .select({ id: memberSessions.id })
-      .from(memberSessions)
-      .where(and(eq(memberSessions.id, id), eq(memberSessions.memberId, memberId), gt(memberSessions.expiresAt, new Date().toISOString())))
-      .get(),
-  ]);
-  if (!row || !stored) return undefined;
+  const row = await memberOfSession(d1, memberId, id);
+  if (!row) return undefined;
   const member = { id: row.member.id, email: row.member.email, role: row.member.role, totp: row.member.totpEnabledAt !== null };
   return { account: row.account, apiKey: memberCredential(member), member };
 }
 
-/** Whether a key may sign into its account's dashboard: while the account has no active member, or its owner allows it. */
-export async function keySignInAllowed(d1: D1Database, account: { id: string; keySignIn: boolean }): Promise<boolean> {
-  if (account.keySignIn) return true;
-  const member = await drizzle(d1)
-    .select({ id: members.id })
-    .from(members)
-    .where(and(eq(members.accountId, account.id), eq(members.status, "active")))
-    .limit(1)
-    .get();
-  return !member;
-}
-
 /** The key of a key session whose row is still on the server, unless the account has since stopped key sign-in. */
 async function keyAuth(d1: D1Database, payload: { k: string; h: string }, id: string): Promise<AuthContext | undefined> {
-  const [key, stored] = await Promise.all([
-    findActiveKey(d1, payload.k),
-    drizzle(d1)
-      .select({ apiKeyId: dashboardSessions.apiKeyId })
-      .from(dashboardSessions)
-      .where(and(eq(dashboardSessions.id, id), gt(dashboardSessions.expiresAt, new Date().toISOString())))
-      .get(),
-  ]);
-  if (!key || key.keyHash.slice(0, 16) !== payload.h || stored?.apiKeyId !== payload.k) return undefined;
+  const [key, storedKeyId] = await Promise.all([findActiveKey(d1, payload.k), keyOfSession(d1, id)]);
+  if (!key || key.keyHash.slice(0, 16) !== payload.h || storedKeyId !== payload.k) return undefined;
   if (!(await keySignInAllowed(d1, key.account))) return undefined;
   return { account: key.account, apiKey: key.apiKey };
 }
@@ -175,13 +141,7 @@ export async function sessionCookieValue(env: Env, payload: SessionPayload): Pro
 export async function startSession(c: Context<DashboardEnv>, keyId: string, keyHash: string): Promise<void> {
   const ttl = config(c.env).session.ttlSeconds;
   const payload = { k: keyId, h: keyHash.slice(0, 16), s: randomToken(16), e: Math.floor(Date.now() / 1000) + ttl };
-  const now = new Date().toISOString();
-  const db = drizzle(c.env.DB);
-  // This key's expired sessions go as a new one starts, so the table holds no more than the live ones and a few.
-  await db.batch([
-    db.delete(dashboardSessions).where(and(eq(dashboardSessions.apiKeyId, keyId), lte(dashboardSessions.expiresAt, now))),
-    db.insert(dashboardSessions).values({ id: await storedId(payload.s), apiKeyId: keyId, expiresAt: new Date(payload.e * 1000).toISOString() }),
-  ]);
+  await storeKeySession(c.env.DB, await storedId(payload.s), keyId, new Date(payload.e * 1000).toISOString());
   await setSessionCookie(c, payload, ttl);
 }
 
@@ -189,9 +149,7 @@ export async function startSession(c: Context<DashboardEnv>, keyId: string, keyH
 export async function startMemberSession(c: Context<DashboardEnv>, memberId: string): Promise<void> {
   const ttl = config(c.env).session.ttlSeconds;
   const payload = { m: memberId, s: randomToken(16), e: Math.floor(Date.now() / 1000) + ttl };
-  await drizzle(c.env.DB)
-    .insert(memberSessions)
-    .values({ id: await storedId(payload.s), memberId, expiresAt: new Date(payload.e * 1000).toISOString() });
+  await storeMemberSession(c.env.DB, await storedId(payload.s), memberId, new Date(payload.e * 1000).toISOString());
   await setSessionCookie(c, payload, ttl);
   const names = cookieNames(c);
   deleteCookie(c, names.browser, { path: "/", secure: names.secure });
@@ -238,13 +196,7 @@ async function setSessionCookie(c: Context<DashboardEnv>, payload: SessionPayloa
 /** Signs out: the session's row goes, so this cookie (and any copy of it) no longer signs anyone in. */
 export async function endSession(c: Context<DashboardEnv>): Promise<void> {
   const payload = await signedPayload(c);
-  if (payload) {
-    const id = await storedId(payload.s);
-    const db = drizzle(c.env.DB);
-    await ("m" in payload
-      ? db.delete(memberSessions).where(eq(memberSessions.id, id))
-      : db.delete(dashboardSessions).where(eq(dashboardSessions.id, id)));
-  }
+  if (payload) await deleteSession(c.env.DB, await storedId(payload.s), "m" in payload ? "member" : "api_key");
   const names = cookieNames(c);
   deleteCookie(c, names.session, { path: "/", secure: names.secure });
 }

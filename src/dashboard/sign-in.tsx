@@ -7,6 +7,7 @@ import { authenticateApiKey } from "../domain/accounts/api-keys";
 import { findActiveMember, normalizeEmail } from "../domain/members/members";
 import { checkSecondFactor, hasTotp } from "../domain/members/totp";
 import { memberEmail } from "../domain/members/input";
+import { keySignInAllowed } from "../domain/members/sessions";
 import {
   SIGN_IN_TTL_MS,
   acceptInvitation,
@@ -23,7 +24,6 @@ import type { AuthContext } from "../types";
 import { Notice, Shell, firstSection } from "./layout";
 import {
   issueSignInToken,
-  keySignInAllowed,
   memberCredential,
   pendingSecondFactor,
   presentedSignInBrowser,

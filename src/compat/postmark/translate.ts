@@ -4,7 +4,7 @@
 import type { Context } from "hono";
 import type { SendRequest } from "../../domain/sending/input";
 import { errorStatus, type ErrorCode, type FieldErrors } from "../../errors";
-import { z } from "../../lib/openapi";
+import { jsonResponse, z } from "../../lib/openapi";
 import type { AppEnv } from "../../types";
 import { PeerError, stringVariables, type Failure } from "../shared";
 
@@ -14,6 +14,14 @@ export const PostmarkErrorSchema = z
     Message: z.string().openapi({ example: "Invalid 'To' address: 'not-an-address'." }),
   })
   .openapi("PostmarkError");
+
+/** What every Postmark route declares (peerRoute): its token header, Postmark's error shape, what POST /send needs. */
+export const postmarkPeer = {
+  security: { postmarkServerToken: [] },
+  errors: jsonResponse(PostmarkErrorSchema, "An error as Postmark gives it: `{ErrorCode, Message}` with HTTP 401, 422, 429 or 5xx"),
+  features: ["email_api", "smtp_relay"] as ("email_api" | "smtp_relay")[],
+};
+export const postmarkTags = ["Postmark compatibility"];
 
 /** Postmark's API error codes (https://postmarkapp.com/developer/api/overview#error-codes) used here. */
 export const postmarkCodes = {

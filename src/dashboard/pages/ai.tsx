@@ -2,7 +2,7 @@ import { Hono } from "hono";
 import { aiRequestInputSchema } from "../../domain/ai/draft";
 import { aiUsage, findAiRequest, listAiRequests, submitAiRequest, type AiRequestRow } from "../../domain/ai/requests";
 import { AppError, notFound } from "../../errors";
-import { field, requireLiveKey, requireSection, parsedOrThrow } from "../guard";
+import { field, liveKeyOnly, parsedOrThrow } from "../guard";
 import { Table } from "../components/table";
 import { Csrf, Shell, StatusBadge, formatTime } from "../layout";
 import type { DashboardEnv } from "../session";
@@ -36,7 +36,6 @@ function RequestStatus({ request }: { request: AiRequestRow }) {
 
 export const aiPages = new Hono<DashboardEnv>()
   .get("/ai", async (c) => {
-    requireSection(c, "ai", "ai", "campaigns");
     const auth = c.get("auth");
     const [requests, usage] = await Promise.all([listAiRequests(c.env.DB, auth.account.id, { limit: 20 }), aiUsage(c.env.DB, auth.account)]);
     return c.html(
@@ -82,9 +81,7 @@ export const aiPages = new Hono<DashboardEnv>()
       </Shell>,
     );
   })
-  .post("/ai", async (c) => {
-    requireSection(c, "ai", "ai", "campaigns");
-    requireLiveKey(c, "AI drafts (campaigns)");
+  .post("/ai", liveKeyOnly("AI drafts (campaigns)"), async (c) => {
     const form = await c.req.parseBody();
     const body = parsedOrThrow(
       aiRequestInputSchema,
@@ -99,7 +96,6 @@ export const aiPages = new Hono<DashboardEnv>()
     return c.redirect("/dashboard/ai", 303);
   })
   .get("/ai/:id/status", async (c) => {
-    requireSection(c, "ai", "ai", "campaigns");
     const request = await findAiRequest(c.env.DB, c.get("auth").account.id, c.req.param("id"));
     if (!request) throw notFound("AI request");
     return c.html(<RequestStatus request={request} />);

@@ -3,7 +3,7 @@ import { createApiKey, listApiKeys, revokeApiKey, rotateApiKey, type ApiKeyRow }
 import { apiKeyInput } from "../../domain/accounts/input";
 import { AppError, notFound } from "../../errors";
 import { scopes, type Scope } from "../../access";
-import { field, requireSection, parsedOrThrow } from "../guard";
+import { field, parsedOrThrow } from "../guard";
 import { PostButton } from "../components/post-button";
 import { SecretOnce } from "../components/secret-once";
 import { Table } from "../components/table";
@@ -99,11 +99,9 @@ function requireWithinRole(c: Context<DashboardEnv>, keyScopes: readonly Scope[]
 
 export const apiKeyPages = new Hono<DashboardEnv>()
   .get("/api-keys", async (c) => {
-    requireSection(c, "api_keys");
     return keysPage(c);
   })
   .post("/api-keys", async (c) => {
-    requireSection(c, "api_keys");
     const form = await c.req.parseBody({ all: true });
     const picked = ([] as unknown[]).concat(form.scopes ?? []);
     const body = parsedOrThrow(
@@ -118,7 +116,6 @@ export const apiKeyPages = new Hono<DashboardEnv>()
     return keysPage(c, { title: `Key "${outcome.row.name}" created.`, secret: outcome.key }, 201);
   })
   .post("/api-keys/:id/rotate", async (c) => {
-    requireSection(c, "api_keys");
     const target = (await listApiKeys(c.env.DB, c.get("auth").account.id)).find((key) => key.id === c.req.param("id"));
     if (target) requireWithinRole(c, target.scopes);
     const outcome = await rotateApiKey(c.env.DB, c.get("auth"), c.req.param("id"));
@@ -138,7 +135,6 @@ export const apiKeyPages = new Hono<DashboardEnv>()
     return keysPage(c, { title: `Key "${outcome.row.name}" rotated; the old secret no longer works.`, secret: outcome.key });
   })
   .post("/api-keys/:id/revoke", async (c) => {
-    requireSection(c, "api_keys");
     const outcome = await revokeApiKey(c.env.DB, c.get("auth"), c.req.param("id"));
     if (outcome.kind === "not_found") throw notFound("API key");
     if (outcome.kind === "live_key_required") throw new AppError(outcome.kind, outcome.message);

@@ -2,7 +2,6 @@ import { Hono } from "hono";
 import { listAudit } from "../../domain/audit/audit";
 import { dateFilterBound } from "../../lib/pagination";
 import { Table } from "../components/table";
-import { requireSection } from "../guard";
 import { Pager, Shell, formatTime, pageOfRows } from "../layout";
 import type { DashboardEnv } from "../session";
 
@@ -11,7 +10,6 @@ const isoDay = /^\d{4}-\d{2}-\d{2}$/;
 const day = (value: string | undefined, end: "start" | "end") => (value && isoDay.test(value) ? dateFilterBound(value, end) : undefined);
 
 export const auditLogPages = new Hono<DashboardEnv>().get("/audit-log", async (c) => {
-  requireSection(c, "audit_log");
   const auth = c.get("auth");
   const query = c.req.query();
   const rows = await listAudit(c.env.DB, auth.account.id, {

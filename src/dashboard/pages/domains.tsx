@@ -5,7 +5,7 @@ import { notFound } from "../../errors";
 import { orRefuse } from "../../http/refusals";
 import { BOUNCE_RATE_LIMIT, COMPLAINT_RATE_LIMIT, domainRates, type DomainRates } from "../../domain/feedback/reputation";
 import { setWarmup, todaysCap, warmupPresets, warmupSentToday } from "../../domain/feedback/warmup";
-import { field, requireLiveKey, requireSection, parsedOrThrow } from "../guard";
+import { field, liveKeyOnly, parsedOrThrow } from "../guard";
 import { NameForm } from "../components/name-form";
 import { PostButton } from "../components/post-button";
 import { Table } from "../components/table";
@@ -142,7 +142,6 @@ function Deliverability({ domain, rates, sentToday, csrfToken }: { domain: Domai
 
 export const domainPages = new Hono<DashboardEnv>()
   .get("/domains", async (c) => {
-    requireSection(c, "domains");
     const auth = c.get("auth");
     const rows = await listDomains(c.env.DB, auth.account.id, { limit: 100 });
     return c.html(
@@ -180,15 +179,12 @@ export const domainPages = new Hono<DashboardEnv>()
       </Shell>,
     );
   })
-  .post("/domains", async (c) => {
-    requireSection(c, "domains");
-    requireLiveKey(c, "Adding a sending domain");
+  .post("/domains", liveKeyOnly("Adding a sending domain"), async (c) => {
     const body = parsedOrThrow(domainInput, { name: (await c.req.parseBody()).name }, "The domain cannot be added");
     const { domain } = orRefuse(await createDomain(c.env.DB, c.get("auth").account.id, body.name, c.env));
     return c.redirect(`/dashboard/domains/${domain.id}`, 303);
   })
   .get("/domains/:id", async (c) => {
-    requireSection(c, "domains");
     const auth = c.get("auth");
     const domain = await findDomain(c.env.DB, auth.account.id, c.req.param("id"));
     if (!domain) throw notFound("Domain");
@@ -203,9 +199,7 @@ export const domainPages = new Hono<DashboardEnv>()
       </Shell>,
     );
   })
-  .post("/domains/:id/warmup", async (c) => {
-    requireSection(c, "domains");
-    requireLiveKey(c, "Changing a warm-up");
+  .post("/domains/:id/warmup", liveKeyOnly("Changing a warm-up"), async (c) => {
     const domain = await findDomain(c.env.DB, c.get("auth").account.id, c.req.param("id"));
     if (!domain) throw notFound("Domain");
     const form = await c.req.parseBody();
@@ -218,7 +212,6 @@ export const domainPages = new Hono<DashboardEnv>()
     return c.redirect(`/dashboard/domains/${domain.id}`, 303);
   })
   .post("/domains/:id/verify", async (c) => {
-    requireSection(c, "domains");
     const domain = await findDomain(c.env.DB, c.get("auth").account.id, c.req.param("id"));
     if (!domain) throw notFound("Domain");
     const checked = await verifyDomain(c.env.DB, domain, c.env);

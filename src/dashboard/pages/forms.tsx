@@ -9,14 +9,13 @@ import { createForm, deleteForm, findForm, htmlSnippet, listForms, newFormSettin
 import { formInput } from "../../domain/forms/input";
 import { allTopics } from "../../domain/topics/topics";
 import { notFound, validationError } from "../../errors";
-import { field, parsedOrThrow, sectionGuard } from "../guard";
+import { field, liveKeyOnly, parsedOrThrow } from "../guard";
 import { PostButton } from "../components/post-button";
 import { Table } from "../components/table";
 import { Copyable, Csrf, Notice, Shell, formatTime } from "../layout";
 import type { DashboardEnv } from "../session";
 import { ContactsNav } from "./topics";
 
-const guard = sectionGuard("contacts");
 const basePath = "/dashboard/contacts/forms";
 
 /** The values of a field a form may send several times (checkboxes). */
@@ -44,7 +43,6 @@ async function ownedForm(c: Context<DashboardEnv>): Promise<FormRow> {
 
 export const formPages = new Hono<DashboardEnv>()
   .get("/contacts/forms", async (c) => {
-    guard(c);
     const auth = c.get("auth");
     const accountId = auth.account.id;
     const [rows, lists, topics, senders] = await Promise.all([
@@ -130,8 +128,7 @@ export const formPages = new Hono<DashboardEnv>()
       </Shell>,
     );
   })
-  .post("/contacts/forms", async (c) => {
-    guard(c, "Creating a form");
+  .post("/contacts/forms", liveKeyOnly("Creating a form"), async (c) => {
     const form = await c.req.parseBody({ all: true });
     const body = parsedOrThrow(
       formInput,
@@ -151,7 +148,6 @@ export const formPages = new Hono<DashboardEnv>()
     return c.redirect(`${basePath}/${outcome.form.id}`, 303);
   })
   .get("/contacts/forms/:id", async (c) => {
-    guard(c);
     const auth = c.get("auth");
     const form = await ownedForm(c);
     const siteUrl = config(c.env).siteUrl;
@@ -188,8 +184,7 @@ export const formPages = new Hono<DashboardEnv>()
       </Shell>,
     );
   })
-  .post("/contacts/forms/:id/delete", async (c) => {
-    guard(c, "Deleting a form");
+  .post("/contacts/forms/:id/delete", liveKeyOnly("Deleting a form"), async (c) => {
     if (!(await deleteForm(c.env.DB, c.get("auth").account.id, c.req.param("id")))) throw notFound("Form");
     return c.redirect(`${basePath}?deleted=1`, 303);
   });

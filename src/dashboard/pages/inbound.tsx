@@ -10,7 +10,7 @@ import { setReceiving } from "../../domain/inbound/receiving";
 import { deleteInbound, findInbound, listInbound, type InboundFilters } from "../../domain/inbound/store";
 import { notFound } from "../../errors";
 import { orRefuse } from "../../http/refusals";
-import { field, requireLiveKey, requireSection, parsedOrThrow } from "../guard";
+import { field, liveKeyOnly, parsedOrThrow } from "../guard";
 import { PostButton } from "../components/post-button";
 import { Table } from "../components/table";
 import { Csrf, Empty, Notice, Pager, Shell, canSee, formatTime, framedMailCsp, pageOfRows } from "../layout";
@@ -85,9 +85,27 @@ function Receiving({ domains, csrfToken }: { domains: ReceivingDomain[]; csrfTok
 const dayStart = (day: string | undefined) => (day && isoDay.test(day) ? `${day}T00:00:00.000Z` : undefined);
 const dayEnd = (day: string | undefined) => (day && isoDay.test(day) ? `${day}T23:59:59.999Z` : undefined);
 
+// The receiving form on the inbound page changes a domain, so it is the domains section's (PATCH /domains/{id} needs
+// the `domains` scope), not the inbound one's.
+export const domainReceivingPages = new Hono<DashboardEnv>().post("/inbound/domains/:id", liveKeyOnly("Changing a domain's receiving"), async (c) => {
+  const auth = c.get("auth");
+  const domain = (await listDomains(c.env.DB, auth.account.id, { limit: 100 })).find((row) => row.id === c.req.param("id"));
+  if (!domain) throw notFound("Domain");
+  const form = await c.req.parseBody();
+  const addresses = field(form, "addresses")
+    .split(/[\s,;]+/)
+    .filter(Boolean);
+  const body = parsedOrThrow(
+    domainChangeInput,
+    { receiving: field(form, "receiving") === "on", receiving_addresses: addresses.length > 0 ? addresses : null },
+    "Receiving cannot be changed",
+  );
+  orRefuse(await setReceiving(c.env, domain, { receiving: body.receiving, addresses: body.receiving_addresses }));
+  return c.redirect(`${current}?saved=1`, 303);
+});
+
 export const inboundPages = new Hono<DashboardEnv>()
   .get("/inbound", async (c) => {
-    requireSection(c, "inbound");
     const auth = c.get("auth");
     const query = c.req.query();
     const filters: InboundFilters = {
@@ -131,26 +149,7 @@ export const inboundPages = new Hono<DashboardEnv>()
       </Shell>,
     );
   })
-  .post("/inbound/domains/:id", async (c) => {
-    requireSection(c, "domains");
-    requireLiveKey(c, "Changing a domain's receiving");
-    const auth = c.get("auth");
-    const domain = (await listDomains(c.env.DB, auth.account.id, { limit: 100 })).find((row) => row.id === c.req.param("id"));
-    if (!domain) throw notFound("Domain");
-    const form = await c.req.parseBody();
-    const addresses = field(form, "addresses")
-      .split(/[\s,;]+/)
-      .filter(Boolean);
-    const body = parsedOrThrow(
-      domainChangeInput,
-      { receiving: field(form, "receiving") === "on", receiving_addresses: addresses.length > 0 ? addresses : null },
-      "Receiving cannot be changed",
-    );
-    orRefuse(await setReceiving(c.env, domain, { receiving: body.receiving, addresses: body.receiving_addresses }));
-    return c.redirect(`${current}?saved=1`, 303);
-  })
   .get("/inbound/:id", async (c) => {
-    requireSection(c, "inbound");
     const auth = c.get("auth");
     const row = await findInbound(c.env.DB, auth.account.id, c.req.param("id"));
     if (!row) throw notFound("Received message");
@@ -243,7 +242,6 @@ export const inboundPages = new Hono<DashboardEnv>()
     );
   })
   .get("/inbound/:id/html", async (c) => {
-    requireSection(c, "inbound");
     const row = await findInbound(c.env.DB, c.get("auth").account.id, c.req.param("id"));
     if (!row) throw notFound("Received message");
     const { html } = await inboundDetail(c.env, row);
@@ -252,7 +250,6 @@ export const inboundPages = new Hono<DashboardEnv>()
     return c.html(html ?? "");
   })
   .get("/inbound/:id/raw", async (c) => {
-    requireSection(c, "inbound");
     const row = await findInbound(c.env.DB, c.get("auth").account.id, c.req.param("id"));
     const object = row ? await c.env.BLOBS.get(row.rawKey) : null;
     if (!row || !object) throw notFound("Received message");
@@ -265,15 +262,12 @@ export const inboundPages = new Hono<DashboardEnv>()
     });
   })
   .get("/inbound/:id/attachments/:n{[0-9]{1,4}}", async (c) => {
-    requireSection(c, "inbound");
     const row = await findInbound(c.env.DB, c.get("auth").account.id, c.req.param("id"));
     const response = row ? await attachmentResponse(c.env, row, Number(c.req.param("n"))) : undefined;
     if (!response) throw notFound("Attachment");
     return response;
   })
-  .post("/inbound/:id/delete", async (c) => {
-    requireSection(c, "inbound");
-    requireLiveKey(c, "Deleting received mail");
+  .post("/inbound/:id/delete", liveKeyOnly("Deleting received mail"), async (c) => {
     if (!(await deleteInbound(c.env, c.get("auth").account.id, c.req.param("id")))) throw notFound("Received message");
     return c.redirect(`${current}?deleted=1`, 303);
   });

@@ -7,7 +7,7 @@ import { AppError } from "../../errors";
 import { orRefuse } from "../../http/refusals";
 import { PostButton } from "../components/post-button";
 import { Table } from "../components/table";
-import { field, parsedOrThrow, requireSection } from "../guard";
+import { field, parsedOrThrow } from "../guard";
 import { Csrf, Notice, Shell, StatusBadge, formatTime } from "../layout";
 import type { DashboardEnv } from "../session";
 
@@ -142,11 +142,9 @@ async function membersPage(c: Page, notice?: string, status: 200 | 201 = 200) {
 
 export const memberPages = new Hono<DashboardEnv>()
   .get("/members", async (c) => {
-    requireSection(c, "members");
     return membersPage(c);
   })
   .post("/members", async (c) => {
-    requireSection(c, "members");
     const form = await c.req.parseBody();
     const body = parsedOrThrow(memberInput, { email: field(form, "email"), role: field(form, "role") }, "The invitation cannot be sent");
     const auth = c.get("auth");
@@ -157,7 +155,6 @@ export const memberPages = new Hono<DashboardEnv>()
   })
   // Before /members/:id, which would take "settings" for an id.
   .post("/members/settings", async (c) => {
-    requireSection(c, "members");
     if (c.get("auth").member?.role !== "owner") throw new AppError("forbidden", "Only the owner changes how the account signs in");
     const form = await c.req.parseBody();
     await setSignInSettings(c.env.DB, c.get("auth").account.id, {
@@ -167,21 +164,18 @@ export const memberPages = new Hono<DashboardEnv>()
     return c.redirect("/dashboard/members", 303);
   })
   .post("/members/:id", async (c) => {
-    requireSection(c, "members");
     const form = await c.req.parseBody();
     const body = parsedOrThrow(memberChangeInput, { role: field(form, "role") }, "The role cannot be changed");
     orRefuse(await changeRole(c.env.DB, c.get("auth").account.id, c.req.param("id"), body.role));
     return c.redirect("/dashboard/members", 303);
   })
   .post("/members/:id/transfer-ownership", async (c) => {
-    requireSection(c, "members");
     const me = c.get("auth").member;
     if (me?.role !== "owner") throw new AppError("forbidden", "Only the owner hands ownership over");
     orRefuse(await transferOwnership(c.env.DB, c.get("auth").account.id, me.id, c.req.param("id")));
     return c.redirect("/dashboard/members", 303);
   })
   .post("/members/:id/delete", async (c) => {
-    requireSection(c, "members");
     orRefuse(await removeMember(c.env.DB, c.get("auth").account.id, c.req.param("id")));
     return c.redirect(c.req.param("id") === c.get("auth").member?.id ? "/dashboard/sign-in" : "/dashboard/members", 303);
   });

@@ -14,7 +14,7 @@ import {
 } from "../../domain/sending/messages";
 import { notFound } from "../../errors";
 import { acceptRefusalError } from "../../http/refusals";
-import { field, requireSection, parsedOrThrow } from "../guard";
+import { field, needs, parsedOrThrow } from "../guard";
 import { AnyOf } from "../components/any-of";
 import { Table } from "../components/table";
 import { Csrf, Empty, Notice, Pager, Shell, StatusBadge, formatTime, framedMailCsp, pageOfRows } from "../layout";
@@ -92,7 +92,6 @@ function TestSendForm({ csrfToken }: { csrfToken: string }) {
 
 export const messagePages = new Hono<DashboardEnv>()
   .get("/messages", async (c) => {
-    requireSection(c, "send");
     const auth = c.get("auth");
     const query = c.req.query();
     const status = messageStatuses.find((value) => value === query.status);
@@ -157,8 +156,7 @@ export const messagePages = new Hono<DashboardEnv>()
       </Shell>,
     );
   })
-  .post("/messages/test", async (c) => {
-    requireSection(c, "send", "email_api", "smtp_relay");
+  .post("/messages/test", needs("send", "email_api", "smtp_relay"), async (c) => {
     const auth = c.get("auth");
     const form = await c.req.parseBody();
     const body = parsedOrThrow(
@@ -172,7 +170,6 @@ export const messagePages = new Hono<DashboardEnv>()
     return c.redirect("/dashboard/messages?sent=1", 303);
   })
   .get("/messages/:id", async (c) => {
-    requireSection(c, "send");
     const auth = c.get("auth");
     const found = await findMessage(c.env.DB, auth.account.id, c.req.param("id"));
     if (!found) throw notFound("Message");
@@ -275,7 +272,6 @@ export const messagePages = new Hono<DashboardEnv>()
     );
   })
   .get("/messages/:id/body", async (c) => {
-    requireSection(c, "send");
     const source = await findSentSource(c.env, c.get("auth").account.id, c.req.param("id"));
     if (!source.ok) throw notFound("Message content");
     const content = await sentContent(await source.raw.arrayBuffer());
@@ -286,7 +282,6 @@ export const messagePages = new Hono<DashboardEnv>()
     return c.html(<pre>{content.text ?? ""}</pre>);
   })
   .get("/messages/:id/raw", async (c) => {
-    requireSection(c, "send");
     const source = await findSentSource(c.env, c.get("auth").account.id, c.req.param("id"));
     if (!source.ok) throw notFound("Message source");
     // Shown as text rather than offered as a download.

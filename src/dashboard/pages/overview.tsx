@@ -1,7 +1,6 @@
 import { Hono } from "hono";
 import { balancesOf } from "../../domain/accounts/accounts";
 import { defaultRange, overviewReport, type Overview, type ReportCounts } from "../../domain/reports/reports";
-import { requireSection } from "../guard";
 import { ChartCard, Stat, dayAxis, type ChartData } from "../components/stats";
 import { Shell, percent } from "../layout";
 import type { DashboardEnv } from "../session";
@@ -107,7 +106,6 @@ function OverviewPage({ report }: { report: Overview }) {
 
 export const overviewPages = new Hono<DashboardEnv>().get("/", async (c) => {
   const auth = c.get("auth");
-  requireSection(c, "reports");
   const report = await overviewReport(c.env.DB, auth.account.id, defaultRange({}));
   const balances = balancesOf(auth.account);
   return c.html(

@@ -19,7 +19,7 @@ import {
 import { contactTextFields } from "../../domain/contacts/contacts";
 import { listLists } from "../../domain/contacts/lists";
 import { notFound, validationError } from "../../errors";
-import { parsedOrThrow, requireLiveKey, requireSection } from "../guard";
+import { liveKeyOnly, parsedOrThrow } from "../guard";
 import { ConditionRows, MatchSelect, conditionsOf, type Form } from "../components/conditions";
 import { PostButton } from "../components/post-button";
 import { Table } from "../components/table";
@@ -64,7 +64,6 @@ async function ownedSegment(c: Page): Promise<SegmentRow> {
 
 export const segmentPages = new Hono<DashboardEnv>()
   .get("/segments", async (c) => {
-    requireSection(c, "contacts");
     const auth = c.get("auth");
     const rows = (await listSegments(c.env.DB, auth.account.id, { limit: 100 })).slice(0, 100);
     return c.html(
@@ -98,7 +97,6 @@ export const segmentPages = new Hono<DashboardEnv>()
   })
   // The builder's live count (htmx): the conditions as typed, checked as the API checks them, then counted.
   .get("/segments/count", async (c) => {
-    requireSection(c, "contacts");
     const accountId = c.get("auth").account.id;
     const conditions = conditionsOf(c.req.queries() as Form);
     if (conditions.length === 0) return c.html(<>Add a condition to count the matching contacts.</>);
@@ -119,9 +117,7 @@ export const segmentPages = new Hono<DashboardEnv>()
       </>,
     );
   })
-  .post("/segments", async (c) => {
-    requireSection(c, "contacts");
-    requireLiveKey(c, "Creating a segment");
+  .post("/segments", liveKeyOnly("Creating a segment"), async (c) => {
     const form = (await c.req.parseBody({ all: true })) as Form;
     const body = parsedOrThrow(
       segmentInput,
@@ -133,7 +129,6 @@ export const segmentPages = new Hono<DashboardEnv>()
     return c.redirect(`/dashboard/segments/${outcome.segment.id}`, 303);
   })
   .get("/segments/:id", async (c) => {
-    requireSection(c, "contacts");
     const auth = c.get("auth");
     const segment = await ownedSegment(c);
     const [counted, lists] = await Promise.all([
@@ -184,9 +179,7 @@ export const segmentPages = new Hono<DashboardEnv>()
       </Shell>,
     );
   })
-  .post("/segments/:id", async (c) => {
-    requireSection(c, "contacts");
-    requireLiveKey(c, "Changing a segment");
+  .post("/segments/:id", liveKeyOnly("Changing a segment"), async (c) => {
     const segment = await ownedSegment(c);
     const form = (await c.req.parseBody({ all: true })) as Form;
     const body = parsedOrThrow(
@@ -199,9 +192,7 @@ export const segmentPages = new Hono<DashboardEnv>()
     if (outcome.kind === "invalid") throw validationError(outcome.errors, "The segment cannot be saved");
     return c.redirect(`/dashboard/segments/${segment.id}`, 303);
   })
-  .post("/segments/:id/delete", async (c) => {
-    requireSection(c, "contacts");
-    requireLiveKey(c, "Deleting a segment");
+  .post("/segments/:id/delete", liveKeyOnly("Deleting a segment"), async (c) => {
     await deleteSegmentOrThrow(c.env.DB, c.get("auth").account.id, c.req.param("id"));
     return c.redirect("/dashboard/segments?deleted=1", 303);
   });

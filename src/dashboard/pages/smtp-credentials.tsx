@@ -2,7 +2,7 @@ import { Hono, type Context } from "hono";
 import { createSmtpCredential, listSmtpCredentials, revokeSmtpCredential } from "../../domain/smtp/credentials";
 import { smtpCredentialInput } from "../../domain/smtp/input";
 import { AppError, notFound } from "../../errors";
-import { requireSection, parsedOrThrow } from "../guard";
+import { needs, parsedOrThrow } from "../guard";
 import { NameForm } from "../components/name-form";
 import { PostButton } from "../components/post-button";
 import { Table } from "../components/table";
@@ -72,19 +72,14 @@ async function credentialsPage(c: Context<DashboardEnv>, created?: { username: s
 }
 
 export const smtpCredentialPages = new Hono<DashboardEnv>()
-  .get("/smtp-credentials", async (c) => {
-    requireSection(c, "send");
-    return credentialsPage(c);
-  })
-  .post("/smtp-credentials", async (c) => {
-    requireSection(c, "send", "smtp_relay");
+  .get("/smtp-credentials", (c) => credentialsPage(c))
+  .post("/smtp-credentials", needs("send", "smtp_relay"), async (c) => {
     const body = parsedOrThrow(smtpCredentialInput, { name: (await c.req.parseBody()).name }, "The credential cannot be created");
     const outcome = await createSmtpCredential(c.env.DB, c.get("auth"), body);
     if (outcome.kind === "live_key_required") throw new AppError(outcome.kind, outcome.message);
     return credentialsPage(c, { username: outcome.row.username, password: outcome.password });
   })
   .post("/smtp-credentials/:id/revoke", async (c) => {
-    requireSection(c, "send");
     const outcome = await revokeSmtpCredential(c.env.DB, c.get("auth"), c.req.param("id"));
     if (outcome.kind === "not_found") throw notFound("SMTP credential");
     if (outcome.kind === "live_key_required") throw new AppError(outcome.kind, outcome.message);

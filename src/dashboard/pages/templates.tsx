@@ -7,7 +7,7 @@ import { findContact, listContacts, type ContactRow } from "../../domain/contact
 import { escapeHtml, renderTemplate } from "../../domain/sending/render";
 import { createTemplate, deleteTemplate, findTemplate, listTemplates, updateTemplate, type TemplateRow } from "../../domain/templates/templates";
 import { notFound, validationError } from "../../errors";
-import { parsedOrThrow, requireLiveKey, requireSection } from "../guard";
+import { liveKeyOnly, parsedOrThrow } from "../guard";
 import { PostButton } from "../components/post-button";
 import { Table } from "../components/table";
 import { Csrf, Shell, formatTime, framedMailCsp } from "../layout";
@@ -77,7 +77,6 @@ async function previewChoices(d1: D1Database, accountId: string, chosen: string 
 
 export const templatePages = new Hono<DashboardEnv>()
   .get("/templates", async (c) => {
-    requireSection(c, "templates");
     const auth = c.get("auth");
     const rows = (await listTemplates(c.env.DB, auth.account.id, { limit: 100 })).slice(0, 100);
     return c.html(
@@ -107,7 +106,6 @@ export const templatePages = new Hono<DashboardEnv>()
     );
   })
   .post("/templates", async (c) => {
-    requireSection(c, "templates");
     const body = parsedOrThrow(templateInput, templateBody((await c.req.parseBody()) as Form), "The template cannot be saved");
     const template = await createTemplate(c.env.DB, c.get("auth").account.id, {
       name: body.name,
@@ -118,7 +116,6 @@ export const templatePages = new Hono<DashboardEnv>()
     return c.redirect(`/dashboard/templates/${template.id}`, 303);
   })
   .get("/templates/:id", async (c) => {
-    requireSection(c, "templates");
     const auth = c.get("auth");
     const template = await ownedTemplate(c);
     const { contacts, contact } = await previewChoices(c.env.DB, auth.account.id, c.req.query("contact"));
@@ -167,7 +164,6 @@ export const templatePages = new Hono<DashboardEnv>()
     );
   })
   .get("/templates/:id/preview", async (c) => {
-    requireSection(c, "templates");
     const template = await ownedTemplate(c);
     const contact = c.req.query("contact") ? await findContact(c.env.DB, template.accountId, c.req.query("contact") ?? "") : undefined;
     // Rendered as a send renders it: placeholders from the contact, HTML-escaped; shown in a sandboxed frame.
@@ -183,9 +179,7 @@ export const templatePages = new Hono<DashboardEnv>()
       "Content-Type": "text/html; charset=utf-8",
     });
   })
-  .post("/templates/:id", async (c) => {
-    requireSection(c, "templates");
-    requireLiveKey(c, "Changing a template");
+  .post("/templates/:id", liveKeyOnly("Changing a template"), async (c) => {
     const saved = await ownedTemplate(c);
     const change = templateBody((await c.req.parseBody()) as Form, saved);
     if (Object.keys(change).length === 0) return c.redirect(`/dashboard/templates/${saved.id}`, 303);
@@ -195,9 +189,7 @@ export const templatePages = new Hono<DashboardEnv>()
     if (outcome.kind === "no_content") throw validationError({ html: ["A template needs html, text or both"] });
     return c.redirect(`/dashboard/templates/${saved.id}`, 303);
   })
-  .post("/templates/:id/delete", async (c) => {
-    requireSection(c, "templates");
-    requireLiveKey(c, "Deleting a template");
+  .post("/templates/:id/delete", liveKeyOnly("Deleting a template"), async (c) => {
     if (!(await deleteTemplate(c.env.DB, c.get("auth").account.id, c.req.param("id")))) throw notFound("Template");
     return c.redirect("/dashboard/templates", 303);
   });

@@ -15,7 +15,7 @@ import { topicInput } from "../../domain/topics/input";
 import { allTopics, createTopic, deleteTopic } from "../../domain/topics/topics";
 import { notFound } from "../../errors";
 import { orRefuse } from "../../http/refusals";
-import { field, parsedOrThrow, requireLiveKey, requireSection } from "../guard";
+import { field, liveKeyOnly, parsedOrThrow } from "../guard";
 import { PostButton } from "../components/post-button";
 import { Table } from "../components/table";
 import { Csrf, Notice, Shell, formatTime } from "../layout";
@@ -177,13 +177,8 @@ async function suppressionsPage(c: Page) {
 }
 
 export const topicPages = new Hono<DashboardEnv>()
-  .get("/contacts/topics", async (c) => {
-    requireSection(c, "contacts");
-    return topicsPage(c);
-  })
-  .post("/contacts/topics", async (c) => {
-    requireSection(c, "contacts");
-    requireLiveKey(c, "Creating a topic");
+  .get("/contacts/topics", (c) => topicsPage(c))
+  .post("/contacts/topics", liveKeyOnly("Creating a topic"), async (c) => {
     const form = await c.req.parseBody();
     const body = parsedOrThrow(
       topicInput,
@@ -199,19 +194,15 @@ export const topicPages = new Hono<DashboardEnv>()
     );
     return c.redirect("/dashboard/contacts/topics", 303);
   })
-  .post("/contacts/topics/:id/delete", async (c) => {
-    requireSection(c, "contacts");
-    requireLiveKey(c, "Deleting a topic");
+  .post("/contacts/topics/:id/delete", liveKeyOnly("Deleting a topic"), async (c) => {
     if (!(await deleteTopic(c.env.DB, c.get("auth").account.id, c.req.param("id")))) throw notFound("Topic");
     return c.redirect("/dashboard/contacts/topics", 303);
-  })
-  .get("/contacts/suppressions", async (c) => {
-    requireSection(c, "suppressions");
-    return suppressionsPage(c);
-  })
-  .post("/contacts/suppressions", async (c) => {
-    requireSection(c, "suppressions");
-    requireLiveKey(c, "Adding a suppression");
+  });
+
+// The suppression list sits beside the contacts but is its own section (the `send` scope covers it for keys).
+export const suppressionPages = new Hono<DashboardEnv>()
+  .get("/contacts/suppressions", (c) => suppressionsPage(c))
+  .post("/contacts/suppressions", liveKeyOnly("Adding a suppression"), async (c) => {
     const form = await c.req.parseBody();
     const body = parsedOrThrow(
       suppressionInput,
@@ -222,9 +213,7 @@ export const topicPages = new Hono<DashboardEnv>()
     await addSuppression(c.env.DB, c.get("auth").account.id, { email: body.email, reason: body.reason, scope });
     return c.redirect(`/dashboard/contacts/suppressions?email=${encodeURIComponent(body.email)}`, 303);
   })
-  .post("/contacts/suppressions/remove", async (c) => {
-    requireSection(c, "suppressions");
-    requireLiveKey(c, "Removing a suppression");
+  .post("/contacts/suppressions/remove", liveKeyOnly("Removing a suppression"), async (c) => {
     const form = await c.req.parseBody();
     const scope = suppressionScopes.find((name) => name === field(form, "scope"));
     const removed = await removeSuppression(c.env.DB, c.get("auth").account.id, field(form, "email"), scope);

@@ -2,7 +2,6 @@ import { Hono } from "hono";
 import { config } from "../../config";
 import { balancesOf } from "../../domain/accounts/accounts";
 import { defaultRange, usageReport } from "../../domain/reports/reports";
-import { requireSection } from "../guard";
 import { ChartCard, Stat, dayAxis } from "../components/stats";
 import { Table } from "../components/table";
 import { Shell } from "../layout";
@@ -15,7 +14,6 @@ const usageSeries = [
 ] as const;
 
 export const usagePages = new Hono<DashboardEnv>().get("/usage", async (c) => {
-  requireSection(c, "reports");
   const auth = c.get("auth");
   const usage = await usageReport(c.env.DB, auth.account.id, defaultRange({}));
   const balances = balancesOf(auth.account);

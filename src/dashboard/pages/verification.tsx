@@ -14,7 +14,7 @@ import { verifyInput } from "../../domain/verification/input";
 import { verifySingleAddress } from "../../domain/verification/single";
 import { insufficientVerifyCredits, verificationQueueUnavailable } from "../../http/verification";
 import { AppError, notFound } from "../../errors";
-import { requireSection, parsedOrThrow } from "../guard";
+import { parsedOrThrow } from "../guard";
 import { Table } from "../components/table";
 import { Csrf, Notice, Progress, Shell, StatusBadge, formatTime } from "../layout";
 import type { DashboardEnv } from "../session";
@@ -72,7 +72,6 @@ function JobProgress({ job }: { job: VerificationJob }) {
 
 export const verificationPages = new Hono<DashboardEnv>()
   .get("/verification", async (c) => {
-    requireSection(c, "verify");
     const auth = c.get("auth");
     const jobs = await listJobs(c.env.DB, auth.account.id, 20);
     return c.html(
@@ -136,7 +135,6 @@ export const verificationPages = new Hono<DashboardEnv>()
     );
   })
   .post("/verification/check", async (c) => {
-    requireSection(c, "verify");
     const auth = c.get("auth");
     const { email } = parsedOrThrow(verifyInput, { email: (await c.req.parseBody()).email ?? "" }, "The address cannot be verified");
     // verifyInput refuses a body without one.
@@ -181,7 +179,6 @@ export const verificationPages = new Hono<DashboardEnv>()
     );
   })
   .post("/verification/upload", async (c) => {
-    requireSection(c, "verify");
     const file = (await c.req.parseBody()).file;
     if (!(file instanceof File) || file.size === 0) throw new AppError("validation_failed", "Choose a CSV file to upload");
     if (file.size > maxUploadBytes) throw new AppError("payload_too_large", "The file is larger than 5 MB");
@@ -199,7 +196,6 @@ export const verificationPages = new Hono<DashboardEnv>()
     return c.redirect(`/dashboard/verification/${created.job.id}`, 303);
   })
   .get("/verification/:id", async (c) => {
-    requireSection(c, "verify");
     const auth = c.get("auth");
     const job = await findJob(c.env.DB, { id: c.req.param("id") }, auth.account.id);
     if (!job) throw notFound("Verification job");
@@ -218,13 +214,11 @@ export const verificationPages = new Hono<DashboardEnv>()
     );
   })
   .get("/verification/:id/progress", async (c) => {
-    requireSection(c, "verify");
     const job = await findJob(c.env.DB, { id: c.req.param("id") }, c.get("auth").account.id);
     if (!job) throw notFound("Verification job");
     return c.html(<JobProgress job={job} />);
   })
   .get("/verification/:id/results.csv", async (c) => {
-    requireSection(c, "verify");
     const job = await findJob(c.env.DB, { id: c.req.param("id") }, c.get("auth").account.id);
     if (!job) throw notFound("Verification job");
     return c.body(jobResultsCsv(c.env.DB, job.id, jobCsvColumns, jobCsvRow), 200, {

@@ -13,7 +13,7 @@ import {
 import { replayEvent, sendTestEvent, type AttemptResult } from "../../domain/webhooks/delivery";
 import { notFound } from "../../errors";
 import { orRefuse } from "../../http/refusals";
-import { field, sectionGuard, parsedOrThrow } from "../guard";
+import { field, liveKeyOnly, parsedOrThrow } from "../guard";
 import { PostButton } from "../components/post-button";
 import { SecretOnce } from "../components/secret-once";
 import { Table } from "../components/table";
@@ -22,8 +22,6 @@ import { webhookInput } from "../../domain/webhooks/input";
 import type { DashboardEnv } from "../session";
 
 type Page = Context<DashboardEnv>;
-
-const guard = sectionGuard("webhooks");
 
 function AttemptNotice({ what, result }: { what: string; result: AttemptResult }) {
   return (
@@ -132,7 +130,6 @@ async function endpointPage(c: Page, endpoint: WebhookEndpointRow, secret?: stri
 
 export const webhookPages = new Hono<DashboardEnv>()
   .get("/webhooks", async (c) => {
-    guard(c);
     const auth = c.get("auth");
     const endpoints = await listEndpoints(c.env.DB, auth.account.id, { limit: MAX_ENDPOINTS_PER_ACCOUNT });
     const readsInbound = caller(c).readsInbound;
@@ -185,8 +182,7 @@ export const webhookPages = new Hono<DashboardEnv>()
       </Shell>,
     );
   })
-  .post("/webhooks", async (c) => {
-    guard(c, "Creating a webhook endpoint");
+  .post("/webhooks", liveKeyOnly("Creating a webhook endpoint"), async (c) => {
     const form = await c.req.parseBody({ all: true });
     const picked = ([] as unknown[]).concat(form.events ?? []);
     const body = parsedOrThrow(
@@ -198,38 +194,32 @@ export const webhookPages = new Hono<DashboardEnv>()
     return endpointPage(c, outcome.endpoint, outcome.secret);
   })
   .get("/webhooks/:id", async (c) => {
-    guard(c);
     return endpointPage(c, await ownedEndpoint(c));
   })
   .post("/webhooks/:id/test", async (c) => {
-    guard(c);
     const { result } = await sendTestEvent(c.env, await ownedEndpoint(c), "relay.delivered");
     if (c.req.header("HX-Request") === "true") return c.html(<AttemptNotice what="Test event" result={result} />);
     return c.redirect(`/dashboard/webhooks/${c.req.param("id")}`, 303);
   })
-  .post("/webhooks/:id/events/:eventId/replay", async (c) => {
-    guard(c, "Replaying a webhook delivery");
+  .post("/webhooks/:id/events/:eventId/replay", liveKeyOnly("Replaying a webhook delivery"), async (c) => {
     const result = await replayEvent(c.env, await ownedEndpoint(c), c.req.param("eventId"));
     // Test events are not stored, and others are deleted after RETENTION_DAYS: only stored ones can be sent again.
     if (!result) throw notFound("Event (test events and events past the retention window cannot be replayed)");
     if (c.req.header("HX-Request") === "true") return c.html(<AttemptNotice what="Replay" result={result} />);
     return c.redirect(`/dashboard/webhooks/${c.req.param("id")}`, 303);
   })
-  .post("/webhooks/:id/enabled", async (c) => {
-    guard(c, "Changing a webhook endpoint");
+  .post("/webhooks/:id/enabled", liveKeyOnly("Changing a webhook endpoint"), async (c) => {
     const enabled = field(await c.req.parseBody(), "enabled") === "true";
     const outcome = orRefuse(await updateEndpoint(c.env, caller(c), c.req.param("id"), { enabled }));
     if (outcome.kind === "not_found") throw notFound("Webhook endpoint");
     return c.redirect(`/dashboard/webhooks/${outcome.endpoint.id}`, 303);
   })
-  .post("/webhooks/:id/rotate", async (c) => {
-    guard(c, "Changing a webhook endpoint");
+  .post("/webhooks/:id/rotate", liveKeyOnly("Changing a webhook endpoint"), async (c) => {
     const outcome = orRefuse(await updateEndpoint(c.env, caller(c), c.req.param("id"), { rotateSecret: true }));
     if (outcome.kind === "not_found") throw notFound("Webhook endpoint");
     return endpointPage(c, outcome.endpoint, outcome.secret);
   })
-  .post("/webhooks/:id/delete", async (c) => {
-    guard(c, "Deleting a webhook endpoint");
+  .post("/webhooks/:id/delete", liveKeyOnly("Deleting a webhook endpoint"), async (c) => {
     if (!(await deleteEndpoint(c.env.DB, c.get("auth").account.id, c.req.param("id")))) throw notFound("Webhook endpoint");
     return c.redirect("/dashboard/webhooks", 303);
   });

@@ -1,0 +1,26 @@
+// What the step forms offer and the step descriptions name: the account's senders, templates, lists and topics.
+
+import { listSenders } from "../../../domain/campaigns/senders";
+import { listLists } from "../../../domain/contacts/lists";
+import { listTemplates } from "../../../domain/templates/templates";
+import { allTopics } from "../../../domain/topics/topics";
+
+/** What the step form needs to offer choices: the account's senders, templates, lists and topics. */
+export async function choicesOf(d1: D1Database, accountId: string) {
+  const [senders, templates, lists, topics] = await Promise.all([
+    listSenders(d1, accountId, { limit: 100 }),
+    listTemplates(d1, accountId, { limit: 100 }),
+    listLists(d1, accountId, { limit: 100 }),
+    allTopics(d1, accountId),
+  ]);
+  return { senders: senders.slice(0, 100), templates: templates.slice(0, 100), lists: lists.slice(0, 100), topics };
+}
+export type Choices = Awaited<ReturnType<typeof choicesOf>>;
+
+export const namesOf = (choices: Choices) =>
+  new Map([
+    ...choices.senders.map((sender) => [sender.id, `${sender.name} <${sender.email}>`] as const),
+    ...choices.templates.map((template) => [template.id, template.name] as const),
+    ...choices.lists.map((list) => [list.id, list.name] as const),
+    ...choices.topics.map((topic) => [topic.id, topic.name] as const),
+  ]);
