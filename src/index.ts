@@ -1,3 +1,4 @@
+import { openCtx } from "./db/client";
 import { createApp } from "./app";
 import { sweepUndispatchedEvents } from "./domain/webhooks/dispatch";
 import { consumeWebhookDeadLetters, consumeWebhookDeliveries } from "./queues/webhooks";
@@ -48,25 +49,25 @@ const scheduledTasks: Record<string, ScheduledTask> = {
   purgeExpiredIdempotencyKeys,
   purgeDnsCache,
   // Messages no consumer will finish on its own: lost queue messages, claims of consumers that died.
-  requeueLostMessages: async (env) => void (await requeueLostMessages(env)),
-  sweepStaleClaims: async (env) => void (await sweepStaleClaims(env)),
+  requeueLostMessages: async (ctx) => void (await requeueLostMessages(ctx)),
+  sweepStaleClaims: async (ctx) => void (await sweepStaleClaims(ctx)),
   // Scheduled sends beyond the queue's 12-hour delay limit (or whose queue message was lost), as they fall due.
-  enqueueDueScheduledMessages: async (env, controller) => void (await enqueueDueScheduledMessages(env, new Date(controller.scheduledTime))),
+  enqueueDueScheduledMessages: async (ctx, controller) => void (await enqueueDueScheduledMessages(ctx, new Date(controller.scheduledTime))),
   // The webhook outbox: events a producer wrote but did not dispatch.
-  sweepUndispatchedEvents: async (env) => void (await sweepUndispatchedEvents(env)),
+  sweepUndispatchedEvents: async (ctx) => void (await sweepUndispatchedEvents(ctx)),
   // Bulk work whose queue message was lost: resumed, or failed and refunded once it is too old.
-  sweepStaleVerificationJobs: async (env, controller) => void (await sweepStaleVerificationJobs(env, new Date(controller.scheduledTime))),
-  sweepStaleContactImports: async (env, controller) => void (await sweepStaleContactImports(env, new Date(controller.scheduledTime))),
+  sweepStaleVerificationJobs: async (ctx, controller) => void (await sweepStaleVerificationJobs(ctx, new Date(controller.scheduledTime))),
+  sweepStaleContactImports: async (ctx, controller) => void (await sweepStaleContactImports(ctx, new Date(controller.scheduledTime))),
   // Campaign fan-outs whose progress object lost its alarm: re-armed where they stopped.
-  resumeStalledCampaigns: async (env, controller) => void (await resumeStalledCampaigns(env, new Date(controller.scheduledTime))),
+  resumeStalledCampaigns: async (ctx, controller) => void (await resumeStalledCampaigns(ctx, new Date(controller.scheduledTime))),
   // Domains whose bounce or complaint rate crossed a limit through synchronous bounces (reports already check it).
-  evaluateReputation: async (env) => void (await evaluateReputation(env)),
+  evaluateReputation: async (ctx) => void (await evaluateReputation(ctx)),
   // Plans' monthly verification credits: granted once per account and calendar month (UTC), last month's unused expired.
-  grantMonthlyCredits: (env, controller) => grantMonthlyCredits(env, new Date(controller.scheduledTime)),
+  grantMonthlyCredits: (ctx, controller) => grantMonthlyCredits(ctx, new Date(controller.scheduledTime)),
   // Retention: finished messages (with their rows and content), events and webhook deliveries past RETENTION_DAYS.
-  purgeExpiredData: async (env, controller) => void (await purgeExpiredData(env, new Date(controller.scheduledTime))),
+  purgeExpiredData: async (ctx, controller) => void (await purgeExpiredData(ctx, new Date(controller.scheduledTime))),
   // Expired sign-in links and member sessions; audit log entries past RETENTION_DAYS.
-  purgePeopleData: (env, controller) => purgePeopleData(env, new Date(controller.scheduledTime)),
+  purgePeopleData: (ctx, controller) => purgePeopleData(ctx, new Date(controller.scheduledTime)),
 };
 
 const app = createApp();
@@ -80,12 +81,12 @@ export default {
   },
   // Cloudflare Email Routing: mail to BOUNCE_DOMAIN is DSNs and feedback-loop reports; any other mail is for a
   // receiving domain (docs/inbound.md), or refused.
-  async email(message, env) {
+  async email(message, env, ctx) {
     const bounceDomain = config(env).bounceDomain;
-    if (bounceDomain && message.to.toLowerCase().endsWith(`@${bounceDomain}`)) await handleFeedbackEmail(message, env);
-    else await handleInboundEmail(message, env);
+    if (bounceDomain && message.to.toLowerCase().endsWith(`@${bounceDomain}`)) await handleFeedbackEmail(message, openCtx(env, ctx));
+    else await handleInboundEmail(message, openCtx(env, ctx));
   },
   async scheduled(controller, env, ctx) {
-    ctx.waitUntil(runScheduledTasks(scheduledTasks, env, controller));
+    ctx.waitUntil(runScheduledTasks(scheduledTasks, openCtx(env, ctx), controller));
   },
 } satisfies ExportedHandler<Env>;

@@ -1,4 +1,4 @@
-import { drizzle } from "drizzle-orm/d1";
+import { openCtx } from "../db/client";
 import {
   createAccount as addAccount,
   findAccount,
@@ -106,7 +106,7 @@ function shownAccount(account: Account | undefined) {
 export const adminAccountRoutes = createRouter()
   .openapi(createAccount, async (c) => {
     const body = c.req.valid("json");
-    const { account, key } = await addAccount(c.env.DB, {
+    const { account, key } = await addAccount(c.var.shared, {
       name: body.name,
       plan: body.plan,
       features: body.features,
@@ -119,14 +119,14 @@ export const adminAccountRoutes = createRouter()
     if (!body.owner_email) return c.json({ ...serializeAccount(account), api_key: key }, 201);
     // A new account has no member yet, so inviting its owner cannot be refused.
     const invited = orRefuse(
-      await inviteAndMail(c.env, (promise) => c.executionCtx.waitUntil(promise), account, {
+      await inviteAndMail(c.var.ctx, (promise) => c.executionCtx.waitUntil(promise), account, {
         email: body.owner_email,
         role: "owner",
         invitedBy: operatorActor.name,
       }),
     );
     const owner = { id: invited.member.id, email: invited.member.email, status: "invited" as const };
-    await record(c.env.DB, {
+    await record(openCtx(c.env, undefined, account).db, {
       accountId: account.id,
       action: "member.invited",
       actor: operatorActor,
@@ -137,11 +137,11 @@ export const adminAccountRoutes = createRouter()
     return c.json({ ...serializeAccount(account), api_key: key, owner }, 201);
   })
   .openapi(getAccount, async (c) => {
-    return c.json(shownAccount(await findAccount(drizzle(c.env.DB), c.req.valid("param").id)), 200);
+    return c.json(shownAccount(await findAccount(c.var.shared, c.req.valid("param").id)), 200);
   })
   .openapi(updateAccount, async (c) => {
     const body = c.req.valid("json");
-    const account = await changeAccount(c.env.DB, c.req.valid("param").id, {
+    const account = await changeAccount(c.var.shared, c.req.valid("param").id, {
       name: body.name,
       plan: body.plan,
       features: body.features,
@@ -153,7 +153,7 @@ export const adminAccountRoutes = createRouter()
   })
   .openapi(topUp, async (c) => {
     const body = c.req.valid("json");
-    const account = await topUpAccount(c.env.DB, c.req.valid("param").id, {
+    const account = await topUpAccount(c.var.shared, c.req.valid("param").id, {
       send: body.send,
       verify: body.verify,
       note: body.note ?? "operator top-up",

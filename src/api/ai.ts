@@ -115,7 +115,7 @@ export const aiRoutes = createRouter()
     const body = c.req.valid("json");
     const key = c.req.valid("header")["idempotency-key"];
     const outcome = await submitAiRequest(
-      c.env,
+      c.var.ctx,
       account.id,
       body,
       key ? { key, route: "POST /ai/campaign", requestHash: await sha256Hex(JSON.stringify(body)) } : undefined,
@@ -137,13 +137,13 @@ export const aiRoutes = createRouter()
     return c.json(acceptedAnswer(outcome.request.id), 202);
   })
   .openapi(getRoute, async (c) => {
-    const request = await findAiRequest(c.env.DB, c.get("auth").account.id, c.req.valid("param").id);
+    const request = await findAiRequest(c.var.ctx.db, c.get("auth").account.id, c.req.valid("param").id);
     if (!request) throw notFound("AI request");
     return c.json(serializeAiRequest(request), 200);
   })
   .openapi(listRoute, async (c) => {
     const query = c.req.valid("query");
-    const rows = await listAiRequests(c.env.DB, c.get("auth").account.id, {
+    const rows = await listAiRequests(c.var.ctx.db, c.get("auth").account.id, {
       cursor: query.cursor,
       limit: query.limit,
       status: query.status as AiRequestStatus | undefined,

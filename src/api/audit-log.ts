@@ -56,7 +56,7 @@ const listRoute = keyedRoute("full_access", {
 
 export const auditLogRoutes = createRouter().openapi(listRoute, async (c) => {
   const query = c.req.valid("query");
-  const rows = await listAudit(c.env.DB, c.get("auth").account.id, {
+  const rows = await listAudit(c.var.ctx.db, c.get("auth").account.id, {
     ...query,
     from: query.from ? dateFilterBound(query.from, "start") : undefined,
     to: query.to ? dateFilterBound(query.to, "end") : undefined,

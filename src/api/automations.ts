@@ -1,3 +1,4 @@
+import type { Ctx } from "../db/client";
 import {
   createAutomation as addAutomation,
   deleteAutomation as removeAutomation,
@@ -102,11 +103,11 @@ function serializeRunSummary(run: RunRow) {
 }
 
 /** Starts (or finds) the run for a trigger body already checked by automationTriggerInput: the API's and the private URL's. */
-export async function trigger(env: Env, automation: AutomationRow, body: TriggerBody) {
+export async function trigger(ctx: Ctx, automation: AutomationRow, body: TriggerBody) {
   const address = contactAddress(body.email);
   if ("error" in address) throw validationError({ email: [address.error] });
   const { run, created } = orRefuse(
-    await triggerRun(env, automation, {
+    await triggerRun(ctx, automation, {
       address,
       fields: givenTextFields(body),
       ...(body.custom_fields ? { customFields: body.custom_fields } : {}),
@@ -117,7 +118,7 @@ export async function trigger(env: Env, automation: AutomationRow, body: Trigger
 }
 
 async function checkSteps(c: Context<AppEnv>, steps: Step[]) {
-  const problems = await stepProblems(c.env.DB, c.get("auth").account.id, steps);
+  const problems = await stepProblems(c.var.ctx.db, c.get("auth").account.id, steps);
   if (Object.keys(problems).length > 0) throw validationError(problems);
 }
 
@@ -233,14 +234,14 @@ const cancelRun = keyedRoute(
 export const automationRoutes = createRouter()
   .openapi(listAutomations, async (c) => {
     const { limit, cursor } = c.req.valid("query");
-    const rows = await findAutomations(c.env.DB, c.get("auth").account.id, { cursor, limit });
+    const rows = await findAutomations(c.var.ctx.db, c.get("auth").account.id, { cursor, limit });
     const page = pageOf(rows, limit, (row) => row);
     return c.json({ ...page, data: await Promise.all(page.data.map((row) => serializeAutomation(c.env, row))) }, 200);
   })
   .openapi(createAutomation, async (c) => {
     const body = c.req.valid("json");
     await checkSteps(c, body.steps);
-    const row = await addAutomation(c.env.DB, c.get("auth").account.id, {
+    const row = await addAutomation(c.var.ctx.db, c.get("auth").account.id, {
       name: body.name,
       status: body.status,
       steps: body.steps,
@@ -249,14 +250,14 @@ export const automationRoutes = createRouter()
     return c.json(await serializeAutomation(c.env, row), 201);
   })
   .openapi(getAutomation, async (c) => {
-    const row = await findAutomation(c.env.DB, c.get("auth").account.id, c.req.valid("param").id);
+    const row = await findAutomation(c.var.ctx.db, c.get("auth").account.id, c.req.valid("param").id);
     if (!row) throw notFound("Automation");
     return c.json(await serializeAutomation(c.env, row), 200);
   })
   .openapi(updateAutomation, async (c) => {
     const body = c.req.valid("json");
     if (body.steps) await checkSteps(c, body.steps);
-    const row = await changeAutomation(c.env.DB, c.get("auth").account.id, c.req.valid("param").id, {
+    const row = await changeAutomation(c.var.ctx.db, c.get("auth").account.id, c.req.valid("param").id, {
       name: body.name,
       status: body.status,
       steps: body.steps,
@@ -267,34 +268,34 @@ export const automationRoutes = createRouter()
   })
   .openapi(deleteAutomation, async (c) => {
     const { id } = c.req.valid("param");
-    if (!(await removeAutomation(c.env.DB, c.get("auth").account.id, id))) throw notFound("Automation");
+    if (!(await removeAutomation(c.var.ctx.db, c.get("auth").account.id, id))) throw notFound("Automation");
     return c.json({ id, deleted: true as const }, 200);
   })
   .openapi(rotateUrl, async (c) => {
-    const row = await rotatePrivatePath(c.env.DB, c.get("auth").account.id, c.req.valid("param").id);
+    const row = await rotatePrivatePath(c.var.ctx.db, c.get("auth").account.id, c.req.valid("param").id);
     if (!row) throw notFound("Automation");
     return c.json(await serializeAutomation(c.env, row), 200);
   })
   .openapi(triggerAutomation, async (c) => {
-    const automation = await findAutomation(c.env.DB, c.get("auth").account.id, c.req.valid("param").id);
+    const automation = await findAutomation(c.var.ctx.db, c.get("auth").account.id, c.req.valid("param").id);
     if (!automation) throw notFound("Automation");
-    const result = await trigger(c.env, automation, c.req.valid("json"));
+    const result = await trigger(c.var.ctx, automation, c.req.valid("json"));
     return c.json(result.body, result.status);
   })
   .openapi(listRuns, async (c) => {
     const accountId = c.get("auth").account.id;
     const { id } = c.req.valid("param");
-    if (!(await findAutomation(c.env.DB, accountId, id))) throw notFound("Automation");
+    if (!(await findAutomation(c.var.ctx.db, accountId, id))) throw notFound("Automation");
     const { limit, cursor } = c.req.valid("query");
-    return c.json(pageOf(await findRuns(c.env.DB, accountId, id, { cursor, limit }), limit, serializeRunSummary), 200);
+    return c.json(pageOf(await findRuns(c.var.ctx.db, accountId, id, { cursor, limit }), limit, serializeRunSummary), 200);
   })
   .openapi(getRun, async (c) => {
-    const found = await findRun(c.env.DB, c.get("auth").account.id, c.req.valid("param").id);
+    const found = await findRun(c.var.ctx.db, c.get("auth").account.id, c.req.valid("param").id);
     if (!found) throw notFound("Run");
     return c.json(serializeRun(found.run, found.steps), 200);
   })
   .openapi(cancelRun, async (c) => {
-    const run = await stopRun(c.env, c.get("auth").account.id, c.req.valid("param").id);
+    const run = await stopRun(c.var.ctx, c.get("auth").account.id, c.req.valid("param").id);
     if (!run) throw notFound("Run");
     return c.json(serializeRunSummary(run), 200);
   });

@@ -259,18 +259,18 @@ const skippedRoute = keyedRoute(
 export const campaignRoutes = createRouter()
   .openapi(createRoute, async (c) => {
     const body = c.req.valid("json");
-    const campaign = savedOrThrow(await createCampaign(c.env.DB, c.get("auth").account.id, newCampaignFields(body)));
+    const campaign = savedOrThrow(await createCampaign(c.var.ctx.db, c.get("auth").account.id, newCampaignFields(body)));
     return c.json(serializeCampaign(campaign), 201);
   })
   .openapi(listRoute, async (c) => {
     const query = c.req.valid("query");
-    const rows = await listCampaigns(c.env.DB, c.get("auth").account.id, {
+    const rows = await listCampaigns(c.var.ctx.db, c.get("auth").account.id, {
       cursor: query.cursor,
       limit: query.limit,
       status: query.status as CampaignStatus | undefined,
     });
     const counters = await campaignCounters(
-      c.env.DB,
+      c.var.ctx.db,
       rows.slice(0, query.limit).map((row) => row.id),
     );
     return c.json(
@@ -279,26 +279,31 @@ export const campaignRoutes = createRouter()
     );
   })
   .openapi(getRoute, async (c) => {
-    const campaign = await findCampaign(c.env.DB, c.get("auth").account.id, c.req.valid("param").id);
+    const campaign = await findCampaign(c.var.ctx.db, c.get("auth").account.id, c.req.valid("param").id);
     if (!campaign) throw notFound("Campaign");
-    const counters = await campaignCounters(c.env.DB, [campaign.id]);
+    const counters = await campaignCounters(c.var.ctx.db, [campaign.id]);
     return c.json(serializeCampaign(campaign, counters.get(campaign.id)), 200);
   })
   .openapi(updateRoute, async (c) => {
     const body = c.req.valid("json");
-    const campaign = savedOrThrow(await updateDraft(c.env.DB, c.get("auth").account.id, c.req.valid("param").id, campaignFields(body)));
+    const campaign = savedOrThrow(await updateDraft(c.var.ctx.db, c.get("auth").account.id, c.req.valid("param").id, campaignFields(body)));
     return c.json(serializeCampaign(campaign), 200);
   })
   .openapi(deleteRoute, async (c) => {
     const { id } = c.req.valid("param");
-    const outcome = await deleteDraft(c.env.DB, c.get("auth").account.id, id);
+    const outcome = await deleteDraft(c.var.ctx.db, c.get("auth").account.id, id);
     if (outcome.kind === "not_found") throw notFound("Campaign");
     if (outcome.kind === "not_draft") throw new AppError("campaign_not_draft", `The campaign is ${outcome.status}; only a draft can be deleted`);
     return c.json({ id, deleted: true as const }, 200);
   })
   .openapi(sendRoute, async (c) => {
     const { send_at: sendAt } = c.req.valid("json");
-    const outcome = await sendCampaign(c.env, c.get("auth").account.id, c.req.valid("param").id, sendAt === undefined ? undefined : new Date(sendAt));
+    const outcome = await sendCampaign(
+      c.var.ctx,
+      c.get("auth").account.id,
+      c.req.valid("param").id,
+      sendAt === undefined ? undefined : new Date(sendAt),
+    );
     if (outcome.kind !== "started") throw sendRefusal(outcome);
     const { campaign } = outcome;
     const status = campaign.status === "scheduled" ? ("scheduled" as const) : ("sending" as const);
@@ -308,10 +313,10 @@ export const campaignRoutes = createRouter()
     );
   })
   .openapi(skippedRoute, async (c) => {
-    const campaign = await findCampaign(c.env.DB, c.get("auth").account.id, c.req.valid("param").id);
+    const campaign = await findCampaign(c.var.ctx.db, c.get("auth").account.id, c.req.valid("param").id);
     if (!campaign) throw notFound("Campaign");
     const query = c.req.valid("query");
-    const rows = await listSkips(c.env.DB, campaign.id, query);
+    const rows = await listSkips(c.var.ctx.db, campaign.id, query);
     return c.json(
       pageOf(rows, query.limit, (row) => ({
         contact_id: row.contactId,
@@ -324,10 +329,10 @@ export const campaignRoutes = createRouter()
     );
   })
   .openapi(cancelRoute, async (c) => {
-    const outcome = await cancelCampaign(c.env, c.get("auth").account.id, c.req.valid("param").id);
+    const outcome = await cancelCampaign(c.var.ctx, c.get("auth").account.id, c.req.valid("param").id);
     if (outcome.kind === "not_found") throw notFound("Campaign");
     if (outcome.kind === "not_cancellable")
       throw new AppError("conflict", `The campaign is ${outcome.status}; only a scheduled or sending campaign can be cancelled`);
-    const counters = await campaignCounters(c.env.DB, [outcome.campaign.id]);
+    const counters = await campaignCounters(c.var.ctx.db, [outcome.campaign.id]);
     return c.json(serializeCampaign(outcome.campaign, counters.get(outcome.campaign.id)), 200);
   });

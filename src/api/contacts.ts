@@ -1,3 +1,4 @@
+import type { AccountDb } from "../db/client";
 import {
   contactStatuses,
   deleteContact as removeContact,
@@ -279,8 +280,8 @@ function decodeCsvDataUri(file: string): Uint8Array {
 }
 
 /** Topic choices are checked before anything is written, so a request naming an unknown topic changes nothing. */
-async function checkTopics(d1: D1Database, accountId: string, choices: Record<string, boolean> | undefined) {
-  const unknown = await unknownTopics(d1, accountId, Object.keys(choices ?? {}));
+async function checkTopics(db: AccountDb, accountId: string, choices: Record<string, boolean> | undefined) {
+  const unknown = await unknownTopics(db, accountId, Object.keys(choices ?? {}));
   if (unknown.length > 0) throw validationError(Object.fromEntries(unknown.map((id) => [`topics.${id}`, [`No topic ${id} in this account`]])));
 }
 
@@ -289,31 +290,31 @@ export const contactRoutes = createRouter()
     const body = c.req.valid("json");
     const { account } = c.get("auth");
     const selection: ContactSelection = body.list_id ? { list_id: body.list_id } : body.segment_id ? { segment_id: body.segment_id } : { all: true };
-    const where = await selectContacts(c.env.DB, account.id, selection);
+    const where = await selectContacts(c.var.ctx.db, account.id, selection);
     if (!where) throw notFound(body.list_id ? "List" : "Segment");
-    const needed = await contactChecksNeeded(c.env, where);
-    const checks = await createContactChecks(c.env, account, where, { source: "contacts", name: `contacts ${Object.values(selection)[0]}` });
+    const needed = await contactChecksNeeded(c.var.ctx, where);
+    const checks = await createContactChecks(c.var.ctx, account, where, { source: "contacts", name: `contacts ${Object.values(selection)[0]}` });
     if (checks.kind === "insufficient_credits") throw insufficientVerifyCredits(checks);
     if (checks.kind === "too_many") throw validationError({ list_id: ["More than 50,000 addresses to check: verify a smaller list or segment"] });
     if (checks.kind === "none") return c.json({ id: null, status: "completed" as const, total: 0, fresh: needed.fresh, credits_charged: 0 }, 200);
     const { job, plan } = checks;
-    if ((await enqueueVerificationJob(c.env, job, plan.chunks)) === "queue_unavailable") throw verificationQueueUnavailable();
+    if ((await enqueueVerificationJob(c.var.ctx, job, plan.chunks)) === "queue_unavailable") throw verificationQueueUnavailable();
     c.header("Location", `/api/v1/verify/${job.id}`);
     return c.json({ id: job.id, status: "pending" as const, total: job.total, fresh: needed.fresh, credits_charged: job.creditsCharged }, 202);
   })
   .openapi(createContact, async (c) => {
     const body = c.req.valid("json");
     const accountId = c.get("auth").account.id;
-    await checkTopics(c.env.DB, accountId, body.topics);
-    const outcome = await saveContact(c.env.DB, accountId, {
+    await checkTopics(c.var.ctx.db, accountId, body.topics);
+    const outcome = await saveContact(c.var.ctx.db, accountId, {
       address: addressOf(body.email),
       fields: givenTextFields(body),
       customFields: body.custom_fields,
       listIds: body.lists ?? [],
     });
     if (outcome.kind === "invalid") throw validationError(outcome.errors);
-    if (body.topics) orRefuse(await setTopicChoices(c.env.DB, accountId, outcome.contact.id, body.topics));
-    const [contact] = await serializeContactsWithTopics(c.env.DB, accountId, [outcome.contact]);
+    if (body.topics) orRefuse(await setTopicChoices(c.var.ctx.db, accountId, outcome.contact.id, body.topics));
+    const [contact] = await serializeContactsWithTopics(c.var.ctx.db, accountId, [outcome.contact]);
     return c.json(contact!, outcome.created ? 201 : 200);
   })
   .openapi(listContacts, async (c) => {
@@ -325,7 +326,7 @@ export const contactRoutes = createRouter()
       emailKey = address.key;
     }
     const outcome = await findContacts(
-      c.env.DB,
+      c.var.ctx.db,
       c.get("auth").account.id,
       {
         emailKey,
@@ -338,33 +339,34 @@ export const contactRoutes = createRouter()
     );
     if (outcome.kind === "list_not_found") throw notFound("List");
     const { data, ...page } = pageOf(outcome.rows, query.limit, (row) => row);
-    return c.json({ data: await serializeContactsWithTopics(c.env.DB, c.get("auth").account.id, data), ...page }, 200);
+    return c.json({ data: await serializeContactsWithTopics(c.var.ctx.db, c.get("auth").account.id, data), ...page }, 200);
   })
   .openapi(getContact, async (c) => {
     const accountId = c.get("auth").account.id;
-    const row = await findContact(c.env.DB, accountId, c.req.valid("param").id);
+    const row = await findContact(c.var.ctx.db, accountId, c.req.valid("param").id);
     if (!row) throw notFound("Contact");
-    const [contact] = await serializeContactsWithTopics(c.env.DB, accountId, [row]);
+    const [contact] = await serializeContactsWithTopics(c.var.ctx.db, accountId, [row]);
     return c.json(contact!, 200);
   })
   .openapi(updateContact, async (c) => {
     const { topics, ...body } = c.req.valid("json");
     const accountId = c.get("auth").account.id;
     const id = c.req.valid("param").id;
-    await checkTopics(c.env.DB, accountId, topics);
+    await checkTopics(c.var.ctx.db, accountId, topics);
     // A body of topics alone changes no field: the contact must still exist.
-    let saved = Object.keys(body).length > 0 ? await patchContactOrThrow(c.env.DB, accountId, id, body) : await findContact(c.env.DB, accountId, id);
+    let saved =
+      Object.keys(body).length > 0 ? await patchContactOrThrow(c.var.ctx.db, accountId, id, body) : await findContact(c.var.ctx.db, accountId, id);
     if (!saved) throw notFound("Contact");
     if (topics) {
-      orRefuse(await setTopicChoices(c.env.DB, accountId, saved.id, topics));
-      saved = (await findContact(c.env.DB, accountId, saved.id)) ?? saved;
+      orRefuse(await setTopicChoices(c.var.ctx.db, accountId, saved.id, topics));
+      saved = (await findContact(c.var.ctx.db, accountId, saved.id)) ?? saved;
     }
-    const [contact] = await serializeContactsWithTopics(c.env.DB, accountId, [saved]);
+    const [contact] = await serializeContactsWithTopics(c.var.ctx.db, accountId, [saved]);
     return c.json(contact!, 200);
   })
   .openapi(deleteContact, async (c) => {
     const { id } = c.req.valid("param");
-    if (!(await removeContact(c.env.DB, c.get("auth").account.id, id))) throw notFound("Contact");
+    if (!(await removeContact(c.var.ctx.db, c.get("auth").account.id, id))) throw notFound("Contact");
     return c.json({ id, deleted: true as const }, 200);
   })
   .openapi(importContacts, async (c) => {
@@ -393,7 +395,7 @@ export const contactRoutes = createRouter()
     } else {
       throw validationError({ body: ["Send the CSV as multipart/form-data (field `file`) or as JSON with a data URI in `file`"] });
     }
-    const outcome = await createContactImport(c.env, account, input);
+    const outcome = await createContactImport(c.var.ctx, account, input);
     if (outcome.kind === "invalid") throw validationError(outcome.errors, outcome.message);
     if (outcome.kind === "insufficient_credits") {
       throw new AppError(
@@ -409,7 +411,7 @@ export const contactRoutes = createRouter()
     return c.json(serializeContactImport({ ...outcome.contactImport, errors: [] }), 202);
   })
   .openapi(getImport, async (c) => {
-    const found = await findContactImport(c.env.DB, c.get("auth").account.id, c.req.valid("param").id);
+    const found = await findContactImport(c.var.ctx.db, c.get("auth").account.id, c.req.valid("param").id);
     if (!found) throw notFound("Import");
     return c.json(serializeContactImport(found), 200);
   });

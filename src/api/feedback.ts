@@ -13,7 +13,7 @@ export const feedbackRoutes = new Hono<AppEnv>().post("/feedback/ses", async (c)
   } catch {
     throw new AppError("validation_failed", "The body is not JSON");
   }
-  const outcome = await handleSesNotification(c.env, body);
+  const outcome = await handleSesNotification(c.var.ctx, body);
   switch (outcome.kind) {
     case "invalid":
       throw new AppError("validation_failed", outcome.reason);

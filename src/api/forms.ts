@@ -106,7 +106,7 @@ function changedSettings(body: z.infer<typeof formChangeInput>): Partial<FormSet
 export const formRoutes = createRouter()
   .openapi(createRoute, async (c) => {
     const body = c.req.valid("json");
-    const outcome = await createForm(c.env.DB, c.get("auth").account.id, newFormSettings(body));
+    const outcome = await createForm(c.var.ctx.db, c.get("auth").account.id, newFormSettings(body));
     if (outcome.kind === "invalid") throw validationError(outcome.errors);
     return c.json(serializeForm(outcome.form, config(c.env).siteUrl), 201);
   })
@@ -114,23 +114,23 @@ export const formRoutes = createRouter()
     const { cursor, limit } = c.req.valid("query");
     const siteUrl = config(c.env).siteUrl;
     return c.json(
-      pageOf(await listForms(c.env.DB, c.get("auth").account.id, { cursor, limit }), limit, (row) => serializeForm(row, siteUrl)),
+      pageOf(await listForms(c.var.ctx.db, c.get("auth").account.id, { cursor, limit }), limit, (row) => serializeForm(row, siteUrl)),
       200,
     );
   })
   .openapi(getRoute, async (c) => {
-    const form = await findForm(c.env.DB, c.get("auth").account.id, c.req.valid("param").id);
+    const form = await findForm(c.var.ctx.db, c.get("auth").account.id, c.req.valid("param").id);
     if (!form) throw notFound("Form");
     return c.json(serializeForm(form, config(c.env).siteUrl), 200);
   })
   .openapi(updateRoute, async (c) => {
-    const outcome = await updateForm(c.env.DB, c.get("auth").account.id, c.req.valid("param").id, changedSettings(c.req.valid("json")));
+    const outcome = await updateForm(c.var.ctx.db, c.get("auth").account.id, c.req.valid("param").id, changedSettings(c.req.valid("json")));
     if (outcome.kind === "not_found") throw notFound("Form");
     if (outcome.kind === "invalid") throw validationError(outcome.errors);
     return c.json(serializeForm(outcome.form, config(c.env).siteUrl), 200);
   })
   .openapi(deleteRoute, async (c) => {
     const { id } = c.req.valid("param");
-    if (!(await deleteForm(c.env.DB, c.get("auth").account.id, id))) throw notFound("Form");
+    if (!(await deleteForm(c.var.ctx.db, c.get("auth").account.id, id))) throw notFound("Form");
     return c.json({ id, deleted: true as const }, 200);
   });

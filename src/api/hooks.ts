@@ -5,7 +5,6 @@
 
 import { Hono, type Context } from "hono";
 import { cors } from "hono/cors";
-import { drizzle } from "drizzle-orm/d1";
 import { findAccount, hasFeature } from "../domain/accounts/accounts";
 import { findAutomationByPath } from "../domain/automations/automations";
 import { contactTextFields } from "../domain/contacts/contacts";
@@ -55,10 +54,10 @@ hookRoutes.all("/hooks/automations/:path", async (c) => {
       headers: { "Retry-After": String(decision.retryAfterSeconds) },
     });
   }
-  const automation = await findAutomationByPath(c.env.DB, path);
+  const automation = await findAutomationByPath(c.var.ctx.db, path);
   if (!automation) return c.json(errorBody("not_found", "No automation at this URL"), 404);
   // The operator may have taken the feature away since the automation was made.
-  const account = await findAccount(drizzle(c.env.DB), automation.accountId);
+  const account = await findAccount(c.var.shared, automation.accountId);
   if (!account || !hasFeature(account, "automations")) throw new AppError("feature_disabled", "Automations are not enabled for this account");
   const { input, form, honeypot } = await readInput(c);
   const browserForm = form && (c.req.header("Accept") ?? "").includes("text/html");
@@ -70,7 +69,7 @@ hookRoutes.all("/hooks/automations/:path", async (c) => {
   }
   const parsed = automationTriggerInput.safeParse(input);
   if (!parsed.success) throw validationError(fieldErrors(parsed.error));
-  const result = await trigger(c.env, automation, parsed.data);
+  const result = await trigger(c.var.ctx, automation, parsed.data);
   if (browserForm && automation.redirectUrl) return c.redirect(automation.redirectUrl, 303);
   return c.json(result.body, result.status === 200 ? 200 : 202);
 });

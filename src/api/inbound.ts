@@ -159,30 +159,30 @@ export const inboundRoutes = createRouter()
   .openapi(listInboundRoute, async (c) => {
     const { cursor, limit, to, from, received_after, received_before } = c.req.valid("query");
     const filters = { to, from, receivedAfter: received_after, receivedBefore: received_before };
-    const rows = await listInbound(c.env.DB, c.get("auth").account.id, filters, { cursor, limit });
+    const rows = await listInbound(c.var.ctx.db, c.get("auth").account.id, filters, { cursor, limit });
     return c.json(pageOf(rows, limit, inboundSummary), 200);
   })
   .openapi(getInboundRoute, async (c) => {
-    const row = await findInbound(c.env.DB, c.get("auth").account.id, c.req.valid("param").id);
+    const row = await findInbound(c.var.ctx.db, c.get("auth").account.id, c.req.valid("param").id);
     if (!row) throw notFound("Received message");
     return c.json(await inboundDetail(c.env, row), 200);
   })
   .openapi(getRawRoute, async (c) => {
-    const row = await findInbound(c.env.DB, c.get("auth").account.id, c.req.valid("param").id);
+    const row = await findInbound(c.var.ctx.db, c.get("auth").account.id, c.req.valid("param").id);
     const object = row ? await c.env.BLOBS.get(row.rawKey) : null;
     if (!row || !object) throw notFound("Received message");
     return c.body(object.body, 200, { ...downloadHeaders("message/rfc822", `${row.id}.eml`), "Content-Length": String(object.size) });
   })
   .openapi(getAttachmentRoute, async (c) => {
     const { id, n } = c.req.valid("param");
-    const row = await findInbound(c.env.DB, c.get("auth").account.id, id);
+    const row = await findInbound(c.var.ctx.db, c.get("auth").account.id, id);
     const response = row ? await attachmentResponse(c.env, row, n) : undefined;
     if (!response) throw notFound("Attachment");
     return response;
   })
   .openapi(deleteInboundRoute, async (c) => {
     const { id } = c.req.valid("param");
-    if (!(await deleteInbound(c.env, c.get("auth").account.id, id))) throw notFound("Received message");
+    if (!(await deleteInbound(c.var.ctx, c.get("auth").account.id, id))) throw notFound("Received message");
     return c.json({ id, deleted: true as const }, 200);
   });
 
@@ -192,7 +192,7 @@ export const inboundFileRoutes = new Hono<AppEnv>().get("/inbound-files/:id/:n{[
   const id = c.req.param("id");
   const index = Number(c.req.param("n"));
   const valid = await downloadLinkValid(config(c.env), { id, index, expires: c.req.query("expires"), signature: c.req.query("signature") });
-  const row = valid ? await findInboundById(c.env.DB, id) : undefined;
+  const row = valid ? await findInboundById(c.var.ctx.db, id) : undefined;
   const response = row ? await attachmentResponse(c.env, row, index) : undefined;
   return response ?? c.json(errorBody("not_found", "This download link is not valid or has expired"), 404);
 });

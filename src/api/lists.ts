@@ -139,36 +139,36 @@ const removeMember = keyedRoute(
 export const listRoutes = createRouter()
   .openapi(createList, async (c) => {
     const body = c.req.valid("json");
-    const row = await insertList(c.env.DB, c.get("auth").account.id, { name: body.name, description: body.description ?? null });
+    const row = await insertList(c.var.ctx.db, c.get("auth").account.id, { name: body.name, description: body.description ?? null });
     if (!row) throw notFound("List");
     return c.json(serializeList(row), 201);
   })
   .openapi(listLists, async (c) => {
     const query = c.req.valid("query");
-    const rows = await findLists(c.env.DB, c.get("auth").account.id, { cursor: query.cursor, limit: query.limit });
+    const rows = await findLists(c.var.ctx.db, c.get("auth").account.id, { cursor: query.cursor, limit: query.limit });
     return c.json(pageOf(rows, query.limit, serializeList), 200);
   })
   .openapi(getList, async (c) => {
-    const row = await findList(c.env.DB, c.get("auth").account.id, c.req.valid("param").id);
+    const row = await findList(c.var.ctx.db, c.get("auth").account.id, c.req.valid("param").id);
     if (!row) throw notFound("List");
     return c.json(serializeList(row), 200);
   })
   .openapi(updateList, async (c) => {
     const body = c.req.valid("json");
-    const row = await changeList(c.env.DB, c.get("auth").account.id, c.req.valid("param").id, { name: body.name, description: body.description });
+    const row = await changeList(c.var.ctx.db, c.get("auth").account.id, c.req.valid("param").id, { name: body.name, description: body.description });
     if (!row) throw notFound("List");
     return c.json(serializeList(row), 200);
   })
   .openapi(deleteList, async (c) => {
     const { id } = c.req.valid("param");
-    await deleteListOrThrow(c.env.DB, c.get("auth").account.id, id);
+    await deleteListOrThrow(c.var.ctx.db, c.get("auth").account.id, id);
     return c.json({ id, deleted: true as const }, 200);
   })
   .openapi(addMembers, async (c) => {
     const body = c.req.valid("json");
     const { id: listId } = c.req.valid("param");
     const accountId = c.get("auth").account.id;
-    if (!(await listExists(c.env.DB, accountId, listId))) throw notFound("List");
+    if (!(await listExists(c.var.ctx.db, accountId, listId))) throw notFound("List");
 
     if (body.emails) {
       const errors: FieldErrors = {};
@@ -179,12 +179,12 @@ export const listRoutes = createRouter()
         else addresses.push(address);
       });
       if (Object.keys(errors).length > 0) throw validationError(errors);
-      return c.json(await addMembersByAddress(c.env.DB, accountId, listId, addresses), 200);
+      return c.json(await addMembersByAddress(c.var.ctx.db, accountId, listId, addresses), 200);
     }
-    return c.json(await addMembersById(c.env.DB, accountId, listId, body.contact_ids ?? []), 200);
+    return c.json(await addMembersById(c.var.ctx.db, accountId, listId, body.contact_ids ?? []), 200);
   })
   .openapi(removeMember, async (c) => {
     const { id: listId, contact_id: contactId } = c.req.valid("param");
-    if (!(await removeListMember(c.env.DB, c.get("auth").account.id, listId, contactId))) throw notFound("List membership");
+    if (!(await removeListMember(c.var.ctx.db, c.get("auth").account.id, listId, contactId))) throw notFound("List membership");
     return c.json({ list_id: listId, contact_id: contactId, deleted: true as const }, 200);
   });

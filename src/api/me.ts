@@ -43,7 +43,7 @@ const getCredits = keyedRoute("reports", {
 export const meRoutes = createRouter()
   .openapi(getMe, async (c) => {
     const { account, apiKey } = c.get("auth");
-    const ai = await aiUsage(c.env.DB, account);
+    const ai = await aiUsage(c.var.ctx.db, account);
     return c.json(
       {
         ...serializeAccount(account),

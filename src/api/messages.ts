@@ -252,11 +252,11 @@ export const messageRoutes = createRouter()
   .openapi(listMessages, async (c) => {
     const { cursor, limit, status, stream, to, tag, created_after, created_before } = c.req.valid("query");
     const filters = { status, stream, to, tag, createdAfter: created_after, createdBefore: created_before };
-    const rows = await findMessages(c.env.DB, c.get("auth").account.id, filters, { cursor, limit });
+    const rows = await findMessages(c.var.ctx.db, c.get("auth").account.id, filters, { cursor, limit });
     return c.json(pageOf(rows, limit, summary), 200);
   })
   .openapi(getMessage, async (c) => {
-    const found = await findMessage(c.env.DB, c.get("auth").account.id, c.req.valid("param").id);
+    const found = await findMessage(c.var.ctx.db, c.get("auth").account.id, c.req.valid("param").id);
     if (!found) throw notFound("Message");
     const { message, recipients, timeline } = found;
     const readsInbound = keyReadsInbound(c.get("auth").apiKey);
@@ -288,21 +288,21 @@ export const messageRoutes = createRouter()
   })
   .openapi(getMessageContent, async (c) => {
     const id = c.req.valid("param").id;
-    const raw = sentOrThrow(await findSentSource(c.env, c.get("auth").account.id, id));
+    const raw = sentOrThrow(await findSentSource(c.var.ctx, c.get("auth").account.id, id));
     return c.json({ id, ...(await sentContent(await raw.arrayBuffer())) }, 200);
   })
   .openapi(getMessageRaw, async (c) => {
-    const raw = sentOrThrow(await findSentSource(c.env, c.get("auth").account.id, c.req.valid("param").id));
+    const raw = sentOrThrow(await findSentSource(c.var.ctx, c.get("auth").account.id, c.req.valid("param").id));
     return c.body(raw.body, 200, { "Content-Type": "message/rfc822" });
   })
   .openapi(rescheduleMessageRoute, async (c) => {
-    const outcome = await rescheduleMessage(c.env, callerOf(c.get("auth")), c.req.valid("param").id, new Date(c.req.valid("json").scheduled_at));
+    const outcome = await rescheduleMessage(c.var.ctx, callerOf(c.get("auth")), c.req.valid("param").id, new Date(c.req.valid("json").scheduled_at));
     if (outcome.kind === "invalid") throw validationError(outcome.errors);
     if (outcome.kind !== "rescheduled") throw scheduleRefusalError(outcome);
     return c.json(outcome.message, 200);
   })
   .openapi(cancelMessageRoute, async (c) => {
-    const outcome = await cancelMessage(c.env, c.executionCtx, callerOf(c.get("auth")), c.req.valid("param").id);
+    const outcome = await cancelMessage(c.var.ctx, callerOf(c.get("auth")), c.req.valid("param").id);
     if (outcome.kind !== "cancelled") throw scheduleRefusalError(outcome);
     return c.json(outcome.message, 200);
   });

@@ -136,13 +136,13 @@ const getCampaignReport = keyedRoute("reports", {
 export const reportRoutes = createRouter()
   .openapi(getOverview, async (c) => {
     const query = c.req.valid("query");
-    return c.json(await overviewReport(c.env.DB, c.get("auth").account.id, defaultRange(query), query.stream), 200);
+    return c.json(await overviewReport(c.var.ctx.db, c.get("auth").account.id, defaultRange(query), query.stream), 200);
   })
   .openapi(getCampaignReport, async (c) => {
     const accountId = c.get("auth").account.id;
     const { id } = c.req.valid("param");
-    const campaign = await findCampaign(c.env.DB, accountId, id);
+    const campaign = await findCampaign(c.var.ctx.db, accountId, id);
     if (!campaign) throw notFound("Campaign");
-    const [report, skips] = await Promise.all([campaignReport(c.env.DB, id), skipCounts(c.env.DB, [id])]);
+    const [report, skips] = await Promise.all([campaignReport(c.var.ctx.db, id), skipCounts(c.var.ctx.db, [id])]);
     return c.json({ campaign_id: id, topic_id: campaign.topicId, ...report, skipped: skips.get(id) ?? zeroSkips() }, 200);
   });

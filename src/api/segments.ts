@@ -116,34 +116,34 @@ const countSegment = keyedRoute("contacts", {
 export const segmentRoutes = createRouter()
   .openapi(listSegments, async (c) => {
     const { limit, cursor } = c.req.valid("query");
-    const rows = await findSegments(c.env.DB, c.get("auth").account.id, { cursor, limit });
+    const rows = await findSegments(c.var.ctx.db, c.get("auth").account.id, { cursor, limit });
     return c.json(pageOf(rows, limit, serializeSegment), 200);
   })
   .openapi(createSegment, async (c) => {
-    const outcome = await addSegment(c.env.DB, c.get("auth").account.id, c.req.valid("json"));
+    const outcome = await addSegment(c.var.ctx.db, c.get("auth").account.id, c.req.valid("json"));
     if (outcome.kind === "invalid") throw validationError(outcome.errors);
     return c.json(serializeSegment(outcome.segment), 201);
   })
   .openapi(getSegment, async (c) => {
-    const row = await findSegment(c.env.DB, c.get("auth").account.id, c.req.valid("param").id);
+    const row = await findSegment(c.var.ctx.db, c.get("auth").account.id, c.req.valid("param").id);
     if (!row) throw notFound("Segment");
     return c.json(serializeSegment(row), 200);
   })
   .openapi(updateSegment, async (c) => {
-    const outcome = await changeSegment(c.env.DB, c.get("auth").account.id, c.req.valid("param").id, c.req.valid("json"));
+    const outcome = await changeSegment(c.var.ctx.db, c.get("auth").account.id, c.req.valid("param").id, c.req.valid("json"));
     if (outcome.kind === "not_found") throw notFound("Segment");
     if (outcome.kind === "invalid") throw validationError(outcome.errors);
     return c.json(serializeSegment(outcome.segment), 200);
   })
   .openapi(deleteSegment, async (c) => {
     const { id } = c.req.valid("param");
-    await deleteSegmentOrThrow(c.env.DB, c.get("auth").account.id, id);
+    await deleteSegmentOrThrow(c.var.ctx.db, c.get("auth").account.id, id);
     return c.json({ id, deleted: true as const }, 200);
   })
   .openapi(countSegment, async (c) => {
     const preview = ["1", "true"].includes(c.req.valid("query").preview ?? "0");
-    const outcome = await countSegmentAudience(c.env.DB, c.get("auth").account.id, c.req.valid("param").id, { preview });
+    const outcome = await countSegmentAudience(c.var.ctx.db, c.get("auth").account.id, c.req.valid("param").id, { preview });
     if (outcome.kind === "not_found") throw notFound("Segment");
-    const contacts = outcome.contacts && (await serializeContactsWithTopics(c.env.DB, c.get("auth").account.id, outcome.contacts));
+    const contacts = outcome.contacts && (await serializeContactsWithTopics(c.var.ctx.db, c.get("auth").account.id, outcome.contacts));
     return c.json({ count: outcome.count, ...(contacts ? { contacts } : {}) }, 200);
   });

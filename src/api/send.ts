@@ -98,8 +98,7 @@ export const sendRoutes = createRouter()
     const key = c.req.valid("header")["idempotency-key"];
     const { account, apiKey } = c.get("auth");
     const outcome = await acceptMessage(
-      c.env,
-      c.executionCtx,
+      c.var.ctx,
       { account, testMode: apiKey.mode === "test" },
       input,
       // Test and live keys never share a stored answer: a test key's send must not replay for a live one.
@@ -117,8 +116,7 @@ export const sendRoutes = createRouter()
     const key = c.req.valid("header")["idempotency-key"];
     const { account, apiKey } = c.get("auth");
     const outcome = await acceptMessages(
-      c.env,
-      c.executionCtx,
+      c.var.ctx,
       { account, testMode: apiKey.mode === "test" },
       inputs,
       key

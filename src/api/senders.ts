@@ -83,25 +83,25 @@ const deleteSender = keyedRoute(
 export const senderRoutes = createRouter()
   .openapi(listSenders, async (c) => {
     const { limit, cursor } = c.req.valid("query");
-    const rows = await findSenders(c.env.DB, c.get("auth").account.id, { cursor, limit });
+    const rows = await findSenders(c.var.ctx.db, c.get("auth").account.id, { cursor, limit });
     return c.json(pageOf(rows, limit, serializeSender), 200);
   })
   .openapi(createSender, async (c) => {
     const body = c.req.valid("json");
     const { sender } = orRefuse(
-      await addSender(c.env.DB, c.get("auth").account.id, { name: body.name, email: body.email, replyTo: body.reply_to ?? null }),
+      await addSender(c.var.ctx, c.get("auth").account.id, { name: body.name, email: body.email, replyTo: body.reply_to ?? null }),
     );
     return c.json(serializeSender(sender), 201);
   })
   .openapi(getSender, async (c) => {
-    const row = await findSender(c.env.DB, c.get("auth").account.id, c.req.valid("param").id);
+    const row = await findSender(c.var.ctx.db, c.get("auth").account.id, c.req.valid("param").id);
     if (!row) throw notFound("Sender");
     return c.json(serializeSender(row), 200);
   })
   .openapi(updateSender, async (c) => {
     const body = c.req.valid("json");
     const outcome = orRefuse(
-      await changeSender(c.env.DB, c.get("auth").account.id, c.req.valid("param").id, {
+      await changeSender(c.var.ctx, c.get("auth").account.id, c.req.valid("param").id, {
         name: body.name,
         email: body.email,
         replyTo: body.reply_to,
@@ -112,6 +112,6 @@ export const senderRoutes = createRouter()
   })
   .openapi(deleteSender, async (c) => {
     const { id } = c.req.valid("param");
-    if (!(await removeSender(c.env.DB, c.get("auth").account.id, id))) throw notFound("Sender");
+    if (!(await removeSender(c.var.ctx.db, c.get("auth").account.id, id))) throw notFound("Sender");
     return c.json({ id, deleted: true as const }, 200);
   });

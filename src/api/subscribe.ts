@@ -54,11 +54,11 @@ async function allowedOrigin(origin: string, c: Context<AppEnv>): Promise<string
   }
   if (url.protocol !== "https:" && url.protocol !== "http:") return null;
   const formId = c.req.param("formId") ?? "";
-  const form = formId.length <= 64 ? await findPublicForm(c.env.DB, formId) : undefined;
+  const form = formId.length <= 64 ? await findPublicForm(c.var.ctx.db, formId) : undefined;
   if (!form) return null;
   const labels = url.hostname.toLowerCase().split(".");
   const names = labels.map((_, index) => labels.slice(index).join(".")).filter((name) => name.includes("."));
-  return (await verifiedDomainNames(c.env.DB, form.accountId, names)).size > 0 ? origin : null;
+  return (await verifiedDomainNames(c.var.shared, form.accountId, names)).size > 0 ? origin : null;
 }
 
 /** What a sign-up form posted: JSON or a form, nothing else (a form post from a browser gets a page or a redirect). */
@@ -123,7 +123,7 @@ subscribeRoutes.post("/subscribe/:formId", async (c) => {
   const perIp = await c.env.RATE_LIMITER.getByName(`subscribe-ip:${ip ?? "unknown"}`).consume(SIGN_UPS_PER_IP_PER_MINUTE, 60);
   if (!perIp.allowed) throw rateLimited(perIp.retryAfterSeconds, "Too many sign-ups from this address; try again shortly");
   const formId = c.req.param("formId");
-  const form = formId.length <= 64 ? await findPublicForm(c.env.DB, formId) : undefined;
+  const form = formId.length <= 64 ? await findPublicForm(c.var.ctx.db, formId) : undefined;
   if (!form) return c.json(errorBody("not_found", "No form at this address"), 404);
 
   const posted = await readPost(c);
@@ -140,7 +140,7 @@ subscribeRoutes.post("/subscribe/:formId", async (c) => {
   const perAddress = await c.env.RATE_LIMITER.getByName(`subscribe-address:${bucket}`).consume(SIGN_UPS_PER_ADDRESS_PER_HOUR, 3600);
   if (!perAddress.allowed) throw rateLimited(perAddress.retryAfterSeconds, "Too many sign-ups of this email address; try again later");
 
-  const outcome = await signUp(c.env, c.executionCtx, config(c.env), { form, address, fields, ip });
+  const outcome = await signUp(c.var.ctx, config(c.env), { form, address, fields, ip });
   if (outcome.kind === "not_sent") {
     // The account's doing (its sender, domain or credits), not the visitor's: logged for the operator.
     logError("form confirmation not sent", { form_id: form.id, account_id: form.accountId, reason: outcome.reason, request_id: c.get("requestId") });
@@ -150,9 +150,9 @@ subscribeRoutes.post("/subscribe/:formId", async (c) => {
 });
 
 subscribeRoutes.get("/subscribe/confirm/:token", async (c) => {
-  return confirmationPage(c, await confirmationState(c.env, config(c.env), c.req.param("token")));
+  return confirmationPage(c, await confirmationState(c.var.ctx, config(c.env), c.req.param("token")));
 });
 
 subscribeRoutes.post("/subscribe/confirm/:token", async (c) => {
-  return confirmationPage(c, await confirmSignUp(c.env, config(c.env), c.req.param("token"), clientIp(c)));
+  return confirmationPage(c, await confirmSignUp(c.var.ctx, config(c.env), c.req.param("token"), clientIp(c)));
 });

@@ -132,7 +132,7 @@ export const suppressionRoutes = createRouter()
   .openapi(listSuppressions, async (c) => {
     const query = c.req.valid("query");
     const rows = await findSuppressions(
-      c.env.DB,
+      c.var.ctx.db,
       c.get("auth").account.id,
       { email: query.email, scope: query.scope },
       { after: decodeSuppressionCursor(query.cursor), limit: query.limit },
@@ -152,11 +152,11 @@ export const suppressionRoutes = createRouter()
   .openapi(addSuppression, async (c) => {
     const body = c.req.valid("json");
     const scope = body.scope ?? defaultScope[body.reason];
-    const { created, entry } = await suppress(c.env.DB, c.get("auth").account.id, { email: body.email, reason: body.reason, scope });
+    const { created, entry } = await suppress(c.var.ctx.db, c.get("auth").account.id, { email: body.email, reason: body.reason, scope });
     return c.json(serializeSuppression(entry), created ? 201 : 200);
   })
   .openapi(removeSuppression, async (c) => {
-    const removed = await unsuppress(c.env.DB, c.get("auth").account.id, c.req.valid("param").email, c.req.valid("query").scope);
+    const removed = await unsuppress(c.var.ctx.db, c.get("auth").account.id, c.req.valid("param").email, c.req.valid("query").scope);
     const row = suppressionScopes.map((scope) => removed.find((entry) => entry.scope === scope)).find((entry) => entry !== undefined);
     if (!row) throw notFound("Suppression");
     return c.json({ ...serializeSuppression(row), deleted: true as const }, 200);

@@ -77,12 +77,12 @@ const deleteTemplate = keyedRoute(
 export const templateRoutes = createRouter()
   .openapi(listTemplates, async (c) => {
     const { limit, cursor } = c.req.valid("query");
-    const rows = await findTemplates(c.env.DB, c.get("auth").account.id, { cursor, limit });
+    const rows = await findTemplates(c.var.ctx.db, c.get("auth").account.id, { cursor, limit });
     return c.json(pageOf(rows, limit, serializeTemplate), 200);
   })
   .openapi(createTemplate, async (c) => {
     const body = c.req.valid("json");
-    const row = await addTemplate(c.env.DB, c.get("auth").account.id, {
+    const row = await addTemplate(c.var.ctx.db, c.get("auth").account.id, {
       name: body.name,
       subject: body.subject,
       html: body.html ?? null,
@@ -91,18 +91,18 @@ export const templateRoutes = createRouter()
     return c.json(serializeTemplate(row), 201);
   })
   .openapi(getTemplate, async (c) => {
-    const row = await findTemplate(c.env.DB, c.get("auth").account.id, c.req.valid("param").id);
+    const row = await findTemplate(c.var.ctx.db, c.get("auth").account.id, c.req.valid("param").id);
     if (!row) throw notFound("Template");
     return c.json(serializeTemplate(row), 200);
   })
   .openapi(updateTemplate, async (c) => {
-    const outcome = await changeTemplate(c.env.DB, c.get("auth").account.id, c.req.valid("param").id, c.req.valid("json"));
+    const outcome = await changeTemplate(c.var.ctx.db, c.get("auth").account.id, c.req.valid("param").id, c.req.valid("json"));
     if (outcome.kind === "not_found") throw notFound("Template");
     if (outcome.kind === "no_content") throw validationError({ html: ["A template needs html, text or both"] });
     return c.json(serializeTemplate(outcome.template), 200);
   })
   .openapi(deleteTemplate, async (c) => {
     const { id } = c.req.valid("param");
-    if (!(await removeTemplate(c.env.DB, c.get("auth").account.id, id))) throw notFound("Template");
+    if (!(await removeTemplate(c.var.ctx.db, c.get("auth").account.id, id))) throw notFound("Template");
     return c.json({ id, deleted: true as const }, 200);
   });

@@ -81,7 +81,7 @@ export const topicRoutes = createRouter()
   .openapi(createRoute, async (c) => {
     const body = c.req.valid("json");
     const { topic } = orRefuse(
-      await createTopic(c.env.DB, c.get("auth").account.id, {
+      await createTopic(c.var.ctx.db, c.get("auth").account.id, {
         name: body.name,
         description: body.description,
         defaultSubscribed: body.default_subscribed,
@@ -91,17 +91,17 @@ export const topicRoutes = createRouter()
   })
   .openapi(listRoute, async (c) => {
     const { cursor, limit } = c.req.valid("query");
-    return c.json(pageOf(await listTopics(c.env.DB, c.get("auth").account.id, { cursor, limit }), limit, serializeTopic), 200);
+    return c.json(pageOf(await listTopics(c.var.ctx.db, c.get("auth").account.id, { cursor, limit }), limit, serializeTopic), 200);
   })
   .openapi(getRoute, async (c) => {
-    const topic = await findTopic(c.env.DB, c.get("auth").account.id, c.req.valid("param").id);
+    const topic = await findTopic(c.var.ctx.db, c.get("auth").account.id, c.req.valid("param").id);
     if (!topic) throw notFound("Topic");
     return c.json(serializeTopic(topic), 200);
   })
   .openapi(updateRoute, async (c) => {
     const body = c.req.valid("json");
     const outcome = orRefuse(
-      await updateTopic(c.env.DB, c.get("auth").account.id, c.req.valid("param").id, {
+      await updateTopic(c.var.ctx.db, c.get("auth").account.id, c.req.valid("param").id, {
         name: body.name,
         description: body.description,
         defaultSubscribed: body.default_subscribed,
@@ -112,6 +112,6 @@ export const topicRoutes = createRouter()
   })
   .openapi(deleteRoute, async (c) => {
     const { id } = c.req.valid("param");
-    if (!(await deleteTopic(c.env.DB, c.get("auth").account.id, id))) throw notFound("Topic");
+    if (!(await deleteTopic(c.var.ctx.db, c.get("auth").account.id, id))) throw notFound("Topic");
     return c.json({ id, deleted: true as const }, 200);
   });

@@ -35,13 +35,13 @@ export const trackingRoutes = new Hono<AppEnv>()
     // The time of the fetch, not of its recording, decides whether it came too soon after sending to be a person.
     const client = clientOf(c.req.raw);
     const at = new Date();
-    c.executionCtx.waitUntil(afterResponse(() => recordOpen(c.env, target, client, at)));
+    c.executionCtx.waitUntil(afterResponse(() => recordOpen(c.var.ctx, target, client, at)));
     return c.body(pixel, 200, { ...noStore, "Content-Type": "image/gif" });
   })
   .get("/t/c/:token", async (c) => {
     const target = await readClickToken(config(c.env), c.req.param("token"));
     if (!target) return c.json(errorBody(invalid.code, invalid.message), 404, noStore);
     const client = clientOf(c.req.raw);
-    c.executionCtx.waitUntil(afterResponse(() => recordClick(c.env, target, client)));
+    c.executionCtx.waitUntil(afterResponse(() => recordClick(c.var.ctx, target, client)));
     return c.body(null, 302, { ...noStore, Location: target.url });
   });

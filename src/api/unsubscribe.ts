@@ -54,7 +54,7 @@ function preferencePage(preferences: Preferences, notice?: string) {
 export const unsubscribeRoutes = new Hono<AppEnv>()
   .get("/u/:token", async (c) => {
     const target = await readUnsubscribeToken(config(c.env), c.req.param("token"));
-    const preferences = target && (await preferencesOf(c.env.DB, target));
+    const preferences = target && (await preferencesOf(c.var.ctx.db, target));
     if (!preferences) return c.html(notValid(), 404);
     return c.html(preferencePage(preferences));
   })
@@ -63,7 +63,7 @@ export const unsubscribeRoutes = new Hono<AppEnv>()
     if (!target) return c.html(notValid(), 404);
     const form = await c.req.parseBody({ all: true });
     const picked = new Set(([] as unknown[]).concat(form.topic ?? []).filter((value): value is string => typeof value === "string"));
-    const before = form.preferences === "1" ? await preferencesOf(c.env.DB, target) : undefined;
+    const before = form.preferences === "1" ? await preferencesOf(c.var.ctx.db, target) : undefined;
     const choice = before
       ? {
           kind: "preferences" as const,
@@ -72,10 +72,10 @@ export const unsubscribeRoutes = new Hono<AppEnv>()
           before,
         }
       : { kind: "one_click" as const };
-    const done = await unsubscribeRecipient(c.env, target, choice);
+    const done = await unsubscribeRecipient(c.var.ctx, target, choice);
     if (!done) return c.html(notValid(), 404);
-    if (done.dedupeKeys.length > 0) c.executionCtx.waitUntil(dispatchEvents(c.env, done.accountId, done.dedupeKeys));
-    const after = await preferencesOf(c.env.DB, target);
+    if (done.dedupeKeys.length > 0) c.executionCtx.waitUntil(dispatchEvents(c.var.ctx, done.accountId, done.dedupeKeys));
+    const after = await preferencesOf(c.var.ctx.db, target);
     if (!after) return c.html(notValid(), 404);
     const notice =
       choice.kind === "preferences"

@@ -39,5 +39,5 @@ const getUsage = keyedRoute("reports", {
 });
 
 export const usageRoutes = createRouter().openapi(getUsage, async (c) =>
-  c.json(await usageReport(c.env.DB, c.get("auth").account.id, defaultRange(c.req.valid("query"))), 200),
+  c.json(await usageReport(c.var.ctx.db, c.get("auth").account.id, defaultRange(c.req.valid("query"))), 200),
 );

@@ -133,15 +133,15 @@ export const verifyRoutes = createRouter()
     const body = c.req.valid("json");
     const { account } = c.get("auth");
     if (body.emails !== undefined) {
-      const created = await createVerificationJob(c.env, { account, emails: body.emails, source: "api" });
+      const created = await createVerificationJob(c.var.ctx, { account, emails: body.emails, source: "api" });
       if (created.kind === "insufficient_credits") throw insufficientVerifyCredits(created);
       const { job, plan } = created;
-      if ((await enqueueVerificationJob(c.env, job, plan.chunks)) === "queue_unavailable") throw verificationQueueUnavailable();
+      if ((await enqueueVerificationJob(c.var.ctx, job, plan.chunks)) === "queue_unavailable") throw verificationQueueUnavailable();
       c.header("Location", `/api/v1/verify/${job.id}`);
       return c.json({ id: job.id, status: "pending" as const, total: job.total, credits_charged: job.creditsCharged }, 202);
     }
     // superRefine guarantees exactly one of the two.
-    const check = await verifySingleAddress(c.env, account, body.email!, {
+    const check = await verifySingleAddress(c.var.ctx, account, body.email!, {
       reference: c.get("requestId"),
       emitEvent: body.emit_event,
       waitUntil: (promise) => c.executionCtx.waitUntil(promise),
@@ -152,16 +152,16 @@ export const verifyRoutes = createRouter()
   .openapi(getJob, async (c) => {
     const { id } = c.req.valid("param");
     const query = c.req.valid("query");
-    const job = await findJob(c.env.DB, { id }, c.get("auth").account.id);
+    const job = await findJob(c.var.ctx.db, { id }, c.get("auth").account.id);
     if (!job) throw notFound("Verification job");
     if (query.format === "csv") {
-      return c.body(jobResultsCsv(c.env.DB, job.id, jobCsvColumns, jobCsvRow), 200, {
+      return c.body(jobResultsCsv(c.var.ctx.db, job.id, jobCsvColumns, jobCsvRow), 200, {
         "Content-Type": "text/csv; charset=utf-8",
         "Content-Disposition": `attachment; filename="${job.id}.csv"`,
       });
     }
     const after = query.cursor ? decodePositionCursor(query.cursor) : -1;
-    const rows = await listJobResults(c.env.DB, job.id, after, query.limit + 1);
+    const rows = await listJobResults(c.var.ctx.db, job.id, after, query.limit + 1);
     const page = rows.slice(0, query.limit);
     const hasMore = rows.length > query.limit;
     const last = page.at(-1);

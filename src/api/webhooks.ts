@@ -1,3 +1,4 @@
+import type { AccountDb } from "../db/client";
 import { eventDataSchemas, eventTypes, type EventType } from "../domain/events/events";
 import { sendTestEvent } from "../domain/webhooks/delivery";
 import {
@@ -229,8 +230,8 @@ function serializeDelivery(row: WebhookDeliveryRow) {
 
 const webhookCaller = (auth: AuthContext) => ({ accountId: auth.account.id, readsInbound: keyReadsInbound(auth.apiKey) });
 
-async function ownedEndpoint(d1: D1Database, accountId: string, id: string): Promise<WebhookEndpointRow> {
-  const row = await findEndpoint(d1, accountId, id);
+async function ownedEndpoint(db: AccountDb, accountId: string, id: string): Promise<WebhookEndpointRow> {
+  const row = await findEndpoint(db, accountId, id);
   if (!row) throw notFound("Webhook endpoint");
   return row;
 }
@@ -238,35 +239,35 @@ async function ownedEndpoint(d1: D1Database, accountId: string, id: string): Pro
 export const webhookRoutes = createRouter()
   .openapi(listWebhooks, async (c) => {
     const { limit, cursor } = c.req.valid("query");
-    const rows = await listEndpoints(c.env.DB, c.get("auth").account.id, { cursor, limit });
+    const rows = await listEndpoints(c.var.ctx.db, c.get("auth").account.id, { cursor, limit });
     const { data, ...rest } = pageOf(rows, limit, (row) => row);
     return c.json({ data: await Promise.all(data.map((row) => serializeEndpoint(row, config(c.env).encryptionKey))), ...rest }, 200);
   })
   .openapi(createWebhook, async (c) => {
     const body = c.req.valid("json");
-    const outcome = orRefuse(await createEndpoint(c.env, webhookCaller(c.get("auth")), body));
+    const outcome = orRefuse(await createEndpoint(c.var.ctx, webhookCaller(c.get("auth")), body));
     return c.json(await serializeEndpoint(outcome.endpoint, config(c.env).encryptionKey, outcome.secret), 201);
   })
   .openapi(getWebhook, async (c) => {
-    const row = await ownedEndpoint(c.env.DB, c.get("auth").account.id, c.req.valid("param").id);
+    const row = await ownedEndpoint(c.var.ctx.db, c.get("auth").account.id, c.req.valid("param").id);
     return c.json(await serializeEndpoint(row, config(c.env).encryptionKey), 200);
   })
   .openapi(updateWebhook, async (c) => {
     const { rotate_secret: rotateSecret, ...change } = c.req.valid("json");
-    const outcome = orRefuse(await updateEndpoint(c.env, webhookCaller(c.get("auth")), c.req.valid("param").id, { ...change, rotateSecret }));
+    const outcome = orRefuse(await updateEndpoint(c.var.ctx, webhookCaller(c.get("auth")), c.req.valid("param").id, { ...change, rotateSecret }));
     if (outcome.kind === "not_found") throw notFound("Webhook endpoint");
     return c.json(await serializeEndpoint(outcome.endpoint, config(c.env).encryptionKey, outcome.secret), 200);
   })
   .openapi(deleteWebhook, async (c) => {
     const { id } = c.req.valid("param");
-    if (!(await deleteEndpoint(c.env.DB, c.get("auth").account.id, id))) throw notFound("Webhook endpoint");
+    if (!(await deleteEndpoint(c.var.ctx.db, c.get("auth").account.id, id))) throw notFound("Webhook endpoint");
     return c.json({ id, deleted: true as const }, 200);
   })
   .openapi(testWebhook, async (c) => {
-    const endpoint = await ownedEndpoint(c.env.DB, c.get("auth").account.id, c.req.valid("param").id);
+    const endpoint = await ownedEndpoint(c.var.ctx.db, c.get("auth").account.id, c.req.valid("param").id);
     // The body is optional: without one, c.req.valid("json") is empty and the default type applies.
     const type: EventType = webhookTestInput.parse(c.req.valid("json") ?? {}).type;
-    const { event, result } = await sendTestEvent(c.env, endpoint, type);
+    const { event, result } = await sendTestEvent(c.var.ctx, endpoint, type);
     return c.json(
       {
         ok: result.ok,
@@ -280,7 +281,7 @@ export const webhookRoutes = createRouter()
   })
   .openapi(listDeliveries, async (c) => {
     const { limit, cursor, status, event_id: eventId } = c.req.valid("query");
-    const rows = await findDeliveries(c.env.DB, c.get("auth").account.id, c.req.valid("param").id, { status, eventId }, { cursor, limit });
+    const rows = await findDeliveries(c.var.ctx.db, c.get("auth").account.id, c.req.valid("param").id, { status, eventId }, { cursor, limit });
     if (!rows) throw notFound("Webhook endpoint");
     return c.json(pageOf(rows, limit, serializeDelivery), 200);
   });

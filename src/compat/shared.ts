@@ -73,7 +73,7 @@ export function peerKeyAuth(options: {
   return createMiddleware<AppEnv>(async (c, next) => {
     const presented = options.keyOf(c);
     if (!presented) throw options.missing();
-    const auth = await authenticateApiKey(c.env.DB, presented, (write) => c.executionCtx.waitUntil(write), {
+    const auth = await authenticateApiKey(c.var.shared, presented, (write) => c.executionCtx.waitUntil(write), {
       cached: options.cachedRoute(c.req.method, c.req.path),
     });
     if (!auth) throw options.invalid();
@@ -122,11 +122,11 @@ export async function acceptSends(
       }
     : undefined;
   if (!options.batch) {
-    const outcome = await acceptMessage(c.env, c.executionCtx, sender, inputs[0]!, idempotency);
+    const outcome = await acceptMessage(c.var.ctx, sender, inputs[0]!, idempotency);
     if (outcome.kind !== "accepted") throw acceptRefusalError(outcome);
     return { accepted: [outcome.body], replayed: outcome.replayed };
   }
-  const outcome = await acceptMessages(c.env, c.executionCtx, sender, inputs, idempotency);
+  const outcome = await acceptMessages(c.var.ctx, sender, inputs, idempotency);
   if (outcome.kind !== "accepted") throw acceptRefusalError(outcome);
   return { accepted: outcome.body.data, replayed: outcome.replayed };
 }

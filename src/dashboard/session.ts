@@ -4,6 +4,7 @@
 // once, and the session id must still be on the server (member_sessions, dashboard_sessions, kept by
 // src/domain/members/sessions.ts): signing out deletes that row, so a copy of the cookie stops working with it.
 
+import type { SharedDb } from "../db/client";
 import type { Context } from "hono";
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
 import { config } from "../config";
@@ -103,18 +104,18 @@ export const memberCredential = (member: MemberContext): ApiKeyContext => ({
 });
 
 /** The active member of a member session whose row is still on the server, with their account. */
-async function memberAuth(d1: D1Database, memberId: string, id: string): Promise<AuthContext | undefined> {
-  const row = await memberOfSession(d1, memberId, id);
+async function memberAuth(db: SharedDb, memberId: string, id: string): Promise<AuthContext | undefined> {
+  const row = await memberOfSession(db, memberId, id);
   if (!row) return undefined;
   const member = { id: row.member.id, email: row.member.email, role: row.member.role, totp: row.member.totpEnabledAt !== null };
   return { account: row.account, apiKey: memberCredential(member), member };
 }
 
 /** The key of a key session whose row is still on the server, unless the account has since stopped key sign-in. */
-async function keyAuth(d1: D1Database, payload: { k: string; h: string }, id: string): Promise<AuthContext | undefined> {
-  const [key, storedKeyId] = await Promise.all([findActiveKey(d1, payload.k), keyOfSession(d1, id)]);
+async function keyAuth(db: SharedDb, payload: { k: string; h: string }, id: string): Promise<AuthContext | undefined> {
+  const [key, storedKeyId] = await Promise.all([findActiveKey(db, payload.k), keyOfSession(db, id)]);
   if (!key || key.keyHash.slice(0, 16) !== payload.h || storedKeyId !== payload.k) return undefined;
-  if (!(await keySignInAllowed(d1, key.account))) return undefined;
+  if (!(await keySignInAllowed(db, key.account))) return undefined;
   return { account: key.account, apiKey: key.apiKey };
 }
 
@@ -126,7 +127,7 @@ export async function readSession(c: Context<DashboardEnv>): Promise<Session | u
   const payload = await signedPayload(c);
   if (!payload) return undefined;
   const id = await storedId(payload.s);
-  const auth = "m" in payload ? await memberAuth(c.env.DB, payload.m, id) : await keyAuth(c.env.DB, payload, id);
+  const auth = "m" in payload ? await memberAuth(c.var.shared, payload.m, id) : await keyAuth(c.var.shared, payload, id);
   if (!auth) return undefined;
   return { auth, csrfToken: await sign(c.env, "csrf", payload.s), expiresAt: payload.e };
 }
@@ -141,7 +142,7 @@ export async function sessionCookieValue(env: Env, payload: SessionPayload): Pro
 export async function startSession(c: Context<DashboardEnv>, keyId: string, keyHash: string): Promise<void> {
   const ttl = config(c.env).session.ttlSeconds;
   const payload = { k: keyId, h: keyHash.slice(0, 16), s: randomToken(16), e: Math.floor(Date.now() / 1000) + ttl };
-  await storeKeySession(c.env.DB, await storedId(payload.s), keyId, new Date(payload.e * 1000).toISOString());
+  await storeKeySession(c.var.shared, await storedId(payload.s), keyId, new Date(payload.e * 1000).toISOString());
   await setSessionCookie(c, payload, ttl);
 }
 
@@ -149,7 +150,7 @@ export async function startSession(c: Context<DashboardEnv>, keyId: string, keyH
 export async function startMemberSession(c: Context<DashboardEnv>, memberId: string): Promise<void> {
   const ttl = config(c.env).session.ttlSeconds;
   const payload = { m: memberId, s: randomToken(16), e: Math.floor(Date.now() / 1000) + ttl };
-  await storeMemberSession(c.env.DB, await storedId(payload.s), memberId, new Date(payload.e * 1000).toISOString());
+  await storeMemberSession(c.var.shared, await storedId(payload.s), memberId, new Date(payload.e * 1000).toISOString());
   await setSessionCookie(c, payload, ttl);
   const names = cookieNames(c);
   deleteCookie(c, names.browser, { path: "/", secure: names.secure });
@@ -196,7 +197,7 @@ async function setSessionCookie(c: Context<DashboardEnv>, payload: SessionPayloa
 /** Signs out: the session's row goes, so this cookie (and any copy of it) no longer signs anyone in. */
 export async function endSession(c: Context<DashboardEnv>): Promise<void> {
   const payload = await signedPayload(c);
-  if (payload) await deleteSession(c.env.DB, await storedId(payload.s), "m" in payload ? "member" : "api_key");
+  if (payload) await deleteSession(c.var.shared, await storedId(payload.s), "m" in payload ? "member" : "api_key");
   const names = cookieNames(c);
   deleteCookie(c, names.session, { path: "/", secure: names.secure });
 }

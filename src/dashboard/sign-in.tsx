@@ -2,6 +2,7 @@
 // invitee accepts an invitation, and an API key still signs in where the account allows it. Every form here has no
 // session yet, so each carries the double-submit sign-in token.
 
+import { openCtx } from "../db/client";
 import { Hono, type Context } from "hono";
 import { authenticateApiKey } from "../domain/accounts/api-keys";
 import { findActiveMember, normalizeEmail } from "../domain/members/members";
@@ -161,7 +162,14 @@ async function sessionFor(c: Context<DashboardEnv>, { member, account }: SignedI
 }
 
 const recordSignIn = (c: Context<DashboardEnv>, auth: AuthContext, target: { type: string; id: string }) =>
-  record(c.env.DB, { accountId: auth.account.id, action: `${target.type}.signed_in`, actor: actorOf(auth), target, via: "dashboard", ...origin(c) });
+  record(openCtx(c.env, undefined, auth.account).db, {
+    accountId: auth.account.id,
+    action: `${target.type}.signed_in`,
+    actor: actorOf(auth),
+    target,
+    via: "dashboard",
+    ...origin(c),
+  });
 
 export const signInPages = new Hono<DashboardEnv>()
   .get("/sign-in", async (c) => {
@@ -177,9 +185,9 @@ export const signInPages = new Hono<DashboardEnv>()
     if (wait !== undefined) return page(429, tooMany(wait));
     if (typeof form.key === "string") {
       const presented = form.key.trim();
-      const key = await authenticateApiKey(c.env.DB, presented, (write) => c.executionCtx.waitUntil(write));
+      const key = await authenticateApiKey(c.var.shared, presented, (write) => c.executionCtx.waitUntil(write));
       if (!key) return page(401, "That API key is not valid: it does not exist, was revoked or was rotated.");
-      if (!(await keySignInAllowed(c.env.DB, key.account))) {
+      if (!(await keySignInAllowed(c.var.shared, key.account))) {
         return page(403, "This account's members sign in with their email address; its owner can allow API keys again on the Members page.");
       }
       await startSession(c, key.apiKey.id, await sha256Hex(presented));
@@ -193,7 +201,7 @@ export const signInPages = new Hono<DashboardEnv>()
     const waitAddress = await perAddress(c, "mail", email);
     if (waitAddress !== undefined) return page(429, tooMany(waitAddress), email);
     // The same page, as soon, whether or not the address is a member's: the links are made and mailed after the answer.
-    c.executionCtx.waitUntil(mailSignInLinks(c.env, email, signInBrowser(c, SIGN_IN_TTL_MS / 1000)));
+    c.executionCtx.waitUntil(mailSignInLinks(c.var.ctx, email, signInBrowser(c, SIGN_IN_TTL_MS / 1000)));
     return c.html(<CheckMailPage token={issueSignInToken(c)} email={email} />);
   })
   .post("/sign-in/code", async (c) => {
@@ -205,12 +213,12 @@ export const signInPages = new Hono<DashboardEnv>()
     if (wait !== undefined) return page(429, tooMany(wait));
     const browser = presentedSignInBrowser(c);
     const code = typeof form.code === "string" ? form.code.trim() : "";
-    const member = browser ? await redeemSignInCode(c.env, email, code, browser) : undefined;
+    const member = browser ? await redeemSignInCode(c.var.ctx, email, code, browser) : undefined;
     if (!member) return page(401, "That code is not valid: it is wrong, was used, expired, or was asked for in another browser.");
     return signedIn(c, member);
   })
   .get("/sign-in/link", async (c) => {
-    const outcome = await redeemSignInLink(c.env, c.req.query("token") ?? "", presentedSignInBrowser(c));
+    const outcome = await redeemSignInLink(c.var.ctx, c.req.query("token") ?? "", presentedSignInBrowser(c));
     if (outcome === "other_browser") {
       return c.html(
         <MessagePage
@@ -228,7 +236,7 @@ export const signInPages = new Hono<DashboardEnv>()
   })
   .get("/invitation", async (c) => {
     const secret = c.req.query("token") ?? "";
-    const found = await peekToken(c.env, secret, "invitation");
+    const found = await peekToken(c.var.ctx, secret, "invitation");
     if (!found) {
       return c.html(
         <MessagePage
@@ -263,9 +271,9 @@ export const signInPages = new Hono<DashboardEnv>()
     if (!(await signInTokenMatches(c, typeof form._csrf === "string" ? form._csrf : undefined))) return page(403, "The form expired; try again.");
     const wait = (await perClient(c)) ?? (await limited(c, `dashboard-sign-in-factor:${memberId}`, 5, 15 * 60));
     if (wait !== undefined) return page(429, tooMany(wait));
-    const found = await findActiveMember(c.env.DB, memberId);
+    const found = await findActiveMember(c.var.shared, memberId);
     const code = typeof form.code === "string" ? form.code : "";
-    if (!found || !(await checkSecondFactor(c.env, found.member, code))) return page(401, "That code is not valid, or was used already.");
+    if (!found || !(await checkSecondFactor(c.var.ctx, found.member, code))) return page(401, "That code is not valid, or was used already.");
     return sessionFor(c, found);
   })
   .post("/invitation", async (c) => {
@@ -273,7 +281,7 @@ export const signInPages = new Hono<DashboardEnv>()
     if (!(await signInTokenMatches(c, typeof form._csrf === "string" ? form._csrf : undefined))) {
       return c.html(<MessagePage title="Form expired" message="The form expired; open the invitation's link again." />, 403);
     }
-    const accepted = await acceptInvitation(c.env, typeof form.token === "string" ? form.token : "");
+    const accepted = await acceptInvitation(c.var.ctx, typeof form.token === "string" ? form.token : "");
     if (!accepted) {
       return c.html(
         <MessagePage title="Invitation expired" message="This invitation was used already or has expired; sign in with your email address." />,

@@ -1,11 +1,67 @@
 // The one rule for reaching D1: an aggregate's queries live in its module under src/domain/<area>/ (contacts,
 // domains, webhooks, verification jobs, suppressions, credits, ...), written with Drizzle (the query builder, or
 // `sql` templates where SQLite features need them: json_each, ON CONFLICT … RETURNING). Routes and queue consumers
-// call that module; they build no queries. Row types come from db/schema/ (`typeof table.$inferSelect`).
+// call that module; they build no queries. Row types come from db/schema/<area>.ts (`typeof table.$inferSelect`).
+//
+// The handles are made here and nowhere else, once per request (src/middleware: request.ts opens the shared handle, auth.ts the account's), queue batch, cron run or
+// Durable Object call, and passed down: a domain function takes the handle of the rows it reads, an `AccountDb` (one
+// account's messages, contacts, campaigns, ledger, ...) or the `SharedDb` (accounts, API keys and SMTP credentials,
+// domains, members and sessions: what is found before the account is known), or a `Ctx` holding both beside `env`.
+// They are distinct types so that a function's signature says which database its rows are in: today both open the
+// `DB` binding; account databases give an account's rows their own.
 // `statement()` below is the one way to put such a query into a `D1Database.batch` beside the ledger's statements.
 
 import { is, SQL, sql, type SQLWrapper } from "drizzle-orm";
+import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
 import { SQLiteAsyncDialect } from "drizzle-orm/sqlite-core";
+import * as schema from "./schema";
+import { logError } from "../lib/log";
+
+type Handle = DrizzleD1Database<typeof schema> & { $client: D1Database };
+declare const rowsOf: unique symbol;
+
+/** The handle for one account's rows. */
+export type AccountDb = Handle & { readonly [rowsOf]: "account" };
+/** The handle for the tables every account shares. */
+export type SharedDb = Handle & { readonly [rowsOf]: "shared" };
+/** Either handle, for helpers that work on any table (`statement`, pagination). */
+export type Db = AccountDb | SharedDb;
+
+/** Work that may finish after the response (or the queue batch's acknowledgement). */
+export type WaitUntil = { waitUntil(promise: Promise<unknown>): void };
+
+/**
+ * What a request, queue batch, cron run or workflow step reaches the data and the bindings through, and hands work
+ * that may outlive it to.
+ */
+export type Ctx = WaitUntil & { readonly env: Env; readonly db: AccountDb; readonly shared: SharedDb };
+
+const open = (d1: D1Database): Handle => drizzle(d1, { schema });
+
+/** The shared tables' handle. */
+export const sharedDb = (env: Env) => open(env.DB) as SharedDb;
+
+/**
+ * The handle for an account's rows. Every account's rows are in `DB` today; this is where an account's own
+ * database will be chosen.
+ */
+export const accountDb = (env: Env, _account?: { id: string }) => open(env.DB) as AccountDb;
+
+/** The databases that hold accounts' rows, for the crons and sweeps that visit every account. */
+export const accountDatabases = (env: Env): AccountDb[] => [accountDb(env)];
+
+/**
+ * A context for work done for one account (or, without one, across every account in today's single database).
+ * `work` is the invocation's ExecutionContext; without one (a queue batch or alarm whose caller awaits everything) a
+ * promise handed to `waitUntil` runs on and its failure is logged.
+ */
+export const openCtx = (env: Env, work?: WaitUntil, account?: { id: string }): Ctx => ({
+  env,
+  db: accountDb(env, account),
+  shared: sharedDb(env),
+  waitUntil: (promise) =>
+    work ? work.waitUntil(promise) : void promise.catch((error: unknown) => logError("background work failed", { error: String(error) })),
+});
 
 type ToSql = SQLWrapper & { toSQL(): { sql: string; params: unknown[] } };
 
@@ -15,10 +71,13 @@ const dialect = new SQLiteAsyncDialect();
  * A Drizzle query or `sql` template as a raw D1 statement, so it can share one `D1Database.batch` (one round trip,
  * one transaction) with other statements. Drizzle's own batch cannot bind a `sql` template that has parameters.
  */
-export function statement(d1: D1Database, query: ToSql | SQL): D1PreparedStatement {
+export function statement(db: Db, query: ToSql | SQL): D1PreparedStatement {
   const { sql, params } = is(query, SQL) ? dialect.sqlToQuery(query) : query.toSQL();
-  return d1.prepare(sql).bind(...params);
+  return db.$client.prepare(sql).bind(...params);
 }
+
+/** Statements run as one D1 batch: one round trip, one transaction. */
+export const batch = <T = Record<string, unknown>>(db: Db, statements: D1PreparedStatement[]) => db.$client.batch<T>(statements);
 
 /** The current time as the schema's timestamps store it (ISO 8601 UTC with milliseconds), computed by SQLite. */
 export const sqlNow = sql`strftime('%Y-%m-%dT%H:%M:%fZ', 'now')`;

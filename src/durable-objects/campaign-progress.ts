@@ -1,3 +1,4 @@
+import { openCtx } from "../db/client";
 import { DurableObject } from "cloudflare:workers";
 import { findAccount } from "../domain/accounts/accounts";
 import { audienceParameters, audienceWhere, MAX_AUDIENCE_PARAMETERS } from "../domain/campaigns/audience";
@@ -17,7 +18,6 @@ import {
 } from "../domain/campaigns/fanout";
 import { releaseDailySends, reserveDailySendsUpTo } from "../domain/sending/daily-limit";
 import { findJob } from "../domain/verification/jobs";
-import { drizzle } from "drizzle-orm/d1";
 import { logError } from "../lib/log";
 
 /**
@@ -96,13 +96,14 @@ export class CampaignProgress extends DurableObject<Env> {
 
   /** Does one run of work; returns when to run next, or undefined when the campaign needs nothing more. */
   private async step(progress: Progress): Promise<number | undefined> {
-    const env = this.env;
-    let campaign = await loadCampaign(env.DB, progress.campaignId);
+    const ctx = openCtx(this.env, this.ctx);
+    const { env, db } = ctx;
+    let campaign = await loadCampaign(db, progress.campaignId);
     if (!campaign || campaign.status === "draft" || campaign.completedAt !== null) return undefined;
     if (campaign.status === "scheduled") {
       if (campaign.sendAt && Date.parse(campaign.sendAt) > Date.now()) return Date.parse(campaign.sendAt);
-      await beginSending(env.DB, campaign.id);
-      campaign = await loadCampaign(env.DB, progress.campaignId);
+      await beginSending(db, campaign.id);
+      campaign = await loadCampaign(db, progress.campaignId);
       if (!campaign) return undefined;
     }
     if (campaign.status === "cancelled" || campaign.status === "failed") return this.settle(progress);
@@ -110,33 +111,33 @@ export class CampaignProgress extends DurableObject<Env> {
     // Pre-send hygiene: nothing is materialised before the campaign's checks are done (their job's completion or
     // failure wakes this object; the poll is the fallback).
     if (campaign.verificationJobId && progress.cursor === "") {
-      const job = await findJob(env.DB, { id: campaign.verificationJobId });
+      const job = await findJob(db, { id: campaign.verificationJobId });
       if (job?.status === "pending" || job?.status === "processing") return Date.now() + CHECKS_POLL_MS;
     }
 
-    const sender = await senderOf(env.DB, campaign);
+    const sender = await senderOf(db, campaign);
     if (sender?.domainStatus !== "verified") {
-      await failCampaign(env.DB, campaign.id, sender ? `the sender's domain ${sender.domain ?? ""} is no longer verified` : "the sender was deleted");
+      await failCampaign(db, campaign.id, sender ? `the sender's domain ${sender.domain ?? ""} is no longer verified` : "the sender was deleted");
       return this.settle(progress);
     }
-    const account = await findAccount(drizzle(env.DB), campaign.accountId);
+    const account = await findAccount(ctx.shared, campaign.accountId);
     if (!account) return undefined;
-    const where = audienceWhere(campaign, await segmentConditions(env.DB, campaign));
+    const where = audienceWhere(campaign, await segmentConditions(db, campaign));
     // A segment edited after POST /send can outgrow D1's parameter limit: fail (settled like a cancel) rather than retry forever.
     if (audienceParameters(where) > MAX_AUDIENCE_PARAMETERS) {
-      await failCampaign(env.DB, campaign.id, "its segments now have too many conditions together for one query");
+      await failCampaign(db, campaign.id, "its segments now have too many conditions together for one query");
       return this.settle(progress);
     }
     const deadline = Date.now() + RUN_BUDGET_MS;
     // The stored count can be behind D1 (a save lost after a chunk was written): the cap below needs the real one.
-    let state = progress.audienceDone ? progress : { ...progress, materialised: await materialisedCount(env.DB, campaign.id) };
+    let state = progress.audienceDone ? progress : { ...progress, materialised: await materialisedCount(db, campaign.id) };
     while (Date.now() < deadline) {
       // The audience is capped at the reservation taken at POST /send: contacts added since then wait for another campaign.
       for (let i = 0; i < ENQUEUE_STEP / MATERIALISE_CHUNK && !state.audienceDone; i++) {
         const room = campaign.creditsReserved - state.materialised;
         const chunk =
           room > 0
-            ? await materialiseChunk(env.DB, campaign, sender, where, state.cursor, Math.min(MATERIALISE_CHUNK, room))
+            ? await materialiseChunk(db, campaign, sender, where, state.cursor, Math.min(MATERIALISE_CHUNK, room))
             : { inserted: 0, last: undefined };
         state = {
           ...state,
@@ -148,18 +149,18 @@ export class CampaignProgress extends DurableObject<Env> {
       }
 
       const { reservation, resumeAt } = await reserveDailySendsUpTo(env, account, ENQUEUE_STEP);
-      const { enqueued, error } = await enqueueScheduled(env, campaign.id, reservation.count);
+      const { enqueued, error } = await enqueueScheduled(ctx, campaign.id, reservation.count);
       // Recipients not enqueued (nothing left, or the queue refused them) do not count against today's limit.
       if (enqueued < reservation.count) await releaseDailySends(env, account, { window: reservation.window, count: reservation.count - enqueued });
       if (error !== undefined) throw error;
       // The day's limit used up with nothing left to enqueue is the end of the fan-out, not a reason to wait for midnight.
-      const allEnqueued = state.audienceDone && (reservation.count === 0 ? !(await hasScheduled(env.DB, campaign.id)) : enqueued < reservation.count);
+      const allEnqueued = state.audienceDone && (reservation.count === 0 ? !(await hasScheduled(db, campaign.id)) : enqueued < reservation.count);
       if (allEnqueued) {
         this.save({ ...state, phase: "drain" });
         return this.drain(campaign.id);
       }
       if (reservation.count === 0) return resumeAt;
-      const current = await loadCampaign(env.DB, campaign.id);
+      const current = await loadCampaign(db, campaign.id);
       if (current?.status !== "sending") return Date.now();
     }
     return Date.now();
@@ -171,14 +172,14 @@ export class CampaignProgress extends DurableObject<Env> {
    */
   private async settle(progress: Progress): Promise<number | undefined> {
     if (progress.phase === "fanout") {
-      await sweepUnqueued(this.env.DB, progress.campaignId);
+      await sweepUnqueued(openCtx(this.env, this.ctx).db, progress.campaignId);
       this.save({ ...progress, phase: "drain" });
     }
     return this.drain(progress.campaignId);
   }
 
   private async drain(campaignId: string): Promise<number | undefined> {
-    return (await completeIfDone(this.env, campaignId)) ? undefined : Date.now() + DRAIN_POLL_MS;
+    return (await completeIfDone(openCtx(this.env, this.ctx), campaignId)) ? undefined : Date.now() + DRAIN_POLL_MS;
   }
 
   private save(progress: Progress) {

@@ -1,3 +1,4 @@
+import { batch, openCtx } from "../db/client";
 import { DurableObject } from "cloudflare:workers";
 import { usageStatements } from "../domain/reports/usage";
 
@@ -82,8 +83,10 @@ export class RateLimiter extends DurableObject<Env> {
     const kv = this.ctx.storage.kv;
     const pending = [...kv.list<PendingCalls>({ prefix: "calls:" })];
     if (pending.length > 0) {
-      await this.env.DB.batch(
-        pending.flatMap(([, { accountId, day, calls }]) => usageStatements(this.env.DB, accountId, { api_calls: calls }, { day })),
+      const { db } = openCtx(this.env, this.ctx);
+      await batch(
+        db,
+        pending.flatMap(([, { accountId, day, calls }]) => usageStatements(db, accountId, { api_calls: calls }, { day })),
       );
     }
     for (const [key, flushed] of pending) {

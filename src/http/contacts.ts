@@ -1,5 +1,6 @@
 // Contacts, lists and segments changed as the API and the dashboard both change them, with the errors both answer.
 
+import type { AccountDb } from "../db/client";
 import type { z } from "zod";
 import { campaignUsing } from "../domain/campaigns/campaigns";
 import { givenTextFields, updateContact as changeContact } from "../domain/contacts/contacts";
@@ -17,8 +18,8 @@ export function addressOf(email: string): ContactAddress {
 }
 
 /** Applies a PATCH body (the API's or the dashboard's contact form), or throws the error both answer with. */
-export async function patchContactOrThrow(d1: D1Database, accountId: string, id: string, body: z.infer<typeof contactChangeInput>) {
-  const outcome = await changeContact(d1, accountId, id, {
+export async function patchContactOrThrow(db: AccountDb, accountId: string, id: string, body: z.infer<typeof contactChangeInput>) {
+  const outcome = await changeContact(db, accountId, id, {
     address: body.email !== undefined ? addressOf(body.email) : undefined,
     fields: givenTextFields(body),
     customFields: body.custom_fields,
@@ -37,15 +38,15 @@ export async function patchContactOrThrow(d1: D1Database, accountId: string, id:
 }
 
 /** Deletes the list as DELETE /lists/{id} does (the dashboard too): refused while an unfinished campaign targets it. */
-export async function deleteListOrThrow(d1: D1Database, accountId: string, id: string): Promise<void> {
-  const user = await campaignUsing(d1, accountId, id);
+export async function deleteListOrThrow(db: AccountDb, accountId: string, id: string): Promise<void> {
+  const user = await campaignUsing(db, accountId, id);
   if (user) throw audienceInUse("list", user);
-  if (!(await removeList(d1, accountId, id))) throw notFound("List");
+  if (!(await removeList(db, accountId, id))) throw notFound("List");
 }
 
 /** Deletes a segment no unfinished campaign targets, or throws the error both the API and the dashboard answer with. */
-export async function deleteSegmentOrThrow(d1: D1Database, accountId: string, id: string): Promise<void> {
-  const user = await campaignUsing(d1, accountId, id);
+export async function deleteSegmentOrThrow(db: AccountDb, accountId: string, id: string): Promise<void> {
+  const user = await campaignUsing(db, accountId, id);
   if (user) throw audienceInUse("segment", user);
-  if (!(await removeSegment(d1, accountId, id))) throw notFound("Segment");
+  if (!(await removeSegment(db, accountId, id))) throw notFound("Segment");
 }

@@ -1,3 +1,4 @@
+import { openCtx, type SharedDb } from "../db/client";
 import { Hono, type Context } from "hono";
 import { createMiddleware } from "hono/factory";
 import {
@@ -66,8 +67,8 @@ async function signedBody<T extends z.ZodType>(c: Context<AppEnv>, schema: T): P
   return parsed.data;
 }
 
-async function activeCredential(d1: D1Database, credentialId: string, options: { cached?: boolean } = {}) {
-  const found = await findActiveCredential(d1, credentialId, options);
+async function activeCredential(db: SharedDb, credentialId: string, options: { cached?: boolean } = {}) {
+  const found = await findActiveCredential(db, credentialId, options);
   // the bridge answers this with 530: the session's credential was revoked after it logged in
   if (!found) throw new AppError("unauthorized", "The SMTP credential does not exist or was revoked");
   return found;
@@ -77,7 +78,7 @@ export const relayRoutes = new Hono<AppEnv>()
   .use("*", verifyBridge)
   .post(relayEndpoints.auth.path, async (c) => {
     const body = await signedBody(c, AuthRequest);
-    const identity = await authenticateSmtpCredential(c.env.DB, body.username, body.password, (promise) => c.executionCtx.waitUntil(promise));
+    const identity = await authenticateSmtpCredential(c.var.shared, body.username, body.password, (promise) => c.executionCtx.waitUntil(promise));
     if (!identity) throw new AppError("unauthorized", "Invalid SMTP username or password");
     const answer: z.input<typeof AuthResponse> = {
       credential_id: identity.credentialId,
@@ -89,11 +90,11 @@ export const relayRoutes = new Hono<AppEnv>()
   })
   .post(relayEndpoints.sender.path, async (c) => {
     const body = await signedBody(c, SenderRequest);
-    const { credential, account } = await activeCredential(c.env.DB, body.credential_id);
+    const { credential, account } = await activeCredential(c.var.shared, body.credential_id);
     const disabled = relayFeatureRefusal(account);
     if (disabled) throw refusalError(disabled);
     const domainName = domainOf(body.mail_from);
-    const domain = await findVerifiedDomain(c.env.DB, account.id, domainName);
+    const domain = await findVerifiedDomain(c.var.shared, account.id, domainName);
     if (!domain) {
       throw new AppError("domain_not_verified", `The domain ${unverifiedDomainMessage(domainName)}`);
     }
@@ -104,7 +105,7 @@ export const relayRoutes = new Hono<AppEnv>()
     const body = await signedBody(c, MessageRequest);
     // From the isolate's cache when seen in the last few seconds (credentialCacheTtlMs): the message's only
     // D1 reads are then acceptMessage's.
-    const { credential, account } = await activeCredential(c.env.DB, body.credential_id, { cached: true });
+    const { credential, account } = await activeCredential(c.var.shared, body.credential_id, { cached: true });
     // An SMTP credential is held to the account's per-minute limit as an API key is (one message, one request), so
     // the relay is no way around it; the bridge turns the 429 into 451 4.7.0 with the Retry-After in the text.
     const decision = await c.env.RATE_LIMITER.getByName(`smtp:${credential.id}`).consume(account.rateLimitPerMinute, 60);
@@ -115,8 +116,7 @@ export const relayRoutes = new Hono<AppEnv>()
     }
     // the credential's mode is read here, per message, so it holds however long the bridge keeps a session open
     const outcome = await acceptRelayMessage(
-      c.env,
-      c.executionCtx,
+      openCtx(c.env, { waitUntil: (promise) => c.executionCtx.waitUntil(promise) }, account),
       { account, testMode: credential.mode === "test" },
       { credentialId: credential.id, mailFrom: body.mail_from, rcptTo: body.rcpt_to, raw: base64ToBytes(body.raw) },
     );

@@ -1,5 +1,5 @@
+import type { Db } from "../db/client";
 import { and, desc, eq, lt, or, type InferSelectModel, type SQL } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
 import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
 import { validationError } from "../errors";
 
@@ -33,14 +33,14 @@ type AccountTable = SQLiteTable & { accountId: SQLiteColumn; createdAt: SQLiteCo
 
 /** A page of the account's rows of `table`, newest first (`limit + 1` rows, for `pageOf`). */
 export async function accountPage<T extends AccountTable>(
-  d1: D1Database,
+  db: Db,
   table: T,
   accountId: string,
   page: { cursor?: string; limit: number },
 ): Promise<InferSelectModel<T>[]> {
   const keyset = keysetPage(table, page.cursor);
   // drizzle's row type does not resolve for a generic table; every column is selected, so the row is the table's.
-  return drizzle(d1)
+  return db
     .select()
     .from(table as AccountTable)
     .where(and(eq(table.accountId, accountId), keyset.where))

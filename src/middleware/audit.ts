@@ -2,6 +2,7 @@
 // API write route, and the dashboard's session middleware calls `recordDashboardChange` after every form post. Only
 // a change that succeeded (status below 400) is recorded; reads never are.
 
+import type { AccountDb } from "../db/client";
 import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
 import { routePath } from "hono/route";
@@ -31,17 +32,17 @@ async function targetId(c: Context): Promise<string | undefined> {
 }
 
 /** Writes the entry; a failure is logged rather than failing a change that has already been made. */
-export async function record(d1: D1Database, entry: AuditRecord): Promise<void> {
+export async function record(db: AccountDb, entry: AuditRecord): Promise<void> {
   try {
-    await recordAudit(d1, entry);
+    await recordAudit(db, entry);
   } catch (error) {
     logError("audit log entry not written", { account_id: entry.accountId, action: entry.action, error: String(error) });
   }
 }
 
-async function recordChange(c: Context, accountId: string, actor: Actor, action: string, via: AuditRecord["via"]) {
+async function recordChange(c: Context<AppEnv>, accountId: string, actor: Actor, action: string, via: AuditRecord["via"]) {
   if (c.res.status >= 400) return;
-  await record(c.env.DB, {
+  await record(c.var.ctx.db, {
     accountId,
     action,
     actor,

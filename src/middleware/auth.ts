@@ -7,6 +7,7 @@ import { timingSafeEqualString } from "../lib/crypto";
 import type { AppEnv, AuthContext } from "../types";
 import type { Feature, Scope } from "../access";
 import { config } from "../config";
+import { openCtx } from "../db/client";
 
 const bearerPattern = /^Bearer ([^\s]+)$/;
 
@@ -24,6 +25,7 @@ export async function admitKey(
   limiter: { name: string; limit: number; windowSeconds: number; per: "minute" | "second" },
 ): Promise<void> {
   c.set("auth", auth);
+  c.set("ctx", openCtx(c.env, { waitUntil: (promise) => c.executionCtx.waitUntil(promise) }, auth.account));
   // The key's own limiter also counts the call for the account's usage (flushed to D1 once a minute).
   const decision = await c.env.RATE_LIMITER.getByName(limiter.name).consume(limiter.limit, limiter.windowSeconds, 1, undefined, auth.account.id);
   const rateHeaders = {
@@ -57,7 +59,7 @@ export const apiKeyAuth = createMiddleware<AppEnv>(async (c, next) => {
   if (!presented) {
     throw new AppError("unauthorized", "Missing API key: send it as `Authorization: Bearer <API_KEY>`");
   }
-  const auth = await authenticateApiKey(c.env.DB, presented, (write) => c.executionCtx.waitUntil(write), {
+  const auth = await authenticateApiKey(c.var.shared, presented, (write) => c.executionCtx.waitUntil(write), {
     cached: cachedKeyRoutes.has(`${c.req.method} ${c.req.path}`),
   });
   if (!auth) throw new AppError("unauthorized", "Invalid API key: it does not exist, was revoked or was rotated");

@@ -4,16 +4,22 @@ import type { MiddlewareHandler } from "hono";
 import { createMiddleware } from "hono/factory";
 import { AppError } from "../errors";
 import { randomBase62 } from "../lib/ids";
+import { openCtx, sharedDb } from "../db/client";
 import type { AppEnv } from "../types";
 
 /**
  * Every response, errors and unknown routes included, carries the id its logs are filed under. Not hono/request-id:
  * it adopts a caller's `X-Request-Id`, and ours is always minted here because it is also a ledger reference (the
  * verification API charges per request id), so a replayed id must never let a caller skip a charge.
+ * The data handles are opened here, once per request; the account's own, once its key is known (admitKey).
  */
 export const requestId = createMiddleware<AppEnv>(async (c, next) => {
   const id = `req_${randomBase62(20)}`;
   c.set("requestId", id);
+  c.set("shared", sharedDb(c.env));
+  // Until a key or session names the account (admitKey replaces it), a route that finds the account from what it was
+  // given (a tracking token, a form id, the relay's credential) works in this context.
+  c.set("ctx", openCtx(c.env, { waitUntil: (promise) => c.executionCtx.waitUntil(promise) }));
   await next();
   c.res.headers.set("X-Request-Id", id);
 });

@@ -1,3 +1,4 @@
+import { openCtx } from "../db/client";
 import { processAiRequest } from "../domain/ai/generation";
 import { aiQueueMessageSchema } from "../domain/ai/requests";
 import { failAiRequest } from "../domain/ai/requests";
@@ -5,6 +6,7 @@ import { logError } from "../lib/log";
 
 // Generations are slow (seconds to minutes each) and independent: a batch runs them side by side.
 export async function consumeAiRequests(batch: MessageBatch<unknown>, env: Env): Promise<void> {
+  const ctx = openCtx(env);
   await Promise.all(
     batch.messages.map(async (message) => {
       const body = aiQueueMessageSchema.safeParse(message.body);
@@ -15,7 +17,7 @@ export async function consumeAiRequests(batch: MessageBatch<unknown>, env: Env):
         return;
       }
       try {
-        const outcome = await processAiRequest(env, body.data.request_id);
+        const outcome = await processAiRequest(ctx, body.data.request_id);
         if (outcome.kind === "retry") message.retry({ delaySeconds: outcome.delaySeconds });
         else message.ack();
       } catch (error) {
@@ -29,10 +31,12 @@ export async function consumeAiRequests(batch: MessageBatch<unknown>, env: Env):
 
 /** Requests whose consumer kept failing (not the provider: that is retried and failed above) end `failed`. */
 export async function consumeAiDeadLetters(batch: MessageBatch<unknown>, env: Env): Promise<void> {
+  const ctx = openCtx(env);
+  const { db } = ctx;
   for (const message of batch.messages) {
     const body = aiQueueMessageSchema.safeParse(message.body);
     if (body.success) {
-      await failAiRequest(env.DB, body.data.request_id, "The generation stopped after repeated errors; it does not count against the quota");
+      await failAiRequest(db, body.data.request_id, "The generation stopped after repeated errors; it does not count against the quota");
     } else {
       logError("unknown ai dead letter", { queue: batch.queue, message_id: message.id });
     }

@@ -1,3 +1,4 @@
+import { openCtx } from "../db/client";
 import { contactImportMessageSchema, failContactImport, importTuning, runContactImport, type ContactImportMessage } from "../domain/contacts/import";
 import { logError } from "../lib/log";
 
@@ -11,6 +12,7 @@ const LAST_ATTEMPT = 4;
  * it `processing` forever.
  */
 export async function consumeContactImportMessage(message: Message<unknown>, env: Env): Promise<void> {
+  const ctx = openCtx(env);
   const parsed = contactImportMessageSchema.safeParse(message.body);
   if (!parsed.success) {
     logError("malformed contact import message", { message_id: message.id, issues: parsed.error.issues });
@@ -20,7 +22,7 @@ export async function consumeContactImportMessage(message: Message<unknown>, env
   }
   const importId = parsed.data.import_id;
   try {
-    const result = await runContactImport(env, importId, { deadline: Date.now() + importTuning.invocationBudgetMs });
+    const result = await runContactImport(ctx, importId, { deadline: Date.now() + importTuning.invocationBudgetMs });
     if (result.state === "continue") {
       const next: ContactImportMessage = { kind: "contact_import", import_id: importId, offset: result.offset };
       await env.VERIFY_QUEUE.send(next);
@@ -30,7 +32,7 @@ export async function consumeContactImportMessage(message: Message<unknown>, env
     const reason = error instanceof Error ? error.message : String(error);
     logError("contact import chunk failed", { import_id: importId, attempt: message.attempts, error: reason });
     if (message.attempts >= LAST_ATTEMPT) {
-      await failContactImport(env, importId, "The import stopped after repeated errors; rows imported so far are kept");
+      await failContactImport(ctx, importId, "The import stopped after repeated errors; rows imported so far are kept");
       message.ack();
     } else {
       message.retry({ delaySeconds: 10 * 2 ** (message.attempts - 1) });

@@ -2,6 +2,7 @@
 // sending domains (docs/deliverability.md). Each names the copy it is about by Cloudflare's message id, which the
 // Cloudflare transport stored for the recipient; the events map onto the same outcomes as DSNs and SES notifications.
 
+import { openCtx } from "../db/client";
 import { z } from "zod";
 import { recordFeedback, type Feedback } from "../domain/feedback/record";
 import { logWarning } from "../lib/log";
@@ -57,12 +58,13 @@ function feedbackOfEvent(event: EmailSendingEvent): Feedback {
 
 /** Records a batch of events in one go; a failure retries the batch, which records nothing twice. */
 export async function consumeEmailEvents(batch: MessageBatch<unknown>, env: Env): Promise<void> {
+  const ctx = openCtx(env);
   const reports: Feedback[] = [];
   for (const message of batch.messages) {
     const parsed = emailSendingEvent.safeParse(message.body);
     if (parsed.success) reports.push(feedbackOfEvent(parsed.data));
     else logWarning("email events: unreadable event dropped", { body: message.body });
   }
-  await recordFeedback(env, reports);
+  await recordFeedback(ctx, reports);
   batch.ackAll();
 }

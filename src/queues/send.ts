@@ -1,3 +1,4 @@
+import { openCtx } from "../db/client";
 import { sendQueueMessageSchema } from "../domain/sending/content";
 import { abandonMessages, deliverMessages, type DeliveryOptions } from "../domain/sending/deliver";
 import { logError } from "../lib/log";
@@ -18,9 +19,10 @@ function messageIds(batch: MessageBatch<unknown>): Map<string, Message<unknown>>
 
 /** Delivers a batch (see deliverMessages) and acknowledges each queue message, or retries it after its delay. */
 export async function consumeSendBatch(batch: MessageBatch<unknown>, env: Env, options?: DeliveryOptions): Promise<void> {
+  const ctx = openCtx(env);
   const wanted = messageIds(batch);
   if (wanted.size === 0) return;
-  const result = await deliverMessages(env, [...wanted.keys()], options);
+  const result = await deliverMessages(ctx, [...wanted.keys()], options);
   for (const [id, queued] of wanted) {
     const retry = result.get(id);
     if (retry) queued.retry({ delaySeconds: retry.retryDelaySeconds });
@@ -30,7 +32,8 @@ export async function consumeSendBatch(batch: MessageBatch<unknown>, env: Env, o
 
 /** Dead-letter queue: the queue gave up on these messages; they are failed and refunded, never left queued. */
 export async function consumeSendDeadLetters(batch: MessageBatch<unknown>, env: Env): Promise<void> {
+  const ctx = openCtx(env);
   const ids = [...messageIds(batch).keys()];
-  if (ids.length > 0) await abandonMessages(env, ids);
+  if (ids.length > 0) await abandonMessages(ctx, ids);
   batch.ackAll();
 }

@@ -1,3 +1,4 @@
+import { openCtx } from "../db/client";
 import { createResolver } from "../domain/dns/doh";
 import {
   failVerificationJob,
@@ -23,9 +24,10 @@ const RETRY_BASE_SECONDS = 10;
  * looked up once, and each job's input read from R2 once. Each message is acked or retried on its own.
  */
 export async function consumeVerificationChunks(deliveries: ChunkDelivery[], env: Env): Promise<void> {
+  const ctx = openCtx(env);
   // No waitUntil: the D1 cache write finishes before the chunk does, so the next batch's chunks find it.
   const settings = config(env);
-  const resolver = createResolver({ url: settings.dohUrl, db: env.DB });
+  const resolver = createResolver({ url: settings.dohUrl, db: ctx.shared });
   const prober = settings.prober && createMailboxProber(settings.prober);
   const inputs = new Map<string, Promise<JobInput>>();
   const loadInput = (job: VerificationJob) => {
@@ -44,7 +46,7 @@ export async function consumeVerificationChunks(deliveries: ChunkDelivery[], env
   await Promise.all(
     deliveries.map(async ({ message, chunk }) => {
       try {
-        await processVerificationChunk(env, chunk, { resolver, prober, loadInput });
+        await processVerificationChunk(ctx, chunk, { resolver, prober, loadInput });
         message.ack();
       } catch (error) {
         logError("verification chunk failed; retrying", {
@@ -61,9 +63,10 @@ export async function consumeVerificationChunks(deliveries: ChunkDelivery[], env
 
 /** Chunks that exhausted their retries: their job fails (once) and is refunded for what it did not verify. */
 export async function failVerificationChunks(deliveries: ChunkDelivery[], env: Env): Promise<void> {
+  const ctx = openCtx(env);
   for (const { message, chunk } of deliveries) {
     try {
-      await failVerificationJob(env, chunk.job_id, `Addresses ${chunk.offset} to ${chunk.offset + chunk.count - 1} could not be verified`);
+      await failVerificationJob(ctx, chunk.job_id, `Addresses ${chunk.offset} to ${chunk.offset + chunk.count - 1} could not be verified`);
       message.ack();
     } catch (error) {
       logError("failing a verification job from the DLQ failed; retrying", {

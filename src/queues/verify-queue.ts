@@ -1,3 +1,4 @@
+import { openCtx } from "../db/client";
 import { z } from "zod";
 import { contactImportMessageSchema, failContactImport } from "../domain/contacts/import";
 import { verificationChunkSchema } from "../domain/verification/jobs";
@@ -45,12 +46,13 @@ export async function consumeVerifyQueue(batch: MessageBatch<unknown>, env: Env,
 
 /** Messages that exhausted their retries: their job or import is marked failed, so nothing stays `processing`. */
 export async function consumeVerifyDeadLetters(batch: MessageBatch<unknown>, env: Env, _ctx: ExecutionContext): Promise<void> {
+  const ctx = openCtx(env);
   // Nothing more can be done with an unknown body than the log line `route` writes.
   const { chunks, imports } = route(batch, (message) => message.ack());
   if (chunks.length > 0) await failVerificationChunks(chunks, env);
   for (const message of imports) {
     const body = contactImportMessageSchema.parse(message.body);
-    await failContactImport(env, body.import_id, "The import stopped after repeated errors; rows imported so far are kept");
+    await failContactImport(ctx, body.import_id, "The import stopped after repeated errors; rows imported so far are kept");
     message.ack();
   }
 }

@@ -1,3 +1,4 @@
+import { batch, openCtx, type AccountDb } from "../db/client";
 import { z } from "zod";
 import {
   attemptDelivery,
@@ -45,6 +46,7 @@ export type WebhookConsumerOptions = {
  * writes those of all attempts of the run in one D1 batch: the common case costs no round trip of its own.
  */
 async function processMessage(
+  db: AccountDb,
   context: DeliveryContext,
   message: WebhookDeliveryMessage,
   event: DispatchedEvent | undefined,
@@ -63,7 +65,7 @@ async function processMessage(
   }
   const base = { endpointId: endpoint.id, accountId: endpoint.accountId, eventId: event.id, eventType: event.type, attempt: message.attempt };
   if (!endpoint.enabled) {
-    await logDeliveryAttempt(env.DB, {
+    await logDeliveryAttempt(db, {
       ...base,
       status: "failed",
       statusCode: null,
@@ -80,12 +82,12 @@ async function processMessage(
   const at = finishedAt.toISOString();
   const attempt = { ...base, statusCode: result.statusCode, responseSnippet: result.responseSnippet, durationMs: result.durationMs, createdAt: at };
 
-  if (result.ok) return deliverySucceededStatements(env.DB, endpoint, attempt);
+  if (result.ok) return deliverySucceededStatements(db, endpoint, attempt);
 
-  const stillEnabled = await recordEndpointFailure(env.DB, endpoint.id, at);
+  const stillEnabled = await recordEndpointFailure(db, endpoint.id, at);
   const delaySeconds = RETRY_DELAYS_SECONDS[message.attempt - 1];
   const retry = stillEnabled && delaySeconds !== undefined;
-  await logDeliveryAttempt(env.DB, {
+  await logDeliveryAttempt(db, {
     ...attempt,
     status: retry ? "retrying" : "failed",
     nextRetryAt: retry ? new Date(finishedAt.getTime() + delaySeconds * 1000).toISOString() : null,
@@ -123,12 +125,13 @@ export async function deliverWebhookMessages(
   options: WebhookConsumerOptions = {},
 ): Promise<("done" | "again")[]> {
   if (messages.length === 0) return [];
+  const { db } = openCtx(env);
   let eventsById: Map<string, DispatchedEvent>;
   let endpointsById: Map<string, WebhookEndpointRow>;
   try {
     [eventsById, endpointsById] = await Promise.all([
-      findDispatchedEvents(env.DB, [...new Set(messages.map((message) => message.event_id))]),
-      findEndpointsByIds(env.DB, [...new Set(messages.map((message) => message.endpoint_id))]),
+      findDispatchedEvents(db, [...new Set(messages.map((message) => message.event_id))]),
+      findEndpointsByIds(db, [...new Set(messages.map((message) => message.endpoint_id))]),
     ]);
   } catch (error) {
     logError("webhook deliveries could not be loaded; they will run again", { error: error instanceof Error ? error.message : String(error) });
@@ -138,7 +141,7 @@ export async function deliverWebhookMessages(
   const attempts = await Promise.all(
     messages.map(async (message): Promise<{ outcome: "done" | "again"; successWrites: D1PreparedStatement[] }> => {
       try {
-        const successWrites = await processMessage(context, message, eventsById.get(message.event_id), endpointsById.get(message.endpoint_id));
+        const successWrites = await processMessage(db, context, message, eventsById.get(message.event_id), endpointsById.get(message.endpoint_id));
         return { outcome: "done", successWrites };
       } catch (error) {
         logError("webhook delivery could not be recorded; it will run again", {
@@ -152,7 +155,7 @@ export async function deliverWebhookMessages(
   const successWrites = attempts.flatMap((attempt) => attempt.successWrites);
   if (successWrites.length > 0) {
     try {
-      await env.DB.batch(successWrites);
+      await batch(db, successWrites);
     } catch (error) {
       // Those receivers got their requests but the log did not: run only those again (receivers de-duplicate by
       // event id). Failed attempts already logged and scheduled their retry and must not run twice.
@@ -203,13 +206,15 @@ export async function consumeWebhookDeliveries(batch: MessageBatch<unknown>, env
  * Its delivery is marked failed, so the log shows the end of the story instead of a `retrying` row forever.
  */
 export async function consumeWebhookDeadLetters(batch: MessageBatch<unknown>, env: Env): Promise<void> {
+  const ctx = openCtx(env);
+  const { db } = ctx;
   const parsed = batch.messages.flatMap((message) => {
     const body = messageSchema.safeParse(message.body);
     return body.success ? [{ message, body: body.data }] : [];
   });
   const [eventsById, endpointsById] = await Promise.all([
-    findDispatchedEvents(env.DB, [...new Set(parsed.map(({ body }) => body.event_id))]),
-    findEndpointsByIds(env.DB, [...new Set(parsed.map(({ body }) => body.endpoint_id))]),
+    findDispatchedEvents(db, [...new Set(parsed.map(({ body }) => body.event_id))]),
+    findEndpointsByIds(db, [...new Set(parsed.map(({ body }) => body.endpoint_id))]),
   ]);
   for (const { body } of parsed) {
     const event = eventsById.get(body.event_id);
@@ -218,7 +223,7 @@ export async function consumeWebhookDeadLetters(batch: MessageBatch<unknown>, en
       logWarning("dead-lettered webhook delivery dropped: its event or endpoint no longer exists", { ...body });
       continue;
     }
-    await logDeadLetteredDelivery(env.DB, {
+    await logDeadLetteredDelivery(db, {
       endpointId: endpoint.id,
       accountId: endpoint.accountId,
       eventId: event.id,

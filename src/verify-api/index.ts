@@ -202,7 +202,7 @@ function serializeBatch(job: VerificationJob) {
 export const verifyApiRoutes = createRouter()
   .openapi(validate, async (c) => {
     const { email } = c.req.valid("query");
-    const check = await verifySingleAddress(c.env, c.get("auth").account, email, {
+    const check = await verifySingleAddress(c.var.ctx, c.get("auth").account, email, {
       reference: c.get("requestId"),
       waitUntil: (promise) => c.executionCtx.waitUntil(promise),
     });
@@ -213,7 +213,7 @@ export const verifyApiRoutes = createRouter()
     const body = c.req.valid("json");
     const file = decodeDataUri(body.file);
     const emails = readEmailColumn(file.text, body.first_row_is_header);
-    const created = await createVerificationJob(c.env, {
+    const created = await createVerificationJob(c.var.ctx, {
       account: c.get("auth").account,
       emails,
       source: "batch",
@@ -222,14 +222,14 @@ export const verifyApiRoutes = createRouter()
     });
     if (created.kind === "insufficient_credits") throw insufficientVerifyCredits(created);
     const { job, plan } = created;
-    if ((await enqueueVerificationJob(c.env, job, plan.chunks)) === "queue_unavailable") throw verificationQueueUnavailable();
+    if ((await enqueueVerificationJob(c.var.ctx, job, plan.chunks)) === "queue_unavailable") throw verificationQueueUnavailable();
     const message =
       `File accepted: ${plan.total} rows, ${plan.duplicates} duplicates, ${plan.badSyntax} with bad syntax; ` +
       `${plan.chargeable} credits charged. Poll GET /api/batch/${job.seq}.`;
     return c.json({ data: serializeBatch(job), message }, 200);
   })
   .openapi(getBatch, async (c) => {
-    const job = await findJob(c.env.DB, { seq: c.req.valid("param").id }, c.get("auth").account.id);
+    const job = await findJob(c.var.ctx.db, { seq: c.req.valid("param").id }, c.get("auth").account.id);
     if (!job) throw notFound("Batch");
     const finished = job.status === "completed" || job.status === "failed";
     return c.json(
@@ -248,12 +248,12 @@ export const verifyApiRoutes = createRouter()
     );
   })
   .openapi(downloadBatch, async (c) => {
-    const job = await findJob(c.env.DB, { seq: c.req.valid("param").id }, c.get("auth").account.id);
+    const job = await findJob(c.var.ctx.db, { seq: c.req.valid("param").id }, c.get("auth").account.id);
     if (!job) throw notFound("Batch");
     if (job.status === "pending" || job.status === "processing") {
       throw new AppError("conflict", `The batch is still ${job.status} (${job.processed} of ${job.total} rows); download it once it is completed`);
     }
-    const stream = jobResultsCsv(c.env.DB, job.id, batchCsvColumns, ({ result }) => {
+    const stream = jobResultsCsv(c.var.ctx.db, job.id, batchCsvColumns, ({ result }) => {
       const standalone = toStandaloneResult(result, result.checked_at);
       return batchCsvColumns.map((column) => (column === "sub_status" ? standalone.sub_status.join(";") : standalone[column]));
     });

@@ -2,6 +2,7 @@
 // `step.do` (its result is kept, so a restarted instance does not redo finished steps), each wait a `step.sleep` /
 // `step.sleepUntil` that can last up to 365 days. The run row in D1 says what the API shows.
 
+import { openCtx } from "../db/client";
 import { WorkflowEntrypoint, type WorkflowEvent, type WorkflowStep } from "cloudflare:workers";
 import { NonRetryableError } from "cloudflare:workflows";
 import { executeStep, PermanentStepError, stepFailureMessage, type StepResult } from "../domain/automations/execute";
@@ -13,6 +14,7 @@ const retries = { retries: { limit: 4, delay: "30 seconds", backoff: "exponentia
 
 export class AutomationWorkflow extends WorkflowEntrypoint<Env, WorkflowParams> {
   override async run(event: Readonly<WorkflowEvent<WorkflowParams>>, step: WorkflowStep): Promise<{ status: string }> {
+    const ctx = openCtx(this.env, this.ctx);
     const { runId } = event.payload;
     // Step results must be serialisable: the steps and each step's result travel as JSON text.
     // Every callback's failure reaches the run's error: a fault of ours (a D1 error quoting its SQL) is logged and
@@ -31,7 +33,7 @@ export class AutomationWorkflow extends WorkflowEntrypoint<Env, WorkflowParams> 
     const snapshot = await step.do(
       "load run",
       guarded("Loading the run", async () => {
-        const run = await loadRun(this.env.DB, runId);
+        const run = await loadRun(ctx.db, runId);
         return run ? JSON.stringify(run.steps) : "";
       }),
     );
@@ -43,19 +45,19 @@ export class AutomationWorkflow extends WorkflowEntrypoint<Env, WorkflowParams> 
         // A run cancelled through the API (if terminating the instance did not reach it) stops before its next step.
         const live = await step.do(
           `check ${index}`,
-          guarded(what, async () => (await loadRun(this.env.DB, runId))?.status ?? "missing"),
+          guarded(what, async () => (await loadRun(ctx.db, runId))?.status ?? "missing"),
         );
         if (live !== "running" && live !== "waiting") return { status: live };
         await step.do(
           `start ${index}`,
-          guarded(what, () => recordStepStart(this.env.DB, runId, index, current)),
+          guarded(what, () => recordStepStart(ctx.db, runId, index, current)),
         );
         if (current.type === "wait") {
           if (current.seconds !== undefined) await step.sleep(`wait ${index}`, current.seconds * 1000);
           else await step.sleepUntil(`wait ${index}`, new Date(current.until!));
           await step.do(
             `finish ${index}`,
-            guarded(what, () => recordStepFinish(this.env.DB, runId, index, "completed", {})),
+            guarded(what, () => recordStepFinish(ctx.db, runId, index, "completed", {})),
           );
           continue;
         }
@@ -63,27 +65,27 @@ export class AutomationWorkflow extends WorkflowEntrypoint<Env, WorkflowParams> 
           `${current.type} ${index}`,
           retries,
           guarded(what, async () => {
-            const run = await loadRun(this.env.DB, runId);
+            const run = await loadRun(ctx.db, runId);
             if (!run) throw new PermanentStepError("The run no longer exists");
-            return JSON.stringify(await executeStep(this.env, this.ctx, run, index, current));
+            return JSON.stringify(await executeStep(ctx, run, index, current));
           }),
         );
         const result = JSON.parse(outcome) as StepResult;
         await step.do(
           `finish ${index}`,
-          guarded(what, () => recordStepFinish(this.env.DB, runId, index, result.status, result.detail)),
+          guarded(what, () => recordStepFinish(ctx.db, runId, index, result.status, result.detail)),
         );
         if (result.stop) break;
       }
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
       await step.do("failed", async () => {
-        await markRunningStepFailed(this.env.DB, runId, message);
-        await finishRun(this.env, runId, "failed", message);
+        await markRunningStepFailed(ctx.db, runId, message);
+        await finishRun(ctx, runId, "failed", message);
       });
       return { status: "failed" };
     }
-    await step.do("completed", () => finishRun(this.env, runId, "completed"));
+    await step.do("completed", () => finishRun(ctx, runId, "completed"));
     return { status: "completed" };
   }
 }

@@ -1,3 +1,4 @@
+import { openCtx } from "../../src/db/client";
 import { env } from "cloudflare:workers";
 import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
@@ -108,7 +109,7 @@ describe("Workers AI adapter", () => {
 
     const account = await aiAccount();
     const id = await storedRequest(account.api_key, "Binding", { variations: 2 }, { AI_BASE_URL: "", AI: binding });
-    expect(await processAiRequest(withBinding, id)).toEqual({ kind: "done" });
+    expect(await processAiRequest(openCtx(withBinding), id)).toEqual({ kind: "done" });
 
     expect(calls.map((c) => c.model)).toEqual([DEFAULT_WORKERS_AI_MODEL]);
     const request = await requestOf(account.api_key, id);
@@ -124,7 +125,7 @@ describe("queue delivery", () => {
     const caseId = newCase();
     const id = await storedRequest(account.api_key, `Twice [case:${caseId}]`, { variations: 2, followups: 1 });
 
-    const outcomes = await Promise.all([processAiRequest(env, id), processAiRequest(env, id)]);
+    const outcomes = await Promise.all([processAiRequest(openCtx(env), id), processAiRequest(openCtx(env), id)]);
 
     expect(outcomes).toEqual([{ kind: "done" }, { kind: "done" }]);
     const request = await requestOf(account.api_key, id);
@@ -134,7 +135,7 @@ describe("queue delivery", () => {
     expect(campaigns.results.map((row) => row.id)).toEqual([...request.campaign_ids].sort());
     // A delivery after completion does nothing, not even a provider call.
     const callsBefore = (await providerRequests(caseId)).length;
-    expect(await processAiRequest(env, id)).toEqual({ kind: "done" });
+    expect(await processAiRequest(openCtx(env), id)).toEqual({ kind: "done" });
     expect(await providerRequests(caseId)).toHaveLength(callsBefore);
   });
 
@@ -142,7 +143,7 @@ describe("queue delivery", () => {
     const account = await aiAccount(2);
     const stuck = await storedRequest(account.api_key, "Stuck");
     const done = await storedRequest(account.api_key, "Done");
-    await processAiRequest(env, done);
+    await processAiRequest(openCtx(env), done);
 
     const batch = createMessageBatch("mailforge-ai-dlq", [
       { id: "dlq-1", timestamp: new Date(), attempts: 13, body: { request_id: stuck } },

@@ -1,3 +1,4 @@
+import { openCtx } from "../../src/db/client";
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { drizzle } from "drizzle-orm/d1";
@@ -136,7 +137,7 @@ describe("a campaign that fails midway", () => {
     await waitForStatus(key, campaign.id, "sent");
     const before = await ledgerOf(account.id);
 
-    await failUnstarted(env, account.id, campaign.id);
+    await failUnstarted(openCtx(env), account.id, campaign.id);
     expect(await campaignOf(key, campaign.id)).toMatchObject({ status: "sent" });
     expect(await ledgerOf(account.id)).toEqual(before);
     expect(await sendBalance(key)).toEqual({ balance: 9, reserved: 0, available: 9 });
@@ -192,7 +193,7 @@ describe("a queue refusing part of a fan-out step", () => {
         taken.push(batch.map((message) => message.body.message_id));
       },
     };
-    const result = await enqueueScheduled(envWith("SEND_QUEUE", secondRefused), campaign.id, 250);
+    const result = await enqueueScheduled(openCtx(envWith("SEND_QUEUE", secondRefused)), campaign.id, 250);
     expect(result).toMatchObject({ enqueued: 150, error: expect.objectContaining({ message: "queue unavailable" }) });
     const rows = (
       await env.DB.prepare("SELECT id, status FROM messages WHERE campaign_id = ?1").bind(campaign.id).all<{ id: string; status: string }>()
@@ -239,7 +240,7 @@ describe("the dead-letter queue and a copy being delivered at the same time", ()
     await holdInQueue(held!.id);
 
     // The dead-letter consumer gives up on the message while a requeued copy of it is being delivered.
-    await Promise.all([abandonMessages(env, [held!.id]), deliverMessages(env, [held!.id])]);
+    await Promise.all([abandonMessages(openCtx(env), [held!.id]), deliverMessages(openCtx(env), [held!.id])]);
 
     const entries = (await ledgerOf(account.id)).filter((entry) => entry.reference_id === `${campaign.id}:${held!.id}`);
     expect(entries).toHaveLength(1);
@@ -271,7 +272,7 @@ describe("campaign.completed", () => {
        BEGIN UPDATE campaigns SET status = 'cancelled' WHERE id = OLD.id; SELECT RAISE(IGNORE); END`,
     ).run();
     try {
-      await completeIfDone(env, campaign.id);
+      await completeIfDone(openCtx(env), campaign.id);
     } finally {
       await env.DB.prepare("DROP TRIGGER cancel_first").run();
     }
@@ -279,7 +280,7 @@ describe("campaign.completed", () => {
     expect(await completedEvents(account.id)).toEqual({ total: 0 });
 
     // The cancelled campaign is settled later, still without the event.
-    await completeIfDone(env, campaign.id);
+    await completeIfDone(openCtx(env), campaign.id);
     expect((await campaignOf(key, campaign.id)).completed_at).not.toBeNull();
     expect(await completedEvents(account.id)).toEqual({ total: 0 });
     expect(await sendBalance(key)).toEqual({ balance: 9, reserved: 0, available: 9 });
@@ -293,7 +294,7 @@ describe("cancelling when the campaign's object cannot be reached", () => {
     const campaign = await scheduledCampaign(key, sender, list);
     const unreachable = { getByName: () => ({ wake: () => Promise.reject(new Error("Durable Object unavailable")) }) };
 
-    const outcome = await cancelCampaign(envWith("CAMPAIGN_PROGRESS", unreachable), account.id, campaign.id);
+    const outcome = await cancelCampaign(openCtx(envWith("CAMPAIGN_PROGRESS", unreachable)), account.id, campaign.id);
     expect(outcome).toMatchObject({ kind: "cancelled", campaign: { id: campaign.id, status: "cancelled" } });
     expect((await campaignOf(key, campaign.id)).status).toBe("cancelled");
   });
@@ -378,14 +379,14 @@ describe("an outcome written after the campaign was settled", () => {
 
     // A consumer claimed the message and went silent; the cron marks the claim unknown and the campaign settles.
     await env.DB.prepare("UPDATE messages SET status = 'sending', claimed_at = ?2 WHERE id = ?1").bind(late!.id, minutesAgo(20)).run();
-    expect(await sweepStaleClaims(env)).toBeGreaterThanOrEqual(1);
-    await completeIfDone(env, campaign.id);
+    expect(await sweepStaleClaims(openCtx(env))).toBeGreaterThanOrEqual(1);
+    await completeIfDone(openCtx(env), campaign.id);
     expect(await campaignOf(key, campaign.id)).toMatchObject({ status: "sent", completed_at: expect.any(String) });
     expect(await sendBalance(key)).toEqual({ balance: 9, reserved: 0, available: 9 });
 
     // The consumer comes back and writes that the message was sent.
     const row = await drizzle(env.DB).select().from(messages).where(eq(messages.id, late!.id)).get();
-    const disposition = recordOutcome(env, row!, [late!.email], { ok: true, code: 250, response: "250 2.0.0 ok", perRecipient: [] });
+    const disposition = recordOutcome(openCtx(env), row!, [late!.email], { ok: true, code: 250, response: "250 2.0.0 ok", perRecipient: [] });
     await env.DB.batch(disposition.statements);
 
     expect((await ledgerOf(account.id)).filter((entry) => entry.reference_id === `${campaign.id}:${late!.id}`)).toEqual([]);
@@ -401,7 +402,7 @@ describe("the completion check while a campaign drains", () => {
     await throttled(key, campaign.id, 1);
 
     const prepared: string[] = [];
-    const complete = await completeIfDone(envWith("DB", recordingDb(prepared)), campaign.id);
+    const complete = await completeIfDone(openCtx(envWith("DB", recordingDb(prepared))), campaign.id);
     expect(prepared).toHaveLength(1);
     expect(prepared[0]).toMatch(/from "messages".*limit/is);
     expect(prepared[0]).not.toMatch(/group by|count\(/i);

@@ -1,3 +1,4 @@
+import { openCtx } from "../../src/db/client";
 import { env } from "cloudflare:workers";
 import { Resend } from "resend";
 import { describe, expect, it } from "vitest";
@@ -27,7 +28,7 @@ const bodyOf = (request: ReceivedRequest) => JSON.parse(request.body) as { type?
 /** Events of a message as its producers write them (delivery feedback, tracking), dispatched like theirs. */
 async function recordFor(accountId: string, messageId: string, types: EventType[]) {
   await recordEvents(
-    env,
+    openCtx(env),
     types.map((type) => ({
       accountId,
       type,

@@ -1,3 +1,4 @@
+import { openCtx } from "../../src/db/client";
 import { env } from "cloudflare:workers";
 import { describe, expect, it, vi } from "vitest";
 import { SQLiteAsyncDialect } from "drizzle-orm/sqlite-core";
@@ -264,7 +265,7 @@ describe("the import consumer resumes", () => {
     const states: string[] = [];
     for (let i = 0; i < 20; i++) {
       // A deadline in the past: one chunk per call, as if every invocation ran out of time.
-      const result = await runContactImport(env, id, { deadline: 0, tuning });
+      const result = await runContactImport(openCtx(env), id, { deadline: 0, tuning });
       states.push(result.state);
       if (result.state !== "continue") break;
     }
@@ -272,7 +273,7 @@ describe("the import consumer resumes", () => {
     expect(states.filter((state) => state === "continue").length).toBeGreaterThanOrEqual(5);
     const row = await env.DB.prepare("SELECT status, processed, created, updated, failed FROM contact_imports WHERE id = ?").bind(id).first();
     expect(row).toEqual({ status: "completed", processed: 23, created: 22, updated: 0, failed: 1 });
-    expect(await runContactImport(env, id, { deadline: 0, tuning })).toEqual({ state: "completed", rowsRead: 0, rowsWritten: 0 });
+    expect(await runContactImport(openCtx(env), id, { deadline: 0, tuning })).toEqual({ state: "completed", rowsRead: 0, rowsWritten: 0 });
     const again = await env.DB.prepare("SELECT processed, created FROM contact_imports WHERE id = ?").bind(id).first();
     expect(again).toEqual({ processed: 23, created: 22 });
     const errors = await env.DB.prepare("SELECT row, message FROM contact_import_errors WHERE import_id = ?").bind(id).all();
@@ -285,11 +286,11 @@ describe("the import consumer resumes", () => {
     const { id } = await stagedImport("email,name\na@example.com,A\nb@example.com,B\nc@example.com,C\n");
     const tuning = { rowsPerChunk: 2 };
     const [first, second] = await Promise.all([
-      runContactImport(env, id, { deadline: 0, tuning }),
-      runContactImport(env, id, { deadline: 0, tuning }),
+      runContactImport(openCtx(env), id, { deadline: 0, tuning }),
+      runContactImport(openCtx(env), id, { deadline: 0, tuning }),
     ]);
     expect([first.state, second.state].sort()).toEqual(["continue", "superseded"]);
-    expect(await runContactImport(env, id, { deadline: Date.now() + 10_000, tuning })).toMatchObject({ state: "completed" });
+    expect(await runContactImport(openCtx(env), id, { deadline: Date.now() + 10_000, tuning })).toMatchObject({ state: "completed" });
     const row = await env.DB.prepare("SELECT processed, created, updated FROM contact_imports WHERE id = ?").bind(id).first();
     expect(row).toEqual({ processed: 3, created: 3, updated: 0 });
   });
@@ -303,7 +304,7 @@ describe("the import consumer resumes", () => {
     const joinAccount = async (id: string) =>
       env.DB.prepare("UPDATE contact_imports SET account_id = ?, list_id = ? WHERE id = ?").bind(first.account.id, list.id, id).run();
     await joinAccount(first.id);
-    const created = await runContactImport(env, first.id, { deadline: Date.now() + 30_000 });
+    const created = await runContactImport(openCtx(env), first.id, { deadline: Date.now() + 30_000 });
     // contacts: row + 4 index entries (primary key, account+email_key, account+created_at, account+lower(email_key));
     // list_members: row + 2 (primary key, contact_id); plus the chunk's progress update: the import's row and its
     // (status, updated_at) index entry, which the cron's sweep reads.
@@ -312,7 +313,7 @@ describe("the import consumer resumes", () => {
     // The same addresses again (updates, memberships already there), then new ones into an account of 2,000.
     const again = await stagedImport(`email,name\n${rows("w")}\n`);
     await joinAccount(again.id);
-    const updated = await runContactImport(env, again.id, { deadline: Date.now() + 30_000 });
+    const updated = await runContactImport(openCtx(env), again.id, { deadline: Date.now() + 30_000 });
     expect(updated).toMatchObject({ state: "completed", rowsWritten: 1000 + 2 });
   });
 

@@ -1,3 +1,4 @@
+import { accountDb } from "../../src/db/client";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { normalizeSuppressionEmail, suppressionStatements } from "../../src/domain/suppressions/suppressions";
@@ -27,15 +28,23 @@ describe("the suppression list", () => {
 
     const bounced = await createContact(account.api_key, { email: "bounce@example.com" });
     await env.DB.batch(
-      suppressionStatements(env.DB, { accountId: account.id, email: "Bounce@example.com", reason: "bounce", scope: "all", sourceMessageId: "msg_1" }),
+      suppressionStatements(accountDb(env), {
+        accountId: account.id,
+        email: "Bounce@example.com",
+        reason: "bounce",
+        scope: "all",
+        sourceMessageId: "msg_1",
+      }),
     );
     expect(await json<Contact>(await call(`/api/v1/contacts/${bounced.id}`, { key: account.api_key }))).toMatchObject({ status: "bounced" });
     // A later, weaker reason does not hide the bounce; a complaint is stronger.
     await env.DB.batch(
-      suppressionStatements(env.DB, { accountId: account.id, email: "bounce@example.com", reason: "unsubscribe", scope: "broadcast" }),
+      suppressionStatements(accountDb(env), { accountId: account.id, email: "bounce@example.com", reason: "unsubscribe", scope: "broadcast" }),
     );
     expect(await json<Contact>(await call(`/api/v1/contacts/${bounced.id}`, { key: account.api_key }))).toMatchObject({ status: "bounced" });
-    await env.DB.batch(suppressionStatements(env.DB, { accountId: account.id, email: "bounce@example.com", reason: "complaint", scope: "all" }));
+    await env.DB.batch(
+      suppressionStatements(accountDb(env), { accountId: account.id, email: "bounce@example.com", reason: "complaint", scope: "all" }),
+    );
     expect(await json<Contact>(await call(`/api/v1/contacts/${bounced.id}`, { key: account.api_key }))).toMatchObject({ status: "complained" });
     // The first entry of each scope is kept.
     const entry = await json<{ data: Suppression[] }>(
@@ -86,7 +95,8 @@ describe("the suppression list", () => {
   it("paginates newest first, also through addresses with a `|`", async () => {
     const account = await createAccount();
     const emails = ["a|1@example.com", "b@example.com", "c|3@example.com", "d@example.com", "e@example.com"];
-    for (const email of emails) await env.DB.batch(suppressionStatements(env.DB, { accountId: account.id, email, reason: "manual", scope: "all" }));
+    for (const email of emails)
+      await env.DB.batch(suppressionStatements(accountDb(env), { accountId: account.id, email, reason: "manual", scope: "all" }));
     const seen: string[] = [];
     let cursor: string | null = null;
     do {

@@ -1,3 +1,4 @@
+import { sharedDb } from "../../src/db/client";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { authenticateSmtpCredential } from "../../src/domain/smtp/credentials";
@@ -258,10 +259,10 @@ describe("dashboard SMTP credentials", () => {
     const username = (await env.DB.prepare("SELECT username FROM smtp_credentials WHERE id = ?1").bind(id).first<{ username: string }>())!.username;
     expect(listed).toContain(username);
     const ignore = () => undefined;
-    expect(await authenticateSmtpCredential(env.DB, username, password!, ignore)).toMatchObject({ credentialId: id });
+    expect(await authenticateSmtpCredential(sharedDb(env), username, password!, ignore)).toMatchObject({ credentialId: id });
     expect((await browser.post(`/dashboard/smtp-credentials/${id}/revoke`, {})).status).toBe(303);
     expect(await (await browser.get("/dashboard/smtp-credentials")).text()).toContain("No SMTP credentials yet");
-    expect(await authenticateSmtpCredential(env.DB, username, password!, ignore)).toBeUndefined();
+    expect(await authenticateSmtpCredential(sharedDb(env), username, password!, ignore)).toBeUndefined();
   });
 });
 

@@ -1,3 +1,4 @@
+import { sharedDb } from "../../src/db/client";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { createDnsCache, createResolver, lookupMany, parseMxData, parseTxtData, resolve, type DohOptions } from "../../src/domain/dns/doh";
@@ -19,7 +20,7 @@ function freshName(): string {
 }
 
 const memoryOnly = (): DohOptions => ({ url: config(env).dohUrl, cache: createDnsCache() });
-const withD1 = (): DohOptions => ({ url: config(env).dohUrl, db: env.DB, cache: createDnsCache() });
+const withD1 = (): DohOptions => ({ url: config(env).dohUrl, db: sharedDb(env), cache: createDnsCache() });
 
 describe("resolve: answers", () => {
   it("parses MX records, strips trailing dots and keeps the lowest TTL", async () => {

@@ -1,3 +1,4 @@
+import { openCtx } from "../../src/db/client";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { deliverMessages } from "../../src/domain/sending/deliver";
@@ -36,7 +37,7 @@ describe("Cloudflare Email Sending transport and its events", () => {
     const { account, domain, key } = await sender();
     const to = [rcpt("a"), rcpt("b")].sort();
     const id = await storedMessage(account.id, domain.id, `hello@${domain.name}`, to);
-    await deliverMessages(cloudflareEnv, [id]);
+    await deliverMessages(openCtx(cloudflareEnv), [id]);
 
     const message = await messageOf(key, id);
     expect(message.status).toBe("sent");
@@ -54,7 +55,7 @@ describe("Cloudflare Email Sending transport and its events", () => {
     const ids: Record<string, string> = {};
     for (const to of [delivered, bounced, complained]) {
       const id = await storedMessage(account.id, domain.id, `hello@${domain.name}`, to);
-      await deliverMessages(cloudflareEnv, [id]);
+      await deliverMessages(openCtx(cloudflareEnv), [id]);
       ids[to] = id;
     }
     const providerId = async (to: string) => (await providerIds(ids[to]!))[0]!.provider_message_id!;
@@ -102,7 +103,7 @@ describe("Cloudflare Email Sending transport and its events", () => {
     const { account, domain, key } = await sender();
     const to = rcpt("x");
     const id = await storedMessage(account.id, domain.id, `hello@${domain.name}`, to);
-    await deliverMessages(cloudflareEnv, [id]);
+    await deliverMessages(openCtx(cloudflareEnv), [id]);
     await env.EMAIL_EVENTS_QUEUE.sendBatch([
       { body: emailEvent("bounced", "cf-unknown-id", to, { bounce: { type: "hard" } }) },
       { body: { type: "cf.email.sending.message.bounced", payload: { nothing: true } } },

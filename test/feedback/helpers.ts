@@ -1,3 +1,4 @@
+import { createExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { expect } from "vitest";
 import { signBridgeRequest } from "@mailforge/bridge-contract";
@@ -86,7 +87,7 @@ export async function deliverToEmailHandler(to: string, raw: string, from = "MAI
     forward: () => Promise.reject(new Error("not used")),
     reply: () => Promise.reject(new Error("not used")),
   } as unknown as ForwardableEmailMessage;
-  await worker.email(message, env);
+  await worker.email(message, env, createExecutionContext());
   return rejected;
 }
 

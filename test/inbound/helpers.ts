@@ -1,3 +1,4 @@
+import { createExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { expect } from "vitest";
 import worker from "../../src/index";
@@ -37,7 +38,7 @@ export async function deliver(to: string, raw: string | Uint8Array, options: { f
     reply: () => Promise.reject(new Error("not used")),
   } as unknown as ForwardableEmailMessage;
   try {
-    await worker.email(message, options.env ?? env);
+    await worker.email(message, options.env ?? env, createExecutionContext());
   } catch (error) {
     return { rejected, failed: error as Error };
   }

@@ -1,3 +1,4 @@
+import { openCtx } from "../../src/db/client";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { purgeExpiredData } from "../../src/domain/retention/purge";
@@ -496,7 +497,7 @@ describe("retention of received mail", () => {
     await env.DB.prepare("UPDATE inbound_emails SET created_at = ? WHERE id = ?").bind(daysAgo(31), old!.id).run();
     expect((await inboundObjects()).filter((object) => object.startsWith(`inbound/${old!.id}/`))).toHaveLength(3);
 
-    expect(await purgeExpiredData(env)).toMatchObject({ inboundEmails: 1 });
+    expect(await purgeExpiredData(openCtx(env))).toMatchObject({ inboundEmails: 1 });
 
     expect((await call(`/api/v1/inbound/${old!.id}`, { key })).status).toBe(404);
     expect((await inboundObjects()).filter((object) => object.startsWith(`inbound/${old!.id}/`))).toEqual([]);

@@ -1,3 +1,4 @@
+import { sharedDb } from "../../src/db/client";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { apiKeyCacheTtlMs, authenticateApiKey } from "../../src/domain/accounts/api-keys";
@@ -27,21 +28,21 @@ describe("the API key cache", () => {
     const account = await createAccount();
     const key = await createKey(account.api_key, { name: "cached" });
     const t0 = Date.now();
-    expect(await authenticateApiKey(env.DB, key.key, noWaitUntil, { cached: true, now: t0 })).toMatchObject({ apiKey: { id: key.id } });
+    expect(await authenticateApiKey(sharedDb(env), key.key, noWaitUntil, { cached: true, now: t0 })).toMatchObject({ apiKey: { id: key.id } });
     await revokeInD1("api_keys", key.id);
-    expect(await authenticateApiKey(env.DB, key.key, noWaitUntil, { cached: true, now: t0 + apiKeyCacheTtlMs - 1 })).toMatchObject({
+    expect(await authenticateApiKey(sharedDb(env), key.key, noWaitUntil, { cached: true, now: t0 + apiKeyCacheTtlMs - 1 })).toMatchObject({
       apiKey: { id: key.id },
     });
-    expect(await authenticateApiKey(env.DB, key.key, noWaitUntil, { cached: true, now: t0 + apiKeyCacheTtlMs })).toBeUndefined();
+    expect(await authenticateApiKey(sharedDb(env), key.key, noWaitUntil, { cached: true, now: t0 + apiKeyCacheTtlMs })).toBeUndefined();
     // Routes other than POST /send never use the cache.
-    expect(await authenticateApiKey(env.DB, key.key, noWaitUntil, { now: t0 })).toBeUndefined();
+    expect(await authenticateApiKey(sharedDb(env), key.key, noWaitUntil, { now: t0 })).toBeUndefined();
   });
 
   it("never caches a refusal: a key unknown a moment ago is not remembered as unknown", async () => {
     const account = await createAccount();
     const bogus = `sk_live_${"A".repeat(32)}`;
-    expect(await authenticateApiKey(env.DB, bogus, noWaitUntil, { cached: true })).toBeUndefined();
-    expect(await authenticateApiKey(env.DB, account.api_key, noWaitUntil, { cached: true })).toMatchObject({ account: { id: account.id } });
+    expect(await authenticateApiKey(sharedDb(env), bogus, noWaitUntil, { cached: true })).toBeUndefined();
+    expect(await authenticateApiKey(sharedDb(env), account.api_key, noWaitUntil, { cached: true })).toMatchObject({ account: { id: account.id } });
   });
 
   it("POST /send with a key revoked or rotated through the API is refused at once with 401, and stores nothing", async () => {
@@ -90,10 +91,10 @@ describe("the SMTP credential cache", () => {
     const created = await call("/api/v1/smtp-credentials", { key: account.api_key, body: { name: "cached" } });
     const credential = await json<{ id: string }>(created);
     const t0 = Date.now();
-    expect(await findActiveCredential(env.DB, credential.id, { cached: true, now: t0 })).toMatchObject({ credential: { id: credential.id } });
+    expect(await findActiveCredential(sharedDb(env), credential.id, { cached: true, now: t0 })).toMatchObject({ credential: { id: credential.id } });
     await revokeInD1("smtp_credentials", credential.id);
-    expect(await findActiveCredential(env.DB, credential.id, { cached: true, now: t0 + credentialCacheTtlMs - 1 })).toBeDefined();
-    expect(await findActiveCredential(env.DB, credential.id, { cached: true, now: t0 + credentialCacheTtlMs })).toBeUndefined();
+    expect(await findActiveCredential(sharedDb(env), credential.id, { cached: true, now: t0 + credentialCacheTtlMs - 1 })).toBeDefined();
+    expect(await findActiveCredential(sharedDb(env), credential.id, { cached: true, now: t0 + credentialCacheTtlMs })).toBeUndefined();
   });
 });
 

@@ -1,6 +1,6 @@
+import { openCtx, sharedDb } from "../../src/db/client";
 import { env } from "cloudflare:workers";
 import { createExecutionContext, createScheduledController, waitOnExecutionContext } from "cloudflare:test";
-import { drizzle } from "drizzle-orm/d1";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { findAccount } from "../../src/domain/accounts/accounts";
 import { importObjectKey, runContactImport } from "../../src/domain/contacts/import";
@@ -45,8 +45,8 @@ async function errorLogsDuring(run: () => Promise<void>): Promise<Record<string,
 async function lostVerificationJob(account: CreatedAccount, count: number) {
   const suffix = freshBulkSuffix();
   const emails = Array.from({ length: count }, (_, i) => `user${i}@d${i % 3}.${suffix}`);
-  const row = await findAccount(drizzle(env.DB), account.id);
-  const created = await createVerificationJob(env, { account: row!, emails, source: "api" });
+  const row = await findAccount(sharedDb(env), account.id);
+  const created = await createVerificationJob(openCtx(env), { account: row!, emails, source: "api" });
   if (created.kind !== "created") throw new Error(`the job was refused: ${created.kind}`);
   return { job: created.job, plan: created.plan };
 }
@@ -151,7 +151,7 @@ describe("cron: contact imports whose queue message was lost", () => {
   it("resumes a stale import from the offset it reached, counting every row once", async () => {
     const { account, id } = await stagedImport(30);
     // One chunk committed, then the invocation ran out of time and its hand-over message was lost.
-    expect(await runContactImport(env, id, { deadline: 0, tuning: { rowsPerChunk: 10 } })).toMatchObject({ state: "continue" });
+    expect(await runContactImport(openCtx(env), id, { deadline: 0, tuning: { rowsPerChunk: 10 } })).toMatchObject({ state: "continue" });
     await backdateImport(id, 20);
 
     await runCron();
@@ -163,7 +163,7 @@ describe("cron: contact imports whose queue message was lost", () => {
 
   it("fails an import still stuck past its age limit, keeping the rows imported so far", async () => {
     const { account, id } = await stagedImport(30);
-    await runContactImport(env, id, { deadline: 0, tuning: { rowsPerChunk: 10 } });
+    await runContactImport(openCtx(env), id, { deadline: 0, tuning: { rowsPerChunk: 10 } });
     await backdateImport(id, 20, 180);
 
     await runCron();
@@ -230,7 +230,7 @@ describe("cron: isolation", () => {
     ).run();
     cleanups.push(() => env.DB.prepare("DROP TRIGGER IF EXISTS cron_test_write_fails").run());
 
-    const errors = await errorLogsDuring(() => recheckDomains(env));
+    const errors = await errorLogsDuring(() => recheckDomains(openCtx(env)));
     expect(errors).toContainEqual(
       expect.objectContaining({ message: "domain re-check failed", domain_id: writeFails.id, error: expect.stringContaining("disk I/O error") }),
     );
@@ -272,7 +272,7 @@ describe("cron: isolation", () => {
           },
           works: async () => void ran.push("works"),
         },
-        env,
+        openCtx(env),
         createScheduledController({ cron: "* * * * *" }),
       ),
     );

@@ -1,3 +1,4 @@
+import { openCtx } from "../../src/db/client";
 import { env } from "cloudflare:workers";
 import { createExecutionContext, createScheduledController, waitOnExecutionContext } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
@@ -75,15 +76,15 @@ describe("monthly verification credits", () => {
     // Months of its own, far ahead, so no other run of this file grants them.
     const account = await createAccount({ verify_credits: 50 });
     const runEnv = deployment();
-    await grantMonthlyCredits(runEnv, new Date("2031-01-15T10:00:00Z"));
+    await grantMonthlyCredits(openCtx(runEnv), new Date("2031-01-15T10:00:00Z"));
     expect(await credits(account.api_key)).toEqual({ balance: 150, available: 150 });
 
     // One charged verification: free credits are spent first, so 99 of January's are left.
     expect((await call("/api/v1/verify", { key: account.api_key, body: { email: "jane@acme.verify-test" } })).status).toBe(200);
     expect(await credits(account.api_key)).toEqual({ balance: 149, available: 149 });
 
-    await grantMonthlyCredits(runEnv, new Date("2031-02-01T00:00:00Z"));
-    await grantMonthlyCredits(runEnv, new Date("2031-02-20T00:00:00Z"));
+    await grantMonthlyCredits(openCtx(runEnv), new Date("2031-02-01T00:00:00Z"));
+    await grantMonthlyCredits(openCtx(runEnv), new Date("2031-02-20T00:00:00Z"));
     expect(await credits(account.api_key)).toEqual({ balance: 150, available: 150 });
     expect((await grants(account.id)).filter((entry) => entry.reference_id.startsWith("monthly_verify:"))).toEqual([
       expect.objectContaining({ kind: "top_up", amount: 100, reference_id: `monthly_verify:${account.id}:2031-01`, balance_after: 150 }),
@@ -95,7 +96,7 @@ describe("monthly verification credits", () => {
   it("expires no more than the balance holds", async () => {
     const account = await createAccount({ verify_credits: 0 });
     const runEnv = deployment();
-    await grantMonthlyCredits(runEnv, new Date("2032-03-02T00:00:00Z"));
+    await grantMonthlyCredits(openCtx(runEnv), new Date("2032-03-02T00:00:00Z"));
     // An operator's correction took 80 of them back: only the 20 left can expire.
     await env.DB.batch([
       env.DB.prepare("UPDATE accounts SET verify_balance = 20 WHERE id = ?1").bind(account.id),
@@ -103,7 +104,7 @@ describe("monthly verification credits", () => {
         "INSERT INTO credit_ledger (id, account_id, balance, kind, amount, reference_id, note, balance_after) VALUES (?1, ?2, 'verify', 'adjustment', -80, NULL, 'correction', 20)",
       ).bind(`led_${crypto.randomUUID()}`, account.id),
     ]);
-    await grantMonthlyCredits(runEnv, new Date("2032-04-02T00:00:00Z"));
+    await grantMonthlyCredits(openCtx(runEnv), new Date("2032-04-02T00:00:00Z"));
     expect(await credits(account.api_key)).toEqual({ balance: 100, available: 100 });
   });
 

@@ -1,3 +1,4 @@
+import { accountDb } from "../../src/db/client";
 import { env } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
 import { config } from "../../src/config";
@@ -45,7 +46,7 @@ describe("GET /reports/campaigns/{id}", () => {
     // Opens as open tracking counts them (through the same rollup writer), and clicks per link as its redirect does.
     await env.DB.batch(
       rollupStatements(
-        env.DB,
+        accountDb(env),
         { accountId: setup.account.id, domain: "any.example", provider: "gmail", campaignId, stream: "broadcast" },
         { opens: 2, unique_opens: 1 },
       ),

@@ -1,3 +1,4 @@
+import { openCtx } from "../../src/db/client";
 import { env } from "cloudflare:workers";
 import { createExecutionContext, createMessageBatch } from "cloudflare:test";
 import { beforeAll, describe, expect, it } from "vitest";
@@ -179,10 +180,10 @@ describe("recording an outcome twice", () => {
       perRecipient: [{ recipient: to, ok: true as const, code: 250, response: "250 ok" }],
     };
     // The same deferral recorded twice (a redelivered queue message), then the same delivery twice.
-    await env.DB.batch(recordOutcome(env, row, [to], deferral).statements);
-    await env.DB.batch(recordOutcome(env, { ...row, attempts: 1 }, [to], deferral).statements);
-    await env.DB.batch(recordOutcome(env, { ...row, attempts: 1 }, [to], delivery).statements);
-    await env.DB.batch(recordOutcome(env, { ...row, attempts: 2 }, [to], delivery).statements);
+    await env.DB.batch(recordOutcome(openCtx(env), row, [to], deferral).statements);
+    await env.DB.batch(recordOutcome(openCtx(env), { ...row, attempts: 1 }, [to], deferral).statements);
+    await env.DB.batch(recordOutcome(openCtx(env), { ...row, attempts: 1 }, [to], delivery).statements);
+    await env.DB.batch(recordOutcome(openCtx(env), { ...row, attempts: 2 }, [to], delivery).statements);
     expect((await overview(account.api_key)).totals).toEqual({ ...zero, sent: 1, delivered: 1, soft_bounces: 1 });
   });
 });
@@ -192,8 +193,8 @@ describe("outcomes recorded outside a delivery attempt", () => {
     const account = await createAccount({ send_credits: 10 });
     const domain = await verifiedDomain(account.api_key);
     const id = await storedMessage(account.id, domain.id, `hi@${domain.name}`, [`a-${tag()}@yahoo.com`, `b-${tag()}@example.net`]);
-    await abandonMessages(env, [id]);
-    await abandonMessages(env, [id]);
+    await abandonMessages(openCtx(env), [id]);
+    await abandonMessages(openCtx(env), [id]);
     const report = await overview(account.api_key);
     expect(report.totals).toEqual({ ...zero, sent: 2, failed: 2 });
     expect(report.providers.filter((row) => (row.failed ?? 0) > 0).map((row) => [row.provider, row.failed])).toEqual([
@@ -210,7 +211,7 @@ describe("outcomes recorded outside a delivery attempt", () => {
       const id = await storedMessage(account.id, domain.id, from, to);
       const message = (await drizzle(env.DB).select().from(messages).where(eq(messages.id, id)).get())!;
       // Twice, as a redelivered queue message would.
-      for (let i = 0; i < 2; i++) await env.DB.batch(recordSkipped(env, message, [to], status, status).statements);
+      for (let i = 0; i < 2; i++) await env.DB.batch(recordSkipped(openCtx(env), message, [to], status, status).statements);
     };
     await skip(`s-${tag()}@icloud.com`, "suppressed");
     await skip(`c-${tag()}@icloud.com`, "cancelled");

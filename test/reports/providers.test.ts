@@ -1,3 +1,4 @@
+import { openCtx } from "../../src/db/client";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { providerOfDomain, providerOfMx, resolveProviders } from "../../src/domain/reports/providers";
@@ -82,12 +83,12 @@ describe("mailbox provider by MX, through the dev DoH server", () => {
       // A lookup that fails is `other`, never an error.
       ["servfail.verify-test", "other"],
     ]);
-    expect(await resolveProviders(env, domains)).toEqual(expected);
+    expect(await resolveProviders(openCtx(env), domains)).toEqual(expected);
     expect(await dohQueries("hotmail.com.ar")).toBe(0);
     expect(await dohQueries(workspace)).toBe(1);
 
     // A second delivery batch reads the answers from the D1 cache instead of asking again.
-    expect(await resolveProviders(env, [workspace.toUpperCase(), m365])).toEqual(
+    expect(await resolveProviders(openCtx(env), [workspace.toUpperCase(), m365])).toEqual(
       new Map([
         [workspace, "gmail"],
         [m365, "microsoft"],

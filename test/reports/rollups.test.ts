@@ -1,3 +1,4 @@
+import { accountDb } from "../../src/db/client";
 import { env } from "cloudflare:workers";
 import { sql } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
@@ -20,8 +21,8 @@ describe("daily rollups", () => {
       campaignId: null,
       stream: "transactional" as const,
     };
-    await env.DB.batch([...rollupStatements(env.DB, key, { sent: 2 }), ...rollupStatements(env.DB, key, { sent: 1, opens: 3 })]);
-    await env.DB.batch(rollupStatements(env.DB, { ...key, provider: null }, { sent: 1 }));
+    await env.DB.batch([...rollupStatements(accountDb(env), key, { sent: 2 }), ...rollupStatements(accountDb(env), key, { sent: 1, opens: 3 })]);
+    await env.DB.batch(rollupStatements(accountDb(env), { ...key, provider: null }, { sent: 1 }));
     const today = new Date().toISOString().slice(0, 10);
     expect(await rows(key.accountId)).toEqual([
       { provider: "gmail", campaign_id: "", sent: 3, opens: 3, unique_opens: 0, day: today },
@@ -37,10 +38,10 @@ describe("daily rollups", () => {
       campaignId: "cmp_1",
       stream: "broadcast" as const,
     };
-    expect(rollupStatements(env.DB, key, { sent: 0 })).toEqual([]);
-    await env.DB.batch(rollupStatements(env.DB, key, { unique_opens: 1 }, sql`1 = 0`));
+    expect(rollupStatements(accountDb(env), key, { sent: 0 })).toEqual([]);
+    await env.DB.batch(rollupStatements(accountDb(env), key, { unique_opens: 1 }, sql`1 = 0`));
     expect(await rows(key.accountId)).toEqual([]);
-    await env.DB.batch(rollupStatements(env.DB, key, { unique_opens: 1 }, sql`1 = 1`));
+    await env.DB.batch(rollupStatements(accountDb(env), key, { unique_opens: 1 }, sql`1 = 1`));
     expect((await rows(key.accountId)).map((row) => row.unique_opens)).toEqual([1]);
   });
 });

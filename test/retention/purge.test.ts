@@ -1,3 +1,4 @@
+import { openCtx, accountDb } from "../../src/db/client";
 import { env } from "cloudflare:workers";
 import { createExecutionContext, createScheduledController, waitOnExecutionContext } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
@@ -121,7 +122,7 @@ describe("retention: what a purge removes and what it keeps", () => {
     expect(JSON.stringify(suppressionsBefore)).toContain(bouncedTo);
 
     await age([large, bounced.id], 31);
-    const summary = await purgeExpiredData(env);
+    const summary = await purgeExpiredData(openCtx(env));
 
     expect(summary).toMatchObject({ messages: 2, contentObjects: 3 });
     for (const [id, eventIds] of [
@@ -167,7 +168,7 @@ describe("retention: what a purge removes and what it keeps", () => {
     // A late bounce or delivery report moved it yesterday.
     await env.DB.prepare("UPDATE messages SET updated_at = ?2 WHERE id = ?1").bind(recentlyChanged, daysAgo(1)).run();
 
-    await purgeExpiredData(env);
+    await purgeExpiredData(openCtx(env));
 
     for (const id of [...Object.values(pending), recentlyChanged]) {
       expect((await call(`/api/v1/messages/${id}`, { key: account.api_key })).status).toBe(200);
@@ -182,15 +183,15 @@ describe("retention: what a purge removes and what it keeps", () => {
     await age([id], 40);
     // Opened just now: an engagement event, dispatched, whose webhook deliveries may still be retrying.
     await env.DB.batch([
-      eventStatement(env.DB, { accountId: account.id, type: "opened", subjectId: id, dedupeKey: `opened:${id}`, data: { message_id: id } }),
+      eventStatement(accountDb(env), { accountId: account.id, type: "opened", subjectId: id, dedupeKey: `opened:${id}`, data: { message_id: id } }),
       env.DB.prepare("UPDATE events SET dispatched_at = created_at WHERE subject_id = ?1").bind(id),
     ]);
 
-    await purgeExpiredData(env);
+    await purgeExpiredData(openCtx(env));
     expect((await call(`/api/v1/messages/${id}`, { key: account.api_key })).status).toBe(200);
 
     await env.DB.prepare("UPDATE events SET created_at = ?2, dispatched_at = ?2 WHERE subject_id = ?1").bind(id, daysAgo(2)).run();
-    await purgeExpiredData(env);
+    await purgeExpiredData(openCtx(env));
     expect((await call(`/api/v1/messages/${id}`, { key: account.api_key })).status).toBe(404);
   });
 
@@ -199,7 +200,7 @@ describe("retention: what a purge removes and what it keeps", () => {
     const key = account.api_key;
     const endpoint = await createEndpoint(key, { url: receiverUrl(receiverPath()), events: ["*"] });
     const domainEvent = (dedupeKey: string) =>
-      eventStatement(env.DB, { accountId: account.id, type: "warmup.status_changed", subjectId: "dom_retention", dedupeKey, data: {} });
+      eventStatement(accountDb(env), { accountId: account.id, type: "warmup.status_changed", subjectId: "dom_retention", dedupeKey, data: {} });
     await env.DB.batch([domainEvent("warmup:old"), domainEvent("warmup:young")]);
     await env.DB.prepare("UPDATE events SET created_at = ?2, dispatched_at = ?2 WHERE account_id = ?1 AND dedupe_key = 'warmup:old'")
       .bind(account.id, daysAgo(45))
@@ -213,7 +214,7 @@ describe("retention: what a purge removes and what it keeps", () => {
     const [newest, oldest] = await deliveries();
     await env.DB.prepare("UPDATE webhook_deliveries SET created_at = ?2 WHERE event_id = ?1").bind(oldest, daysAgo(45)).run();
 
-    await purgeExpiredData(env);
+    await purgeExpiredData(openCtx(env));
 
     const left = (await env.DB.prepare("SELECT dedupe_key FROM events WHERE account_id = ?1").bind(account.id).all<{ dedupe_key: string }>()).results;
     expect(left.map((row) => row.dedupe_key)).toEqual(["warmup:young"]);
@@ -242,7 +243,7 @@ describe("retention: reports and campaigns read the same before and after a purg
     expect(before.campaign).toMatchObject({ counters: { recipients: 3, sent: 3 } });
 
     await age(messageIds, 31);
-    expect(await purgeExpiredData(env)).toMatchObject({ messages: 4 });
+    expect(await purgeExpiredData(openCtx(env))).toMatchObject({ messages: 4 });
 
     expect(await campaignMessages(campaign.id)).toEqual([]);
     expect(await reads()).toEqual(before);
@@ -260,7 +261,7 @@ describe("retention: reports and campaigns read the same before and after a purg
       60,
     );
 
-    await purgeExpiredData(env);
+    await purgeExpiredData(openCtx(env));
 
     expect(await campaignMessages(campaign.id)).toHaveLength(3);
     expect((await campaignOf(setup.key, campaign.id)).counters).toEqual(waiting.counters);
@@ -276,7 +277,7 @@ describe("retention: reports and campaigns read the same before and after a purg
       31,
     );
 
-    const runs = await Promise.all([purgeExpiredData(env), purgeExpiredData(env)]);
+    const runs = await Promise.all([purgeExpiredData(openCtx(env)), purgeExpiredData(openCtx(env))]);
 
     expect(runs[0]!.messages + runs[1]!.messages).toBe(3);
     expect((await campaignOf(setup.key, campaign.id)).counters).toEqual(done.counters);
@@ -320,7 +321,7 @@ describe("retention: bounded runs", () => {
     await env.DB.prepare("UPDATE messages SET status = 'delivered', updated_at = ?2 WHERE id = ?1").bind(newest, daysAgo(35)).run();
 
     const { counted, usage } = countingD1(env.DB);
-    const first = await purgeExpiredData({ ...env, DB: counted });
+    const first = await purgeExpiredData(openCtx({ ...env, DB: counted }));
     expect(first.messages).toBe(MESSAGES_PER_RUN);
     expect(await accountRows(account.id)).toEqual({ messages: extra + 1, recipients: extra + 1, events: extra });
     expect((await call(`/api/v1/messages/${newest}`, { key: account.api_key })).status).toBe(200);
@@ -329,10 +330,10 @@ describe("retention: bounded runs", () => {
     // The events of other messages wait for a run that has caught up with the messages.
     expect(usage).toMatchObject({ roundTrips: 25 * 2 + 2, statements: 25 * (7 + 7) });
 
-    const second = await purgeExpiredData(env);
+    const second = await purgeExpiredData(openCtx(env));
     expect(second.messages).toBe(extra + 1);
     expect(await accountRows(account.id)).toEqual({ messages: 0, recipients: 0, events: 0 });
-    expect(await purgeExpiredData(env)).toEqual({ messages: 0, contentObjects: 0, events: 0, webhookDeliveries: 0, inboundEmails: 0 });
+    expect(await purgeExpiredData(openCtx(env))).toEqual({ messages: 0, contentObjects: 0, events: 0, webhookDeliveries: 0, inboundEmails: 0 });
   }, 60_000);
 });
 
@@ -341,7 +342,7 @@ describe("retention: RETENTION_DAYS", () => {
     const account = await createAccount();
     await seedOldMessages(account.id, 10, 400);
 
-    expect(await purgeExpiredData(withRetentionDays("0"))).toEqual({
+    expect(await purgeExpiredData(openCtx(withRetentionDays("0")))).toEqual({
       messages: 0,
       contentObjects: 0,
       events: 0,
@@ -350,7 +351,7 @@ describe("retention: RETENTION_DAYS", () => {
     });
     expect(await accountRows(account.id)).toEqual({ messages: 10, recipients: 10, events: 10 });
     // Switched back on, the next run removes them.
-    expect(await purgeExpiredData(env)).toMatchObject({ messages: 10 });
+    expect(await purgeExpiredData(openCtx(env))).toMatchObject({ messages: 10 });
   });
 
   it("is 30 days unless set, and a longer window keeps what a shorter one purges", async () => {
@@ -358,8 +359,8 @@ describe("retention: RETENTION_DAYS", () => {
     const account = await createAccount();
     await seedOldMessages(account.id, 5, 45);
 
-    expect(await purgeExpiredData(withRetentionDays("60"))).toMatchObject({ messages: 0 });
-    expect(await purgeExpiredData(withRetentionDays("40"))).toMatchObject({ messages: 5 });
+    expect(await purgeExpiredData(openCtx(withRetentionDays("60")))).toMatchObject({ messages: 0 });
+    expect(await purgeExpiredData(openCtx(withRetentionDays("40")))).toMatchObject({ messages: 5 });
   });
 
   it.each([
@@ -372,7 +373,7 @@ describe("retention: RETENTION_DAYS", () => {
     const invalid = withRetentionDays(value);
     expect(() => config(invalid)).toThrow(ConfigError);
     expect(() => config(invalid)).toThrow(`invalid configuration: ${message}`);
-    await expect(purgeExpiredData(invalid)).rejects.toThrow(message);
+    await expect(purgeExpiredData(openCtx(invalid))).rejects.toThrow(message);
   });
 });
 

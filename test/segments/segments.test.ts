@@ -2,7 +2,7 @@ import { env } from "cloudflare:workers";
 import { count, eq, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { beforeAll, describe, expect, it } from "vitest";
-import { statement } from "../../src/db/client";
+import { statement, accountDb } from "../../src/db/client";
 import { contacts, listMembers } from "../../src/db/schema";
 import { segmentWhere, type SegmentCondition } from "../../src/domain/segments/segments";
 import { call, createAccount, createKey, json, type CreatedAccount } from "../helpers";
@@ -278,7 +278,7 @@ describe("segment conditions against real contacts", () => {
     expect(counted?.total).toBe(5);
     const target = await createList(account.api_key, "materialised");
     const inserted = await statement(
-      env.DB,
+      accountDb(env),
       sql`INSERT INTO list_members (list_id, contact_id) SELECT ${target.id}, ${contacts.id} FROM ${contacts} WHERE ${where}`,
     ).run();
     expect(inserted.meta.changes).toBe(5);

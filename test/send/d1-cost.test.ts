@@ -1,6 +1,7 @@
+import { openCtx } from "../../src/db/client";
+import { sharedDb } from "../../src/db/client";
 import { env } from "cloudflare:workers";
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
-import { drizzle } from "drizzle-orm/d1";
 import { expect, it } from "vitest";
 import { createApp } from "../../src/app";
 import { findAccount } from "../../src/domain/accounts/accounts";
@@ -12,12 +13,11 @@ import { verifiedDomain } from "./helpers";
 it("an accepted single-recipient send with a tag and an Idempotency-Key costs 2 D1 round trips and 7 table rows", async () => {
   const created = await createAccount({ send_credits: 10 });
   const domain = await verifiedDomain(created.api_key);
-  const account = (await findAccount(drizzle(env.DB), created.id))!;
+  const account = (await findAccount(sharedDb(env), created.id))!;
   const { counted, usage } = countingD1(env.DB);
   const ctx = createExecutionContext();
   const result = await acceptMessage(
-    { ...env, DB: counted },
-    ctx,
+    openCtx({ ...env, DB: counted }, ctx),
     { account, testMode: false },
     {
       source: "api",

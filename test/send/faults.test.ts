@@ -1,3 +1,4 @@
+import { openCtx } from "../../src/db/client";
 import { env } from "cloudflare:workers";
 import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test";
 import { beforeAll, beforeEach, describe, expect, it } from "vitest";
@@ -295,8 +296,8 @@ describe("exactly one copy under at-least-once queues", () => {
     expect((await messageOf(account.api_key, id)).status).toBe("sending");
 
     // Not yet stale: the consumer could still be running.
-    expect(await sweepStaleClaims(env)).toBe(0);
-    expect(await sweepStaleClaims(env, new Date(Date.now() + 16 * 60_000))).toBe(1);
+    expect(await sweepStaleClaims(openCtx(env))).toBe(0);
+    expect(await sweepStaleClaims(openCtx(env), new Date(Date.now() + 16 * 60_000))).toBe(1);
     const message = await messageOf(account.api_key, id);
     expect(message.status).toBe("unknown");
     expect(message.recipients).toEqual([
@@ -365,14 +366,14 @@ describe("nothing stuck", () => {
         new Date(Date.now() - 20 * 60_000).toISOString(),
       ),
     ]);
-    expect(await requeueLostMessages(env)).toBe(2);
+    expect(await requeueLostMessages(openCtx(env))).toBe(2);
     // The real queue consumer (delivering to the main dev sink) picks both up.
     for (const messageId of [lost, deferred]) {
       await eventually(async () => ((await messageOf(key, messageId)).status === "sent" ? true : undefined), 15_000);
     }
     // A message that is simply waiting is left alone.
     const fresh = await storedMessage(account.id, domainId, from, rcpt("fresh"));
-    expect(await requeueLostMessages(env)).toBe(0);
+    expect(await requeueLostMessages(openCtx(env))).toBe(0);
     expect((await messageOf(key, fresh)).status).toBe("queued");
   }, 40_000);
 
@@ -397,7 +398,7 @@ describe("nothing stuck", () => {
       },
     } as unknown as Queue;
 
-    await expect(requeueLostMessages({ ...env, SEND_QUEUE: firstRefused })).rejects.toThrow("queue unavailable");
+    await expect(requeueLostMessages(openCtx({ ...env, SEND_QUEUE: firstRefused }))).rejects.toThrow("queue unavailable");
     expect(offered.flat()).toEqual(expect.arrayContaining(ids));
     expect(offered.every((slice) => slice.length <= 100)).toBe(true);
     // Left lost (and out of the sweeps of this file's other tests).

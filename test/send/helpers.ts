@@ -1,3 +1,4 @@
+import { accountDb, sharedDb } from "../../src/db/client";
 import { env } from "cloudflare:workers";
 import { expect } from "vitest";
 import { chargeStatements } from "../../src/domain/credits/ledger";
@@ -39,7 +40,7 @@ const domainKeys = () => {
  */
 export async function verifiedDomain(apiKey: string, name = uniqueDomain("acme")): Promise<Domain> {
   const me = await json<{ id: string }>(await call("/api/v1/me", { key: apiKey }));
-  const created = await createDomain(env.DB, me.id, name, env, domainKeys);
+  const created = await createDomain(sharedDb(env), me.id, name, env, domainKeys);
   if (created.kind !== "created") throw new Error(`${name} was not added: ${created.message}`);
   const domain = await json<Domain>(await call(`/api/v1/domains/${created.domain.id}`, { key: apiKey }));
   await publishRecords(domain);
@@ -123,7 +124,7 @@ export async function storedMessage(accountId: string, domainId: string, from: s
   const id = `msg_direct${crypto.randomUUID().replace(/-/g, "").slice(0, 16)}`;
   const content = JSON.stringify({ kind: "compose", to: recipients, text: "Hello", variables: {}, attachments: [] });
   await env.DB.batch([
-    ...chargeStatements(env.DB, { accountId, balance: "send", amount: recipients.length, referenceId: id }),
+    ...chargeStatements(accountDb(env), { accountId, balance: "send", amount: recipients.length, referenceId: id }),
     env.DB.prepare(
       `INSERT INTO messages (id, account_id, source, status, from_address, domain_id, subject, tags, metadata, content, credits_charged)
        VALUES (?1, ?2, 'api', 'queued', ?3, ?4, 'Direct', '[]', '{}', ?5, ?6)`,

@@ -1,6 +1,7 @@
+import { openCtx } from "../../src/db/client";
+import { sharedDb } from "../../src/db/client";
 import { env } from "cloudflare:workers";
 import { createExecutionContext } from "cloudflare:test";
-import { drizzle } from "drizzle-orm/d1";
 import { expect, it, vi } from "vitest";
 import { findAccount } from "../../src/domain/accounts/accounts";
 import { acceptMessage, acceptMessages, type AcceptInput } from "../../src/domain/sending/accept";
@@ -10,7 +11,7 @@ import { messageOf, sendBalance, verifiedDomain } from "./helpers";
 it("undoes an acceptance the send queue refuses: refunded, failed, and the Idempotency-Key free for the retry", async () => {
   const created = await createAccount({ send_credits: 10 });
   const domain = await verifiedDomain(created.api_key);
-  const account = (await findAccount(drizzle(env.DB), created.id))!;
+  const account = (await findAccount(sharedDb(env), created.id))!;
   const input: AcceptInput = {
     source: "api",
     stream: "transactional",
@@ -30,8 +31,7 @@ it("undoes an acceptance the send queue refuses: refunded, failed, and the Idemp
   } as unknown as Queue;
 
   const refused = await acceptMessage(
-    { ...env, SEND_QUEUE: refusingQueue },
-    createExecutionContext(),
+    openCtx({ ...env, SEND_QUEUE: refusingQueue }, createExecutionContext()),
     { account, testMode: false },
     input,
     idempotency,
@@ -44,7 +44,7 @@ it("undoes an acceptance the send queue refuses: refunded, failed, and the Idemp
   expect(message.recipients.map((recipient) => recipient.status)).toEqual(["failed", "failed"]);
 
   // The client retries with the same key, as the 429 says: a new message is accepted, not a stale replay.
-  const retried = await acceptMessage(env, createExecutionContext(), { account, testMode: false }, input, idempotency);
+  const retried = await acceptMessage(openCtx(env, createExecutionContext()), { account, testMode: false }, input, idempotency);
   expect(retried).toMatchObject({ kind: "accepted", replayed: false, body: { credits_charged: 2, status: "queued" } });
   expect(retried.kind === "accepted" && retried.body.id).not.toBe(failed!.id);
   expect(await sendBalance(created.api_key)).toBe(8);
@@ -53,7 +53,7 @@ it("undoes an acceptance the send queue refuses: refunded, failed, and the Idemp
 it("undoes a whole batch the send queue refuses: every message failed, every credit back, the Idempotency-Key free", async () => {
   const created = await createAccount({ send_credits: 10 });
   const domain = await verifiedDomain(created.api_key);
-  const account = (await findAccount(drizzle(env.DB), created.id))!;
+  const account = (await findAccount(sharedDb(env), created.id))!;
   const inputs: AcceptInput[] = ["ann", "bob", "cid"].map((name) => ({
     source: "api",
     stream: "transactional",
@@ -73,8 +73,7 @@ it("undoes a whole batch the send queue refuses: every message failed, every cre
   } as unknown as Queue;
 
   const refused = await acceptMessages(
-    { ...env, SEND_QUEUE: refusingQueue },
-    createExecutionContext(),
+    openCtx({ ...env, SEND_QUEUE: refusingQueue }, createExecutionContext()),
     { account, testMode: false },
     inputs,
     idempotency,
@@ -90,7 +89,7 @@ it("undoes a whole batch the send queue refuses: every message failed, every cre
   for (const row of stored.results)
     expect((await messageOf(created.api_key, row.id)).recipients.map((recipient) => recipient.status)).toEqual(["failed"]);
 
-  const retried = await acceptMessages(env, createExecutionContext(), { account, testMode: false }, inputs, idempotency);
+  const retried = await acceptMessages(openCtx(env, createExecutionContext()), { account, testMode: false }, inputs, idempotency);
   expect(retried).toMatchObject({ kind: "accepted", replayed: false });
   const ids = retried.kind === "accepted" ? retried.body.data.map((body) => body.id) : [];
   expect(ids).toHaveLength(3);

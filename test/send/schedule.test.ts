@@ -1,3 +1,4 @@
+import { openCtx } from "../../src/db/client";
 import { env } from "cloudflare:workers";
 import { createExecutionContext, createScheduledController, waitOnExecutionContext } from "cloudflare:test";
 import { describe, expect, it, vi } from "vitest";
@@ -80,7 +81,7 @@ describe("scheduled sends", () => {
 
     // Even once its time comes, a cancelled message is not sent by the consumer or the cron.
     await env.DB.prepare("UPDATE messages SET scheduled_at = ?2 WHERE id = ?1").bind(accepted.id, secondsFromNow(-600)).run();
-    await deliverMessages(env, [accepted.id]);
+    await deliverMessages(openCtx(env), [accepted.id]);
     await runCron();
     await sleep(1_000);
     expect(await delivered(to)).toBe(0);
@@ -186,8 +187,8 @@ describe("scheduled sends", () => {
       .bind(accepted.id, secondsFromNow(-3 * 3600))
       .run();
     await runCron();
-    expect(await requeueLostMessages(env)).toBe(0);
-    expect(await sweepStaleClaims(env)).toBe(0);
+    expect(await requeueLostMessages(openCtx(env))).toBe(0);
+    expect(await sweepStaleClaims(openCtx(env))).toBe(0);
     await sleep(1_000);
     expect(await delivered(to)).toBe(0);
     expect((await messageOf(key, accepted.id)).status).toBe("scheduled");
@@ -220,7 +221,7 @@ describe("scheduled sends", () => {
       const to = rcpt(`race${round}`);
       const id = await storedMessage(account.id, domain.id, `hello@${domain.name}`, to);
       const before = await sendBalance(key);
-      const [cancel] = await Promise.all([call(`/api/v1/messages/${id}/cancel`, { key, method: "POST" }), deliverMessages(env, [id])]);
+      const [cancel] = await Promise.all([call(`/api/v1/messages/${id}/cancel`, { key, method: "POST" }), deliverMessages(openCtx(env), [id])]);
       const message = await messageOf(key, id);
       if (cancel.status === 200) {
         expect(message.status).toBe("cancelled");

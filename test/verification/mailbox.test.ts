@@ -1,6 +1,6 @@
+import { openCtx, sharedDb } from "../../src/db/client";
 import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { drizzle } from "drizzle-orm/d1";
 import { SINGLE_CHECK_BUDGET_MS } from "@mailforge/bridge-contract";
 import { describe, expect, it } from "vitest";
 import { config } from "../../src/config";
@@ -20,7 +20,7 @@ import type { JobBody } from "../verify-api/helpers";
 
 const proberEnv = { ...env, PROBER_URL: env.TEST_PROBER_URL, PROBER_SECRET: env.TEST_PROBER_SECRET } as Env;
 const deps = () => ({
-  resolver: createResolver({ url: config(env).dohUrl, db: env.DB }),
+  resolver: createResolver({ url: config(env).dohUrl, db: sharedDb(env) }),
   prober: createMailboxProber({ url: env.TEST_PROBER_URL, secret: env.TEST_PROBER_SECRET }),
 });
 const check = (email: string) => verifyEmail(email, deps());
@@ -98,9 +98,9 @@ describe("the reply table, one row each", () => {
 
   it("a tarpit that never greets: a single check answers unknown / smtp_timeout within its budget", async () => {
     const account = await createAccount({ verify_credits: 5 });
-    const row = await findAccount(drizzle(env.DB), account.id);
+    const row = await findAccount(sharedDb(env), account.id);
     const started = Date.now();
-    const checked = await verifySingleAddress(proberEnv, row!, "jane@tarpit.mailbox.test", { reference: `tarpit-${crypto.randomUUID()}` });
+    const checked = await verifySingleAddress(openCtx(proberEnv), row!, "jane@tarpit.mailbox.test", { reference: `tarpit-${crypto.randomUUID()}` });
     expect(Date.now() - started).toBeLessThan(SINGLE_CHECK_BUDGET_MS);
     if (checked.kind !== "checked") throw new Error(checked.kind);
     expect(fields(checked.result)).toMatchObject({
@@ -130,7 +130,7 @@ describe("without PROBER_URL", () => {
 describe("a bulk job with mailbox checks", () => {
   it("uses the evidence per address, counts it, and charges exactly as before", async () => {
     const account = await createAccount({ verify_credits: 50 });
-    const row = await findAccount(drizzle(env.DB), account.id);
+    const row = await findAccount(sharedDb(env), account.id);
     const emails = [
       "alice@mailbox.test",
       "bob@mailbox.test",
@@ -142,7 +142,7 @@ describe("a bulk job with mailbox checks", () => {
       "ALICE@mailbox.test",
       "not an address",
     ];
-    const created = await createVerificationJob(env, { account: row!, emails, source: "api" });
+    const created = await createVerificationJob(openCtx(env), { account: row!, emails, source: "api" });
     if (created.kind !== "created") throw new Error(created.kind);
     const batch = createMessageBatch(
       "mailforge-verify",

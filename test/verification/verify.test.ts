@@ -1,10 +1,11 @@
+import { sharedDb } from "../../src/db/client";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { createResolver, type DnsAnswer, type DnsRecordType, type DnsResolver } from "../../src/domain/dns/doh";
 import { VERIFICATION_STATUSES, verificationResultSchema, verifyEmail, verifyMany, type VerificationResult } from "../../src/domain/verification";
 import { config } from "../../src/config";
 
-const deps = (timeoutMs?: number) => ({ resolver: createResolver({ url: config(env).dohUrl, db: env.DB, timeoutMs }) });
+const deps = (timeoutMs?: number) => ({ resolver: createResolver({ url: config(env).dohUrl, db: sharedDb(env), timeoutMs }) });
 const verify = (email: string, timeoutMs?: number) => verifyEmail(email, deps(timeoutMs));
 
 async function queriesFor(name: string, type: string): Promise<number> {

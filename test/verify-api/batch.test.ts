@@ -1,5 +1,5 @@
+import { openCtx, sharedDb } from "../../src/db/client";
 import { env } from "cloudflare:workers";
-import { drizzle } from "drizzle-orm/d1";
 import Papa from "papaparse";
 import { describe, expect, it } from "vitest";
 import { findAccount } from "../../src/domain/accounts/accounts";
@@ -225,9 +225,9 @@ describe("POST /api/batch/upload: a bad file is a 422 with the reason, never a 5
 describe("batch ids belong to one account", () => {
   it("another account's batch is a 404 (status and download); a running batch cannot be downloaded yet", async () => {
     const owner = await createAccount({ verify_credits: 10 });
-    const row = await findAccount(drizzle(env.DB), owner.id);
+    const row = await findAccount(sharedDb(env), owner.id);
     // Accepted but never enqueued: it stays pending.
-    const created = await createVerificationJob(env, { account: row!, emails: ["ann@acme.verify-test"], source: "batch", name: "x.csv" });
+    const created = await createVerificationJob(openCtx(env), { account: row!, emails: ["ann@acme.verify-test"], source: "batch", name: "x.csv" });
     if (created.kind !== "created") throw new Error(`the job was refused: ${created.kind}`);
     const { job } = created;
     const other = await createAccount({ verify_credits: 10 });

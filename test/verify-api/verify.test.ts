@@ -1,10 +1,10 @@
+import { openCtx, sharedDb } from "../../src/db/client";
 import { env } from "cloudflare:workers";
 import Papa from "papaparse";
 import { describe, expect, it } from "vitest";
 import { dedupeKey } from "../../src/domain/verification";
 import { createVerificationJob, planVerificationJob, CHUNK_SIZE } from "../../src/domain/verification/jobs";
 import { findAccount } from "../../src/domain/accounts/accounts";
-import { drizzle } from "drizzle-orm/d1";
 import { call, createAccount, createKey, json } from "../helpers";
 import { deliver, dohQueriesUnder, eventsOf, freshBulkSuffix, ledgerOf, verifyBalance, waitForJob, type JobBody } from "./helpers";
 
@@ -281,8 +281,8 @@ describe("chunks under at-least-once delivery and the dead-letter queue", () => 
   /** A job accepted but not enqueued, so the test delivers its chunks itself. */
   async function acceptedJob(emails: string[], credits = 10_000) {
     const account = await createAccount({ verify_credits: credits });
-    const row = await findAccount(drizzle(env.DB), account.id);
-    const created = await createVerificationJob(env, { account: row!, emails, source: "api" });
+    const row = await findAccount(sharedDb(env), account.id);
+    const created = await createVerificationJob(openCtx(env), { account: row!, emails, source: "api" });
     if (created.kind !== "created") throw new Error(`the job was refused: ${created.kind}`);
     const { job, plan } = created;
     const chunks = plan.chunks.map((chunk) => ({ kind: "verification_chunk", job_id: job.id, ...chunk }));

@@ -1,3 +1,4 @@
+import { openCtx } from "../../src/db/client";
 import { createMessageBatch, createExecutionContext, getQueueResult } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { Webhook } from "standardwebhooks";
@@ -48,7 +49,7 @@ async function setup(options: { events?: string[]; type?: EventType } = {}) {
   const path = receiverPath();
   const endpoint = await createEndpoint(account.api_key, { url: receiverUrl(path), events: options.events ?? ["*"] });
   const queue = new RecordingQueue();
-  await recordEvents(envWith(queue), [event(account.id, options.type ?? "relay.delivered")]);
+  await recordEvents(openCtx(envWith(queue)), [event(account.id, options.type ?? "relay.delivered")]);
   const [first] = queue.take();
   if (!first) throw new Error("nothing dispatched");
   return { account, path, endpoint, queue, message: first.body };
@@ -76,7 +77,7 @@ describe("delivery through the real queue", () => {
       subject: "Hi",
     });
     const bounced = event(account.id, "relay.bounced", { message_id: "msg_1", email: "b@example.com", bounce_type: "hard" });
-    await recordEvents(env, [sent, bounced]);
+    await recordEvents(openCtx(env), [sent, bounced]);
 
     const toAll = await waitForRequests(paths.all, 2);
     const toBounces = await waitForRequests(paths.bounces, 1);

@@ -1,3 +1,4 @@
+import { openCtx, accountDb } from "../../src/db/client";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { eventStatement, type EventInput, type EventType } from "../../src/domain/events/events";
@@ -33,9 +34,9 @@ describe("dispatchEvents", () => {
 
     const sent = event(account.id, "relay.sent");
     const bounced = event(account.id, "relay.bounced");
-    await env.DB.batch([eventStatement(env.DB, sent), eventStatement(env.DB, bounced)]);
+    await env.DB.batch([eventStatement(accountDb(env), sent), eventStatement(accountDb(env), bounced)]);
     const queue = new RecordingQueue();
-    await dispatchEvents(envWith(queue), account.id, [sent.dedupeKey, bounced.dedupeKey]);
+    await dispatchEvents(openCtx(envWith(queue)), account.id, [sent.dedupeKey, bounced.dedupeKey]);
 
     const sentId = await eventIdOf(account.id, sent.dedupeKey);
     const bouncedId = await eventIdOf(account.id, bounced.dedupeKey);
@@ -55,7 +56,7 @@ describe("dispatchEvents", () => {
     expect(await dispatchedAt(bouncedId)).toMatch(/^\d{4}-/);
 
     // Already dispatched: a second call (a retried producer) enqueues nothing.
-    await dispatchEvents(envWith(queue), account.id, [sent.dedupeKey, bounced.dedupeKey]);
+    await dispatchEvents(openCtx(envWith(queue)), account.id, [sent.dedupeKey, bounced.dedupeKey]);
     expect(queue.take()).toEqual([]);
   });
 
@@ -64,9 +65,9 @@ describe("dispatchEvents", () => {
     const other = await createAccount({ name: "Other" });
     await createEndpoint(account.api_key, { url: receiverUrl("/d/mine"), events: ["*"] });
     const othersEvent = event(other.id, "delivered");
-    await env.DB.batch([eventStatement(env.DB, othersEvent)]);
+    await env.DB.batch([eventStatement(accountDb(env), othersEvent)]);
     const queue = new RecordingQueue();
-    await dispatchEvents(envWith(queue), account.id, [othersEvent.dedupeKey]);
+    await dispatchEvents(openCtx(envWith(queue)), account.id, [othersEvent.dedupeKey]);
     expect(queue.take()).toEqual([]);
     expect(await dispatchedAt(await eventIdOf(other.id, othersEvent.dedupeKey))).toBeNull();
   });
@@ -75,7 +76,7 @@ describe("dispatchEvents", () => {
     const account = await createAccount();
     const lonely = event(account.id, "opened");
     const queue = new RecordingQueue();
-    await recordEvents(envWith(queue), [lonely]);
+    await recordEvents(openCtx(envWith(queue)), [lonely]);
     expect(queue.take()).toEqual([]);
     expect(await dispatchedAt(await eventIdOf(account.id, lonely.dedupeKey))).not.toBeNull();
   });
@@ -85,7 +86,7 @@ describe("dispatchEvents", () => {
     await createEndpoint(account.api_key, { url: receiverUrl("/d/many"), events: ["*"] });
     const queue = new RecordingQueue();
     await recordEvents(
-      envWith(queue),
+      openCtx(envWith(queue)),
       Array.from({ length: 150 }, () => event(account.id, "relay.delivered")),
     );
     expect(queue.batches).toEqual([100, 50]);
@@ -97,8 +98,8 @@ describe("dispatchEvents", () => {
     await createEndpoint(account.api_key, { url: receiverUrl("/d/once"), events: ["*"] });
     const fact = event(account.id, "relay.delivered", { message_id: "msg_1", email: "a@example.com" });
     const queue = new RecordingQueue();
-    await recordEvents(envWith(queue), [fact]);
-    await recordEvents(envWith(queue), [{ ...fact, data: { message_id: "msg_1", email: "changed@example.com" } }]);
+    await recordEvents(openCtx(envWith(queue)), [fact]);
+    await recordEvents(openCtx(envWith(queue)), [{ ...fact, data: { message_id: "msg_1", email: "changed@example.com" } }]);
     expect(queue.take()).toHaveLength(1);
     const rows = await env.DB.prepare("SELECT data FROM events WHERE account_id = ?").bind(account.id).all<{ data: string }>();
     expect(rows.results.map((row) => JSON.parse(row.data))).toEqual([{ message_id: "msg_1", email: "a@example.com" }]);
@@ -112,7 +113,7 @@ describe("dispatchEvents", () => {
     broken.sendBatch = async () => {
       throw new Error("Queue send failed: internal error");
     };
-    await expect(recordEvents(envWith(broken), [fact])).resolves.toBeUndefined();
+    await expect(recordEvents(openCtx(envWith(broken)), [fact])).resolves.toBeUndefined();
     expect(await dispatchedAt(await eventIdOf(account.id, fact.dedupeKey))).toBeNull();
   });
 });
@@ -123,7 +124,7 @@ describe("outbox sweep", () => {
     const endpoint = await createEndpoint(account.api_key, { url: receiverUrl("/d/sweep"), events: ["*"] });
     const old = event(account.id, "relay.sent");
     const young = event(account.id, "relay.delivered");
-    await env.DB.batch([eventStatement(env.DB, old), eventStatement(env.DB, young)]);
+    await env.DB.batch([eventStatement(accountDb(env), old), eventStatement(accountDb(env), young)]);
     const oldId = await eventIdOf(account.id, old.dedupeKey);
     const youngId = await eventIdOf(account.id, young.dedupeKey);
     await env.DB.prepare("UPDATE events SET created_at = ? WHERE id = ?")
@@ -131,14 +132,14 @@ describe("outbox sweep", () => {
       .run();
 
     const queue = new RecordingQueue();
-    await sweepUndispatchedEvents(envWith(queue));
+    await sweepUndispatchedEvents(openCtx(envWith(queue)));
     const mine = queue.take().filter((message) => message.body.endpoint_id === endpoint.id);
     expect(mine.map((message) => message.body)).toEqual([{ event_id: oldId, endpoint_id: endpoint.id, attempt: 1 }]);
     expect(await dispatchedAt(oldId)).not.toBeNull();
     expect(await dispatchedAt(youngId)).toBeNull();
 
     // Running it again (two cron invocations overlapping) sends nothing more.
-    await sweepUndispatchedEvents(envWith(queue));
+    await sweepUndispatchedEvents(openCtx(envWith(queue)));
     expect(queue.take().filter((message) => message.body.endpoint_id === endpoint.id)).toEqual([]);
   });
 });

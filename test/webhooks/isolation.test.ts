@@ -1,3 +1,4 @@
+import { openCtx } from "../../src/db/client";
 import { env } from "cloudflare:workers";
 import { runDurableObjectAlarm } from "cloudflare:test";
 import { expect, it } from "vitest";
@@ -15,7 +16,7 @@ it("a slow endpoint does not delay another endpoint's deliveries (each endpoint 
   await createEndpoint(account.api_key, { url: receiverUrl(fastPath), events: ["*"] });
 
   await recordEvents(
-    env,
+    openCtx(env),
     Array.from({ length: 5 }, (_, i) => ({
       accountId: account.id,
       type: "relay.delivered" as const,

@@ -191,7 +191,7 @@ export const postmarkReads = createRouter()
     const query = c.req.valid("query");
     checkWindow(query);
     const rows = await listMessages(
-      c.env.DB,
+      c.var.ctx.db,
       c.get("auth").account.id,
       {
         to: query.recipient,
@@ -203,7 +203,7 @@ export const postmarkReads = createRouter()
     );
     const { items, total } = offsetPage(rows, query);
     const recipients = await recipientsOfMessages(
-      c.env.DB,
+      c.var.ctx.db,
       c.get("auth").account.id,
       items.map((message) => message.id),
     );
@@ -232,7 +232,7 @@ export const postmarkReads = createRouter()
     );
   })
   .openapi(messageDetails, async (c) => {
-    const found = await findMessage(c.env.DB, c.get("auth").account.id, c.req.valid("param").id);
+    const found = await findMessage(c.var.ctx.db, c.get("auth").account.id, c.req.valid("param").id);
     if (!found) throw postmarkError("not_found", postmarkCodes.messageNotFound, "This message was not found.");
     const { message, recipients, timeline } = found;
     const content = await loadContent(c.env, message);
@@ -270,7 +270,10 @@ export const postmarkReads = createRouter()
   .openapi(listBounces, async (c) => {
     const query = c.req.valid("query");
     checkWindow(query);
-    const rows = await eventsOfTypes(c.env.DB, c.get("auth").account.id, ["relay.bounced", "bounced"], { offset: query.offset, limit: query.count });
+    const rows = await eventsOfTypes(c.var.ctx.db, c.get("auth").account.id, ["relay.bounced", "bounced"], {
+      offset: query.offset,
+      limit: query.count,
+    });
     const more = rows.length > query.count;
     return c.json(
       {
@@ -314,7 +317,7 @@ export const postmarkReads = createRouter()
     const query = c.req.valid("query");
     if (query.layoutTemplate !== undefined) throw notSupported("Layout templates");
     checkWindow(query);
-    const rows = await listTemplates(c.env.DB, c.get("auth").account.id, { limit: Math.min(query.offset + query.count, pageWindow) });
+    const rows = await listTemplates(c.var.ctx.db, c.get("auth").account.id, { limit: Math.min(query.offset + query.count, pageWindow) });
     const { items, total } = offsetPage(rows, query);
     return c.json(
       {

@@ -137,7 +137,7 @@ async function sendOne(c: Context<AppEnv>, request: Record<string, unknown>): Pr
 
 async function templatedRequest(c: Context<AppEnv>, email: PostmarkTemplatedEmail) {
   const name = templateNameOf(email);
-  const template = await findTemplateByIdOrName(c.env.DB, c.get("auth").account.id, name);
+  const template = await findTemplateByIdOrName(c.var.ctx.db, c.get("auth").account.id, name);
   if (!template)
     throw postmarkError("not_found", postmarkCodes.templateNotFound, `The template '${name}' was not found (give a template's id or name).`);
   return toTemplatedSendRequest(email, template.id);

@@ -48,7 +48,7 @@ sendGridRoutes.openapi(mailSend, async (c) => {
   const mail = c.req.valid("json");
   let templateId: string | undefined;
   if (mail.template_id !== undefined) {
-    const template = await findTemplateByIdOrName(c.env.DB, c.get("auth").account.id, mail.template_id);
+    const template = await findTemplateByIdOrName(c.var.ctx.db, c.get("auth").account.id, mail.template_id);
     if (!template)
       throw new PeerError("validation_failed", "The template_id must be a valid template ID or name", "template_id", {
         errors: { template_id: [`No template ${mail.template_id}`] },

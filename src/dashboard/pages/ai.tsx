@@ -37,7 +37,7 @@ function RequestStatus({ request }: { request: AiRequestRow }) {
 export const aiPages = new Hono<DashboardEnv>()
   .get("/ai", async (c) => {
     const auth = c.get("auth");
-    const [requests, usage] = await Promise.all([listAiRequests(c.env.DB, auth.account.id, { limit: 20 }), aiUsage(c.env.DB, auth.account)]);
+    const [requests, usage] = await Promise.all([listAiRequests(c.var.ctx.db, auth.account.id, { limit: 20 }), aiUsage(c.var.ctx.db, auth.account)]);
     return c.html(
       <Shell title="AI drafts" auth={auth} csrfToken={c.get("csrfToken")} current="/dashboard/ai">
         <section class="card">
@@ -88,7 +88,7 @@ export const aiPages = new Hono<DashboardEnv>()
       { prompt: field(form, "prompt"), tone: field(form, "tone") || undefined, variations: Number(field(form, "variations") || "1") },
       "The drafts cannot be requested",
     );
-    const outcome = await submitAiRequest(c.env, c.get("auth").account.id, body);
+    const outcome = await submitAiRequest(c.var.ctx, c.get("auth").account.id, body);
     if (outcome.kind === "not_configured")
       throw new AppError("ai_not_configured", `AI drafts are not available on this deployment: ${outcome.reason}`);
     if (outcome.kind === "quota_exceeded") throw new AppError("ai_quota_exceeded", `This month's ${outcome.limit} AI generations are used up`);
@@ -96,7 +96,7 @@ export const aiPages = new Hono<DashboardEnv>()
     return c.redirect("/dashboard/ai", 303);
   })
   .get("/ai/:id/status", async (c) => {
-    const request = await findAiRequest(c.env.DB, c.get("auth").account.id, c.req.param("id"));
+    const request = await findAiRequest(c.var.ctx.db, c.get("auth").account.id, c.req.param("id"));
     if (!request) throw notFound("AI request");
     return c.html(<RequestStatus request={request} />);
   });

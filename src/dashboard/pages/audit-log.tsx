@@ -12,7 +12,7 @@ const day = (value: string | undefined, end: "start" | "end") => (value && isoDa
 export const auditLogPages = new Hono<DashboardEnv>().get("/audit-log", async (c) => {
   const auth = c.get("auth");
   const query = c.req.query();
-  const rows = await listAudit(c.env.DB, auth.account.id, {
+  const rows = await listAudit(c.var.ctx.db, auth.account.id, {
     cursor: query.cursor || undefined,
     limit: pageSize,
     actor: query.actor?.trim() || undefined,

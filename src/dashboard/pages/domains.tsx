@@ -143,7 +143,7 @@ function Deliverability({ domain, rates, sentToday, csrfToken }: { domain: Domai
 export const domainPages = new Hono<DashboardEnv>()
   .get("/domains", async (c) => {
     const auth = c.get("auth");
-    const rows = await listDomains(c.env.DB, auth.account.id, { limit: 100 });
+    const rows = await listDomains(c.var.shared, auth.account.id, { limit: 100 });
     return c.html(
       <Shell title="Domains" auth={auth} csrfToken={c.get("csrfToken")} current="/dashboard/domains">
         <section class="card">
@@ -181,14 +181,14 @@ export const domainPages = new Hono<DashboardEnv>()
   })
   .post("/domains", liveKeyOnly("Adding a sending domain"), async (c) => {
     const body = parsedOrThrow(domainInput, { name: (await c.req.parseBody()).name }, "The domain cannot be added");
-    const { domain } = orRefuse(await createDomain(c.env.DB, c.get("auth").account.id, body.name, c.env));
+    const { domain } = orRefuse(await createDomain(c.var.shared, c.get("auth").account.id, body.name, c.env));
     return c.redirect(`/dashboard/domains/${domain.id}`, 303);
   })
   .get("/domains/:id", async (c) => {
     const auth = c.get("auth");
-    const domain = await findDomain(c.env.DB, auth.account.id, c.req.param("id"));
+    const domain = await findDomain(c.var.shared, auth.account.id, c.req.param("id"));
     if (!domain) throw notFound("Domain");
-    const [rates, sentToday] = await Promise.all([domainRates(c.env.DB, domain.id), warmupSentToday(c.env.DB, domain.id)]);
+    const [rates, sentToday] = await Promise.all([domainRates(c.var.ctx.db, domain.id), warmupSentToday(c.var.ctx.db, domain.id)]);
     return c.html(
       <Shell title={`Domain ${domain.name}`} auth={auth} csrfToken={c.get("csrfToken")} current="/dashboard/domains">
         <Records domain={domain} csrfToken={c.get("csrfToken")} />
@@ -200,7 +200,7 @@ export const domainPages = new Hono<DashboardEnv>()
     );
   })
   .post("/domains/:id/warmup", liveKeyOnly("Changing a warm-up"), async (c) => {
-    const domain = await findDomain(c.env.DB, c.get("auth").account.id, c.req.param("id"));
+    const domain = await findDomain(c.var.shared, c.get("auth").account.id, c.req.param("id"));
     if (!domain) throw notFound("Domain");
     const form = await c.req.parseBody();
     const body = parsedOrThrow(
@@ -208,13 +208,13 @@ export const domainPages = new Hono<DashboardEnv>()
       { enabled: field(form, "enabled") === "true", preset: field(form, "preset") || undefined },
       "The warm-up cannot be changed",
     );
-    await setWarmup(c.env, domain, { enabled: body.enabled, preset: body.preset });
+    await setWarmup(c.var.ctx, domain, { enabled: body.enabled, preset: body.preset });
     return c.redirect(`/dashboard/domains/${domain.id}`, 303);
   })
   .post("/domains/:id/verify", async (c) => {
-    const domain = await findDomain(c.env.DB, c.get("auth").account.id, c.req.param("id"));
+    const domain = await findDomain(c.var.shared, c.get("auth").account.id, c.req.param("id"));
     if (!domain) throw notFound("Domain");
-    const checked = await verifyDomain(c.env.DB, domain, c.env);
+    const checked = await verifyDomain(c.var.shared, domain, c.env);
     if (c.req.header("HX-Request") === "true") {
       return c.html(
         <>

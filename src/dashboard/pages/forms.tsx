@@ -36,7 +36,7 @@ function Checkboxes({ name, legend, options, empty }: { name: string; legend: st
 }
 
 async function ownedForm(c: Context<DashboardEnv>): Promise<FormRow> {
-  const form = await findForm(c.env.DB, c.get("auth").account.id, c.req.param("id") ?? "");
+  const form = await findForm(c.var.ctx.db, c.get("auth").account.id, c.req.param("id") ?? "");
   if (!form) throw notFound("Form");
   return form;
 }
@@ -46,10 +46,10 @@ export const formPages = new Hono<DashboardEnv>()
     const auth = c.get("auth");
     const accountId = auth.account.id;
     const [rows, lists, topics, senders] = await Promise.all([
-      listForms(c.env.DB, accountId, { limit: 100 }),
-      listLists(c.env.DB, accountId, { limit: 100 }),
-      allTopics(c.env.DB, accountId),
-      listSenders(c.env.DB, accountId, { limit: 100 }),
+      listForms(c.var.ctx.db, accountId, { limit: 100 }),
+      listLists(c.var.ctx.db, accountId, { limit: 100 }),
+      allTopics(c.var.ctx.db, accountId),
+      listSenders(c.var.ctx.db, accountId, { limit: 100 }),
     ]);
     const csrfToken = c.get("csrfToken");
     return c.html(
@@ -143,7 +143,7 @@ export const formPages = new Hono<DashboardEnv>()
       },
       "The form cannot be created",
     );
-    const outcome = await createForm(c.env.DB, c.get("auth").account.id, newFormSettings(body));
+    const outcome = await createForm(c.var.ctx.db, c.get("auth").account.id, newFormSettings(body));
     if (outcome.kind === "invalid") throw validationError(outcome.errors, "The form cannot be created");
     return c.redirect(`${basePath}/${outcome.form.id}`, 303);
   })
@@ -185,6 +185,6 @@ export const formPages = new Hono<DashboardEnv>()
     );
   })
   .post("/contacts/forms/:id/delete", liveKeyOnly("Deleting a form"), async (c) => {
-    if (!(await deleteForm(c.env.DB, c.get("auth").account.id, c.req.param("id")))) throw notFound("Form");
+    if (!(await deleteForm(c.var.ctx.db, c.get("auth").account.id, c.req.param("id")))) throw notFound("Form");
     return c.redirect(`${basePath}?deleted=1`, 303);
   });

@@ -89,7 +89,7 @@ const dayEnd = (day: string | undefined) => (day && isoDay.test(day) ? `${day}T2
 // the `domains` scope), not the inbound one's.
 export const domainReceivingPages = new Hono<DashboardEnv>().post("/inbound/domains/:id", liveKeyOnly("Changing a domain's receiving"), async (c) => {
   const auth = c.get("auth");
-  const domain = (await listDomains(c.env.DB, auth.account.id, { limit: 100 })).find((row) => row.id === c.req.param("id"));
+  const domain = (await listDomains(c.var.shared, auth.account.id, { limit: 100 })).find((row) => row.id === c.req.param("id"));
   if (!domain) throw notFound("Domain");
   const form = await c.req.parseBody();
   const addresses = field(form, "addresses")
@@ -100,7 +100,7 @@ export const domainReceivingPages = new Hono<DashboardEnv>().post("/inbound/doma
     { receiving: field(form, "receiving") === "on", receiving_addresses: addresses.length > 0 ? addresses : null },
     "Receiving cannot be changed",
   );
-  orRefuse(await setReceiving(c.env, domain, { receiving: body.receiving, addresses: body.receiving_addresses }));
+  orRefuse(await setReceiving(c.var.ctx, domain, { receiving: body.receiving, addresses: body.receiving_addresses }));
   return c.redirect(`${current}?saved=1`, 303);
 });
 
@@ -114,9 +114,9 @@ export const inboundPages = new Hono<DashboardEnv>()
       receivedAfter: dayStart(query.after),
       receivedBefore: dayEnd(query.before),
     };
-    const rows = await listInbound(c.env.DB, auth.account.id, filters, { cursor: query.cursor || undefined, limit: pageSize });
+    const rows = await listInbound(c.var.ctx.db, auth.account.id, filters, { cursor: query.cursor || undefined, limit: pageSize });
     const { page, next } = pageOfRows(rows, pageSize);
-    const domains = canSee(auth, "domains") ? await listDomains(c.env.DB, auth.account.id, { limit: 100 }) : [];
+    const domains = canSee(auth, "domains") ? await listDomains(c.var.shared, auth.account.id, { limit: 100 }) : [];
     return c.html(
       <Shell title="Inbound" auth={auth} csrfToken={c.get("csrfToken")} current={current}>
         {query.saved ? <Notice kind="ok">Receiving saved.</Notice> : null}
@@ -151,7 +151,7 @@ export const inboundPages = new Hono<DashboardEnv>()
   })
   .get("/inbound/:id", async (c) => {
     const auth = c.get("auth");
-    const row = await findInbound(c.env.DB, auth.account.id, c.req.param("id"));
+    const row = await findInbound(c.var.ctx.db, auth.account.id, c.req.param("id"));
     if (!row) throw notFound("Received message");
     const message = await inboundDetail(c.env, row);
     const headers: [string, string][] = [
@@ -242,7 +242,7 @@ export const inboundPages = new Hono<DashboardEnv>()
     );
   })
   .get("/inbound/:id/html", async (c) => {
-    const row = await findInbound(c.env.DB, c.get("auth").account.id, c.req.param("id"));
+    const row = await findInbound(c.var.ctx.db, c.get("auth").account.id, c.req.param("id"));
     if (!row) throw notFound("Received message");
     const { html } = await inboundDetail(c.env, row);
     c.header("Content-Security-Policy", framedMailCsp());
@@ -250,7 +250,7 @@ export const inboundPages = new Hono<DashboardEnv>()
     return c.html(html ?? "");
   })
   .get("/inbound/:id/raw", async (c) => {
-    const row = await findInbound(c.env.DB, c.get("auth").account.id, c.req.param("id"));
+    const row = await findInbound(c.var.ctx.db, c.get("auth").account.id, c.req.param("id"));
     const object = row ? await c.env.BLOBS.get(row.rawKey) : null;
     if (!row || !object) throw notFound("Received message");
     return new Response(object.body, {
@@ -262,12 +262,12 @@ export const inboundPages = new Hono<DashboardEnv>()
     });
   })
   .get("/inbound/:id/attachments/:n{[0-9]{1,4}}", async (c) => {
-    const row = await findInbound(c.env.DB, c.get("auth").account.id, c.req.param("id"));
+    const row = await findInbound(c.var.ctx.db, c.get("auth").account.id, c.req.param("id"));
     const response = row ? await attachmentResponse(c.env, row, Number(c.req.param("n"))) : undefined;
     if (!response) throw notFound("Attachment");
     return response;
   })
   .post("/inbound/:id/delete", liveKeyOnly("Deleting received mail"), async (c) => {
-    if (!(await deleteInbound(c.env, c.get("auth").account.id, c.req.param("id")))) throw notFound("Received message");
+    if (!(await deleteInbound(c.var.ctx, c.get("auth").account.id, c.req.param("id")))) throw notFound("Received message");
     return c.redirect(`${current}?deleted=1`, 303);
   });

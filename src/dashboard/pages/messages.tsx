@@ -103,10 +103,10 @@ export const messagePages = new Hono<DashboardEnv>()
       createdAfter: isoDay.test(query.after ?? "") ? query.after : undefined,
       createdBefore: isoDay.test(query.before ?? "") ? query.before : undefined,
     };
-    const rows = await listMessages(c.env.DB, auth.account.id, filters, { cursor: query.cursor || undefined, limit: pageSize });
+    const rows = await listMessages(c.var.ctx.db, auth.account.id, filters, { cursor: query.cursor || undefined, limit: pageSize });
     const { page, next } = pageOfRows(rows, pageSize);
     const recipients = await recipientsOfMessages(
-      c.env.DB,
+      c.var.ctx.db,
       auth.account.id,
       page.map((message) => message.id),
     );
@@ -165,13 +165,13 @@ export const messagePages = new Hono<DashboardEnv>()
       "The test email cannot be sent",
     );
     // The same pipeline as POST /send: domain check, suppressions, daily limit, credits.
-    const outcome = await acceptMessage(c.env, c.executionCtx, { account: auth.account, testMode: auth.apiKey.mode === "test" }, toAcceptInput(body));
+    const outcome = await acceptMessage(c.var.ctx, { account: auth.account, testMode: auth.apiKey.mode === "test" }, toAcceptInput(body));
     if (outcome.kind !== "accepted") throw acceptRefusalError(outcome);
     return c.redirect("/dashboard/messages?sent=1", 303);
   })
   .get("/messages/:id", async (c) => {
     const auth = c.get("auth");
-    const found = await findMessage(c.env.DB, auth.account.id, c.req.param("id"));
+    const found = await findMessage(c.var.ctx.db, auth.account.id, c.req.param("id"));
     if (!found) throw notFound("Message");
     const { message, recipients, timeline } = found;
     const headers: [string, string][] = [
@@ -272,7 +272,7 @@ export const messagePages = new Hono<DashboardEnv>()
     );
   })
   .get("/messages/:id/body", async (c) => {
-    const source = await findSentSource(c.env, c.get("auth").account.id, c.req.param("id"));
+    const source = await findSentSource(c.var.ctx, c.get("auth").account.id, c.req.param("id"));
     if (!source.ok) throw notFound("Message content");
     const content = await sentContent(await source.raw.arrayBuffer());
     // The sent HTML in a sandboxed frame: no script runs, and no request leaves (the open pixel is a remote image).
@@ -282,7 +282,7 @@ export const messagePages = new Hono<DashboardEnv>()
     return c.html(<pre>{content.text ?? ""}</pre>);
   })
   .get("/messages/:id/raw", async (c) => {
-    const source = await findSentSource(c.env, c.get("auth").account.id, c.req.param("id"));
+    const source = await findSentSource(c.var.ctx, c.get("auth").account.id, c.req.param("id"));
     if (!source.ok) throw notFound("Message source");
     // Shown as text rather than offered as a download.
     return c.body(source.raw.body, 200, { "Content-Type": "text/plain; charset=utf-8" });

@@ -106,7 +106,7 @@ function OverviewPage({ report }: { report: Overview }) {
 
 export const overviewPages = new Hono<DashboardEnv>().get("/", async (c) => {
   const auth = c.get("auth");
-  const report = await overviewReport(c.env.DB, auth.account.id, defaultRange({}));
+  const report = await overviewReport(c.var.ctx.db, auth.account.id, defaultRange({}));
   const balances = balancesOf(auth.account);
   return c.html(
     <Shell title="Overview" auth={auth} csrfToken={c.get("csrfToken")} current="/dashboard">

@@ -16,7 +16,7 @@ const encoder = new TextEncoder();
 async function me(c: Page): Promise<Member> {
   const { member, account } = c.get("auth");
   if (!member) throw new AppError("forbidden", "An API key has no second factor: this page is for members");
-  const row = await findMember(c.env.DB, account.id, member.id);
+  const row = await findMember(c.var.shared, account.id, member.id);
   if (!row) throw notFound("Member");
   return row;
 }
@@ -55,7 +55,7 @@ async function securityPage(c: Page, member: Member, error?: string) {
       error ? 401 : 200,
     );
   }
-  const { uri, secret } = await startTotp(c.env, member);
+  const { uri, secret } = await startTotp(c.var.ctx, member);
   const qr = `data:image/svg+xml;base64,${bytesToBase64(encoder.encode(renderSVG(uri)))}`;
   return c.html(
     <Shell title="Security" auth={auth} csrfToken={csrfToken} current="/dashboard/security">
@@ -79,7 +79,7 @@ export const securityPages = new Hono<DashboardEnv>()
   .get("/security", async (c) => securityPage(c, await me(c)))
   .post("/security/totp", async (c) => {
     const member = await me(c);
-    const codes = await confirmTotp(c.env, member, field(await c.req.parseBody(), "code"));
+    const codes = await confirmTotp(c.var.ctx, member, field(await c.req.parseBody(), "code"));
     if (!codes) return securityPage(c, member, "That code is not the one the app shows now; scan again and retry.");
     return c.html(
       <Shell title="Second factor on" auth={c.get("auth")} csrfToken={c.get("csrfToken")} current="/dashboard/security">
@@ -103,9 +103,9 @@ export const securityPages = new Hono<DashboardEnv>()
   .post("/security/totp/delete", async (c) => {
     const member = await me(c);
     if (c.get("auth").account.requireTotp) throw new AppError("forbidden", "This account requires a second factor");
-    if (!(await checkSecondFactor(c.env, member, field(await c.req.parseBody(), "code")))) {
+    if (!(await checkSecondFactor(c.var.ctx, member, field(await c.req.parseBody(), "code")))) {
       return securityPage(c, member, "That code is not valid, or was used already.");
     }
-    await disableTotp(c.env, member.id);
+    await disableTotp(c.var.ctx, member.id);
     return c.redirect("/dashboard/security", 303);
   });

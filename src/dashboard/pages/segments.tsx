@@ -57,7 +57,7 @@ function Builder({ segment, csrfToken, countUrl }: { segment?: SegmentRow; csrfT
 }
 
 async function ownedSegment(c: Page): Promise<SegmentRow> {
-  const segment = await findSegment(c.env.DB, c.get("auth").account.id, c.req.param("id") ?? "");
+  const segment = await findSegment(c.var.ctx.db, c.get("auth").account.id, c.req.param("id") ?? "");
   if (!segment) throw notFound("Segment");
   return segment;
 }
@@ -65,7 +65,7 @@ async function ownedSegment(c: Page): Promise<SegmentRow> {
 export const segmentPages = new Hono<DashboardEnv>()
   .get("/segments", async (c) => {
     const auth = c.get("auth");
-    const rows = (await listSegments(c.env.DB, auth.account.id, { limit: 100 })).slice(0, 100);
+    const rows = (await listSegments(c.var.ctx.db, auth.account.id, { limit: 100 })).slice(0, 100);
     return c.html(
       <Shell title="Segments" auth={auth} csrfToken={c.get("csrfToken")} current="/dashboard/segments">
         {c.req.query("deleted") ? <Notice kind="ok">Segment deleted.</Notice> : null}
@@ -110,7 +110,7 @@ export const segmentPages = new Hono<DashboardEnv>()
         </span>,
       );
     const match = c.req.query("match") === "any" ? "any" : "all";
-    const total = await countAudience(c.env.DB, segmentAudienceWhere(accountId, { match, conditions }));
+    const total = await countAudience(c.var.ctx.db, segmentAudienceWhere(accountId, { match, conditions }));
     return c.html(
       <>
         <strong>{total.toLocaleString("en")}</strong> subscribed contacts match
@@ -124,7 +124,7 @@ export const segmentPages = new Hono<DashboardEnv>()
       { name: typeof form.name === "string" ? form.name : "", match: form.match, conditions: conditionsOf(form) },
       "The segment cannot be saved",
     );
-    const outcome = await createSegment(c.env.DB, c.get("auth").account.id, body);
+    const outcome = await createSegment(c.var.ctx.db, c.get("auth").account.id, body);
     if (outcome.kind === "invalid") throw validationError(outcome.errors, "The segment cannot be saved");
     return c.redirect(`/dashboard/segments/${outcome.segment.id}`, 303);
   })
@@ -132,8 +132,8 @@ export const segmentPages = new Hono<DashboardEnv>()
     const auth = c.get("auth");
     const segment = await ownedSegment(c);
     const [counted, lists] = await Promise.all([
-      countSegmentRow(c.env.DB, segment, { preview: true }),
-      listLists(c.env.DB, auth.account.id, { limit: 100 }),
+      countSegmentRow(c.var.ctx.db, segment, { preview: true }),
+      listLists(c.var.ctx.db, auth.account.id, { limit: 100 }),
     ]);
     const csrfToken = c.get("csrfToken");
     return c.html(
@@ -187,12 +187,12 @@ export const segmentPages = new Hono<DashboardEnv>()
       { name: typeof form.name === "string" ? form.name : undefined, match: form.match, conditions: conditionsOf(form) },
       "The segment cannot be saved",
     );
-    const outcome = await updateSegment(c.env.DB, segment.accountId, segment.id, body);
+    const outcome = await updateSegment(c.var.ctx.db, segment.accountId, segment.id, body);
     if (outcome.kind === "not_found") throw notFound("Segment");
     if (outcome.kind === "invalid") throw validationError(outcome.errors, "The segment cannot be saved");
     return c.redirect(`/dashboard/segments/${segment.id}`, 303);
   })
   .post("/segments/:id/delete", liveKeyOnly("Deleting a segment"), async (c) => {
-    await deleteSegmentOrThrow(c.env.DB, c.get("auth").account.id, c.req.param("id"));
+    await deleteSegmentOrThrow(c.var.ctx.db, c.get("auth").account.id, c.req.param("id"));
     return c.redirect("/dashboard/segments?deleted=1", 303);
   });

@@ -1,5 +1,6 @@
 // Templates: list, create, edit and delete, with a preview filled in for a chosen contact. Forms are parsed with the
 // API's request schemas and saved through the same domain functions as /api/v1/templates.
+import type { AccountDb } from "../../db/client";
 import { Hono, type Context } from "hono";
 import { templateChangeInput, templateInput } from "../../domain/templates/input";
 import { contactVariables } from "../../domain/contacts/contacts";
@@ -62,23 +63,23 @@ function TemplateForm({ template, csrfToken }: { template?: TemplateRow; csrfTok
 }
 
 async function ownedTemplate(c: Page): Promise<TemplateRow> {
-  const template = await findTemplate(c.env.DB, c.get("auth").account.id, c.req.param("id") ?? "");
+  const template = await findTemplate(c.var.ctx.db, c.get("auth").account.id, c.req.param("id") ?? "");
   if (!template) throw notFound("Template");
   return template;
 }
 
 /** Up to 50 contacts to choose the preview's from, and the chosen one (or the newest). */
-async function previewChoices(d1: D1Database, accountId: string, chosen: string | undefined) {
-  const page = await listContacts(d1, accountId, {}, { limit: 50 });
+async function previewChoices(db: AccountDb, accountId: string, chosen: string | undefined) {
+  const page = await listContacts(db, accountId, {}, { limit: 50 });
   const contacts = page.kind === "page" ? page.rows.slice(0, 50) : [];
-  const contact: ContactRow | undefined = (chosen ? await findContact(d1, accountId, chosen) : undefined) ?? contacts[0];
+  const contact: ContactRow | undefined = (chosen ? await findContact(db, accountId, chosen) : undefined) ?? contacts[0];
   return { contacts, contact };
 }
 
 export const templatePages = new Hono<DashboardEnv>()
   .get("/templates", async (c) => {
     const auth = c.get("auth");
-    const rows = (await listTemplates(c.env.DB, auth.account.id, { limit: 100 })).slice(0, 100);
+    const rows = (await listTemplates(c.var.ctx.db, auth.account.id, { limit: 100 })).slice(0, 100);
     return c.html(
       <Shell title="Templates" auth={auth} csrfToken={c.get("csrfToken")} current="/dashboard/templates">
         <section class="card">
@@ -107,7 +108,7 @@ export const templatePages = new Hono<DashboardEnv>()
   })
   .post("/templates", async (c) => {
     const body = parsedOrThrow(templateInput, templateBody((await c.req.parseBody()) as Form), "The template cannot be saved");
-    const template = await createTemplate(c.env.DB, c.get("auth").account.id, {
+    const template = await createTemplate(c.var.ctx.db, c.get("auth").account.id, {
       name: body.name,
       subject: body.subject,
       html: body.html ?? null,
@@ -118,7 +119,7 @@ export const templatePages = new Hono<DashboardEnv>()
   .get("/templates/:id", async (c) => {
     const auth = c.get("auth");
     const template = await ownedTemplate(c);
-    const { contacts, contact } = await previewChoices(c.env.DB, auth.account.id, c.req.query("contact"));
+    const { contacts, contact } = await previewChoices(c.var.ctx.db, auth.account.id, c.req.query("contact"));
     const csrfToken = c.get("csrfToken");
     return c.html(
       <Shell title={template.name} auth={auth} csrfToken={csrfToken} current="/dashboard/templates">
@@ -165,7 +166,7 @@ export const templatePages = new Hono<DashboardEnv>()
   })
   .get("/templates/:id/preview", async (c) => {
     const template = await ownedTemplate(c);
-    const contact = c.req.query("contact") ? await findContact(c.env.DB, template.accountId, c.req.query("contact") ?? "") : undefined;
+    const contact = c.req.query("contact") ? await findContact(c.var.ctx.db, template.accountId, c.req.query("contact") ?? "") : undefined;
     // Rendered as a send renders it: placeholders from the contact, HTML-escaped; shown in a sandboxed frame.
     const variables = contact ? contactVariables(contact) : {};
     const subject = renderTemplate(template.subject, variables, { html: false });
@@ -184,12 +185,12 @@ export const templatePages = new Hono<DashboardEnv>()
     const change = templateBody((await c.req.parseBody()) as Form, saved);
     if (Object.keys(change).length === 0) return c.redirect(`/dashboard/templates/${saved.id}`, 303);
     const body = parsedOrThrow(templateChangeInput, change, "The template cannot be saved");
-    const outcome = await updateTemplate(c.env.DB, saved.accountId, saved.id, body);
+    const outcome = await updateTemplate(c.var.ctx.db, saved.accountId, saved.id, body);
     if (outcome.kind === "not_found") throw notFound("Template");
     if (outcome.kind === "no_content") throw validationError({ html: ["A template needs html, text or both"] });
     return c.redirect(`/dashboard/templates/${saved.id}`, 303);
   })
   .post("/templates/:id/delete", liveKeyOnly("Deleting a template"), async (c) => {
-    if (!(await deleteTemplate(c.env.DB, c.get("auth").account.id, c.req.param("id")))) throw notFound("Template");
+    if (!(await deleteTemplate(c.var.ctx.db, c.get("auth").account.id, c.req.param("id")))) throw notFound("Template");
     return c.redirect("/dashboard/templates", 303);
   });

@@ -45,7 +45,7 @@ export function ContactsNav({ current }: { current: "contacts" | "topics" | "for
 async function topicsPage(c: Page) {
   const auth = c.get("auth");
   const csrfToken = c.get("csrfToken");
-  const topics = await allTopics(c.env.DB, auth.account.id);
+  const topics = await allTopics(c.var.ctx.db, auth.account.id);
   return c.html(
     <Shell title="Topics" auth={auth} csrfToken={csrfToken} current="/dashboard/contacts">
       <ContactsNav current="topics" />
@@ -99,7 +99,7 @@ async function suppressionsPage(c: Page) {
   const auth = c.get("auth");
   const csrfToken = c.get("csrfToken");
   const email = c.req.query("email")?.trim() || undefined;
-  const rows = await listSuppressions(c.env.DB, auth.account.id, { email }, { limit: 100 });
+  const rows = await listSuppressions(c.var.ctx.db, auth.account.id, { email }, { limit: 100 });
   return c.html(
     <Shell title="Suppressions" auth={auth} csrfToken={csrfToken} current="/dashboard/contacts">
       <ContactsNav current="suppressions" />
@@ -186,7 +186,7 @@ export const topicPages = new Hono<DashboardEnv>()
       "The topic cannot be added",
     );
     orRefuse(
-      await createTopic(c.env.DB, c.get("auth").account.id, {
+      await createTopic(c.var.ctx.db, c.get("auth").account.id, {
         name: body.name,
         description: body.description,
         defaultSubscribed: body.default_subscribed,
@@ -195,7 +195,7 @@ export const topicPages = new Hono<DashboardEnv>()
     return c.redirect("/dashboard/contacts/topics", 303);
   })
   .post("/contacts/topics/:id/delete", liveKeyOnly("Deleting a topic"), async (c) => {
-    if (!(await deleteTopic(c.env.DB, c.get("auth").account.id, c.req.param("id")))) throw notFound("Topic");
+    if (!(await deleteTopic(c.var.ctx.db, c.get("auth").account.id, c.req.param("id")))) throw notFound("Topic");
     return c.redirect("/dashboard/contacts/topics", 303);
   });
 
@@ -210,13 +210,13 @@ export const suppressionPages = new Hono<DashboardEnv>()
       "The address cannot be suppressed",
     );
     const scope = body.scope ?? defaultScope[body.reason];
-    await addSuppression(c.env.DB, c.get("auth").account.id, { email: body.email, reason: body.reason, scope });
+    await addSuppression(c.var.ctx.db, c.get("auth").account.id, { email: body.email, reason: body.reason, scope });
     return c.redirect(`/dashboard/contacts/suppressions?email=${encodeURIComponent(body.email)}`, 303);
   })
   .post("/contacts/suppressions/remove", liveKeyOnly("Removing a suppression"), async (c) => {
     const form = await c.req.parseBody();
     const scope = suppressionScopes.find((name) => name === field(form, "scope"));
-    const removed = await removeSuppression(c.env.DB, c.get("auth").account.id, field(form, "email"), scope);
+    const removed = await removeSuppression(c.var.ctx.db, c.get("auth").account.id, field(form, "email"), scope);
     if (removed.length === 0) throw notFound("Suppression");
     return c.redirect("/dashboard/contacts/suppressions?removed=1", 303);
   });

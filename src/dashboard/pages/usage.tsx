@@ -15,7 +15,7 @@ const usageSeries = [
 
 export const usagePages = new Hono<DashboardEnv>().get("/usage", async (c) => {
   const auth = c.get("auth");
-  const usage = await usageReport(c.env.DB, auth.account.id, defaultRange({}));
+  const usage = await usageReport(c.var.ctx.db, auth.account.id, defaultRange({}));
   const balances = balancesOf(auth.account);
   const active = usage.daily.some((day) => day.api_calls + day.emails_sent + day.verifications > 0);
   const credits = usage.credits;

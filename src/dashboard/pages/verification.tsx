@@ -73,7 +73,7 @@ function JobProgress({ job }: { job: VerificationJob }) {
 export const verificationPages = new Hono<DashboardEnv>()
   .get("/verification", async (c) => {
     const auth = c.get("auth");
-    const jobs = await listJobs(c.env.DB, auth.account.id, 20);
+    const jobs = await listJobs(c.var.ctx.db, auth.account.id, 20);
     return c.html(
       <Shell title="Verification" auth={auth} csrfToken={c.get("csrfToken")} current="/dashboard/verification">
         <div class="grid two">
@@ -138,7 +138,7 @@ export const verificationPages = new Hono<DashboardEnv>()
     const auth = c.get("auth");
     const { email } = parsedOrThrow(verifyInput, { email: (await c.req.parseBody()).email ?? "" }, "The address cannot be verified");
     // verifyInput refuses a body without one.
-    const check = await verifySingleAddress(c.env, auth.account, email!, {
+    const check = await verifySingleAddress(c.var.ctx, auth.account, email!, {
       reference: c.get("requestId"),
       waitUntil: (promise) => c.executionCtx.waitUntil(promise),
     });
@@ -185,19 +185,19 @@ export const verificationPages = new Hono<DashboardEnv>()
     const found = addressesFromCsv(await file.text());
     if (found.length === 0) throw new AppError("validation_failed", "The file has no addresses");
     const { emails } = parsedOrThrow(verifyInput, { emails: found }, "The file cannot be verified");
-    const created = await createVerificationJob(c.env, {
+    const created = await createVerificationJob(c.var.ctx, {
       account: c.get("auth").account,
       emails: emails!,
       source: "api",
       name: file.name.slice(0, 200) || null,
     });
     if (created.kind === "insufficient_credits") throw insufficientVerifyCredits(created);
-    if ((await enqueueVerificationJob(c.env, created.job, created.plan.chunks)) === "queue_unavailable") throw verificationQueueUnavailable();
+    if ((await enqueueVerificationJob(c.var.ctx, created.job, created.plan.chunks)) === "queue_unavailable") throw verificationQueueUnavailable();
     return c.redirect(`/dashboard/verification/${created.job.id}`, 303);
   })
   .get("/verification/:id", async (c) => {
     const auth = c.get("auth");
-    const job = await findJob(c.env.DB, { id: c.req.param("id") }, auth.account.id);
+    const job = await findJob(c.var.ctx.db, { id: c.req.param("id") }, auth.account.id);
     if (!job) throw notFound("Verification job");
     return c.html(
       <Shell title={`Verification job ${job.name ?? job.id}`} auth={auth} csrfToken={c.get("csrfToken")} current="/dashboard/verification">
@@ -214,14 +214,14 @@ export const verificationPages = new Hono<DashboardEnv>()
     );
   })
   .get("/verification/:id/progress", async (c) => {
-    const job = await findJob(c.env.DB, { id: c.req.param("id") }, c.get("auth").account.id);
+    const job = await findJob(c.var.ctx.db, { id: c.req.param("id") }, c.get("auth").account.id);
     if (!job) throw notFound("Verification job");
     return c.html(<JobProgress job={job} />);
   })
   .get("/verification/:id/results.csv", async (c) => {
-    const job = await findJob(c.env.DB, { id: c.req.param("id") }, c.get("auth").account.id);
+    const job = await findJob(c.var.ctx.db, { id: c.req.param("id") }, c.get("auth").account.id);
     if (!job) throw notFound("Verification job");
-    return c.body(jobResultsCsv(c.env.DB, job.id, jobCsvColumns, jobCsvRow), 200, {
+    return c.body(jobResultsCsv(c.var.ctx.db, job.id, jobCsvColumns, jobCsvRow), 200, {
       "Content-Type": "text/csv; charset=utf-8",
       "Content-Disposition": `attachment; filename="${job.id}.csv"`,
     });

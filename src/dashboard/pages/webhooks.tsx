@@ -36,7 +36,7 @@ function AttemptNotice({ what, result }: { what: string; result: AttemptResult }
 const caller = (c: Page) => ({ accountId: c.get("auth").account.id, readsInbound: canSee(c.get("auth"), "inbound") });
 
 async function ownedEndpoint(c: Page): Promise<WebhookEndpointRow> {
-  const endpoint = await findEndpoint(c.env.DB, c.get("auth").account.id, c.req.param("id") ?? "");
+  const endpoint = await findEndpoint(c.var.ctx.db, c.get("auth").account.id, c.req.param("id") ?? "");
   if (!endpoint) throw notFound("Webhook endpoint");
   return endpoint;
 }
@@ -44,7 +44,7 @@ async function ownedEndpoint(c: Page): Promise<WebhookEndpointRow> {
 async function endpointPage(c: Page, endpoint: WebhookEndpointRow, secret?: string) {
   const auth = c.get("auth");
   const csrfToken = c.get("csrfToken");
-  const deliveries = (await listDeliveries(c.env.DB, auth.account.id, endpoint.id, {}, { limit: 50 })) ?? [];
+  const deliveries = (await listDeliveries(c.var.ctx.db, auth.account.id, endpoint.id, {}, { limit: 50 })) ?? [];
   return c.html(
     <Shell title={`Webhook ${endpoint.url}`} auth={auth} csrfToken={csrfToken} current="/dashboard/webhooks">
       {secret ? <SecretOnce title="Signing secret" secret={secret} label="the signing secret" /> : null}
@@ -131,7 +131,7 @@ async function endpointPage(c: Page, endpoint: WebhookEndpointRow, secret?: stri
 export const webhookPages = new Hono<DashboardEnv>()
   .get("/webhooks", async (c) => {
     const auth = c.get("auth");
-    const endpoints = await listEndpoints(c.env.DB, auth.account.id, { limit: MAX_ENDPOINTS_PER_ACCOUNT });
+    const endpoints = await listEndpoints(c.var.ctx.db, auth.account.id, { limit: MAX_ENDPOINTS_PER_ACCOUNT });
     const readsInbound = caller(c).readsInbound;
     return c.html(
       <Shell title="Webhooks" auth={auth} csrfToken={c.get("csrfToken")} current="/dashboard/webhooks">
@@ -190,19 +190,19 @@ export const webhookPages = new Hono<DashboardEnv>()
       { url: field(form, "url"), description: field(form, "description") || undefined, events: picked.length > 0 ? picked : ["*"] },
       "The webhook endpoint cannot be added",
     );
-    const outcome = orRefuse(await createEndpoint(c.env, caller(c), body));
+    const outcome = orRefuse(await createEndpoint(c.var.ctx, caller(c), body));
     return endpointPage(c, outcome.endpoint, outcome.secret);
   })
   .get("/webhooks/:id", async (c) => {
     return endpointPage(c, await ownedEndpoint(c));
   })
   .post("/webhooks/:id/test", async (c) => {
-    const { result } = await sendTestEvent(c.env, await ownedEndpoint(c), "relay.delivered");
+    const { result } = await sendTestEvent(c.var.ctx, await ownedEndpoint(c), "relay.delivered");
     if (c.req.header("HX-Request") === "true") return c.html(<AttemptNotice what="Test event" result={result} />);
     return c.redirect(`/dashboard/webhooks/${c.req.param("id")}`, 303);
   })
   .post("/webhooks/:id/events/:eventId/replay", liveKeyOnly("Replaying a webhook delivery"), async (c) => {
-    const result = await replayEvent(c.env, await ownedEndpoint(c), c.req.param("eventId"));
+    const result = await replayEvent(c.var.ctx, await ownedEndpoint(c), c.req.param("eventId"));
     // Test events are not stored, and others are deleted after RETENTION_DAYS: only stored ones can be sent again.
     if (!result) throw notFound("Event (test events and events past the retention window cannot be replayed)");
     if (c.req.header("HX-Request") === "true") return c.html(<AttemptNotice what="Replay" result={result} />);
@@ -210,16 +210,16 @@ export const webhookPages = new Hono<DashboardEnv>()
   })
   .post("/webhooks/:id/enabled", liveKeyOnly("Changing a webhook endpoint"), async (c) => {
     const enabled = field(await c.req.parseBody(), "enabled") === "true";
-    const outcome = orRefuse(await updateEndpoint(c.env, caller(c), c.req.param("id"), { enabled }));
+    const outcome = orRefuse(await updateEndpoint(c.var.ctx, caller(c), c.req.param("id"), { enabled }));
     if (outcome.kind === "not_found") throw notFound("Webhook endpoint");
     return c.redirect(`/dashboard/webhooks/${outcome.endpoint.id}`, 303);
   })
   .post("/webhooks/:id/rotate", liveKeyOnly("Changing a webhook endpoint"), async (c) => {
-    const outcome = orRefuse(await updateEndpoint(c.env, caller(c), c.req.param("id"), { rotateSecret: true }));
+    const outcome = orRefuse(await updateEndpoint(c.var.ctx, caller(c), c.req.param("id"), { rotateSecret: true }));
     if (outcome.kind === "not_found") throw notFound("Webhook endpoint");
     return endpointPage(c, outcome.endpoint, outcome.secret);
   })
   .post("/webhooks/:id/delete", liveKeyOnly("Deleting a webhook endpoint"), async (c) => {
-    if (!(await deleteEndpoint(c.env.DB, c.get("auth").account.id, c.req.param("id")))) throw notFound("Webhook endpoint");
+    if (!(await deleteEndpoint(c.var.ctx.db, c.get("auth").account.id, c.req.param("id")))) throw notFound("Webhook endpoint");
     return c.redirect("/dashboard/webhooks", 303);
   });

@@ -2,8 +2,7 @@
 // queries; balances change only through the credits ledger.
 
 import { eq } from "drizzle-orm";
-import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
-import { statement } from "../../db/client";
+import { statement, type SharedDb, batch } from "../../db/client";
 import { accounts } from "../../db/schema";
 import { newId, nowIso } from "../../lib/ids";
 import type { Feature } from "../../access";
@@ -55,7 +54,7 @@ export function serializeAccount(account: Account) {
   };
 }
 
-export async function findAccount(db: DrizzleD1Database, id: string): Promise<Account | undefined> {
+export async function findAccount(db: SharedDb, id: string): Promise<Account | undefined> {
   return db.select().from(accounts).where(eq(accounts.id, id)).get();
 }
 
@@ -66,16 +65,15 @@ type Limits = { dailySendLimit?: number; rateLimitPerMinute?: number; aiGenerati
  * limits not given are the plan's; `key` is the key's secret, returned only here.
  */
 export async function createAccount(
-  d1: D1Database,
+  db: SharedDb,
   input: { name: string; plan: Plan; features?: Feature[]; sendCredits: number; verifyCredits: number } & Limits,
 ): Promise<{ account: Account; key: string }> {
   const accountId = newId("acc");
   const defaults = plans[input.plan];
-  const firstKey = await defaultKeyStatement(d1, accountId);
-  const db = drizzle(d1);
-  await d1.batch([
+  const firstKey = await defaultKeyStatement(db, accountId);
+  await batch(db, [
     statement(
-      d1,
+      db,
       db.insert(accounts).values({
         id: accountId,
         name: input.name,
@@ -87,8 +85,8 @@ export async function createAccount(
       }),
     ),
     firstKey.statement,
-    ...(input.sendCredits > 0 ? topUpStatements(d1, accountId, "send", input.sendCredits, "initial credits") : []),
-    ...(input.verifyCredits > 0 ? topUpStatements(d1, accountId, "verify", input.verifyCredits, "initial credits") : []),
+    ...(input.sendCredits > 0 ? topUpStatements(db, accountId, "send", input.sendCredits, "initial credits") : []),
+    ...(input.verifyCredits > 0 ? topUpStatements(db, accountId, "verify", input.verifyCredits, "initial credits") : []),
   ]);
   const account = await findAccount(db, accountId);
   if (!account) throw new Error(`Account ${accountId} was written but could not be read back`);
@@ -100,12 +98,12 @@ export async function createAccount(
  * it. Undefined when there is no such account.
  */
 export async function updateAccount(
-  d1: D1Database,
+  db: SharedDb,
   accountId: string,
   change: { name?: string; plan?: Plan; features?: Feature[] } & Limits,
 ): Promise<Account | undefined> {
   const defaults = change.plan ? plans[change.plan] : undefined;
-  const updated = await drizzle(d1)
+  const updated = await db
     .update(accounts)
     .set({
       name: change.name,
@@ -127,15 +125,14 @@ export async function updateAccount(
 
 /** Adds credits to either balance, one ledger entry each; the account as it stands after, or undefined if none. */
 export async function topUpAccount(
-  d1: D1Database,
+  db: SharedDb,
   accountId: string,
   credits: { send?: number; verify?: number; note: string },
 ): Promise<Account | undefined> {
-  const db = drizzle(d1);
   if (!(await findAccount(db, accountId))) return undefined;
-  await d1.batch([
-    ...(credits.send ? topUpStatements(d1, accountId, "send", credits.send, credits.note) : []),
-    ...(credits.verify ? topUpStatements(d1, accountId, "verify", credits.verify, credits.note) : []),
+  await batch(db, [
+    ...(credits.send ? topUpStatements(db, accountId, "send", credits.send, credits.note) : []),
+    ...(credits.verify ? topUpStatements(db, accountId, "verify", credits.verify, credits.note) : []),
   ]);
   return findAccount(db, accountId);
 }

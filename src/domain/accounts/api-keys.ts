@@ -2,8 +2,7 @@
 // live power. This module owns the api_keys queries; the routes and the auth middleware call it.
 
 import { and, desc, eq, isNull } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
-import { statement } from "../../db/client";
+import { statement, type SharedDb } from "../../db/client";
 import { accounts, apiKeys } from "../../db/schema";
 import { newId, nowIso, randomBase62 } from "../../lib/ids";
 import { sha256Hex } from "../../lib/crypto";
@@ -53,7 +52,7 @@ const keyCache = new TtlCache<AuthContext>(apiKeyCacheTtlMs);
  * for the decision), as can an operator's change to its limits or features. Refusals are never cached.
  */
 export async function authenticateApiKey(
-  d1: D1Database,
+  db: SharedDb,
   presented: string,
   waitUntil: (promise: Promise<unknown>) => void,
   options: { cached?: boolean; now?: number } = {},
@@ -65,7 +64,6 @@ export async function authenticateApiKey(
     const hit = keyCache.get(keyHash, now);
     if (hit) return hit;
   }
-  const db = drizzle(d1);
   const row = await db
     .select({ key: apiKeys, account: accounts })
     .from(apiKeys)
@@ -90,8 +88,8 @@ export function forgetCachedKeys(accountId: string, keyId?: string): void {
  * An active key by id, for a dashboard session that stored the id instead of the secret. `keyHash` comes back so the
  * session can tell a rotated key (same id, new secret) from the one it was signed in with.
  */
-export async function findActiveKey(d1: D1Database, keyId: string): Promise<(AuthContext & { keyHash: string }) | undefined> {
-  const row = await drizzle(d1)
+export async function findActiveKey(db: SharedDb, keyId: string): Promise<(AuthContext & { keyHash: string }) | undefined> {
+  const row = await db
     .select({ key: apiKeys, account: accounts })
     .from(apiKeys)
     .innerJoin(accounts, eq(accounts.id, apiKeys.accountId))
@@ -126,17 +124,17 @@ export function grantedMode(
 const activeKey = (accountId: string, keyId: string) => and(eq(apiKeys.id, keyId), eq(apiKeys.accountId, accountId), isNull(apiKeys.revokedAt));
 
 /** A new account's first key (live, full access, named "Default"), as a statement for the account's creation batch. */
-export async function defaultKeyStatement(d1: D1Database, accountId: string): Promise<{ statement: D1PreparedStatement; key: string }> {
+export async function defaultKeyStatement(db: SharedDb, accountId: string): Promise<{ statement: D1PreparedStatement; key: string }> {
   const secret = await generateApiKey("live");
-  const insert = drizzle(d1)
+  const insert = db
     .insert(apiKeys)
     .values({ id: newId("key"), accountId, name: "Default", prefix: secret.prefix, keyHash: secret.keyHash, scopes: null });
-  return { statement: statement(d1, insert), key: secret.key };
+  return { statement: statement(db, insert), key: secret.key };
 }
 
 /** The account's active keys, newest first. */
-export async function listApiKeys(d1: D1Database, accountId: string): Promise<ApiKeyRow[]> {
-  return drizzle(d1)
+export async function listApiKeys(db: SharedDb, accountId: string): Promise<ApiKeyRow[]> {
+  return db
     .select()
     .from(apiKeys)
     .where(and(eq(apiKeys.accountId, accountId), isNull(apiKeys.revokedAt)))
@@ -146,14 +144,14 @@ export async function listApiKeys(d1: D1Database, accountId: string): Promise<Ap
 
 /** A new key of the caller's account; `key` is the secret, returned only here. */
 export async function createApiKey(
-  d1: D1Database,
+  db: SharedDb,
   caller: AuthContext,
   input: { name: string; scopes?: Scope[]; mode?: ApiKeyMode },
 ): Promise<{ kind: "created"; row: ApiKeyRow; key: string } | LiveKeyRequired> {
   const granted = grantedMode(caller.apiKey, input.mode, "key");
   if (granted.kind !== "granted") return granted;
   const secret = await generateApiKey(granted.mode);
-  const row = await drizzle(d1)
+  const row = await db
     .insert(apiKeys)
     .values({
       id: newId("key"),
@@ -171,11 +169,10 @@ export async function createApiKey(
 
 /** Replaces a key's secret; the key keeps its mode, so only a live key may rotate a live one. */
 export async function rotateApiKey(
-  d1: D1Database,
+  db: SharedDb,
   caller: AuthContext,
   keyId: string,
 ): Promise<{ kind: "rotated"; row: ApiKeyRow; key: string } | { kind: "not_found" } | LiveKeyRequired> {
-  const db = drizzle(d1);
   const where = activeKey(caller.account.id, keyId);
   const current = await db.select({ mode: apiKeys.mode }).from(apiKeys).where(where).get();
   if (!current) return { kind: "not_found" };
@@ -190,11 +187,10 @@ export async function rotateApiKey(
 
 /** Revokes a key at once; a test key may revoke only test keys. */
 export async function revokeApiKey(
-  d1: D1Database,
+  db: SharedDb,
   caller: AuthContext,
   keyId: string,
 ): Promise<{ kind: "revoked"; row: ApiKeyRow & { revokedAt: string } } | { kind: "not_found" } | LiveKeyRequired> {
-  const db = drizzle(d1);
   const where = activeKey(caller.account.id, keyId);
   if (caller.apiKey.mode === "test") {
     const target = await db.select({ mode: apiKeys.mode }).from(apiKeys).where(where).get();

@@ -1,6 +1,7 @@
 // One AI request's generation, as the queue consumer runs it: claim, ask the provider (draft.ts), then complete with
 // the draft campaigns, fail, or ask to be delivered again later. Nothing here schedules or sends a campaign.
 
+import type { Ctx } from "../../db/client";
 import { config } from "../../config";
 import { logError, logWarning } from "../../lib/log";
 import { aiRequestInputSchema, generateDrafts } from "./draft";
@@ -18,19 +19,20 @@ export function retryDelaySeconds(baseSeconds: number, attempt: number, retryAft
   return Math.min(MAX_RETRY_DELAY_SECONDS, Math.max(baseSeconds * 2 ** (attempt - 1), retryAfter ?? 0));
 }
 
-export async function processAiRequest(env: Env, requestId: string): Promise<ProcessOutcome> {
-  const request = await claimAiRequest(env.DB, requestId);
+export async function processAiRequest(ctx: Ctx, requestId: string): Promise<ProcessOutcome> {
+  const { env, db } = ctx;
+  const request = await claimAiRequest(db, requestId);
   if (!request) return { kind: "done" };
   const settings = config(env).ai;
   const choice = chooseProvider(env);
   if (choice.kind === "not_configured") {
-    await failAiRequest(env.DB, request.id, `No AI provider is configured any more: ${choice.reason}`);
+    await failAiRequest(db, request.id, `No AI provider is configured any more: ${choice.reason}`);
     return { kind: "done" };
   }
   const input = aiRequestInputSchema.safeParse(request.input);
   if (!input.success) {
     logError("ai: stored input no longer parses", { request_id: request.id, issues: input.error.issues });
-    await failAiRequest(env.DB, request.id, "The stored request could not be read; submit it again");
+    await failAiRequest(db, request.id, "The stored request could not be read; submit it again");
     return { kind: "done" };
   }
 
@@ -41,18 +43,18 @@ export async function processAiRequest(env: Env, requestId: string): Promise<Pro
     if (!(error instanceof ProviderError)) throw error;
     if (error.retryable && request.attempts < settings.maxAttempts) {
       logWarning("ai: provider unavailable, retrying", { request_id: request.id, attempt: request.attempts, error: error.message });
-      await requeueAiRequest(env.DB, request.id);
+      await requeueAiRequest(db, request.id);
       return { kind: "retry", delaySeconds: retryDelaySeconds(settings.retryBaseSeconds, request.attempts, error.retryAfterSeconds) };
     }
     const after = error.retryable ? ` (gave up after ${request.attempts} attempts)` : "";
-    await failAiRequest(env.DB, request.id, `${error.message}${after}`);
+    await failAiRequest(db, request.id, `${error.message}${after}`);
     return { kind: "done" };
   }
 
   if (outcome.kind === "invalid") {
-    await failAiRequest(env.DB, request.id, outcome.error, outcome.usage);
+    await failAiRequest(db, request.id, outcome.error, outcome.usage);
     return { kind: "done" };
   }
-  await completeAiRequest(env.DB, request, input.data, outcome.drafts, outcome.usage);
+  await completeAiRequest(db, request, input.data, outcome.drafts, outcome.usage);
   return { kind: "done" };
 }

@@ -8,8 +8,7 @@
 
 import { z } from "zod";
 import { and, count, eq, gte, inArray, or, sql } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
-import { sqlNow, statement } from "../../db/client";
+import { sqlNow, statement, type AccountDb, batch, type Ctx } from "../../db/client";
 import { accounts, aiRequests, type aiRequestStatuses } from "../../db/schema";
 import { idFromDigest, newId } from "../../lib/ids";
 import { keysetPage } from "../../lib/pagination";
@@ -53,9 +52,9 @@ const countedThisMonth = (accountId: string, monthStart: string) =>
 export type AiUsage = { limit: number; used: number; inProgress: number; resetsAt: string };
 
 /** This month's generations of the account: completed, and queued or running (which count against the limit too). */
-export async function aiUsage(d1: D1Database, account: { id: string; aiGenerationsPerMonth: number }, now = new Date()): Promise<AiUsage> {
+export async function aiUsage(db: AccountDb, account: { id: string; aiGenerationsPerMonth: number }, now = new Date()): Promise<AiUsage> {
   const month = quotaMonth(now);
-  const rows = await drizzle(d1)
+  const rows = await db
     .select({ status: aiRequests.status, total: count() })
     .from(aiRequests)
     .where(countedThisMonth(account.id, month.start))
@@ -86,7 +85,7 @@ export type CreateOutcome =
  * Idempotency-Key record (if any) in the same batch.
  */
 export async function createAiRequest(
-  d1: D1Database,
+  db: AccountDb,
   accountId: string,
   input: AiRequestInput,
   idempotency?: Idempotency,
@@ -94,31 +93,30 @@ export async function createAiRequest(
 ): Promise<CreateOutcome> {
   // The first answer to this request's Idempotency-Key, if it has one (refused if it came with another body).
   const storedAnswer = async (): Promise<CreateOutcome | undefined> => {
-    const previous = idempotency && (await findStoredResponse(d1, accountId, idempotency));
+    const previous = idempotency && (await findStoredResponse(db, accountId, idempotency));
     return previous && idempotency ? replayedOutcome(replay<AiRequestAccepted>(previous, idempotency)) : undefined;
   };
   const earlier = await storedAnswer();
   if (earlier) return earlier;
   const id = newId("air");
   const month = quotaMonth(now);
-  const db = drizzle(d1);
   const counted = db.select({ n: count() }).from(aiRequests).where(countedThisMonth(accountId, month.start));
   const limit = db.select({ limit: accounts.aiGenerationsPerMonth }).from(accounts).where(eq(accounts.id, accountId));
   const insert = statement(
-    d1,
+    db,
     sql`INSERT INTO ${aiRequests} (id, account_id, status, input, campaign_ids)
         SELECT ${id}, ${accountId}, 'queued', ${JSON.stringify(input)}, '[]'
         WHERE (${counted}) < (${limit})`,
   );
   const writes = idempotency
-    ? [insert, recordResponseStatement(d1, accountId, idempotency, { status: 202, body: acceptedAnswer(id) }, { table: aiRequests, id })]
+    ? [insert, recordResponseStatement(db, accountId, idempotency, { status: 202, body: acceptedAnswer(id) }, { table: aiRequests, id })]
     : [insert];
   let inserted: number;
   try {
-    inserted = (await d1.batch(writes))[0]!.meta.changes;
+    inserted = (await batch(db, writes))[0]!.meta.changes;
   } catch (error) {
     if (!(idempotency && isIdempotencyRace(error))) throw error;
-    return replayedOutcome(await replayAfterRace<AiRequestAccepted>(d1, accountId, idempotency));
+    return replayedOutcome(await replayAfterRace<AiRequestAccepted>(db, accountId, idempotency));
   }
   if (inserted === 0) {
     // A concurrent request with the same key may have taken the quota's last place: its answer is this one's.
@@ -139,25 +137,26 @@ export type SubmitOutcome =
   | { kind: "queue_unavailable" };
 
 /** Accepts a generation for the account: a provider must be configured, the quota must have room, and it is queued. */
-export async function submitAiRequest(env: Env, accountId: string, input: AiRequestInput, idempotency?: Idempotency): Promise<SubmitOutcome> {
+export async function submitAiRequest(ctx: Ctx, accountId: string, input: AiRequestInput, idempotency?: Idempotency): Promise<SubmitOutcome> {
+  const { env, db } = ctx;
   const provider = chooseProvider(env);
   if (provider.kind === "not_configured") return { kind: "not_configured", reason: provider.reason };
-  const outcome = await createAiRequest(env.DB, accountId, input, idempotency);
+  const outcome = await createAiRequest(db, accountId, input, idempotency);
   if (outcome.kind !== "created") return outcome;
   const message: AiQueueMessage = { request_id: outcome.request.id };
   try {
     await env.AI_QUEUE.send(message);
   } catch (error) {
     logError("ai: enqueue failed", { request_id: outcome.request.id, error: String(error) });
-    await failAiRequest(env.DB, outcome.request.id, "The request could not be queued");
-    if (idempotency) await releaseKeyStatement(env.DB, accountId, idempotency).run();
+    await failAiRequest(db, outcome.request.id, "The request could not be queued");
+    if (idempotency) await releaseKeyStatement(db, accountId, idempotency).run();
     return { kind: "queue_unavailable" };
   }
   return outcome;
 }
 
-export async function findAiRequest(d1: D1Database, accountId: string, id: string): Promise<AiRequestRow | undefined> {
-  return drizzle(d1)
+export async function findAiRequest(db: AccountDb, accountId: string, id: string): Promise<AiRequestRow | undefined> {
+  return db
     .select()
     .from(aiRequests)
     .where(and(eq(aiRequests.id, id), eq(aiRequests.accountId, accountId)))
@@ -165,9 +164,9 @@ export async function findAiRequest(d1: D1Database, accountId: string, id: strin
 }
 
 /** A page of the account's requests, newest first (`limit + 1` rows, for `pageOf`). */
-export async function listAiRequests(d1: D1Database, accountId: string, page: { cursor?: string; limit: number; status?: AiRequestStatus }) {
+export async function listAiRequests(db: AccountDb, accountId: string, page: { cursor?: string; limit: number; status?: AiRequestStatus }) {
   const keyset = keysetPage(aiRequests, page.cursor);
-  return drizzle(d1)
+  return db
     .select()
     .from(aiRequests)
     .where(and(eq(aiRequests.accountId, accountId), page.status ? eq(aiRequests.status, page.status) : undefined, keyset.where))
@@ -180,8 +179,8 @@ export async function listAiRequests(d1: D1Database, accountId: string, page: { 
  * Marks the request running and counts the attempt; undefined when it is already completed or failed (a duplicate
  * or late delivery). A running request is claimed again: its consumer died, and the queue delivered it anew.
  */
-export async function claimAiRequest(d1: D1Database, id: string): Promise<AiRequestRow | undefined> {
-  return drizzle(d1)
+export async function claimAiRequest(db: AccountDb, id: string): Promise<AiRequestRow | undefined> {
+  return db
     .update(aiRequests)
     .set({ status: "running", attempts: sql`${aiRequests.attempts} + 1`, updatedAt: sql`${sqlNow}` })
     .where(and(eq(aiRequests.id, id), inArray(aiRequests.status, ["queued", "running"])))
@@ -196,16 +195,16 @@ const addedUsage = (usage: TokenUsage | undefined) =>
   };
 
 /** Back to `queued` while the queue waits to deliver it again (after a time-out, 429 or 5xx). */
-export async function requeueAiRequest(d1: D1Database, id: string): Promise<void> {
-  await drizzle(d1)
+export async function requeueAiRequest(db: AccountDb, id: string): Promise<void> {
+  await db
     .update(aiRequests)
     .set({ status: "queued", updatedAt: sql`${sqlNow}` })
     .where(and(eq(aiRequests.id, id), eq(aiRequests.status, "running")));
 }
 
 /** Failed for good; it no longer counts against the quota. Completed requests stay completed. */
-export async function failAiRequest(d1: D1Database, id: string, error: string, usage?: TokenUsage): Promise<void> {
-  await drizzle(d1)
+export async function failAiRequest(db: AccountDb, id: string, error: string, usage?: TokenUsage): Promise<void> {
+  await db
     .update(aiRequests)
     .set({ status: "failed", error, ...addedUsage(usage), completedAt: sql`${sqlNow}`, updatedAt: sql`${sqlNow}` })
     .where(and(eq(aiRequests.id, id), inArray(aiRequests.status, ["queued", "running"])));
@@ -235,7 +234,7 @@ export type StoredResult = {
  * "already_completed".
  */
 export async function completeAiRequest(
-  d1: D1Database,
+  db: AccountDb,
   request: AiRequestRow,
   input: AiRequestInput,
   drafts: GeneratedDrafts,
@@ -252,8 +251,8 @@ export async function completeAiRequest(
   };
   const inserts = contents.map(({ draft, name }, i) =>
     statement(
-      d1,
-      draftInsert(d1, request.accountId, ids[i]!, {
+      db,
+      draftInsert(db, request.accountId, ids[i]!, {
         name,
         senderId: null,
         subject: draft.subject,
@@ -274,8 +273,8 @@ export async function completeAiRequest(
     ),
   );
   const completion = statement(
-    d1,
-    drizzle(d1)
+    db,
+    db
       .update(aiRequests)
       .set({
         status: "completed",
@@ -289,7 +288,7 @@ export async function completeAiRequest(
       .where(and(eq(aiRequests.id, request.id), inArray(aiRequests.status, ["queued", "running"]))),
   );
   try {
-    await d1.batch([...inserts, completion]);
+    await batch(db, [...inserts, completion]);
   } catch (error) {
     if (error instanceof Error && /UNIQUE constraint failed: campaigns\.id/.test(error.message)) return "already_completed";
     throw error;

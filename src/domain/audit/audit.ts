@@ -2,8 +2,8 @@
 // are recorded once, where requests pass (src/middleware/audit.ts for the API, the dashboard's session middleware),
 // under an action named from the route itself (`actionOf`), so a new route is logged without anyone remembering to.
 
+import type { AccountDb } from "../../db/client";
 import { and, eq, gte, lt, lte, or, sql } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
 import { auditLog } from "../../db/schema";
 import { newId } from "../../lib/ids";
 import { keysetPage } from "../../lib/pagination";
@@ -21,23 +21,21 @@ export type AuditRecord = {
   userAgent?: string | null;
 };
 
-export async function recordAudit(d1: D1Database, record: AuditRecord): Promise<void> {
-  await drizzle(d1)
-    .insert(auditLog)
-    .values({
-      id: newId("aud"),
-      accountId: record.accountId,
-      action: record.action,
-      actorType: record.actor.type,
-      actorId: record.actor.id,
-      actorName: record.actor.name,
-      targetType: record.target?.type ?? null,
-      targetId: record.target?.id ?? null,
-      via: record.via,
-      ip: record.ip ?? null,
-      // a header is the client's to fill: kept short
-      userAgent: record.userAgent?.slice(0, 300) ?? null,
-    });
+export async function recordAudit(db: AccountDb, record: AuditRecord): Promise<void> {
+  await db.insert(auditLog).values({
+    id: newId("aud"),
+    accountId: record.accountId,
+    action: record.action,
+    actorType: record.actor.type,
+    actorId: record.actor.id,
+    actorName: record.actor.name,
+    targetType: record.target?.type ?? null,
+    targetId: record.target?.id ?? null,
+    via: record.via,
+    ip: record.ip ?? null,
+    // a header is the client's to fill: kept short
+    userAgent: record.userAgent?.slice(0, 300) ?? null,
+  });
 }
 
 export function serializeAudit(entry: AuditEntry) {
@@ -56,9 +54,9 @@ export function serializeAudit(entry: AuditEntry) {
 type AuditFilter = { actor?: string; action?: string; from?: string; to?: string };
 
 /** A page of the account's log, newest first (`limit + 1` rows, for pageOf); `actor` is an actor's id or name. */
-export function listAudit(d1: D1Database, accountId: string, page: { cursor?: string; limit: number } & AuditFilter): Promise<AuditEntry[]> {
+export function listAudit(db: AccountDb, accountId: string, page: { cursor?: string; limit: number } & AuditFilter): Promise<AuditEntry[]> {
   const keyset = keysetPage(auditLog, page.cursor);
-  return drizzle(d1)
+  return db
     .select()
     .from(auditLog)
     .where(
@@ -79,8 +77,8 @@ export function listAudit(d1: D1Database, accountId: string, page: { cursor?: st
 const PURGED_PER_RUN = 10_000;
 
 /** Entries older than `cutoff` (the retention window), oldest first, a bounded number a run. */
-export async function purgeAuditLog(d1: D1Database, cutoff: string): Promise<number> {
-  const deleted = await drizzle(d1)
+export async function purgeAuditLog(db: AccountDb, cutoff: string): Promise<number> {
+  const deleted = await db
     .delete(auditLog)
     .where(
       sql`${auditLog.id} IN (SELECT ${auditLog.id} FROM ${auditLog} WHERE ${lt(auditLog.createdAt, cutoff)} ORDER BY ${auditLog.createdAt} LIMIT ${PURGED_PER_RUN})`,

@@ -2,9 +2,8 @@
 // module owns the automations table's queries; runs are in runs.ts.
 
 import { and, eq } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
 import { config, type Config } from "../../config";
-import { sqlNow } from "../../db/client";
+import { sqlNow, type AccountDb } from "../../db/client";
 import { automations, lists, senders, templates, topics } from "../../db/schema";
 import type { FieldErrors } from "../../errors";
 import { hmacSha256Hex, randomToken } from "../../lib/crypto";
@@ -46,7 +45,7 @@ export async function serializeAutomation(env: Env, row: AutomationRow) {
 }
 
 /** The references the steps make (template, sender, lists, condition lists) that are not in this account. */
-export async function stepProblems(d1: D1Database, accountId: string, steps: Step[], now = new Date()): Promise<FieldErrors> {
+export async function stepProblems(db: AccountDb, accountId: string, steps: Step[], now = new Date()): Promise<FieldErrors> {
   const errors: FieldErrors = {};
   const templateIds = new Set<string>();
   const senderIds = new Set<string>();
@@ -60,7 +59,6 @@ export async function stepProblems(d1: D1Database, accountId: string, steps: Ste
     }
     if (step.type === "add_to_list" || step.type === "remove_from_list") listIds.add(step.list_id);
   });
-  const db = drizzle(d1);
   const [foundTemplates, foundSenders, foundLists, foundTopics] = await db.batch([
     db
       .select({ id: templates.id })
@@ -97,7 +95,7 @@ export async function stepProblems(d1: D1Database, accountId: string, steps: Ste
       if (seconds > MAX_WAIT_SECONDS) errors[`steps.${index}.until`] = ["A wait can last at most 365 days"];
     }
     if (step.type === "condition") {
-      for (const [path, messages] of Object.entries(await checkConditions(d1, accountId, step.conditions))) {
+      for (const [path, messages] of Object.entries(await checkConditions(db, accountId, step.conditions))) {
         errors[`steps.${index}.${path}`] = messages;
       }
     }
@@ -107,8 +105,8 @@ export async function stepProblems(d1: D1Database, accountId: string, steps: Ste
 
 export type AutomationInput = { name: string; status: AutomationRow["status"]; steps: Step[]; redirectUrl: string | null };
 
-export async function createAutomation(d1: D1Database, accountId: string, input: AutomationInput): Promise<AutomationRow> {
-  const [row] = await drizzle(d1)
+export async function createAutomation(db: AccountDb, accountId: string, input: AutomationInput): Promise<AutomationRow> {
+  const [row] = await db
     .insert(automations)
     .values({
       id: newId("aut"),
@@ -123,8 +121,8 @@ export async function createAutomation(d1: D1Database, accountId: string, input:
   return row!;
 }
 
-export async function findAutomation(d1: D1Database, accountId: string, automationId: string): Promise<AutomationRow | undefined> {
-  return drizzle(d1)
+export async function findAutomation(db: AccountDb, accountId: string, automationId: string): Promise<AutomationRow | undefined> {
+  return db
     .select()
     .from(automations)
     .where(and(eq(automations.id, automationId), eq(automations.accountId, accountId)))
@@ -132,21 +130,21 @@ export async function findAutomation(d1: D1Database, accountId: string, automati
 }
 
 /** The automation behind a private path (no key: the path is the credential). */
-export async function findAutomationByPath(d1: D1Database, path: string): Promise<AutomationRow | undefined> {
-  return drizzle(d1).select().from(automations).where(eq(automations.privatePath, path)).get();
+export async function findAutomationByPath(db: AccountDb, path: string): Promise<AutomationRow | undefined> {
+  return db.select().from(automations).where(eq(automations.privatePath, path)).get();
 }
 
-export function listAutomations(d1: D1Database, accountId: string, page: { cursor?: string; limit: number }): Promise<AutomationRow[]> {
-  return accountPage(d1, automations, accountId, page);
+export function listAutomations(db: AccountDb, accountId: string, page: { cursor?: string; limit: number }): Promise<AutomationRow[]> {
+  return accountPage(db, automations, accountId, page);
 }
 
 export async function updateAutomation(
-  d1: D1Database,
+  db: AccountDb,
   accountId: string,
   automationId: string,
   change: Partial<AutomationInput>,
 ): Promise<AutomationRow | undefined> {
-  const [row] = await drizzle(d1)
+  const [row] = await db
     .update(automations)
     .set({
       ...(change.name !== undefined ? { name: change.name } : {}),
@@ -161,8 +159,8 @@ export async function updateAutomation(
 }
 
 /** A new private path; the old URL answers 404 from now on. */
-export async function rotatePrivatePath(d1: D1Database, accountId: string, automationId: string): Promise<AutomationRow | undefined> {
-  const [row] = await drizzle(d1)
+export async function rotatePrivatePath(db: AccountDb, accountId: string, automationId: string): Promise<AutomationRow | undefined> {
+  const [row] = await db
     .update(automations)
     .set({ privatePath: newPrivatePath(), updatedAt: sqlNow })
     .where(and(eq(automations.id, automationId), eq(automations.accountId, accountId)))
@@ -171,8 +169,8 @@ export async function rotatePrivatePath(d1: D1Database, accountId: string, autom
 }
 
 /** Deletes the automation; its runs keep their own copy of the steps and finish. */
-export async function deleteAutomation(d1: D1Database, accountId: string, automationId: string): Promise<boolean> {
-  const deleted = await drizzle(d1)
+export async function deleteAutomation(db: AccountDb, accountId: string, automationId: string): Promise<boolean> {
+  const deleted = await db
     .delete(automations)
     .where(and(eq(automations.id, automationId), eq(automations.accountId, accountId)))
     .returning({ id: automations.id });

@@ -4,8 +4,8 @@
 // it can (an outage, a webhook answering 5xx, the daily limit), so Workflows retries the step. Anything else is a
 // fault of ours: `stepFailureMessage` logs it and keeps its text (SQL, stack) off the run the user sees.
 
+import type { AccountDb, Ctx } from "../../db/client";
 import { and, eq } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
 import { config } from "../../config";
 import { contacts } from "../../db/schema";
 import { logError } from "../../lib/log";
@@ -16,7 +16,7 @@ import { contactVariables, updateContact } from "../contacts/contacts";
 import { addMembersById, listExists, removeMember } from "../contacts/lists";
 import { contactSubscribedToTopic } from "../topics/topics";
 import { createResolver } from "../dns/doh";
-import { acceptMessage, type AcceptOutcome, type WaitUntil } from "../sending/accept";
+import { acceptMessage, type AcceptOutcome } from "../sending/accept";
 import { renderTemplate } from "../sending/render";
 import { signWebhook } from "../webhooks/signing";
 import { postWebhook } from "../webhooks/delivery";
@@ -63,8 +63,8 @@ const passingRefusals: ReadonlySet<string> = new Set(["daily_limit_reached", "co
 
 type Contact = typeof contacts.$inferSelect;
 
-async function loadContact(d1: D1Database, run: RunRow): Promise<Contact> {
-  const contact = await drizzle(d1)
+async function loadContact(db: AccountDb, run: RunRow): Promise<Contact> {
+  const contact = await db
     .select()
     .from(contacts)
     .where(and(eq(contacts.id, run.contactId), eq(contacts.accountId, run.accountId)))
@@ -89,23 +89,23 @@ function refusalDetail(refusal: Exclude<AcceptOutcome, { kind: "accepted" | "que
   return `this needs ${refusal.needed} sending credits, ${refusal.available} available`;
 }
 
-async function sendEmail(env: Env, ctx: WaitUntil, run: RunRow, index: number, step: Extract<Step, { type: "send_email" }>): Promise<StepResult> {
-  const contact = await loadContact(env.DB, run);
+async function sendEmail(ctx: Ctx, run: RunRow, index: number, step: Extract<Step, { type: "send_email" }>): Promise<StepResult> {
+  const { db } = ctx;
+  const contact = await loadContact(db, run);
   const stream = step.stream ?? "broadcast";
   // Marketing reaches subscribed contacts only; transactional mail every contact who confirmed (the suppression list,
   // checked when it is accepted, still keeps bounced addresses and complaints of that stream away).
   if (stream === "broadcast" ? contact.status !== "subscribed" : contact.status === "pending") {
     return { status: "skipped", detail: { reason: `The contact is ${contact.status}; nothing was sent` } };
   }
-  if (stream === "broadcast" && step.topic_id && !(await contactSubscribedToTopic(env.DB, contact.id, step.topic_id))) {
+  if (stream === "broadcast" && step.topic_id && !(await contactSubscribedToTopic(db, contact.id, step.topic_id))) {
     return { status: "skipped", detail: { reason: `The contact is not subscribed to the topic ${step.topic_id}; nothing was sent` } };
   }
-  const [account, sender] = await Promise.all([findAccount(drizzle(env.DB), run.accountId), findSender(env.DB, run.accountId, step.sender_id)]);
+  const [account, sender] = await Promise.all([findAccount(ctx.shared, run.accountId), findSender(db, run.accountId, step.sender_id)]);
   if (!account) throw new PermanentStepError("The account no longer exists");
   if (!sender) throw new PermanentStepError(`The sender ${step.sender_id} no longer exists`);
   const variables = stepVariables(contact);
   const accepted = await acceptMessage(
-    env,
     ctx,
     { account, testMode: false },
     {
@@ -150,17 +150,18 @@ async function sendEmail(env: Env, ctx: WaitUntil, run: RunRow, index: number, s
     : { status: "completed", detail: { message_id: message.id, credits_charged: message.credits_charged } };
 }
 
-async function callWebhook(env: Env, run: RunRow, index: number, step: Extract<Step, { type: "webhook" }>): Promise<StepResult> {
+async function callWebhook(ctx: Ctx, run: RunRow, index: number, step: Extract<Step, { type: "webhook" }>): Promise<StepResult> {
+  const { env, db } = ctx;
   const cfg = config(env);
   const check = await checkWebhookUrl(step.url, {
     allowPrivate: allowPrivateWebhookUrls(env),
-    resolver: createResolver({ url: cfg.dohUrl, db: env.DB }),
+    resolver: createResolver({ url: cfg.dohUrl, db: ctx.shared }),
   });
   if (!check.ok) {
     if (check.transient) throw new RetryableStepError(`The webhook URL could not be checked: ${check.reason}`);
     throw new PermanentStepError(`The webhook URL is refused: ${check.reason}`);
   }
-  const contact = await loadContact(env.DB, run);
+  const contact = await loadContact(db, run);
   const eventId = `${run.id}:${index}`;
   const body = JSON.stringify({
     id: eventId,
@@ -196,22 +197,23 @@ async function callWebhook(env: Env, run: RunRow, index: number, step: Extract<S
 }
 
 /** Runs one step (not `wait`: the workflow sleeps itself) for the run's contact. */
-export async function executeStep(env: Env, ctx: WaitUntil, run: RunRow, index: number, step: Exclude<Step, { type: "wait" }>): Promise<StepResult> {
+export async function executeStep(ctx: Ctx, run: RunRow, index: number, step: Exclude<Step, { type: "wait" }>): Promise<StepResult> {
+  const { db } = ctx;
   switch (step.type) {
     case "send_email":
-      return sendEmail(env, ctx, run, index, step);
+      return sendEmail(ctx, run, index, step);
     case "add_to_list": {
-      if (!(await listExists(env.DB, run.accountId, step.list_id))) throw new PermanentStepError(`The list ${step.list_id} no longer exists`);
-      const added = await addMembersById(env.DB, run.accountId, step.list_id, [run.contactId]);
+      if (!(await listExists(db, run.accountId, step.list_id))) throw new PermanentStepError(`The list ${step.list_id} no longer exists`);
+      const added = await addMembersById(db, run.accountId, step.list_id, [run.contactId]);
       if (added.unknown.length > 0) throw new PermanentStepError(`The contact ${run.email} was deleted`);
       return { status: "completed", detail: { list_id: step.list_id, added: added.added.length > 0 } };
     }
     case "remove_from_list": {
-      const removed = await removeMember(env.DB, run.accountId, step.list_id, run.contactId);
+      const removed = await removeMember(db, run.accountId, step.list_id, run.contactId);
       return { status: "completed", detail: { list_id: step.list_id, removed } };
     }
     case "update_contact": {
-      const outcome = await updateContact(env.DB, run.accountId, run.contactId, {
+      const outcome = await updateContact(db, run.accountId, run.contactId, {
         fields: step.fields ?? {},
         ...(step.custom_fields ? { customFields: step.custom_fields } : {}),
       });
@@ -220,7 +222,7 @@ export async function executeStep(env: Env, ctx: WaitUntil, run: RunRow, index: 
       return { status: "completed", detail: { fields: Object.keys(step.fields ?? {}), custom_fields: Object.keys(step.custom_fields ?? {}) } };
     }
     case "condition": {
-      const matched = await drizzle(env.DB)
+      const matched = await db
         .select({ id: contacts.id })
         .from(contacts)
         .where(and(eq(contacts.id, run.contactId), segmentWhere(run.accountId, { match: step.match, conditions: step.conditions })))
@@ -230,9 +232,9 @@ export async function executeStep(env: Env, ctx: WaitUntil, run: RunRow, index: 
         : { status: "completed", detail: { matched: false, reason: "The contact does not match: the run stops here" }, stop: true };
     }
     case "webhook":
-      return callWebhook(env, run, index, step);
+      return callWebhook(ctx, run, index, step);
     case "verify":
-      return verifyAddress(env, ctx, run, index);
+      return verifyAddress(ctx, run, index);
   }
 }
 
@@ -241,8 +243,8 @@ export async function executeStep(env: Env, ctx: WaitUntil, run: RunRow, index: 
  * carries a result younger than VERIFY_FRESH_DAYS, which is reused for free. An invalid address ends the run. Without a
  * verification credit the step is skipped and the run goes on: the mail it leads to matters more than the check.
  */
-async function verifyAddress(env: Env, ctx: WaitUntil, run: RunRow, index: number): Promise<StepResult> {
-  const db = drizzle(env.DB);
+async function verifyAddress(ctx: Ctx, run: RunRow, index: number): Promise<StepResult> {
+  const { env, db } = ctx;
   const contact = await db
     .select({ email: contacts.emailKey, result: contacts.verificationResult, status: contacts.verificationStatus, verifiedAt: contacts.verifiedAt })
     .from(contacts)
@@ -251,11 +253,11 @@ async function verifyAddress(env: Env, ctx: WaitUntil, run: RunRow, index: numbe
   if (!contact) throw new PermanentStepError(`The contact ${run.email} was deleted`);
   let found = contact.result && contact.verifiedAt && contact.verifiedAt >= freshSince(config(env).verifyFreshDays) ? contact : undefined;
   if (!found) {
-    const account = await findAccount(db, run.accountId);
+    const account = await findAccount(ctx.shared, run.accountId);
     if (!account) throw new PermanentStepError("The account no longer exists");
     // A reference of each attempt's own: a check that threw was refunded under it, so a retry must charge anew. An
     // attempt that did check wrote the result onto the contact, so its retry reuses that instead of paying again.
-    const check = await verifySingleAddress(env, account, contact.email, {
+    const check = await verifySingleAddress(ctx, account, contact.email, {
       reference: `${run.id}:${index}:verify:${crypto.randomUUID()}`,
       waitUntil: (promise) => ctx.waitUntil(promise),
     });

@@ -2,8 +2,7 @@
 // D1 keeps what the API shows: the run's status and what each step did. This module owns those two tables.
 
 import { and, asc, eq, inArray, sql } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
-import { sqlNow, statement } from "../../db/client";
+import { sqlNow, statement, type AccountDb, batch, type Ctx } from "../../db/client";
 import { automationRunSteps, automationRuns } from "../../db/schema";
 import { newId } from "../../lib/ids";
 import { logError } from "../../lib/log";
@@ -34,12 +33,13 @@ export type TriggerInput = {
  * only the request that inserted it starts the workflow. The others get the existing run with `created: false`.
  */
 export async function triggerRun(
-  env: Env,
+  ctx: Ctx,
   automation: AutomationRow,
   input: TriggerInput,
 ): Promise<{ kind: "triggered"; run: RunRow; created: boolean } | Refusal> {
+  const { env, db } = ctx;
   if (automation.status !== "active") return refused("automation_paused", "This automation is paused; set its status to active to trigger it");
-  const saved = await saveContact(env.DB, automation.accountId, {
+  const saved = await saveContact(db, automation.accountId, {
     address: input.address,
     fields: input.fields,
     ...(input.customFields ? { customFields: input.customFields } : {}),
@@ -48,7 +48,6 @@ export async function triggerRun(
   if (saved.kind === "invalid") return refused("validation_failed", "The request is invalid", { errors: saved.errors });
   const runId = newId("run");
   const eventId = input.eventId ?? runId;
-  const db = drizzle(env.DB);
   const [inserted] = await db
     .insert(automationRuns)
     .values({
@@ -84,8 +83,7 @@ export async function triggerRun(
   return { kind: "triggered", run: inserted, created: true };
 }
 
-export async function findRun(d1: D1Database, accountId: string, runId: string): Promise<{ run: RunRow; steps: RunStepRow[] } | undefined> {
-  const db = drizzle(d1);
+export async function findRun(db: AccountDb, accountId: string, runId: string): Promise<{ run: RunRow; steps: RunStepRow[] } | undefined> {
   const [runs, steps] = await db.batch([
     db
       .select()
@@ -98,13 +96,13 @@ export async function findRun(d1: D1Database, accountId: string, runId: string):
 }
 
 /** The run as the workflow reads it (no account check: the workflow was started for it). */
-export async function loadRun(d1: D1Database, runId: string): Promise<RunRow | undefined> {
-  return drizzle(d1).select().from(automationRuns).where(eq(automationRuns.id, runId)).get();
+export async function loadRun(db: AccountDb, runId: string): Promise<RunRow | undefined> {
+  return db.select().from(automationRuns).where(eq(automationRuns.id, runId)).get();
 }
 
-export async function listRuns(d1: D1Database, accountId: string, automationId: string, page: { cursor?: string; limit: number }): Promise<RunRow[]> {
+export async function listRuns(db: AccountDb, accountId: string, automationId: string, page: { cursor?: string; limit: number }): Promise<RunRow[]> {
   const keyset = keysetPage(automationRuns, page.cursor);
-  return drizzle(d1)
+  return db
     .select()
     .from(automationRuns)
     .where(and(eq(automationRuns.accountId, accountId), eq(automationRuns.automationId, automationId), keyset.where))
@@ -114,42 +112,42 @@ export async function listRuns(d1: D1Database, accountId: string, automationId: 
 }
 
 /** A step starts: its row says running (a retried step starts again), and the run says waiting during a wait. */
-export async function recordStepStart(d1: D1Database, runId: string, index: number, step: Step): Promise<void> {
+export async function recordStepStart(db: AccountDb, runId: string, index: number, step: Step): Promise<void> {
   const runStatus = step.type === "wait" ? "waiting" : "running";
-  await d1.batch([
+  await batch(db, [
     statement(
-      d1,
+      db,
       sql`INSERT INTO automation_run_steps (run_id, step_index, type, status, detail, started_at) VALUES (${runId}, ${index}, ${step.type}, 'running', '{}', ${sqlNow})
         ON CONFLICT (run_id, step_index) DO UPDATE SET status = 'running', started_at = COALESCE(started_at, excluded.started_at)`,
     ),
     statement(
-      d1,
+      db,
       sql`UPDATE automation_runs SET status = ${runStatus}, updated_at = ${sqlNow} WHERE id = ${runId} AND status IN ('running', 'waiting')`,
     ),
   ]);
 }
 
 export async function recordStepFinish(
-  d1: D1Database,
+  db: AccountDb,
   runId: string,
   index: number,
   status: "completed" | "skipped" | "failed",
   detail: Record<string, unknown>,
 ): Promise<void> {
-  await d1.batch([
+  await batch(db, [
     statement(
-      d1,
+      db,
       sql`UPDATE automation_run_steps SET status = ${status}, detail = ${JSON.stringify(detail)}, finished_at = ${sqlNow}
         WHERE run_id = ${runId} AND step_index = ${index}`,
     ),
-    statement(d1, sql`UPDATE automation_runs SET status = 'running', updated_at = ${sqlNow} WHERE id = ${runId} AND status = 'waiting'`),
+    statement(db, sql`UPDATE automation_runs SET status = 'running', updated_at = ${sqlNow} WHERE id = ${runId} AND status = 'waiting'`),
   ]);
 }
 
 /** The step that was running when the run failed says so, with the reason. */
-export async function markRunningStepFailed(d1: D1Database, runId: string, message: string): Promise<void> {
+export async function markRunningStepFailed(db: AccountDb, runId: string, message: string): Promise<void> {
   await statement(
-    d1,
+    db,
     sql`UPDATE automation_run_steps SET status = 'failed', detail = ${JSON.stringify({ error: message })}, finished_at = ${sqlNow}
       WHERE run_id = ${runId} AND status = 'running'`,
   ).run();
@@ -159,8 +157,8 @@ export async function markRunningStepFailed(d1: D1Database, runId: string, messa
  * Ends a run that is still under way (completed, failed or cancelled) and emits `automation.completed` with its
  * final status, in one batch: the event is written only by the call that ended the run, so it is emitted once.
  */
-export async function finishRun(env: Env, runId: string, status: "completed" | "failed" | "cancelled", error?: string): Promise<boolean> {
-  const db = drizzle(env.DB);
+export async function finishRun(ctx: Ctx, runId: string, status: "completed" | "failed" | "cancelled", error?: string): Promise<boolean> {
+  const { db } = ctx;
   const [ended] = await db
     .update(automationRuns)
     .set({ status, error: error ?? null, completedAt: sqlNow, updatedAt: sqlNow })
@@ -182,16 +180,17 @@ export async function finishRun(env: Env, runId: string, status: "completed" | "
       ...(error ? { error } : {}),
     },
   };
-  await env.DB.batch([eventStatement(env.DB, event)]);
-  await dispatchEvents(env, ended.accountId, [event.dedupeKey]);
+  await batch(db, [eventStatement(db, event)]);
+  await dispatchEvents(ctx, ended.accountId, [event.dedupeKey]);
   return true;
 }
 
 /** Stops a run: its status first (the workflow checks it before every step), then the Workflows instance. */
-export async function cancelRun(env: Env, accountId: string, runId: string): Promise<RunRow | undefined> {
-  const found = await findRun(env.DB, accountId, runId);
+export async function cancelRun(ctx: Ctx, accountId: string, runId: string): Promise<RunRow | undefined> {
+  const { env, db } = ctx;
+  const found = await findRun(db, accountId, runId);
   if (!found) return undefined;
-  if (await finishRun(env, runId, "cancelled")) {
+  if (await finishRun(ctx, runId, "cancelled")) {
     try {
       const instance = await env.AUTOMATION_WORKFLOW.get(runId);
       await instance.terminate();
@@ -200,5 +199,5 @@ export async function cancelRun(env: Env, accountId: string, runId: string): Pro
       logError("terminating an automation run failed", { run_id: runId, error: String(error) });
     }
   }
-  return (await findRun(env.DB, accountId, runId))?.run;
+  return (await findRun(db, accountId, runId))?.run;
 }

@@ -6,9 +6,8 @@
 
 import { and, asc, count, eq, gt, or, sql, type SQL } from "drizzle-orm";
 import { SQLiteAsyncDialect } from "drizzle-orm/sqlite-core";
-import { drizzle } from "drizzle-orm/d1";
 import { contacts, type campaigns } from "../../db/schema";
-import { inJsonArray } from "../../db/client";
+import { inJsonArray, type AccountDb } from "../../db/client";
 import { blocksBroadcastSql } from "../suppressions/suppressions";
 import { subscribedToTopicSql } from "../topics/topics";
 
@@ -53,14 +52,14 @@ export function audienceParameters(where: SQL): number {
   return dialect.sqlToQuery(where).params.length;
 }
 
-export async function countAudience(d1: D1Database, where: SQL): Promise<number> {
-  const row = await drizzle(d1).select({ total: count() }).from(contacts).where(where).get();
+export async function countAudience(db: AccountDb, where: SQL): Promise<number> {
+  const row = await db.select({ total: count() }).from(contacts).where(where).get();
   return row?.total ?? 0;
 }
 
 /** The next `limit` audience contacts after `afterContactId`, in id order (the materialisation's keyset). */
-export async function audiencePage(d1: D1Database, where: SQL, afterContactId: string, limit: number) {
-  return drizzle(d1)
+export async function audiencePage(db: AccountDb, where: SQL, afterContactId: string, limit: number) {
+  return db
     .select({
       id: contacts.id,
       email: contacts.emailKey,

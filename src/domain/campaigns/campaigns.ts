@@ -3,8 +3,7 @@
 // queries; the fan-out and completion live in fanout.ts, what the send consumer needs in delivery.ts.
 
 import { and, count, eq, inArray, sql, type SQL } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
-import { inJsonArray, statement } from "../../db/client";
+import { inJsonArray, statement, type AccountDb, batch, type Ctx } from "../../db/client";
 import {
   campaignPurgedMessages,
   campaigns,
@@ -58,10 +57,9 @@ export type CampaignInput = {
   verification: VerificationMode;
 };
 
-export async function campaignCounters(d1: D1Database, campaignIds: string[]): Promise<Map<string, CampaignCounters>> {
+export async function campaignCounters(db: AccountDb, campaignIds: string[]): Promise<Map<string, CampaignCounters>> {
   const result = new Map<string, CampaignCounters>();
   if (campaignIds.length === 0) return result;
-  const db = drizzle(d1);
   const [[stored, purged], totals, skips] = await Promise.all([
     db.batch([
       db
@@ -74,8 +72,8 @@ export async function campaignCounters(d1: D1Database, campaignIds: string[]): P
         .from(campaignPurgedMessages)
         .where(inJsonArray(campaignPurgedMessages.campaignId, campaignIds)),
     ]),
-    campaignTotals(d1, campaignIds),
-    skipCounts(d1, campaignIds),
+    campaignTotals(db, campaignIds),
+    skipCounts(db, campaignIds),
   ]);
   const byCampaign = new Map<string, { status: string; total: number }[]>();
   for (const row of [...stored, ...purged]) byCampaign.set(row.campaignId!, [...(byCampaign.get(row.campaignId!) ?? []), row]);
@@ -124,8 +122,8 @@ const owned = (accountId: string, id: string) => and(eq(campaigns.id, id), eq(ca
  * A campaign not finished yet (draft, scheduled, sending) whose audience names the list or segment: deleting it would
  * change who that campaign reaches (the audience is read again when it fans out). Undefined when none does.
  */
-export async function campaignUsing(d1: D1Database, accountId: string, audienceId: string): Promise<{ id: string; name: string } | undefined> {
-  return drizzle(d1)
+export async function campaignUsing(db: AccountDb, accountId: string, audienceId: string): Promise<{ id: string; name: string } | undefined> {
+  return db
     .select({ id: campaigns.id, name: campaigns.name })
     .from(campaigns)
     .where(
@@ -141,14 +139,14 @@ export async function campaignUsing(d1: D1Database, accountId: string, audienceI
     .get();
 }
 
-export async function findCampaign(d1: D1Database, accountId: string, id: string): Promise<CampaignRow | undefined> {
-  return drizzle(d1).select().from(campaigns).where(owned(accountId, id)).get();
+export async function findCampaign(db: AccountDb, accountId: string, id: string): Promise<CampaignRow | undefined> {
+  return db.select().from(campaigns).where(owned(accountId, id)).get();
 }
 
 /** A page of the account's campaigns, newest first (`limit + 1` rows, for `pageOf`). */
-export async function listCampaigns(d1: D1Database, accountId: string, page: { cursor?: string; limit: number; status?: CampaignStatus }) {
+export async function listCampaigns(db: AccountDb, accountId: string, page: { cursor?: string; limit: number; status?: CampaignStatus }) {
   const keyset = keysetPage(campaigns, page.cursor);
-  return drizzle(d1)
+  return db
     .select()
     .from(campaigns)
     .where(and(eq(campaigns.accountId, accountId), page.status ? eq(campaigns.status, page.status) : undefined, keyset.where))
@@ -160,8 +158,7 @@ export async function listCampaigns(d1: D1Database, accountId: string, page: { c
 type References = Pick<CampaignInput, "senderId" | "templateId" | "lists" | "segments" | "excludeLists" | "topicId">;
 
 /** Each id the campaign names that is not the account's, keyed by its field path (`lists.2`); one round trip. */
-async function referenceProblems(d1: D1Database, accountId: string, refs: References): Promise<FieldErrors> {
-  const db = drizzle(d1);
+async function referenceProblems(db: AccountDb, accountId: string, refs: References): Promise<FieldErrors> {
   const listIds = [...new Set([...refs.lists, ...refs.excludeLists])];
   const [foundLists, foundSegments, foundSenders, foundTemplates, foundTopics] = await db.batch([
     db
@@ -206,10 +203,10 @@ export type SaveOutcome =
   | { kind: "not_found" }
   | { kind: "not_draft"; status: CampaignStatus };
 
-export async function createCampaign(d1: D1Database, accountId: string, input: CampaignInput): Promise<SaveOutcome> {
-  const errors = await referenceProblems(d1, accountId, input);
+export async function createCampaign(db: AccountDb, accountId: string, input: CampaignInput): Promise<SaveOutcome> {
+  const errors = await referenceProblems(db, accountId, input);
   if (Object.keys(errors).length > 0) return { kind: "invalid", errors };
-  const campaign = await draftInsert(d1, accountId, newId("cmp"), input).returning().get();
+  const campaign = await draftInsert(db, accountId, newId("cmp"), input).returning().get();
   return { kind: "saved", campaign };
 }
 
@@ -217,50 +214,48 @@ export async function createCampaign(d1: D1Database, accountId: string, input: C
  * The insert of a new draft, for a caller that writes it in its own D1 batch (AI drafts, with ids derived from their
  * request so a retried batch cannot write them twice). Its references must have been checked, or be empty.
  */
-export function draftInsert(d1: D1Database, accountId: string, id: string, input: CampaignInput) {
-  return drizzle(d1)
-    .insert(campaigns)
-    .values({ id, accountId, status: "draft", ...input });
+export function draftInsert(db: AccountDb, accountId: string, id: string, input: CampaignInput) {
+  return db.insert(campaigns).values({ id, accountId, status: "draft", ...input });
 }
 
 /** Changes a draft; `undefined` fields stay as they are. Only a draft can change (its audience and content are fixed once sending). */
-export async function updateDraft(d1: D1Database, accountId: string, id: string, change: Partial<CampaignInput>): Promise<SaveOutcome> {
-  const current = await findCampaign(d1, accountId, id);
+export async function updateDraft(db: AccountDb, accountId: string, id: string, change: Partial<CampaignInput>): Promise<SaveOutcome> {
+  const current = await findCampaign(db, accountId, id);
   if (!current) return { kind: "not_found" };
   if (current.status !== "draft") return { kind: "not_draft", status: current.status };
   const merged = { ...current, ...Object.fromEntries(Object.entries(change).filter(([, value]) => value !== undefined)) } as CampaignRow;
-  const errors = await referenceProblems(d1, accountId, merged);
+  const errors = await referenceProblems(db, accountId, merged);
   if (merged.html !== null && merged.templateId !== null) errors.html = ["Give html (and text) or a template_id, not both"];
   if (Object.keys(errors).length > 0) return { kind: "invalid", errors };
-  const updated = await drizzle(d1)
+  const updated = await db
     .update(campaigns)
     .set({ ...change, updatedAt: nowIso() })
     .where(and(owned(accountId, id), eq(campaigns.status, "draft")))
     .returning()
     .get();
-  if (!updated) return { kind: "not_draft", status: (await findCampaign(d1, accountId, id))?.status ?? "draft" };
+  if (!updated) return { kind: "not_draft", status: (await findCampaign(db, accountId, id))?.status ?? "draft" };
   return { kind: "saved", campaign: updated };
 }
 
 export async function deleteDraft(
-  d1: D1Database,
+  db: AccountDb,
   accountId: string,
   id: string,
 ): Promise<{ kind: "deleted" } | { kind: "not_found" } | { kind: "not_draft"; status: CampaignStatus }> {
-  const deleted = await drizzle(d1)
+  const deleted = await db
     .delete(campaigns)
     .where(and(owned(accountId, id), eq(campaigns.status, "draft")))
     .returning({ id: campaigns.id })
     .get();
   if (deleted) return { kind: "deleted" };
-  const current = await findCampaign(d1, accountId, id);
+  const current = await findCampaign(db, accountId, id);
   return current ? { kind: "not_draft", status: current.status } : { kind: "not_found" };
 }
 
 /** The compiled conditions of the campaign's segments; a segment deleted since the campaign was saved matches nobody. */
-export async function segmentConditions(d1: D1Database, campaign: Pick<CampaignRow, "accountId" | "segments">): Promise<SQL[]> {
+export async function segmentConditions(db: AccountDb, campaign: Pick<CampaignRow, "accountId" | "segments">): Promise<SQL[]> {
   if (campaign.segments.length === 0) return [];
-  const rows = await drizzle(d1)
+  const rows = await db
     .select({ match: segments.match, conditions: segments.conditions })
     .from(segments)
     .where(and(eq(segments.accountId, campaign.accountId), inJsonArray(segments.id, campaign.segments)));
@@ -292,12 +287,11 @@ export type SendOutcome =
  * reservation, so a short balance changes nothing), then arms the campaign's CampaignProgress object. A template's
  * subject and bodies are copied into the campaign here, so editing the template later does not change it.
  */
-export async function sendCampaign(env: Env, accountId: string, id: string, sendAt: Date | undefined): Promise<SendOutcome> {
+export async function sendCampaign(ctx: Ctx, accountId: string, id: string, sendAt: Date | undefined): Promise<SendOutcome> {
+  const { env, db } = ctx;
   const scheduleProblem = sendAt && scheduleProblemOf(sendAt, new Date());
   if (scheduleProblem) return { kind: "invalid", errors: { send_at: [scheduleProblem] } };
-  const d1 = env.DB;
-  const db = drizzle(d1);
-  const campaign = await findCampaign(d1, accountId, id);
+  const campaign = await findCampaign(db, accountId, id);
   if (!campaign) return { kind: "not_found" };
   if (campaign.status !== "draft") return { kind: "not_draft", status: campaign.status };
 
@@ -335,14 +329,14 @@ export async function sendCampaign(env: Env, accountId: string, id: string, send
   // new campaign until an operator clears it.
   if (sender?.reputationStatus === "held") return { kind: "reputation_hold", domain: sender.domain ?? sender.email, reason: sender.reputationReason };
 
-  const where = audienceWhere(campaign, await segmentConditions(d1, campaign));
+  const where = audienceWhere(campaign, await segmentConditions(db, campaign));
   if (audienceParameters(where) > MAX_AUDIENCE_PARAMETERS) {
     return {
       kind: "invalid",
       errors: { segments: ["These lists and segments have too many conditions together for one query; use fewer segments or conditions"] },
     };
   }
-  const recipients = await countAudience(d1, where);
+  const recipients = await countAudience(db, where);
   if (recipients === 0) {
     return {
       kind: "invalid",
@@ -354,11 +348,11 @@ export async function sendCampaign(env: Env, accountId: string, id: string, send
   // campaign starts, so a balance that cannot pay for them refuses the send before anything else is taken.
   let checks: ContactChecks = { kind: "none" };
   if (campaign.verification !== "off") {
-    const account = await findAccount(db, accountId);
+    const account = await findAccount(ctx.shared, accountId);
     if (!account) return { kind: "not_found" };
     if (account.sendBalance - account.sendReserved < recipients)
       return { kind: "insufficient_credits", needed: recipients, available: Math.max(0, account.sendBalance - account.sendReserved) };
-    checks = await createContactChecks(env, account, where, { source: "campaign", name: `campaign ${campaign.name}`, campaignId: campaign.id });
+    checks = await createContactChecks(ctx, account, where, { source: "campaign", name: `campaign ${campaign.name}`, campaignId: campaign.id });
     if (checks.kind === "insufficient_credits") return { ...checks, kind: "insufficient_verification_credits" };
     if (checks.kind === "too_many") {
       return {
@@ -375,13 +369,13 @@ export async function sendCampaign(env: Env, accountId: string, id: string, send
 
   const status = sendAt ? "scheduled" : "sending";
   const now = nowIso();
-  const reservation = reserveStatements(d1, { accountId, amount: recipients, referenceId: campaign.id, note: `campaign ${campaign.name}` });
+  const reservation = reserveStatements(db, { accountId, amount: recipients, referenceId: campaign.id, note: `campaign ${campaign.name}` });
   let written: D1Result[];
   try {
-    written = await d1.batch([
+    written = await batch(db, [
       ...reservation,
       statement(
-        d1,
+        db,
         db
           .update(campaigns)
           .set({
@@ -405,33 +399,33 @@ export async function sendCampaign(env: Env, accountId: string, id: string, send
       ),
     ]);
   } catch (error) {
-    if (job) await failVerificationJob(env, job.job.id, "The campaign did not start");
+    if (job) await failVerificationJob(ctx, job.job.id, "The campaign did not start");
     // The reservation's reference is the campaign: a second send (even a concurrent one) hits the unique index.
     if (error instanceof Error && /UNIQUE constraint failed: credit_ledger/.test(error.message)) return { kind: "not_draft", status: "sending" };
     throw error;
   }
   if (!wasApplied(written[0]!)) {
     // The checks were charged for a campaign that does not start: their job fails and refunds them.
-    if (job) await failVerificationJob(env, job.job.id, "The campaign did not start: not enough sending credits");
-    const account = await d1
+    if (job) await failVerificationJob(ctx, job.job.id, "The campaign did not start: not enough sending credits");
+    const account = await db.$client
       .prepare("SELECT send_balance - send_reserved AS available FROM accounts WHERE id = ?1")
       .bind(accountId)
       .first<{ available: number }>();
     return { kind: "insufficient_credits", needed: recipients, available: Math.max(0, account?.available ?? 0) };
   }
 
-  if (job && (await enqueueVerificationJob(env, job.job, job.plan.chunks)) === "queue_unavailable") {
-    await failUnstarted(env, accountId, campaign.id);
+  if (job && (await enqueueVerificationJob(ctx, job.job, job.plan.chunks)) === "queue_unavailable") {
+    await failUnstarted(ctx, accountId, campaign.id);
     return { kind: "unavailable" };
   }
   try {
     await armProgress(env, campaign.id, accountId, sendAt?.getTime() ?? Date.now());
   } catch (error) {
     logError("campaign: arming its progress object failed", { campaign_id: id, error: String(error) });
-    await failUnstarted(env, accountId, campaign.id);
+    await failUnstarted(ctx, accountId, campaign.id);
     return { kind: "unavailable" };
   }
-  const started = await findCampaign(d1, accountId, id);
+  const started = await findCampaign(db, accountId, id);
   return { kind: "started", campaign: started!, recipients };
 }
 
@@ -452,12 +446,13 @@ async function armProgress(env: Env, campaignId: string, accountId: string, runA
  * completeIfDone's settlement, which holds back while any message is pending (should the object have started after
  * all, it drains and settles the campaign itself, seeing it failed).
  */
-export async function failUnstarted(env: Env, accountId: string, campaignId: string): Promise<void> {
-  await drizzle(env.DB)
+export async function failUnstarted(ctx: Ctx, accountId: string, campaignId: string): Promise<void> {
+  const { db } = ctx;
+  await db
     .update(campaigns)
     .set({ status: "failed", error: "the fan-out could not be started", updatedAt: nowIso() })
     .where(and(owned(accountId, campaignId), inArray(campaigns.status, ["scheduled", "sending"])));
-  await completeIfDone(env, campaignId);
+  await completeIfDone(ctx, campaignId);
 }
 
 export type CancelOutcome =
@@ -469,15 +464,16 @@ export type CancelOutcome =
  * Stops a scheduled or sending campaign: messages not yet enqueued are cancelled and their credits released by the
  * campaign's progress object; messages already enqueued are cancelled by the send consumer if it has not sent them.
  */
-export async function cancelCampaign(env: Env, accountId: string, id: string): Promise<CancelOutcome> {
-  const cancelled = await drizzle(env.DB)
+export async function cancelCampaign(ctx: Ctx, accountId: string, id: string): Promise<CancelOutcome> {
+  const { env, db } = ctx;
+  const cancelled = await db
     .update(campaigns)
     .set({ status: "cancelled", updatedAt: nowIso() })
     .where(and(owned(accountId, id), inArray(campaigns.status, ["scheduled", "sending"])))
     .returning()
     .get();
   if (!cancelled) {
-    const current = await findCampaign(env.DB, accountId, id);
+    const current = await findCampaign(db, accountId, id);
     return current ? { kind: "not_cancellable", status: current.status } : { kind: "not_found" };
   }
   try {

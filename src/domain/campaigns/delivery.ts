@@ -2,8 +2,8 @@
 // trip, the decision to skip a recipient who unsubscribed (or was suppressed) since the audience was materialised or
 // whose campaign was cancelled or failed, and the personalised subject and bodies with a visible unsubscribe link.
 
+import type { AccountDb } from "../../db/client";
 import { sql } from "drizzle-orm";
-import type { DrizzleD1Database } from "drizzle-orm/d1";
 import { config } from "../../config";
 import { campaigns, contacts, messages } from "../../db/schema";
 import { messageContentSchema } from "../sending/content";
@@ -28,7 +28,7 @@ const contactIdOf = (message: MessageRow) => {
  * The reads campaign messages need, for the send consumer's first round trip (beside its claim, so a failed read
  * claims nothing): the campaigns and the contacts (with whether their address is suppressed) of the messages `ids`.
  */
-export function campaignRecipientReads(db: DrizzleD1Database, ids: string[]) {
+export function campaignRecipientReads(db: AccountDb, ids: string[]) {
   const batch = sql`(SELECT value FROM json_each(${JSON.stringify(ids)}))`;
   return [
     db.select().from(campaigns).where(sql`${campaigns.id} IN (SELECT ${messages.campaignId} FROM ${messages} WHERE ${messages.id} IN ${batch})`),

@@ -7,8 +7,7 @@
 // `queued` (campaign messages get no message_tags rows).
 
 import { and, eq, inArray, isNull, sql } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
-import { inJsonArray, sqlNow, statement } from "../../db/client";
+import { inJsonArray, sqlNow, statement, type AccountDb, batch, type Ctx } from "../../db/client";
 import { campaignSkips, campaigns, creditLedger, domains, messageRecipients, messages, senders } from "../../db/schema";
 import { idFromDigest, nowIso } from "../../lib/ids";
 import { logError } from "../../lib/log";
@@ -30,8 +29,8 @@ const encoder = new TextEncoder();
 /** The ledger reference of one recipient's charge or release: the campaign's references sort together. */
 export const recipientReference = (campaignId: string, messageId: string) => `${campaignId}:${messageId}`;
 
-export async function loadCampaign(d1: D1Database, id: string): Promise<CampaignRow | undefined> {
-  return drizzle(d1).select().from(campaigns).where(eq(campaigns.id, id)).get();
+export async function loadCampaign(db: AccountDb, id: string): Promise<CampaignRow | undefined> {
+  return db.select().from(campaigns).where(eq(campaigns.id, id)).get();
 }
 
 export type CampaignSender = {
@@ -43,8 +42,8 @@ export type CampaignSender = {
   domainStatus: string | null;
 };
 
-export async function senderOf(d1: D1Database, campaign: CampaignRow): Promise<CampaignSender | undefined> {
-  return drizzle(d1)
+export async function senderOf(db: AccountDb, campaign: CampaignRow): Promise<CampaignSender | undefined> {
+  return db
     .select({
       email: senders.email,
       name: senders.name,
@@ -60,9 +59,9 @@ export async function senderOf(d1: D1Database, campaign: CampaignRow): Promise<C
 }
 
 /** A scheduled campaign's time has come. False if it is no longer scheduled (cancelled meanwhile). */
-export async function beginSending(d1: D1Database, campaignId: string): Promise<boolean> {
+export async function beginSending(db: AccountDb, campaignId: string): Promise<boolean> {
   const now = nowIso();
-  const moved = await drizzle(d1)
+  const moved = await db
     .update(campaigns)
     .set({ status: "sending", startedAt: now, updatedAt: now })
     .where(and(eq(campaigns.id, campaignId), eq(campaigns.status, "scheduled")))
@@ -77,8 +76,8 @@ export async function beginSending(d1: D1Database, campaignId: string): Promise<
  * are skipped by the consumer, and completeIfDone releases what is left once they have drained. Releasing the whole
  * reservation here would let messages already on the queue charge credits that other campaigns hold.
  */
-export async function failCampaign(d1: D1Database, campaignId: string, error: string): Promise<void> {
-  await drizzle(d1)
+export async function failCampaign(db: AccountDb, campaignId: string, error: string): Promise<void> {
+  await db
     .update(campaigns)
     .set({ status: "failed", error, updatedAt: nowIso() })
     .where(and(eq(campaigns.id, campaignId), inArray(campaigns.status, ["scheduled", "sending"])));
@@ -94,14 +93,14 @@ async function messageIdFor(campaignId: string, contactId: string): Promise<stri
  * one D1 batch. Returns how many messages were new and the last contact id (the next cursor), or none when done.
  */
 export async function materialiseChunk(
-  d1: D1Database,
+  db: AccountDb,
   campaign: CampaignRow,
   sender: CampaignSender,
   where: ReturnType<typeof sql>,
   cursor: string,
   limit: number,
 ) {
-  const contacts = await audiencePage(d1, where, cursor, limit);
+  const contacts = await audiencePage(db, where, cursor, limit);
   if (contacts.length === 0) return { inserted: 0, last: undefined };
   // The campaign's verification leaves some contacts out: a campaign_skips row instead of a message (hygiene.ts).
   const skipped: { contact_id: string; email: string; result: string; reason: string }[] = [];
@@ -116,9 +115,9 @@ export async function materialiseChunk(
   );
   const chunk = JSON.stringify(rows);
   // INSERT … SELECT over json_each: one statement per table for the whole chunk, within D1's 100 parameters.
-  const [written, , skipsWritten] = await d1.batch([
+  const [written, , skipsWritten] = await batch(db, [
     statement(
-      d1,
+      db,
       sql`INSERT OR IGNORE INTO ${messages} (id, account_id, source, status, from_address, from_name, domain_id, reply_to, subject, tags, metadata,
            content, credits_charged, campaign_id, track_opens, track_clicks, stream, topic_id)
          SELECT value ->> '$.id', ${campaign.accountId}, 'campaign', 'scheduled', ${sender.email}, ${sender.name}, ${sender.domainId},
@@ -128,12 +127,12 @@ export async function materialiseChunk(
          FROM json_each(${chunk})`,
     ),
     statement(
-      d1,
+      db,
       sql`INSERT OR IGNORE INTO ${messageRecipients} (message_id, email, account_id, status)
          SELECT value ->> '$.id', value ->> '$.email', ${campaign.accountId}, 'queued' FROM json_each(${chunk})`,
     ),
     statement(
-      d1,
+      db,
       sql`INSERT OR IGNORE INTO ${campaignSkips} (campaign_id, contact_id, account_id, email, result, reason)
          SELECT ${campaign.id}, value ->> '$.contact_id', ${campaign.accountId}, value ->> '$.email', value ->> '$.result', value ->> '$.reason'
          FROM json_each(${JSON.stringify(skipped)})`,
@@ -146,8 +145,8 @@ export async function materialiseChunk(
  * How many audience contacts the campaign has in D1 (its messages and the contacts its verification left out): what
  * the fan-out has materialised, whatever its own storage says.
  */
-export async function materialisedCount(d1: D1Database, campaignId: string): Promise<number> {
-  const row = await drizzle(d1)
+export async function materialisedCount(db: AccountDb, campaignId: string): Promise<number> {
+  const row = await db
     .select({
       total: sql<number>`(SELECT count(*) FROM ${messages} WHERE ${messages.campaignId} = ${campaignId})
         + (SELECT count(*) FROM ${campaignSkips} WHERE ${campaignSkips.campaignId} = ${campaignId})`,
@@ -164,9 +163,9 @@ export async function materialisedCount(d1: D1Database, campaignId: string): Pro
  * result says how many did go and carries the queue's error, so the caller can give the rest back to the daily limit
  * before it rethrows.
  */
-export async function enqueueScheduled(env: Env, campaignId: string, limit: number): Promise<{ enqueued: number; error?: unknown }> {
+export async function enqueueScheduled(ctx: Ctx, campaignId: string, limit: number): Promise<{ enqueued: number; error?: unknown }> {
+  const { env, db } = ctx;
   if (limit <= 0) return { enqueued: 0 };
-  const db = drizzle(env.DB);
   const page = db
     .select({ id: messages.id })
     .from(messages)
@@ -192,8 +191,8 @@ export async function enqueueScheduled(env: Env, campaignId: string, limit: numb
 }
 
 /** Whether any message of the campaign still waits to be enqueued (one row of the (campaign_id, status) index). */
-export async function hasScheduled(d1: D1Database, campaignId: string): Promise<boolean> {
-  const row = await drizzle(d1)
+export async function hasScheduled(db: AccountDb, campaignId: string): Promise<boolean> {
+  const row = await db
     .select({ id: messages.id })
     .from(messages)
     .where(and(eq(messages.campaignId, campaignId), eq(messages.status, "scheduled")))
@@ -206,8 +205,7 @@ export async function hasScheduled(d1: D1Database, campaignId: string): Promise<
  * A cancelled or failed campaign's messages that were never enqueued: cancelled. Their credits are released with
  * the rest of the reservation when the campaign is settled (one ledger row, not one per recipient).
  */
-export async function sweepUnqueued(d1: D1Database, campaignId: string): Promise<void> {
-  const db = drizzle(d1);
+export async function sweepUnqueued(db: AccountDb, campaignId: string): Promise<void> {
   const unqueued = and(eq(messages.campaignId, campaignId), eq(messages.status, "scheduled"));
   await db.batch([
     db
@@ -232,9 +230,8 @@ export async function sweepUnqueued(d1: D1Database, campaignId: string): Promise
  * The send consumer has it checked after every batch while the campaign drains, so a campaign with messages still
  * pending costs one row of the (campaign_id, status) index; only then are its messages counted.
  */
-export async function completeIfDone(env: Env, campaignId: string): Promise<boolean> {
-  const d1 = env.DB;
-  const db = drizzle(d1);
+export async function completeIfDone(ctx: Ctx, campaignId: string): Promise<boolean> {
+  const { db } = ctx;
   const pending = await db
     .select({ id: messages.id })
     .from(messages)
@@ -277,14 +274,14 @@ export async function completeIfDone(env: Env, campaignId: string): Promise<bool
   if (statusRows.some((row) => (pendingMessageStatuses as readonly string[]).includes(row.status) && row.total > 0)) return false;
 
   // The counters GET /campaigns/{id} shows, with the outcome it will show once this batch has completed it.
-  const skipped = (await skipCounts(d1, [campaignId])).get(campaignId) ?? zeroSkips();
+  const skipped = (await skipCounts(db, [campaignId])).get(campaignId) ?? zeroSkips();
   const counters = { ...lifecycleFrom(statusRows), ...(totalRows[0] ? countsOf(totalRows[0]) : zeroCounts()), skipped };
   const outcome = campaignOutcome({ completedAt: nowIso() }, counters);
   const remaining = Math.max(0, campaign.creditsReserved - (ledgerRows[0]?.total ?? 0));
   const dedupeKey = `campaign.completed:${campaignId}`;
-  const [completed] = await d1.batch([
+  const [completed] = await batch(db, [
     statement(
-      d1,
+      db,
       db
         .update(campaigns)
         .set({
@@ -296,14 +293,14 @@ export async function completeIfDone(env: Env, campaignId: string): Promise<bool
         .returning({ status: campaigns.status }),
     ),
     ...(remaining > 0
-      ? releaseStatements(d1, { accountId: campaign.accountId, amount: remaining, referenceId: campaignId, note: "campaign settled" })
+      ? releaseStatements(db, { accountId: campaign.accountId, amount: remaining, referenceId: campaignId, note: "campaign settled" })
       : []),
     // Guarded in SQL: a cancel landing between the reads above and this batch leaves the campaign cancelled, and a
     // cancelled campaign emits no campaign.completed.
     ...(campaign.status === "sending"
       ? [
           eventStatement(
-            d1,
+            db,
             {
               accountId: campaign.accountId,
               type: "campaign.completed",
@@ -317,7 +314,7 @@ export async function completeIfDone(env: Env, campaignId: string): Promise<bool
       : []),
   ]);
   const becameSent = (completed!.results as { status: string }[]).some((row) => row.status === "sent");
-  if (becameSent) await dispatchEvents(env, campaign.accountId, [dedupeKey]);
+  if (becameSent) await dispatchEvents(ctx, campaign.accountId, [dedupeKey]);
   return true;
 }
 

@@ -4,8 +4,7 @@
 // that job. Each contact is then sent to, or left out with a campaign_skips row that says why.
 
 import { and, count, eq } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
-import { inJsonArray } from "../../db/client";
+import { inJsonArray, type AccountDb } from "../../db/client";
 import { campaignSkips, type campaignVerificationModes } from "../../db/schema";
 import { keysetPage } from "../../lib/pagination";
 
@@ -36,10 +35,10 @@ export function skipOf(mode: VerificationMode, contact: ContactVerification): { 
 }
 
 /** Per campaign: how many audience contacts its verification left out, by their result. */
-export async function skipCounts(d1: D1Database, campaignIds: string[]): Promise<Map<string, SkipCounts>> {
+export async function skipCounts(db: AccountDb, campaignIds: string[]): Promise<Map<string, SkipCounts>> {
   const counts = new Map<string, SkipCounts>();
   if (campaignIds.length === 0) return counts;
-  const rows = await drizzle(d1)
+  const rows = await db
     .select({ campaignId: campaignSkips.campaignId, result: campaignSkips.result, total: count() })
     .from(campaignSkips)
     .where(inJsonArray(campaignSkips.campaignId, campaignIds))
@@ -54,9 +53,9 @@ export async function skipCounts(d1: D1Database, campaignIds: string[]): Promise
 }
 
 /** A page of the contacts the campaign's verification left out, newest first (`limit + 1` rows, for `pageOf`). */
-export async function listSkips(d1: D1Database, campaignId: string, page: { cursor?: string; limit: number }) {
+export async function listSkips(db: AccountDb, campaignId: string, page: { cursor?: string; limit: number }) {
   const keyset = keysetPage({ createdAt: campaignSkips.createdAt, id: campaignSkips.contactId }, page.cursor);
-  const rows = await drizzle(d1)
+  const rows = await db
     .select()
     .from(campaignSkips)
     .where(and(eq(campaignSkips.campaignId, campaignId), keyset.where))

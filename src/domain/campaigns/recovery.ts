@@ -2,8 +2,7 @@
 // past its retries, storage lost) would leave its campaign `sending` with credits reserved for ever.
 
 import { and, asc, eq, isNull, lt, or } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
-import { inJsonArray } from "../../db/client";
+import { inJsonArray, type Ctx } from "../../db/client";
 import { campaigns } from "../../db/schema";
 import { nowIso } from "../../lib/ids";
 import { logError, logWarning } from "../../lib/log";
@@ -21,8 +20,8 @@ const sweepLimit = 100;
  * a dead one is reached within (stale campaigns / 100) runs, and one just re-armed is not asked again for 15
  * minutes (one whose object cannot be reached is logged and asked again then). Returns the ids of the campaigns re-armed.
  */
-export async function resumeStalledCampaigns(env: Env, now = new Date()): Promise<string[]> {
-  const db = drizzle(env.DB);
+export async function resumeStalledCampaigns(ctx: Ctx, now = new Date()): Promise<string[]> {
+  const { env, db } = ctx;
   const cutoff = new Date(now.getTime() - STALLED_AFTER_MS).toISOString();
   const stalled = await db
     .select({ id: campaigns.id, accountId: campaigns.accountId, status: campaigns.status })

@@ -2,8 +2,8 @@
 // of the account when the sender is saved; the domain's id is kept so the send can re-check it is still verified.
 // This module owns the senders' queries.
 
+import type { AccountDb, Ctx, SharedDb } from "../../db/client";
 import { and, eq } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
 import { senders } from "../../db/schema";
 import { newId, nowIso } from "../../lib/ids";
 import { accountPage } from "../../lib/pagination";
@@ -26,21 +26,21 @@ const ownSender = (accountId: string, senderId: string) => and(eq(senders.id, se
 const addressRefused = (problem: string) => refused("validation_failed", "The request is invalid", { errors: { email: [problem] } });
 
 /** The address as stored and the id of the account's verified domain it is on, or why it cannot be a sender's. */
-async function checkAddress(d1: D1Database, accountId: string, input: string): Promise<{ kind: "ok"; email: string; domainId: string } | Refusal> {
+async function checkAddress(shared: SharedDb, accountId: string, input: string): Promise<{ kind: "ok"; email: string; domainId: string } | Refusal> {
   const address = senderAddress(input);
   if ("error" in address) return addressRefused(address.error);
-  const domain = await verifiedDomainQuery(drizzle(d1), accountId, address.domain).get();
+  const domain = await verifiedDomainQuery(shared, accountId, address.domain).get();
   if (domain) return { kind: "ok", email: address.address, domainId: domain.id };
   return addressRefused(unverifiedDomainMessage(address.domain));
 }
 
 /** A page of the account's senders, newest first (`limit + 1` rows, for `pageOf`). */
-export function listSenders(d1: D1Database, accountId: string, page: { cursor?: string; limit: number }): Promise<SenderRow[]> {
-  return accountPage(d1, senders, accountId, page);
+export function listSenders(db: AccountDb, accountId: string, page: { cursor?: string; limit: number }): Promise<SenderRow[]> {
+  return accountPage(db, senders, accountId, page);
 }
 
-export async function findSender(d1: D1Database, accountId: string, senderId: string): Promise<SenderRow | undefined> {
-  return drizzle(d1).select().from(senders).where(ownSender(accountId, senderId)).get();
+export async function findSender(db: AccountDb, accountId: string, senderId: string): Promise<SenderRow | undefined> {
+  return db.select().from(senders).where(ownSender(accountId, senderId)).get();
 }
 
 export type SenderInput = { name: string; email: string; replyTo: string | null };
@@ -48,10 +48,11 @@ export type SenderInput = { name: string; email: string; replyTo: string | null 
 export type SaveSenderOutcome<Kind extends string> = Refusal | { kind: Kind; sender: SenderRow };
 
 /** Creates a sender; refused unless its address is on a verified domain of the account. */
-export async function createSender(d1: D1Database, accountId: string, input: SenderInput): Promise<SaveSenderOutcome<"created">> {
-  const address = await checkAddress(d1, accountId, input.email);
+export async function createSender(ctx: Ctx, accountId: string, input: SenderInput): Promise<SaveSenderOutcome<"created">> {
+  const { db, shared } = ctx;
+  const address = await checkAddress(shared, accountId, input.email);
   if (address.kind !== "ok") return address;
-  const sender = await drizzle(d1)
+  const sender = await db
     .insert(senders)
     .values({ id: newId("snd"), accountId, name: input.name, email: address.email, replyTo: input.replyTo, domainId: address.domainId })
     .returning()
@@ -66,16 +67,17 @@ export type SenderChange = { name?: string; email?: string; replyTo?: string | n
  * current one) is checked again and its id stored afresh, so a domain deleted and added back is followed.
  */
 export async function updateSender(
-  d1: D1Database,
+  ctx: Ctx,
   accountId: string,
   senderId: string,
   change: SenderChange,
 ): Promise<{ kind: "not_found" } | SaveSenderOutcome<"updated">> {
-  const current = await findSender(d1, accountId, senderId);
+  const { db, shared } = ctx;
+  const current = await findSender(db, accountId, senderId);
   if (!current) return { kind: "not_found" };
-  const address = await checkAddress(d1, accountId, change.email ?? current.email);
+  const address = await checkAddress(shared, accountId, change.email ?? current.email);
   if (address.kind !== "ok") return address;
-  const sender = await drizzle(d1)
+  const sender = await db
     .update(senders)
     .set({
       name: change.name ?? current.name,
@@ -91,7 +93,7 @@ export async function updateSender(
 }
 
 /** Deletes a sender; false if the account has no such sender. Campaigns check their sender exists when sent. */
-export async function deleteSender(d1: D1Database, accountId: string, senderId: string): Promise<boolean> {
-  const row = await drizzle(d1).delete(senders).where(ownSender(accountId, senderId)).returning({ id: senders.id }).get();
+export async function deleteSender(db: AccountDb, accountId: string, senderId: string): Promise<boolean> {
+  const row = await db.delete(senders).where(ownSender(accountId, senderId)).returning({ id: senders.id }).get();
   return row !== undefined;
 }

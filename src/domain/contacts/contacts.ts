@@ -3,8 +3,7 @@
 // caps and suppression rule.
 
 import { and, desc, eq, gt, getTableColumns, sql, type SQL } from "drizzle-orm";
-import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
-import { inJsonArray, sqlNow, statement } from "../../db/client";
+import { inJsonArray, sqlNow, statement, type AccountDb, batch } from "../../db/client";
 import { contacts, listMembers, lists, suppressions } from "../../db/schema";
 import { topicSubscriptionsOf } from "../topics/topics";
 import type { FieldErrors } from "../../errors";
@@ -60,9 +59,9 @@ export type ContactWithLists = ContactRow & { lists: string[] };
 type ContactSqlRow = Omit<ContactWithLists, "customFields" | "lists"> & { customFields: string; lists: string };
 
 /** Reads contacts by a raw condition in a D1 batch: same row shape as `contactSelection`, mapped by `contactFromSql`. */
-function contactReadStatement(d1: D1Database, where: SQL): D1PreparedStatement {
+function contactReadStatement(db: AccountDb, where: SQL): D1PreparedStatement {
   return statement(
-    d1,
+    db,
     sql`SELECT c.id, c.account_id AS accountId, c.email, c.email_key AS emailKey, c.first_name AS firstName, c.last_name AS lastName,
       c.company, c.phone, c.country, c.custom_fields AS customFields, c.status, c.consent_form_id AS consentFormId,
       c.consented_at AS consentedAt, c.consent_ip AS consentIp,
@@ -102,9 +101,9 @@ export function serializeContact(row: ContactWithLists) {
 }
 
 /** Contacts as the API shows them: each with its subscription to every topic of the account (one more read for them all). */
-export async function serializeContactsWithTopics(d1: D1Database, accountId: string, rows: ContactWithLists[]) {
+export async function serializeContactsWithTopics(db: AccountDb, accountId: string, rows: ContactWithLists[]) {
   const topics = await topicSubscriptionsOf(
-    d1,
+    db,
     accountId,
     rows.map((row) => row.id),
   );
@@ -246,10 +245,9 @@ export type SaveContactOutcome = { kind: "invalid"; errors: FieldErrors } | { ki
  * Creates the contact of this address or updates it: given fields replace the stored ones, custom fields merge,
  * lists are added. Unknown lists and custom fields that would outgrow their cap once merged are refused first.
  */
-export async function saveContact(d1: D1Database, accountId: string, input: SaveContactInput): Promise<SaveContactOutcome> {
+export async function saveContact(db: AccountDb, accountId: string, input: SaveContactInput): Promise<SaveContactOutcome> {
   const { address, fields, customFields } = input;
   const listIds = [...new Set(input.listIds)];
-  const db = drizzle(d1);
 
   // One round trip for what must be checked before writing: the lists exist here, and the merged custom fields fit.
   if (listIds.length > 0 || customFields) {
@@ -271,17 +269,17 @@ export async function saveContact(d1: D1Database, accountId: string, input: Save
   }
 
   const upsert: ContactUpsert = { id: newId("con"), address, fields, ...(customFields ? { customFields } : {}) };
-  const [written, , saved] = await d1.batch([
+  const [written, , saved] = await batch(db, [
     statement(
-      d1,
+      db,
       contactUpsertSql(accountId, [upsert], {
         columns: Object.keys(fields) as ContactTextField[],
         onExisting: "overwrite",
         ...(customFields ? { customFieldsPatch: customFields } : {}),
       }),
     ),
-    statement(d1, addToListsSql(accountId, address.key, listIds)),
-    contactReadStatement(d1, sql`c.account_id = ${accountId} AND c.email_key = ${address.key}`),
+    statement(db, addToListsSql(accountId, address.key, listIds)),
+    contactReadStatement(db, sql`c.account_id = ${accountId} AND c.email_key = ${address.key}`),
   ]);
   const row = saved?.results[0];
   if (!row) throw new Error("The contact was written but could not be read back");
@@ -303,12 +301,11 @@ export type ContactFilters = {
 
 /** A page of the account's contacts, newest first (`limit + 1` rows, for `pageOf`), or no such list. */
 export async function listContacts(
-  d1: D1Database,
+  db: AccountDb,
   accountId: string,
   filters: ContactFilters,
   page: { cursor?: string; limit: number },
 ): Promise<{ kind: "list_not_found" } | { kind: "page"; rows: ContactWithLists[] }> {
-  const db = drizzle(d1);
   const conditions = [eq(contacts.accountId, accountId)];
   if (filters.emailKey !== undefined) conditions.push(eq(contacts.emailKey, filters.emailKey));
   if (filters.status) conditions.push(eq(contacts.status, filters.status));
@@ -338,8 +335,8 @@ export async function listContacts(
   return { kind: "page", rows };
 }
 
-export async function findContact(d1: D1Database, accountId: string, contactId: string): Promise<ContactWithLists | undefined> {
-  return drizzle(d1)
+export async function findContact(db: AccountDb, accountId: string, contactId: string): Promise<ContactWithLists | undefined> {
+  return db
     .select(contactSelection)
     .from(contacts)
     .where(and(eq(contacts.id, contactId), eq(contacts.accountId, accountId)))
@@ -347,7 +344,7 @@ export async function findContact(d1: D1Database, accountId: string, contactId: 
 }
 
 /** The first `limit` contacts matching a condition over `contacts`, newest first, as the API shows them: for a caller's batch. */
-export function contactsMatchingQuery(db: DrizzleD1Database, where: SQL, limit: number) {
+export function contactsMatchingQuery(db: AccountDb, where: SQL, limit: number) {
   return db.select(contactSelection).from(contacts).where(where).orderBy(desc(contacts.createdAt), desc(contacts.id)).limit(limit);
 }
 
@@ -370,8 +367,7 @@ export type UpdateContactOutcome =
  * a suppressed address (the new one, or the current one if unchanged) cannot be resubscribed, and a subscribed
  * contact whose address is suppressed is stored `unsubscribed`.
  */
-export async function updateContact(d1: D1Database, accountId: string, contactId: string, patch: ContactPatch): Promise<UpdateContactOutcome> {
-  const db = drizzle(d1);
+export async function updateContact(db: AccountDb, accountId: string, contactId: string, patch: ContactPatch): Promise<UpdateContactOutcome> {
   const newAddress = patch.address;
   const where = and(eq(contacts.id, contactId), eq(contacts.accountId, accountId));
 
@@ -439,8 +435,7 @@ export async function updateContact(d1: D1Database, accountId: string, contactId
 }
 
 /** Deletes a contact and its list memberships; false if the account has no such contact. */
-export async function deleteContact(d1: D1Database, accountId: string, contactId: string): Promise<boolean> {
-  const db = drizzle(d1);
+export async function deleteContact(db: AccountDb, accountId: string, contactId: string): Promise<boolean> {
   const [, deleted] = await db.batch([
     db
       .delete(listMembers)

@@ -13,9 +13,8 @@
 // the rows imported so far. An import that keeps making progress is never touched, however long it runs.
 
 import { and, asc, eq, inArray, lt, sql, type SQL } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
 import { z } from "zod";
-import { inJsonArray, sqlNow, statement } from "../../db/client";
+import { inJsonArray, sqlNow, statement, type AccountDb, batch, type Ctx } from "../../db/client";
 import { contactImportErrors, contactImports, contacts } from "../../db/schema";
 import { addFieldError, type FieldErrors } from "../../errors";
 import { chunk } from "../../lib/chunk";
@@ -223,10 +222,11 @@ const fileProblem = (problem: string): CreateImportOutcome => ({
  * problems with single rows are reported per row by the import.
  */
 export async function createContactImport(
-  env: Env,
+  ctx: Ctx,
   account: Pick<Account, "id" | "verifyBalance">,
   input: { bytes: Uint8Array; mapping?: ImportMapping; listId?: string; verify?: boolean },
 ): Promise<CreateImportOutcome> {
+  const { env, db } = ctx;
   const accountId = account.id;
   const { bytes } = input;
   if (bytes.length === 0) return fileProblem("The file is empty");
@@ -246,14 +246,14 @@ export async function createContactImport(
   // Checked against every row up front (fresh results are reused, so fewer may be charged): an import does not stop
   // half way for want of credits, and the answer says how many are needed before anything is stored.
   if (input.verify && account.verifyBalance < total) return { kind: "insufficient_credits", needed: total, available: account.verifyBalance };
-  if (input.listId && !(await listExists(env.DB, accountId, input.listId))) {
+  if (input.listId && !(await listExists(db, accountId, input.listId))) {
     return { kind: "invalid", message: "The request is invalid", errors: { list_id: ["No list with this id in your account"] } };
   }
 
   const id = newId("imp");
   const inputKey = importObjectKey(accountId, id);
   await env.BLOBS.put(inputKey, bytes, { httpMetadata: { contentType: "text/csv" } });
-  const created = await drizzle(env.DB)
+  const created = await db
     .insert(contactImports)
     .values({
       id,
@@ -274,14 +274,13 @@ export async function createContactImport(
   } catch (error) {
     // Left pending, the import would only start once the cron found it; the client can retry now instead.
     logError("contact import could not be queued; failing it", { import_id: id, error: error instanceof Error ? error.message : String(error) });
-    await failContactImport(env, id, "The import could not be queued");
+    await failContactImport(ctx, id, "The import could not be queued");
     return { kind: "queue_unavailable" };
   }
   return { kind: "created", contactImport: created };
 }
 
-export async function findContactImport(d1: D1Database, accountId: string, importId: string) {
-  const db = drizzle(d1);
+export async function findContactImport(db: AccountDb, accountId: string, importId: string) {
   const [rows, errors] = await db.batch([
     db
       .select()
@@ -327,8 +326,8 @@ export type ImportRunResult =
 type D1Usage = { rowsRead: number; rowsWritten: number };
 
 /** Marks an import failed (a file-level problem, or a chunk that kept failing) and drops its file. */
-export async function failContactImport(env: Env, importId: string, reason: string): Promise<void> {
-  const db = drizzle(env.DB);
+export async function failContactImport(ctx: Ctx, importId: string, reason: string): Promise<void> {
+  const { env, db } = ctx;
   const row = await db
     .update(contactImports)
     .set({ status: "failed", error: reason, updatedAt: sql`${sqlNow}` })
@@ -343,8 +342,9 @@ export async function failContactImport(env: Env, importId: string, reason: stri
  * onto the contacts as every check's do). Started once the chunk is committed, so a redelivered chunk, which commits
  * nothing, starts none. Credits spent since the import was accepted are reported as a row error, not a failed import.
  */
-async function verifyChunk(env: Env, job: ContactImport, upserts: ContactUpsert[], firstRow: number): Promise<void> {
-  const account = await findAccount(drizzle(env.DB), job.accountId);
+async function verifyChunk(ctx: Ctx, job: ContactImport, upserts: ContactUpsert[], firstRow: number): Promise<void> {
+  const { db } = ctx;
+  const account = await findAccount(ctx.shared, job.accountId);
   if (!account) return;
   const where = and(
     eq(contacts.accountId, job.accountId),
@@ -353,16 +353,16 @@ async function verifyChunk(env: Env, job: ContactImport, upserts: ContactUpsert[
       upserts.map((upsert) => upsert.address.key),
     ),
   )!;
-  const checks = await createContactChecks(env, account, where, { source: "contacts", name: `Contact import ${job.id}` });
+  const checks = await createContactChecks(ctx, account, where, { source: "contacts", name: `Contact import ${job.id}` });
   if (checks.kind === "created") {
-    if ((await enqueueVerificationJob(env, checks.job, checks.plan.chunks)) === "queue_unavailable") {
+    if ((await enqueueVerificationJob(ctx, checks.job, checks.plan.chunks)) === "queue_unavailable") {
       logWarning("contact import: a verification job could not be queued; the sweep resumes it", { import_id: job.id, job_id: checks.job.id });
     }
     return;
   }
   if (checks.kind === "insufficient_credits") {
     await statement(
-      env.DB,
+      db,
       sql`INSERT INTO contact_import_errors (import_id, row, message) VALUES (${job.id}, ${firstRow},
         ${`Not verified: the rows from here needed ${checks.needed} verification credits, ${checks.available} were left`})
         ON CONFLICT (import_id, row) DO NOTHING`,
@@ -375,12 +375,12 @@ async function verifyChunk(env: Env, job: ContactImport, upserts: ContactUpsert[
  * holds, whatever offset the message carried, so a retried message picks up after the last committed chunk.
  */
 export async function runContactImport(
-  env: Env,
+  ctx: Ctx,
   importId: string,
   options: { deadline: number; tuning?: Partial<typeof importTuning> },
 ): Promise<ImportRunResult> {
+  const { env, db } = ctx;
   const tuning = { ...importTuning, ...options.tuning };
-  const db = drizzle(env.DB);
   const job = await db.select().from(contactImports).where(eq(contactImports.id, importId)).get();
   if (!job) return { state: "missing" };
   if (job.status === "completed" || job.status === "failed") {
@@ -392,7 +392,7 @@ export async function runContactImport(
   const stored = await env.BLOBS.head(job.inputKey);
   const head = stored && (await env.BLOBS.get(job.inputKey, { range: { offset: 0, length: Math.min(HEADER_MAX_BYTES, stored.size) } }));
   if (!stored || !head) {
-    await failContactImport(env, importId, "The uploaded file is no longer in storage");
+    await failContactImport(ctx, importId, "The uploaded file is no longer in storage");
     return { state: "failed" };
   }
   const size = stored.size;
@@ -400,7 +400,7 @@ export async function runContactImport(
   const columns = "error" in header ? undefined : resolveColumns(header.names, job.mapping);
   if ("error" in header || !columns || "errors" in columns) {
     // Checked at upload, so only a file changed in storage gets here.
-    await failContactImport(env, importId, "The file's header no longer matches the mapping");
+    await failContactImport(ctx, importId, "The file's header no longer matches the mapping");
     return { state: "failed" };
   }
   if (job.status === "pending") {
@@ -414,7 +414,7 @@ export async function runContactImport(
   const topics: TopicLookup = new Map(
     columns.topics === undefined
       ? []
-      : (await allTopics(env.DB, job.accountId)).flatMap((topic) => [
+      : (await allTopics(db, job.accountId)).flatMap((topic) => [
           [topic.id.toLowerCase(), topic.id],
           [topic.name.toLowerCase(), topic.id],
         ]),
@@ -429,7 +429,7 @@ export async function runContactImport(
     if (length > 0) {
       const window = await env.BLOBS.get(job.inputKey, { range: { offset, length } });
       if (!window) {
-        await failContactImport(env, importId, "The uploaded file is no longer in storage");
+        await failContactImport(ctx, importId, "The uploaded file is no longer in storage");
         return { state: "failed" };
       }
       bytes = new Uint8Array(await window.arrayBuffer());
@@ -445,7 +445,7 @@ export async function runContactImport(
       }
     }
     if (records.length === 0 && !atEnd) {
-      await failContactImport(env, importId, `Row ${processed + 2} is larger than ${Math.round(tuning.windowBytes / 1024)} KB`);
+      await failContactImport(ctx, importId, `Row ${processed + 2} is larger than ${Math.round(tuning.windowBytes / 1024)} KB`);
       return { state: "failed" };
     }
     const done = atEnd && exhausted;
@@ -464,23 +464,22 @@ export async function runContactImport(
       }
     });
 
-    const d1 = env.DB;
     const textColumns = columns.text.map(([field]) => field);
     const slices = chunk(upserts, tuning.rowsPerStatement);
     const statements: D1PreparedStatement[] = slices.map((rows) =>
-      statement(d1, contactUpsertSql(job.accountId, rows, { columns: textColumns, onExisting: "keep_blank" })),
+      statement(db, contactUpsertSql(job.accountId, rows, { columns: textColumns, onExisting: "keep_blank" })),
     );
     if (job.listId) {
       for (const rows of slices) {
         const keys = rows.map((upsert) => upsert.address.key);
-        statements.push(statement(d1, addMembersByKeySql(job.accountId, job.listId, keys)));
+        statements.push(statement(db, addMembersByKeySql(job.accountId, job.listId, keys)));
       }
     }
     // After the upserts, in the same transaction: the contacts exist. A topic cell subscribes; it never unsubscribes.
     for (const pairs of chunk(subscriptions, tuning.rowsPerStatement)) {
       statements.push(
         statement(
-          d1,
+          db,
           // The pairs are materialised first so that each address is one lookup in contacts_account_email: joined to
           // json_each directly, SQLite scanned the account's contacts for every pair.
           sql`WITH p AS MATERIALIZED (SELECT value ->> '$[0]' AS email_key, value ->> '$[1]' AS topic_id FROM json_each(${JSON.stringify(pairs)}))
@@ -496,7 +495,7 @@ export async function runContactImport(
     if (kept.length > 0) {
       statements.push(
         statement(
-          d1,
+          db,
           sql`INSERT INTO contact_import_errors (import_id, row, message)
             SELECT ${importId}, e.value ->> 'row', e.value ->> 'message' FROM json_each(${JSON.stringify(kept)}) AS e
             WHERE true ON CONFLICT (import_id, row) DO NOTHING`,
@@ -504,16 +503,16 @@ export async function runContactImport(
       );
     }
     statements.push(
-      statement(d1, progressSql(importId, { from: offset, to: nextOffset, records: records.length, upserts, failures: errors.length, done })),
+      statement(db, progressSql(importId, { from: offset, to: nextOffset, records: records.length, upserts, failures: errors.length, done })),
     );
-    const results = await d1.batch(statements);
+    const results = await batch(db, statements);
     if (results.at(-1)?.meta.changes === 0) return { state: "superseded" };
     for (const { meta } of results) {
       usage.rowsRead += meta.rows_read;
       usage.rowsWritten += meta.rows_written;
     }
 
-    if (job.verify && upserts.length > 0) await verifyChunk(env, job, upserts, processed + 2);
+    if (job.verify && upserts.length > 0) await verifyChunk(ctx, job, upserts, processed + 2);
     offset = nextOffset;
     processed += records.length;
     failed += errors.length;
@@ -551,10 +550,10 @@ export const MAX_IMPORT_AGE_MS = 2 * 60 * 60_000;
 const SWEEP_IMPORTS_MAX = 50;
 
 /** Cron: resumes or fails imports that stopped making progress (see the staleness rule at the top). */
-export async function sweepStaleContactImports(env: Env, now = new Date()): Promise<{ resumed: string[]; failed: string[] }> {
+export async function sweepStaleContactImports(ctx: Ctx, now = new Date()): Promise<{ resumed: string[]; failed: string[] }> {
+  const { env, db } = ctx;
   const staleBefore = new Date(now.getTime() - STALE_IMPORT_MS).toISOString();
   const tooOldBefore = new Date(now.getTime() - MAX_IMPORT_AGE_MS).toISOString();
-  const db = drizzle(env.DB);
   const unfinished = inArray(contactImports.status, ["pending", "processing"]);
   const stale = await db
     .select({ id: contactImports.id, createdAt: contactImports.createdAt, inputOffset: contactImports.inputOffset })
@@ -567,7 +566,7 @@ export async function sweepStaleContactImports(env: Env, now = new Date()): Prom
   for (const row of stale) {
     try {
       if (row.createdAt < tooOldBefore) {
-        await failContactImport(env, row.id, "The import stopped making progress; rows imported so far are kept");
+        await failContactImport(ctx, row.id, "The import stopped making progress; rows imported so far are kept");
         sweep.failed.push(row.id);
         continue;
       }

@@ -1,8 +1,7 @@
 // Lists and their memberships. This module owns the lists' queries; the lists routes and the import call it.
 
 import { and, eq, getTableColumns, sql } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
-import { inJsonArray, statement } from "../../db/client";
+import { inJsonArray, statement, type AccountDb, batch } from "../../db/client";
 import { contacts, listMembers, lists } from "../../db/schema";
 import { newId, nowIso } from "../../lib/ids";
 import { keysetPage } from "../../lib/pagination";
@@ -35,20 +34,19 @@ export function serializeList(row: ListWithCounts) {
 const ownedList = (accountId: string, listId: string) => and(eq(lists.id, listId), eq(lists.accountId, accountId));
 
 export async function createList(
-  d1: D1Database,
+  db: AccountDb,
   accountId: string,
   input: { name: string; description: string | null },
 ): Promise<ListWithCounts | undefined> {
-  const db = drizzle(d1);
   const id = newId("lst");
   await db.insert(lists).values({ id, accountId, name: input.name, description: input.description }).run();
   return db.select(listSelection).from(lists).where(eq(lists.id, id)).get();
 }
 
 /** A page of the account's lists, newest first (`limit + 1` rows, for `pageOf`). */
-export async function listLists(d1: D1Database, accountId: string, page: { cursor?: string; limit: number }): Promise<ListWithCounts[]> {
+export async function listLists(db: AccountDb, accountId: string, page: { cursor?: string; limit: number }): Promise<ListWithCounts[]> {
   const keyset = keysetPage({ createdAt: lists.createdAt, id: lists.id }, page.cursor);
-  return drizzle(d1)
+  return db
     .select(listSelection)
     .from(lists)
     .where(and(eq(lists.accountId, accountId), keyset.where))
@@ -57,24 +55,23 @@ export async function listLists(d1: D1Database, accountId: string, page: { curso
     .all();
 }
 
-export async function findList(d1: D1Database, accountId: string, listId: string): Promise<ListWithCounts | undefined> {
-  return drizzle(d1).select(listSelection).from(lists).where(ownedList(accountId, listId)).get();
+export async function findList(db: AccountDb, accountId: string, listId: string): Promise<ListWithCounts | undefined> {
+  return db.select(listSelection).from(lists).where(ownedList(accountId, listId)).get();
 }
 
 /** Whether the account has this list. */
-export async function listExists(d1: D1Database, accountId: string, listId: string): Promise<boolean> {
-  const row = await drizzle(d1).select({ id: lists.id }).from(lists).where(ownedList(accountId, listId)).get();
+export async function listExists(db: AccountDb, accountId: string, listId: string): Promise<boolean> {
+  const row = await db.select({ id: lists.id }).from(lists).where(ownedList(accountId, listId)).get();
   return row !== undefined;
 }
 
 /** Renames a list or changes its description (`undefined` leaves a field alone); undefined if there is no such list. */
 export async function updateList(
-  d1: D1Database,
+  db: AccountDb,
   accountId: string,
   listId: string,
   change: { name?: string; description?: string | null },
 ): Promise<ListWithCounts | undefined> {
-  const db = drizzle(d1);
   const where = ownedList(accountId, listId);
   const [, rows] = await db.batch([
     db.update(lists).set({ name: change.name, description: change.description, updatedAt: nowIso() }).where(where),
@@ -84,8 +81,7 @@ export async function updateList(
 }
 
 /** Deletes a list and its memberships (the contacts stay); false if the account has no such list. */
-export async function deleteList(d1: D1Database, accountId: string, listId: string): Promise<boolean> {
-  const db = drizzle(d1);
+export async function deleteList(db: AccountDb, accountId: string, listId: string): Promise<boolean> {
   const [, deleted] = await db.batch([
     db
       .delete(listMembers)
@@ -101,18 +97,18 @@ export type AddedMembers = { added: string[]; already: string[]; unknown: string
  * Adds addresses to a list, creating the contacts of new addresses (a suppressed one is stored `unsubscribed`);
  * existing contacts are not changed. Addresses with the same key are one contact.
  */
-export async function addMembersByAddress(d1: D1Database, accountId: string, listId: string, addresses: ContactAddress[]): Promise<AddedMembers> {
+export async function addMembersByAddress(db: AccountDb, accountId: string, listId: string, addresses: ContactAddress[]): Promise<AddedMembers> {
   const byKey = new Map<string, ContactUpsert>();
   for (const address of addresses) if (!byKey.has(address.key)) byKey.set(address.key, { id: newId("con"), address, fields: {} });
   const upserts = [...byKey.values()];
   const keys = [...byKey.keys()];
   // Create the new addresses, add every address's contact, then read back which contacts those are.
-  const [created, added, members] = await d1.batch<{ id?: string; contact_id?: string }>([
-    statement(d1, contactUpsertSql(accountId, upserts, { columns: [], onExisting: "insert_only" })),
-    statement(d1, addMembersByKeySql(accountId, listId, keys)),
+  const [created, added, members] = await batch<{ id?: string; contact_id?: string }>(db, [
+    statement(db, contactUpsertSql(accountId, upserts, { columns: [], onExisting: "insert_only" })),
+    statement(db, addMembersByKeySql(accountId, listId, keys)),
     statement(
-      d1,
-      drizzle(d1)
+      db,
+      db
         .select({ id: contacts.id })
         .from(contacts)
         .where(and(eq(contacts.accountId, accountId), inJsonArray(contacts.emailKey, keys))),
@@ -128,20 +124,20 @@ export async function addMembersByAddress(d1: D1Database, accountId: string, lis
 }
 
 /** Adds contacts of the account to a list by id; ids that are not the account's contacts come back `unknown`. */
-export async function addMembersById(d1: D1Database, accountId: string, listId: string, contactIds: string[]): Promise<AddedMembers> {
+export async function addMembersById(db: AccountDb, accountId: string, listId: string, contactIds: string[]): Promise<AddedMembers> {
   const wanted = [...new Set(contactIds)];
   const ids = JSON.stringify(wanted);
-  const [added, known] = await d1.batch<{ id: string }>([
+  const [added, known] = await batch<{ id: string }>(db, [
     statement(
-      d1,
+      db,
       sql`INSERT INTO list_members (list_id, contact_id)
         SELECT ${listId}, c.id FROM contacts AS c WHERE c.account_id = ${accountId} AND c.id IN (SELECT value FROM json_each(${ids}))
           AND EXISTS (SELECT 1 FROM lists WHERE id = ${listId} AND account_id = ${accountId})
         ON CONFLICT (list_id, contact_id) DO NOTHING RETURNING contact_id AS id`,
     ),
     statement(
-      d1,
-      drizzle(d1)
+      db,
+      db
         .select({ id: contacts.id })
         .from(contacts)
         .where(and(eq(contacts.accountId, accountId), sql`${contacts.id} IN (SELECT value FROM json_each(${ids}))`)),
@@ -158,8 +154,8 @@ export async function addMembersById(d1: D1Database, accountId: string, listId: 
 }
 
 /** Removes a contact from one of the account's lists; false if the list is not the account's or the contact not in it. */
-export async function removeMember(d1: D1Database, accountId: string, listId: string, contactId: string): Promise<boolean> {
-  const removed = await drizzle(d1)
+export async function removeMember(db: AccountDb, accountId: string, listId: string, contactId: string): Promise<boolean> {
+  const removed = await db
     .delete(listMembers)
     .where(
       and(

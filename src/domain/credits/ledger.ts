@@ -1,6 +1,5 @@
 import { eq, sql, type SQL } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
-import { sqlNow, statement } from "../../db/client";
+import { sqlNow, statement, type Db } from "../../db/client";
 import { accounts, type creditLedger } from "../../db/schema";
 import { newId } from "../../lib/ids";
 
@@ -37,7 +36,7 @@ type UsageColumn =
  * entry this batch wrote (its id is new) is counted, as much as it moved and on the day the ledger dates it, so usage
  * always matches the ledger.
  */
-function usageStatement(db: D1Database, entryId: string, column: UsageColumn) {
+function usageStatement(db: Db, entryId: string, column: UsageColumn) {
   const counter = sql.raw(column);
   return statement(
     db,
@@ -49,7 +48,7 @@ function usageStatement(db: D1Database, entryId: string, column: UsageColumn) {
 
 export type LedgerChange = { accountId: string; balance: BalanceKind; amount: number; referenceId: string; note?: string };
 
-export function topUpStatements(db: D1Database, accountId: string, balance: BalanceKind, amount: number, note: string | null) {
+export function topUpStatements(db: Db, accountId: string, balance: BalanceKind, amount: number, note: string | null) {
   const column = balanceColumn[balance];
   return [
     statement(
@@ -66,7 +65,7 @@ export function topUpStatements(db: D1Database, accountId: string, balance: Bala
  * constraint error if the reference was already charged. Several charges that must all go through or none (a batch
  * of sends) give the first `available` (their total) and the others `when` (the first one's `chargedGuard`).
  */
-export function chargeStatements(db: D1Database, change: LedgerChange, options: { available?: number; when?: SQL } = {}) {
+export function chargeStatements(db: Db, change: LedgerChange, options: { available?: number; when?: SQL } = {}) {
   const column = balanceColumn[change.balance];
   const entryId = newId("led");
   return [
@@ -96,8 +95,8 @@ export function refundedGuard(balance: BalanceKind, referenceId: string): SQL {
 }
 
 /** What the account can spend now from this balance (0 for an unknown account). */
-export async function availableCredits(d1: D1Database, accountId: string, balance: BalanceKind): Promise<number> {
-  const row = await drizzle(d1)
+export async function availableCredits(db: Db, accountId: string, balance: BalanceKind): Promise<number> {
+  const row = await db
     .select({ available: sql<number>`${availableExpr[balance]}` })
     .from(accounts)
     .where(eq(accounts.id, accountId))
@@ -109,7 +108,7 @@ export async function availableCredits(d1: D1Database, accountId: string, balanc
  * Gives credits back; idempotent per reference (a second refund for the same reference changes nothing); only if
  * `when` holds (e.g. `chargedGuard`: never for a credit that was not charged).
  */
-export function refundStatements(db: D1Database, change: LedgerChange, when?: SQL) {
+export function refundStatements(db: Db, change: LedgerChange, when?: SQL) {
   const column = balanceColumn[change.balance];
   const entryId = newId("led");
   return [
@@ -128,7 +127,7 @@ export function refundStatements(db: D1Database, change: LedgerChange, when?: SQ
 }
 
 /** Holds sending credits (campaigns reserve at send time); fails when that much is not available. */
-export function reserveStatements(db: D1Database, change: Omit<LedgerChange, "balance">) {
+export function reserveStatements(db: Db, change: Omit<LedgerChange, "balance">) {
   const entryId = newId("led");
   return [
     statement(
@@ -149,7 +148,7 @@ export function reserveStatements(db: D1Database, change: Omit<LedgerChange, "ba
 const holding = (when: SQL | undefined) => (when === undefined ? sql`` : sql` AND ${when}`);
 
 /** Returns reserved credits that will not be spent (a cancelled or finished campaign); once per reference; only if `when` holds. */
-export function releaseStatements(db: D1Database, change: Omit<LedgerChange, "balance">, when?: SQL) {
+export function releaseStatements(db: Db, change: Omit<LedgerChange, "balance">, when?: SQL) {
   const entryId = newId("led");
   return [
     statement(
@@ -170,7 +169,7 @@ export function releaseStatements(db: D1Database, change: Omit<LedgerChange, "ba
  * Spends reserved sending credits (a campaign recipient that was sent): the balance and the reserved amount both
  * drop by `amount`, so `available` does not change. Once per reference, like a refund; only if `when` holds.
  */
-export function chargeFromReservationStatements(db: D1Database, change: Omit<LedgerChange, "balance">, when?: SQL) {
+export function chargeFromReservationStatements(db: Db, change: Omit<LedgerChange, "balance">, when?: SQL) {
   const entryId = newId("led");
   return [
     statement(
@@ -204,7 +203,7 @@ export const monthlyGrantedGuard = (accountId: string | SQL, month: string) =>
  * since, and never more than the balance: bought credits are never taken. Both entries are unique per reference and
  * each balance update only follows the entry this batch wrote, so concurrent or repeated runs grant once.
  */
-export function monthlyGrantStatements(db: D1Database, accountId: string, month: string, amount: number) {
+export function monthlyGrantStatements(db: Db, accountId: string, month: string, amount: number) {
   const reference = monthlyGrantReference(accountId, month);
   const firstReference = monthlyGrantReference(accountId, "");
   const expiryId = newId("led");

@@ -3,8 +3,8 @@
 // account created mid-month gets it on the next run. The ledger's unique references make a repeated or concurrent
 // run a no-op, so this task needs no lock.
 
+import { type Ctx, batch } from "../../db/client";
 import { and, asc, gt, inArray, sql } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
 import { config } from "../../config";
 import { accounts } from "../../db/schema";
 import { monthlyGrantedGuard, monthlyGrantStatements } from "./ledger";
@@ -18,14 +18,14 @@ const MAX_BATCHES_PER_RUN = 40;
 export const monthOf = (now: Date) => now.toISOString().slice(0, 7);
 
 /** Grants this month's credits to every account of a plan that has some and has not had them yet. */
-export async function grantMonthlyCredits(env: Env, now: Date): Promise<void> {
+export async function grantMonthlyCredits(ctx: Ctx, now: Date): Promise<void> {
+  const { env, db } = ctx;
   const amounts = config(env).monthlyVerifyCredits;
   const plans = Object.keys(amounts).filter((plan) => (amounts[plan] ?? 0) > 0);
   if (plans.length === 0) return;
   const month = monthOf(now);
-  const db = drizzle(env.DB);
   let after = "";
-  for (let batch = 0; batch < MAX_BATCHES_PER_RUN; batch++) {
+  for (let round = 0; round < MAX_BATCHES_PER_RUN; round++) {
     const due = await db
       .select({ id: accounts.id, plan: accounts.plan })
       .from(accounts)
@@ -33,7 +33,10 @@ export async function grantMonthlyCredits(env: Env, now: Date): Promise<void> {
       .orderBy(asc(accounts.id))
       .limit(ACCOUNTS_PER_BATCH);
     if (due.length === 0) break;
-    await env.DB.batch(due.flatMap((account) => monthlyGrantStatements(env.DB, account.id, month, amounts[account.plan]!)));
+    await batch(
+      db,
+      due.flatMap((account) => monthlyGrantStatements(db, account.id, month, amounts[account.plan]!)),
+    );
     after = due.at(-1)!.id;
     if (due.length < ACCOUNTS_PER_BATCH) break;
   }

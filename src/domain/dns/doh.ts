@@ -1,5 +1,5 @@
+import type { SharedDb } from "../../db/client";
 import { and, gt, inArray, lt, sql } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
 import { z } from "zod";
 import { dnsCache } from "../../db/schema";
 import { chunk } from "../../lib/chunk";
@@ -49,7 +49,7 @@ export interface DohOptions {
   /** The resolver URL (`DOH_URL`, see src/config.ts). */
   url: string;
   /** Cross-request cache (`env.DB`); omitted, only the in-memory cache is used. */
-  db?: D1Database;
+  db?: SharedDb;
   cache?: DnsCache;
   timeoutMs?: number;
   /** Hand D1 cache writes to `ctx.waitUntil` instead of awaiting them before answering. */
@@ -197,15 +197,14 @@ function isCacheable(answer: DnsAnswer): answer is Extract<DnsAnswer, { ttl: num
   return answer.status === "ok" || answer.status === "nxdomain";
 }
 
-async function readDbCache(db: D1Database, queries: readonly DnsQuery[]): Promise<Map<string, DnsAnswer>> {
+async function readDbCache(db: SharedDb, queries: readonly DnsQuery[]): Promise<Map<string, DnsAnswer>> {
   const wanted = new Set(queries.map((q) => cacheKey(q.name, q.type)));
   const names = [...new Set(queries.map((q) => q.name))];
-  const orm = drizzle(db);
   const now = Date.now();
   const found = new Map<string, DnsAnswer>();
   try {
     for (const slice of chunk(names, D1_NAMES_PER_SELECT)) {
-      const rows = await orm
+      const rows = await db
         .select()
         .from(dnsCache)
         .where(and(inArray(dnsCache.name, slice), gt(dnsCache.expiresAt, now)));
@@ -229,7 +228,7 @@ async function readDbCache(db: D1Database, queries: readonly DnsQuery[]): Promis
   return found;
 }
 
-async function writeDbCache(db: D1Database, fresh: readonly { query: DnsQuery; answer: DnsAnswer }[]) {
+async function writeDbCache(db: SharedDb, fresh: readonly { query: DnsQuery; answer: DnsAnswer }[]) {
   const now = Date.now();
   const rows = fresh.flatMap(({ query, answer }) =>
     isCacheable(answer)
@@ -243,9 +242,8 @@ async function writeDbCache(db: D1Database, fresh: readonly { query: DnsQuery; a
         ]
       : [],
   );
-  const orm = drizzle(db);
   const statements = chunk(rows, D1_ROWS_PER_INSERT).map((slice) =>
-    orm
+    db
       .insert(dnsCache)
       .values(slice)
       .onConflictDoUpdate({
@@ -256,15 +254,15 @@ async function writeDbCache(db: D1Database, fresh: readonly { query: DnsQuery; a
   const [first, ...rest] = statements;
   if (!first) return;
   try {
-    await orm.batch([first, ...rest]);
+    await db.batch([first, ...rest]);
   } catch {
     // Same reasoning as the read: losing a cache write costs one more DoH query later, nothing else.
   }
 }
 
 /** Deletes expired rows of `dns_cache`; for a scheduled handler, since lookups only overwrite rows they ask for again. */
-export async function purgeExpiredDnsCache(db: D1Database, now = Date.now()): Promise<void> {
-  await drizzle(db).delete(dnsCache).where(lt(dnsCache.expiresAt, now));
+export async function purgeExpiredDnsCache(db: SharedDb, now = Date.now()): Promise<void> {
+  await db.delete(dnsCache).where(lt(dnsCache.expiresAt, now));
 }
 
 async function queryDoh(opts: DohOptions, name: string, type: DnsRecordType): Promise<DnsAnswer> {

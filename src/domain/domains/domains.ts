@@ -1,7 +1,6 @@
 // Sending domains: DKIM keys, the records to publish, their checks. This module owns the domains' queries.
 
 import { and, eq, inArray } from "drizzle-orm";
-import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
 import { domains, type DnsRecordCheck } from "../../db/schema";
 import { decryptSecret, encryptSecret } from "../../lib/crypto";
 import { newId, nowIso } from "../../lib/ids";
@@ -10,7 +9,7 @@ import { accountPage } from "../../lib/pagination";
 import { resolve } from "../dns/doh";
 import { dkimTxtValue, generateDkimEd25519KeyPair, generateDkimKeyPair, type DkimKeyPair } from "../sending/dkim";
 import { config } from "../../config";
-import { inJsonArray } from "../../db/client";
+import { inJsonArray, type SharedDb, type Ctx } from "../../db/client";
 import { todaysCap, warmupDay } from "../feedback/warmup";
 import { refused, type Refusal } from "../refusal";
 
@@ -157,7 +156,7 @@ export async function checkRecords(domain: DomainRow, env: Env): Promise<{ recor
  * name is not one a sending domain can have (422) or the account already has it (409).
  */
 export async function createDomain(
-  d1: D1Database,
+  db: SharedDb,
   accountId: string,
   input: string,
   env: Env,
@@ -172,7 +171,6 @@ export async function createDomain(
     });
   }
   const exists = (id?: string) => refused("conflict", `The domain ${name} is already on this account${id ? ` (${id})` : ""}`);
-  const db = drizzle(d1);
   const existing = await db
     .select({ id: domains.id })
     .from(domains)
@@ -190,12 +188,12 @@ export async function createDomain(
 }
 
 /** A page of the account's domains, newest first (`limit + 1` rows, for `pageOf`). */
-export function listDomains(d1: D1Database, accountId: string, page: { cursor?: string; limit: number }): Promise<DomainRow[]> {
-  return accountPage(d1, domains, accountId, page);
+export function listDomains(db: SharedDb, accountId: string, page: { cursor?: string; limit: number }): Promise<DomainRow[]> {
+  return accountPage(db, domains, accountId, page);
 }
 
-export async function findDomain(d1: D1Database, accountId: string, domainId: string): Promise<DomainRow | undefined> {
-  return drizzle(d1)
+export async function findDomain(db: SharedDb, accountId: string, domainId: string): Promise<DomainRow | undefined> {
+  return db
     .select()
     .from(domains)
     .where(and(eq(domains.id, domainId), eq(domains.accountId, accountId)))
@@ -203,8 +201,8 @@ export async function findDomain(d1: D1Database, accountId: string, domainId: st
 }
 
 /** Removes one of the account's domains; false if there is no such domain. */
-export async function deleteDomain(d1: D1Database, accountId: string, domainId: string): Promise<boolean> {
-  const deleted = await drizzle(d1)
+export async function deleteDomain(db: SharedDb, accountId: string, domainId: string): Promise<boolean> {
+  const deleted = await db
     .delete(domains)
     .where(and(eq(domains.id, domainId), eq(domains.accountId, accountId)))
     .returning({ id: domains.id })
@@ -213,12 +211,12 @@ export async function deleteDomain(d1: D1Database, accountId: string, domainId: 
 }
 
 /** Runs the check and stores its outcome; a verified domain whose records disappeared falls back to `failed`. */
-export async function verifyDomain(d1: D1Database, domain: DomainRow, env: Env): Promise<DomainRow> {
+export async function verifyDomain(db: SharedDb, domain: DomainRow, env: Env): Promise<DomainRow> {
   const { records, verified, inconclusive } = await checkRecords(domain, env);
   const now = nowIso();
   // A domain that was verified and lost a record is `failed` until the records are back; a DNS outage changes nothing.
   const status = verified ? "verified" : inconclusive || domain.status === "pending" ? domain.status : "failed";
-  const updated = await drizzle(d1)
+  const updated = await db
     .update(domains)
     .set({ status, records, lastCheckedAt: now, verifiedAt: verified ? (domain.verifiedAt ?? now) : domain.verifiedAt, updatedAt: now })
     .where(eq(domains.id, domain.id))
@@ -228,7 +226,7 @@ export async function verifyDomain(d1: D1Database, domain: DomainRow, env: Env):
 }
 
 /** The query behind `findVerifiedDomain`, for a caller that reads it inside its own batch (raw rows: id, name). */
-export function verifiedDomainQuery(db: DrizzleD1Database, accountId: string, domainName: string) {
+export function verifiedDomainQuery(db: SharedDb, accountId: string, domainName: string) {
   return db
     .select({ id: domains.id, name: domains.name })
     .from(domains)
@@ -236,8 +234,8 @@ export function verifiedDomainQuery(db: DrizzleD1Database, accountId: string, do
 }
 
 /** Which of `names` (lower-cased domain names) are verified sending domains of the account. */
-export async function verifiedDomainNames(d1: D1Database, accountId: string, names: string[]): Promise<Set<string>> {
-  const rows = await drizzle(d1)
+export async function verifiedDomainNames(db: SharedDb, accountId: string, names: string[]): Promise<Set<string>> {
+  const rows = await db
     .select({ name: domains.name })
     .from(domains)
     .where(and(eq(domains.accountId, accountId), eq(domains.status, "verified"), inJsonArray(domains.name, names)))
@@ -245,8 +243,8 @@ export async function verifiedDomainNames(d1: D1Database, accountId: string, nam
   return new Set(rows.map((row) => row.name));
 }
 
-export async function findVerifiedDomain(d1: D1Database, accountId: string, domainName: string): Promise<{ id: string; name: string } | undefined> {
-  return verifiedDomainQuery(drizzle(d1), accountId, domainName).get();
+export async function findVerifiedDomain(db: SharedDb, accountId: string, domainName: string): Promise<{ id: string; name: string } | undefined> {
+  return verifiedDomainQuery(db, accountId, domainName).get();
 }
 
 const recheckBatchSize = 50;
@@ -255,8 +253,9 @@ const recheckBatchSize = 50;
  * Cron: re-checks pending domains and verified ones (flagging those whose records disappeared), oldest check first.
  * A domain whose check or write fails is logged and left for the next run; the others are still checked.
  */
-export async function recheckDomains(env: Env): Promise<void> {
-  const due = await drizzle(env.DB)
+export async function recheckDomains(ctx: Ctx): Promise<void> {
+  const { env, shared } = ctx;
+  const due = await shared
     .select()
     .from(domains)
     .where(inArray(domains.status, ["pending", "verified", "failed"]))
@@ -265,7 +264,7 @@ export async function recheckDomains(env: Env): Promise<void> {
     .all();
   for (const domain of due) {
     try {
-      await verifyDomain(env.DB, domain, env);
+      await verifyDomain(shared, domain, env);
     } catch (error) {
       // Drizzle wraps D1's error in one that repeats the whole query and its parameters; the cause says what failed.
       const reason = error instanceof Error && error.cause instanceof Error ? error.cause : error;

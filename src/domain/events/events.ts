@@ -1,7 +1,6 @@
 import { z } from "@hono/zod-openapi";
 import { sql, type SQL } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
-import { statement } from "../../db/client";
+import { statement, type AccountDb } from "../../db/client";
 import { events } from "../../db/schema";
 import { newId } from "../../lib/ids";
 
@@ -55,7 +54,7 @@ export type EventInput = {
  * `dispatchEvents` (webhooks) with the same account and dedupe keys. With `when`, the event is written only if that
  * SQL condition holds at its point of the batch (the state change it reports did happen).
  */
-export function eventStatement(d1: D1Database, event: EventInput, when?: SQL): D1PreparedStatement {
+export function eventStatement(db: AccountDb, event: EventInput, when?: SQL): D1PreparedStatement {
   const row = {
     id: newId("evt"),
     accountId: event.accountId,
@@ -66,14 +65,14 @@ export function eventStatement(d1: D1Database, event: EventInput, when?: SQL): D
   };
   if (when === undefined)
     return statement(
-      d1,
-      drizzle(d1)
+      db,
+      db
         .insert(events)
         .values(row)
         .onConflictDoNothing({ target: [events.accountId, events.dedupeKey] }),
     );
   return statement(
-    d1,
+    db,
     sql`INSERT INTO ${events} (id, account_id, type, subject_id, dedupe_key, data)
       SELECT ${row.id}, ${row.accountId}, ${row.type}, ${row.subjectId}, ${row.dedupeKey}, ${JSON.stringify(row.data)} WHERE ${when}
       ON CONFLICT (account_id, dedupe_key) DO NOTHING`,

@@ -7,6 +7,7 @@
 // dropped and logged, never applied; a report block about another recipient than the token's is ignored and logged,
 // since anyone who received the message can write one. For the same reason a mailed report never refunds (record.ts).
 
+import type { Ctx } from "../../db/client";
 import PostalMime, { type Attachment, type Email, type Header } from "postal-mime";
 import { config } from "../../config";
 import { sha256Hex } from "../../lib/crypto";
@@ -120,7 +121,8 @@ async function parseReport(raw: ArrayBuffer | string): Promise<ParsedReport | un
  * Applies the report in one mail to BOUNCE_DOMAIN. `to` is the envelope recipient (a VERP address for DSNs).
  * Returns what was recorded, or undefined when the mail was dropped.
  */
-async function ingestReport(env: Env, to: string, raw: ArrayBuffer | string): Promise<FeedbackResult | undefined> {
+async function ingestReport(ctx: Ctx, to: string, raw: ArrayBuffer | string): Promise<FeedbackResult | undefined> {
+  const { env } = ctx;
   const settings = config(env);
   const parsed = await parseReport(raw).catch(() => undefined);
   if (!parsed || parsed.reports.length === 0) {
@@ -129,7 +131,7 @@ async function ingestReport(env: Env, to: string, raw: ArrayBuffer | string): Pr
   }
   let owner: Extract<ReturnPathOwner, { recipient: string }> | undefined;
   for (const candidate of [to, ...parsed.returnPaths]) {
-    const found = await ownerOfReturnPath(env, settings, candidate);
+    const found = await ownerOfReturnPath(ctx, settings, candidate);
     if ("recipient" in found) {
       owner = found;
       break;
@@ -156,16 +158,16 @@ async function ingestReport(env: Env, to: string, raw: ArrayBuffer | string): Pr
   // The report's own Message-ID identifies it; without one, its bytes do.
   const sourceId = parsed.messageId ?? (await sha256Hex(typeof raw === "string" ? raw : new TextDecoder().decode(raw)));
   return recordFeedback(
-    env,
+    ctx,
     about.map(({ named: _named, ...report }) => ({ ...report, recipient, target: { messageId }, source: parsed.type, sourceId })),
   );
 }
 
 /** The Worker's email() handler. */
-export async function handleFeedbackEmail(message: ForwardableEmailMessage, env: Env): Promise<void> {
+export async function handleFeedbackEmail(message: ForwardableEmailMessage, ctx: Ctx): Promise<void> {
   if (message.rawSize > MAX_REPORT_BYTES) {
     message.setReject("Message too large for a delivery report");
     return;
   }
-  await ingestReport(env, message.to, await new Response(message.raw).arrayBuffer());
+  await ingestReport(ctx, message.to, await new Response(message.raw).arrayBuffer());
 }

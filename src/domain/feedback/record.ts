@@ -13,8 +13,7 @@
 // and the ledger's unique references make a report received twice change nothing the second time.
 
 import { eq, or, sql } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
-import { inJsonArray, sqlNow, statement } from "../../db/client";
+import { inJsonArray, sqlNow, statement, type Ctx, batch } from "../../db/client";
 import { deliveryFeedback, messageRecipients, messages } from "../../db/schema";
 import { sha256Hex } from "../../lib/crypto";
 import { logWarning } from "../../lib/log";
@@ -67,9 +66,9 @@ const movesFrom = {
 } as const;
 
 /** Applies reports to their messages; reports about unknown messages or recipients are dropped and logged. */
-export async function recordFeedback(env: Env, reports: Feedback[]): Promise<FeedbackResult> {
+export async function recordFeedback(ctx: Ctx, reports: Feedback[]): Promise<FeedbackResult> {
+  const { db } = ctx;
   if (reports.length === 0) return { recorded: 0, ignored: 0 };
-  const db = drizzle(env.DB);
   const messageIds = reports.flatMap((report) => ("messageId" in report.target ? [report.target.messageId] : []));
   const providerIds = reports.flatMap((report) => ("providerMessageId" in report.target ? [report.target.providerMessageId] : []));
   const recipients = await db
@@ -118,10 +117,10 @@ export async function recordFeedback(env: Env, reports: Feedback[]): Promise<Fee
     const campaign = message.source === "campaign";
     const key = { accountId: message.accountId, domain: sendingDomain(message.fromAddress), campaignId: message.campaignId, stream: message.stream };
     const count = (counts: RollupCounts, from: readonly string[]) =>
-      recipientRollupStatements(env.DB, key, counts, { messageId: message.id, emails: [row.email], statuses: from });
+      recipientRollupStatements(db, key, counts, { messageId: message.id, emails: [row.email], statuses: from });
     const setStatus = (status: string, from: readonly string[]) =>
       statement(
-        env.DB,
+        db,
         sql`UPDATE message_recipients SET status = ${status}, smtp_response = ${report.diagnostic ?? report.status ?? report.kind}, updated_at = ${sqlNow}
           WHERE message_id = ${message.id} AND email = ${row.email} AND status IN (SELECT value FROM json_each(${JSON.stringify(from)}))`,
       );
@@ -158,7 +157,7 @@ export async function recordFeedback(env: Env, reports: Feedback[]): Promise<Fee
     } else if (report.kind === "complained") {
       statements.push(...count({ complaints: 1 }, movesFrom.complained), setStatus("complained", movesFrom.complained));
       statements.push(
-        ...suppressionStatements(env.DB, {
+        ...suppressionStatements(db, {
           accountId: message.accountId,
           email: row.email,
           reason: "complaint",
@@ -178,7 +177,7 @@ export async function recordFeedback(env: Env, reports: Feedback[]): Promise<Fee
       if (refundingSources.has(report.source) && movesFrom.bounced.some((status) => status === row.status)) {
         statements.push(
           ...refundStatements(
-            env.DB,
+            db,
             { accountId: message.accountId, balance: "send", amount: 1, referenceId: `${message.id}:${row.email}`, note: "permanent failure" },
             campaign && message.campaignId ? chargedGuard("send", recipientReference(message.campaignId, message.id)) : undefined,
           ),
@@ -187,7 +186,7 @@ export async function recordFeedback(env: Env, reports: Feedback[]): Promise<Fee
       statements.push(setStatus("bounced", movesFrom.bounced));
       if (bounceType === "hard") {
         statements.push(
-          ...suppressionStatements(env.DB, {
+          ...suppressionStatements(db, {
             accountId: message.accountId,
             email: row.email,
             reason: "bounce",
@@ -207,21 +206,21 @@ export async function recordFeedback(env: Env, reports: Feedback[]): Promise<Fee
       // many reports come, the recipient kept. Report ids cannot be what counts: a mailed report chooses its own.
       statements.push(
         ...rollupStatements(
-          env.DB,
+          db,
           { ...key, provider: asProvider(row.provider) },
           { soft_bounces: 1 },
           sql`NOT EXISTS (SELECT 1 FROM delivery_feedback WHERE message_id = ${message.id} AND recipient = ${row.email} AND kind = ${report.kind})`,
         ),
       );
     }
-    statements.push(statement(env.DB, feedbackRow));
+    statements.push(statement(db, feedbackRow));
     touched.add(message.id);
   }
   // Each message's status follows its recipients, as after a delivery attempt: once, after all of its reports.
   for (const messageId of touched) {
     statements.push(
       statement(
-        env.DB,
+        db,
         sql`UPDATE messages SET status = ${statusOfRecipients(messageId)}, updated_at = ${sqlNow}
          WHERE id = ${messageId} AND status NOT IN ('queued', 'sending', 'deferred')`,
       ),
@@ -231,20 +230,20 @@ export async function recordFeedback(env: Env, reports: Feedback[]): Promise<Fee
     const email = String(item.data.recipient);
     statements.push(
       eventStatement(
-        env.DB,
+        db,
         item,
         sql`EXISTS (SELECT 1 FROM message_recipients WHERE message_id = ${item.subjectId} AND email = ${email} AND status = ${status})`,
       ),
     );
   }
-  if (statements.length > 0) await env.DB.batch(statements);
+  if (statements.length > 0) await batch(db, statements);
 
   await dispatchEventInputs(
-    env,
+    ctx,
     events.map(({ event: item }) => item),
   );
   // Bounces and complaints move the domains' rates: hold or pause them now rather than at the next cron.
-  if (reports.some((report) => report.kind === "bounced" || report.kind === "complained")) await evaluateReputation(env, [...domainIds]);
+  if (reports.some((report) => report.kind === "bounced" || report.kind === "complained")) await evaluateReputation(ctx, [...domainIds]);
   return { recorded: reports.length - ignored, ignored };
 }
 

@@ -5,7 +5,7 @@
 
 import { sql } from "drizzle-orm";
 import { config } from "../../config";
-import { inJsonArray, sqlNow, sqlToday, statement } from "../../db/client";
+import { inJsonArray, sqlNow, sqlToday, statement, type AccountDb, type Ctx, batch } from "../../db/client";
 import { dispatchEventInputs } from "../webhooks/dispatch";
 import { warmupTransition } from "./warmup";
 
@@ -37,8 +37,8 @@ function ratesQuery(domainIds: readonly string[] | undefined) {
 }
 
 /** Today's rates of one domain (zeros when it sent nothing today). */
-export async function domainRates(d1: D1Database, domainId: string): Promise<DomainRates> {
-  const row = await statement(d1, ratesQuery([domainId])).first<RatesRow>();
+export async function domainRates(db: AccountDb, domainId: string): Promise<DomainRates> {
+  const row = await statement(db, ratesQuery([domainId])).first<RatesRow>();
   const sent = row?.sent ?? 0;
   const hardBounces = row?.bounces ?? 0;
   const complaints = row?.complaints ?? 0;
@@ -49,9 +49,10 @@ export async function domainRates(d1: D1Database, domainId: string): Promise<Dom
  * Holds (and pauses the warm-up of) every domain among `domainIds` (all domains that sent today when omitted) whose
  * rates crossed a limit. Each change is a conditional UPDATE, so running twice holds or pauses once.
  */
-export async function evaluateReputation(env: Env, domainIds?: readonly string[]): Promise<void> {
+export async function evaluateReputation(ctx: Ctx, domainIds?: readonly string[]): Promise<void> {
+  const { env, db } = ctx;
   if (domainIds && domainIds.length === 0) return;
-  const { results } = await statement(env.DB, ratesQuery(domainIds)).all<RatesRow>();
+  const { results } = await statement(db, ratesQuery(domainIds)).all<RatesRow>();
   const minSent = config(env).reputationMinSent;
   const over = results.flatMap((row) => {
     if (row.sent < minSent) return [];
@@ -68,24 +69,25 @@ export async function evaluateReputation(env: Env, domainIds?: readonly string[]
     row,
     reason,
     // The pause's event joins the hold and the pause in one batch: no crash in between can lose it.
-    transition: warmupTransition(env.DB, { id: row.id, accountId: row.account_id, name: row.name }, "active", "paused", reason),
+    transition: warmupTransition(db, { id: row.id, accountId: row.account_id, name: row.name }, "active", "paused", reason),
   }));
-  await env.DB.batch(
+  await batch(
+    db,
     pauses.flatMap(({ row, reason, transition }) => [
       statement(
-        env.DB,
+        db,
         sql`UPDATE domains SET reputation_status = 'held', reputation_reason = ${reason}, reputation_held_at = ${sqlNow}
           WHERE id = ${row.id} AND reputation_status = 'ok'`,
       ),
       transition.event,
       statement(
-        env.DB,
+        db,
         sql`UPDATE domains SET warmup_status = 'paused', warmup_paused_reason = ${reason} WHERE id = ${row.id} AND warmup_status = 'active'`,
       ),
     ]),
   );
   await dispatchEventInputs(
-    env,
+    ctx,
     pauses.map(({ transition }) => transition.input),
   );
 }
@@ -93,9 +95,9 @@ export async function evaluateReputation(env: Env, domainIds?: readonly string[]
 const percent = (value: number) => `${(value * 100).toFixed(value < 0.01 ? 2 : 1)}%`;
 
 /** Clears a held domain (an operator's decision); false when it was not held. */
-export async function clearReputationHold(d1: D1Database, domainId: string): Promise<boolean> {
+export async function clearReputationHold(db: AccountDb, domainId: string): Promise<boolean> {
   const result = await statement(
-    d1,
+    db,
     sql`UPDATE domains SET reputation_status = 'ok', reputation_reason = NULL, reputation_held_at = NULL WHERE id = ${domainId} AND reputation_status = 'held'`,
   ).run();
   return result.meta.changes > 0;

@@ -8,6 +8,7 @@
 // id alone. Such a token was seen by every recipient of its message, so it is believed only for a message with exactly
 // one recipient, where it can name nobody else.
 
+import type { Ctx } from "../../db/client";
 import type { Config } from "../../config";
 import { hmacSha256Hex, timingSafeEqualString } from "../../lib/crypto";
 import { findNamedMessage } from "../sending/messages";
@@ -63,11 +64,12 @@ export type ReturnPathOwner =
  * otherwise why not (another address, a forged or truncated token, an unknown message, a message-only token of a
  * message with several recipients). The recipient is spelt as the message stores it.
  */
-export async function ownerOfReturnPath(env: Env, config: Keys, address: string): Promise<ReturnPathOwner> {
+export async function ownerOfReturnPath(ctx: Ctx, config: Keys, address: string): Promise<ReturnPathOwner> {
+  const { db } = ctx;
   const token = tokenOf(config, address);
   if (!token) return { rejected: "not ours" };
   const { messageId } = token;
-  const named = await findNamedMessage(env.DB, messageId);
+  const named = await findNamedMessage(db, messageId);
   if (!named) return { rejected: "unknown message", messageId };
   for (const recipient of named.recipients) {
     if (await timingSafeEqualString(token.signature, await signature(config, recipientSigned(messageId, recipient)))) {

@@ -6,6 +6,7 @@
 // return path, signed) or, failing that, by the Message-ID we wrote (`<msg_…@domain>`), believed only when the rest
 // of the notification is that message's too (`messageOfHeader`).
 
+import type { Ctx } from "../../db/client";
 import { z } from "zod";
 import { config } from "../../config";
 import { base64ToBytes } from "../../lib/crypto";
@@ -69,7 +70,8 @@ async function certificate(url: string): Promise<string> {
 }
 
 /** Checks and applies one SNS request body. */
-export async function handleSesNotification(env: Env, body: unknown): Promise<SesOutcome> {
+export async function handleSesNotification(ctx: Ctx, body: unknown): Promise<SesOutcome> {
+  const { env } = ctx;
   const settings = config(env);
   const parsed = snsMessageSchema.safeParse(body);
   if (!parsed.success) return { kind: "invalid", reason: "Not an SNS message" };
@@ -101,7 +103,7 @@ export async function handleSesNotification(env: Env, body: unknown): Promise<Se
   } catch {
     return { kind: "invalid", reason: "The notification's Message is not an SES notification" };
   }
-  const ours = await ourMessage(env, notification);
+  const ours = await ourMessage(ctx, notification);
   if (!ours) {
     logWarning("ses: notification for a message that is not ours dropped", { ses_message_id: notification.mail.messageId });
     return { kind: "ignored", reason: "not one of our messages" };
@@ -113,18 +115,19 @@ export async function handleSesNotification(env: Env, body: unknown): Promise<Se
   if (about.length < reports.length) {
     logWarning("ses: recipients the envelope sender does not belong to ignored", { message_id: ours.messageId, recipient: ours.recipient });
   }
-  const result = await recordFeedback(env, about);
+  const result = await recordFeedback(ctx, about);
   return { kind: "recorded", ...result };
 }
 
 /** Our message the notification is about, and the recipient whose copy it was when its envelope sender says so. */
-async function ourMessage(env: Env, notification: SesNotification): Promise<{ messageId: string; recipient?: string } | undefined> {
+async function ourMessage(ctx: Ctx, notification: SesNotification): Promise<{ messageId: string; recipient?: string } | undefined> {
+  const { env } = ctx;
   const { source } = notification.mail;
   // SES always names the envelope sender; without it nothing ties the mail to one of our senders.
   if (!source) return undefined;
-  const owner = await ownerOfReturnPath(env, config(env), source);
+  const owner = await ownerOfReturnPath(ctx, config(env), source);
   if ("recipient" in owner) return { messageId: owner.messageId, recipient: owner.recipient };
-  const messageId = await messageOfHeader(env, notification, source);
+  const messageId = await messageOfHeader(ctx, notification, source);
   return messageId ? { messageId } : undefined;
 }
 
@@ -136,12 +139,13 @@ async function ourMessage(env: Env, notification: SesNotification): Promise<{ me
  * From address (what we send as MAIL FROM without BOUNCE_DOMAIN), which only an account that verified its domain
  * sends from; and every recipient the notification names must be one of its recipients.
  */
-async function messageOfHeader(env: Env, notification: SesNotification, source: string): Promise<string | undefined> {
+async function messageOfHeader(ctx: Ctx, notification: SesNotification, source: string): Promise<string | undefined> {
+  const { env, db } = ctx;
   const { mail } = notification;
   const header = (mail.commonHeaders?.messageId ?? mail.headers?.find((h) => h.name.toLowerCase() === "message-id")?.value)?.trim();
   const id = header?.match(/^<(msg_[A-Za-z0-9]+)@[^\s<>@]+>$/)?.[1];
   if (!header || !id) return undefined;
-  const named = await findNamedMessage(env.DB, id);
+  const named = await findNamedMessage(db, id);
   if (!named) return undefined;
   const { message, recipients } = named;
   const lower = (address: string) => address.trim().replace(/^<|>$/g, "").toLowerCase();

@@ -5,7 +5,7 @@
 // never let more than the cap through.
 
 import { sql } from "drizzle-orm";
-import { inJsonArray, sqlNow, statement } from "../../db/client";
+import { inJsonArray, sqlNow, statement, type AccountDb, type Ctx, batch } from "../../db/client";
 import type { domains } from "../../db/schema";
 import { logError } from "../../lib/log";
 import { dayWindow, nextUtcMidnight } from "../sending/daily-limit";
@@ -50,7 +50,7 @@ type WarmupStatus = DomainRow["warmupStatus"];
  * never without it (one transaction). Dispatch `input` once the batch has committed.
  */
 export function warmupTransition(
-  d1: D1Database,
+  db: AccountDb,
   domain: Pick<DomainRow, "id" | "accountId" | "name">,
   previous: WarmupStatus,
   status: WarmupStatus,
@@ -64,7 +64,7 @@ export function warmupTransition(
     dedupeKey: `warmup.status_changed:${domain.id}:${crypto.randomUUID()}`,
     data: { domain_id: domain.id, domain: domain.name, previous_status: previous, status, ...(reason ? { reason } : {}) },
   };
-  return { event: eventStatement(d1, input, sql`EXISTS (SELECT 1 FROM domains WHERE id = ${domain.id} AND warmup_status = ${previous})`), input };
+  return { event: eventStatement(db, input, sql`EXISTS (SELECT 1 FROM domains WHERE id = ${domain.id} AND warmup_status = ${previous})`), input };
 }
 
 /** Queue delays stop at 12 hours; a message due later is delayed again when it comes back early. */
@@ -84,11 +84,12 @@ const heldBack = "held back: the sending domain reached today's warm-up cap";
  * here (one `warmup.status_changed`).
  */
 export async function holdPastWarmupCaps(
-  env: Env,
+  ctx: Ctx,
   candidates: WarmupCandidate[],
   domainsById: ReadonlyMap<string, WarmupDomain>,
   now = new Date(),
 ): Promise<Set<string>> {
+  const { env, db } = ctx;
   // Held back earlier and back before its time (queue delays stop at 12 hours; the cron may requeue it): it waits
   // again, until the time it was given, while the warm-up is active (a paused one lets it go now).
   const early: { id: string; due: number }[] = [];
@@ -112,17 +113,17 @@ export async function holdPastWarmupCaps(
     capped.set(domain.id, entry);
   }
 
-  const completions = [...completed.values()].map((domain) => ({ domain, transition: warmupTransition(env.DB, domain, "active", "completed") }));
+  const completions = [...completed.values()].map((domain) => ({ domain, transition: warmupTransition(db, domain, "active", "completed") }));
   const statements = completions.flatMap(({ domain, transition }) => [
     transition.event,
-    statement(env.DB, sql`UPDATE domains SET warmup_status = 'completed' WHERE id = ${domain.id} AND warmup_status = 'active'`),
+    statement(db, sql`UPDATE domains SET warmup_status = 'completed' WHERE id = ${domain.id} AND warmup_status = 'active'`),
   ]);
   if (early.length > 0) {
     const ids = early.map(({ id }) => id);
     // Their rows already carry the time they were given.
     statements.push(
       statement(
-        env.DB,
+        db,
         sql`UPDATE messages SET status = 'deferred', claimed_at = NULL, smtp_response = ${heldBack}, updated_at = ${sqlNow}
           WHERE ${inJsonArray(sql`id`, ids)} AND status = 'sending'`,
       ),
@@ -133,19 +134,19 @@ export async function holdPastWarmupCaps(
   const tomorrowIso = new Date(tomorrow).toISOString();
   const reservations: { id: string; statement: number }[] = [];
   for (const [domainId, { cap, messages }] of capped) {
-    statements.push(statement(env.DB, sql`INSERT INTO warmup_usage (domain_id, day) VALUES (${domainId}, ${day}) ON CONFLICT DO NOTHING`));
+    statements.push(statement(db, sql`INSERT INTO warmup_usage (domain_id, day) VALUES (${domainId}, ${day}) ON CONFLICT DO NOTHING`));
     for (const message of messages) {
       // Both read the count as the reservations before them left it, so exactly one of the two applies.
       statements.push(
         statement(
-          env.DB,
+          db,
           sql`UPDATE messages SET status = 'deferred', claimed_at = NULL, next_attempt_at = ${tomorrowIso},
             smtp_response = ${heldBack}, updated_at = ${sqlNow}
             WHERE id = ${message.id} AND status = 'sending'
               AND (SELECT sent FROM warmup_usage WHERE domain_id = ${domainId} AND day = ${day}) + ${message.recipients} > ${cap}`,
         ),
         statement(
-          env.DB,
+          db,
           sql`UPDATE warmup_usage SET sent = sent + ${message.recipients}
             WHERE domain_id = ${domainId} AND day = ${day} AND sent + ${message.recipients} <= ${cap} RETURNING sent`,
         ),
@@ -154,11 +155,11 @@ export async function holdPastWarmupCaps(
     }
   }
   if (statements.length === 0) return new Set();
-  const written = await env.DB.batch(statements);
+  const written = await batch(db, statements);
   const overCap = reservations.filter((reservation) => (written[reservation.statement]?.results.length ?? 0) === 0);
 
   await dispatchEventInputs(
-    env,
+    ctx,
     completions.map(({ transition }) => transition.input),
   );
   const held = [...early, ...overCap.map(({ id }) => ({ id, due: tomorrow }))];
@@ -177,8 +178,8 @@ async function enqueueHeld(env: Env, held: { id: string; due: number }[], now: D
 }
 
 /** Recipients let through today (for GET /domains/{id}). */
-export async function warmupSentToday(d1: D1Database, domainId: string, now = new Date()): Promise<number> {
-  const row = await statement(d1, sql`SELECT sent FROM warmup_usage WHERE domain_id = ${domainId} AND day = ${dayWindow(now)}`).first<{
+export async function warmupSentToday(db: AccountDb, domainId: string, now = new Date()): Promise<number> {
+  const row = await statement(db, sql`SELECT sent FROM warmup_usage WHERE domain_id = ${domainId} AND day = ${dayWindow(now)}`).first<{
     sent: number;
   }>();
   return row?.sent ?? 0;
@@ -190,7 +191,8 @@ type WarmupInput = { enabled: boolean; schedule?: number[]; preset?: WarmupPrese
  * Starts, changes or pauses a domain's warm-up. Enabling sets `active` (resuming a paused one keeps its start day
  * unless a new one is given); disabling sets `paused`. A status change emits `warmup.status_changed`.
  */
-export async function setWarmup(env: Env, domain: DomainRow, input: WarmupInput, now = new Date()): Promise<DomainRow> {
+export async function setWarmup(ctx: Ctx, domain: DomainRow, input: WarmupInput, now = new Date()): Promise<DomainRow> {
+  const { db } = ctx;
   const schedule = input.schedule ?? (input.preset ? [...warmupPresets[input.preset]] : (domain.warmupSchedule ?? [...warmupPresets.standard]));
   const startedAt =
     input.startedAt ??
@@ -209,15 +211,15 @@ export async function setWarmup(env: Env, domain: DomainRow, input: WarmupInput,
     warmupStartedAt: startedAt,
     warmupPausedReason: input.enabled ? null : "paused by the account",
   } satisfies DomainRow;
-  const transition = status === domain.warmupStatus ? undefined : warmupTransition(env.DB, domain, domain.warmupStatus, status);
-  await env.DB.batch([
+  const transition = status === domain.warmupStatus ? undefined : warmupTransition(db, domain, domain.warmupStatus, status);
+  await batch(db, [
     ...(transition ? [transition.event] : []),
     statement(
-      env.DB,
+      db,
       sql`UPDATE domains SET warmup_status = ${status}, warmup_schedule = ${JSON.stringify(schedule)}, warmup_started_at = ${startedAt},
         warmup_paused_reason = ${updated.warmupPausedReason}, updated_at = ${sqlNow} WHERE id = ${domain.id}`,
     ),
   ]);
-  if (transition) await dispatchEventInputs(env, [transition.input]);
+  if (transition) await dispatchEventInputs(ctx, [transition.input]);
   return updated;
 }

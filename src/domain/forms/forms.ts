@@ -4,8 +4,7 @@
 // sign-up itself is ./signup.ts.
 
 import { and, eq } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
-import { inJsonArray } from "../../db/client";
+import { inJsonArray, type AccountDb } from "../../db/client";
 import { forms, lists, senders, topics } from "../../db/schema";
 import type { FieldErrors } from "../../errors";
 import { newId, nowIso } from "../../lib/ids";
@@ -82,8 +81,7 @@ const ownedForm = (accountId: string, id: string) => and(eq(forms.id, id), eq(fo
  * Why the settings cannot be saved: lists, topics or a sender that are not the account's (keyed as the request names
  * them, `lists.1`), or double opt-in without a sender. Checked on the whole form as it would be after a change.
  */
-async function settingsProblems(d1: D1Database, accountId: string, settings: FormSettings): Promise<FieldErrors> {
-  const db = drizzle(d1);
+async function settingsProblems(db: AccountDb, accountId: string, settings: FormSettings): Promise<FieldErrors> {
   const [ownLists, ownTopics, sender] = await db.batch([
     db
       .select({ id: lists.id })
@@ -114,10 +112,10 @@ async function settingsProblems(d1: D1Database, accountId: string, settings: For
 
 export type SaveFormOutcome<Kind extends string> = { kind: Kind; form: FormRow } | { kind: "invalid"; errors: FieldErrors };
 
-export async function createForm(d1: D1Database, accountId: string, settings: FormSettings): Promise<SaveFormOutcome<"created">> {
-  const errors = await settingsProblems(d1, accountId, settings);
+export async function createForm(db: AccountDb, accountId: string, settings: FormSettings): Promise<SaveFormOutcome<"created">> {
+  const errors = await settingsProblems(db, accountId, settings);
   if (Object.keys(errors).length > 0) return { kind: "invalid", errors };
-  const form = await drizzle(d1)
+  const form = await db
     .insert(forms)
     .values({ id: newId("frm"), accountId, ...settings })
     .returning()
@@ -125,27 +123,27 @@ export async function createForm(d1: D1Database, accountId: string, settings: Fo
   return { kind: "created", form };
 }
 
-export function listForms(d1: D1Database, accountId: string, page: { cursor?: string; limit: number }): Promise<FormRow[]> {
-  return accountPage(d1, forms, accountId, page);
+export function listForms(db: AccountDb, accountId: string, page: { cursor?: string; limit: number }): Promise<FormRow[]> {
+  return accountPage(db, forms, accountId, page);
 }
 
-export async function findForm(d1: D1Database, accountId: string, id: string): Promise<FormRow | undefined> {
-  return drizzle(d1).select().from(forms).where(ownedForm(accountId, id)).get();
+export async function findForm(db: AccountDb, accountId: string, id: string): Promise<FormRow | undefined> {
+  return db.select().from(forms).where(ownedForm(accountId, id)).get();
 }
 
 /** A form by its id alone: the public endpoint and confirmation links know no account. */
-export async function findPublicForm(d1: D1Database, id: string): Promise<FormRow | undefined> {
-  return drizzle(d1).select().from(forms).where(eq(forms.id, id)).get();
+export async function findPublicForm(db: AccountDb, id: string): Promise<FormRow | undefined> {
+  return db.select().from(forms).where(eq(forms.id, id)).get();
 }
 
 /** Changes a form; `undefined` keeps a setting. The form as changed is checked whole (double opt-in needs a sender). */
 export async function updateForm(
-  d1: D1Database,
+  db: AccountDb,
   accountId: string,
   id: string,
   change: Partial<FormSettings>,
 ): Promise<SaveFormOutcome<"updated"> | { kind: "not_found" }> {
-  const current = await findForm(d1, accountId, id);
+  const current = await findForm(db, accountId, id);
   if (!current) return { kind: "not_found" };
   const defined = Object.fromEntries(Object.entries(change).filter(([, value]) => value !== undefined)) as Partial<FormSettings>;
   const settings: FormSettings = {
@@ -158,9 +156,9 @@ export async function updateForm(
     fields: current.fields as ContactTextField[],
     ...defined,
   };
-  const errors = await settingsProblems(d1, accountId, settings);
+  const errors = await settingsProblems(db, accountId, settings);
   if (Object.keys(errors).length > 0) return { kind: "invalid", errors };
-  const form = await drizzle(d1)
+  const form = await db
     .update(forms)
     .set({ ...settings, updatedAt: nowIso() })
     .where(ownedForm(accountId, id))
@@ -173,8 +171,8 @@ export async function updateForm(
  * Deletes a form: its public address answers 404 from then on, and confirmation links already mailed for it say they
  * are no longer valid. Contacts keep their consent record naming it.
  */
-export async function deleteForm(d1: D1Database, accountId: string, id: string): Promise<boolean> {
-  const row = await drizzle(d1).delete(forms).where(ownedForm(accountId, id)).returning({ id: forms.id }).get();
+export async function deleteForm(db: AccountDb, accountId: string, id: string): Promise<boolean> {
+  const row = await db.delete(forms).where(ownedForm(accountId, id)).returning({ id: forms.id }).get();
   return row !== undefined;
 }
 

@@ -5,16 +5,15 @@
 // nothing but the confirmation (whose link only the mailbox owner gets) joins an existing contact to anything.
 
 import { and, eq, sql } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
 import type { Config } from "../../config";
-import { sqlNow, statement } from "../../db/client";
+import { sqlNow, statement, type AccountDb, batch, type Ctx } from "../../db/client";
 import { contacts, senders, suppressions } from "../../db/schema";
 import { base64ToBytes, bytesToBase64Url, hmacSha256Hex, timingSafeEqualString } from "../../lib/crypto";
 import { newId } from "../../lib/ids";
 import { findAccount } from "../accounts/accounts";
 import type { ContactAddress } from "../contacts/email";
 import { contactTextFields, type ContactTextField } from "../contacts/contacts";
-import { acceptMessage, type WaitUntil } from "../sending/accept";
+import { acceptMessage } from "../sending/accept";
 import { blocksBroadcastSql, scopeBlocks, suppressionsAmongQuery } from "../suppressions/suppressions";
 import { findPublicForm, type FormRow } from "./forms";
 
@@ -68,8 +67,7 @@ const contactOf = (accountId: string, emailKey: string) => and(eq(contacts.accou
  * as it was, so a form cannot put back someone who left. The contact key is also the address's suppression key
  * (contacts/email.ts).
  */
-function subscribeStatements(d1: D1Database, form: FormRow, emailKey: string, ip: string | null, confirmed: boolean): D1PreparedStatement[] {
-  const db = drizzle(d1);
+function subscribeStatements(db: AccountDb, form: FormRow, emailKey: string, ip: string | null, confirmed: boolean): D1PreparedStatement[] {
   const accountId = form.accountId;
   const comesBack = confirmed
     ? sql` OR (${contacts.status} = 'unsubscribed' AND NOT EXISTS (SELECT 1 FROM suppressions AS s
@@ -80,7 +78,7 @@ function subscribeStatements(d1: D1Database, form: FormRow, emailKey: string, ip
     ...(confirmed
       ? [
           statement(
-            d1,
+            db,
             db
               .delete(suppressions)
               .where(and(eq(suppressions.accountId, accountId), eq(suppressions.email, emailKey), eq(suppressions.reason, "unsubscribe"))),
@@ -88,14 +86,14 @@ function subscribeStatements(d1: D1Database, form: FormRow, emailKey: string, ip
         ]
       : []),
     statement(
-      d1,
+      db,
       db
         .update(contacts)
         .set({ status: "subscribed", updatedAt: sql`(${sqlNow})` })
         .where(and(contactOf(accountId, emailKey), sql`(${contacts.status} = 'pending'${comesBack})`)),
     ),
     statement(
-      d1,
+      db,
       db
         .update(contacts)
         .set({ consentFormId: form.id, consentedAt: sql`(${sqlNow})`, consentIp: ip })
@@ -103,7 +101,7 @@ function subscribeStatements(d1: D1Database, form: FormRow, emailKey: string, ip
     ),
     // Only lists and topics that are still the account's: one deleted since the form was saved is skipped.
     statement(
-      d1,
+      db,
       sql`INSERT INTO list_members (list_id, contact_id)
         SELECT l.id, (${subscribedContact}) FROM lists AS l
         WHERE l.account_id = ${accountId} AND l.id IN (SELECT value FROM json_each(${JSON.stringify(form.lists)}))
@@ -111,7 +109,7 @@ function subscribeStatements(d1: D1Database, form: FormRow, emailKey: string, ip
         ON CONFLICT (list_id, contact_id) DO NOTHING`,
     ),
     statement(
-      d1,
+      db,
       sql`INSERT INTO contact_topics (contact_id, topic_id, account_id, subscribed, updated_at)
         SELECT (${subscribedContact}), t.id, ${accountId}, 1, ${sqlNow} FROM topics AS t
         WHERE t.account_id = ${accountId} AND t.id IN (SELECT value FROM json_each(${JSON.stringify(form.topics)}))
@@ -126,7 +124,7 @@ function subscribeStatements(d1: D1Database, form: FormRow, emailKey: string, ip
  * it lacks: an address typed into a public form is not proof enough to change what the account already holds.
  */
 function signUpContactStatement(
-  d1: D1Database,
+  db: AccountDb,
   accountId: string,
   address: ContactAddress,
   fields: Partial<Record<ContactTextField, string>>,
@@ -137,7 +135,7 @@ function signUpContactStatement(
   const values = given.map((field) => sql`, ${fields[field]}`);
   const fills = given.map((field) => sql.raw(`${field} = coalesce(contacts.${field}, excluded.${field}), `));
   return statement(
-    d1,
+    db,
     sql`INSERT INTO contacts (id, account_id, email, email_key, custom_fields, status${sql.join(columns)})
       VALUES (${newId("con")}, ${accountId}, ${address.email}, ${address.key}, '{}', ${status}${sql.join(values)})
       ON CONFLICT (account_id, email_key) DO UPDATE SET ${sql.join(fills)}updated_at = ${sqlNow}`,
@@ -160,10 +158,9 @@ export type SignUpOutcome = { kind: "done" } | { kind: "not_sent"; reason: strin
  * transactional; or, without double opt-in, marketing) is left alone and answered like any other, so the public
  * endpoint does not tell who is on the list. The confirmation email goes through acceptMessage: charged like a send.
  */
-export async function signUp(env: Env, ctx: WaitUntil, config: Pick<Config, "encryptionKey" | "siteUrl">, request: SignUp): Promise<SignUpOutcome> {
+export async function signUp(ctx: Ctx, config: Pick<Config, "encryptionKey" | "siteUrl">, request: SignUp): Promise<SignUpOutcome> {
+  const { db } = ctx;
   const { form, address } = request;
-  const d1 = env.DB;
-  const db = drizzle(d1);
   const [entries, sender] = await db.batch([
     suppressionsAmongQuery(db, form.accountId, [address.suppressionKey]),
     db
@@ -175,22 +172,21 @@ export async function signUp(env: Env, ctx: WaitUntil, config: Pick<Config, "enc
   if (entries.some((entry) => scopeBlocks(entry.scope, stream))) return { kind: "done" };
 
   if (!form.doubleOptIn) {
-    await d1.batch([
-      signUpContactStatement(d1, form.accountId, address, request.fields, "subscribed"),
-      ...subscribeStatements(d1, form, address.key, request.ip, false),
+    await batch(db, [
+      signUpContactStatement(db, form.accountId, address, request.fields, "subscribed"),
+      ...subscribeStatements(db, form, address.key, request.ip, false),
     ]);
     return { kind: "done" };
   }
 
-  await signUpContactStatement(d1, form.accountId, address, request.fields, "pending").run();
+  await signUpContactStatement(db, form.accountId, address, request.fields, "pending").run();
   const from = sender[0];
   if (!from) return { kind: "not_sent", reason: `the form's sender ${form.senderId} no longer exists` };
-  const account = await findAccount(db, form.accountId);
+  const account = await findAccount(ctx.shared, form.accountId);
   if (!account) return { kind: "not_sent", reason: "the form's account no longer exists" };
   const url = confirmationUrl(config.siteUrl, await confirmationToken(config, form.id, address.key));
   const variables = { sender: from.name, url, email: address.email };
   const outcome = await acceptMessage(
-    env,
     ctx,
     { account, testMode: false },
     {
@@ -246,14 +242,15 @@ export type Confirmation =
 
 type Resolved = { state: Exclude<Confirmation, { kind: "confirmed" }>; form?: FormRow; target?: ConfirmationTarget };
 
-async function resolve(env: Env, config: Keys, token: string): Promise<Resolved> {
+async function resolve(ctx: Ctx, config: Keys, token: string): Promise<Resolved> {
+  const { db } = ctx;
   const read = await readConfirmationToken(config, token);
   if (read.kind !== "valid") return { state: read };
   const { target } = read;
-  const form = await findPublicForm(env.DB, target.formId);
+  const form = await findPublicForm(db, target.formId);
   const contact =
     form &&
-    (await drizzle(env.DB)
+    (await db
       .select({ email: contacts.email, consentFormId: contacts.consentFormId, consentedAt: contacts.consentedAt })
       .from(contacts)
       .where(contactOf(form.accountId, target.emailKey))
@@ -265,20 +262,21 @@ async function resolve(env: Env, config: Keys, token: string): Promise<Resolved>
 }
 
 /** What a confirmation link stands for, before it is used: the GET page's content. */
-export async function confirmationState(env: Env, config: Keys, token: string): Promise<Confirmation> {
-  return (await resolve(env, config, token)).state;
+export async function confirmationState(ctx: Ctx, config: Keys, token: string): Promise<Confirmation> {
+  return (await resolve(ctx, config, token)).state;
 }
 
 /**
  * Follows a confirmation link (the POST of its page): the contact is subscribed to the form's lists and topics with
  * its consent record (this form, now, the confirming IP). A link already used says so and changes nothing.
  */
-export async function confirmSignUp(env: Env, config: Keys, token: string, ip: string | null): Promise<Confirmation> {
-  const { state, form, target } = await resolve(env, config, token);
+export async function confirmSignUp(ctx: Ctx, config: Keys, token: string, ip: string | null): Promise<Confirmation> {
+  const { db } = ctx;
+  const { state, form, target } = await resolve(ctx, config, token);
   if (state.kind !== "ready" || !form || !target) return state;
-  const results = await env.DB.batch([
-    ...subscribeStatements(env.DB, form, target.emailKey, ip, true),
-    statement(env.DB, drizzle(env.DB).select({ status: contacts.status }).from(contacts).where(contactOf(form.accountId, target.emailKey))),
+  const results = await batch(db, [
+    ...subscribeStatements(db, form, target.emailKey, ip, true),
+    statement(db, db.select({ status: contacts.status }).from(contacts).where(contactOf(form.accountId, target.emailKey))),
   ]);
   const after = results.at(-1)?.results[0] as { status: string } | undefined;
   return { kind: "confirmed", email: state.email, subscribed: after?.status === "subscribed" };

@@ -10,9 +10,8 @@
 // redelivery stores nothing twice and emits no second event, while another mail reusing a Message-ID is kept.
 
 import { and, eq, inArray, sql } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
 import { config } from "../../config";
-import { statement } from "../../db/client";
+import { statement, type AccountDb, type Ctx, batch } from "../../db/client";
 import { inboundEmails, messageRecipients, messages } from "../../db/schema";
 import { sha256Hex } from "../../lib/crypto";
 import { idFromDigest } from "../../lib/ids";
@@ -51,7 +50,7 @@ export type ThreadedMessage = {
  * (compared without case, a `+tag` kept as written). Anyone can write a Message-ID into In-Reply-To; only a
  * recipient's answer is a reply. None when it names none.
  */
-function threadCandidatesQuery(d1: D1Database, accountId: string, parsed: ParsedInbound, envelopeFrom: string) {
+function threadCandidatesQuery(db: AccountDb, accountId: string, parsed: ParsedInbound, envelopeFrom: string) {
   const candidates = [parsed.inReplyTo, ...[...parsed.references].reverse()].flatMap((value) => {
     const match = value ? ourMessageId.exec(value) : null;
     return match ? [{ id: match[1]!, domain: match[2]!.toLowerCase() }] : [];
@@ -60,7 +59,7 @@ function threadCandidatesQuery(d1: D1Database, accountId: string, parsed: Parsed
     (address): address is string => !!address,
   );
   if (candidates.length === 0 || senders.length === 0) return undefined;
-  const query = drizzle(d1)
+  const query = db
     .select({
       id: messages.id,
       campaignId: messages.campaignId,
@@ -128,7 +127,8 @@ function reject(message: ForwardableEmailMessage, reason: string, details: Recor
 }
 
 /** The email() handler's path for mail that is not to BOUNCE_DOMAIN. */
-export async function handleInboundEmail(message: ForwardableEmailMessage, env: Env): Promise<InboundOutcome> {
+export async function handleInboundEmail(message: ForwardableEmailMessage, ctx: Ctx): Promise<InboundOutcome> {
+  const { env, db } = ctx;
   const settings = config(env);
   const recipient = message.to.trim().toLowerCase();
   const at = recipient.lastIndexOf("@");
@@ -136,7 +136,7 @@ export async function handleInboundEmail(message: ForwardableEmailMessage, env: 
   const domainName = recipient.slice(at + 1);
   const since = new Date(Date.now() - hourMs).toISOString();
   const cap = settings.inboundMaxPerHour;
-  const found = at > 0 ? await receivingDomain(env.DB, domainName, { since, cap }) : undefined;
+  const found = at > 0 ? await receivingDomain(db, domainName, { since, cap }) : undefined;
   if (!found) return reject(message, `5.1.2 <${recipient}>: this domain does not receive mail here`, { domain: domainName });
   const { domain } = found;
   if (!acceptsLocalPart(domain, localPart)) return reject(message, `5.1.1 <${recipient}>: no such mailbox`, { domain_id: domain.id });
@@ -171,9 +171,8 @@ export async function handleInboundEmail(message: ForwardableEmailMessage, env: 
   const identity = `${recipient}\n${parsed.messageId ?? ""}\n${await contentDigest(raw, parsed)}`;
   const id = idFromDigest("inb", new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(identity))));
   // Whether this mail is stored already, and what it answers: one round trip.
-  const db = drizzle(env.DB);
   const existingQuery = db.select({ id: inboundEmails.id }).from(inboundEmails).where(eq(inboundEmails.id, id));
-  const threading = threadCandidatesQuery(env.DB, domain.accountId, parsed, message.from);
+  const threading = threadCandidatesQuery(db, domain.accountId, parsed, message.from);
   const [existing, threadRows] = threading ? await db.batch([existingQuery, threading.query]) : [await existingQuery, []];
   if (existing.length > 0) return { kind: "duplicate", id };
   const thread = threading ? threadedMessage(threading.candidates, threadRows) : undefined;
@@ -216,7 +215,7 @@ export async function handleInboundEmail(message: ForwardableEmailMessage, env: 
   };
   const columns = Object.keys(row);
   const insert = statement(
-    env.DB,
+    db,
     sql`INSERT INTO inbound_emails (${sql.raw(columns.map((column) => `"${column}"`).join(", "))})
       SELECT ${sql.join(
         Object.values(row).map((value) => sql`${value}`),
@@ -277,14 +276,14 @@ export async function handleInboundEmail(message: ForwardableEmailMessage, env: 
   const firstReply = replied
     ? sql`${stored} AND NOT EXISTS (SELECT 1 FROM events WHERE account_id = ${domain.accountId} AND dedupe_key = ${replied.dedupeKey})`
     : undefined;
-  const results = await env.DB.batch([
+  const results = await batch(db, [
     insert,
-    eventStatement(env.DB, received, stored),
+    eventStatement(db, received, stored),
     // Before the event it checks for: counted once however often the mail is delivered.
     ...(replied && thread && firstReply
       ? [
           ...rollupStatements(
-            env.DB,
+            db,
             {
               accountId: domain.accountId,
               domain: sendingDomain(thread.fromAddress),
@@ -295,17 +294,17 @@ export async function handleInboundEmail(message: ForwardableEmailMessage, env: 
             { replies: 1 },
             firstReply,
           ),
-          eventStatement(env.DB, replied, stored),
+          eventStatement(db, replied, stored),
         ]
       : []),
   ]);
   if (results[0]!.meta.changes === 0) {
     // Nothing inserted: the same mail stored meanwhile by a concurrent delivery, or the cap reached by others.
-    const now = await env.DB.prepare("SELECT 1 AS found FROM inbound_emails WHERE id = ?").bind(id).first();
+    const now = await db.$client.prepare("SELECT 1 AS found FROM inbound_emails WHERE id = ?").bind(id).first();
     if (now) return { kind: "duplicate", id };
     await env.BLOBS.delete(objectKeys({ id, attachments, bodyKey: row.body_key }));
     throw new InboundDeferral(`4.7.1 ${domain.name} has received its ${cap} messages this hour; try again later`);
   }
-  await dispatchEventInputs(env, replied ? [received, replied] : [received]);
+  await dispatchEventInputs(ctx, replied ? [received, replied] : [received]);
   return { kind: "stored", id, threadedTo: thread?.id };
 }

@@ -2,9 +2,9 @@
 // accepts (null: every address). At most one account receives a name (the domains_receiving_name partial index):
 // two accounts can both verify a name for sending, but its mail can only go to one of them.
 
+import type { AccountDb, Ctx } from "../../db/client";
 import { and, eq, sql } from "drizzle-orm";
 import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
-import { drizzle } from "drizzle-orm/d1";
 import { config } from "../../config";
 import { domains, type DnsRecordCheck } from "../../db/schema";
 import { nowIso } from "../../lib/ids";
@@ -52,7 +52,8 @@ function mergeRecords(previous: DnsRecordCheck[], next: DnsRecordCheck[]): DnsRe
 }
 
 /** Turns receiving on or off, and sets the accepted addresses (omitted: unchanged; null: catch-all). */
-export async function setReceiving(env: Env, domain: DomainRow, change: ReceivingChange): Promise<SetReceivingOutcome> {
+export async function setReceiving(ctx: Ctx, domain: DomainRow, change: ReceivingChange): Promise<SetReceivingOutcome> {
+  const { env, db } = ctx;
   if (change.receiving && domain.status !== "verified") {
     return refused("domain_not_verified", `${domain.name} is not verified yet: verify it before receiving mail`);
   }
@@ -70,7 +71,7 @@ export async function setReceiving(env: Env, domain: DomainRow, change: Receivin
     expectedRecords({ ...domain, receiving: change.receiving }, config(env).spfInclude, config(env).bounceDomain),
   );
   try {
-    const updated = await drizzle(env.DB)
+    const updated = await db
       .update(domains)
       .set({ receiving: change.receiving, receivingAddresses: addresses, records, updatedAt: nowIso() })
       .where(eq(domains.id, domain.id))
@@ -90,11 +91,11 @@ export async function setReceiving(env: Env, domain: DomainRow, change: Receivin
  * since `since`, counted up to `cap` (its hourly cap): one read for both.
  */
 export async function receivingDomain(
-  d1: D1Database,
+  db: AccountDb,
   domainName: string,
   recent: { since: string; cap: number },
 ): Promise<{ domain: DomainRow; stored: number } | undefined> {
-  return drizzle(d1)
+  return db
     .select({ domain: domains, stored: sql<number>`${storedSince(domains.id, recent.since, recent.cap)}` })
     .from(domains)
     .where(and(eq(domains.name, domainName), eq(domains.receiving, true), eq(domains.status, "verified")))

@@ -3,9 +3,8 @@
 // of attachments that webhooks carry instead of bytes.
 
 import { and, eq, gte, lte, sql } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
 import type { Config } from "../../config";
-import { statement } from "../../db/client";
+import { statement, type AccountDb, type Ctx } from "../../db/client";
 import { inboundEmails } from "../../db/schema";
 import { hmacSha256Hex, timingSafeEqualString } from "../../lib/crypto";
 import { dateFilterBound, keysetPage } from "../../lib/pagination";
@@ -34,9 +33,9 @@ export type InboundFilters = {
 };
 
 /** A page of the account's received mail, newest first (`limit + 1` rows, for `pageOf`). */
-export async function listInbound(d1: D1Database, accountId: string, filters: InboundFilters, page: { cursor?: string; limit: number }) {
+export async function listInbound(db: AccountDb, accountId: string, filters: InboundFilters, page: { cursor?: string; limit: number }) {
   const keyset = keysetPage(inboundEmails, page.cursor);
-  return drizzle(d1)
+  return db
     .select()
     .from(inboundEmails)
     .where(
@@ -54,8 +53,8 @@ export async function listInbound(d1: D1Database, accountId: string, filters: In
     .all();
 }
 
-export async function findInbound(d1: D1Database, accountId: string, id: string): Promise<InboundRow | undefined> {
-  return drizzle(d1)
+export async function findInbound(db: AccountDb, accountId: string, id: string): Promise<InboundRow | undefined> {
+  return db
     .select()
     .from(inboundEmails)
     .where(and(eq(inboundEmails.id, id), eq(inboundEmails.accountId, accountId)))
@@ -71,8 +70,9 @@ export async function bodiesOf(env: Env, row: InboundRow): Promise<{ text: strin
 }
 
 /** Deletes one of the account's received messages with its R2 objects; false if there is no such message. */
-export async function deleteInbound(env: Env, accountId: string, id: string): Promise<boolean> {
-  const deleted = await drizzle(env.DB)
+export async function deleteInbound(ctx: Ctx, accountId: string, id: string): Promise<boolean> {
+  const { env, db } = ctx;
+  const deleted = await db
     .delete(inboundEmails)
     .where(and(eq(inboundEmails.id, id), eq(inboundEmails.accountId, accountId)))
     .returning({ id: inboundEmails.id, attachments: inboundEmails.attachments, bodyKey: inboundEmails.bodyKey })
@@ -89,11 +89,12 @@ const INBOUND_PAGES_PER_RUN = 10;
  * Retention (src/domain/retention/purge.ts): received mail older than `cutoff` goes with its R2 objects, oldest first,
  * at most 2,000 per run. Its `email.received` events belong to no stored message and go with the other such events.
  */
-export async function purgeInbound(env: Env, cutoff: string): Promise<number> {
+export async function purgeInbound(ctx: Ctx, cutoff: string): Promise<number> {
+  const { env, db } = ctx;
   let purged = 0;
   for (let page = 0; page < INBOUND_PAGES_PER_RUN; page++) {
     const { results } = await statement(
-      env.DB,
+      db,
       sql`DELETE FROM inbound_emails WHERE id IN (SELECT id FROM inbound_emails WHERE created_at < ${cutoff} ORDER BY created_at LIMIT ${INBOUND_PER_PAGE})
         RETURNING id, attachments, body_key AS bodyKey`,
     ).all<{ id: string; attachments: string; bodyKey: string | null }>();
@@ -148,6 +149,6 @@ export async function downloadLinkValid(
 }
 
 /** A row by id alone, for a signed link (the signature stands in for the account's key). */
-export async function findInboundById(d1: D1Database, id: string): Promise<InboundRow | undefined> {
-  return drizzle(d1).select().from(inboundEmails).where(eq(inboundEmails.id, id)).get();
+export async function findInboundById(db: AccountDb, id: string): Promise<InboundRow | undefined> {
+  return db.select().from(inboundEmails).where(eq(inboundEmails.id, id)).get();
 }

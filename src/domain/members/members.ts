@@ -3,8 +3,7 @@
 // hands ownership to another member (in the dashboard). Removing a member deletes their sessions and links with them.
 
 import { and, eq, ne } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
-import { statement } from "../../db/client";
+import { statement, type SharedDb, batch, type Ctx } from "../../db/client";
 import { accounts, members, signInTokens } from "../../db/schema";
 import { newId, nowIso } from "../../lib/ids";
 import { accountPage } from "../../lib/pagination";
@@ -31,23 +30,23 @@ export function serializeMember(member: Member) {
   };
 }
 
-export const listMembers = (d1: D1Database, accountId: string, page: { cursor?: string; limit: number }) => accountPage(d1, members, accountId, page);
+export const listMembers = (db: SharedDb, accountId: string, page: { cursor?: string; limit: number }) => accountPage(db, members, accountId, page);
 
 /** Every member, oldest first (the dashboard's page: an account has a handful). */
-export const allMembers = (d1: D1Database, accountId: string) =>
-  drizzle(d1).select().from(members).where(eq(members.accountId, accountId)).orderBy(members.createdAt, members.id).limit(500).all();
+export const allMembers = (db: SharedDb, accountId: string) =>
+  db.select().from(members).where(eq(members.accountId, accountId)).orderBy(members.createdAt, members.id).limit(500).all();
 
 /** An active member with their account, by id alone (the second sign-in step knows no account yet). */
-export const findActiveMember = (d1: D1Database, id: string) =>
-  drizzle(d1)
+export const findActiveMember = (db: SharedDb, id: string) =>
+  db
     .select({ member: members, account: accounts })
     .from(members)
     .innerJoin(accounts, eq(accounts.id, members.accountId))
     .where(and(eq(members.id, id), eq(members.status, "active")))
     .get();
 
-export const findMember = (d1: D1Database, accountId: string, id: string) =>
-  drizzle(d1)
+export const findMember = (db: SharedDb, accountId: string, id: string) =>
+  db
     .select()
     .from(members)
     .where(and(eq(members.accountId, accountId), eq(members.id, id)))
@@ -60,11 +59,10 @@ const ownerTaken = () => refused("conflict", "The account has an owner already; 
  * the mail). An address already invited gets a new link (the old ones stop working); an active member is a conflict.
  */
 async function inviteMember(
-  d1: D1Database,
+  db: SharedDb,
   accountId: string,
   input: { email: string; role: Role; invitedBy: string },
 ): Promise<{ member: Member; secret: string; created: boolean } | Refusal> {
-  const db = drizzle(d1);
   const email = normalizeEmail(input.email);
   const [existing, owner] = await db.batch([
     db
@@ -96,14 +94,14 @@ async function inviteMember(
         createdAt: nowIso(),
         updatedAt: nowIso(),
       };
-  const invitation = await invitationStatements(d1, member.id);
-  await d1.batch([
+  const invitation = await invitationStatements(db, member.id);
+  await batch(db, [
     current
       ? statement(
-          d1,
+          db,
           db.update(members).set({ role: member.role, invitedBy: member.invitedBy, updatedAt: member.updatedAt }).where(eq(members.id, member.id)),
         )
-      : statement(d1, db.insert(members).values(member)),
+      : statement(db, db.insert(members).values(member)),
     ...invitation.statements,
   ]);
   return { member, secret: invitation.secret, created: !current };
@@ -111,17 +109,18 @@ async function inviteMember(
 
 /** Invites (inviteMember) and mails the invitation after the answer: a mail that fails is logged and sent again by inviting again. */
 export async function inviteAndMail(
-  env: Env,
+  ctx: Ctx,
   waitUntil: (promise: Promise<unknown>) => void,
   account: { id: string; name: string },
   input: { email: string; role: Role; invitedBy: string },
 ): Promise<{ member: Member; created: boolean } | Refusal> {
-  const invited = await inviteMember(env.DB, account.id, input);
+  const { env, shared } = ctx;
+  const invited = await inviteMember(shared, account.id, input);
   if (isRefusal(invited)) return invited;
   const { member, secret } = invited;
   waitUntil(
     sendPlatformMail(
-      env,
+      ctx,
       invitationMail(env, { to: member.email, accountName: account.name, role: member.role, invitedBy: input.invitedBy, secret }),
     ),
   );
@@ -132,12 +131,12 @@ export async function inviteAndMail(
  * A new role for a member. The owner's role is not changed this way, nor is anyone made owner: ownership is handed
  * over (transferOwnership), so an admin can never demote or replace the owner.
  */
-export async function changeRole(d1: D1Database, accountId: string, id: string, role: Role): Promise<{ before: Role; member: Member } | Refusal> {
-  const member = await findMember(d1, accountId, id);
+export async function changeRole(db: SharedDb, accountId: string, id: string, role: Role): Promise<{ before: Role; member: Member } | Refusal> {
+  const member = await findMember(db, accountId, id);
   if (!member) return refused("not_found", "Member not found");
   if (member.role === "owner") return refused("conflict", "The owner's role changes only when the owner hands ownership to another member");
   if (role === "owner") return ownerTaken();
-  const updated = await drizzle(d1)
+  const updated = await db
     .update(members)
     .set({ role, updatedAt: nowIso() })
     .where(and(eq(members.id, id), ne(members.role, "owner")))
@@ -147,42 +146,40 @@ export async function changeRole(d1: D1Database, accountId: string, id: string, 
 }
 
 /** Removes a member: their sessions and links go with the row (foreign keys), so they are signed out at once. */
-export async function removeMember(d1: D1Database, accountId: string, id: string): Promise<Member | Refusal> {
-  const member = await findMember(d1, accountId, id);
+export async function removeMember(db: SharedDb, accountId: string, id: string): Promise<Member | Refusal> {
+  const member = await findMember(db, accountId, id);
   if (!member) return refused("not_found", "Member not found");
   if (member.role === "owner") return refused("conflict", "The owner cannot be removed; the owner hands ownership to another member first");
-  const db = drizzle(d1);
-  await d1.batch([
-    statement(d1, db.delete(signInTokens).where(eq(signInTokens.memberId, id))),
-    statement(d1, db.delete(members).where(and(eq(members.id, id), ne(members.role, "owner")))),
+  await batch(db, [
+    statement(db, db.delete(signInTokens).where(eq(signInTokens.memberId, id))),
+    statement(db, db.delete(members).where(and(eq(members.id, id), ne(members.role, "owner")))),
   ]);
   return member;
 }
 
 /** The owner makes an active member the owner and becomes an admin. */
-export async function transferOwnership(d1: D1Database, accountId: string, ownerId: string, toId: string): Promise<Member | Refusal> {
-  const [owner, target] = await Promise.all([findMember(d1, accountId, ownerId), findMember(d1, accountId, toId)]);
+export async function transferOwnership(db: SharedDb, accountId: string, ownerId: string, toId: string): Promise<Member | Refusal> {
+  const [owner, target] = await Promise.all([findMember(db, accountId, ownerId), findMember(db, accountId, toId)]);
   if (owner?.role !== "owner") return refused("forbidden", "Only the owner hands ownership over");
   if (!target || target.id === ownerId) return refused("not_found", "Member not found");
   if (target.status !== "active") return refused("conflict", "Ownership goes to a member who has signed in at least once");
-  const db = drizzle(d1);
   const now = nowIso();
-  await d1.batch([
+  await batch(db, [
     statement(
-      d1,
+      db,
       db
         .update(members)
         .set({ role: "admin", updatedAt: now })
         .where(and(eq(members.id, ownerId), eq(members.accountId, accountId), eq(members.role, "owner"))),
     ),
-    statement(d1, db.update(members).set({ role: "owner", updatedAt: now }).where(eq(members.id, toId))),
+    statement(db, db.update(members).set({ role: "owner", updatedAt: now }).where(eq(members.id, toId))),
   ]);
   return { ...target, role: "owner", updatedAt: now };
 }
 
 /** The owner's choices: API keys may sign into the dashboard while the account has active members; every member needs a second factor. */
-export async function setSignInSettings(d1: D1Database, accountId: string, settings: { keySignIn: boolean; requireTotp: boolean }): Promise<void> {
-  await drizzle(d1)
+export async function setSignInSettings(db: SharedDb, accountId: string, settings: { keySignIn: boolean; requireTotp: boolean }): Promise<void> {
+  await db
     .update(accounts)
     .set({ ...settings, updatedAt: nowIso() })
     .where(eq(accounts.id, accountId));

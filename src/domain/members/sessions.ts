@@ -2,16 +2,16 @@
 // dashboard_sessions, each under the hash of the cookie's session id (src/dashboard/session.ts makes the cookie and
 // the hash). A session signs someone in only while its row is here and unexpired; signing out deletes the row.
 
+import type { SharedDb } from "../../db/client";
 import { and, eq, gt, lte } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
 import { dashboardSessions, memberSessions, members } from "../../db/schema";
 import { findActiveMember } from "./members";
 
 /** The active member of a member session whose row is still on the server, with their account. */
-export async function memberOfSession(d1: D1Database, memberId: string, id: string) {
+export async function memberOfSession(db: SharedDb, memberId: string, id: string) {
   const [found, stored] = await Promise.all([
-    findActiveMember(d1, memberId),
-    drizzle(d1)
+    findActiveMember(db, memberId),
+    db
       .select({ id: memberSessions.id })
       .from(memberSessions)
       .where(and(eq(memberSessions.id, id), eq(memberSessions.memberId, memberId), gt(memberSessions.expiresAt, new Date().toISOString())))
@@ -21,8 +21,8 @@ export async function memberOfSession(d1: D1Database, memberId: string, id: stri
 }
 
 /** The id of the key whose unexpired session row `id` is, if any. */
-export async function keyOfSession(d1: D1Database, id: string): Promise<string | undefined> {
-  const stored = await drizzle(d1)
+export async function keyOfSession(db: SharedDb, id: string): Promise<string | undefined> {
+  const stored = await db
     .select({ apiKeyId: dashboardSessions.apiKeyId })
     .from(dashboardSessions)
     .where(and(eq(dashboardSessions.id, id), gt(dashboardSessions.expiresAt, new Date().toISOString())))
@@ -31,9 +31,9 @@ export async function keyOfSession(d1: D1Database, id: string): Promise<string |
 }
 
 /** Whether a key may sign into its account's dashboard: while the account has no active member, or its owner allows it. */
-export async function keySignInAllowed(d1: D1Database, account: { id: string; keySignIn: boolean }): Promise<boolean> {
+export async function keySignInAllowed(db: SharedDb, account: { id: string; keySignIn: boolean }): Promise<boolean> {
   if (account.keySignIn) return true;
-  const member = await drizzle(d1)
+  const member = await db
     .select({ id: members.id })
     .from(members)
     .where(and(eq(members.accountId, account.id), eq(members.status, "active")))
@@ -43,13 +43,12 @@ export async function keySignInAllowed(d1: D1Database, account: { id: string; ke
 }
 
 /** Keeps a member's new session until `expiresAt` (the cron purges expired ones, with old sign-in links). */
-export async function storeMemberSession(d1: D1Database, id: string, memberId: string, expiresAt: string): Promise<void> {
-  await drizzle(d1).insert(memberSessions).values({ id, memberId, expiresAt });
+export async function storeMemberSession(db: SharedDb, id: string, memberId: string, expiresAt: string): Promise<void> {
+  await db.insert(memberSessions).values({ id, memberId, expiresAt });
 }
 
 /** Keeps a key's new session until `expiresAt`; the key's expired ones go with it, so the table holds the live ones and a few. */
-export async function storeKeySession(d1: D1Database, id: string, apiKeyId: string, expiresAt: string): Promise<void> {
-  const db = drizzle(d1);
+export async function storeKeySession(db: SharedDb, id: string, apiKeyId: string, expiresAt: string): Promise<void> {
   await db.batch([
     db.delete(dashboardSessions).where(and(eq(dashboardSessions.apiKeyId, apiKeyId), lte(dashboardSessions.expiresAt, new Date().toISOString()))),
     db.insert(dashboardSessions).values({ id, apiKeyId, expiresAt }),
@@ -57,8 +56,7 @@ export async function storeKeySession(d1: D1Database, id: string, apiKeyId: stri
 }
 
 /** Signs a session out: its row goes, so no copy of its cookie signs anyone in again. */
-export async function deleteSession(d1: D1Database, id: string, kind: "member" | "api_key"): Promise<void> {
-  const db = drizzle(d1);
+export async function deleteSession(db: SharedDb, id: string, kind: "member" | "api_key"): Promise<void> {
   await (kind === "member"
     ? db.delete(memberSessions).where(eq(memberSessions.id, id))
     : db.delete(dashboardSessions).where(eq(dashboardSessions.id, id)));

@@ -3,9 +3,8 @@
 // the row used in one conditional UPDATE, so a link or code signs in once however often it is presented.
 
 import { and, eq, gt, isNull, lt } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
 import { config } from "../../config";
-import { statement } from "../../db/client";
+import { batch, statement, type SharedDb, type Ctx } from "../../db/client";
 import { accounts, memberSessions, members, signInTokens } from "../../db/schema";
 import { hmacSha256Hex, randomToken, sha256Hex, timingSafeEqualString } from "../../lib/crypto";
 import { nowIso } from "../../lib/ids";
@@ -38,16 +37,15 @@ const invitationPath = "/dashboard/invitation";
 const signInLinkPath = "/dashboard/sign-in/link";
 
 /** A new invitation for the member, replacing their earlier ones: the statements to write, and the link's secret. */
-export async function invitationStatements(d1: D1Database, memberId: string): Promise<{ secret: string; statements: D1PreparedStatement[] }> {
+export async function invitationStatements(shared: SharedDb, memberId: string): Promise<{ secret: string; statements: D1PreparedStatement[] }> {
   const secret = randomToken(32);
-  const db = drizzle(d1);
   return {
     secret,
     statements: [
-      statement(d1, db.delete(signInTokens).where(and(eq(signInTokens.memberId, memberId), eq(signInTokens.kind, "invitation")))),
+      statement(shared, shared.delete(signInTokens).where(and(eq(signInTokens.memberId, memberId), eq(signInTokens.kind, "invitation")))),
       statement(
-        d1,
-        db.insert(signInTokens).values({
+        shared,
+        shared.insert(signInTokens).values({
           id: await tokenId(secret),
           memberId,
           kind: "invitation",
@@ -80,9 +78,9 @@ export function invitationMail(env: Env, input: { to: string; accountName: strin
  * For each account `email` is a member of, a sign-in link and code bound to the browser whose cookie is `browser`
  * (replacing that member's earlier ones), and the mail that carries them; undefined for an address that is no member.
  */
-async function requestSignIn(env: Env, email: string, browser: string): Promise<PlatformMail | undefined> {
-  const db = drizzle(env.DB);
-  const memberships = await db
+async function requestSignIn(ctx: Ctx, email: string, browser: string): Promise<PlatformMail | undefined> {
+  const { env, shared } = ctx;
+  const memberships = await shared
     .select({ member: members, accountName: accounts.name })
     .from(members)
     .innerJoin(accounts, eq(accounts.id, members.accountId))
@@ -106,10 +104,11 @@ async function requestSignIn(env: Env, email: string, browser: string): Promise<
       };
     }),
   );
-  await env.DB.batch(
+  await batch(
+    shared,
     links.flatMap(({ member, row }) => [
-      statement(env.DB, db.delete(signInTokens).where(and(eq(signInTokens.memberId, member.id), eq(signInTokens.kind, "sign_in")))),
-      statement(env.DB, db.insert(signInTokens).values(row)),
+      statement(shared, shared.delete(signInTokens).where(and(eq(signInTokens.memberId, member.id), eq(signInTokens.kind, "sign_in")))),
+      statement(shared, shared.insert(signInTokens).values(row)),
     ]),
   );
   const lines = links.flatMap(({ member, accountName, secret, code }) => [
@@ -133,10 +132,10 @@ async function requestSignIn(env: Env, email: string, browser: string): Promise<
 }
 
 /** requestSignIn, then the mail, for after the answer: a failure is logged (the person asks again). */
-export async function mailSignInLinks(env: Env, email: string, browser: string): Promise<void> {
+export async function mailSignInLinks(ctx: Ctx, email: string, browser: string): Promise<void> {
   try {
-    const mail = await requestSignIn(env, email, browser);
-    if (mail) await sendPlatformMail(env, mail);
+    const mail = await requestSignIn(ctx, email, browser);
+    if (mail) await sendPlatformMail(ctx, mail);
   } catch (error) {
     logError("sign-in links not made", { error: String(error) });
   }
@@ -145,31 +144,32 @@ export async function mailSignInLinks(env: Env, email: string, browser: string):
 const live = () => and(isNull(signInTokens.usedAt), gt(signInTokens.expiresAt, nowIso()));
 
 /** Marks the token used (once only) and the member active and signed in now; undefined when the token was already used. */
-async function consume(env: Env, id: string, memberId: string): Promise<SignedIn | undefined> {
-  const db = drizzle(env.DB);
+async function consume(ctx: Ctx, id: string, memberId: string): Promise<SignedIn | undefined> {
+  const { shared } = ctx;
   const now = nowIso();
-  const used = await db
+  const used = await shared
     .update(signInTokens)
     .set({ usedAt: now })
     .where(and(eq(signInTokens.id, id), live()))
     .returning({ id: signInTokens.id })
     .get();
   if (!used) return undefined;
-  const member = await db
+  const member = await shared
     .update(members)
     .set({ status: "active", lastSignedInAt: now, updatedAt: now })
     .where(eq(members.id, memberId))
     .returning()
     .get();
   if (!member) return undefined;
-  const account = await db.select().from(accounts).where(eq(accounts.id, member.accountId)).get();
+  const account = await shared.select().from(accounts).where(eq(accounts.id, member.accountId)).get();
   return account ? { member, account } : undefined;
 }
 
 /** The live token of `secret` and its member and account, without using it. */
-export async function peekToken(env: Env, secret: string, kind: "sign_in" | "invitation") {
+export async function peekToken(ctx: Ctx, secret: string, kind: "sign_in" | "invitation") {
+  const { shared } = ctx;
   if (!/^[A-Za-z0-9_-]{20,100}$/.test(secret)) return undefined;
-  return drizzle(env.DB)
+  return shared
     .select({ token: signInTokens, member: members, accountName: accounts.name })
     .from(signInTokens)
     .innerJoin(members, eq(members.id, signInTokens.memberId))
@@ -182,41 +182,42 @@ export async function peekToken(env: Env, secret: string, kind: "sign_in" | "inv
  * Signs in with a mailed link: only in the browser that asked for it (`browser`, its cookie). Another browser gets
  * `other_browser` and the link stays usable where it belongs.
  */
-export async function redeemSignInLink(env: Env, secret: string, browser: string | undefined): Promise<SignedIn | "other_browser" | "invalid"> {
-  const found = await peekToken(env, secret, "sign_in");
+export async function redeemSignInLink(ctx: Ctx, secret: string, browser: string | undefined): Promise<SignedIn | "other_browser" | "invalid"> {
+  const found = await peekToken(ctx, secret, "sign_in");
   if (!found) return "invalid";
   if (!browser || !found.token.browserHash || !(await timingSafeEqualString(found.token.browserHash, await browserHash(browser))))
     return "other_browser";
-  return (await consume(env, found.token.id, found.member.id)) ?? "invalid";
+  return (await consume(ctx, found.token.id, found.member.id)) ?? "invalid";
 }
 
 /** Signs in with the code of a mailed link, typed in the browser that asked for it. */
-export async function redeemSignInCode(env: Env, email: string, code: string, browser: string): Promise<SignedIn | undefined> {
+export async function redeemSignInCode(ctx: Ctx, email: string, code: string, browser: string): Promise<SignedIn | undefined> {
+  const { env, shared } = ctx;
   if (!/^\d{6}$/.test(code)) return undefined;
-  const rows = await drizzle(env.DB)
+  const rows = await shared
     .select({ id: signInTokens.id, codeHash: signInTokens.codeHash, memberId: signInTokens.memberId })
     .from(signInTokens)
     .innerJoin(members, eq(members.id, signInTokens.memberId))
     .where(and(eq(members.email, email), eq(signInTokens.kind, "sign_in"), eq(signInTokens.browserHash, await browserHash(browser)), live()))
     .all();
   for (const row of rows) {
-    if (row.codeHash && (await timingSafeEqualString(row.codeHash, await codeHash(env, row.id, code)))) return consume(env, row.id, row.memberId);
+    if (row.codeHash && (await timingSafeEqualString(row.codeHash, await codeHash(env, row.id, code)))) return consume(ctx, row.id, row.memberId);
   }
   return undefined;
 }
 
 /** Accepts an invitation: the member becomes active and is signed in. */
-export async function acceptInvitation(env: Env, secret: string): Promise<SignedIn | undefined> {
-  const found = await peekToken(env, secret, "invitation");
-  return found ? consume(env, found.token.id, found.member.id) : undefined;
+export async function acceptInvitation(ctx: Ctx, secret: string): Promise<SignedIn | undefined> {
+  const found = await peekToken(ctx, secret, "invitation");
+  return found ? consume(ctx, found.token.id, found.member.id) : undefined;
 }
 
 /** Links and member sessions past their expiry: they sign nobody in, and nothing else reads them. */
-export async function purgeExpiredSignIns(env: Env): Promise<void> {
-  const db = drizzle(env.DB);
+export async function purgeExpiredSignIns(ctx: Ctx): Promise<void> {
+  const { shared } = ctx;
   const now = nowIso();
-  await db.batch([
-    db.delete(signInTokens).where(lt(signInTokens.expiresAt, now)),
-    db.delete(memberSessions).where(lt(memberSessions.expiresAt, now)),
+  await shared.batch([
+    shared.delete(signInTokens).where(lt(signInTokens.expiresAt, now)),
+    shared.delete(memberSessions).where(lt(memberSessions.expiresAt, now)),
   ]);
 }

@@ -3,8 +3,8 @@
 // stored AES-GCM encrypted; a code is accepted once (the last accepted time step is kept); recovery codes only as
 // their SHA-256.
 
+import type { Ctx } from "../../db/client";
 import { and, eq, isNull, lt, or } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
 import { Secret, TOTP } from "otpauth";
 import { config } from "../../config";
 import { members } from "../../db/schema";
@@ -25,13 +25,14 @@ export const hasTotp = (member: Pick<Member, "totpEnabledAt">) => member.totpEna
  * The secret for the member to scan, kept (encrypted) until a first code confirms it: the one waiting already, so a
  * mistyped code or a reload keeps what the app has, else a new one. The `otpauth://` URI and the secret to type.
  */
-export async function startTotp(env: Env, member: Member): Promise<{ uri: string; secret: string }> {
+export async function startTotp(ctx: Ctx, member: Member): Promise<{ uri: string; secret: string }> {
+  const { env, shared } = ctx;
   const key = config(env).encryptionKey;
   let secret: Secret;
   if (member.totpSecret) secret = Secret.fromBase32(await decryptSecret(member.totpSecret, key));
   else {
     secret = new Secret({ size: 20 });
-    await drizzle(env.DB)
+    await shared
       .update(members)
       .set({ totpSecret: await encryptSecret(secret.base32, key) })
       .where(and(eq(members.id, member.id), isNull(members.totpEnabledAt)));
@@ -50,7 +51,8 @@ async function acceptedStep(env: Env, member: Member, code: string): Promise<num
 }
 
 /** Turns TOTP on with a first code from the app; the recovery codes, shown once, or undefined for a wrong code. */
-export async function confirmTotp(env: Env, member: Member, code: string): Promise<string[] | undefined> {
+export async function confirmTotp(ctx: Ctx, member: Member, code: string): Promise<string[] | undefined> {
+  const { env, shared } = ctx;
   if (hasTotp(member)) return undefined;
   const step = await acceptedStep(env, member, code);
   if (step === undefined) return undefined;
@@ -59,7 +61,7 @@ export async function confirmTotp(env: Env, member: Member, code: string): Promi
       .toLowerCase()
       .replace(/^(.{5})/, "$1-"),
   );
-  const updated = await drizzle(env.DB)
+  const updated = await shared
     .update(members)
     .set({ totpEnabledAt: nowIso(), totpLastStep: step, recoveryCodes: await Promise.all(codes.map(recoveryHash)) })
     .where(and(eq(members.id, member.id), isNull(members.totpEnabledAt)))
@@ -72,11 +74,11 @@ export async function confirmTotp(env: Env, member: Member, code: string): Promi
  * Checks a second factor: a TOTP code not used before, or an unused recovery code (used up by this). Each check
  * is one conditional UPDATE, so two requests cannot both use one code.
  */
-export async function checkSecondFactor(env: Env, member: Member, code: string): Promise<boolean> {
-  const db = drizzle(env.DB);
+export async function checkSecondFactor(ctx: Ctx, member: Member, code: string): Promise<boolean> {
+  const { env, shared } = ctx;
   const step = await acceptedStep(env, member, code.trim());
   if (step !== undefined) {
-    const used = await db
+    const used = await shared
       .update(members)
       .set({ totpLastStep: step })
       .where(and(eq(members.id, member.id), or(isNull(members.totpLastStep), lt(members.totpLastStep, step))))
@@ -87,7 +89,7 @@ export async function checkSecondFactor(env: Env, member: Member, code: string):
   const hash = await recoveryHash(code);
   const left = member.recoveryCodes ?? [];
   if (!left.includes(hash)) return false;
-  const used = await db
+  const used = await shared
     .update(members)
     .set({ recoveryCodes: left.filter((stored) => stored !== hash) })
     .where(and(eq(members.id, member.id), eq(members.recoveryCodes, left)))
@@ -97,8 +99,9 @@ export async function checkSecondFactor(env: Env, member: Member, code: string):
 }
 
 /** Turns TOTP off (after the caller checked a second factor). */
-export async function disableTotp(env: Env, memberId: string): Promise<void> {
-  await drizzle(env.DB)
+export async function disableTotp(ctx: Ctx, memberId: string): Promise<void> {
+  const { shared } = ctx;
+  await shared
     .update(members)
     .set({ totpSecret: null, totpEnabledAt: null, totpLastStep: null, recoveryCodes: null })
     .where(eq(members.id, memberId));

@@ -2,6 +2,7 @@
 // their domains; a company domain hosted by one of them (Google Workspace, Microsoft 365…) is known by its MX.
 // Anything else, and any lookup that fails, is `other`: a report must never wait on, or fail with, DNS.
 
+import type { Ctx } from "../../db/client";
 import { config } from "../../config";
 import { lookupMany, type DnsAnswer, type MxRecord } from "../dns/doh";
 import { providers } from "../../db/schema";
@@ -57,7 +58,8 @@ const providerOfAnswer = (answer: DnsAnswer<"MX">): Provider => (answer.status =
  * The provider of each domain: by name when the name tells, else by MX through the DoH resolver and its D1 cache
  * (one D1 read for all names, DoH only for the names not cached). Never throws; what cannot be told is `other`.
  */
-export async function resolveProviders(env: Env, domains: Iterable<string>): Promise<Map<string, Provider>> {
+export async function resolveProviders(ctx: Ctx, domains: Iterable<string>): Promise<Map<string, Provider>> {
+  const { env } = ctx;
   const result = new Map<string, Provider>();
   const unknown: string[] = [];
   for (const domain of new Set([...domains].map((name) => name.toLowerCase()))) {
@@ -69,7 +71,7 @@ export async function resolveProviders(env: Env, domains: Iterable<string>): Pro
   try {
     const answers = await lookupMany(
       // The resolver's own timeout bounds what a batch can wait; the lookup runs while the batch is being sent.
-      { url: config(env).dohUrl, db: env.DB },
+      { url: config(env).dohUrl, db: ctx.shared },
       unknown.map((name) => ({ name, type: "MX" as const })),
     );
     for (const [i, domain] of unknown.entries()) result.set(domain, providerOfAnswer(answers[i]!));

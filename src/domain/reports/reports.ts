@@ -3,8 +3,7 @@
 // so its cost follows the number of days, domains, providers and campaigns, not the number of emails.
 
 import { and, asc, between, desc, eq, sql, type SQL } from "drizzle-orm";
-import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
-import { inJsonArray } from "../../db/client";
+import { inJsonArray, type AccountDb } from "../../db/client";
 import { campaignLinks, dailyStats, messageStreams, providers, usageDaily } from "../../db/schema";
 import { rollupCounters, type Provider, type RollupCounter } from "./rollups";
 
@@ -97,8 +96,7 @@ export type Overview = DateRange & {
  * The account's delivery and engagement over `range` (only `stream`'s mail when given): totals, per mailbox provider,
  * per sending domain, per day and per stream.
  */
-export async function overviewReport(d1: D1Database, accountId: string, range: DateRange, stream?: MessageStream): Promise<Overview> {
-  const db = drizzle(d1);
+export async function overviewReport(db: AccountDb, accountId: string, range: DateRange, stream?: MessageStream): Promise<Overview> {
   const inRange = and(
     eq(dailyStats.accountId, accountId),
     between(dailyStats.day, range.from, range.to),
@@ -156,8 +154,7 @@ export async function overviewReport(d1: D1Database, accountId: string, range: D
 export type CampaignReport = { totals: ReportCounts; rates: ReportRates; links: { url: string; clicks: number; unique_clicks: number }[] };
 
 /** One campaign's totals over its whole life, and its links by clicks. The caller checks the campaign is the account's. */
-export async function campaignReport(d1: D1Database, campaignId: string): Promise<CampaignReport> {
-  const db = drizzle(d1);
+export async function campaignReport(db: AccountDb, campaignId: string): Promise<CampaignReport> {
   const [totals, links] = await db.batch([
     campaignTotalsQuery(db, [campaignId]),
     db
@@ -175,15 +172,15 @@ export async function campaignReport(d1: D1Database, campaignId: string): Promis
  * campaign resource's counters and campaign.completed carry, so the two can never disagree. A campaign with no
  * counted outcome yet is absent.
  */
-export async function campaignTotals(d1: D1Database, campaignIds: string[]): Promise<Map<string, ReportCounts>> {
+export async function campaignTotals(db: AccountDb, campaignIds: string[]): Promise<Map<string, ReportCounts>> {
   if (campaignIds.length === 0) return new Map();
-  const rows = await campaignTotalsQuery(drizzle(d1), campaignIds);
+  const rows = await campaignTotalsQuery(db, campaignIds);
   return new Map(rows.map((row) => [row.campaignId, countsOf(row)]));
 }
 
 // By campaign id alone (ids are unique across accounts, over the daily_stats_campaign index): callers have checked
 // the campaigns are the account's.
-export function campaignTotalsQuery(db: DrizzleD1Database, campaignIds: string[]) {
+export function campaignTotalsQuery(db: AccountDb, campaignIds: string[]) {
   return db
     .select({ campaignId: dailyStats.campaignId, ...sums })
     .from(dailyStats)
@@ -221,8 +218,7 @@ const zeroUsage = (): UsageTotals => ({
 });
 
 /** The account's API calls, emails sent (final transport outcomes), addresses verified and credit movements per day. */
-export async function usageReport(d1: D1Database, accountId: string, range: DateRange): Promise<UsageReport> {
-  const db = drizzle(d1);
+export async function usageReport(db: AccountDb, accountId: string, range: DateRange): Promise<UsageReport> {
   const [usageRows, sentRows] = await db.batch([
     db
       .select()

@@ -4,7 +4,7 @@
 // batch never leaves a count behind.
 
 import { sql, type SQL } from "drizzle-orm";
-import { sqlToday, statement } from "../../db/client";
+import { sqlToday, statement, type AccountDb } from "../../db/client";
 import type { messageStreams, providers } from "../../db/schema";
 
 type MessageStream = (typeof messageStreams)[number];
@@ -51,7 +51,7 @@ export function sendingDomain(fromAddress: string): string {
  * point of the batch: e.g. `unique_opens` only while no `opened` event exists yet, placed before the statement that
  * writes it. Returns no statement when every count is zero.
  */
-export function rollupStatements(db: D1Database, key: RollupKey, counts: RollupCounts, guard?: SQL): D1PreparedStatement[] {
+export function rollupStatements(db: AccountDb, key: RollupKey, counts: RollupCounts, guard?: SQL): D1PreparedStatement[] {
   const columns = countedColumns(counts);
   if (columns.length === 0) return [];
   const values = sql.join(
@@ -78,7 +78,7 @@ export type CountedRecipients = { messageId: string; emails: readonly string[]; 
  * recipient: recorded twice, the second time finds none of them left to count.
  */
 export function recipientRollupStatements(
-  db: D1Database,
+  db: AccountDb,
   key: Omit<RollupKey, "provider">,
   counts: RollupCounts,
   recipients: CountedRecipients,
@@ -109,7 +109,7 @@ export function recipientRollupStatements(
  * Stores each recipient's mailbox provider unless it has one: the first outcome decides, so a recipient deferred
  * then sent is counted under one provider. `providers` is keyed by email.
  */
-export function recipientProviderStatements(db: D1Database, messageId: string, providers: ReadonlyMap<string, Provider>): D1PreparedStatement[] {
+export function recipientProviderStatements(db: AccountDb, messageId: string, providers: ReadonlyMap<string, Provider>): D1PreparedStatement[] {
   if (providers.size === 0) return [];
   const byEmail = JSON.stringify(Object.fromEntries(providers));
   return [

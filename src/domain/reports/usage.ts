@@ -3,7 +3,7 @@
 // verified where verification results are recorded. Emails sent come from the delivery rollups (daily_stats).
 
 import { sql, type SQL } from "drizzle-orm";
-import { sqlToday, statement } from "../../db/client";
+import { sqlToday, statement, type Db } from "../../db/client";
 
 export type UsageCounts = { api_calls?: number; verifications?: number };
 
@@ -11,7 +11,7 @@ export type UsageCounts = { api_calls?: number; verifications?: number };
  * Adds `counts` to the account's row of `day` (UTC, default today). With `guard`, nothing is added unless it holds
  * at that point of the batch. Returns no statement when every count is zero.
  */
-export function usageStatements(db: D1Database, accountId: string, counts: UsageCounts, options: { day?: string; guard?: SQL } = {}) {
+export function usageStatements(db: Db, accountId: string, counts: UsageCounts, options: { day?: string; guard?: SQL } = {}) {
   const apiCalls = counts.api_calls ?? 0;
   const verifications = counts.verifications ?? 0;
   if (apiCalls === 0 && verifications === 0) return [];

@@ -12,7 +12,7 @@
 
 import { sql, type SQL } from "drizzle-orm";
 import { config } from "../../config";
-import { statement } from "../../db/client";
+import { statement, type AccountDb, type Ctx, batch } from "../../db/client";
 import { deleteOrphanedObjects } from "../../lib/r2";
 import { purgeInbound } from "../inbound/store";
 import type { MessageStatus } from "../sending/messages";
@@ -71,25 +71,25 @@ const oldestPurgeable = (window: Window, status: MessageStatus, limit: number) =
     ORDER BY m.updated_at LIMIT ${limit}`;
 
 /** The statements deleting the messages among `ids` that are still purgeable, and everything stored for them. */
-function messagePurgeStatements(d1: D1Database, ids: readonly string[], window: Window): D1PreparedStatement[] {
+function messagePurgeStatements(db: AccountDb, ids: readonly string[], window: Window): D1PreparedStatement[] {
   const doomed = sql`(SELECT m.id FROM messages AS m WHERE m.id IN ${jsonIds(ids)} AND ${purgeable(window)})`;
   return [
     // Before the messages go: what GET /campaigns/{id} would have counted from them.
     statement(
-      d1,
+      db,
       sql`INSERT INTO campaign_purged_messages (campaign_id, status, total)
         SELECT m.campaign_id, m.status, count(*) FROM messages AS m
         WHERE m.id IN ${jsonIds(ids)} AND m.campaign_id IS NOT NULL AND ${purgeable(window)}
         GROUP BY m.campaign_id, m.status
         ON CONFLICT (campaign_id, status) DO UPDATE SET total = total + excluded.total`,
     ),
-    statement(d1, deliveriesOfEvents(sql`e.subject_id IN ${doomed}`)),
-    statement(d1, sql`DELETE FROM events WHERE subject_id IN ${doomed}`),
-    statement(d1, sql`DELETE FROM delivery_feedback WHERE message_id IN ${doomed}`),
-    statement(d1, sql`DELETE FROM message_tags WHERE message_id IN ${doomed}`),
-    statement(d1, sql`DELETE FROM message_recipients WHERE message_id IN ${doomed}`),
+    statement(db, deliveriesOfEvents(sql`e.subject_id IN ${doomed}`)),
+    statement(db, sql`DELETE FROM events WHERE subject_id IN ${doomed}`),
+    statement(db, sql`DELETE FROM delivery_feedback WHERE message_id IN ${doomed}`),
+    statement(db, sql`DELETE FROM message_tags WHERE message_id IN ${doomed}`),
+    statement(db, sql`DELETE FROM message_recipients WHERE message_id IN ${doomed}`),
     // Last, since every statement above finds the page through it.
-    statement(d1, sql`DELETE FROM messages WHERE id IN ${doomed} RETURNING id, content_key AS contentKey, raw_key AS rawKey`),
+    statement(db, sql`DELETE FROM messages WHERE id IN ${doomed} RETURNING id, content_key AS contentKey, raw_key AS rawKey`),
   ];
 }
 
@@ -104,19 +104,22 @@ const deliveriesOfEvents = (where: SQL) =>
     WHERE ${where})`;
 
 /** Returns whether every purgeable message is gone (false: the run's pages ran out first). */
-async function purgeMessages(env: Env, window: Window, summary: PurgeSummary): Promise<boolean> {
+async function purgeMessages(ctx: Ctx, window: Window, summary: PurgeSummary): Promise<boolean> {
+  const { env, db } = ctx;
   for (let page = 0; page < MESSAGE_PAGES_PER_RUN; page++) {
-    const candidates = await env.DB.batch<{ id: string; updatedAt: string }>(
-      finalStatuses.map((status) => statement(env.DB, oldestPurgeable(window, status, MESSAGES_PER_PAGE))),
+    const candidates = await batch<{ id: string; updatedAt: string }>(
+      db,
+      finalStatuses.map((status) => statement(db, oldestPurgeable(window, status, MESSAGES_PER_PAGE))),
     );
     const results = candidates
       .flatMap((result) => result.results)
       .sort((a, b) => a.updatedAt.localeCompare(b.updatedAt))
       .slice(0, MESSAGES_PER_PAGE);
     if (results.length === 0) return true;
-    const outcomes = await env.DB.batch<{ id: string; contentKey: string | null; rawKey: string | null }>(
+    const outcomes = await batch<{ id: string; contentKey: string | null; rawKey: string | null }>(
+      db,
       messagePurgeStatements(
-        env.DB,
+        db,
         results.map((row) => row.id),
         window,
       ),
@@ -137,19 +140,20 @@ async function purgeMessages(env: Env, window: Window, summary: PurgeSummary): P
  * Events of a stored message stay with it. The index also holds the events of old messages not purged yet, which
  * this scan would step over page after page: run it only once the messages are caught up.
  */
-async function purgeEvents(env: Env, cutoff: string, summary: PurgeSummary): Promise<void> {
+async function purgeEvents(ctx: Ctx, cutoff: string, summary: PurgeSummary): Promise<void> {
+  const { db } = ctx;
   for (let page = 0; page < EVENT_PAGES_PER_RUN; page++) {
     const { results } = await statement(
-      env.DB,
+      db,
       sql`SELECT e.id FROM events AS e
         WHERE e.dispatched_at < ${cutoff} AND NOT EXISTS (SELECT 1 FROM messages WHERE id = e.subject_id)
         ORDER BY e.dispatched_at LIMIT ${EVENTS_PER_PAGE}`,
     ).all<{ id: string }>();
     if (results.length === 0) return;
     const ids = jsonIds(results.map((row) => row.id));
-    const [deliveries, deleted] = await env.DB.batch([
-      statement(env.DB, deliveriesOfEvents(sql`e.id IN ${ids}`)),
-      statement(env.DB, sql`DELETE FROM events WHERE id IN ${ids}`),
+    const [deliveries, deleted] = await batch(db, [
+      statement(db, deliveriesOfEvents(sql`e.id IN ${ids}`)),
+      statement(db, sql`DELETE FROM events WHERE id IN ${ids}`),
     ]);
     summary.webhookDeliveries += deliveries!.meta.changes;
     summary.events += deleted!.meta.changes;
@@ -161,10 +165,11 @@ async function purgeEvents(env: Env, cutoff: string, summary: PurgeSummary): Pro
  * The delivery log past the cutoff, whatever its event (test events have none stored): endpoint by endpoint over the
  * (endpoint_id, created_at) index. A delivery is retried for about 21 hours, so none this old is still pending.
  */
-async function purgeWebhookDeliveries(env: Env, cutoff: string, summary: PurgeSummary): Promise<void> {
+async function purgeWebhookDeliveries(ctx: Ctx, cutoff: string, summary: PurgeSummary): Promise<void> {
+  const { db } = ctx;
   for (let round = 0; round < DELIVERY_STATEMENTS_PER_RUN; round++) {
     const { meta } = await statement(
-      env.DB,
+      db,
       sql`DELETE FROM webhook_deliveries WHERE id IN (SELECT d.id FROM webhook_endpoints AS w
         CROSS JOIN webhook_deliveries AS d ON d.endpoint_id = w.id AND d.created_at < ${cutoff}
         LIMIT ${DELIVERIES_PER_STATEMENT})`,
@@ -178,7 +183,8 @@ async function purgeWebhookDeliveries(env: Env, cutoff: string, summary: PurgeSu
  * One bounded run of the retention purge (a cron task): what changed last before `now` − RETENTION_DAYS. Nothing
  * when RETENTION_DAYS is 0. What a run leaves (a backlog after the window is shortened) the next runs continue.
  */
-export async function purgeExpiredData(env: Env, now = new Date()): Promise<PurgeSummary> {
+export async function purgeExpiredData(ctx: Ctx, now = new Date()): Promise<PurgeSummary> {
+  const { env } = ctx;
   const summary: PurgeSummary = { messages: 0, contentObjects: 0, events: 0, webhookDeliveries: 0, inboundEmails: 0 };
   const days = config(env).retentionDays;
   if (days === undefined) return summary;
@@ -186,10 +192,10 @@ export async function purgeExpiredData(env: Env, now = new Date()): Promise<Purg
     cutoff: new Date(now.getTime() - days * dayMs).toISOString(),
     eventsSince: new Date(now.getTime() - WEBHOOK_RETRY_HORIZON_MS).toISOString(),
   };
-  const caughtUp = await purgeMessages(env, window, summary);
-  if (caughtUp) await purgeEvents(env, window.cutoff, summary);
-  await purgeWebhookDeliveries(env, window.cutoff, summary);
+  const caughtUp = await purgeMessages(ctx, window, summary);
+  if (caughtUp) await purgeEvents(ctx, window.cutoff, summary);
+  await purgeWebhookDeliveries(ctx, window.cutoff, summary);
   // Received mail (docs/inbound.md): kept as long as sent mail, with its raw bytes and attachments in R2.
-  summary.inboundEmails = await purgeInbound(env, window.cutoff);
+  summary.inboundEmails = await purgeInbound(ctx, window.cutoff);
   return summary;
 }

@@ -17,8 +17,8 @@
 //   string values SQLite's julianday() reads (`2026-01-05`, `2026-01-05T10:00:00Z`); a boolean matches JSON
 //   true/false and the strings "true"/"false".
 
+import type { AccountDb } from "../../db/client";
 import { and, count, eq, or, sql, type SQL } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
 import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
 import { contacts, lists, segments, topics, type SegmentCondition } from "../../db/schema";
 import { audienceWhere } from "../campaigns/audience";
@@ -452,7 +452,7 @@ function problemsOf(compiled: ReturnType<typeof compileAll>): FieldErrors {
 }
 
 /** All problems with the conditions, list ids of other accounts (or none) included. */
-export async function checkConditions(d1: D1Database, accountId: string, conditions: SegmentCondition[]): Promise<FieldErrors> {
+export async function checkConditions(db: AccountDb, accountId: string, conditions: SegmentCondition[]): Promise<FieldErrors> {
   const compiled = compileAll(conditions);
   const errors = problemsOf(compiled);
   const listIdsByIndex = compiled.map((result) => (result && "listIds" in result ? result.listIds : []));
@@ -460,7 +460,6 @@ export async function checkConditions(d1: D1Database, accountId: string, conditi
   const wantedLists = [...new Set(listIdsByIndex.flat())];
   const wantedTopics = [...new Set(topicIdsByIndex.flat())];
   if (wantedLists.length === 0 && wantedTopics.length === 0) return errors;
-  const db = drizzle(d1);
   const [ownedLists, ownedTopics] = await db.batch([
     db
       .select({ id: lists.id })
@@ -489,24 +488,24 @@ const stored = (conditions: SegmentCondition[]): SegmentCondition[] =>
 const ownSegment = (accountId: string, segmentId: string) => and(eq(segments.id, segmentId), eq(segments.accountId, accountId));
 
 /** A page of the account's segments, newest first (`limit + 1` rows, for `pageOf`). */
-export function listSegments(d1: D1Database, accountId: string, page: { cursor?: string; limit: number }): Promise<SegmentRow[]> {
-  return accountPage(d1, segments, accountId, page);
+export function listSegments(db: AccountDb, accountId: string, page: { cursor?: string; limit: number }): Promise<SegmentRow[]> {
+  return accountPage(db, segments, accountId, page);
 }
 
-export async function findSegment(d1: D1Database, accountId: string, segmentId: string): Promise<SegmentRow | undefined> {
-  return drizzle(d1).select().from(segments).where(ownSegment(accountId, segmentId)).get();
+export async function findSegment(db: AccountDb, accountId: string, segmentId: string): Promise<SegmentRow | undefined> {
+  return db.select().from(segments).where(ownSegment(accountId, segmentId)).get();
 }
 
 export type SegmentInput = { name: string; match: SegmentRow["match"]; conditions: SegmentCondition[] };
 
 export async function createSegment(
-  d1: D1Database,
+  db: AccountDb,
   accountId: string,
   input: SegmentInput,
 ): Promise<{ kind: "invalid"; errors: FieldErrors } | { kind: "created"; segment: SegmentRow }> {
-  const errors = await checkConditions(d1, accountId, input.conditions);
+  const errors = await checkConditions(db, accountId, input.conditions);
   if (Object.keys(errors).length > 0) return { kind: "invalid", errors };
-  const segment = await drizzle(d1)
+  const segment = await db
     .insert(segments)
     .values({ id: newId("seg"), accountId, name: input.name, match: input.match, conditions: stored(input.conditions) })
     .returning()
@@ -516,16 +515,16 @@ export async function createSegment(
 
 /** Changes a segment; `undefined` keeps a field, and given conditions replace the old ones whole. */
 export async function updateSegment(
-  d1: D1Database,
+  db: AccountDb,
   accountId: string,
   segmentId: string,
   change: Partial<SegmentInput>,
 ): Promise<{ kind: "not_found" } | { kind: "invalid"; errors: FieldErrors } | { kind: "updated"; segment: SegmentRow }> {
   if (change.conditions) {
-    const errors = await checkConditions(d1, accountId, change.conditions);
+    const errors = await checkConditions(db, accountId, change.conditions);
     if (Object.keys(errors).length > 0) return { kind: "invalid", errors };
   }
-  const segment = await drizzle(d1)
+  const segment = await db
     .update(segments)
     .set({
       ...(change.name !== undefined ? { name: change.name } : {}),
@@ -540,8 +539,8 @@ export async function updateSegment(
 }
 
 /** Deletes a segment; false if the account has no such segment. */
-export async function deleteSegment(d1: D1Database, accountId: string, segmentId: string): Promise<boolean> {
-  const row = await drizzle(d1).delete(segments).where(ownSegment(accountId, segmentId)).returning({ id: segments.id }).get();
+export async function deleteSegment(db: AccountDb, accountId: string, segmentId: string): Promise<boolean> {
+  const row = await db.delete(segments).where(ownSegment(accountId, segmentId)).returning({ id: segments.id }).get();
   return row !== undefined;
 }
 
@@ -550,24 +549,23 @@ export async function deleteSegment(d1: D1Database, accountId: string, segmentId
  * `SEGMENT_PREVIEW_SIZE` of them, newest first, counted and read in one round trip.
  */
 export async function countSegment(
-  d1: D1Database,
+  db: AccountDb,
   accountId: string,
   segmentId: string,
   options: { preview: boolean },
 ): Promise<{ kind: "not_found" } | ({ kind: "counted" } & SegmentCount)> {
-  const segment = await findSegment(d1, accountId, segmentId);
-  return segment ? { kind: "counted", ...(await countSegmentRow(d1, segment, options)) } : { kind: "not_found" };
+  const segment = await findSegment(db, accountId, segmentId);
+  return segment ? { kind: "counted", ...(await countSegmentRow(db, segment, options)) } : { kind: "not_found" };
 }
 
 type SegmentCount = { count: number; contacts?: ContactWithLists[] };
 
 /** `countSegment` for a segment already read (the dashboard's segment page has it), without reading it again. */
 export async function countSegmentRow(
-  d1: D1Database,
+  db: AccountDb,
   segment: Pick<SegmentRow, "accountId" | "match" | "conditions">,
   options: { preview: boolean },
 ): Promise<SegmentCount> {
-  const db = drizzle(d1);
   const where = segmentAudienceWhere(segment.accountId, segment);
   const total = db.select({ total: count() }).from(contacts).where(where);
   if (!options.preview) return { count: (await total.get())?.total ?? 0 };

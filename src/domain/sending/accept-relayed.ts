@@ -1,10 +1,11 @@
+import type { Ctx, SharedDb } from "../../db/client";
 import PostalMime, { addressParser } from "postal-mime";
 import { hasFeature, type Account } from "../accounts/accounts";
 import { verifiedDomainNames } from "../domains/domains";
 import type { FieldErrors } from "../../errors";
 import { refused, type Refusal } from "../refusal";
 import { bytesToBase64, sha256Hex } from "../../lib/crypto";
-import { acceptMessage, type AcceptOutcome, type Sender, type WaitUntil } from "./accept";
+import { acceptMessage, type AcceptOutcome, type Sender } from "./accept";
 import type { Idempotency } from "./idempotency";
 import { mailboxText, parseMailbox } from "./addresses";
 import { headerBlock, withoutHeaderFields } from "./header-block";
@@ -50,7 +51,7 @@ function relayStream(headers: ParsedEmail["headers"]): "transactional" | "broadc
  * domain of the account, as the API's `from` must. A second From field is refused outright: RFC 5322 allows one,
  * and a client that shows the other one would show a sender no check looked at.
  */
-async function unverifiedAuthors(d1: D1Database, accountId: string, parsed: ParsedEmail): Promise<Refusal | undefined> {
+async function unverifiedAuthors(shared: SharedDb, accountId: string, parsed: ParsedEmail): Promise<Refusal | undefined> {
   const fromFields = parsed.headers.filter((header) => header.key === "from").length;
   if (fromFields > 1) return refused("forbidden", `The message has ${fromFields} From header fields; exactly one is allowed`);
   const from = mailboxesIn(parsed, "from");
@@ -59,7 +60,7 @@ async function unverifiedAuthors(d1: D1Database, accountId: string, parsed: Pars
   // addresses need this extra read. A group (`From: Team: a@x, b@y;`) has no such address, so each member is checked.
   const checkedByAccept = parsed.from?.address?.toLowerCase();
   if (sender.length === 0 && (from.length === 0 || (from.length === 1 && from[0]!.toLowerCase() === checkedByAccept))) return undefined;
-  const verified = await verifiedDomainNames(d1, accountId, [...new Set([...from, ...sender].map(domainOf))]);
+  const verified = await verifiedDomainNames(shared, accountId, [...new Set([...from, ...sender].map(domainOf))]);
   const foreign = [...new Set([...from, ...sender].filter((address) => !address.includes("@") || !verified.has(domainOf(address))))];
   if (foreign.length === 0) return undefined;
   return refused(
@@ -98,7 +99,7 @@ async function submissionKey(submission: RelaySubmission): Promise<Idempotency> 
  * as received apart from Bcc fields, so the user's own headers, attachments and MIME structure reach the recipient;
  * only DKIM (and a missing Message-ID or Date) is added at delivery.
  */
-export async function acceptRelayMessage(env: Env, ctx: WaitUntil, sender: Sender, message: RelaySubmission): Promise<AcceptOutcome> {
+export async function acceptRelayMessage(ctx: Ctx, sender: Sender, message: RelaySubmission): Promise<AcceptOutcome> {
   const { account } = sender;
   const disabled = relayFeatureRefusal(account);
   if (disabled) return disabled;
@@ -113,7 +114,7 @@ export async function acceptRelayMessage(env: Env, ctx: WaitUntil, sender: Sende
   }
   const headerFrom = parsed.from?.address ? parseMailbox(parsed.from.address) : parseMailbox(message.mailFrom);
   if (!headerFrom.ok) return invalid({ from: [headerFrom.error] });
-  const unverified = await unverifiedAuthors(env.DB, account.id, parsed);
+  const unverified = await unverifiedAuthors(ctx.shared, account.id, parsed);
   if (unverified) return unverified;
   // removed before storing: DKIM is signed at delivery over the stored bytes, and they are what the provider gets
   const raw = withoutHeaderFields(message.raw, strippedHeaders);
@@ -128,7 +129,6 @@ export async function acceptRelayMessage(env: Env, ctx: WaitUntil, sender: Sende
   // Only the record shows it (the bytes keep the client's header), as the API's messages show theirs.
   const [replyTo] = parsed.replyTo ?? [];
   return acceptMessage(
-    env,
     ctx,
     sender,
     {

@@ -1,6 +1,5 @@
 import { and, eq, inArray, sql } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
-import { statement } from "../../db/client";
+import { statement, type AccountDb, batch, type Ctx } from "../../db/client";
 import { messageRecipients, messages, type domains, type suppressions, type templates } from "../../db/schema";
 import { findAccount, type Account } from "../accounts/accounts";
 import { verifiedDomainQuery } from "../domains/domains";
@@ -93,8 +92,6 @@ export type AcceptRefusal =
 export type AcceptOutcome = { kind: "accepted"; body: SendAccepted; replayed: boolean } | AcceptRefusal;
 export type BatchOutcome = { kind: "accepted"; body: BatchAccepted; replayed: boolean } | AcceptRefusal;
 
-export type WaitUntil = { waitUntil(promise: Promise<unknown>): void };
-
 /** The most messages one POST /send/batch accepts: one queue sendBatch's worth. */
 export const batchLimit = 100;
 
@@ -104,8 +101,8 @@ export const batchLimit = 100;
  * (one transaction), and only then enqueues it. A charge that fails leaves nothing behind; a stored message is
  * always charged exactly once.
  */
-export async function acceptMessage(env: Env, ctx: WaitUntil, sender: Sender, input: AcceptInput, idempotency?: Idempotency): Promise<AcceptOutcome> {
-  const outcome = await acceptAll(env, ctx, sender, [input], idempotency, false);
+export async function acceptMessage(ctx: Ctx, sender: Sender, input: AcceptInput, idempotency?: Idempotency): Promise<AcceptOutcome> {
+  const outcome = await acceptAll(ctx, sender, [input], idempotency, false);
   if (outcome.kind !== "accepted") return outcome;
   // A single send's Idempotency-Key stores the bare answer (as it did before batches existed).
   return { kind: "accepted", body: outcome.bodies[0]!, replayed: outcome.replayed };
@@ -117,14 +114,8 @@ export async function acceptMessage(env: Env, ctx: WaitUntil, sender: Sender, in
  * or a balance short of the whole batch's charge refuses all of them with nothing stored or charged. `inputs` holds 1
  * to `batchLimit` messages: SendBatchRequestSchema refuses any other count before this is called.
  */
-export async function acceptMessages(
-  env: Env,
-  ctx: WaitUntil,
-  sender: Sender,
-  inputs: AcceptInput[],
-  idempotency?: Idempotency,
-): Promise<BatchOutcome> {
-  const outcome = await acceptAll(env, ctx, sender, inputs, idempotency, true);
+export async function acceptMessages(ctx: Ctx, sender: Sender, inputs: AcceptInput[], idempotency?: Idempotency): Promise<BatchOutcome> {
+  const outcome = await acceptAll(ctx, sender, inputs, idempotency, true);
   if (outcome.kind !== "accepted") return outcome;
   return { kind: "accepted", body: { data: outcome.bodies }, replayed: outcome.replayed };
 }
@@ -145,18 +136,17 @@ type Planned = {
 type Accepted = { kind: "accepted"; bodies: SendAccepted[]; replayed: boolean };
 
 async function acceptAll(
-  env: Env,
-  ctx: WaitUntil,
+  ctx: Ctx,
   sender: Sender,
   inputs: AcceptInput[],
   idempotency: Idempotency | undefined,
-  batch: boolean,
+  isBatch: boolean,
 ): Promise<Accepted | AcceptRefusal> {
+  const { env, db } = ctx;
   const { account } = sender;
-  const d1 = env.DB;
   const now = new Date();
   // In a batch every field error is keyed by its item's index, so the client knows which one to fix.
-  const key = (index: number, field: string) => (batch ? `${index}.${field}` : field);
+  const key = (index: number, field: string) => (isBatch ? `${index}.${field}` : field);
   const errors: FieldErrors = {};
   const checked = inputs.map((input, index) => {
     const rules = applySendRules(input, input.source === "smtp" ? "rcpt_to" : "to");
@@ -180,15 +170,14 @@ async function acceptAll(
 
   // Round trip 1: everything the decision needs, read together. Raw D1 rows, keyed by column name. A batch reads
   // each of its from domains and templates once, and the suppressions of all its recipients in one query.
-  const db = drizzle(d1);
   const domainNames = [...new Set(inputs.map((input) => domainOf(input.from.address).toLowerCase()))];
   const templateIds = [...new Set(inputs.flatMap((input) => (input.templateId ? [input.templateId] : [])))];
   const results = await orCancel(() =>
-    d1.batch([
-      statement(d1, suppressionsAmongQuery(db, account.id, [...new Set(items.flatMap((item) => item.normalized))])),
-      ...(idempotency ? [storedResponseStatement(d1, account.id, idempotency)] : []),
-      ...domainNames.map((name) => statement(d1, verifiedDomainQuery(db, account.id, name))),
-      ...templateIds.map((id) => statement(d1, templateContentQuery(db, account.id, id))),
+    batch(db, [
+      statement(db, suppressionsAmongQuery(db, account.id, [...new Set(items.flatMap((item) => item.normalized))])),
+      ...(idempotency ? [storedResponseStatement(db, account.id, idempotency)] : []),
+      ...domainNames.map((name) => statement(db, verifiedDomainQuery(ctx.shared, account.id, name))),
+      ...templateIds.map((id) => statement(db, templateContentQuery(db, account.id, id))),
     ]),
   );
   // Why each suppressed address is on the list for each stream, as its relay.suppressed event says; the widest
@@ -217,7 +206,7 @@ async function acceptAll(
   const unverified = inputs.findIndex((input) => !domainOfName.get(domainOf(input.from.address).toLowerCase()));
   if (unverified >= 0) {
     await daily.cancel();
-    return { kind: "domain_not_verified", domain: domainOf(inputs[unverified]!.from.address), ...(batch ? { index: unverified } : {}) };
+    return { kind: "domain_not_verified", domain: domainOf(inputs[unverified]!.from.address), ...(isBatch ? { index: unverified } : {}) };
   }
   const composed = await orCancel(() =>
     inputs.map((input, index) => {
@@ -321,17 +310,17 @@ async function acceptAll(
   );
   const writes = [
     ...planned.flatMap((plan) =>
-      plan.charge > 0 ? messageCharge(d1, account.id, plan, plan === anchor ? { available: total } : { when: paid }) : [],
+      plan.charge > 0 ? messageCharge(db, account.id, plan, plan === anchor ? { available: total } : { when: paid }) : [],
     ),
-    ...planned.flatMap((plan) => messageWrites(d1, account.id, sender.testMode, plan, paid)),
-    ...events.map((event) => eventStatement(d1, event, sql`EXISTS (SELECT 1 FROM messages WHERE id = ${event.subjectId})`)),
+    ...planned.flatMap((plan) => messageWrites(db, account.id, sender.testMode, plan, paid)),
+    ...events.map((event) => eventStatement(db, event, sql`EXISTS (SELECT 1 FROM messages WHERE id = ${event.subjectId})`)),
     ...(idempotency
       ? [
           recordResponseStatement(
-            d1,
+            db,
             account.id,
             idempotency,
-            { status: 202, body: batch ? ({ data: bodies } satisfies BatchAccepted) : bodies[0] },
+            { status: 202, body: isBatch ? ({ data: bodies } satisfies BatchAccepted) : bodies[0] },
             { table: messages, id: planned[0]!.id },
           ),
         ]
@@ -340,12 +329,12 @@ async function acceptAll(
 
   let written: D1Result[];
   try {
-    written = await d1.batch(writes);
+    written = await batch(db, writes);
   } catch (error) {
     if (day) await releaseDailySends(env, account, day);
     await discardContent();
     if (idempotency && isIdempotencyRace(error)) {
-      return replayedOutcome(await replayAfterRace<SendAccepted | BatchAccepted>(d1, account.id, idempotency));
+      return replayedOutcome(await replayAfterRace<SendAccepted | BatchAccepted>(db, account.id, idempotency));
     }
     throw error;
   }
@@ -353,16 +342,16 @@ async function acceptAll(
     if (day) await releaseDailySends(env, account, day);
     await discardContent();
     // The caller's account row may come from the key cache (seconds old): the figure shown is read now.
-    const current = (await findAccount(db, account.id)) ?? account;
+    const current = (await findAccount(ctx.shared, account.id)) ?? account;
     return { kind: "insufficient_credits", needed: total, available: Math.max(0, current.sendBalance - current.sendReserved) };
   }
 
-  const queued = await enqueueOrUndo(env, account, planned, day, idempotency, now);
+  const queued = await enqueueOrUndo(ctx, account, planned, day, idempotency, now);
   if (!queued) return { kind: "queue_unavailable" };
   if (events.length > 0) {
     ctx.waitUntil(
       dispatchEvents(
-        env,
+        ctx,
         account.id,
         events.map((event) => event.dedupeKey),
       ),
@@ -377,19 +366,19 @@ function replayedOutcome(replayed: Replayed<SendAccepted | BatchAccepted> | Refu
   return { kind: "accepted", bodies: "data" in replayed.body ? replayed.body.data : [replayed.body], replayed: true };
 }
 
-function messageCharge(d1: D1Database, accountId: string, plan: Planned, options: Parameters<typeof chargeStatements>[2]) {
-  return chargeStatements(d1, { accountId, balance: "send", amount: plan.charge, referenceId: plan.id, note: "send" }, options);
+function messageCharge(db: AccountDb, accountId: string, plan: Planned, options: Parameters<typeof chargeStatements>[2]) {
+  return chargeStatements(db, { accountId, balance: "send", amount: plan.charge, referenceId: plan.id, note: "send" }, options);
 }
 
 /** One message's rows: the message (only if the batch's charge went through), its recipients, tags and report counts. */
-function messageWrites(d1: D1Database, accountId: string, testMode: boolean, plan: Planned, paid: ReturnType<typeof chargedGuard> | undefined) {
+function messageWrites(db: AccountDb, accountId: string, testMode: boolean, plan: Planned, paid: ReturnType<typeof chargedGuard> | undefined) {
   const { input, id } = plan;
   const messageStored = sql`EXISTS (SELECT 1 FROM messages WHERE id = ${id})`;
   const status = plan.accepted.status;
   const suppressedEmails = plan.recipients.filter((recipient) => recipient.status === "suppressed").map((recipient) => recipient.email);
   return [
     statement(
-      d1,
+      db,
       sql`INSERT INTO messages (id, account_id, source, status, from_address, from_name, domain_id, reply_to, subject, tags, metadata,
           content, content_key, credits_charged, test_mode, track_opens, track_clicks, scheduled_at, stream, topic_id, list_unsubscribe)
         SELECT ${id}, ${accountId}, ${input.source}, ${status}, ${input.from.address}, ${input.from.name ?? null}, ${plan.domainId},
@@ -400,7 +389,7 @@ function messageWrites(d1: D1Database, accountId: string, testMode: boolean, pla
         ${paid ? sql`WHERE ${paid}` : sql``}`,
     ),
     statement(
-      d1,
+      db,
       sql`INSERT INTO message_recipients (message_id, email, account_id, status, provider)
         SELECT ${id}, value ->> '$.email', ${accountId}, value ->> '$.status', value ->> '$.provider'
         FROM json_each(${JSON.stringify(plan.recipients)}) WHERE ${messageStored}`,
@@ -409,7 +398,7 @@ function messageWrites(d1: D1Database, accountId: string, testMode: boolean, pla
     ...(testMode
       ? []
       : recipientRollupStatements(
-          d1,
+          db,
           { accountId, domain: sendingDomain(input.from.address), campaignId: null, stream: input.stream },
           { suppressed: 1 },
           { messageId: id, emails: suppressedEmails, statuses: ["suppressed"] },
@@ -417,7 +406,7 @@ function messageWrites(d1: D1Database, accountId: string, testMode: boolean, pla
     ...(plan.tags.length > 0
       ? [
           statement(
-            d1,
+            db,
             sql`INSERT INTO message_tags (message_id, account_id, tag)
               SELECT ${id}, ${accountId}, value FROM json_each(${JSON.stringify(plan.tags)}) WHERE ${messageStored}`,
           ),
@@ -434,13 +423,14 @@ function messageWrites(d1: D1Database, accountId: string, testMode: boolean, pla
  * message is still waiting, so a send that did reach the queue after all is never refunded. Returns false if undone.
  */
 async function enqueueOrUndo(
-  env: Env,
+  ctx: Ctx,
   account: Account,
   planned: Planned[],
   day: DailyReservation | undefined,
   idempotency: Idempotency | undefined,
   now: Date,
 ): Promise<boolean> {
+  const { env, db } = ctx;
   const requests: SendRequest[] = planned.flatMap((plan) => {
     if (plan.accepted.status === "suppressed") return [];
     if (!plan.input.scheduledAt) return [{ id: plan.id }];
@@ -458,7 +448,6 @@ async function enqueueOrUndo(
   }
   const ids = planned.filter((plan) => plan.accepted.status !== "suppressed").map((plan) => plan.id);
   try {
-    const db = drizzle(env.DB);
     const claimed = await db
       .update(messages)
       .set({ status: "failed", smtpResponse: "not queued: queue unavailable" })
@@ -466,9 +455,9 @@ async function enqueueOrUndo(
       .returning({ id: messages.id });
     const undone = new Set(claimed.map((row) => row.id));
     if (undone.size > 0) {
-      await env.DB.batch([
+      await batch(db, [
         statement(
-          env.DB,
+          db,
           db
             .update(messageRecipients)
             .set({ status: "failed" })
@@ -481,7 +470,7 @@ async function enqueueOrUndo(
             plan.recipients
               .filter((recipient) => recipient.status === "queued")
               .flatMap((recipient) =>
-                refundStatements(env.DB, {
+                refundStatements(db, {
                   accountId: account.id,
                   balance: "send",
                   amount: 1,
@@ -490,7 +479,7 @@ async function enqueueOrUndo(
                 }),
               ),
           ),
-        ...(idempotency ? [releaseKeyStatement(env.DB, account.id, idempotency)] : []),
+        ...(idempotency ? [releaseKeyStatement(db, account.id, idempotency)] : []),
       ]);
       if (day) await releaseDailySends(env, account, day);
     }

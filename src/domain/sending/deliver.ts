@@ -2,7 +2,6 @@
 // consumer only parses queue messages and tells the queue what to do with each.
 
 import { and, eq, inArray, isNotNull, lte, or, sql } from "drizzle-orm";
-import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
 import { config } from "../../config";
 import { domains, messageRecipients, messages } from "../../db/schema";
 import { logError } from "../../lib/log";
@@ -21,7 +20,7 @@ import { recordOutcome, recordSkipped, simulate, type Disposition, type MessageR
 import { campaignRecipientReads, campaignRecipientsOf, type CampaignRecipient } from "../campaigns/delivery";
 import { notifyCampaigns } from "../campaigns/fanout";
 import { buildSignedMessage, loadSigningKeys, type SigningDomain, type SigningKeys } from "./signed-message";
-import { inJsonArray, sqlNow } from "../../db/client";
+import { inJsonArray, sqlNow, type AccountDb, type Ctx, batch } from "../../db/client";
 import { recipientDomain, resolveProviders } from "../reports/providers";
 
 const pending = ["queued", "deferred"] as const;
@@ -45,7 +44,7 @@ export type DeliveryOptions = {
  * sending). One conditional UPDATE: of two consumers holding copies of one queue message, only one gets the row back,
  * and a cancel (schedule.ts) that got there first leaves nothing to claim.
  */
-function claim(db: DrizzleD1Database, ids: string[]) {
+function claim(db: AccountDb, ids: string[]) {
   return db
     .update(messages)
     .set({ status: "sending", claimedAt: sqlNow, updatedAt: sqlNow })
@@ -70,7 +69,8 @@ function claim(db: DrizzleD1Database, ids: string[]) {
  * fails sends nothing and throws, so the batch is retried. Outcomes are written at the end, or sooner when a message
  * holds the batch up (outcomeWriter).
  */
-export async function deliverMessages(env: Env, ids: string[], options: DeliveryOptions = {}): Promise<DeliveryResult> {
+export async function deliverMessages(ctx: Ctx, ids: string[], options: DeliveryOptions = {}): Promise<DeliveryResult> {
+  const { env } = ctx;
   const openTransport = options.openTransport ?? (() => transportFromConfig(env));
   // A few connections share the batch (as a pooled SMTP client does), each reused with RSET between messages. They
   // are set up while the batch is claimed: a smarthost's TCP, TLS, EHLO and AUTH take as long as the claim or
@@ -79,15 +79,15 @@ export async function deliverMessages(env: Env, ids: string[], options: Delivery
   const transports = Array.from({ length: Math.min(config(env).send.connectionsPerBatch, ids.length) }, () => openTransport());
   for (const transport of transports) transport.warm();
   try {
-    return await deliverClaimed(env, ids, transports, options.waitUntil);
+    return await deliverClaimed(ctx, ids, transports, options.waitUntil);
   } finally {
     // Lanes close their own; this is for a failure on the way (closing twice is harmless).
     await Promise.all(transports.map((transport) => transport.close()));
   }
 }
 
-async function deliverClaimed(env: Env, ids: string[], transports: Transport[], waitUntil: DeliveryOptions["waitUntil"]): Promise<DeliveryResult> {
-  const db = drizzle(env.DB);
+async function deliverClaimed(ctx: Ctx, ids: string[], transports: Transport[], waitUntil: DeliveryOptions["waitUntil"]): Promise<DeliveryResult> {
+  const { env, db } = ctx;
   const [claimed, notDue, recipientRows, domainRows, campaignRows, campaignContacts] = await db.batch([
     claim(db, ids),
     // Scheduled sends left unclaimed: their time was moved later since this queue message was sent.
@@ -133,7 +133,7 @@ async function deliverClaimed(env: Env, ids: string[], transports: Transport[], 
   // the batch is being sent: only recording an outcome waits for them.
   const counted = new Set(claimed.filter((message) => !message.testMode).map((message) => message.id));
   const providersLookup = resolveProviders(
-    env,
+    ctx,
     recipientRows.filter((row) => row.provider === null && counted.has(row.messageId)).map((row) => recipientDomain(row.email)),
   );
   // Keys are decrypted and imported once per domain per batch.
@@ -147,21 +147,21 @@ async function deliverClaimed(env: Env, ids: string[], transports: Transport[], 
     return key;
   };
 
-  const outcomes = outcomeWriter(env);
+  const outcomes = outcomeWriter(ctx);
   const deliverable: { message: MessageRow; recipients: string[]; campaignRecipient?: CampaignRecipient }[] = [];
   for (const message of claimed) {
     const recipients = recipientsOf.get(message.id) ?? [];
     const campaignRecipient = campaignRecipients.get(message.id);
     if (campaignRecipient && "skip" in campaignRecipient) {
       const providers = campaignRecipient.skip === "suppressed" ? await providersLookup : undefined;
-      outcomes.add(message.id, recordSkipped(env, message, recipients, campaignRecipient.skip, campaignRecipient.reason, providers));
-    } else if (message.testMode) outcomes.add(message.id, simulate(env, message, recipients));
+      outcomes.add(message.id, recordSkipped(ctx, message, recipients, campaignRecipient.skip, campaignRecipient.reason, providers));
+    } else if (message.testMode) outcomes.add(message.id, simulate(ctx, message, recipients));
     else deliverable.push({ message, recipients, campaignRecipient });
   }
 
   // Past a warm-up cap, messages wait for tomorrow instead of going out now (their queue messages are replaced).
   const held = await holdPastWarmupCaps(
-    env,
+    ctx,
     deliverable.map(({ message, recipients }) => ({
       id: message.id,
       domainId: message.domainId,
@@ -193,7 +193,7 @@ async function deliverClaimed(env: Env, ids: string[], transports: Transport[], 
           // bytes are kept (a refused attempt's too, so /raw shows what the provider refused).
           const sent =
             "envelopes" in ready ? { ...work.message, subject: ready.subject, rawKey: (await ready.stored) ?? work.message.rawKey } : work.message;
-          outcomes.add(work.message.id, recordOutcome(env, sent, work.recipients, result, false, await providersLookup));
+          outcomes.add(work.message.id, recordOutcome(ctx, sent, work.recipients, result, false, await providersLookup));
         });
       }
       await previous;
@@ -207,7 +207,7 @@ async function deliverClaimed(env: Env, ids: string[], transports: Transport[], 
   const recorded = await outcomes.close();
   const after = Promise.all([
     dispatchEventInputs(
-      env,
+      ctx,
       [...recorded.values()].flatMap((disposition) => disposition.events),
     ),
     notifyCampaigns(
@@ -240,7 +240,7 @@ const OUTCOME_WAIT_MS = 1_000;
  * outcomes are not attempted: D1 is down, and their messages, like the failed ones, are left `sending` for the sweep.
  * `close` returns the outcomes that were written, by message id.
  */
-function outcomeWriter(env: Env) {
+function outcomeWriter(ctx: Ctx) {
   let waiting: [string, Disposition][] = [];
   const recorded = new Map<string, Disposition>();
   let writing: Promise<void> | undefined;
@@ -264,7 +264,7 @@ function outcomeWriter(env: Env) {
   };
   const store = async (taken: [string, Disposition][]) => {
     const statements = taken.flatMap(([, disposition]) => disposition.statements);
-    if (statements.length > 0 && !(await recordWithRetries(env, statements))) failed = true;
+    if (statements.length > 0 && !(await recordWithRetries(ctx, statements))) failed = true;
     else for (const [id, disposition] of taken) recorded.set(id, disposition);
   };
   return {
@@ -381,8 +381,8 @@ async function storeRaw(env: Env, messageId: string, raw: Uint8Array): Promise<s
  * still pending is marked failed and refunded. They are claimed first, as a delivery would: a requeued copy being
  * delivered meanwhile owns its message, and abandoning it too would record a failure (and a refund) beside its outcome.
  */
-export async function abandonMessages(env: Env, ids: string[]): Promise<void> {
-  const db = drizzle(env.DB);
+export async function abandonMessages(ctx: Ctx, ids: string[]): Promise<void> {
+  const { env, db } = ctx;
   const [messageRows, recipientRows] = await db.batch([
     claim(db, ids),
     db
@@ -394,7 +394,7 @@ export async function abandonMessages(env: Env, ids: string[]): Promise<void> {
   for (const row of recipientRows) pendingOf.set(row.messageId, [...(pendingOf.get(row.messageId) ?? []), row.email]);
   const dispositions = messageRows.map((message) =>
     recordOutcome(
-      env,
+      ctx,
       message,
       pendingOf.get(message.id) ?? [],
       {
@@ -409,9 +409,9 @@ export async function abandonMessages(env: Env, ids: string[]): Promise<void> {
     ),
   );
   const statements = dispositions.flatMap((disposition) => disposition.statements);
-  if (statements.length > 0) await env.DB.batch(statements);
+  if (statements.length > 0) await batch(db, statements);
   await dispatchEventInputs(
-    env,
+    ctx,
     dispositions.flatMap((disposition) => disposition.events),
   );
   await notifyCampaigns(env, messageRows);
@@ -424,10 +424,11 @@ const outcomeWriteDelaysMs = [250, 500, 1_000, 2_000, 4_000];
  * messages are already with the provider, and a lost outcome leaves them `unknown`. The statements are idempotent,
  * so a write that did apply but reported an error is safe to repeat. False when every attempt failed.
  */
-async function recordWithRetries(env: Env, statements: D1PreparedStatement[]): Promise<boolean> {
+async function recordWithRetries(ctx: Ctx, statements: D1PreparedStatement[]): Promise<boolean> {
+  const { db } = ctx;
   for (let attempt = 0; ; attempt++) {
     try {
-      await env.DB.batch(statements);
+      await batch(db, statements);
       return true;
     } catch (error) {
       const delay = outcomeWriteDelaysMs[attempt];

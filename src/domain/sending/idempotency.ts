@@ -3,8 +3,7 @@
 // creating code runs them inside its own batches so a record exists exactly when the row it answers for does.
 
 import { and, eq, lt, sql } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
-import { statement } from "../../db/client";
+import { statement, type AccountDb } from "../../db/client";
 import { type aiRequests, idempotencyKeys, type messages } from "../../db/schema";
 import { refused, type Refusal } from "../refusal";
 
@@ -20,8 +19,8 @@ const sameKey = (accountId: string, idempotency: Idempotency) =>
   and(eq(idempotencyKeys.accountId, accountId), eq(idempotencyKeys.route, idempotency.route), eq(idempotencyKeys.key, idempotency.key));
 
 /** The stored response for this key, as a statement for the caller's batch (raw row: `StoredResponse`). */
-export function storedResponseStatement(d1: D1Database, accountId: string, idempotency: Idempotency): D1PreparedStatement {
-  const query = drizzle(d1)
+export function storedResponseStatement(db: AccountDb, accountId: string, idempotency: Idempotency): D1PreparedStatement {
+  const query = db
     .select({
       request_hash: idempotencyKeys.requestHash,
       response_status: idempotencyKeys.responseStatus,
@@ -29,11 +28,11 @@ export function storedResponseStatement(d1: D1Database, accountId: string, idemp
     })
     .from(idempotencyKeys)
     .where(sameKey(accountId, idempotency));
-  return statement(d1, query);
+  return statement(db, query);
 }
 
-export async function findStoredResponse(d1: D1Database, accountId: string, idempotency: Idempotency): Promise<StoredResponse | undefined> {
-  return (await storedResponseStatement(d1, accountId, idempotency).first<StoredResponse>()) ?? undefined;
+export async function findStoredResponse(db: AccountDb, accountId: string, idempotency: Idempotency): Promise<StoredResponse | undefined> {
+  return (await storedResponseStatement(db, accountId, idempotency).first<StoredResponse>()) ?? undefined;
 }
 
 /** The row a response is about: a message, or an AI request. */
@@ -44,14 +43,14 @@ export type CreatedRow = { table: typeof messages | typeof aiRequests; id: strin
  * that got here first makes the batch fail on the primary key (`isIdempotencyRace`).
  */
 export function recordResponseStatement(
-  d1: D1Database,
+  db: AccountDb,
   accountId: string,
   idempotency: Idempotency,
   response: { status: number; body: unknown },
   created: CreatedRow,
 ): D1PreparedStatement {
   return statement(
-    d1,
+    db,
     sql`INSERT INTO idempotency_keys (account_id, route, key, request_hash, response_status, response_body)
       SELECT ${accountId}, ${idempotency.route}, ${idempotency.key}, ${idempotency.requestHash}, ${response.status}, ${JSON.stringify(response.body)}
       WHERE EXISTS (SELECT 1 FROM ${created.table} WHERE id = ${created.id})`,
@@ -59,8 +58,8 @@ export function recordResponseStatement(
 }
 
 /** Frees the key, so the client can retry an acceptance that was undone. */
-export function releaseKeyStatement(d1: D1Database, accountId: string, idempotency: Idempotency): D1PreparedStatement {
-  return statement(d1, drizzle(d1).delete(idempotencyKeys).where(sameKey(accountId, idempotency)));
+export function releaseKeyStatement(db: AccountDb, accountId: string, idempotency: Idempotency): D1PreparedStatement {
+  return statement(db, db.delete(idempotencyKeys).where(sameKey(accountId, idempotency)));
 }
 
 export const isIdempotencyRace = (error: unknown) => error instanceof Error && /UNIQUE constraint failed: idempotency_keys/.test(error.message);
@@ -76,14 +75,14 @@ export function replay<Body>(previous: StoredResponse, idempotency: Idempotency)
 }
 
 /** Two requests with one key raced: the loser answers with the winner's stored response. */
-export async function replayAfterRace<Body>(d1: D1Database, accountId: string, idempotency: Idempotency): Promise<Replayed<Body> | Refusal> {
-  const row = await findStoredResponse(d1, accountId, idempotency);
+export async function replayAfterRace<Body>(db: AccountDb, accountId: string, idempotency: Idempotency): Promise<Replayed<Body> | Refusal> {
+  const row = await findStoredResponse(db, accountId, idempotency);
   if (!row) return refused("conflict", "A request with this Idempotency-Key is in progress; retry shortly");
   return replay(row, idempotency);
 }
 
-export async function purgeExpiredKeys(d1: D1Database): Promise<void> {
-  await drizzle(d1)
+export async function purgeExpiredKeys(db: AccountDb): Promise<void> {
+  await db
     .delete(idempotencyKeys)
     .where(lt(idempotencyKeys.createdAt, sql`strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ${`-${idempotencyWindowHours} hours`})`))
     .run();

@@ -3,8 +3,7 @@
 // delivery and recovery write messages in their own batches.
 
 import { and, asc, eq, getTableColumns, gte, inArray, lte, sql } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
-import { inJsonArray } from "../../db/client";
+import { inJsonArray, type AccountDb, type Ctx } from "../../db/client";
 import { events, messageRecipients, messages, type messageStreams, messageTags } from "../../db/schema";
 import { dateFilterBound, keysetPage } from "../../lib/pagination";
 import PostalMime from "postal-mime";
@@ -47,12 +46,11 @@ export type MessageFilters = {
 
 /** A page of the account's messages matching the filters, newest first (`limit + 1` rows, for `pageOf`). */
 export async function listMessages(
-  d1: D1Database,
+  db: AccountDb,
   accountId: string,
   filters: MessageFilters,
   page: { cursor?: string; limit: number },
 ): Promise<MessageRow[]> {
-  const db = drizzle(d1);
   const keyset = keysetPage(messages, page.cursor);
   return db
     .select(messageColumns)
@@ -97,8 +95,7 @@ export type MessageDetail = {
 };
 
 /** One message of the account with its recipients and events in the order they happened, in one round trip. */
-export async function findMessage(d1: D1Database, accountId: string, messageId: string): Promise<MessageDetail | undefined> {
-  const db = drizzle(d1);
+export async function findMessage(db: AccountDb, accountId: string, messageId: string): Promise<MessageDetail | undefined> {
   const [row, recipients, timeline] = await db.batch([
     db
       .select(messageColumns)
@@ -137,8 +134,7 @@ export type NamedMessage = {
  * A message of any account and its recipients' addresses, in one round trip: what a notification that names the
  * message by its id has to match before it is believed (src/domain/feedback/ses.ts).
  */
-export async function findNamedMessage(d1: D1Database, messageId: string): Promise<NamedMessage | undefined> {
-  const db = drizzle(d1);
+export async function findNamedMessage(db: AccountDb, messageId: string): Promise<NamedMessage | undefined> {
   const [rows, recipients] = await db.batch([
     db
       .select({
@@ -163,8 +159,9 @@ export type SentSource =
   | { ok: false; reason: "not_sent"; status: MessageStatus; testMode: boolean };
 
 /** The bytes the last delivery attempt of one of the account's messages handed to the provider. */
-export async function findSentSource(env: Pick<Env, "DB" | "BLOBS">, accountId: string, messageId: string): Promise<SentSource> {
-  const [row] = await drizzle(env.DB)
+export async function findSentSource(ctx: Ctx, accountId: string, messageId: string): Promise<SentSource> {
+  const { env, db } = ctx;
+  const [row] = await db
     .select({ rawKey: messages.rawKey, status: messages.status, testMode: messages.testMode })
     .from(messages)
     .where(and(eq(messages.id, messageId), eq(messages.accountId, accountId)));
@@ -185,10 +182,10 @@ export type RecipientStatus = (typeof messageRecipients.$inferSelect)["status"];
 type RecipientOutcome = Pick<MessageDetail["recipients"][number], "email" | "status" | "opens" | "clicks">;
 
 /** Each message's recipients with their outcome and engagement, for a page of messages (one query). */
-export async function recipientsOfMessages(d1: D1Database, accountId: string, messageIds: string[]): Promise<Map<string, RecipientOutcome[]>> {
+export async function recipientsOfMessages(db: AccountDb, accountId: string, messageIds: string[]): Promise<Map<string, RecipientOutcome[]>> {
   const byMessage = new Map<string, RecipientOutcome[]>();
   if (messageIds.length === 0) return byMessage;
-  const rows = await drizzle(d1)
+  const rows = await db
     .select({
       messageId: messageRecipients.messageId,
       email: messageRecipients.email,

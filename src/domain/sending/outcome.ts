@@ -4,7 +4,7 @@
 
 import { sql, type SQL } from "drizzle-orm";
 import { config } from "../../config";
-import { sqlNow, statement } from "../../db/client";
+import { sqlNow, statement, type Ctx } from "../../db/client";
 import type { messages } from "../../db/schema";
 import { chargeFromReservationStatements, refundStatements, releaseStatements } from "../credits/ledger";
 import { recipientReference } from "../campaigns/fanout";
@@ -66,7 +66,8 @@ export type ProvidersByDomain = ReadonlyMap<string, Provider>;
  * rollup statement to place BEFORE the update that moves the counted recipients out of `statuses`. Test mode
  * (sk_test_) mail is never counted.
  */
-function messageRollups(env: Env, message: MessageRow, recipients: string[], providers: ProvidersByDomain | undefined) {
+function messageRollups(ctx: Ctx, message: MessageRow, recipients: string[], providers: ProvidersByDomain | undefined) {
+  const { db } = ctx;
   const counted = !message.testMode;
   const key = { accountId: message.accountId, domain: sendingDomain(message.fromAddress), campaignId: message.campaignId, stream: message.stream };
   const byEmail = new Map(
@@ -76,9 +77,9 @@ function messageRollups(env: Env, message: MessageRow, recipients: string[], pro
     }),
   );
   return {
-    providerStatements: counted ? recipientProviderStatements(env.DB, message.id, byEmail) : [],
+    providerStatements: counted ? recipientProviderStatements(db, message.id, byEmail) : [],
     count: (emails: string[], statuses: readonly string[], counts: RollupCounts) =>
-      counted ? recipientRollupStatements(env.DB, key, counts, { messageId: message.id, emails, statuses }) : [],
+      counted ? recipientRollupStatements(db, key, counts, { messageId: message.id, emails, statuses }) : [],
   };
 }
 
@@ -96,13 +97,14 @@ const transitionRollups = {
 
 /** Turns the SMTP outcome for the pending recipients into state changes, refunds, suppressions and events. */
 export function recordOutcome(
-  env: Env,
+  ctx: Ctx,
   message: MessageRow,
   pending: string[],
   outcome: SendOutcome,
   final = false,
   providers?: ProvidersByDomain,
 ): Disposition {
+  const { env, db } = ctx;
   const attempt = message.attempts + 1;
   // Recipients the server did not answer for individually share the outcome of the whole transaction. A failed
   // transaction delivered to nobody, whatever RCPT said.
@@ -131,7 +133,7 @@ export function recordOutcome(
   const deferred = canRetry ? rejected.filter((r) => r.kind === "temporary") : [];
   const failed = canRetry ? [] : rejected.filter((r) => r.kind === "temporary");
 
-  const rollups = messageRollups(env, message, pending, providers);
+  const rollups = messageRollups(ctx, message, pending, providers);
   const statements: D1PreparedStatement[] = [...rollups.providerStatements];
   const events: EventInput[] = [];
   // A provider that names each recipient's copy (Cloudflare Email Sending) confirms delivery later, by an event: its
@@ -143,7 +145,7 @@ export function recordOutcome(
     statements.push(...rollups.count(emails, from, counts));
     statements.push(
       statement(
-        env.DB,
+        db,
         sql`UPDATE message_recipients SET status = ${status}, smtp_response = ${response}, updated_at = ${sqlNow}
          WHERE message_id = ${message.id} AND email IN (SELECT value FROM json_each(${JSON.stringify(emails)})) AND status IN ('queued', 'deferred', 'unknown')`,
       ),
@@ -161,7 +163,7 @@ export function recordOutcome(
     if (campaignId) {
       statements.push(
         ...releaseStatements(
-          env.DB,
+          db,
           { accountId: message.accountId, amount: 1, referenceId: recipientReference(campaignId, message.id), note: why },
           unsettled,
         ),
@@ -169,7 +171,7 @@ export function recordOutcome(
       return;
     }
     statements.push(
-      ...refundStatements(env.DB, { accountId: message.accountId, balance: "send", amount: 1, referenceId: `${message.id}:${email}`, note: why }),
+      ...refundStatements(db, { accountId: message.accountId, balance: "send", amount: 1, referenceId: `${message.id}:${email}`, note: why }),
     );
   };
 
@@ -180,7 +182,7 @@ export function recordOutcome(
       if (!result.ok || !result.providerMessageId) continue;
       statements.push(
         statement(
-          env.DB,
+          db,
           sql`UPDATE message_recipients SET provider_message_id = ${result.providerMessageId} WHERE message_id = ${message.id} AND email = ${result.recipient}`,
         ),
       );
@@ -188,7 +190,7 @@ export function recordOutcome(
     if (campaignId) {
       statements.push(
         ...chargeFromReservationStatements(
-          env.DB,
+          db,
           {
             accountId: message.accountId,
             amount: accepted.length,
@@ -218,7 +220,7 @@ export function recordOutcome(
     const aboutRecipient = stage === "rcpt" || ((stage === "data" || stage === "message") && pending.length === 1);
     if (aboutRecipient && rejection.enhanced?.startsWith("5.1.")) {
       statements.push(
-        ...suppressionStatements(env.DB, {
+        ...suppressionStatements(db, {
           accountId: message.accountId,
           email: rejection.recipient,
           reason: "bounce",
@@ -264,14 +266,14 @@ export function recordOutcome(
   // The message's status follows all its recipients, including those an earlier attempt already sent.
   statements.push(
     statement(
-      env.DB,
+      db,
       sql`UPDATE messages SET attempts = ${attempt}, smtp_response = ${outcome.response}, subject = ${message.subject}, raw_key = ${message.rawKey},
          sent_at = CASE WHEN ${accepted.length > 0 ? 1 : 0} THEN COALESCE(sent_at, ${sqlNow}) ELSE sent_at END,
          status = ${statusOfRecipients(message.id)}, updated_at = ${sqlNow}
        WHERE id = ${message.id}`,
     ),
   );
-  for (const event of events) statements.push(eventStatement(env.DB, event));
+  for (const event of events) statements.push(eventStatement(db, event));
   return { statements, events, retryDelaySeconds: deferred.length > 0 ? baseSeconds * 2 ** (attempt - 1) : undefined };
 }
 
@@ -280,27 +282,28 @@ export function recordOutcome(
  * materialised, or its campaign was cancelled): the recipient and message take `status`, the credit goes back.
  */
 export function recordSkipped(
-  env: Env,
+  ctx: Ctx,
   message: MessageRow,
   pending: string[],
   status: "suppressed" | "cancelled",
   reason: string,
   providers?: ProvidersByDomain,
 ): Disposition {
+  const { db } = ctx;
   // A recipient skipped as suppressed is counted in the reports; one skipped because its campaign was cancelled is not.
-  const rollups = status === "suppressed" ? messageRollups(env, message, pending, providers) : undefined;
+  const rollups = status === "suppressed" ? messageRollups(ctx, message, pending, providers) : undefined;
   const statements: D1PreparedStatement[] = [
     ...(rollups ? [...rollups.providerStatements, ...rollups.count(pending, ["queued", "deferred"], { suppressed: 1 })] : []),
     statement(
-      env.DB,
+      db,
       sql`UPDATE message_recipients SET status = ${status}, smtp_response = ${reason}, updated_at = ${sqlNow}
        WHERE message_id = ${message.id} AND status IN ('queued', 'deferred')`,
     ),
-    statement(env.DB, sql`UPDATE messages SET status = ${status}, smtp_response = ${reason}, updated_at = ${sqlNow} WHERE id = ${message.id}`),
+    statement(db, sql`UPDATE messages SET status = ${status}, smtp_response = ${reason}, updated_at = ${sqlNow} WHERE id = ${message.id}`),
   ];
   if (message.campaignId && pending.length > 0) {
     statements.push(
-      ...releaseStatements(env.DB, {
+      ...releaseStatements(db, {
         accountId: message.accountId,
         amount: pending.length,
         referenceId: recipientReference(message.campaignId, message.id),
@@ -316,7 +319,8 @@ export function recordSkipped(
  * SES's mailbox simulator: `bounced@…` bounces (5.1.1), `complained@…` is delivered then complains, anything else
  * is delivered. Suppression lists are not touched.
  */
-export function simulate(env: Env, message: MessageRow, pending: string[]): Disposition {
+export function simulate(ctx: Ctx, message: MessageRow, pending: string[]): Disposition {
+  const { db } = ctx;
   const statements: D1PreparedStatement[] = [];
   const events: EventInput[] = [];
   const localPart = (email: string) => email.slice(0, email.lastIndexOf("@")).toLowerCase();
@@ -334,7 +338,7 @@ export function simulate(env: Env, message: MessageRow, pending: string[]): Disp
   if (delivered.length > 0) {
     statements.push(
       statement(
-        env.DB,
+        db,
         sql`UPDATE message_recipients SET status = 'delivered', smtp_response = '250 2.0.0 simulated'
           WHERE message_id = ${message.id} AND email IN (SELECT value FROM json_each(${JSON.stringify(delivered)}))`,
       ),
@@ -347,7 +351,7 @@ export function simulate(env: Env, message: MessageRow, pending: string[]): Disp
   for (const email of bounced) {
     statements.push(
       statement(
-        env.DB,
+        db,
         sql`UPDATE message_recipients SET status = 'bounced', smtp_response = '550 5.1.1 simulated bounce' WHERE message_id = ${message.id} AND email = ${email}`,
       ),
     );
@@ -361,12 +365,12 @@ export function simulate(env: Env, message: MessageRow, pending: string[]): Disp
   }
   statements.push(
     statement(
-      env.DB,
+      db,
       sql`UPDATE messages SET status = ${delivered.length > 0 ? "delivered" : "bounced"}, attempts = attempts + 1,
          smtp_response = ${delivered.length > 0 ? "250 2.0.0 simulated" : "550 5.1.1 simulated bounce"}, sent_at = ${sqlNow}, updated_at = ${sqlNow}
          WHERE id = ${message.id}`,
     ),
   );
-  for (const item of events) statements.push(eventStatement(env.DB, item));
+  for (const item of events) statements.push(eventStatement(db, item));
   return { statements, events };
 }

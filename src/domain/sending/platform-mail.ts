@@ -2,8 +2,8 @@
 // configured transport. It is no customer's message: no message row, no credits, no webhooks. When SYSTEM_FROM's
 // domain is verified in some account, that domain's DKIM key signs it, as it would that account's own mail.
 
+import type { Ctx } from "../../db/client";
 import { and, eq } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
 import { config } from "../../config";
 import { domains } from "../../db/schema";
 import { logError } from "../../lib/log";
@@ -17,7 +17,8 @@ export type PlatformMail = { to: string; subject: string; text: string };
 const encoder = new TextEncoder();
 
 /** The signed (where it can be) bytes of a platform mail, and its envelope sender. */
-async function buildPlatformMail(env: Env, mail: PlatformMail): Promise<{ from: string; raw: Uint8Array }> {
+async function buildPlatformMail(ctx: Ctx, mail: PlatformMail): Promise<{ from: string; raw: Uint8Array }> {
+  const { env, db } = ctx;
   const from = splitMailbox(config(env).systemFrom);
   if (!from) throw new Error(`SYSTEM_FROM is not an address: ${config(env).systemFrom}`);
   const unsigned = encoder.encode(
@@ -32,7 +33,7 @@ async function buildPlatformMail(env: Env, mail: PlatformMail): Promise<{ from: 
       date: new Date(),
     }),
   );
-  const domain = await drizzle(env.DB)
+  const domain = await db
     .select()
     .from(domains)
     .where(and(eq(domains.name, domainOf(from.address)), eq(domains.status, "verified")))
@@ -46,14 +47,15 @@ async function buildPlatformMail(env: Env, mail: PlatformMail): Promise<{ from: 
  * Sends one platform mail through the transport customers' mail leaves by. Never throws: a failure is logged (the
  * person asks again: a new link, or the invitation sent again from the Members page). True when the provider took it.
  */
-export async function sendPlatformMail(env: Env, mail: PlatformMail): Promise<boolean> {
+export async function sendPlatformMail(ctx: Ctx, mail: PlatformMail): Promise<boolean> {
+  const { env } = ctx;
   let transport: Transport | undefined;
   try {
     // Imported when a mail goes out: the transports need cloudflare: modules, and the routes that lead here are also
     // loaded in Node (the OpenAPI document, the SDK's generator).
     const { transportFromConfig } = await import("./deliver");
     transport = transportFromConfig(env);
-    const { from, raw } = await buildPlatformMail(env, mail);
+    const { from, raw } = await buildPlatformMail(ctx, mail);
     const outcome = await transport.send({ mailFrom: from, rcptTo: [mail.to] }, raw);
     if (!outcome.ok) logError("platform mail refused", { subject: mail.subject, response: outcome.response });
     return outcome.ok;

@@ -3,8 +3,8 @@
 // things can leave it hanging: its queue message is gone (the queue refused it at acceptance and the undo failed too,
 // or a deferred retry was lost), or the consumer that claimed it ended before recording the outcome.
 
+import type { Ctx } from "../../db/client";
 import { and, eq, exists, inArray, lt, or, sql } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
 import { config } from "../../config";
 import { messageRecipients, messages } from "../../db/schema";
 import { logWarning } from "../../lib/log";
@@ -28,8 +28,8 @@ const iso = (date: Date) => date.toISOString();
  * resent, not refunded. (A consumer that could not write its outcome retries the write first; see the send
  * consumer.) Returns how many messages were marked.
  */
-export async function sweepStaleClaims(env: Env, now = new Date()): Promise<number> {
-  const db = drizzle(env.DB);
+export async function sweepStaleClaims(ctx: Ctx, now = new Date()): Promise<number> {
+  const { db } = ctx;
   const cutoff = iso(new Date(now.getTime() - claimTimeoutSeconds * 1000));
   const stale = db
     .select({ id: messages.id })
@@ -58,13 +58,14 @@ export async function sweepStaleClaims(env: Env, now = new Date()): Promise<numb
  * their retry time. They are enqueued again; a copy that was not lost after all does no harm, since only one
  * consumer can claim a message. Returns how many were enqueued.
  */
-export async function requeueLostMessages(env: Env, now = new Date()): Promise<number> {
+export async function requeueLostMessages(ctx: Ctx, now = new Date()): Promise<number> {
+  const { env, db } = ctx;
   const baseSeconds = config(env).send.retryBaseSeconds;
-  const pending = drizzle(env.DB)
+  const pending = db
     .select({ id: messageRecipients.messageId })
     .from(messageRecipients)
     .where(and(sql`${messageRecipients.messageId} = ${messages.id}`, inArray(messageRecipients.status, ["queued", "deferred"])));
-  const rows = await drizzle(env.DB)
+  const rows = await db
     .select({ id: messages.id })
     .from(messages)
     .where(

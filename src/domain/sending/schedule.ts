@@ -6,8 +6,7 @@
 // finds nothing to send. Cancelling is a conditional update too: of a cancel and a claim, only one succeeds.
 
 import { and, eq, inArray, isNotNull, isNull, lte, sql } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
-import { sqlNow, statement } from "../../db/client";
+import { sqlNow, statement, type AccountDb, batch, type Ctx } from "../../db/client";
 import { messageRecipients, messages } from "../../db/schema";
 import { logWarning } from "../../lib/log";
 import { refuseTestKeyOnLive, type ApiKeyMode, type LiveKeyRequired } from "../accounts/api-keys";
@@ -92,13 +91,13 @@ function refusalOf(
 
 /** The refusal for a message a conditional update did not change: read again, since it changed since (or never was). */
 async function refusal(
-  d1: D1Database,
+  db: AccountDb,
   accountId: string,
   messageId: string,
   action: "moved" | "cancelled",
   callerMode: ApiKeyMode,
 ): Promise<ScheduleRefusal> {
-  const row = await drizzle(d1)
+  const row = await db
     .select({ status: messages.status, campaignId: messages.campaignId, testMode: messages.testMode })
     .from(messages)
     .where(and(eq(messages.id, messageId), eq(messages.accountId, accountId)))
@@ -111,22 +110,23 @@ async function refusal(
  * message when the new time is within the queue's limit. A queue message for the old time finds it not due yet.
  */
 export async function rescheduleMessage(
-  env: Env,
+  ctx: Ctx,
   caller: { accountId: string; mode: ApiKeyMode },
   messageId: string,
   at: Date,
   now = new Date(),
 ): Promise<RescheduleOutcome> {
+  const { env, db } = ctx;
   const { accountId, mode } = caller;
   const wrong = checkScheduledAt(at, now);
   if (wrong) return { kind: "invalid", errors: { scheduled_at: [wrong] } };
   const scheduledAt = at.toISOString();
-  const moved = await drizzle(env.DB)
+  const moved = await db
     .update(messages)
     .set({ scheduledAt, updatedAt: now.toISOString() })
     .where(isScheduledSend(accountId, messageId, mode))
     .returning({ id: messages.id });
-  if (moved.length === 0) return refusal(env.DB, accountId, messageId, "moved", mode);
+  if (moved.length === 0) return refusal(db, accountId, messageId, "moved", mode);
   const delaySeconds = scheduledDelay(at, now);
   if (delaySeconds !== undefined) {
     const { refused, error } = await enqueueMessages(env, [{ id: messageId, delaySeconds }]);
@@ -145,15 +145,9 @@ export type CancelOutcome = { kind: "cancelled"; message: { id: string; status: 
  * conditional update won (a consumer that claimed the message first makes it a 409). Refunds use the consumer's
  * per-recipient references, so the ledger's unique index gives each credit back once whatever else happens.
  */
-export async function cancelMessage(
-  env: Env,
-  ctx: { waitUntil(promise: Promise<unknown>): void },
-  caller: { accountId: string; mode: ApiKeyMode },
-  messageId: string,
-): Promise<CancelOutcome> {
+export async function cancelMessage(ctx: Ctx, caller: { accountId: string; mode: ApiKeyMode }, messageId: string): Promise<CancelOutcome> {
+  const { db } = ctx;
   const { accountId, mode } = caller;
-  const d1 = env.DB;
-  const db = drizzle(d1);
   const [rows, waiting] = await db.batch([
     // What the answer and the event need, not the whole row: its inline content can be up to 64 KB.
     db
@@ -186,9 +180,9 @@ export async function cancelMessage(
   const refunded = message.creditsCharged > 0 && !message.testMode ? waiting.map((row) => row.email) : [];
   const cancelled = sql`EXISTS (SELECT 1 FROM messages WHERE id = ${messageId} AND status = 'cancelled' AND campaign_id IS NULL)`;
   const dedupeKey = `relay.cancelled:${messageId}`;
-  const [update] = await d1.batch([
+  const [update] = await batch(db, [
     statement(
-      d1,
+      db,
       db
         .update(messages)
         .set({ status: "cancelled", smtpResponse: "cancelled by request", updatedAt: sqlNow })
@@ -202,17 +196,17 @@ export async function cancelMessage(
         ),
     ),
     ...refunded.flatMap((email) =>
-      refundStatements(d1, { accountId, balance: "send", amount: 1, referenceId: `${messageId}:${email}`, note: "cancelled" }, cancelled),
+      refundStatements(db, { accountId, balance: "send", amount: 1, referenceId: `${messageId}:${email}`, note: "cancelled" }, cancelled),
     ),
     statement(
-      d1,
+      db,
       db
         .update(messageRecipients)
         .set({ status: "cancelled", updatedAt: sqlNow })
         .where(and(eq(messageRecipients.messageId, messageId), eq(messageRecipients.status, "queued"), cancelled)),
     ),
     eventStatement(
-      d1,
+      db,
       {
         accountId,
         type: "relay.cancelled",
@@ -236,8 +230,8 @@ export async function cancelMessage(
     ),
   ]);
   // Claimed by a consumer (or cancelled by another request) between the read and this write: nothing was changed.
-  if (update!.meta.changes === 0) return refusal(d1, accountId, messageId, "cancelled", mode);
-  ctx.waitUntil(dispatchEvents(env, accountId, [dedupeKey]));
+  if (update!.meta.changes === 0) return refusal(db, accountId, messageId, "cancelled", mode);
+  ctx.waitUntil(dispatchEvents(ctx, accountId, [dedupeKey]));
   return { kind: "cancelled", message: { id: messageId, status: "cancelled", credits_refunded: refunded.length } };
 }
 
@@ -246,10 +240,11 @@ export async function cancelMessage(
  * scheduled (or moved) further ahead than the queue's delay limit, or because theirs was lost (still scheduled well
  * past their time). Each gets a queue message delayed to its time. Returns how many were handed over.
  */
-export async function enqueueDueScheduledMessages(env: Env, now = new Date()): Promise<number> {
+export async function enqueueDueScheduledMessages(ctx: Ctx, now = new Date()): Promise<number> {
+  const { env, db } = ctx;
   const reach = new Date(now.getTime() + cronReachSeconds * 1000).toISOString();
   const overdue = new Date(now.getTime() - overdueSeconds * 1000).toISOString();
-  const rows = await drizzle(env.DB)
+  const rows = await db
     .select({ id: messages.id, scheduledAt: messages.scheduledAt })
     .from(messages)
     .where(

@@ -1,8 +1,7 @@
 import { bytesToBase64Url, hmacSha256Hex, timingSafeEqualString } from "../../lib/crypto";
 import { and, eq, sql } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
 import type { Config } from "../../config";
-import { statement } from "../../db/client";
+import { statement, type AccountDb, type Ctx, batch } from "../../db/client";
 import { contacts, messageRecipients, messages, suppressions, topics } from "../../db/schema";
 import { nowIso } from "../../lib/ids";
 import { asProvider, providerOfDomain, recipientDomain } from "../reports/providers";
@@ -78,8 +77,8 @@ type LinkedMessage = {
   provider: string | null;
 };
 
-async function linkedMessage(d1: D1Database, target: { messageId: string; email: string }): Promise<LinkedMessage | undefined> {
-  return drizzle(d1)
+async function linkedMessage(db: AccountDb, target: { messageId: string; email: string }): Promise<LinkedMessage | undefined> {
+  return db
     .select({
       accountId: messages.accountId,
       campaignId: messages.campaignId,
@@ -101,10 +100,9 @@ const contactsOfAddress = (accountId: string, email: string) =>
   and(eq(contacts.accountId, accountId), sql`lower(${contacts.emailKey}) = ${normalizeSuppressionEmail(email)}`);
 
 /** The preference page's content for a link; undefined when its message no longer exists. */
-export async function preferencesOf(d1: D1Database, target: { messageId: string; email: string }): Promise<Preferences | undefined> {
-  const message = await linkedMessage(d1, target);
+export async function preferencesOf(db: AccountDb, target: { messageId: string; email: string }): Promise<Preferences | undefined> {
+  const message = await linkedMessage(db, target);
   if (!message) return undefined;
-  const db = drizzle(d1);
   const [accountTopics, contactRows, leftAll] = await db.batch([
     db.select().from(topics).where(eq(topics.accountId, message.accountId)).orderBy(topics.createdAt, topics.id),
     db.select({ id: contacts.id }).from(contacts).where(contactsOfAddress(message.accountId, target.email)).limit(1),
@@ -114,7 +112,7 @@ export async function preferencesOf(d1: D1Database, target: { messageId: string;
       .where(and(eq(suppressions.accountId, message.accountId), eq(suppressions.email, normalizeSuppressionEmail(target.email)))),
   ]);
   const contactId = contactRows[0]?.id;
-  const choices = contactId ? ((await topicSubscriptionsOf(d1, message.accountId, [contactId])).get(contactId) ?? {}) : {};
+  const choices = contactId ? ((await topicSubscriptionsOf(db, message.accountId, [contactId])).get(contactId) ?? {}) : {};
   return {
     accountId: message.accountId,
     email: target.email,
@@ -137,13 +135,13 @@ export async function preferencesOf(d1: D1Database, target: { messageId: string;
  * Undefined when the message no longer exists.
  */
 export async function unsubscribeRecipient(
-  env: Env,
+  ctx: Ctx,
   target: { messageId: string; email: string },
   choice: UnsubscribeChoice = { kind: "one_click" },
 ): Promise<{ accountId: string; dedupeKeys: string[]; left: { topicId: string | null }[] } | undefined> {
-  const message = await linkedMessage(env.DB, target);
+  const { db } = ctx;
+  const message = await linkedMessage(db, target);
   if (!message) return undefined;
-  const db = drizzle(env.DB);
   const contactIds = (await db.select({ id: contacts.id }).from(contacts).where(contactsOfAddress(message.accountId, target.email)).all()).map(
     (row) => row.id,
   );
@@ -164,12 +162,12 @@ export async function unsubscribeRecipient(
       ...(message.testMode
         ? []
         : rollupStatements(
-            env.DB,
+            db,
             key,
             { unsubscribes: 1 },
             sql`NOT EXISTS (SELECT 1 FROM events WHERE account_id = ${message.accountId} AND dedupe_key = ${dedupeKey})`,
           )),
-      eventStatement(env.DB, {
+      eventStatement(db, {
         accountId: message.accountId,
         type: "unsubscribed",
         subjectId: target.messageId,
@@ -188,7 +186,7 @@ export async function unsubscribeRecipient(
   const dedupeKeys: string[] = [];
   const leaveAll = () => {
     statements.push(
-      ...suppressionStatements(env.DB, {
+      ...suppressionStatements(db, {
         accountId: message.accountId,
         email: target.email,
         reason: "unsubscribe",
@@ -201,22 +199,21 @@ export async function unsubscribeRecipient(
 
   if (choice.kind === "one_click") {
     if (message.topicId && contactIds.length > 0) {
-      for (const contactId of contactIds)
-        statements.push(...topicChoiceStatements(env.DB, message.accountId, contactId, { [message.topicId]: false }));
+      for (const contactId of contactIds) statements.push(...topicChoiceStatements(db, message.accountId, contactId, { [message.topicId]: false }));
       dedupeKeys.push(leave(message.topicId));
     } else {
       leaveAll();
     }
   } else {
     const { before } = choice;
-    for (const contactId of contactIds) statements.push(...topicChoiceStatements(env.DB, message.accountId, contactId, choice.topics));
+    for (const contactId of contactIds) statements.push(...topicChoiceStatements(db, message.accountId, contactId, choice.topics));
     for (const topic of before.topics) {
       if (topic.subscribed && choice.topics[topic.id] === false) dedupeKeys.push(leave(topic.id));
     }
     if (choice.allMarketing && !before.unsubscribedFromAll) leaveAll();
-    if (!choice.allMarketing && before.unsubscribedFromAll) statements.push(...rejoinStatements(env.DB, message.accountId, target.email));
+    if (!choice.allMarketing && before.unsubscribedFromAll) statements.push(...rejoinStatements(db, message.accountId, target.email));
   }
-  if (statements.length > 0) await env.DB.batch(statements);
+  if (statements.length > 0) await batch(db, statements);
   return { accountId: message.accountId, dedupeKeys, left };
 }
 
@@ -224,12 +221,11 @@ export async function unsubscribeRecipient(
  * The person asks for marketing again on the preference page: their own unsubscribe is lifted (not a bounce, a
  * complaint or an entry the account made) and contacts it had made `unsubscribed` are subscribed again.
  */
-function rejoinStatements(d1: D1Database, accountId: string, email: string): D1PreparedStatement[] {
-  const db = drizzle(d1);
+function rejoinStatements(db: AccountDb, accountId: string, email: string): D1PreparedStatement[] {
   const key = normalizeSuppressionEmail(email);
   return [
     statement(
-      d1,
+      db,
       db
         .update(contacts)
         .set({ status: "subscribed", updatedAt: nowIso() })
@@ -242,7 +238,7 @@ function rejoinStatements(d1: D1Database, accountId: string, email: string): D1P
         ),
     ),
     statement(
-      d1,
+      db,
       db.delete(suppressions).where(and(eq(suppressions.accountId, accountId), eq(suppressions.email, key), eq(suppressions.reason, "unsubscribe"))),
     ),
   ];

@@ -1,8 +1,8 @@
 // SMTP credentials: the username and password the bridge's clients log in with. This module owns their queries;
 // the API routes and the bridge's internal endpoints call it.
 
+import type { SharedDb } from "../../db/client";
 import { and, desc, eq, isNull } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
 import { accounts, smtpCredentials } from "../../db/schema";
 import { sha256Hex, timingSafeEqualString } from "../../lib/crypto";
 import { newId, nowIso, randomBase62 } from "../../lib/ids";
@@ -36,8 +36,8 @@ const activeCredential = (accountId: string, credentialId: string) =>
   and(eq(smtpCredentials.id, credentialId), eq(smtpCredentials.accountId, accountId), isNull(smtpCredentials.revokedAt));
 
 /** The account's active credentials, newest first. */
-export async function listSmtpCredentials(d1: D1Database, accountId: string): Promise<SmtpCredentialRow[]> {
-  return drizzle(d1)
+export async function listSmtpCredentials(db: SharedDb, accountId: string): Promise<SmtpCredentialRow[]> {
+  return db
     .select()
     .from(smtpCredentials)
     .where(and(eq(smtpCredentials.accountId, accountId), isNull(smtpCredentials.revokedAt)))
@@ -47,14 +47,14 @@ export async function listSmtpCredentials(d1: D1Database, accountId: string): Pr
 
 /** A new credential of the caller's account, of the mode `grantedMode` allows; `password` is returned only here. */
 export async function createSmtpCredential(
-  d1: D1Database,
+  db: SharedDb,
   caller: AuthContext,
   input: { name: string; mode?: ApiKeyMode },
 ): Promise<{ kind: "created"; row: SmtpCredentialRow; password: string } | LiveKeyRequired> {
   const granted = grantedMode(caller.apiKey, input.mode, "SMTP credential");
   if (granted.kind !== "granted") return granted;
   const secret = await generateSmtpCredential();
-  const row = await drizzle(d1)
+  const row = await db
     .insert(smtpCredentials)
     .values({
       id: newId("smtp"),
@@ -71,11 +71,10 @@ export async function createSmtpCredential(
 
 /** Revokes a credential at once; as for API keys, a test key may revoke only test credentials. */
 export async function revokeSmtpCredential(
-  d1: D1Database,
+  db: SharedDb,
   caller: AuthContext,
   credentialId: string,
 ): Promise<{ kind: "revoked"; row: SmtpCredentialRow & { revokedAt: string } } | { kind: "not_found" } | LiveKeyRequired> {
-  const db = drizzle(d1);
   const where = activeCredential(caller.account.id, credentialId);
   if (caller.apiKey.mode === "test") {
     const target = await db.select({ mode: smtpCredentials.mode }).from(smtpCredentials).where(where).get();
@@ -102,16 +101,16 @@ export type RelayIdentity = { credentialId: string; accountId: string; mode: Smt
  * dummy hash), so the answer time does not tell them apart.
  */
 export async function authenticateSmtpCredential(
-  d1: D1Database,
+  db: SharedDb,
   username: string,
   password: string,
   waitUntil: (promise: Promise<unknown>) => void,
 ): Promise<RelayIdentity | undefined> {
-  const row = await drizzle(d1).select().from(smtpCredentials).where(eq(smtpCredentials.username, username)).get();
+  const row = await db.select().from(smtpCredentials).where(eq(smtpCredentials.username, username)).get();
   const matches = await timingSafeEqualString(await sha256Hex(password), row?.passwordHash ?? unknownUserHash);
   if (!row || row.revokedAt !== null || !matches) return undefined;
   if (!row.lastUsedAt || Date.now() - Date.parse(row.lastUsedAt) > lastUsedResolutionMs) {
-    waitUntil(drizzle(d1).update(smtpCredentials).set({ lastUsedAt: new Date().toISOString() }).where(eq(smtpCredentials.id, row.id)).run());
+    waitUntil(db.update(smtpCredentials).set({ lastUsedAt: new Date().toISOString() }).where(eq(smtpCredentials.id, row.id)).run());
   }
   return { credentialId: row.id, accountId: row.accountId, mode: row.mode };
 }
@@ -131,7 +130,7 @@ const credentialCache = new TtlCache<ActiveCredential>(credentialCacheTtlMs);
  * `cached`: see credentialCacheTtlMs; only for callers that need nothing fresh from the account (not its balances).
  */
 export async function findActiveCredential(
-  d1: D1Database,
+  db: SharedDb,
   credentialId: string,
   options: { cached?: boolean; now?: number } = {},
 ): Promise<ActiveCredential | undefined> {
@@ -140,7 +139,7 @@ export async function findActiveCredential(
     const hit = credentialCache.get(credentialId, now);
     if (hit) return hit;
   }
-  const row = await drizzle(d1)
+  const row = await db
     .select({ credential: smtpCredentials, account: accounts })
     .from(smtpCredentials)
     .innerJoin(accounts, eq(accounts.id, smtpCredentials.accountId))

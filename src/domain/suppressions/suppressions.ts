@@ -4,8 +4,7 @@
 // complaints with `suppressionStatements` inside its own D1 batch. This module owns the suppressions' queries.
 
 import { and, desc, eq, lt, or, sql, type SQL } from "drizzle-orm";
-import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
-import { inJsonArray, sqlNow, statement } from "../../db/client";
+import { inJsonArray, sqlNow, statement, type AccountDb } from "../../db/client";
 import { contacts, suppressions, suppressionScopes, type messageStreams } from "../../db/schema";
 import { contactEmailKey } from "../contacts/email";
 import { dedupeKey } from "../verification/syntax";
@@ -57,7 +56,7 @@ export function normalizeSuppressionEmail(email: string): string {
  * one statement with one bound parameter whatever the number of keys: for a caller that reads it inside its own
  * batch and decides per stream with `scopeBlocks`.
  */
-export function suppressionsAmongQuery(db: DrizzleD1Database, accountId: string, keys: string[]) {
+export function suppressionsAmongQuery(db: AccountDb, accountId: string, keys: string[]) {
   return db
     .select({ email: suppressions.email, reason: suppressions.reason, scope: suppressions.scope })
     .from(suppressions)
@@ -70,13 +69,13 @@ export function suppressionsAmongQuery(db: DrizzleD1Database, accountId: string,
  * every contact of that address when the entry keeps marketing away. A contact only moves to a stronger status
  * (subscribed < unsubscribed < bounced < complained), so a later manual entry does not hide an earlier complaint.
  */
-export function suppressionStatements(d1: D1Database, entry: SuppressionEntry): D1PreparedStatement[] {
-  return suppressionQueries(drizzle(d1), entry).map((query) => statement(d1, query));
+export function suppressionStatements(db: AccountDb, entry: SuppressionEntry): D1PreparedStatement[] {
+  return suppressionQueries(db, entry).map((query) => statement(db, query));
 }
 
 type SuppressionEntry = { accountId: string; email: string; reason: SuppressionReason; scope: SuppressionScope; sourceMessageId?: string };
 
-function suppressionQueries(db: DrizzleD1Database, entry: SuppressionEntry) {
+function suppressionQueries(db: AccountDb, entry: SuppressionEntry) {
   const key = normalizeSuppressionEmail(entry.email);
   const status = contactStatusForReason[entry.reason];
   // Contact statuses are about marketing: an entry for transactional mail alone leaves them as they are.
@@ -111,13 +110,13 @@ export type SuppressionPosition = { createdAt: string; email: string; scope: Sup
 
 /** A page of the account's suppression list, newest first (`limit + 1` rows), or the entry of one address. */
 export async function listSuppressions(
-  d1: D1Database,
+  db: AccountDb,
   accountId: string,
   filters: { email?: string; scope?: SuppressionScope },
   page: { after?: SuppressionPosition; limit: number },
 ): Promise<SuppressionRow[]> {
   const { after } = page;
-  return drizzle(d1)
+  return db
     .select()
     .from(suppressions)
     .where(
@@ -144,11 +143,10 @@ export async function listSuppressions(
  * scope keeps its first entry. Returns the entry as it stands and whether this call created it, in one round trip.
  */
 export async function addSuppression(
-  d1: D1Database,
+  db: AccountDb,
   accountId: string,
   input: { email: string; reason: SuppressionReason; scope: SuppressionScope },
 ): Promise<{ created: boolean; entry: SuppressionRow }> {
-  const db = drizzle(d1);
   const email = normalizeSuppressionEmail(input.email);
   const [insert, updateContacts] = suppressionQueries(db, { accountId, email: input.email, reason: input.reason, scope: input.scope });
   const [inserted, , entry] = await db.batch([
@@ -168,8 +166,8 @@ export async function addSuppression(
  * Removes an address from the list, in one scope or (none named) in all; the removed entries, none if it was not
  * suppressed there.
  */
-export async function removeSuppression(d1: D1Database, accountId: string, email: string, scope?: SuppressionScope): Promise<SuppressionRow[]> {
-  return drizzle(d1)
+export async function removeSuppression(db: AccountDb, accountId: string, email: string, scope?: SuppressionScope): Promise<SuppressionRow[]> {
+  return db
     .delete(suppressions)
     .where(
       and(

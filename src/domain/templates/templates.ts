@@ -1,8 +1,8 @@
 // Message templates: a subject and html/text bodies with `{{name|fallback}}` placeholders. This module owns the
 // templates' queries and keeps each template's `variables` in step with its content.
 
+import type { AccountDb } from "../../db/client";
 import { and, desc, eq, or, sql } from "drizzle-orm";
-import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
 import { templates } from "../../db/schema";
 import { newId, nowIso } from "../../lib/ids";
 import { accountPage } from "../../lib/pagination";
@@ -16,25 +16,25 @@ const variablesOf = (content: TemplateContent) => [...new Set([content.subject, 
 const ownTemplate = (accountId: string, templateId: string) => and(eq(templates.id, templateId), eq(templates.accountId, accountId));
 
 /** A page of the account's templates, newest first (`limit + 1` rows, for `pageOf`). */
-export function listTemplates(d1: D1Database, accountId: string, page: { cursor?: string; limit: number }): Promise<TemplateRow[]> {
-  return accountPage(d1, templates, accountId, page);
+export function listTemplates(db: AccountDb, accountId: string, page: { cursor?: string; limit: number }): Promise<TemplateRow[]> {
+  return accountPage(db, templates, accountId, page);
 }
 
 /** A template's subject and bodies, for a caller that reads it inside its own batch (raw rows: subject, html, text). */
-export function templateContentQuery(db: DrizzleD1Database, accountId: string, templateId: string) {
+export function templateContentQuery(db: AccountDb, accountId: string, templateId: string) {
   return db
     .select({ subject: templates.subject, html: templates.html, text: templates.text })
     .from(templates)
     .where(ownTemplate(accountId, templateId));
 }
 
-export async function findTemplate(d1: D1Database, accountId: string, templateId: string): Promise<TemplateRow | undefined> {
-  return drizzle(d1).select().from(templates).where(ownTemplate(accountId, templateId)).get();
+export async function findTemplate(db: AccountDb, accountId: string, templateId: string): Promise<TemplateRow | undefined> {
+  return db.select().from(templates).where(ownTemplate(accountId, templateId)).get();
 }
 
-export async function createTemplate(d1: D1Database, accountId: string, input: { name: string } & TemplateContent): Promise<TemplateRow> {
+export async function createTemplate(db: AccountDb, accountId: string, input: { name: string } & TemplateContent): Promise<TemplateRow> {
   const content = { subject: input.subject, html: input.html, text: input.text };
-  return drizzle(d1)
+  return db
     .insert(templates)
     .values({ id: newId("tpl"), accountId, name: input.name, ...content, variables: variablesOf(content) })
     .returning()
@@ -45,12 +45,12 @@ export type TemplateChange = { name?: string; subject?: string; html?: string | 
 
 /** Changes a template; `undefined` keeps a field, `null` clears a body. A template keeps html, text or both. */
 export async function updateTemplate(
-  d1: D1Database,
+  db: AccountDb,
   accountId: string,
   templateId: string,
   change: TemplateChange,
 ): Promise<{ kind: "not_found" } | { kind: "no_content" } | { kind: "updated"; template: TemplateRow }> {
-  const current = await findTemplate(d1, accountId, templateId);
+  const current = await findTemplate(db, accountId, templateId);
   if (!current) return { kind: "not_found" };
   const next = {
     name: change.name ?? current.name,
@@ -59,7 +59,7 @@ export async function updateTemplate(
     text: change.text === undefined ? current.text : change.text,
   };
   if (!next.html && !next.text) return { kind: "no_content" };
-  const template = await drizzle(d1)
+  const template = await db
     .update(templates)
     .set({ ...next, variables: variablesOf(next), updatedAt: nowIso() })
     .where(ownTemplate(accountId, templateId))
@@ -69,8 +69,8 @@ export async function updateTemplate(
 }
 
 /** Deletes a template; false if the account has no such template. */
-export async function deleteTemplate(d1: D1Database, accountId: string, templateId: string): Promise<boolean> {
-  const row = await drizzle(d1).delete(templates).where(ownTemplate(accountId, templateId)).returning({ id: templates.id }).get();
+export async function deleteTemplate(db: AccountDb, accountId: string, templateId: string): Promise<boolean> {
+  const row = await db.delete(templates).where(ownTemplate(accountId, templateId)).returning({ id: templates.id }).get();
   return row !== undefined;
 }
 
@@ -78,8 +78,8 @@ export async function deleteTemplate(d1: D1Database, accountId: string, template
  * A template named by its id or its name, the id first: the compatibility surfaces' way of naming one (Postmark's
  * TemplateAlias, docs/migrating.md). Of several templates with one name, the newest.
  */
-export async function findTemplateByIdOrName(d1: D1Database, accountId: string, idOrName: string): Promise<TemplateRow | undefined> {
-  return drizzle(d1)
+export async function findTemplateByIdOrName(db: AccountDb, accountId: string, idOrName: string): Promise<TemplateRow | undefined> {
+  return db
     .select()
     .from(templates)
     .where(and(eq(templates.accountId, accountId), or(eq(templates.id, idOrName), eq(templates.name, idOrName))))

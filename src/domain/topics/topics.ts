@@ -4,8 +4,7 @@
 // topics' and the choices' queries.
 
 import { and, eq, sql, type SQL } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
-import { inJsonArray, statement } from "../../db/client";
+import { inJsonArray, statement, type AccountDb, batch } from "../../db/client";
 import { contacts, contactTopics, topics } from "../../db/schema";
 import { newId, nowIso } from "../../lib/ids";
 import { accountPage } from "../../lib/pagination";
@@ -33,15 +32,14 @@ const duplicateName = (name: string) =>
   refused("validation_failed", "A topic of that name exists", { errors: { name: [`The account already has a topic named ${name}`] } });
 
 export async function createTopic(
-  d1: D1Database,
+  db: AccountDb,
   accountId: string,
   input: { name: string; description?: string | null; defaultSubscribed: boolean },
 ): Promise<{ kind: "created"; topic: TopicRow } | Refusal> {
-  const db = drizzle(d1);
   const id = newId("top");
   // The cap and the unique name are checked by the insert itself: no count-then-insert race.
   const inserted = await statement(
-    d1,
+    db,
     sql`INSERT INTO topics (id, account_id, name, description, default_subscribed)
       SELECT ${id}, ${accountId}, ${input.name}, ${input.description ?? null}, ${input.defaultSubscribed ? 1 : 0}
       WHERE (SELECT count(*) FROM topics WHERE account_id = ${accountId}) < ${MAX_TOPICS_PER_ACCOUNT}
@@ -60,32 +58,25 @@ export async function createTopic(
   });
 }
 
-export async function listTopics(d1: D1Database, accountId: string, page: { cursor?: string; limit: number }): Promise<TopicRow[]> {
-  return accountPage(d1, topics, accountId, page);
+export async function listTopics(db: AccountDb, accountId: string, page: { cursor?: string; limit: number }): Promise<TopicRow[]> {
+  return accountPage(db, topics, accountId, page);
 }
 
 /** Every topic of the account, oldest first (the preference page's order). */
-export async function allTopics(d1: D1Database, accountId: string): Promise<TopicRow[]> {
-  return drizzle(d1)
-    .select()
-    .from(topics)
-    .where(eq(topics.accountId, accountId))
-    .orderBy(topics.createdAt, topics.id)
-    .limit(MAX_TOPICS_PER_ACCOUNT)
-    .all();
+export async function allTopics(db: AccountDb, accountId: string): Promise<TopicRow[]> {
+  return db.select().from(topics).where(eq(topics.accountId, accountId)).orderBy(topics.createdAt, topics.id).limit(MAX_TOPICS_PER_ACCOUNT).all();
 }
 
-export async function findTopic(d1: D1Database, accountId: string, id: string): Promise<TopicRow | undefined> {
-  return drizzle(d1).select().from(topics).where(ownedTopic(accountId, id)).get();
+export async function findTopic(db: AccountDb, accountId: string, id: string): Promise<TopicRow | undefined> {
+  return db.select().from(topics).where(ownedTopic(accountId, id)).get();
 }
 
 export async function updateTopic(
-  d1: D1Database,
+  db: AccountDb,
   accountId: string,
   id: string,
   change: { name?: string; description?: string | null; defaultSubscribed?: boolean },
 ): Promise<{ kind: "updated"; topic: TopicRow } | { kind: "not_found" } | Refusal> {
-  const db = drizzle(d1);
   if (change.name !== undefined) {
     const named = await db
       .select({ id: topics.id })
@@ -107,8 +98,7 @@ export async function updateTopic(
  * Deletes a topic and every contact's choice for it. Campaigns and automations that name it keep the id and send to
  * their audience as if no topic were named (their unsubscribe links then leave all marketing).
  */
-export async function deleteTopic(d1: D1Database, accountId: string, id: string): Promise<boolean> {
-  const db = drizzle(d1);
+export async function deleteTopic(db: AccountDb, accountId: string, id: string): Promise<boolean> {
   const [, deleted] = await db.batch([
     db.delete(contactTopics).where(and(eq(contactTopics.topicId, id), eq(contactTopics.accountId, accountId))),
     db.delete(topics).where(ownedTopic(accountId, id)).returning({ id: topics.id }),
@@ -117,9 +107,9 @@ export async function deleteTopic(d1: D1Database, accountId: string, id: string)
 }
 
 /** Which of `ids` are not topics of the account (for validating references before they are saved). */
-export async function unknownTopics(d1: D1Database, accountId: string, ids: readonly string[]): Promise<string[]> {
+export async function unknownTopics(db: AccountDb, accountId: string, ids: readonly string[]): Promise<string[]> {
   if (ids.length === 0) return [];
-  const found = await drizzle(d1)
+  const found = await db
     .select({ id: topics.id })
     .from(topics)
     .where(and(eq(topics.accountId, accountId), inJsonArray(topics.id, [...ids])))
@@ -140,8 +130,8 @@ export function subscribedToTopicSql(topicId: string, contactId: SQL = sql`${con
 }
 
 /** Whether one contact is subscribed to the topic (an automation step's check). */
-export async function contactSubscribedToTopic(d1: D1Database, contactId: string, topicId: string): Promise<boolean> {
-  const row = await drizzle(d1)
+export async function contactSubscribedToTopic(db: AccountDb, contactId: string, topicId: string): Promise<boolean> {
+  const row = await db
     .select({ subscribed: sql<number>`${subscribedToTopicSql(topicId, sql`${contactId}`)}` })
     .from(sql`(SELECT 1)`)
     .get();
@@ -150,7 +140,7 @@ export async function contactSubscribedToTopic(d1: D1Database, contactId: string
 
 /** Statements recording a contact's choices (`{topic id: subscribed}`), for the caller's batch. Unknown ids are the caller's to refuse. */
 export function topicChoiceStatements(
-  d1: D1Database,
+  db: AccountDb,
   accountId: string,
   contactId: SQL | string,
   choices: Record<string, boolean>,
@@ -159,7 +149,7 @@ export function topicChoiceStatements(
   if (entries.length === 0) return [];
   return [
     statement(
-      d1,
+      db,
       sql`INSERT INTO contact_topics (contact_id, topic_id, account_id, subscribed, updated_at)
         SELECT ${typeof contactId === "string" ? sql`${contactId}` : contactId}, value ->> '$[0]', ${accountId}, value ->> '$[1]', ${nowIso()}
         FROM json_each(${JSON.stringify(entries.map(([topicId, subscribed]) => [topicId, subscribed ? 1 : 0]))})
@@ -171,13 +161,12 @@ export function topicChoiceStatements(
 
 /** Each listed contact's subscription to every topic of the account (`{contact id: {topic id: subscribed}}`). */
 export async function topicSubscriptionsOf(
-  d1: D1Database,
+  db: AccountDb,
   accountId: string,
   contactIds: readonly string[],
 ): Promise<Map<string, Record<string, boolean>>> {
   const result = new Map<string, Record<string, boolean>>();
   if (contactIds.length === 0) return result;
-  const db = drizzle(d1);
   const [accountTopics, choices] = await db.batch([
     db.select({ id: topics.id, defaultSubscribed: topics.defaultSubscribed }).from(topics).where(eq(topics.accountId, accountId)),
     db
@@ -197,18 +186,18 @@ export async function topicSubscriptionsOf(
  * are not topics of the account, keyed `topics.<id>`.
  */
 export async function setTopicChoices(
-  d1: D1Database,
+  db: AccountDb,
   accountId: string,
   contactId: string,
   choices: Record<string, boolean>,
 ): Promise<{ kind: "saved" } | Refusal> {
-  const unknown = await unknownTopics(d1, accountId, Object.keys(choices));
+  const unknown = await unknownTopics(db, accountId, Object.keys(choices));
   if (unknown.length > 0) {
     return refused("validation_failed", "Unknown topics", {
       errors: Object.fromEntries(unknown.map((id) => [`topics.${id}`, [`No topic ${id} in this account`]])),
     });
   }
-  const statements = topicChoiceStatements(d1, accountId, contactId, choices);
-  if (statements.length > 0) await d1.batch(statements);
+  const statements = topicChoiceStatements(db, accountId, contactId, choices);
+  if (statements.length > 0) await batch(db, statements);
   return { kind: "saved" };
 }

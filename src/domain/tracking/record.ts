@@ -5,8 +5,7 @@
 // later one finds it.
 
 import { and, eq, sql, type SQL } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
-import { sqlNow, statement } from "../../db/client";
+import { sqlNow, statement, type AccountDb, type Ctx, batch } from "../../db/client";
 import { messageRecipients, messages } from "../../db/schema";
 import { sha256Hex } from "../../lib/crypto";
 import { logError } from "../../lib/log";
@@ -20,9 +19,9 @@ import type { ClickTarget, OpenTarget } from "./tokens";
 
 type TrackedMessage = NonNullable<Awaited<ReturnType<typeof loadMessage>>>;
 
-function loadMessage(d1: D1Database, target: OpenTarget) {
+function loadMessage(db: AccountDb, target: OpenTarget) {
   const recipientJoin = target.recipient === null ? sql`0` : sql`lower(${messageRecipients.email}) = lower(${target.recipient})`;
-  return drizzle(d1)
+  return db
     .select({
       id: messages.id,
       accountId: messages.accountId,
@@ -46,8 +45,8 @@ function loadMessage(d1: D1Database, target: OpenTarget) {
 }
 
 // Test-mode messages are never counted in reports, as everywhere else.
-const rollups = (d1: D1Database, message: TrackedMessage, key: RollupKey, counts: Parameters<typeof rollupStatements>[2], guard?: SQL) =>
-  message.testMode ? [] : rollupStatements(d1, key, counts, guard);
+const rollups = (db: AccountDb, message: TrackedMessage, key: RollupKey, counts: Parameters<typeof rollupStatements>[2], guard?: SQL) =>
+  message.testMode ? [] : rollupStatements(db, key, counts, guard);
 
 function rollupKey(message: TrackedMessage, recipient: string | null): RollupKey {
   return {
@@ -66,7 +65,7 @@ const eventExists = (accountId: string, dedupeKey: string) =>
   sql`EXISTS (SELECT 1 FROM events WHERE account_id = ${accountId} AND dedupe_key = ${dedupeKey})`;
 
 /** The recipient's engagement and their contact's last activity; nothing for a multi-recipient message. */
-function engagementStatements(d1: D1Database, message: TrackedMessage, recipient: string | null, kind: "open" | "click"): D1PreparedStatement[] {
+function engagementStatements(db: AccountDb, message: TrackedMessage, recipient: string | null, kind: "open" | "click"): D1PreparedStatement[] {
   if (recipient === null) return [];
   const recipientUpdate =
     kind === "open"
@@ -74,12 +73,12 @@ function engagementStatements(d1: D1Database, message: TrackedMessage, recipient
       : sql`clicks = clicks + 1, clicked_at = COALESCE(clicked_at, ${sqlNow})`;
   return [
     statement(
-      d1,
+      db,
       sql`UPDATE message_recipients SET ${recipientUpdate}, updated_at = ${sqlNow}
         WHERE message_id = ${message.id} AND lower(email) = lower(${recipient})`,
     ),
     statement(
-      d1,
+      db,
       sql`UPDATE contacts SET last_activity_at = ${sqlNow} WHERE account_id = ${message.accountId} AND lower(email_key) = lower(${recipient})`,
     ),
   ];
@@ -95,11 +94,12 @@ function trackingEventData(message: TrackedMessage, recipient: string | null, cl
   });
 }
 
-async function write(env: Env, message: TrackedMessage, statements: D1PreparedStatement[], event?: EventInput): Promise<void> {
-  const all = event ? [...statements, eventStatement(env.DB, event)] : statements;
+async function write(ctx: Ctx, message: TrackedMessage, statements: D1PreparedStatement[], event?: EventInput): Promise<void> {
+  const { db } = ctx;
+  const all = event ? [...statements, eventStatement(db, event)] : statements;
   if (all.length === 0) return;
-  await env.DB.batch(all);
-  if (event) await dispatchEvents(env, message.accountId, [event.dedupeKey]);
+  await batch(db, all);
+  if (event) await dispatchEvents(ctx, message.accountId, [event.dedupeKey]);
 }
 
 /**
@@ -107,23 +107,24 @@ async function write(env: Env, message: TrackedMessage, statements: D1PreparedSt
  * person's open is counted. A machine's (Apple MPP, scanners, prefetch right after sending) only adds to
  * `machine_opens`. `at` is when the pixel was fetched. Never throws: the pixel has been served already.
  */
-export async function recordOpen(env: Env, target: OpenTarget, client: Client, at: Date): Promise<void> {
+export async function recordOpen(ctx: Ctx, target: OpenTarget, client: Client, at: Date): Promise<void> {
+  const { db } = ctx;
   try {
-    const message = await loadMessage(env.DB, target);
+    const message = await loadMessage(db, target);
     if (!message) return;
     const key = rollupKey(message, target.recipient);
     if (machineOpenReason(client, message.sentAt, at)) {
-      await write(env, message, rollups(env.DB, message, key, { machine_opens: 1 }));
+      await write(ctx, message, rollups(db, message, key, { machine_opens: 1 }));
       return;
     }
     const dedupeKey = `opened:${message.id}:${recipientKey(target.recipient)}`;
     await write(
-      env,
+      ctx,
       message,
       [
-        ...rollups(env.DB, message, key, { unique_opens: 1 }, sql`NOT ${eventExists(message.accountId, dedupeKey)}`),
-        ...rollups(env.DB, message, key, { opens: 1 }),
-        ...engagementStatements(env.DB, message, target.recipient, "open"),
+        ...rollups(db, message, key, { unique_opens: 1 }, sql`NOT ${eventExists(message.accountId, dedupeKey)}`),
+        ...rollups(db, message, key, { opens: 1 }),
+        ...engagementStatements(db, message, target.recipient, "open"),
       ],
       {
         accountId: message.accountId,
@@ -143,10 +144,11 @@ export async function recordOpen(env: Env, target: OpenTarget, client: Client, a
  * unique click, their first on this link emits `clicked` (and, for a campaign, a unique click of the link). Clicks
  * by scanners are not counted. Never throws: the redirect has been answered already.
  */
-export async function recordClick(env: Env, target: ClickTarget, client: Client): Promise<void> {
+export async function recordClick(ctx: Ctx, target: ClickTarget, client: Client): Promise<void> {
+  const { db } = ctx;
   try {
     if (isScanner(client)) return;
-    const message = await loadMessage(env.DB, target);
+    const message = await loadMessage(db, target);
     if (!message) return;
     const key = rollupKey(message, target.recipient);
     const prefix = `clicked:${message.id}:${recipientKey(target.recipient)}:`;
@@ -156,22 +158,22 @@ export async function recordClick(env: Env, target: ClickTarget, client: Client)
       AND dedupe_key >= ${prefix} AND dedupe_key < ${`${prefix.slice(0, -1)};`})`;
     const linkClickedBefore = eventExists(message.accountId, dedupeKey);
     await write(
-      env,
+      ctx,
       message,
       [
-        ...rollups(env.DB, message, key, { unique_clicks: 1 }, sql`NOT ${clickedBefore}`),
-        ...rollups(env.DB, message, key, { clicks: 1 }),
+        ...rollups(db, message, key, { unique_clicks: 1 }, sql`NOT ${clickedBefore}`),
+        ...rollups(db, message, key, { clicks: 1 }),
         ...(message.campaignId && !message.testMode
           ? [
               statement(
-                env.DB,
+                db,
                 sql`INSERT INTO campaign_links (campaign_id, url, clicks, unique_clicks)
                   VALUES (${message.campaignId}, ${target.url}, 1, CASE WHEN ${linkClickedBefore} THEN 0 ELSE 1 END)
                   ON CONFLICT (campaign_id, url) DO UPDATE SET clicks = clicks + 1, unique_clicks = unique_clicks + excluded.unique_clicks`,
               ),
             ]
           : []),
-        ...engagementStatements(env.DB, message, target.recipient, "click"),
+        ...engagementStatements(db, message, target.recipient, "click"),
       ],
       {
         accountId: message.accountId,

@@ -1,5 +1,5 @@
 import { sql, type SQL } from "drizzle-orm";
-import { statement } from "../../db/client";
+import { statement, type AccountDb } from "../../db/client";
 import { contacts } from "../../db/schema";
 import type { VerificationResult } from "./status";
 
@@ -15,7 +15,7 @@ type Checked = Pick<VerificationResult, "normalized" | "result" | "status" | "su
  * for the write to apply (a bulk chunk writes only when its own counters do).
  */
 export function contactResultsStatement(
-  d1: D1Database,
+  db: AccountDb,
   accountId: string,
   results: readonly Checked[],
   checkedAt: string,
@@ -28,7 +28,7 @@ export function contactResultsStatement(
   // The rows are materialised first so that SQLite looks each address up in contacts_account_email; joined to
   // json_each directly it scanned the account's contacts against every row (2 s for 400 rows among 10,000 contacts).
   return statement(
-    d1,
+    db,
     sql`WITH r AS MATERIALIZED (SELECT value ->> '$.key' AS key, value ->> '$.result' AS result, value ->> '$.status' AS status,
         value ->> '$.sub_status' AS sub_status FROM json_each(${JSON.stringify(rows)}))
       UPDATE contacts SET verification_result = r.result, verification_status = r.status, verification_sub_status = r.sub_status,

@@ -1,7 +1,6 @@
 import { and, asc, desc, eq, gt, inArray, lt, not, sql } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
 import { z } from "zod";
-import { sqlNow, statement } from "../../db/client";
+import { sqlNow, statement, type AccountDb, batch, type Ctx } from "../../db/client";
 import { verificationJobs, verificationResults } from "../../db/schema";
 import { newId } from "../../lib/ids";
 import { logError, logWarning } from "../../lib/log";
@@ -184,27 +183,27 @@ export type NewJob = {
  * The caller enqueues the returned chunks (see `enqueueVerificationJob`).
  */
 export async function createVerificationJob(
-  env: Env,
+  ctx: Ctx,
   request: NewJob,
 ): Promise<InsufficientCredits | { kind: "created"; job: VerificationJob; plan: JobPlan }> {
+  const { env, db } = ctx;
   const { account } = request;
   const plan = planVerificationJob(request.emails, { includeDuplicates: request.includeDuplicates });
   if (plan.chargeable > account.verifyBalance) return { kind: "insufficient_credits", needed: plan.chargeable, available: account.verifyBalance };
 
-  const d1 = env.DB;
   const id = newId("vjob");
   const inputKey = inputObjectKey(id);
   await env.BLOBS.put(inputKey, JSON.stringify(plan.input), { httpMetadata: { contentType: "application/json" } });
 
   const guard = plan.chargeable > 0 ? chargedGuard("verify", id) : undefined;
   const counts: JobCounts = { ...zeroCounts(), duplicates: plan.duplicates };
-  const written = await d1.batch([
+  const written = await batch(db, [
     ...(plan.chargeable > 0
-      ? chargeStatements(d1, { accountId: account.id, balance: "verify", amount: plan.chargeable, referenceId: id, note: "verification job" })
+      ? chargeStatements(db, { accountId: account.id, balance: "verify", amount: plan.chargeable, referenceId: id, note: "verification job" })
       : []),
     // `seq` (the standalone API's batch id) is the next number, taken inside the insert so two jobs never share one.
     statement(
-      d1,
+      db,
       sql`INSERT INTO verification_jobs (id, seq, account_id, source, name, campaign_id, status, total, processed, chargeable, credits_charged, counts, input_key)
         SELECT ${id}, COALESCE((SELECT MAX(seq) FROM verification_jobs), 0) + 1, ${account.id}, ${request.source}, ${request.name ?? null},
           ${request.campaignId ?? null}, 'pending', ${plan.total}, 0, ${plan.chargeable}, ${plan.chargeable}, ${JSON.stringify(counts)}, ${inputKey}
@@ -214,9 +213,9 @@ export async function createVerificationJob(
   if (plan.chargeable > 0 && !wasApplied(written[0]!)) {
     // The balance changed between the check above and the batch; nothing was written but the input.
     await env.BLOBS.delete(inputKey);
-    return { kind: "insufficient_credits", needed: plan.chargeable, available: await availableCredits(d1, account.id, "verify") };
+    return { kind: "insufficient_credits", needed: plan.chargeable, available: await availableCredits(db, account.id, "verify") };
   }
-  const job = await findJob(env.DB, { id });
+  const job = await findJob(db, { id });
   if (!job) throw new Error(`verification job ${id} was not written`);
   return { kind: "created", job, plan };
 }
@@ -225,7 +224,8 @@ export async function createVerificationJob(
  * Sends the job's chunks. If the queue refuses them the job would never run, so it is failed (and refunded) at once
  * and the client should retry.
  */
-export async function enqueueVerificationJob(env: Env, job: VerificationJob, chunks: JobPlan["chunks"]): Promise<"queued" | "queue_unavailable"> {
+export async function enqueueVerificationJob(ctx: Ctx, job: VerificationJob, chunks: JobPlan["chunks"]): Promise<"queued" | "queue_unavailable"> {
+  const { env } = ctx;
   try {
     await sendChunks(env, job.id, chunks);
     return "queued";
@@ -234,7 +234,7 @@ export async function enqueueVerificationJob(env: Env, job: VerificationJob, chu
       job_id: job.id,
       error: error instanceof Error ? error.message : String(error),
     });
-    await failVerificationJob(env, job.id, "The job could not be queued");
+    await failVerificationJob(ctx, job.id, "The job could not be queued");
     return "queue_unavailable";
   }
 }
@@ -258,9 +258,9 @@ export async function readJobInput(env: Env, job: VerificationJob): Promise<JobI
   return object ? jobInputSchema.parse(await object.json()) : undefined;
 }
 
-export async function findJob(d1: D1Database, where: { id: string } | { seq: number }, accountId?: string): Promise<VerificationJob | undefined> {
+export async function findJob(db: AccountDb, where: { id: string } | { seq: number }, accountId?: string): Promise<VerificationJob | undefined> {
   const match = "id" in where ? eq(verificationJobs.id, where.id) : eq(verificationJobs.seq, where.seq);
-  return drizzle(d1)
+  return db
     .select()
     .from(verificationJobs)
     .where(accountId ? and(match, eq(verificationJobs.accountId, accountId)) : match)
@@ -268,8 +268,8 @@ export async function findJob(d1: D1Database, where: { id: string } | { seq: num
 }
 
 /** The account's most recent jobs, newest first (the dashboard's list). */
-export async function listJobs(d1: D1Database, accountId: string, limit: number): Promise<VerificationJob[]> {
-  return drizzle(d1)
+export async function listJobs(db: AccountDb, accountId: string, limit: number): Promise<VerificationJob[]> {
+  return db
     .select()
     .from(verificationJobs)
     .where(eq(verificationJobs.accountId, accountId))
@@ -283,8 +283,8 @@ export type StoredResult = VerificationResult & { checked_at: string; duplicate_
 export type ResultRow = { position: number; result: StoredResult };
 
 /** Results in input order after `afterPosition` (exclusive), `limit` of them. */
-export async function listJobResults(d1: D1Database, jobId: string, afterPosition: number, limit: number): Promise<ResultRow[]> {
-  const rows = await drizzle(d1)
+export async function listJobResults(db: AccountDb, jobId: string, afterPosition: number, limit: number): Promise<ResultRow[]> {
+  const rows = await db
     .select({ position: verificationResults.position, detail: verificationResults.detail })
     .from(verificationResults)
     .where(and(eq(verificationResults.jobId, jobId), gt(verificationResults.position, afterPosition)))
@@ -311,13 +311,13 @@ export type ChunkOutcome = "processed" | "already_processed" | "job_finished" | 
  * transaction writes), and rows are keyed (job_id, position) with INSERT OR IGNORE, so a redelivered or
  * concurrently duplicated chunk writes nothing twice. The chunk that brings `processed` to `total` completes the job.
  */
-export async function processVerificationChunk(env: Env, chunk: VerificationChunkMessage, deps: ChunkDeps): Promise<ChunkOutcome> {
-  const d1 = env.DB;
-  const job = await findJob(d1, { id: chunk.job_id });
+export async function processVerificationChunk(ctx: Ctx, chunk: VerificationChunkMessage, deps: ChunkDeps): Promise<ChunkOutcome> {
+  const { env, db } = ctx;
+  const job = await findJob(db, { id: chunk.job_id });
   if (!job) return "job_missing";
   if (job.status === "completed") {
     // A redelivery after the completing batch: make sure the event it owed was recorded.
-    await recordJobEvent(env, job);
+    await recordJobEvent(ctx, job);
     return "job_finished";
   }
   if (job.status === "failed") return "job_finished";
@@ -356,7 +356,7 @@ export async function processVerificationChunk(env: Env, chunk: VerificationChun
   for (let i = 0; i < rows.length; i += RESULT_ROWS_PER_INSERT) {
     inserts.push(
       statement(
-        d1,
+        db,
         sql`INSERT OR IGNORE INTO verification_results (job_id, position, email, result, status, detail)
           SELECT ${job.id}, value ->> '$.position', value ->> '$.email', value ->> '$.result', value ->> '$.status', value -> '$.detail'
           FROM json_each(${JSON.stringify(rows.slice(i, i + RESULT_ROWS_PER_INSERT))})
@@ -364,15 +364,14 @@ export async function processVerificationChunk(env: Env, chunk: VerificationChun
       ),
     );
   }
-  const db = drizzle(d1);
   // Counted only when the update below counts the chunk, as the usage is.
   const chunkCounted = sql`EXISTS (SELECT 1 FROM verification_jobs WHERE id = ${job.id} AND status = 'processing')
     AND NOT EXISTS (SELECT 1 FROM verification_results WHERE job_id = ${job.id} AND position = ${marker})`;
-  const onContacts = contactResultsStatement(d1, job.accountId, results, checkedAt, chunkCounted);
+  const onContacts = contactResultsStatement(db, job.accountId, results, checkedAt, chunkCounted);
   const add = (key: keyof JobCounts) => sql`'$.${sql.raw(key)}', COALESCE(counts ->> '$.${sql.raw(key)}', 0) + ${delta[key]}`;
-  const written = await d1.batch([
+  const written = await batch(db, [
     statement(
-      d1,
+      db,
       db
         .update(verificationJobs)
         .set({
@@ -391,11 +390,11 @@ export async function processVerificationChunk(env: Env, chunk: VerificationChun
     ),
     // The addresses this chunk verified (a repeated row is not verified again), counted only when the update above
     // counted the chunk: the job is processing and the chunk's first result row is not written yet.
-    ...usageStatements(d1, job.accountId, { verifications: results.length }, { guard: chunkCounted }),
+    ...usageStatements(db, job.accountId, { verifications: results.length }, { guard: chunkCounted }),
     ...(onContacts ? [onContacts] : []),
     ...inserts,
     statement(
-      d1,
+      db,
       db
         .update(verificationJobs)
         .set({ status: "completed", completedAt: sqlNow, updatedAt: sqlNow })
@@ -405,8 +404,8 @@ export async function processVerificationChunk(env: Env, chunk: VerificationChun
   const counted = written[0]!.meta.changes === 1;
   const completed = written.at(-1)!.meta.changes === 1;
   if (completed) {
-    const finished = await findJob(d1, { id: job.id });
-    if (finished) await recordJobEvent(env, finished);
+    const finished = await findJob(db, { id: job.id });
+    if (finished) await recordJobEvent(ctx, finished);
     if (job.campaignId) await wakeCampaign(env, job.campaignId);
     // Nothing reads the input of a finished job (chunks stop at its status); a failed delete only leaves an object.
     if (job.inputKey) await env.BLOBS.delete(job.inputKey).catch(() => undefined);
@@ -419,15 +418,14 @@ export async function processVerificationChunk(env: Env, chunk: VerificationChun
  * by the job's status), keeps the results already written, refunds the addresses it did not verify and emits
  * `verification.completed` with status `failed`. Running it again changes nothing.
  */
-export async function failVerificationJob(env: Env, jobId: string, reason: string): Promise<VerificationJob | undefined> {
-  const d1 = env.DB;
-  const db = drizzle(d1);
+export async function failVerificationJob(ctx: Ctx, jobId: string, reason: string): Promise<VerificationJob | undefined> {
+  const { env, db } = ctx;
   await db
     .update(verificationJobs)
     .set({ status: "failed", error: reason, completedAt: sqlNow, updatedAt: sqlNow })
     .where(and(eq(verificationJobs.id, jobId), unfinished))
     .run();
-  const job = await findJob(d1, { id: jobId });
+  const job = await findJob(db, { id: jobId });
   if (job?.status !== "failed") return job;
   // The input is never read again; an upload can be tens of megabytes.
   if (job.inputKey) await env.BLOBS.delete(job.inputKey);
@@ -438,17 +436,17 @@ export async function failVerificationJob(env: Env, jobId: string, reason: strin
   const refund = Math.max(0, job.chargeable - verified);
   const settled: VerificationJob = { ...job, creditsCharged: job.chargeable - refund };
   const event = completionEvent(settled);
-  await d1.batch([
+  await batch(db, [
     ...(refund > 0
       ? [
           statement(
-            d1,
+            db,
             db
               .update(verificationJobs)
               .set({ creditsCharged: settled.creditsCharged })
               .where(and(eq(verificationJobs.id, job.id), not(refundedGuard("verify", job.id)))),
           ),
-          ...refundStatements(d1, {
+          ...refundStatements(db, {
             accountId: job.accountId,
             balance: "verify",
             amount: refund,
@@ -457,9 +455,9 @@ export async function failVerificationJob(env: Env, jobId: string, reason: strin
           }),
         ]
       : []),
-    eventStatement(d1, event),
+    eventStatement(db, event),
   ]);
-  await dispatchEvents(env, job.accountId, [event.dedupeKey]);
+  await dispatchEvents(ctx, job.accountId, [event.dedupeKey]);
   if (job.campaignId) await wakeCampaign(env, job.campaignId);
   return settled;
 }
@@ -501,8 +499,8 @@ function completionEvent(job: VerificationJob): EventInput {
 }
 
 /** Writes the job's event (a no-op when already written) and hands it to the webhooks. */
-async function recordJobEvent(env: Env, job: VerificationJob): Promise<void> {
-  await recordEvents(env, [completionEvent(job)]);
+async function recordJobEvent(ctx: Ctx, job: VerificationJob): Promise<void> {
+  await recordEvents(ctx, [completionEvent(job)]);
 }
 
 /**
@@ -521,10 +519,11 @@ const SWEEP_JOBS_MAX = 50;
 export type JobSweep = { resumed: string[]; failed: string[] };
 
 /** Cron: resumes or fails verification jobs that stopped making progress (see STALE_JOB_MS). */
-export async function sweepStaleVerificationJobs(env: Env, now = new Date()): Promise<JobSweep> {
+export async function sweepStaleVerificationJobs(ctx: Ctx, now = new Date()): Promise<JobSweep> {
+  const { db } = ctx;
   const staleBefore = new Date(now.getTime() - STALE_JOB_MS).toISOString();
   const tooOldBefore = new Date(now.getTime() - MAX_JOB_AGE_MS).toISOString();
-  const stale = await drizzle(env.DB)
+  const stale = await db
     .select({ id: verificationJobs.id, createdAt: verificationJobs.createdAt })
     .from(verificationJobs)
     .where(and(unfinished, lt(verificationJobs.updatedAt, staleBefore)))
@@ -535,9 +534,9 @@ export async function sweepStaleVerificationJobs(env: Env, now = new Date()): Pr
   for (const row of stale) {
     try {
       if (row.createdAt < tooOldBefore) {
-        await failVerificationJob(env, row.id, "The job stopped making progress; addresses not verified were refunded");
+        await failVerificationJob(ctx, row.id, "The job stopped making progress; addresses not verified were refunded");
         sweep.failed.push(row.id);
-      } else if (await resumeVerificationJob(env, row.id, staleBefore, now)) {
+      } else if (await resumeVerificationJob(ctx, row.id, staleBefore, now)) {
         sweep.resumed.push(row.id);
       } else {
         sweep.failed.push(row.id);
@@ -552,18 +551,18 @@ export async function sweepStaleVerificationJobs(env: Env, now = new Date()): Pr
 }
 
 /** Enqueues the chunks of a stale job that have no result yet; false when the job had to be failed instead. */
-async function resumeVerificationJob(env: Env, jobId: string, staleBefore: string, now: Date): Promise<boolean> {
-  const job = await findJob(env.DB, { id: jobId });
+async function resumeVerificationJob(ctx: Ctx, jobId: string, staleBefore: string, now: Date): Promise<boolean> {
+  const { env, db } = ctx;
+  const job = await findJob(db, { id: jobId });
   if (!job || (job.status !== "pending" && job.status !== "processing")) return true;
   const input = await readJobInput(env, job);
   if (!input) {
-    await failVerificationJob(env, job.id, "The job's input is no longer in storage; addresses not verified were refunded");
+    await failVerificationJob(ctx, job.id, "The job's input is no longer in storage; addresses not verified were refunded");
     return false;
   }
   const chunks = inputChunks(input);
   // A chunk is done once the result row of its first address exists: the row its own transaction writes.
   const markers = chunks.map((chunk) => input.positions[chunk.offset]![0]!);
-  const db = drizzle(env.DB);
   const unstarted = await db.all<{ position: number }>(
     sql`SELECT value AS position FROM json_each(${JSON.stringify(markers)})
       WHERE NOT EXISTS (SELECT 1 FROM verification_results WHERE job_id = ${job.id} AND position = json_each.value)`,

@@ -1,3 +1,4 @@
+import type { AccountDb } from "../../db/client";
 import Papa from "papaparse";
 import { listJobResults, type ResultRow } from "./jobs";
 
@@ -37,7 +38,7 @@ const ROWS_PER_PAGE = 1_000;
  * prefixed with `'` (CSV injection), the usual defence; addresses are otherwise written as verified.
  */
 export function jobResultsCsv(
-  d1: D1Database,
+  db: AccountDb,
   jobId: string,
   columns: readonly string[],
   toRow: (row: ResultRow) => CsvCell[],
@@ -47,7 +48,7 @@ export function jobResultsCsv(
   let headerSent = false;
   return new ReadableStream<Uint8Array>({
     async pull(controller) {
-      const rows = await listJobResults(d1, jobId, after, ROWS_PER_PAGE);
+      const rows = await listJobResults(db, jobId, after, ROWS_PER_PAGE);
       const lines = Papa.unparse({ fields: [...columns], data: rows.map(toRow) }, { header: !headerSent, newline: "\r\n", escapeFormulae: true });
       headerSent = true;
       if (lines) controller.enqueue(encoder.encode(`${lines}\r\n`));

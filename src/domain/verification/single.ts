@@ -1,3 +1,4 @@
+import { batch, type Ctx } from "../../db/client";
 import type { Account } from "../accounts/accounts";
 import { chargeStatements, refundStatements, wasApplied } from "../credits/ledger";
 import { createResolver } from "../dns/doh";
@@ -27,27 +28,27 @@ export type SingleCheckOptions = {
  * and costs no DNS work) and given back if the check itself throws.
  */
 export async function verifySingleAddress(
-  env: Env,
+  ctx: Ctx,
   account: Account,
   email: string,
   options: SingleCheckOptions,
 ): Promise<InsufficientCredits | ({ kind: "checked" } & SingleCheck)> {
-  const d1 = env.DB;
+  const { env, db } = ctx;
   const settings = config(env);
-  const resolver = createResolver({ url: settings.dohUrl, db: d1, waitUntil: options.waitUntil });
+  const resolver = createResolver({ url: settings.dohUrl, db: ctx.shared, waitUntil: options.waitUntil });
   const deps = { resolver, prober: settings.prober && createMailboxProber(settings.prober), accountId: account.id };
   let creditsCharged = 0;
   if (checkSyntax(email).valid) {
     if (account.verifyBalance < 1) return { kind: "insufficient_credits", needed: 1, available: account.verifyBalance };
     const charge = { accountId: account.id, balance: "verify" as const, amount: 1, referenceId: options.reference, note: "verification" };
-    const [ledger] = await d1.batch(chargeStatements(d1, charge));
+    const [ledger] = await batch(db, chargeStatements(db, charge));
     if (!wasApplied(ledger!)) return { kind: "insufficient_credits", needed: 1, available: 0 };
     creditsCharged = 1;
     let result: VerificationResult;
     try {
       result = await verifyEmail(email, deps);
     } catch (error) {
-      await d1.batch(refundStatements(d1, { ...charge, note: "verification failed" }));
+      await batch(db, refundStatements(db, { ...charge, note: "verification failed" }));
       throw error;
     }
     // The check is done and paid for; a failure to record its event must not refund it.
@@ -58,10 +59,10 @@ export async function verifySingleAddress(
   async function finish(result: VerificationResult): Promise<{ kind: "checked" } & SingleCheck> {
     const checkedAt = new Date().toISOString();
     // A single check stores no result row: its usage count, and the result on the address's contact if it has one.
-    const onContact = contactResultsStatement(d1, account.id, [result], checkedAt);
-    await d1.batch([...usageStatements(d1, account.id, { verifications: 1 }), ...(onContact ? [onContact] : [])]);
+    const onContact = contactResultsStatement(db, account.id, [result], checkedAt);
+    await batch(db, [...usageStatements(db, account.id, { verifications: 1 }), ...(onContact ? [onContact] : [])]);
     if (options.emitEvent) {
-      await recordEvents(env, [
+      await recordEvents(ctx, [
         {
           accountId: account.id,
           type: "verification.completed",

@@ -1,3 +1,4 @@
+import type { Ctx } from "../../db/client";
 import { peerSignatureHeaders, peerWebhookBody } from "./formats";
 import { createResolver, type DnsResolver } from "../dns/doh";
 import { newId, nowIso } from "../../lib/ids";
@@ -157,12 +158,12 @@ async function readSnippet(response: Response): Promise<string> {
  * retried). Works on a disabled endpoint, so its owner can check it before re-enabling it.
  */
 export async function sendTestEvent(
-  env: Env,
+  ctx: Ctx,
   endpoint: WebhookEndpointRow,
   type: EventType,
 ): Promise<{ event: WebhookEnvelope; result: AttemptResult }> {
   const event: WebhookEnvelope = { id: newId("evt"), type, created_at: nowIso(), data: sampleEventData[type] };
-  return { event, result: await deliverOnce(env, endpoint, event, 1) };
+  return { event, result: await deliverOnce(ctx, endpoint, event, 1) };
 }
 
 /**
@@ -170,19 +171,21 @@ export async function sendTestEvent(
  * logs it as the next attempt so the original attempts stay in the log. Never retried: the person replaying it is
  * watching. undefined when the event is not the endpoint's account's.
  */
-export async function replayEvent(env: Env, endpoint: WebhookEndpointRow, eventId: string): Promise<AttemptResult | undefined> {
-  const event = (await findDispatchedEvents(env.DB, [eventId])).get(eventId);
+export async function replayEvent(ctx: Ctx, endpoint: WebhookEndpointRow, eventId: string): Promise<AttemptResult | undefined> {
+  const { db } = ctx;
+  const event = (await findDispatchedEvents(db, [eventId])).get(eventId);
   // Only what the endpoint subscribes to: a replay must not send it events (received mail) it was never given.
   if (!event || event.accountId !== endpoint.accountId || !subscribesTo(endpoint.events, event.type)) return undefined;
   const { accountId: _accountId, ...envelope } = event;
-  const attempt = (await lastAttemptNumber(env.DB, endpoint.id, event.id)) + 1;
-  return deliverOnce(env, endpoint, envelope, attempt);
+  const attempt = (await lastAttemptNumber(db, endpoint.id, event.id)) + 1;
+  return deliverOnce(ctx, endpoint, envelope, attempt);
 }
 
 /** One attempt made now on someone's request (a test or a replay), logged as final: it is never retried. */
-async function deliverOnce(env: Env, endpoint: WebhookEndpointRow, event: WebhookEnvelope, attempt: number): Promise<AttemptResult> {
+async function deliverOnce(ctx: Ctx, endpoint: WebhookEndpointRow, event: WebhookEnvelope, attempt: number): Promise<AttemptResult> {
+  const { env, db } = ctx;
   const result = await attemptDelivery(deliveryContext(env), endpoint, event);
-  await logDeliveryAttempt(env.DB, {
+  await logDeliveryAttempt(db, {
     endpointId: endpoint.id,
     accountId: endpoint.accountId,
     eventId: event.id,

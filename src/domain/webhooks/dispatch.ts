@@ -1,5 +1,5 @@
+import { type AccountDb, type Ctx, batch } from "../../db/client";
 import { and, asc, eq, inArray, isNull, lt } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
 import { events } from "../../db/schema";
 import { chunk } from "../../lib/chunk";
 import { nowIso } from "../../lib/ids";
@@ -34,9 +34,9 @@ type EventRow = Pick<typeof events.$inferSelect, "id" | "accountId" | "type">;
  * throws: an event it could not dispatch stays undispatched and the outbox sweep sends it within minutes, which
  * is better than failing (and retrying) the producer's already committed work.
  */
-export async function dispatchEvents(env: Env, accountId: string, dedupeKeys: string[]): Promise<void> {
+export async function dispatchEvents(ctx: Ctx, accountId: string, dedupeKeys: string[]): Promise<void> {
+  const { db } = ctx;
   try {
-    const db = drizzle(env.DB);
     const rows: EventRow[] = [];
     for (const keys of chunk([...new Set(dedupeKeys)], IDS_PER_STATEMENT)) {
       rows.push(
@@ -47,7 +47,7 @@ export async function dispatchEvents(env: Env, accountId: string, dedupeKeys: st
           .all()),
       );
     }
-    await dispatchEventRows(env, rows);
+    await dispatchEventRows(ctx, rows);
   } catch (error) {
     logError("webhook dispatch failed; the outbox sweep will retry", {
       account_id: accountId,
@@ -61,26 +61,29 @@ export async function dispatchEvents(env: Env, accountId: string, dedupeKeys: st
  * For producers without a D1 batch of their own: writes the events (a fact already recorded is skipped by its
  * dedupe key) and dispatches them.
  */
-export async function recordEvents(env: Env, eventInputs: EventInput[]): Promise<void> {
+export async function recordEvents(ctx: Ctx, eventInputs: EventInput[]): Promise<void> {
+  const { db } = ctx;
   if (eventInputs.length === 0) return;
-  await env.DB.batch(eventInputs.map((event) => eventStatement(env.DB, event)));
-  await dispatchEventInputs(env, eventInputs);
+  await batch(
+    db,
+    eventInputs.map((event) => eventStatement(db, event)),
+  );
+  await dispatchEventInputs(ctx, eventInputs);
 }
 
 /** Dispatches events a producer has written in its own batch (`dispatchEvents` per account; unwritten ones are skipped). */
-export async function dispatchEventInputs(env: Env, eventInputs: readonly EventInput[]): Promise<void> {
+export async function dispatchEventInputs(ctx: Ctx, eventInputs: readonly EventInput[]): Promise<void> {
   const keysByAccount = new Map<string, string[]>();
   for (const event of eventInputs) keysByAccount.set(event.accountId, [...(keysByAccount.get(event.accountId) ?? []), event.dedupeKey]);
-  await Promise.all([...keysByAccount].map(([accountId, keys]) => dispatchEvents(env, accountId, keys)));
+  await Promise.all([...keysByAccount].map(([accountId, keys]) => dispatchEvents(ctx, accountId, keys)));
 }
 
 /** An event as its deliveries send it, with the account it belongs to. */
 export type DispatchedEvent = WebhookEnvelope & { accountId: string };
 
 /** Events by id, for the delivery consumers. */
-export async function findDispatchedEvents(d1: D1Database, ids: string[]): Promise<Map<string, DispatchedEvent>> {
+export async function findDispatchedEvents(db: AccountDb, ids: string[]): Promise<Map<string, DispatchedEvent>> {
   const found = new Map<string, DispatchedEvent>();
-  const db = drizzle(d1);
   for (const part of chunk(ids, IDS_PER_STATEMENT)) {
     const rows = await db.select().from(events).where(inArray(events.id, part)).all();
     for (const row of rows) found.set(row.id, { id: row.id, type: row.type, created_at: row.createdAt, data: row.data, accountId: row.accountId });
@@ -89,10 +92,10 @@ export async function findDispatchedEvents(d1: D1Database, ids: string[]): Promi
 }
 
 /** Returns how many queue messages were sent. */
-async function dispatchEventRows(env: Env, rows: readonly EventRow[]): Promise<number> {
+async function dispatchEventRows(ctx: Ctx, rows: readonly EventRow[]): Promise<number> {
+  const { env, db } = ctx;
   if (rows.length === 0) return 0;
-  const db = drizzle(env.DB);
-  const endpoints = await enabledEndpointsOf(env.DB, [...new Set(rows.map((row) => row.accountId))]);
+  const endpoints = await enabledEndpointsOf(db, [...new Set(rows.map((row) => row.accountId))]);
 
   const messages: MessageSendRequest<WebhookDeliveryMessage>[] = rows.flatMap((event) =>
     endpoints
@@ -120,8 +123,8 @@ async function dispatchEventRows(env: Env, rows: readonly EventRow[]): Promise<n
  * The outbox sweep (cron): dispatches events a producer wrote but did not dispatch (it crashed, or the queue
  * refused) once they are older than a minute. Safe to run concurrently with producers and with itself.
  */
-export async function sweepUndispatchedEvents(env: Env): Promise<{ events: number; messages: number }> {
-  const db = drizzle(env.DB);
+export async function sweepUndispatchedEvents(ctx: Ctx): Promise<{ events: number; messages: number }> {
+  const { db } = ctx;
   const cutoff = new Date(Date.now() - SWEEP_MIN_AGE_MS).toISOString();
   let swept = 0;
   let sent = 0;
@@ -133,7 +136,7 @@ export async function sweepUndispatchedEvents(env: Env): Promise<{ events: numbe
       .orderBy(asc(events.createdAt))
       .limit(SWEEP_PAGE_SIZE)
       .all();
-    sent += await dispatchEventRows(env, rows);
+    sent += await dispatchEventRows(ctx, rows);
     swept += rows.length;
     if (rows.length < SWEEP_PAGE_SIZE) break;
   }

@@ -2,8 +2,7 @@
 // consumer, the dead-letter consumer and the dispatcher go through it.
 
 import { and, eq, inArray, sql } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
-import { statement } from "../../db/client";
+import { statement, type AccountDb, type Ctx } from "../../db/client";
 import { webhookDeliveries, webhookEndpoints } from "../../db/schema";
 import { chunk } from "../../lib/chunk";
 import { decryptSecret, encryptSecret } from "../../lib/crypto";
@@ -76,10 +75,11 @@ export async function signingSecrets(
  * The URL as stored, or why it is refused (checked against the URL policy on a DNS answer): a 422 on `url`, or a 503
  * when DNS did not answer and the same URL may pass later.
  */
-async function acceptableUrl(env: Env, url: string): Promise<{ kind: "ok"; url: string } | Refusal> {
+async function acceptableUrl(ctx: Ctx, url: string): Promise<{ kind: "ok"; url: string } | Refusal> {
+  const { env } = ctx;
   const check = await checkWebhookUrl(url, {
     allowPrivate: allowPrivateWebhookUrls(env),
-    resolver: createResolver({ url: config(env).dohUrl, db: env.DB }),
+    resolver: createResolver({ url: config(env).dohUrl, db: ctx.shared }),
   });
   if (check.ok) return { kind: "ok", url: check.url };
   if (check.transient) return refused("upstream_unavailable", check.reason);
@@ -89,18 +89,17 @@ async function acceptableUrl(env: Env, url: string): Promise<{ kind: "ok"; url: 
 const ownEndpoint = (accountId: string, endpointId: string) => and(eq(webhookEndpoints.id, endpointId), eq(webhookEndpoints.accountId, accountId));
 
 /** A page of the account's endpoints, newest first (`limit + 1` rows, for `pageOf`). */
-export function listEndpoints(d1: D1Database, accountId: string, page: { cursor?: string; limit: number }): Promise<WebhookEndpointRow[]> {
-  return accountPage(d1, webhookEndpoints, accountId, page);
+export function listEndpoints(db: AccountDb, accountId: string, page: { cursor?: string; limit: number }): Promise<WebhookEndpointRow[]> {
+  return accountPage(db, webhookEndpoints, accountId, page);
 }
 
-export async function findEndpoint(d1: D1Database, accountId: string, endpointId: string): Promise<WebhookEndpointRow | undefined> {
-  return drizzle(d1).select().from(webhookEndpoints).where(ownEndpoint(accountId, endpointId)).get();
+export async function findEndpoint(db: AccountDb, accountId: string, endpointId: string): Promise<WebhookEndpointRow | undefined> {
+  return db.select().from(webhookEndpoints).where(ownEndpoint(accountId, endpointId)).get();
 }
 
 /** Endpoints by id, whatever their account (the delivery consumer checks the account against the event's). */
-export async function findEndpointsByIds(d1: D1Database, ids: string[]): Promise<Map<string, WebhookEndpointRow>> {
+export async function findEndpointsByIds(db: AccountDb, ids: string[]): Promise<Map<string, WebhookEndpointRow>> {
   const found = new Map<string, WebhookEndpointRow>();
-  const db = drizzle(d1);
   for (const slice of chunk(ids, IDS_PER_STATEMENT)) {
     const rows = await db.select().from(webhookEndpoints).where(inArray(webhookEndpoints.id, slice)).all();
     for (const row of rows) found.set(row.id, row);
@@ -112,8 +111,7 @@ export async function findEndpointsByIds(d1: D1Database, ids: string[]): Promise
 const IDS_PER_STATEMENT = 90;
 
 /** The enabled endpoints of these accounts, with what they subscribe to. */
-export async function enabledEndpointsOf(d1: D1Database, accountIds: string[]): Promise<Pick<WebhookEndpointRow, "id" | "accountId" | "events">[]> {
-  const db = drizzle(d1);
+export async function enabledEndpointsOf(db: AccountDb, accountIds: string[]): Promise<Pick<WebhookEndpointRow, "id" | "accountId" | "events">[]> {
   const endpoints: Pick<WebhookEndpointRow, "id" | "accountId" | "events">[] = [];
   for (const slice of chunk(accountIds, IDS_PER_STATEMENT)) {
     endpoints.push(
@@ -133,21 +131,21 @@ export type CreateEndpointOutcome =
   | { kind: "created"; endpoint: WebhookEndpointRow; secret: string };
 
 export async function createEndpoint(
-  env: Env,
+  ctx: Ctx,
   caller: { accountId: string; readsInbound: boolean },
   input: { url: string; description?: string; events: EventSubscription[]; enabled: boolean; format?: WebhookFormat },
 ): Promise<CreateEndpointOutcome> {
+  const { env, db } = ctx;
   const { accountId } = caller;
   const events = normalizeSubscription(input.events);
   if (!caller.readsInbound && receivesInboundMail(events)) return inboundScopeRefusal("Subscribing");
-  const db = drizzle(env.DB);
   const existing = await db.select({ n: sql<number>`count(*)` }).from(webhookEndpoints).where(eq(webhookEndpoints.accountId, accountId)).get();
   if ((existing?.n ?? 0) >= MAX_ENDPOINTS_PER_ACCOUNT) {
     return refused("validation_failed", "Too many webhook endpoints", {
       errors: { url: [`An account can have at most ${MAX_ENDPOINTS_PER_ACCOUNT} webhook endpoints; delete one first`] },
     });
   }
-  const url = await acceptableUrl(env, input.url);
+  const url = await acceptableUrl(ctx, input.url);
   if (url.kind !== "ok") return url;
   const secret = generateWebhookSecret();
   const endpoint = await db
@@ -187,13 +185,14 @@ export type UpdateEndpointOutcome =
  * the failure streak); a rotation keeps the previous secret signing for ROTATION_GRACE_MS.
  */
 export async function updateEndpoint(
-  env: Env,
+  ctx: Ctx,
   caller: { accountId: string; readsInbound: boolean },
   endpointId: string,
   change: EndpointChange,
 ): Promise<UpdateEndpointOutcome> {
+  const { env, db } = ctx;
   const { accountId } = caller;
-  const current = await findEndpoint(env.DB, accountId, endpointId);
+  const current = await findEndpoint(db, accountId, endpointId);
   if (!current) return { kind: "not_found" };
   if (!caller.readsInbound && (receivesInboundMail(current.events) || (change.events && receivesInboundMail(change.events)))) {
     return inboundScopeRefusal("Changing");
@@ -201,7 +200,7 @@ export async function updateEndpoint(
   const now = nowIso();
   const changes: Partial<typeof webhookEndpoints.$inferInsert> = { updatedAt: now };
   if (change.url !== undefined) {
-    const url = await acceptableUrl(env, change.url);
+    const url = await acceptableUrl(ctx, change.url);
     if (url.kind !== "ok") return url;
     changes.url = url.url;
   }
@@ -220,14 +219,13 @@ export async function updateEndpoint(
     changes.previousSecret = current.secret;
     changes.previousSecretExpiresAt = new Date(Date.parse(now) + ROTATION_GRACE_MS).toISOString();
   }
-  const endpoint = await drizzle(env.DB).update(webhookEndpoints).set(changes).where(ownEndpoint(accountId, endpointId)).returning().get();
+  const endpoint = await db.update(webhookEndpoints).set(changes).where(ownEndpoint(accountId, endpointId)).returning().get();
   if (!endpoint) return { kind: "not_found" };
   return secret ? { kind: "updated", endpoint, secret } : { kind: "updated", endpoint };
 }
 
 /** Deletes an endpoint and its delivery log; false if the account has no such endpoint. */
-export async function deleteEndpoint(d1: D1Database, accountId: string, endpointId: string): Promise<boolean> {
-  const db = drizzle(d1);
+export async function deleteEndpoint(db: AccountDb, accountId: string, endpointId: string): Promise<boolean> {
   const [, deleted] = await db.batch([
     db
       .delete(webhookDeliveries)
@@ -244,13 +242,12 @@ export async function deleteEndpoint(d1: D1Database, accountId: string, endpoint
 
 /** A page of an endpoint's delivery log, newest first (`limit + 1` rows), or undefined if the endpoint is not the account's. */
 export async function listDeliveries(
-  d1: D1Database,
+  db: AccountDb,
   accountId: string,
   endpointId: string,
   filters: { status?: WebhookDeliveryRow["status"]; eventId?: string },
   page: { cursor?: string; limit: number },
 ): Promise<WebhookDeliveryRow[] | undefined> {
-  const db = drizzle(d1);
   const keyset = keysetPage({ createdAt: webhookDeliveries.createdAt, id: webhookDeliveries.id }, page.cursor);
   const [endpoint, rows] = await db.batch([
     db.select({ id: webhookEndpoints.id }).from(webhookEndpoints).where(ownEndpoint(accountId, endpointId)),
@@ -272,8 +269,8 @@ export async function listDeliveries(
 }
 
 /** The highest attempt number logged for the event at the endpoint (0 when none): a replay logs the next one. */
-export async function lastAttemptNumber(d1: D1Database, endpointId: string, eventId: string): Promise<number> {
-  const row = await drizzle(d1)
+export async function lastAttemptNumber(db: AccountDb, endpointId: string, eventId: string): Promise<number> {
+  const row = await db
     .select({ attempt: sql<number | null>`max(${webhookDeliveries.attempt})` })
     .from(webhookDeliveries)
     .where(and(eq(webhookDeliveries.endpointId, endpointId), eq(webhookDeliveries.eventId, eventId)))
@@ -299,8 +296,8 @@ export type DeliveryRecord = {
  * Writes one attempt to the delivery log. The (endpoint, event, attempt) key makes a repeated attempt (the queue
  * redelivered a message whose ack was lost) overwrite its row instead of failing.
  */
-function deliveryLogQuery(d1: D1Database, record: DeliveryRecord) {
-  return drizzle(d1)
+function deliveryLogQuery(db: AccountDb, record: DeliveryRecord) {
+  return db
     .insert(webhookDeliveries)
     .values({ id: newId("whd"), ...record })
     .onConflictDoUpdate({
@@ -316,8 +313,8 @@ function deliveryLogQuery(d1: D1Database, record: DeliveryRecord) {
     });
 }
 
-export async function logDeliveryAttempt(d1: D1Database, record: DeliveryRecord): Promise<void> {
-  await deliveryLogQuery(d1, record).run();
+export async function logDeliveryAttempt(db: AccountDb, record: DeliveryRecord): Promise<void> {
+  await deliveryLogQuery(db, record).run();
 }
 
 /**
@@ -325,28 +322,25 @@ export async function logDeliveryAttempt(d1: D1Database, record: DeliveryRecord)
  * endpoint's failure streak if it had one.
  */
 export function deliverySucceededStatements(
-  d1: D1Database,
+  db: AccountDb,
   endpoint: Pick<WebhookEndpointRow, "id" | "failingSince">,
   record: Omit<DeliveryRecord, "status" | "nextRetryAt">,
 ): D1PreparedStatement[] {
-  const log = statement(d1, deliveryLogQuery(d1, { ...record, status: "succeeded", nextRetryAt: null }));
+  const log = statement(db, deliveryLogQuery(db, { ...record, status: "succeeded", nextRetryAt: null }));
   if (endpoint.failingSince === null) return [log];
-  const recovered = drizzle(d1)
-    .update(webhookEndpoints)
-    .set({ failingSince: null, updatedAt: record.createdAt })
-    .where(eq(webhookEndpoints.id, endpoint.id));
-  return [log, statement(d1, recovered)];
+  const recovered = db.update(webhookEndpoints).set({ failingSince: null, updatedAt: record.createdAt }).where(eq(webhookEndpoints.id, endpoint.id));
+  return [log, statement(db, recovered)];
 }
 
 /**
  * After a failed attempt: sets `failing_since` if unset, and disables the endpoint when it was set more than 5 days
  * ago. Returns whether the endpoint is still enabled.
  */
-export async function recordEndpointFailure(d1: D1Database, endpointId: string, at: string): Promise<boolean> {
+export async function recordEndpointFailure(db: AccountDb, endpointId: string, at: string): Promise<boolean> {
   const cutoff = new Date(Date.parse(at) - AUTO_DISABLE_AFTER_MS).toISOString();
   // SET expressions all read the row as it was, so `failing_since` below is the value before this failure.
   const expired = sql`(${webhookEndpoints.failingSince} IS NOT NULL AND ${webhookEndpoints.failingSince} <= ${cutoff})`;
-  const row = await drizzle(d1)
+  const row = await db
     .update(webhookEndpoints)
     .set({
       failingSince: sql`COALESCE(${webhookEndpoints.failingSince}, ${at})`,
@@ -362,10 +356,10 @@ export async function recordEndpointFailure(d1: D1Database, endpointId: string, 
 
 /** Marks a dead-lettered attempt failed; when the attempt itself was logged, its status code and snippet stay. */
 export async function logDeadLetteredDelivery(
-  d1: D1Database,
+  db: AccountDb,
   record: Pick<DeliveryRecord, "endpointId" | "accountId" | "eventId" | "eventType" | "attempt">,
 ): Promise<void> {
-  await drizzle(d1)
+  await db
     .insert(webhookDeliveries)
     .values({
       id: newId("whd"),

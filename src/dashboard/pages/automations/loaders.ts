@@ -1,17 +1,18 @@
 // What the step forms offer and the step descriptions name: the account's senders, templates, lists and topics.
 
+import type { AccountDb } from "../../../db/client";
 import { listSenders } from "../../../domain/campaigns/senders";
 import { listLists } from "../../../domain/contacts/lists";
 import { listTemplates } from "../../../domain/templates/templates";
 import { allTopics } from "../../../domain/topics/topics";
 
 /** What the step form needs to offer choices: the account's senders, templates, lists and topics. */
-export async function choicesOf(d1: D1Database, accountId: string) {
+export async function choicesOf(db: AccountDb, accountId: string) {
   const [senders, templates, lists, topics] = await Promise.all([
-    listSenders(d1, accountId, { limit: 100 }),
-    listTemplates(d1, accountId, { limit: 100 }),
-    listLists(d1, accountId, { limit: 100 }),
-    allTopics(d1, accountId),
+    listSenders(db, accountId, { limit: 100 }),
+    listTemplates(db, accountId, { limit: 100 }),
+    listLists(db, accountId, { limit: 100 }),
+    allTopics(db, accountId),
   ]);
   return { senders: senders.slice(0, 100), templates: templates.slice(0, 100), lists: lists.slice(0, 100), topics };
 }

@@ -31,7 +31,7 @@ import { choicesOf, namesOf } from "./loaders";
 type Page = Context<DashboardEnv>;
 
 async function ownedAutomation(c: Page): Promise<AutomationRow> {
-  const automation = await findAutomation(c.env.DB, c.get("auth").account.id, c.req.param("id") ?? "");
+  const automation = await findAutomation(c.var.ctx.db, c.get("auth").account.id, c.req.param("id") ?? "");
   if (!automation) throw notFound("Automation");
   return automation;
 }
@@ -49,7 +49,7 @@ async function checkedSteps(c: Page, steps: unknown[]): Promise<{ errors: FieldE
   const parsed = automationChangeInput.safeParse({ steps });
   if (!parsed.success) return { errors: fieldErrors(parsed.error) };
   const checked = parsed.data.steps ?? [];
-  const problems = await stepProblems(c.env.DB, c.get("auth").account.id, checked);
+  const problems = await stepProblems(c.var.ctx.db, c.get("auth").account.id, checked);
   return Object.keys(problems).length > 0 ? { errors: problems } : { steps: checked };
 }
 
@@ -58,7 +58,7 @@ const refusedMessage = "The automation cannot be saved";
 /** A refused step form, shown again as typed with the errors beside its fields, and the API's 422 summary above. */
 async function refusedStep(c: Page, title: string, errors: FieldErrors, props: Omit<StepFormProps, "choices" | "csrfToken" | "errors">) {
   const auth = c.get("auth");
-  const choices = await choicesOf(c.env.DB, auth.account.id);
+  const choices = await choicesOf(c.var.ctx.db, auth.account.id);
   return c.html(
     <Shell title={title} auth={auth} csrfToken={c.get("csrfToken")} current="/dashboard/automations">
       <Notice kind="error">{`${refusedMessage}: ${describeErrors(errors)}`}</Notice>
@@ -73,7 +73,7 @@ async function refusedStep(c: Page, title: string, errors: FieldErrors, props: O
 export const automationPages = new Hono<DashboardEnv>()
   .get("/automations", async (c) => {
     const auth = c.get("auth");
-    const rows = (await listAutomations(c.env.DB, auth.account.id, { limit: 50 })).slice(0, 50);
+    const rows = (await listAutomations(c.var.ctx.db, auth.account.id, { limit: 50 })).slice(0, 50);
     return c.html(
       <Shell title="Automations" auth={auth} csrfToken={c.get("csrfToken")} current="/dashboard/automations">
         <section class="card">
@@ -113,7 +113,7 @@ export const automationPages = new Hono<DashboardEnv>()
   })
   .get("/automations/new", async (c) => {
     const auth = c.get("auth");
-    const choices = await choicesOf(c.env.DB, auth.account.id);
+    const choices = await choicesOf(c.var.ctx.db, auth.account.id);
     return c.html(
       <Shell title="New automation" auth={auth} csrfToken={c.get("csrfToken")} current="/dashboard/automations">
         <section class="card">
@@ -137,11 +137,11 @@ export const automationPages = new Hono<DashboardEnv>()
     const step = stepOf(isStepType(type) ? type : "send_email", form);
     const create = { name: text(form, "name"), status: text(form, "status") || "active" };
     const parsed = automationInput.safeParse({ name: create.name, status: create.status, steps: [step] });
-    const errors = parsed.success ? await stepProblems(c.env.DB, c.get("auth").account.id, parsed.data.steps) : fieldErrors(parsed.error);
+    const errors = parsed.success ? await stepProblems(c.var.ctx.db, c.get("auth").account.id, parsed.data.steps) : fieldErrors(parsed.error);
     if (!parsed.success || Object.keys(errors).length > 0) {
       return refusedStep(c, "New automation", errors, { action: "/dashboard/automations", step, index: 0, create, submit: "Create automation" });
     }
-    const row = await createAutomation(c.env.DB, c.get("auth").account.id, {
+    const row = await createAutomation(c.var.ctx.db, c.get("auth").account.id, {
       name: parsed.data.name,
       status: parsed.data.status,
       steps: parsed.data.steps,
@@ -151,11 +151,11 @@ export const automationPages = new Hono<DashboardEnv>()
   })
   .get("/automations/runs/:id", async (c) => {
     const auth = c.get("auth");
-    const found = await findRun(c.env.DB, auth.account.id, c.req.param("id"));
+    const found = await findRun(c.var.ctx.db, auth.account.id, c.req.param("id"));
     if (!found) throw notFound("Run");
     const { run, steps } = found;
     const byIndex = new Map(steps.map((row) => [row.index, row]));
-    const names = namesOf(await choicesOf(c.env.DB, auth.account.id));
+    const names = namesOf(await choicesOf(c.var.ctx.db, auth.account.id));
     return c.html(
       <Shell title={`Run for ${run.email}`} auth={auth} csrfToken={c.get("csrfToken")} current="/dashboard/automations">
         <section class="card">
@@ -189,8 +189,8 @@ export const automationPages = new Hono<DashboardEnv>()
     const csrfToken = c.get("csrfToken");
     const automation = await ownedAutomation(c);
     const [runs, choices] = await Promise.all([
-      listRuns(c.env.DB, auth.account.id, automation.id, { limit: 50 }),
-      choicesOf(c.env.DB, auth.account.id),
+      listRuns(c.var.ctx.db, auth.account.id, automation.id, { limit: 50 }),
+      choicesOf(c.var.ctx.db, auth.account.id),
     ]);
     const names = namesOf(choices);
     const steps = automation.steps as Step[];
@@ -276,13 +276,13 @@ export const automationPages = new Hono<DashboardEnv>()
     const status = text((await c.req.parseBody()) as Form, "status");
     const parsed = automationChangeInput.safeParse({ status });
     if (!parsed.success) return c.html(<Notice kind="error">{`${refusedMessage}: ${describeErrors(fieldErrors(parsed.error))}`}</Notice>, 422);
-    await updateAutomation(c.env.DB, automation.accountId, automation.id, { status: parsed.data.status });
+    await updateAutomation(c.var.ctx.db, automation.accountId, automation.id, { status: parsed.data.status });
     return c.redirect(`/dashboard/automations/${automation.id}`, 303);
   })
   .get("/automations/:id/steps/new", async (c) => {
     const automation = await ownedAutomation(c);
     const type = typeOf(c);
-    const choices = await choicesOf(c.env.DB, automation.accountId);
+    const choices = await choicesOf(c.var.ctx.db, automation.accountId);
     return c.html(
       <Shell title={`${automation.name}: ${stepLabels[type]}`} auth={c.get("auth")} csrfToken={c.get("csrfToken")} current="/dashboard/automations">
         <section class="card">
@@ -304,7 +304,7 @@ export const automationPages = new Hono<DashboardEnv>()
     const index = Number(c.req.param("index"));
     const step = (automation.steps as Step[])[index];
     if (!Number.isInteger(index) || !step) throw notFound("Step");
-    const choices = await choicesOf(c.env.DB, automation.accountId);
+    const choices = await choicesOf(c.var.ctx.db, automation.accountId);
     return c.html(
       <Shell title={`${automation.name}: step ${index + 1}`} auth={c.get("auth")} csrfToken={c.get("csrfToken")} current="/dashboard/automations">
         <section class="card">
@@ -330,7 +330,7 @@ export const automationPages = new Hono<DashboardEnv>()
       (automation.steps as Step[]).filter((_, at) => at !== index),
     );
     if ("errors" in outcome) return c.html(<Notice kind="error">{`${refusedMessage}: ${describeErrors(outcome.errors)}`}</Notice>, 422);
-    await updateAutomation(c.env.DB, automation.accountId, automation.id, { steps: outcome.steps });
+    await updateAutomation(c.var.ctx.db, automation.accountId, automation.id, { steps: outcome.steps });
     return c.redirect(`/dashboard/automations/${automation.id}`, 303);
   })
   .post("/automations/:id/steps/:index?", liveKeyOnly("Changing an automation"), async (c) => {
@@ -349,6 +349,6 @@ export const automationPages = new Hono<DashboardEnv>()
       const action = `/dashboard/automations/${automation.id}/steps${given === undefined ? "" : `/${index}`}`;
       return refusedStep(c, automation.name, outcome.errors, { action, step, index, submit: given === undefined ? "Add step" : "Save step" });
     }
-    await updateAutomation(c.env.DB, automation.accountId, automation.id, { steps: outcome.steps });
+    await updateAutomation(c.var.ctx.db, automation.accountId, automation.id, { steps: outcome.steps });
     return c.redirect(`/dashboard/automations/${automation.id}`, 303);
   });

@@ -1,6 +1,7 @@
 // What the campaign pages read, through the domain's functions: the editor's choices, a campaign as it would be sent,
 // its audience and the contact a preview or test is filled in for.
 
+import type { AccountDb } from "../../../db/client";
 import type { SQL } from "drizzle-orm";
 import type { Context } from "hono";
 import { audiencePage, audienceWhere, countAudience, type Audience } from "../../../domain/campaigns/audience";
@@ -16,13 +17,13 @@ import type { DashboardEnv } from "../../session";
 
 export type EditorOptions = { senders: SenderRow[]; lists: ListWithCounts[]; segments: SegmentRow[]; templates: TemplateRow[]; topics: TopicRow[] };
 
-export async function editorOptions(d1: D1Database, accountId: string): Promise<EditorOptions> {
+export async function editorOptions(db: AccountDb, accountId: string): Promise<EditorOptions> {
   const [senders, lists, segments, templates, topics] = await Promise.all([
-    listSenders(d1, accountId, { limit: 100 }),
-    listLists(d1, accountId, { limit: 100 }),
-    listSegments(d1, accountId, { limit: 100 }),
-    listTemplates(d1, accountId, { limit: 100 }),
-    allTopics(d1, accountId),
+    listSenders(db, accountId, { limit: 100 }),
+    listLists(db, accountId, { limit: 100 }),
+    listSegments(db, accountId, { limit: 100 }),
+    listTemplates(db, accountId, { limit: 100 }),
+    allTopics(db, accountId),
   ]);
   return {
     senders: senders.slice(0, 100),
@@ -34,53 +35,48 @@ export async function editorOptions(d1: D1Database, accountId: string): Promise<
 }
 
 /** The campaign as it would be sent: a template fills in what the campaign leaves empty, as sendCampaign does. */
-export async function withTemplate(d1: D1Database, campaign: CampaignRow): Promise<CampaignRow> {
+export async function withTemplate(db: AccountDb, campaign: CampaignRow): Promise<CampaignRow> {
   if (!campaign.templateId) return campaign;
-  const template = await findTemplate(d1, campaign.accountId, campaign.templateId);
+  const template = await findTemplate(db, campaign.accountId, campaign.templateId);
   if (!template) return campaign;
   return { ...campaign, subject: campaign.subject ?? template.subject, html: campaign.html ?? template.html, text: campaign.text ?? template.text };
 }
 
 /** The SQL condition selecting the campaign's audience, its segments read once. */
-export async function audienceSql(d1: D1Database, audience: Audience & Pick<CampaignRow, "segments">): Promise<SQL> {
-  return audienceWhere(audience, await segmentConditions(d1, audience));
+export async function audienceSql(db: AccountDb, audience: Audience & Pick<CampaignRow, "segments">): Promise<SQL> {
+  return audienceWhere(audience, await segmentConditions(db, audience));
 }
 
 /**
  * The contact to preview for: the chosen one, else the first of the audience (`where`, when the caller has it
  * already), else the account's newest.
  */
-export async function previewContact(
-  d1: D1Database,
-  campaign: CampaignRow,
-  chosen: string | undefined,
-  where?: SQL,
-): Promise<ContactRow | undefined> {
+export async function previewContact(db: AccountDb, campaign: CampaignRow, chosen: string | undefined, where?: SQL): Promise<ContactRow | undefined> {
   if (chosen) {
-    const contact = await findContact(d1, campaign.accountId, chosen);
+    const contact = await findContact(db, campaign.accountId, chosen);
     if (contact) return contact;
   }
-  const [first] = await audiencePage(d1, where ?? (await audienceSql(d1, campaign)), "", 1);
-  if (first) return findContact(d1, campaign.accountId, first.id);
-  const newest = await listContacts(d1, campaign.accountId, {}, { limit: 1 });
+  const [first] = await audiencePage(db, where ?? (await audienceSql(db, campaign)), "", 1);
+  if (first) return findContact(db, campaign.accountId, first.id);
+  const newest = await listContacts(db, campaign.accountId, {}, { limit: 1 });
   return newest.kind === "page" ? newest.rows[0] : undefined;
 }
 
 /** How many contacts the audience has; `where` is its condition (`audienceSql`). */
-export async function audienceOf(d1: D1Database, audience: Pick<CampaignRow, "lists" | "segments">, where: SQL): Promise<number> {
+export async function audienceOf(db: AccountDb, audience: Pick<CampaignRow, "lists" | "segments">, where: SQL): Promise<number> {
   if (audience.lists.length === 0 && audience.segments.length === 0) return 0;
-  return countAudience(d1, where);
+  return countAudience(db, where);
 }
 
 /** Each draft's audience as the editor counts it: a draft has no recipients of its own until it is sent. */
-export async function draftAudiences(d1: D1Database, campaigns: CampaignRow[]): Promise<Map<string, number>> {
+export async function draftAudiences(db: AccountDb, campaigns: CampaignRow[]): Promise<Map<string, number>> {
   const drafts = campaigns.filter((campaign) => campaign.status === "draft");
-  return new Map(await Promise.all(drafts.map(async (draft) => [draft.id, await audienceOf(d1, draft, await audienceSql(d1, draft))] as const)));
+  return new Map(await Promise.all(drafts.map(async (draft) => [draft.id, await audienceOf(db, draft, await audienceSql(db, draft))] as const)));
 }
 
 /** What a test send needs that a draft may still lack: a sender and some content (the full checks run at send). */
-export async function testSender(d1: D1Database, campaign: CampaignRow): Promise<{ name: string; address: string }> {
-  const sender = campaign.senderId ? await findSender(d1, campaign.accountId, campaign.senderId) : undefined;
+export async function testSender(db: AccountDb, campaign: CampaignRow): Promise<{ name: string; address: string }> {
+  const sender = campaign.senderId ? await findSender(db, campaign.accountId, campaign.senderId) : undefined;
   const errors: FieldErrors = {};
   if (!sender) errors.sender_id = ["Choose a sender first"];
   if (campaign.html === null && campaign.text === null) errors.html = ["Write the content or choose a template first"];
@@ -90,7 +86,7 @@ export async function testSender(d1: D1Database, campaign: CampaignRow): Promise
 }
 
 export async function ownedCampaign(c: Context<DashboardEnv>): Promise<CampaignRow> {
-  const campaign = await findCampaign(c.env.DB, c.get("auth").account.id, c.req.param("id") ?? "");
+  const campaign = await findCampaign(c.var.ctx.db, c.get("auth").account.id, c.req.param("id") ?? "");
   if (!campaign) throw notFound("Campaign");
   return campaign;
 }

@@ -37,14 +37,17 @@ import { audienceOf, audienceSql, draftAudiences, editorOptions, ownedCampaign, 
 export const campaignPages = new Hono<DashboardEnv>()
   .get("/campaigns", async (c) => {
     const auth = c.get("auth");
-    const [rows, options] = await Promise.all([listCampaigns(c.env.DB, auth.account.id, { limit: 50 }), editorOptions(c.env.DB, auth.account.id)]);
+    const [rows, options] = await Promise.all([
+      listCampaigns(c.var.ctx.db, auth.account.id, { limit: 50 }),
+      editorOptions(c.var.ctx.db, auth.account.id),
+    ]);
     const page = rows.slice(0, 50);
     const [counters, audiences] = await Promise.all([
       campaignCounters(
-        c.env.DB,
+        c.var.ctx.db,
         page.map((row) => row.id),
       ),
-      draftAudiences(c.env.DB, page),
+      draftAudiences(c.var.ctx.db, page),
     ]);
     return c.html(
       <Shell title="Campaigns" auth={auth} csrfToken={c.get("csrfToken")} current="/dashboard/campaigns">
@@ -108,13 +111,13 @@ export const campaignPages = new Hono<DashboardEnv>()
   .post("/campaigns/senders", liveKeyOnly("Adding a sender"), async (c) => {
     const form = await c.req.parseBody();
     const body = parsedOrThrow(senderInput, { name: form.name, email: form.email }, "The sender cannot be added");
-    orRefuse(await createSender(c.env.DB, c.get("auth").account.id, { name: body.name, email: body.email, replyTo: null }));
+    orRefuse(await createSender(c.var.ctx, c.get("auth").account.id, { name: body.name, email: body.email, replyTo: null }));
     return c.redirect("/dashboard/campaigns", 303);
   })
   // The live count beside the editor's audience controls (htmx): the audience the checked lists and segments give.
   .get("/campaigns/audience", async (c) => {
     const accountId = c.get("auth").account.id;
-    const saved = c.req.query("campaign") ? await findCampaign(c.env.DB, accountId, c.req.query("campaign") ?? "") : undefined;
+    const saved = c.req.query("campaign") ? await findCampaign(c.var.ctx.db, accountId, c.req.query("campaign") ?? "") : undefined;
     const query = c.req.queries();
     const form: Form = Object.fromEntries(Object.entries(query).map(([name, values]) => [name, values]));
     const audience = {
@@ -124,7 +127,7 @@ export const campaignPages = new Hono<DashboardEnv>()
       excludeLists: chosenIds(form, "exclude_lists", saved?.excludeLists) ?? saved?.excludeLists ?? [],
       topicId: (query.topic_id ? query.topic_id[0] : saved?.topicId) || null,
     };
-    const total = await audienceOf(c.env.DB, audience, await audienceSql(c.env.DB, audience));
+    const total = await audienceOf(c.var.ctx.db, audience, await audienceSql(c.var.ctx.db, audience));
     return c.html(
       <>
         Audience: <strong>{total.toLocaleString("en")}</strong> subscribed contacts
@@ -133,25 +136,25 @@ export const campaignPages = new Hono<DashboardEnv>()
   })
   .post("/campaigns", liveKeyOnly("Creating a campaign"), async (c) => {
     const body = parsedOrThrow(campaignInput, editorBody(await c.req.parseBody({ all: true })), "The campaign cannot be saved");
-    const campaign = savedOrThrow(await createCampaign(c.env.DB, c.get("auth").account.id, newCampaignFields(body)));
+    const campaign = savedOrThrow(await createCampaign(c.var.ctx.db, c.get("auth").account.id, newCampaignFields(body)));
     return c.redirect(`/dashboard/campaigns/${campaign.id}`, 303);
   })
   .get("/campaigns/:id", async (c) => {
     const auth = c.get("auth");
     const campaign = await ownedCampaign(c);
     // Only a draft shows its audience and a preview; the audience's condition serves both, its segments read once.
-    const where = campaign.status === "draft" ? await audienceSql(c.env.DB, campaign) : undefined;
+    const where = campaign.status === "draft" ? await audienceSql(c.var.ctx.db, campaign) : undefined;
     const [counters, options, audience, checks, report, resolved] = await Promise.all([
-      campaignCounters(c.env.DB, [campaign.id]),
-      editorOptions(c.env.DB, auth.account.id),
-      where ? audienceOf(c.env.DB, campaign, where) : 0,
-      where && campaign.verification !== "off" ? contactChecksNeeded(c.env, where) : undefined,
-      campaign.status === "draft" ? undefined : campaignReport(c.env.DB, campaign.id),
-      withTemplate(c.env.DB, campaign),
+      campaignCounters(c.var.ctx.db, [campaign.id]),
+      editorOptions(c.var.ctx.db, auth.account.id),
+      where ? audienceOf(c.var.ctx.db, campaign, where) : 0,
+      where && campaign.verification !== "off" ? contactChecksNeeded(c.var.ctx, where) : undefined,
+      campaign.status === "draft" ? undefined : campaignReport(c.var.ctx.db, campaign.id),
+      withTemplate(c.var.ctx.db, campaign),
     ]);
     // A draft's preview, or the one example a sent campaign's subject template is shown filled in for.
     const templated = placeholderNames(resolved.subject ?? "").length > 0;
-    const contact = where || templated ? await previewContact(c.env.DB, campaign, c.req.query("contact"), where) : undefined;
+    const contact = where || templated ? await previewContact(c.var.ctx.db, campaign, c.req.query("contact"), where) : undefined;
     const example = !where && contact ? await renderCampaignMessage(c.env, `preview_${campaign.id}`, { campaign: resolved, contact }) : undefined;
     const csrfToken = c.get("csrfToken");
     const now = new Date();
@@ -275,12 +278,12 @@ export const campaignPages = new Hono<DashboardEnv>()
   })
   .get("/campaigns/:id/progress", async (c) => {
     const campaign = await ownedCampaign(c);
-    const counters = await campaignCounters(c.env.DB, [campaign.id]);
+    const counters = await campaignCounters(c.var.ctx.db, [campaign.id]);
     return c.html(<CampaignProgress campaign={campaign} counters={counters.get(campaign.id)!} />);
   })
   .get("/campaigns/:id/preview", async (c) => {
-    const campaign = await withTemplate(c.env.DB, await ownedCampaign(c));
-    const contact = await previewContact(c.env.DB, campaign, c.req.query("contact"));
+    const campaign = await withTemplate(c.var.ctx.db, await ownedCampaign(c));
+    const contact = await previewContact(c.var.ctx.db, campaign, c.req.query("contact"));
     // The message as this contact would get it (placeholders filled, unsubscribe link), shown to the campaign's author
     // in a sandboxed frame: no script runs, no request leaves but images.
     const rendered = contact ? await renderCampaignMessage(c.env, `preview_${campaign.id}`, { campaign, contact }) : undefined;
@@ -300,7 +303,7 @@ export const campaignPages = new Hono<DashboardEnv>()
     // Nothing changed: nothing to write (the API's PATCH would refuse an empty body).
     if (Object.keys(change).length === 0) return c.redirect(`/dashboard/campaigns/${saved.id}`, 303);
     const body = parsedOrThrow(campaignChangeInput, change, "The campaign cannot be saved");
-    const campaign = savedOrThrow(await updateDraft(c.env.DB, c.get("auth").account.id, saved.id, campaignFields(body)));
+    const campaign = savedOrThrow(await updateDraft(c.var.ctx.db, c.get("auth").account.id, saved.id, campaignFields(body)));
     return c.redirect(`/dashboard/campaigns/${campaign.id}`, 303);
   })
   // A test send is a message through POST /send's pipeline: it needs what /send needs.
@@ -309,15 +312,14 @@ export const campaignPages = new Hono<DashboardEnv>()
     const form = await c.req.parseBody();
     const to = parseMailbox(field(form, "to"));
     if (!to.ok) throw validationError({ to: [to.error] });
-    const campaign = await withTemplate(c.env.DB, await ownedCampaign(c));
-    const from = await testSender(c.env.DB, campaign);
-    const contact = await previewContact(c.env.DB, campaign, field(form, "contact") || undefined);
+    const campaign = await withTemplate(c.var.ctx.db, await ownedCampaign(c));
+    const from = await testSender(c.var.ctx.db, campaign);
+    const contact = await previewContact(c.var.ctx.db, campaign, field(form, "contact") || undefined);
     if (!contact) throw validationError({ to: ["A test is filled in for one of your contacts: add a contact first"] }, "The test cannot be sent");
     // Rendered here for the previewed contact; its unsubscribe link names this test, not a message of the campaign.
     const rendered = await renderCampaignMessage(c.env, `test_${campaign.id}`, { campaign, contact });
     const outcome = await acceptMessage(
-      c.env,
-      c.executionCtx,
+      c.var.ctx,
       { account: auth.account, testMode: auth.apiKey.mode === "test" },
       {
         source: "api",
@@ -346,12 +348,12 @@ export const campaignPages = new Hono<DashboardEnv>()
       );
     // The form says UTC; sendCampaign checks the time (a real one, ahead, not too far), as it does for the API.
     const sendAt = time ? new Date(`${time[1]}T${time[2]}:00Z`) : undefined;
-    const outcome = await sendCampaign(c.env, c.get("auth").account.id, c.req.param("id"), sendAt);
+    const outcome = await sendCampaign(c.var.ctx, c.get("auth").account.id, c.req.param("id"), sendAt);
     if (outcome.kind !== "started") throw sendRefusal(outcome);
     return c.redirect(`/dashboard/campaigns/${outcome.campaign.id}${outcome.campaign.status === "scheduled" ? "?scheduled=1" : ""}`, 303);
   })
   .post("/campaigns/:id/cancel", liveKeyOnly("Cancelling a campaign"), async (c) => {
-    const outcome = await cancelCampaign(c.env, c.get("auth").account.id, c.req.param("id"));
+    const outcome = await cancelCampaign(c.var.ctx, c.get("auth").account.id, c.req.param("id"));
     if (outcome.kind === "not_found") throw notFound("Campaign");
     if (outcome.kind === "not_cancellable")
       throw new AppError("conflict", `The campaign is ${outcome.status}; only a scheduled or sending campaign can be cancelled`);

@@ -37,7 +37,7 @@ export const contactPages = new Hono<DashboardEnv>()
       if ("error" in address) searchError = address.error;
       else emailKey = address.key;
     }
-    const lists = await listLists(c.env.DB, auth.account.id, { limit: 100 });
+    const lists = await listLists(c.var.ctx.db, auth.account.id, { limit: 100 });
     const search = query.search?.trim().slice(0, 320) || undefined;
     const filters: ContactFilters = {
       emailKey,
@@ -47,7 +47,7 @@ export const contactPages = new Hono<DashboardEnv>()
     };
     const outcome = searchError
       ? { kind: "page" as const, rows: [] }
-      : await listContacts(c.env.DB, auth.account.id, filters, { cursor: query.cursor || undefined, limit: pageSize });
+      : await listContacts(c.var.ctx.db, auth.account.id, filters, { cursor: query.cursor || undefined, limit: pageSize });
     const rows = outcome.kind === "page" ? outcome.rows : [];
     const { page, next } = pageOfRows(rows, pageSize);
     const listNames = new Map(lists.map((list) => [list.id, list.name]));
@@ -102,16 +102,16 @@ export const contactPages = new Hono<DashboardEnv>()
   })
   .post("/contacts/lists", liveKeyOnly("Creating a list"), async (c) => {
     const body = parsedOrThrow(listInput, { name: field(await c.req.parseBody(), "name") }, "The list cannot be created");
-    await createList(c.env.DB, c.get("auth").account.id, { name: body.name, description: null });
+    await createList(c.var.ctx.db, c.get("auth").account.id, { name: body.name, description: null });
     return c.redirect("/dashboard/contacts", 303);
   })
   .post("/contacts/lists/:id", liveKeyOnly("Changing a list"), async (c) => {
     const body = parsedOrThrow(listChangeInput, { name: field(await c.req.parseBody(), "name") }, "The list cannot be renamed");
-    if (!(await updateList(c.env.DB, c.get("auth").account.id, c.req.param("id"), { name: body.name }))) throw notFound("List");
+    if (!(await updateList(c.var.ctx.db, c.get("auth").account.id, c.req.param("id"), { name: body.name }))) throw notFound("List");
     return c.redirect("/dashboard/contacts", 303);
   })
   .post("/contacts/lists/:id/delete", liveKeyOnly("Deleting a list"), async (c) => {
-    await deleteListOrThrow(c.env.DB, c.get("auth").account.id, c.req.param("id"));
+    await deleteListOrThrow(c.var.ctx.db, c.get("auth").account.id, c.req.param("id"));
     return c.redirect("/dashboard/contacts", 303);
   })
   .post("/contacts/imports", liveKeyOnly("Importing contacts"), async (c) => {
@@ -128,7 +128,7 @@ export const contactPages = new Hono<DashboardEnv>()
     // A file input left empty still posts a part, with no bytes.
     if (file.size === 0) throw validationError({ file: ["Choose a CSV file to import"] });
     if (file.size > maxImportBytes) throw new AppError("payload_too_large", "The file is larger than 5 MB");
-    const outcome = await createContactImport(c.env, c.get("auth").account, {
+    const outcome = await createContactImport(c.var.ctx, c.get("auth").account, {
       bytes: new Uint8Array(await file.arrayBuffer()),
       listId,
       verify: verify === "true",
@@ -145,7 +145,7 @@ export const contactPages = new Hono<DashboardEnv>()
   })
   .get("/contacts/imports/:id", async (c) => {
     const auth = c.get("auth");
-    const contactImport = await findContactImport(c.env.DB, auth.account.id, c.req.param("id"));
+    const contactImport = await findContactImport(c.var.ctx.db, auth.account.id, c.req.param("id"));
     if (!contactImport) throw notFound("Import");
     return c.html(
       <Shell title="Contact import" auth={auth} csrfToken={c.get("csrfToken")} current="/dashboard/contacts">
@@ -157,23 +157,23 @@ export const contactPages = new Hono<DashboardEnv>()
     );
   })
   .get("/contacts/imports/:id/progress", async (c) => {
-    const contactImport = await findContactImport(c.env.DB, c.get("auth").account.id, c.req.param("id"));
+    const contactImport = await findContactImport(c.var.ctx.db, c.get("auth").account.id, c.req.param("id"));
     if (!contactImport) throw notFound("Import");
     return c.html(<ImportProgress contactImport={contactImport} />);
   })
   .get("/contacts/:id", async (c) => {
     const auth = c.get("auth");
-    const contact = await findContact(c.env.DB, auth.account.id, c.req.param("id"));
+    const contact = await findContact(c.var.ctx.db, auth.account.id, c.req.param("id"));
     if (!contact) throw notFound("Contact");
     const [lists, history, topics, subscriptions] = await Promise.all([
-      listLists(c.env.DB, auth.account.id, { limit: 100 }),
-      listMessages(c.env.DB, auth.account.id, { to: contact.email }, { limit: 20 }),
-      allTopics(c.env.DB, auth.account.id),
-      topicSubscriptionsOf(c.env.DB, auth.account.id, [contact.id]),
+      listLists(c.var.ctx.db, auth.account.id, { limit: 100 }),
+      listMessages(c.var.ctx.db, auth.account.id, { to: contact.email }, { limit: 20 }),
+      allTopics(c.var.ctx.db, auth.account.id),
+      topicSubscriptionsOf(c.var.ctx.db, auth.account.id, [contact.id]),
     ]);
     const subscribed = subscriptions.get(contact.id) ?? {};
     const recipients = await recipientsOfMessages(
-      c.env.DB,
+      c.var.ctx.db,
       auth.account.id,
       history.slice(0, 20).map((message) => message.id),
     );
@@ -195,7 +195,7 @@ export const contactPages = new Hono<DashboardEnv>()
   })
   .post("/contacts/:id", liveKeyOnly("Changing a contact"), async (c) => {
     const accountId = c.get("auth").account.id;
-    const saved = await findContact(c.env.DB, accountId, c.req.param("id"));
+    const saved = await findContact(c.var.ctx.db, accountId, c.req.param("id"));
     if (!saved) throw notFound("Contact");
     const form = await c.req.parseBody();
     const keys = { first_name: "firstName", last_name: "lastName", company: "company", phone: "phone", country: "country" } as const;
@@ -210,32 +210,32 @@ export const contactPages = new Hono<DashboardEnv>()
     const status = form.status;
     if ((status === "subscribed" || status === "unsubscribed") && status !== saved.status) body.status = status;
     if (Object.keys(body).length > 0)
-      await patchContactOrThrow(c.env.DB, accountId, saved.id, parsedOrThrow(contactChangeInput, body, "The contact cannot be saved"));
+      await patchContactOrThrow(c.var.ctx.db, accountId, saved.id, parsedOrThrow(contactChangeInput, body, "The contact cannot be saved"));
     return c.redirect(`/dashboard/contacts/${saved.id}?saved=1`, 303);
   })
   .post("/contacts/:id/topics", liveKeyOnly("Changing a contact"), async (c) => {
     const accountId = c.get("auth").account.id;
-    const contact = await findContact(c.env.DB, accountId, c.req.param("id"));
+    const contact = await findContact(c.var.ctx.db, accountId, c.req.param("id"));
     if (!contact) throw notFound("Contact");
     const form = await c.req.parseBody({ all: true });
     const values = (name: string) => ([] as unknown[]).concat(form[name] ?? []).filter((value): value is string => typeof value === "string");
     const ticked = new Set(values("topic"));
-    orRefuse(await setTopicChoices(c.env.DB, accountId, contact.id, Object.fromEntries(values("offered").map((id) => [id, ticked.has(id)]))));
+    orRefuse(await setTopicChoices(c.var.ctx.db, accountId, contact.id, Object.fromEntries(values("offered").map((id) => [id, ticked.has(id)]))));
     return c.redirect(`/dashboard/contacts/${contact.id}?saved=1`, 303);
   })
   .post("/contacts/:id/delete", liveKeyOnly("Deleting a contact"), async (c) => {
-    if (!(await deleteContact(c.env.DB, c.get("auth").account.id, c.req.param("id")))) throw notFound("Contact");
+    if (!(await deleteContact(c.var.ctx.db, c.get("auth").account.id, c.req.param("id")))) throw notFound("Contact");
     return c.redirect("/dashboard/contacts", 303);
   })
   .post("/contacts/:id/lists", liveKeyOnly("Adding contacts to a list"), async (c) => {
     const accountId = c.get("auth").account.id;
     const listId = field(await c.req.parseBody(), "list_id");
-    if (!(await listExists(c.env.DB, accountId, listId))) throw notFound("List");
-    const added = await addMembersById(c.env.DB, accountId, listId, [c.req.param("id")]);
+    if (!(await listExists(c.var.ctx.db, accountId, listId))) throw notFound("List");
+    const added = await addMembersById(c.var.ctx.db, accountId, listId, [c.req.param("id")]);
     if (added.unknown.length > 0) throw notFound("Contact");
     return c.redirect(`/dashboard/contacts/${c.req.param("id")}`, 303);
   })
   .post("/contacts/:id/lists/:listId/remove", liveKeyOnly("Removing a contact from a list"), async (c) => {
-    if (!(await removeMember(c.env.DB, c.get("auth").account.id, c.req.param("listId"), c.req.param("id")))) throw notFound("List member");
+    if (!(await removeMember(c.var.ctx.db, c.get("auth").account.id, c.req.param("listId"), c.req.param("id")))) throw notFound("List member");
     return c.redirect(`/dashboard/contacts/${c.req.param("id")}`, 303);
   });
