@@ -119,6 +119,7 @@ function decodeSuppressionCursor(cursor: string | undefined): SuppressionPositio
   if (!cursor) return undefined;
   const position = decodeCursor(cursor);
   try {
+    if (!position) throw new Error("not a cursor");
     const [email = "", scope = "all"] = position.id.split(" ");
     const known = suppressionScopes.find((name) => name === scope);
     if (!known) throw new Error("unknown scope");

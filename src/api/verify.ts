@@ -85,6 +85,12 @@ const verify = keyedRoute("verify", {
 });
 
 const JobQuery = PaginationQuery.extend({
+  // Results are paged by their position in the upload, not by (created_at, id).
+  cursor: z
+    .string()
+    .max(200)
+    .optional()
+    .openapi({ param: { name: "cursor", in: "query" } }),
   limit: z.coerce
     .number()
     .int()

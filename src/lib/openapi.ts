@@ -1,3 +1,4 @@
+import { invalidCursorMessage, isCursor } from "./pagination";
 import { createRoute, OpenAPIHono, type RouteConfig } from "@hono/zod-openapi";
 import { fieldErrors, validationError } from "../errors";
 import { evenWithFieldErrors, z } from "./schema";
@@ -117,6 +118,7 @@ export const PaginationQuery = z.object({
   cursor: z
     .string()
     .max(200)
+    .refine(isCursor, invalidCursorMessage)
     .optional()
     .openapi({ param: { name: "cursor", in: "query" } }),
 });

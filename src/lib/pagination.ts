@@ -1,7 +1,6 @@
 import type { Db } from "../db/client";
-import { and, desc, eq, lt, or, type InferSelectModel, type SQL } from "drizzle-orm";
+import { and, desc, eq, lt, or, sql, type InferSelectModel, type SQL } from "drizzle-orm";
 import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
-import { validationError } from "../errors";
 
 export type Position = { createdAt: string; id: string };
 
@@ -9,21 +8,30 @@ export function encodeCursor(position: Position): string {
   return btoa(`${position.createdAt}|${position.id}`).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
 }
 
-export function decodeCursor(cursor: string): Position {
+/** The position a cursor names, or undefined for one no page gave out: the edges refuse those (`isCursor`). */
+export function decodeCursor(cursor: string): Position | undefined {
   try {
     const [createdAt, id, extra] = atob(cursor.replace(/-/g, "+").replace(/_/g, "/")).split("|");
     if (createdAt && id && extra === undefined && !Number.isNaN(Date.parse(createdAt))) return { createdAt, id };
   } catch {
-    // falls through to the validation error below
+    // not base64: no page gave it out
   }
-  throw validationError({ "query.cursor": ["Invalid cursor; pass next_cursor from the previous page"] });
+  return undefined;
 }
 
-/** Newest first, keyset-paginated on (created_at, id): stable while rows are inserted. */
+export const isCursor = (cursor: string) => decodeCursor(cursor) !== undefined;
+export const invalidCursorMessage = "Invalid cursor; pass next_cursor from the previous page";
+
+/**
+ * Newest first, keyset-paginated on (created_at, id): stable while rows are inserted. A cursor no page gave out
+ * (refused at the edges, so only a caller that skipped `isCursor` passes one) reads as past the last row: an empty
+ * page, never page one again, which a client following `next_cursor` would loop on.
+ */
 export function keysetPage(columns: { createdAt: SQLiteColumn; id: SQLiteColumn }, cursor: string | undefined) {
   let where: SQL | undefined;
   if (cursor) {
     const position = decodeCursor(cursor);
+    if (!position) return { where: sql`0`, orderBy: [desc(columns.createdAt), desc(columns.id)] as const };
     where = or(lt(columns.createdAt, position.createdAt), and(eq(columns.createdAt, position.createdAt), lt(columns.id, position.id)));
   }
   return { where, orderBy: [desc(columns.createdAt), desc(columns.id)] as const };

@@ -33,3 +33,15 @@ describe("one 422 lists every invalid field, cross-field rules included", () => 
     expect(await fieldsOf(response)).toEqual(["body", "note"]);
   });
 });
+
+// The keyset decoder returns no position for a cursor no page gave out; the list routes' query schema refuses it.
+describe("a list refuses a cursor it did not give out", () => {
+  it.each(["/api/v1/contacts", "/api/v1/messages", "/api/v1/webhooks", "/api/v1/suppressions"])("%s", async (path) => {
+    const account = await createAccount();
+    for (const cursor of ["not-a-cursor!", btoa("2026-01-01T00:00:00.000Z|id|extra")]) {
+      const response = await call(`${path}?cursor=${encodeURIComponent(cursor)}`, { key: account.api_key });
+      expect(await fieldsOf(response.clone())).toEqual(["query.cursor"]);
+      expect((await json<ErrorBody>(response)).errors?.["query.cursor"]).toEqual(["Invalid cursor; pass next_cursor from the previous page"]);
+    }
+  });
+});
