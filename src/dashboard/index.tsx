@@ -1,7 +1,6 @@
 // The account dashboard under /dashboard: server-rendered pages over the same domain functions the API routes call.
 // Sessions and CSRF live in ./session.ts; the pages in ./pages/. A page a key's scopes do not cover answers 403.
 
-import { openCtx } from "../db/client";
 import { Hono, type Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { Feature } from "../access";
@@ -10,7 +9,7 @@ import { perKeyLimiter } from "../middleware/auth";
 import { AppError } from "../errors";
 import { logError } from "../lib/log";
 import { recordDashboardChange } from "../middleware/audit";
-import { dashboardBodyLimit } from "../middleware/request";
+import { dashboardBodyLimit, requestCtx } from "../middleware/request";
 import { describeErrors, section } from "./guard";
 import { Notice, Shell } from "./layout";
 import { aiPages } from "./pages/ai";
@@ -104,7 +103,7 @@ dashboardRoutes.use("*", async (c, next) => {
     return refusal(c, "Your session ended; sign in again.", 401);
   }
   c.set("auth", session.auth);
-  c.set("ctx", openCtx(c.env, { waitUntil: (promise) => c.executionCtx.waitUntil(promise) }, session.auth.account));
+  c.set("ctx", requestCtx(c, session.auth.account));
   c.set("csrfToken", session.csrfToken);
   const { member, account } = session.auth;
   if (member && account.requireTotp && !member.totp && !c.req.path.startsWith("/dashboard/security") && c.req.path !== "/dashboard/sign-out") {

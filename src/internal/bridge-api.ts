@@ -1,4 +1,5 @@
-import { openCtx, type SharedDb } from "../db/client";
+import type { SharedDb } from "../db/client";
+import { requestCtx } from "../middleware/request";
 import { Hono, type Context } from "hono";
 import { createMiddleware } from "hono/factory";
 import {
@@ -116,7 +117,7 @@ export const relayRoutes = new Hono<AppEnv>()
     }
     // the credential's mode is read here, per message, so it holds however long the bridge keeps a session open
     const outcome = await acceptRelayMessage(
-      openCtx(c.env, { waitUntil: (promise) => c.executionCtx.waitUntil(promise) }, account),
+      requestCtx(c, account),
       { account, testMode: credential.mode === "test" },
       { credentialId: credential.id, mailFrom: body.mail_from, rcptTo: body.rcpt_to, raw: base64ToBytes(body.raw) },
     );

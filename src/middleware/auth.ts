@@ -7,7 +7,7 @@ import { timingSafeEqualString } from "../lib/crypto";
 import type { AppEnv, AuthContext } from "../types";
 import type { Feature, Scope } from "../access";
 import { config } from "../config";
-import { openCtx } from "../db/client";
+import { requestCtx } from "./request";
 
 const bearerPattern = /^Bearer ([^\s]+)$/;
 
@@ -25,7 +25,7 @@ export async function admitKey(
   limiter: { name: string; limit: number; windowSeconds: number; per: "minute" | "second" },
 ): Promise<void> {
   c.set("auth", auth);
-  c.set("ctx", openCtx(c.env, { waitUntil: (promise) => c.executionCtx.waitUntil(promise) }, auth.account));
+  c.set("ctx", requestCtx(c, auth.account));
   // The key's own limiter also counts the call for the account's usage (flushed to D1 once a minute).
   const decision = await c.env.RATE_LIMITER.getByName(limiter.name).consume(limiter.limit, limiter.windowSeconds, 1, undefined, auth.account.id);
   const rateHeaders = {

@@ -1,6 +1,6 @@
 import { RELAY_BASE_PATH, RELAY_MESSAGES_MAX_BODY_BYTES, relayEndpoints } from "@mailforge/bridge-contract";
 import { bodyLimit } from "hono/body-limit";
-import type { MiddlewareHandler } from "hono";
+import type { Context, MiddlewareHandler } from "hono";
 import { createMiddleware } from "hono/factory";
 import { AppError } from "../errors";
 import { randomBase62 } from "../lib/ids";
@@ -13,13 +13,21 @@ import type { AppEnv } from "../types";
  * verification API charges per request id), so a replayed id must never let a caller skip a charge.
  * The data handles are opened here, once per request; the account's own, once its key is known (admitKey).
  */
+/**
+ * The request's context for `account` (or, before it is known, for whichever account its token or id names). The
+ * ExecutionContext is read when work is handed over, not here: a request made without one (app.request in a test)
+ * still gets a context.
+ */
+export const requestCtx = (c: Pick<Context<AppEnv>, "env" | "executionCtx">, account?: { id: string }) =>
+  openCtx(c.env, { waitUntil: (promise) => c.executionCtx.waitUntil(promise) }, account);
+
 export const requestId = createMiddleware<AppEnv>(async (c, next) => {
   const id = `req_${randomBase62(20)}`;
   c.set("requestId", id);
   c.set("shared", sharedDb(c.env));
   // Until a key or session names the account (admitKey replaces it), a route that finds the account from what it was
   // given (a tracking token, a form id, the relay's credential) works in this context.
-  c.set("ctx", openCtx(c.env, { waitUntil: (promise) => c.executionCtx.waitUntil(promise) }));
+  c.set("ctx", requestCtx(c));
   await next();
   c.res.headers.set("X-Request-Id", id);
 });
