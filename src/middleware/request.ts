@@ -24,10 +24,13 @@ export const requestCtx = (c: Pick<Context<AppEnv>, "env" | "executionCtx">, acc
 export const requestId = createMiddleware<AppEnv>(async (c, next) => {
   const id = `req_${randomBase62(20)}`;
   c.set("requestId", id);
-  c.set("shared", sharedDb(c.env));
-  // Until a key or session names the account (admitKey replaces it), a route that finds the account from what it was
-  // given (a tracking token, a form id, the relay's credential) works in this context.
-  c.set("ctx", requestCtx(c));
+  // A request without bindings (the Node suite's app.request for the OpenAPI document) reads no data.
+  if (c.env) {
+    c.set("shared", sharedDb(c.env));
+    // Until a key or session names the account (admitKey replaces it), a route that finds the account from what it
+    // was given (a tracking token, a form id, the relay's credential) works in this context.
+    c.set("ctx", requestCtx(c));
+  }
   await next();
   c.res.headers.set("X-Request-Id", id);
 });
