@@ -1,6 +1,6 @@
 import { lstatSync, readdirSync, readFileSync } from "node:fs";
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
-import { relative } from "node:path";
+import { relative, resolve } from "node:path";
 import { defineConfig } from "vitest/config";
 import { BaseSequencer, type TestSpecification } from "vitest/node";
 import { unstable_readConfig } from "wrangler";
@@ -56,6 +56,19 @@ function immediateQueueConsumers() {
       },
     ]),
   );
+}
+
+/**
+ * wrangler.toml's [alias] entries for package specifiers, so the tests run the modules the deployed bundle has
+ * (mimetext on native built-ins rather than core-js-pure's); paths from the repository root, as wrangler reads them.
+ * Not the relative one (zod's `../locales/index.js`): the dependency optimizer resolves relative imports before any
+ * alias, so the tests keep zod's full locale index, whose English is the same.
+ */
+function wranglerAliases() {
+  const aliases: Record<string, string> = unstable_readConfig({ config: "./wrangler.toml" }).alias ?? {};
+  return Object.entries(aliases)
+    .filter(([find]) => !find.startsWith("."))
+    .map(([find, replacement]) => ({ find, replacement: resolve(replacement) }));
 }
 
 /**
@@ -174,6 +187,7 @@ export default defineConfig(async () => {
         },
       })),
     ],
+    resolve: { alias: wranglerAliases() },
     test: {
       globalSetup: ["./test/setup/global-setup.ts", "./test/setup/ai-provider.ts"],
       // Each worker is a workerd of its own (its own D1, queues, Durable Objects). Vitest's default of cores − 1 runs

@@ -16,14 +16,24 @@ function readList(path: string): string[] {
   return list;
 }
 
+/** Reversed labels (`net.dynv6.x` for `x.dynv6.net`): sorted by them, the hundreds of subdomains of one host sit
+ * together, which gzips the bundle ~3 KiB smaller than alphabetical order. The Worker only puts the lines in a Set. */
+function byParentDomain(a: string, b: string): number {
+  const ra = a.split(".").reverse().join(".");
+  const rb = b.split(".").reverse().join(".");
+  return ra < rb ? -1 : ra > rb ? 1 : 0;
+}
+
 export function domainLists(): Record<string, string> {
-  const disposable = [
-    ...new Set(readList("disposable-email-domains-js/dist/dict/disposable_email_blocklist.json").map((d) => d.toLowerCase())),
-  ].sort();
+  const disposable = [...new Set(readList("disposable-email-domains-js/dist/dict/disposable_email_blocklist.json").map((d) => d.toLowerCase()))].sort(
+    byParentDomain,
+  );
   const disposableSet = new Set(disposable);
   // free-email-domains merges disposable lists into its own; a domain is free-provider only if it is not disposable,
   // so the two flags never contradict each other (and the shipped list is a third of the package's).
-  const free = [...new Set(readList("free-email-domains/domains.json").map((d) => d.toLowerCase()))].filter((d) => !disposableSet.has(d)).sort();
+  const free = [...new Set(readList("free-email-domains/domains.json").map((d) => d.toLowerCase()))]
+    .filter((d) => !disposableSet.has(d))
+    .sort(byParentDomain);
   return { "disposable-domains.ts": moduleOf("disposable-email-domains-js", disposable), "free-domains.ts": moduleOf("free-email-domains", free) };
 }
 
