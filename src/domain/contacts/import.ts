@@ -40,6 +40,7 @@ import { allTopics } from "../topics/topics";
 import { findAccount, type Account } from "../accounts/accounts";
 import { enqueueVerificationJob, type InsufficientCredits } from "../verification/jobs";
 import { createContactChecks } from "./verify";
+import { owned } from "../owned";
 
 export type ContactImport = typeof contactImports.$inferSelect;
 export type ImportMapping = Record<string, string>;
@@ -285,7 +286,7 @@ export async function findContactImport(db: AccountDb, accountId: string, import
     db
       .select()
       .from(contactImports)
-      .where(and(eq(contactImports.id, importId), eq(contactImports.accountId, accountId))),
+      .where(owned(contactImports, accountId, importId)),
     db
       .select({ row: contactImportErrors.row, message: contactImportErrors.message })
       .from(contactImportErrors)

@@ -34,6 +34,7 @@ import {
   type ContactWithLists,
 } from "../contacts/contacts";
 import { contactAddress } from "../contacts/email";
+import { deleteOwned, findOwned, updateOwned } from "../owned";
 import { VERIFICATION_RESULTS } from "../verification/status";
 
 export type SegmentRow = typeof segments.$inferSelect;
@@ -485,15 +486,13 @@ export async function checkConditions(db: AccountDb, accountId: string, conditio
 const stored = (conditions: SegmentCondition[]): SegmentCondition[] =>
   conditions.map(({ field, op, value }) => (value === undefined ? { field, op } : { field, op, value }));
 
-const ownSegment = (accountId: string, segmentId: string) => and(eq(segments.id, segmentId), eq(segments.accountId, accountId));
-
 /** A page of the account's segments, newest first (`limit + 1` rows, for `pageOf`). */
 export function listSegments(db: AccountDb, accountId: string, page: { cursor?: string; limit: number }): Promise<SegmentRow[]> {
   return accountPage(db, segments, accountId, page);
 }
 
 export async function findSegment(db: AccountDb, accountId: string, segmentId: string): Promise<SegmentRow | undefined> {
-  return db.select().from(segments).where(ownSegment(accountId, segmentId)).get();
+  return findOwned(db, segments, accountId, segmentId);
 }
 
 export type SegmentInput = { name: string; match: SegmentRow["match"]; conditions: SegmentCondition[] };
@@ -524,24 +523,18 @@ export async function updateSegment(
     const errors = await checkConditions(db, accountId, change.conditions);
     if (Object.keys(errors).length > 0) return { kind: "invalid", errors };
   }
-  const segment = await db
-    .update(segments)
-    .set({
-      ...(change.name !== undefined ? { name: change.name } : {}),
-      ...(change.match !== undefined ? { match: change.match } : {}),
-      ...(change.conditions !== undefined ? { conditions: stored(change.conditions) } : {}),
-      updatedAt: nowIso(),
-    })
-    .where(ownSegment(accountId, segmentId))
-    .returning()
-    .get();
+  const segment = await updateOwned(db, segments, accountId, segmentId, {
+    ...(change.name !== undefined ? { name: change.name } : {}),
+    ...(change.match !== undefined ? { match: change.match } : {}),
+    ...(change.conditions !== undefined ? { conditions: stored(change.conditions) } : {}),
+    updatedAt: nowIso(),
+  });
   return segment ? { kind: "updated", segment } : { kind: "not_found" };
 }
 
 /** Deletes a segment; false if the account has no such segment. */
 export async function deleteSegment(db: AccountDb, accountId: string, segmentId: string): Promise<boolean> {
-  const row = await db.delete(segments).where(ownSegment(accountId, segmentId)).returning({ id: segments.id }).get();
-  return row !== undefined;
+  return deleteOwned(db, segments, accountId, segmentId);
 }
 
 /**
