@@ -14,7 +14,7 @@ import { handleInboundEmail } from "./domain/inbound/receive";
 import { config } from "./config";
 import { evaluateReputation } from "./domain/feedback/reputation";
 import { consumeVerifyDeadLetters, consumeVerifyQueue } from "./queues/verify-queue";
-import { sweepStaleVerificationJobs } from "./domain/verification/jobs";
+import { sweepStaleVerificationJobs } from "./domain/verification/job-sweep";
 import { sweepStaleContactImports } from "./domain/contacts/import";
 import { resumeStalledCampaigns } from "./domain/campaigns/recovery";
 import { purgeExpiredData } from "./domain/retention/purge";
