@@ -15,7 +15,7 @@ import { config } from "./config";
 import { evaluateReputation } from "./domain/feedback/reputation";
 import { consumeVerifyDeadLetters, consumeVerifyQueue } from "./queues/verify-queue";
 import { sweepStaleVerificationJobs } from "./domain/verification/job-sweep";
-import { sweepStaleContactImports } from "./domain/contacts/import";
+import { sweepStaleContactImports } from "./domain/contacts/import-sweep";
 import { resumeStalledCampaigns } from "./domain/campaigns/recovery";
 import { purgeExpiredData } from "./domain/retention/purge";
 import { runScheduledTasks, type ScheduledTask } from "./lib/scheduled";
