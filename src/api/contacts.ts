@@ -20,7 +20,8 @@ import {
 import { contactChecksNeeded, createContactChecks, selectContacts, type ContactSelection } from "../domain/contacts/verify";
 import { enqueueVerificationJob } from "../domain/verification/jobs";
 import { insufficientVerifyCredits, verificationQueueUnavailable } from "../http/verification";
-import { createContactImport, findContactImport, serializeContactImport, type ImportMapping } from "../domain/contacts/import";
+import { createContactImport, findContactImport, serializeContactImport } from "../domain/contacts/import-accept";
+import type { ImportMapping } from "../domain/contacts/import-columns";
 import { decodeBase64DataUri, UploadError } from "../lib/csv-upload";
 import { AppError, notFound, validationError } from "../errors";
 import { orRefuse } from "../http/refusals";

@@ -5,11 +5,11 @@ import {
   createSegment as addSegment,
   findSegment,
   listSegments as findSegments,
-  SEGMENT_MAX_CONDITIONS,
   SEGMENT_PREVIEW_SIZE,
   updateSegment as changeSegment,
   type SegmentRow,
 } from "../domain/segments/segments";
+import { SEGMENT_MAX_CONDITIONS } from "../domain/segments/conditions";
 import { segmentChangeInput, segmentInput } from "../domain/segments/input";
 import { notFound, validationError } from "../errors";
 import { deleteSegmentOrThrow } from "../http/contacts";

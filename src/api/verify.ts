@@ -1,15 +1,8 @@
 import { notFound, validationError } from "../errors";
 import { insufficientVerifyCredits, verificationQueueUnavailable } from "../http/verification";
 import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
-import {
-  createVerificationJob,
-  enqueueVerificationJob,
-  findJob,
-  JOB_STATUSES,
-  jobSummary,
-  listJobResults,
-  type VerificationJob,
-} from "../domain/verification/jobs";
+import { createVerificationJob, enqueueVerificationJob } from "../domain/verification/jobs";
+import { findJob, JOB_STATUSES, jobSummary, listJobResults, type VerificationJob } from "../domain/verification/job-rows";
 import { jobCsvColumns, jobCsvRow, jobResultsCsv } from "../domain/verification/results-csv";
 import { verifyInput } from "../domain/verification/input";
 import { verifySingleAddress } from "../domain/verification/single";

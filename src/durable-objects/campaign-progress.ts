@@ -17,7 +17,7 @@ import {
   sweepUnqueued,
 } from "../domain/campaigns/fanout";
 import { releaseDailySends, reserveDailySendsUpTo } from "../domain/sending/daily-limit";
-import { findJob } from "../domain/verification/jobs";
+import { findJob } from "../domain/verification/job-rows";
 import { logError } from "../lib/log";
 
 /**

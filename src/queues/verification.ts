@@ -1,13 +1,9 @@
 import { openCtx } from "../db/client";
 import { createResolver } from "../domain/dns/doh";
-import {
-  failVerificationJob,
-  processVerificationChunk,
-  readJobInput,
-  type JobInput,
-  type VerificationChunkMessage,
-  type VerificationJob,
-} from "../domain/verification/jobs";
+import { readJobInput, type JobInput, type VerificationChunkMessage } from "../domain/verification/jobs";
+import { failVerificationJob } from "../domain/verification/job-finish";
+import { processVerificationChunk } from "../domain/verification/job-chunk";
+import type { VerificationJob } from "../domain/verification/job-rows";
 import { createMailboxProber } from "../domain/verification/mailbox";
 import { logError } from "../lib/log";
 import { config } from "../config";

@@ -1,7 +1,8 @@
 import { createRoute, type RouteConfig } from "@hono/zod-openapi";
 import { AppError, notFound } from "../errors";
 import { createRouter, errorResponse, jsonBody, jsonResponse, z } from "../lib/openapi";
-import { createVerificationJob, enqueueVerificationJob, findJob, JOB_STATUSES, jobCounts, type VerificationJob } from "../domain/verification/jobs";
+import { createVerificationJob, enqueueVerificationJob } from "../domain/verification/jobs";
+import { findJob, JOB_STATUSES, jobCounts, type VerificationJob } from "../domain/verification/job-rows";
 import { jobResultsCsv } from "../domain/verification/results-csv";
 import { verifySingleAddress } from "../domain/verification/single";
 import { insufficientVerifyCredits, verificationQueueUnavailable } from "../http/verification";

@@ -1,6 +1,7 @@
 // The condition builder of a segment, which an automation's condition step reuses (its conditions are a segment's):
 // rows of field, operator and value, the all/any choice, and the function that reads the rows back as conditions.
-import { segmentOperators, type SegmentCondition } from "../../domain/segments/segments";
+import { segmentOperators } from "../../domain/segments/conditions";
+import type { SegmentCondition } from "../../domain/segments/segments";
 
 /** A parsed form or query, each field one value or several. */
 export type Form = Record<string, string | File | (string | File)[]>;

@@ -5,8 +5,8 @@ import { Hono, type Context } from "hono";
 import { deleteSegmentOrThrow } from "../../http/contacts";
 import { segmentChangeInput, segmentInput } from "../../domain/segments/input";
 import { countAudience } from "../../domain/campaigns/audience";
+import { conditionProblems } from "../../domain/segments/conditions";
 import {
-  conditionProblems,
   countSegmentRow,
   createSegment,
   findSegment,

@@ -1,14 +1,7 @@
 import { Hono } from "hono";
 import Papa from "papaparse";
-import {
-  createVerificationJob,
-  enqueueVerificationJob,
-  findJob,
-  jobCounts,
-  listJobs,
-  MAX_JOB_ADDRESSES,
-  type VerificationJob,
-} from "../../domain/verification/jobs";
+import { createVerificationJob, enqueueVerificationJob, MAX_JOB_ADDRESSES } from "../../domain/verification/jobs";
+import { findJob, jobCounts, listJobs, type VerificationJob } from "../../domain/verification/job-rows";
 import { jobCsvColumns, jobCsvRow, jobResultsCsv } from "../../domain/verification/results-csv";
 import { verifyInput } from "../../domain/verification/input";
 import { verifySingleAddress } from "../../domain/verification/single";

@@ -9,6 +9,7 @@ import { sha256Hex } from "../../lib/crypto";
 import { TtlCache } from "../../lib/ttl-cache";
 import type { ApiKeyContext, AuthContext } from "../../types";
 import type { Scope } from "../../access";
+import { owned, updateOwned } from "../owned";
 
 export type ApiKeyMode = "live" | "test";
 export type ApiKeyRow = typeof apiKeys.$inferSelect;
@@ -121,7 +122,7 @@ export function grantedMode(
   return refuseTestKeyOnLive(caller, mode, `create a live ${what}`) ?? { kind: "granted", mode };
 }
 
-const activeKey = (accountId: string, keyId: string) => and(eq(apiKeys.id, keyId), eq(apiKeys.accountId, accountId), isNull(apiKeys.revokedAt));
+const notRevoked = isNull(apiKeys.revokedAt);
 
 /** A new account's first key (live, full access, named "Default"), as a statement for the account's creation batch. */
 export async function defaultKeyStatement(db: SharedDb, accountId: string): Promise<{ statement: D1PreparedStatement; key: string }> {
@@ -173,14 +174,17 @@ export async function rotateApiKey(
   caller: AuthContext,
   keyId: string,
 ): Promise<{ kind: "rotated"; row: ApiKeyRow; key: string } | { kind: "not_found" } | LiveKeyRequired> {
-  const where = activeKey(caller.account.id, keyId);
-  const current = await db.select({ mode: apiKeys.mode }).from(apiKeys).where(where).get();
+  const current = await db
+    .select({ mode: apiKeys.mode })
+    .from(apiKeys)
+    .where(owned(apiKeys, caller.account.id, keyId, notRevoked))
+    .get();
   if (!current) return { kind: "not_found" };
   // the new secret has the key's mode, so a test key rotating a live key would be handed a live secret
   const refusal = refuseTestKeyOnLive(caller.apiKey, current.mode, "rotate a live key");
   if (refusal) return refusal;
   const secret = await generateApiKey(current.mode);
-  const row = await db.update(apiKeys).set({ keyHash: secret.keyHash, prefix: secret.prefix }).where(where).returning().get();
+  const row = await updateOwned(db, apiKeys, caller.account.id, keyId, { keyHash: secret.keyHash, prefix: secret.prefix }, notRevoked);
   forgetCachedKeys(caller.account.id, keyId);
   return row ? { kind: "rotated", row, key: secret.key } : { kind: "not_found" };
 }
@@ -191,14 +195,17 @@ export async function revokeApiKey(
   caller: AuthContext,
   keyId: string,
 ): Promise<{ kind: "revoked"; row: ApiKeyRow & { revokedAt: string } } | { kind: "not_found" } | LiveKeyRequired> {
-  const where = activeKey(caller.account.id, keyId);
   if (caller.apiKey.mode === "test") {
-    const target = await db.select({ mode: apiKeys.mode }).from(apiKeys).where(where).get();
+    const target = await db
+      .select({ mode: apiKeys.mode })
+      .from(apiKeys)
+      .where(owned(apiKeys, caller.account.id, keyId, notRevoked))
+      .get();
     const refusal = target && refuseTestKeyOnLive(caller.apiKey, target.mode, "revoke a live key");
     if (refusal) return refusal;
   }
   const revokedAt = nowIso();
-  const row = await db.update(apiKeys).set({ revokedAt }).where(where).returning().get();
+  const row = await updateOwned(db, apiKeys, caller.account.id, keyId, { revokedAt }, notRevoked);
   forgetCachedKeys(caller.account.id, keyId);
   return row ? { kind: "revoked", row: { ...row, revokedAt: row.revokedAt ?? revokedAt } } : { kind: "not_found" };
 }

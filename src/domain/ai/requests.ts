@@ -16,6 +16,7 @@ import { draftInsert } from "../campaigns/campaigns";
 import type { AiRequestInput, GeneratedDrafts } from "./draft";
 import type { TokenUsage } from "./adapter";
 import { chooseProvider } from "./provider";
+import { findOwned } from "../owned";
 import { logError } from "../../lib/log";
 import {
   findStoredResponse,
@@ -156,11 +157,7 @@ export async function submitAiRequest(ctx: Ctx, accountId: string, input: AiRequ
 }
 
 export async function findAiRequest(db: AccountDb, accountId: string, id: string): Promise<AiRequestRow | undefined> {
-  return db
-    .select()
-    .from(aiRequests)
-    .where(and(eq(aiRequests.id, id), eq(aiRequests.accountId, accountId)))
-    .get();
+  return findOwned(db, aiRequests, accountId, id);
 }
 
 /** A page of the account's requests, newest first (`limit + 1` rows, for `pageOf`). */

@@ -11,6 +11,7 @@ import { newId } from "../../lib/ids";
 import { accountPage } from "../../lib/pagination";
 import { inJsonArray } from "../../db/client";
 import { checkConditions } from "../segments/segments";
+import { deleteOwned, findOwned, updateOwned } from "../owned";
 import type { Step } from "./steps";
 import { MAX_WAIT_SECONDS } from "./steps";
 
@@ -122,11 +123,7 @@ export async function createAutomation(db: AccountDb, accountId: string, input: 
 }
 
 export async function findAutomation(db: AccountDb, accountId: string, automationId: string): Promise<AutomationRow | undefined> {
-  return db
-    .select()
-    .from(automations)
-    .where(and(eq(automations.id, automationId), eq(automations.accountId, accountId)))
-    .get();
+  return findOwned(db, automations, accountId, automationId);
 }
 
 /** The automation behind a private path (no key: the path is the credential). */
@@ -144,35 +141,21 @@ export async function updateAutomation(
   automationId: string,
   change: Partial<AutomationInput>,
 ): Promise<AutomationRow | undefined> {
-  const [row] = await db
-    .update(automations)
-    .set({
-      ...(change.name !== undefined ? { name: change.name } : {}),
-      ...(change.status !== undefined ? { status: change.status } : {}),
-      ...(change.steps !== undefined ? { steps: change.steps } : {}),
-      ...(change.redirectUrl !== undefined ? { redirectUrl: change.redirectUrl } : {}),
-      updatedAt: sqlNow,
-    })
-    .where(and(eq(automations.id, automationId), eq(automations.accountId, accountId)))
-    .returning();
-  return row;
+  return updateOwned(db, automations, accountId, automationId, {
+    ...(change.name !== undefined ? { name: change.name } : {}),
+    ...(change.status !== undefined ? { status: change.status } : {}),
+    ...(change.steps !== undefined ? { steps: change.steps } : {}),
+    ...(change.redirectUrl !== undefined ? { redirectUrl: change.redirectUrl } : {}),
+    updatedAt: sqlNow,
+  });
 }
 
 /** A new private path; the old URL answers 404 from now on. */
 export async function rotatePrivatePath(db: AccountDb, accountId: string, automationId: string): Promise<AutomationRow | undefined> {
-  const [row] = await db
-    .update(automations)
-    .set({ privatePath: newPrivatePath(), updatedAt: sqlNow })
-    .where(and(eq(automations.id, automationId), eq(automations.accountId, accountId)))
-    .returning();
-  return row;
+  return updateOwned(db, automations, accountId, automationId, { privatePath: newPrivatePath(), updatedAt: sqlNow });
 }
 
 /** Deletes the automation; its runs keep their own copy of the steps and finish. */
 export async function deleteAutomation(db: AccountDb, accountId: string, automationId: string): Promise<boolean> {
-  const deleted = await db
-    .delete(automations)
-    .where(and(eq(automations.id, automationId), eq(automations.accountId, accountId)))
-    .returning({ id: automations.id });
-  return deleted.length > 0;
+  return deleteOwned(db, automations, accountId, automationId);
 }

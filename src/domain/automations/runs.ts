@@ -10,6 +10,7 @@ import { keysetPage } from "../../lib/pagination";
 import type { ContactAddress } from "../contacts/email";
 import { saveContact, type ContactTextField, type CustomFieldsPatch } from "../contacts/contacts";
 import { eventStatement } from "../events/events";
+import { owned } from "../owned";
 import { dispatchEvents } from "../webhooks/dispatch";
 import { refused, type Refusal } from "../refusal";
 import type { AutomationRow } from "./automations";
@@ -88,7 +89,7 @@ export async function findRun(db: AccountDb, accountId: string, runId: string): 
     db
       .select()
       .from(automationRuns)
-      .where(and(eq(automationRuns.id, runId), eq(automationRuns.accountId, accountId))),
+      .where(owned(automationRuns, accountId, runId)),
     db.select().from(automationRunSteps).where(eq(automationRunSteps.runId, runId)).orderBy(asc(automationRunSteps.index)),
   ]);
   const run = runs[0];

@@ -27,7 +27,9 @@ import { completeIfDone } from "./fanout";
 import { campaignTotals, zeroCounts } from "../reports/reports";
 import { segmentWhere } from "../segments/segments";
 import { findAccount } from "../accounts/accounts";
-import { enqueueVerificationJob, failVerificationJob, MAX_JOB_ADDRESSES } from "../verification/jobs";
+import { findOwned, owned, updateOwned } from "../owned";
+import { enqueueVerificationJob, MAX_JOB_ADDRESSES } from "../verification/jobs";
+import { failVerificationJob } from "../verification/job-finish";
 import { createContactChecks, type ContactChecks } from "../contacts/verify";
 import { skipCounts, zeroSkips, type VerificationMode } from "./hygiene";
 import { campaignOutcome, emptyCounters, lifecycleFrom, type CampaignCounters } from "./lifecycle";
@@ -116,8 +118,6 @@ export function serializeCampaign(row: CampaignRow, counters: CampaignCounters =
   };
 }
 
-const owned = (accountId: string, id: string) => and(eq(campaigns.id, id), eq(campaigns.accountId, accountId));
-
 /**
  * A campaign not finished yet (draft, scheduled, sending) whose audience names the list or segment: deleting it would
  * change who that campaign reaches (the audience is read again when it fans out). Undefined when none does.
@@ -140,7 +140,7 @@ export async function campaignUsing(db: AccountDb, accountId: string, audienceId
 }
 
 export async function findCampaign(db: AccountDb, accountId: string, id: string): Promise<CampaignRow | undefined> {
-  return db.select().from(campaigns).where(owned(accountId, id)).get();
+  return findOwned(db, campaigns, accountId, id);
 }
 
 /** A page of the account's campaigns, newest first (`limit + 1` rows, for `pageOf`). */
@@ -172,15 +172,15 @@ async function referenceProblems(db: AccountDb, accountId: string, refs: Referen
     db
       .select({ id: senders.id })
       .from(senders)
-      .where(and(eq(senders.accountId, accountId), eq(senders.id, refs.senderId ?? ""))),
+      .where(owned(senders, accountId, refs.senderId ?? "")),
     db
       .select({ id: templates.id })
       .from(templates)
-      .where(and(eq(templates.accountId, accountId), eq(templates.id, refs.templateId ?? ""))),
+      .where(owned(templates, accountId, refs.templateId ?? "")),
     db
       .select({ id: topics.id })
       .from(topics)
-      .where(and(eq(topics.accountId, accountId), eq(topics.id, refs.topicId ?? ""))),
+      .where(owned(topics, accountId, refs.topicId ?? "")),
   ]);
   const known = new Set([...foundLists, ...foundSegments].map((row) => row.id));
   const errors: FieldErrors = {};
@@ -227,12 +227,7 @@ export async function updateDraft(db: AccountDb, accountId: string, id: string, 
   const errors = await referenceProblems(db, accountId, merged);
   if (merged.html !== null && merged.templateId !== null) errors.html = ["Give html (and text) or a template_id, not both"];
   if (Object.keys(errors).length > 0) return { kind: "invalid", errors };
-  const updated = await db
-    .update(campaigns)
-    .set({ ...change, updatedAt: nowIso() })
-    .where(and(owned(accountId, id), eq(campaigns.status, "draft")))
-    .returning()
-    .get();
+  const updated = await updateOwned(db, campaigns, accountId, id, { ...change, updatedAt: nowIso() }, eq(campaigns.status, "draft"));
   if (!updated) return { kind: "not_draft", status: (await findCampaign(db, accountId, id))?.status ?? "draft" };
   return { kind: "saved", campaign: updated };
 }
@@ -244,7 +239,7 @@ export async function deleteDraft(
 ): Promise<{ kind: "deleted" } | { kind: "not_found" } | { kind: "not_draft"; status: CampaignStatus }> {
   const deleted = await db
     .delete(campaigns)
-    .where(and(owned(accountId, id), eq(campaigns.status, "draft")))
+    .where(owned(campaigns, accountId, id, eq(campaigns.status, "draft")))
     .returning({ id: campaigns.id })
     .get();
   if (deleted) return { kind: "deleted" };
@@ -306,11 +301,11 @@ export async function sendCampaign(ctx: Ctx, accountId: string, id: string, send
       })
       .from(senders)
       .leftJoin(domains, eq(domains.id, senders.domainId))
-      .where(and(eq(senders.accountId, accountId), eq(senders.id, campaign.senderId ?? ""))),
+      .where(owned(senders, accountId, campaign.senderId ?? "")),
     db
       .select()
       .from(templates)
-      .where(and(eq(templates.accountId, accountId), eq(templates.id, campaign.templateId ?? ""))),
+      .where(owned(templates, accountId, campaign.templateId ?? "")),
   ]);
   const sender = senderRows[0];
   const template = templateRows[0];
@@ -391,7 +386,7 @@ export async function sendCampaign(ctx: Ctx, accountId: string, id: string, send
           })
           .where(
             and(
-              owned(accountId, id),
+              owned(campaigns, accountId, id),
               eq(campaigns.status, "draft"),
               sql`EXISTS (SELECT 1 FROM credit_ledger WHERE balance = 'send' AND kind = 'reservation' AND reference_id = ${id})`,
             ),
@@ -451,7 +446,7 @@ export async function failUnstarted(ctx: Ctx, accountId: string, campaignId: str
   await db
     .update(campaigns)
     .set({ status: "failed", error: "the fan-out could not be started", updatedAt: nowIso() })
-    .where(and(owned(accountId, campaignId), inArray(campaigns.status, ["scheduled", "sending"])));
+    .where(owned(campaigns, accountId, campaignId, inArray(campaigns.status, ["scheduled", "sending"])));
   await completeIfDone(ctx, campaignId);
 }
 
@@ -469,7 +464,7 @@ export async function cancelCampaign(ctx: Ctx, accountId: string, id: string): P
   const cancelled = await db
     .update(campaigns)
     .set({ status: "cancelled", updatedAt: nowIso() })
-    .where(and(owned(accountId, id), inArray(campaigns.status, ["scheduled", "sending"])))
+    .where(owned(campaigns, accountId, id, inArray(campaigns.status, ["scheduled", "sending"])))
     .returning()
     .get();
   if (!cancelled) {

@@ -3,11 +3,11 @@
 // This module owns the senders' queries.
 
 import type { AccountDb, Ctx, SharedDb } from "../../db/client";
-import { and, eq } from "drizzle-orm";
 import { senders } from "../../db/schema";
 import { newId, nowIso } from "../../lib/ids";
 import { accountPage } from "../../lib/pagination";
 import { unverifiedDomainMessage, verifiedDomainQuery } from "../domains/domains";
+import { deleteOwned, findOwned, updateOwned } from "../owned";
 import { refused, type Refusal } from "../refusal";
 import { checkSyntax } from "../verification/syntax";
 
@@ -19,8 +19,6 @@ export function senderAddress(input: string): { address: string; domain: string 
   if (!check.valid) return { error: `Not a valid email address (${check.reason.replace(/_/g, " ")})` };
   return { address: check.normalized, domain: check.domain };
 }
-
-const ownSender = (accountId: string, senderId: string) => and(eq(senders.id, senderId), eq(senders.accountId, accountId));
 
 /** A 422 keyed `email`, as the field the user must change. */
 const addressRefused = (problem: string) => refused("validation_failed", "The request is invalid", { errors: { email: [problem] } });
@@ -40,7 +38,7 @@ export function listSenders(db: AccountDb, accountId: string, page: { cursor?: s
 }
 
 export async function findSender(db: AccountDb, accountId: string, senderId: string): Promise<SenderRow | undefined> {
-  return db.select().from(senders).where(ownSender(accountId, senderId)).get();
+  return findOwned(db, senders, accountId, senderId);
 }
 
 export type SenderInput = { name: string; email: string; replyTo: string | null };
@@ -77,23 +75,17 @@ export async function updateSender(
   if (!current) return { kind: "not_found" };
   const address = await checkAddress(shared, accountId, change.email ?? current.email);
   if (address.kind !== "ok") return address;
-  const sender = await db
-    .update(senders)
-    .set({
-      name: change.name ?? current.name,
-      email: address.email,
-      replyTo: change.replyTo === undefined ? current.replyTo : change.replyTo,
-      domainId: address.domainId,
-      updatedAt: nowIso(),
-    })
-    .where(ownSender(accountId, senderId))
-    .returning()
-    .get();
+  const sender = await updateOwned(db, senders, accountId, senderId, {
+    name: change.name ?? current.name,
+    email: address.email,
+    replyTo: change.replyTo === undefined ? current.replyTo : change.replyTo,
+    domainId: address.domainId,
+    updatedAt: nowIso(),
+  });
   return sender ? { kind: "updated", sender } : { kind: "not_found" };
 }
 
 /** Deletes a sender; false if the account has no such sender. Campaigns check their sender exists when sent. */
 export async function deleteSender(db: AccountDb, accountId: string, senderId: string): Promise<boolean> {
-  const row = await db.delete(senders).where(ownSender(accountId, senderId)).returning({ id: senders.id }).get();
-  return row !== undefined;
+  return deleteOwned(db, senders, accountId, senderId);
 }

@@ -5,6 +5,7 @@
 import { and, desc, eq, gt, getTableColumns, sql, type SQL } from "drizzle-orm";
 import { inJsonArray, sqlNow, statement, type AccountDb, batch } from "../../db/client";
 import { contacts, listMembers, lists, suppressions } from "../../db/schema";
+import { owned } from "../owned";
 import { topicSubscriptionsOf } from "../topics/topics";
 import type { FieldErrors } from "../../errors";
 import { keysetPage } from "../../lib/pagination";
@@ -323,7 +324,7 @@ export async function listContacts(
     db
       .select({ id: lists.id })
       .from(lists)
-      .where(and(eq(lists.id, filters.listId ?? ""), eq(lists.accountId, accountId))),
+      .where(owned(lists, accountId, filters.listId ?? "")),
     db
       .select(contactSelection)
       .from(contacts)
@@ -339,7 +340,7 @@ export async function findContact(db: AccountDb, accountId: string, contactId: s
   return db
     .select(contactSelection)
     .from(contacts)
-    .where(and(eq(contacts.id, contactId), eq(contacts.accountId, accountId)))
+    .where(owned(contacts, accountId, contactId))
     .get();
 }
 
@@ -369,7 +370,7 @@ export type UpdateContactOutcome =
  */
 export async function updateContact(db: AccountDb, accountId: string, contactId: string, patch: ContactPatch): Promise<UpdateContactOutcome> {
   const newAddress = patch.address;
-  const where = and(eq(contacts.id, contactId), eq(contacts.accountId, accountId));
+  const where = owned(contacts, accountId, contactId);
 
   // One round trip: the contact, whoever holds the new address already, and whether either address is suppressed.
   const [found, holders, newSuppressed] = await db.batch([
@@ -444,7 +445,7 @@ export async function deleteContact(db: AccountDb, accountId: string, contactId:
       ),
     db
       .delete(contacts)
-      .where(and(eq(contacts.id, contactId), eq(contacts.accountId, accountId)))
+      .where(owned(contacts, accountId, contactId))
       .returning({ id: contacts.id }),
   ]);
   return deleted.length > 0;

@@ -6,6 +6,7 @@ import { contacts, listMembers, lists } from "../../db/schema";
 import { newId, nowIso } from "../../lib/ids";
 import { keysetPage } from "../../lib/pagination";
 import { addMembersByKeySql, contactUpsertSql, type ContactUpsert } from "./contacts";
+import { owned } from "../owned";
 import type { ContactAddress } from "./email";
 
 // Counted per list in the same query as the lists themselves (correlated subqueries over the list_members
@@ -31,8 +32,6 @@ export function serializeList(row: ListWithCounts) {
   };
 }
 
-const ownedList = (accountId: string, listId: string) => and(eq(lists.id, listId), eq(lists.accountId, accountId));
-
 export async function createList(
   db: AccountDb,
   accountId: string,
@@ -56,12 +55,20 @@ export async function listLists(db: AccountDb, accountId: string, page: { cursor
 }
 
 export async function findList(db: AccountDb, accountId: string, listId: string): Promise<ListWithCounts | undefined> {
-  return db.select(listSelection).from(lists).where(ownedList(accountId, listId)).get();
+  return db
+    .select(listSelection)
+    .from(lists)
+    .where(owned(lists, accountId, listId))
+    .get();
 }
 
 /** Whether the account has this list. */
 export async function listExists(db: AccountDb, accountId: string, listId: string): Promise<boolean> {
-  const row = await db.select({ id: lists.id }).from(lists).where(ownedList(accountId, listId)).get();
+  const row = await db
+    .select({ id: lists.id })
+    .from(lists)
+    .where(owned(lists, accountId, listId))
+    .get();
   return row !== undefined;
 }
 
@@ -72,7 +79,7 @@ export async function updateList(
   listId: string,
   change: { name?: string; description?: string | null },
 ): Promise<ListWithCounts | undefined> {
-  const where = ownedList(accountId, listId);
+  const where = owned(lists, accountId, listId);
   const [, rows] = await db.batch([
     db.update(lists).set({ name: change.name, description: change.description, updatedAt: nowIso() }).where(where),
     db.select(listSelection).from(lists).where(where),
@@ -86,7 +93,10 @@ export async function deleteList(db: AccountDb, accountId: string, listId: strin
     db
       .delete(listMembers)
       .where(sql`${listMembers.listId} IN (SELECT ${lists.id} FROM ${lists} WHERE ${lists.id} = ${listId} AND ${lists.accountId} = ${accountId})`),
-    db.delete(lists).where(ownedList(accountId, listId)).returning({ id: lists.id }),
+    db
+      .delete(lists)
+      .where(owned(lists, accountId, listId))
+      .returning({ id: lists.id }),
   ]);
   return deleted.length > 0;
 }

@@ -9,7 +9,8 @@ import { contacts } from "../../db/schema";
 import type { Account } from "../accounts/accounts";
 import { findSegment, segmentWhere } from "../segments/segments";
 import { freshSince, needsCheckSql } from "../verification/contact-results";
-import { createVerificationJob, MAX_JOB_ADDRESSES, type InsufficientCredits, type JobPlan, type VerificationJob } from "../verification/jobs";
+import { createVerificationJob, MAX_JOB_ADDRESSES, type InsufficientCredits, type JobPlan } from "../verification/jobs";
+import type { VerificationJob } from "../verification/job-rows";
 import { findList } from "./lists";
 
 export type ContactChecks =

@@ -11,6 +11,7 @@ import { dkimTxtValue, generateDkimEd25519KeyPair, generateDkimKeyPair, type Dki
 import { config } from "../../config";
 import { inJsonArray, type SharedDb, type Ctx } from "../../db/client";
 import { todaysCap, warmupDay } from "../feedback/warmup";
+import { deleteOwned, findOwned } from "../owned";
 import { refused, type Refusal } from "../refusal";
 
 export type DomainRow = typeof domains.$inferSelect;
@@ -193,21 +194,12 @@ export function listDomains(db: SharedDb, accountId: string, page: { cursor?: st
 }
 
 export async function findDomain(db: SharedDb, accountId: string, domainId: string): Promise<DomainRow | undefined> {
-  return db
-    .select()
-    .from(domains)
-    .where(and(eq(domains.id, domainId), eq(domains.accountId, accountId)))
-    .get();
+  return findOwned(db, domains, accountId, domainId);
 }
 
 /** Removes one of the account's domains; false if there is no such domain. */
 export async function deleteDomain(db: SharedDb, accountId: string, domainId: string): Promise<boolean> {
-  const deleted = await db
-    .delete(domains)
-    .where(and(eq(domains.id, domainId), eq(domains.accountId, accountId)))
-    .returning({ id: domains.id })
-    .get();
-  return deleted !== undefined;
+  return deleteOwned(db, domains, accountId, domainId);
 }
 
 /** Runs the check and stores its outcome; a verified domain whose records disappeared falls back to `failed`. */

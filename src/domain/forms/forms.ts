@@ -10,6 +10,7 @@ import type { FieldErrors } from "../../errors";
 import { newId, nowIso } from "../../lib/ids";
 import { accountPage } from "../../lib/pagination";
 import type { ContactTextField } from "../contacts/contacts";
+import { deleteOwned, findOwned, owned, updateOwned } from "../owned";
 import { escapeHtml } from "../sending/render";
 import { SENDER_REQUIRED, type FormInput } from "./input";
 
@@ -75,8 +76,6 @@ export type FormSettings = {
   fields: ContactTextField[];
 };
 
-const ownedForm = (accountId: string, id: string) => and(eq(forms.id, id), eq(forms.accountId, accountId));
-
 /**
  * Why the settings cannot be saved: lists, topics or a sender that are not the account's (keyed as the request names
  * them, `lists.1`), or double opt-in without a sender. Checked on the whole form as it would be after a change.
@@ -94,7 +93,7 @@ async function settingsProblems(db: AccountDb, accountId: string, settings: Form
     db
       .select({ id: senders.id })
       .from(senders)
-      .where(and(eq(senders.accountId, accountId), eq(senders.id, settings.senderId ?? ""))),
+      .where(owned(senders, accountId, settings.senderId ?? "")),
   ]);
   const errors: FieldErrors = {};
   const listIds = new Set(ownLists.map((row) => row.id));
@@ -128,7 +127,7 @@ export function listForms(db: AccountDb, accountId: string, page: { cursor?: str
 }
 
 export async function findForm(db: AccountDb, accountId: string, id: string): Promise<FormRow | undefined> {
-  return db.select().from(forms).where(ownedForm(accountId, id)).get();
+  return findOwned(db, forms, accountId, id);
 }
 
 /** A form by its id alone: the public endpoint and confirmation links know no account. */
@@ -158,12 +157,7 @@ export async function updateForm(
   };
   const errors = await settingsProblems(db, accountId, settings);
   if (Object.keys(errors).length > 0) return { kind: "invalid", errors };
-  const form = await db
-    .update(forms)
-    .set({ ...settings, updatedAt: nowIso() })
-    .where(ownedForm(accountId, id))
-    .returning()
-    .get();
+  const form = await updateOwned(db, forms, accountId, id, { ...settings, updatedAt: nowIso() });
   return form ? { kind: "updated", form } : { kind: "not_found" };
 }
 
@@ -172,8 +166,7 @@ export async function updateForm(
  * are no longer valid. Contacts keep their consent record naming it.
  */
 export async function deleteForm(db: AccountDb, accountId: string, id: string): Promise<boolean> {
-  const row = await db.delete(forms).where(ownedForm(accountId, id)).returning({ id: forms.id }).get();
-  return row !== undefined;
+  return deleteOwned(db, forms, accountId, id);
 }
 
 /** A POST /forms body (the API's or the dashboard's form) as the settings `createForm` takes. */

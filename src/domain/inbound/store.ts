@@ -9,6 +9,7 @@ import { inboundEmails } from "../../db/schema";
 import { hmacSha256Hex, timingSafeEqualString } from "../../lib/crypto";
 import { dateFilterBound, keysetPage } from "../../lib/pagination";
 import { deleteOrphanedObjects } from "../../lib/r2";
+import { findOwned, owned } from "../owned";
 
 export type InboundRow = typeof inboundEmails.$inferSelect;
 
@@ -54,11 +55,7 @@ export async function listInbound(db: AccountDb, accountId: string, filters: Inb
 }
 
 export async function findInbound(db: AccountDb, accountId: string, id: string): Promise<InboundRow | undefined> {
-  return db
-    .select()
-    .from(inboundEmails)
-    .where(and(eq(inboundEmails.id, id), eq(inboundEmails.accountId, accountId)))
-    .get();
+  return findOwned(db, inboundEmails, accountId, id);
 }
 
 /** The text and HTML bodies: from the row, or from R2 when they were too large for it. */
@@ -74,7 +71,7 @@ export async function deleteInbound(ctx: Ctx, accountId: string, id: string): Pr
   const { env, db } = ctx;
   const deleted = await db
     .delete(inboundEmails)
-    .where(and(eq(inboundEmails.id, id), eq(inboundEmails.accountId, accountId)))
+    .where(owned(inboundEmails, accountId, id))
     .returning({ id: inboundEmails.id, attachments: inboundEmails.attachments, bodyKey: inboundEmails.bodyKey })
     .get();
   if (!deleted) return false;

@@ -8,6 +8,7 @@ import { accounts, members, signInTokens } from "../../db/schema";
 import { newId, nowIso } from "../../lib/ids";
 import { accountPage } from "../../lib/pagination";
 import type { Role } from "../../access";
+import { findOwned, owned } from "../owned";
 import { isRefusal, refused, type Refusal } from "../refusal";
 import { sendPlatformMail } from "../sending/platform-mail";
 import { invitationMail, invitationStatements } from "./sign-in";
@@ -45,12 +46,7 @@ export const findActiveMember = (db: SharedDb, id: string) =>
     .where(and(eq(members.id, id), eq(members.status, "active")))
     .get();
 
-export const findMember = (db: SharedDb, accountId: string, id: string) =>
-  db
-    .select()
-    .from(members)
-    .where(and(eq(members.accountId, accountId), eq(members.id, id)))
-    .get();
+export const findMember = (db: SharedDb, accountId: string, id: string) => findOwned(db, members, accountId, id);
 
 const ownerTaken = () => refused("conflict", "The account has an owner already; the owner hands ownership over from the dashboard's Members page");
 
@@ -170,7 +166,7 @@ export async function transferOwnership(db: SharedDb, accountId: string, ownerId
       db
         .update(members)
         .set({ role: "admin", updatedAt: now })
-        .where(and(eq(members.id, ownerId), eq(members.accountId, accountId), eq(members.role, "owner"))),
+        .where(owned(members, accountId, ownerId, eq(members.role, "owner"))),
     ),
     statement(db, db.update(members).set({ role: "owner", updatedAt: now }).where(eq(members.id, toId))),
   ]);

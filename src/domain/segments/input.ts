@@ -1,7 +1,7 @@
 // The request bodies of the segments API, parsed by the API routes and the dashboard's segment forms alike.
 
 import { z } from "../../lib/schema";
-import { conditionProblems, SEGMENT_MAX_CONDITIONS, segmentFields, segmentOperators } from "./segments";
+import { conditionProblems, SEGMENT_MAX_CONDITIONS, segmentFields, segmentOperators } from "./conditions";
 
 const ConditionSchema = z
   .object({

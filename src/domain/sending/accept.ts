@@ -1,41 +1,26 @@
-import { and, eq, inArray, sql } from "drizzle-orm";
+import { sql } from "drizzle-orm";
 import { statement, type AccountDb, batch, type Ctx } from "../../db/client";
-import { messageRecipients, messages, type domains, type suppressions, type templates } from "../../db/schema";
+import { messages } from "../../db/schema";
 import { findAccount, type Account } from "../accounts/accounts";
-import { verifiedDomainQuery } from "../domains/domains";
 import { eventStatement, type EventInput } from "../events/events";
-import { chargedGuard, chargeStatements, refundStatements, wasApplied } from "../credits/ledger";
-import { normalizeSuppressionEmail, scopeBlocks, suppressionsAmongQuery, type MessageStream } from "../suppressions/suppressions";
-import { templateContentQuery } from "../templates/templates";
+import { chargedGuard, chargeStatements, wasApplied } from "../credits/ledger";
+import { normalizeSuppressionEmail, type MessageStream } from "../suppressions/suppressions";
 import { dispatchEvents } from "../webhooks/dispatch";
 import type { FieldErrors } from "../../errors";
-import { inJsonArray } from "../../db/client";
 import { isRefusal, type Refusal } from "../refusal";
 import { newId } from "../../lib/ids";
-import { logError } from "../../lib/log";
 import { displayFrom, domainOf } from "./mime";
 import { providerOfDomain, recipientDomain } from "../reports/providers";
 import { recipientRollupStatements, sendingDomain } from "../reports/rollups";
 import { applySendRules } from "./rules";
-import { enqueueMessages, type SendRequest } from "./enqueue";
-import { checkScheduledAt, scheduledDelay } from "./schedule";
+import { checkScheduledAt } from "./schedule";
 import { contentObjectKey, inlineContentLimit, type MessageContent } from "./content";
-import { releaseDailySends, reserveDailySendsAhead, type DailyReservation } from "./daily-limit";
-import {
-  isIdempotencyRace,
-  recordResponseStatement,
-  releaseKeyStatement,
-  replay,
-  replayAfterRace,
-  storedResponseStatement,
-  type Idempotency,
-  type Replayed,
-  type StoredResponse,
-} from "./idempotency";
+import { releaseDailySends, reserveDailySendsAhead } from "./daily-limit";
+import { enqueueOrUndo } from "./accept-enqueue";
+import { fromDomain, readForDecision, type Known, type StoredTemplate } from "./accept-reads";
+import { isIdempotencyRace, recordResponseStatement, replay, replayAfterRace, type Idempotency, type Replayed } from "./idempotency";
 
 export type MessageSource = "api" | "smtp";
-
-export type StoredTemplate = Pick<typeof templates.$inferSelect, "subject" | "html" | "text">;
 
 export type Composed = { subject: string; content: MessageContent };
 
@@ -135,6 +120,19 @@ type Planned = {
 
 type Accepted = { kind: "accepted"; bodies: SendAccepted[]; replayed: boolean };
 
+/** An input that passed the send rules: its recipients de-duplicated and capped, and their suppression keys. */
+type Checked = { recipients: string[]; tags: string[]; normalized: string[] };
+
+/** A field error's key: in a batch prefixed with its item's index (`3.to.0`), so the client knows which one to fix. */
+type FieldKey = (index: number, field: string) => string;
+
+/**
+ * The pipeline as its steps: check the inputs, read what the decision needs (round trip 1, accept-reads.ts), answer
+ * from the reads (a replay, an unverified domain), compose and plan each message, settle the daily limit, store large
+ * content, write everything in one transaction (round trip 2), enqueue or undo (accept-enqueue.ts), and hand the
+ * suppression events to the webhooks. A step that refuses leaves nothing behind: the daily reservation is given back
+ * and content removed from R2.
+ */
 async function acceptAll(
   ctx: Ctx,
   sender: Sender,
@@ -142,19 +140,13 @@ async function acceptAll(
   idempotency: Idempotency | undefined,
   isBatch: boolean,
 ): Promise<Accepted | AcceptRefusal> {
-  const { env, db } = ctx;
+  const { env } = ctx;
   const { account } = sender;
   const now = new Date();
-  // In a batch every field error is keyed by its item's index, so the client knows which one to fix.
-  const key = (index: number, field: string) => (isBatch ? `${index}.${field}` : field);
-  const errors: FieldErrors = {};
-  const checked = inputs.map((input, index) => {
-    const rules = applySendRules(input, input.source === "smtp" ? "rcpt_to" : "to");
-    if (!rules.ok) for (const [field, messages] of Object.entries(rules.errors)) errors[key(index, field)] = messages;
-    return rules.ok ? { recipients: rules.recipients, tags: rules.tags, normalized: rules.recipients.map(normalizeSuppressionEmail) } : undefined;
-  });
-  if (Object.keys(errors).length > 0) return { kind: "invalid", errors };
-  const items = checked.map((item) => item!);
+  const key: FieldKey = (index, field) => (isBatch ? `${index}.${field}` : field);
+
+  const items = checkInputs(inputs, key);
+  if ("kind" in items) return items;
 
   // The daily limit's Durable Object is asked meanwhile (for every recipient; settled below once suppressions are
   // known). Every way out before then gives it back.
@@ -168,130 +160,148 @@ async function acceptAll(
     }
   };
 
-  // Round trip 1: everything the decision needs, read together. Raw D1 rows, keyed by column name. A batch reads
-  // each of its from domains and templates once, and the suppressions of all its recipients in one query.
-  const domainNames = [...new Set(inputs.map((input) => domainOf(input.from.address).toLowerCase()))];
-  const templateIds = [...new Set(inputs.flatMap((input) => (input.templateId ? [input.templateId] : [])))];
-  const results = await orCancel(() =>
-    batch(db, [
-      statement(db, suppressionsAmongQuery(db, account.id, [...new Set(items.flatMap((item) => item.normalized))])),
-      ...(idempotency ? [storedResponseStatement(db, account.id, idempotency)] : []),
-      ...domainNames.map((name) => statement(db, verifiedDomainQuery(ctx.shared, account.id, name))),
-      ...templateIds.map((id) => statement(db, templateContentQuery(db, account.id, id))),
-    ]),
-  );
-  // Why each suppressed address is on the list for each stream, as its relay.suppressed event says; the widest
-  // scope's reason when several entries apply (`all` sorts first).
-  const entries = (results[0]?.results ?? []) as Pick<typeof suppressions.$inferSelect, "email" | "reason" | "scope">[];
-  const suppressedFor = (stream: MessageStream) =>
-    new Map(
-      entries
-        .filter((row) => scopeBlocks(row.scope, stream))
-        .sort((a, b) => a.scope.localeCompare(b.scope))
-        .reverse()
-        .map((row) => [row.email, row.reason]),
-    );
-  const suppressedIn = { transactional: suppressedFor("transactional"), broadcast: suppressedFor("broadcast") };
-  const previous = idempotency ? (results[1]?.results[0] as StoredResponse | undefined) : undefined;
-  const domainsAt = idempotency ? 2 : 1;
-  const domainOfName = new Map(
-    domainNames.map((name, i) => [name, results[domainsAt + i]?.results[0] as Pick<typeof domains.$inferSelect, "id" | "name"> | undefined]),
-  );
-  const templateOf = new Map(templateIds.map((id, i) => [id, results[domainsAt + domainNames.length + i]?.results[0] as StoredTemplate | undefined]));
-
-  if (previous && idempotency) {
-    await daily.cancel();
-    return replayedOutcome(replay<SendAccepted | BatchAccepted>(previous, idempotency));
-  }
-  const unverified = inputs.findIndex((input) => !domainOfName.get(domainOf(input.from.address).toLowerCase()));
-  if (unverified >= 0) {
-    await daily.cancel();
-    return { kind: "domain_not_verified", domain: domainOf(inputs[unverified]!.from.address), ...(isBatch ? { index: unverified } : {}) };
-  }
-  const composed = await orCancel(() =>
-    inputs.map((input, index) => {
-      // After the replay above: a retry of an accepted scheduled send gets its first answer even once the time passed.
-      const late = input.scheduledAt && checkScheduledAt(input.scheduledAt, now);
-      if (late) errors[key(index, "scheduled_at")] = [late];
-      const template = input.templateId ? templateOf.get(input.templateId) : undefined;
-      if (input.templateId && !template) {
-        errors[key(index, "template_id")] = [`No template ${input.templateId} in this account`];
-        return undefined;
-      }
-      const result = input.compose(template);
-      if ("errors" in result) for (const [field, messages] of Object.entries(result.errors)) errors[key(index, field)] = messages;
-      return "errors" in result ? undefined : result;
+  const known = await orCancel(() =>
+    readForDecision(ctx, account.id, {
+      fromAddresses: inputs.map((input) => input.from.address),
+      templateIds: inputs.flatMap((input) => (input.templateId ? [input.templateId] : [])),
+      recipients: items.flatMap((item) => item.normalized),
+      idempotency,
     }),
   );
-  if (Object.keys(errors).length > 0) {
+  const answered = await orCancel(() => answerFromReads(known, inputs, idempotency, isBatch));
+  if (answered) {
     await daily.cancel();
-    return { kind: "invalid", errors };
+    return answered;
+  }
+  const composed = await orCancel(() => composeAll(inputs, known, key, now));
+  if ("kind" in composed) {
+    await daily.cancel();
+    return composed;
   }
 
-  const planned: Planned[] = inputs.map((input, index) => {
-    const { subject, content } = composed[index]!;
-    const item = items[index]!;
-    const id = newId("msg");
-    const suppressed = suppressedIn[input.stream];
-    const recipients = item.recipients.map((email, i) => ({
-      email,
-      status: suppressed.has(item.normalized[i]!) ? ("suppressed" as const) : ("queued" as const),
-      reason: suppressed.get(item.normalized[i]!),
-      // Only what the domain name tells (no DNS here); delivery looks up the MX of the rest.
-      provider: providerOfDomain(recipientDomain(email)) ?? null,
-    }));
-    const deliverable = recipients.filter((recipient) => recipient.status === "queued").length;
-    const charge = sender.testMode ? 0 : deliverable;
-    const serialized = JSON.stringify(content);
-    return {
-      input,
-      id,
-      subject,
-      serialized,
-      inline: serialized.length <= inlineContentLimit,
-      tags: item.tags,
-      recipients,
-      charge,
-      domainId: domainOfName.get(domainOf(input.from.address).toLowerCase())!.id,
-      accepted: {
-        id,
-        recipients: recipients.map(({ email, status }) => ({ email, status })),
-        credits_charged: charge,
-        status: deliverable === 0 ? "suppressed" : input.scheduledAt ? "scheduled" : "queued",
-        ...(input.scheduledAt && deliverable > 0 ? { scheduled_at: input.scheduledAt.toISOString() } : {}),
-        test_mode: sender.testMode,
-      },
-    };
-  });
+  const planned = inputs.map((input, index) => planMessage(sender, input, items[index]!, composed[index]!, known));
   const total = planned.reduce((sum, plan) => sum + plan.charge, 0);
-  const bodies = planned.map((plan) => plan.accepted);
 
   // The daily limit is settled before the content is written: a refusal here must find nothing in R2 to clean up.
   const day = await daily.settle(total);
   if (isRefusal(day)) return day;
   const stored = planned.filter((plan) => !plan.inline);
-  // A refused or failed acceptance must not leave its content behind in R2.
-  const discardContent = () => Promise.all(stored.map((plan) => env.BLOBS.delete(contentObjectKey(plan.id))));
-  try {
-    await Promise.all(
-      stored.map((plan) => env.BLOBS.put(contentObjectKey(plan.id), plan.serialized, { httpMetadata: { contentType: "application/json" } })),
-    );
-  } catch (error) {
+  // From here a refused or failed acceptance gives its share of the daily limit back and leaves no content in R2.
+  const giveBack = async () => {
     if (day) await releaseDailySends(env, account, day);
-    await discardContent();
-    throw error;
-  }
+    await Promise.all(stored.map((plan) => env.BLOBS.delete(contentObjectKey(plan.id))));
+  };
+  await storeContent(env, stored, giveBack);
 
-  // Round trip 2: the charges and everything they pay for, in one transaction. The first charged message's charge
-  // needs the whole batch's total available and every other charge needs that one, so a short balance charges
-  // nothing; every row is guarded by that first charge, so then nothing at all is written.
-  const anchor = planned.find((plan) => plan.charge > 0);
-  const paid = anchor ? chargedGuard("send", anchor.id) : undefined;
-  const events: EventInput[] = planned.flatMap((plan) =>
+  const events = suppressionEvents(account.id, planned);
+  const unwritten = await writeAcceptance(ctx, sender, { planned, total, events, idempotency, isBatch }, giveBack);
+  if (unwritten) return unwritten;
+
+  const queued = await enqueueOrUndo(ctx, account, planned, day, idempotency, now);
+  if (!queued) return { kind: "queue_unavailable" };
+  if (events.length > 0) {
+    // After the answer: a webhook endpoint's speed must not hold up the send.
+    ctx.waitUntil(
+      dispatchEvents(
+        ctx,
+        account.id,
+        events.map((event) => event.dedupeKey),
+      ),
+    );
+  }
+  return { kind: "accepted", bodies: planned.map((plan) => plan.accepted), replayed: false };
+}
+
+/** Before any I/O: the send rules (recipients, tags) for every input; any error refuses them all. */
+function checkInputs(inputs: AcceptInput[], key: FieldKey): Checked[] | { kind: "invalid"; errors: FieldErrors } {
+  const errors: FieldErrors = {};
+  const checked = inputs.map((input, index) => {
+    const rules = applySendRules(input, input.source === "smtp" ? "rcpt_to" : "to");
+    if (!rules.ok) for (const [field, messages] of Object.entries(rules.errors)) errors[key(index, field)] = messages;
+    return rules.ok ? { recipients: rules.recipients, tags: rules.tags, normalized: rules.recipients.map(normalizeSuppressionEmail) } : undefined;
+  });
+  if (Object.keys(errors).length > 0) return { kind: "invalid", errors };
+  return checked.map((item) => item!);
+}
+
+/**
+ * The answers the reads give at once: the stored answer of a reused Idempotency-Key (before anything else,
+ * so a retry gets its first answer), else a from domain that is not a verified domain of the account.
+ */
+function answerFromReads(
+  known: Known,
+  inputs: AcceptInput[],
+  idempotency: Idempotency | undefined,
+  isBatch: boolean,
+): Accepted | AcceptRefusal | undefined {
+  if (known.previous && idempotency) return replayedOutcome(replay<SendAccepted | BatchAccepted>(known.previous, idempotency));
+  const unverified = inputs.findIndex((input) => !known.domainOfName.get(fromDomain(input.from.address)));
+  if (unverified < 0) return undefined;
+  return { kind: "domain_not_verified", domain: domainOf(inputs[unverified]!.from.address), ...(isBatch ? { index: unverified } : {}) };
+}
+
+/** Each message's subject and content, built from its template when it names one, or every field error. */
+function composeAll(inputs: AcceptInput[], known: Known, key: FieldKey, now: Date): Composed[] | { kind: "invalid"; errors: FieldErrors } {
+  const errors: FieldErrors = {};
+  const composed = inputs.map((input, index) => {
+    // After the replay: a retry of an accepted scheduled send gets its first answer even once the time passed.
+    const late = input.scheduledAt && checkScheduledAt(input.scheduledAt, now);
+    if (late) errors[key(index, "scheduled_at")] = [late];
+    const template = input.templateId ? known.templateOf.get(input.templateId) : undefined;
+    if (input.templateId && !template) {
+      errors[key(index, "template_id")] = [`No template ${input.templateId} in this account`];
+      return undefined;
+    }
+    const result = input.compose(template);
+    if ("errors" in result) for (const [field, messages] of Object.entries(result.errors)) errors[key(index, field)] = messages;
+    return "errors" in result ? undefined : result;
+  });
+  if (Object.keys(errors).length > 0) return { kind: "invalid", errors };
+  return composed.map((message) => message!);
+}
+
+/** One message as it will be stored and answered: its id, which recipients are suppressed, what it costs. */
+function planMessage(sender: Sender, input: AcceptInput, item: Checked, { subject, content }: Composed, known: Known): Planned {
+  const id = newId("msg");
+  const suppressed = known.suppressedIn[input.stream];
+  const recipients = item.recipients.map((email, i) => ({
+    email,
+    status: suppressed.has(item.normalized[i]!) ? ("suppressed" as const) : ("queued" as const),
+    reason: suppressed.get(item.normalized[i]!),
+    // Only what the domain name tells (no DNS here); delivery looks up the MX of the rest.
+    provider: providerOfDomain(recipientDomain(email)) ?? null,
+  }));
+  const deliverable = recipients.filter((recipient) => recipient.status === "queued").length;
+  const charge = sender.testMode ? 0 : deliverable;
+  const serialized = JSON.stringify(content);
+  return {
+    input,
+    id,
+    subject,
+    serialized,
+    inline: serialized.length <= inlineContentLimit,
+    tags: item.tags,
+    recipients,
+    charge,
+    domainId: known.domainOfName.get(fromDomain(input.from.address))!.id,
+    accepted: {
+      id,
+      recipients: recipients.map(({ email, status }) => ({ email, status })),
+      credits_charged: charge,
+      status: deliverable === 0 ? "suppressed" : input.scheduledAt ? "scheduled" : "queued",
+      ...(input.scheduledAt && deliverable > 0 ? { scheduled_at: input.scheduledAt.toISOString() } : {}),
+      test_mode: sender.testMode,
+    },
+  };
+}
+
+/** A `relay.suppressed` event per suppressed recipient, written with the message (only if it is stored). */
+function suppressionEvents(accountId: string, planned: Planned[]): EventInput[] {
+  return planned.flatMap((plan) =>
     plan.recipients
       .filter((recipient) => recipient.status === "suppressed")
       .map((recipient) => ({
-        accountId: account.id,
+        accountId,
         type: "relay.suppressed" as const,
         subjectId: plan.id,
         dedupeKey: `relay.suppressed:${plan.id}:${recipient.email}`,
@@ -308,17 +318,84 @@ async function acceptAll(
         },
       })),
   );
-  const writes = [
+}
+
+/** Content too large for the message row goes to R2 first: the row written next names its object. */
+async function storeContent(env: Env, stored: Planned[], giveBack: () => Promise<void>): Promise<void> {
+  try {
+    await Promise.all(
+      stored.map((plan) => env.BLOBS.put(contentObjectKey(plan.id), plan.serialized, { httpMetadata: { contentType: "application/json" } })),
+    );
+  } catch (error) {
+    await giveBack();
+    throw error;
+  }
+}
+
+type Acceptance = {
+  planned: Planned[];
+  /** What the messages cost together. */
+  total: number;
+  events: EventInput[];
+  idempotency: Idempotency | undefined;
+  isBatch: boolean;
+};
+
+/**
+ * Round trip 2: the charges and everything they pay for, as one transaction. Undefined when all was written; else
+ * the refusal (a balance short of `total`), or the answer of the request that won a race for the Idempotency-Key.
+ */
+async function writeAcceptance(
+  ctx: Ctx,
+  sender: Sender,
+  acceptance: Acceptance,
+  giveBack: () => Promise<void>,
+): Promise<Accepted | AcceptRefusal | undefined> {
+  const { db } = ctx;
+  const { account } = sender;
+  const { statements, anchor } = acceptanceWrites(db, sender, acceptance);
+  let written: D1Result[];
+  try {
+    written = await batch(db, statements);
+  } catch (error) {
+    await giveBack();
+    if (acceptance.idempotency && isIdempotencyRace(error)) {
+      return replayedOutcome(await replayAfterRace<SendAccepted | BatchAccepted>(db, account.id, acceptance.idempotency));
+    }
+    throw error;
+  }
+  if (!anchor || wasApplied(written[0]!)) return undefined;
+  await giveBack();
+  // The caller's account row may come from the key cache (seconds old): the figure shown is read now.
+  const current = (await findAccount(ctx.shared, account.id)) ?? account;
+  return { kind: "insufficient_credits", needed: acceptance.total, available: Math.max(0, current.sendBalance - current.sendReserved) };
+}
+
+/**
+ * Round trip 2's statements. The first charged message's charge (`anchor`) needs the whole batch's total available
+ * and every other charge needs that one, so a short balance charges nothing; every row is guarded by that first
+ * charge, so then nothing at all is written.
+ */
+function acceptanceWrites(
+  db: AccountDb,
+  sender: Sender,
+  { planned, total, events, idempotency, isBatch }: Acceptance,
+): { statements: D1PreparedStatement[]; anchor: Planned | undefined } {
+  const accountId = sender.account.id;
+  const anchor = planned.find((plan) => plan.charge > 0);
+  const paid = anchor ? chargedGuard("send", anchor.id) : undefined;
+  const bodies = planned.map((plan) => plan.accepted);
+  const statements = [
     ...planned.flatMap((plan) =>
-      plan.charge > 0 ? messageCharge(db, account.id, plan, plan === anchor ? { available: total } : { when: paid }) : [],
+      plan.charge > 0 ? messageCharge(db, accountId, plan, plan === anchor ? { available: total } : { when: paid }) : [],
     ),
-    ...planned.flatMap((plan) => messageWrites(db, account.id, sender.testMode, plan, paid)),
+    ...planned.flatMap((plan) => messageWrites(db, accountId, sender.testMode, plan, paid)),
     ...events.map((event) => eventStatement(db, event, sql`EXISTS (SELECT 1 FROM messages WHERE id = ${event.subjectId})`)),
     ...(idempotency
       ? [
           recordResponseStatement(
             db,
-            account.id,
+            accountId,
             idempotency,
             { status: 202, body: isBatch ? ({ data: bodies } satisfies BatchAccepted) : bodies[0] },
             { table: messages, id: planned[0]!.id },
@@ -326,38 +403,7 @@ async function acceptAll(
         ]
       : []),
   ];
-
-  let written: D1Result[];
-  try {
-    written = await batch(db, writes);
-  } catch (error) {
-    if (day) await releaseDailySends(env, account, day);
-    await discardContent();
-    if (idempotency && isIdempotencyRace(error)) {
-      return replayedOutcome(await replayAfterRace<SendAccepted | BatchAccepted>(db, account.id, idempotency));
-    }
-    throw error;
-  }
-  if (anchor && !wasApplied(written[0]!)) {
-    if (day) await releaseDailySends(env, account, day);
-    await discardContent();
-    // The caller's account row may come from the key cache (seconds old): the figure shown is read now.
-    const current = (await findAccount(ctx.shared, account.id)) ?? account;
-    return { kind: "insufficient_credits", needed: total, available: Math.max(0, current.sendBalance - current.sendReserved) };
-  }
-
-  const queued = await enqueueOrUndo(ctx, account, planned, day, idempotency, now);
-  if (!queued) return { kind: "queue_unavailable" };
-  if (events.length > 0) {
-    ctx.waitUntil(
-      dispatchEvents(
-        ctx,
-        account.id,
-        events.map((event) => event.dedupeKey),
-      ),
-    );
-  }
-  return { kind: "accepted", bodies, replayed: false };
+  return { statements, anchor };
 }
 
 /** A stored answer as acceptAll's outcome: a single send stored its bare body, a batch `{ data }`. */
@@ -413,79 +459,4 @@ function messageWrites(db: AccountDb, accountId: string, testMode: boolean, plan
         ]
       : []),
   ];
-}
-
-/**
- * The messages are stored and charged; one that cannot be queued must not stay `queued` with nobody to send it.
- * What is due now, or within the queue's delay limit (a delayed queue message), goes in one sendBatch; a later
- * scheduled send is the cron's (schedule.ts). One retry, then the acceptance is undone (failed, refunded per
- * recipient, idempotency key freed) and the client gets a 429 with Retry-After. The undo only applies while a
- * message is still waiting, so a send that did reach the queue after all is never refunded. Returns false if undone.
- */
-async function enqueueOrUndo(
-  ctx: Ctx,
-  account: Account,
-  planned: Planned[],
-  day: DailyReservation | undefined,
-  idempotency: Idempotency | undefined,
-  now: Date,
-): Promise<boolean> {
-  const { env, db } = ctx;
-  const requests: SendRequest[] = planned.flatMap((plan) => {
-    if (plan.accepted.status === "suppressed") return [];
-    if (!plan.input.scheduledAt) return [{ id: plan.id }];
-    const delaySeconds = scheduledDelay(plan.input.scheduledAt, now);
-    return delaySeconds === undefined ? [] : [{ id: plan.id, delaySeconds }];
-  });
-  if (requests.length === 0) return true;
-  for (let attempt = 1; ; attempt++) {
-    const { refused, error } = await enqueueMessages(env, requests);
-    if (refused.length === 0) return true;
-    if (attempt === 2) {
-      logError("send queue unavailable; undoing the acceptance", { message_ids: refused, error: String(error) });
-      break;
-    }
-  }
-  const ids = planned.filter((plan) => plan.accepted.status !== "suppressed").map((plan) => plan.id);
-  try {
-    const claimed = await db
-      .update(messages)
-      .set({ status: "failed", smtpResponse: "not queued: queue unavailable" })
-      .where(and(inJsonArray(messages.id, ids), inArray(messages.status, ["queued", "scheduled"])))
-      .returning({ id: messages.id });
-    const undone = new Set(claimed.map((row) => row.id));
-    if (undone.size > 0) {
-      await batch(db, [
-        statement(
-          db,
-          db
-            .update(messageRecipients)
-            .set({ status: "failed" })
-            .where(and(inJsonArray(messageRecipients.messageId, [...undone]), eq(messageRecipients.status, "queued"))),
-        ),
-        // The consumer's refund reference per recipient, so the ledger's unique index never lets both apply.
-        ...planned
-          .filter((plan) => undone.has(plan.id) && plan.charge > 0)
-          .flatMap((plan) =>
-            plan.recipients
-              .filter((recipient) => recipient.status === "queued")
-              .flatMap((recipient) =>
-                refundStatements(db, {
-                  accountId: account.id,
-                  balance: "send",
-                  amount: 1,
-                  referenceId: `${plan.id}:${recipient.email}`,
-                  note: "queue unavailable",
-                }),
-              ),
-          ),
-        ...(idempotency ? [releaseKeyStatement(db, account.id, idempotency)] : []),
-      ]);
-      if (day) await releaseDailySends(env, account, day);
-    }
-  } catch (error) {
-    // Stored, charged and not queued: visible in the log with its ids so an operator can requeue or refund them.
-    logError("undoing unqueued messages failed; they stay queued", { message_ids: ids, error: String(error) });
-  }
-  return false;
 }

@@ -6,6 +6,7 @@ import { and, asc, eq, getTableColumns, gte, inArray, lte, sql } from "drizzle-o
 import { inJsonArray, type AccountDb, type Ctx } from "../../db/client";
 import { events, messageRecipients, messages, type messageStreams, messageTags } from "../../db/schema";
 import { dateFilterBound, keysetPage } from "../../lib/pagination";
+import { owned } from "../owned";
 import PostalMime from "postal-mime";
 
 export type MessageRow = typeof messages.$inferSelect & { creditsRefunded: number };
@@ -100,7 +101,7 @@ export async function findMessage(db: AccountDb, accountId: string, messageId: s
     db
       .select(messageColumns)
       .from(messages)
-      .where(and(eq(messages.id, messageId), eq(messages.accountId, accountId))),
+      .where(owned(messages, accountId, messageId)),
     db
       .select({
         email: messageRecipients.email,
@@ -164,7 +165,7 @@ export async function findSentSource(ctx: Ctx, accountId: string, messageId: str
   const [row] = await db
     .select({ rawKey: messages.rawKey, status: messages.status, testMode: messages.testMode })
     .from(messages)
-    .where(and(eq(messages.id, messageId), eq(messages.accountId, accountId)));
+    .where(owned(messages, accountId, messageId));
   if (!row) return { ok: false, reason: "not_found" };
   const raw = row.rawKey === null ? null : await env.BLOBS.get(row.rawKey);
   // A key without its object: the store failed after the row was written, which reads as never built.

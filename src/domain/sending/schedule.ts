@@ -12,6 +12,7 @@ import { logWarning } from "../../lib/log";
 import { refuseTestKeyOnLive, type ApiKeyMode, type LiveKeyRequired } from "../accounts/api-keys";
 import { refundStatements } from "../credits/ledger";
 import { eventStatement } from "../events/events";
+import { owned } from "../owned";
 import { dispatchEvents } from "../webhooks/dispatch";
 import { enqueueMessages } from "./enqueue";
 import { displayFrom } from "./mime";
@@ -100,7 +101,7 @@ async function refusal(
   const row = await db
     .select({ status: messages.status, campaignId: messages.campaignId, testMode: messages.testMode })
     .from(messages)
-    .where(and(eq(messages.id, messageId), eq(messages.accountId, accountId)))
+    .where(owned(messages, accountId, messageId))
     .get();
   return refusalOf(row, action, callerMode);
 }
@@ -166,7 +167,7 @@ export async function cancelMessage(ctx: Ctx, caller: { accountId: string; mode:
         scheduledAt: messages.scheduledAt,
       })
       .from(messages)
-      .where(and(eq(messages.id, messageId), eq(messages.accountId, accountId))),
+      .where(owned(messages, accountId, messageId)),
     db
       .select({ email: messageRecipients.email })
       .from(messageRecipients)

@@ -9,6 +9,7 @@ import { newId, nowIso, randomBase62 } from "../../lib/ids";
 import { TtlCache } from "../../lib/ttl-cache";
 import type { AuthContext } from "../../types";
 import { grantedMode, refuseTestKeyOnLive, type ApiKeyMode, type LiveKeyRequired } from "../accounts/api-keys";
+import { owned, updateOwned } from "../owned";
 
 export type SmtpCredentialRow = typeof smtpCredentials.$inferSelect;
 
@@ -32,8 +33,7 @@ export function serializeSmtpCredential(row: SmtpCredentialRow) {
   return { id: row.id, name: row.name, username: row.username, mode: row.mode, created_at: row.createdAt, last_used_at: row.lastUsedAt };
 }
 
-const activeCredential = (accountId: string, credentialId: string) =>
-  and(eq(smtpCredentials.id, credentialId), eq(smtpCredentials.accountId, accountId), isNull(smtpCredentials.revokedAt));
+const notRevoked = isNull(smtpCredentials.revokedAt);
 
 /** The account's active credentials, newest first. */
 export async function listSmtpCredentials(db: SharedDb, accountId: string): Promise<SmtpCredentialRow[]> {
@@ -75,14 +75,17 @@ export async function revokeSmtpCredential(
   caller: AuthContext,
   credentialId: string,
 ): Promise<{ kind: "revoked"; row: SmtpCredentialRow & { revokedAt: string } } | { kind: "not_found" } | LiveKeyRequired> {
-  const where = activeCredential(caller.account.id, credentialId);
   if (caller.apiKey.mode === "test") {
-    const target = await db.select({ mode: smtpCredentials.mode }).from(smtpCredentials).where(where).get();
+    const target = await db
+      .select({ mode: smtpCredentials.mode })
+      .from(smtpCredentials)
+      .where(owned(smtpCredentials, caller.account.id, credentialId, notRevoked))
+      .get();
     const refusal = target && refuseTestKeyOnLive(caller.apiKey, target.mode, "revoke a live SMTP credential");
     if (refusal) return refusal;
   }
   const revokedAt = nowIso();
-  const row = await db.update(smtpCredentials).set({ revokedAt }).where(where).returning().get();
+  const row = await updateOwned(db, smtpCredentials, caller.account.id, credentialId, { revokedAt }, notRevoked);
   forgetCachedCredentials(caller.account.id, credentialId);
   return row ? { kind: "revoked", row: { ...row, revokedAt: row.revokedAt ?? revokedAt } } : { kind: "not_found" };
 }

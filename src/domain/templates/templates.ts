@@ -6,14 +6,13 @@ import { and, desc, eq, or, sql } from "drizzle-orm";
 import { templates } from "../../db/schema";
 import { newId, nowIso } from "../../lib/ids";
 import { accountPage } from "../../lib/pagination";
+import { deleteOwned, findOwned, owned, updateOwned } from "../owned";
 import { placeholderNames } from "../sending/render";
 
 export type TemplateRow = typeof templates.$inferSelect;
 type TemplateContent = Pick<TemplateRow, "subject" | "html" | "text">;
 
 const variablesOf = (content: TemplateContent) => [...new Set([content.subject, content.html ?? "", content.text ?? ""].flatMap(placeholderNames))];
-
-const ownTemplate = (accountId: string, templateId: string) => and(eq(templates.id, templateId), eq(templates.accountId, accountId));
 
 /** A page of the account's templates, newest first (`limit + 1` rows, for `pageOf`). */
 export function listTemplates(db: AccountDb, accountId: string, page: { cursor?: string; limit: number }): Promise<TemplateRow[]> {
@@ -25,11 +24,11 @@ export function templateContentQuery(db: AccountDb, accountId: string, templateI
   return db
     .select({ subject: templates.subject, html: templates.html, text: templates.text })
     .from(templates)
-    .where(ownTemplate(accountId, templateId));
+    .where(owned(templates, accountId, templateId));
 }
 
 export async function findTemplate(db: AccountDb, accountId: string, templateId: string): Promise<TemplateRow | undefined> {
-  return db.select().from(templates).where(ownTemplate(accountId, templateId)).get();
+  return findOwned(db, templates, accountId, templateId);
 }
 
 export async function createTemplate(db: AccountDb, accountId: string, input: { name: string } & TemplateContent): Promise<TemplateRow> {
@@ -59,19 +58,13 @@ export async function updateTemplate(
     text: change.text === undefined ? current.text : change.text,
   };
   if (!next.html && !next.text) return { kind: "no_content" };
-  const template = await db
-    .update(templates)
-    .set({ ...next, variables: variablesOf(next), updatedAt: nowIso() })
-    .where(ownTemplate(accountId, templateId))
-    .returning()
-    .get();
+  const template = await updateOwned(db, templates, accountId, templateId, { ...next, variables: variablesOf(next), updatedAt: nowIso() });
   return template ? { kind: "updated", template } : { kind: "not_found" };
 }
 
 /** Deletes a template; false if the account has no such template. */
 export async function deleteTemplate(db: AccountDb, accountId: string, templateId: string): Promise<boolean> {
-  const row = await db.delete(templates).where(ownTemplate(accountId, templateId)).returning({ id: templates.id }).get();
-  return row !== undefined;
+  return deleteOwned(db, templates, accountId, templateId);
 }
 
 /**

@@ -8,6 +8,7 @@ import { inJsonArray, statement, type AccountDb, batch } from "../../db/client";
 import { contacts, contactTopics, topics } from "../../db/schema";
 import { newId, nowIso } from "../../lib/ids";
 import { accountPage } from "../../lib/pagination";
+import { findOwned, owned, updateOwned } from "../owned";
 import { refused, type Refusal } from "../refusal";
 
 export type TopicRow = typeof topics.$inferSelect;
@@ -25,8 +26,6 @@ export function serializeTopic(row: TopicRow) {
     updated_at: row.updatedAt,
   };
 }
-
-const ownedTopic = (accountId: string, id: string) => and(eq(topics.id, id), eq(topics.accountId, accountId));
 
 const duplicateName = (name: string) =>
   refused("validation_failed", "A topic of that name exists", { errors: { name: [`The account already has a topic named ${name}`] } });
@@ -68,7 +67,7 @@ export async function allTopics(db: AccountDb, accountId: string): Promise<Topic
 }
 
 export async function findTopic(db: AccountDb, accountId: string, id: string): Promise<TopicRow | undefined> {
-  return db.select().from(topics).where(ownedTopic(accountId, id)).get();
+  return findOwned(db, topics, accountId, id);
 }
 
 export async function updateTopic(
@@ -85,12 +84,12 @@ export async function updateTopic(
       .get();
     if (named && named.id !== id) return duplicateName(change.name);
   }
-  const topic = await db
-    .update(topics)
-    .set({ name: change.name, description: change.description, defaultSubscribed: change.defaultSubscribed, updatedAt: nowIso() })
-    .where(ownedTopic(accountId, id))
-    .returning()
-    .get();
+  const topic = await updateOwned(db, topics, accountId, id, {
+    name: change.name,
+    description: change.description,
+    defaultSubscribed: change.defaultSubscribed,
+    updatedAt: nowIso(),
+  });
   return topic ? { kind: "updated", topic } : { kind: "not_found" };
 }
 
@@ -101,7 +100,10 @@ export async function updateTopic(
 export async function deleteTopic(db: AccountDb, accountId: string, id: string): Promise<boolean> {
   const [, deleted] = await db.batch([
     db.delete(contactTopics).where(and(eq(contactTopics.topicId, id), eq(contactTopics.accountId, accountId))),
-    db.delete(topics).where(ownedTopic(accountId, id)).returning({ id: topics.id }),
+    db
+      .delete(topics)
+      .where(owned(topics, accountId, id))
+      .returning({ id: topics.id }),
   ]);
   return deleted.length > 0;
 }

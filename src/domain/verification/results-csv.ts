@@ -1,6 +1,6 @@
 import type { AccountDb } from "../../db/client";
 import Papa from "papaparse";
-import { listJobResults, type ResultRow } from "./jobs";
+import { listJobResults, type ResultRow } from "./job-rows";
 
 export type CsvCell = string | number | boolean | null;
 

@@ -10,6 +10,7 @@ import { newId, nowIso } from "../../lib/ids";
 import { accountPage, keysetPage } from "../../lib/pagination";
 import { createResolver } from "../dns/doh";
 import type { EventType } from "../events/events";
+import { findOwned, owned, updateOwned } from "../owned";
 import { refused, type Refusal } from "../refusal";
 import { generateWebhookSecret } from "./signing";
 import { allowPrivateWebhookUrls, checkWebhookUrl } from "./url-policy";
@@ -86,15 +87,13 @@ async function acceptableUrl(ctx: Ctx, url: string): Promise<{ kind: "ok"; url: 
   return refused("validation_failed", "The webhook URL is not accepted", { errors: { url: [check.reason] } });
 }
 
-const ownEndpoint = (accountId: string, endpointId: string) => and(eq(webhookEndpoints.id, endpointId), eq(webhookEndpoints.accountId, accountId));
-
 /** A page of the account's endpoints, newest first (`limit + 1` rows, for `pageOf`). */
 export function listEndpoints(db: AccountDb, accountId: string, page: { cursor?: string; limit: number }): Promise<WebhookEndpointRow[]> {
   return accountPage(db, webhookEndpoints, accountId, page);
 }
 
 export async function findEndpoint(db: AccountDb, accountId: string, endpointId: string): Promise<WebhookEndpointRow | undefined> {
-  return db.select().from(webhookEndpoints).where(ownEndpoint(accountId, endpointId)).get();
+  return findOwned(db, webhookEndpoints, accountId, endpointId);
 }
 
 /** Endpoints by id, whatever their account (the delivery consumer checks the account against the event's). */
@@ -219,7 +218,7 @@ export async function updateEndpoint(
     changes.previousSecret = current.secret;
     changes.previousSecretExpiresAt = new Date(Date.parse(now) + ROTATION_GRACE_MS).toISOString();
   }
-  const endpoint = await db.update(webhookEndpoints).set(changes).where(ownEndpoint(accountId, endpointId)).returning().get();
+  const endpoint = await updateOwned(db, webhookEndpoints, accountId, endpointId, changes);
   if (!endpoint) return { kind: "not_found" };
   return secret ? { kind: "updated", endpoint, secret } : { kind: "updated", endpoint };
 }
@@ -235,7 +234,10 @@ export async function deleteEndpoint(db: AccountDb, accountId: string, endpointI
           sql`EXISTS (SELECT 1 FROM ${webhookEndpoints} WHERE ${webhookEndpoints.id} = ${endpointId} AND ${webhookEndpoints.accountId} = ${accountId})`,
         ),
       ),
-    db.delete(webhookEndpoints).where(ownEndpoint(accountId, endpointId)).returning({ id: webhookEndpoints.id }),
+    db
+      .delete(webhookEndpoints)
+      .where(owned(webhookEndpoints, accountId, endpointId))
+      .returning({ id: webhookEndpoints.id }),
   ]);
   return deleted.length > 0;
 }
@@ -250,7 +252,10 @@ export async function listDeliveries(
 ): Promise<WebhookDeliveryRow[] | undefined> {
   const keyset = keysetPage({ createdAt: webhookDeliveries.createdAt, id: webhookDeliveries.id }, page.cursor);
   const [endpoint, rows] = await db.batch([
-    db.select({ id: webhookEndpoints.id }).from(webhookEndpoints).where(ownEndpoint(accountId, endpointId)),
+    db
+      .select({ id: webhookEndpoints.id })
+      .from(webhookEndpoints)
+      .where(owned(webhookEndpoints, accountId, endpointId)),
     db
       .select()
       .from(webhookDeliveries)

@@ -6,7 +6,7 @@ import { Hono } from "hono";
 import { config } from "../../../config";
 import { contactStatuses, deleteContact, findContact, listContacts, type ContactFilters } from "../../../domain/contacts/contacts";
 import { contactAddress } from "../../../domain/contacts/email";
-import { createContactImport, findContactImport } from "../../../domain/contacts/import";
+import { createContactImport, findContactImport } from "../../../domain/contacts/import-accept";
 import { contactChangeInput, contactImportForm, listChangeInput, listInput } from "../../../domain/contacts/input";
 import { addMembersById, createList, listExists, listLists, removeMember, updateList } from "../../../domain/contacts/lists";
 import { listMessages, recipientsOfMessages } from "../../../domain/sending/messages";
