@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { call, json } from "../helpers";
-import { sinkMessagesTo } from "../send/helpers";
+import { call, json } from "../support/helpers";
+import { sinkMessagesTo } from "../support/sending";
 import {
   alarmOf,
   audienceOf,
@@ -13,7 +13,7 @@ import {
   runCron,
   waitForStatus,
   type Campaign,
-} from "./helpers";
+} from "../support/campaigns";
 
 // The cron's stalled-campaign sweep looks at 100 campaigns per run. Its own file: the sweep sees every stale campaign
 // of the database, and this test needs to know exactly which ones there are.

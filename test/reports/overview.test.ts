@@ -8,8 +8,8 @@ import { abandonMessages } from "../../src/domain/sending/deliver";
 import { recordOutcome, recordSkipped } from "../../src/domain/sending/outcome";
 import { SmtpTransport } from "../../src/domain/transport/smtp";
 import { consumeSendBatch } from "../../src/queues/send";
-import { call, createAccount, createKey, json } from "../helpers";
-import { eventually, messageOf, publish, sinkRule, storedMessage, verifiedDomain } from "../send/helpers";
+import { call, createAccount, createKey, json } from "../support/helpers";
+import { eventually, messageOf, publish, sinkRule, storedMessage, verifiedDomain } from "../support/sending";
 
 // GET /reports/overview over what the real pipeline did: POST /send, the send queue, the dev mail sink (and its
 // fault twin) answering 250, 4xx and 5xx, suppressions, test keys. Every count is per recipient.
