@@ -65,7 +65,7 @@ function immediateQueueConsumers() {
  * remembering to list it.
  */
 const globalStatePattern =
-  /runCron|\.scheduled\(|sweep[A-Z]\w*\(|requeue\w*\(|purgeExpiredData|vi\.(useFakeTimers|spyOn|mock|stubGlobal)|authenticateApiKey/;
+  /runCron|\.scheduled\(|sweep[A-Z]\w*\(|requeue\w*\(|resumeStalled\w*\(|purgeExpiredData|vi\.(useFakeTimers|spyOn|mock|stubGlobal)|authenticateApiKey/;
 // Read once per config load, so the sequencer and the setup file's check (given it through `provide`) agree.
 const globalStateFiles = readdirSync("test", { recursive: true, encoding: "utf8" })
   .map((file) => `test/${file.replaceAll("\\", "/")}`)

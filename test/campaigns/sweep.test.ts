@@ -1,5 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { resumeStalledCampaigns } from "../../src/domain/campaigns/recovery";
 import { call, json } from "../support/helpers";
 import { sinkMessagesTo } from "../support/sending";
 import {
@@ -10,7 +11,6 @@ import {
   killFanOut,
   minutesAgo,
   progressObject,
-  runCron,
   waitForStatus,
   type Campaign,
 } from "../support/campaigns";
@@ -45,8 +45,11 @@ describe("cron: a dead fan-out among many throttled ones", () => {
     await killFanOut(dead.id);
     await backdate(dead.id, 20, minutesAgo(20));
 
-    await runCron();
-    await runCron();
+    // The sweep alone, twice, rather than the whole cron: the cron's other tasks work through what the runtime's other
+    // files left (up to 50 of their domains re-checked over DNS per run, one after another), seconds a run on a busy
+    // machine, which took this test past its limit. test/campaigns/cron.test.ts runs the sweep through the cron.
+    await resumeStalledCampaigns(env);
+    await resumeStalledCampaigns(env);
     const done = await waitForStatus(key, dead.id, "sent");
     expect(done.counters).toMatchObject({ recipients: 1, sent: 1 });
     expect(await sinkMessagesTo(addresses[0]!)).toHaveLength(1);
