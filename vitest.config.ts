@@ -78,7 +78,7 @@ function wranglerAliases() {
  * remembering to list it.
  */
 const globalStatePattern =
-  /runCron|\.scheduled\(|sweep[A-Z]\w*\(|requeue\w*\(|purgeExpiredData|vi\.(useFakeTimers|spyOn|mock|stubGlobal)|authenticateApiKey/;
+  /runCron|\.scheduled\(|sweep[A-Z]\w*\(|requeue\w*\(|resumeStalled\w*\(|purgeExpiredData|vi\.(useFakeTimers|spyOn|mock|stubGlobal)|authenticateApiKey/;
 // Read once per config load, so the sequencer and the setup file's check (given it through `provide`) agree.
 const globalStateFiles = readdirSync("test", { recursive: true, encoding: "utf8" })
   .map((file) => `test/${file.replaceAll("\\", "/")}`)
@@ -89,13 +89,13 @@ const globalStateFiles = readdirSync("test", { recursive: true, encoding: "utf8"
  * Files that take longest (real queue delays and timers, the fuzzer's hundreds of requests), started before the rest of
  * their kind so the suite does not end on one of them while the other runtimes sit idle. Without durations from an
  * earlier run (a clean clone) Vitest starts the largest files first, which left the small fuzzer file for last: 20 s at
- * the end of `npm test` with one runtime busy. Not test/send/faults.test.ts, though long: its SMTP client waits 2 s at
- * most for the fault sink, which lives in this process, and while the runtimes start this process can be busier than
- * that (a 550 at RCPT came back as a time-out, "deferred", when it ran first).
+ * the end of `npm test` with one runtime busy. test/sending/faults.test.ts among them: its SMTP client waits for the
+ * fault sink (which lives in this process, busiest while the runtimes start) as long as a deployment's would.
  */
 const longFiles = [
-  "test/send/schedule.test.ts",
+  "test/sending/schedule.test.ts",
   "test/campaigns/settlement.test.ts",
+  "test/sending/faults.test.ts",
   "test/inbound/receive.test.ts",
   "test/retention/purge.test.ts",
   "test/automations/automations.test.ts",
@@ -158,10 +158,10 @@ export default defineConfig(async () => {
             SES_SNS_TOPIC_ARNS: "arn:aws:sns:us-east-1:123456789012:ses-feedback",
             SNS_TRUSTED_CERT_ORIGIN: inject("webhookReceiverUrl"),
             // Retries go back on the real queue at once, so retry paths cost no waiting; the back-off arithmetic
-            // is asserted with an explicit base (test/send/delivery.test.ts).
+            // is asserted with an explicit base (test/sending/delivery.test.ts).
             SEND_RETRY_BASE_SECONDS: "0",
             // No monthly grant: the suite's accounts start with exact balances that a cron run must not change. The
-            // grant runs with a deployment's setting in test/platform/monthly-credits.test.ts.
+            // grant runs with a deployment's setting in test/credits/monthly-credits.test.ts.
             MONTHLY_VERIFY_CREDITS: "{}",
             SEND_MAX_ATTEMPTS: "3",
             TEST_SINK_HTTP_URL: inject("sinkHttpUrl"),

@@ -32,7 +32,7 @@ const tsx = "node_modules/.bin/tsx";
 await run({ title: "render + MIME + DKIM CPU per message (Node, key imported once)", command: [tsx, "scripts/bench/render-mime-dkim.ts", "2000"] });
 await run({
   title: "D1, Durable Object and queue cost of an accepted send (measured in workerd)",
-  command: ["node_modules/.bin/vitest", "run", "--config", "vitest.config.ts", "test/send/d1-cost.test.ts"],
+  command: ["node_modules/.bin/vitest", "run", "--config", "vitest.config.ts", "test/sending/d1-cost.test.ts"],
   keep: (line) => line.includes("per accepted"),
 });
 await run({ title: "POST /send accept rate and delivery rate", command: [tsx, "scripts/bench/send.ts", "200", "300"] });

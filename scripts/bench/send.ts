@@ -5,7 +5,7 @@
 //   3. end to end: `messages` single-recipient sends accepted as fast as the API takes them, the rate at which they
 //      all reach the sink (first request → last message in the sink) vs the rate at which they were accepted (first
 //      request → last 202) (goal ≥ 0.9: delivery keeps pace, nothing waits long on the queue after acceptance).
-// D1 cost per send is measured inside workerd by test/send/d1-cost.test.ts (run by `npm run bench` too), and CPU per
+// D1 cost per send is measured inside workerd by test/sending/d1-cost.test.ts (run by `npm run bench` too), and CPU per
 // message for render + MIME + DKIM by scripts/bench/render-mime-dkim.ts.
 // Run: npx tsx scripts/bench/send.ts [requests=400] [messages=300]
 import nodemailer from "nodemailer";

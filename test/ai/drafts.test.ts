@@ -2,10 +2,10 @@ import { env } from "cloudflare:workers";
 import { createExecutionContext } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { createApp } from "../../src/app";
-import { audienceOf, campaignAccount } from "../campaigns/helpers";
-import { call, createKey, json } from "../helpers";
-import { sendBalance, sinkMessagesTo } from "../send/helpers";
-import { aiAccount, aiFeatures, type AiRequest, generated, newCase, postDraft, providerRequests, requestCount, script, settled } from "./helpers";
+import { audienceOf, campaignAccount } from "../support/campaigns";
+import { call, createKey, json } from "../support/helpers";
+import { sendBalance, sinkMessagesTo } from "../support/sending";
+import { aiAccount, aiFeatures, type AiRequest, generated, newCase, postDraft, providerRequests, requestCount, script, settled } from "../support/ai";
 
 type Campaign = {
   id: string;

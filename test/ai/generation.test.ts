@@ -9,8 +9,8 @@ import { ProviderError } from "../../src/domain/ai/adapter";
 import { chooseProvider, DEFAULT_WORKERS_AI_MODEL } from "../../src/domain/ai/provider";
 import { type AiBinding, workersAiProvider } from "../../src/domain/ai/workers-ai";
 import { consumeAiDeadLetters } from "../../src/queues/ai";
-import { call, json } from "../helpers";
-import { type AiRequest, aiAccount, newCase, providerRequests } from "./helpers";
+import { call, json } from "../support/helpers";
+import { type AiRequest, aiAccount, newCase, providerRequests } from "../support/ai";
 
 /** Stores a request through POST /ai/campaign with a queue that only records, so the test runs the generation itself. */
 async function storedRequest(key: string, prompt: string, extra: Record<string, unknown> = {}, envOverrides: Record<string, unknown> = {}) {

@@ -6,9 +6,9 @@ import { afterEach, describe, expect, it } from "vitest";
 import { contacts } from "../../src/db/schema";
 import { RetryableStepError, stepFailureMessage } from "../../src/domain/automations/execute";
 import { verifyWebhook } from "../../sdk/src/verify-webhook";
-import { ADMIN_TOKEN, call, createAccount, createKey, json } from "../helpers";
-import { eventually, sinkMessagesTo, verifiedDomain } from "../send/helpers";
-import { createEndpoint, receiverPath, receiverUrl, waitForRequests } from "../webhooks/helpers";
+import { ADMIN_TOKEN, call, createAccount, createKey, json } from "../support/helpers";
+import { eventually, sinkMessagesTo, verifiedDomain } from "../support/sending";
+import { createEndpoint, receiverPath, receiverUrl, waitForRequests } from "../support/webhooks";
 
 type Automation = { id: string; status: string; private_url: string; webhook_secret: string; steps: unknown[] };
 type Triggered = { run_id: string; status: string; created: boolean };

@@ -2,9 +2,9 @@ import { runDurableObjectAlarm } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import PostalMime, { type Email } from "postal-mime";
 import { describe, expect, it } from "vitest";
-import { call, createAccount, createKey, json } from "../helpers";
-import { eventually, sinkMessagesTo, sinkRaw, verifiedDomain, type Domain } from "../send/helpers";
-import { createEndpoint, receiverPath, receiverUrl, waitForRequests } from "../webhooks/helpers";
+import { call, createAccount, createKey, json } from "../support/helpers";
+import { eventually, sinkMessagesTo, sinkRaw, verifiedDomain, type Domain } from "../support/sending";
+import { createEndpoint, receiverPath, receiverUrl, waitForRequests } from "../support/webhooks";
 
 type Campaign = {
   id: string;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { call, json } from "../helpers";
-import { sinkMessagesTo } from "../send/helpers";
+import { call, json } from "../support/helpers";
+import { sinkMessagesTo } from "../support/sending";
 import {
   alarmOf,
   audienceOf,
@@ -18,7 +18,7 @@ import {
   throttled,
   type Campaign,
   waitForStatus,
-} from "./helpers";
+} from "../support/campaigns";
 
 // The cron's resumeStalledCampaigns through the Worker's real scheduled handler. A fan-out "dies" by deleting its
 // progress object's alarm and storage; time is moved by back-dating the campaign row.

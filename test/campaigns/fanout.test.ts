@@ -1,7 +1,7 @@
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { call, json } from "../helpers";
-import { eventually, sinkMessagesTo } from "../send/helpers";
+import { call, json } from "../support/helpers";
+import { eventually, sinkMessagesTo } from "../support/sending";
 import {
   alarmOf,
   audienceOf,
@@ -15,7 +15,7 @@ import {
   sendCampaign,
   throttled,
   waitForStatus,
-} from "./helpers";
+} from "../support/campaigns";
 
 // The fan-out in CampaignProgress under the account's daily sending limit, after a crash, and when cancelled midway,
 // through the real Durable Object, D1, send queue and dev mail sink. The daily limit is what stops a fan-out midway:

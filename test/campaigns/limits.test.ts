@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { call, json } from "../helpers";
-import { audienceOf, campaignAccount } from "./helpers";
+import { call, json } from "../support/helpers";
+import { audienceOf, campaignAccount } from "../support/campaigns";
 
 describe("a campaign's audience query", () => {
   it("answers 422 when its segments together bind more parameters than D1 takes, and reserves nothing", async () => {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { call, createAccount, createKey, json } from "../helpers";
-import type { ErrorBody } from "../contacts/helpers";
-import { uniqueDomain, verifiedDomain } from "../send/helpers";
+import { call, createAccount, createKey, json } from "../support/helpers";
+import type { ErrorBody } from "../support/contacts";
+import { uniqueDomain, verifiedDomain } from "../support/sending";
 
 type Sender = { id: string; name: string; email: string; reply_to: string | null; domain_id: string; created_at: string; updated_at: string };
 

@@ -10,8 +10,8 @@ import { completeIfDone, enqueueScheduled } from "../../src/domain/campaigns/fan
 import { abandonMessages, deliverMessages } from "../../src/domain/sending/deliver";
 import { recordOutcome } from "../../src/domain/sending/outcome";
 import { sweepStaleClaims } from "../../src/domain/sending/recovery";
-import { call, json } from "../helpers";
-import { eventually, sinkMessagesTo, sinkRule } from "../send/helpers";
+import { call, json } from "../support/helpers";
+import { eventually, sinkMessagesTo, sinkRule } from "../support/sending";
 import {
   alarmOf,
   audienceOf,
@@ -30,7 +30,7 @@ import {
   throttled,
   waitForStatus,
   type Campaign,
-} from "./helpers";
+} from "../support/campaigns";
 
 // How a campaign's reserved credits are settled on its failure paths (a failed fan-out, a queue outage, a lost
 // progress save, the dead-letter queue, a cancel racing completion or losing its wake-up, a late outcome), through

@@ -1,7 +1,9 @@
+import { openCtx } from "../../src/db/client";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { call, json } from "../helpers";
-import { sinkMessagesTo } from "../send/helpers";
+import { resumeStalledCampaigns } from "../../src/domain/campaigns/recovery";
+import { call, json } from "../support/helpers";
+import { sinkMessagesTo } from "../support/sending";
 import {
   alarmOf,
   audienceOf,
@@ -10,10 +12,9 @@ import {
   killFanOut,
   minutesAgo,
   progressObject,
-  runCron,
   waitForStatus,
   type Campaign,
-} from "./helpers";
+} from "../support/campaigns";
 
 // The cron's stalled-campaign sweep looks at 100 campaigns per run. Its own file: the sweep sees every stale campaign
 // of the database, and this test needs to know exactly which ones there are.
@@ -45,8 +46,11 @@ describe("cron: a dead fan-out among many throttled ones", () => {
     await killFanOut(dead.id);
     await backdate(dead.id, 20, minutesAgo(20));
 
-    await runCron();
-    await runCron();
+    // The sweep alone, twice, rather than the whole cron: the cron's other tasks work through what the runtime's other
+    // files left (up to 50 of their domains re-checked over DNS per run, one after another), seconds a run on a busy
+    // machine, which took this test past its limit. test/campaigns/cron.test.ts runs the sweep through the cron.
+    await resumeStalledCampaigns(openCtx(env));
+    await resumeStalledCampaigns(openCtx(env));
     const done = await waitForStatus(key, dead.id, "sent");
     expect(done.counters).toMatchObject({ recipients: 1, sent: 1 });
     expect(await sinkMessagesTo(addresses[0]!)).toHaveLength(1);

@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { call, createAccount, createKey, json } from "../helpers";
-import { createContact, createList, type Contact, type ErrorBody } from "./helpers";
+import { call, createAccount, createKey, json } from "../support/helpers";
+import { createContact, createList, type Contact, type ErrorBody } from "../support/contacts";
 
 describe("POST /contacts creates or updates by address", () => {
   it("creates a contact (201), then updates the same address given with an upper-cased domain (200)", async () => {

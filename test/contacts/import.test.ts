@@ -4,7 +4,7 @@ import { describe, expect, it, vi } from "vitest";
 import { SQLiteAsyncDialect } from "drizzle-orm/sqlite-core";
 import { addMembersByKeySql, addToListsSql, contactUpsertSql } from "../../src/domain/contacts/contacts";
 import { importObjectKey, importTuning, runContactImport } from "../../src/domain/contacts/import";
-import { call, createAccount, json } from "../helpers";
+import { call, createAccount, json } from "../support/helpers";
 import {
   createContact,
   createList,
@@ -15,7 +15,7 @@ import {
   type Contact,
   type ContactImport,
   type ErrorBody,
-} from "./helpers";
+} from "../support/contacts";
 
 async function contactByEmail(key: string, email: string): Promise<Contact | undefined> {
   const page = await json<{ data: Contact[] }>(await call(`/api/v1/contacts?email=${encodeURIComponent(email)}`, { key }));

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { call, createAccount, json } from "../helpers";
-import { createContact, createList, type Contact, type ErrorBody } from "./helpers";
+import { call, createAccount, json } from "../support/helpers";
+import { createContact, createList, type Contact, type ErrorBody } from "../support/contacts";
 
 type List = { id: string; name: string; description: string | null; contact_count: number; subscriber_count: number };
 

@@ -2,9 +2,9 @@
 // refusals are the API's (side by side, the same 422 messages, shown beside the fields they name), pause and resume
 // are what triggers obey, and each contact's run can be followed.
 import { describe, expect, it } from "vitest";
-import { call, createAccount, createKey, json } from "../helpers";
-import { verifiedDomain } from "../send/helpers";
-import { cookieHeader, signIn, visit, type Browser } from "./helpers";
+import { call, createAccount, createKey, json } from "../support/helpers";
+import { verifiedDomain } from "../support/sending";
+import { cookieHeader, signIn, visit, type Browser } from "../support/dashboard";
 
 type Automation = { id: string; name: string; status: string; steps: Record<string, unknown>[] };
 

@@ -1,8 +1,8 @@
 // The dashboard's sign-up forms page: list, create (showing the snippet the API gives), delete, as the API does.
 import { describe, expect, it } from "vitest";
-import { audienceOf, campaignAccount } from "../campaigns/helpers";
-import { call, createKey, json } from "../helpers";
-import { signIn } from "./helpers";
+import { audienceOf, campaignAccount } from "../support/campaigns";
+import { call, createKey, json } from "../support/helpers";
+import { signIn } from "../support/dashboard";
 
 type Form = { id: string; name: string; lists: string[]; double_opt_in: boolean; sender_id: string | null; fields: string[]; html_snippet: string };
 

@@ -2,10 +2,10 @@ import { sharedDb } from "../../src/db/client";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { authenticateSmtpCredential } from "../../src/domain/smtp/credentials";
-import { call, createAccount, createKey, json } from "../helpers";
-import { verifiedDomain } from "../send/helpers";
-import { receiverPath, receiverUrl, waitForRequests } from "../webhooks/helpers";
-import { cookieHeader, signIn, visit } from "./helpers";
+import { call, createAccount, createKey, json } from "../support/helpers";
+import { verifiedDomain } from "../support/sending";
+import { receiverPath, receiverUrl, waitForRequests } from "../support/webhooks";
+import { cookieHeader, signIn, visit } from "../support/dashboard";
 
 describe("dashboard pages", () => {
   it("renders every section for a full-access key, with empty states on a new account", async () => {

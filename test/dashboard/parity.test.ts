@@ -2,10 +2,10 @@
 // what its form edits. Each refusal is asked of both, side by side.
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { call, createAccount, createKey, json } from "../helpers";
-import { verifiedDomain } from "../send/helpers";
-import { receiverPath, receiverUrl } from "../webhooks/helpers";
-import { cookieHeader, signIn, visit, type Browser } from "./helpers";
+import { call, createAccount, createKey, json } from "../support/helpers";
+import { verifiedDomain } from "../support/sending";
+import { receiverPath, receiverUrl } from "../support/webhooks";
+import { cookieHeader, signIn, visit, type Browser } from "../support/dashboard";
 
 type Campaign = {
   id: string;

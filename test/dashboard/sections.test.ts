@@ -2,9 +2,9 @@
 // table, so a route added later is held to the same checks without a test naming it.
 import { describe, expect, it } from "vitest";
 import { dashboardRoutes } from "../../src/dashboard/index";
-import { call, createAccount, createKey } from "../helpers";
-import { acceptInvitationOf, uniqueAddress } from "../members/helpers";
-import { signIn } from "./helpers";
+import { call, createAccount, createKey } from "../support/helpers";
+import { acceptInvitationOf, uniqueAddress } from "../support/members";
+import { signIn } from "../support/dashboard";
 
 /** Pages of anyone signed in, or signing in: they belong to no section. */
 const sectionless = /^\/(sign-in|invitation|sign-out|security)(\/|$)/;

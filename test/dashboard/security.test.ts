@@ -1,8 +1,8 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { sessionCookieValue } from "../../src/dashboard/session";
-import { call, createAccount, createKey, json } from "../helpers";
-import { cookieHeader, signIn, visit } from "./helpers";
+import { call, createAccount, createKey, json } from "../support/helpers";
+import { cookieHeader, signIn, visit } from "../support/dashboard";
 
 const form = (fields: Record<string, string>) => new URLSearchParams(fields).toString();
 const formHeaders = (cookie = "") => ({ "Content-Type": "application/x-www-form-urlencoded", ...(cookie ? { Cookie: cookie } : {}) });

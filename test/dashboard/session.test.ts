@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { createAccount } from "../helpers";
-import { clientAddress, cookieHeader, signIn, submitSignIn, visit } from "./helpers";
+import { createAccount } from "../support/helpers";
+import { clientAddress, cookieHeader, signIn, submitSignIn, visit } from "../support/dashboard";
 
 describe("dashboard sign-in", () => {
   it("redirects / to the dashboard and the dashboard to sign-in without a session", async () => {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { call, createKey, json } from "../helpers";
-import { campaignAccount } from "../campaigns/helpers";
-import { cookieHeader, signIn, visit, type Browser } from "./helpers";
+import { call, createKey, json } from "../support/helpers";
+import { campaignAccount } from "../support/campaigns";
+import { cookieHeader, signIn, visit, type Browser } from "../support/dashboard";
 
 // The dashboard's part of streams and topics (docs/streams.md): topics and the suppression list under Contacts, a
 // contact's subscriptions and consent record, the campaign editor's topic, and the messages' stream filter.

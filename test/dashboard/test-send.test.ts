@@ -2,10 +2,10 @@
 // filled, and an address the API would refuse is refused.
 import PostalMime from "postal-mime";
 import { describe, expect, it } from "vitest";
-import { campaignAccount } from "../campaigns/helpers";
-import { call, json } from "../helpers";
-import { eventually, sinkMessagesTo, sinkRaw } from "../send/helpers";
-import { signIn } from "./helpers";
+import { campaignAccount } from "../support/campaigns";
+import { call, json } from "../support/helpers";
+import { eventually, sinkMessagesTo, sinkRaw } from "../support/sending";
+import { signIn } from "../support/dashboard";
 
 describe("the campaign editor's test send", { timeout: 60_000 }, () => {
   it("delivers the draft to the address given, filled in for the chosen contact, subject marked [Test]", async () => {

@@ -2,9 +2,9 @@ import { openCtx } from "../../src/db/client";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { deliverMessages } from "../../src/domain/sending/deliver";
-import { call, json } from "../helpers";
-import { eventually, messageOf, sendBalance, storedMessage } from "../send/helpers";
-import { rcpt, sender } from "./helpers";
+import { call, json } from "../support/helpers";
+import { eventually, messageOf, sendBalance, storedMessage } from "../support/sending";
+import { rcpt, sender } from "../support/feedback";
 
 // The deployment's transport is a var; these messages are delivered as a `TRANSPORT = "cloudflare"` deployment would,
 // through the local runtime's `send_email` binding.

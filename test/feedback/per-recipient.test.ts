@@ -5,9 +5,9 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { config } from "../../src/config";
 import { hmacSha256Hex } from "../../src/lib/crypto";
-import { call, json } from "../helpers";
-import { messageOf, sendBalance, sinkRaw } from "../send/helpers";
-import { deliverToEmailHandler, deliveryStatusReport, rcpt, report, sender, sentMessage, sentToMany } from "./helpers";
+import { call, json } from "../support/helpers";
+import { messageOf, sendBalance, sinkRaw } from "../support/sending";
+import { deliverToEmailHandler, deliveryStatusReport, rcpt, report, sender, sentMessage, sentToMany } from "../support/feedback";
 
 async function suppression(key: string, email: string) {
   const response = await call(`/api/v1/suppressions?email=${encodeURIComponent(email)}`, { key });

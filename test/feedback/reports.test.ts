@@ -1,9 +1,9 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { call, json } from "../helpers";
-import { messageOf, sendBalance } from "../send/helpers";
-import { addReceiverRule, receiverPath, receiverUrl, waitForRequests } from "../webhooks/helpers";
-import { deliverToEmailHandler, rcpt, report, sender, sentMessage } from "./helpers";
+import { call, json } from "../support/helpers";
+import { messageOf, sendBalance } from "../support/sending";
+import { addReceiverRule, receiverPath, receiverUrl, waitForRequests } from "../support/webhooks";
+import { deliverToEmailHandler, rcpt, report, sender, sentMessage } from "../support/feedback";
 
 async function suppression(key: string, email: string) {
   const response = await call(`/api/v1/suppressions?email=${encodeURIComponent(email)}`, { key });

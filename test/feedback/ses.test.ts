@@ -2,10 +2,10 @@ import { describe, expect, it } from "vitest";
 import { stringToSign, type SnsMessage } from "../../src/domain/feedback/sns";
 import certificatePem from "../fixtures/sns/signing-cert.pem?raw";
 import privateKeyPem from "../fixtures/sns/signing-key.pem?raw";
-import { call, json } from "../helpers";
-import { messageOf, sendBalance } from "../send/helpers";
-import { addReceiverRule, receivedOn, receiverPath, receiverUrl } from "../webhooks/helpers";
-import { rcpt, relayedMessage, sender, sentMessage, sentToMany } from "./helpers";
+import { call, json } from "../support/helpers";
+import { messageOf, sendBalance } from "../support/sending";
+import { addReceiverRule, receivedOn, receiverPath, receiverUrl } from "../support/webhooks";
+import { rcpt, relayedMessage, sender, sentMessage, sentToMany } from "../support/feedback";
 
 // A self-signed certificate stands in for Amazon's (test/fixtures/sns); the webhook receiver serves it the way
 // sns.<region>.amazonaws.com serves SigningCertURL, from the origin SNS_TRUSTED_CERT_ORIGIN trusts in the tests.

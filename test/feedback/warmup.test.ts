@@ -2,11 +2,11 @@ import { env } from "cloudflare:workers";
 import { createMessageBatch } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { consumeSendBatch } from "../../src/queues/send";
-import { ADMIN_TOKEN, call, json } from "../helpers";
-import { audienceOf, campaignAccount, campaignOf, sendCampaign } from "../campaigns/helpers";
-import { addReceiverRule, receiverPath, receiverUrl, waitForRequests } from "../webhooks/helpers";
-import { eventually, messageOf, sinkMessagesTo, storedMessage } from "../send/helpers";
-import { deliverToEmailHandler, rcpt, report, sender, sentMessage } from "./helpers";
+import { ADMIN_TOKEN, call, json } from "../support/helpers";
+import { audienceOf, campaignAccount, campaignOf, sendCampaign } from "../support/campaigns";
+import { addReceiverRule, receiverPath, receiverUrl, waitForRequests } from "../support/webhooks";
+import { eventually, messageOf, sinkMessagesTo, storedMessage } from "../support/sending";
+import { deliverToEmailHandler, rcpt, report, sender, sentMessage } from "../support/feedback";
 
 type Warmup = { status: string; schedule: number[]; today_cap: number | null; sent_today: number; day: number | null; paused_reason: string | null };
 type DomainView = {

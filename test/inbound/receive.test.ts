@@ -2,11 +2,11 @@ import { openCtx } from "../../src/db/client";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { purgeExpiredData } from "../../src/domain/retention/purge";
-import { signIn } from "../dashboard/helpers";
-import { call, createAccount, createKey, json } from "../helpers";
-import { verifiedDomain } from "../send/helpers";
-import { addReceiverRule, createEndpoint, receiverPath, receiverUrl, specVerify, waitForRequests } from "../webhooks/helpers";
-import { deliver, inboundList, inboundMail, inboundObjects, receivingDomain } from "./helpers";
+import { signIn } from "../support/dashboard";
+import { call, createAccount, createKey, json } from "../support/helpers";
+import { verifiedDomain } from "../support/sending";
+import { addReceiverRule, createEndpoint, receiverPath, receiverUrl, specVerify, waitForRequests } from "../support/webhooks";
+import { deliver, inboundList, inboundMail, inboundObjects, receivingDomain } from "../support/inbound";
 
 type Inbound = {
   id: string;

@@ -1,12 +1,12 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { countingD1 } from "../d1-counting";
-import { call, createKey, json } from "../helpers";
-import { audienceOf, campaignAccount, campaignMessages, sendCampaign, waitForStatus } from "../campaigns/helpers";
-import { sender, sentMessage } from "../feedback/helpers";
-import { messageOf, sinkMessagesTo } from "../send/helpers";
-import { addReceiverRule, createEndpoint, receiverPath, receiverUrl, waitForRequests } from "../webhooks/helpers";
-import { deliver, inboundList, inboundMail, receivingDomain } from "./helpers";
+import { countingD1 } from "../support/d1-counting";
+import { call, createKey, json } from "../support/helpers";
+import { audienceOf, campaignAccount, campaignMessages, sendCampaign, waitForStatus } from "../support/campaigns";
+import { sender, sentMessage } from "../support/feedback";
+import { messageOf, sinkMessagesTo } from "../support/sending";
+import { addReceiverRule, createEndpoint, receiverPath, receiverUrl, waitForRequests } from "../support/webhooks";
+import { deliver, inboundList, inboundMail, receivingDomain } from "../support/inbound";
 
 const today = () => new Date().toISOString().slice(0, 10);
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { call, createAccount, json } from "../helpers";
+import { call, createAccount, json } from "../support/helpers";
 import { actionOf } from "../../src/domain/audit/audit";
-import { acceptInvitationOf, linkIn, mailTo, newBrowser, open, submit, uniqueAddress } from "./helpers";
+import { acceptInvitationOf, linkIn, mailTo, newBrowser, open, submit, uniqueAddress } from "../support/members";
 
 type Entry = {
   action: string;

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { call, createAccount, json } from "../helpers";
-import { eventually, sinkMessagesTo } from "../send/helpers";
-import { acceptInvitationOf, linkIn, mailTo, newBrowser, open, submit, uniqueAddress } from "./helpers";
+import { call, createAccount, json } from "../support/helpers";
+import { eventually, sinkMessagesTo } from "../support/sending";
+import { acceptInvitationOf, linkIn, mailTo, newBrowser, open, submit, uniqueAddress } from "../support/members";
 
 type Member = { id: string; email: string; role: string; status: string };
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { call, createAccount, json } from "../helpers";
-import { sendBalance, verifiedDomain } from "../send/helpers";
-import { mailTo, uniqueAddress } from "./helpers";
+import { call, createAccount, json } from "../support/helpers";
+import { sendBalance, verifiedDomain } from "../support/sending";
+import { mailTo, uniqueAddress } from "../support/members";
 
 describe("the platform's own mail", () => {
   it("is plain text from SYSTEM_FROM, DKIM-signed once its domain is verified in any account, and charges no credits", async () => {

@@ -1,8 +1,8 @@
 import { Secret, TOTP } from "otpauth";
 import { describe, expect, it } from "vitest";
-import { call, createAccount, json } from "../helpers";
-import type { Browser } from "../dashboard/helpers";
-import { acceptInvitationOf, linkIn, mailTo, newBrowser, open, submit, uniqueAddress } from "./helpers";
+import { call, createAccount, json } from "../support/helpers";
+import type { Browser } from "../support/dashboard";
+import { acceptInvitationOf, linkIn, mailTo, newBrowser, open, submit, uniqueAddress } from "../support/members";
 
 /** The code an authenticator app shows for `secret`, `steps` periods from now. */
 const codeOf = (secret: string, steps = 0) => TOTP.generate({ secret: Secret.fromBase32(secret), timestamp: Date.now() + steps * 30_000 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { call } from "../helpers";
+import { call } from "../support/helpers";
 
 // GET /api/v1/docs: the API reference page loads Scalar from this Worker's own static assets (test/e2e/api-docs.test.ts
 // fetches those and renders the page in chromium), and its Content-Security-Policy lets it reach no other host.

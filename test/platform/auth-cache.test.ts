@@ -3,8 +3,8 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { apiKeyCacheTtlMs, authenticateApiKey } from "../../src/domain/accounts/api-keys";
 import { credentialCacheTtlMs, findActiveCredential } from "../../src/domain/smtp/credentials";
-import { ADMIN_TOKEN, call, createAccount, createKey, json } from "../helpers";
-import { verifiedDomain } from "../send/helpers";
+import { ADMIN_TOKEN, call, createAccount, createKey, json } from "../support/helpers";
+import { verifiedDomain } from "../support/sending";
 
 // POST /send and the relay's /messages authenticate from a per-isolate cache for a few seconds (no D1 round trip).
 // What must still hold: a revocation made elsewhere stops the key within the TTL, one made here stops it at once, and

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { ADMIN_TOKEN, call, createAccount, createKey, json } from "../helpers";
+import { ADMIN_TOKEN, call, createAccount, createKey, json } from "../support/helpers";
 
 describe("API keys authenticate requests", () => {
   it("GET /me returns the account, limits, balances and the key's scopes", async () => {

@@ -8,10 +8,10 @@ import { recheckDomains } from "../../src/domain/domains/domains";
 import { CHUNK_SIZE, createVerificationJob, inputChunks, planVerificationJob } from "../../src/domain/verification/jobs";
 import worker from "../../src/index";
 import { runScheduledTasks } from "../../src/lib/scheduled";
-import { waitForImport } from "../contacts/helpers";
-import { call, createAccount, json, type CreatedAccount } from "../helpers";
-import { publishRecords, uniqueDomain, type Domain } from "../send/helpers";
-import { deliver, freshBulkSuffix, verifyBalance, waitForJob } from "../verify-api/helpers";
+import { waitForImport } from "../support/contacts";
+import { call, createAccount, json, type CreatedAccount } from "../support/helpers";
+import { publishRecords, uniqueDomain, type Domain } from "../support/sending";
+import { deliver, freshBulkSuffix, verifyBalance, waitForJob } from "../support/verification";
 
 // The cron's sweeps, run through the Worker's real scheduled handler against real D1, R2 and queues. A queue message
 // is "lost" by never sending it (the job or import is set up without the API) and time is moved by back-dating rows.

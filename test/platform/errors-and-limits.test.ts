@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { env } from "cloudflare:workers";
-import { audienceOf, campaignAccount } from "../campaigns/helpers";
-import { ADMIN_TOKEN, call, createAccount, json } from "../helpers";
+import { audienceOf, campaignAccount } from "../support/campaigns";
+import { ADMIN_TOKEN, call, createAccount, json } from "../support/helpers";
 
 describe("errors and request ids", () => {
   it("an unknown route is a JSON 404 with a request id", async () => {

@@ -1,7 +1,7 @@
 import { env, exports } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
-import { ADMIN_TOKEN, call, createAccount, createKey, json } from "../helpers";
-import { verifiedDomain } from "../send/helpers";
+import { ADMIN_TOKEN, call, createAccount, createKey, json } from "../support/helpers";
+import { verifiedDomain } from "../support/sending";
 import { errorStatus, type ErrorCode } from "../../src/errors";
 
 /*

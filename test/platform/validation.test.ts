@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { ADMIN_TOKEN, call, createAccount, json } from "../helpers";
+import { ADMIN_TOKEN, call, createAccount, json } from "../support/helpers";
 
 type ErrorBody = { code: string; message: string; errors?: Record<string, string[]> };
 

@@ -4,8 +4,8 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { config } from "../../src/config";
 import { rollupStatements } from "../../src/domain/reports/rollups";
 import { unsubscribeToken } from "../../src/domain/sending/unsubscribe";
-import { call, createAccount, json } from "../helpers";
-import { audienceOf, campaignAccount, campaignMessages, sendCampaign, waitForStatus } from "../campaigns/helpers";
+import { call, createAccount, json } from "../support/helpers";
+import { audienceOf, campaignAccount, campaignMessages, sendCampaign, waitForStatus } from "../support/campaigns";
 
 // GET /reports/campaigns/{id} after a real campaign through the fan-out, the send queue and the dev mail sink, with
 // an unsubscribe through the message's /u/ link.

@@ -1,9 +1,9 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { call, json } from "../helpers";
-import { audienceOf, campaignAccount, sendCampaign, waitForStatus } from "../campaigns/helpers";
-import { signIn } from "../dashboard/helpers";
-import { eventually, sinkRule, verifiedDomain } from "../send/helpers";
+import { call, json } from "../support/helpers";
+import { audienceOf, campaignAccount, sendCampaign, waitForStatus } from "../support/campaigns";
+import { signIn } from "../support/dashboard";
+import { eventually, sinkRule, verifiedDomain } from "../support/sending";
 
 // One definition per counter (docs/reports.md): a campaign's resource counters, its report's totals, its
 // campaign.completed data and the account's overview are read from the same rollups, through the real fan-out, send

@@ -2,8 +2,8 @@ import { openCtx } from "../../src/db/client";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { providerOfDomain, providerOfMx, resolveProviders } from "../../src/domain/reports/providers";
-import { call, createAccount } from "../helpers";
-import { eventually, messageOf, publish, verifiedDomain } from "../send/helpers";
+import { call, createAccount } from "../support/helpers";
+import { eventually, messageOf, publish, verifiedDomain } from "../support/sending";
 
 // Mailbox providers by domain name, and by MX through the real dev DoH server and the D1 DNS cache.
 

@@ -1,10 +1,10 @@
 import { env } from "cloudflare:workers";
 import { runDurableObjectAlarm } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { call, createAccount, createKey, json } from "../helpers";
-import { audienceOf, campaignAccount, sendCampaign, waitForStatus } from "../campaigns/helpers";
-import { eventually, messageOf, sinkRule, verifiedDomain } from "../send/helpers";
-import { freshBulkSuffix, waitForJob } from "../verify-api/helpers";
+import { call, createAccount, createKey, json } from "../support/helpers";
+import { audienceOf, campaignAccount, sendCampaign, waitForStatus } from "../support/campaigns";
+import { eventually, messageOf, sinkRule, verifiedDomain } from "../support/sending";
+import { freshBulkSuffix, waitForJob } from "../support/verification";
 
 // GET /usage against the credit ledger it must always match, the verification counts, and the API calls the
 // per-key RateLimiter objects count and flush with their alarm.

@@ -6,12 +6,12 @@ import { config, ConfigError } from "../../src/config";
 import { eventStatement } from "../../src/domain/events/events";
 import { MESSAGES_PER_RUN, purgeExpiredData } from "../../src/domain/retention/purge";
 import worker from "../../src/index";
-import { audienceOf, campaignAccount, campaignMessages, campaignOf, sendCampaign, throttled, waitForStatus } from "../campaigns/helpers";
-import { countingD1 } from "../d1-counting";
-import { deliverToEmailHandler, report, sentMessage } from "../feedback/helpers";
-import { call, createAccount, json } from "../helpers";
-import { eventually, messageOf, storedMessage, verifiedDomain } from "../send/helpers";
-import { createEndpoint, receiverPath, receiverUrl } from "../webhooks/helpers";
+import { audienceOf, campaignAccount, campaignMessages, campaignOf, sendCampaign, throttled, waitForStatus } from "../support/campaigns";
+import { countingD1 } from "../support/d1-counting";
+import { deliverToEmailHandler, report, sentMessage } from "../support/feedback";
+import { call, createAccount, json } from "../support/helpers";
+import { eventually, messageOf, storedMessage, verifiedDomain } from "../support/sending";
+import { createEndpoint, receiverPath, receiverUrl } from "../support/webhooks";
 
 // The retention purge (src/domain/retention/purge.ts) against real D1 and R2: messages sent through the real pipeline,
 // then aged by back-dating their rows (the Workers runtime's clock cannot be moved), then purged by the cron task.

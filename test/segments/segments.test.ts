@@ -5,8 +5,8 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { statement, accountDb } from "../../src/db/client";
 import { contacts, listMembers } from "../../src/db/schema";
 import { segmentWhere, type SegmentCondition } from "../../src/domain/segments/segments";
-import { call, createAccount, createKey, json, type CreatedAccount } from "../helpers";
-import { createContact, createList, createTopic, type Contact, type ErrorBody } from "../contacts/helpers";
+import { call, createAccount, createKey, json, type CreatedAccount } from "../support/helpers";
+import { createContact, createList, createTopic, type Contact, type ErrorBody } from "../support/contacts";
 
 type Segment = { id: string; name: string; match: "all" | "any"; conditions: SegmentCondition[]; created_at: string; updated_at: string };
 type SegmentCount = { count: number; contacts?: Contact[] };

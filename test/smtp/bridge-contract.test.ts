@@ -13,8 +13,8 @@ import {
 import { exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { sendLimits } from "../../src/domain/sending/rules";
-import { call, createAccount, json } from "../helpers";
-import { verifiedDomain } from "../send/helpers";
+import { call, createAccount, json } from "../support/helpers";
+import { verifiedDomain } from "../support/sending";
 
 // The Worker's half of the Worker↔bridge contract, in workerd: the signature the bridge makes in Node (the same
 // known answer as smtp-bridge/test/contract.test.ts) verifies here, a body signed part by part as the bridge streams

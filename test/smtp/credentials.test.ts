@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { call, createAccount, createKey, json } from "../helpers";
+import { call, createAccount, createKey, json } from "../support/helpers";
 
 type Credential = {
   id: string;

@@ -2,8 +2,8 @@ import { env, exports } from "cloudflare:workers";
 import PostalMime from "postal-mime";
 import { describe, expect, it } from "vitest";
 import { signBridgeRequest } from "@mailforge/bridge-contract";
-import { ADMIN_TOKEN, call, createAccount, json } from "../helpers";
-import { eventually, messageOf, sendBalance, sinkMessagesTo, sinkRaw, verifiedDomain } from "../send/helpers";
+import { ADMIN_TOKEN, call, createAccount, json } from "../support/helpers";
+import { eventually, messageOf, sendBalance, sinkMessagesTo, sinkRaw, verifiedDomain } from "../support/sending";
 
 // The internal relay API as the SMTP bridge calls it: every request signed with BRIDGE_SECRET.
 

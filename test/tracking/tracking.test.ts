@@ -1,10 +1,10 @@
 import { env, exports } from "cloudflare:workers";
 import PostalMime from "postal-mime";
 import { describe, expect, it } from "vitest";
-import { call, createAccount, json } from "../helpers";
-import { audienceOf, campaignAccount, waitForStatus } from "../campaigns/helpers";
-import { eventually, messageOf, sinkMessagesTo, sinkRaw, verifiedDomain } from "../send/helpers";
-import { createEndpoint, receiverPath, receiverUrl, waitForRequests } from "../webhooks/helpers";
+import { call, createAccount, json } from "../support/helpers";
+import { audienceOf, campaignAccount, waitForStatus } from "../support/campaigns";
+import { eventually, messageOf, sinkMessagesTo, sinkRaw, verifiedDomain } from "../support/sending";
+import { createEndpoint, receiverPath, receiverUrl, waitForRequests } from "../support/webhooks";
 
 const site = "http://127.0.0.1:8787";
 const reader = { "User-Agent": "Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Mobile/15E148" };

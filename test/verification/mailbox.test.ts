@@ -11,8 +11,8 @@ import { createVerificationJob } from "../../src/domain/verification/jobs";
 import { createMailboxProber } from "../../src/domain/verification/mailbox";
 import { verifySingleAddress } from "../../src/domain/verification/single";
 import { consumeVerifyQueue } from "../../src/queues/verify-queue";
-import { call, createAccount, json } from "../helpers";
-import type { JobBody } from "../verify-api/helpers";
+import { call, createAccount, json } from "../support/helpers";
+import type { JobBody } from "../support/verification";
 
 // Mailbox-level verification against the MX hosts of test/setup/global-setup.ts (smtp-server on 127.0.0.2…, see
 // scripts/dev/mx-hosts.ts: *.mailbox.test) through the real prober, as a deployment with PROBER_URL and

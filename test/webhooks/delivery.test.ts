@@ -7,7 +7,7 @@ import type { EventInput, EventType } from "../../src/domain/events/events";
 import { recordEvents } from "../../src/domain/webhooks/dispatch";
 import { consumeWebhookDeadLetters } from "../../src/queues/webhooks";
 import { verifyWebhook } from "../../sdk/src/verify-webhook";
-import { call, createAccount, json } from "../helpers";
+import { call, createAccount, json } from "../support/helpers";
 import {
   addReceiverRule,
   createEndpoint,
@@ -24,7 +24,7 @@ import {
   waitForRequests,
   type Endpoint,
   type ReceivedRequest,
-} from "./helpers";
+} from "../support/webhooks";
 
 const nowSeconds = () => Math.floor(Date.now() / 1000);
 

@@ -3,8 +3,8 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { eventStatement, type EventInput, type EventType } from "../../src/domain/events/events";
 import { dispatchEvents, recordEvents, sweepUndispatchedEvents } from "../../src/domain/webhooks/dispatch";
-import { createAccount } from "../helpers";
-import { createEndpoint, envWith, RecordingQueue, receiverUrl, uniqueKey } from "./helpers";
+import { createAccount } from "../support/helpers";
+import { createEndpoint, envWith, RecordingQueue, receiverUrl, uniqueKey } from "../support/webhooks";
 
 function event(accountId: string, type: EventType, data: Record<string, unknown> = {}): EventInput {
   return { accountId, type, dedupeKey: uniqueKey(type), data };

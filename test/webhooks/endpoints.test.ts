@@ -1,8 +1,8 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { eventDataSchemas, eventTypes, type EventType } from "../../src/domain/events/events";
-import { call, createAccount, createKey, json } from "../helpers";
-import { createEndpoint, deliveriesOf, receivedOn, receiverPath, receiverUrl, specVerify, type Endpoint } from "./helpers";
+import { call, createAccount, createKey, json } from "../support/helpers";
+import { createEndpoint, deliveriesOf, receivedOn, receiverPath, receiverUrl, specVerify, type Endpoint } from "../support/webhooks";
 
 describe("webhook endpoints API: happy paths", () => {
   it("creates an endpoint with its secret shown once, then lists and gets it with the secret masked", async () => {

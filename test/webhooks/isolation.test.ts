@@ -3,8 +3,17 @@ import { env } from "cloudflare:workers";
 import { runDurableObjectAlarm } from "cloudflare:test";
 import { expect, it } from "vitest";
 import { recordEvents } from "../../src/domain/webhooks/dispatch";
-import { createAccount } from "../helpers";
-import { addReceiverRule, createEndpoint, deliveriesOf, receivedOn, receiverPath, receiverUrl, uniqueKey, waitForRequests } from "./helpers";
+import { createAccount } from "../support/helpers";
+import {
+  addReceiverRule,
+  createEndpoint,
+  deliveriesOf,
+  receivedOn,
+  receiverPath,
+  receiverUrl,
+  uniqueKey,
+  waitForRequests,
+} from "../support/webhooks";
 
 it("a slow endpoint does not delay another endpoint's deliveries (each endpoint delivers from its own object)", async () => {
   const account = await createAccount();

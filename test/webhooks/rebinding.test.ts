@@ -4,8 +4,8 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { deliveryContext, type DeliveryContext } from "../../src/domain/webhooks/delivery";
 import { recordEvents } from "../../src/domain/webhooks/dispatch";
 import { allowPrivateWebhookUrls, checkWebhookUrl } from "../../src/domain/webhooks/url-policy";
-import { createAccount } from "../helpers";
-import { createEndpoint, deliveriesOf, envWith, RecordingQueue, runConsumer, uniqueKey } from "./helpers";
+import { createAccount } from "../support/helpers";
+import { createEndpoint, deliveriesOf, envWith, RecordingQueue, runConsumer, uniqueKey } from "../support/webhooks";
 
 // The SSRF check at delivery time against the dev DoH server, with a zone that changes between two deliveries. The
 // Workers test environment allows private URLs (the receiver is on loopback), so these runs turn that off, as

@@ -2,7 +2,7 @@ import { Webhook } from "standardwebhooks";
 import { describe, expect, it } from "vitest";
 import { generateWebhookSecret, maskWebhookSecret, signWebhook } from "../../src/domain/webhooks/signing";
 import { verifyWebhook } from "../../sdk/src/verify-webhook";
-import { specVerify, v1Digests } from "./helpers";
+import { specVerify, v1Digests } from "../support/webhooks";
 
 const body = JSON.stringify({ id: "evt_1", type: "relay.delivered", created_at: "2026-11-22T10:15:00.000Z", data: { email: "jane@example.com" } });
 const t = 1_795_000_000;

@@ -161,7 +161,7 @@ export async function createDomain(
   accountId: string,
   input: string,
   env: Env,
-  // The test suite's verifiedDomain (test/send/helpers.ts) passes keys it made once: an RSA-2048 key costs ~60 ms of
+  // The test suite's verifiedDomain (test/support/sending.ts) passes keys it made once: an RSA-2048 key costs ~60 ms of
   // CPU, and the suite adds hundreds of domains.
   newKeys: () => Promise<DomainKeys> = generateDomainKeys,
 ): Promise<{ kind: "created"; domain: DomainRow } | Refusal> {

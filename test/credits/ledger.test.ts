@@ -1,0 +1,42 @@
+import { accountDb } from "../../src/db/client";
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { refundStatements, releaseStatements, reserveStatements, wasApplied } from "../../src/domain/credits/ledger";
+import { call, createAccount, json } from "../support/helpers";
+
+const balances = async (key: string) =>
+  json<{ send: { balance: number; reserved: number; available: number } }>(await call("/api/v1/credits", { key }));
+
+describe("the credits ledger", () => {
+  it("reserves sending credits (as campaigns do at send time), never beyond what is available, and releases them once", async () => {
+    const account = await createAccount({ send_credits: 100 });
+    const [reserved] = await env.DB.batch(reserveStatements(accountDb(env), { accountId: account.id, amount: 30, referenceId: "cmp_a" }));
+    expect(wasApplied(reserved!)).toBe(true);
+    expect((await balances(account.api_key)).send).toEqual({ balance: 100, reserved: 30, available: 70 });
+
+    const [tooMuch] = await env.DB.batch(reserveStatements(accountDb(env), { accountId: account.id, amount: 71, referenceId: "cmp_b" }));
+    expect(wasApplied(tooMuch!)).toBe(false);
+    expect((await balances(account.api_key)).send.reserved).toBe(30);
+
+    await env.DB.batch(releaseStatements(accountDb(env), { accountId: account.id, amount: 30, referenceId: "cmp_a" }));
+    await env.DB.batch(releaseStatements(accountDb(env), { accountId: account.id, amount: 30, referenceId: "cmp_a" }));
+    expect((await balances(account.api_key)).send).toEqual({ balance: 100, reserved: 0, available: 100 });
+  });
+
+  it("refunds once per reference, with a ledger row for every change", async () => {
+    const account = await createAccount({ send_credits: 10 });
+    const refund = { accountId: account.id, balance: "send" as const, amount: 2, referenceId: "msg_x:a@example.com", note: "bounce" };
+    await env.DB.batch(refundStatements(accountDb(env), refund));
+    await env.DB.batch(refundStatements(accountDb(env), refund));
+    expect((await balances(account.api_key)).send.balance).toBe(12);
+    const rows = await env.DB.prepare(
+      "SELECT kind, amount, balance_after FROM credit_ledger WHERE account_id = ? AND balance = 'send' ORDER BY created_at",
+    )
+      .bind(account.id)
+      .all();
+    expect(rows.results).toEqual([
+      { kind: "top_up", amount: 10, balance_after: 10 },
+      { kind: "refund", amount: 2, balance_after: 12 },
+    ]);
+  });
+});

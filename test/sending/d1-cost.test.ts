@@ -1,0 +1,157 @@
+import { openCtx } from "../../src/db/client";
+import { sharedDb } from "../../src/db/client";
+import { env } from "cloudflare:workers";
+import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
+import { expect, it } from "vitest";
+import { createApp } from "../../src/app";
+import { findAccount } from "../../src/domain/accounts/accounts";
+import { acceptMessage } from "../../src/domain/sending/accept";
+import { countingD1 } from "../support/d1-counting";
+import { createAccount } from "../support/helpers";
+import { verifiedDomain } from "../support/sending";
+
+it("an accepted single-recipient send with a tag and an Idempotency-Key costs 2 D1 round trips and 7 table rows", async () => {
+  const created = await createAccount({ send_credits: 10 });
+  const domain = await verifiedDomain(created.api_key);
+  const account = (await findAccount(sharedDb(env), created.id))!;
+  const { counted, usage } = countingD1(env.DB);
+  const ctx = createExecutionContext();
+  const result = await acceptMessage(
+    openCtx({ ...env, DB: counted }, ctx),
+    { account, testMode: false },
+    {
+      source: "api",
+      stream: "transactional",
+      from: { address: `hello@${domain.name}` },
+      recipients: ["ann@example.org"],
+      tags: ["receipt"],
+      metadata: {},
+      compose: () => ({ subject: "Hi", content: { kind: "compose", to: ["ann@example.org"], text: "Hi", variables: {}, attachments: [] } }),
+    },
+    { key: "cost-1", route: "POST /send", requestHash: "h" },
+  );
+  await waitOnExecutionContext(ctx);
+  expect(result.kind).toBe("accepted");
+  // ledger entry, account balance, the day's usage row (GET /usage), message, recipient, tag, idempotency record
+  expect(usage).toMatchObject({ roundTrips: 2, rowsChanged: 7 });
+  console.info(
+    `D1 per accepted single-recipient send: ${usage.roundTrips} round trips, ${usage.statements} statements, ` +
+      `${usage.rowsChanged} table rows written (${usage.rowsWritten} incl. index entries, as D1 bills them)`,
+  );
+});
+
+/** Counts the calls made on Durable Object stubs of `namespace` and the sends on `queue`. */
+function countingBindings(namespace: DurableObjectNamespace, queue: Queue) {
+  const usage = { durableObjectCalls: 0, queueSends: 0 };
+  const countedNamespace: DurableObjectNamespace = Object.create(namespace, {
+    getByName: {
+      value: (name: string) =>
+        new Proxy(namespace.getByName(name), {
+          get(stub, property) {
+            const value: unknown = Reflect.get(stub, property);
+            if (typeof value !== "function" || typeof property !== "string" || property === "then") return value;
+            return (...args: unknown[]) => {
+              usage.durableObjectCalls += 1;
+              // Reflect.apply: an RPC method stub would take `.apply` for a remote method of that name
+              return Reflect.apply(value as (...args: unknown[]) => unknown, stub, args);
+            };
+          },
+        }),
+    },
+  });
+  // One send or one sendBatch is one call to the queue.
+  const countedQueue: Queue = Object.create(queue, {
+    send: {
+      value: (...args: Parameters<Queue["send"]>) => {
+        usage.queueSends += 1;
+        return queue.send(...args);
+      },
+    },
+    sendBatch: {
+      value: (...args: Parameters<Queue["sendBatch"]>) => {
+        usage.queueSends += 1;
+        return queue.sendBatch(...args);
+      },
+    },
+  });
+  return { countedNamespace, countedQueue, usage };
+}
+
+it("a whole accepted POST /send, its key seen in the last few seconds, costs 2 D1 round trips, 2 Durable Object calls and 1 queue send", async () => {
+  const created = await createAccount({ send_credits: 10 });
+  const domain = await verifiedDomain(created.api_key);
+  const d1 = countingD1(env.DB);
+  const bindings = countingBindings(env.RATE_LIMITER, env.SEND_QUEUE);
+  const countedEnv = { ...env, DB: d1.counted, RATE_LIMITER: bindings.countedNamespace, SEND_QUEUE: bindings.countedQueue };
+  const app = createApp();
+  const send = async (to: string) => {
+    const ctx = createExecutionContext();
+    const response = await app.fetch(
+      new Request("http://localhost/api/v1/send", {
+        method: "POST",
+        headers: { Authorization: `Bearer ${created.api_key}`, "Content-Type": "application/json" },
+        body: JSON.stringify({ from: `hello@${domain.name}`, to: [to], subject: "Hi", text: "Hi" }),
+      }),
+      countedEnv,
+      ctx,
+    );
+    await waitOnExecutionContext(ctx);
+    return response;
+  };
+  // The first request reads the key from D1 (3 round trips); the next ones find it in the isolate's cache.
+  expect((await send("first@example.org")).status).toBe(202);
+  Object.assign(d1.usage, { roundTrips: 0, statements: 0, rowsChanged: 0, rowsWritten: 0 });
+  Object.assign(bindings.usage, { durableObjectCalls: 0, queueSends: 0 });
+  expect((await send("second@example.org")).status).toBe(202);
+  // per-key rate limit (which also counts the API call) and the daily quota, the latter beside the D1 reads
+  expect({ ...d1.usage, ...bindings.usage }).toMatchObject({ roundTrips: 2, durableObjectCalls: 2, queueSends: 1 });
+  console.info(
+    `per accepted POST /send (key cached): ${d1.usage.roundTrips} D1 round trips, ${d1.usage.statements} statements, ` +
+      `${d1.usage.rowsChanged} table rows written, ${bindings.usage.durableObjectCalls} Durable Object calls, ${bindings.usage.queueSends} queue send`,
+  );
+});
+
+it("POST /send/batch costs the same 2 D1 round trips, 2 Durable Object calls and 1 queue send for 3 messages as for 100", async () => {
+  const created = await createAccount({ send_credits: 1000, daily_send_limit: 1000 });
+  const domain = await verifiedDomain(created.api_key);
+  const d1 = countingD1(env.DB);
+  const bindings = countingBindings(env.RATE_LIMITER, env.SEND_QUEUE);
+  const countedEnv = { ...env, DB: d1.counted, RATE_LIMITER: bindings.countedNamespace, SEND_QUEUE: bindings.countedQueue };
+  const app = createApp();
+  const sendBatch = async (count: number, label: string) => {
+    Object.assign(d1.usage, { roundTrips: 0, statements: 0, rowsChanged: 0, rowsWritten: 0 });
+    Object.assign(bindings.usage, { durableObjectCalls: 0, queueSends: 0 });
+    const ctx = createExecutionContext();
+    const response = await app.fetch(
+      new Request("http://localhost/api/v1/send/batch", {
+        method: "POST",
+        headers: { Authorization: `Bearer ${created.api_key}`, "Content-Type": "application/json" },
+        body: JSON.stringify(
+          Array.from({ length: count }, (_, i) => ({
+            from: `hello@${domain.name}`,
+            to: `${label}-${i}@example.org`,
+            subject: "Hi",
+            text: "Hi",
+            tags: ["batch"],
+            ...(i % 2 === 1 ? { scheduled_at: new Date(Date.now() + 3_600_000).toISOString() } : {}),
+          })),
+        ),
+      }),
+      countedEnv,
+      ctx,
+    );
+    await waitOnExecutionContext(ctx);
+    expect(response.status).toBe(202);
+    return { ...d1.usage, ...bindings.usage };
+  };
+  // The first request reads the key from D1; the figures are of the next ones, the key cached.
+  await sendBatch(1, "warm");
+  const small = await sendBatch(3, "small");
+  const full = await sendBatch(100, "full");
+  expect(small).toMatchObject({ roundTrips: 2, durableObjectCalls: 2, queueSends: 1 });
+  expect(full).toMatchObject({ roundTrips: 2, durableObjectCalls: 2, queueSends: 1 });
+  console.info(
+    `per accepted POST /send/batch of 100 (key cached): ${full.roundTrips} D1 round trips, ${full.statements} statements, ` +
+      `${full.rowsChanged} table rows written, ${full.durableObjectCalls} Durable Object calls, ${full.queueSends} queue send`,
+  );
+});
