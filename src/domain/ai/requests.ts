@@ -11,7 +11,7 @@ import { and, count, eq, gte, inArray, or, sql } from "drizzle-orm";
 import { sqlNow, statement, type AccountDb, batch, type Ctx } from "../../db/client";
 import { accounts, aiRequests, type aiRequestStatuses } from "../../db/schema";
 import { idFromDigest, newId } from "../../lib/ids";
-import { keysetPage } from "../../lib/pagination";
+import { keysetPage } from "../pagination";
 import { draftInsert } from "../campaigns/campaigns";
 import type { AiRequestInput, GeneratedDrafts } from "./draft";
 import type { TokenUsage } from "./adapter";

@@ -6,7 +6,7 @@ import type { AccountDb } from "../../db/client";
 import { and, eq, gte, lt, lte, or, sql } from "drizzle-orm";
 import { auditLog } from "../../db/schema";
 import { newId } from "../../lib/ids";
-import { keysetPage } from "../../lib/pagination";
+import { keysetPage } from "../pagination";
 import type { Actor } from "./actor";
 
 export type AuditEntry = typeof auditLog.$inferSelect;

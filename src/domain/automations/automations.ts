@@ -8,7 +8,7 @@ import { automations, lists, senders, templates, topics } from "../../db/schema"
 import type { FieldErrors } from "../../errors";
 import { hmacSha256Hex, randomToken } from "../../lib/crypto";
 import { newId } from "../../lib/ids";
-import { accountPage } from "../../lib/pagination";
+import { accountPage } from "../pagination";
 import { inJsonArray } from "../../db/client";
 import { checkConditions } from "../segments/segments";
 import { deleteOwned, findOwned, updateOwned } from "../owned";

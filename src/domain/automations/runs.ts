@@ -6,7 +6,7 @@ import { sqlNow, statement, type AccountDb, batch, type Ctx } from "../../db/cli
 import { automationRunSteps, automationRuns } from "../../db/schema";
 import { newId } from "../../lib/ids";
 import { logError } from "../../lib/log";
-import { keysetPage } from "../../lib/pagination";
+import { keysetPage } from "../pagination";
 import type { ContactAddress } from "../contacts/email";
 import { saveContact, type ContactTextField, type CustomFieldsPatch } from "../contacts/contacts";
 import { eventStatement } from "../events/events";

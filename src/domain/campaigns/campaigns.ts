@@ -19,7 +19,7 @@ import {
 import type { FieldErrors } from "../../errors";
 import { newId, nowIso } from "../../lib/ids";
 import { logError } from "../../lib/log";
-import { keysetPage } from "../../lib/pagination";
+import { keysetPage } from "../pagination";
 import { reserveStatements, wasApplied } from "../credits/ledger";
 import { unverifiedDomainMessage } from "../domains/domains";
 import { audienceParameters, audienceWhere, countAudience, MAX_AUDIENCE_PARAMETERS } from "./audience";

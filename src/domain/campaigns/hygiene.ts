@@ -6,7 +6,7 @@
 import { and, count, eq } from "drizzle-orm";
 import { inJsonArray, type AccountDb } from "../../db/client";
 import { campaignSkips, type campaignVerificationModes } from "../../db/schema";
-import { keysetPage } from "../../lib/pagination";
+import { keysetPage } from "../pagination";
 
 export type VerificationMode = (typeof campaignVerificationModes)[number];
 export type SkipResult = (typeof campaignSkips.$inferSelect)["result"];

@@ -5,7 +5,7 @@
 import type { AccountDb, Ctx, SharedDb } from "../../db/client";
 import { senders } from "../../db/schema";
 import { newId, nowIso } from "../../lib/ids";
-import { accountPage } from "../../lib/pagination";
+import { accountPage } from "../pagination";
 import { unverifiedDomainMessage, verifiedDomainQuery } from "../domains/domains";
 import { deleteOwned, findOwned, updateOwned } from "../owned";
 import { refused, type Refusal } from "../refusal";

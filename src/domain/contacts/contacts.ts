@@ -8,7 +8,7 @@ import { contacts, listMembers, lists, suppressions } from "../../db/schema";
 import { owned } from "../owned";
 import { topicSubscriptionsOf } from "../topics/topics";
 import type { FieldErrors } from "../../errors";
-import { keysetPage } from "../../lib/pagination";
+import { keysetPage } from "../pagination";
 import { newId } from "../../lib/ids";
 import type { ContactAddress } from "./email";
 

@@ -4,7 +4,7 @@ import { and, eq, getTableColumns, sql } from "drizzle-orm";
 import { inJsonArray, statement, type AccountDb, batch } from "../../db/client";
 import { contacts, listMembers, lists } from "../../db/schema";
 import { newId, nowIso } from "../../lib/ids";
-import { keysetPage } from "../../lib/pagination";
+import { keysetPage } from "../pagination";
 import { addMembersByKeySql, contactUpsertSql, type ContactUpsert } from "./contacts";
 import { owned } from "../owned";
 import type { ContactAddress } from "./email";

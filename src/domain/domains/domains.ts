@@ -5,7 +5,7 @@ import { domains, type DnsRecordCheck } from "../../db/schema";
 import { decryptSecret, encryptSecret } from "../../lib/crypto";
 import { newId, nowIso } from "../../lib/ids";
 import { logError } from "../../lib/log";
-import { accountPage } from "../../lib/pagination";
+import { accountPage } from "../pagination";
 import { resolve } from "../dns/doh";
 import { dkimTxtValue, generateDkimEd25519KeyPair, generateDkimKeyPair, type DkimKeyPair } from "../sending/dkim";
 import { config } from "../../config";

@@ -8,7 +8,7 @@ import { inJsonArray, type AccountDb } from "../../db/client";
 import { forms, lists, senders, topics } from "../../db/schema";
 import type { FieldErrors } from "../../errors";
 import { newId, nowIso } from "../../lib/ids";
-import { accountPage } from "../../lib/pagination";
+import { accountPage } from "../pagination";
 import type { ContactTextField } from "../contacts/contacts";
 import { deleteOwned, findOwned, owned, updateOwned } from "../owned";
 import { escapeHtml } from "../sending/render";

@@ -7,7 +7,8 @@ import type { Config } from "../../config";
 import { statement, type AccountDb, type Ctx } from "../../db/client";
 import { inboundEmails } from "../../db/schema";
 import { hmacSha256Hex, timingSafeEqualString } from "../../lib/crypto";
-import { dateFilterBound, keysetPage } from "../../lib/pagination";
+import { dateFilterBound } from "../../lib/pagination";
+import { keysetPage } from "../pagination";
 import { deleteOrphanedObjects } from "../../lib/r2";
 import { findOwned, owned } from "../owned";
 

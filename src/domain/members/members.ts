@@ -6,7 +6,7 @@ import { and, eq, ne } from "drizzle-orm";
 import { statement, type SharedDb, batch, type Ctx } from "../../db/client";
 import { accounts, members, signInTokens } from "../../db/schema";
 import { newId, nowIso } from "../../lib/ids";
-import { accountPage } from "../../lib/pagination";
+import { accountPage } from "../pagination";
 import type { Role } from "../../access";
 import { findOwned, owned } from "../owned";
 import { isRefusal, refused, type Refusal } from "../refusal";

@@ -10,7 +10,7 @@ import { contacts, lists, segments, topics, type SegmentCondition } from "../../
 import { audienceWhere } from "../campaigns/audience";
 import type { FieldErrors } from "../../errors";
 import { newId, nowIso } from "../../lib/ids";
-import { accountPage } from "../../lib/pagination";
+import { accountPage } from "../pagination";
 import { contactsMatchingQuery, type ContactWithLists } from "../contacts/contacts";
 import { deleteOwned, findOwned, updateOwned } from "../owned";
 import { compileAll, compileCondition, problemsOf } from "./conditions";

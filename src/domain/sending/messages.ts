@@ -5,7 +5,8 @@
 import { and, asc, eq, getTableColumns, gte, inArray, lte, sql } from "drizzle-orm";
 import { inJsonArray, type AccountDb, type Ctx } from "../../db/client";
 import { events, messageRecipients, messages, type messageStreams, messageTags } from "../../db/schema";
-import { dateFilterBound, keysetPage } from "../../lib/pagination";
+import { dateFilterBound } from "../../lib/pagination";
+import { keysetPage } from "../pagination";
 import { owned } from "../owned";
 import PostalMime from "postal-mime";
 

@@ -5,7 +5,7 @@ import type { AccountDb } from "../../db/client";
 import { and, desc, eq, or, sql } from "drizzle-orm";
 import { templates } from "../../db/schema";
 import { newId, nowIso } from "../../lib/ids";
-import { accountPage } from "../../lib/pagination";
+import { accountPage } from "../pagination";
 import { deleteOwned, findOwned, owned, updateOwned } from "../owned";
 import { placeholderNames } from "../sending/render";
 

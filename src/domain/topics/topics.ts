@@ -7,7 +7,7 @@ import { and, eq, sql, type SQL } from "drizzle-orm";
 import { inJsonArray, statement, type AccountDb, batch } from "../../db/client";
 import { contacts, contactTopics, topics } from "../../db/schema";
 import { newId, nowIso } from "../../lib/ids";
-import { accountPage } from "../../lib/pagination";
+import { accountPage } from "../pagination";
 import { findOwned, owned, updateOwned } from "../owned";
 import { refused, type Refusal } from "../refusal";
 

@@ -7,7 +7,7 @@ import { webhookDeliveries, webhookEndpoints } from "../../db/schema";
 import { chunk } from "../../lib/chunk";
 import { decryptSecret, encryptSecret } from "../../lib/crypto";
 import { newId, nowIso } from "../../lib/ids";
-import { accountPage, keysetPage } from "../../lib/pagination";
+import { accountPage, keysetPage } from "../pagination";
 import { createResolver } from "../dns/doh";
 import type { EventType } from "../events/events";
 import { findOwned, owned, updateOwned } from "../owned";
