@@ -3,10 +3,11 @@
 // `sql` templates where SQLite features need them: json_each, ON CONFLICT … RETURNING). Routes and queue consumers
 // call that module; they build no queries. Row types come from db/schema/<area>.ts (`typeof table.$inferSelect`).
 //
-// The handles are made here and nowhere else, once per request (src/middleware: request.ts opens the shared handle, auth.ts the account's), queue batch, cron run or
-// Durable Object call, and passed down: a domain function takes the handle of the rows it reads, an `AccountDb` (one
-// account's messages, contacts, campaigns, ledger, ...) or the `SharedDb` (accounts, API keys and SMTP credentials,
-// domains, members and sessions: what is found before the account is known), or a `Ctx` holding both beside `env`.
+// The handles are made here and nowhere else, once per request (src/middleware/request.ts; auth.ts once the account
+// is known), queue batch, cron run, Durable Object call or workflow run, and passed down: a domain function takes the
+// handle of the rows it reads, an `AccountDb` (one account's messages, contacts, campaigns, ledger, ...) or the
+// `SharedDb` (accounts, API keys and SMTP credentials, domains, members and sessions: what is found before the
+// account is known), or a `Ctx` holding both beside `env`.
 // They are distinct types so that a function's signature says which database its rows are in: today both open the
 // `DB` binding; account databases give an account's rows their own.
 // `statement()` below is the one way to put such a query into a `D1Database.batch` beside the ledger's statements.
@@ -47,7 +48,10 @@ export const sharedDb = (env: Env) => open(env.DB) as SharedDb;
  */
 export const accountDb = (env: Env, _account?: { id: string }) => open(env.DB) as AccountDb;
 
-/** The databases that hold accounts' rows, for the crons and sweeps that visit every account. */
+/**
+ * The databases that hold accounts' rows, for the crons and sweeps that visit every account. The idempotency purge
+ * walks them; the other sweeps still take the cron run's one context, which reaches every account while all share `DB`.
+ */
 export const accountDatabases = (env: Env): AccountDb[] => [accountDb(env)];
 
 /**
