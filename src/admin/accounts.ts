@@ -1,7 +1,8 @@
-import { openCtx } from "../db/client";
+import { accountDb, openCtx } from "../db/client";
 import {
   createAccount as addAccount,
   findAccount,
+  findBalances,
   planNames,
   serializeAccount,
   topUpAccount,
@@ -97,16 +98,16 @@ const topUp = adminRoute({
   responses: { 200: jsonResponse(AccountSchema, "The account with its new balances"), 404: errorResponse("No such account") },
 });
 
-/** The account as the operator API shows it, or its 404 when there is none by that id. */
-function shownAccount(account: Account | undefined) {
+/** The account with its balances (read from its database) as the operator API shows it, or its 404 when there is none by that id. */
+async function shownAccount(env: Env, account: Account | undefined) {
   if (!account) throw notFound("Account");
-  return serializeAccount(account);
+  return serializeAccount(account, await findBalances(accountDb(env, account), account.id));
 }
 
 export const adminAccountRoutes = createRouter()
   .openapi(createAccount, async (c) => {
     const body = c.req.valid("json");
-    const { account, key } = await addAccount(c.var.shared, {
+    const { account, balances, key } = await addAccount(c.var.shared, (created) => accountDb(c.env, created), {
       name: body.name,
       plan: body.plan,
       features: body.features,
@@ -116,7 +117,7 @@ export const adminAccountRoutes = createRouter()
       rateLimitPerMinute: body.rate_limit_per_minute,
       aiGenerationsPerMonth: body.ai_generations_per_month,
     });
-    if (!body.owner_email) return c.json({ ...serializeAccount(account), api_key: key }, 201);
+    if (!body.owner_email) return c.json({ ...serializeAccount(account, balances), api_key: key }, 201);
     // A new account has no member yet, so inviting its owner cannot be refused.
     const invited = orRefuse(
       await inviteAndMail(c.var.ctx, (promise) => c.executionCtx.waitUntil(promise), account, {
@@ -134,10 +135,10 @@ export const adminAccountRoutes = createRouter()
       via: "operator",
       ...origin(c),
     });
-    return c.json({ ...serializeAccount(account), api_key: key, owner }, 201);
+    return c.json({ ...serializeAccount(account, balances), api_key: key, owner }, 201);
   })
   .openapi(getAccount, async (c) => {
-    return c.json(shownAccount(await findAccount(c.var.shared, c.req.valid("param").id)), 200);
+    return c.json(await shownAccount(c.env, await findAccount(c.var.shared, c.req.valid("param").id)), 200);
   })
   .openapi(updateAccount, async (c) => {
     const body = c.req.valid("json");
@@ -149,14 +150,16 @@ export const adminAccountRoutes = createRouter()
       rateLimitPerMinute: body.rate_limit_per_minute,
       aiGenerationsPerMonth: body.ai_generations_per_month,
     });
-    return c.json(shownAccount(account), 200);
+    return c.json(await shownAccount(c.env, account), 200);
   })
   .openapi(topUp, async (c) => {
     const body = c.req.valid("json");
-    const account = await topUpAccount(c.var.shared, c.req.valid("param").id, {
+    const id = c.req.valid("param").id;
+    const toppedUp = await topUpAccount({ shared: c.var.shared, db: accountDb(c.env, { id }) }, id, {
       send: body.send,
       verify: body.verify,
       note: body.note ?? "operator top-up",
     });
-    return c.json(shownAccount(account), 200);
+    if (!toppedUp) throw notFound("Account");
+    return c.json(serializeAccount(toppedUp.account, toppedUp.balances), 200);
   });

@@ -2,7 +2,7 @@ import { serializeAccount } from "../domain/accounts/accounts";
 import { createRouter, jsonResponse, keyedRoute, Timestamp, z } from "../lib/openapi";
 import { scopeInput } from "../domain/accounts/input";
 import { AccountSchema, BalancesSchema } from "./schemas";
-import { balancesOf } from "../domain/accounts/accounts";
+import { balancesOf, findBalances } from "../domain/accounts/accounts";
 import { aiUsage } from "../domain/ai/requests";
 
 const MeSchema = AccountSchema.extend({
@@ -43,14 +43,14 @@ const getCredits = keyedRoute("reports", {
 export const meRoutes = createRouter()
   .openapi(getMe, async (c) => {
     const { account, apiKey } = c.get("auth");
-    const ai = await aiUsage(c.var.ctx.db, account);
+    const [ai, balances] = await Promise.all([aiUsage(c.var.ctx.db, account), findBalances(c.var.ctx.db, account.id)]);
     return c.json(
       {
-        ...serializeAccount(account),
+        ...serializeAccount(account, balances),
         api_key: { id: apiKey.id, name: apiKey.name, prefix: apiKey.prefix, mode: apiKey.mode, scopes: apiKey.scopes },
         ai_usage: { limit: ai.limit, used: ai.used, in_progress: ai.inProgress, resets_at: ai.resetsAt },
       },
       200,
     );
   })
-  .openapi(getCredits, (c) => c.json(balancesOf(c.get("auth").account), 200));
+  .openapi(getCredits, async (c) => c.json(balancesOf(await findBalances(c.var.ctx.db, c.get("auth").account.id)), 200));

@@ -311,7 +311,9 @@ describe("cancelling when the campaign's object cannot be reached", () => {
     await runCron();
     // Polled in D1: GET /me would run into the key's rate limit while waiting.
     await eventually(async () => {
-      const row = await env.DB.prepare("SELECT send_reserved FROM accounts WHERE id = ?1").bind(account.id).first<{ send_reserved: number }>();
+      const row = await env.DB.prepare("SELECT send_reserved FROM account_balances WHERE account_id = ?1")
+        .bind(account.id)
+        .first<{ send_reserved: number }>();
       return row?.send_reserved === 0 ? true : undefined;
     }, 20_000);
     expect(await campaignOf(key, campaign.id)).toMatchObject({ status: "cancelled", completed_at: expect.any(String) });

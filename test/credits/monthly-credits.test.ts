@@ -99,7 +99,7 @@ describe("monthly verification credits", () => {
     await grantMonthlyCredits(openCtx(runEnv), new Date("2032-03-02T00:00:00Z"));
     // An operator's correction took 80 of them back: only the 20 left can expire.
     await env.DB.batch([
-      env.DB.prepare("UPDATE accounts SET verify_balance = 20 WHERE id = ?1").bind(account.id),
+      env.DB.prepare("UPDATE account_balances SET verify_balance = 20 WHERE account_id = ?1").bind(account.id),
       env.DB.prepare(
         "INSERT INTO credit_ledger (id, account_id, balance, kind, amount, reference_id, note, balance_after) VALUES (?1, ?2, 'verify', 'adjustment', -80, NULL, 'correction', 20)",
       ).bind(`led_${crypto.randomUUID()}`, account.id),

@@ -117,3 +117,30 @@ describe("the streams migrations (issue #44)", () => {
     db.close();
   });
 });
+
+describe("the account balances migration (issue #43)", () => {
+  it("copies every account's balances into account_balances and drops them from accounts", () => {
+    const files = sqlFiles("migrations");
+    const moved = files.findIndex((file) => file.endsWith("_account_balances.sql"));
+    expect(moved).toBeGreaterThan(0);
+    const db = new DatabaseSync(":memory:");
+    const apply = (file: string) => db.exec(readFileSync(join("migrations", file), "utf8").replaceAll("--> statement-breakpoint", ""));
+    for (const file of files.slice(0, moved)) apply(file);
+    db.exec(`
+      INSERT INTO accounts (id, name, features, daily_send_limit, rate_limit_per_minute, send_balance, send_reserved, verify_balance, updated_at) VALUES
+        ('acc_1', 'one', '[]', 100, 60, 250, 40, 12, '2026-11-01T10:00:00.000Z'),
+        ('acc_2', 'two', '[]', 100, 60, 0, 0, 0, '2026-11-02T10:00:00.000Z');`);
+    for (const file of files.slice(moved)) apply(file);
+    expect(
+      db.prepare("SELECT account_id, send_balance, send_reserved, verify_balance, updated_at FROM account_balances ORDER BY account_id").all(),
+    ).toEqual([
+      { account_id: "acc_1", send_balance: 250, send_reserved: 40, verify_balance: 12, updated_at: "2026-11-01T10:00:00.000Z" },
+      { account_id: "acc_2", send_balance: 0, send_reserved: 0, verify_balance: 0, updated_at: "2026-11-02T10:00:00.000Z" },
+    ]);
+    const columns = (db.prepare(`PRAGMA table_info("accounts")`).all() as { name: string }[]).map((column) => column.name);
+    expect(columns).not.toContain("send_balance");
+    expect(columns).not.toContain("send_reserved");
+    expect(columns).not.toContain("verify_balance");
+    db.close();
+  });
+});

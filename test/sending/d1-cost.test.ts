@@ -34,6 +34,12 @@ it("an accepted single-recipient send with a tag and an Idempotency-Key costs 2 
   expect(result.kind).toBe("accepted");
   // ledger entry, account balance, the day's usage row (GET /usage), message, recipient, tag, idempotency record
   expect(usage).toMatchObject({ roundTrips: 2, rowsChanged: 7 });
+  // The charge is written beside the ledger in the account's own rows: the shared accounts table is not touched, so
+  // the accept transaction can stay one transaction once an account's rows live in a database of their own.
+  const writes = (table: string) =>
+    usage.queries.filter((query) => new RegExp(`^\\s*(INSERT( OR \\w+)? INTO|UPDATE|DELETE FROM)\\s+[\`"]?${table}\\b`, "i").test(query));
+  expect(writes("accounts")).toEqual([]);
+  expect(writes("account_balances")).toHaveLength(1);
   console.info(
     `D1 per accepted single-recipient send: ${usage.roundTrips} round trips, ${usage.statements} statements, ` +
       `${usage.rowsChanged} table rows written (${usage.rowsWritten} incl. index entries, as D1 bills them)`,

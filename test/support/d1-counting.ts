@@ -1,6 +1,9 @@
-/** The real binding, counting what is asked of it: round trips, statements and the rows D1 reports written. */
+/**
+ * The real binding, counting what is asked of it: round trips, statements and the rows D1 reports written; `queries`
+ * keeps the text of every statement prepared, so a test can tell which tables a path writes.
+ */
 export function countingD1(d1: D1Database) {
-  const usage = { roundTrips: 0, statements: 0, rowsChanged: 0, rowsWritten: 0 };
+  const usage = { roundTrips: 0, statements: 0, rowsChanged: 0, rowsWritten: 0, queries: [] as string[] };
   const roundTrip = <T>(run: () => T): T => {
     usage.roundTrips += 1;
     return run();
@@ -21,6 +24,7 @@ export function countingD1(d1: D1Database) {
     // A statement run on its own is a round trip too; wrap them so one slipping into the path is counted.
     prepare: {
       value: (query: string) => {
+        usage.queries.push(query);
         const counting = (statement: D1PreparedStatement): D1PreparedStatement =>
           Object.create(statement, {
             bind: { value: (...values: unknown[]) => counting(statement.bind(...values)) },

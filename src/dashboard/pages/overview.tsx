@@ -1,5 +1,5 @@
 import { Hono } from "hono";
-import { balancesOf } from "../../domain/accounts/accounts";
+import { balancesOf, findBalances } from "../../domain/accounts/accounts";
 import { defaultRange, overviewReport, type Overview, type ReportCounts } from "../../domain/reports/reports";
 import { ChartCard, Stat, dayAxis, type ChartData } from "../components/stats";
 import { Shell, percent } from "../layout";
@@ -106,8 +106,11 @@ function OverviewPage({ report }: { report: Overview }) {
 
 export const overviewPages = new Hono<DashboardEnv>().get("/", async (c) => {
   const auth = c.get("auth");
-  const report = await overviewReport(c.var.ctx.db, auth.account.id, defaultRange({}));
-  const balances = balancesOf(auth.account);
+  const [report, current] = await Promise.all([
+    overviewReport(c.var.ctx.db, auth.account.id, defaultRange({})),
+    findBalances(c.var.ctx.db, auth.account.id),
+  ]);
+  const balances = balancesOf(current);
   return c.html(
     <Shell title="Overview" auth={auth} csrfToken={c.get("csrfToken")} current="/dashboard">
       <section class="grid stats">

@@ -1,6 +1,6 @@
 import { Hono } from "hono";
 import { config } from "../../config";
-import { balancesOf } from "../../domain/accounts/accounts";
+import { balancesOf, findBalances } from "../../domain/accounts/accounts";
 import { defaultRange, usageReport } from "../../domain/reports/reports";
 import { ChartCard, Stat, dayAxis } from "../components/stats";
 import { Table } from "../components/table";
@@ -15,8 +15,11 @@ const usageSeries = [
 
 export const usagePages = new Hono<DashboardEnv>().get("/usage", async (c) => {
   const auth = c.get("auth");
-  const usage = await usageReport(c.var.ctx.db, auth.account.id, defaultRange({}));
-  const balances = balancesOf(auth.account);
+  const [usage, current] = await Promise.all([
+    usageReport(c.var.ctx.db, auth.account.id, defaultRange({})),
+    findBalances(c.var.ctx.db, auth.account.id),
+  ]);
+  const balances = balancesOf(current);
   const active = usage.daily.some((day) => day.api_calls + day.emails_sent + day.verifications > 0);
   const credits = usage.credits;
   const monthlyGrant = config(c.env).monthlyVerifyCredits[auth.account.plan] ?? 0;

@@ -1,5 +1,6 @@
 import { Hono } from "hono";
 import Papa from "papaparse";
+import { findBalances } from "../../domain/accounts/accounts";
 import { createVerificationJob, enqueueVerificationJob, MAX_JOB_ADDRESSES } from "../../domain/verification/jobs";
 import { findJob, jobCounts, listJobs, type VerificationJob } from "../../domain/verification/job-rows";
 import { jobCsvColumns, jobCsvRow, jobResultsCsv } from "../../domain/verification/results-csv";
@@ -66,7 +67,7 @@ function JobProgress({ job }: { job: VerificationJob }) {
 export const verificationPages = new Hono<DashboardEnv>()
   .get("/verification", async (c) => {
     const auth = c.get("auth");
-    const jobs = await listJobs(c.var.ctx.db, auth.account.id, 20);
+    const [jobs, balances] = await Promise.all([listJobs(c.var.ctx.db, auth.account.id, 20), findBalances(c.var.ctx.db, auth.account.id)]);
     return c.html(
       <Shell title="Verification" auth={auth} csrfToken={c.get("csrfToken")} current="/dashboard/verification">
         <div class="grid two">
@@ -96,7 +97,7 @@ export const verificationPages = new Hono<DashboardEnv>()
               <input id="verify-file" name="file" type="file" accept=".csv,text/csv,text/plain" required />
               <p class="hint">
                 Up to {MAX_JOB_ADDRESSES.toLocaleString("en")} addresses; 1 credit per distinct address with valid syntax. You have{" "}
-                {auth.account.verifyBalance.toLocaleString("en")} verification credits.
+                {balances.verifyBalance.toLocaleString("en")} verification credits.
               </p>
               <button type="submit">Upload and verify</button>
             </form>

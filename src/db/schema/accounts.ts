@@ -11,10 +11,6 @@ export const accounts = sqliteTable("accounts", {
   rateLimitPerMinute: integer("rate_limit_per_minute").notNull(),
   // Plan limit: completed AI draft generations per calendar month (UTC).
   aiGenerationsPerMonth: integer("ai_generations_per_month").notNull().default(0),
-  // Cached balances; every change to them is written together with a credit_ledger row in one D1 batch.
-  sendBalance: integer("send_balance").notNull().default(0),
-  sendReserved: integer("send_reserved").notNull().default(0),
-  verifyBalance: integer("verify_balance").notNull().default(0),
   // Signing into the dashboard with an API key once the account has active members: the owner's choice (docs/dashboard.md).
   keySignIn: integer("key_sign_in", { mode: "boolean" }).notNull().default(false),
   // The owner's choice that every member signs in with a second factor (TOTP), set up before anything else.

@@ -1,9 +1,9 @@
 // Accounts: plans, limits, features and balances, as the operator sets them. This module owns the accounts'
-// queries; balances change only through the credits ledger.
+// queries; balances (account_balances, in the account's database) change only through the credits ledger.
 
 import { eq } from "drizzle-orm";
-import { statement, type SharedDb, batch } from "../../db/client";
-import { accounts } from "../../db/schema";
+import { statement, type AccountDb, type SharedDb, batch } from "../../db/client";
+import { accountBalances, accounts } from "../../db/schema";
 import { newId, nowIso } from "../../lib/ids";
 import type { Feature } from "../../access";
 import { topUpStatements } from "../credits/ledger";
@@ -26,18 +26,36 @@ export const defaultFeatures: Feature[] = ["email_api", "smtp_relay"];
 
 export const hasFeature = (account: Account, feature: Feature) => account.features.includes(feature);
 
-export function balancesOf(account: Account) {
+/** An account's balances as they stand (account_balances). */
+export type Balances = Pick<typeof accountBalances.$inferSelect, "sendBalance" | "sendReserved" | "verifyBalance" | "updatedAt">;
+
+/** The balances of `accountId`, read from its database; an account without a balance row has none. */
+export async function findBalances(db: AccountDb, accountId: string): Promise<Balances> {
+  const row = await db
+    .select({
+      sendBalance: accountBalances.sendBalance,
+      sendReserved: accountBalances.sendReserved,
+      verifyBalance: accountBalances.verifyBalance,
+      updatedAt: accountBalances.updatedAt,
+    })
+    .from(accountBalances)
+    .where(eq(accountBalances.accountId, accountId))
+    .get();
+  return row ?? { sendBalance: 0, sendReserved: 0, verifyBalance: 0, updatedAt: "" };
+}
+
+export function balancesOf(balances: Omit<Balances, "updatedAt">) {
   return {
     send: {
-      balance: account.sendBalance,
-      reserved: account.sendReserved,
-      available: account.sendBalance - account.sendReserved,
+      balance: balances.sendBalance,
+      reserved: balances.sendReserved,
+      available: balances.sendBalance - balances.sendReserved,
     },
-    verify: { balance: account.verifyBalance, available: account.verifyBalance },
+    verify: { balance: balances.verifyBalance, available: balances.verifyBalance },
   };
 }
 
-export function serializeAccount(account: Account) {
+export function serializeAccount(account: Account, balances: Balances) {
   return {
     id: account.id,
     name: account.name,
@@ -48,9 +66,10 @@ export function serializeAccount(account: Account) {
       rate_limit_per_minute: account.rateLimitPerMinute,
       ai_generations_per_month: account.aiGenerationsPerMonth,
     },
-    balances: balancesOf(account),
+    balances: balancesOf(balances),
     created_at: account.createdAt,
-    updated_at: account.updatedAt,
+    // A charge or top-up changes the account as its owner sees it, though it is written beside the ledger.
+    updated_at: balances.updatedAt > account.updatedAt ? balances.updatedAt : account.updatedAt,
   };
 }
 
@@ -61,13 +80,15 @@ export async function findAccount(db: SharedDb, id: string): Promise<Account | u
 type Limits = { dailySendLimit?: number; rateLimitPerMinute?: number; aiGenerationsPerMonth?: number };
 
 /**
- * A new account with its first full-access key and its initial credits (ledger entries), in one transaction. The
- * limits not given are the plan's; `key` is the key's secret, returned only here.
+ * A new account with its first full-access key (one transaction in the shared database), then its balance row and
+ * initial credits (ledger entries; one transaction in the account's database, `dbOf` choosing it). The limits not
+ * given are the plan's; `key` is the key's secret, returned only here.
  */
 export async function createAccount(
   db: SharedDb,
+  dbOf: (account: { id: string }) => AccountDb,
   input: { name: string; plan: Plan; features?: Feature[]; sendCredits: number; verifyCredits: number } & Limits,
-): Promise<{ account: Account; key: string }> {
+): Promise<{ account: Account; balances: Balances; key: string }> {
   const accountId = newId("acc");
   const defaults = plans[input.plan];
   const firstKey = await defaultKeyStatement(db, accountId);
@@ -85,12 +106,16 @@ export async function createAccount(
       }),
     ),
     firstKey.statement,
-    ...(input.sendCredits > 0 ? topUpStatements(db, accountId, "send", input.sendCredits, "initial credits") : []),
-    ...(input.verifyCredits > 0 ? topUpStatements(db, accountId, "verify", input.verifyCredits, "initial credits") : []),
   ]);
-  const account = await findAccount(db, accountId);
+  const own = dbOf({ id: accountId });
+  await batch(own, [
+    statement(own, own.insert(accountBalances).values({ accountId })),
+    ...(input.sendCredits > 0 ? topUpStatements(own, accountId, "send", input.sendCredits, "initial credits") : []),
+    ...(input.verifyCredits > 0 ? topUpStatements(own, accountId, "verify", input.verifyCredits, "initial credits") : []),
+  ]);
+  const [account, balances] = await Promise.all([findAccount(db, accountId), findBalances(own, accountId)]);
   if (!account) throw new Error(`Account ${accountId} was written but could not be read back`);
-  return { account, key: firstKey.key };
+  return { account, balances, key: firstKey.key };
 }
 
 /**
@@ -123,16 +148,18 @@ export async function updateAccount(
   return updated;
 }
 
-/** Adds credits to either balance, one ledger entry each; the account as it stands after, or undefined if none. */
+/** Adds credits to either balance, one ledger entry each; the balances as they stand after, or undefined if no account. */
 export async function topUpAccount(
-  db: SharedDb,
+  handles: { shared: SharedDb; db: AccountDb },
   accountId: string,
   credits: { send?: number; verify?: number; note: string },
-): Promise<Account | undefined> {
-  if (!(await findAccount(db, accountId))) return undefined;
+): Promise<{ account: Account; balances: Balances } | undefined> {
+  const { shared, db } = handles;
+  const account = await findAccount(shared, accountId);
+  if (!account) return undefined;
   await batch(db, [
     ...(credits.send ? topUpStatements(db, accountId, "send", credits.send, credits.note) : []),
     ...(credits.verify ? topUpStatements(db, accountId, "verify", credits.verify, credits.note) : []),
   ]);
-  return findAccount(db, accountId);
+  return { account, balances: await findBalances(db, accountId) };
 }

@@ -20,7 +20,7 @@ import type { FieldErrors } from "../../errors";
 import { newId, nowIso } from "../../lib/ids";
 import { logError } from "../../lib/log";
 import { keysetPage } from "../pagination";
-import { reserveStatements, wasApplied } from "../credits/ledger";
+import { availableCredits, reserveStatements, wasApplied } from "../credits/ledger";
 import { unverifiedDomainMessage } from "../domains/domains";
 import { audienceParameters, audienceWhere, countAudience, MAX_AUDIENCE_PARAMETERS } from "./audience";
 import { completeIfDone } from "./fanout";
@@ -343,10 +343,9 @@ export async function sendCampaign(ctx: Ctx, accountId: string, id: string, send
   // campaign starts, so a balance that cannot pay for them refuses the send before anything else is taken.
   let checks: ContactChecks = { kind: "none" };
   if (campaign.verification !== "off") {
-    const account = await findAccount(ctx.shared, accountId);
+    const [account, available] = await Promise.all([findAccount(ctx.shared, accountId), availableCredits(db, accountId, "send")]);
     if (!account) return { kind: "not_found" };
-    if (account.sendBalance - account.sendReserved < recipients)
-      return { kind: "insufficient_credits", needed: recipients, available: Math.max(0, account.sendBalance - account.sendReserved) };
+    if (available < recipients) return { kind: "insufficient_credits", needed: recipients, available: Math.max(0, available) };
     checks = await createContactChecks(ctx, account, where, { source: "campaign", name: `campaign ${campaign.name}`, campaignId: campaign.id });
     if (checks.kind === "insufficient_credits") return { ...checks, kind: "insufficient_verification_credits" };
     if (checks.kind === "too_many") {
@@ -402,11 +401,7 @@ export async function sendCampaign(ctx: Ctx, accountId: string, id: string, send
   if (!wasApplied(written[0]!)) {
     // The checks were charged for a campaign that does not start: their job fails and refunds them.
     if (job) await failVerificationJob(ctx, job.job.id, "The campaign did not start: not enough sending credits");
-    const account = await db.$client
-      .prepare("SELECT send_balance - send_reserved AS available FROM accounts WHERE id = ?1")
-      .bind(accountId)
-      .first<{ available: number }>();
-    return { kind: "insufficient_credits", needed: recipients, available: Math.max(0, account?.available ?? 0) };
+    return { kind: "insufficient_credits", needed: recipients, available: Math.max(0, await availableCredits(db, accountId, "send")) };
   }
 
   if (job && (await enqueueVerificationJob(ctx, job.job, job.plan.chunks)) === "queue_unavailable") {

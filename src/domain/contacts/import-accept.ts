@@ -9,6 +9,7 @@ import { csvBytesProblem } from "../../lib/csv-upload";
 import { newId } from "../../lib/ids";
 import { logError } from "../../lib/log";
 import type { Account } from "../accounts/accounts";
+import { availableCredits } from "../credits/ledger";
 import { owned } from "../owned";
 import type { InsufficientCredits } from "../verification/jobs";
 import { csvRecords } from "./csv";
@@ -38,7 +39,7 @@ const fileProblem = (problem: string): CreateImportOutcome => ({
  */
 export async function createContactImport(
   ctx: Ctx,
-  account: Pick<Account, "id" | "verifyBalance">,
+  account: Pick<Account, "id">,
   input: { bytes: Uint8Array; mapping?: ImportMapping; listId?: string; verify?: boolean },
 ): Promise<CreateImportOutcome> {
   const { env, db } = ctx;
@@ -60,7 +61,10 @@ export async function createContactImport(
 
   // Checked against every row up front (fresh results are reused, so fewer may be charged): an import does not stop
   // half way for want of credits, and the answer says how many are needed before anything is stored.
-  if (input.verify && account.verifyBalance < total) return { kind: "insufficient_credits", needed: total, available: account.verifyBalance };
+  if (input.verify) {
+    const available = await availableCredits(db, accountId, "verify");
+    if (available < total) return { kind: "insufficient_credits", needed: total, available };
+  }
   if (input.listId && !(await listExists(db, accountId, input.listId))) {
     return { kind: "invalid", message: "The request is invalid", errors: { list_id: ["No list with this id in your account"] } };
   }

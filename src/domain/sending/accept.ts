@@ -1,9 +1,9 @@
 import { sql } from "drizzle-orm";
 import { statement, type AccountDb, batch, type Ctx } from "../../db/client";
 import { messages } from "../../db/schema";
-import { findAccount, type Account } from "../accounts/accounts";
+import type { Account } from "../accounts/accounts";
 import { eventStatement, type EventInput } from "../events/events";
-import { chargedGuard, chargeStatements, wasApplied } from "../credits/ledger";
+import { availableCredits, chargedGuard, chargeStatements, wasApplied } from "../credits/ledger";
 import { normalizeSuppressionEmail, type MessageStream } from "../suppressions/suppressions";
 import { dispatchEvents } from "../webhooks/dispatch";
 import type { FieldErrors } from "../../errors";
@@ -366,9 +366,7 @@ async function writeAcceptance(
   }
   if (!anchor || wasApplied(written[0]!)) return undefined;
   await giveBack();
-  // The caller's account row may come from the key cache (seconds old): the figure shown is read now.
-  const current = (await findAccount(ctx.shared, account.id)) ?? account;
-  return { kind: "insufficient_credits", needed: acceptance.total, available: Math.max(0, current.sendBalance - current.sendReserved) };
+  return { kind: "insufficient_credits", needed: acceptance.total, available: Math.max(0, await availableCredits(db, account.id, "send")) };
 }
 
 /**

@@ -161,7 +161,10 @@ export async function createVerificationJob(
   const { env, db } = ctx;
   const { account } = request;
   const plan = planVerificationJob(request.emails, { includeDuplicates: request.includeDuplicates });
-  if (plan.chargeable > account.verifyBalance) return { kind: "insufficient_credits", needed: plan.chargeable, available: account.verifyBalance };
+  if (plan.chargeable > 0) {
+    const available = await availableCredits(db, account.id, "verify");
+    if (plan.chargeable > available) return { kind: "insufficient_credits", needed: plan.chargeable, available };
+  }
 
   const id = newId("vjob");
   const inputKey = inputObjectKey(id);

@@ -39,7 +39,6 @@ export async function verifySingleAddress(
   const deps = { resolver, prober: settings.prober && createMailboxProber(settings.prober), accountId: account.id };
   let creditsCharged = 0;
   if (checkSyntax(email).valid) {
-    if (account.verifyBalance < 1) return { kind: "insufficient_credits", needed: 1, available: account.verifyBalance };
     const charge = { accountId: account.id, balance: "verify" as const, amount: 1, referenceId: options.reference, note: "verification" };
     const [ledger] = await batch(db, chargeStatements(db, charge));
     if (!wasApplied(ledger!)) return { kind: "insufficient_credits", needed: 1, available: 0 };

@@ -14,6 +14,7 @@ import {
   sendCampaign,
   updateDraft,
 } from "../../../domain/campaigns/campaigns";
+import { findBalances } from "../../../domain/accounts/accounts";
 import { renderCampaignMessage } from "../../../domain/campaigns/delivery";
 import { createSender } from "../../../domain/campaigns/senders";
 import { contactChecksNeeded } from "../../../domain/contacts/verify";
@@ -144,13 +145,14 @@ export const campaignPages = new Hono<DashboardEnv>()
     const campaign = await ownedCampaign(c);
     // Only a draft shows its audience and a preview; the audience's condition serves both, its segments read once.
     const where = campaign.status === "draft" ? await audienceSql(c.var.ctx.db, campaign) : undefined;
-    const [counters, options, audience, checks, report, resolved] = await Promise.all([
+    const [counters, options, audience, checks, report, resolved, balances] = await Promise.all([
       campaignCounters(c.var.ctx.db, [campaign.id]),
       editorOptions(c.var.ctx.db, auth.account.id),
       where ? audienceOf(c.var.ctx.db, campaign, where) : 0,
       where && campaign.verification !== "off" ? contactChecksNeeded(c.var.ctx, where) : undefined,
       campaign.status === "draft" ? undefined : campaignReport(c.var.ctx.db, campaign.id),
       withTemplate(c.var.ctx.db, campaign),
+      findBalances(c.var.ctx.db, auth.account.id),
     ]);
     // A draft's preview, or the one example a sent campaign's subject template is shown filled in for.
     const templated = placeholderNames(resolved.subject ?? "").length > 0;
@@ -158,7 +160,7 @@ export const campaignPages = new Hono<DashboardEnv>()
     const example = !where && contact ? await renderCampaignMessage(c.env, `preview_${campaign.id}`, { campaign: resolved, contact }) : undefined;
     const csrfToken = c.get("csrfToken");
     const now = new Date();
-    const available = Math.max(0, auth.account.sendBalance - auth.account.sendReserved);
+    const available = Math.max(0, balances.sendBalance - balances.sendReserved);
     const previewQuery = contact ? `?contact=${contact.id}` : "";
     return c.html(
       <Shell title={campaign.name} auth={auth} csrfToken={csrfToken} current="/dashboard/campaigns">
@@ -206,7 +208,7 @@ export const campaignPages = new Hono<DashboardEnv>()
               {checks ? (
                 <p data-testid="verification-estimate">
                   Verification first: <strong>{checks.toCheck.toLocaleString("en")}</strong> addresses to check, costing{" "}
-                  <strong>{checks.toCheck.toLocaleString("en")}</strong> verification credits ({auth.account.verifyBalance.toLocaleString("en")}{" "}
+                  <strong>{checks.toCheck.toLocaleString("en")}</strong> verification credits ({balances.verifyBalance.toLocaleString("en")}{" "}
                   available); {checks.fresh.toLocaleString("en")} checked recently are reused free.
                 </p>
               ) : null}
