@@ -3,7 +3,7 @@
 
 import { eq } from "drizzle-orm";
 import { statement, type AccountDb, type SharedDb, batch } from "../../db/client";
-import { accountBalances, accounts } from "../../db/schema";
+import { accountBalances, accounts, apiKeys } from "../../db/schema";
 import { newId, nowIso } from "../../lib/ids";
 import type { Feature } from "../../access";
 import { topUpStatements } from "../credits/ledger";
@@ -108,11 +108,21 @@ export async function createAccount(
     firstKey.statement,
   ]);
   const own = dbOf({ id: accountId });
-  await batch(own, [
-    statement(own, own.insert(accountBalances).values({ accountId })),
-    ...(input.sendCredits > 0 ? topUpStatements(own, accountId, "send", input.sendCredits, "initial credits") : []),
-    ...(input.verifyCredits > 0 ? topUpStatements(own, accountId, "verify", input.verifyCredits, "initial credits") : []),
-  ]);
+  try {
+    await batch(own, [
+      statement(own, own.insert(accountBalances).values({ accountId })),
+      ...(input.sendCredits > 0 ? topUpStatements(own, accountId, "send", input.sendCredits, "initial credits") : []),
+      ...(input.verifyCredits > 0 ? topUpStatements(own, accountId, "verify", input.verifyCredits, "initial credits") : []),
+    ]);
+  } catch (error) {
+    // Two databases' writes cannot be one transaction: an account whose balance was not written is taken back, so
+    // the operator's retry does not leave a second account behind with a key nobody received.
+    await batch(db, [
+      statement(db, db.delete(apiKeys).where(eq(apiKeys.accountId, accountId))),
+      statement(db, db.delete(accounts).where(eq(accounts.id, accountId))),
+    ]);
+    throw error;
+  }
   const [account, balances] = await Promise.all([findAccount(db, accountId), findBalances(own, accountId)]);
   if (!account) throw new Error(`Account ${accountId} was written but could not be read back`);
   return { account, balances, key: firstKey.key };
