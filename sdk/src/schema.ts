@@ -9881,7 +9881,49 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /** List every account, newest first */
+        get: {
+            parameters: {
+                query?: {
+                    limit?: number;
+                    cursor?: string;
+                    plan?: "free" | "starter" | "pro" | "enterprise";
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description A page of accounts */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["OperatorAccountList"];
+                    };
+                };
+                /** @description Missing or invalid operator token */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
         put?: never;
         /** Create an account and its first full-access API key */
         post: {
@@ -9903,7 +9945,7 @@ export interface paths {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["Account"] & {
+                        "application/json": components["schemas"]["OperatorAccount"] & {
                             /** @description Full-access key, shown only this once */
                             api_key: string;
                             /** @description With `owner_email` */
@@ -9967,7 +10009,7 @@ export interface paths {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["Account"];
+                        "application/json": components["schemas"]["OperatorAccount"];
                     };
                 };
                 /** @description Missing or invalid operator token */
@@ -10029,7 +10071,7 @@ export interface paths {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["Account"];
+                        "application/json": components["schemas"]["OperatorAccount"];
                     };
                 };
                 /** @description Missing or invalid operator token */
@@ -10094,7 +10136,7 @@ export interface paths {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["Account"];
+                        "application/json": components["schemas"]["OperatorAccount"];
                     };
                 };
                 /** @description Missing or invalid operator token */
@@ -15150,6 +15192,18 @@ export interface components {
             completed_at: string | null;
             /** @description Path of the results CSV once the batch is finished */
             download_url: string | null;
+        };
+        OperatorAccountList: {
+            data: components["schemas"]["OperatorAccount"][];
+            has_more: boolean;
+            next_cursor: string | null;
+        };
+        OperatorAccount: components["schemas"]["Account"] & {
+            /**
+             * @description The D1 binding that holds the account's rows
+             * @example DB
+             */
+            database: string;
         };
         CreateAccount: {
             name: string;

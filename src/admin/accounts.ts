@@ -1,17 +1,32 @@
-import { accountDb, openCtx } from "../db/client";
+import { accountDatabaseName, accountDb, openCtx } from "../db/client";
 import {
   createAccount as addAccount,
   findAccount,
   findBalances,
+  findBalancesOf,
+  listAccounts,
   planNames,
   serializeAccount,
   topUpAccount,
   updateAccount as changeAccount,
   type Account,
+  type Balances,
 } from "../domain/accounts/accounts";
 import { notFound } from "../errors";
 import { orRefuse } from "../http/refusals";
-import { adminRoute, createRouter, evenWithFieldErrors, errorResponse, IdParam, jsonBody, jsonResponse, z } from "../lib/openapi";
+import {
+  adminRoute,
+  createRouter,
+  evenWithFieldErrors,
+  errorResponse,
+  IdParam,
+  jsonBody,
+  jsonResponse,
+  paginated,
+  PaginationQuery,
+  z,
+} from "../lib/openapi";
+import { pageOf } from "../lib/pagination";
 import { AccountSchema, FeatureSchema } from "../api/schemas";
 import { operatorActor } from "../domain/audit/actor";
 import { origin, record } from "../middleware/audit";
@@ -54,6 +69,26 @@ const TopUpSchema = z
   .refine((body) => (body.send ?? 0) > 0 || (body.verify ?? 0) > 0, { message: "Give a positive `send` or `verify` amount", ...evenWithFieldErrors })
   .openapi("TopUp");
 
+// The operator sees where an account's rows are; the account itself (GET /api/v1/me) does not.
+const OperatorAccountSchema = AccountSchema.extend({
+  database: z.string().openapi({ example: "DB", description: "The D1 binding that holds the account's rows" }),
+}).openapi("OperatorAccount");
+
+const listAccountsRoute = adminRoute({
+  method: "get",
+  path: "/accounts",
+  summary: "List every account, newest first",
+  request: {
+    query: PaginationQuery.extend({
+      plan: z
+        .enum(planNames)
+        .optional()
+        .openapi({ param: { name: "plan", in: "query" } }),
+    }),
+  },
+  responses: { 200: jsonResponse(paginated(OperatorAccountSchema, "OperatorAccountList"), "A page of accounts") },
+});
+
 const createAccount = adminRoute({
   method: "post",
   path: "/accounts",
@@ -61,7 +96,7 @@ const createAccount = adminRoute({
   request: { body: jsonBody(CreateAccountSchema) },
   responses: {
     201: jsonResponse(
-      AccountSchema.extend({
+      OperatorAccountSchema.extend({
         api_key: z.string().openapi({ description: "Full-access key, shown only this once" }),
         owner: z
           .object({ id: z.string(), email: z.string(), status: z.literal("invited") })
@@ -78,7 +113,7 @@ const getAccount = adminRoute({
   path: "/accounts/{id}",
   summary: "One account",
   request: { params: IdParam("acc") },
-  responses: { 200: jsonResponse(AccountSchema, "The account"), 404: errorResponse("No such account") },
+  responses: { 200: jsonResponse(OperatorAccountSchema, "The account"), 404: errorResponse("No such account") },
 });
 
 const updateAccount = adminRoute({
@@ -87,7 +122,7 @@ const updateAccount = adminRoute({
   summary: "Change plan, limits or features",
   description: "Changing the plan resets the limits to the plan's defaults unless they are given in the same request.",
   request: { params: IdParam("acc"), body: jsonBody(UpdateAccountSchema) },
-  responses: { 200: jsonResponse(AccountSchema, "The updated account"), 404: errorResponse("No such account") },
+  responses: { 200: jsonResponse(OperatorAccountSchema, "The updated account"), 404: errorResponse("No such account") },
 });
 
 const topUp = adminRoute({
@@ -95,16 +130,51 @@ const topUp = adminRoute({
   path: "/accounts/{id}/credits",
   summary: "Add sending and/or verification credits (one ledger entry each)",
   request: { params: IdParam("acc"), body: jsonBody(TopUpSchema) },
-  responses: { 200: jsonResponse(AccountSchema, "The account with its new balances"), 404: errorResponse("No such account") },
+  responses: { 200: jsonResponse(OperatorAccountSchema, "The account with its new balances"), 404: errorResponse("No such account") },
+});
+
+/** The account as the operator API shows it: with its balances and the database its rows are in. */
+const operatorAccount = (account: Account, balances: Balances) => ({
+  ...serializeAccount(account, balances),
+  database: accountDatabaseName(account),
 });
 
 /** The account with its balances (read from its database) as the operator API shows it, or its 404 when there is none by that id. */
 async function shownAccount(env: Env, account: Account | undefined) {
   if (!account) throw notFound("Account");
-  return serializeAccount(account, await findBalances(accountDb(env, account), account.id));
+  return operatorAccount(account, await findBalances(accountDb(env, account), account.id));
+}
+
+/** The balances of a page of accounts: one query per database the page's accounts are in (today one, on `DB`). */
+async function pageBalances(env: Env, page: Account[]): Promise<(account: Account) => Balances> {
+  const byDatabase = new Map<string, Account[]>();
+  for (const account of page) byDatabase.set(accountDatabaseName(account), [...(byDatabase.get(accountDatabaseName(account)) ?? []), account]);
+  const lookups = await Promise.all(
+    [...byDatabase.values()].map((inOne) =>
+      findBalancesOf(
+        accountDb(env, inOne[0]),
+        inOne.map((account) => account.id),
+      ),
+    ),
+  );
+  const lookupOf = new Map([...byDatabase.keys()].map((name, index) => [name, lookups[index]]));
+  return (account) => {
+    const lookup = lookupOf.get(accountDatabaseName(account));
+    if (!lookup) throw new Error(`No balances were read for ${account.id}'s database`);
+    return lookup(account.id);
+  };
 }
 
 export const adminAccountRoutes = createRouter()
+  .openapi(listAccountsRoute, async (c) => {
+    const query = c.req.valid("query");
+    const rows = await listAccounts(c.var.shared, query);
+    const balancesOf = await pageBalances(c.env, rows.slice(0, query.limit));
+    return c.json(
+      pageOf(rows, query.limit, (account) => operatorAccount(account, balancesOf(account))),
+      200,
+    );
+  })
   .openapi(createAccount, async (c) => {
     const body = c.req.valid("json");
     const { account, balances, key } = await addAccount(c.var.shared, (created) => accountDb(c.env, created), {
@@ -117,7 +187,7 @@ export const adminAccountRoutes = createRouter()
       rateLimitPerMinute: body.rate_limit_per_minute,
       aiGenerationsPerMonth: body.ai_generations_per_month,
     });
-    if (!body.owner_email) return c.json({ ...serializeAccount(account, balances), api_key: key }, 201);
+    if (!body.owner_email) return c.json({ ...operatorAccount(account, balances), api_key: key }, 201);
     // A new account has no member yet, so inviting its owner cannot be refused.
     const invited = orRefuse(
       await inviteAndMail(c.var.ctx, (promise) => c.executionCtx.waitUntil(promise), account, {
@@ -135,7 +205,7 @@ export const adminAccountRoutes = createRouter()
       via: "operator",
       ...origin(c),
     });
-    return c.json({ ...serializeAccount(account, balances), api_key: key, owner }, 201);
+    return c.json({ ...operatorAccount(account, balances), api_key: key, owner }, 201);
   })
   .openapi(getAccount, async (c) => {
     return c.json(await shownAccount(c.env, await findAccount(c.var.shared, c.req.valid("param").id)), 200);
@@ -161,5 +231,5 @@ export const adminAccountRoutes = createRouter()
       note: body.note ?? "operator top-up",
     });
     if (!toppedUp) throw notFound("Account");
-    return c.json(serializeAccount(toppedUp.account, toppedUp.balances), 200);
+    return c.json(operatorAccount(toppedUp.account, toppedUp.balances), 200);
   });

@@ -43,10 +43,13 @@ const open = (d1: D1Database): Handle => drizzle(d1, { schema });
 export const sharedDb = (env: Env) => open(env.DB) as SharedDb;
 
 /**
- * The handle for an account's rows. Every account's rows are in `DB` today; this is where an account's own
- * database will be chosen.
+ * The binding that holds an account's rows, as the operator API shows it (`database`). Every account's rows are in
+ * `DB` today; this is where an account's own database will be chosen, and `accountDb` opens whatever it names.
  */
-export const accountDb = (env: Env, _account?: { id: string }) => open(env.DB) as AccountDb;
+export const accountDatabaseName = (_account?: { id: string }) => "DB" as const;
+
+/** The handle for an account's rows: the database `accountDatabaseName` names. */
+export const accountDb = (env: Env, account?: { id: string }) => open(env[accountDatabaseName(account)]) as AccountDb;
 
 /**
  * The databases that hold accounts' rows, for the crons and sweeps that visit every account. The idempotency purge

@@ -1,14 +1,15 @@
 // Accounts: plans, limits, features and balances, as the operator sets them. This module owns the accounts'
 // queries; balances (account_balances, in the account's database) change only through the credits ledger.
 
-import { eq } from "drizzle-orm";
-import { statement, type AccountDb, type SharedDb, batch } from "../../db/client";
+import { and, eq } from "drizzle-orm";
+import { statement, type AccountDb, type SharedDb, batch, inJsonArray } from "../../db/client";
 import { accountBalances, accounts, apiKeys } from "../../db/schema";
 import { newId, nowIso } from "../../lib/ids";
 import type { Feature } from "../../access";
 import { topUpStatements } from "../credits/ledger";
 import { forgetCachedCredentials } from "../smtp/credentials";
 import { defaultKeyStatement, forgetCachedKeys } from "./api-keys";
+import { keysetPage } from "../pagination";
 
 export type Account = typeof accounts.$inferSelect;
 
@@ -29,6 +30,9 @@ export const hasFeature = (account: Account, feature: Feature) => account.featur
 /** An account's balances as they stand (account_balances). */
 export type Balances = Pick<typeof accountBalances.$inferSelect, "sendBalance" | "sendReserved" | "verifyBalance" | "updatedAt">;
 
+/** An account without a balance row has no credits. */
+const noBalances: Balances = { sendBalance: 0, sendReserved: 0, verifyBalance: 0, updatedAt: "" };
+
 /** The balances of `accountId`, read from its database; an account without a balance row has none. */
 export async function findBalances(db: AccountDb, accountId: string): Promise<Balances> {
   const row = await db
@@ -41,7 +45,26 @@ export async function findBalances(db: AccountDb, accountId: string): Promise<Ba
     .from(accountBalances)
     .where(eq(accountBalances.accountId, accountId))
     .get();
-  return row ?? { sendBalance: 0, sendReserved: 0, verifyBalance: 0, updatedAt: "" };
+  return row ?? noBalances;
+}
+
+/** The balances of several accounts of one database, read in one query, looked up by account id (as `findBalances`). */
+export async function findBalancesOf(db: AccountDb, accountIds: readonly string[]): Promise<(accountId: string) => Balances> {
+  const rows = accountIds.length
+    ? await db
+        .select({
+          accountId: accountBalances.accountId,
+          sendBalance: accountBalances.sendBalance,
+          sendReserved: accountBalances.sendReserved,
+          verifyBalance: accountBalances.verifyBalance,
+          updatedAt: accountBalances.updatedAt,
+        })
+        .from(accountBalances)
+        .where(inJsonArray(accountBalances.accountId, accountIds))
+        .all()
+    : [];
+  const found = new Map(rows.map(({ accountId, ...balances }) => [accountId, balances]));
+  return (accountId) => found.get(accountId) ?? noBalances;
 }
 
 export function balancesOf(balances: Omit<Balances, "updatedAt">) {
@@ -75,6 +98,18 @@ export function serializeAccount(account: Account, balances: Balances) {
 
 export async function findAccount(db: SharedDb, id: string): Promise<Account | undefined> {
   return db.select().from(accounts).where(eq(accounts.id, id)).get();
+}
+
+/** A page of every account, newest first (`limit + 1` rows, for `pageOf`), of one plan when `plan` is given. */
+export async function listAccounts(db: SharedDb, page: { cursor?: string; limit: number; plan?: Plan }): Promise<Account[]> {
+  const keyset = keysetPage(accounts, page.cursor);
+  return db
+    .select()
+    .from(accounts)
+    .where(and(page.plan ? eq(accounts.plan, page.plan) : undefined, keyset.where))
+    .orderBy(...keyset.orderBy)
+    .limit(page.limit + 1)
+    .all();
 }
 
 type Limits = { dailySendLimit?: number; rateLimitPerMinute?: number; aiGenerationsPerMonth?: number };
