@@ -5,6 +5,8 @@ import { devStackUrl, readDevVars } from "./lib/dev-vars.ts";
 const usage = `Usage: npm run admin -- <command> [options]
 
 Commands:
+  accounts:list [--limit 1-100] [--cursor <next_cursor>] [--plan ..] [--all]
+                  (newest first, each with its balances and database; --all follows every page and adds the total)
   accounts:create --name <name> [--plan free|starter|pro|enterprise] [--send-credits N] [--verify-credits N]
                   [--daily-send-limit N] [--rate-limit N] [--ai-generations N] [--features email_api,smtp_relay,ai]
                   [--owner-email address]   (mails the owner an invitation to sign in)
@@ -31,6 +33,9 @@ const { positionals, values } = parseArgs({
     send: { type: "string" },
     verify: { type: "string" },
     note: { type: "string" },
+    limit: { type: "string" },
+    cursor: { type: "string" },
+    all: { type: "boolean" },
     help: { type: "boolean", short: "h" },
   },
 });
@@ -59,7 +64,20 @@ if (values.help || !command) {
   process.exit(command ? 0 : 2);
 }
 
-const requests: Record<string, () => { method: string; path: string; body?: Record<string, unknown> }> = {
+type Request = { method: string; path: string; body?: Record<string, unknown> };
+
+/** A page of the operator's account list; `cursor` continues after the page that gave it. */
+function accountsPage(cursor: string | undefined): Request {
+  const query = new URLSearchParams();
+  const limit = integer("limit");
+  if (limit !== undefined) query.set("limit", String(limit));
+  if (values.plan) query.set("plan", values.plan);
+  if (cursor) query.set("cursor", cursor);
+  return { method: "GET", path: `/admin/v1/accounts${query.size ? `?${query}` : ""}` };
+}
+
+const requests: Record<string, () => Request> = {
+  "accounts:list": () => accountsPage(values.cursor),
   "accounts:create": () => {
     if (!values.name) fail("accounts:create needs --name");
     return {
@@ -104,21 +122,49 @@ const workerUrl = process.env.WORKER_URL ?? devStackUrl() ?? `http://127.0.0.1:$
 const adminToken = process.env.ADMIN_TOKEN ?? readDevVars().ADMIN_TOKEN;
 if (!adminToken) fail("ADMIN_TOKEN is not set (env or .dev.vars)");
 
-let response: Response;
-try {
-  response = await fetch(new URL(request.path, workerUrl), {
-    method: request.method,
-    headers: { Authorization: `Bearer ${adminToken}`, "Content-Type": "application/json" },
-    body: request.body ? JSON.stringify(request.body) : undefined,
-  });
-} catch (error) {
-  console.error(`Cannot reach the Worker at ${workerUrl}: ${(error as Error).message}. Is \`npm run dev\` running?`);
-  process.exit(1);
+/** The API's answer to `request`: parsed JSON, or the text when it is not JSON. */
+async function send(request: Request): Promise<{ ok: boolean; body: unknown }> {
+  let response: Response;
+  try {
+    response = await fetch(new URL(request.path, workerUrl), {
+      method: request.method,
+      headers: { Authorization: `Bearer ${adminToken}`, "Content-Type": "application/json" },
+      body: request.body ? JSON.stringify(request.body) : undefined,
+    });
+  } catch (error) {
+    console.error(`Cannot reach the Worker at ${workerUrl}: ${(error as Error).message}. Is \`npm run dev\` running?`);
+    process.exit(1);
+  }
+  const text = await response.text();
+  try {
+    return { ok: response.ok, body: JSON.parse(text) };
+  } catch {
+    return { ok: response.ok, body: text };
+  }
 }
-const text = await response.text();
-try {
-  console.log(JSON.stringify(JSON.parse(text), null, 2));
-} catch {
-  console.log(text);
+
+const print = (body: unknown) => console.log(typeof body === "string" ? body : JSON.stringify(body, null, 2));
+
+type Page = { data: unknown[]; next_cursor: string | null };
+const isPage = (body: unknown): body is Page => typeof body === "object" && body !== null && "data" in body && Array.isArray(body.data);
+
+if (command === "accounts:list" && values.all) {
+  // Every page in turn, as one list with its total; a refusal on any page is printed as it came.
+  const data: unknown[] = [];
+  let next: Request | undefined = request;
+  while (next) {
+    const answer = await send(next);
+    if (!answer.ok || !isPage(answer.body)) {
+      print(answer.body);
+      process.exit(1);
+    }
+    data.push(...answer.body.data);
+    next = answer.body.next_cursor ? accountsPage(answer.body.next_cursor) : undefined;
+  }
+  print({ data, total: data.length });
+  process.exit(0);
 }
-process.exit(response.ok ? 0 : 1);
+
+const answer = await send(request);
+print(answer.body);
+process.exit(answer.ok ? 0 : 1);
