@@ -8,12 +8,6 @@ import { openCtx, sharedDb } from "../db/client";
 import type { AppEnv } from "../types";
 
 /**
- * Every response, errors and unknown routes included, carries the id its logs are filed under. Not hono/request-id:
- * it adopts a caller's `X-Request-Id`, and ours is always minted here because it is also a ledger reference (the
- * verification API charges per request id), so a replayed id must never let a caller skip a charge.
- * The data handles are opened here, once per request; the account's own, once its key is known (admitKey).
- */
-/**
  * The request's context for `account` (or, before it is known, for whichever account its token or id names). The
  * ExecutionContext is read when work is handed over, not here: a request made without one (app.request in a test)
  * still gets a context.
@@ -21,6 +15,12 @@ import type { AppEnv } from "../types";
 export const requestCtx = (c: Pick<Context<AppEnv>, "env" | "executionCtx">, account?: { id: string }) =>
   openCtx(c.env, { waitUntil: (promise) => c.executionCtx.waitUntil(promise) }, account);
 
+/**
+ * Every response, errors and unknown routes included, carries the id its logs are filed under. Not hono/request-id:
+ * it adopts a caller's `X-Request-Id`, and ours is always minted here because it is also a ledger reference (the
+ * verification API charges per request id), so a replayed id must never let a caller skip a charge.
+ * The data handles are opened here, once per request; the account's own, once its key is known (admitKey).
+ */
 export const requestId = createMiddleware<AppEnv>(async (c, next) => {
   const id = `req_${randomBase62(20)}`;
   c.set("requestId", id);
