@@ -1,4 +1,4 @@
-import { openCtx } from "./db/client";
+import { accountDatabases, openCtx } from "./db/client";
 import { createApp } from "./app";
 import { sweepUndispatchedEvents } from "./domain/webhooks/dispatch";
 import { consumeWebhookDeadLetters, consumeWebhookDeliveries } from "./queues/webhooks";
@@ -43,29 +43,47 @@ const queueConsumers: Record<string, QueueConsumer> = {
   "mailforge-email-events": consumeEmailEvents,
 };
 
+/**
+ * A sweep of accounts' rows, run in each account database in turn with a context of its own (each task bounds its
+ * own batches), so a sweep reaches every account wherever its rows are.
+ */
+const inEachAccountDatabase =
+  (task: ScheduledTask): ScheduledTask =>
+  async (ctx, controller) => {
+    for (const db of accountDatabases(ctx.env)) await task({ ...ctx, db }, controller);
+  };
+
 // Work the cron trigger runs, by name for the logs; each task is independent and must tolerate running twice.
 const scheduledTasks: Record<string, ScheduledTask> = {
   recheckDomains,
-  purgeExpiredIdempotencyKeys,
+  purgeExpiredIdempotencyKeys: inEachAccountDatabase(purgeExpiredIdempotencyKeys),
   purgeDnsCache,
   // Messages no consumer will finish on its own: lost queue messages, claims of consumers that died.
-  requeueLostMessages: async (ctx) => void (await requeueLostMessages(ctx)),
-  sweepStaleClaims: async (ctx) => void (await sweepStaleClaims(ctx)),
+  requeueLostMessages: inEachAccountDatabase(async (ctx) => void (await requeueLostMessages(ctx))),
+  sweepStaleClaims: inEachAccountDatabase(async (ctx) => void (await sweepStaleClaims(ctx))),
   // Scheduled sends beyond the queue's 12-hour delay limit (or whose queue message was lost), as they fall due.
-  enqueueDueScheduledMessages: async (ctx, controller) => void (await enqueueDueScheduledMessages(ctx, new Date(controller.scheduledTime))),
+  enqueueDueScheduledMessages: inEachAccountDatabase(
+    async (ctx, controller) => void (await enqueueDueScheduledMessages(ctx, new Date(controller.scheduledTime))),
+  ),
   // The webhook outbox: events a producer wrote but did not dispatch.
-  sweepUndispatchedEvents: async (ctx) => void (await sweepUndispatchedEvents(ctx)),
+  sweepUndispatchedEvents: inEachAccountDatabase(async (ctx) => void (await sweepUndispatchedEvents(ctx))),
   // Bulk work whose queue message was lost: resumed, or failed and refunded once it is too old.
-  sweepStaleVerificationJobs: async (ctx, controller) => void (await sweepStaleVerificationJobs(ctx, new Date(controller.scheduledTime))),
-  sweepStaleContactImports: async (ctx, controller) => void (await sweepStaleContactImports(ctx, new Date(controller.scheduledTime))),
+  sweepStaleVerificationJobs: inEachAccountDatabase(
+    async (ctx, controller) => void (await sweepStaleVerificationJobs(ctx, new Date(controller.scheduledTime))),
+  ),
+  sweepStaleContactImports: inEachAccountDatabase(
+    async (ctx, controller) => void (await sweepStaleContactImports(ctx, new Date(controller.scheduledTime))),
+  ),
   // Campaign fan-outs whose progress object lost its alarm: re-armed where they stopped.
-  resumeStalledCampaigns: async (ctx, controller) => void (await resumeStalledCampaigns(ctx, new Date(controller.scheduledTime))),
+  resumeStalledCampaigns: inEachAccountDatabase(
+    async (ctx, controller) => void (await resumeStalledCampaigns(ctx, new Date(controller.scheduledTime))),
+  ),
   // Domains whose bounce or complaint rate crossed a limit through synchronous bounces (reports already check it).
   evaluateReputation: async (ctx) => void (await evaluateReputation(ctx)),
   // Plans' monthly verification credits: granted once per account and calendar month (UTC), last month's unused expired.
   grantMonthlyCredits: (ctx, controller) => grantMonthlyCredits(ctx, new Date(controller.scheduledTime)),
   // Retention: finished messages (with their rows and content), events and webhook deliveries past RETENTION_DAYS.
-  purgeExpiredData: async (ctx, controller) => void (await purgeExpiredData(ctx, new Date(controller.scheduledTime))),
+  purgeExpiredData: inEachAccountDatabase(async (ctx, controller) => void (await purgeExpiredData(ctx, new Date(controller.scheduledTime)))),
   // Expired sign-in links and member sessions; audit log entries past RETENTION_DAYS.
   purgePeopleData: (ctx, controller) => purgePeopleData(ctx, new Date(controller.scheduledTime)),
 };

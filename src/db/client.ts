@@ -52,8 +52,8 @@ export const accountDatabaseName = (_account?: { id: string }) => "DB" as const;
 export const accountDb = (env: Env, account?: { id: string }) => open(env[accountDatabaseName(account)]) as AccountDb;
 
 /**
- * The databases that hold accounts' rows, for the crons and sweeps that visit every account. The idempotency purge
- * walks them; the other sweeps still take the cron run's one context, which reaches every account while all share `DB`.
+ * The databases that hold accounts' rows, for the crons and sweeps that visit every account (src/index.ts runs each
+ * sweep of accounts' rows in every one of them).
  */
 export const accountDatabases = (env: Env): AccountDb[] => [accountDb(env)];
 

@@ -1,9 +1,7 @@
-import { accountDatabases, type Ctx } from "../../db/client";
+import type { Ctx } from "../../db/client";
 import { purgeExpiredDnsCache } from "../dns/doh";
 import { purgeExpiredKeys } from "./idempotency";
 
-export const purgeExpiredIdempotencyKeys = async (ctx: Ctx) => {
-  for (const db of accountDatabases(ctx.env)) await purgeExpiredKeys(db);
-};
+export const purgeExpiredIdempotencyKeys = (ctx: Ctx) => purgeExpiredKeys(ctx.db);
 
 export const purgeDnsCache = (ctx: Ctx) => purgeExpiredDnsCache(ctx.shared);
