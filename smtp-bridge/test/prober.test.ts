@@ -296,7 +296,10 @@ describe("sharing MX hosts between accounts", () => {
     const queued = [job("fair2", "acc_a"), job("fair3", "acc_a")];
     await new Promise((resolve) => setTimeout(resolve, 300));
     await Promise.all([first, ...queued, job("fairc", "acc_c")]);
-    expect(finished).toEqual(["fair1", "fairc", "fair2", "fair3"]);
+    // fair2 and fair3 are sent together and queue on the host in the order their MX lookups finish, which nothing
+    // orders (seen both ways): what is claimed is that acc_c's job comes before acc_a's next ones.
+    expect(finished.slice(0, 2)).toEqual(["fair1", "fairc"]);
+    expect(finished.slice(2).sort()).toEqual(["fair2", "fair3"]);
     expect(host("127.0.0.12").maxConcurrent).toBe(1);
   });
 
