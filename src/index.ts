@@ -20,7 +20,8 @@ import { resumeStalledCampaigns } from "./domain/campaigns/recovery";
 import { purgeExpiredData } from "./domain/retention/purge";
 import { runScheduledTasks, type ScheduledTask } from "./lib/scheduled";
 import { grantMonthlyCredits } from "./domain/credits/monthly";
-import { purgePeopleData } from "./domain/audit/purge";
+import { purgeOldAuditEntries } from "./domain/audit/purge";
+import { purgeExpiredSignIns } from "./domain/members/sign-in";
 
 export { CampaignProgress } from "./durable-objects/campaign-progress";
 export { RateLimiter } from "./durable-objects/rate-limiter";
@@ -84,8 +85,9 @@ const scheduledTasks: Record<string, ScheduledTask> = {
   grantMonthlyCredits: (ctx, controller) => grantMonthlyCredits(ctx, new Date(controller.scheduledTime)),
   // Retention: finished messages (with their rows and content), events and webhook deliveries past RETENTION_DAYS.
   purgeExpiredData: inEachAccountDatabase(async (ctx, controller) => void (await purgeExpiredData(ctx, new Date(controller.scheduledTime)))),
-  // Expired sign-in links and member sessions; audit log entries past RETENTION_DAYS.
-  purgePeopleData: (ctx, controller) => purgePeopleData(ctx, new Date(controller.scheduledTime)),
+  // Expired sign-in links and member sessions (shared tables); audit log entries past RETENTION_DAYS (account rows).
+  purgeExpiredSignIns,
+  purgeOldAuditEntries: inEachAccountDatabase((ctx, controller) => purgeOldAuditEntries(ctx, new Date(controller.scheduledTime))),
 };
 
 const app = createApp();
