@@ -30,6 +30,7 @@ function run(step: Step): Promise<void> {
 
 const tsx = "node_modules/.bin/tsx";
 await run({ title: "render + MIME + DKIM CPU per message (Node, key imported once)", command: [tsx, "scripts/bench/render-mime-dkim.ts", "2000"] });
+await run({ title: "opening a Drizzle handle with and without the schema (Node)", command: [tsx, "scripts/bench/drizzle-handle.ts"] });
 await run({
   title: "D1, Durable Object and queue cost of an accepted send (measured in workerd)",
   command: ["node_modules/.bin/vitest", "run", "--config", "vitest.config.ts", "test/sending/d1-cost.test.ts"],

@@ -37,7 +37,18 @@ export type WaitUntil = { waitUntil(promise: Promise<unknown>): void };
  */
 export type Ctx = WaitUntil & { readonly env: Env; readonly db: AccountDb; readonly shared: SharedDb };
 
-const open = (d1: D1Database): Handle => drizzle(d1, { schema });
+// Building a handle reads the whole schema (~90 µs, against ~1 µs without it; scripts/bench/drizzle-handle.ts), and a
+// keyed request opens the shared and the account's handles more than once. A handle holds nothing of a request (its
+// client is the isolate's binding), so one is kept per binding.
+const handles = new WeakMap<D1Database, Handle>();
+function open(d1: D1Database): Handle {
+  let handle = handles.get(d1);
+  if (!handle) {
+    handle = drizzle(d1, { schema });
+    handles.set(d1, handle);
+  }
+  return handle;
+}
 
 /** The shared tables' handle. */
 export const sharedDb = (env: Env) => open(env.DB) as SharedDb;
