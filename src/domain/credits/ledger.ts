@@ -52,9 +52,6 @@ export type LedgerChange = { accountId: string; balance: BalanceKind; amount: nu
 export function topUpStatements(db: AccountDb, accountId: string, balance: BalanceKind, amount: number, note: string | null) {
   const column = balanceColumn[balance];
   return [
-    // An account whose balance row was never written (its creation failed between its two databases' writes) gets
-    // one here, so the operator's top-up repairs it instead of silently adding nothing.
-    statement(db, sql`INSERT INTO account_balances (account_id) VALUES (${accountId}) ON CONFLICT (account_id) DO NOTHING`),
     statement(
       db,
       sql`${insertEntry} SELECT ${newId("led")}, account_id, ${balance}, 'top_up', ${amount}, NULL, ${note}, ${column} + ${amount} FROM account_balances WHERE account_id = ${accountId}`,
