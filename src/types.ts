@@ -1,6 +1,6 @@
 import type { accounts } from "./db/schema";
 import type { Role, Scope } from "./access";
-import type { Ctx, SharedDb } from "./db/client";
+import type { Ctx } from "./db/client";
 
 export type ApiKeyContext = {
   id: string;
@@ -24,8 +24,6 @@ export type AppEnv = {
   Bindings: Env;
   Variables: {
     requestId: string;
-    /** The shared tables (accounts, keys, domains, members), for what is looked up before the account is known. */
-    shared: SharedDb;
     auth: AuthContext;
     /** The authenticated account's data and bindings, set with `auth`. */
     ctx: Ctx;

@@ -1,4 +1,4 @@
-import { accountDatabaseName, accountDb, openCtx } from "../db/client";
+import { accountDatabaseName, accountDb } from "../db/client";
 import {
   createAccount as addAccount,
   findAccount,
@@ -157,18 +157,16 @@ async function pageBalances(env: Env, page: Account[]): Promise<(account: Accoun
       ),
     ),
   );
-  const lookupOf = new Map([...byDatabase.keys()].map((name, index) => [name, lookups[index]]));
-  return (account) => {
-    const lookup = lookupOf.get(accountDatabaseName(account));
-    if (!lookup) throw new Error(`No balances were read for ${account.id}'s database`);
-    return lookup(account.id);
-  };
+  const found = new Map(
+    [...byDatabase.values()].flatMap((inOne, index) => inOne.map((account) => [account.id, lookups[index]!(account.id)] as const)),
+  );
+  return (account) => found.get(account.id)!;
 }
 
 export const adminAccountRoutes = createRouter()
   .openapi(listAccountsRoute, async (c) => {
     const query = c.req.valid("query");
-    const rows = await listAccounts(c.var.shared, query);
+    const rows = await listAccounts(c.var.ctx.shared, query);
     const balancesOf = await pageBalances(c.env, rows.slice(0, query.limit));
     return c.json(
       pageOf(rows, query.limit, (account) => operatorAccount(account, balancesOf(account))),
@@ -177,7 +175,7 @@ export const adminAccountRoutes = createRouter()
   })
   .openapi(createAccount, async (c) => {
     const body = c.req.valid("json");
-    const { account, balances, key } = await addAccount(c.var.shared, (created) => accountDb(c.env, created), {
+    const { account, balances, key } = await addAccount(c.var.ctx.shared, (created) => accountDb(c.env, created), {
       name: body.name,
       plan: body.plan,
       features: body.features,
@@ -190,14 +188,14 @@ export const adminAccountRoutes = createRouter()
     if (!body.owner_email) return c.json({ ...operatorAccount(account, balances), api_key: key }, 201);
     // A new account has no member yet, so inviting its owner cannot be refused.
     const invited = orRefuse(
-      await inviteAndMail(c.var.ctx, (promise) => c.executionCtx.waitUntil(promise), account, {
+      await inviteAndMail(c.var.ctx, account, {
         email: body.owner_email,
         role: "owner",
         invitedBy: operatorActor.name,
       }),
     );
     const owner = { id: invited.member.id, email: invited.member.email, status: "invited" as const };
-    await record(openCtx(c.env, undefined, account).db, {
+    await record(accountDb(c.env, account), {
       accountId: account.id,
       action: "member.invited",
       actor: operatorActor,
@@ -208,11 +206,11 @@ export const adminAccountRoutes = createRouter()
     return c.json({ ...operatorAccount(account, balances), api_key: key, owner }, 201);
   })
   .openapi(getAccount, async (c) => {
-    return c.json(await shownAccount(c.env, await findAccount(c.var.shared, c.req.valid("param").id)), 200);
+    return c.json(await shownAccount(c.env, await findAccount(c.var.ctx.shared, c.req.valid("param").id)), 200);
   })
   .openapi(updateAccount, async (c) => {
     const body = c.req.valid("json");
-    const account = await changeAccount(c.var.shared, c.req.valid("param").id, {
+    const account = await changeAccount(c.var.ctx.shared, c.req.valid("param").id, {
       name: body.name,
       plan: body.plan,
       features: body.features,
@@ -225,7 +223,7 @@ export const adminAccountRoutes = createRouter()
   .openapi(topUp, async (c) => {
     const body = c.req.valid("json");
     const id = c.req.valid("param").id;
-    const toppedUp = await topUpAccount({ shared: c.var.shared, db: accountDb(c.env, { id }) }, id, {
+    const toppedUp = await topUpAccount({ shared: c.var.ctx.shared, db: accountDb(c.env, { id }) }, id, {
       send: body.send,
       verify: body.verify,
       note: body.note ?? "operator top-up",

@@ -54,22 +54,22 @@ const revokeKey = keyedRoute("full_access", {
 
 export const apiKeyRoutes = createRouter()
   .openapi(listKeys, async (c) => {
-    const rows = await listApiKeys(c.var.shared, c.get("auth").account.id);
+    const rows = await listApiKeys(c.var.ctx.shared, c.get("auth").account.id);
     return c.json({ data: rows.map(serializeApiKey) }, 200);
   })
   .openapi(createKey, async (c) => {
-    const outcome = await createApiKey(c.var.shared, c.get("auth"), c.req.valid("json"));
+    const outcome = await createApiKey(c.var.ctx.shared, c.get("auth"), c.req.valid("json"));
     if (outcome.kind === "live_key_required") throw new AppError(outcome.kind, outcome.message);
     return c.json({ ...serializeApiKey(outcome.row), key: outcome.key }, 201);
   })
   .openapi(rotateKey, async (c) => {
-    const outcome = await rotateApiKey(c.var.shared, c.get("auth"), c.req.valid("param").id);
+    const outcome = await rotateApiKey(c.var.ctx.shared, c.get("auth"), c.req.valid("param").id);
     if (outcome.kind === "not_found") throw notFound("API key");
     if (outcome.kind === "live_key_required") throw new AppError(outcome.kind, outcome.message);
     return c.json({ ...serializeApiKey(outcome.row), key: outcome.key }, 200);
   })
   .openapi(revokeKey, async (c) => {
-    const outcome = await revokeApiKey(c.var.shared, c.get("auth"), c.req.valid("param").id);
+    const outcome = await revokeApiKey(c.var.ctx.shared, c.get("auth"), c.req.valid("param").id);
     if (outcome.kind === "not_found") throw notFound("API key");
     if (outcome.kind === "live_key_required") throw new AppError(outcome.kind, outcome.message);
     return c.json({ ...serializeApiKey(outcome.row), revoked_at: outcome.row.revokedAt }, 200);

@@ -205,15 +205,15 @@ async function ownedDomain(db: SharedDb, accountId: string, id: string) {
 export const domainRoutes = createRouter()
   .openapi(listDomains, async (c) => {
     const { limit, cursor } = c.req.valid("query");
-    const rows = await findDomains(c.var.shared, c.get("auth").account.id, { cursor, limit });
+    const rows = await findDomains(c.var.ctx.shared, c.get("auth").account.id, { cursor, limit });
     return c.json(pageOf(rows, limit, serializeDomain), 200);
   })
   .openapi(createDomain, async (c) => {
-    const outcome = orRefuse(await addDomain(c.var.shared, c.get("auth").account.id, c.req.valid("json").name, c.env));
+    const outcome = orRefuse(await addDomain(c.var.ctx.shared, c.get("auth").account.id, c.req.valid("json").name, c.env));
     return c.json(serializeDomain(outcome.domain), 201);
   })
   .openapi(getDomain, async (c) => {
-    const domain = await ownedDomain(c.var.shared, c.get("auth").account.id, c.req.valid("param").id);
+    const domain = await ownedDomain(c.var.ctx.shared, c.get("auth").account.id, c.req.valid("param").id);
     const [warmup, rates] = await Promise.all([warmupOf(c.var.ctx.db, domain), domainRates(c.var.ctx.db, domain.id)]);
     const serialized = serializeDomain(domain);
     const today = {
@@ -228,10 +228,10 @@ export const domainRoutes = createRouter()
     return c.json({ ...serialized, warmup, reputation: { ...serialized.reputation, today } }, 200);
   })
   .openapi(getWarmup, async (c) =>
-    c.json(await warmupOf(c.var.ctx.db, await ownedDomain(c.var.shared, c.get("auth").account.id, c.req.valid("param").id)), 200),
+    c.json(await warmupOf(c.var.ctx.db, await ownedDomain(c.var.ctx.shared, c.get("auth").account.id, c.req.valid("param").id)), 200),
   )
   .openapi(putWarmup, async (c) => {
-    const domain = await ownedDomain(c.var.shared, c.get("auth").account.id, c.req.valid("param").id);
+    const domain = await ownedDomain(c.var.ctx.shared, c.get("auth").account.id, c.req.valid("param").id);
     const input = c.req.valid("json");
     const updated = await setWarmup(c.var.ctx, domain, {
       enabled: input.enabled,
@@ -242,17 +242,17 @@ export const domainRoutes = createRouter()
     return c.json(await warmupOf(c.var.ctx.db, updated), 200);
   })
   .openapi(patchDomain, async (c) => {
-    const domain = await ownedDomain(c.var.shared, c.get("auth").account.id, c.req.valid("param").id);
+    const domain = await ownedDomain(c.var.ctx.shared, c.get("auth").account.id, c.req.valid("param").id);
     const input = c.req.valid("json");
     const changed = orRefuse(await setReceiving(c.var.ctx, domain, { receiving: input.receiving, addresses: input.receiving_addresses }));
     return c.json(serializeDomain(changed.domain), 200);
   })
   .openapi(verify, async (c) => {
-    const domain = await ownedDomain(c.var.shared, c.get("auth").account.id, c.req.valid("param").id);
-    return c.json(serializeDomain(await verifyDomain(c.var.shared, domain, c.env)), 200);
+    const domain = await ownedDomain(c.var.ctx.shared, c.get("auth").account.id, c.req.valid("param").id);
+    return c.json(serializeDomain(await verifyDomain(c.var.ctx.shared, domain, c.env)), 200);
   })
   .openapi(deleteDomain, async (c) => {
     const { id } = c.req.valid("param");
-    if (!(await removeDomain(c.var.shared, c.get("auth").account.id, id))) throw notFound("Domain");
+    if (!(await removeDomain(c.var.ctx.shared, c.get("auth").account.id, id))) throw notFound("Domain");
     return c.json({ id, deleted: true as const }, 200);
   });

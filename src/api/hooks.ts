@@ -57,7 +57,7 @@ hookRoutes.all("/hooks/automations/:path", async (c) => {
   const automation = await findAutomationByPath(c.var.ctx.db, path);
   if (!automation) return c.json(errorBody("not_found", "No automation at this URL"), 404);
   // The operator may have taken the feature away since the automation was made.
-  const account = await findAccount(c.var.shared, automation.accountId);
+  const account = await findAccount(c.var.ctx.shared, automation.accountId);
   if (!account || !hasFeature(account, "automations")) throw new AppError("feature_disabled", "Automations are not enabled for this account");
   const { input, form, honeypot } = await readInput(c);
   const browserForm = form && (c.req.header("Accept") ?? "").includes("text/html");

@@ -83,13 +83,13 @@ const removeRoute = keyedRoute("full_access", {
 export const memberRoutes = createRouter()
   .openapi(listRoute, async (c) => {
     const query = c.req.valid("query");
-    const rows = await listMembers(c.var.shared, c.get("auth").account.id, query);
+    const rows = await listMembers(c.var.ctx.shared, c.get("auth").account.id, query);
     return c.json(pageOf(rows, query.limit, serializeMember), 200);
   })
   .openapi(inviteRoute, async (c) => {
     const auth = c.get("auth");
     const invited = orRefuse(
-      await inviteAndMail(c.var.ctx, (promise) => c.executionCtx.waitUntil(promise), auth.account, {
+      await inviteAndMail(c.var.ctx, auth.account, {
         ...c.req.valid("json"),
         invitedBy: actorOf(auth).name,
       }),
@@ -97,15 +97,15 @@ export const memberRoutes = createRouter()
     return c.json(serializeMember(invited.member), invited.created ? 201 : 200);
   })
   .openapi(getRoute, async (c) => {
-    const member = await findMember(c.var.shared, c.get("auth").account.id, c.req.valid("param").id);
+    const member = await findMember(c.var.ctx.shared, c.get("auth").account.id, c.req.valid("param").id);
     if (!member) throw notFound("Member");
     return c.json(serializeMember(member), 200);
   })
   .openapi(changeRoute, async (c) => {
-    const changed = orRefuse(await changeRole(c.var.shared, c.get("auth").account.id, c.req.valid("param").id, c.req.valid("json").role));
+    const changed = orRefuse(await changeRole(c.var.ctx.shared, c.get("auth").account.id, c.req.valid("param").id, c.req.valid("json").role));
     return c.json(serializeMember(changed.member), 200);
   })
   .openapi(removeRoute, async (c) => {
-    const removed = orRefuse(await removeMember(c.var.shared, c.get("auth").account.id, c.req.valid("param").id));
+    const removed = orRefuse(await removeMember(c.var.ctx.shared, c.get("auth").account.id, c.req.valid("param").id));
     return c.json(serializeMember(removed), 200);
   });

@@ -63,16 +63,16 @@ const revokeCredential = keyedRoute("send", {
 
 export const smtpCredentialRoutes = createRouter()
   .openapi(listCredentials, async (c) => {
-    const rows = await listSmtpCredentials(c.var.shared, c.get("auth").account.id);
+    const rows = await listSmtpCredentials(c.var.ctx.shared, c.get("auth").account.id);
     return c.json({ data: rows.map(serializeSmtpCredential) }, 200);
   })
   .openapi(createCredential, async (c) => {
-    const outcome = await createSmtpCredential(c.var.shared, c.get("auth"), c.req.valid("json"));
+    const outcome = await createSmtpCredential(c.var.ctx.shared, c.get("auth"), c.req.valid("json"));
     if (outcome.kind === "live_key_required") throw new AppError(outcome.kind, outcome.message);
     return c.json({ ...serializeSmtpCredential(outcome.row), password: outcome.password }, 201);
   })
   .openapi(revokeCredential, async (c) => {
-    const outcome = await revokeSmtpCredential(c.var.shared, c.get("auth"), c.req.valid("param").id);
+    const outcome = await revokeSmtpCredential(c.var.ctx.shared, c.get("auth"), c.req.valid("param").id);
     if (outcome.kind === "not_found") throw notFound("SMTP credential");
     if (outcome.kind === "live_key_required") throw new AppError(outcome.kind, outcome.message);
     return c.json({ ...serializeSmtpCredential(outcome.row), revoked_at: outcome.row.revokedAt }, 200);

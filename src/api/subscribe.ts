@@ -58,7 +58,7 @@ async function allowedOrigin(origin: string, c: Context<AppEnv>): Promise<string
   if (!form) return null;
   const labels = url.hostname.toLowerCase().split(".");
   const names = labels.map((_, index) => labels.slice(index).join(".")).filter((name) => name.includes("."));
-  return (await verifiedDomainNames(c.var.shared, form.accountId, names)).size > 0 ? origin : null;
+  return (await verifiedDomainNames(c.var.ctx.shared, form.accountId, names)).size > 0 ? origin : null;
 }
 
 /** What a sign-up form posted: JSON or a form, nothing else (a form post from a browser gets a page or a redirect). */

@@ -11,7 +11,7 @@ import {
 import { suppressionInput } from "../domain/suppressions/input";
 import { notFound, validationError } from "../errors";
 import { createRouter, errorResponse, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
-import { decodeCursor, encodeCursor } from "../lib/pagination";
+import { decodeCursor, encodeCursor, invalidCursorMessage } from "../lib/pagination";
 
 const SuppressionSchema = z
   .object({
@@ -117,15 +117,15 @@ const serializeSuppression = (row: SuppressionRow) => ({
 // and the scope follows it after a space, which neither the encoding nor a scope contains.
 function decodeSuppressionCursor(cursor: string | undefined): SuppressionPosition | undefined {
   if (!cursor) return undefined;
-  const position = decodeCursor(cursor);
+  // Its query schema refused a cursor that does not decode (isCursor).
+  const position = decodeCursor(cursor)!;
   try {
-    if (!position) throw new Error("not a cursor");
     const [email = "", scope = "all"] = position.id.split(" ");
     const known = suppressionScopes.find((name) => name === scope);
     if (!known) throw new Error("unknown scope");
     return { createdAt: position.createdAt, email: decodeURIComponent(email), scope: known };
   } catch {
-    throw validationError({ "query.cursor": ["Invalid cursor; pass next_cursor from the previous page"] });
+    throw validationError({ "query.cursor": [invalidCursorMessage] });
   }
 }
 

@@ -143,7 +143,7 @@ export const verifyRoutes = createRouter()
     const check = await verifySingleAddress(c.var.ctx, account, body.email!, {
       reference: c.get("requestId"),
       emitEvent: body.emit_event,
-      waitUntil: (promise) => c.executionCtx.waitUntil(promise),
+      waitUntil: c.var.ctx.waitUntil,
     });
     if (check.kind === "insufficient_credits") throw insufficientVerifyCredits(check);
     return c.json({ ...check.result, credits_charged: check.creditsCharged, checked_at: check.checkedAt }, 200);

@@ -73,7 +73,7 @@ export function peerKeyAuth(options: {
   return createMiddleware<AppEnv>(async (c, next) => {
     const presented = options.keyOf(c);
     if (!presented) throw options.missing();
-    const auth = await authenticateApiKey(c.var.shared, presented, (write) => c.executionCtx.waitUntil(write), {
+    const auth = await authenticateApiKey(c.var.ctx.shared, presented, (write) => c.executionCtx.waitUntil(write), {
       cached: options.cachedRoute(c.req.method, c.req.path),
     });
     if (!auth) throw options.invalid();

@@ -127,7 +127,7 @@ export async function readSession(c: Context<DashboardEnv>): Promise<Session | u
   const payload = await signedPayload(c);
   if (!payload) return undefined;
   const id = await storedId(payload.s);
-  const auth = "m" in payload ? await memberAuth(c.var.shared, payload.m, id) : await keyAuth(c.var.shared, payload, id);
+  const auth = "m" in payload ? await memberAuth(c.var.ctx.shared, payload.m, id) : await keyAuth(c.var.ctx.shared, payload, id);
   if (!auth) return undefined;
   return { auth, csrfToken: await sign(c.env, "csrf", payload.s), expiresAt: payload.e };
 }
@@ -142,7 +142,7 @@ export async function sessionCookieValue(env: Env, payload: SessionPayload): Pro
 export async function startSession(c: Context<DashboardEnv>, keyId: string, keyHash: string): Promise<void> {
   const ttl = config(c.env).session.ttlSeconds;
   const payload = { k: keyId, h: keyHash.slice(0, 16), s: randomToken(16), e: Math.floor(Date.now() / 1000) + ttl };
-  await storeKeySession(c.var.shared, await storedId(payload.s), keyId, new Date(payload.e * 1000).toISOString());
+  await storeKeySession(c.var.ctx.shared, await storedId(payload.s), keyId, new Date(payload.e * 1000).toISOString());
   await setSessionCookie(c, payload, ttl);
 }
 
@@ -150,7 +150,7 @@ export async function startSession(c: Context<DashboardEnv>, keyId: string, keyH
 export async function startMemberSession(c: Context<DashboardEnv>, memberId: string): Promise<void> {
   const ttl = config(c.env).session.ttlSeconds;
   const payload = { m: memberId, s: randomToken(16), e: Math.floor(Date.now() / 1000) + ttl };
-  await storeMemberSession(c.var.shared, await storedId(payload.s), memberId, new Date(payload.e * 1000).toISOString());
+  await storeMemberSession(c.var.ctx.shared, await storedId(payload.s), memberId, new Date(payload.e * 1000).toISOString());
   await setSessionCookie(c, payload, ttl);
   const names = cookieNames(c);
   deleteCookie(c, names.browser, { path: "/", secure: names.secure });
@@ -197,7 +197,7 @@ async function setSessionCookie(c: Context<DashboardEnv>, payload: SessionPayloa
 /** Signs out: the session's row goes, so this cookie (and any copy of it) no longer signs anyone in. */
 export async function endSession(c: Context<DashboardEnv>): Promise<void> {
   const payload = await signedPayload(c);
-  if (payload) await deleteSession(c.var.shared, await storedId(payload.s), "m" in payload ? "member" : "api_key");
+  if (payload) await deleteSession(c.var.ctx.shared, await storedId(payload.s), "m" in payload ? "member" : "api_key");
   const names = cookieNames(c);
   deleteCookie(c, names.session, { path: "/", secure: names.secure });
 }

@@ -2,7 +2,7 @@
 // invitee accepts an invitation, and an API key still signs in where the account allows it. Every form here has no
 // session yet, so each carries the double-submit sign-in token.
 
-import { openCtx } from "../db/client";
+import { accountDb } from "../db/client";
 import { Hono, type Context } from "hono";
 import { authenticateApiKey } from "../domain/accounts/api-keys";
 import { findActiveMember, normalizeEmail } from "../domain/members/members";
@@ -162,7 +162,7 @@ async function sessionFor(c: Context<DashboardEnv>, { member, account }: SignedI
 }
 
 const recordSignIn = (c: Context<DashboardEnv>, auth: AuthContext, target: { type: string; id: string }) =>
-  record(openCtx(c.env, undefined, auth.account).db, {
+  record(accountDb(c.env, auth.account), {
     accountId: auth.account.id,
     action: `${target.type}.signed_in`,
     actor: actorOf(auth),
@@ -185,9 +185,9 @@ export const signInPages = new Hono<DashboardEnv>()
     if (wait !== undefined) return page(429, tooMany(wait));
     if (typeof form.key === "string") {
       const presented = form.key.trim();
-      const key = await authenticateApiKey(c.var.shared, presented, (write) => c.executionCtx.waitUntil(write));
+      const key = await authenticateApiKey(c.var.ctx.shared, presented, (write) => c.executionCtx.waitUntil(write));
       if (!key) return page(401, "That API key is not valid: it does not exist, was revoked or was rotated.");
-      if (!(await keySignInAllowed(c.var.shared, key.account))) {
+      if (!(await keySignInAllowed(c.var.ctx.shared, key.account))) {
         return page(403, "This account's members sign in with their email address; its owner can allow API keys again on the Members page.");
       }
       await startSession(c, key.apiKey.id, await sha256Hex(presented));
@@ -271,7 +271,7 @@ export const signInPages = new Hono<DashboardEnv>()
     if (!(await signInTokenMatches(c, typeof form._csrf === "string" ? form._csrf : undefined))) return page(403, "The form expired; try again.");
     const wait = (await perClient(c)) ?? (await limited(c, `dashboard-sign-in-factor:${memberId}`, 5, 15 * 60));
     if (wait !== undefined) return page(429, tooMany(wait));
-    const found = await findActiveMember(c.var.shared, memberId);
+    const found = await findActiveMember(c.var.ctx.shared, memberId);
     const code = typeof form.code === "string" ? form.code : "";
     if (!found || !(await checkSecondFactor(c.var.ctx, found.member, code))) return page(401, "That code is not valid, or was used already.");
     return sessionFor(c, found);

@@ -3,13 +3,14 @@
 // `sql` templates where SQLite features need them: json_each, ON CONFLICT … RETURNING). Routes and queue consumers
 // call that module; they build no queries. Row types come from db/schema/<area>.ts (`typeof table.$inferSelect`).
 //
-// The handles are made here and nowhere else, once per request (src/middleware/request.ts; auth.ts once the account
-// is known), queue batch, cron run, Durable Object call or workflow run, and passed down: a domain function takes the
-// handle of the rows it reads, an `AccountDb` (one account's messages, contacts, campaigns, ledger, ...) or the
-// `SharedDb` (accounts, API keys and SMTP credentials, domains, members and sessions: what is found before the
-// account is known), or a `Ctx` holding both beside `env`.
-// They are distinct types so that a function's signature says which database its rows are in: today both open the
-// `DB` binding; account databases give an account's rows their own.
+// The handles are made here and nowhere else (`openCtx`, `accountDb`, `sharedDb`), once per request (requestCtx in
+// src/middleware/request.ts, then the account's once a key, session or credential names it), queue batch, cron run,
+// Durable Object call or workflow run, and passed down: a domain function takes the handle of the rows it reads, an
+// `AccountDb` (one account's messages, contacts, campaigns, ledger and balances, ...) or the `SharedDb` (accounts, API
+// keys and SMTP credentials, domains, members and sessions: what is found before the account is known), or a `Ctx`
+// holding both beside `env`. They are distinct types so that a function's signature says which database its rows are
+// in: today both open the `DB` binding, and some domain reads (delivery, warm-up, reputation, receiving) still reach
+// `domains` through an account's handle; account databases give an account's rows their own.
 // `statement()` below is the one way to put such a query into a `D1Database.batch` beside the ledger's statements.
 
 import { is, SQL, sql, type SQLWrapper } from "drizzle-orm";

@@ -79,7 +79,7 @@ export const relayRoutes = new Hono<AppEnv>()
   .use("*", verifyBridge)
   .post(relayEndpoints.auth.path, async (c) => {
     const body = await signedBody(c, AuthRequest);
-    const identity = await authenticateSmtpCredential(c.var.shared, body.username, body.password, (promise) => c.executionCtx.waitUntil(promise));
+    const identity = await authenticateSmtpCredential(c.var.ctx.shared, body.username, body.password, (promise) => c.executionCtx.waitUntil(promise));
     if (!identity) throw new AppError("unauthorized", "Invalid SMTP username or password");
     const answer: z.input<typeof AuthResponse> = {
       credential_id: identity.credentialId,
@@ -91,11 +91,11 @@ export const relayRoutes = new Hono<AppEnv>()
   })
   .post(relayEndpoints.sender.path, async (c) => {
     const body = await signedBody(c, SenderRequest);
-    const { credential, account } = await activeCredential(c.var.shared, body.credential_id);
+    const { credential, account } = await activeCredential(c.var.ctx.shared, body.credential_id);
     const disabled = relayFeatureRefusal(account);
     if (disabled) throw refusalError(disabled);
     const domainName = domainOf(body.mail_from);
-    const domain = await findVerifiedDomain(c.var.shared, account.id, domainName);
+    const domain = await findVerifiedDomain(c.var.ctx.shared, account.id, domainName);
     if (!domain) {
       throw new AppError("domain_not_verified", `The domain ${unverifiedDomainMessage(domainName)}`);
     }
@@ -106,7 +106,7 @@ export const relayRoutes = new Hono<AppEnv>()
     const body = await signedBody(c, MessageRequest);
     // From the isolate's cache when seen in the last few seconds (credentialCacheTtlMs): the message's only
     // D1 reads are then acceptMessage's.
-    const { credential, account } = await activeCredential(c.var.shared, body.credential_id, { cached: true });
+    const { credential, account } = await activeCredential(c.var.ctx.shared, body.credential_id, { cached: true });
     // An SMTP credential is held to the account's per-minute limit as an API key is (one message, one request), so
     // the relay is no way around it; the bridge turns the 429 into 451 4.7.0 with the Retry-After in the text.
     const decision = await c.env.RATE_LIMITER.getByName(`smtp:${credential.id}`).consume(account.rateLimitPerMinute, 60);

@@ -1,7 +1,7 @@
 import type { Ctx } from "../db/client";
 import { logError } from "./log";
 
-/** A cron task; the run's one context is shared by every task (each visits the account databases it needs). */
+/** A cron task, given the run's context (src/index.ts runs a sweep of accounts' rows once per account database). */
 export type ScheduledTask = (ctx: Ctx, controller: ScheduledController) => Promise<void>;
 
 /**

@@ -59,7 +59,7 @@ export const apiKeyAuth = createMiddleware<AppEnv>(async (c, next) => {
   if (!presented) {
     throw new AppError("unauthorized", "Missing API key: send it as `Authorization: Bearer <API_KEY>`");
   }
-  const auth = await authenticateApiKey(c.var.shared, presented, (write) => c.executionCtx.waitUntil(write), {
+  const auth = await authenticateApiKey(c.var.ctx.shared, presented, (write) => c.executionCtx.waitUntil(write), {
     cached: cachedKeyRoutes.has(`${c.req.method} ${c.req.path}`),
   });
   if (!auth) throw new AppError("unauthorized", "Invalid API key: it does not exist, was revoked or was rotated");

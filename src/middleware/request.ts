@@ -4,7 +4,7 @@ import type { Context, MiddlewareHandler } from "hono";
 import { createMiddleware } from "hono/factory";
 import { AppError } from "../errors";
 import { randomBase62 } from "../lib/ids";
-import { openCtx, sharedDb } from "../db/client";
+import { openCtx } from "../db/client";
 import type { AppEnv } from "../types";
 
 /**
@@ -26,7 +26,6 @@ export const requestId = createMiddleware<AppEnv>(async (c, next) => {
   c.set("requestId", id);
   // A request without bindings (the Node suite's app.request for the OpenAPI document) reads no data.
   if (c.env) {
-    c.set("shared", sharedDb(c.env));
     // Until a key or session names the account (admitKey replaces it), a route that finds the account from what it
     // was given (a tracking token, a form id, the relay's credential) works in this context.
     c.set("ctx", requestCtx(c));

@@ -25,7 +25,7 @@ export function verifyRequestsPerSecond(account: Account): number {
 export const verifyApiKeyAuth = createMiddleware<AppEnv>(async (c, next) => {
   const presented = c.req.query("apikey");
   if (!presented) throw new AppError("unauthorized", "Missing API key: pass it as the `apikey` query parameter");
-  const auth = await authenticateApiKey(c.var.shared, presented, (write) => c.executionCtx.waitUntil(write));
+  const auth = await authenticateApiKey(c.var.ctx.shared, presented, (write) => c.executionCtx.waitUntil(write));
   if (!auth) throw new AppError("unauthorized", "Invalid API key: it does not exist, was revoked or was rotated");
   if (!hasScope(auth.apiKey, "verify")) throw new AppError("scope_missing", "This API key lacks the `verify` scope");
   await admitKey(c, auth, { name: `verify:${auth.apiKey.id}`, limit: verifyRequestsPerSecond(auth.account), windowSeconds: 1, per: "second" });

@@ -205,7 +205,7 @@ export const verifyApiRoutes = createRouter()
     const { email } = c.req.valid("query");
     const check = await verifySingleAddress(c.var.ctx, c.get("auth").account, email, {
       reference: c.get("requestId"),
-      waitUntil: (promise) => c.executionCtx.waitUntil(promise),
+      waitUntil: c.var.ctx.waitUntil,
     });
     if (check.kind === "insufficient_credits") throw insufficientVerifyCredits(check);
     return c.json(toStandaloneResult(check.result, check.checkedAt), 200);

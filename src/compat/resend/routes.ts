@@ -418,7 +418,7 @@ resendRoutes
   })
   .openapi(listDomainsRoute, async (c) => {
     const { limit } = c.req.valid("query");
-    const rows = await listDomains(c.var.shared, c.get("auth").account.id, { limit });
+    const rows = await listDomains(c.var.ctx.shared, c.get("auth").account.id, { limit });
     return c.json({ object: "list" as const, has_more: rows.length > limit, data: rows.slice(0, limit).map(domainSummary) }, 200);
   })
   .openapi(createDomainRoute, async (c) => {
@@ -426,33 +426,33 @@ resendRoutes
     if (body.region !== undefined) throw notSupported("`region`");
     if (body.custom_return_path !== undefined) throw notSupported("`custom_return_path` (the return path is the operator's BOUNCE_DOMAIN)");
     if (body.open_tracking !== undefined || body.click_tracking !== undefined) throw notSupported("Tracking options per domain");
-    const { domain } = orRefuse(await createDomain(c.var.shared, c.get("auth").account.id, body.name, c.env));
+    const { domain } = orRefuse(await createDomain(c.var.ctx.shared, c.get("auth").account.id, body.name, c.env));
     return c.json({ ...domainSummary(domain), records: resendRecords(domain) }, 200);
   })
   .openapi(getDomainRoute, async (c) => {
-    const domain = await findDomain(c.var.shared, c.get("auth").account.id, c.req.valid("param").id);
+    const domain = await findDomain(c.var.ctx.shared, c.get("auth").account.id, c.req.valid("param").id);
     if (!domain) throw notFound("Domain");
     return c.json({ object: "domain" as const, ...domainSummary(domain), records: resendRecords(domain) }, 200);
   })
   .openapi(verifyDomainRoute, async (c) => {
-    const domain = await findDomain(c.var.shared, c.get("auth").account.id, c.req.valid("param").id);
+    const domain = await findDomain(c.var.ctx.shared, c.get("auth").account.id, c.req.valid("param").id);
     if (!domain) throw notFound("Domain");
-    await verifyDomain(c.var.shared, domain, c.env);
+    await verifyDomain(c.var.ctx.shared, domain, c.env);
     return c.json({ object: "domain" as const, id: domain.id }, 200);
   })
   .openapi(deleteDomainRoute, async (c) => {
     const { id } = c.req.valid("param");
-    if (!(await deleteDomain(c.var.shared, c.get("auth").account.id, id))) throw notFound("Domain");
+    if (!(await deleteDomain(c.var.ctx.shared, c.get("auth").account.id, id))) throw notFound("Domain");
     return c.json({ object: "domain" as const, id, deleted: true as const }, 200);
   })
   .openapi(listKeysRoute, async (c) => {
-    const rows = await listApiKeys(c.var.shared, c.get("auth").account.id);
+    const rows = await listApiKeys(c.var.ctx.shared, c.get("auth").account.id);
     return c.json({ object: "list" as const, has_more: false, data: rows.map(keySummary) }, 200);
   })
   .openapi(createKeyRoute, async (c) => {
     const body = c.req.valid("json");
     if (body.domain_id !== undefined) throw notSupported("`domain_id` (keys limited to one domain)");
-    const outcome = await createApiKey(c.var.shared, c.get("auth"), {
+    const outcome = await createApiKey(c.var.ctx.shared, c.get("auth"), {
       name: body.name,
       ...(body.permission === "sending_access" ? { scopes: ["send" as const] } : {}),
     });
@@ -460,7 +460,7 @@ resendRoutes
     return c.json({ id: outcome.row.id, token: outcome.key }, 200);
   })
   .openapi(deleteKeyRoute, async (c) => {
-    const outcome = await revokeApiKey(c.var.shared, c.get("auth"), c.req.valid("param").id);
+    const outcome = await revokeApiKey(c.var.ctx.shared, c.get("auth"), c.req.valid("param").id);
     if (outcome.kind === "not_found") throw notFound("API key");
     if (outcome.kind === "live_key_required") throw new AppError(outcome.kind, outcome.message);
     return c.json({ object: "api_key" as const, id: outcome.row.id, deleted: true as const }, 200);

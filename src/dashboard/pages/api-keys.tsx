@@ -67,7 +67,7 @@ function NewKeyForm({ csrfToken, grantable }: { csrfToken: string; grantable: re
 
 async function keysPage(c: Context<DashboardEnv>, notice?: { title: string; secret: string }, status: 200 | 201 = 200) {
   const auth = c.get("auth");
-  const keys = await listApiKeys(c.var.shared, auth.account.id);
+  const keys = await listApiKeys(c.var.ctx.shared, auth.account.id);
   return c.html(
     <Shell title="API keys" auth={auth} csrfToken={c.get("csrfToken")} current="/dashboard/api-keys">
       {notice ? <SecretOnce {...notice} label="the API key" /> : null}
@@ -110,15 +110,15 @@ export const apiKeyPages = new Hono<DashboardEnv>()
       "The key cannot be created",
     );
     requireWithinRole(c, body.scopes);
-    const outcome = await createApiKey(c.var.shared, c.get("auth"), body);
+    const outcome = await createApiKey(c.var.ctx.shared, c.get("auth"), body);
     if (outcome.kind === "live_key_required") throw new AppError(outcome.kind, outcome.message);
     // The secret is rendered into this response only; a reload shows the list without it.
     return keysPage(c, { title: `Key "${outcome.row.name}" created.`, secret: outcome.key }, 201);
   })
   .post("/api-keys/:id/rotate", async (c) => {
-    const target = (await listApiKeys(c.var.shared, c.get("auth").account.id)).find((key) => key.id === c.req.param("id"));
+    const target = (await listApiKeys(c.var.ctx.shared, c.get("auth").account.id)).find((key) => key.id === c.req.param("id"));
     if (target) requireWithinRole(c, target.scopes);
-    const outcome = await rotateApiKey(c.var.shared, c.get("auth"), c.req.param("id"));
+    const outcome = await rotateApiKey(c.var.ctx.shared, c.get("auth"), c.req.param("id"));
     if (outcome.kind === "not_found") throw notFound("API key");
     if (outcome.kind === "live_key_required") throw new AppError(outcome.kind, outcome.message);
     if (outcome.row.id === c.get("auth").apiKey.id) {
@@ -135,7 +135,7 @@ export const apiKeyPages = new Hono<DashboardEnv>()
     return keysPage(c, { title: `Key "${outcome.row.name}" rotated; the old secret no longer works.`, secret: outcome.key });
   })
   .post("/api-keys/:id/revoke", async (c) => {
-    const outcome = await revokeApiKey(c.var.shared, c.get("auth"), c.req.param("id"));
+    const outcome = await revokeApiKey(c.var.ctx.shared, c.get("auth"), c.req.param("id"));
     if (outcome.kind === "not_found") throw notFound("API key");
     if (outcome.kind === "live_key_required") throw new AppError(outcome.kind, outcome.message);
     if (outcome.row.id === c.get("auth").apiKey.id) return c.redirect("/dashboard/sign-in", 303);

@@ -143,7 +143,7 @@ function Deliverability({ domain, rates, sentToday, csrfToken }: { domain: Domai
 export const domainPages = new Hono<DashboardEnv>()
   .get("/domains", async (c) => {
     const auth = c.get("auth");
-    const rows = await listDomains(c.var.shared, auth.account.id, { limit: 100 });
+    const rows = await listDomains(c.var.ctx.shared, auth.account.id, { limit: 100 });
     return c.html(
       <Shell title="Domains" auth={auth} csrfToken={c.get("csrfToken")} current="/dashboard/domains">
         <section class="card">
@@ -181,12 +181,12 @@ export const domainPages = new Hono<DashboardEnv>()
   })
   .post("/domains", liveKeyOnly("Adding a sending domain"), async (c) => {
     const body = parsedOrThrow(domainInput, { name: (await c.req.parseBody()).name }, "The domain cannot be added");
-    const { domain } = orRefuse(await createDomain(c.var.shared, c.get("auth").account.id, body.name, c.env));
+    const { domain } = orRefuse(await createDomain(c.var.ctx.shared, c.get("auth").account.id, body.name, c.env));
     return c.redirect(`/dashboard/domains/${domain.id}`, 303);
   })
   .get("/domains/:id", async (c) => {
     const auth = c.get("auth");
-    const domain = await findDomain(c.var.shared, auth.account.id, c.req.param("id"));
+    const domain = await findDomain(c.var.ctx.shared, auth.account.id, c.req.param("id"));
     if (!domain) throw notFound("Domain");
     const [rates, sentToday] = await Promise.all([domainRates(c.var.ctx.db, domain.id), warmupSentToday(c.var.ctx.db, domain.id)]);
     return c.html(
@@ -200,7 +200,7 @@ export const domainPages = new Hono<DashboardEnv>()
     );
   })
   .post("/domains/:id/warmup", liveKeyOnly("Changing a warm-up"), async (c) => {
-    const domain = await findDomain(c.var.shared, c.get("auth").account.id, c.req.param("id"));
+    const domain = await findDomain(c.var.ctx.shared, c.get("auth").account.id, c.req.param("id"));
     if (!domain) throw notFound("Domain");
     const form = await c.req.parseBody();
     const body = parsedOrThrow(
@@ -212,9 +212,9 @@ export const domainPages = new Hono<DashboardEnv>()
     return c.redirect(`/dashboard/domains/${domain.id}`, 303);
   })
   .post("/domains/:id/verify", async (c) => {
-    const domain = await findDomain(c.var.shared, c.get("auth").account.id, c.req.param("id"));
+    const domain = await findDomain(c.var.ctx.shared, c.get("auth").account.id, c.req.param("id"));
     if (!domain) throw notFound("Domain");
-    const checked = await verifyDomain(c.var.shared, domain, c.env);
+    const checked = await verifyDomain(c.var.ctx.shared, domain, c.env);
     if (c.req.header("HX-Request") === "true") {
       return c.html(
         <>

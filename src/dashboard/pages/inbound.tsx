@@ -89,7 +89,7 @@ const dayEnd = (day: string | undefined) => (day && isoDay.test(day) ? `${day}T2
 // the `domains` scope), not the inbound one's.
 export const domainReceivingPages = new Hono<DashboardEnv>().post("/inbound/domains/:id", liveKeyOnly("Changing a domain's receiving"), async (c) => {
   const auth = c.get("auth");
-  const domain = (await listDomains(c.var.shared, auth.account.id, { limit: 100 })).find((row) => row.id === c.req.param("id"));
+  const domain = (await listDomains(c.var.ctx.shared, auth.account.id, { limit: 100 })).find((row) => row.id === c.req.param("id"));
   if (!domain) throw notFound("Domain");
   const form = await c.req.parseBody();
   const addresses = field(form, "addresses")
@@ -116,7 +116,7 @@ export const inboundPages = new Hono<DashboardEnv>()
     };
     const rows = await listInbound(c.var.ctx.db, auth.account.id, filters, { cursor: query.cursor || undefined, limit: pageSize });
     const { page, next } = pageOfRows(rows, pageSize);
-    const domains = canSee(auth, "domains") ? await listDomains(c.var.shared, auth.account.id, { limit: 100 }) : [];
+    const domains = canSee(auth, "domains") ? await listDomains(c.var.ctx.shared, auth.account.id, { limit: 100 }) : [];
     return c.html(
       <Shell title="Inbound" auth={auth} csrfToken={c.get("csrfToken")} current={current}>
         {query.saved ? <Notice kind="ok">Receiving saved.</Notice> : null}

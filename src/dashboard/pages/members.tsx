@@ -36,7 +36,7 @@ function RoleForm({ member, csrfToken }: { member: Member; csrfToken: string }) 
 async function membersPage(c: Page, notice?: string, status: 200 | 201 = 200) {
   const auth = c.get("auth");
   const csrfToken = c.get("csrfToken");
-  const people = await allMembers(c.var.shared, auth.account.id);
+  const people = await allMembers(c.var.ctx.shared, auth.account.id);
   const isOwner = auth.member?.role === "owner";
   const hasOwner = people.some((member) => member.role === "owner");
   return c.html(
@@ -148,16 +148,14 @@ export const memberPages = new Hono<DashboardEnv>()
     const form = await c.req.parseBody();
     const body = parsedOrThrow(memberInput, { email: field(form, "email"), role: field(form, "role") }, "The invitation cannot be sent");
     const auth = c.get("auth");
-    const invited = orRefuse(
-      await inviteAndMail(c.var.ctx, (promise) => c.executionCtx.waitUntil(promise), auth.account, { ...body, invitedBy: actorOf(auth).name }),
-    );
+    const invited = orRefuse(await inviteAndMail(c.var.ctx, auth.account, { ...body, invitedBy: actorOf(auth).name }));
     return membersPage(c, `Invitation sent to ${invited.member.email}.`, invited.created ? 201 : 200);
   })
   // Before /members/:id, which would take "settings" for an id.
   .post("/members/settings", async (c) => {
     if (c.get("auth").member?.role !== "owner") throw new AppError("forbidden", "Only the owner changes how the account signs in");
     const form = await c.req.parseBody();
-    await setSignInSettings(c.var.shared, c.get("auth").account.id, {
+    await setSignInSettings(c.var.ctx.shared, c.get("auth").account.id, {
       keySignIn: field(form, "key_sign_in") === "on",
       requireTotp: field(form, "require_totp") === "on",
     });
@@ -166,16 +164,16 @@ export const memberPages = new Hono<DashboardEnv>()
   .post("/members/:id", async (c) => {
     const form = await c.req.parseBody();
     const body = parsedOrThrow(memberChangeInput, { role: field(form, "role") }, "The role cannot be changed");
-    orRefuse(await changeRole(c.var.shared, c.get("auth").account.id, c.req.param("id"), body.role));
+    orRefuse(await changeRole(c.var.ctx.shared, c.get("auth").account.id, c.req.param("id"), body.role));
     return c.redirect("/dashboard/members", 303);
   })
   .post("/members/:id/transfer-ownership", async (c) => {
     const me = c.get("auth").member;
     if (me?.role !== "owner") throw new AppError("forbidden", "Only the owner hands ownership over");
-    orRefuse(await transferOwnership(c.var.shared, c.get("auth").account.id, me.id, c.req.param("id")));
+    orRefuse(await transferOwnership(c.var.ctx.shared, c.get("auth").account.id, me.id, c.req.param("id")));
     return c.redirect("/dashboard/members", 303);
   })
   .post("/members/:id/delete", async (c) => {
-    orRefuse(await removeMember(c.var.shared, c.get("auth").account.id, c.req.param("id")));
+    orRefuse(await removeMember(c.var.ctx.shared, c.get("auth").account.id, c.req.param("id")));
     return c.redirect(c.req.param("id") === c.get("auth").member?.id ? "/dashboard/sign-in" : "/dashboard/members", 303);
   });

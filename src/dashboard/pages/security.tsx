@@ -16,7 +16,7 @@ const encoder = new TextEncoder();
 async function me(c: Page): Promise<Member> {
   const { member, account } = c.get("auth");
   if (!member) throw new AppError("forbidden", "An API key has no second factor: this page is for members");
-  const row = await findMember(c.var.shared, account.id, member.id);
+  const row = await findMember(c.var.ctx.shared, account.id, member.id);
   if (!row) throw notFound("Member");
   return row;
 }

@@ -12,7 +12,7 @@ import type { DashboardEnv } from "../session";
 async function credentialsPage(c: Context<DashboardEnv>, created?: { username: string; password: string }) {
   const auth = c.get("auth");
   const csrfToken = c.get("csrfToken");
-  const credentials = await listSmtpCredentials(c.var.shared, auth.account.id);
+  const credentials = await listSmtpCredentials(c.var.ctx.shared, auth.account.id);
   return c.html(
     <Shell title="SMTP credentials" auth={auth} csrfToken={csrfToken} current="/dashboard/smtp-credentials">
       {created ? (
@@ -75,12 +75,12 @@ export const smtpCredentialPages = new Hono<DashboardEnv>()
   .get("/smtp-credentials", (c) => credentialsPage(c))
   .post("/smtp-credentials", needs("send", "smtp_relay"), async (c) => {
     const body = parsedOrThrow(smtpCredentialInput, { name: (await c.req.parseBody()).name }, "The credential cannot be created");
-    const outcome = await createSmtpCredential(c.var.shared, c.get("auth"), body);
+    const outcome = await createSmtpCredential(c.var.ctx.shared, c.get("auth"), body);
     if (outcome.kind === "live_key_required") throw new AppError(outcome.kind, outcome.message);
     return credentialsPage(c, { username: outcome.row.username, password: outcome.password });
   })
   .post("/smtp-credentials/:id/revoke", async (c) => {
-    const outcome = await revokeSmtpCredential(c.var.shared, c.get("auth"), c.req.param("id"));
+    const outcome = await revokeSmtpCredential(c.var.ctx.shared, c.get("auth"), c.req.param("id"));
     if (outcome.kind === "not_found") throw notFound("SMTP credential");
     if (outcome.kind === "live_key_required") throw new AppError(outcome.kind, outcome.message);
     return c.redirect("/dashboard/smtp-credentials", 303);

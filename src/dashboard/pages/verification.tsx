@@ -134,7 +134,7 @@ export const verificationPages = new Hono<DashboardEnv>()
     // verifyInput refuses a body without one.
     const check = await verifySingleAddress(c.var.ctx, auth.account, email!, {
       reference: c.get("requestId"),
-      waitUntil: (promise) => c.executionCtx.waitUntil(promise),
+      waitUntil: c.var.ctx.waitUntil,
     });
     if (check.kind === "insufficient_credits") throw insufficientVerifyCredits(check);
     const result = check.result;

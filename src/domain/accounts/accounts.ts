@@ -33,21 +33,6 @@ export type Balances = Pick<typeof accountBalances.$inferSelect, "sendBalance" |
 /** An account without a balance row has no credits. */
 const noBalances: Balances = { sendBalance: 0, sendReserved: 0, verifyBalance: 0, updatedAt: "" };
 
-/** The balances of `accountId`, read from its database; an account without a balance row has none. */
-export async function findBalances(db: AccountDb, accountId: string): Promise<Balances> {
-  const row = await db
-    .select({
-      sendBalance: accountBalances.sendBalance,
-      sendReserved: accountBalances.sendReserved,
-      verifyBalance: accountBalances.verifyBalance,
-      updatedAt: accountBalances.updatedAt,
-    })
-    .from(accountBalances)
-    .where(eq(accountBalances.accountId, accountId))
-    .get();
-  return row ?? noBalances;
-}
-
 /** The balances of several accounts of one database, read in one query, looked up by account id (as `findBalances`). */
 export async function findBalancesOf(db: AccountDb, accountIds: readonly string[]): Promise<(accountId: string) => Balances> {
   const rows = accountIds.length
@@ -66,6 +51,9 @@ export async function findBalancesOf(db: AccountDb, accountIds: readonly string[
   const found = new Map(rows.map(({ accountId, ...balances }) => [accountId, balances]));
   return (accountId) => found.get(accountId) ?? noBalances;
 }
+
+/** The balances of `accountId`, read from its database; an account without a balance row has none. */
+export const findBalances = async (db: AccountDb, accountId: string): Promise<Balances> => (await findBalancesOf(db, [accountId]))(accountId);
 
 export function balancesOf(balances: Omit<Balances, "updatedAt">) {
   return {

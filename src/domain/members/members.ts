@@ -106,7 +106,6 @@ async function inviteMember(
 /** Invites (inviteMember) and mails the invitation after the answer: a mail that fails is logged and sent again by inviting again. */
 export async function inviteAndMail(
   ctx: Ctx,
-  waitUntil: (promise: Promise<unknown>) => void,
   account: { id: string; name: string },
   input: { email: string; role: Role; invitedBy: string },
 ): Promise<{ member: Member; created: boolean } | Refusal> {
@@ -114,7 +113,7 @@ export async function inviteAndMail(
   const invited = await inviteMember(shared, account.id, input);
   if (isRefusal(invited)) return invited;
   const { member, secret } = invited;
-  waitUntil(
+  ctx.waitUntil(
     sendPlatformMail(
       ctx,
       invitationMail(env, { to: member.email, accountName: account.name, role: member.role, invitedBy: input.invitedBy, secret }),
