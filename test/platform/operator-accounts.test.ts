@@ -5,8 +5,11 @@ type Balances = { send: { balance: number; reserved: number; available: number }
 type OperatorAccount = { id: string; name: string; plan: string; database: string; balances: Balances; created_at: string };
 type Page = { data: OperatorAccount[]; has_more: boolean; next_cursor: string | null };
 
-/** Every page of the operator's account list, `limit` at a time, following `next_cursor`. */
-async function everyPage(query: string): Promise<Page[]> {
+/**
+ * The operator's account list, `limit` at a time, following `next_cursor` to the last page, or only until `enough`
+ * holds: the runtime's other test files add accounts too, so walking them all in small pages costs as much as they do.
+ */
+async function everyPage(query: string, enough: (listed: OperatorAccount[]) => boolean = () => false): Promise<Page[]> {
   const pages: Page[] = [];
   let cursor: string | null = null;
   do {
@@ -15,24 +18,26 @@ async function everyPage(query: string): Promise<Page[]> {
     const page = await json<Page>(response);
     pages.push(page);
     cursor = page.next_cursor;
-  } while (cursor);
+  } while (cursor && !enough(pages.flatMap((page) => page.data)));
   return pages;
 }
 
 describe("the operator's list of accounts", () => {
   it("pages through every account, newest first, each with its balances and its database", async () => {
-    const created = [];
+    const created: Awaited<ReturnType<typeof createAccount>>[] = [];
     for (let index = 0; index < 8; index++) {
       created.push(await createAccount({ name: `Listed ${index}`, send_credits: index * 10, verify_credits: index }));
     }
     const topUp = await call(`/admin/v1/accounts/${created[2]!.id}/credits`, { key: ADMIN_TOKEN, body: { send: 5 } });
     expect(topUp.status).toBe(200);
 
-    const pages = await everyPage("limit=3");
+    const pages = await everyPage("limit=3", (listed) => created.every((account) => listed.some((item) => item.id === account.id)));
     const listed = pages.flatMap((page) => page.data);
     expect(pages.length).toBeGreaterThanOrEqual(3);
     for (const page of pages.slice(0, -1)) expect(page).toMatchObject({ has_more: true, data: { length: 3 } });
-    expect(pages.at(-1)).toMatchObject({ has_more: false, next_cursor: null });
+    // the last page says so
+    const whole = await everyPage("limit=100");
+    expect(whole.at(-1)).toMatchObject({ has_more: false, next_cursor: null });
     // no account twice, and newest first
     expect(new Set(listed.map((account) => account.id)).size).toBe(listed.length);
     const order = listed.map((account) => `${account.created_at}|${account.id}`);
