@@ -9,6 +9,9 @@ import { DatabaseSync } from "node:sqlite";
 import { afterAll, expect, it } from "vitest";
 import { localMigrationCommand } from "./local-migrations.ts";
 
+// spawnSync blocks the event loop, so Vitest's own time limit cannot fire while it runs: a hung child is killed here.
+const spawnLimit = { timeout: 110_000, killSignal: "SIGKILL" } as const;
+
 const dir = mkdtempSync(join(tmpdir(), "mailforge-migrations-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -16,6 +19,7 @@ const wrangler = (args: string[]) =>
   spawnSync(join(process.cwd(), "node_modules/.bin/wrangler"), args, {
     encoding: "utf8",
     env: { ...process.env, WRANGLER_SEND_METRICS: "false", WRANGLER_DISABLE_UPDATE_CHECK: "true", CLOUDFLARE_CF_FETCH_ENABLED: "false" },
+    ...spawnLimit,
   });
 
 it("applies every migration to a new local database in one run, recorded as wrangler records them", () => {

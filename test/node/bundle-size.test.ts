@@ -8,6 +8,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 
+// spawnSync blocks the event loop, so Vitest's own time limit cannot fire while it runs: a hung child is killed here.
+const spawnLimit = { timeout: 110_000, killSignal: "SIGKILL" } as const;
+
 const budgetKiB = 550;
 
 describe("the Worker bundle", () => {
@@ -20,6 +23,7 @@ describe("the Worker bundle", () => {
     const result = spawnSync(join(process.cwd(), "node_modules/.bin/wrangler"), ["deploy", "--dry-run", "--outdir", dir], {
       env: { ...env, WRANGLER_SEND_METRICS: "false" },
       encoding: "utf8",
+      ...spawnLimit,
     });
     const output = result.stdout + result.stderr;
     expect(result.status, output).toBe(0);

@@ -9,6 +9,9 @@ import { join, relative } from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import { afterAll, describe, expect, it } from "vitest";
 
+// spawnSync blocks the event loop, so Vitest's own time limit cannot fire while it runs: a hung child is killed here.
+const spawnLimit = { timeout: 110_000, killSignal: "SIGKILL" } as const;
+
 const dir = mkdtempSync(join(tmpdir(), "mailforge-schema-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -17,7 +20,7 @@ function generate(out: string) {
   const result = spawnSync(
     join(process.cwd(), "node_modules/.bin/drizzle-kit"),
     ["generate", "--dialect", "sqlite", "--schema", "./src/db/schema/index.ts", "--out", relative(process.cwd(), out), "--prefix", "timestamp"],
-    { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] },
+    { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"], ...spawnLimit },
   );
   expect(result.status, result.stderr).toBe(0);
   return result.stdout;
