@@ -1,10 +1,11 @@
-import { accountDatabaseName, accountDb } from "../db/client";
+import { accountDatabaseName, accountDb, poolDatabases } from "../db/client";
 import {
   createAccount as addAccount,
   findAccount,
   findBalances,
   findBalancesOf,
   listAccounts,
+  placeAccount,
   planNames,
   serializeAccount,
   topUpAccount,
@@ -145,14 +146,14 @@ async function shownAccount(env: Env, account: Account | undefined) {
   return operatorAccount(account, await findBalances(accountDb(env, account), account.id));
 }
 
-/** The balances of a page of accounts: one query per database the page's accounts are in (today one, on `DB`). */
+/** The balances of a page of accounts: one query per database the page's accounts are in. */
 async function pageBalances(env: Env, page: Account[]): Promise<(account: Account) => Balances> {
   const byDatabase = new Map<string, Account[]>();
   for (const account of page) byDatabase.set(accountDatabaseName(account), [...(byDatabase.get(accountDatabaseName(account)) ?? []), account]);
   const lookups = await Promise.all(
-    [...byDatabase.values()].map((inOne) =>
+    [...byDatabase].map(([database, inOne]) =>
       findBalancesOf(
-        accountDb(env, inOne[0]),
+        accountDb(env, { database }),
         inOne.map((account) => account.id),
       ),
     ),
@@ -175,7 +176,8 @@ export const adminAccountRoutes = createRouter()
   })
   .openapi(createAccount, async (c) => {
     const body = c.req.valid("json");
-    const { account, balances, key } = await addAccount(c.var.ctx.shared, (created) => accountDb(c.env, created), {
+    const database = await placeAccount(c.var.ctx.shared, poolDatabases(c.env));
+    const { account, balances, key } = await addAccount(c.var.ctx.shared, (created) => accountDb(c.env, created), database, {
       name: body.name,
       plan: body.plan,
       features: body.features,
@@ -223,7 +225,7 @@ export const adminAccountRoutes = createRouter()
   .openapi(topUp, async (c) => {
     const body = c.req.valid("json");
     const id = c.req.valid("param").id;
-    const toppedUp = await topUpAccount({ shared: c.var.ctx.shared, db: accountDb(c.env, { id }) }, id, {
+    const toppedUp = await topUpAccount(c.env, c.var.ctx.shared, id, {
       send: body.send,
       verify: body.verify,
       note: body.note ?? "operator top-up",

@@ -9,8 +9,8 @@
 // `AccountDb` (one account's messages, contacts, campaigns, ledger and balances, ...) or the `SharedDb` (accounts, API
 // keys and SMTP credentials, domains, members and sessions: what is found before the account is known), or a `Ctx`
 // holding both beside `env`. They are distinct types so that a function's signature says which database its rows are
-// in: today both open the `DB` binding, and some domain reads (delivery, warm-up, reputation, receiving) still reach
-// `domains` through an account's handle; account databases give an account's rows their own.
+// in: `SharedDb` opens `DB`, an `AccountDb` the account database its account's directory row names
+// (`accounts.database`; docs/scaling.md, "Account databases").
 // `statement()` below is the one way to put such a query into a `D1Database.batch` beside the ledger's statements.
 
 import { is, SQL, sql, type SQLWrapper } from "drizzle-orm";
@@ -55,32 +55,119 @@ function open(d1: D1Database): Handle {
 export const sharedDb = (env: Env) => open(env.DB) as SharedDb;
 
 /**
- * The binding that holds an account's rows, as the operator API shows it (`database`). Every account's rows are in
- * `DB` today; this is where an account's own database will be chosen, and `accountDb` opens whatever it names.
+ * The binding name of a database that can hold accounts' rows: one of wrangler.toml's `ACCOUNT_DB_<n>`, or `DB`,
+ * which keeps the accounts made before account databases existed until the operator moves them.
  */
-export const accountDatabaseName = (_account?: { id: string }) => "DB" as const;
+export type DatabaseName = string;
 
-/** The handle for an account's rows: the database `accountDatabaseName` names. */
-export const accountDb = (env: Env, account?: { id: string }) => open(env[accountDatabaseName(account)]) as AccountDb;
+const poolBinding = /^ACCOUNT_DB_(\d+)$/;
+const bindings = (env: Env) => env as unknown as Record<string, unknown>;
+
+/**
+ * The account databases new accounts are placed in: wrangler.toml's `ACCOUNT_DB_<n>` bindings in order of `n`. A
+ * deployment that declares none keeps every account in `DB`.
+ */
+export function poolDatabases(env: Env): DatabaseName[] {
+  const pool = Object.keys(bindings(env))
+    .filter((name) => poolBinding.test(name))
+    .sort((a, b) => Number(poolBinding.exec(a)![1]) - Number(poolBinding.exec(b)![1]));
+  return pool.length > 0 ? pool : ["DB"];
+}
+
+/** Every database that may hold accounts' rows: the pool and `DB` (accounts made before the pool, until moved). */
+export const accountDatabaseNames = (env: Env): DatabaseName[] => [...new Set([...poolDatabases(env), "DB"])];
+
+/** Whether `name` is a database an account's rows can be in (a bound `ACCOUNT_DB_<n>`, or `DB`). */
+export const isAccountDatabase = (env: Env, name: string): name is DatabaseName => accountDatabaseNames(env).includes(name);
+
+/** The binding that holds an account's rows, as the operator API shows it (`database`): the directory's column. */
+export const accountDatabaseName = (account: { database: string }): DatabaseName => account.database;
+
+const names = new WeakMap<Handle, DatabaseName>();
+
+/** The handle of the database `name` (a binding `isAccountDatabase` accepts). */
+export function databaseHandle(env: Env, name: DatabaseName): AccountDb {
+  const d1 = bindings(env)[name];
+  if (!isAccountDatabase(env, name) || !d1) throw new Error(`${name} is not an account database bound to this Worker (wrangler.toml)`);
+  const handle = open(d1 as D1Database);
+  names.set(handle, name);
+  return handle as AccountDb;
+}
+
+/** The handle for an account's rows: the database its directory row names. */
+export const accountDb = (env: Env, account: { database: string }) => databaseHandle(env, accountDatabaseName(account));
+
+/** Which database a handle opened by `accountDb`/`databaseHandle` reaches: what queue messages and tokens carry. */
+export function databaseNameOf(db: AccountDb): DatabaseName {
+  const name = names.get(db);
+  if (!name) throw new Error("this handle was not opened for an account database");
+  return name;
+}
 
 /**
  * The databases that hold accounts' rows, for the crons and sweeps that visit every account (src/index.ts runs each
  * sweep of accounts' rows in every one of them).
  */
-export const accountDatabases = (env: Env): AccountDb[] => [accountDb(env)];
+export const accountDatabases = (env: Env): AccountDb[] => accountDatabaseNames(env).map((name) => databaseHandle(env, name));
 
 /**
- * A context for work done for one account (or, without one, across every account in today's single database).
+ * Finds a row whose account is not known yet (a tracking token, a return path, a provider's message id) in the
+ * database `hint` names first, then in the others: a hint is what a token or queue message carried when it was made,
+ * and the account may have moved since (or a token made before account databases carries none).
+ */
+export async function findInAccountDatabases<T>(
+  env: Env,
+  hint: DatabaseName | undefined,
+  find: (db: AccountDb) => Promise<T | undefined>,
+): Promise<{ db: AccountDb; found: T } | undefined> {
+  const all = accountDatabaseNames(env);
+  const order = hint && all.includes(hint) ? [hint, ...all.filter((name) => name !== hint)] : all;
+  for (const name of order) {
+    const db = databaseHandle(env, name);
+    const found = await find(db);
+    if (found !== undefined) return { db, found };
+  }
+  return undefined;
+}
+
+/**
+ * A short, URL- and address-safe tag for a database, for tokens that must stay short (a VERP local part has 64
+ * characters): `ACCOUNT_DB_3` is `3`; `DB` has none. `databaseOfTag` reads it back (undefined for anything else).
+ */
+export const databaseTag = (name: DatabaseName): string => poolBinding.exec(name)?.[1] ?? "";
+export const databaseOfTag = (env: Env, tag: string | undefined): DatabaseName | undefined => {
+  if (tag === undefined || !/^\d{1,4}$/.test(tag)) return undefined;
+  const name = `ACCOUNT_DB_${Number(tag)}`;
+  return isAccountDatabase(env, name) ? name : undefined;
+};
+
+// Work that has not found its account yet reaches no account's rows: a query through this handle is a routing bug
+// (it would otherwise read `DB`, where new accounts' rows are not), and says so rather than finding nothing.
+const unrouted = new Proxy(
+  {},
+  {
+    get(_target, property) {
+      throw new Error(`no account database chosen (reading ${String(property)}): find the account or its database first`);
+    },
+  },
+) as AccountDb;
+
+/**
+ * A context for work done for one account, or, without one, for work that finds its account (or its database) from
+ * what it was given and then opens that account's context; until then `db` refuses every query.
  * `work` is the invocation's ExecutionContext; without one (a queue batch or alarm whose caller awaits everything) a
  * promise handed to `waitUntil` runs on and its failure is logged.
  */
-export const openCtx = (env: Env, work?: WaitUntil, account?: { id: string }): Ctx => ({
+export const openCtx = (env: Env, work?: WaitUntil, account?: { database: string }): Ctx => ({
   env,
-  db: accountDb(env, account),
+  db: account ? accountDb(env, account) : unrouted,
   shared: sharedDb(env),
   waitUntil: (promise) =>
     work ? work.waitUntil(promise) : void promise.catch((error: unknown) => logError("background work failed", { error: String(error) })),
 });
+
+/** The same work's context for the account database `name` (a queue batch's messages name theirs). */
+export const inDatabase = (ctx: Ctx, name: DatabaseName): Ctx => ({ ...ctx, db: databaseHandle(ctx.env, name) });
 
 type ToSql = SQLWrapper & { toSQL(): { sql: string; params: unknown[] } };
 

@@ -2,7 +2,8 @@
 // API write route, and the dashboard's session middleware calls `recordDashboardChange` after every form post. Only
 // a change that succeeded (status below 400) is recorded; reads never are.
 
-import type { AccountDb } from "../db/client";
+import { accountDb, type AccountDb } from "../db/client";
+import { findAccount } from "../domain/accounts/accounts";
 import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
 import { routePath } from "hono/route";
@@ -40,9 +41,16 @@ export async function record(db: AccountDb, entry: AuditRecord): Promise<void> {
   }
 }
 
-async function recordChange(c: Context<AppEnv>, accountId: string, actor: Actor, action: string, via: AuditRecord["via"]) {
+async function recordChange(
+  c: Context<AppEnv>,
+  db: AccountDb,
+  accountId: string,
+  actor: Actor,
+  action: string,
+  via: AuditRecord["via"],
+) {
   if (c.res.status >= 400) return;
-  await record(c.var.ctx.db, {
+  await record(db, {
     accountId,
     action,
     actor,
@@ -57,7 +65,7 @@ export const auditWrites = (action: string) =>
   createMiddleware<AppEnv>(async (c, next) => {
     await next();
     const auth = c.get("auth");
-    await recordChange(c, auth.account.id, actorOf(auth), action, "api");
+    await recordChange(c, c.var.ctx.db, auth.account.id, actorOf(auth), action, "api");
   });
 
 /** The middleware of an operator route on one account (`/accounts/{id}…`, or the account it creates). */
@@ -65,11 +73,14 @@ export const auditOperator = (action: string) =>
   createMiddleware<AppEnv>(async (c, next) => {
     await next();
     const accountId = await targetId(c);
-    if (accountId?.startsWith("acc_")) await recordChange(c, accountId, operatorActor, action, "operator");
+    if (c.res.status >= 400 || !accountId?.startsWith("acc_")) return;
+    // The operator's requests name the account but are not made in its context: the entry goes to its database.
+    const account = await findAccount(c.var.ctx.shared, accountId);
+    if (account) await recordChange(c, accountDb(c.env, account), accountId, operatorActor, action, "operator");
   });
 
 /** After a dashboard form post has been answered: records it under the action its route names. */
 export async function recordDashboardChange(c: Context, auth: AuthContext): Promise<void> {
   const action = auditedAction(c.req.method, routePath(c));
-  if (action) await recordChange(c, auth.account.id, actorOf(auth), action, "dashboard");
+  if (action) await recordChange(c, c.var.ctx.db, auth.account.id, actorOf(auth), action, "dashboard");
 }

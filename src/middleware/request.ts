@@ -12,7 +12,7 @@ import type { AppEnv } from "../types";
  * ExecutionContext is read when work is handed over, not here: a request made without one (app.request in a test)
  * still gets a context.
  */
-export const requestCtx = (c: Pick<Context<AppEnv>, "env" | "executionCtx">, account?: { id: string }) =>
+export const requestCtx = (c: Pick<Context<AppEnv>, "env" | "executionCtx">, account?: { database: string }) =>
   openCtx(c.env, { waitUntil: (promise) => c.executionCtx.waitUntil(promise) }, account);
 
 /**

@@ -22,4 +22,5 @@ if (inject("globalStateFiles").some((globalFile) => file.endsWith(`/${globalFile
   state.otherFilesRan ??= file;
 }
 
-await applyD1Migrations(env.DB, env.TEST_MIGRATIONS);
+// Every database carries the whole schema (wrangler.toml): `DB` and each account database.
+await Promise.all([env.DB, env.ACCOUNT_DB_0, env.ACCOUNT_DB_1].map((database) => applyD1Migrations(database, env.TEST_MIGRATIONS)));

@@ -1,4 +1,5 @@
-import { exports } from "cloudflare:workers";
+import { env, exports } from "cloudflare:workers";
+import { accountDb, type AccountDb } from "../../src/db/client";
 
 export const ADMIN_TOKEN = "test-admin-token";
 
@@ -24,7 +25,23 @@ export function call(path: string, options: CallOptions = {}): Promise<Response>
   );
 }
 
-export type CreatedAccount = { id: string; api_key: string; name: string };
+/** An account as the operator API made it: `database` is the account database that holds its rows. */
+export type CreatedAccount = { id: string; api_key: string; name: string; database: string };
+
+/** The D1 binding that holds an account's rows, for a test that reads or writes them directly. */
+export function d1Of(account: { database: string }): D1Database {
+  return (env as unknown as Record<string, D1Database>)[account.database]!;
+}
+
+/** The D1 binding that holds the rows of the account with this id (read from the directory in `DB`). */
+export async function d1OfAccount(accountId: string): Promise<D1Database> {
+  const row = await env.DB.prepare("SELECT database FROM accounts WHERE id = ?").bind(accountId).first<{ database: string }>();
+  if (!row) throw new Error(`no account ${accountId}`);
+  return d1Of(row);
+}
+
+/** The Drizzle handle for an account's rows, for a test that calls a domain function directly. */
+export const dbOf = (account: { database: string }): AccountDb => accountDb(env, account);
 
 export async function createAccount(overrides: Record<string, unknown> = {}): Promise<CreatedAccount> {
   const response = await call("/admin/v1/accounts", {

@@ -15,9 +15,15 @@ export const accounts = sqliteTable("accounts", {
   keySignIn: integer("key_sign_in", { mode: "boolean" }).notNull().default(false),
   // The owner's choice that every member signs in with a second factor (TOTP), set up before anything else.
   requireTotp: integer("require_totp", { mode: "boolean" }).notNull().default(false),
+  // The binding of the account database that holds this account's rows (src/db/client.ts). Accounts made before
+  // account databases existed stay in `DB` until the operator moves them.
+  database: text("database").notNull().default("DB"),
+  // While the operator moves the account (src/domain/accounts/move.ts): the database it is being copied to. Its writes
+  // are refused until the move ends.
+  movingTo: text("moving_to"),
   createdAt: createdAt(),
   updatedAt: updatedAt(),
-});
+}, (t) => [index("accounts_database").on(t.database)]);
 
 // The account that owns the row, as a foreign key: every area's tables use it, so it is exported beside the table.
 export const ownerAccount = () =>

@@ -1,8 +1,8 @@
 // Accounts: plans, limits, features and balances, as the operator sets them. This module owns the accounts'
 // queries; balances (account_balances, in the account's database) change only through the credits ledger.
 
-import { and, eq } from "drizzle-orm";
-import { statement, type AccountDb, type SharedDb, batch, inJsonArray } from "../../db/client";
+import { and, count, eq } from "drizzle-orm";
+import { accountDb, statement, type AccountDb, type DatabaseName, databaseNameOf, type SharedDb, batch, inJsonArray } from "../../db/client";
 import { accountBalances, accounts, apiKeys } from "../../db/schema";
 import { newId, nowIso } from "../../lib/ids";
 import type { Feature } from "../../access";
@@ -103,13 +103,41 @@ export async function listAccounts(db: SharedDb, page: { cursor?: string; limit:
 type Limits = { dailySendLimit?: number; rateLimitPerMinute?: number; aiGenerationsPerMonth?: number };
 
 /**
+ * The account database a new account goes to: of the pool (`poolDatabases`), the one with the fewest accounts, the
+ * first of them on a tie. Fewest accounts rather than least data: a count is one indexed query of the directory, a
+ * database's size is not readable through its binding, and an account that grows is what moves are for
+ * (docs/scaling.md, "Placement").
+ */
+export async function placeAccount(db: SharedDb, pool: readonly DatabaseName[]): Promise<DatabaseName> {
+  const counts = await db
+    .select({ database: accounts.database, count: count() })
+    .from(accounts)
+    .where(inJsonArray(accounts.database, pool))
+    .groupBy(accounts.database)
+    .all();
+  const countOf = new Map(counts.map((row) => [row.database, row.count]));
+  return pool.reduce((best, name) => ((countOf.get(name) ?? 0) < (countOf.get(best) ?? 0) ? name : best));
+}
+
+/**
+ * The statement that writes an account's directory row into its account database. Account tables there reference
+ * `accounts(id)` (D1 enforces foreign keys), so each account database keeps a copy of its accounts' rows; only the id
+ * matters there, the directory in `DB` stays the account's record. Nothing when the account database is `DB`.
+ */
+export function directoryCopyStatement(own: AccountDb, account: Account): D1PreparedStatement[] {
+  if (databaseNameOf(own) === "DB") return [];
+  return [statement(own, own.insert(accounts).values(account).onConflictDoNothing())];
+}
+
+/**
  * A new account with its first full-access key (one transaction in the shared database), then its balance row and
- * initial credits (ledger entries; one transaction in the account's database, `dbOf` choosing it). The limits not
+ * initial credits (ledger entries) and its directory copy: one transaction in `database`, which `dbOf` opens. The limits not
  * given are the plan's; `key` is the key's secret, returned only here.
  */
 export async function createAccount(
   db: SharedDb,
-  dbOf: (account: { id: string }) => AccountDb,
+  dbOf: (account: { database: string }) => AccountDb,
+  database: DatabaseName,
   input: { name: string; plan: Plan; features?: Feature[]; sendCredits: number; verifyCredits: number } & Limits,
 ): Promise<{ account: Account; balances: Balances; key: string }> {
   const accountId = newId("acc");
@@ -126,13 +154,17 @@ export async function createAccount(
         dailySendLimit: input.dailySendLimit ?? defaults.dailySendLimit,
         rateLimitPerMinute: input.rateLimitPerMinute ?? defaults.rateLimitPerMinute,
         aiGenerationsPerMonth: input.aiGenerationsPerMonth ?? defaults.aiGenerationsPerMonth,
+        database,
       }),
     ),
     firstKey.statement,
   ]);
-  const own = dbOf({ id: accountId });
+  const account = await findAccount(db, accountId);
+  if (!account) throw new Error(`Account ${accountId} was written but could not be read back`);
+  const own = dbOf({ database });
   try {
     await batch(own, [
+      ...directoryCopyStatement(own, account),
       statement(own, own.insert(accountBalances).values({ accountId })),
       ...(input.sendCredits > 0 ? topUpStatements(own, accountId, "send", input.sendCredits, "initial credits") : []),
       ...(input.verifyCredits > 0 ? topUpStatements(own, accountId, "verify", input.verifyCredits, "initial credits") : []),
@@ -146,9 +178,7 @@ export async function createAccount(
     ]);
     throw error;
   }
-  const [account, balances] = await Promise.all([findAccount(db, accountId), findBalances(own, accountId)]);
-  if (!account) throw new Error(`Account ${accountId} was written but could not be read back`);
-  return { account, balances, key: firstKey.key };
+  return { account, balances: await findBalances(own, accountId), key: firstKey.key };
 }
 
 /**
@@ -183,13 +213,14 @@ export async function updateAccount(
 
 /** Adds credits to either balance, one ledger entry each; the balances as they stand after, or undefined if no account. */
 export async function topUpAccount(
-  handles: { shared: SharedDb; db: AccountDb },
+  env: Env,
+  shared: SharedDb,
   accountId: string,
   credits: { send?: number; verify?: number; note: string },
 ): Promise<{ account: Account; balances: Balances } | undefined> {
-  const { shared, db } = handles;
   const account = await findAccount(shared, accountId);
   if (!account) return undefined;
+  const db = accountDb(env, account);
   await batch(db, [
     ...(credits.send ? topUpStatements(db, accountId, "send", credits.send, credits.note) : []),
     ...(credits.verify ? topUpStatements(db, accountId, "verify", credits.verify, credits.note) : []),

@@ -164,7 +164,7 @@ export async function materialisedCount(db: AccountDb, campaignId: string): Prom
  * before it rethrows.
  */
 export async function enqueueScheduled(ctx: Ctx, campaignId: string, limit: number): Promise<{ enqueued: number; error?: unknown }> {
-  const { env, db } = ctx;
+  const { db } = ctx;
   if (limit <= 0) return { enqueued: 0 };
   const page = db
     .select({ id: messages.id })
@@ -179,7 +179,7 @@ export async function enqueueScheduled(ctx: Ctx, campaignId: string, limit: numb
     .all();
   const ids = moved.map((row) => row.id);
   const { refused, error } = await enqueueMessages(
-    env,
+    ctx,
     ids.map((id) => ({ id })),
   );
   if (refused.length === 0) return { enqueued: ids.length };

@@ -12,6 +12,7 @@ import { config } from "../../config";
 import { inJsonArray, type SharedDb, type Ctx } from "../../db/client";
 import { todaysCap, warmupDay } from "../feedback/warmup";
 import { deleteOwned, findOwned } from "../owned";
+import { forgetCachedDomain } from "./lookup";
 import { refused, type Refusal } from "../refusal";
 
 export type DomainRow = typeof domains.$inferSelect;
@@ -199,7 +200,9 @@ export async function findDomain(db: SharedDb, accountId: string, domainId: stri
 
 /** Removes one of the account's domains; false if there is no such domain. */
 export async function deleteDomain(db: SharedDb, accountId: string, domainId: string): Promise<boolean> {
-  return deleteOwned(db, domains, accountId, domainId);
+  const deleted = await deleteOwned(db, domains, accountId, domainId);
+  forgetCachedDomain(domainId);
+  return deleted;
 }
 
 /** Runs the check and stores its outcome; a verified domain whose records disappeared falls back to `failed`. */
@@ -214,6 +217,7 @@ export async function verifyDomain(db: SharedDb, domain: DomainRow, env: Env): P
     .where(eq(domains.id, domain.id))
     .returning()
     .get();
+  forgetCachedDomain(domain.id);
   return updated ?? domain;
 }
 

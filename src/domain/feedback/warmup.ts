@@ -89,7 +89,7 @@ export async function holdPastWarmupCaps(
   domainsById: ReadonlyMap<string, WarmupDomain>,
   now = new Date(),
 ): Promise<Set<string>> {
-  const { env, db } = ctx;
+  const { db } = ctx;
   // Held back earlier and back before its time (queue delays stop at 12 hours; the cron may requeue it): it waits
   // again, until the time it was given, while the warm-up is active (a paused one lets it go now).
   const early: { id: string; due: number }[] = [];
@@ -163,14 +163,14 @@ export async function holdPastWarmupCaps(
     completions.map(({ transition }) => transition.input),
   );
   const held = [...early, ...overCap.map(({ id }) => ({ id, due: tomorrow }))];
-  await enqueueHeld(env, held, now);
+  await enqueueHeld(ctx, held, now);
   return new Set(held.map(({ id }) => id));
 }
 
 /** Enqueues held messages again, each delayed until its due time (at most 12 hours: it waits again if it comes early). */
-async function enqueueHeld(env: Env, held: { id: string; due: number }[], now: Date) {
+async function enqueueHeld(ctx: Ctx, held: { id: string; due: number }[], now: Date) {
   const { refused, error } = await enqueueMessages(
-    env,
+    ctx,
     held.map(({ id, due }) => ({ id, delaySeconds: Math.min(MAX_QUEUE_DELAY_SECONDS, Math.max(0, Math.ceil((due - now.getTime()) / 1000))) })),
   );
   // The rows say deferred with their due time: the cron's requeueLostMessages enqueues them once it has passed.

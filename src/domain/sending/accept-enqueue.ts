@@ -45,7 +45,7 @@ export async function enqueueOrUndo(
   });
   if (requests.length === 0) return true;
   for (let attempt = 1; ; attempt++) {
-    const { refused, error } = await enqueueMessages(env, requests);
+    const { refused, error } = await enqueueMessages(ctx, requests);
     if (refused.length === 0) return true;
     if (attempt === 2) {
       logError("send queue unavailable; undoing the acceptance", { message_ids: refused, error: String(error) });

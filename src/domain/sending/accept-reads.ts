@@ -3,8 +3,8 @@
 // recipients in one query.
 
 import { statement, batch, type Ctx } from "../../db/client";
-import type { domains, suppressions, templates } from "../../db/schema";
-import { verifiedDomainQuery } from "../domains/domains";
+import type { suppressions, templates } from "../../db/schema";
+import { verifiedDomainsOf, type VerifiedDomain } from "../domains/lookup";
 import { scopeBlocks, suppressionsAmongQuery, type MessageStream } from "../suppressions/suppressions";
 import { templateContentQuery } from "../templates/templates";
 import { storedResponseStatement, type Idempotency, type StoredResponse } from "./idempotency";
@@ -19,7 +19,7 @@ export type Known = {
   /** The answer already stored for the Idempotency-Key, if any. */
   previous: StoredResponse | undefined;
   /** The account's verified domain of each from address (lower-cased domain name), undefined when it has none. */
-  domainOfName: Map<string, Pick<typeof domains.$inferSelect, "id" | "name"> | undefined>;
+  domainOfName: Map<string, VerifiedDomain | undefined>;
   /** The templates named, by id; undefined for an id the account does not have. */
   templateOf: Map<string, StoredTemplate | undefined>;
 };
@@ -27,7 +27,10 @@ export type Known = {
 /** The lower-cased domain of a from address: the key of `Known.domainOfName`. */
 export const fromDomain = (address: string) => domainOf(address).toLowerCase();
 
-/** Round trip 1: the recipients' suppressions, the Idempotency-Key's stored answer, the from domains and the templates. */
+/**
+ * Round trip 1: the recipients' suppressions, the Idempotency-Key's stored answer and the templates, in the account's
+ * database; beside it, the from domains, from `DB` unless this isolate read them lately (domains/lookup.ts).
+ */
 export async function readForDecision(
   ctx: Ctx,
   accountId: string,
@@ -38,11 +41,13 @@ export async function readForDecision(
   const domainNames = [...new Set(request.fromAddresses.map(fromDomain))];
   const templateIds = [...new Set(request.templateIds)];
   // Raw D1 rows, keyed by column name.
-  const results = await batch(db, [
-    statement(db, suppressionsAmongQuery(db, accountId, [...new Set(request.recipients)])),
-    ...(idempotency ? [storedResponseStatement(db, accountId, idempotency)] : []),
-    ...domainNames.map((name) => statement(db, verifiedDomainQuery(ctx.shared, accountId, name))),
-    ...templateIds.map((id) => statement(db, templateContentQuery(db, accountId, id))),
+  const [results, verified] = await Promise.all([
+    batch(db, [
+      statement(db, suppressionsAmongQuery(db, accountId, [...new Set(request.recipients)])),
+      ...(idempotency ? [storedResponseStatement(db, accountId, idempotency)] : []),
+      ...templateIds.map((id) => statement(db, templateContentQuery(db, accountId, id))),
+    ]),
+    verifiedDomainsOf(ctx.shared, accountId, domainNames),
   ]);
   // Why each suppressed address is on the list for each stream, as its relay.suppressed event says; the widest
   // scope's reason when several entries apply (`all` sorts first).
@@ -55,13 +60,11 @@ export async function readForDecision(
         .reverse()
         .map((row) => [row.email, row.reason]),
     );
-  const domainsAt = idempotency ? 2 : 1;
+  const templatesAt = idempotency ? 2 : 1;
   return {
     suppressedIn: { transactional: suppressedFor("transactional"), broadcast: suppressedFor("broadcast") },
     previous: idempotency ? (results[1]?.results[0] as StoredResponse | undefined) : undefined,
-    domainOfName: new Map(
-      domainNames.map((name, i) => [name, results[domainsAt + i]?.results[0] as Pick<typeof domains.$inferSelect, "id" | "name"> | undefined]),
-    ),
-    templateOf: new Map(templateIds.map((id, i) => [id, results[domainsAt + domainNames.length + i]?.results[0] as StoredTemplate | undefined])),
+    domainOfName: new Map(domainNames.map((name) => [name, verified.get(name)])),
+    templateOf: new Map(templateIds.map((id, i) => [id, results[templatesAt + i]?.results[0] as StoredTemplate | undefined])),
   };
 }

@@ -33,8 +33,10 @@ export const contentObjectKey = (messageId: string) => `messages/${messageId}.js
 /** The signed bytes of the last delivery attempt (GET /messages/{id}/raw and /content), kept until retention. */
 export const rawObjectKey = (messageId: string) => `messages/${messageId}.eml`;
 
-export const sendQueueMessageSchema = z.object({ message_id: z.string().startsWith("msg_") });
-export type SendQueueMessage = z.infer<typeof sendQueueMessageSchema>;
+// `database`: the account database that holds the message; absent in messages enqueued before account databases,
+// whose rows are all in `DB`.
+export const sendQueueMessageSchema = z.object({ message_id: z.string().startsWith("msg_"), database: z.string().default("DB") });
+export type SendQueueMessage = z.input<typeof sendQueueMessageSchema>;
 
 export async function loadContent(env: Pick<Env, "BLOBS">, row: { content: string | null; contentKey: string | null }): Promise<MessageContent> {
   if (row.content !== null) return messageContentSchema.parse(JSON.parse(row.content));

@@ -3,7 +3,8 @@
 
 import { and, eq, inArray, isNotNull, lte, or, sql } from "drizzle-orm";
 import { config } from "../../config";
-import { domains, messageRecipients, messages } from "../../db/schema";
+import { messageRecipients, messages } from "../../db/schema";
+import { sendingDomainsByIds } from "../domains/lookup";
 import { logError } from "../../lib/log";
 import { smtpTransportFromConfig } from "../transport/smtp";
 import { CloudflareEmailTransport } from "../transport/cloudflare";
@@ -88,7 +89,7 @@ export async function deliverMessages(ctx: Ctx, ids: string[], options: Delivery
 
 async function deliverClaimed(ctx: Ctx, ids: string[], transports: Transport[], waitUntil: DeliveryOptions["waitUntil"]): Promise<DeliveryResult> {
   const { env, db } = ctx;
-  const [claimed, notDue, recipientRows, domainRows, campaignRows, campaignContacts] = await db.batch([
+  const [claimed, notDue, recipientRows, campaignRows, campaignContacts] = await db.batch([
     claim(db, ids),
     // Scheduled sends left unclaimed: their time was moved later since this queue message was sent.
     db
@@ -99,21 +100,6 @@ async function deliverClaimed(ctx: Ctx, ids: string[], transports: Transport[], 
       .select({ messageId: messageRecipients.messageId, email: messageRecipients.email, provider: messageRecipients.provider })
       .from(messageRecipients)
       .where(and(inJsonArray(messageRecipients.messageId, ids), inArray(messageRecipients.status, pending))),
-    db
-      .select({
-        id: domains.id,
-        name: domains.name,
-        dkimSelector: domains.dkimSelector,
-        dkimPrivateKey: domains.dkimPrivateKey,
-        dkimEd25519PrivateKey: domains.dkimEd25519PrivateKey,
-        records: domains.records,
-        accountId: domains.accountId,
-        warmupStatus: domains.warmupStatus,
-        warmupSchedule: domains.warmupSchedule,
-        warmupStartedAt: domains.warmupStartedAt,
-      })
-      .from(domains)
-      .where(inArray(domains.id, db.select({ id: messages.domainId }).from(messages).where(inJsonArray(messages.id, ids)))),
     ...campaignRecipientReads(db, ids),
   ]);
   const campaignRecipients = campaignRecipientsOf(claimed, [campaignRows, campaignContacts]);
@@ -124,11 +110,15 @@ async function deliverClaimed(ctx: Ctx, ids: string[], transports: Transport[], 
     const delaySeconds = scheduledDelay(new Date(row.scheduledAt!), now);
     return delaySeconds === undefined ? [] : [{ id: row.id, delaySeconds: Math.max(1, delaySeconds) }];
   });
-  const requeued = putBack.length > 0 ? enqueueMessages(env, putBack) : undefined;
+  const requeued = putBack.length > 0 ? enqueueMessages(ctx, putBack) : undefined;
 
   const recipientsOf = new Map<string, string[]>();
   for (const row of recipientRows) recipientsOf.set(row.messageId, [...(recipientsOf.get(row.messageId) ?? []), row.email]);
-  const domainsById = new Map(domainRows.map((row) => [row.id, row]));
+  // The signing domains are in `DB`: one more round trip, unless this isolate read them lately (domains/lookup.ts).
+  const domainsById = await sendingDomainsByIds(
+    ctx.shared,
+    claimed.map((message) => message.domainId),
+  );
   // The reports' mailbox providers of the recipients not classified yet (test mode is not counted), looked up while
   // the batch is being sent: only recording an outcome waits for them.
   const counted = new Set(claimed.filter((message) => !message.testMode).map((message) => message.id));

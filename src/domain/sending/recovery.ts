@@ -87,7 +87,7 @@ export async function requeueLostMessages(ctx: Ctx, now = new Date()): Promise<n
     .all();
   const ids = rows.map((row) => row.id);
   const { refused, error } = await enqueueMessages(
-    env,
+    ctx,
     ids.map((id) => ({ id })),
   );
   // What the queue refused is still lost: the next run finds it again.

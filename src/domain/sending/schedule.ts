@@ -117,7 +117,7 @@ export async function rescheduleMessage(
   at: Date,
   now = new Date(),
 ): Promise<RescheduleOutcome> {
-  const { env, db } = ctx;
+  const { db } = ctx;
   const { accountId, mode } = caller;
   const wrong = checkScheduledAt(at, now);
   if (wrong) return { kind: "invalid", errors: { scheduled_at: [wrong] } };
@@ -130,7 +130,7 @@ export async function rescheduleMessage(
   if (moved.length === 0) return refusal(db, accountId, messageId, "moved", mode);
   const delaySeconds = scheduledDelay(at, now);
   if (delaySeconds !== undefined) {
-    const { refused, error } = await enqueueMessages(env, [{ id: messageId, delaySeconds }]);
+    const { refused, error } = await enqueueMessages(ctx, [{ id: messageId, delaySeconds }]);
     // Not lost: the cron hands over a scheduled message that is overdue.
     if (refused.length > 0)
       logWarning("send: a moved scheduled message was not queued; the cron will", { message_id: messageId, error: String(error) });
@@ -242,7 +242,7 @@ export async function cancelMessage(ctx: Ctx, caller: { accountId: string; mode:
  * past their time). Each gets a queue message delayed to its time. Returns how many were handed over.
  */
 export async function enqueueDueScheduledMessages(ctx: Ctx, now = new Date()): Promise<number> {
-  const { env, db } = ctx;
+  const { db } = ctx;
   const reach = new Date(now.getTime() + cronReachSeconds * 1000).toISOString();
   const overdue = new Date(now.getTime() - overdueSeconds * 1000).toISOString();
   const rows = await db
@@ -261,7 +261,7 @@ export async function enqueueDueScheduledMessages(ctx: Ctx, now = new Date()): P
     .limit(sweepLimit)
     .all();
   const { refused, error } = await enqueueMessages(
-    env,
+    ctx,
     rows.map((row) => ({ id: row.id, delaySeconds: scheduledDelay(new Date(row.scheduledAt!), now) ?? 0 })),
   );
   // What the queue refused is still scheduled: the next run finds it again.
