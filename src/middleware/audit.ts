@@ -41,14 +41,7 @@ export async function record(db: AccountDb, entry: AuditRecord): Promise<void> {
   }
 }
 
-async function recordChange(
-  c: Context<AppEnv>,
-  db: AccountDb,
-  accountId: string,
-  actor: Actor,
-  action: string,
-  via: AuditRecord["via"],
-) {
+async function recordChange(c: Context<AppEnv>, db: AccountDb, accountId: string, actor: Actor, action: string, via: AuditRecord["via"]) {
   if (c.res.status >= 400) return;
   await record(db, {
     accountId,

@@ -2,28 +2,32 @@ import { index, integer, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqli
 import type { Scope } from "../../access";
 import { createdAt, updatedAt } from "./util/columns";
 
-export const accounts = sqliteTable("accounts", {
-  id: text("id").primaryKey(),
-  name: text("name").notNull(),
-  plan: text("plan").notNull().default("free"),
-  features: text("features", { mode: "json" }).$type<string[]>().notNull(),
-  dailySendLimit: integer("daily_send_limit").notNull(),
-  rateLimitPerMinute: integer("rate_limit_per_minute").notNull(),
-  // Plan limit: completed AI draft generations per calendar month (UTC).
-  aiGenerationsPerMonth: integer("ai_generations_per_month").notNull().default(0),
-  // Signing into the dashboard with an API key once the account has active members: the owner's choice (docs/dashboard.md).
-  keySignIn: integer("key_sign_in", { mode: "boolean" }).notNull().default(false),
-  // The owner's choice that every member signs in with a second factor (TOTP), set up before anything else.
-  requireTotp: integer("require_totp", { mode: "boolean" }).notNull().default(false),
-  // The binding of the account database that holds this account's rows (src/db/client.ts). Accounts made before
-  // account databases existed stay in `DB` until the operator moves them.
-  database: text("database").notNull().default("DB"),
-  // While the operator moves the account (src/domain/accounts/move.ts): the database it is being copied to. Its writes
-  // are refused until the move ends.
-  movingTo: text("moving_to"),
-  createdAt: createdAt(),
-  updatedAt: updatedAt(),
-}, (t) => [index("accounts_database").on(t.database)]);
+export const accounts = sqliteTable(
+  "accounts",
+  {
+    id: text("id").primaryKey(),
+    name: text("name").notNull(),
+    plan: text("plan").notNull().default("free"),
+    features: text("features", { mode: "json" }).$type<string[]>().notNull(),
+    dailySendLimit: integer("daily_send_limit").notNull(),
+    rateLimitPerMinute: integer("rate_limit_per_minute").notNull(),
+    // Plan limit: completed AI draft generations per calendar month (UTC).
+    aiGenerationsPerMonth: integer("ai_generations_per_month").notNull().default(0),
+    // Signing into the dashboard with an API key once the account has active members: the owner's choice (docs/dashboard.md).
+    keySignIn: integer("key_sign_in", { mode: "boolean" }).notNull().default(false),
+    // The owner's choice that every member signs in with a second factor (TOTP), set up before anything else.
+    requireTotp: integer("require_totp", { mode: "boolean" }).notNull().default(false),
+    // The binding of the account database that holds this account's rows (src/db/client.ts). Accounts made before
+    // account databases existed stay in `DB` until the operator moves them.
+    database: text("database").notNull().default("DB"),
+    // While the operator moves the account (src/domain/accounts/move.ts): the database it is being copied to. Its writes
+    // are refused until the move ends.
+    movingTo: text("moving_to"),
+    createdAt: createdAt(),
+    updatedAt: updatedAt(),
+  },
+  (t) => [index("accounts_database").on(t.database)],
+);
 
 // The account that owns the row, as a foreign key: every area's tables use it, so it is exported beside the table.
 export const ownerAccount = () =>
