@@ -67,15 +67,25 @@ const bindings = (env: Env) => env as unknown as Record<string, unknown>;
  * The account databases new accounts are placed in: wrangler.toml's `ACCOUNT_DB_<n>` bindings in order of `n`. A
  * deployment that declares none keeps every account in `DB`.
  */
-export function poolDatabases(env: Env): DatabaseName[] {
-  const pool = Object.keys(bindings(env))
-    .filter((name) => poolBinding.test(name))
-    .sort((a, b) => Number(poolBinding.exec(a)![1]) - Number(poolBinding.exec(b)![1]));
-  return pool.length > 0 ? pool : ["DB"];
-}
+export const poolDatabases = (env: Env): readonly DatabaseName[] => databasesOf(env).pool;
 
 /** Every database that may hold accounts' rows: the pool and `DB` (accounts made before the pool, until moved). */
-export const accountDatabaseNames = (env: Env): DatabaseName[] => [...new Set([...poolDatabases(env), "DB"])];
+export const accountDatabaseNames = (env: Env): readonly DatabaseName[] => databasesOf(env).all;
+
+// Read from the bindings once per `env` object (one per isolate), not on every handle opened.
+const databaseLists = new WeakMap<Env, { pool: DatabaseName[]; all: DatabaseName[] }>();
+function databasesOf(env: Env) {
+  let lists = databaseLists.get(env);
+  if (!lists) {
+    const named = Object.keys(bindings(env))
+      .filter((name) => poolBinding.test(name))
+      .sort((a, b) => Number(poolBinding.exec(a)![1]) - Number(poolBinding.exec(b)![1]));
+    const pool = named.length > 0 ? named : ["DB"];
+    lists = { pool, all: [...new Set([...pool, "DB"])] };
+    databaseLists.set(env, lists);
+  }
+  return lists;
+}
 
 /** Whether `name` is a database an account's rows can be in (a bound `ACCOUNT_DB_<n>`, or `DB`). */
 export const isAccountDatabase = (env: Env, name: string): name is DatabaseName => accountDatabaseNames(env).includes(name);
