@@ -120,6 +120,42 @@ describe("POST /admin/v1/accounts/{id}/move", () => {
     expect(await directoryRow(account.id)).toEqual({ database: account.database, moving_to: null });
     expect((await call("/api/v1/contacts", { key, body: { email: rcpt("still") } })).status).toBe(201);
   });
+
+  it("copies many rows in pages, read by rowid whichever way, and leaves another account's rows where they are", async () => {
+    const account = await createAccount();
+    const key = account.api_key;
+    const list = await json<{ id: string }>(await call("/api/v1/lists", { key, body: { name: "Everyone" } }));
+    const d1 = d1Of(account);
+    const neighbour = `acc_neighbour${crypto.randomUUID().replaceAll("-", "")}`;
+    // 2,400 suppressions, every other one the neighbour's (more than are read sorted through the index), and 450 members
+    await d1
+      .prepare(
+        `INSERT INTO suppressions (account_id, email, reason) SELECT CASE WHEN value % 2 = 0 THEN ?1 ELSE ?2 END, 'x' || value || '@example.org', 'manual' FROM json_each(?3)`,
+      )
+      .bind(account.id, neighbour, JSON.stringify(Array.from({ length: 4_800 }, (_, index) => index)))
+      .run();
+    await d1
+      .prepare(`INSERT INTO list_members (list_id, contact_id) SELECT ?1, 'con_' || value FROM json_each(?2)`)
+      .bind(list.id, JSON.stringify(Array.from({ length: 450 }, (_, index) => index)))
+      .run();
+    const members = (database: string) =>
+      d1Of({ database }).prepare("SELECT count(*) AS n FROM list_members WHERE list_id = ?").bind(list.id).first<{ n: number }>();
+    const neighbours = (database: string) =>
+      d1Of({ database }).prepare("SELECT count(*) AS n FROM suppressions WHERE account_id = ?").bind(neighbour).first<{ n: number }>();
+
+    const target = other(account.database);
+    expect(await moveAccount(env, sharedDb(env), account.id, target, quick)).toMatchObject({ kind: "moved" });
+    expect(await rowsIn(target, account.id)).toMatchObject({ suppressions: 2_400, lists: 1 });
+    expect(await members(target)).toEqual({ n: 450 });
+    expect(await rowsIn(account.database, account.id)).toEqual({});
+    expect(await members(account.database)).toEqual({ n: 0 });
+    expect(await neighbours(account.database)).toEqual({ n: 2_400 });
+    expect(await neighbours(target)).toEqual({ n: 0 });
+    // the account's suppressions answer from the new database
+    expect((await call("/api/v1/suppressions/x2398@example.org", { key, method: "DELETE" })).status).toBe(200);
+    expect(await rowsIn(target, account.id)).toMatchObject({ suppressions: 2_399 });
+    await d1.prepare("DELETE FROM suppressions WHERE account_id = ?").bind(neighbour).run();
+  }, 40_000);
 });
 
 const BRIDGE_SECRET = "test-bridge-secret";
