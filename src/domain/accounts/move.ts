@@ -25,7 +25,7 @@ import { credentialCacheTtlMs, forgetCachedCredentials } from "../smtp/credentia
 import { directoryCopyStatement, findAccount, type Account } from "./accounts";
 import { apiKeyCacheTtlMs, forgetCachedKeys } from "./api-keys";
 
-/** How long a move's lease on the account lasts without a heartbeat; a move renews it before every round trip. */
+/** How long a move's lease on the account lasts without a heartbeat; a move renews it every 10 s while it works. */
 export const moveLeaseMs = 60_000;
 
 /** Long enough for every isolate's cached key or credential (and the account row it holds) to have been read again. */
@@ -155,15 +155,27 @@ type Move = {
   target: DatabaseName;
   rows: AccountRows;
   options: MoveOptions;
+  /** When the lease was last renewed (ms). */
+  renewedAt: number;
 };
 
-/** Renews the move's lease; throws when another move has taken it over (its lease had run out). */
-async function heartbeat(move: Move): Promise<void> {
+// A renewal is a write to `DB`: made before a round trip only once this long has passed since the last, it still
+// comes before any write of a move that stalled long enough to lose its lease.
+const renewEveryMs = 10_000;
+
+/**
+ * Renews the move's lease when it is due (always with `now`); throws when another move has taken it over (its lease
+ * had run out), so a move that stalled writes nothing more.
+ */
+async function heartbeat(move: Move, when: "due" | "now" = "due"): Promise<void> {
+  if (when === "due" && Date.now() - move.renewedAt < renewEveryMs) return;
+  const renewedAt = Date.now();
   const renewed = await move.shared.$client
     .prepare(`UPDATE accounts SET updated_at = ?1 WHERE id = ?2 AND "database" = ?3 AND moving_to = ?4`)
-    .bind(nowIso(), move.account.id, move.source, move.target)
+    .bind(new Date(renewedAt).toISOString(), move.account.id, move.source, move.target)
     .run();
   if (renewed.meta.changes !== 1) throw new Error(`the move of ${move.account.id} to ${move.target} lost its lease`);
+  move.renewedAt = renewedAt;
 }
 
 /**
@@ -369,11 +381,11 @@ export async function moveAccount(env: Env, shared: SharedDb, accountId: string,
     if (!now) return { kind: "not_found" };
     return { kind: "move_running", movingTo: now.movingTo ?? target, leaseEndsAt: new Date(Date.parse(now.updatedAt) + moveLeaseMs).toISOString() };
   }
-  const move: Move = { shared, account: found, source: found.database, target, rows, options };
+  const move: Move = { shared, account: found, source: found.database, target, rows, options, renewedAt: Date.now() };
   forgetCachedKeys(accountId);
   forgetCachedCredentials(accountId);
   await new Promise((resolve) => setTimeout(resolve, options.settleMs ?? moveSettleMs));
-  await heartbeat(move);
+  await heartbeat(move, "now");
   await options.step?.({ step: "paused" });
 
   // 2. Work in flight: refused rather than waited for (a scheduled message or a campaign may be days away).
