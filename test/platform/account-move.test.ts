@@ -115,11 +115,38 @@ describe("POST /admin/v1/accounts/{id}/move", () => {
     });
     expect(scheduled.status).toBe(202);
 
-    const outcome = await moveAccount(env, sharedDb(env), account.id, other(account.database), quick);
-    expect(outcome).toEqual({ kind: "work_in_flight", work: ["messages queued, sending, deferred or scheduled"] });
+    const refused = await call(`/admin/v1/accounts/${account.id}/move`, { key: ADMIN_TOKEN, body: { database: other(account.database) } });
+    expect(refused.status).toBe(409);
+    expect(await json(refused)).toEqual({
+      code: "conflict",
+      message: "The account has work in flight that a move would strand: messages queued, sending, deferred or scheduled. Retry once it has finished",
+    });
     expect(await directoryRow(account.id)).toEqual({ database: account.database, moving_to: null });
     expect((await call("/api/v1/contacts", { key, body: { email: rcpt("still") } })).status).toBe(201);
-  });
+  }, 40_000);
+
+  it("is undone and refused (409) when a row the pause does not stop arrives during the copy", async () => {
+    const { account, key, from, rows } = await populated();
+    const target = other(account.database);
+    const sent = await sentMessage(key, from, rcpt("clicked"));
+    const outcome = await moveAccount(env, sharedDb(env), account.id, target, {
+      ...quick,
+      // a click on an old message is recorded in the source once its events were copied
+      step: async ({ step }) => {
+        if (step !== "copied") return;
+        await d1Of(account)
+          .prepare("INSERT INTO events (id, account_id, type, subject_id, dedupe_key, data, dispatched_at) VALUES (?, ?, 'clicked', ?, ?, '{}', ?)")
+          .bind(`evt_${crypto.randomUUID().replaceAll("-", "")}`, account.id, sent.id, crypto.randomUUID(), new Date().toISOString())
+          .run();
+      },
+    });
+    expect(outcome).toEqual({ kind: "changed_during_copy", tables: ["events"] });
+    expect(await directoryRow(account.id)).toEqual({ database: account.database, moving_to: null });
+    expect(await rowsIn(target, account.id)).toEqual({});
+    expect(await rowsIn(account.database, account.id)).toMatchObject({ messages: (rows.messages ?? 0) + 1 });
+    // moved again, with nothing arriving meanwhile, it moves
+    expect(await moveAccount(env, sharedDb(env), account.id, target, quick)).toMatchObject({ kind: "moved" });
+  }, 40_000);
 
   it("copies many rows in pages, read by rowid whichever way, and leaves another account's rows where they are", async () => {
     const account = await createAccount();
