@@ -16,10 +16,21 @@
 // the truth and a retried move (or one to the same database) deletes what is left in the source. A crash leaves the
 // account paused until its lease runs out and the operator retries.
 
-import { is } from "drizzle-orm";
+import { and, eq, is, isNotNull, isNull, lte, or, sql, type SQL } from "drizzle-orm";
 import { getTableConfig, SQLiteTable } from "drizzle-orm/sqlite-core";
-import { accountDatabaseNames, databaseHandle, isAccountDatabase, type AccountDb, type DatabaseName, type SharedDb } from "../../db/client";
+import {
+  accountDatabaseNames,
+  batch,
+  databaseHandle,
+  inJsonArray,
+  isAccountDatabase,
+  statement,
+  type AccountDb,
+  type DatabaseName,
+  type SharedDb,
+} from "../../db/client";
 import * as schema from "../../db/schema";
+import { accounts, domains } from "../../db/schema";
 import { nowIso } from "../../lib/ids";
 import { credentialCacheTtlMs, forgetCachedCredentials } from "../smtp/credentials";
 import { directoryCopyStatement, findAccount, type Account } from "./accounts";
@@ -127,22 +138,22 @@ export type MoveOutcome =
 
 type AccountRows = { accountId: string; domainIds: string[] };
 
-/** The WHERE clause that selects the account's rows of `table`, with its parameters. */
-function ownRows(table: MovedTable, rows: AccountRows): { where: string; params: unknown[] } {
-  if (!table.child) return { where: `"account_id" = ?1`, params: [rows.accountId] };
-  if (table.child.parent === "domains")
-    return { where: `"${table.child.column}" IN (SELECT value FROM json_each(?1))`, params: [JSON.stringify(rows.domainIds)] };
-  return { where: `"${table.child.column}" IN (SELECT "id" FROM "${table.child.parent}" WHERE "account_id" = ?1)`, params: [rows.accountId] };
+const named = (name: string) => sql.identifier(name);
+
+/** The condition that selects the account's rows of `table`. */
+function ownRows(table: MovedTable, rows: AccountRows): SQL {
+  if (!table.child) return sql`${named("account_id")} = ${rows.accountId}`;
+  const column = named(table.child.column);
+  if (table.child.parent === "domains") return inJsonArray(column, rows.domainIds);
+  return sql`${column} IN (SELECT ${named("id")} FROM ${named(table.child.parent)} WHERE ${named("account_id")} = ${rows.accountId})`;
 }
 
 /** How many of the account's rows each moved table holds in `db`: one round trip. */
 async function countRows(db: AccountDb, rows: AccountRows): Promise<Map<string, number>> {
   const tables = movedTables();
-  const results = await db.$client.batch<{ n: number }>(
-    tables.map((table) => {
-      const { where, params } = ownRows(table, rows);
-      return db.$client.prepare(`SELECT count(*) AS n FROM "${table.name}" WHERE ${where}`).bind(...params);
-    }),
+  const results = await batch<{ n: number }>(
+    db,
+    tables.map((table) => statement(db, sql`SELECT count(*) AS n FROM ${named(table.name)} WHERE ${ownRows(table, rows)}`)),
   );
   return new Map(tables.map((table, index) => [table.name, results[index]?.results[0]?.n ?? 0]));
 }
@@ -159,6 +170,9 @@ type Move = {
   renewedAt: number;
 };
 
+/** The directory row as this move left it: still in its source, moving to its target. */
+const leased = (move: Move) => and(eq(accounts.id, move.account.id), eq(accounts.database, move.source), eq(accounts.movingTo, move.target));
+
 // A renewal is a write to `DB`: made before a round trip only once this long has passed since the last, it still
 // comes before any write of a move that stalled long enough to lose its lease.
 const renewEveryMs = 10_000;
@@ -170,9 +184,10 @@ const renewEveryMs = 10_000;
 async function heartbeat(move: Move, when: "due" | "now" = "due"): Promise<void> {
   if (when === "due" && Date.now() - move.renewedAt < renewEveryMs) return;
   const renewedAt = Date.now();
-  const renewed = await move.shared.$client
-    .prepare(`UPDATE accounts SET updated_at = ?1 WHERE id = ?2 AND "database" = ?3 AND moving_to = ?4`)
-    .bind(new Date(renewedAt).toISOString(), move.account.id, move.source, move.target)
+  const renewed = await move.shared
+    .update(accounts)
+    .set({ updatedAt: new Date(renewedAt).toISOString() })
+    .where(leased(move))
     .run();
   if (renewed.meta.changes !== 1) throw new Error(`the move of ${move.account.id} to ${move.target} lost its lease`);
   move.renewedAt = renewedAt;
@@ -193,20 +208,21 @@ async function deleteAccountRows(
   let deleted = 0;
   for (const table of [...movedTables()].reverse()) {
     if ((counts.get(table.name) ?? 0) === 0) continue;
-    const { where, params } = ownRows(table, rows);
-    const remove = db.$client.prepare(
-      `DELETE FROM "${table.name}" WHERE rowid IN (SELECT rowid FROM "${table.name}" WHERE ${where} LIMIT ${deleteRows})`,
+    const name = named(table.name);
+    const remove = statement(
+      db,
+      sql`DELETE FROM ${name} WHERE rowid IN (SELECT rowid FROM ${name} WHERE ${ownRows(table, rows)} LIMIT ${deleteRows})`,
     );
     for (;;) {
       await beforeEach(table.name);
-      const result = await remove.bind(...params).run();
+      const result = await remove.run();
       deleted += result.meta.changes;
       if (result.meta.changes < deleteRows) break;
     }
   }
   if (name !== "DB") {
     await beforeEach("accounts");
-    deleted += (await db.$client.prepare(`DELETE FROM accounts WHERE id = ?1`).bind(rows.accountId).run()).meta.changes;
+    deleted += (await db.delete(accounts).where(eq(accounts.id, rows.accountId)).run()).meta.changes;
   }
   return deleted;
 }
@@ -216,11 +232,11 @@ type Span = { n: number; low: number | null; high: number | null };
 /** Where the account's rows of each table are in `db`: how many, and the lowest and highest rowid. One round trip. */
 async function spansOf(db: AccountDb, rows: AccountRows): Promise<Map<string, Span>> {
   const tables = movedTables();
-  const results = await db.$client.batch<Span>(
-    tables.map((table) => {
-      const { where, params } = ownRows(table, rows);
-      return db.$client.prepare(`SELECT count(*) AS n, min(rowid) AS low, max(rowid) AS high FROM "${table.name}" WHERE ${where}`).bind(...params);
-    }),
+  const results = await batch<Span>(
+    db,
+    tables.map((table) =>
+      statement(db, sql`SELECT count(*) AS n, min(rowid) AS low, max(rowid) AS high FROM ${named(table.name)} WHERE ${ownRows(table, rows)}`),
+    ),
   );
   return new Map(tables.map((table, index) => [table.name, results[index]?.results[0] ?? { n: 0, low: null, high: null }]));
 }
@@ -232,32 +248,38 @@ const sortedPagesUpTo = 2_000;
 /** Copies one table's rows of the account from the source to the target, a page of `pageRows` per round trip each. */
 async function copyTable(move: Move, from: AccountDb, to: AccountDb, table: MovedTable, span: Span): Promise<void> {
   if (span.n === 0 || span.low === null || span.high === null) return;
-  const { where, params } = ownRows(table, move.rows);
-  const [after, upTo] = [`?${params.length + 1}`, `?${params.length + 2}`];
-  const read = from.$client.prepare(
-    span.n <= sortedPagesUpTo
-      ? `SELECT rowid AS move_rowid, * FROM "${table.name}" WHERE ${where} AND rowid > ${after} AND rowid <= ${upTo} ORDER BY rowid LIMIT ${pageRows}`
-      : `SELECT rowid AS move_rowid, * FROM "${table.name}" NOT INDEXED WHERE rowid > ${after} AND rowid <= ${upTo} AND ${where} ORDER BY rowid LIMIT ${pageRows}`,
-  );
+  const name = named(table.name);
+  const where = ownRows(table, move.rows);
+  const read = (after: number) =>
+    statement(
+      from,
+      span.n <= sortedPagesUpTo
+        ? sql`SELECT rowid AS move_rowid, * FROM ${name} WHERE ${where} AND rowid > ${after} AND rowid <= ${span.high} ORDER BY rowid LIMIT ${pageRows}`
+        : sql`SELECT rowid AS move_rowid, * FROM ${name} NOT INDEXED WHERE rowid > ${after} AND rowid <= ${span.high} AND ${where} ORDER BY rowid LIMIT ${pageRows}`,
+    );
   let last = span.low - 1;
   for (;;) {
     await heartbeat(move);
-    const [names, ...page] = await read.bind(...params, last, span.high).raw<unknown[]>({ columnNames: true });
+    const [names, ...page] = await read(last).raw<unknown[]>({ columnNames: true });
     if (!names || page.length === 0) return;
-    const columns = (names as string[]).slice(1);
-    const perStatement = Math.floor(maxParameters / columns.length);
+    const columns = sql.join(
+      names.slice(1).map((column) => named(column)),
+      sql`, `,
+    );
+    const perStatement = Math.floor(maxParameters / (names.length - 1));
     const inserts: D1PreparedStatement[] = [];
     for (let start = 0; start < page.length; start += perStatement) {
-      const slice = page.slice(start, start + perStatement);
-      const values = slice.map(() => `(${columns.map(() => "?").join(", ")})`).join(", ");
-      inserts.push(
-        to.$client
-          .prepare(`INSERT INTO "${table.name}" (${columns.map((column) => `"${column}"`).join(", ")}) VALUES ${values}`)
-          .bind(...slice.flatMap((row) => row.slice(1))),
+      const values = page.slice(start, start + perStatement).map(
+        (row) =>
+          sql`(${sql.join(
+            row.slice(1).map((value) => sql`${value}`),
+            sql`, `,
+          )})`,
       );
+      inserts.push(statement(to, sql`INSERT INTO ${name} (${columns}) VALUES ${sql.join(values, sql`, `)}`));
     }
     await move.options.step?.({ step: "copy", table: table.name, rows: page.length });
-    await to.$client.batch(inserts);
+    await batch(to, inserts);
     last = page.at(-1)![0] as number;
     if (page.length < pageRows) return;
   }
@@ -265,32 +287,47 @@ async function copyTable(move: Move, from: AccountDb, to: AccountDb, table: Move
 
 // Work the move would strand in the source: what a queue message, a Durable Object's alarm or a cron sweep will come
 // back to by the database it was started in. Each query answers at most one row.
-const inFlight: { what: string; sql: string }[] = [
+const inFlight: { what: string; query: (accountId: string, since: string) => SQL }[] = [
   {
     what: "messages queued, sending, deferred or scheduled",
-    sql: `SELECT 1 FROM messages WHERE account_id = ?1 AND status IN ('scheduled', 'queued', 'sending', 'deferred') LIMIT 1`,
+    query: (id) => sql`SELECT 1 FROM messages WHERE account_id = ${id} AND status IN ('scheduled', 'queued', 'sending', 'deferred') LIMIT 1`,
   },
-  { what: "campaigns scheduled or sending", sql: `SELECT 1 FROM campaigns WHERE account_id = ?1 AND status IN ('scheduled', 'sending') LIMIT 1` },
-  { what: "verification jobs running", sql: `SELECT 1 FROM verification_jobs WHERE account_id = ?1 AND status IN ('pending', 'processing') LIMIT 1` },
-  { what: "contact imports running", sql: `SELECT 1 FROM contact_imports WHERE account_id = ?1 AND status IN ('pending', 'processing') LIMIT 1` },
+  {
+    what: "campaigns scheduled or sending",
+    query: (id) => sql`SELECT 1 FROM campaigns WHERE account_id = ${id} AND status IN ('scheduled', 'sending') LIMIT 1`,
+  },
+  {
+    what: "verification jobs running",
+    query: (id) => sql`SELECT 1 FROM verification_jobs WHERE account_id = ${id} AND status IN ('pending', 'processing') LIMIT 1`,
+  },
+  {
+    what: "contact imports running",
+    query: (id) => sql`SELECT 1 FROM contact_imports WHERE account_id = ${id} AND status IN ('pending', 'processing') LIMIT 1`,
+  },
   {
     what: "automation runs running or waiting",
-    sql: `SELECT 1 FROM automation_runs WHERE account_id = ?1 AND status IN ('running', 'waiting') LIMIT 1`,
+    query: (id) => sql`SELECT 1 FROM automation_runs WHERE account_id = ${id} AND status IN ('running', 'waiting') LIMIT 1`,
   },
-  { what: "AI requests queued or running", sql: `SELECT 1 FROM ai_requests WHERE account_id = ?1 AND status IN ('queued', 'running') LIMIT 1` },
-  { what: "events not yet dispatched to webhooks", sql: `SELECT 1 FROM events WHERE account_id = ?1 AND dispatched_at IS NULL LIMIT 1` },
+  {
+    what: "AI requests queued or running",
+    query: (id) => sql`SELECT 1 FROM ai_requests WHERE account_id = ${id} AND status IN ('queued', 'running') LIMIT 1`,
+  },
+  {
+    what: "events not yet dispatched to webhooks",
+    query: (id) => sql`SELECT 1 FROM events WHERE account_id = ${id} AND dispatched_at IS NULL LIMIT 1`,
+  },
   {
     // An event's first delivery is in the webhook queue until its attempt is recorded; a retrying delivery's next
     // attempt is, until a later attempt is.
     what: "webhook deliveries pending",
-    sql: `SELECT 1 WHERE EXISTS (
-            SELECT 1 FROM webhook_deliveries AS d WHERE d.account_id = ?1 AND d.status = 'retrying'
-              AND NOT EXISTS (SELECT 1 FROM webhook_deliveries AS n WHERE n.endpoint_id = d.endpoint_id AND n.event_id = d.event_id AND n.attempt > d.attempt))
-          OR EXISTS (
-            SELECT 1 FROM events AS e WHERE e.account_id = ?1 AND e.dispatched_at > ?2
-              AND EXISTS (SELECT 1 FROM webhook_endpoints AS w, json_each(w.events) AS subscribed
-                WHERE w.account_id = ?1 AND w.enabled = 1 AND subscribed.value IN ('*', e.type))
-              AND NOT EXISTS (SELECT 1 FROM webhook_deliveries AS d WHERE d.event_id = e.id))`,
+    query: (id, since) => sql`SELECT 1 WHERE EXISTS (
+        SELECT 1 FROM webhook_deliveries AS d WHERE d.account_id = ${id} AND d.status = 'retrying'
+          AND NOT EXISTS (SELECT 1 FROM webhook_deliveries AS n WHERE n.endpoint_id = d.endpoint_id AND n.event_id = d.event_id AND n.attempt > d.attempt))
+      OR EXISTS (
+        SELECT 1 FROM events AS e WHERE e.account_id = ${id} AND e.dispatched_at > ${since}
+          AND EXISTS (SELECT 1 FROM webhook_endpoints AS w, json_each(w.events) AS subscribed
+            WHERE w.account_id = ${id} AND w.enabled = 1 AND subscribed.value IN ('*', e.type))
+          AND NOT EXISTS (SELECT 1 FROM webhook_deliveries AS d WHERE d.event_id = e.id))`,
   },
 ];
 
@@ -300,11 +337,9 @@ const firstDeliveryWindowMs = 15 * 60_000;
 /** What the account has in flight in `db`, by name; empty when nothing would be stranded. */
 async function workInFlight(db: AccountDb, accountId: string): Promise<string[]> {
   const since = new Date(Date.now() - firstDeliveryWindowMs).toISOString();
-  const results = await db.$client.batch(
-    inFlight.map(({ sql }) => {
-      const statement = db.$client.prepare(sql);
-      return sql.includes("?2") ? statement.bind(accountId, since) : statement.bind(accountId);
-    }),
+  const results = await batch(
+    db,
+    inFlight.map(({ query }) => statement(db, query(accountId, since))),
   );
   return inFlight.filter((_, index) => (results[index]?.results.length ?? 0) > 0).map(({ what }) => what);
 }
@@ -319,15 +354,16 @@ async function clearOthers(env: Env, keep: DatabaseName, rows: AccountRows, befo
 }
 
 async function accountRowsOf(shared: SharedDb, accountId: string): Promise<AccountRows> {
-  const domains = await shared.$client.prepare(`SELECT id FROM domains WHERE account_id = ?1`).bind(accountId).all<{ id: string }>();
-  return { accountId, domainIds: domains.results.map((row) => row.id) };
+  const owned = await shared.select({ id: domains.id }).from(domains).where(eq(domains.accountId, accountId)).all();
+  return { accountId, domainIds: owned.map((row) => row.id) };
 }
 
 /** Lifts the pause an interrupted move left, once its lease has run out; whether it did. */
 async function liftStalePause(shared: SharedDb, account: Account, leaseCutoff: string): Promise<boolean> {
-  const lifted = await shared.$client
-    .prepare(`UPDATE accounts SET moving_to = NULL, updated_at = ?1 WHERE id = ?2 AND moving_to IS NOT NULL AND updated_at <= ?3`)
-    .bind(nowIso(), account.id, leaseCutoff)
+  const lifted = await shared
+    .update(accounts)
+    .set({ movingTo: null, updatedAt: nowIso() })
+    .where(and(eq(accounts.id, account.id), isNotNull(accounts.movingTo), lte(accounts.updatedAt, leaseCutoff)))
     .run();
   forgetCachedKeys(account.id);
   forgetCachedCredentials(account.id);
@@ -336,10 +372,7 @@ async function liftStalePause(shared: SharedDb, account: Account, leaseCutoff: s
 
 /** Lifts the pause of a move that will not go on (the source is still the truth). */
 async function unpause(move: Move): Promise<void> {
-  await move.shared.$client
-    .prepare(`UPDATE accounts SET moving_to = NULL, updated_at = ?1 WHERE id = ?2 AND "database" = ?3 AND moving_to = ?4`)
-    .bind(nowIso(), move.account.id, move.source, move.target)
-    .run();
+  await move.shared.update(accounts).set({ movingTo: null, updatedAt: nowIso() }).where(leased(move)).run();
   forgetCachedKeys(move.account.id);
   forgetCachedCredentials(move.account.id);
 }
@@ -370,13 +403,15 @@ export async function moveAccount(env: Env, shared: SharedDb, accountId: string,
   }
 
   // 1. The pause, taken as a lease: only one move of an account runs at a time.
-  const paused = await shared.$client
-    .prepare(
-      `UPDATE accounts SET moving_to = ?1, updated_at = ?2 WHERE id = ?3 AND "database" = ?4 AND (moving_to IS NULL OR updated_at <= ?5) RETURNING id`,
+  const paused = await shared
+    .update(accounts)
+    .set({ movingTo: target, updatedAt: nowIso() })
+    .where(
+      and(eq(accounts.id, accountId), eq(accounts.database, found.database), or(isNull(accounts.movingTo), lte(accounts.updatedAt, leaseCutoff))),
     )
-    .bind(target, nowIso(), accountId, found.database, leaseCutoff)
+    .returning({ id: accounts.id })
     .all();
-  if (paused.results.length === 0) {
+  if (paused.length === 0) {
     const now = await findAccount(shared, accountId);
     if (!now) return { kind: "not_found" };
     return { kind: "move_running", movingTo: now.movingTo ?? target, leaseEndsAt: new Date(Date.parse(now.updatedAt) + moveLeaseMs).toISOString() };
@@ -403,7 +438,7 @@ export async function moveAccount(env: Env, shared: SharedDb, accountId: string,
   const to = databaseHandle(env, target);
   await heartbeat(move);
   const copy = directoryCopyStatement(to, { ...found, database: target, movingTo: null });
-  if (copy.length > 0) await to.$client.batch(copy);
+  if (copy.length > 0) await batch(to, copy);
   const spans = await spansOf(from, rows);
   for (const table of movedTables()) await copyTable(move, from, to, table, spans.get(table.name)!);
   await options.step?.({ step: "copied" });
@@ -418,13 +453,13 @@ export async function moveAccount(env: Env, shared: SharedDb, accountId: string,
   }
 
   // 5. The flip: from here the target is the truth.
-  const flipped = await shared.$client
-    .prepare(
-      `UPDATE accounts SET "database" = ?1, moving_to = NULL, updated_at = ?2 WHERE id = ?3 AND "database" = ?4 AND moving_to = ?1 RETURNING *`,
-    )
-    .bind(target, nowIso(), accountId, move.source)
+  const flipped = await shared
+    .update(accounts)
+    .set({ database: target, movingTo: null, updatedAt: nowIso() })
+    .where(leased(move))
+    .returning({ id: accounts.id })
     .all();
-  if (flipped.results.length !== 1) throw new Error(`the move of ${accountId} to ${target} lost its lease before the flip`);
+  if (flipped.length !== 1) throw new Error(`the move of ${accountId} to ${target} lost its lease before the flip`);
   forgetCachedKeys(accountId);
   forgetCachedCredentials(accountId);
   await options.step?.({ step: "flipped" });
