@@ -14,6 +14,9 @@ Commands:
   accounts:update <account id> [--name ..] [--plan ..] [--daily-send-limit N] [--rate-limit N] [--ai-generations N]
                   [--features a,b]
   accounts:credits <account id> [--send N] [--verify N] [--note text]
+  accounts:move <account id> <database>
+                  (copies the account's rows to that account database, e.g. ACCOUNT_DB_1, pausing its writes;
+                  interrupted, run it again)
 
 Environment: WORKER_URL (default: the URL of the running \`npm run dev\` stack, read from DEV_STATE_DIR, else
 http://127.0.0.1:$WORKER_PORT or :8787), ADMIN_TOKEN (default: from .dev.vars)`;
@@ -58,7 +61,7 @@ const list = (raw: string | undefined) =>
     .map((item) => item.trim())
     .filter(Boolean);
 
-const [command, id] = positionals;
+const [command, id, database] = positionals;
 if (values.help || !command) {
   console.log(usage);
   process.exit(command ? 0 : 2);
@@ -113,6 +116,11 @@ const requests: Record<string, () => Request> = {
     method: "POST",
     path: `/admin/v1/accounts/${encodeURIComponent(id ?? fail("accounts:credits needs an account id"))}/credits`,
     body: { send: integer("send"), verify: integer("verify"), note: values.note },
+  }),
+  "accounts:move": () => ({
+    method: "POST",
+    path: `/admin/v1/accounts/${encodeURIComponent(id ?? fail("accounts:move needs an account id"))}/move`,
+    body: { database: database ?? fail("accounts:move needs the database to move to (e.g. ACCOUNT_DB_1)") },
   }),
 };
 

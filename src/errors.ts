@@ -29,6 +29,7 @@ export const errorStatus = {
   internal_error: 500,
   upstream_unavailable: 503,
   ai_not_configured: 503,
+  account_moving: 503,
 } as const satisfies Record<string, ContentfulStatusCode>;
 
 export type ErrorCode = keyof typeof errorStatus;
@@ -48,6 +49,19 @@ export class AppError extends HTTPException {
 }
 
 export const notFound = (what: string) => new AppError("not_found", `${what} not found`);
+
+/** Seconds a write refused while its account is being moved (src/domain/accounts/move.ts) is told to wait. */
+export const accountMovingRetryAfterSeconds = 30;
+
+/** A write of an account whose rows are being moved between databases: nothing was done, the same request may be retried. */
+export const accountMoving = () =>
+  new AppError(
+    "account_moving",
+    "The operator is moving this account's data; writes are paused for a short while. Retry after the Retry-After seconds",
+    {
+      headers: { "Retry-After": String(accountMovingRetryAfterSeconds) },
+    },
+  );
 
 /** Deleting a list or segment that an unfinished campaign still sends to: its recipients would change under it. */
 export const audienceInUse = (what: "list" | "segment", campaign: { id: string; name: string }) =>

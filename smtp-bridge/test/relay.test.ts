@@ -344,6 +344,11 @@ describe("refusing mail with the right reply", () => {
       /^550 5\.6\.0 The message has no Subject/,
     ],
     ["a Worker error (500)", { status: 500, body: { code: "internal_error", message: "boom" } }, /^451 4\.3\.0 /],
+    [
+      "an account the operator is moving (503)",
+      { status: 503, body: { code: "account_moving", message: "The operator is moving this account's data" } },
+      /^451 4\.3\.0 /,
+    ],
   ])("the Worker refusing for %s maps to the SMTP reply", async (_name, reply, expected) => {
     worker.messageReplies.push(reply);
     const error = await sendError(transport(started.ports.smtp).sendMail(simpleMail()));

@@ -1,4 +1,5 @@
-import { accountDatabaseName, accountDb, poolDatabases } from "../db/client";
+import { accountDatabaseName, accountDatabaseNames, accountDb, poolDatabases } from "../db/client";
+import { moveAccount, type MoveOutcome } from "../domain/accounts/move";
 import {
   createAccount as addAccount,
   findAccount,
@@ -13,7 +14,7 @@ import {
   type Account,
   type Balances,
 } from "../domain/accounts/accounts";
-import { notFound } from "../errors";
+import { AppError, notFound, validationError } from "../errors";
 import { orRefuse } from "../http/refusals";
 import {
   adminRoute,
@@ -69,6 +70,16 @@ const TopUpSchema = z
   .strict()
   .refine((body) => (body.send ?? 0) > 0 || (body.verify ?? 0) > 0, { message: "Give a positive `send` or `verify` amount", ...evenWithFieldErrors })
   .openapi("TopUp");
+
+const MoveAccountSchema = z
+  .object({
+    database: z
+      .string()
+      .min(1)
+      .openapi({ example: "ACCOUNT_DB_1", description: "The account database to move the account's rows to (its binding name)" }),
+  })
+  .strict()
+  .openapi("MoveAccount");
 
 // The operator sees where an account's rows are; the account itself (GET /api/v1/me) does not.
 const OperatorAccountSchema = AccountSchema.extend({
@@ -133,6 +144,49 @@ const topUp = adminRoute({
   request: { params: IdParam("acc"), body: jsonBody(TopUpSchema) },
   responses: { 200: jsonResponse(OperatorAccountSchema, "The account with its new balances"), 404: errorResponse("No such account") },
 });
+
+const moveAccountRoute = adminRoute({
+  method: "post",
+  path: "/accounts/{id}/move",
+  summary: "Move the account's rows to another account database",
+  description: [
+    "Writes of the account are paused while it moves (its API keys and dashboard sessions get 503 with Retry-After for",
+    "anything but a read, its SMTP credentials 451); its rows are copied in bounded batches, checked by counts, the",
+    "directory is switched to the new database and the old rows are deleted. Refused (409) while the account has work",
+    "in flight that the move would strand. Interrupted, it is retried with the same request; a move to the database",
+    "the account is in finishes or abandons an interrupted one, and is otherwise refused (422).",
+  ].join(" "),
+  request: { params: IdParam("acc"), body: jsonBody(MoveAccountSchema) },
+  responses: {
+    200: jsonResponse(OperatorAccountSchema, "The account in its new database"),
+    404: errorResponse("No such account"),
+    409: errorResponse("A move of the account is running, it has work in flight, or its rows changed during the copy"),
+  },
+});
+
+/** A move that did not happen, as the operator API answers it. */
+function moveRefusal(env: Env, outcome: Exclude<MoveOutcome, { kind: "moved" }>, database: string): AppError {
+  switch (outcome.kind) {
+    case "not_found":
+      return notFound("Account");
+    case "unknown_database":
+      return validationError({ database: [`${database} is not an account database of this deployment (${accountDatabaseNames(env).join(", ")})`] });
+    case "same_database":
+      return validationError({ database: [`The account's rows are already in ${database}`] });
+    case "move_running":
+      return new AppError(
+        "conflict",
+        `A move of this account to ${outcome.movingTo} is running (or was interrupted: retry after ${outcome.leaseEndsAt})`,
+      );
+    case "work_in_flight":
+      return new AppError(
+        "conflict",
+        `The account has work in flight that a move would strand: ${outcome.work.join("; ")}. Retry once it has finished`,
+      );
+    case "changed_during_copy":
+      return new AppError("conflict", `The account's rows changed during the copy (${outcome.tables.join(", ")}); nothing was moved. Retry`);
+  }
+}
 
 /** The account as the operator API shows it: with its balances and the database its rows are in. */
 const operatorAccount = (account: Account, balances: Balances) => ({
@@ -221,6 +275,12 @@ export const adminAccountRoutes = createRouter()
       aiGenerationsPerMonth: body.ai_generations_per_month,
     });
     return c.json(await shownAccount(c.env, account), 200);
+  })
+  .openapi(moveAccountRoute, async (c) => {
+    const { database } = c.req.valid("json");
+    const outcome = await moveAccount(c.env, c.var.ctx.shared, c.req.valid("param").id, database);
+    if (outcome.kind !== "moved") throw moveRefusal(c.env, outcome, database);
+    return c.json(await shownAccount(c.env, outcome.account), 200);
   })
   .openapi(topUp, async (c) => {
     const body = c.req.valid("json");

@@ -6,7 +6,8 @@ import { HTTPException } from "hono/http-exception";
 import type { Feature } from "../access";
 import type { AreaName } from "../domain/accounts/roles";
 import { perKeyLimiter } from "../middleware/auth";
-import { AppError } from "../errors";
+import { accountMovingRetryAfterSeconds, AppError } from "../errors";
+import { isPausedForMove } from "../domain/accounts/move";
 import { logError } from "../lib/log";
 import { recordDashboardChange } from "../middleware/audit";
 import { dashboardBodyLimit, requestCtx } from "../middleware/request";
@@ -81,10 +82,10 @@ dashboardRoutes.onError((error, c) => {
 dashboardRoutes.route("/", signInPages);
 
 /** A refused request: a fragment for htmx to show in place, else a page (the refused form's data is not echoed). */
-function refusal(c: Context<DashboardEnv>, message: string, status: 401 | 403 | 429) {
+function refusal(c: Context<DashboardEnv>, message: string, status: 401 | 403 | 429 | 503) {
   if (isHtmx(c)) return c.html(<Notice kind="error">{message}</Notice>, status);
   return c.html(
-    <Shell title={status === 401 ? "Signed out" : status === 429 ? "Slow down" : "Not allowed"}>
+    <Shell title={status === 401 ? "Signed out" : status === 429 ? "Slow down" : status === 503 ? "Try again shortly" : "Not allowed"}>
       <Notice kind="error">{message}</Notice>
       <p>
         <a href={signInPath}>Sign in</a>
@@ -115,6 +116,11 @@ dashboardRoutes.use("*", async (c, next) => {
     return refusal(c, "The form is missing its security token; reload the page and try again.", 403);
   }
   if (c.req.method !== "GET" && c.req.method !== "HEAD" && c.req.path !== "/dashboard/sign-out") {
+    if (isPausedForMove(account)) {
+      // The session's account row is read on every request, so the pause holds from the moment it is set.
+      c.header("Retry-After", String(accountMovingRetryAfterSeconds));
+      return refusal(c, `The operator is moving this account's data; changes are paused. Try again in ${accountMovingRetryAfterSeconds} s.`, 503);
+    }
     // An action here does what an API call with the same key would: it spends the same per-minute budget, so the
     // dashboard is no way around the key's rate limit (pages, polls and signing out are not counted). It is not an
     // API call in the account's usage, though: no account id for the limiter to count it under.

@@ -20,7 +20,8 @@ import { findVerifiedDomain, unverifiedDomainMessage } from "../domain/domains/d
 import { acceptRelayMessage, relayFeatureRefusal } from "../domain/sending/accept-relayed";
 import { domainOf } from "../domain/sending/mime";
 import { authenticateSmtpCredential, findActiveCredential } from "../domain/smtp/credentials";
-import { AppError, fieldErrors, validationError } from "../errors";
+import { accountMoving, AppError, fieldErrors, validationError } from "../errors";
+import { isPausedForMove } from "../domain/accounts/move";
 import { acceptRefusalError, refusalError } from "../http/refusals";
 import { base64ToBytes } from "../lib/crypto";
 import type { AppEnv } from "../types";
@@ -92,6 +93,8 @@ export const relayRoutes = new Hono<AppEnv>()
   .post(relayEndpoints.sender.path, async (c) => {
     const body = await signedBody(c, SenderRequest);
     const { credential, account } = await activeCredential(c.var.ctx.shared, body.credential_id);
+    // While the operator moves the account's rows: 503, which the bridge answers 451 (the client keeps the message).
+    if (isPausedForMove(account)) throw accountMoving();
     const disabled = relayFeatureRefusal(account);
     if (disabled) throw refusalError(disabled);
     const domainName = domainOf(body.mail_from);
@@ -107,6 +110,8 @@ export const relayRoutes = new Hono<AppEnv>()
     // From the isolate's cache when seen in the last few seconds (credentialCacheTtlMs): the message's only
     // D1 reads are then acceptMessage's.
     const { credential, account } = await activeCredential(c.var.ctx.shared, body.credential_id, { cached: true });
+    // A cached row read before a move's pause may not show it: the move waits the cache out before copying.
+    if (isPausedForMove(account)) throw accountMoving();
     // An SMTP credential is held to the account's per-minute limit as an API key is (one message, one request), so
     // the relay is no way around it; the bridge turns the 429 into 451 4.7.0 with the Retry-After in the text.
     const decision = await c.env.RATE_LIMITER.getByName(`smtp:${credential.id}`).consume(account.rateLimitPerMinute, 60);

@@ -43,6 +43,12 @@ export const commonErrors = {
   429: errorResponse("Rate limit reached; see Retry-After"),
 } as const;
 
+// Any write of an account may meet a move of its data (docs/operations.md, "Moving an account"); a route whose own
+// 503 means something else lists that instead.
+const writeErrors = {
+  503: errorResponse("`account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After"),
+} as const;
+
 export type RouteAccess = Scope | "any" | "full_access";
 
 /**
@@ -69,7 +75,7 @@ export function keyedRoute<R extends Omit<RouteConfig, "middleware" | "security"
     middleware,
     security: [{ apiKey: [] }],
     "x-required-scope": access,
-    responses: { ...commonErrors, ...route.responses },
+    responses: { ...commonErrors, ...(route.method === "get" ? {} : writeErrors), ...route.responses },
   });
 }
 

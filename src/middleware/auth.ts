@@ -2,7 +2,8 @@ import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
 import { authenticateApiKey, hasScope } from "../domain/accounts/api-keys";
 import { hasFeature } from "../domain/accounts/accounts";
-import { AppError } from "../errors";
+import { accountMoving, AppError } from "../errors";
+import { isPausedForMove } from "../domain/accounts/move";
 import { timingSafeEqualString } from "../lib/crypto";
 import type { AppEnv, AuthContext } from "../types";
 import type { Feature, Scope } from "../access";
@@ -16,8 +17,9 @@ export function bearerToken(header: string | undefined): string | undefined {
 }
 
 /**
- * What every keyed request goes through once its key is known: the key's context for the handlers, and its rate
- * limit in the RateLimiter object `limiter` (RateLimit-* headers always, 429 with Retry-After past it).
+ * What every keyed request goes through once its key is known: the key's context for the handlers, its rate limit
+ * in the RateLimiter object `limiter` (RateLimit-* headers always, 429 with Retry-After past it), and, while the
+ * operator moves the account's rows, 503 with Retry-After for anything but a read.
  */
 export async function admitKey(
   c: Context<AppEnv>,
@@ -25,6 +27,7 @@ export async function admitKey(
   limiter: { name: string; limit: number; windowSeconds: number; per: "minute" | "second" },
 ): Promise<void> {
   c.set("auth", auth);
+  if (isPausedForMove(auth.account) && c.req.method !== "GET" && c.req.method !== "HEAD") throw accountMoving();
   c.set("ctx", requestCtx(c, auth.account));
   // The key's own limiter also counts the call for the account's usage (flushed to D1 once a minute).
   const decision = await c.env.RATE_LIMITER.getByName(limiter.name).consume(limiter.limit, limiter.windowSeconds, 1, undefined, auth.account.id);

@@ -54,6 +54,7 @@ const postmarkErrors: Partial<Record<ErrorCode, { status: PostmarkStatus; code: 
   not_found: { status: 422, code: postmarkCodes.messageNotFound },
   internal_error: { status: 500, code: 0 },
   upstream_unavailable: { status: 503, code: 0 },
+  account_moving: { status: 503, code: 0 },
 };
 
 /** Our field names (POST /send's) as a Postmark request names them. */

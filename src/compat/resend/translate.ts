@@ -46,6 +46,7 @@ const resendErrors: Partial<Record<ErrorCode, { status: ResendStatus; name: stri
   internal_error: { status: 500, name: "application_error" },
   upstream_unavailable: { status: 500, name: "application_error" },
   ai_not_configured: { status: 500, name: "application_error" },
+  account_moving: { status: 500, name: "application_error" },
 };
 
 /** Resend's one-line messages name the first field at fault; every field is listed after it. */

@@ -38,6 +38,7 @@ const sendGridStatus: Partial<Record<ErrorCode, SendGridStatus>> = {
   daily_limit_reached: 429,
   internal_error: 500,
   upstream_unavailable: 503,
+  account_moving: 503,
 };
 
 /** Our field path (`<personalization>.<field>` in a request of several) as SendGrid names the field. */

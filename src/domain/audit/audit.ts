@@ -187,6 +187,7 @@ const routeActions: Record<string, string | false> = {
   "POST /dashboard/messages/test": false,
   "POST /dashboard/verification/check": false,
   "POST /dashboard/verification/upload": false,
+  "POST /admin/v1/accounts/{id}/move": "account.moved",
 };
 
 /** The action a request to this route pattern records in the audit log, or undefined: a read, or not a change. */
