@@ -5,7 +5,7 @@
 
 import { sql } from "drizzle-orm";
 import { config } from "../../config";
-import { inJsonArray, sqlNow, sqlToday, statement, type AccountDb, type Ctx, batch } from "../../db/client";
+import { inJsonArray, sqlNow, sqlToday, statement, type AccountDb, type Ctx, type SharedDb, batch } from "../../db/client";
 import { dispatchEventInputs } from "../webhooks/dispatch";
 import { warmupTransition } from "./warmup";
 
@@ -94,8 +94,8 @@ export async function evaluateReputation(ctx: Ctx, domainIds?: readonly string[]
 
 const percent = (value: number) => `${(value * 100).toFixed(value < 0.01 ? 2 : 1)}%`;
 
-/** Clears a held domain (an operator's decision); false when it was not held. */
-export async function clearReputationHold(db: AccountDb, domainId: string): Promise<boolean> {
+/** Clears a held domain (an operator's decision; domains are in the directory, `DB`); false when it was not held. */
+export async function clearReputationHold(db: SharedDb, domainId: string): Promise<boolean> {
   const result = await statement(
     db,
     sql`UPDATE domains SET reputation_status = 'ok', reputation_reason = NULL, reputation_held_at = NULL WHERE id = ${domainId} AND reputation_status = 'held'`,

@@ -12,6 +12,7 @@ import { dayWindow, nextUtcMidnight } from "../sending/daily-limit";
 import { enqueueMessages } from "../sending/enqueue";
 import { eventStatement, type EventInput } from "../events/events";
 import { dispatchEventInputs } from "../webhooks/dispatch";
+import { forgetCachedDomain } from "../domains/lookup";
 
 type DomainRow = typeof domains.$inferSelect;
 
@@ -192,7 +193,7 @@ type WarmupInput = { enabled: boolean; schedule?: number[]; preset?: WarmupPrese
  * unless a new one is given); disabling sets `paused`. A status change emits `warmup.status_changed`.
  */
 export async function setWarmup(ctx: Ctx, domain: DomainRow, input: WarmupInput, now = new Date()): Promise<DomainRow> {
-  const { db } = ctx;
+  const { db, shared } = ctx;
   const schedule = input.schedule ?? (input.preset ? [...warmupPresets[input.preset]] : (domain.warmupSchedule ?? [...warmupPresets.standard]));
   const startedAt =
     input.startedAt ??
@@ -212,14 +213,17 @@ export async function setWarmup(ctx: Ctx, domain: DomainRow, input: WarmupInput,
     warmupPausedReason: input.enabled ? null : "paused by the account",
   } satisfies DomainRow;
   const transition = status === domain.warmupStatus ? undefined : warmupTransition(db, domain, domain.warmupStatus, status);
-  await batch(db, [
-    ...(transition ? [transition.event] : []),
-    statement(
-      db,
-      sql`UPDATE domains SET warmup_status = ${status}, warmup_schedule = ${JSON.stringify(schedule)}, warmup_started_at = ${startedAt},
-        warmup_paused_reason = ${updated.warmupPausedReason}, updated_at = ${sqlNow} WHERE id = ${domain.id}`,
-    ),
-  ]);
-  if (transition) await dispatchEventInputs(ctx, [transition.input]);
+  // The domain is in the directory (`DB`), its event in the account's database: two writes, the change first, so an
+  // event never announces a change that was not made.
+  await statement(
+    shared,
+    sql`UPDATE domains SET warmup_status = ${status}, warmup_schedule = ${JSON.stringify(schedule)}, warmup_started_at = ${startedAt},
+      warmup_paused_reason = ${updated.warmupPausedReason}, updated_at = ${sqlNow} WHERE id = ${domain.id}`,
+  ).run();
+  forgetCachedDomain(domain.id);
+  if (transition) {
+    await batch(db, [transition.event]);
+    await dispatchEventInputs(ctx, [transition.input]);
+  }
   return updated;
 }
