@@ -157,7 +157,10 @@ describe("reading, changing and deleting contacts", () => {
     expect(await json(deleted)).toEqual({ id: contact.id, deleted: true });
     expect((await call(`/api/v1/contacts/${contact.id}`, { key: account.api_key })).status).toBe(404);
     expect((await call(`/api/v1/contacts/${contact.id}`, { key: account.api_key, method: "DELETE" })).status).toBe(404);
-    const members = await d1Of(account).prepare("SELECT count(*) AS n FROM list_members WHERE contact_id = ?").bind(contact.id).first<{ n: number }>();
+    const members = await d1Of(account)
+      .prepare("SELECT count(*) AS n FROM list_members WHERE contact_id = ?")
+      .bind(contact.id)
+      .first<{ n: number }>();
     expect(members?.n).toBe(0);
   });
 });

@@ -249,9 +249,10 @@ describe("the import consumer resumes", () => {
     const key = importObjectKey(account.id, id);
     await env.BLOBS.put(key, csv);
     const headerEnd = csv.indexOf("\n") + 1;
-    await d1Of(account).prepare(
-      `INSERT INTO contact_imports (id, account_id, status, mapping, input_key, input_offset, total) VALUES (?, ?, 'pending', '{"email":"email","first_name":"name"}', ?, ?, ?)`,
-    )
+    await d1Of(account)
+      .prepare(
+        `INSERT INTO contact_imports (id, account_id, status, mapping, input_key, input_offset, total) VALUES (?, ?, 'pending', '{"email":"email","first_name":"name"}', ?, ?, ?)`,
+      )
       .bind(id, account.id, key, headerEnd, csv.trim().split("\n").length - 1)
       .run();
     return { account, id };
@@ -273,7 +274,11 @@ describe("the import consumer resumes", () => {
     expect(states.filter((state) => state === "continue").length).toBeGreaterThanOrEqual(5);
     const row = await d1Of(account).prepare("SELECT status, processed, created, updated, failed FROM contact_imports WHERE id = ?").bind(id).first();
     expect(row).toEqual({ status: "completed", processed: 23, created: 22, updated: 0, failed: 1 });
-    expect(await runContactImport(openCtx(env, undefined, account), id, { deadline: 0, tuning })).toEqual({ state: "completed", rowsRead: 0, rowsWritten: 0 });
+    expect(await runContactImport(openCtx(env, undefined, account), id, { deadline: 0, tuning })).toEqual({
+      state: "completed",
+      rowsRead: 0,
+      rowsWritten: 0,
+    });
     const again = await d1Of(account).prepare("SELECT processed, created FROM contact_imports WHERE id = ?").bind(id).first();
     expect(again).toEqual({ processed: 23, created: 22 });
     const errors = await d1Of(account).prepare("SELECT row, message FROM contact_import_errors WHERE import_id = ?").bind(id).all();
@@ -290,7 +295,9 @@ describe("the import consumer resumes", () => {
       runContactImport(openCtx(env, undefined, account), id, { deadline: 0, tuning }),
     ]);
     expect([first.state, second.state].sort()).toEqual(["continue", "superseded"]);
-    expect(await runContactImport(openCtx(env, undefined, account), id, { deadline: Date.now() + 10_000, tuning })).toMatchObject({ state: "completed" });
+    expect(await runContactImport(openCtx(env, undefined, account), id, { deadline: Date.now() + 10_000, tuning })).toMatchObject({
+      state: "completed",
+    });
     const row = await d1Of(account).prepare("SELECT processed, created, updated FROM contact_imports WHERE id = ?").bind(id).first();
     expect(row).toEqual({ processed: 3, created: 3, updated: 0 });
   });

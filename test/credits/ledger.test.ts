@@ -30,9 +30,8 @@ describe("the credits ledger", () => {
     await d1Of(account).batch(refundStatements(dbOf(account), refund));
     await d1Of(account).batch(refundStatements(dbOf(account), refund));
     expect((await balances(account.api_key)).send.balance).toBe(12);
-    const rows = await d1Of(account).prepare(
-      "SELECT kind, amount, balance_after FROM credit_ledger WHERE account_id = ? AND balance = 'send' ORDER BY created_at",
-    )
+    const rows = await d1Of(account)
+      .prepare("SELECT kind, amount, balance_after FROM credit_ledger WHERE account_id = ? AND balance = 'send' ORDER BY created_at")
       .bind(account.id)
       .all();
     expect(rows.results).toEqual([
@@ -54,9 +53,14 @@ describe("an account's balance row", () => {
     const name = `rollback-${crypto.randomUUID()}`;
     const keys = () => env.DB.prepare("SELECT COUNT(*) AS n FROM api_keys").first<{ n: number }>();
     const keysBefore = await keys();
-    await expect(createAccountRow(sharedDb(env), (account) => accountDb(failing, account), "ACCOUNT_DB_0", { name, plan: "free", sendCredits: 5, verifyCredits: 0 })).rejects.toThrow(
-      "D1 down",
-    );
+    await expect(
+      createAccountRow(sharedDb(env), (account) => accountDb(failing, account), "ACCOUNT_DB_0", {
+        name,
+        plan: "free",
+        sendCredits: 5,
+        verifyCredits: 0,
+      }),
+    ).rejects.toThrow("D1 down");
     const left = await env.DB.prepare("SELECT COUNT(*) AS n FROM accounts WHERE name = ?").bind(name).first<{ n: number }>();
     expect(left?.n).toBe(0);
     expect(await keys()).toEqual(keysBefore);

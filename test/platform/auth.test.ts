@@ -294,9 +294,8 @@ describe("the operator API", () => {
     expect(topped.status).toBe(200);
     expect(await json(topped)).toMatchObject({ balances: { send: { balance: 15, available: 15 }, verify: { balance: 7 } } });
 
-    const ledger = await (await d1OfAccount(String(account.id))).prepare(
-      "SELECT balance, kind, amount, balance_after FROM credit_ledger WHERE account_id = ? ORDER BY balance, balance_after",
-    )
+    const ledger = await (await d1OfAccount(String(account.id)))
+      .prepare("SELECT balance, kind, amount, balance_after FROM credit_ledger WHERE account_id = ? ORDER BY balance, balance_after")
       .bind(account.id)
       .all();
     expect(ledger.results).toEqual([

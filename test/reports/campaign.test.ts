@@ -57,12 +57,9 @@ describe("GET /reports/campaigns/{id}", () => {
         ["https://example.com/blog", 7, 3],
         ["https://example.com/about", 2, 2],
       ].map(([url, clicks, unique]) =>
-        d1.prepare("INSERT INTO campaign_links (campaign_id, url, clicks, unique_clicks) VALUES (?1, ?2, ?3, ?4)").bind(
-          campaignId,
-          url,
-          clicks,
-          unique,
-        ),
+        d1
+          .prepare("INSERT INTO campaign_links (campaign_id, url, clicks, unique_clicks) VALUES (?1, ?2, ?3, ?4)")
+          .bind(campaignId, url, clicks, unique),
       ),
     );
   }, 30_000);

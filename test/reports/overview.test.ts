@@ -99,7 +99,9 @@ describe("GET /reports/overview after real sends", () => {
     const faulty = `ivy-${t}@example.org`;
     await sinkRule({ match: faulty, phase: "rcpt", responses: [{ code: 550, message: "5.1.1 No such user" }] });
     const stored = await storedMessage(account.id, second.id, `news@${mainDomain}`, faulty);
-    const batch = createMessageBatch("mailforge-send", [{ id: `q-${t}`, timestamp: new Date(), attempts: 1, body: { message_id: stored, database: account.database } }]);
+    const batch = createMessageBatch("mailforge-send", [
+      { id: `q-${t}`, timestamp: new Date(), attempts: 1, body: { message_id: stored, database: account.database } },
+    ]);
     createExecutionContext();
     await consumeSendBatch(batch, env);
     expect((await messageOf(key, stored)).status).toBe("bounced");
@@ -205,7 +207,8 @@ describe("outcomes recorded outside a delivery attempt", () => {
       const id = await storedMessage(account.id, domain.id, from, to);
       const message = (await dbOf(account).select().from(messages).where(eq(messages.id, id)).get())!;
       // Twice, as a redelivered queue message would.
-      for (let i = 0; i < 2; i++) await d1Of(account).batch(recordSkipped(openCtx(env, undefined, account), message, [to], status, status).statements);
+      for (let i = 0; i < 2; i++)
+        await d1Of(account).batch(recordSkipped(openCtx(env, undefined, account), message, [to], status, status).statements);
     };
     await skip(`s-${tag()}@icloud.com`, "suppressed");
     await skip(`c-${tag()}@icloud.com`, "cancelled");

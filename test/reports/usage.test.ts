@@ -28,10 +28,11 @@ const usageOf = async (key: string) => json<Usage>(await call("/api/v1/usage", {
 
 /** The ledger's movements, summed the way /usage names them. */
 async function ledgerTotals(accountId: string): Promise<Credits> {
-  const rows = await (await d1OfAccount(accountId)).prepare(
-    `SELECT balance || '_' || kind AS movement, SUM(ABS(amount)) AS total FROM credit_ledger
+  const rows = await (await d1OfAccount(accountId))
+    .prepare(
+      `SELECT balance || '_' || kind AS movement, SUM(ABS(amount)) AS total FROM credit_ledger
      WHERE account_id = ?1 AND (kind != 'top_up' OR reference_id LIKE 'monthly_verify:%') GROUP BY 1`,
-  )
+    )
     .bind(accountId)
     .all<{ movement: string; total: number }>();
   const of = (movement: string) => rows.results.find((row) => row.movement === movement)?.total ?? 0;

@@ -34,14 +34,15 @@ async function age(account: Owner, messageIds: string[], days: number) {
   const inEventsOf = "event_id IN (SELECT id FROM events WHERE subject_id IN (SELECT value FROM json_each(?1)))";
   const d1 = d1Of(account);
   await d1.batch([
-    d1.prepare("UPDATE messages SET created_at = ?2, updated_at = ?2, sent_at = ?2 WHERE id IN (SELECT value FROM json_each(?1))").bind(
-      ids(messageIds),
-      at,
-    ),
+    d1
+      .prepare("UPDATE messages SET created_at = ?2, updated_at = ?2, sent_at = ?2 WHERE id IN (SELECT value FROM json_each(?1))")
+      .bind(ids(messageIds), at),
     d1.prepare(`UPDATE webhook_deliveries SET created_at = ?2 WHERE ${inEventsOf}`).bind(ids(messageIds), at),
-    d1.prepare(
-      "UPDATE events SET created_at = ?2, dispatched_at = CASE WHEN dispatched_at IS NULL THEN NULL ELSE ?2 END WHERE subject_id IN (SELECT value FROM json_each(?1))",
-    ).bind(ids(messageIds), at),
+    d1
+      .prepare(
+        "UPDATE events SET created_at = ?2, dispatched_at = CASE WHEN dispatched_at IS NULL THEN NULL ELSE ?2 END WHERE subject_id IN (SELECT value FROM json_each(?1))",
+      )
+      .bind(ids(messageIds), at),
   ]);
 }
 
@@ -59,7 +60,11 @@ async function storedRows(account: Owner, messageId: string, eventIds: string[])
     tags: await count(account, "SELECT count(*) AS n FROM message_tags WHERE message_id = ?1", messageId),
     events: await count(account, "SELECT count(*) AS n FROM events WHERE subject_id = ?1", messageId),
     feedback: await count(account, "SELECT count(*) AS n FROM delivery_feedback WHERE message_id = ?1", messageId),
-    webhookDeliveries: await count(account, "SELECT count(*) AS n FROM webhook_deliveries WHERE event_id IN (SELECT value FROM json_each(?1))", ids(eventIds)),
+    webhookDeliveries: await count(
+      account,
+      "SELECT count(*) AS n FROM webhook_deliveries WHERE event_id IN (SELECT value FROM json_each(?1))",
+      ids(eventIds),
+    ),
   };
 }
 
@@ -114,7 +119,14 @@ describe("retention: what a purge removes and what it keeps", () => {
     const bouncedEvents = await webhooksDone(account, bounced.id);
     await webhooksDone(account, young);
 
-    expect(await storedRows(account, large, largeEvents)).toEqual({ messages: 1, recipients: 1, tags: 1, events: 1, feedback: 0, webhookDeliveries: 1 });
+    expect(await storedRows(account, large, largeEvents)).toEqual({
+      messages: 1,
+      recipients: 1,
+      tags: 1,
+      events: 1,
+      feedback: 0,
+      webhookDeliveries: 1,
+    });
     expect(await storedRows(account, bounced.id, bouncedEvents)).toMatchObject({ messages: 1, recipients: 1, feedback: 1 });
     // The content of the large ones, and the raw source of each message as sent.
     expect(await contentObjects()).toEqual(
@@ -210,10 +222,14 @@ describe("retention: what a purge removes and what it keeps", () => {
     const domainEvent = (dedupeKey: string) =>
       eventStatement(dbOf(account), { accountId: account.id, type: "warmup.status_changed", subjectId: "dom_retention", dedupeKey, data: {} });
     await d1Of(account).batch([domainEvent("warmup:old"), domainEvent("warmup:young")]);
-    await d1Of(account).prepare("UPDATE events SET created_at = ?2, dispatched_at = ?2 WHERE account_id = ?1 AND dedupe_key = 'warmup:old'")
+    await d1Of(account)
+      .prepare("UPDATE events SET created_at = ?2, dispatched_at = ?2 WHERE account_id = ?1 AND dedupe_key = 'warmup:old'")
       .bind(account.id, daysAgo(45))
       .run();
-    await d1Of(account).prepare("UPDATE events SET dispatched_at = created_at WHERE account_id = ?1 AND dedupe_key = 'warmup:young'").bind(account.id).run();
+    await d1Of(account)
+      .prepare("UPDATE events SET dispatched_at = created_at WHERE account_id = ?1 AND dedupe_key = 'warmup:young'")
+      .bind(account.id)
+      .run();
     for (let i = 0; i < 2; i++) expect((await call(`/api/v1/webhooks/${endpoint.id}/test`, { key, body: { type: "delivered" } })).status).toBe(200);
     const deliveries = async () =>
       (await json<{ data: { event_id: string }[] }>(await call(`/api/v1/webhooks/${endpoint.id}/deliveries`, { key }))).data.map(
@@ -224,7 +240,8 @@ describe("retention: what a purge removes and what it keeps", () => {
 
     await purge(account);
 
-    const left = (await d1Of(account).prepare("SELECT dedupe_key FROM events WHERE account_id = ?1").bind(account.id).all<{ dedupe_key: string }>()).results;
+    const left = (await d1Of(account).prepare("SELECT dedupe_key FROM events WHERE account_id = ?1").bind(account.id).all<{ dedupe_key: string }>())
+      .results;
     expect(left.map((row) => row.dedupe_key)).toEqual(["warmup:young"]);
     expect(await deliveries()).toEqual([newest]);
   });
@@ -302,18 +319,24 @@ async function seedOldMessages(account: { id: string; database: string }, total:
   const series = `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?2)`;
   const id = `'msg_seed' || ?1 || '_' || i`;
   await d1.batch([
-    d1.prepare(
-      `INSERT INTO messages (id, account_id, source, status, from_address, domain_id, subject, tags, metadata, content, credits_charged, created_at, updated_at)
+    d1
+      .prepare(
+        `INSERT INTO messages (id, account_id, source, status, from_address, domain_id, subject, tags, metadata, content, credits_charged, created_at, updated_at)
        ${series} SELECT ${id}, ?3, 'api', 'delivered', 'a@seed.test', 'dom_seed', 'Seed', '[]', '{}', '{}', 1, ?4, ?4 FROM n`,
-    ).bind(accountId.slice(4), total, accountId, at),
-    d1.prepare(
-      `INSERT INTO message_recipients (message_id, email, account_id, status, updated_at)
+      )
+      .bind(accountId.slice(4), total, accountId, at),
+    d1
+      .prepare(
+        `INSERT INTO message_recipients (message_id, email, account_id, status, updated_at)
        ${series} SELECT ${id}, 'r' || i || '@seed.test', ?3, 'delivered', ?4 FROM n`,
-    ).bind(accountId.slice(4), total, accountId, at),
-    d1.prepare(
-      `INSERT INTO events (id, account_id, type, subject_id, dedupe_key, data, created_at, dispatched_at)
+      )
+      .bind(accountId.slice(4), total, accountId, at),
+    d1
+      .prepare(
+        `INSERT INTO events (id, account_id, type, subject_id, dedupe_key, data, created_at, dispatched_at)
        ${series} SELECT 'evt_seed' || ?1 || '_' || i, ?3, 'relay.delivered', ${id}, 'seed:' || i, '{}', ?4, ?4 FROM n`,
-    ).bind(accountId.slice(4), total, accountId, at),
+      )
+      .bind(accountId.slice(4), total, accountId, at),
   ]);
 }
 

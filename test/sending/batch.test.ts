@@ -162,7 +162,8 @@ describe("POST /send/batch", () => {
     });
     expect(response.status).toBe(402);
     expect(await storedMessages(account.id)).toBe(0);
-    const events = await d1Of(account).prepare("SELECT COUNT(*) AS n FROM events WHERE account_id = ? AND type = 'relay.suppressed'")
+    const events = await d1Of(account)
+      .prepare("SELECT COUNT(*) AS n FROM events WHERE account_id = ? AND type = 'relay.suppressed'")
       .bind(account.id)
       .first<{ n: number }>();
     expect(events!.n).toBe(0);

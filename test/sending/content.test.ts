@@ -341,7 +341,10 @@ describe("a campaign message's record", () => {
     expect(content.subject).toBe("News for Bob");
     // An open after sending names the message by the subject its reader saw.
     const pixel = /src="(http:\/\/127\.0\.0\.1:8787\/t\/o\/[^"]+)"/.exec(received.html ?? "")![1]!;
-    await d1Of(account).prepare("UPDATE messages SET sent_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-60 seconds') WHERE id = ?1").bind(row!.id).run();
+    await d1Of(account)
+      .prepare("UPDATE messages SET sent_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-60 seconds') WHERE id = ?1")
+      .bind(row!.id)
+      .run();
     const reader = { "User-Agent": "Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Mobile/15E148" };
     expect((await exports.default.fetch(new Request(pixel.replace("http://127.0.0.1:8787", "http://localhost"), { headers: reader }))).status).toBe(
       200,

@@ -27,9 +27,8 @@ const settled = (key: string, id: string) =>
   }, 15_000);
 
 async function ledgerOf(account: CreatedAccount, id: string) {
-  const rows = await d1Of(account).prepare(
-    "SELECT kind, amount FROM credit_ledger WHERE reference_id = ?1 OR reference_id LIKE ?1 || ':%' ORDER BY created_at",
-  )
+  const rows = await d1Of(account)
+    .prepare("SELECT kind, amount FROM credit_ledger WHERE reference_id = ?1 OR reference_id LIKE ?1 || ':%' ORDER BY created_at")
     .bind(id)
     .all();
   return rows.results;
@@ -105,7 +104,9 @@ describe("the send consumer", () => {
     // The suite retries with no delay (vitest.config.ts); the production base shows the doubling.
     const withBackoff = { ...env, SEND_RETRY_BASE_SECONDS: "60" };
     for (let attempt = 1; attempt <= 3; attempt++) {
-      const batch = createMessageBatch("mailforge-send", [{ id: `q${attempt}`, timestamp: new Date(), attempts: attempt, body: { message_id: id, database: account.database } }]);
+      const batch = createMessageBatch("mailforge-send", [
+        { id: `q${attempt}`, timestamp: new Date(), attempts: attempt, body: { message_id: id, database: account.database } },
+      ]);
       const ctx = createExecutionContext();
       // getQueueResult reports that a message was retried but not its delay, so the delay is read off the call.
       const queued = batch.messages[0]!;
@@ -137,7 +138,9 @@ describe("the send consumer", () => {
     const to = rcpt("once");
     const id = await send(key, from, to);
     await settled(key, id);
-    const batch = createMessageBatch("mailforge-send", [{ id: "dup", timestamp: new Date(), attempts: 2, body: { message_id: id, database: account.database } }]);
+    const batch = createMessageBatch("mailforge-send", [
+      { id: "dup", timestamp: new Date(), attempts: 2, body: { message_id: id, database: account.database } },
+    ]);
     const ctx = createExecutionContext();
     await consumeSendBatch(batch, env);
     expect((await getQueueResult(batch, ctx)).explicitAcks).toEqual(["dup"]);
@@ -194,7 +197,9 @@ describe("the send consumer", () => {
   it("dispatches a batch's events after handing the queue its answer, through waitUntil", async () => {
     const { account, from, domainId } = await setup();
     const id = await storedMessage(account.id, domainId, from, rcpt("after"));
-    const batch = createMessageBatch("mailforge-send", [{ id: "after", timestamp: new Date(), attempts: 1, body: { message_id: id, database: account.database } }]);
+    const batch = createMessageBatch("mailforge-send", [
+      { id: "after", timestamp: new Date(), attempts: 1, body: { message_id: id, database: account.database } },
+    ]);
     const ctx = createExecutionContext();
     const handedOver: Promise<unknown>[] = [];
     await consumeSendBatch(batch, env, {
@@ -206,7 +211,8 @@ describe("the send consumer", () => {
     expect(handedOver).toHaveLength(1);
     expect((await getQueueResult(batch, ctx)).explicitAcks).toEqual(["after"]);
     await waitOnExecutionContext(ctx);
-    const event = await d1Of(account).prepare("SELECT type, dispatched_at FROM events WHERE data LIKE ?1")
+    const event = await d1Of(account)
+      .prepare("SELECT type, dispatched_at FROM events WHERE data LIKE ?1")
       .bind(`%${id}%`)
       .first<{ type: string; dispatched_at: string | null }>();
     expect(event).toMatchObject({ type: "relay.sent", dispatched_at: expect.any(String) });
@@ -222,7 +228,9 @@ describe("the send consumer", () => {
   it("a message that lands in the dead-letter queue is marked failed and refunded, never left queued", async () => {
     const { account, key, from, domainId } = await setup();
     const id = await storedMessage(account.id, domainId, from, rcpt("dlq"));
-    const batch = createMessageBatch("mailforge-send-dlq", [{ id: "dead", timestamp: new Date(), attempts: 6, body: { message_id: id, database: account.database } }]);
+    const batch = createMessageBatch("mailforge-send-dlq", [
+      { id: "dead", timestamp: new Date(), attempts: 6, body: { message_id: id, database: account.database } },
+    ]);
     await consumeSendDeadLetters(batch, env);
     const message = await messageOf(key, id);
     expect(message.status).toBe("failed");
@@ -243,8 +251,8 @@ describe("the send consumer", () => {
     // Its content lives in R2 under a key that holds nothing.
     await d1Of(account).prepare("UPDATE messages SET content = NULL, content_key = 'messages/missing.json' WHERE id = ?").bind(brokenId).run();
     const batch = createMessageBatch("mailforge-send", [
-      { id: "good", timestamp: new Date(), attempts: 1, body: { message_id: goodId } },
-      { id: "broken", timestamp: new Date(), attempts: 1, body: { message_id: brokenId } },
+      { id: "good", timestamp: new Date(), attempts: 1, body: { message_id: goodId, database: account.database } },
+      { id: "broken", timestamp: new Date(), attempts: 1, body: { message_id: brokenId, database: account.database } },
     ]);
     const ctx = createExecutionContext();
     await consumeSendBatch(batch, env);

@@ -38,9 +38,8 @@ async function delivered(address: string): Promise<{ id: string; rcpt_to: string
 }
 
 async function ledgerOf(id: string) {
-  const rows = await d1Of(account).prepare(
-    "SELECT kind, amount FROM credit_ledger WHERE reference_id = ?1 OR reference_id LIKE ?1 || ':%' ORDER BY created_at, kind",
-  )
+  const rows = await d1Of(account)
+    .prepare("SELECT kind, amount FROM credit_ledger WHERE reference_id = ?1 OR reference_id LIKE ?1 || ':%' ORDER BY created_at, kind")
     .bind(id)
     .all();
   return rows.results;
@@ -248,15 +247,18 @@ describe("the provider refuses or fails at each step of the SMTP dialogue", () =
  */
 async function blockOutcomeWrites(id: string) {
   const name = `block_${crypto.randomUUID().replace(/-/g, "")}`;
-  await d1Of(account).prepare(
-    `CREATE TRIGGER ${name} BEFORE UPDATE OF status ON messages WHEN NEW.id = '${id}' AND NEW.status != 'sending' BEGIN SELECT RAISE(ABORT, 'database is locked'); END`,
-  ).run();
+  await d1Of(account)
+    .prepare(
+      `CREATE TRIGGER ${name} BEFORE UPDATE OF status ON messages WHEN NEW.id = '${id}' AND NEW.status != 'sending' BEGIN SELECT RAISE(ABORT, 'database is locked'); END`,
+    )
+    .run();
   return { release: () => d1Of(account).prepare(`DROP TRIGGER IF EXISTS ${name}`).run() };
 }
 
 /** The messages' statuses, in the order of `ids` (read from D1: polling the API for 30 messages would hit its rate limit). */
 async function statuses(ids: string[]): Promise<string[]> {
-  const rows = await d1Of(account).prepare("SELECT id, status FROM messages WHERE id IN (SELECT value FROM json_each(?1))")
+  const rows = await d1Of(account)
+    .prepare("SELECT id, status FROM messages WHERE id IN (SELECT value FROM json_each(?1))")
     .bind(JSON.stringify(ids))
     .all<{ id: string; status: string }>();
   const byId = new Map(rows.results.map((row) => [row.id, row.status]));
@@ -356,11 +358,12 @@ describe("nothing stuck", () => {
     const lost = await storedMessage(account.id, domainId, from, rcpt("lost"));
     const deferred = await storedMessage(account.id, domainId, from, rcpt("lost-retry"));
     await d1Of(account).batch([
-      d1Of(account).prepare("UPDATE messages SET updated_at = ?2 WHERE id = ?1").bind(lost, new Date(Date.now() - 20 * 60_000).toISOString()),
-      d1Of(account).prepare("UPDATE messages SET status = 'deferred', attempts = 1, updated_at = ?2 WHERE id = ?1").bind(
-        deferred,
-        new Date(Date.now() - 20 * 60_000).toISOString(),
-      ),
+      d1Of(account)
+        .prepare("UPDATE messages SET updated_at = ?2 WHERE id = ?1")
+        .bind(lost, new Date(Date.now() - 20 * 60_000).toISOString()),
+      d1Of(account)
+        .prepare("UPDATE messages SET status = 'deferred', attempts = 1, updated_at = ?2 WHERE id = ?1")
+        .bind(deferred, new Date(Date.now() - 20 * 60_000).toISOString()),
     ]);
     expect(await requeueLostMessages(openCtx(env, undefined, account))).toBe(2);
     // The real queue consumer (delivering to the main dev sink) picks both up.
@@ -378,13 +381,17 @@ describe("nothing stuck", () => {
     const ids = Array.from({ length: 150 }, (_, i) => `msg_lost${String(i).padStart(3, "0")}${crypto.randomUUID().slice(0, 8)}`);
     const longAgo = new Date(Date.now() - 20 * 60_000).toISOString();
     await d1Of(account).batch([
-      d1Of(account).prepare(
-        `INSERT INTO messages (id, account_id, source, status, from_address, domain_id, subject, tags, metadata, content, credits_charged, updated_at)
+      d1Of(account)
+        .prepare(
+          `INSERT INTO messages (id, account_id, source, status, from_address, domain_id, subject, tags, metadata, content, credits_charged, updated_at)
          SELECT value, ?1, 'api', 'queued', ?2, ?3, 'Lost', '[]', '{}', '{}', 1, ?4 FROM json_each(?5)`,
-      ).bind(account.id, from, domainId, longAgo, JSON.stringify(ids)),
-      d1Of(account).prepare(
-        "INSERT INTO message_recipients (message_id, email, account_id, status) SELECT value, 'lost@example.net', ?1, 'queued' FROM json_each(?2)",
-      ).bind(account.id, JSON.stringify(ids)),
+        )
+        .bind(account.id, from, domainId, longAgo, JSON.stringify(ids)),
+      d1Of(account)
+        .prepare(
+          "INSERT INTO message_recipients (message_id, email, account_id, status) SELECT value, 'lost@example.net', ?1, 'queued' FROM json_each(?2)",
+        )
+        .bind(account.id, JSON.stringify(ids)),
     ]);
     const offered: string[][] = [];
     const firstRefused = {
@@ -398,6 +405,9 @@ describe("nothing stuck", () => {
     expect(offered.flat()).toEqual(expect.arrayContaining(ids));
     expect(offered.every((slice) => slice.length <= 100)).toBe(true);
     // Left lost (and out of the sweeps of this file's other tests).
-    await d1Of(account).prepare("UPDATE messages SET status = 'cancelled' WHERE id IN (SELECT value FROM json_each(?1))").bind(JSON.stringify(ids)).run();
+    await d1Of(account)
+      .prepare("UPDATE messages SET status = 'cancelled' WHERE id IN (SELECT value FROM json_each(?1))")
+      .bind(JSON.stringify(ids))
+      .run();
   });
 });

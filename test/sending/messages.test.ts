@@ -24,9 +24,9 @@ describe("the message record", () => {
     const types = ["relay.sent", "relay.delivered", "relay.complained"];
     await d1Of(account).batch(
       written.map((eventId, i) =>
-        d1Of(account).prepare(
-          "INSERT INTO events (id, account_id, type, subject_id, dedupe_key, data, created_at) VALUES (?1, ?2, ?3, ?4, ?5, '{}', ?6)",
-        ).bind(eventId, account.id, types[i], id, `${types[i]}:${id}`, at),
+        d1Of(account)
+          .prepare("INSERT INTO events (id, account_id, type, subject_id, dedupe_key, data, created_at) VALUES (?1, ?2, ?3, ?4, ?5, '{}', ?6)")
+          .bind(eventId, account.id, types[i], id, `${types[i]}:${id}`, at),
       ),
     );
     const message = await messageOf(account.api_key, id);

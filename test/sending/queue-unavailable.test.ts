@@ -82,7 +82,8 @@ it("undoes a whole batch the send queue refuses: every message failed, every cre
   // Tried twice before giving up.
   expect(attempts).toBe(2);
   expect(await sendBalance(created.api_key)).toBe(10);
-  const stored = await d1Of(account).prepare("SELECT id, status FROM messages WHERE account_id = ? ORDER BY subject")
+  const stored = await d1Of(account)
+    .prepare("SELECT id, status FROM messages WHERE account_id = ? ORDER BY subject")
     .bind(account.id)
     .all<{ id: string; status: string }>();
   expect(stored.results.map((row) => row.status)).toEqual(["failed", "failed", "failed"]);

@@ -183,7 +183,8 @@ describe("scheduled sends", () => {
     const to = rcpt("far");
     const accepted = await schedule(key, from, to, secondsFromNow(20 * 3600));
     // Neither the cron nor the recovery sweeps touch it while it is not due, even with its row long untouched.
-    await d1Of(account).prepare("UPDATE messages SET updated_at = ?2, created_at = ?2 WHERE id = ?1")
+    await d1Of(account)
+      .prepare("UPDATE messages SET updated_at = ?2, created_at = ?2 WHERE id = ?1")
       .bind(accepted.id, secondsFromNow(-3 * 3600))
       .run();
     await runCron();
@@ -195,7 +196,8 @@ describe("scheduled sends", () => {
 
     // Time passes: it was scheduled 20 hours ahead and that time is now a few seconds away. The cron's run hands it
     // to the queue for that time.
-    await d1Of(account).prepare("UPDATE messages SET scheduled_at = ?2, updated_at = ?3 WHERE id = ?1")
+    await d1Of(account)
+      .prepare("UPDATE messages SET scheduled_at = ?2, updated_at = ?3 WHERE id = ?1")
       .bind(accepted.id, secondsFromNow(3), secondsFromNow(3 - 20 * 3600))
       .run();
     await runCron();
@@ -221,7 +223,10 @@ describe("scheduled sends", () => {
       const to = rcpt(`race${round}`);
       const id = await storedMessage(account.id, domain.id, `hello@${domain.name}`, to);
       const before = await sendBalance(key);
-      const [cancel] = await Promise.all([call(`/api/v1/messages/${id}/cancel`, { key, method: "POST" }), deliverMessages(openCtx(env, undefined, account), [id])]);
+      const [cancel] = await Promise.all([
+        call(`/api/v1/messages/${id}/cancel`, { key, method: "POST" }),
+        deliverMessages(openCtx(env, undefined, account), [id]),
+      ]);
       const message = await messageOf(key, id);
       if (cancel.status === 200) {
         expect(message.status).toBe("cancelled");

@@ -341,7 +341,10 @@ describe("POST /send", () => {
     expect(refused).toMatchObject({ code: "insufficient_credits", message: expect.stringContaining("Not enough sending credits") });
     expect(await sendBalance(key)).toBe(0);
     const me = await json<{ id: string }>(await call("/api/v1/me", { key }));
-    const rows = await (await d1OfAccount(me.id)).prepare("SELECT count(*) AS n FROM messages WHERE account_id = ?").bind(me.id).first<{ n: number }>();
+    const rows = await (await d1OfAccount(me.id))
+      .prepare("SELECT count(*) AS n FROM messages WHERE account_id = ?")
+      .bind(me.id)
+      .first<{ n: number }>();
     expect(rows?.n).toBe(20);
   });
 

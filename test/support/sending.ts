@@ -127,16 +127,14 @@ export async function storedMessage(accountId: string, domainId: string, from: s
   const d1 = d1Of(account);
   await d1.batch([
     ...chargeStatements(dbOf(account), { accountId, balance: "send", amount: recipients.length, referenceId: id }),
-    d1.prepare(
-      `INSERT INTO messages (id, account_id, source, status, from_address, domain_id, subject, tags, metadata, content, credits_charged)
+    d1
+      .prepare(
+        `INSERT INTO messages (id, account_id, source, status, from_address, domain_id, subject, tags, metadata, content, credits_charged)
        VALUES (?1, ?2, 'api', 'queued', ?3, ?4, 'Direct', '[]', '{}', ?5, ?6)`,
-    ).bind(id, accountId, from, domainId, content, recipients.length),
+      )
+      .bind(id, accountId, from, domainId, content, recipients.length),
     ...recipients.map((email) =>
-      d1.prepare("INSERT INTO message_recipients (message_id, email, account_id, status) VALUES (?1, ?2, ?3, 'queued')").bind(
-        id,
-        email,
-        accountId,
-      ),
+      d1.prepare("INSERT INTO message_recipients (message_id, email, account_id, status) VALUES (?1, ?2, ?3, 'queued')").bind(id, email, accountId),
     ),
   ]);
   return id;

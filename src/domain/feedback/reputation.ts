@@ -36,9 +36,16 @@ function ratesQuery(domainIds: readonly string[] | undefined) {
     GROUP BY d.id`;
 }
 
-/** Today's rates of one domain (zeros when it sent nothing today). */
-export async function domainRates(db: AccountDb, domainId: string): Promise<DomainRates> {
-  const row = await statement(db, ratesQuery([domainId])).first<RatesRow>();
+/**
+ * Today's rates of one domain (zeros when it sent nothing today), from its account's rollups: the domain's row is in
+ * the directory (`DB`), its rollups in the account's database, so this reads the rollups alone.
+ */
+export async function domainRates(db: AccountDb, domain: { accountId: string; name: string }): Promise<DomainRates> {
+  const row = await statement(
+    db,
+    sql`SELECT COALESCE(SUM(sent), 0) AS sent, COALESCE(SUM(hard_bounces), 0) AS bounces, COALESCE(SUM(complaints), 0) AS complaints
+      FROM daily_stats WHERE account_id = ${domain.accountId} AND domain = ${domain.name} AND day = ${sqlToday}`,
+  ).first<Pick<RatesRow, "sent" | "bounces" | "complaints">>();
   const sent = row?.sent ?? 0;
   const hardBounces = row?.bounces ?? 0;
   const complaints = row?.complaints ?? 0;
