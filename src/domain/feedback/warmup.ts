@@ -57,7 +57,18 @@ export function warmupTransition(
   status: WarmupStatus,
   reason?: string,
 ): { event: D1PreparedStatement; input: EventInput } {
-  const input: EventInput = {
+  const input = warmupEvent(domain, previous, status, reason);
+  return { event: eventStatement(db, input, sql`EXISTS (SELECT 1 FROM domains WHERE id = ${domain.id} AND warmup_status = ${previous})`), input };
+}
+
+/** The `warmup.status_changed` event of a transition that happened. */
+function warmupEvent(
+  domain: Pick<DomainRow, "id" | "accountId" | "name">,
+  previous: WarmupStatus,
+  status: WarmupStatus,
+  reason?: string,
+): EventInput {
+  return {
     accountId: domain.accountId,
     type: "warmup.status_changed",
     subjectId: domain.id,
@@ -65,7 +76,6 @@ export function warmupTransition(
     dedupeKey: `warmup.status_changed:${domain.id}:${crypto.randomUUID()}`,
     data: { domain_id: domain.id, domain: domain.name, previous_status: previous, status, ...(reason ? { reason } : {}) },
   };
-  return { event: eventStatement(db, input, sql`EXISTS (SELECT 1 FROM domains WHERE id = ${domain.id} AND warmup_status = ${previous})`), input };
 }
 
 /** Queue delays stop at 12 hours; a message due later is delayed again when it comes back early. */
@@ -212,18 +222,23 @@ export async function setWarmup(ctx: Ctx, domain: DomainRow, input: WarmupInput,
     warmupStartedAt: startedAt,
     warmupPausedReason: input.enabled ? null : "paused by the account",
   } satisfies DomainRow;
-  const transition = status === domain.warmupStatus ? undefined : warmupTransition(db, domain, domain.warmupStatus, status);
-  // The domain is in the directory (`DB`), its event in the account's database: two writes, the change first, so an
-  // event never announces a change that was not made.
-  await statement(
-    shared,
-    sql`UPDATE domains SET warmup_status = ${status}, warmup_schedule = ${JSON.stringify(schedule)}, warmup_started_at = ${startedAt},
-      warmup_paused_reason = ${updated.warmupPausedReason}, updated_at = ${sqlNow} WHERE id = ${domain.id}`,
-  ).run();
+  // The domain is in the directory (`DB`), its event in the account's database: the status it had is read in the
+  // UPDATE's transaction, and the event written after it only if the status changed there, so an event never
+  // announces a change that was not made, and two requests racing announce one.
+  const [before] = await batch<{ warmup_status: WarmupStatus }>(shared, [
+    statement(shared, sql`SELECT warmup_status FROM domains WHERE id = ${domain.id}`),
+    statement(
+      shared,
+      sql`UPDATE domains SET warmup_status = ${status}, warmup_schedule = ${JSON.stringify(schedule)}, warmup_started_at = ${startedAt},
+        warmup_paused_reason = ${updated.warmupPausedReason}, updated_at = ${sqlNow} WHERE id = ${domain.id}`,
+    ),
+  ]);
   forgetCachedDomain(domain.id);
-  if (transition) {
-    await batch(db, [transition.event]);
-    await dispatchEventInputs(ctx, [transition.input]);
+  const previous = before?.results[0]?.warmup_status;
+  if (previous !== undefined && previous !== status) {
+    const input = warmupEvent(domain, previous, status);
+    await batch(db, [eventStatement(db, input)]);
+    await dispatchEventInputs(ctx, [input]);
   }
   return updated;
 }
