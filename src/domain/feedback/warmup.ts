@@ -45,6 +45,14 @@ export function todaysCap(domain: Pick<DomainRow, "warmupStatus" | "warmupSchedu
 
 type WarmupStatus = DomainRow["warmupStatus"];
 
+/** A domain's warm-up columns as stored (the schedule as its JSON text). */
+type WarmupColumns = {
+  warmup_status: WarmupStatus;
+  warmup_schedule: string | null;
+  warmup_started_at: string | null;
+  warmup_paused_reason: string | null;
+};
+
 /**
  * The `warmup.status_changed` event of a transition, as a statement for the batch that makes it, placed just before
  * the UPDATE: it is written only if the warm-up is still `previous` there, so exactly when that UPDATE changes it, and
@@ -222,11 +230,11 @@ export async function setWarmup(ctx: Ctx, domain: DomainRow, input: WarmupInput,
     warmupStartedAt: startedAt,
     warmupPausedReason: input.enabled ? null : "paused by the account",
   } satisfies DomainRow;
-  // The domain is in the directory (`DB`), its event in the account's database: the status it had is read in the
-  // UPDATE's transaction, and the event written after it only if the status changed there, so an event never
-  // announces a change that was not made, and two requests racing announce one.
-  const [before] = await batch<{ warmup_status: WarmupStatus }>(shared, [
-    statement(shared, sql`SELECT warmup_status FROM domains WHERE id = ${domain.id}`),
+  // The domain is in the directory (`DB`), its event in the account's database: what it had is read in the UPDATE's
+  // transaction, and the event written after it only if the status changed there, so an event never announces a
+  // change that was not made, and two requests racing announce one.
+  const [before] = await batch<WarmupColumns>(shared, [
+    statement(shared, sql`SELECT warmup_status, warmup_schedule, warmup_started_at, warmup_paused_reason FROM domains WHERE id = ${domain.id}`),
     statement(
       shared,
       sql`UPDATE domains SET warmup_status = ${status}, warmup_schedule = ${JSON.stringify(schedule)}, warmup_started_at = ${startedAt},
@@ -234,10 +242,23 @@ export async function setWarmup(ctx: Ctx, domain: DomainRow, input: WarmupInput,
     ),
   ]);
   forgetCachedDomain(domain.id);
-  const previous = before?.results[0]?.warmup_status;
-  if (previous !== undefined && previous !== status) {
-    const input = warmupEvent(domain, previous, status);
-    await batch(db, [eventStatement(db, input)]);
+  const previous = before?.results[0];
+  if (previous && previous.warmup_status !== status) {
+    const input = warmupEvent(domain, previous.warmup_status, status);
+    try {
+      await batch(db, [eventStatement(db, input)]);
+    } catch (error) {
+      // Two databases' writes cannot be one transaction: a change whose event could not be stored is taken back (unless
+      // another change followed it), so the warm-up stays as it was and no change goes unannounced.
+      await statement(
+        shared,
+        sql`UPDATE domains SET warmup_status = ${previous.warmup_status}, warmup_schedule = ${previous.warmup_schedule},
+          warmup_started_at = ${previous.warmup_started_at}, warmup_paused_reason = ${previous.warmup_paused_reason}
+          WHERE id = ${domain.id} AND warmup_status = ${status}`,
+      ).run();
+      forgetCachedDomain(domain.id);
+      throw error;
+    }
     await dispatchEventInputs(ctx, [input]);
   }
   return updated;
