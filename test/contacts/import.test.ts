@@ -241,23 +241,23 @@ describe("import requests that are refused at once", () => {
   });
 });
 
-describe("the import consumer resumes", () => {
-  // Set up without the API so no queue message races the direct calls below.
-  async function stagedImport(csv: string, owner?: CreatedAccount) {
-    const account = owner ?? (await createAccount());
-    const id = `imp_test${crypto.randomUUID().replaceAll("-", "")}`;
-    const key = importObjectKey(account.id, id);
-    await env.BLOBS.put(key, csv);
-    const headerEnd = csv.indexOf("\n") + 1;
-    await d1Of(account)
-      .prepare(
-        `INSERT INTO contact_imports (id, account_id, status, mapping, input_key, input_offset, total) VALUES (?, ?, 'pending', '{"email":"email","first_name":"name"}', ?, ?, ?)`,
-      )
-      .bind(id, account.id, key, headerEnd, csv.trim().split("\n").length - 1)
-      .run();
-    return { account, id };
-  }
+// An import set up without the API, so no queue message races the direct calls of the tests that use it.
+async function stagedImport(csv: string, owner?: CreatedAccount) {
+  const account = owner ?? (await createAccount());
+  const id = `imp_test${crypto.randomUUID().replaceAll("-", "")}`;
+  const key = importObjectKey(account.id, id);
+  await env.BLOBS.put(key, csv);
+  const headerEnd = csv.indexOf("\n") + 1;
+  await d1Of(account)
+    .prepare(
+      `INSERT INTO contact_imports (id, account_id, status, mapping, input_key, input_offset, total) VALUES (?, ?, 'pending', '{"email":"email","first_name":"name"}', ?, ?, ?)`,
+    )
+    .bind(id, account.id, key, headerEnd, csv.trim().split("\n").length - 1)
+    .run();
+  return { account, id };
+}
 
+describe("the import consumer resumes", () => {
   it("chunk by chunk across invocations, and a stale or repeated run changes nothing", async () => {
     const rows = Array.from({ length: 23 }, (_, i) => `p${i}@example.com,Name ${i}`);
     rows[10] = "nope,Bad";
@@ -364,11 +364,13 @@ describe("the import consumer on the real queue", () => {
       const done = await waitForImport(account.api_key, id, 60_000);
       expect(done).toMatchObject({ status: "completed", total: 450, processed: 450, created: 450, updated: 0, failed: 0 });
       const messages = sends.mock.calls
-        .map(([body]) => body as { kind: string; import_id: string; offset: number })
+        .map(([body]) => body as { kind: string; import_id: string; offset: number; database?: string })
         .filter((body) => body.import_id === id);
       // The upload's message, then one per chunk of 100 that ran out of time.
       expect(messages.length).toBe(5);
       expect(messages.every((body) => body.kind === "contact_import")).toBe(true);
+      // Each names the account database the import is in, so the consumer goes straight to it.
+      expect(messages.every((body) => body.database === account.database)).toBe(true);
       const offsets = messages.map((body) => body.offset);
       expect([...offsets].sort((a, b) => a - b)).toEqual(offsets);
     } finally {
@@ -376,4 +378,10 @@ describe("the import consumer on the real queue", () => {
       sends.mockRestore();
     }
   }, 90_000);
+
+  it("runs an import whose message names no database (one sent before account databases) from wherever the import is", async () => {
+    const { account, id } = await stagedImport("email,name\nold1@example.com,A\nold2@example.com,B\n");
+    await env.VERIFY_QUEUE.send({ kind: "contact_import", import_id: id, offset: "email,name\n".length });
+    expect(await waitForImport(account.api_key, id, 30_000)).toMatchObject({ status: "completed", processed: 2, created: 2 });
+  }, 40_000);
 });
