@@ -132,11 +132,10 @@ export async function holdPastWarmupCaps(
     capped.set(domain.id, entry);
   }
 
-  const completions = [...completed.values()].map((domain) => ({ domain, transition: warmupTransition(db, domain, "active", "completed") }));
-  const statements = completions.flatMap(({ domain, transition }) => [
-    transition.event,
-    statement(db, sql`UPDATE domains SET warmup_status = 'completed' WHERE id = ${domain.id} AND warmup_status = 'active'`),
-  ]);
+  // The domains are in the directory (`DB`), their events in the account's database: the completions are made there
+  // first, and only the domains this run completed (not another consumer's) get an event, in this batch.
+  const completions = (await completeWarmups(ctx, [...completed.values()])).map((domain) => warmupEvent(domain, "active", "completed"));
+  const statements = completions.map((input) => eventStatement(db, input));
   if (early.length > 0) {
     const ids = early.map(({ id }) => id);
     // Their rows already carry the time they were given.
@@ -174,16 +173,47 @@ export async function holdPastWarmupCaps(
     }
   }
   if (statements.length === 0) return new Set();
-  const written = await batch(db, statements);
+  let written: D1Result[];
+  try {
+    written = await batch(db, statements);
+  } catch (error) {
+    // Not written with its event: the completion is taken back, and the batch's next delivery completes it again.
+    await undoCompletions(ctx, completions);
+    throw error;
+  }
   const overCap = reservations.filter((reservation) => (written[reservation.statement]?.results.length ?? 0) === 0);
 
-  await dispatchEventInputs(
-    ctx,
-    completions.map(({ transition }) => transition.input),
-  );
+  await dispatchEventInputs(ctx, completions);
   const held = [...early, ...overCap.map(({ id }) => ({ id, due: tomorrow }))];
   await enqueueHeld(ctx, held, now);
   return new Set(held.map(({ id }) => id));
+}
+
+/** Completes the warm-ups of `domains` still active in the directory; the ones this call completed. */
+async function completeWarmups(ctx: Ctx, domains: WarmupDomain[]): Promise<WarmupDomain[]> {
+  if (domains.length === 0) return [];
+  const { results } = await statement(
+    ctx.shared,
+    sql`UPDATE domains SET warmup_status = 'completed', updated_at = ${sqlNow}
+      WHERE ${inJsonArray(
+        sql`id`,
+        domains.map((domain) => domain.id),
+      )} AND warmup_status = 'active' RETURNING id`,
+  ).all<{ id: string }>();
+  const completed = new Set(results.map((row) => row.id));
+  for (const id of completed) forgetCachedDomain(id);
+  return domains.filter((domain) => completed.has(domain.id));
+}
+
+/** Takes back the completions whose events could not be written. */
+async function undoCompletions(ctx: Ctx, completions: EventInput[]): Promise<void> {
+  if (completions.length === 0) return;
+  const ids = completions.map((input) => input.subjectId);
+  await statement(
+    ctx.shared,
+    sql`UPDATE domains SET warmup_status = 'active' WHERE ${inJsonArray(sql`id`, ids)} AND warmup_status = 'completed'`,
+  ).run();
+  for (const id of ids) if (id) forgetCachedDomain(id);
 }
 
 /** Enqueues held messages again, each delayed until its due time (at most 12 hours: it waits again if it comes early). */
