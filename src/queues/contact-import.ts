@@ -1,4 +1,6 @@
-import { openCtx } from "../db/client";
+import { eq } from "drizzle-orm";
+import { databaseNameOf, findInAccountDatabases, openCtx } from "../db/client";
+import { contactImports } from "../db/schema";
 import { contactImportMessageSchema, failContactImport, importTuning, runContactImport, type ContactImportMessage } from "../domain/contacts/import";
 import { logError } from "../lib/log";
 
@@ -12,7 +14,6 @@ const LAST_ATTEMPT = 4;
  * it `processing` forever.
  */
 export async function consumeContactImportMessage(message: Message<unknown>, env: Env): Promise<void> {
-  const ctx = openCtx(env);
   const parsed = contactImportMessageSchema.safeParse(message.body);
   if (!parsed.success) {
     logError("malformed contact import message", { message_id: message.id, issues: parsed.error.issues });
@@ -21,10 +22,20 @@ export async function consumeContactImportMessage(message: Message<unknown>, env
     return;
   }
   const importId = parsed.data.import_id;
+  // The import's database: the one the message names, or (an older message, or the account moved since) wherever the
+  // import is. An import in none of them was purged or never committed: nothing to do.
+  const found = await findInAccountDatabases(env, parsed.data.database, (db) =>
+    db.select({ id: contactImports.id }).from(contactImports).where(eq(contactImports.id, importId)).get(),
+  );
+  if (!found) {
+    message.ack();
+    return;
+  }
+  const ctx = openCtx(env, undefined, { database: databaseNameOf(found.db) });
   try {
     const result = await runContactImport(ctx, importId, { deadline: Date.now() + importTuning.invocationBudgetMs });
     if (result.state === "continue") {
-      const next: ContactImportMessage = { kind: "contact_import", import_id: importId, offset: result.offset };
+      const next: ContactImportMessage = { kind: "contact_import", import_id: importId, offset: result.offset, database: databaseNameOf(ctx.db) };
       await env.VERIFY_QUEUE.send(next);
     }
     message.ack();

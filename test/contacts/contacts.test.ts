@@ -1,6 +1,5 @@
-import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { call, createAccount, createKey, json } from "../support/helpers";
+import { call, createAccount, createKey, d1Of, json } from "../support/helpers";
 import { createContact, createList, type Contact, type ErrorBody } from "../support/contacts";
 
 describe("POST /contacts creates or updates by address", () => {
@@ -30,7 +29,7 @@ describe("POST /contacts creates or updates by address", () => {
     expect(updated.created_at).toBe(created.created_at);
     expect(updated.updated_at >= created.updated_at).toBe(true);
 
-    const count = await env.DB.prepare("SELECT count(*) AS n FROM contacts WHERE account_id = ?").bind(account.id).first<{ n: number }>();
+    const count = await d1Of(account).prepare("SELECT count(*) AS n FROM contacts WHERE account_id = ?").bind(account.id).first<{ n: number }>();
     expect(count?.n).toBe(1);
   });
 
@@ -158,7 +157,10 @@ describe("reading, changing and deleting contacts", () => {
     expect(await json(deleted)).toEqual({ id: contact.id, deleted: true });
     expect((await call(`/api/v1/contacts/${contact.id}`, { key: account.api_key })).status).toBe(404);
     expect((await call(`/api/v1/contacts/${contact.id}`, { key: account.api_key, method: "DELETE" })).status).toBe(404);
-    const members = await env.DB.prepare("SELECT count(*) AS n FROM list_members WHERE contact_id = ?").bind(contact.id).first<{ n: number }>();
+    const members = await d1Of(account)
+      .prepare("SELECT count(*) AS n FROM list_members WHERE contact_id = ?")
+      .bind(contact.id)
+      .first<{ n: number }>();
     expect(members?.n).toBe(0);
   });
 });

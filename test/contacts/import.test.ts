@@ -4,7 +4,7 @@ import { describe, expect, it, vi } from "vitest";
 import { SQLiteAsyncDialect } from "drizzle-orm/sqlite-core";
 import { addMembersByKeySql, addToListsSql, contactUpsertSql } from "../../src/domain/contacts/contacts";
 import { importObjectKey, importTuning, runContactImport } from "../../src/domain/contacts/import";
-import { call, createAccount, json } from "../support/helpers";
+import { call, createAccount, d1Of, json, type CreatedAccount } from "../support/helpers";
 import {
   createContact,
   createList,
@@ -143,7 +143,7 @@ describe("CSV import through the queue", () => {
     const done = await waitForImport(account.api_key, (await json<ContactImport>(response)).id, 60_000);
     expect(done).toMatchObject({ status: "completed", total: 5000, processed: 5000, created: 4999, updated: 0, failed: 1 });
     expect(done.errors).toEqual([{ row: 1236, message: "Invalid email address (missing_at)" }]);
-    const count = await env.DB.prepare("SELECT count(*) AS n FROM contacts WHERE account_id = ?").bind(account.id).first<{ n: number }>();
+    const count = await d1Of(account).prepare("SELECT count(*) AS n FROM contacts WHERE account_id = ?").bind(account.id).first<{ n: number }>();
     expect(count?.n).toBe(4999);
   }, 90_000);
 
@@ -241,22 +241,23 @@ describe("import requests that are refused at once", () => {
   });
 });
 
-describe("the import consumer resumes", () => {
-  // Set up without the API so no queue message races the direct calls below.
-  async function stagedImport(csv: string) {
-    const account = await createAccount();
-    const id = `imp_test${crypto.randomUUID().replaceAll("-", "")}`;
-    const key = importObjectKey(account.id, id);
-    await env.BLOBS.put(key, csv);
-    const headerEnd = csv.indexOf("\n") + 1;
-    await env.DB.prepare(
+// An import set up without the API, so no queue message races the direct calls of the tests that use it.
+async function stagedImport(csv: string, owner?: CreatedAccount) {
+  const account = owner ?? (await createAccount());
+  const id = `imp_test${crypto.randomUUID().replaceAll("-", "")}`;
+  const key = importObjectKey(account.id, id);
+  await env.BLOBS.put(key, csv);
+  const headerEnd = csv.indexOf("\n") + 1;
+  await d1Of(account)
+    .prepare(
       `INSERT INTO contact_imports (id, account_id, status, mapping, input_key, input_offset, total) VALUES (?, ?, 'pending', '{"email":"email","first_name":"name"}', ?, ?, ?)`,
     )
-      .bind(id, account.id, key, headerEnd, csv.trim().split("\n").length - 1)
-      .run();
-    return { account, id };
-  }
+    .bind(id, account.id, key, headerEnd, csv.trim().split("\n").length - 1)
+    .run();
+  return { account, id };
+}
 
+describe("the import consumer resumes", () => {
   it("chunk by chunk across invocations, and a stale or repeated run changes nothing", async () => {
     const rows = Array.from({ length: 23 }, (_, i) => `p${i}@example.com,Name ${i}`);
     rows[10] = "nope,Bad";
@@ -265,33 +266,39 @@ describe("the import consumer resumes", () => {
     const states: string[] = [];
     for (let i = 0; i < 20; i++) {
       // A deadline in the past: one chunk per call, as if every invocation ran out of time.
-      const result = await runContactImport(openCtx(env), id, { deadline: 0, tuning });
+      const result = await runContactImport(openCtx(env, undefined, account), id, { deadline: 0, tuning });
       states.push(result.state);
       if (result.state !== "continue") break;
     }
     expect(states.at(-1)).toBe("completed");
     expect(states.filter((state) => state === "continue").length).toBeGreaterThanOrEqual(5);
-    const row = await env.DB.prepare("SELECT status, processed, created, updated, failed FROM contact_imports WHERE id = ?").bind(id).first();
+    const row = await d1Of(account).prepare("SELECT status, processed, created, updated, failed FROM contact_imports WHERE id = ?").bind(id).first();
     expect(row).toEqual({ status: "completed", processed: 23, created: 22, updated: 0, failed: 1 });
-    expect(await runContactImport(openCtx(env), id, { deadline: 0, tuning })).toEqual({ state: "completed", rowsRead: 0, rowsWritten: 0 });
-    const again = await env.DB.prepare("SELECT processed, created FROM contact_imports WHERE id = ?").bind(id).first();
+    expect(await runContactImport(openCtx(env, undefined, account), id, { deadline: 0, tuning })).toEqual({
+      state: "completed",
+      rowsRead: 0,
+      rowsWritten: 0,
+    });
+    const again = await d1Of(account).prepare("SELECT processed, created FROM contact_imports WHERE id = ?").bind(id).first();
     expect(again).toEqual({ processed: 23, created: 22 });
-    const errors = await env.DB.prepare("SELECT row, message FROM contact_import_errors WHERE import_id = ?").bind(id).all();
+    const errors = await d1Of(account).prepare("SELECT row, message FROM contact_import_errors WHERE import_id = ?").bind(id).all();
     expect(errors.results).toEqual([{ row: 12, message: "Invalid email address (missing_at)" }]);
-    const count = await env.DB.prepare("SELECT count(*) AS n FROM contacts WHERE account_id = ?").bind(account.id).first<{ n: number }>();
+    const count = await d1Of(account).prepare("SELECT count(*) AS n FROM contacts WHERE account_id = ?").bind(account.id).first<{ n: number }>();
     expect(count?.n).toBe(22);
   });
 
   it("two deliveries of the same chunk: one commits, the other is superseded without counting twice", async () => {
-    const { id } = await stagedImport("email,name\na@example.com,A\nb@example.com,B\nc@example.com,C\n");
+    const { account, id } = await stagedImport("email,name\na@example.com,A\nb@example.com,B\nc@example.com,C\n");
     const tuning = { rowsPerChunk: 2 };
     const [first, second] = await Promise.all([
-      runContactImport(openCtx(env), id, { deadline: 0, tuning }),
-      runContactImport(openCtx(env), id, { deadline: 0, tuning }),
+      runContactImport(openCtx(env, undefined, account), id, { deadline: 0, tuning }),
+      runContactImport(openCtx(env, undefined, account), id, { deadline: 0, tuning }),
     ]);
     expect([first.state, second.state].sort()).toEqual(["continue", "superseded"]);
-    expect(await runContactImport(openCtx(env), id, { deadline: Date.now() + 10_000, tuning })).toMatchObject({ state: "completed" });
-    const row = await env.DB.prepare("SELECT processed, created, updated FROM contact_imports WHERE id = ?").bind(id).first();
+    expect(await runContactImport(openCtx(env, undefined, account), id, { deadline: Date.now() + 10_000, tuning })).toMatchObject({
+      state: "completed",
+    });
+    const row = await d1Of(account).prepare("SELECT processed, created, updated FROM contact_imports WHERE id = ?").bind(id).first();
     expect(row).toEqual({ processed: 3, created: 3, updated: 0 });
   });
 
@@ -302,18 +309,18 @@ describe("the import consumer resumes", () => {
     const first = await stagedImport(`email,name\n${rows("w")}\n`);
     const list = await createList(first.account.api_key);
     const joinAccount = async (id: string) =>
-      env.DB.prepare("UPDATE contact_imports SET account_id = ?, list_id = ? WHERE id = ?").bind(first.account.id, list.id, id).run();
+      d1Of(first.account).prepare("UPDATE contact_imports SET account_id = ?, list_id = ? WHERE id = ?").bind(first.account.id, list.id, id).run();
     await joinAccount(first.id);
-    const created = await runContactImport(openCtx(env), first.id, { deadline: Date.now() + 30_000 });
+    const created = await runContactImport(openCtx(env, undefined, first.account), first.id, { deadline: Date.now() + 30_000 });
     // contacts: row + 4 index entries (primary key, account+email_key, account+created_at, account+lower(email_key));
     // list_members: row + 2 (primary key, contact_id); plus the chunk's progress update: the import's row and its
     // (status, updated_at) index entry, which the cron's sweep reads.
     expect(created).toMatchObject({ state: "completed", rowsWritten: 1000 * (5 + 3) + 2 });
 
     // The same addresses again (updates, memberships already there), then new ones into an account of 2,000.
-    const again = await stagedImport(`email,name\n${rows("w")}\n`);
+    const again = await stagedImport(`email,name\n${rows("w")}\n`, first.account);
     await joinAccount(again.id);
-    const updated = await runContactImport(openCtx(env), again.id, { deadline: Date.now() + 30_000 });
+    const updated = await runContactImport(openCtx(env, undefined, first.account), again.id, { deadline: Date.now() + 30_000 });
     expect(updated).toMatchObject({ state: "completed", rowsWritten: 1000 + 2 });
   });
 
@@ -357,11 +364,13 @@ describe("the import consumer on the real queue", () => {
       const done = await waitForImport(account.api_key, id, 60_000);
       expect(done).toMatchObject({ status: "completed", total: 450, processed: 450, created: 450, updated: 0, failed: 0 });
       const messages = sends.mock.calls
-        .map(([body]) => body as { kind: string; import_id: string; offset: number })
+        .map(([body]) => body as { kind: string; import_id: string; offset: number; database?: string })
         .filter((body) => body.import_id === id);
       // The upload's message, then one per chunk of 100 that ran out of time.
       expect(messages.length).toBe(5);
       expect(messages.every((body) => body.kind === "contact_import")).toBe(true);
+      // Each names the account database the import is in, so the consumer goes straight to it.
+      expect(messages.every((body) => body.database === account.database)).toBe(true);
       const offsets = messages.map((body) => body.offset);
       expect([...offsets].sort((a, b) => a - b)).toEqual(offsets);
     } finally {
@@ -369,4 +378,10 @@ describe("the import consumer on the real queue", () => {
       sends.mockRestore();
     }
   }, 90_000);
+
+  it("runs an import whose message names no database (one sent before account databases) from wherever the import is", async () => {
+    const { account, id } = await stagedImport("email,name\nold1@example.com,A\nold2@example.com,B\n");
+    await env.VERIFY_QUEUE.send({ kind: "contact_import", import_id: id, offset: "email,name\n".length });
+    expect(await waitForImport(account.api_key, id, 30_000)).toMatchObject({ status: "completed", processed: 2, created: 2 });
+  }, 40_000);
 });

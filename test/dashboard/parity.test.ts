@@ -2,7 +2,7 @@
 // what its form edits. Each refusal is asked of both, side by side.
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { call, createAccount, createKey, json } from "../support/helpers";
+import { call, createAccount, createKey, d1Of, json } from "../support/helpers";
 import { verifiedDomain } from "../support/sending";
 import { receiverPath, receiverUrl } from "../support/webhooks";
 import { cookieHeader, signIn, visit, type Browser } from "../support/dashboard";
@@ -38,7 +38,7 @@ async function campaignAccount(features = ["email_api", "smtp_relay", "campaigns
   const excluded = await json<{ id: string }>(await call("/api/v1/lists", { key, body: { name: "Staff" } }));
   await call(`/api/v1/lists/${list.id}/contacts`, { key, body: { emails: ["ann@example.com", "bob@example.com", "eve@example.com"] } });
   await call(`/api/v1/lists/${excluded.id}/contacts`, { key, body: { emails: ["eve@example.com"] } });
-  return { key, domain, sender: sender.id, list: list.id, excluded: excluded.id };
+  return { account, key, domain, sender: sender.id, list: list.id, excluded: excluded.id };
 }
 
 /** The editor's fields as the browser posts them for this draft: every control the page renders, as rendered. */
@@ -97,16 +97,14 @@ describe("the dashboard's draft editor", { timeout: 60_000 }, () => {
   });
 
   it("keeps lists the editor does not offer (past its first 100)", async () => {
-    const { key, sender } = await campaignAccount();
+    const { account, key, sender } = await campaignAccount();
     const oldest = await json<{ id: string }>(await call("/api/v1/lists", { key, body: { name: "Oldest" } }));
     // Newer lists push the oldest off the editor's first page (newest first).
-    await env.DB.batch(
+    await d1Of(account).batch(
       Array.from({ length: 150 }, (_, i) =>
-        env.DB.prepare("INSERT INTO lists (id, account_id, name) SELECT ?1, account_id, ?2 FROM lists WHERE id = ?3").bind(
-          `lst_bulk${String(i).padStart(3, "0")}${oldest.id.slice(-8)}`,
-          `Bulk ${i}`,
-          oldest.id,
-        ),
+        d1Of(account)
+          .prepare("INSERT INTO lists (id, account_id, name) SELECT ?1, account_id, ?2 FROM lists WHERE id = ?3")
+          .bind(`lst_bulk${String(i).padStart(3, "0")}${oldest.id.slice(-8)}`, `Bulk ${i}`, oldest.id),
       ),
     );
     const draft = await json<Campaign>(
@@ -152,7 +150,10 @@ describe("the dashboard refuses what the API refuses", { timeout: 60_000 }, () =
     expect(page.status).toBe(403);
     expect(await noticeOf(page)).toBe(apiBody.message);
     expect((await browser.get("/dashboard/ai")).status).toBe(403);
-    const requests = await env.DB.prepare("SELECT count(*) AS n FROM ai_requests WHERE account_id = ?1").bind(account.id).first<{ n: number }>();
+    const requests = await d1Of(account)
+      .prepare("SELECT count(*) AS n FROM ai_requests WHERE account_id = ?1")
+      .bind(account.id)
+      .first<{ n: number }>();
     expect(requests?.n).toBe(0);
   });
 

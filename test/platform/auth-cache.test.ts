@@ -3,7 +3,7 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { apiKeyCacheTtlMs, authenticateApiKey } from "../../src/domain/accounts/api-keys";
 import { credentialCacheTtlMs, findActiveCredential } from "../../src/domain/smtp/credentials";
-import { ADMIN_TOKEN, call, createAccount, createKey, json } from "../support/helpers";
+import { ADMIN_TOKEN, call, createAccount, createKey, d1Of, json } from "../support/helpers";
 import { verifiedDomain } from "../support/sending";
 
 // POST /send and the relay's /messages authenticate from a per-isolate cache for a few seconds (no D1 round trip).
@@ -59,7 +59,7 @@ describe("the API key cache", () => {
       const refused = await call("/api/v1/send", { key: key.key, body: { from, to: [rcpt("after")], subject: "x", text: "x" } });
       expect(refused.status).toBe(401);
     }
-    const rows = await env.DB.prepare("SELECT COUNT(*) AS n FROM messages WHERE account_id = ?").bind(account.id).first<{ n: number }>();
+    const rows = await d1Of(account).prepare("SELECT COUNT(*) AS n FROM messages WHERE account_id = ?").bind(account.id).first<{ n: number }>();
     expect(rows?.n).toBe(2);
   });
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { ADMIN_TOKEN, call, createAccount, createKey, json } from "../support/helpers";
+import { ADMIN_TOKEN, call, createAccount, createKey, d1OfAccount, json } from "../support/helpers";
 
 describe("API keys authenticate requests", () => {
   it("GET /me returns the account, limits, balances and the key's scopes", async () => {
@@ -294,10 +294,8 @@ describe("the operator API", () => {
     expect(topped.status).toBe(200);
     expect(await json(topped)).toMatchObject({ balances: { send: { balance: 15, available: 15 }, verify: { balance: 7 } } });
 
-    const { env } = await import("cloudflare:workers");
-    const ledger = await env.DB.prepare(
-      "SELECT balance, kind, amount, balance_after FROM credit_ledger WHERE account_id = ? ORDER BY balance, balance_after",
-    )
+    const ledger = await (await d1OfAccount(String(account.id)))
+      .prepare("SELECT balance, kind, amount, balance_after FROM credit_ledger WHERE account_id = ? ORDER BY balance, balance_after")
       .bind(account.id)
       .all();
     expect(ledger.results).toEqual([

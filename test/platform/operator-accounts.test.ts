@@ -49,7 +49,8 @@ describe("the operator's list of accounts", () => {
       expect(shown).toMatchObject({
         name: `Listed ${index}`,
         plan: "free",
-        database: "DB",
+        // where the account's rows are: new accounts go to the pool (wrangler.toml's ACCOUNT_DB_<n>), never to DB
+        database: expect.stringMatching(/^ACCOUNT_DB_\d+$/),
         balances: { send: { balance: send, reserved: 0, available: send }, verify: { balance: index, available: index } },
       });
       // each item is the account as GET /admin/v1/accounts/{id} shows it

@@ -1,10 +1,9 @@
-import { accountDb } from "../../src/db/client";
 import { env } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
 import { config } from "../../src/config";
 import { rollupStatements } from "../../src/domain/reports/rollups";
 import { unsubscribeToken } from "../../src/domain/sending/unsubscribe";
-import { call, createAccount, json } from "../support/helpers";
+import { call, createAccount, d1Of, dbOf, json } from "../support/helpers";
 import { audienceOf, campaignAccount, campaignMessages, sendCampaign, waitForStatus } from "../support/campaigns";
 
 // GET /reports/campaigns/{id} after a real campaign through the fan-out, the send queue and the dev mail sink, with
@@ -44,25 +43,23 @@ describe("GET /reports/campaigns/{id}", () => {
     await unsubscribe(first!.id, first!.email);
     await unsubscribe(first!.id, first!.email);
     // Opens as open tracking counts them (through the same rollup writer), and clicks per link as its redirect does.
-    await env.DB.batch(
+    const d1 = d1Of(setup.account);
+    await d1.batch(
       rollupStatements(
-        accountDb(env),
+        dbOf(setup.account),
         { accountId: setup.account.id, domain: "any.example", provider: "gmail", campaignId, stream: "broadcast" },
         { opens: 2, unique_opens: 1 },
       ),
     );
-    await env.DB.batch(
+    await d1.batch(
       [
         ["https://example.com/pricing", 2, 1],
         ["https://example.com/blog", 7, 3],
         ["https://example.com/about", 2, 2],
       ].map(([url, clicks, unique]) =>
-        env.DB.prepare("INSERT INTO campaign_links (campaign_id, url, clicks, unique_clicks) VALUES (?1, ?2, ?3, ?4)").bind(
-          campaignId,
-          url,
-          clicks,
-          unique,
-        ),
+        d1
+          .prepare("INSERT INTO campaign_links (campaign_id, url, clicks, unique_clicks) VALUES (?1, ?2, ?3, ?4)")
+          .bind(campaignId, url, clicks, unique),
       ),
     );
   }, 30_000);

@@ -1,6 +1,5 @@
-import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { call, json } from "../support/helpers";
+import { call, d1OfAccount, json } from "../support/helpers";
 import { audienceOf, campaignAccount, sendCampaign, waitForStatus } from "../support/campaigns";
 import { signIn } from "../support/dashboard";
 import { eventually, sinkRule, verifiedDomain } from "../support/sending";
@@ -16,7 +15,8 @@ const reportOf = async (key: string, id: string) => json<{ totals: Record<string
 const bounce = (address: string) => sinkRule({ match: address, phase: "rcpt", responses: [{ code: 550, message: "5.1.1 no such user" }] });
 
 async function completedEvent(accountId: string, campaignId: string) {
-  const row = await env.DB.prepare("SELECT data FROM events WHERE account_id = ?1 AND type = 'campaign.completed' AND subject_id = ?2")
+  const row = await (await d1OfAccount(accountId))
+    .prepare("SELECT data FROM events WHERE account_id = ?1 AND type = 'campaign.completed' AND subject_id = ?2")
     .bind(accountId, campaignId)
     .first<{ data: string }>();
   return JSON.parse(row!.data) as Record<string, unknown>;

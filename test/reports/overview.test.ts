@@ -3,12 +3,11 @@ import { env } from "cloudflare:workers";
 import { createExecutionContext, createMessageBatch } from "cloudflare:test";
 import { beforeAll, describe, expect, it } from "vitest";
 import { eq } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
 import { messages } from "../../src/db/schema";
 import { abandonMessages } from "../../src/domain/sending/deliver";
 import { recordOutcome, recordSkipped } from "../../src/domain/sending/outcome";
 import { consumeSendBatch } from "../../src/queues/send";
-import { call, createAccount, createKey, json } from "../support/helpers";
+import { call, createAccount, createKey, d1Of, dbOf, json, type CreatedAccount } from "../support/helpers";
 import { eventually, messageOf, publish, sinkRule, storedMessage, verifiedDomain } from "../support/sending";
 
 // GET /reports/overview over what the real pipeline did: POST /send, the send queue, the dev mail sink answering 250,
@@ -62,7 +61,7 @@ async function send(key: string, from: string, to: string[]) {
 }
 
 describe("GET /reports/overview after real sends", () => {
-  let account: { id: string; api_key: string };
+  let account: CreatedAccount;
   let mainDomain: string;
   let otherDomain: string;
   let report: Overview;
@@ -100,7 +99,9 @@ describe("GET /reports/overview after real sends", () => {
     const faulty = `ivy-${t}@example.org`;
     await sinkRule({ match: faulty, phase: "rcpt", responses: [{ code: 550, message: "5.1.1 No such user" }] });
     const stored = await storedMessage(account.id, second.id, `news@${mainDomain}`, faulty);
-    const batch = createMessageBatch("mailforge-send", [{ id: `q-${t}`, timestamp: new Date(), attempts: 1, body: { message_id: stored } }]);
+    const batch = createMessageBatch("mailforge-send", [
+      { id: `q-${t}`, timestamp: new Date(), attempts: 1, body: { message_id: stored, database: account.database } },
+    ]);
     createExecutionContext();
     await consumeSendBatch(batch, env);
     expect((await messageOf(key, stored)).status).toBe("bounced");
@@ -159,7 +160,7 @@ describe("recording an outcome twice", () => {
     const domain = await verifiedDomain(account.api_key);
     const to = `once-${tag()}@gmail.com`;
     const id = await storedMessage(account.id, domain.id, `hi@${domain.name}`, to);
-    const row = (await drizzle(env.DB).select().from(messages).where(eq(messages.id, id)).get())!;
+    const row = (await dbOf(account).select().from(messages).where(eq(messages.id, id)).get())!;
     const deferral = {
       ok: false as const,
       kind: "temporary" as const,
@@ -175,10 +176,10 @@ describe("recording an outcome twice", () => {
       perRecipient: [{ recipient: to, ok: true as const, code: 250, response: "250 ok" }],
     };
     // The same deferral recorded twice (a redelivered queue message), then the same delivery twice.
-    await env.DB.batch(recordOutcome(openCtx(env), row, [to], deferral).statements);
-    await env.DB.batch(recordOutcome(openCtx(env), { ...row, attempts: 1 }, [to], deferral).statements);
-    await env.DB.batch(recordOutcome(openCtx(env), { ...row, attempts: 1 }, [to], delivery).statements);
-    await env.DB.batch(recordOutcome(openCtx(env), { ...row, attempts: 2 }, [to], delivery).statements);
+    await d1Of(account).batch(recordOutcome(openCtx(env, undefined, account), row, [to], deferral).statements);
+    await d1Of(account).batch(recordOutcome(openCtx(env, undefined, account), { ...row, attempts: 1 }, [to], deferral).statements);
+    await d1Of(account).batch(recordOutcome(openCtx(env, undefined, account), { ...row, attempts: 1 }, [to], delivery).statements);
+    await d1Of(account).batch(recordOutcome(openCtx(env, undefined, account), { ...row, attempts: 2 }, [to], delivery).statements);
     expect((await overview(account.api_key)).totals).toEqual({ ...zero, sent: 1, delivered: 1, soft_bounces: 1 });
   });
 });
@@ -188,8 +189,8 @@ describe("outcomes recorded outside a delivery attempt", () => {
     const account = await createAccount({ send_credits: 10 });
     const domain = await verifiedDomain(account.api_key);
     const id = await storedMessage(account.id, domain.id, `hi@${domain.name}`, [`a-${tag()}@yahoo.com`, `b-${tag()}@example.net`]);
-    await abandonMessages(openCtx(env), [id]);
-    await abandonMessages(openCtx(env), [id]);
+    await abandonMessages(openCtx(env, undefined, account), [id]);
+    await abandonMessages(openCtx(env, undefined, account), [id]);
     const report = await overview(account.api_key);
     expect(report.totals).toEqual({ ...zero, sent: 2, failed: 2 });
     expect(report.providers.filter((row) => (row.failed ?? 0) > 0).map((row) => [row.provider, row.failed])).toEqual([
@@ -204,9 +205,10 @@ describe("outcomes recorded outside a delivery attempt", () => {
     const from = `hi@${domain.name}`;
     const skip = async (to: string, status: "suppressed" | "cancelled") => {
       const id = await storedMessage(account.id, domain.id, from, to);
-      const message = (await drizzle(env.DB).select().from(messages).where(eq(messages.id, id)).get())!;
+      const message = (await dbOf(account).select().from(messages).where(eq(messages.id, id)).get())!;
       // Twice, as a redelivered queue message would.
-      for (let i = 0; i < 2; i++) await env.DB.batch(recordSkipped(openCtx(env), message, [to], status, status).statements);
+      for (let i = 0; i < 2; i++)
+        await d1Of(account).batch(recordSkipped(openCtx(env, undefined, account), message, [to], status, status).statements);
     };
     await skip(`s-${tag()}@icloud.com`, "suppressed");
     await skip(`c-${tag()}@icloud.com`, "cancelled");

@@ -2,7 +2,7 @@ import { openCtx } from "../../src/db/client";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { providerOfDomain, providerOfMx, resolveProviders } from "../../src/domain/reports/providers";
-import { call, createAccount } from "../support/helpers";
+import { call, createAccount, d1Of } from "../support/helpers";
 import { eventually, messageOf, publish, verifiedDomain } from "../support/sending";
 
 // Mailbox providers by domain name, and by MX through the real dev DoH server and the D1 DNS cache.
@@ -107,7 +107,7 @@ describe("mailbox provider by MX, through the dev DoH server", () => {
     expect(sent.status).toBe(202);
     const { id } = (await sent.json()) as { id: string };
     await eventually(async () => ((await messageOf(account.api_key, id)).status === "sent" ? true : undefined));
-    const rows = await env.DB.prepare("SELECT email, provider FROM message_recipients WHERE message_id = ?1 ORDER BY email").bind(id).all();
+    const rows = await d1Of(account).prepare("SELECT email, provider FROM message_recipients WHERE message_id = ?1 ORDER BY email").bind(id).all();
     expect(rows.results).toEqual([
       { email: to[0], provider: "gmail" },
       { email: to[1], provider: "microsoft" },

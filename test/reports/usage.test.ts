@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { runDurableObjectAlarm } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { call, createAccount, createKey, json } from "../support/helpers";
+import { call, createAccount, createKey, d1OfAccount, json } from "../support/helpers";
 import { audienceOf, campaignAccount, sendCampaign, waitForStatus } from "../support/campaigns";
 import { eventually, messageOf, sinkRule, verifiedDomain } from "../support/sending";
 import { freshBulkSuffix, waitForJob } from "../support/verification";
@@ -28,10 +28,11 @@ const usageOf = async (key: string) => json<Usage>(await call("/api/v1/usage", {
 
 /** The ledger's movements, summed the way /usage names them. */
 async function ledgerTotals(accountId: string): Promise<Credits> {
-  const rows = await env.DB.prepare(
-    `SELECT balance || '_' || kind AS movement, SUM(ABS(amount)) AS total FROM credit_ledger
+  const rows = await (await d1OfAccount(accountId))
+    .prepare(
+      `SELECT balance || '_' || kind AS movement, SUM(ABS(amount)) AS total FROM credit_ledger
      WHERE account_id = ?1 AND (kind != 'top_up' OR reference_id LIKE 'monthly_verify:%') GROUP BY 1`,
-  )
+    )
     .bind(accountId)
     .all<{ movement: string; total: number }>();
   const of = (movement: string) => rows.results.find((row) => row.movement === movement)?.total ?? 0;

@@ -1,11 +1,9 @@
-import { env } from "cloudflare:workers";
 import { count, eq, sql } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
 import { beforeAll, describe, expect, it } from "vitest";
-import { statement, accountDb } from "../../src/db/client";
+import { statement } from "../../src/db/client";
 import { contacts, listMembers } from "../../src/db/schema";
 import { segmentWhere, type SegmentCondition } from "../../src/domain/segments/segments";
-import { call, createAccount, createKey, json, type CreatedAccount } from "../support/helpers";
+import { call, createAccount, createKey, d1Of, dbOf, json, type CreatedAccount } from "../support/helpers";
 import { createContact, createList, createTopic, type Contact, type ErrorBody } from "../support/contacts";
 
 type Segment = { id: string; name: string; match: "all" | "any"; conditions: SegmentCondition[]; created_at: string; updated_at: string };
@@ -25,8 +23,8 @@ async function countOf(key: string, segmentId: string, preview = true): Promise<
 
 const daysAgo = (days: number) => new Date(Date.now() - days * 86_400_000).toISOString();
 
-async function backdate(contactId: string, createdAt: string) {
-  await env.DB.prepare("UPDATE contacts SET created_at = ? WHERE id = ?").bind(createdAt, contactId).run();
+async function backdate(account: CreatedAccount, contactId: string, createdAt: string) {
+  await d1Of(account).prepare("UPDATE contacts SET created_at = ? WHERE id = ?").bind(createdAt, contactId).run();
 }
 
 describe("segment conditions against real contacts", () => {
@@ -44,7 +42,7 @@ describe("segment conditions against real contacts", () => {
     const add = async (name: string, body: Record<string, unknown>, createdAt?: string) => {
       const contact = await createContact(account.api_key, body);
       names.set(contact.id, name);
-      if (createdAt) await backdate(contact.id, createdAt);
+      if (createdAt) await backdate(account, contact.id, createdAt);
       return contact;
     };
     await add(
@@ -148,7 +146,7 @@ describe("segment conditions against real contacts", () => {
     expect(await audience([{ field: "status", op: "neq", value: "subscribed" }])).toEqual([]);
     expect(await audience([{ field: "status", op: "in", value: ["unsubscribed", "complained"] }])).toEqual([]);
     // The compiled condition itself selects by status: eve (unsubscribed) and gus (suppressed → unsubscribed).
-    const db = drizzle(env.DB);
+    const db = dbOf(account);
     const matched = await db
       .select({ id: contacts.id })
       .from(contacts)
@@ -271,14 +269,14 @@ describe("segment conditions against real contacts", () => {
     const segment = await createSegment(account.api_key, { name: "twenty", match: "all", conditions });
     expect(await countOf(account.api_key, segment.id, false)).toEqual({ count: 3 });
 
-    const db = drizzle(env.DB);
+    const db = dbOf(account);
     const where = segmentWhere(account.id, segment);
     const counted = await db.select({ total: count() }).from(contacts).where(where).get();
     // eve and gus match too: segmentWhere selects by the conditions alone; the audience rules come on top.
     expect(counted?.total).toBe(5);
     const target = await createList(account.api_key, "materialised");
     const inserted = await statement(
-      accountDb(env),
+      db,
       sql`INSERT INTO list_members (list_id, contact_id) SELECT ${target.id}, ${contacts.id} FROM ${contacts} WHERE ${where}`,
     ).run();
     expect(inserted.meta.changes).toBe(5);

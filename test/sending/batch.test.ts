@@ -1,6 +1,5 @@
-import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { call, createAccount, json } from "../support/helpers";
+import { call, createAccount, d1Of, d1OfAccount, json } from "../support/helpers";
 import { eventually, messageOf, sendBalance, sinkMessagesTo, verifiedDomain } from "../support/sending";
 
 // POST /send/batch through the real Worker, D1, the send queue and the dev SMTP sink.
@@ -16,7 +15,7 @@ async function setup(credits = 10) {
 type BatchAccepted = { data: { id: string; status: string; credits_charged: number; recipients: { email: string; status: string }[] }[] };
 
 const storedMessages = async (accountId: string) =>
-  (await env.DB.prepare("SELECT COUNT(*) AS n FROM messages WHERE account_id = ?").bind(accountId).first<{ n: number }>())!.n;
+  (await (await d1OfAccount(accountId)).prepare("SELECT COUNT(*) AS n FROM messages WHERE account_id = ?").bind(accountId).first<{ n: number }>())!.n;
 
 describe("POST /send/batch", () => {
   it("a batch of 3 gives 3 ids in order, charges 3 and delivers 3 mails", async () => {
@@ -163,7 +162,8 @@ describe("POST /send/batch", () => {
     });
     expect(response.status).toBe(402);
     expect(await storedMessages(account.id)).toBe(0);
-    const events = await env.DB.prepare("SELECT COUNT(*) AS n FROM events WHERE account_id = ? AND type = 'relay.suppressed'")
+    const events = await d1Of(account)
+      .prepare("SELECT COUNT(*) AS n FROM events WHERE account_id = ? AND type = 'relay.suppressed'")
       .bind(account.id)
       .first<{ n: number }>();
     expect(events!.n).toBe(0);

@@ -1,8 +1,7 @@
-import { env, exports } from "cloudflare:workers";
 import PostalMime from "postal-mime";
 import { describe, expect, it } from "vitest";
 import { signBridgeRequest } from "@mailforge/bridge-contract";
-import { call, createAccount, createKey, json } from "../support/helpers";
+import { call, createAccount, createKey, d1Of, json } from "../support/helpers";
 import { campaignAccount, campaignMessages } from "../support/campaigns";
 import { signIn } from "../support/dashboard";
 import { eventually, messageOf, sendBalance, sinkMessagesTo, sinkRaw, verifiedDomain, type SinkMessage } from "../support/sending";
@@ -316,7 +315,7 @@ describe("the relay and the API", () => {
 
 describe("a campaign message's record", () => {
   it("shows the subject its recipient saw, in GET /messages, GET /messages/{id}, its opened event and /content", async () => {
-    const { key, sender } = await campaignAccount();
+    const { account, key, sender } = await campaignAccount();
     const list = (await json<{ id: string }>(await call("/api/v1/lists", { key, body: { name: "bob" } }))).id;
     const bob = rcpt("bob");
     expect((await call("/api/v1/contacts", { key, body: { email: bob, first_name: "Bob", lists: [list] } })).status).toBeLessThan(300);
@@ -342,7 +341,10 @@ describe("a campaign message's record", () => {
     expect(content.subject).toBe("News for Bob");
     // An open after sending names the message by the subject its reader saw.
     const pixel = /src="(http:\/\/127\.0\.0\.1:8787\/t\/o\/[^"]+)"/.exec(received.html ?? "")![1]!;
-    await env.DB.prepare("UPDATE messages SET sent_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-60 seconds') WHERE id = ?1").bind(row!.id).run();
+    await d1Of(account)
+      .prepare("UPDATE messages SET sent_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-60 seconds') WHERE id = ?1")
+      .bind(row!.id)
+      .run();
     const reader = { "User-Agent": "Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Mobile/15E148" };
     expect((await exports.default.fetch(new Request(pixel.replace("http://127.0.0.1:8787", "http://localhost"), { headers: reader }))).status).toBe(
       200,

@@ -3,7 +3,7 @@ import { createExecutionContext, createMessageBatch, getQueueResult, waitOnExecu
 import { describe, expect, it } from "vitest";
 import { SmtpTransport } from "../../src/domain/transport/smtp";
 import { consumeSendBatch, consumeSendDeadLetters } from "../../src/queues/send";
-import { call, createAccount, json } from "../support/helpers";
+import { call, createAccount, d1Of, json, type CreatedAccount } from "../support/helpers";
 import { eventually, messageOf, sendBalance, sinkMessagesTo, sinkRule, storedMessage, verifiedDomain } from "../support/sending";
 
 const rcpt = (label: string) => `${label}-${crypto.randomUUID().slice(0, 8)}@example.net`;
@@ -26,10 +26,9 @@ const settled = (key: string, id: string) =>
     return ["queued", "sending", "deferred"].includes(message.status) ? undefined : message;
   }, 15_000);
 
-async function ledgerOf(id: string) {
-  const rows = await env.DB.prepare(
-    "SELECT kind, amount FROM credit_ledger WHERE reference_id = ?1 OR reference_id LIKE ?1 || ':%' ORDER BY created_at",
-  )
+async function ledgerOf(account: CreatedAccount, id: string) {
+  const rows = await d1Of(account)
+    .prepare("SELECT kind, amount FROM credit_ledger WHERE reference_id = ?1 OR reference_id LIKE ?1 || ':%' ORDER BY created_at")
     .bind(id)
     .all();
   return rows.results;
@@ -37,7 +36,7 @@ async function ledgerOf(id: string) {
 
 describe("delivery through the send queue to the provider", () => {
   it("retries after a 451 and delivers, charged once", async () => {
-    const { key, from } = await setup();
+    const { account, key, from } = await setup();
     const to = rcpt("greylisted");
     await sinkRule({ match: to, phase: "rcpt", responses: [{ code: 451, message: "4.7.1 Greylisted, try again later" }] });
     const id = await send(key, from, to);
@@ -48,13 +47,13 @@ describe("delivery through the send queue to the provider", () => {
       { email: to, status: "sent", smtp_response: expect.stringMatching(/^250/), opens: 0, clicks: 0, opened_at: null, clicked_at: null },
     ]);
     expect(await sinkMessagesTo(to)).toHaveLength(1);
-    expect(await ledgerOf(id)).toEqual([{ kind: "charge", amount: -1 }]);
+    expect(await ledgerOf(account, id)).toEqual([{ kind: "charge", amount: -1 }]);
     expect(await sendBalance(key)).toBe(9);
     expect(message.events.map((event) => event.type)).toEqual(["relay.sent"]);
   });
 
   it("bounces on 550 5.1.1: refunds the credit, suppresses the address, and skips it next time without charging", async () => {
-    const { key, from } = await setup();
+    const { account, key, from } = await setup();
     const to = rcpt("nobody");
     await sinkRule({ match: to, phase: "rcpt", responses: [{ code: 550, message: "5.1.1 <nobody>: Recipient address rejected: User unknown" }] });
     const id = await send(key, from, to);
@@ -63,7 +62,7 @@ describe("delivery through the send queue to the provider", () => {
     expect(message.recipients[0]).toMatchObject({ status: "bounced", smtp_response: expect.stringContaining("550 5.1.1") });
     expect(message.events.map((event) => event.type)).toEqual(["relay.bounced"]);
     expect(message.events[0]!.data).toMatchObject({ recipient: to, bounce_type: "hard", smtp_code: 550, enhanced_code: "5.1.1" });
-    expect(await ledgerOf(id)).toEqual([
+    expect(await ledgerOf(account, id)).toEqual([
       { kind: "charge", amount: -1 },
       { kind: "refund", amount: 1 },
     ]);
@@ -79,7 +78,7 @@ describe("delivery through the send queue to the provider", () => {
   });
 
   it("gives up after the last attempt when the provider keeps refusing: failed, refunded, relay.failed", async () => {
-    const { key, from } = await setup();
+    const { account, key, from } = await setup();
     const to = rcpt("unavailable");
     await sinkRule({ match: to, phase: "rcpt", responses: [{ code: 421, message: "4.3.2 Service not available, closing channel" }], times: 3 });
     const id = await send(key, from, to);
@@ -87,7 +86,7 @@ describe("delivery through the send queue to the provider", () => {
     expect(message.status).toBe("failed");
     expect(message.attempts).toBe(3);
     expect(message.events.map((event) => event.type)).toEqual(["relay.failed"]);
-    expect(await ledgerOf(id)).toEqual([
+    expect(await ledgerOf(account, id)).toEqual([
       { kind: "charge", amount: -1 },
       { kind: "refund", amount: 1 },
     ]);
@@ -105,7 +104,9 @@ describe("the send consumer", () => {
     // The suite retries with no delay (vitest.config.ts); the production base shows the doubling.
     const withBackoff = { ...env, SEND_RETRY_BASE_SECONDS: "60" };
     for (let attempt = 1; attempt <= 3; attempt++) {
-      const batch = createMessageBatch("mailforge-send", [{ id: `q${attempt}`, timestamp: new Date(), attempts: attempt, body: { message_id: id } }]);
+      const batch = createMessageBatch("mailforge-send", [
+        { id: `q${attempt}`, timestamp: new Date(), attempts: attempt, body: { message_id: id, database: account.database } },
+      ]);
       const ctx = createExecutionContext();
       // getQueueResult reports that a message was retried but not its delay, so the delay is read off the call.
       const queued = batch.messages[0]!;
@@ -126,18 +127,20 @@ describe("the send consumer", () => {
     const message = await messageOf(key, id);
     expect(message).toMatchObject({ status: "failed", attempts: 3 });
     expect(message.recipients[0]!.status).toBe("failed");
-    expect(await ledgerOf(id)).toEqual([
+    expect(await ledgerOf(account, id)).toEqual([
       { kind: "charge", amount: -1 },
       { kind: "refund", amount: 1 },
     ]);
   });
 
   it("does nothing for a message that was already delivered (at-least-once redelivery)", async () => {
-    const { key, from } = await setup();
+    const { account, key, from } = await setup();
     const to = rcpt("once");
     const id = await send(key, from, to);
     await settled(key, id);
-    const batch = createMessageBatch("mailforge-send", [{ id: "dup", timestamp: new Date(), attempts: 2, body: { message_id: id } }]);
+    const batch = createMessageBatch("mailforge-send", [
+      { id: "dup", timestamp: new Date(), attempts: 2, body: { message_id: id, database: account.database } },
+    ]);
     const ctx = createExecutionContext();
     await consumeSendBatch(batch, env);
     expect((await getQueueResult(batch, ctx)).explicitAcks).toEqual(["dup"]);
@@ -151,7 +154,7 @@ describe("the send consumer", () => {
     for (const to of recipients) ids.push(await storedMessage(account.id, domainId, from, to));
     const batch = createMessageBatch(
       "mailforge-send",
-      ids.map((id, i) => ({ id: `m${i}`, timestamp: new Date(), attempts: 1, body: { message_id: id } })),
+      ids.map((id, i) => ({ id: `m${i}`, timestamp: new Date(), attempts: 1, body: { message_id: id, database: account.database } })),
     );
     const ctx = createExecutionContext();
     await consumeSendBatch(batch, env);
@@ -168,15 +171,15 @@ describe("the send consumer", () => {
     for (const to of recipients) {
       const id = await storedMessage(account.id, domainId, from, to);
       // 3 MB of text each, kept in R2 as accepted large content is: four of them do not fit the budget together.
-      const row = await env.DB.prepare("SELECT content FROM messages WHERE id = ?").bind(id).first<{ content: string }>();
+      const row = await d1Of(account).prepare("SELECT content FROM messages WHERE id = ?").bind(id).first<{ content: string }>();
       const content = { ...JSON.parse(row!.content), text: `${"large body line\r\n".repeat(180_000)}` };
       await env.BLOBS.put(`messages/${id}.json`, JSON.stringify(content));
-      await env.DB.prepare("UPDATE messages SET content = NULL, content_key = ?2 WHERE id = ?1").bind(id, `messages/${id}.json`).run();
+      await d1Of(account).prepare("UPDATE messages SET content = NULL, content_key = ?2 WHERE id = ?1").bind(id, `messages/${id}.json`).run();
       ids.push(id);
     }
     const batch = createMessageBatch(
       "mailforge-send",
-      ids.map((id, i) => ({ id: `large${i}`, timestamp: new Date(), attempts: 1, body: { message_id: id } })),
+      ids.map((id, i) => ({ id: `large${i}`, timestamp: new Date(), attempts: 1, body: { message_id: id, database: account.database } })),
     );
     const ctx = createExecutionContext();
     // One connection: the messages wait for each other, so preparing ahead has to pause and resume.
@@ -194,7 +197,9 @@ describe("the send consumer", () => {
   it("dispatches a batch's events after handing the queue its answer, through waitUntil", async () => {
     const { account, from, domainId } = await setup();
     const id = await storedMessage(account.id, domainId, from, rcpt("after"));
-    const batch = createMessageBatch("mailforge-send", [{ id: "after", timestamp: new Date(), attempts: 1, body: { message_id: id } }]);
+    const batch = createMessageBatch("mailforge-send", [
+      { id: "after", timestamp: new Date(), attempts: 1, body: { message_id: id, database: account.database } },
+    ]);
     const ctx = createExecutionContext();
     const handedOver: Promise<unknown>[] = [];
     await consumeSendBatch(batch, env, {
@@ -206,7 +211,8 @@ describe("the send consumer", () => {
     expect(handedOver).toHaveLength(1);
     expect((await getQueueResult(batch, ctx)).explicitAcks).toEqual(["after"]);
     await waitOnExecutionContext(ctx);
-    const event = await env.DB.prepare("SELECT type, dispatched_at FROM events WHERE data LIKE ?1")
+    const event = await d1Of(account)
+      .prepare("SELECT type, dispatched_at FROM events WHERE data LIKE ?1")
       .bind(`%${id}%`)
       .first<{ type: string; dispatched_at: string | null }>();
     expect(event).toMatchObject({ type: "relay.sent", dispatched_at: expect.any(String) });
@@ -222,13 +228,15 @@ describe("the send consumer", () => {
   it("a message that lands in the dead-letter queue is marked failed and refunded, never left queued", async () => {
     const { account, key, from, domainId } = await setup();
     const id = await storedMessage(account.id, domainId, from, rcpt("dlq"));
-    const batch = createMessageBatch("mailforge-send-dlq", [{ id: "dead", timestamp: new Date(), attempts: 6, body: { message_id: id } }]);
+    const batch = createMessageBatch("mailforge-send-dlq", [
+      { id: "dead", timestamp: new Date(), attempts: 6, body: { message_id: id, database: account.database } },
+    ]);
     await consumeSendDeadLetters(batch, env);
     const message = await messageOf(key, id);
     expect(message.status).toBe("failed");
     expect(message.recipients.map((recipient) => recipient.status)).toEqual(["failed"]);
     expect(message.events.map((event) => event.type)).toEqual(["relay.failed"]);
-    expect(await ledgerOf(id)).toEqual([
+    expect(await ledgerOf(account, id)).toEqual([
       { kind: "charge", amount: -1 },
       { kind: "refund", amount: 1 },
     ]);
@@ -241,10 +249,10 @@ describe("the send consumer", () => {
     const goodId = await storedMessage(account.id, domainId, from, good);
     const brokenId = await storedMessage(account.id, domainId, from, broken);
     // Its content lives in R2 under a key that holds nothing.
-    await env.DB.prepare("UPDATE messages SET content = NULL, content_key = 'messages/missing.json' WHERE id = ?").bind(brokenId).run();
+    await d1Of(account).prepare("UPDATE messages SET content = NULL, content_key = 'messages/missing.json' WHERE id = ?").bind(brokenId).run();
     const batch = createMessageBatch("mailforge-send", [
-      { id: "good", timestamp: new Date(), attempts: 1, body: { message_id: goodId } },
-      { id: "broken", timestamp: new Date(), attempts: 1, body: { message_id: brokenId } },
+      { id: "good", timestamp: new Date(), attempts: 1, body: { message_id: goodId, database: account.database } },
+      { id: "broken", timestamp: new Date(), attempts: 1, body: { message_id: brokenId, database: account.database } },
     ]);
     const ctx = createExecutionContext();
     await consumeSendBatch(batch, env);

@@ -7,7 +7,7 @@ import { returnPath } from "../../src/domain/feedback/return-path";
 import { requeueLostMessages, sweepStaleClaims } from "../../src/domain/sending/recovery";
 import { SmtpTransport } from "../../src/domain/transport/smtp";
 import { consumeSendBatch } from "../../src/queues/send";
-import { createAccount, json } from "../support/helpers";
+import { createAccount, d1Of, json, type CreatedAccount } from "../support/helpers";
 import { eventually, messageOf, storedMessage, verifiedDomain } from "../support/sending";
 
 // The provider misbehaving at every step of the SMTP dialogue, and D1 failing after a send. Rules go to a sink of
@@ -38,22 +38,21 @@ async function delivered(address: string): Promise<{ id: string; rcpt_to: string
 }
 
 async function ledgerOf(id: string) {
-  const rows = await env.DB.prepare(
-    "SELECT kind, amount FROM credit_ledger WHERE reference_id = ?1 OR reference_id LIKE ?1 || ':%' ORDER BY created_at, kind",
-  )
+  const rows = await d1Of(account)
+    .prepare("SELECT kind, amount FROM credit_ledger WHERE reference_id = ?1 OR reference_id LIKE ?1 || ':%' ORDER BY created_at, kind")
     .bind(id)
     .all();
   return rows.results;
 }
 
 async function suppressed(accountId: string, email: string) {
-  return (await env.DB.prepare("SELECT 1 FROM suppressions WHERE account_id = ?1 AND email = ?2").bind(accountId, email).first()) !== null;
+  return (await d1Of(account).prepare("SELECT 1 FROM suppressions WHERE account_id = ?1 AND email = ?2").bind(accountId, email).first()) !== null;
 }
 
 /** One delivery attempt of one message through the consumer; what it told the queue. */
 async function attempt(id: string, transport = toFaultSink) {
   const batch = createMessageBatch("mailforge-send", [
-    { id: `q-${crypto.randomUUID()}`, timestamp: new Date(), attempts: 1, body: { message_id: id } },
+    { id: `q-${crypto.randomUUID()}`, timestamp: new Date(), attempts: 1, body: { message_id: id, database: account.database } },
   ]);
   const ctx = createExecutionContext();
   await consumeSendBatch(batch, env, { openTransport: transport });
@@ -63,7 +62,7 @@ async function attempt(id: string, transport = toFaultSink) {
 
 const rcpt = (label: string) => `${label}-${crypto.randomUUID().slice(0, 8)}@example.net`;
 
-let account: { id: string; api_key: string };
+let account: CreatedAccount;
 let from: string;
 let domainId: string;
 
@@ -248,15 +247,18 @@ describe("the provider refuses or fails at each step of the SMTP dialogue", () =
  */
 async function blockOutcomeWrites(id: string) {
   const name = `block_${crypto.randomUUID().replace(/-/g, "")}`;
-  await env.DB.prepare(
-    `CREATE TRIGGER ${name} BEFORE UPDATE OF status ON messages WHEN NEW.id = '${id}' AND NEW.status != 'sending' BEGIN SELECT RAISE(ABORT, 'database is locked'); END`,
-  ).run();
-  return { release: () => env.DB.prepare(`DROP TRIGGER IF EXISTS ${name}`).run() };
+  await d1Of(account)
+    .prepare(
+      `CREATE TRIGGER ${name} BEFORE UPDATE OF status ON messages WHEN NEW.id = '${id}' AND NEW.status != 'sending' BEGIN SELECT RAISE(ABORT, 'database is locked'); END`,
+    )
+    .run();
+  return { release: () => d1Of(account).prepare(`DROP TRIGGER IF EXISTS ${name}`).run() };
 }
 
 /** The messages' statuses, in the order of `ids` (read from D1: polling the API for 30 messages would hit its rate limit). */
 async function statuses(ids: string[]): Promise<string[]> {
-  const rows = await env.DB.prepare("SELECT id, status FROM messages WHERE id IN (SELECT value FROM json_each(?1))")
+  const rows = await d1Of(account)
+    .prepare("SELECT id, status FROM messages WHERE id IN (SELECT value FROM json_each(?1))")
     .bind(JSON.stringify(ids))
     .all<{ id: string; status: string }>();
   const byId = new Map(rows.results.map((row) => [row.id, row.status]));
@@ -293,8 +295,8 @@ describe("exactly one copy under at-least-once queues", () => {
     expect((await messageOf(account.api_key, id)).status).toBe("sending");
 
     // Not yet stale: the consumer could still be running.
-    expect(await sweepStaleClaims(openCtx(env))).toBe(0);
-    expect(await sweepStaleClaims(openCtx(env), new Date(Date.now() + 16 * 60_000))).toBe(1);
+    expect(await sweepStaleClaims(openCtx(env, undefined, account))).toBe(0);
+    expect(await sweepStaleClaims(openCtx(env, undefined, account), new Date(Date.now() + 16 * 60_000))).toBe(1);
     const message = await messageOf(account.api_key, id);
     expect(message.status).toBe("unknown");
     expect(message.recipients).toEqual([
@@ -314,7 +316,7 @@ describe("exactly one copy under at-least-once queues", () => {
     await fetch(`${faultSink}/api/hold?to=${encodeURIComponent(late)}`, { method: "PUT" });
     const batch = createMessageBatch(
       "mailforge-send",
-      ids.map((id, i) => ({ id: `w${i}`, timestamp: new Date(), attempts: 1, body: { message_id: id } })),
+      ids.map((id, i) => ({ id: `w${i}`, timestamp: new Date(), attempts: 1, body: { message_id: id, database: account.database } })),
     );
     const ctx = createExecutionContext();
     let consumer: Promise<void> | undefined;
@@ -355,21 +357,22 @@ describe("nothing stuck", () => {
     // As if the queue had refused it and the undo had failed too: queued, 20 minutes old, on no queue.
     const lost = await storedMessage(account.id, domainId, from, rcpt("lost"));
     const deferred = await storedMessage(account.id, domainId, from, rcpt("lost-retry"));
-    await env.DB.batch([
-      env.DB.prepare("UPDATE messages SET updated_at = ?2 WHERE id = ?1").bind(lost, new Date(Date.now() - 20 * 60_000).toISOString()),
-      env.DB.prepare("UPDATE messages SET status = 'deferred', attempts = 1, updated_at = ?2 WHERE id = ?1").bind(
-        deferred,
-        new Date(Date.now() - 20 * 60_000).toISOString(),
-      ),
+    await d1Of(account).batch([
+      d1Of(account)
+        .prepare("UPDATE messages SET updated_at = ?2 WHERE id = ?1")
+        .bind(lost, new Date(Date.now() - 20 * 60_000).toISOString()),
+      d1Of(account)
+        .prepare("UPDATE messages SET status = 'deferred', attempts = 1, updated_at = ?2 WHERE id = ?1")
+        .bind(deferred, new Date(Date.now() - 20 * 60_000).toISOString()),
     ]);
-    expect(await requeueLostMessages(openCtx(env))).toBe(2);
+    expect(await requeueLostMessages(openCtx(env, undefined, account))).toBe(2);
     // The real queue consumer (delivering to the main dev sink) picks both up.
     for (const messageId of [lost, deferred]) {
       await eventually(async () => ((await messageOf(key, messageId)).status === "sent" ? true : undefined), 15_000);
     }
     // A message that is simply waiting is left alone.
     const fresh = await storedMessage(account.id, domainId, from, rcpt("fresh"));
-    expect(await requeueLostMessages(openCtx(env))).toBe(0);
+    expect(await requeueLostMessages(openCtx(env, undefined, account))).toBe(0);
     expect((await messageOf(key, fresh)).status).toBe("queued");
   }, 40_000);
 
@@ -377,14 +380,18 @@ describe("nothing stuck", () => {
     // 150 lost messages: two sendBatch slices, 100 and 50.
     const ids = Array.from({ length: 150 }, (_, i) => `msg_lost${String(i).padStart(3, "0")}${crypto.randomUUID().slice(0, 8)}`);
     const longAgo = new Date(Date.now() - 20 * 60_000).toISOString();
-    await env.DB.batch([
-      env.DB.prepare(
-        `INSERT INTO messages (id, account_id, source, status, from_address, domain_id, subject, tags, metadata, content, credits_charged, updated_at)
+    await d1Of(account).batch([
+      d1Of(account)
+        .prepare(
+          `INSERT INTO messages (id, account_id, source, status, from_address, domain_id, subject, tags, metadata, content, credits_charged, updated_at)
          SELECT value, ?1, 'api', 'queued', ?2, ?3, 'Lost', '[]', '{}', '{}', 1, ?4 FROM json_each(?5)`,
-      ).bind(account.id, from, domainId, longAgo, JSON.stringify(ids)),
-      env.DB.prepare(
-        "INSERT INTO message_recipients (message_id, email, account_id, status) SELECT value, 'lost@example.net', ?1, 'queued' FROM json_each(?2)",
-      ).bind(account.id, JSON.stringify(ids)),
+        )
+        .bind(account.id, from, domainId, longAgo, JSON.stringify(ids)),
+      d1Of(account)
+        .prepare(
+          "INSERT INTO message_recipients (message_id, email, account_id, status) SELECT value, 'lost@example.net', ?1, 'queued' FROM json_each(?2)",
+        )
+        .bind(account.id, JSON.stringify(ids)),
     ]);
     const offered: string[][] = [];
     const firstRefused = {
@@ -394,10 +401,13 @@ describe("nothing stuck", () => {
       },
     } as unknown as Queue;
 
-    await expect(requeueLostMessages(openCtx({ ...env, SEND_QUEUE: firstRefused }))).rejects.toThrow("queue unavailable");
+    await expect(requeueLostMessages(openCtx({ ...env, SEND_QUEUE: firstRefused }, undefined, account))).rejects.toThrow("queue unavailable");
     expect(offered.flat()).toEqual(expect.arrayContaining(ids));
     expect(offered.every((slice) => slice.length <= 100)).toBe(true);
     // Left lost (and out of the sweeps of this file's other tests).
-    await env.DB.prepare("UPDATE messages SET status = 'cancelled' WHERE id IN (SELECT value FROM json_each(?1))").bind(JSON.stringify(ids)).run();
+    await d1Of(account)
+      .prepare("UPDATE messages SET status = 'cancelled' WHERE id IN (SELECT value FROM json_each(?1))")
+      .bind(JSON.stringify(ids))
+      .run();
   });
 });

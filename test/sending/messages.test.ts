@@ -1,6 +1,5 @@
-import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { call, createAccount, json } from "../support/helpers";
+import { call, createAccount, d1Of, json } from "../support/helpers";
 import { eventually, messageOf, sinkRule, storedMessage, verifiedDomain } from "../support/sending";
 
 // What GET /messages and GET /messages/{id} say about a message: its timeline, its credits and its statuses.
@@ -23,11 +22,11 @@ describe("the message record", () => {
     // Ids that sort against the insert order, so nothing but the write order can put them right.
     const written = [`evt_z${crypto.randomUUID().slice(0, 8)}`, `evt_m${crypto.randomUUID().slice(0, 8)}`, `evt_a${crypto.randomUUID().slice(0, 8)}`];
     const types = ["relay.sent", "relay.delivered", "relay.complained"];
-    await env.DB.batch(
+    await d1Of(account).batch(
       written.map((eventId, i) =>
-        env.DB.prepare(
-          "INSERT INTO events (id, account_id, type, subject_id, dedupe_key, data, created_at) VALUES (?1, ?2, ?3, ?4, ?5, '{}', ?6)",
-        ).bind(eventId, account.id, types[i], id, `${types[i]}:${id}`, at),
+        d1Of(account)
+          .prepare("INSERT INTO events (id, account_id, type, subject_id, dedupe_key, data, created_at) VALUES (?1, ?2, ?3, ?4, ?5, '{}', ?6)")
+          .bind(eventId, account.id, types[i], id, `${types[i]}:${id}`, at),
       ),
     );
     const message = await messageOf(account.api_key, id);
@@ -66,9 +65,9 @@ describe("the message record", () => {
     const { account, key, from, domainId } = await setup();
     const sending = await storedMessage(account.id, domainId, from, "ann@example.org");
     const unknown = await storedMessage(account.id, domainId, from, "bob@example.org");
-    await env.DB.batch([
-      env.DB.prepare("UPDATE messages SET status = 'sending', claimed_at = ?2 WHERE id = ?1").bind(sending, new Date().toISOString()),
-      env.DB.prepare("UPDATE messages SET status = 'unknown' WHERE id = ?1").bind(unknown),
+    await d1Of(account).batch([
+      d1Of(account).prepare("UPDATE messages SET status = 'sending', claimed_at = ?2 WHERE id = ?1").bind(sending, new Date().toISOString()),
+      d1Of(account).prepare("UPDATE messages SET status = 'unknown' WHERE id = ?1").bind(unknown),
     ]);
     expect((await messageOf(key, sending)).status).toBe("sending");
     expect((await messageOf(key, unknown)).status).toBe("unknown");

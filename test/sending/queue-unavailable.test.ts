@@ -5,7 +5,7 @@ import { createExecutionContext } from "cloudflare:test";
 import { expect, it, vi } from "vitest";
 import { findAccount } from "../../src/domain/accounts/accounts";
 import { acceptMessage, acceptMessages, type AcceptInput } from "../../src/domain/sending/accept";
-import { call, createAccount, json } from "../support/helpers";
+import { call, createAccount, d1Of, json } from "../support/helpers";
 import { messageOf, sendBalance, verifiedDomain } from "../support/sending";
 
 it("undoes an acceptance the send queue refuses: refunded, failed, and the Idempotency-Key free for the retry", async () => {
@@ -31,20 +31,20 @@ it("undoes an acceptance the send queue refuses: refunded, failed, and the Idemp
   } as unknown as Queue;
 
   const refused = await acceptMessage(
-    openCtx({ ...env, SEND_QUEUE: refusingQueue }, createExecutionContext()),
+    openCtx({ ...env, SEND_QUEUE: refusingQueue }, createExecutionContext(), account),
     { account, testMode: false },
     input,
     idempotency,
   );
   expect(refused).toEqual({ kind: "queue_unavailable" });
   expect(await sendBalance(created.api_key)).toBe(10);
-  const failed = await env.DB.prepare("SELECT id FROM messages WHERE account_id = ?").bind(account.id).first<{ id: string }>();
+  const failed = await d1Of(account).prepare("SELECT id FROM messages WHERE account_id = ?").bind(account.id).first<{ id: string }>();
   const message = await messageOf(created.api_key, failed!.id);
   expect(message.status).toBe("failed");
   expect(message.recipients.map((recipient) => recipient.status)).toEqual(["failed", "failed"]);
 
   // The client retries with the same key, as the 429 says: a new message is accepted, not a stale replay.
-  const retried = await acceptMessage(openCtx(env, createExecutionContext()), { account, testMode: false }, input, idempotency);
+  const retried = await acceptMessage(openCtx(env, createExecutionContext(), account), { account, testMode: false }, input, idempotency);
   expect(retried).toMatchObject({ kind: "accepted", replayed: false, body: { credits_charged: 2, status: "queued" } });
   expect(retried.kind === "accepted" && retried.body.id).not.toBe(failed!.id);
   expect(await sendBalance(created.api_key)).toBe(8);
@@ -73,7 +73,7 @@ it("undoes a whole batch the send queue refuses: every message failed, every cre
   } as unknown as Queue;
 
   const refused = await acceptMessages(
-    openCtx({ ...env, SEND_QUEUE: refusingQueue }, createExecutionContext()),
+    openCtx({ ...env, SEND_QUEUE: refusingQueue }, createExecutionContext(), account),
     { account, testMode: false },
     inputs,
     idempotency,
@@ -82,14 +82,15 @@ it("undoes a whole batch the send queue refuses: every message failed, every cre
   // Tried twice before giving up.
   expect(attempts).toBe(2);
   expect(await sendBalance(created.api_key)).toBe(10);
-  const stored = await env.DB.prepare("SELECT id, status FROM messages WHERE account_id = ? ORDER BY subject")
+  const stored = await d1Of(account)
+    .prepare("SELECT id, status FROM messages WHERE account_id = ? ORDER BY subject")
     .bind(account.id)
     .all<{ id: string; status: string }>();
   expect(stored.results.map((row) => row.status)).toEqual(["failed", "failed", "failed"]);
   for (const row of stored.results)
     expect((await messageOf(created.api_key, row.id)).recipients.map((recipient) => recipient.status)).toEqual(["failed"]);
 
-  const retried = await acceptMessages(openCtx(env, createExecutionContext()), { account, testMode: false }, inputs, idempotency);
+  const retried = await acceptMessages(openCtx(env, createExecutionContext(), account), { account, testMode: false }, inputs, idempotency);
   expect(retried).toMatchObject({ kind: "accepted", replayed: false });
   const ids = retried.kind === "accepted" ? retried.body.data.map((body) => body.id) : [];
   expect(ids).toHaveLength(3);

@@ -5,7 +5,7 @@ import { describe, expect, it, vi } from "vitest";
 import { deliverMessages } from "../../src/domain/sending/deliver";
 import { requeueLostMessages, sweepStaleClaims } from "../../src/domain/sending/recovery";
 import worker from "../../src/index";
-import { call, createAccount, createKey, json } from "../support/helpers";
+import { call, createAccount, createKey, d1Of, json } from "../support/helpers";
 import { eventually, messageOf, sendBalance, sinkMessagesTo, storedMessage, verifiedDomain } from "../support/sending";
 
 // Scheduled sends through the real Worker: D1, the send queue with its delays, the consumer and the dev SMTP sink.
@@ -56,7 +56,7 @@ describe("scheduled sends", () => {
   }, 60_000);
 
   it("one scheduled an hour ahead and cancelled shows cancelled, has its credit back once and emits relay.cancelled", async () => {
-    const { key, from } = await setup();
+    const { account, key, from } = await setup();
     const to = rcpt("cancel");
     const accepted = await schedule(key, from, to, secondsFromNow(3600));
     expect(await sendBalance(key)).toBe(9);
@@ -80,8 +80,8 @@ describe("scheduled sends", () => {
     expect(await sendBalance(key)).toBe(10);
 
     // Even once its time comes, a cancelled message is not sent by the consumer or the cron.
-    await env.DB.prepare("UPDATE messages SET scheduled_at = ?2 WHERE id = ?1").bind(accepted.id, secondsFromNow(-600)).run();
-    await deliverMessages(openCtx(env), [accepted.id]);
+    await d1Of(account).prepare("UPDATE messages SET scheduled_at = ?2 WHERE id = ?1").bind(accepted.id, secondsFromNow(-600)).run();
+    await deliverMessages(openCtx(env, undefined, account), [accepted.id]);
     await runCron();
     await sleep(1_000);
     expect(await delivered(to)).toBe(0);
@@ -179,23 +179,25 @@ describe("scheduled sends", () => {
   });
 
   it("a send scheduled past the queue's 12-hour delay limit is left to the cron, which does not send it early and hands it over when due", async () => {
-    const { key, from } = await setup();
+    const { account, key, from } = await setup();
     const to = rcpt("far");
     const accepted = await schedule(key, from, to, secondsFromNow(20 * 3600));
     // Neither the cron nor the recovery sweeps touch it while it is not due, even with its row long untouched.
-    await env.DB.prepare("UPDATE messages SET updated_at = ?2, created_at = ?2 WHERE id = ?1")
+    await d1Of(account)
+      .prepare("UPDATE messages SET updated_at = ?2, created_at = ?2 WHERE id = ?1")
       .bind(accepted.id, secondsFromNow(-3 * 3600))
       .run();
     await runCron();
-    expect(await requeueLostMessages(openCtx(env))).toBe(0);
-    expect(await sweepStaleClaims(openCtx(env))).toBe(0);
+    expect(await requeueLostMessages(openCtx(env, undefined, account))).toBe(0);
+    expect(await sweepStaleClaims(openCtx(env, undefined, account))).toBe(0);
     await sleep(1_000);
     expect(await delivered(to)).toBe(0);
     expect((await messageOf(key, accepted.id)).status).toBe("scheduled");
 
     // Time passes: it was scheduled 20 hours ahead and that time is now a few seconds away. The cron's run hands it
     // to the queue for that time.
-    await env.DB.prepare("UPDATE messages SET scheduled_at = ?2, updated_at = ?3 WHERE id = ?1")
+    await d1Of(account)
+      .prepare("UPDATE messages SET scheduled_at = ?2, updated_at = ?3 WHERE id = ?1")
       .bind(accepted.id, secondsFromNow(3), secondsFromNow(3 - 20 * 3600))
       .run();
     await runCron();
@@ -209,7 +211,7 @@ describe("scheduled sends", () => {
     const to = rcpt("lost");
     // Stored as acceptance leaves it, but with no queue message at all.
     const id = await storedMessage(account.id, domain.id, `hello@${domain.name}`, to);
-    await env.DB.prepare("UPDATE messages SET status = 'scheduled', scheduled_at = ?2 WHERE id = ?1").bind(id, secondsFromNow(-600)).run();
+    await d1Of(account).prepare("UPDATE messages SET status = 'scheduled', scheduled_at = ?2 WHERE id = ?1").bind(id, secondsFromNow(-600)).run();
     await runCron();
     await eventually(async () => ((await delivered(to)) > 0 ? true : undefined), 30_000);
     expect((await messageOf(key, id)).status).toBe("sent");
@@ -221,7 +223,10 @@ describe("scheduled sends", () => {
       const to = rcpt(`race${round}`);
       const id = await storedMessage(account.id, domain.id, `hello@${domain.name}`, to);
       const before = await sendBalance(key);
-      const [cancel] = await Promise.all([call(`/api/v1/messages/${id}/cancel`, { key, method: "POST" }), deliverMessages(openCtx(env), [id])]);
+      const [cancel] = await Promise.all([
+        call(`/api/v1/messages/${id}/cancel`, { key, method: "POST" }),
+        deliverMessages(openCtx(env, undefined, account), [id]),
+      ]);
       const message = await messageOf(key, id);
       if (cancel.status === 200) {
         expect(message.status).toBe("cancelled");

@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import PostalMime from "postal-mime";
 import { describe, expect, it } from "vitest";
-import { ADMIN_TOKEN, call, createAccount, createKey, json } from "../support/helpers";
+import { ADMIN_TOKEN, call, createAccount, createKey, d1Of, d1OfAccount, json } from "../support/helpers";
 import { eventually, messageOf, sendBalance, sinkMessagesTo, sinkRaw, verifiedDomain } from "../support/sending";
 
 const pdf = btoa("%PDF-1.4 tiny test document");
@@ -114,13 +114,13 @@ describe("POST /send", () => {
   });
 
   it("charges one credit per deliverable recipient and lists them", async () => {
-    const { key, from } = await setup();
+    const { account, key, from } = await setup();
     const to = [rcpt("a"), rcpt("b"), rcpt("c")];
     const before = await sendBalance(key);
     const accepted = await json(await call("/api/v1/send", { key, body: { from, to, subject: "Hello", text: "Hi" } }));
     expect(accepted).toMatchObject({ credits_charged: 3, status: "queued" });
     expect(await sendBalance(key)).toBe(before - 3);
-    const ledger = await env.DB.prepare("SELECT kind, amount, reference_id FROM credit_ledger WHERE reference_id = ?").bind(accepted.id).all();
+    const ledger = await d1Of(account).prepare("SELECT kind, amount, reference_id FROM credit_ledger WHERE reference_id = ?").bind(accepted.id).all();
     expect(ledger.results).toEqual([{ kind: "charge", amount: -3, reference_id: accepted.id }]);
   });
 
@@ -341,7 +341,10 @@ describe("POST /send", () => {
     expect(refused).toMatchObject({ code: "insufficient_credits", message: expect.stringContaining("Not enough sending credits") });
     expect(await sendBalance(key)).toBe(0);
     const me = await json<{ id: string }>(await call("/api/v1/me", { key }));
-    const rows = await env.DB.prepare("SELECT count(*) AS n FROM messages WHERE account_id = ?").bind(me.id).first<{ n: number }>();
+    const rows = await (await d1OfAccount(me.id))
+      .prepare("SELECT count(*) AS n FROM messages WHERE account_id = ?")
+      .bind(me.id)
+      .first<{ n: number }>();
     expect(rows?.n).toBe(20);
   });
 
@@ -396,7 +399,7 @@ describe("POST /send", () => {
     expect(limited.status).toBe(429);
     expect(await json(limited)).toMatchObject({ code: "daily_limit_reached" });
     expect(await contentObjects()).toEqual([...before, `messages/${accepted.id}.json`].sort());
-    const stored = await env.DB.prepare("SELECT id, content_key FROM messages WHERE account_id = ?").bind(me.id).all();
+    const stored = await (await d1OfAccount(me.id)).prepare("SELECT id, content_key FROM messages WHERE account_id = ?").bind(me.id).all();
     expect(stored.results).toEqual([{ id: accepted.id, content_key: `messages/${accepted.id}.json` }]);
   });
 

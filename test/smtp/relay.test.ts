@@ -2,7 +2,7 @@ import { env, exports } from "cloudflare:workers";
 import PostalMime from "postal-mime";
 import { describe, expect, it } from "vitest";
 import { signBridgeRequest } from "@mailforge/bridge-contract";
-import { ADMIN_TOKEN, call, createAccount, json } from "../support/helpers";
+import { ADMIN_TOKEN, call, createAccount, d1Of, json } from "../support/helpers";
 import { eventually, messageOf, sendBalance, sinkMessagesTo, sinkRaw, verifiedDomain } from "../support/sending";
 
 // The internal relay API as the SMTP bridge calls it: every request signed with BRIDGE_SECRET.
@@ -278,7 +278,7 @@ describe("POST /internal/relay/messages", () => {
 
     await call(`/api/v1/smtp-credentials/${credential.id}`, { key: account.api_key, method: "DELETE" });
     expect((await relay("/messages", payload)).status).toBe(401);
-    const rows = await env.DB.prepare("SELECT COUNT(*) AS n FROM messages WHERE account_id = ?").bind(account.id).first<{ n: number }>();
+    const rows = await d1Of(account).prepare("SELECT COUNT(*) AS n FROM messages WHERE account_id = ?").bind(account.id).first<{ n: number }>();
     expect(rows?.n).toBe(0);
   });
 });
@@ -300,12 +300,13 @@ describe("a submission sent again", () => {
     ].join("\r\n");
     const payload = { credential_id: credential.id, mail_from: `app@${domain.name}`, rcpt_to: [to], raw: base64(raw) };
     const messagesOf = async () =>
-      (await env.DB.prepare("SELECT id FROM messages WHERE account_id = ? ORDER BY id").bind(account.id).all<{ id: string }>()).results.map(
+      (await d1Of(account).prepare("SELECT id FROM messages WHERE account_id = ? ORDER BY id").bind(account.id).all<{ id: string }>()).results.map(
         (row) => row.id,
       );
     const charges = async () =>
       (
-        await env.DB.prepare("SELECT reference_id, amount FROM credit_ledger WHERE account_id = ? AND kind = 'charge'")
+        await d1Of(account)
+          .prepare("SELECT reference_id, amount FROM credit_ledger WHERE account_id = ? AND kind = 'charge'")
           .bind(account.id)
           .all<{ reference_id: string; amount: number }>()
       ).results;
@@ -447,7 +448,7 @@ describe("From, Sender and Bcc of relayed messages", () => {
         raw: base64([...headers, `To: ${to}`, "Subject: headers", "", "body", ""].join("\r\n")),
       });
     const stored = async () =>
-      (await env.DB.prepare("SELECT COUNT(*) AS n FROM messages WHERE account_id = ?").bind(account.id).first<{ n: number }>())?.n;
+      (await d1Of(account).prepare("SELECT COUNT(*) AS n FROM messages WHERE account_id = ?").bind(account.id).first<{ n: number }>())?.n;
     return { account, credential, domain, send, stored };
   }
 

@@ -1,9 +1,11 @@
+export type D1Usage = { roundTrips: number; statements: number; rowsChanged: number; rowsWritten: number; queries: string[] };
+
 /**
  * The real binding, counting what is asked of it: round trips, statements and the rows D1 reports written; `queries`
- * keeps the text of every statement prepared, so a test can tell which tables a path writes.
+ * keeps the text of every statement prepared, so a test can tell which tables a path writes. Several bindings given
+ * the same `usage` are counted together (a path that reaches the directory in `DB` and an account database).
  */
-export function countingD1(d1: D1Database) {
-  const usage = { roundTrips: 0, statements: 0, rowsChanged: 0, rowsWritten: 0, queries: [] as string[] };
+export function countingD1(d1: D1Database, usage: D1Usage = { roundTrips: 0, statements: 0, rowsChanged: 0, rowsWritten: 0, queries: [] }) {
   const roundTrip = <T>(run: () => T): T => {
     usage.roundTrips += 1;
     return run();

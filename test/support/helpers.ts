@@ -33,12 +33,15 @@ export function d1Of(account: { database: string }): D1Database {
   return (env as unknown as Record<string, D1Database>)[account.database]!;
 }
 
-/** The D1 binding that holds the rows of the account with this id (read from the directory in `DB`). */
-export async function d1OfAccount(accountId: string): Promise<D1Database> {
+/** Where the account with this id keeps its rows, as the directory in `DB` says: for `d1Of` and `dbOf`. */
+export async function databaseOfAccount(accountId: string): Promise<{ database: string }> {
   const row = await env.DB.prepare("SELECT database FROM accounts WHERE id = ?").bind(accountId).first<{ database: string }>();
   if (!row) throw new Error(`no account ${accountId}`);
-  return d1Of(row);
+  return row;
 }
+
+/** The D1 binding that holds the rows of the account with this id (read from the directory in `DB`). */
+export const d1OfAccount = async (accountId: string): Promise<D1Database> => d1Of(await databaseOfAccount(accountId));
 
 /** The Drizzle handle for an account's rows, for a test that calls a domain function directly. */
 export const dbOf = (account: { database: string }): AccountDb => accountDb(env, account);

@@ -1,9 +1,9 @@
-import { accountDb, sharedDb } from "../../src/db/client";
+import { sharedDb } from "../../src/db/client";
 import { env } from "cloudflare:workers";
 import { expect } from "vitest";
 import { chargeStatements } from "../../src/domain/credits/ledger";
 import { createDomain, generateDomainKeys, type DomainKeys } from "../../src/domain/domains/domains";
-import { call, json } from "./helpers";
+import { call, d1Of, databaseOfAccount, dbOf, json } from "./helpers";
 
 type DomainRecord = { type: string; name: string; value: string; purpose: string; status: string };
 export type Domain = { id: string; name: string; status: string; records: DomainRecord[] };
@@ -123,18 +123,18 @@ export async function storedMessage(accountId: string, domainId: string, from: s
   const recipients = Array.isArray(to) ? to : [to];
   const id = `msg_direct${crypto.randomUUID().replace(/-/g, "").slice(0, 16)}`;
   const content = JSON.stringify({ kind: "compose", to: recipients, text: "Hello", variables: {}, attachments: [] });
-  await env.DB.batch([
-    ...chargeStatements(accountDb(env), { accountId, balance: "send", amount: recipients.length, referenceId: id }),
-    env.DB.prepare(
-      `INSERT INTO messages (id, account_id, source, status, from_address, domain_id, subject, tags, metadata, content, credits_charged)
+  const account = await databaseOfAccount(accountId);
+  const d1 = d1Of(account);
+  await d1.batch([
+    ...chargeStatements(dbOf(account), { accountId, balance: "send", amount: recipients.length, referenceId: id }),
+    d1
+      .prepare(
+        `INSERT INTO messages (id, account_id, source, status, from_address, domain_id, subject, tags, metadata, content, credits_charged)
        VALUES (?1, ?2, 'api', 'queued', ?3, ?4, 'Direct', '[]', '{}', ?5, ?6)`,
-    ).bind(id, accountId, from, domainId, content, recipients.length),
+      )
+      .bind(id, accountId, from, domainId, content, recipients.length),
     ...recipients.map((email) =>
-      env.DB.prepare("INSERT INTO message_recipients (message_id, email, account_id, status) VALUES (?1, ?2, ?3, 'queued')").bind(
-        id,
-        email,
-        accountId,
-      ),
+      d1.prepare("INSERT INTO message_recipients (message_id, email, account_id, status) VALUES (?1, ?2, ?3, 'queued')").bind(id, email, accountId),
     ),
   ]);
   return id;

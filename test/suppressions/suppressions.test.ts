@@ -1,8 +1,6 @@
-import { accountDb } from "../../src/db/client";
-import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { normalizeSuppressionEmail, suppressionStatements } from "../../src/domain/suppressions/suppressions";
-import { call, createAccount, createKey, json } from "../support/helpers";
+import { call, createAccount, createKey, d1Of, dbOf, json } from "../support/helpers";
 import { createContact, type Contact, type ErrorBody } from "../support/contacts";
 
 type Suppression = { email: string; reason: string; scope: string; source_message_id: string | null; created_at: string };
@@ -27,8 +25,8 @@ describe("the suppression list", () => {
     expect(await json<Contact>(await call(`/api/v1/contacts/${contact.id}`, { key: account.api_key }))).toMatchObject({ status: "unsubscribed" });
 
     const bounced = await createContact(account.api_key, { email: "bounce@example.com" });
-    await env.DB.batch(
-      suppressionStatements(accountDb(env), {
+    await d1Of(account).batch(
+      suppressionStatements(dbOf(account), {
         accountId: account.id,
         email: "Bounce@example.com",
         reason: "bounce",
@@ -38,12 +36,12 @@ describe("the suppression list", () => {
     );
     expect(await json<Contact>(await call(`/api/v1/contacts/${bounced.id}`, { key: account.api_key }))).toMatchObject({ status: "bounced" });
     // A later, weaker reason does not hide the bounce; a complaint is stronger.
-    await env.DB.batch(
-      suppressionStatements(accountDb(env), { accountId: account.id, email: "bounce@example.com", reason: "unsubscribe", scope: "broadcast" }),
+    await d1Of(account).batch(
+      suppressionStatements(dbOf(account), { accountId: account.id, email: "bounce@example.com", reason: "unsubscribe", scope: "broadcast" }),
     );
     expect(await json<Contact>(await call(`/api/v1/contacts/${bounced.id}`, { key: account.api_key }))).toMatchObject({ status: "bounced" });
-    await env.DB.batch(
-      suppressionStatements(accountDb(env), { accountId: account.id, email: "bounce@example.com", reason: "complaint", scope: "all" }),
+    await d1Of(account).batch(
+      suppressionStatements(dbOf(account), { accountId: account.id, email: "bounce@example.com", reason: "complaint", scope: "all" }),
     );
     expect(await json<Contact>(await call(`/api/v1/contacts/${bounced.id}`, { key: account.api_key }))).toMatchObject({ status: "complained" });
     // The first entry of each scope is kept.
@@ -96,7 +94,7 @@ describe("the suppression list", () => {
     const account = await createAccount();
     const emails = ["a|1@example.com", "b@example.com", "c|3@example.com", "d@example.com", "e@example.com"];
     for (const email of emails)
-      await env.DB.batch(suppressionStatements(accountDb(env), { accountId: account.id, email, reason: "manual", scope: "all" }));
+      await d1Of(account).batch(suppressionStatements(dbOf(account), { accountId: account.id, email, reason: "manual", scope: "all" }));
     const seen: string[] = [];
     let cursor: string | null = null;
     do {

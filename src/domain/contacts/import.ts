@@ -28,6 +28,11 @@ export const contactImportMessageSchema = z.object({
   import_id: z.string().min(1),
   /** Byte offset the import had reached when the message was sent (informational: D1 holds the truth). */
   offset: z.number().int().nonnegative(),
+  /**
+   * The account database holding the import (its binding name). Absent on messages sent before account databases,
+   * and stale once the account moved: the consumer then looks in the others.
+   */
+  database: z.string().optional(),
 });
 export type ContactImportMessage = z.infer<typeof contactImportMessageSchema>;
 

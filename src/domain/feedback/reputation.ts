@@ -5,7 +5,7 @@
 
 import { sql } from "drizzle-orm";
 import { config } from "../../config";
-import { inJsonArray, sqlNow, sqlToday, statement, type AccountDb, type Ctx, batch } from "../../db/client";
+import { inJsonArray, sqlNow, sqlToday, statement, type AccountDb, type Ctx, type SharedDb, batch } from "../../db/client";
 import { dispatchEventInputs } from "../webhooks/dispatch";
 import { warmupTransition } from "./warmup";
 
@@ -36,9 +36,16 @@ function ratesQuery(domainIds: readonly string[] | undefined) {
     GROUP BY d.id`;
 }
 
-/** Today's rates of one domain (zeros when it sent nothing today). */
-export async function domainRates(db: AccountDb, domainId: string): Promise<DomainRates> {
-  const row = await statement(db, ratesQuery([domainId])).first<RatesRow>();
+/**
+ * Today's rates of one domain (zeros when it sent nothing today), from its account's rollups: the domain's row is in
+ * the directory (`DB`), its rollups in the account's database, so this reads the rollups alone.
+ */
+export async function domainRates(db: AccountDb, domain: { accountId: string; name: string }): Promise<DomainRates> {
+  const row = await statement(
+    db,
+    sql`SELECT COALESCE(SUM(sent), 0) AS sent, COALESCE(SUM(hard_bounces), 0) AS bounces, COALESCE(SUM(complaints), 0) AS complaints
+      FROM daily_stats WHERE account_id = ${domain.accountId} AND domain = ${domain.name} AND day = ${sqlToday}`,
+  ).first<Pick<RatesRow, "sent" | "bounces" | "complaints">>();
   const sent = row?.sent ?? 0;
   const hardBounces = row?.bounces ?? 0;
   const complaints = row?.complaints ?? 0;
@@ -94,8 +101,8 @@ export async function evaluateReputation(ctx: Ctx, domainIds?: readonly string[]
 
 const percent = (value: number) => `${(value * 100).toFixed(value < 0.01 ? 2 : 1)}%`;
 
-/** Clears a held domain (an operator's decision); false when it was not held. */
-export async function clearReputationHold(db: AccountDb, domainId: string): Promise<boolean> {
+/** Clears a held domain (an operator's decision; domains are in the directory, `DB`); false when it was not held. */
+export async function clearReputationHold(db: SharedDb, domainId: string): Promise<boolean> {
   const result = await statement(
     db,
     sql`UPDATE domains SET reputation_status = 'ok', reputation_reason = NULL, reputation_held_at = NULL WHERE id = ${domainId} AND reputation_status = 'held'`,

@@ -12,6 +12,7 @@ import { dayWindow, nextUtcMidnight } from "../sending/daily-limit";
 import { enqueueMessages } from "../sending/enqueue";
 import { eventStatement, type EventInput } from "../events/events";
 import { dispatchEventInputs } from "../webhooks/dispatch";
+import { forgetCachedDomain } from "../domains/lookup";
 
 type DomainRow = typeof domains.$inferSelect;
 
@@ -44,6 +45,14 @@ export function todaysCap(domain: Pick<DomainRow, "warmupStatus" | "warmupSchedu
 
 type WarmupStatus = DomainRow["warmupStatus"];
 
+/** A domain's warm-up columns as stored (the schedule as its JSON text). */
+type WarmupColumns = {
+  warmup_status: WarmupStatus;
+  warmup_schedule: string | null;
+  warmup_started_at: string | null;
+  warmup_paused_reason: string | null;
+};
+
 /**
  * The `warmup.status_changed` event of a transition, as a statement for the batch that makes it, placed just before
  * the UPDATE: it is written only if the warm-up is still `previous` there, so exactly when that UPDATE changes it, and
@@ -56,7 +65,18 @@ export function warmupTransition(
   status: WarmupStatus,
   reason?: string,
 ): { event: D1PreparedStatement; input: EventInput } {
-  const input: EventInput = {
+  const input = warmupEvent(domain, previous, status, reason);
+  return { event: eventStatement(db, input, sql`EXISTS (SELECT 1 FROM domains WHERE id = ${domain.id} AND warmup_status = ${previous})`), input };
+}
+
+/** The `warmup.status_changed` event of a transition that happened. */
+function warmupEvent(
+  domain: Pick<DomainRow, "id" | "accountId" | "name">,
+  previous: WarmupStatus,
+  status: WarmupStatus,
+  reason?: string,
+): EventInput {
+  return {
     accountId: domain.accountId,
     type: "warmup.status_changed",
     subjectId: domain.id,
@@ -64,7 +84,6 @@ export function warmupTransition(
     dedupeKey: `warmup.status_changed:${domain.id}:${crypto.randomUUID()}`,
     data: { domain_id: domain.id, domain: domain.name, previous_status: previous, status, ...(reason ? { reason } : {}) },
   };
-  return { event: eventStatement(db, input, sql`EXISTS (SELECT 1 FROM domains WHERE id = ${domain.id} AND warmup_status = ${previous})`), input };
 }
 
 /** Queue delays stop at 12 hours; a message due later is delayed again when it comes back early. */
@@ -113,11 +132,10 @@ export async function holdPastWarmupCaps(
     capped.set(domain.id, entry);
   }
 
-  const completions = [...completed.values()].map((domain) => ({ domain, transition: warmupTransition(db, domain, "active", "completed") }));
-  const statements = completions.flatMap(({ domain, transition }) => [
-    transition.event,
-    statement(db, sql`UPDATE domains SET warmup_status = 'completed' WHERE id = ${domain.id} AND warmup_status = 'active'`),
-  ]);
+  // The domains are in the directory (`DB`), their events in the account's database: the completions are made there
+  // first, and only the domains this run completed (not another consumer's) get an event, in this batch.
+  const completions = (await completeWarmups(ctx, [...completed.values()])).map((domain) => warmupEvent(domain, "active", "completed"));
+  const statements = completions.map((input) => eventStatement(db, input));
   if (early.length > 0) {
     const ids = early.map(({ id }) => id);
     // Their rows already carry the time they were given.
@@ -155,16 +173,47 @@ export async function holdPastWarmupCaps(
     }
   }
   if (statements.length === 0) return new Set();
-  const written = await batch(db, statements);
+  let written: D1Result[];
+  try {
+    written = await batch(db, statements);
+  } catch (error) {
+    // Not written with its event: the completion is taken back, and the batch's next delivery completes it again.
+    await undoCompletions(ctx, completions);
+    throw error;
+  }
   const overCap = reservations.filter((reservation) => (written[reservation.statement]?.results.length ?? 0) === 0);
 
-  await dispatchEventInputs(
-    ctx,
-    completions.map(({ transition }) => transition.input),
-  );
+  await dispatchEventInputs(ctx, completions);
   const held = [...early, ...overCap.map(({ id }) => ({ id, due: tomorrow }))];
   await enqueueHeld(ctx, held, now);
   return new Set(held.map(({ id }) => id));
+}
+
+/** Completes the warm-ups of `domains` still active in the directory; the ones this call completed. */
+async function completeWarmups(ctx: Ctx, domains: WarmupDomain[]): Promise<WarmupDomain[]> {
+  if (domains.length === 0) return [];
+  const { results } = await statement(
+    ctx.shared,
+    sql`UPDATE domains SET warmup_status = 'completed', updated_at = ${sqlNow}
+      WHERE ${inJsonArray(
+        sql`id`,
+        domains.map((domain) => domain.id),
+      )} AND warmup_status = 'active' RETURNING id`,
+  ).all<{ id: string }>();
+  const completed = new Set(results.map((row) => row.id));
+  for (const id of completed) forgetCachedDomain(id);
+  return domains.filter((domain) => completed.has(domain.id));
+}
+
+/** Takes back the completions whose events could not be written. */
+async function undoCompletions(ctx: Ctx, completions: EventInput[]): Promise<void> {
+  if (completions.length === 0) return;
+  const ids = completions.map((input) => input.subjectId);
+  await statement(
+    ctx.shared,
+    sql`UPDATE domains SET warmup_status = 'active' WHERE ${inJsonArray(sql`id`, ids)} AND warmup_status = 'completed'`,
+  ).run();
+  for (const id of ids) if (id) forgetCachedDomain(id);
 }
 
 /** Enqueues held messages again, each delayed until its due time (at most 12 hours: it waits again if it comes early). */
@@ -192,7 +241,7 @@ type WarmupInput = { enabled: boolean; schedule?: number[]; preset?: WarmupPrese
  * unless a new one is given); disabling sets `paused`. A status change emits `warmup.status_changed`.
  */
 export async function setWarmup(ctx: Ctx, domain: DomainRow, input: WarmupInput, now = new Date()): Promise<DomainRow> {
-  const { db } = ctx;
+  const { db, shared } = ctx;
   const schedule = input.schedule ?? (input.preset ? [...warmupPresets[input.preset]] : (domain.warmupSchedule ?? [...warmupPresets.standard]));
   const startedAt =
     input.startedAt ??
@@ -211,15 +260,36 @@ export async function setWarmup(ctx: Ctx, domain: DomainRow, input: WarmupInput,
     warmupStartedAt: startedAt,
     warmupPausedReason: input.enabled ? null : "paused by the account",
   } satisfies DomainRow;
-  const transition = status === domain.warmupStatus ? undefined : warmupTransition(db, domain, domain.warmupStatus, status);
-  await batch(db, [
-    ...(transition ? [transition.event] : []),
+  // The domain is in the directory (`DB`), its event in the account's database: what it had is read in the UPDATE's
+  // transaction, and the event written after it only if the status changed there, so an event never announces a
+  // change that was not made, and two requests racing announce one.
+  const [before] = await batch<WarmupColumns>(shared, [
+    statement(shared, sql`SELECT warmup_status, warmup_schedule, warmup_started_at, warmup_paused_reason FROM domains WHERE id = ${domain.id}`),
     statement(
-      db,
+      shared,
       sql`UPDATE domains SET warmup_status = ${status}, warmup_schedule = ${JSON.stringify(schedule)}, warmup_started_at = ${startedAt},
         warmup_paused_reason = ${updated.warmupPausedReason}, updated_at = ${sqlNow} WHERE id = ${domain.id}`,
     ),
   ]);
-  if (transition) await dispatchEventInputs(ctx, [transition.input]);
+  forgetCachedDomain(domain.id);
+  const previous = before?.results[0];
+  if (previous && previous.warmup_status !== status) {
+    const input = warmupEvent(domain, previous.warmup_status, status);
+    try {
+      await batch(db, [eventStatement(db, input)]);
+    } catch (error) {
+      // Two databases' writes cannot be one transaction: a change whose event could not be stored is taken back (unless
+      // another change followed it), so the warm-up stays as it was and no change goes unannounced.
+      await statement(
+        shared,
+        sql`UPDATE domains SET warmup_status = ${previous.warmup_status}, warmup_schedule = ${previous.warmup_schedule},
+          warmup_started_at = ${previous.warmup_started_at}, warmup_paused_reason = ${previous.warmup_paused_reason}
+          WHERE id = ${domain.id} AND warmup_status = ${status}`,
+      ).run();
+      forgetCachedDomain(domain.id);
+      throw error;
+    }
+    await dispatchEventInputs(ctx, [input]);
+  }
   return updated;
 }
