@@ -11,7 +11,8 @@
 
 import { and, eq, inArray, sql } from "drizzle-orm";
 import { config } from "../../config";
-import { statement, type AccountDb, type Ctx, batch } from "../../db/client";
+import { inDatabase, statement, type AccountDb, type Ctx, batch } from "../../db/client";
+import { tagOf } from "../../db/hints";
 import { inboundEmails, messageRecipients, messages } from "../../db/schema";
 import { sha256Hex } from "../../lib/crypto";
 import { idFromDigest } from "../../lib/ids";
@@ -126,9 +127,12 @@ function reject(message: ForwardableEmailMessage, reason: string, details: Recor
   return { kind: "rejected", reason };
 }
 
-/** The email() handler's path for mail that is not to BOUNCE_DOMAIN. */
-export async function handleInboundEmail(message: ForwardableEmailMessage, ctx: Ctx): Promise<InboundOutcome> {
-  const { env, db } = ctx;
+/**
+ * The email() handler's path for mail that is not to BOUNCE_DOMAIN. `unrouted` is the handler's context: the
+ * recipient's domain (in `DB`) names the account, and the mail is stored in that account's database.
+ */
+export async function handleInboundEmail(message: ForwardableEmailMessage, unrouted: Ctx): Promise<InboundOutcome> {
+  const { env } = unrouted;
   const settings = config(env);
   const recipient = message.to.trim().toLowerCase();
   const at = recipient.lastIndexOf("@");
@@ -136,15 +140,22 @@ export async function handleInboundEmail(message: ForwardableEmailMessage, ctx: 
   const domainName = recipient.slice(at + 1);
   const since = new Date(Date.now() - hourMs).toISOString();
   const cap = settings.inboundMaxPerHour;
-  const found = at > 0 ? await receivingDomain(db, domainName, { since, cap }) : undefined;
+  const found = at > 0 ? await receivingDomain(unrouted.shared, domainName) : undefined;
   if (!found) return reject(message, `5.1.2 <${recipient}>: this domain does not receive mail here`, { domain: domainName });
   const { domain } = found;
   if (!acceptsLocalPart(domain, localPart)) return reject(message, `5.1.1 <${recipient}>: no such mailbox`, { domain_id: domain.id });
   if (message.rawSize > MAX_INBOUND_BYTES) {
     return reject(message, `5.3.4 Message too big: ${message.rawSize} bytes, the limit is ${MAX_INBOUND_BYTES}`, { domain_id: domain.id });
   }
-
-  if (found.stored >= cap) {
+  // The account's rows are being copied to another database: mail stored now could be left behind, so it waits.
+  if (found.movingTo !== null) {
+    logWarning("inbound mail deferred: account moving", { domain_id: domain.id, moving_to: found.movingTo });
+    throw new InboundDeferral(`4.3.0 ${domain.name} is briefly not receiving; try again later`);
+  }
+  const ctx = inDatabase(unrouted, found.database);
+  const { db } = ctx;
+  const recent = await statement(db, sql`SELECT ${storedSince(domain.id, since, cap)} AS stored`).first<{ stored: number }>();
+  if ((recent?.stored ?? 0) >= cap) {
     logWarning("inbound mail deferred: hourly cap", { domain_id: domain.id, cap });
     throw new InboundDeferral(`4.7.1 ${domain.name} has received its ${cap} messages this hour; try again later`);
   }
@@ -226,7 +237,7 @@ export async function handleInboundEmail(message: ForwardableEmailMessage, ctx: 
   );
   const stored = sql`EXISTS (SELECT 1 FROM inbound_emails WHERE id = ${id})`;
 
-  const links = await Promise.all(attachments.map((_, index) => signedDownloadUrl(settings, id, index)));
+  const links = await Promise.all(attachments.map((_, index) => signedDownloadUrl(settings, { id, tag: tagOf(db) }, index)));
   const received: EventInput = {
     accountId: domain.accountId,
     type: "email.received",
