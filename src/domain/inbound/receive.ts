@@ -13,7 +13,7 @@ import { and, eq, inArray, sql } from "drizzle-orm";
 import { config } from "../../config";
 import { inDatabase, statement, type AccountDb, type Ctx, batch } from "../../db/client";
 import { tagOf } from "../../db/hints";
-import { inboundEmails, messageRecipients, messages } from "../../db/schema";
+import { messageRecipients, messages } from "../../db/schema";
 import { sha256Hex } from "../../lib/crypto";
 import { idFromDigest } from "../../lib/ids";
 import { logWarning } from "../../lib/log";
@@ -154,11 +154,6 @@ export async function handleInboundEmail(message: ForwardableEmailMessage, unrou
   }
   const ctx = inDatabase(unrouted, found.database);
   const { db } = ctx;
-  const recent = await statement(db, sql`SELECT ${storedSince(domain.id, since, cap)} AS stored`).first<{ stored: number }>();
-  if ((recent?.stored ?? 0) >= cap) {
-    logWarning("inbound mail deferred: hourly cap", { domain_id: domain.id, cap });
-    throw new InboundDeferral(`4.7.1 ${domain.name} has received its ${cap} messages this hour; try again later`);
-  }
 
   const raw = new Uint8Array(await new Response(message.raw).arrayBuffer());
   if (raw.byteLength > MAX_INBOUND_BYTES) {
@@ -181,11 +176,17 @@ export async function handleInboundEmail(message: ForwardableEmailMessage, unrou
 
   const identity = `${recipient}\n${parsed.messageId ?? ""}\n${await contentDigest(raw, parsed)}`;
   const id = idFromDigest("inb", new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(identity))));
-  // Whether this mail is stored already, and what it answers: one round trip.
-  const existingQuery = db.select({ id: inboundEmails.id }).from(inboundEmails).where(eq(inboundEmails.id, id));
+  // How much of the domain's hourly cap is used, whether this mail is stored already, and what it answers: one round trip.
+  const stateQuery = db.all<{ stored: number; existing: string | null }>(
+    sql`SELECT ${storedSince(domain.id, since, cap)} AS stored, (SELECT id FROM inbound_emails WHERE id = ${id}) AS existing`,
+  );
   const threading = threadCandidatesQuery(db, domain.accountId, parsed, message.from);
-  const [existing, threadRows] = threading ? await db.batch([existingQuery, threading.query]) : [await existingQuery, []];
-  if (existing.length > 0) return { kind: "duplicate", id };
+  const [[state], threadRows] = threading ? await db.batch([stateQuery, threading.query]) : [await stateQuery, []];
+  if (state?.existing) return { kind: "duplicate", id };
+  if ((state?.stored ?? 0) >= cap) {
+    logWarning("inbound mail deferred: hourly cap", { domain_id: domain.id, cap });
+    throw new InboundDeferral(`4.7.1 ${domain.name} has received its ${cap} messages this hour; try again later`);
+  }
   const thread = threading ? threadedMessage(threading.candidates, threadRows) : undefined;
   const largeBody = (parsed.text?.length ?? 0) + (parsed.html?.length ?? 0) > INLINE_BODY_CHARS;
   await Promise.all([
