@@ -177,9 +177,12 @@ export async function handleInboundEmail(message: ForwardableEmailMessage, unrou
   const identity = `${recipient}\n${parsed.messageId ?? ""}\n${await contentDigest(raw, parsed)}`;
   const id = idFromDigest("inb", new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(identity))));
   // How much of the domain's hourly cap is used, whether this mail is stored already, and what it answers: one round trip.
-  const stateQuery = db.all<{ stored: number; existing: string | null }>(
-    sql`SELECT ${storedSince(domain.id, since, cap)} AS stored, (SELECT id FROM inbound_emails WHERE id = ${id}) AS existing`,
-  );
+  const stateQuery = db
+    .select({
+      stored: sql<number>`${storedSince(domain.id, since, cap)}`,
+      existing: sql<string | null>`(SELECT id FROM inbound_emails WHERE id = ${id})`,
+    })
+    .from(sql`(SELECT 1)`);
   const threading = threadCandidatesQuery(db, domain.accountId, parsed, message.from);
   const [[state], threadRows] = threading ? await db.batch([stateQuery, threading.query]) : [await stateQuery, []];
   if (state?.existing) return { kind: "duplicate", id };
