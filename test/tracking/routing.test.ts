@@ -5,11 +5,14 @@ import { env, exports } from "cloudflare:workers";
 import PostalMime from "postal-mime";
 import { describe, expect, it } from "vitest";
 import { config } from "../../src/config";
-import { databaseTag } from "../../src/db/client";
+import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
+import { accountDatabaseNames, databaseTag } from "../../src/db/client";
+import worker from "../../src/index";
 import { unsubscribeToken } from "../../src/domain/sending/unsubscribe";
 import { clickToken, openToken } from "../../src/domain/tracking/tokens";
 import { bytesToBase64Url, hmacSha256Hex } from "../../src/lib/crypto";
 import { createdIn, lastAccountDatabase, otherAccountDatabase } from "../support/databases";
+import { countingD1 } from "../support/d1-counting";
 import { call, createAccount, d1Of, json, type CreatedAccount } from "../support/helpers";
 import { eventually, messageOf, sinkMessagesTo, sinkRaw, verifiedDomain } from "../support/sending";
 
@@ -105,6 +108,27 @@ describe("tracking links of an account in another account database", () => {
     expect(rollups).toEqual({ opens: 1, clicks: 1 });
     // Nothing of it in DB, where accounts made before account databases keep their rows.
     expect(await env.DB.prepare("SELECT count(*) AS n FROM daily_stats WHERE account_id = ?1").bind(account.id).first()).toEqual({ n: 0 });
+  });
+
+  it("a tagged click reads and writes its own database only: DB and the other account databases are not asked", async () => {
+    const { account, from } = await accountIn(lastAccountDatabase());
+    const { id, parsed } = await trackedSend(account, from);
+    const link = parsed.html!.match(/href="http:\/\/127\.0\.0\.1:8787(\/t\/c\/[^"]+)"/)?.[1];
+    const counters = new Map(accountDatabaseNames(env).map((name) => [name, countingD1(d1Of({ database: name }))]));
+    const counting = { ...env, ...Object.fromEntries([...counters].map(([name, counter]) => [name, counter.counted])) } as Env;
+    const work = createExecutionContext();
+    const response = await worker.fetch!(
+      new Request(`http://localhost${link}`, { headers: reader, redirect: "manual" }) as Request<unknown, IncomingRequestCfProperties>,
+      counting,
+      work,
+    );
+    expect(response.status).toBe(302);
+    await waitOnExecutionContext(work);
+    await counted(account, id, 0, 1);
+    for (const [name, counter] of counters) {
+      if (name === account.database) expect(counter.usage.roundTrips, name).toBeGreaterThanOrEqual(2);
+      else expect(counter.usage.roundTrips, name).toBe(0);
+    }
   });
 
   it("tokens made before account databases (no tag) still record the open and the click", async () => {
