@@ -21,6 +21,7 @@ import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRout
 import { pageOf } from "../lib/pagination";
 import type { AppEnv } from "../types";
 import type { Context } from "hono";
+import { tagOf } from "../db/hints";
 
 const AutomationSchema = z
   .object({
@@ -236,7 +237,7 @@ export const automationRoutes = createRouter()
     const { limit, cursor } = c.req.valid("query");
     const rows = await findAutomations(c.var.ctx.db, c.get("auth").account.id, { cursor, limit });
     const page = pageOf(rows, limit, (row) => row);
-    return c.json({ ...page, data: await Promise.all(page.data.map((row) => serializeAutomation(c.env, row))) }, 200);
+    return c.json({ ...page, data: await Promise.all(page.data.map((row) => serializeAutomation(c.env, row, tagOf(c.var.ctx.db)))) }, 200);
   })
   .openapi(createAutomation, async (c) => {
     const body = c.req.valid("json");
@@ -247,12 +248,12 @@ export const automationRoutes = createRouter()
       steps: body.steps,
       redirectUrl: body.redirect_url ?? null,
     });
-    return c.json(await serializeAutomation(c.env, row), 201);
+    return c.json(await serializeAutomation(c.env, row, tagOf(c.var.ctx.db)), 201);
   })
   .openapi(getAutomation, async (c) => {
     const row = await findAutomation(c.var.ctx.db, c.get("auth").account.id, c.req.valid("param").id);
     if (!row) throw notFound("Automation");
-    return c.json(await serializeAutomation(c.env, row), 200);
+    return c.json(await serializeAutomation(c.env, row, tagOf(c.var.ctx.db)), 200);
   })
   .openapi(updateAutomation, async (c) => {
     const body = c.req.valid("json");
@@ -264,7 +265,7 @@ export const automationRoutes = createRouter()
       redirectUrl: body.redirect_url,
     });
     if (!row) throw notFound("Automation");
-    return c.json(await serializeAutomation(c.env, row), 200);
+    return c.json(await serializeAutomation(c.env, row, tagOf(c.var.ctx.db)), 200);
   })
   .openapi(deleteAutomation, async (c) => {
     const { id } = c.req.valid("param");
@@ -274,7 +275,7 @@ export const automationRoutes = createRouter()
   .openapi(rotateUrl, async (c) => {
     const row = await rotatePrivatePath(c.var.ctx.db, c.get("auth").account.id, c.req.valid("param").id);
     if (!row) throw notFound("Automation");
-    return c.json(await serializeAutomation(c.env, row), 200);
+    return c.json(await serializeAutomation(c.env, row, tagOf(c.var.ctx.db)), 200);
   })
   .openapi(triggerAutomation, async (c) => {
     const automation = await findAutomation(c.var.ctx.db, c.get("auth").account.id, c.req.valid("param").id);

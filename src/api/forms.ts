@@ -4,6 +4,7 @@ import { formChangeInput, formInput } from "../domain/forms/input";
 import { notFound, validationError } from "../errors";
 import { createRouter, errorResponse, IdParam, jsonBody, jsonResponse, keyedRoute, paginated, PaginationQuery, Timestamp, z } from "../lib/openapi";
 import { pageOf } from "../lib/pagination";
+import { tagOf } from "../db/hints";
 
 const tags = ["Forms"];
 
@@ -108,26 +109,28 @@ export const formRoutes = createRouter()
     const body = c.req.valid("json");
     const outcome = await createForm(c.var.ctx.db, c.get("auth").account.id, newFormSettings(body));
     if (outcome.kind === "invalid") throw validationError(outcome.errors);
-    return c.json(serializeForm(outcome.form, config(c.env).siteUrl), 201);
+    return c.json(serializeForm(outcome.form, config(c.env).siteUrl, tagOf(c.var.ctx.db)), 201);
   })
   .openapi(listRoute, async (c) => {
     const { cursor, limit } = c.req.valid("query");
     const siteUrl = config(c.env).siteUrl;
     return c.json(
-      pageOf(await listForms(c.var.ctx.db, c.get("auth").account.id, { cursor, limit }), limit, (row) => serializeForm(row, siteUrl)),
+      pageOf(await listForms(c.var.ctx.db, c.get("auth").account.id, { cursor, limit }), limit, (row) =>
+        serializeForm(row, siteUrl, tagOf(c.var.ctx.db)),
+      ),
       200,
     );
   })
   .openapi(getRoute, async (c) => {
     const form = await findForm(c.var.ctx.db, c.get("auth").account.id, c.req.valid("param").id);
     if (!form) throw notFound("Form");
-    return c.json(serializeForm(form, config(c.env).siteUrl), 200);
+    return c.json(serializeForm(form, config(c.env).siteUrl, tagOf(c.var.ctx.db)), 200);
   })
   .openapi(updateRoute, async (c) => {
     const outcome = await updateForm(c.var.ctx.db, c.get("auth").account.id, c.req.valid("param").id, changedSettings(c.req.valid("json")));
     if (outcome.kind === "not_found") throw notFound("Form");
     if (outcome.kind === "invalid") throw validationError(outcome.errors);
-    return c.json(serializeForm(outcome.form, config(c.env).siteUrl), 200);
+    return c.json(serializeForm(outcome.form, config(c.env).siteUrl, tagOf(c.var.ctx.db)), 200);
   })
   .openapi(deleteRoute, async (c) => {
     const { id } = c.req.valid("param");

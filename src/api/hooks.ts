@@ -6,7 +6,9 @@
 import { Hono, type Context } from "hono";
 import { cors } from "hono/cors";
 import { findAccount, hasFeature } from "../domain/accounts/accounts";
-import { findAutomationByPath } from "../domain/automations/automations";
+import { findAutomationByPath, privatePathOf } from "../domain/automations/automations";
+import { databaseNameOf, findInAccountDatabases, inDatabase } from "../db/client";
+import { hintedDatabase } from "../db/hints";
 import { contactTextFields } from "../domain/contacts/contacts";
 import { AppError, errorBody, fieldErrors, validationError } from "../errors";
 import { newId } from "../lib/ids";
@@ -46,16 +48,20 @@ export const hookRoutes = new Hono<AppEnv>();
 // Browser forms and fetch() from any site may call it; no cookies or credentials are involved.
 hookRoutes.use("/hooks/automations/*", cors({ origin: "*", allowMethods: ["GET", "POST", "PUT", "PATCH"], allowHeaders: ["Content-Type"] }));
 hookRoutes.all("/hooks/automations/:path", async (c) => {
-  const path = c.req.param("path");
-  if (path.length > 100) return c.json(errorBody("not_found", "No automation at this URL"), 404);
+  const segment = c.req.param("path");
+  if (segment.length > 100) return c.json(errorBody("not_found", "No automation at this URL"), 404);
+  const { tag, path } = privatePathOf(segment);
   const decision = await c.env.RATE_LIMITER.getByName(`hook:${path}`).consume(HOOK_RATE_PER_MINUTE, 60);
   if (!decision.allowed) {
     throw new AppError("rate_limited", "Too many triggers for this automation; try again shortly", {
       headers: { "Retry-After": String(decision.retryAfterSeconds) },
     });
   }
-  const automation = await findAutomationByPath(c.var.ctx.db, path);
-  if (!automation) return c.json(errorBody("not_found", "No automation at this URL"), 404);
+  // In the database the URL's tag names, else in the others (a URL made before account databases, or before a move).
+  const found = await findInAccountDatabases(c.env, hintedDatabase(c.env, tag), (db) => findAutomationByPath(db, path));
+  if (!found) return c.json(errorBody("not_found", "No automation at this URL"), 404);
+  const automation = found.found;
+  const ctx = inDatabase(c.var.ctx, databaseNameOf(found.db));
   // The operator may have taken the feature away since the automation was made.
   const account = await findAccount(c.var.ctx.shared, automation.accountId);
   if (!account || !hasFeature(account, "automations")) throw new AppError("feature_disabled", "Automations are not enabled for this account");
@@ -69,7 +75,7 @@ hookRoutes.all("/hooks/automations/:path", async (c) => {
   }
   const parsed = automationTriggerInput.safeParse(input);
   if (!parsed.success) throw validationError(fieldErrors(parsed.error));
-  const result = await trigger(c.var.ctx, automation, parsed.data);
+  const result = await trigger(ctx, automation, parsed.data);
   if (browserForm && automation.redirectUrl) return c.redirect(automation.redirectUrl, 303);
   return c.json(result.body, result.status === 200 ? 200 : 202);
 });

@@ -192,7 +192,7 @@ export const inboundFileRoutes = new Hono<AppEnv>().get("/inbound-files/:id/:n{[
   const id = c.req.param("id");
   const index = Number(c.req.param("n"));
   const valid = await downloadLinkValid(config(c.env), { id, index, expires: c.req.query("expires"), signature: c.req.query("signature") });
-  const row = valid ? await findInboundById(c.var.ctx.db, id) : undefined;
+  const row = valid ? await findInboundById(c.env, c.req.query("db"), id) : undefined;
   const response = row ? await attachmentResponse(c.env, row, index) : undefined;
   return response ?? c.json(errorBody("not_found", "This download link is not valid or has expired"), 404);
 });

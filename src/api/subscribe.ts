@@ -10,7 +10,7 @@ import { cors } from "hono/cors";
 import { config } from "../config";
 import { contactAddress } from "../domain/contacts/email";
 import { verifiedDomainNames } from "../domain/domains/domains";
-import { findPublicForm, type FormRow } from "../domain/forms/forms";
+import { locatePublicForm, type FormRow } from "../domain/forms/forms";
 import { readPublicPost } from "../http/public-post";
 import { signUpInput } from "../domain/forms/input";
 import { confirmationState, confirmSignUp, signUp, type Confirmation } from "../domain/forms/signup";
@@ -54,7 +54,7 @@ async function allowedOrigin(origin: string, c: Context<AppEnv>): Promise<string
   }
   if (url.protocol !== "https:" && url.protocol !== "http:") return null;
   const formId = c.req.param("formId") ?? "";
-  const form = formId.length <= 64 ? await findPublicForm(c.var.ctx.db, formId) : undefined;
+  const form = formId.length <= 64 ? (await locatePublicForm(c.var.ctx, c.req.query("db"), formId))?.form : undefined;
   if (!form) return null;
   const labels = url.hostname.toLowerCase().split(".");
   const names = labels.map((_, index) => labels.slice(index).join(".")).filter((name) => name.includes("."));
@@ -123,8 +123,10 @@ subscribeRoutes.post("/subscribe/:formId", async (c) => {
   const perIp = await c.env.RATE_LIMITER.getByName(`subscribe-ip:${ip ?? "unknown"}`).consume(SIGN_UPS_PER_IP_PER_MINUTE, 60);
   if (!perIp.allowed) throw rateLimited(perIp.retryAfterSeconds, "Too many sign-ups from this address; try again shortly");
   const formId = c.req.param("formId");
-  const form = formId.length <= 64 ? await findPublicForm(c.var.ctx.db, formId) : undefined;
-  if (!form) return c.json(errorBody("not_found", "No form at this address"), 404);
+  // In the database the address's `db` names, else in the others (an address made before account databases).
+  const located = formId.length <= 64 ? await locatePublicForm(c.var.ctx, c.req.query("db"), formId) : undefined;
+  if (!located) return c.json(errorBody("not_found", "No form at this address"), 404);
+  const { form, ctx } = located;
 
   const posted = await readPost(c);
   // Answered exactly like a sign-up, so the bot learns nothing; nothing is kept or sent.
@@ -140,7 +142,7 @@ subscribeRoutes.post("/subscribe/:formId", async (c) => {
   const perAddress = await c.env.RATE_LIMITER.getByName(`subscribe-address:${bucket}`).consume(SIGN_UPS_PER_ADDRESS_PER_HOUR, 3600);
   if (!perAddress.allowed) throw rateLimited(perAddress.retryAfterSeconds, "Too many sign-ups of this email address; try again later");
 
-  const outcome = await signUp(c.var.ctx, config(c.env), { form, address, fields, ip });
+  const outcome = await signUp(ctx, config(c.env), { form, address, fields, ip });
   if (outcome.kind === "not_sent") {
     // The account's doing (its sender, domain or credits), not the visitor's: logged for the operator.
     logError("form confirmation not sent", { form_id: form.id, account_id: form.accountId, reason: outcome.reason, request_id: c.get("requestId") });

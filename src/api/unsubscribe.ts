@@ -1,7 +1,7 @@
 import { Hono } from "hono";
 import { html } from "hono/html";
 import { config } from "../config";
-import { preferencesOf, readUnsubscribeToken, unsubscribeRecipient, type Preferences } from "../domain/sending/unsubscribe";
+import { preferencesOf, readUnsubscribeToken, unsubscribeCtx, unsubscribeRecipient, type Preferences } from "../domain/sending/unsubscribe";
 import { dispatchEvents } from "../domain/webhooks/dispatch";
 import type { AppEnv } from "../types";
 
@@ -50,20 +50,23 @@ function preferencePage(preferences: Preferences, notice?: string) {
  * must not unsubscribe anyone): a button that does what one click does, and the account's topics with this address's
  * choices. POST is the RFC 8058 one-click request mailbox providers send (or the button): it leaves the message's
  * topic, or all marketing when it has none; with `preferences=1` it saves the page's choices instead. No scripts.
+ * The token names the message's account database (or, made before account databases, nothing): see unsubscribeCtx.
  */
 export const unsubscribeRoutes = new Hono<AppEnv>()
   .get("/u/:token", async (c) => {
     const target = await readUnsubscribeToken(config(c.env), c.req.param("token"));
-    const preferences = target && (await preferencesOf(c.var.ctx.db, target));
+    const ctx = target && (await unsubscribeCtx(c.var.ctx, target));
+    const preferences = target && ctx && (await preferencesOf(ctx.db, target));
     if (!preferences) return c.html(notValid(), 404);
     return c.html(preferencePage(preferences));
   })
   .post("/u/:token", async (c) => {
     const target = await readUnsubscribeToken(config(c.env), c.req.param("token"));
-    if (!target) return c.html(notValid(), 404);
+    const ctx = target && (await unsubscribeCtx(c.var.ctx, target));
+    if (!target || !ctx) return c.html(notValid(), 404);
     const form = await c.req.parseBody({ all: true });
     const picked = new Set(([] as unknown[]).concat(form.topic ?? []).filter((value): value is string => typeof value === "string"));
-    const before = form.preferences === "1" ? await preferencesOf(c.var.ctx.db, target) : undefined;
+    const before = form.preferences === "1" ? await preferencesOf(ctx.db, target) : undefined;
     const choice = before
       ? {
           kind: "preferences" as const,
@@ -72,10 +75,10 @@ export const unsubscribeRoutes = new Hono<AppEnv>()
           before,
         }
       : { kind: "one_click" as const };
-    const done = await unsubscribeRecipient(c.var.ctx, target, choice);
+    const done = await unsubscribeRecipient(ctx, target, choice);
     if (!done) return c.html(notValid(), 404);
-    if (done.dedupeKeys.length > 0) c.executionCtx.waitUntil(dispatchEvents(c.var.ctx, done.accountId, done.dedupeKeys));
-    const after = await preferencesOf(c.var.ctx.db, target);
+    if (done.dedupeKeys.length > 0) c.executionCtx.waitUntil(dispatchEvents(ctx, done.accountId, done.dedupeKeys));
+    const after = await preferencesOf(ctx.db, target);
     if (!after) return c.html(notValid(), 404);
     const notice =
       choice.kind === "preferences"

@@ -1,10 +1,12 @@
 // Cloudflare Email Sending's delivery events, published to the email-events queue by an event subscription of the
 // sending domains (docs/deliverability.md). Each names the copy it is about by Cloudflare's message id, which the
 // Cloudflare transport stored for the recipient; the events map onto the same outcomes as DSNs and SES notifications.
+// An event carries nothing of the account, so a batch's ids are looked for in each account database in turn, once
+// per batch (recordProviderFeedback), not once per event.
 
 import { openCtx } from "../db/client";
 import { z } from "zod";
-import { recordFeedback, type Feedback } from "../domain/feedback/record";
+import { recordProviderFeedback, type Feedback } from "../domain/feedback/record";
 import { logWarning } from "../lib/log";
 
 const emailSendingEvent = z.object({
@@ -30,7 +32,7 @@ const emailSendingEvent = z.object({
 type EmailSendingEvent = z.infer<typeof emailSendingEvent>;
 
 /** What one event reports, in the terms every feedback source shares. */
-function feedbackOfEvent(event: EmailSendingEvent): Feedback {
+function feedbackOfEvent(event: EmailSendingEvent): Feedback & { target: { providerMessageId: string } } {
   const { payload } = event;
   const base = {
     target: { providerMessageId: payload.messageId },
@@ -59,12 +61,12 @@ function feedbackOfEvent(event: EmailSendingEvent): Feedback {
 /** Records a batch of events in one go; a failure retries the batch, which records nothing twice. */
 export async function consumeEmailEvents(batch: MessageBatch<unknown>, env: Env): Promise<void> {
   const ctx = openCtx(env);
-  const reports: Feedback[] = [];
+  const reports: (Feedback & { target: { providerMessageId: string } })[] = [];
   for (const message of batch.messages) {
     const parsed = emailSendingEvent.safeParse(message.body);
     if (parsed.success) reports.push(feedbackOfEvent(parsed.data));
     else logWarning("email events: unreadable event dropped", { body: message.body });
   }
-  await recordFeedback(ctx, reports);
+  await recordProviderFeedback(ctx, reports);
   batch.ackAll();
 }

@@ -3,6 +3,7 @@ import { env, exports } from "cloudflare:workers";
 import { sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { afterEach, describe, expect, it } from "vitest";
+import { databaseTag } from "../../src/db/client";
 import { contacts } from "../../src/db/schema";
 import { RetryableStepError, stepFailureMessage } from "../../src/domain/automations/execute";
 import { verifyWebhook } from "../../sdk/src/verify-webhook";
@@ -55,7 +56,7 @@ const hookPath = (automation: Automation) => new URL(automation.private_url).pat
 
 describe("automations: the resource", () => {
   it("creates, reads, changes, lists and deletes; the private URL is unguessable and rotates", async () => {
-    const { key, sender, list } = await setup();
+    const { account, key, sender, list } = await setup();
     const automation = await createAutomation(key, {
       steps: [
         { type: "send_email", sender_id: sender, subject: "Hi", text: "Welcome" },
@@ -64,10 +65,12 @@ describe("automations: the resource", () => {
       redirect_url: "https://acme.example/thanks",
     });
     expect(automation).toMatchObject({ id: expect.stringMatching(/^aut_/), status: "active", webhook_secret: expect.stringMatching(/^whsec_/) });
-    const path = hookPath(automation).split("/").at(-1)!;
+    const segment = hookPath(automation).split("/").at(-1)!;
     expect(hookPath(automation)).toMatch(/^\/hooks\/automations\//);
-    // 24 random bytes, base64url: 192 bits.
-    expect(path).toMatch(/^[A-Za-z0-9_-]{32}$/);
+    // The account database's tag and a dot (none for DB), then 24 random bytes, base64url: 192 bits.
+    const tagged = databaseTag(account.database);
+    expect(segment.startsWith(tagged === "" ? "" : `${tagged}.`)).toBe(true);
+    expect(segment.slice(tagged === "" ? 0 : tagged.length + 1)).toMatch(/^[A-Za-z0-9_-]{32}$/);
 
     const paused = await call(`/api/v1/automations/${automation.id}`, { key, method: "PATCH", body: { status: "paused" } });
     expect((await json<Automation>(paused)).status).toBe("paused");

@@ -2,7 +2,7 @@ import { openCtx } from "../../src/db/client";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { deliverMessages } from "../../src/domain/sending/deliver";
-import { call, json } from "../support/helpers";
+import { call, d1Of, json } from "../support/helpers";
 import { eventually, messageOf, sendBalance, storedMessage } from "../support/sending";
 import { rcpt, sender } from "../support/feedback";
 
@@ -10,8 +10,9 @@ import { rcpt, sender } from "../support/feedback";
 // through the local runtime's `send_email` binding.
 const cloudflareEnv = { ...env, TRANSPORT: "cloudflare" } as Env;
 
-async function providerIds(messageId: string) {
-  const { results } = await env.DB.prepare("SELECT email, provider_message_id FROM message_recipients WHERE message_id = ?1 ORDER BY email")
+async function providerIds(account: { database: string }, messageId: string) {
+  const { results } = await d1Of(account)
+    .prepare("SELECT email, provider_message_id FROM message_recipients WHERE message_id = ?1 ORDER BY email")
     .bind(messageId)
     .all<{ email: string; provider_message_id: string | null }>();
   return results;
@@ -37,12 +38,12 @@ describe("Cloudflare Email Sending transport and its events", () => {
     const { account, domain, key } = await sender();
     const to = [rcpt("a"), rcpt("b")].sort();
     const id = await storedMessage(account.id, domain.id, `hello@${domain.name}`, to);
-    await deliverMessages(openCtx(cloudflareEnv), [id]);
+    await deliverMessages(openCtx(cloudflareEnv, undefined, account), [id]);
 
     const message = await messageOf(key, id);
     expect(message.status).toBe("sent");
     expect(message.recipients.map((recipient) => recipient.status)).toEqual(["sent", "sent"]);
-    const ids = await providerIds(id);
+    const ids = await providerIds(account, id);
     expect(ids.map((row) => row.email)).toEqual(to);
     expect(ids.every((row) => typeof row.provider_message_id === "string" && row.provider_message_id.length > 0)).toBe(true);
     expect(new Set(ids.map((row) => row.provider_message_id)).size).toBe(2);
@@ -55,10 +56,10 @@ describe("Cloudflare Email Sending transport and its events", () => {
     const ids: Record<string, string> = {};
     for (const to of [delivered, bounced, complained]) {
       const id = await storedMessage(account.id, domain.id, `hello@${domain.name}`, to);
-      await deliverMessages(openCtx(cloudflareEnv), [id]);
+      await deliverMessages(openCtx(cloudflareEnv, undefined, account), [id]);
       ids[to] = id;
     }
-    const providerId = async (to: string) => (await providerIds(ids[to]!))[0]!.provider_message_id!;
+    const providerId = async (to: string) => (await providerIds(account, ids[to]!))[0]!.provider_message_id!;
     const balanceBefore = await sendBalance(key);
 
     await env.EMAIL_EVENTS_QUEUE.sendBatch([
@@ -103,13 +104,13 @@ describe("Cloudflare Email Sending transport and its events", () => {
     const { account, domain, key } = await sender();
     const to = rcpt("x");
     const id = await storedMessage(account.id, domain.id, `hello@${domain.name}`, to);
-    await deliverMessages(openCtx(cloudflareEnv), [id]);
+    await deliverMessages(openCtx(cloudflareEnv, undefined, account), [id]);
     await env.EMAIL_EVENTS_QUEUE.sendBatch([
       { body: emailEvent("bounced", "cf-unknown-id", to, { bounce: { type: "hard" } }) },
       { body: { type: "cf.email.sending.message.bounced", payload: { nothing: true } } },
     ]);
     // A later event on the same queue is processed, so the two above were consumed (and dropped) first.
-    await env.EMAIL_EVENTS_QUEUE.send(emailEvent("delivered", (await providerIds(id))[0]!.provider_message_id!, to));
+    await env.EMAIL_EVENTS_QUEUE.send(emailEvent("delivered", (await providerIds(account, id))[0]!.provider_message_id!, to));
     await eventually(async () => ((await messageOf(key, id)).status === "delivered" ? true : undefined));
     expect((await messageOf(key, id)).events.map((event) => event.type)).not.toContain("relay.bounced");
   });

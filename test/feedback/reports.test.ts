@@ -1,6 +1,8 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { call, json } from "../support/helpers";
+import { databaseTag } from "../../src/db/client";
+import { createdIn, lastAccountDatabase, otherAccountDatabase } from "../support/databases";
+import { call, d1Of, json } from "../support/helpers";
 import { messageOf, sendBalance } from "../support/sending";
 import { addReceiverRule, receiverPath, receiverUrl, waitForRequests } from "../support/webhooks";
 import { deliverToEmailHandler, rcpt, report, sender, sentMessage } from "../support/feedback";
@@ -51,14 +53,15 @@ describe("DSNs and ARF reports through the email() handler", () => {
   }
 
   it("a late DSN for a campaign recipient whose outcome was lost bounces it without refunding a credit it was never charged", async () => {
-    const { key, from } = await sender();
+    const { account, key, from } = await sender();
     const to = rcpt("lost");
     const sent = await sentMessage(key, from, to);
     // As a campaign message swept to `unknown` by the cron: campaign recipients are charged only when sent, and this
     // one's reserved credit went back with its campaign's settlement.
-    await env.DB.batch([
-      env.DB.prepare("UPDATE messages SET source = 'campaign', campaign_id = 'cmp_settled' WHERE id = ?").bind(sent.id),
-      env.DB.prepare("UPDATE message_recipients SET status = 'unknown' WHERE message_id = ?").bind(sent.id),
+    const d1 = d1Of(account);
+    await d1.batch([
+      d1.prepare("UPDATE messages SET source = 'campaign', campaign_id = 'cmp_settled' WHERE id = ?").bind(sent.id),
+      d1.prepare("UPDATE message_recipients SET status = 'unknown' WHERE message_id = ?").bind(sent.id),
     ]);
     const balance = await sendBalance(key);
 
@@ -170,5 +173,37 @@ describe("DSNs and ARF reports through the email() handler", () => {
     const huge = `Subject: big\r\n\r\n${"x".repeat(5 * 1024 * 1024 + 10)}`;
     expect(await deliverToEmailHandler(sent.returnPath, huge)).toMatch(/too large/);
     expect((await messageOf(key, sent.id)).recipients).toEqual([expect.objectContaining({ status: "sent" })]);
+  });
+});
+
+describe("reports by mail for an account in another account database", () => {
+  it("a DSN to the VERP address of a message in the last account database bounces its recipient, as do return paths made before account databases or before a move", async () => {
+    const { account, key, from } = await createdIn(lastAccountDatabase(), async () => {
+      const made = await sender();
+      return { ...made, database: made.account.database };
+    });
+    const tag = databaseTag(account.database);
+    const stale = databaseTag(otherAccountDatabase(account.database));
+    for (const made of ["tagged", "untagged", "stale"] as const) {
+      const to = rcpt(made);
+      const sent = await sentMessage(key, from, to);
+      // The return path names the database; the signature is the one it had before (over the message and recipient).
+      expect(sent.returnPath.startsWith(`bounces+${tag}.${sent.id}-`)).toBe(true);
+      const returnPath =
+        made === "tagged"
+          ? sent.returnPath
+          : sent.returnPath.replace(`bounces+${tag}.`, made === "untagged" || stale === "" ? "bounces+" : `bounces+${stale}.`);
+      const rejected = await deliverToEmailHandler(
+        returnPath,
+        report("postfixHardBounce", { returnPath, recipient: to, messageId: sent.messageIdHeader }),
+      );
+      expect(rejected).toBeUndefined();
+
+      const message = await messageOf(key, sent.id);
+      expect(message.recipients, made).toEqual([expect.objectContaining({ email: to, status: "bounced" })]);
+      expect(message.events.map((event) => event.type)).toContain("relay.bounced");
+      expect(await suppression(key, to)).toMatchObject({ reason: "bounce" });
+    }
+    expect(await env.DB.prepare("SELECT count(*) AS n FROM suppressions WHERE account_id = ?").bind(account.id).first()).toEqual({ n: 0 });
   });
 });

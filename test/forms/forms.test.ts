@@ -2,6 +2,7 @@ import { env, exports } from "cloudflare:workers";
 import PostalMime from "postal-mime";
 import { describe, expect, it } from "vitest";
 import { config } from "../../src/config";
+import { databaseTag } from "../../src/db/client";
 import { SIGN_UPS_PER_ADDRESS_PER_HOUR, SIGN_UPS_PER_IP_PER_MINUTE } from "../../src/api/subscribe";
 import { confirmationToken } from "../../src/domain/forms/signup";
 import { audienceOf, campaignAccount, campaignMessages, tag, waitForStatus, type Campaign } from "../support/campaigns";
@@ -221,15 +222,16 @@ describe("forms: double opt-in", () => {
   });
 
   it("a forged or expired link says so and confirms nothing", async () => {
-    const { key, sender } = await campaignAccount();
+    const { account, key, sender } = await campaignAccount();
     const form = await createForm(key, { sender_id: sender });
+    const at = { formId: form.id, tag: databaseTag(account.database) };
     const email = rcpt("late");
     expect((await signUp(form.id, { email }, { as: "json" })).status).toBe(202);
     const { path } = await confirmationMail(email);
     const [payload, signature] = path!.slice("/subscribe/confirm/".length).split(".") as [string, string];
 
     const forgedSignature = `/subscribe/confirm/${payload}.${signature.replace(/^./, (char) => (char === "0" ? "1" : "0"))}`;
-    const otherAddress = await confirmationToken({ encryptionKey: "not-the-key" }, form.id, email);
+    const otherAddress = await confirmationToken({ encryptionKey: "not-the-key" }, at, email);
     for (const forged of [forgedSignature, `/subscribe/confirm/${otherAddress}`, "/subscribe/confirm/nonsense", "/subscribe/confirm/a.b.c"]) {
       for (const method of ["GET", "POST"] as const) {
         const response = await confirmLink(forged, method);
@@ -238,7 +240,7 @@ describe("forms: double opt-in", () => {
       }
     }
     const eightDaysAgo = new Date(Date.now() - 8 * 24 * 60 * 60 * 1000);
-    const expired = `/subscribe/confirm/${await confirmationToken(config(env), form.id, email, eightDaysAgo)}`;
+    const expired = `/subscribe/confirm/${await confirmationToken(config(env), at, email, eightDaysAgo)}`;
     for (const method of ["GET", "POST"] as const) {
       const response = await confirmLink(expired, method);
       expect(response.status).toBe(410);

@@ -1,9 +1,10 @@
-import { openCtx } from "../../src/db/client";
+import { databaseTag, openCtx } from "../../src/db/client";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { purgeExpiredData } from "../../src/domain/retention/purge";
 import { signIn } from "../support/dashboard";
-import { call, createAccount, createKey, json } from "../support/helpers";
+import { createdIn, lastAccountDatabase, otherAccountDatabase } from "../support/databases";
+import { call, createAccount, createKey, d1Of, json } from "../support/helpers";
 import { verifiedDomain } from "../support/sending";
 import { addReceiverRule, createEndpoint, receiverPath, receiverUrl, specVerify, waitForRequests } from "../support/webhooks";
 import { deliver, inboundList, inboundMail, inboundObjects, receivingDomain } from "../support/inbound";
@@ -203,21 +204,22 @@ describe("mail to a receiving domain", () => {
   });
 
   it("a redelivered message is stored once and announced once", async () => {
-    const { key, domain } = await receiver();
+    const { account, key, domain } = await receiver();
     const to = `support@${domain.name}`;
     const raw = inboundMail("replyWithAttachments", { to });
     await deliver(to, raw);
     await deliver(to, raw);
     const listed = await inboundList(key);
     expect(listed).toHaveLength(1);
-    const { total } = (await env.DB.prepare("SELECT count(*) AS total FROM events WHERE subject_id = ?")
+    const { total } = (await d1Of(account)
+      .prepare("SELECT count(*) AS total FROM events WHERE subject_id = ?")
       .bind(listed[0]!.id)
       .first<{ total: number }>())!;
     expect(total).toBe(1);
   });
 
   it("a redelivery that gained trace headers on the way is still the same mail; another mail reusing its Message-ID is kept", async () => {
-    const { key, domain } = await receiver();
+    const { account, key, domain } = await receiver();
     const to = `support@${domain.name}`;
     const raw = inboundMail("replyWithAttachments", { to });
     await deliver(to, raw);
@@ -231,7 +233,8 @@ describe("mail to a receiving domain", () => {
     expect(await deliver(to, other)).toEqual({ rejected: undefined });
     const listed = await inboundList(key);
     expect(listed.map((row) => row.subject).sort()).toEqual(["Re: Your receipt", "Something else entirely"]);
-    const { total } = (await env.DB.prepare("SELECT count(*) AS total FROM events WHERE type = 'email.received' AND subject_id IN (?, ?)")
+    const { total } = (await d1Of(account)
+      .prepare("SELECT count(*) AS total FROM events WHERE type = 'email.received' AND subject_id IN (?, ?)")
       .bind(listed[0]!.id, listed[1]!.id)
       .first<{ total: number }>())!;
     expect(total).toBe(2);
@@ -457,17 +460,47 @@ describe("real-format mail", () => {
   });
 
   it("keeps a large body in R2 rather than the row, and still shows it", async () => {
-    const { key, domain } = await receiver();
+    const { account, key, domain } = await receiver();
     const to = `support@${domain.name}`;
     const text = `${"word ".repeat(40_000)}end`;
     const raw = `From: a@example.org\r\nTo: ${to}\r\nSubject: long\r\nMessage-ID: <long-${crypto.randomUUID()}@example.org>\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n${text}\r\n`;
     expect(await deliver(to, raw)).toEqual({ rejected: undefined });
     const [listed] = await inboundList(key);
     expect((await inboundOf(key, listed!.id)).text?.trim()).toBe(text);
-    const row = await env.DB.prepare("SELECT text, body_key FROM inbound_emails WHERE id = ?")
+    const row = await d1Of(account)
+      .prepare("SELECT text, body_key FROM inbound_emails WHERE id = ?")
       .bind(listed!.id)
       .first<{ text: string | null; body_key: string }>();
     expect(row).toEqual({ text: null, body_key: `inbound/${listed!.id}/body.json` });
+  });
+});
+
+describe("mail for an account in another account database", () => {
+  it("is stored in the account's database, found there by the API, and its attachment links name that database", async () => {
+    const account = await createdIn(lastAccountDatabase(), () => createAccount());
+    const key = account.api_key;
+    const domain = await receivingDomain(key);
+    const to = `support@${domain.name}`;
+    expect(await deliver(to, inboundMail("replyWithAttachments", { to }))).toEqual({ rejected: undefined });
+    const [stored] = await inboundList(key);
+    expect(stored).toMatchObject({ envelope_to: to, subject: "Re: Your receipt" });
+    const own = d1Of(account);
+    expect(await own.prepare("SELECT envelope_to FROM inbound_emails WHERE id = ?").bind(stored!.id).first()).toEqual({ envelope_to: to });
+    expect(await env.DB.prepare("SELECT count(*) AS n FROM inbound_emails WHERE id = ?").bind(stored!.id).first()).toEqual({ n: 0 });
+
+    const event = await own
+      .prepare("SELECT data FROM events WHERE type = 'email.received' AND subject_id = ?")
+      .bind(stored!.id)
+      .first<{ data: string }>();
+    const link = new URL((JSON.parse(event!.data) as { attachments: { download_url: string }[] }).attachments[1]!.download_url);
+    expect(link.searchParams.get("db")).toBe(databaseTag(account.database));
+    expect((await call(`${link.pathname}${link.search}`)).status).toBe(200);
+    // A link made before account databases has no `db`, and one made before a move names another: both still work.
+    const untagged = new URL(link);
+    untagged.searchParams.delete("db");
+    const stale = new URL(link);
+    stale.searchParams.set("db", databaseTag(otherAccountDatabase(account.database)) || "9");
+    for (const url of [untagged, stale]) expect((await call(`${url.pathname}${url.search}`)).status, url.search).toBe(200);
   });
 });
 
@@ -486,7 +519,8 @@ const daysAgo = (days: number) => new Date(Date.now() - days * 86_400_000).toISO
 
 describe("retention of received mail", () => {
   it("purges received mail older than RETENTION_DAYS with its raw bytes and attachments, and keeps younger mail", async () => {
-    const { api_key: key } = await createAccount();
+    const account = await createAccount();
+    const key = account.api_key;
     const domain = await receivingDomain(key);
     const to = `support@${domain.name}`;
     await deliver(to, inboundMail("replyWithAttachments", { to }));
@@ -494,10 +528,10 @@ describe("retention of received mail", () => {
     await deliver(to, inboundMail("replyWithAttachments", { to }));
     const young = (await inboundList(key)).find((row) => row.id !== old!.id)!;
     // Received 31 days ago (RETENTION_DAYS is 30 by default).
-    await env.DB.prepare("UPDATE inbound_emails SET created_at = ? WHERE id = ?").bind(daysAgo(31), old!.id).run();
+    await d1Of(account).prepare("UPDATE inbound_emails SET created_at = ? WHERE id = ?").bind(daysAgo(31), old!.id).run();
     expect((await inboundObjects()).filter((object) => object.startsWith(`inbound/${old!.id}/`))).toHaveLength(3);
 
-    expect(await purgeExpiredData(openCtx(env))).toMatchObject({ inboundEmails: 1 });
+    expect(await purgeExpiredData(openCtx(env, undefined, account))).toMatchObject({ inboundEmails: 1 });
 
     expect((await call(`/api/v1/inbound/${old!.id}`, { key })).status).toBe(404);
     expect((await inboundObjects()).filter((object) => object.startsWith(`inbound/${old!.id}/`))).toEqual([]);

@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { countingD1 } from "../support/d1-counting";
-import { call, createKey, json } from "../support/helpers";
+import { call, createKey, d1Of, json } from "../support/helpers";
 import { audienceOf, campaignAccount, campaignMessages, sendCampaign, waitForStatus } from "../support/campaigns";
 import { sender, sentMessage } from "../support/feedback";
 import { messageOf, sinkMessagesTo } from "../support/sending";
@@ -59,16 +59,19 @@ describe("replies threaded to what was sent", () => {
     expect(await overviewReplies(key)).toBe(1);
   });
 
-  it("a threaded reply is received in 3 D1 round trips (domain with its hourly count, duplicate check with thread, writes) and its event dispatched in 3", async () => {
-    const { key, from, domain } = await sender();
+  it("a threaded reply is received in 3 D1 round trips (DB: the domain with its account's database; the account's: hourly count, duplicate check and thread, then writes) and its event dispatched in 3", async () => {
+    const { account, key, from, domain } = await sender();
     expect((await call(`/api/v1/domains/${domain.id}`, { key, method: "PATCH", body: { receiving: true } })).status).toBe(200);
     const sent = await sentMessage(key, from, "jane@example.org");
-    const { counted, usage } = countingD1(env.DB);
+    const shared = countingD1(env.DB);
+    const own = countingD1(d1Of(account));
     const to = `hello@${domain.name}`;
     const mail = inboundMail("replyWithAttachments", { to, inReplyTo: sent.messageIdHeader });
-    expect(await deliver(to, mail, { from: "jane@example.org", env: { ...env, DB: counted } })).toEqual({ rejected: undefined });
+    const counting = { ...env, DB: shared.counted, [account.database]: own.counted };
+    expect(await deliver(to, mail, { from: "jane@example.org", env: counting })).toEqual({ rejected: undefined });
     expect((await inboundList(key))[0]).toMatchObject({ in_reply_to_message_id: sent.id });
-    expect(usage.roundTrips).toBe(6);
+    expect(shared.usage.roundTrips).toBe(1);
+    expect(own.usage.roundTrips).toBe(5);
   });
 
   it("a reply that names our message only in References is threaded too; one naming another account's message is not", async () => {

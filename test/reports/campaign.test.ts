@@ -1,3 +1,4 @@
+import { databaseTag } from "../../src/db/client";
 import { env } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
 import { config } from "../../src/config";
@@ -18,8 +19,8 @@ type Report = {
 
 const reportOf = async (key: string, id: string) => json<Report>(await call(`/api/v1/reports/campaigns/${id}`, { key }));
 
-async function unsubscribe(messageId: string, email: string) {
-  const token = await unsubscribeToken(config(env), messageId, email);
+async function unsubscribe(messageId: string, email: string, database: string) {
+  const token = await unsubscribeToken(config(env), { messageId, email, tag: databaseTag(database) });
   const response = await call(`/u/${token}`, {
     method: "POST",
     body: "List-Unsubscribe=One-Click",
@@ -40,8 +41,8 @@ describe("GET /reports/campaigns/{id}", () => {
     await waitForStatus(key, campaignId, "sent");
     // One recipient unsubscribes with the message's one-click link, and the request is repeated.
     const [first] = await campaignMessages(campaignId);
-    await unsubscribe(first!.id, first!.email);
-    await unsubscribe(first!.id, first!.email);
+    await unsubscribe(first!.id, first!.email, setup.account.database);
+    await unsubscribe(first!.id, first!.email, setup.account.database);
     // Opens as open tracking counts them (through the same rollup writer), and clicks per link as its redirect does.
     const d1 = d1Of(setup.account);
     await d1.batch(

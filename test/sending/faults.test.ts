@@ -1,4 +1,4 @@
-import { openCtx } from "../../src/db/client";
+import { databaseTag, openCtx } from "../../src/db/client";
 import { env } from "cloudflare:workers";
 import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test";
 import { beforeAll, beforeEach, describe, expect, it } from "vitest";
@@ -121,7 +121,7 @@ describe("the provider refuses or fails at each step of the SMTP dialogue", () =
       const to = rcpt(phase);
       const id = await storedMessage(account.id, domainId, from, to);
       // MAIL FROM is the message's VERP return path (BOUNCE_DOMAIN is set in the tests).
-      const mailFrom = await returnPath(config(env), id, to, from);
+      const mailFrom = await returnPath(config(env), { messageId: id, tag: databaseTag(account.database) }, to, from);
       await rule(phase, responses, phase === "connect" || phase === "ehlo" ? "*" : phase === "mail" ? mailFrom : to);
 
       const told = await attempt(id);

@@ -1,6 +1,7 @@
 import { env } from "cloudflare:workers";
 import PostalMime from "postal-mime";
 import { describe, expect, it } from "vitest";
+import { databaseTag } from "../../src/db/client";
 import { ADMIN_TOKEN, call, createAccount, createKey, d1Of, d1OfAccount, json } from "../support/helpers";
 import { eventually, messageOf, sendBalance, sinkMessagesTo, sinkRaw, verifiedDomain } from "../support/sending";
 
@@ -16,7 +17,7 @@ const rcpt = (label: string) => `${label}-${crypto.randomUUID().slice(0, 8)}@exa
 
 describe("POST /send", () => {
   it("sends a templated broadcast message with placeholders, an attachment and a tag to the provider, DKIM-signed with one-click unsubscribe", async () => {
-    const { key, from, domain } = await setup();
+    const { account, key, from, domain } = await setup();
     const template = await json<{ id: string; variables: string[] }>(
       await call("/api/v1/templates", {
         key,
@@ -55,8 +56,10 @@ describe("POST /send", () => {
     });
 
     const [delivered] = await eventually(async () => ((await sinkMessagesTo(to)).length > 0 ? sinkMessagesTo(to) : undefined));
-    // The envelope sender is the message's signed VERP address at BOUNCE_DOMAIN, so its bounces come back to us.
-    expect(delivered!.mail_from).toMatch(new RegExp(`^bounces\\+${accepted.id}-[0-9a-f]{16}@bounces\\.mailforge\\.test$`));
+    // The envelope sender is the message's signed VERP address at BOUNCE_DOMAIN, so its bounces come back to us; it
+    // names the account's database first.
+    const tag = databaseTag(account.database);
+    expect(delivered!.mail_from).toMatch(new RegExp(`^bounces\\+${tag ? `${tag}\\.` : ""}${accepted.id}-[0-9a-f]{16}@bounces\\.mailforge\\.test$`));
     const raw = await sinkRaw(delivered!.id);
     // Ed25519 first (its key is published by verifiedDomain), then RSA, both for the sender's domain.
     const signatures = [...raw.matchAll(/^DKIM-Signature: v=1; a=([a-z0-9-]+); c=relaxed\/relaxed;\r\n d=([^;]+); s=([^;]+);/gm)];

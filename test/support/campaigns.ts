@@ -2,7 +2,8 @@ import { createExecutionContext, createScheduledController, runInDurableObject, 
 import { env } from "cloudflare:workers";
 import { expect } from "vitest";
 import worker from "../../src/index";
-import { call, createAccount, json } from "./helpers";
+import { accountDatabaseNames } from "../../src/db/client";
+import { call, createAccount, d1Of, json } from "./helpers";
 import { eventually, verifiedDomain } from "./sending";
 
 export type Campaign = {
@@ -28,7 +29,8 @@ export async function campaignAccount(options: { sendCredits?: number; dailySend
   const domain = await verifiedDomain(key);
   const sender = `snd_${tag()}`;
   // A sender row as the senders API stores it (test/campaigns/senders.test.ts covers that API).
-  await env.DB.prepare("INSERT INTO senders (id, account_id, name, email, reply_to, domain_id) VALUES (?1, ?2, 'Acme News', ?3, NULL, ?4)")
+  await d1Of(account)
+    .prepare("INSERT INTO senders (id, account_id, name, email, reply_to, domain_id) VALUES (?1, ?2, 'Acme News', ?3, NULL, ?4)")
     .bind(sender, account.id, `hello@${domain.name}`, domain.id)
     .run();
   return { account, key, domain, sender };
@@ -112,16 +114,23 @@ export const waitForStatus = (key: string, id: string, status: string) =>
     return current.status === status ? current : undefined;
   }, 20_000);
 
-/** The campaign's messages with their recipient's address. */
+/** The campaign's messages with their recipient's address (from whichever account database holds the campaign). */
 export async function campaignMessages(campaignId: string) {
-  return (
-    await env.DB.prepare(
-      `SELECT m.id, m.status, r.email FROM messages AS m JOIN message_recipients AS r ON r.message_id = m.id
+  const rows = await Promise.all(
+    accountDatabaseNames(env).map(
+      async (name) =>
+        (
+          await d1Of({ database: name })
+            .prepare(
+              `SELECT m.id, m.status, r.email FROM messages AS m JOIN message_recipients AS r ON r.message_id = m.id
        WHERE m.campaign_id = ?1`,
-    )
-      .bind(campaignId)
-      .all<{ id: string; status: string; email: string }>()
-  ).results;
+            )
+            .bind(campaignId)
+            .all<{ id: string; status: string; email: string }>()
+        ).results,
+    ),
+  );
+  return rows.flat();
 }
 
 /** Runs the Worker's real scheduled handler (the cron) once. */

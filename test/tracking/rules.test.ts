@@ -48,18 +48,18 @@ const config = { encryptionKey: "test-key-for-tracking", siteUrl: "https://mail.
 
 describe("tracking tokens", () => {
   it("read back what was signed, and nothing else", async () => {
-    const target = { messageId: "msg_a", recipient: "ann@example.net", url: "https://shop.example/p?id=1&x=é" };
+    const target = { messageId: "msg_a", recipient: "ann@example.net", url: "https://shop.example/p?id=1&x=é", tag: "1" };
     const click = await clickToken(config, target);
     expect(await readClickToken(config, click)).toEqual(target);
-    const open = await openToken(config, { messageId: "msg_a", recipient: null });
-    expect(await readOpenToken(config, open)).toEqual({ messageId: "msg_a", recipient: null });
+    const open = await openToken(config, { messageId: "msg_a", recipient: null, tag: "" });
+    expect(await readOpenToken(config, open)).toEqual({ messageId: "msg_a", recipient: null, tag: "" });
     // A token of one kind is not one of the other.
     expect(await readOpenToken(config, click)).toBeUndefined();
     expect(await readClickToken(config, open)).toBeUndefined();
     // Another deployment's key, an edited payload, an edited signature, garbage: all unreadable.
     expect(await readClickToken({ encryptionKey: "other" }, click)).toBeUndefined();
     const [payload, signature] = click.split(".") as [string, string];
-    const forged = btoa(JSON.stringify(["c", "msg_a", "ann@example.net", "https://evil.example/"])).replace(/=+$/, "");
+    const forged = btoa(JSON.stringify(["c", "msg_a", "ann@example.net", "https://evil.example/", "1"])).replace(/=+$/, "");
     expect(await readClickToken(config, `${forged}.${signature}`)).toBeUndefined();
     expect(await readClickToken(config, `${payload}.${signature.slice(0, -1)}${signature.endsWith("A") ? "B" : "A"}`)).toBeUndefined();
     expect(await readClickToken(config, `${payload}.${signature}.x`)).toBeUndefined();
@@ -69,7 +69,7 @@ describe("tracking tokens", () => {
 });
 
 describe("the tracked HTML", () => {
-  const tracking = { messageId: "msg_html", recipient: "ann@example.net", opens: true, clicks: true };
+  const tracking = { messageId: "msg_html", recipient: "ann@example.net", tag: "0", opens: true, clicks: true };
 
   it("rewrites http(s) links to signed redirects of the exact URL and adds the pixel before </body>; leaves everything else byte for byte", async () => {
     const html =
@@ -87,8 +87,8 @@ describe("the tracked HTML", () => {
       }),
     );
     expect(targets).toEqual([
-      { messageId: "msg_html", recipient: "ann@example.net", url: "https://shop.example/p?a=1&b=2" },
-      { messageId: "msg_html", recipient: "ann@example.net", url: "http://example.org/Path" },
+      { messageId: "msg_html", recipient: "ann@example.net", url: "https://shop.example/p?a=1&b=2", tag: "0" },
+      { messageId: "msg_html", recipient: "ann@example.net", url: "http://example.org/Path", tag: "0" },
     ]);
     expect(out).toContain('class="cta">Buy</a>');
     expect(out).toContain("<p>Grüße — ");

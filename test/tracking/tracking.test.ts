@@ -1,7 +1,7 @@
-import { env, exports } from "cloudflare:workers";
+import { exports } from "cloudflare:workers";
 import PostalMime from "postal-mime";
 import { describe, expect, it } from "vitest";
-import { call, createAccount, json } from "../support/helpers";
+import { call, createAccount, d1Of, json } from "../support/helpers";
 import { audienceOf, campaignAccount, waitForStatus } from "../support/campaigns";
 import { eventually, messageOf, sinkMessagesTo, sinkRaw, verifiedDomain } from "../support/sending";
 import { createEndpoint, receiverPath, receiverUrl, waitForRequests } from "../support/webhooks";
@@ -41,16 +41,20 @@ const hit = (path: string, headers: Record<string, string> = reader) =>
   exports.default.fetch(new Request(`http://localhost${path}`, { headers, redirect: "manual" }));
 
 /** The message was handed over a minute ago: past the window in which an open counts as a prefetch. */
-async function sentAMinuteAgo(messageId: string) {
-  await env.DB.prepare("UPDATE messages SET sent_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-60 seconds') WHERE id = ?1").bind(messageId).run();
+async function sentAMinuteAgo(account: { database: string }, messageId: string) {
+  await d1Of(account)
+    .prepare("UPDATE messages SET sent_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-60 seconds') WHERE id = ?1")
+    .bind(messageId)
+    .run();
 }
 
-async function rollups(accountId: string) {
-  return env.DB.prepare(
-    `SELECT total(opens) AS opens, total(unique_opens) AS unique_opens, total(machine_opens) AS machine_opens,
+async function rollups(account: { id: string; database: string }) {
+  return d1Of(account)
+    .prepare(
+      `SELECT total(opens) AS opens, total(unique_opens) AS unique_opens, total(machine_opens) AS machine_opens,
        total(clicks) AS clicks, total(unique_clicks) AS unique_clicks FROM daily_stats WHERE account_id = ?1`,
-  )
-    .bind(accountId)
+    )
+    .bind(account.id)
     .first<Record<"opens" | "unique_opens" | "machine_opens" | "clicks" | "unique_clicks", number>>();
 }
 
@@ -80,7 +84,7 @@ describe("open and click tracking", () => {
     expect(parsed.text?.trim()).toBe(text);
     expect(pixel?.startsWith(`${site}/t/o/`)).toBe(true);
 
-    await sentAMinuteAgo(id);
+    await sentAMinuteAgo(account, id);
     for (let i = 0; i < 2; i++) {
       const open = await hit(pathOf(pixel!));
       expect(open.status).toBe(200);
@@ -93,7 +97,7 @@ describe("open and click tracking", () => {
       return row?.opens === 2 ? row : undefined;
     });
     expect(opened.opened_at).toEqual(expect.any(String));
-    expect(await rollups(account.id)).toMatchObject({ opens: 2, unique_opens: 1, machine_opens: 0 });
+    expect(await rollups(account)).toMatchObject({ opens: 2, unique_opens: 1, machine_opens: 0 });
     const openEvents = await eventsOf(key, id, "opened");
     expect(openEvents).toHaveLength(1);
     expect(openEvents[0]!.data).toMatchObject({ message_id: id, recipient: to, user_agent: reader["User-Agent"], source: "api" });
@@ -111,12 +115,13 @@ describe("open and click tracking", () => {
       return row?.clicks === 5 ? row : undefined;
     });
     expect(clicked.clicked_at).toEqual(expect.any(String));
-    expect(await rollups(account.id)).toMatchObject({ clicks: 5, unique_clicks: 1 });
+    expect(await rollups(account)).toMatchObject({ clicks: 5, unique_clicks: 1 });
     const clickEvents = await eventsOf(key, id, "clicked");
     expect(clickEvents.map((event) => event.data.url).sort()).toEqual(["https://shop.example/faq", "https://shop.example/sale?from=mail&id=7"]);
     expect(clickEvents[0]!.data).toMatchObject({ message_id: id, recipient: to });
 
-    const contactRow = await env.DB.prepare("SELECT last_activity_at FROM contacts WHERE id = ?1")
+    const contactRow = await d1Of(account)
+      .prepare("SELECT last_activity_at FROM contacts WHERE id = ?1")
       .bind(contact.id)
       .first<{ last_activity_at: string }>();
     expect(contactRow?.last_activity_at).toEqual(expect.any(String));
@@ -131,7 +136,7 @@ describe("open and click tracking", () => {
     const { id, parsed } = await sendAndReceive(key, { from, to, subject: "Sale", html, track_opens: true, track_clicks: true }, to);
     const path = pathOf(trackedLinks(parsed.html!)[0]!);
     const pixel = pathOf(pixelOf(parsed.html!)!);
-    await sentAMinuteAgo(id);
+    await sentAMinuteAgo(account, id);
     const flip = (value: string, at: number) => `${value.slice(0, at)}${value[at] === "A" ? "B" : "A"}${value.slice(at + 1)}`;
     for (const altered of [flip(path, "/t/c/".length + 3), flip(path, path.length - 2), flip(pixel, pixel.length - 2), `${path}x`, "/t/c/nothing"]) {
       const response = await hit(altered);
@@ -145,7 +150,7 @@ describe("open and click tracking", () => {
     // The real link still works afterwards, and only it was counted.
     expect((await hit(path)).status).toBe(302);
     await eventually(async () => ((await recipientRow(key, id))?.clicks === 1 ? true : undefined));
-    expect(await rollups(account.id)).toMatchObject({ clicks: 1, opens: 0 });
+    expect(await rollups(account)).toMatchObject({ clicks: 1, opens: 0 });
   });
 
   it("machine opens (Apple MPP, a prefetch right after sending) are counted apart; scanner clicks redirect uncounted", async () => {
@@ -155,15 +160,15 @@ describe("open and click tracking", () => {
     const pixel = pathOf(pixelOf(parsed.html!)!);
     // Within 10 s of sending, even a mail client's fetch is a prefetch.
     expect((await hit(pixel)).status).toBe(200);
-    await eventually(async () => ((await rollups(account.id))?.machine_opens === 1 ? true : undefined));
-    await sentAMinuteAgo(id);
+    await eventually(async () => ((await rollups(account))?.machine_opens === 1 ? true : undefined));
+    await sentAMinuteAgo(account, id);
     expect((await hit(pixel, { "User-Agent": "Mozilla/5.0" })).status).toBe(200);
     expect((await hit(pixel, { ...reader, "CF-Connecting-IP": "17.58.1.20" })).status).toBe(200);
     const scanner = await hit(pathOf(trackedLinks(parsed.html!)[0]!), { "User-Agent": "Mimecast-URL-Protect/1.0" });
     expect(scanner.status).toBe(302);
     expect(scanner.headers.get("Location")).toBe("https://shop.example/sale?from=mail&id=7");
-    await eventually(async () => ((await rollups(account.id))?.machine_opens === 3 ? true : undefined));
-    expect(await rollups(account.id)).toMatchObject({ opens: 0, unique_opens: 0, clicks: 0 });
+    await eventually(async () => ((await rollups(account))?.machine_opens === 3 ? true : undefined));
+    expect(await rollups(account)).toMatchObject({ opens: 0, unique_opens: 0, clicks: 0 });
     expect(await recipientRow(key, id)).toMatchObject({ opens: 0, clicks: 0, opened_at: null });
     expect((await messageOf(key, id)).events.map((event) => event.type)).toEqual(["relay.sent"]);
   });
@@ -182,11 +187,11 @@ describe("open and click tracking", () => {
     const { id, parsed } = await sendAndReceive(key, { from, to: [a, b], subject: "Sale", html, track_opens: true }, a);
     expect(trackedLinks(parsed.html!)).toEqual([]);
     const pixel = pathOf(pixelOf(parsed.html!)!);
-    await sentAMinuteAgo(id);
+    await sentAMinuteAgo(account, id);
     await hit(pixel);
     await hit(pixel);
-    await eventually(async () => ((await rollups(account.id))?.opens === 2 ? true : undefined));
-    expect(await rollups(account.id)).toMatchObject({ opens: 2, unique_opens: 1 });
+    await eventually(async () => ((await rollups(account))?.opens === 2 ? true : undefined));
+    expect(await rollups(account)).toMatchObject({ opens: 2, unique_opens: 1 });
     const events = await eventsOf(key, id, "opened");
     expect(events).toHaveLength(1);
     expect(events[0]!.data).toMatchObject({ message_id: id, recipient: null });
@@ -202,7 +207,7 @@ describe("open and click tracking", () => {
     const [payload, signature] = token.split(".") as [string, string];
     const fields = JSON.parse(atob(payload.replace(/-/g, "+").replace(/_/g, "/"))) as unknown[];
     expect(fields[1]).toBe(mine.id);
-    const swapped = btoa(JSON.stringify(["c", theirs.id, toOther, fields[3]]))
+    const swapped = btoa(JSON.stringify(["c", theirs.id, toOther, fields[3], fields[4]]))
       .replace(/\+/g, "-")
       .replace(/\//g, "_")
       .replace(/=+$/, "");
@@ -212,7 +217,7 @@ describe("open and click tracking", () => {
     await eventually(async () => ((await eventsOf(owner.key, mine.id, "clicked")).length === 1 ? true : undefined));
     expect(await eventsOf(other.key, theirs.id, "clicked")).toEqual([]);
     expect((await call(`/api/v1/messages/${mine.id}`, { key: other.key })).status).toBe(404);
-    expect(await rollups(other.account.id)).toMatchObject({ clicks: 0 });
+    expect(await rollups(other.account)).toMatchObject({ clicks: 0 });
   });
 
   it("a campaign is tracked by default and its report links count clicks per URL", async () => {
@@ -235,14 +240,16 @@ describe("open and click tracking", () => {
     const [firstSale, firstFaq] = trackedLinks(first!);
     const [secondSale] = trackedLinks(second!);
     expect(firstSale).not.toBe(secondSale);
-    await env.DB.prepare("UPDATE messages SET sent_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-60 seconds') WHERE campaign_id = ?1")
+    await d1Of(account)
+      .prepare("UPDATE messages SET sent_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-60 seconds') WHERE campaign_id = ?1")
       .bind(campaign.id)
       .run();
 
     for (const link of [firstSale!, firstSale!, firstFaq!, secondSale!]) expect((await hit(pathOf(link))).status).toBe(302);
     const links = await eventually(async () => {
       const rows = (
-        await env.DB.prepare("SELECT url, clicks, unique_clicks FROM campaign_links WHERE campaign_id = ?1 ORDER BY clicks DESC")
+        await d1Of(account)
+          .prepare("SELECT url, clicks, unique_clicks FROM campaign_links WHERE campaign_id = ?1 ORDER BY clicks DESC")
           .bind(campaign.id)
           .all()
       ).results;
@@ -252,12 +259,11 @@ describe("open and click tracking", () => {
       { url: "https://shop.example/sale?from=mail&id=7", clicks: 3, unique_clicks: 2 },
       { url: "https://shop.example/faq", clicks: 1, unique_clicks: 1 },
     ]);
-    const byCampaign = await env.DB.prepare(
-      "SELECT sum(clicks) AS clicks, sum(unique_clicks) AS unique_clicks FROM daily_stats WHERE campaign_id = ?1",
-    )
+    const byCampaign = await d1Of(account)
+      .prepare("SELECT sum(clicks) AS clicks, sum(unique_clicks) AS unique_clicks FROM daily_stats WHERE campaign_id = ?1")
       .bind(campaign.id)
       .first();
     expect(byCampaign).toEqual({ clicks: 4, unique_clicks: 2 });
-    expect(await rollups(account.id)).toMatchObject({ clicks: 4, unique_clicks: 2 });
+    expect(await rollups(account)).toMatchObject({ clicks: 4, unique_clicks: 2 });
   });
 });

@@ -15,6 +15,7 @@ import { Table } from "../components/table";
 import { Copyable, Csrf, Notice, Shell, formatTime } from "../layout";
 import type { DashboardEnv } from "../session";
 import { ContactsNav } from "./topics";
+import { tagOf } from "../../db/hints";
 
 const basePath = "/dashboard/contacts/forms";
 
@@ -151,14 +152,14 @@ export const formPages = new Hono<DashboardEnv>()
     const auth = c.get("auth");
     const form = await ownedForm(c);
     const siteUrl = config(c.env).siteUrl;
-    const snippet = htmlSnippet(siteUrl, form);
+    const snippet = htmlSnippet(siteUrl, form, tagOf(c.var.ctx.db));
     return c.html(
       <Shell title={form.name} auth={auth} csrfToken={c.get("csrfToken")} current="/dashboard/contacts">
         <section class="card">
           <h2>Paste this into your site</h2>
           <p>
-            It posts to <Copyable value={subscribeUrl(siteUrl, form.id)} label="the form's address" />, needs no key and no script, and sends the
-            browser on to {form.redirectUrl ? <code>{form.redirectUrl}</code> : "a thank-you page"}.
+            It posts to <Copyable value={subscribeUrl(siteUrl, form.id, tagOf(c.var.ctx.db))} label="the form's address" />, needs no key and no
+            script, and sends the browser on to {form.redirectUrl ? <code>{form.redirectUrl}</code> : "a thank-you page"}.
           </p>
           <pre class="snippet" data-testid="html-snippet">
             <code>{snippet}</code>

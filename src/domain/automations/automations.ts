@@ -20,7 +20,18 @@ export type AutomationRow = typeof automations.$inferSelect;
 /** 24 random bytes (192 bits), base64url: the part of the private URL that is the credential. */
 const newPrivatePath = () => randomToken(24);
 
-export const privateUrl = (cfg: Pick<Config, "siteUrl">, path: string) => new URL(`/hooks/automations/${path}`, cfg.siteUrl).href;
+/**
+ * The private URL: the path, after the tag of the account database it is in and a dot (src/db/hints.ts; none for
+ * `DB`), so a trigger finds the automation without asking every database. A path has no dot.
+ */
+export const privateUrl = (cfg: Pick<Config, "siteUrl">, path: string, tag: string) =>
+  new URL(`/hooks/automations/${tag === "" ? "" : `${tag}.`}${path}`, cfg.siteUrl).href;
+
+/** The database tag (undefined in a URL made before account databases) and the stored path of a private URL's last segment. */
+export function privatePathOf(segment: string): { tag: string | undefined; path: string } {
+  const dot = segment.indexOf(".");
+  return dot < 0 ? { tag: undefined, path: segment } : { tag: segment.slice(0, dot), path: segment.slice(dot + 1) };
+}
 
 /**
  * The secret that signs the automation's `webhook` steps (`X-Service-Signature`, as webhook deliveries are signed):
@@ -30,7 +41,8 @@ export async function automationWebhookSecret(cfg: Pick<Config, "encryptionKey">
   return `whsec_${(await hmacSha256Hex(`automation-webhook:${cfg.encryptionKey}`, automationId)).slice(0, 48)}`;
 }
 
-export async function serializeAutomation(env: Env, row: AutomationRow) {
+/** `tag`: the tag of the account database the automation is in, for its private URL. */
+export async function serializeAutomation(env: Env, row: AutomationRow, tag: string) {
   const cfg = config(env);
   return {
     id: row.id,
@@ -38,7 +50,7 @@ export async function serializeAutomation(env: Env, row: AutomationRow) {
     status: row.status,
     steps: row.steps as Step[],
     redirect_url: row.redirectUrl,
-    private_url: privateUrl(cfg, row.privatePath),
+    private_url: privateUrl(cfg, row.privatePath, tag),
     webhook_secret: await automationWebhookSecret(cfg, row.id),
     created_at: row.createdAt,
     updated_at: row.updatedAt,

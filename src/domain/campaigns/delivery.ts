@@ -8,7 +8,7 @@ import { config } from "../../config";
 import { campaigns, contacts, messages } from "../../db/schema";
 import { messageContentSchema } from "../sending/content";
 import { placeholderNames, renderTemplate } from "../sending/render";
-import { listUnsubscribeHeaders, unsubscribeToken } from "../sending/unsubscribe";
+import { listUnsubscribeHeaders, unsubscribeUrl as unsubscribeLink } from "../sending/unsubscribe";
 import { contactVariables } from "../contacts/contacts";
 import { blocksBroadcastSql } from "../suppressions/suppressions";
 import type { CampaignRow } from "./campaigns";
@@ -93,10 +93,14 @@ const footerHtml = (url: string) =>
  * `{{custom_fields.plan}}`) over the campaign's variables, HTML-escaped in the html part as POST /send does, the
  * preheader as hidden text at the top, and `{{unsubscribe_url}}`, or a footer link when the body does not use it.
  */
-export async function renderCampaignMessage(env: Env, messageId: string, { campaign, contact }: CampaignRecipient): Promise<RenderedCampaignMessage> {
+export async function renderCampaignMessage(
+  env: Env,
+  { messageId, tag }: { messageId: string; tag: string },
+  { campaign, contact }: CampaignRecipient,
+): Promise<RenderedCampaignMessage> {
   const to = contact.emailKey;
-  // The same signed token as the List-Unsubscribe header's (it names this message and address).
-  const unsubscribeUrl = new URL(`/u/${await unsubscribeToken(config(env), messageId, to)}`, config(env).siteUrl).href;
+  // The same signed token as the List-Unsubscribe header's (it names this message, its database and the address).
+  const unsubscribeUrl = await unsubscribeLink(config(env), { messageId, email: to, tag });
   const variables = { ...campaign.variables, ...contactVariables(contact), unsubscribe_url: unsubscribeUrl };
   const usesLink = (body: string) => placeholderNames(body).includes("unsubscribe_url");
   let html: string | undefined;
@@ -119,6 +123,6 @@ export async function renderCampaignMessage(env: Env, messageId: string, { campa
     subject: renderTemplate(campaign.subject ?? "", variables, { html: false }).replace(/[\r\n]+/g, " "),
     html,
     text,
-    headers: await listUnsubscribeHeaders(config(env), messageId, to),
+    headers: await listUnsubscribeHeaders(config(env), { messageId, recipient: to, tag }),
   };
 }

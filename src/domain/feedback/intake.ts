@@ -7,7 +7,7 @@
 // dropped and logged, never applied; a report block about another recipient than the token's is ignored and logged,
 // since anyone who received the message can write one. For the same reason a mailed report never refunds (record.ts).
 
-import type { Ctx } from "../../db/client";
+import { inDatabase, type Ctx } from "../../db/client";
 import PostalMime, { type Attachment, type Email, type Header } from "postal-mime";
 import { config } from "../../config";
 import { sha256Hex } from "../../lib/crypto";
@@ -118,7 +118,8 @@ async function parseReport(raw: ArrayBuffer | string): Promise<ParsedReport | un
 }
 
 /**
- * Applies the report in one mail to BOUNCE_DOMAIN. `to` is the envelope recipient (a VERP address for DSNs).
+ * Applies the report in one mail to BOUNCE_DOMAIN. `to` is the envelope recipient (a VERP address for DSNs). `ctx`
+ * is not routed to an account: the return path names the message, and so its account database.
  * Returns what was recorded, or undefined when the mail was dropped.
  */
 async function ingestReport(ctx: Ctx, to: string, raw: ArrayBuffer | string): Promise<FeedbackResult | undefined> {
@@ -143,7 +144,7 @@ async function ingestReport(ctx: Ctx, to: string, raw: ArrayBuffer | string): Pr
     logWarning("feedback mail dropped: no valid return-path token", { to, type: parsed.type });
     return undefined;
   }
-  const { messageId, recipient } = owner;
+  const { messageId, recipient, database } = owner;
   const wanted = recipient.toLowerCase();
   const about = parsed.reports.filter((report) => report.named.length === 0 || report.named.some((address) => address.toLowerCase() === wanted));
   const others = [...new Set(parsed.reports.flatMap((report) => (about.includes(report) ? [] : report.named)))];
@@ -158,7 +159,7 @@ async function ingestReport(ctx: Ctx, to: string, raw: ArrayBuffer | string): Pr
   // The report's own Message-ID identifies it; without one, its bytes do.
   const sourceId = parsed.messageId ?? (await sha256Hex(typeof raw === "string" ? raw : new TextDecoder().decode(raw)));
   return recordFeedback(
-    ctx,
+    inDatabase(ctx, database),
     about.map(({ named: _named, ...report }) => ({ ...report, recipient, target: { messageId }, source: parsed.type, sourceId })),
   );
 }

@@ -13,7 +13,7 @@
 // and the ledger's unique references make a report received twice change nothing the second time.
 
 import { eq, or, sql } from "drizzle-orm";
-import { inJsonArray, sqlNow, statement, type Ctx, batch } from "../../db/client";
+import { accountDatabaseNames, inDatabase, inJsonArray, sqlNow, statement, type Ctx, batch } from "../../db/client";
 import { deliveryFeedback, messageRecipients, messages } from "../../db/schema";
 import { sha256Hex } from "../../lib/crypto";
 import { logWarning } from "../../lib/log";
@@ -65,7 +65,47 @@ const movesFrom = {
   complained: ["sent", "delivered", "unknown"],
 } as const;
 
-/** Applies reports to their messages; reports about unknown messages or recipients are dropped and logged. */
+/**
+ * Applies reports that name a provider's message id (and nothing of the account) in the account databases that hold
+ * those ids: each database is asked once for the ids not found yet, in order, until every one is found, and each one's
+ * reports are recorded in it. `ctx` need not be routed to an account. Reports nobody holds are dropped and logged.
+ */
+export async function recordProviderFeedback(ctx: Ctx, reports: (Feedback & { target: { providerMessageId: string } })[]): Promise<FeedbackResult> {
+  let missing = [...new Set(reports.map((report) => report.target.providerMessageId))];
+  const result: FeedbackResult = { recorded: 0, ignored: 0 };
+  for (const name of accountDatabaseNames(ctx.env)) {
+    if (missing.length === 0) break;
+    const routed = inDatabase(ctx, name);
+    const held = new Set(
+      (
+        await routed.db
+          .selectDistinct({ id: messageRecipients.providerMessageId })
+          .from(messageRecipients)
+          .where(inJsonArray(messageRecipients.providerMessageId, missing))
+          .all()
+      ).map((row) => row.id),
+    );
+    if (held.size === 0) continue;
+    missing = missing.filter((id) => !held.has(id));
+    const recorded = await recordFeedback(
+      routed,
+      reports.filter((report) => held.has(report.target.providerMessageId)),
+    );
+    result.recorded += recorded.recorded;
+    result.ignored += recorded.ignored;
+  }
+  const unknown = reports.filter((report) => missing.includes(report.target.providerMessageId));
+  for (const report of unknown) {
+    logWarning("feedback dropped: no such message recipient", { source: report.source, target: report.target, recipient: report.recipient });
+  }
+  result.ignored += unknown.length;
+  return result;
+}
+
+/**
+ * Applies reports to their messages in `ctx`'s account database; reports about unknown messages or recipients are
+ * dropped and logged.
+ */
 export async function recordFeedback(ctx: Ctx, reports: Feedback[]): Promise<FeedbackResult> {
   const { db } = ctx;
   if (reports.length === 0) return { recorded: 0, ignored: 0 };

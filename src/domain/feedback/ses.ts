@@ -6,7 +6,7 @@
 // return path, signed) or, failing that, by the Message-ID we wrote (`<msg_…@domain>`), believed only when the rest
 // of the notification is that message's too (`messageOfHeader`).
 
-import type { Ctx } from "../../db/client";
+import { databaseNameOf, findInAccountDatabases, inDatabase, type Ctx, type DatabaseName } from "../../db/client";
 import { z } from "zod";
 import { config } from "../../config";
 import { base64ToBytes } from "../../lib/crypto";
@@ -115,20 +115,26 @@ export async function handleSesNotification(ctx: Ctx, body: unknown): Promise<Se
   if (about.length < reports.length) {
     logWarning("ses: recipients the envelope sender does not belong to ignored", { message_id: ours.messageId, recipient: ours.recipient });
   }
-  const result = await recordFeedback(ctx, about);
+  const result = await recordFeedback(inDatabase(ctx, ours.database), about);
   return { kind: "recorded", ...result };
 }
 
-/** Our message the notification is about, and the recipient whose copy it was when its envelope sender says so. */
-async function ourMessage(ctx: Ctx, notification: SesNotification): Promise<{ messageId: string; recipient?: string } | undefined> {
+/**
+ * Our message the notification is about, the account database it is in, and the recipient whose copy it was when its
+ * envelope sender says so. A VERP envelope sender names the database; a Message-ID header does not, so without
+ * BOUNCE_DOMAIN the message is looked for in each account database in turn.
+ */
+async function ourMessage(
+  ctx: Ctx,
+  notification: SesNotification,
+): Promise<{ messageId: string; database: DatabaseName; recipient?: string } | undefined> {
   const { env } = ctx;
   const { source } = notification.mail;
   // SES always names the envelope sender; without it nothing ties the mail to one of our senders.
   if (!source) return undefined;
   const owner = await ownerOfReturnPath(ctx, config(env), source);
-  if ("recipient" in owner) return { messageId: owner.messageId, recipient: owner.recipient };
-  const messageId = await messageOfHeader(ctx, notification, source);
-  return messageId ? { messageId } : undefined;
+  if ("recipient" in owner) return owner;
+  return messageOfHeader(ctx, notification, source);
 }
 
 /**
@@ -139,22 +145,26 @@ async function ourMessage(ctx: Ctx, notification: SesNotification): Promise<{ me
  * From address (what we send as MAIL FROM without BOUNCE_DOMAIN), which only an account that verified its domain
  * sends from; and every recipient the notification names must be one of its recipients.
  */
-async function messageOfHeader(ctx: Ctx, notification: SesNotification, source: string): Promise<string | undefined> {
-  const { env, db } = ctx;
+async function messageOfHeader(
+  ctx: Ctx,
+  notification: SesNotification,
+  source: string,
+): Promise<{ messageId: string; database: DatabaseName } | undefined> {
+  const { env } = ctx;
   const { mail } = notification;
   const header = (mail.commonHeaders?.messageId ?? mail.headers?.find((h) => h.name.toLowerCase() === "message-id")?.value)?.trim();
   const id = header?.match(/^<(msg_[A-Za-z0-9]+)@[^\s<>@]+>$/)?.[1];
   if (!header || !id) return undefined;
-  const named = await findNamedMessage(db, id);
-  if (!named) return undefined;
-  const { message, recipients } = named;
+  const found = await findInAccountDatabases(env, undefined, (db) => findNamedMessage(db, id));
+  if (!found) return undefined;
+  const { message, recipients } = found.found;
   const lower = (address: string) => address.trim().replace(/^<|>$/g, "").toLowerCase();
   if (header.toLowerCase() !== buildMessageId(message.id, message.fromAddress).toLowerCase()) return undefined;
   if (lower(source) !== lower(message.fromAddress)) return undefined;
   const own = new Set(recipients.map(lower));
   if (!notifiedRecipients(notification).every((address) => own.has(lower(address)))) return undefined;
   if (message.source === "smtp" && !(await leftWithOurMessageId(env, message))) return undefined;
-  return message.id;
+  return { messageId: message.id, database: databaseNameOf(found.db) };
 }
 
 /** Whether a relayed message left with the Message-ID we add, i.e. it arrived without one of its own. */

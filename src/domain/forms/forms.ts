@@ -4,7 +4,8 @@
 // sign-up itself is ./signup.ts.
 
 import { and, eq } from "drizzle-orm";
-import { inJsonArray, type AccountDb } from "../../db/client";
+import { databaseNameOf, findInAccountDatabases, inDatabase, inJsonArray, type AccountDb, type Ctx } from "../../db/client";
+import { hintedDatabase } from "../../db/hints";
 import { forms, lists, senders, topics } from "../../db/schema";
 import type { FieldErrors } from "../../errors";
 import { newId, nowIso } from "../../lib/ids";
@@ -19,8 +20,15 @@ export type FormRow = typeof forms.$inferSelect;
 /** The field a form posts that people never see and bots fill in: a sign-up that fills it is answered, not kept. */
 export const HONEYPOT_FIELD = "_honeypot";
 
-/** The public address a form posts to. */
-export const subscribeUrl = (siteUrl: string, formId: string) => new URL(`/subscribe/${formId}`, siteUrl).href;
+/**
+ * The public address a form posts to. `tag`: the tag of the account database the form is in (src/db/hints.ts), as
+ * `?db=` (none for `DB`), so a sign-up finds the form without asking every database.
+ */
+export function subscribeUrl(siteUrl: string, formId: string, tag: string): string {
+  const url = new URL(`/subscribe/${formId}`, siteUrl);
+  if (tag !== "") url.searchParams.set("db", tag);
+  return url.href;
+}
 
 const fieldLabels: Record<ContactTextField, { label: string; type: string; autocomplete: string }> = {
   first_name: { label: "First name", type: "text", autocomplete: "given-name" },
@@ -34,13 +42,13 @@ const fieldLabels: Record<ContactTextField, { label: string; type: string; autoc
  * The HTML to paste into a website: a plain form posting to the public endpoint, the form's fields, and the honeypot
  * kept off-screen (not `display:none`, which some bots skip) and out of the tab order and the accessibility tree.
  */
-export function htmlSnippet(siteUrl: string, form: Pick<FormRow, "id" | "fields">): string {
+export function htmlSnippet(siteUrl: string, form: Pick<FormRow, "id" | "fields">, tag: string): string {
   const inputs = (form.fields as ContactTextField[]).map((field) => {
     const { label, type, autocomplete } = fieldLabels[field];
     return `  <label>${label} <input type="${type}" name="${field}" autocomplete="${autocomplete}" maxlength="256"></label>\n`;
   });
   return (
-    `<form action="${escapeHtml(subscribeUrl(siteUrl, form.id))}" method="post">\n` +
+    `<form action="${escapeHtml(subscribeUrl(siteUrl, form.id, tag))}" method="post">\n` +
     `  <label>Email <input type="email" name="email" autocomplete="email" required maxlength="320"></label>\n` +
     inputs.join("") +
     `  <div style="position:absolute;left:-10000px" aria-hidden="true"><input type="text" name="${HONEYPOT_FIELD}" tabindex="-1" autocomplete="off"></div>\n` +
@@ -49,7 +57,8 @@ export function htmlSnippet(siteUrl: string, form: Pick<FormRow, "id" | "fields"
   );
 }
 
-export function serializeForm(row: FormRow, siteUrl: string) {
+/** `tag`: the tag of the account database the form is in, for its public address. */
+export function serializeForm(row: FormRow, siteUrl: string, tag: string) {
   return {
     id: row.id,
     name: row.name,
@@ -59,8 +68,8 @@ export function serializeForm(row: FormRow, siteUrl: string) {
     sender_id: row.senderId,
     redirect_url: row.redirectUrl,
     fields: row.fields,
-    subscribe_url: subscribeUrl(siteUrl, row.id),
-    html_snippet: htmlSnippet(siteUrl, row),
+    subscribe_url: subscribeUrl(siteUrl, row.id, tag),
+    html_snippet: htmlSnippet(siteUrl, row, tag),
     created_at: row.createdAt,
     updated_at: row.updatedAt,
   };
@@ -133,6 +142,16 @@ export async function findForm(db: AccountDb, accountId: string, id: string): Pr
 /** A form by its id alone: the public endpoint and confirmation links know no account. */
 export async function findPublicForm(db: AccountDb, id: string): Promise<FormRow | undefined> {
   return db.select().from(forms).where(eq(forms.id, id)).get();
+}
+
+/**
+ * A form by id alone, for the public endpoint, with the context of its account database: the database `tag` names
+ * first (a form's address carries it), then the others (an address made before account databases, or before the
+ * account moved). `ctx` need not be routed to an account.
+ */
+export async function locatePublicForm(ctx: Ctx, tag: string | undefined, id: string): Promise<{ form: FormRow; ctx: Ctx } | undefined> {
+  const found = await findInAccountDatabases(ctx.env, hintedDatabase(ctx.env, tag), (db) => findPublicForm(db, id));
+  return found && { form: found.found, ctx: inDatabase(ctx, databaseNameOf(found.db)) };
 }
 
 /** Changes a form; `undefined` keeps a setting. The form as changed is checked whole (double opt-in needs a sender). */

@@ -7,6 +7,7 @@
 import { and, eq, sql } from "drizzle-orm";
 import type { Config } from "../../config";
 import { sqlNow, statement, type AccountDb, batch, type Ctx } from "../../db/client";
+import { tagOf } from "../../db/hints";
 import { contacts, senders, suppressions } from "../../db/schema";
 import { base64ToBytes, bytesToBase64Url, hmacSha256Hex, timingSafeEqualString } from "../../lib/crypto";
 import { newId } from "../../lib/ids";
@@ -15,7 +16,7 @@ import type { ContactAddress } from "../contacts/email";
 import { contactTextFields, type ContactTextField } from "../contacts/contacts";
 import { acceptMessage } from "../sending/accept";
 import { blocksBroadcastSql, scopeBlocks, suppressionsAmongQuery } from "../suppressions/suppressions";
-import { findPublicForm, type FormRow } from "./forms";
+import { locatePublicForm, type FormRow } from "./forms";
 
 type Keys = Pick<Config, "encryptionKey">;
 
@@ -27,14 +28,24 @@ export const CONFIRMATION_TTL_SECONDS = 7 * 24 * 60 * 60;
 const signingKey = (config: Keys) => `form-confirmation:${config.encryptionKey}`;
 const signatureLength = 32;
 
-/** The link's token: the form, the address (its contact key) and when it was issued, signed. */
-export async function confirmationToken(config: Keys, formId: string, emailKey: string, issuedAt = new Date()): Promise<string> {
-  const payload = bytesToBase64Url(new TextEncoder().encode(JSON.stringify([formId, emailKey, Math.floor(issuedAt.getTime() / 1000)])));
+/**
+ * The link's token: the form, the address (its contact key), when it was issued, and the tag of the account database
+ * the form is in (src/db/hints.ts; tokens made before account databases have none), signed.
+ */
+export async function confirmationToken(
+  config: Keys,
+  form: { formId: string; tag: string },
+  emailKey: string,
+  issuedAt = new Date(),
+): Promise<string> {
+  const payload = bytesToBase64Url(
+    new TextEncoder().encode(JSON.stringify([form.formId, emailKey, Math.floor(issuedAt.getTime() / 1000), form.tag])),
+  );
   const signature = (await hmacSha256Hex(signingKey(config), payload)).slice(0, signatureLength);
   return `${payload}.${signature}`;
 }
 
-export type ConfirmationTarget = { formId: string; emailKey: string; issuedAt: Date };
+export type ConfirmationTarget = { formId: string; emailKey: string; issuedAt: Date; tag: string | undefined };
 export type ReadToken = { kind: "valid"; target: ConfirmationTarget } | { kind: "expired" } | { kind: "invalid" };
 
 export async function readConfirmationToken(config: Keys, token: string, now = new Date()): Promise<ReadToken> {
@@ -49,10 +60,11 @@ export async function readConfirmationToken(config: Keys, token: string, now = n
     return { kind: "invalid" };
   }
   if (!Array.isArray(decoded)) return { kind: "invalid" };
-  const [formId, emailKey, issued] = decoded as unknown[];
+  const [formId, emailKey, issued, tag] = decoded as unknown[];
   if (typeof formId !== "string" || typeof emailKey !== "string" || typeof issued !== "number") return { kind: "invalid" };
+  if (!(decoded.length === 3 || (decoded.length === 4 && typeof tag === "string"))) return { kind: "invalid" };
   if (now.getTime() > (issued + CONFIRMATION_TTL_SECONDS) * 1000) return { kind: "expired" };
-  return { kind: "valid", target: { formId, emailKey, issuedAt: new Date(issued * 1000) } };
+  return { kind: "valid", target: { formId, emailKey, issuedAt: new Date(issued * 1000), tag: typeof tag === "string" ? tag : undefined } };
 }
 
 export const confirmationUrl = (siteUrl: string, token: string) => new URL(`/subscribe/confirm/${token}`, siteUrl).href;
@@ -184,7 +196,7 @@ export async function signUp(ctx: Ctx, config: Pick<Config, "encryptionKey" | "s
   if (!from) return { kind: "not_sent", reason: `the form's sender ${form.senderId} no longer exists` };
   const account = await findAccount(ctx.shared, form.accountId);
   if (!account) return { kind: "not_sent", reason: "the form's account no longer exists" };
-  const url = confirmationUrl(config.siteUrl, await confirmationToken(config, form.id, address.key));
+  const url = confirmationUrl(config.siteUrl, await confirmationToken(config, { formId: form.id, tag: tagOf(db) }, address.key));
   const variables = { sender: from.name, url, email: address.email };
   const outcome = await acceptMessage(
     ctx,
@@ -240,25 +252,25 @@ export type Confirmation =
   | { kind: "ready"; email: string }
   | { kind: "confirmed"; email: string; subscribed: boolean };
 
-type Resolved = { state: Exclude<Confirmation, { kind: "confirmed" }>; form?: FormRow; target?: ConfirmationTarget };
+type Resolved = { state: Exclude<Confirmation, { kind: "confirmed" }>; form?: FormRow; target?: ConfirmationTarget; ctx?: Ctx };
 
-async function resolve(ctx: Ctx, config: Keys, token: string): Promise<Resolved> {
-  const { db } = ctx;
+/** What a link stands for, and the context of its form's account database. `unrouted`: the request's context. */
+async function resolve(unrouted: Ctx, config: Keys, token: string): Promise<Resolved> {
   const read = await readConfirmationToken(config, token);
   if (read.kind !== "valid") return { state: read };
   const { target } = read;
-  const form = await findPublicForm(db, target.formId);
-  const contact =
-    form &&
-    (await db
-      .select({ email: contacts.email, consentFormId: contacts.consentFormId, consentedAt: contacts.consentedAt })
-      .from(contacts)
-      .where(contactOf(form.accountId, target.emailKey))
-      .get());
+  const located = await locatePublicForm(unrouted, target.tag, target.formId);
   // A form deleted since, or a contact the account deleted: the link no longer stands for anything.
-  if (!form || !contact) return { state: { kind: "invalid" } };
+  if (!located) return { state: { kind: "invalid" } };
+  const { form, ctx } = located;
+  const contact = await ctx.db
+    .select({ email: contacts.email, consentFormId: contacts.consentFormId, consentedAt: contacts.consentedAt })
+    .from(contacts)
+    .where(contactOf(form.accountId, target.emailKey))
+    .get();
+  if (!contact) return { state: { kind: "invalid" } };
   const used = contact.consentFormId === form.id && contact.consentedAt !== null && contact.consentedAt >= target.issuedAt.toISOString();
-  return { state: { kind: used ? "already_confirmed" : "ready", email: contact.email }, form, target };
+  return { state: { kind: used ? "already_confirmed" : "ready", email: contact.email }, form, target, ctx };
 }
 
 /** What a confirmation link stands for, before it is used: the GET page's content. */
@@ -270,10 +282,10 @@ export async function confirmationState(ctx: Ctx, config: Keys, token: string): 
  * Follows a confirmation link (the POST of its page): the contact is subscribed to the form's lists and topics with
  * its consent record (this form, now, the confirming IP). A link already used says so and changes nothing.
  */
-export async function confirmSignUp(ctx: Ctx, config: Keys, token: string, ip: string | null): Promise<Confirmation> {
+export async function confirmSignUp(unrouted: Ctx, config: Keys, token: string, ip: string | null): Promise<Confirmation> {
+  const { state, form, target, ctx } = await resolve(unrouted, config, token);
+  if (state.kind !== "ready" || !form || !target || !ctx) return state;
   const { db } = ctx;
-  const { state, form, target } = await resolve(ctx, config, token);
-  if (state.kind !== "ready" || !form || !target) return state;
   const results = await batch(db, [
     ...subscribeStatements(db, form, target.emailKey, ip, true),
     statement(db, db.select({ status: contacts.status }).from(contacts).where(contactOf(form.accountId, target.emailKey))),

@@ -11,8 +11,9 @@
 
 import { and, eq, inArray, sql } from "drizzle-orm";
 import { config } from "../../config";
-import { statement, type AccountDb, type Ctx, batch } from "../../db/client";
-import { inboundEmails, messageRecipients, messages } from "../../db/schema";
+import { inDatabase, statement, type AccountDb, type Ctx, batch } from "../../db/client";
+import { tagOf } from "../../db/hints";
+import { messageRecipients, messages } from "../../db/schema";
 import { sha256Hex } from "../../lib/crypto";
 import { idFromDigest } from "../../lib/ids";
 import { logWarning } from "../../lib/log";
@@ -126,9 +127,12 @@ function reject(message: ForwardableEmailMessage, reason: string, details: Recor
   return { kind: "rejected", reason };
 }
 
-/** The email() handler's path for mail that is not to BOUNCE_DOMAIN. */
-export async function handleInboundEmail(message: ForwardableEmailMessage, ctx: Ctx): Promise<InboundOutcome> {
-  const { env, db } = ctx;
+/**
+ * The email() handler's path for mail that is not to BOUNCE_DOMAIN. `unrouted` is the handler's context: the
+ * recipient's domain (in `DB`) names the account, and the mail is stored in that account's database.
+ */
+export async function handleInboundEmail(message: ForwardableEmailMessage, unrouted: Ctx): Promise<InboundOutcome> {
+  const { env } = unrouted;
   const settings = config(env);
   const recipient = message.to.trim().toLowerCase();
   const at = recipient.lastIndexOf("@");
@@ -136,18 +140,20 @@ export async function handleInboundEmail(message: ForwardableEmailMessage, ctx: 
   const domainName = recipient.slice(at + 1);
   const since = new Date(Date.now() - hourMs).toISOString();
   const cap = settings.inboundMaxPerHour;
-  const found = at > 0 ? await receivingDomain(db, domainName, { since, cap }) : undefined;
+  const found = at > 0 ? await receivingDomain(unrouted.shared, domainName) : undefined;
   if (!found) return reject(message, `5.1.2 <${recipient}>: this domain does not receive mail here`, { domain: domainName });
   const { domain } = found;
   if (!acceptsLocalPart(domain, localPart)) return reject(message, `5.1.1 <${recipient}>: no such mailbox`, { domain_id: domain.id });
   if (message.rawSize > MAX_INBOUND_BYTES) {
     return reject(message, `5.3.4 Message too big: ${message.rawSize} bytes, the limit is ${MAX_INBOUND_BYTES}`, { domain_id: domain.id });
   }
-
-  if (found.stored >= cap) {
-    logWarning("inbound mail deferred: hourly cap", { domain_id: domain.id, cap });
-    throw new InboundDeferral(`4.7.1 ${domain.name} has received its ${cap} messages this hour; try again later`);
+  // The account's rows are being copied to another database: mail stored now could be left behind, so it waits.
+  if (found.movingTo !== null) {
+    logWarning("inbound mail deferred: account moving", { domain_id: domain.id, moving_to: found.movingTo });
+    throw new InboundDeferral(`4.3.0 ${domain.name} is briefly not receiving; try again later`);
   }
+  const ctx = inDatabase(unrouted, found.database);
+  const { db } = ctx;
 
   const raw = new Uint8Array(await new Response(message.raw).arrayBuffer());
   if (raw.byteLength > MAX_INBOUND_BYTES) {
@@ -170,11 +176,20 @@ export async function handleInboundEmail(message: ForwardableEmailMessage, ctx: 
 
   const identity = `${recipient}\n${parsed.messageId ?? ""}\n${await contentDigest(raw, parsed)}`;
   const id = idFromDigest("inb", new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(identity))));
-  // Whether this mail is stored already, and what it answers: one round trip.
-  const existingQuery = db.select({ id: inboundEmails.id }).from(inboundEmails).where(eq(inboundEmails.id, id));
+  // How much of the domain's hourly cap is used, whether this mail is stored already, and what it answers: one round trip.
+  const stateQuery = db
+    .select({
+      stored: sql<number>`${storedSince(domain.id, since, cap)}`,
+      existing: sql<string | null>`(SELECT id FROM inbound_emails WHERE id = ${id})`,
+    })
+    .from(sql`(SELECT 1)`);
   const threading = threadCandidatesQuery(db, domain.accountId, parsed, message.from);
-  const [existing, threadRows] = threading ? await db.batch([existingQuery, threading.query]) : [await existingQuery, []];
-  if (existing.length > 0) return { kind: "duplicate", id };
+  const [[state], threadRows] = threading ? await db.batch([stateQuery, threading.query]) : [await stateQuery, []];
+  if (state?.existing) return { kind: "duplicate", id };
+  if ((state?.stored ?? 0) >= cap) {
+    logWarning("inbound mail deferred: hourly cap", { domain_id: domain.id, cap });
+    throw new InboundDeferral(`4.7.1 ${domain.name} has received its ${cap} messages this hour; try again later`);
+  }
   const thread = threading ? threadedMessage(threading.candidates, threadRows) : undefined;
   const largeBody = (parsed.text?.length ?? 0) + (parsed.html?.length ?? 0) > INLINE_BODY_CHARS;
   await Promise.all([
@@ -226,7 +241,7 @@ export async function handleInboundEmail(message: ForwardableEmailMessage, ctx: 
   );
   const stored = sql`EXISTS (SELECT 1 FROM inbound_emails WHERE id = ${id})`;
 
-  const links = await Promise.all(attachments.map((_, index) => signedDownloadUrl(settings, id, index)));
+  const links = await Promise.all(attachments.map((_, index) => signedDownloadUrl(settings, { id, tag: tagOf(db) }, index)));
   const received: EventInput = {
     accountId: domain.accountId,
     type: "email.received",

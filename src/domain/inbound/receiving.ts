@@ -2,11 +2,11 @@
 // accepts (null: every address). At most one account receives a name (the domains_receiving_name partial index):
 // two accounts can both verify a name for sending, but its mail can only go to one of them.
 
-import type { AccountDb, Ctx } from "../../db/client";
+import type { Ctx, DatabaseName, SharedDb } from "../../db/client";
 import { and, eq, sql } from "drizzle-orm";
 import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
 import { config } from "../../config";
-import { domains, type DnsRecordCheck } from "../../db/schema";
+import { accounts, domains, type DnsRecordCheck } from "../../db/schema";
 import { nowIso } from "../../lib/ids";
 import { expectedRecords, type DomainRow } from "../domains/domains";
 import { refused, type Refusal } from "../refusal";
@@ -53,7 +53,7 @@ function mergeRecords(previous: DnsRecordCheck[], next: DnsRecordCheck[]): DnsRe
 
 /** Turns receiving on or off, and sets the accepted addresses (omitted: unchanged; null: catch-all). */
 export async function setReceiving(ctx: Ctx, domain: DomainRow, change: ReceivingChange): Promise<SetReceivingOutcome> {
-  const { env, db } = ctx;
+  const { env, shared } = ctx;
   if (change.receiving && domain.status !== "verified") {
     return refused("domain_not_verified", `${domain.name} is not verified yet: verify it before receiving mail`);
   }
@@ -71,7 +71,7 @@ export async function setReceiving(ctx: Ctx, domain: DomainRow, change: Receivin
     expectedRecords({ ...domain, receiving: change.receiving }, config(env).spfInclude, config(env).bounceDomain),
   );
   try {
-    const updated = await db
+    const updated = await shared
       .update(domains)
       .set({ receiving: change.receiving, receivingAddresses: addresses, records, updatedAt: nowIso() })
       .where(eq(domains.id, domain.id))
@@ -87,17 +87,18 @@ export async function setReceiving(ctx: Ctx, domain: DomainRow, change: Receivin
 }
 
 /**
- * The domain receiving `domainName`'s mail, if any (verified, receiving on), with how many of its mails were stored
- * since `since`, counted up to `cap` (its hourly cap): one read for both.
+ * The domain receiving `domainName`'s mail, if any (verified, receiving on), with its account's database and, while
+ * the operator moves the account, the database it is moving to: one read of `DB`, where domains and the accounts'
+ * directory are.
  */
 export async function receivingDomain(
-  db: AccountDb,
+  shared: SharedDb,
   domainName: string,
-  recent: { since: string; cap: number },
-): Promise<{ domain: DomainRow; stored: number } | undefined> {
-  return db
-    .select({ domain: domains, stored: sql<number>`${storedSince(domains.id, recent.since, recent.cap)}` })
+): Promise<{ domain: DomainRow; database: DatabaseName; movingTo: string | null } | undefined> {
+  return shared
+    .select({ domain: domains, database: accounts.database, movingTo: accounts.movingTo })
     .from(domains)
+    .innerJoin(accounts, eq(accounts.id, domains.accountId))
     .where(and(eq(domains.name, domainName), eq(domains.receiving, true), eq(domains.status, "verified")))
     .get();
 }

@@ -4,7 +4,8 @@
 
 import { and, eq, gte, lte, sql } from "drizzle-orm";
 import type { Config } from "../../config";
-import { statement, type AccountDb, type Ctx } from "../../db/client";
+import { findInAccountDatabases, statement, type AccountDb, type Ctx } from "../../db/client";
+import { hintedDatabase } from "../../db/hints";
 import { inboundEmails } from "../../db/schema";
 import { hmacSha256Hex, timingSafeEqualString } from "../../lib/crypto";
 import { dateFilterBound } from "../../lib/pagination";
@@ -112,7 +113,8 @@ export async function purgeInbound(ctx: Ctx, cutoff: string): Promise<number> {
 // ---------------------------------------------------------------------------------------------------------------
 // Signed attachment links: `/inbound-files/<id>/<n>?expires=<unix>&signature=<hex>`, usable without a key until
 // they expire. The signature covers the id, the index and the expiry, with a key derived from DKIM_ENCRYPTION_KEY
-// under its own label, so a link can be neither extended nor pointed at another file.
+// under its own label, so a link can be neither extended nor pointed at another file. A link made since account
+// databases also carries `db=<tag>` (src/db/hints.ts; none for `DB`), unsigned: it only says where to look first.
 
 /** Longer than a webhook delivery's retries (about 21 hours), so the last retry's links still work. */
 export const DOWNLOAD_LINK_TTL_SECONDS = 3 * 86_400;
@@ -122,7 +124,7 @@ export const downloadPath = (id: string, index: number) => `/inbound-files/${id}
 
 export async function signedDownloadUrl(
   config: Pick<Config, "encryptionKey" | "siteUrl">,
-  id: string,
+  { id, tag }: { id: string; tag: string },
   index: number,
   now = Date.now(),
 ): Promise<{ url: string; expiresAt: string }> {
@@ -131,6 +133,7 @@ export async function signedDownloadUrl(
   const url = new URL(downloadPath(id, index), config.siteUrl);
   url.searchParams.set("expires", String(expires));
   url.searchParams.set("signature", signature);
+  if (tag !== "") url.searchParams.set("db", tag);
   return { url: url.toString(), expiresAt: new Date(expires * 1000).toISOString() };
 }
 
@@ -146,7 +149,13 @@ export async function downloadLinkValid(
   return timingSafeEqualString(link.signature, expected);
 }
 
-/** A row by id alone, for a signed link (the signature stands in for the account's key). */
-export async function findInboundById(db: AccountDb, id: string): Promise<InboundRow | undefined> {
-  return db.select().from(inboundEmails).where(eq(inboundEmails.id, id)).get();
+/**
+ * A row by id alone, for a signed link (the signature stands in for the account's key): in the database the link's
+ * tag names, else in the others (a link made before account databases, or before the account moved).
+ */
+export async function findInboundById(env: Env, tag: string | undefined, id: string): Promise<InboundRow | undefined> {
+  const found = await findInAccountDatabases(env, hintedDatabase(env, tag), (db) =>
+    db.select().from(inboundEmails).where(eq(inboundEmails.id, id)).get(),
+  );
+  return found?.found;
 }

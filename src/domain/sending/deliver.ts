@@ -22,6 +22,7 @@ import { campaignRecipientReads, campaignRecipientsOf, type CampaignRecipient } 
 import { notifyCampaigns } from "../campaigns/fanout";
 import { buildSignedMessage, loadSigningKeys, type SigningDomain, type SigningKeys } from "./signed-message";
 import { inJsonArray, sqlNow, type AccountDb, type Ctx, batch } from "../../db/client";
+import { tagOf } from "../../db/hints";
 import { recipientDomain, resolveProviders } from "../reports/providers";
 
 const pending = ["queued", "deferred"] as const;
@@ -166,8 +167,10 @@ async function deliverClaimed(ctx: Ctx, ids: string[], transports: Transport[], 
   // the first ones while the connections are being set up, the rest while earlier ones are on the wire. Each connection
   // takes the next message as it finishes one (a slow connection holds back only its own share) and hands it over
   // before the previous one's outcome is known, so the transport can pipeline it behind the previous final dot.
+  // Links and return paths name the database the batch's messages are in, so clicks and bounces find them at once.
+  const tag = tagOf(ctx.db);
   const ahead = prepareAhead(sending, (work) =>
-    prepareOne(env, work.message, work.recipients, domainsById.get(work.message.domainId), signingKeys, work.campaignRecipient),
+    prepareOne(env, tag, work.message, work.recipients, domainsById.get(work.message.domainId), signingKeys, work.campaignRecipient),
   );
   await Promise.all([
     ...transports.slice(0, sending.length).map(async (transport) => {
@@ -321,6 +324,7 @@ export function transportFromConfig(env: Env): Transport {
 /** A message ready for the transport, or the outcome that it cannot be sent (never throws). */
 async function prepareOne(
   env: Env,
+  tag: string,
   message: MessageRow,
   recipients: string[],
   domain: SigningDomain | undefined,
@@ -330,13 +334,13 @@ async function prepareOne(
   try {
     if (!domain) throw new MimeError("invalid_address", "from", "the sending domain was removed");
     const content = await loadContent(env, message);
-    const { raw, subject } = await buildSignedMessage(env, message, content, domain, await signingKeys(domain), campaignRecipient, recipients);
+    const { raw, subject } = await buildSignedMessage(env, message, tag, content, domain, await signingKeys(domain), campaignRecipient, recipients);
     // Cloudflare Email Sending sets its own Return-Path; an SMTP smarthost gets each recipient's copy in its own
     // transaction, with the VERP address that belongs to that recipient alone.
     const settings = config(env);
     const envelopes =
       settings.transport === "smtp"
-        ? await envelopesOf(settings, message.id, message.fromAddress, recipients)
+        ? await envelopesOf(settings, { messageId: message.id, tag }, message.fromAddress, recipients)
         : [{ mailFrom: message.fromAddress, rcptTo: recipients }];
     return { envelopes, raw, subject, stored: storeRaw(env, message.id, raw) };
   } catch (error) {

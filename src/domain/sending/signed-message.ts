@@ -32,6 +32,8 @@ export async function loadSigningKeys(env: Env, domain: SigningDomain): Promise<
 }
 
 /**
+ * `tag`: the tag of the account database the message is in (src/db/hints.ts), carried by its tracking and unsubscribe
+ * links so that a click finds it without asking every database.
  * `campaignRecipient`: for a campaign message, its campaign and contact (loaded for the whole batch).
  * `envelopeRecipients`: who these bytes go to; a tracked relayed message names its recipient when there is one.
  * Returns the signed bytes and the subject they carry (a campaign's is personalised here).
@@ -39,6 +41,7 @@ export async function loadSigningKeys(env: Env, domain: SigningDomain): Promise<
 export async function buildSignedMessage(
   env: Env,
   message: MessageRow,
+  tag: string,
   content: MessageContent,
   domain: SigningDomain,
   keys: SigningKeys,
@@ -54,19 +57,19 @@ export async function buildSignedMessage(
       raw = await trackRelayedMessage(
         raw,
         { messageId: message.id, fallbackMessageIdHeader: buildMessageId(message.id, message.fromAddress) },
-        (html) => tracked(env, message, html, recipient),
+        (html) => tracked(env, message, tag, html, recipient),
       );
     }
     // Relayed broadcast mail to one recipient gets one-click unsubscribe unless it brought its own List-Unsubscribe.
     const sole = envelopeRecipients.length === 1 ? envelopeRecipients[0]! : null;
     const unsubscribe =
       sole !== null && offersUnsubscribe(message) && !/^list-unsubscribe:/im.test(headerSection(raw))
-        ? await listUnsubscribeHeaders(config(env), message.id, sole)
+        ? await listUnsubscribeHeaders(config(env), { messageId: message.id, recipient: sole, tag })
         : {};
     unsigned = withRequiredHeaders(raw, message, unsubscribe);
   } else if (content.kind === "campaign") {
     if (!campaignRecipient) throw new Error(`campaign message ${message.id} has no loaded campaign and contact`);
-    const rendered = await renderCampaignMessage(env, message.id, campaignRecipient);
+    const rendered = await renderCampaignMessage(env, { messageId: message.id, tag }, campaignRecipient);
     subject = rendered.subject;
     unsigned = encoder.encode(
       buildMimeMessage({
@@ -74,7 +77,7 @@ export async function buildSignedMessage(
         to: [rendered.to],
         replyTo: message.replyTo ?? undefined,
         subject: rendered.subject,
-        html: rendered.html === undefined ? undefined : await tracked(env, message, rendered.html, rendered.to),
+        html: rendered.html === undefined ? undefined : await tracked(env, message, tag, rendered.html, rendered.to),
         text: rendered.text,
         attachments: [],
         headers: rendered.headers,
@@ -85,7 +88,8 @@ export async function buildSignedMessage(
   } else {
     const variables = content.variables;
     const sole = soleAddress([...content.to, ...(content.cc ?? []), ...(content.bcc ?? [])]);
-    const html = content.html === undefined ? undefined : await tracked(env, message, renderTemplate(content.html, variables, { html: true }), sole);
+    const html =
+      content.html === undefined ? undefined : await tracked(env, message, tag, renderTemplate(content.html, variables, { html: true }), sole);
     unsigned = encoder.encode(
       buildMimeMessage({
         from: { name: message.fromName ?? undefined, address: message.fromAddress },
@@ -107,7 +111,9 @@ export async function buildSignedMessage(
         // acceptance, so the two never meet). A password reset must not invite an unsubscribe.
         headers: {
           ...content.headers,
-          ...(sole === null || !offersUnsubscribe(message) ? {} : await listUnsubscribeHeaders(config(env), message.id, sole)),
+          ...(sole === null || !offersUnsubscribe(message)
+            ? {}
+            : await listUnsubscribeHeaders(config(env), { messageId: message.id, recipient: sole, tag })),
         },
         messageId: buildMessageId(message.id, message.fromAddress),
         date: new Date(),
@@ -136,8 +142,8 @@ export async function signMessage(
 }
 
 /** The HTML as it leaves: with the open pixel and click redirects when the message asks for them (after placeholders). */
-function tracked(env: Env, message: MessageRow, html: string, recipient: string | null): Promise<string> {
-  return trackHtml(config(env), html, { messageId: message.id, recipient, opens: message.trackOpens, clicks: message.trackClicks });
+function tracked(env: Env, message: MessageRow, tag: string, html: string, recipient: string | null): Promise<string> {
+  return trackHtml(config(env), html, { messageId: message.id, recipient, tag, opens: message.trackOpens, clicks: message.trackClicks });
 }
 
 /** The header section of relayed bytes (within their first 64 KB). */

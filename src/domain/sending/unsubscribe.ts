@@ -1,7 +1,8 @@
 import { bytesToBase64Url, hmacSha256Hex, timingSafeEqualString } from "../../lib/crypto";
 import { and, eq, sql } from "drizzle-orm";
 import type { Config } from "../../config";
-import { statement, type AccountDb, type Ctx, batch } from "../../db/client";
+import { databaseNameOf, findInAccountDatabases, inDatabase, statement, type AccountDb, type Ctx, batch } from "../../db/client";
+import { hintedDatabase } from "../../db/hints";
 import { contacts, messageRecipients, messages, suppressions, topics } from "../../db/schema";
 import { nowIso } from "../../lib/ids";
 import { asProvider, providerOfDomain, recipientDomain } from "../reports/providers";
@@ -14,7 +15,8 @@ import { parseMailbox } from "./addresses";
 type Keys = Pick<Config, "encryptionKey">;
 
 // The token names one recipient of one message and is signed, so a link cannot be edited to unsubscribe someone
-// else. The signing key is derived from DKIM_ENCRYPTION_KEY (already a secret) with its own label.
+// else. The signing key is derived from DKIM_ENCRYPTION_KEY (already a secret) with its own label. Last in it is the
+// tag of the account database the message is in (src/db/hints.ts); tokens made before account databases have none.
 const signingKey = (config: Keys) => `unsubscribe:${config.encryptionKey}`;
 const signatureLength = 32;
 
@@ -23,32 +25,57 @@ function base64UrlToString(value: string): string {
   return new TextDecoder().decode(Uint8Array.from(atob(base64), (char) => char.charCodeAt(0)));
 }
 
-export async function unsubscribeToken(config: Keys, messageId: string, email: string): Promise<string> {
-  const payload = bytesToBase64Url(new TextEncoder().encode(JSON.stringify([messageId, email])));
+/** What an unsubscribe link names: one recipient of one message, and where that message is (`tag`, a hint). */
+export type UnsubscribeTarget = { messageId: string; email: string; tag: string | undefined };
+
+export async function unsubscribeToken(config: Keys, target: { messageId: string; email: string; tag: string }): Promise<string> {
+  const payload = bytesToBase64Url(new TextEncoder().encode(JSON.stringify([target.messageId, target.email, target.tag])));
   const signature = (await hmacSha256Hex(signingKey(config), payload)).slice(0, signatureLength);
   return `${payload}.${signature}`;
 }
 
-export async function readUnsubscribeToken(config: Keys, token: string): Promise<{ messageId: string; email: string } | undefined> {
+export async function readUnsubscribeToken(config: Keys, token: string): Promise<UnsubscribeTarget | undefined> {
   const [payload, signature, extra] = token.split(".");
   if (!payload || !signature || extra !== undefined || payload.length > 1000) return undefined;
   const expected = (await hmacSha256Hex(signingKey(config), payload)).slice(0, signatureLength);
   if (!(await timingSafeEqualString(signature, expected))) return undefined;
   try {
-    const [messageId, email] = JSON.parse(base64UrlToString(payload)) as unknown[];
-    return typeof messageId === "string" && typeof email === "string" ? { messageId, email } : undefined;
+    const fields = JSON.parse(base64UrlToString(payload)) as unknown[];
+    const [messageId, email, tag] = fields;
+    if (typeof messageId !== "string" || typeof email !== "string") return undefined;
+    if (fields.length === 2) return { messageId, email, tag: undefined };
+    return fields.length === 3 && typeof tag === "string" ? { messageId, email, tag } : undefined;
   } catch {
     return undefined;
   }
 }
 
-export async function listUnsubscribeHeaders(config: Pick<Config, "encryptionKey" | "siteUrl">, messageId: string, recipient: string) {
+/** The `/u/<token>` link of one recipient of a message in the database tagged `tag`. */
+export async function unsubscribeUrl(config: Pick<Config, "encryptionKey" | "siteUrl">, target: { messageId: string; email: string; tag: string }) {
+  return new URL(`/u/${await unsubscribeToken(config, target)}`, config.siteUrl).href;
+}
+
+export async function listUnsubscribeHeaders(
+  config: Pick<Config, "encryptionKey" | "siteUrl">,
+  target: { messageId: string; recipient: string; tag: string },
+) {
   // The recipient may be written `Name <address>`; the link must name the address, which is what gets suppressed.
-  const parsed = parseMailbox(recipient);
-  const email = parsed.ok ? parsed.mailbox.address : recipient;
-  const url = new URL(`/u/${await unsubscribeToken(config, messageId, email)}`, config.siteUrl);
+  const parsed = parseMailbox(target.recipient);
+  const email = parsed.ok ? parsed.mailbox.address : target.recipient;
+  const url = await unsubscribeUrl(config, { messageId: target.messageId, email, tag: target.tag });
   // RFC 8058 one-click: mailbox providers POST `List-Unsubscribe=One-Click` to the https URL.
-  return { "List-Unsubscribe": `<${url.href}>`, "List-Unsubscribe-Post": "List-Unsubscribe=One-Click" };
+  return { "List-Unsubscribe": `<${url}>`, "List-Unsubscribe-Post": "List-Unsubscribe=One-Click" };
+}
+
+/**
+ * The context of the account database holding the message a link names: the one its tag names, else (a link made
+ * before account databases, or before the account moved) the first that has it. Undefined when none has it.
+ */
+export async function unsubscribeCtx(ctx: Ctx, target: UnsubscribeTarget): Promise<Ctx | undefined> {
+  const found = await findInAccountDatabases(ctx.env, hintedDatabase(ctx.env, target.tag), (db) =>
+    db.select({ id: messages.id }).from(messages).where(eq(messages.id, target.messageId)).get(),
+  );
+  return found && inDatabase(ctx, databaseNameOf(found.db));
 }
 
 /** What the person behind a link asked for: the one-click unsubscribe, or the preference page's choices. */

@@ -1,11 +1,13 @@
 // What an open or a click records, after the pixel or the redirect has answered: one D1 read (the message and its
-// recipient), then ONE batch with the rollups, the recipient's and contact's engagement and the event, then the
+// recipient, in the account database the token's tag names; in the others only when it is not there: a token made
+// before account databases, or before its account moved), then ONE batch with the rollups, the recipient's and contact's engagement and the event, then the
 // webhook dispatch. Statements that count something only once (unique opens and clicks) are guarded by the event
 // that records the fact and placed before it, as unsubscribe.ts does: the first hit finds no event and counts, every
 // later one finds it.
 
 import { and, eq, sql, type SQL } from "drizzle-orm";
-import { sqlNow, statement, type AccountDb, type Ctx, batch } from "../../db/client";
+import { databaseNameOf, findInAccountDatabases, inDatabase, sqlNow, statement, type AccountDb, type Ctx, batch } from "../../db/client";
+import { hintedDatabase } from "../../db/hints";
 import { messageRecipients, messages } from "../../db/schema";
 import { sha256Hex } from "../../lib/crypto";
 import { logError } from "../../lib/log";
@@ -42,6 +44,12 @@ function loadMessage(db: AccountDb, target: OpenTarget) {
     .leftJoin(messageRecipients, and(eq(messageRecipients.messageId, messages.id), recipientJoin))
     .where(eq(messages.id, target.messageId))
     .get();
+}
+
+/** The message a token names and the context of its account's database; undefined when no database has it. */
+async function findMessage(ctx: Ctx, target: OpenTarget): Promise<{ ctx: Ctx; message: TrackedMessage } | undefined> {
+  const found = await findInAccountDatabases(ctx.env, hintedDatabase(ctx.env, target.tag), (db) => loadMessage(db, target));
+  return found && { ctx: inDatabase(ctx, databaseNameOf(found.db)), message: found.found };
 }
 
 // Test-mode messages are never counted in reports, as everywhere else.
@@ -105,13 +113,15 @@ async function write(ctx: Ctx, message: TrackedMessage, statements: D1PreparedSt
 /**
  * A fetch of the open pixel. A person's first open per recipient emits `opened` and counts a unique open; every
  * person's open is counted. A machine's (Apple MPP, scanners, prefetch right after sending) only adds to
- * `machine_opens`. `at` is when the pixel was fetched. Never throws: the pixel has been served already.
+ * `machine_opens`. `at` is when the pixel was fetched. `unrouted`: the request's context, before the message's account
+ * database is known. Never throws: the pixel has been served already.
  */
-export async function recordOpen(ctx: Ctx, target: OpenTarget, client: Client, at: Date): Promise<void> {
-  const { db } = ctx;
+export async function recordOpen(unrouted: Ctx, target: OpenTarget, client: Client, at: Date): Promise<void> {
   try {
-    const message = await loadMessage(db, target);
-    if (!message) return;
+    const found = await findMessage(unrouted, target);
+    if (!found) return;
+    const { ctx, message } = found;
+    const { db } = ctx;
     const key = rollupKey(message, target.recipient);
     if (machineOpenReason(client, message.sentAt, at)) {
       await write(ctx, message, rollups(db, message, key, { machine_opens: 1 }));
@@ -144,12 +154,13 @@ export async function recordOpen(ctx: Ctx, target: OpenTarget, client: Client, a
  * unique click, their first on this link emits `clicked` (and, for a campaign, a unique click of the link). Clicks
  * by scanners are not counted. Never throws: the redirect has been answered already.
  */
-export async function recordClick(ctx: Ctx, target: ClickTarget, client: Client): Promise<void> {
-  const { db } = ctx;
+export async function recordClick(unrouted: Ctx, target: ClickTarget, client: Client): Promise<void> {
   try {
     if (isScanner(client)) return;
-    const message = await loadMessage(db, target);
-    if (!message) return;
+    const found = await findMessage(unrouted, target);
+    if (!found) return;
+    const { ctx, message } = found;
+    const { db } = ctx;
     const key = rollupKey(message, target.recipient);
     const prefix = `clicked:${message.id}:${recipientKey(target.recipient)}:`;
     const dedupeKey = `${prefix}${(await sha256Hex(target.url)).slice(0, 32)}`;

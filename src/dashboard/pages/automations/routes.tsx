@@ -27,6 +27,7 @@ import type { DashboardEnv } from "../../session";
 import { describeStep, StepForm, TypeChooser, type StepFormProps } from "./components";
 import { isStepType, stepLabels, stepOf, text, type Draft, type StepType } from "./form";
 import { choicesOf, namesOf } from "./loaders";
+import { tagOf } from "../../../db/hints";
 
 type Page = Context<DashboardEnv>;
 
@@ -241,7 +242,7 @@ export const automationPages = new Hono<DashboardEnv>()
             <p class="hint">Anyone with this URL can start a run; treat it like a password.</p>
             {/* A secret: a viewer, who may change nothing, does not get the means to start runs. */}
             {canSee(c.get("auth"), "automations", true) ? (
-              <Copyable value={privateUrl(config(c.env), automation.privatePath)} label="the private URL" />
+              <Copyable value={privateUrl(config(c.env), automation.privatePath, tagOf(c.var.ctx.db))} label="the private URL" />
             ) : (
               <p>Shown to those who may change automations.</p>
             )}

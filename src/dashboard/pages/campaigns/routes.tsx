@@ -16,6 +16,7 @@ import {
 } from "../../../domain/campaigns/campaigns";
 import { findBalances } from "../../../domain/accounts/accounts";
 import { renderCampaignMessage } from "../../../domain/campaigns/delivery";
+import { tagOf } from "../../../db/hints";
 import { createSender } from "../../../domain/campaigns/senders";
 import { contactChecksNeeded } from "../../../domain/contacts/verify";
 import { campaignReport } from "../../../domain/reports/reports";
@@ -157,7 +158,10 @@ export const campaignPages = new Hono<DashboardEnv>()
     // A draft's preview, or the one example a sent campaign's subject template is shown filled in for.
     const templated = placeholderNames(resolved.subject ?? "").length > 0;
     const contact = where || templated ? await previewContact(c.var.ctx.db, campaign, c.req.query("contact"), where) : undefined;
-    const example = !where && contact ? await renderCampaignMessage(c.env, `preview_${campaign.id}`, { campaign: resolved, contact }) : undefined;
+    const example =
+      !where && contact
+        ? await renderCampaignMessage(c.env, { messageId: `preview_${campaign.id}`, tag: tagOf(c.var.ctx.db) }, { campaign: resolved, contact })
+        : undefined;
     const csrfToken = c.get("csrfToken");
     const now = new Date();
     const available = Math.max(0, balances.sendBalance - balances.sendReserved);
@@ -288,7 +292,9 @@ export const campaignPages = new Hono<DashboardEnv>()
     const contact = await previewContact(c.var.ctx.db, campaign, c.req.query("contact"));
     // The message as this contact would get it (placeholders filled, unsubscribe link), shown to the campaign's author
     // in a sandboxed frame: no script runs, no request leaves but images.
-    const rendered = contact ? await renderCampaignMessage(c.env, `preview_${campaign.id}`, { campaign, contact }) : undefined;
+    const rendered = contact
+      ? await renderCampaignMessage(c.env, { messageId: `preview_${campaign.id}`, tag: tagOf(c.var.ctx.db) }, { campaign, contact })
+      : undefined;
     const body = rendered
       ? (rendered.html ?? `<pre>${escapeHtml(rendered.text ?? "")}</pre>`)
       : (campaign.html ?? `<pre>${escapeHtml(campaign.text ?? "")}</pre>`);
@@ -319,7 +325,7 @@ export const campaignPages = new Hono<DashboardEnv>()
     const contact = await previewContact(c.var.ctx.db, campaign, field(form, "contact") || undefined);
     if (!contact) throw validationError({ to: ["A test is filled in for one of your contacts: add a contact first"] }, "The test cannot be sent");
     // Rendered here for the previewed contact; its unsubscribe link names this test, not a message of the campaign.
-    const rendered = await renderCampaignMessage(c.env, `test_${campaign.id}`, { campaign, contact });
+    const rendered = await renderCampaignMessage(c.env, { messageId: `test_${campaign.id}`, tag: tagOf(c.var.ctx.db) }, { campaign, contact });
     const outcome = await acceptMessage(
       c.var.ctx,
       { account: auth.account, testMode: auth.apiKey.mode === "test" },
