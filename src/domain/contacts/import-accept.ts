@@ -2,7 +2,7 @@
 // chunk queued for import.ts) and show an import's progress and first row errors.
 
 import { asc, eq } from "drizzle-orm";
-import type { AccountDb, Ctx } from "../../db/client";
+import { databaseNameOf, type AccountDb, type Ctx } from "../../db/client";
 import { contactImportErrors, contactImports } from "../../db/schema";
 import type { FieldErrors } from "../../errors";
 import { csvBytesProblem } from "../../lib/csv-upload";
@@ -87,7 +87,7 @@ export async function createContactImport(
     })
     .returning()
     .get();
-  const message: ContactImportMessage = { kind: "contact_import", import_id: id, offset: header.dataStart };
+  const message: ContactImportMessage = { kind: "contact_import", import_id: id, offset: header.dataStart, database: databaseNameOf(db) };
   try {
     await env.VERIFY_QUEUE.send(message);
   } catch (error) {
