@@ -18,6 +18,6 @@ const clearHold = adminRoute({
 
 export const adminDomainRoutes = createRouter().openapi(clearHold, async (c) => {
   const { id } = c.req.valid("param");
-  if (!(await clearReputationHold(c.var.ctx.db, id))) throw notFound("Held domain");
+  if (!(await clearReputationHold(c.var.ctx.shared, id))) throw notFound("Held domain");
   return c.json({ id, reputation: "ok" as const }, 200);
 });

@@ -214,7 +214,7 @@ export const domainRoutes = createRouter()
   })
   .openapi(getDomain, async (c) => {
     const domain = await ownedDomain(c.var.ctx.shared, c.get("auth").account.id, c.req.valid("param").id);
-    const [warmup, rates] = await Promise.all([warmupOf(c.var.ctx.db, domain), domainRates(c.var.ctx.db, domain.id)]);
+    const [warmup, rates] = await Promise.all([warmupOf(c.var.ctx.db, domain), domainRates(c.var.ctx.db, domain)]);
     const serialized = serializeDomain(domain);
     const today = {
       sent: rates.sent,

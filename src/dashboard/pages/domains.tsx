@@ -188,7 +188,7 @@ export const domainPages = new Hono<DashboardEnv>()
     const auth = c.get("auth");
     const domain = await findDomain(c.var.ctx.shared, auth.account.id, c.req.param("id"));
     if (!domain) throw notFound("Domain");
-    const [rates, sentToday] = await Promise.all([domainRates(c.var.ctx.db, domain.id), warmupSentToday(c.var.ctx.db, domain.id)]);
+    const [rates, sentToday] = await Promise.all([domainRates(c.var.ctx.db, domain), warmupSentToday(c.var.ctx.db, domain.id)]);
     return c.html(
       <Shell title={`Domain ${domain.name}`} auth={auth} csrfToken={c.get("csrfToken")} current="/dashboard/domains">
         <Records domain={domain} csrfToken={c.get("csrfToken")} />

@@ -1,13 +1,19 @@
 // Warm-up schedules per sending domain: day N (UTC days since `warmup_started_at`) lets schedule[N] recipients
 // through; past the last day the warm-up completes. Messages over today's cap are never refused and never dropped:
 // the send consumer holds them back (`deferred`, next_attempt_at = the next UTC midnight) and re-enqueues them with a
-// delay. The count is a D1 row per domain and day, reserved with one conditional UPDATE, so concurrent consumers
-// never let more than the cap through.
+// delay. The count is a D1 row per domain and day (`warmup_usage`, in the account's database), reserved with one
+// conditional UPDATE, so concurrent consumers never let more than the cap through.
+//
+// A domain's warm-up status is in `DB` (`domains`), its `warmup.status_changed` events in the account's database: two
+// databases, no shared transaction. A transition is written to the domain first, conditionally (so exactly one
+// writer makes it), then its event; if the event cannot be stored the transition is taken back, so a status change
+// is never left without its event (applyWarmupChanges).
 
-import { sql } from "drizzle-orm";
+import { sql, type SQL } from "drizzle-orm";
 import { inJsonArray, sqlNow, statement, type AccountDb, type Ctx, batch } from "../../db/client";
 import type { domains } from "../../db/schema";
 import { logError } from "../../lib/log";
+import { forgetCachedDomain } from "../domains/lookup";
 import { dayWindow, nextUtcMidnight } from "../sending/daily-limit";
 import { enqueueMessages } from "../sending/enqueue";
 import { eventStatement, type EventInput } from "../events/events";
@@ -44,19 +50,14 @@ export function todaysCap(domain: Pick<DomainRow, "warmupStatus" | "warmupSchedu
 
 type WarmupStatus = DomainRow["warmupStatus"];
 
-/**
- * The `warmup.status_changed` event of a transition, as a statement for the batch that makes it, placed just before
- * the UPDATE: it is written only if the warm-up is still `previous` there, so exactly when that UPDATE changes it, and
- * never without it (one transaction). Dispatch `input` once the batch has committed.
- */
-export function warmupTransition(
-  db: AccountDb,
+/** The `warmup.status_changed` event of a transition that happened. */
+function warmupEvent(
   domain: Pick<DomainRow, "id" | "accountId" | "name">,
   previous: WarmupStatus,
   status: WarmupStatus,
   reason?: string,
-): { event: D1PreparedStatement; input: EventInput } {
-  const input: EventInput = {
+): EventInput {
+  return {
     accountId: domain.accountId,
     type: "warmup.status_changed",
     subjectId: domain.id,
@@ -64,7 +65,62 @@ export function warmupTransition(
     dedupeKey: `warmup.status_changed:${domain.id}:${crypto.randomUUID()}`,
     data: { domain_id: domain.id, domain: domain.name, previous_status: previous, status, ...(reason ? { reason } : {}) },
   };
-  return { event: eventStatement(db, input, sql`EXISTS (SELECT 1 FROM domains WHERE id = ${domain.id} AND warmup_status = ${previous})`), input };
+}
+
+/** A change of `domains` in `DB` and the UPDATE that takes it back. `apply` ends with RETURNING: a row when it applied. */
+type DomainWrite = { apply: SQL; undo: SQL };
+
+/** A warm-up transition: `apply` makes it (only from `previous`), `alongside` are writes that stand or fall with it. */
+export type WarmupChange = DomainWrite & {
+  domain: Pick<DomainRow, "id" | "accountId" | "name">;
+  previous: WarmupStatus;
+  status: WarmupStatus;
+  reason?: string;
+  alongside?: DomainWrite[];
+};
+
+/**
+ * Makes warm-up transitions of the context's accounts: their domain writes in `DB` (one batch), then the events of
+ * those that applied in the account's database, together with `accountWrites` (one batch). If that batch fails,
+ * every domain write that applied is taken back before the error is rethrown, so no transition stands without its
+ * event. The events are dispatched once written. Returns the account batch's results (`accountWrites` first).
+ */
+export async function applyWarmupChanges(ctx: Ctx, changes: readonly WarmupChange[], accountWrites: D1PreparedStatement[] = []): Promise<D1Result[]> {
+  const { db, shared } = ctx;
+  const writes = changes.flatMap((change) => [change, ...(change.alongside ?? [])]);
+  const applied =
+    writes.length > 0
+      ? await batch(
+          shared,
+          writes.map((write) => statement(shared, write.apply)),
+        )
+      : [];
+  const touched = [...new Set(changes.map((change) => change.domain.id))];
+  // The delivery of this isolate must see the new status at once, not once its cached copy expires.
+  touched.forEach(forgetCachedDomain);
+  let index = 0;
+  const happened = changes.filter((change) => {
+    const made = applied[index]!.results.length > 0;
+    index += 1 + (change.alongside?.length ?? 0);
+    return made;
+  });
+  const events = happened.map((change) => warmupEvent(change.domain, change.previous, change.status, change.reason));
+  const statements = [...accountWrites, ...events.map((event) => eventStatement(db, event))];
+  let written: D1Result[] = [];
+  try {
+    if (statements.length > 0) written = await batch(db, statements);
+  } catch (error) {
+    const undone = writes.filter((_, i) => applied[i]!.results.length > 0);
+    if (undone.length > 0)
+      await batch(
+        shared,
+        undone.map((write) => statement(shared, write.undo)),
+      );
+    touched.forEach(forgetCachedDomain);
+    throw error;
+  }
+  await dispatchEventInputs(ctx, events);
+  return written;
 }
 
 /** Queue delays stop at 12 hours; a message due later is delayed again when it comes back early. */
@@ -113,11 +169,16 @@ export async function holdPastWarmupCaps(
     capped.set(domain.id, entry);
   }
 
-  const completions = [...completed.values()].map((domain) => ({ domain, transition: warmupTransition(db, domain, "active", "completed") }));
-  const statements = completions.flatMap(({ domain, transition }) => [
-    transition.event,
-    statement(db, sql`UPDATE domains SET warmup_status = 'completed' WHERE id = ${domain.id} AND warmup_status = 'active'`),
-  ]);
+  const completions = [...completed.values()].map(
+    (domain): WarmupChange => ({
+      domain,
+      previous: "active",
+      status: "completed",
+      apply: sql`UPDATE domains SET warmup_status = 'completed' WHERE id = ${domain.id} AND warmup_status = 'active' RETURNING id`,
+      undo: sql`UPDATE domains SET warmup_status = 'active' WHERE id = ${domain.id} AND warmup_status = 'completed'`,
+    }),
+  );
+  const statements: D1PreparedStatement[] = [];
   if (early.length > 0) {
     const ids = early.map(({ id }) => id);
     // Their rows already carry the time they were given.
@@ -154,14 +215,10 @@ export async function holdPastWarmupCaps(
       reservations.push({ id: message.id, statement: statements.length - 1 });
     }
   }
-  if (statements.length === 0) return new Set();
-  const written = await batch(db, statements);
+  if (statements.length === 0 && completions.length === 0) return new Set();
+  const written = await applyWarmupChanges(ctx, completions, statements);
   const overCap = reservations.filter((reservation) => (written[reservation.statement]?.results.length ?? 0) === 0);
 
-  await dispatchEventInputs(
-    ctx,
-    completions.map(({ transition }) => transition.input),
-  );
   const held = [...early, ...overCap.map(({ id }) => ({ id, due: tomorrow }))];
   await enqueueHeld(ctx, held, now);
   return new Set(held.map(({ id }) => id));
@@ -192,7 +249,6 @@ type WarmupInput = { enabled: boolean; schedule?: number[]; preset?: WarmupPrese
  * unless a new one is given); disabling sets `paused`. A status change emits `warmup.status_changed`.
  */
 export async function setWarmup(ctx: Ctx, domain: DomainRow, input: WarmupInput, now = new Date()): Promise<DomainRow> {
-  const { db } = ctx;
   const schedule = input.schedule ?? (input.preset ? [...warmupPresets[input.preset]] : (domain.warmupSchedule ?? [...warmupPresets.standard]));
   const startedAt =
     input.startedAt ??
@@ -211,15 +267,22 @@ export async function setWarmup(ctx: Ctx, domain: DomainRow, input: WarmupInput,
     warmupStartedAt: startedAt,
     warmupPausedReason: input.enabled ? null : "paused by the account",
   } satisfies DomainRow;
-  const transition = status === domain.warmupStatus ? undefined : warmupTransition(db, domain, domain.warmupStatus, status);
-  await batch(db, [
-    ...(transition ? [transition.event] : []),
-    statement(
-      db,
-      sql`UPDATE domains SET warmup_status = ${status}, warmup_schedule = ${JSON.stringify(schedule)}, warmup_started_at = ${startedAt},
-        warmup_paused_reason = ${updated.warmupPausedReason}, updated_at = ${sqlNow} WHERE id = ${domain.id}`,
-    ),
+  const write = sql`UPDATE domains SET warmup_status = ${status}, warmup_schedule = ${JSON.stringify(schedule)}, warmup_started_at = ${startedAt},
+    warmup_paused_reason = ${updated.warmupPausedReason}, updated_at = ${sqlNow} WHERE id = ${domain.id}`;
+  if (status === domain.warmupStatus) {
+    await ctx.shared.run(write);
+    forgetCachedDomain(domain.id);
+    return updated;
+  }
+  await applyWarmupChanges(ctx, [
+    {
+      domain,
+      previous: domain.warmupStatus,
+      status,
+      apply: sql`${write} AND warmup_status = ${domain.warmupStatus} RETURNING id`,
+      undo: sql`UPDATE domains SET warmup_status = ${domain.warmupStatus}, warmup_schedule = ${domain.warmupSchedule === null ? null : JSON.stringify(domain.warmupSchedule)},
+        warmup_started_at = ${domain.warmupStartedAt}, warmup_paused_reason = ${domain.warmupPausedReason} WHERE id = ${domain.id} AND warmup_status = ${status}`,
+    },
   ]);
-  if (transition) await dispatchEventInputs(ctx, [transition.input]);
   return updated;
 }
