@@ -3,7 +3,7 @@ import { createExecutionContext } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { createApp } from "../../src/app";
 import { audienceOf, campaignAccount } from "../support/campaigns";
-import { call, createKey, json } from "../support/helpers";
+import { call, createKey, d1Of, json } from "../support/helpers";
 import { sendBalance, sinkMessagesTo } from "../support/sending";
 import { aiAccount, aiFeatures, type AiRequest, generated, newCase, postDraft, providerRequests, requestCount, script, settled } from "../support/ai";
 
@@ -92,7 +92,7 @@ describe("POST /ai/campaign → GET /ai/requests/{id}", () => {
     expect(sent!.body.messages.at(-1)!.content).toContain("Language: fr-CA");
 
     // Never sent: no message for the audience, no credit touched, the drafts stay drafts.
-    const messages = await env.DB.prepare("SELECT count(*) AS n FROM messages WHERE account_id = ?").bind(account.id).first<{ n: number }>();
+    const messages = await d1Of(account).prepare("SELECT count(*) AS n FROM messages WHERE account_id = ?").bind(account.id).first<{ n: number }>();
     expect(messages!.n).toBe(0);
     expect(await sendBalance(key)).toBe(50);
     for (const address of addresses) expect(await sinkMessagesTo(address)).toEqual([]);
