@@ -38,22 +38,31 @@ export async function accountIn(database: string, overrides: Record<string, unkn
 
 /** The rows `sql` finds in every account database, one after the other. */
 export async function allAccountRows<T>(sql: string, ...params: unknown[]): Promise<T[]> {
-  const found = await Promise.all(accountD1s().map((d1) => d1.prepare(sql).bind(...params).all<T>()));
+  const found = await Promise.all(
+    accountD1s().map((d1) =>
+      d1
+        .prepare(sql)
+        .bind(...params)
+        .all<T>(),
+    ),
+  );
   return found.flatMap(({ results }) => results);
 }
 
-/** An account that may send campaigns, with a verified domain and a sender on it. */
-export async function campaignAccount(options: { sendCredits?: number; dailySendLimit?: number } = {}) {
-  const account = await createAccount({
+/** An account that may send campaigns (placed in `database` if given), with a verified domain and a sender on it. */
+export async function campaignAccount(options: { sendCredits?: number; dailySendLimit?: number; database?: string } = {}) {
+  const overrides = {
     send_credits: options.sendCredits ?? 100,
     ...(options.dailySendLimit === undefined ? {} : { daily_send_limit: options.dailySendLimit }),
     features: ["email_api", "smtp_relay", "campaigns"],
-  });
+  };
+  const account = options.database ? await accountIn(options.database, overrides) : await createAccount(overrides);
   const key = account.api_key;
   const domain = await verifiedDomain(key);
   const sender = `snd_${tag()}`;
   // A sender row as the senders API stores it (test/campaigns/senders.test.ts covers that API).
-  await d1Of(account).prepare("INSERT INTO senders (id, account_id, name, email, reply_to, domain_id) VALUES (?1, ?2, 'Acme News', ?3, NULL, ?4)")
+  await d1Of(account)
+    .prepare("INSERT INTO senders (id, account_id, name, email, reply_to, domain_id) VALUES (?1, ?2, 'Acme News', ?3, NULL, ?4)")
     .bind(sender, account.id, `hello@${domain.name}`, domain.id)
     .run();
   return { account, key, domain, sender };
@@ -86,9 +95,10 @@ export async function campaignOf(key: string, id: string) {
 
 export async function ledgerOf(accountId: string): Promise<Ledger[]> {
   return (
-    await (await d1OfAccount(accountId)).prepare(
-      "SELECT kind, amount, reference_id FROM credit_ledger WHERE account_id = ?1 AND balance = 'send' AND kind != 'top_up' ORDER BY rowid",
+    await (
+      await d1OfAccount(accountId)
     )
+      .prepare("SELECT kind, amount, reference_id FROM credit_ledger WHERE account_id = ?1 AND balance = 'send' AND kind != 'top_up' ORDER BY rowid")
       .bind(accountId)
       .all<Ledger>()
   ).results;

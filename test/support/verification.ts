@@ -64,7 +64,10 @@ export async function deliver(queue: "mailforge-verify" | "mailforge-verify-dlq"
 
 // A reference or subject is one account's, so its rows are all in one of the account databases.
 export async function ledgerOf(referenceId: string): Promise<{ kind: string; amount: number }[]> {
-  return allAccountRows<{ kind: string; amount: number }>("SELECT kind, amount FROM credit_ledger WHERE reference_id = ?1 ORDER BY created_at, kind", referenceId);
+  return allAccountRows<{ kind: string; amount: number }>(
+    "SELECT kind, amount FROM credit_ledger WHERE reference_id = ?1 ORDER BY created_at, kind",
+    referenceId,
+  );
 }
 
 export async function eventsOf(subjectOrKey: string): Promise<{ type: string; data: Record<string, unknown> }[]> {
