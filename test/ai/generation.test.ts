@@ -13,7 +13,12 @@ import { call, d1Of, json, type CreatedAccount } from "../support/helpers";
 import { type AiRequest, aiAccount, newCase, providerRequests } from "../support/ai";
 
 /** Stores a request through POST /ai/campaign with a queue that only records, so the test runs the generation itself. */
-async function storedRequest(account: CreatedAccount, prompt: string, extra: Record<string, unknown> = {}, envOverrides: Record<string, unknown> = {}) {
+async function storedRequest(
+  account: CreatedAccount,
+  prompt: string,
+  extra: Record<string, unknown> = {},
+  envOverrides: Record<string, unknown> = {},
+) {
   const sent: unknown[] = [];
   const recordingQueue = { send: async (body: unknown) => void sent.push(body) } as unknown as Queue;
   const response = await createApp().request(
@@ -126,7 +131,10 @@ describe("queue delivery", () => {
     const caseId = newCase();
     const id = await storedRequest(account, `Twice [case:${caseId}]`, { variations: 2, followups: 1 });
 
-    const outcomes = await Promise.all([processAiRequest(openCtx(env, undefined, account), id), processAiRequest(openCtx(env, undefined, account), id)]);
+    const outcomes = await Promise.all([
+      processAiRequest(openCtx(env, undefined, account), id),
+      processAiRequest(openCtx(env, undefined, account), id),
+    ]);
 
     expect(outcomes).toEqual([{ kind: "done" }, { kind: "done" }]);
     const request = await requestOf(account.api_key, id);

@@ -227,7 +227,12 @@ describe("batch ids belong to one account", () => {
     const owner = await createAccount({ verify_credits: 10 });
     const row = await findAccount(sharedDb(env), owner.id);
     // Accepted but never enqueued: it stays pending.
-    const created = await createVerificationJob(openCtx(env, undefined, owner), { account: row!, emails: ["ann@acme.verify-test"], source: "batch", name: "x.csv" });
+    const created = await createVerificationJob(openCtx(env, undefined, owner), {
+      account: row!,
+      emails: ["ann@acme.verify-test"],
+      source: "batch",
+      name: "x.csv",
+    });
     if (created.kind !== "created") throw new Error(`the job was refused: ${created.kind}`);
     const { job } = created;
     const other = await createAccount({ verify_credits: 10 });

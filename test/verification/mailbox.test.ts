@@ -100,7 +100,9 @@ describe("the reply table, one row each", () => {
     const account = await createAccount({ verify_credits: 5 });
     const row = await findAccount(sharedDb(env), account.id);
     const started = Date.now();
-    const checked = await verifySingleAddress(openCtx(proberEnv, undefined, account), row!, "jane@tarpit.mailbox.test", { reference: `tarpit-${crypto.randomUUID()}` });
+    const checked = await verifySingleAddress(openCtx(proberEnv, undefined, account), row!, "jane@tarpit.mailbox.test", {
+      reference: `tarpit-${crypto.randomUUID()}`,
+    });
     expect(Date.now() - started).toBeLessThan(SINGLE_CHECK_BUDGET_MS);
     if (checked.kind !== "checked") throw new Error(checked.kind);
     expect(fields(checked.result)).toMatchObject({

@@ -11,7 +11,8 @@ function event(accountId: string, type: EventType, data: Record<string, unknown>
 }
 
 async function eventIdOf(accountId: string, dedupeKey: string): Promise<string> {
-  const row = await (await d1OfAccount(accountId)).prepare("SELECT id FROM events WHERE account_id = ? AND dedupe_key = ?")
+  const row = await (await d1OfAccount(accountId))
+    .prepare("SELECT id FROM events WHERE account_id = ? AND dedupe_key = ?")
     .bind(accountId, dedupeKey)
     .first<{ id: string }>();
   if (!row) throw new Error(`no event ${dedupeKey}`);

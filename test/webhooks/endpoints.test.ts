@@ -85,9 +85,8 @@ describe("webhook endpoints API: happy paths", () => {
   it("re-enabling clears the automatic disable reason and the failure streak", async () => {
     const account = await createAccount();
     const endpoint = await createEndpoint(account.api_key, { url: receiverUrl("/re"), events: ["*"] });
-    await d1Of(account).prepare(
-      "UPDATE webhook_endpoints SET enabled = 0, disabled_reason = 'failing', failing_since = '2026-01-01T00:00:00.000Z' WHERE id = ?",
-    )
+    await d1Of(account)
+      .prepare("UPDATE webhook_endpoints SET enabled = 0, disabled_reason = 'failing', failing_since = '2026-01-01T00:00:00.000Z' WHERE id = ?")
       .bind(endpoint.id)
       .run();
     const response = await call(`/api/v1/webhooks/${endpoint.id}`, { key: account.api_key, method: "PATCH", body: { enabled: true } });
@@ -120,7 +119,10 @@ describe("webhook endpoints API: happy paths", () => {
     expect(response.status).toBe(200);
     expect(await json(response)).toEqual({ id: endpoint.id, deleted: true });
     expect((await call(`/api/v1/webhooks/${endpoint.id}`, { key: account.api_key })).status).toBe(404);
-    const rows = await d1Of(account).prepare("SELECT COUNT(*) AS n FROM webhook_deliveries WHERE endpoint_id = ?").bind(endpoint.id).first<{ n: number }>();
+    const rows = await d1Of(account)
+      .prepare("SELECT COUNT(*) AS n FROM webhook_deliveries WHERE endpoint_id = ?")
+      .bind(endpoint.id)
+      .first<{ n: number }>();
     expect(rows?.n).toBe(0);
   });
 });
