@@ -35,9 +35,10 @@ const callFlushIntervalMs = 60_000;
 export class RateLimiter extends DurableObject<Env> {
   /**
    * Token bucket of `limit` tokens refilled evenly over `windowSeconds`; a fresh bucket allows a full burst. With
-   * `countFor` (an account), an admitted request is counted as one API call of that account.
+   * `countFor` (an account), an admitted request is counted as one API call of that account. A Worker deployed
+   * before account databases passes the account's id alone: its calls are counted for `DB`.
    */
-  async consume(limit: number, windowSeconds = 60, cost = 1, now = Date.now(), countFor?: CallAccount): Promise<RateLimitDecision> {
+  async consume(limit: number, windowSeconds = 60, cost = 1, now = Date.now(), countFor?: CallAccount | string): Promise<RateLimitDecision> {
     const kv = this.ctx.storage.kv;
     const ratePerMs = limit / (windowSeconds * 1000);
     const stored = kv.get<Bucket>("bucket");
@@ -46,7 +47,7 @@ export class RateLimiter extends DurableObject<Env> {
     const allowed = tokens >= cost;
     const left = allowed ? tokens - cost : tokens;
     kv.put<Bucket>("bucket", { tokens: left, updatedAt: now });
-    if (allowed && countFor) await this.countCall(countFor, now);
+    if (allowed && countFor) await this.countCall(typeof countFor === "string" ? { id: countFor, database: "DB" } : countFor, now);
     return {
       allowed,
       limit,
