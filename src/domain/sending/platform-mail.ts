@@ -18,7 +18,7 @@ const encoder = new TextEncoder();
 
 /** The signed (where it can be) bytes of a platform mail, and its envelope sender. */
 async function buildPlatformMail(ctx: Ctx, mail: PlatformMail): Promise<{ from: string; raw: Uint8Array }> {
-  const { env, db } = ctx;
+  const { env, shared } = ctx;
   const from = splitMailbox(config(env).systemFrom);
   if (!from) throw new Error(`SYSTEM_FROM is not an address: ${config(env).systemFrom}`);
   const unsigned = encoder.encode(
@@ -33,7 +33,7 @@ async function buildPlatformMail(ctx: Ctx, mail: PlatformMail): Promise<{ from: 
       date: new Date(),
     }),
   );
-  const domain = await db
+  const domain = await shared
     .select()
     .from(domains)
     .where(and(eq(domains.name, domainOf(from.address)), eq(domains.status, "verified")))
