@@ -80,7 +80,7 @@ const scheduledTasks: Record<string, ScheduledTask> = {
     async (ctx, controller) => void (await resumeStalledCampaigns(ctx, new Date(controller.scheduledTime))),
   ),
   // Domains whose bounce or complaint rate crossed a limit through synchronous bounces (reports already check it).
-  evaluateReputation: async (ctx) => void (await evaluateReputation(ctx)),
+  evaluateReputation: inEachAccountDatabase(async (ctx) => void (await evaluateReputation(ctx))),
   // Plans' monthly verification credits: granted once per account and calendar month (UTC), last month's unused expired.
   grantMonthlyCredits: (ctx, controller) => grantMonthlyCredits(ctx, new Date(controller.scheduledTime)),
   // Retention: finished messages (with their rows and content), events and webhook deliveries past RETENTION_DAYS.

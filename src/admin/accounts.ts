@@ -8,6 +8,7 @@ import {
   listAccounts,
   placeAccount,
   planNames,
+  refreshDirectoryCopy,
   serializeAccount,
   topUpAccount,
   updateAccount as changeAccount,
@@ -274,6 +275,8 @@ export const adminAccountRoutes = createRouter()
       rateLimitPerMinute: body.rate_limit_per_minute,
       aiGenerationsPerMonth: body.ai_generations_per_month,
     });
+    // The directory changed first: a failed copy fails the request, and the operator's retry writes both again.
+    if (account) await refreshDirectoryCopy(accountDb(c.env, account), account);
     return c.json(await shownAccount(c.env, account), 200);
   })
   .openapi(moveAccountRoute, async (c) => {

@@ -1,4 +1,4 @@
-import { openCtx } from "../db/client";
+import { inDatabase, openCtx, type Ctx, type DatabaseName } from "../db/client";
 import { DurableObject } from "cloudflare:workers";
 import { findAccount } from "../domain/accounts/accounts";
 import { audienceParameters, audienceWhere, MAX_AUDIENCE_PARAMETERS } from "../domain/campaigns/audience";
@@ -23,8 +23,18 @@ import { logError } from "../lib/log";
 /**
  * fanout: materialising the audience (`cursor` = last contact id written, "" before the first) and enqueueing what
  * is materialised; drain: everything is enqueued, waiting for the last messages to reach a final state.
+ * `database` is the account database the campaign's rows are in (progress stored before account databases has none:
+ * its rows are in DB).
  */
-type Progress = { campaignId: string; accountId: string; phase: "fanout" | "drain"; cursor: string; materialised: number; audienceDone: boolean };
+type Progress = {
+  campaignId: string;
+  accountId: string;
+  database?: DatabaseName;
+  phase: "fanout" | "drain";
+  cursor: string;
+  materialised: number;
+  audienceDone: boolean;
+};
 
 /** One alarm run works this long, then re-arms itself at once: a long campaign is many short runs, each resumable. */
 const RUN_BUDGET_MS = 10_000;
@@ -46,10 +56,12 @@ export class CampaignProgress extends DurableObject<Env> {
     return this.ctx.storage.kv.get<Progress>("progress");
   }
 
-  /** Arms the fan-out for `runAt` (ms); a second call (a retried POST /send) changes nothing. */
-  async start(campaignId: string, accountId: string, runAt: number): Promise<void> {
-    if (!this.progress())
-      this.ctx.storage.kv.put<Progress>("progress", { campaignId, accountId, phase: "fanout", cursor: "", materialised: 0, audienceDone: false });
+  /**
+   * Arms the fan-out for `runAt` (ms) of the campaign whose rows are in `database`; a second call (a retried POST
+   * /send) changes nothing.
+   */
+  async start(campaignId: string, accountId: string, runAt: number, database: DatabaseName): Promise<void> {
+    if (!this.progress()) this.save({ campaignId, accountId, database, phase: "fanout", cursor: "", materialised: 0, audienceDone: false });
     await this.ctx.storage.setAlarm(runAt);
   }
 
@@ -58,10 +70,14 @@ export class CampaignProgress extends DurableObject<Env> {
    * armed. Lost progress starts again from the first contact (writing a chunk again inserts nothing, and each run
    * counts what D1 holds against the reservation). A campaign being settled (cancelled or failed) is armed now
    * unless it is about to run anyway: its only alarm may be its send_at, days away, and its credits would wait for it
-   * (a cancel whose wake-up did not arrive). Returns whether it armed.
+   * (a cancel whose wake-up did not arrive). `database` is where the cron found the campaign's rows (the stored one
+   * may predate a move of its account). Returns whether it armed.
    */
-  async resume(campaignId: string, accountId: string, settling = false): Promise<boolean> {
-    if (!this.progress()) this.save({ campaignId, accountId, phase: "fanout", cursor: "", materialised: 0, audienceDone: false });
+  async resume(campaignId: string, accountId: string, database: DatabaseName, settling = false): Promise<boolean> {
+    const progress = this.progress();
+    this.save(
+      progress ? { ...progress, database } : { campaignId, accountId, database, phase: "fanout", cursor: "", materialised: 0, audienceDone: false },
+    );
     const armed = await this.ctx.storage.getAlarm();
     if (armed !== null && (!settling || armed <= Date.now() + DRAIN_POLL_MS)) return false;
     await this.ctx.storage.setAlarm(Date.now());
@@ -96,7 +112,7 @@ export class CampaignProgress extends DurableObject<Env> {
 
   /** Does one run of work; returns when to run next, or undefined when the campaign needs nothing more. */
   private async step(progress: Progress): Promise<number | undefined> {
-    const ctx = openCtx(this.env, this.ctx);
+    const ctx = this.openCtx(progress);
     const { env, db } = ctx;
     let campaign = await loadCampaign(db, progress.campaignId);
     if (!campaign || campaign.status === "draft" || campaign.completedAt !== null) return undefined;
@@ -107,7 +123,7 @@ export class CampaignProgress extends DurableObject<Env> {
       if (!campaign) return undefined;
     }
     if (campaign.status === "cancelled" || campaign.status === "failed") return this.settle(progress);
-    if (progress.phase === "drain") return this.drain(campaign.id);
+    if (progress.phase === "drain") return this.drain(progress);
     // Pre-send hygiene: nothing is materialised before the campaign's checks are done (their job's completion or
     // failure wakes this object; the poll is the fallback).
     if (campaign.verificationJobId && progress.cursor === "") {
@@ -115,7 +131,7 @@ export class CampaignProgress extends DurableObject<Env> {
       if (job?.status === "pending" || job?.status === "processing") return Date.now() + CHECKS_POLL_MS;
     }
 
-    const sender = await senderOf(db, campaign);
+    const sender = await senderOf(ctx, campaign);
     if (sender?.domainStatus !== "verified") {
       await failCampaign(db, campaign.id, sender ? `the sender's domain ${sender.domain ?? ""} is no longer verified` : "the sender was deleted");
       return this.settle(progress);
@@ -157,7 +173,7 @@ export class CampaignProgress extends DurableObject<Env> {
       const allEnqueued = state.audienceDone && (reservation.count === 0 ? !(await hasScheduled(db, campaign.id)) : enqueued < reservation.count);
       if (allEnqueued) {
         this.save({ ...state, phase: "drain" });
-        return this.drain(campaign.id);
+        return this.drain({ ...state, phase: "drain" });
       }
       if (reservation.count === 0) return resumeAt;
       const current = await loadCampaign(db, campaign.id);
@@ -172,14 +188,19 @@ export class CampaignProgress extends DurableObject<Env> {
    */
   private async settle(progress: Progress): Promise<number | undefined> {
     if (progress.phase === "fanout") {
-      await sweepUnqueued(openCtx(this.env, this.ctx).db, progress.campaignId);
+      await sweepUnqueued(this.openCtx(progress).db, progress.campaignId);
       this.save({ ...progress, phase: "drain" });
     }
-    return this.drain(progress.campaignId);
+    return this.drain(progress);
   }
 
-  private async drain(campaignId: string): Promise<number | undefined> {
-    return (await completeIfDone(openCtx(this.env, this.ctx), campaignId)) ? undefined : Date.now() + DRAIN_POLL_MS;
+  private async drain(progress: Progress): Promise<number | undefined> {
+    return (await completeIfDone(this.openCtx(progress), progress.campaignId)) ? undefined : Date.now() + DRAIN_POLL_MS;
+  }
+
+  /** The context of the campaign's account database. */
+  private openCtx(progress: Progress): Ctx {
+    return inDatabase(openCtx(this.env, this.ctx), progress.database ?? "DB");
   }
 
   private save(progress: Progress) {

@@ -1,4 +1,4 @@
-import { batch, openCtx } from "../db/client";
+import { batch, databaseHandle, isAccountDatabase, type DatabaseName } from "../db/client";
 import { DurableObject } from "cloudflare:workers";
 import { usageStatements } from "../domain/reports/usage";
 
@@ -16,8 +16,13 @@ export type QuotaDecision = { allowed: boolean; used: number; limit: number; ret
 
 type Bucket = { tokens: number; updatedAt: number };
 type Quota = { window: string; used: number };
-/** API calls admitted and not yet written to usage_daily, per account and UTC day (key `calls:<day>:<account>`). */
-type PendingCalls = { accountId: string; day: string; calls: number };
+/**
+ * API calls admitted and not yet written to usage_daily, per account and UTC day (key `calls:<day>:<account>`), with
+ * the account database that holds its usage (counts stored before account databases name none: DB).
+ */
+type PendingCalls = { accountId: string; database?: DatabaseName; day: string; calls: number };
+/** The account an admitted call is counted for, and the database its usage rows are in. */
+export type CallAccount = { id: string; database: DatabaseName };
 
 // API calls reach D1 in one write per key per minute at most, never one per request.
 const callFlushIntervalMs = 60_000;
@@ -30,9 +35,10 @@ const callFlushIntervalMs = 60_000;
 export class RateLimiter extends DurableObject<Env> {
   /**
    * Token bucket of `limit` tokens refilled evenly over `windowSeconds`; a fresh bucket allows a full burst. With
-   * `countFor` (an account id), an admitted request is counted as one API call of that account.
+   * `countFor` (an account), an admitted request is counted as one API call of that account. A Worker deployed
+   * before account databases passes the account's id alone: its calls are counted for `DB`.
    */
-  async consume(limit: number, windowSeconds = 60, cost = 1, now = Date.now(), countFor?: string): Promise<RateLimitDecision> {
+  async consume(limit: number, windowSeconds = 60, cost = 1, now = Date.now(), countFor?: CallAccount | string): Promise<RateLimitDecision> {
     const kv = this.ctx.storage.kv;
     const ratePerMs = limit / (windowSeconds * 1000);
     const stored = kv.get<Bucket>("bucket");
@@ -41,7 +47,7 @@ export class RateLimiter extends DurableObject<Env> {
     const allowed = tokens >= cost;
     const left = allowed ? tokens - cost : tokens;
     kv.put<Bucket>("bucket", { tokens: left, updatedAt: now });
-    if (allowed && countFor) await this.countCall(countFor, now);
+    if (allowed && countFor) await this.countCall(typeof countFor === "string" ? { id: countFor, database: "DB" } : countFor, now);
     return {
       allowed,
       limit,
@@ -65,34 +71,43 @@ export class RateLimiter extends DurableObject<Env> {
     return { allowed: true, used: used + count, limit, retryAfterSeconds: 0 };
   }
 
-  private async countCall(accountId: string, now: number) {
+  private async countCall(account: CallAccount, now: number) {
     const kv = this.ctx.storage.kv;
     const day = new Date(now).toISOString().slice(0, 10);
-    const key = `calls:${day}:${accountId}`;
-    kv.put<PendingCalls>(key, { accountId, day, calls: (kv.get<PendingCalls>(key)?.calls ?? 0) + 1 });
+    const key = `calls:${day}:${account.id}`;
+    kv.put<PendingCalls>(key, { accountId: account.id, database: account.database, day, calls: (kv.get<PendingCalls>(key)?.calls ?? 0) + 1 });
     if (kv.get<boolean>("flushScheduled")) return;
     kv.put("flushScheduled", true);
     await this.ctx.storage.setAlarm(Date.now() + callFlushIntervalMs);
   }
 
   /**
-   * Writes the counted API calls to usage_daily in one batch. Calls admitted while the write is under way stay for
-   * the next flush; a failed write throws, and the runtime retries the alarm with the counts still here.
+   * Writes the counted API calls to usage_daily, one batch per account database (a key's calls are one account's,
+   * in one database, unless the account moved meanwhile), and takes each batch's counts off once it is written.
+   * Calls admitted while a write is under way stay for the next flush; a failed write throws, and the runtime retries
+   * the alarm with the counts not written still here.
    */
   override async alarm() {
     const kv = this.ctx.storage.kv;
-    const pending = [...kv.list<PendingCalls>({ prefix: "calls:" })];
-    if (pending.length > 0) {
-      const { db } = openCtx(this.env, this.ctx);
-      await batch(
-        db,
-        pending.flatMap(([, { accountId, day, calls }]) => usageStatements(db, accountId, { api_calls: calls }, { day })),
-      );
+    const byDatabase = new Map<DatabaseName, [string, PendingCalls][]>();
+    for (const [key, calls] of kv.list<PendingCalls>({ prefix: "calls:" })) {
+      const database = calls.database ?? "DB";
+      byDatabase.set(database, [...(byDatabase.get(database) ?? []), [key, calls]]);
     }
-    for (const [key, flushed] of pending) {
-      const left = (kv.get<PendingCalls>(key)?.calls ?? 0) - flushed.calls;
-      if (left > 0) kv.put<PendingCalls>(key, { ...flushed, calls: left });
-      else kv.delete(key);
+    for (const [database, pending] of byDatabase) {
+      // Counts for a database this Worker no longer has are dropped rather than retried forever.
+      if (isAccountDatabase(this.env, database)) {
+        const db = databaseHandle(this.env, database);
+        await batch(
+          db,
+          pending.flatMap(([, { accountId, day, calls }]) => usageStatements(db, accountId, { api_calls: calls }, { day })),
+        );
+      }
+      for (const [key, flushed] of pending) {
+        const left = (kv.get<PendingCalls>(key)?.calls ?? 0) - flushed.calls;
+        if (left > 0) kv.put<PendingCalls>(key, { ...flushed, calls: left });
+        else kv.delete(key);
+      }
     }
     if ([...kv.list({ prefix: "calls:", limit: 1 })].length > 0) await this.ctx.storage.setAlarm(Date.now() + callFlushIntervalMs);
     else kv.delete("flushScheduled");

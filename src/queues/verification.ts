@@ -1,4 +1,4 @@
-import { openCtx } from "../db/client";
+import { inDatabase, openCtx } from "../db/client";
 import { createResolver } from "../domain/dns/doh";
 import { readJobInput, type JobInput, type VerificationChunkMessage } from "../domain/verification/jobs";
 import { failVerificationJob } from "../domain/verification/job-finish";
@@ -42,7 +42,7 @@ export async function consumeVerificationChunks(deliveries: ChunkDelivery[], env
   await Promise.all(
     deliveries.map(async ({ message, chunk }) => {
       try {
-        await processVerificationChunk(ctx, chunk, { resolver, prober, loadInput });
+        await processVerificationChunk(inDatabase(ctx, chunk.database), chunk, { resolver, prober, loadInput });
         message.ack();
       } catch (error) {
         logError("verification chunk failed; retrying", {
@@ -62,7 +62,11 @@ export async function failVerificationChunks(deliveries: ChunkDelivery[], env: E
   const ctx = openCtx(env);
   for (const { message, chunk } of deliveries) {
     try {
-      await failVerificationJob(ctx, chunk.job_id, `Addresses ${chunk.offset} to ${chunk.offset + chunk.count - 1} could not be verified`);
+      await failVerificationJob(
+        inDatabase(ctx, chunk.database),
+        chunk.job_id,
+        `Addresses ${chunk.offset} to ${chunk.offset + chunk.count - 1} could not be verified`,
+      );
       message.ack();
     } catch (error) {
       logError("failing a verification job from the DLQ failed; retrying", {

@@ -1,4 +1,4 @@
-import { batch, openCtx, type AccountDb } from "../db/client";
+import { batch, databaseHandle, databaseNameOf, isAccountDatabase, type AccountDb, type DatabaseName } from "../db/client";
 import { z } from "zod";
 import {
   attemptDelivery,
@@ -34,6 +34,8 @@ const messageSchema = z.object({
   event_id: z.string().min(1).max(64),
   endpoint_id: z.string().min(1).max(64),
   attempt: z.number().int().min(1).max(MAX_ATTEMPTS),
+  // Messages enqueued before account databases name none; their rows are in DB.
+  database: z.string().max(64).default("DB"),
 }) satisfies z.ZodType<WebhookDeliveryMessage>;
 
 export type WebhookConsumerOptions = {
@@ -93,7 +95,7 @@ async function processMessage(
     nextRetryAt: retry ? new Date(finishedAt.getTime() + delaySeconds * 1000).toISOString() : null,
   });
   if (retry) {
-    const next: WebhookDeliveryMessage = { event_id: event.id, endpoint_id: endpoint.id, attempt: message.attempt + 1 };
+    const next: WebhookDeliveryMessage = { event_id: event.id, endpoint_id: endpoint.id, attempt: message.attempt + 1, database: databaseNameOf(db) };
     await env.WEBHOOK_QUEUE.send(next, { delaySeconds, contentType: "json" });
   }
   return [];
@@ -114,6 +116,17 @@ function parseBatch(batch: MessageBatch<unknown>): { message: Message<unknown>; 
   return parsed;
 }
 
+/** The attempts by the account database their rows are in (ones naming a database not bound here are left out). */
+function byDatabase<T extends { database?: DatabaseName }>(env: Env, items: readonly T[]): Map<DatabaseName, number[]> {
+  const groups = new Map<DatabaseName, number[]>();
+  items.forEach((item, i) => {
+    const database = item.database ?? "DB";
+    if (!isAccountDatabase(env, database)) return;
+    groups.set(database, [...(groups.get(database) ?? []), i]);
+  });
+  return groups;
+}
+
 /**
  * Delivers attempts concurrently, each with its own timeout. Per attempt: `done` (delivered, or failed and its
  * retry scheduled, or dropped) or `again` (D1 or the queue failed around it: run it again later; the receiver may
@@ -124,8 +137,32 @@ export async function deliverWebhookMessages(
   messages: WebhookDeliveryMessage[],
   options: WebhookConsumerOptions = {},
 ): Promise<("done" | "again")[]> {
-  if (messages.length === 0) return [];
-  const { db } = openCtx(env);
+  // An attempt naming a database this Worker has no binding for can never be delivered: it is dropped (done).
+  const outcomes: ("done" | "again")[] = messages.map(() => "done");
+  for (const message of messages) {
+    if (!isAccountDatabase(env, message.database ?? "DB")) logError("webhook delivery dropped: unknown account database", { ...message });
+  }
+  await Promise.all(
+    [...byDatabase(env, messages)].map(async ([database, indexes]) => {
+      const done = await deliverInDatabase(
+        env,
+        databaseHandle(env, database),
+        indexes.map((i) => messages[i]!),
+        options,
+      );
+      for (const [i, index] of indexes.entries()) outcomes[index] = done[i]!;
+    }),
+  );
+  return outcomes;
+}
+
+/** `deliverWebhookMessages` for attempts whose rows are all in `db`. */
+async function deliverInDatabase(
+  env: Env,
+  db: AccountDb,
+  messages: WebhookDeliveryMessage[],
+  options: WebhookConsumerOptions,
+): Promise<("done" | "again")[]> {
   let eventsById: Map<string, DispatchedEvent>;
   let endpointsById: Map<string, WebhookEndpointRow>;
   try {
@@ -206,17 +243,25 @@ export async function consumeWebhookDeliveries(batch: MessageBatch<unknown>, env
  * Its delivery is marked failed, so the log shows the end of the story instead of a `retrying` row forever.
  */
 export async function consumeWebhookDeadLetters(batch: MessageBatch<unknown>, env: Env): Promise<void> {
-  const ctx = openCtx(env);
-  const { db } = ctx;
-  const parsed = batch.messages.flatMap((message) => {
+  const bodies = batch.messages.flatMap((message) => {
     const body = messageSchema.safeParse(message.body);
-    return body.success ? [{ message, body: body.data }] : [];
+    return body.success ? [body.data] : [];
   });
+  for (const [database, indexes] of byDatabase(env, bodies)) {
+    await logDeadLetters(
+      databaseHandle(env, database),
+      indexes.map((i) => bodies[i]!),
+    );
+  }
+  batch.ackAll();
+}
+
+async function logDeadLetters(db: AccountDb, parsed: WebhookDeliveryMessage[]): Promise<void> {
   const [eventsById, endpointsById] = await Promise.all([
-    findDispatchedEvents(db, [...new Set(parsed.map(({ body }) => body.event_id))]),
-    findEndpointsByIds(db, [...new Set(parsed.map(({ body }) => body.endpoint_id))]),
+    findDispatchedEvents(db, [...new Set(parsed.map((body) => body.event_id))]),
+    findEndpointsByIds(db, [...new Set(parsed.map((body) => body.endpoint_id))]),
   ]);
-  for (const { body } of parsed) {
+  for (const body of parsed) {
     const event = eventsById.get(body.event_id);
     const endpoint = endpointsById.get(body.endpoint_id);
     if (!event || !endpoint) {
@@ -231,5 +276,4 @@ export async function consumeWebhookDeadLetters(batch: MessageBatch<unknown>, en
       attempt: body.attempt,
     });
   }
-  batch.ackAll();
 }

@@ -2,7 +2,7 @@
 // `step.do` (its result is kept, so a restarted instance does not redo finished steps), each wait a `step.sleep` /
 // `step.sleepUntil` that can last up to 365 days. The run row in D1 says what the API shows.
 
-import { openCtx } from "../db/client";
+import { inDatabase, openCtx } from "../db/client";
 import { WorkflowEntrypoint, type WorkflowEvent, type WorkflowStep } from "cloudflare:workers";
 import { NonRetryableError } from "cloudflare:workflows";
 import { executeStep, PermanentStepError, stepFailureMessage, type StepResult } from "../domain/automations/execute";
@@ -14,8 +14,8 @@ const retries = { retries: { limit: 4, delay: "30 seconds", backoff: "exponentia
 
 export class AutomationWorkflow extends WorkflowEntrypoint<Env, WorkflowParams> {
   override async run(event: Readonly<WorkflowEvent<WorkflowParams>>, step: WorkflowStep): Promise<{ status: string }> {
-    const ctx = openCtx(this.env, this.ctx);
-    const { runId } = event.payload;
+    const { runId, database = "DB" } = event.payload;
+    const ctx = inDatabase(openCtx(this.env, this.ctx), database);
     // Step results must be serialisable: the steps and each step's result travel as JSON text.
     // Every callback's failure reaches the run's error: a fault of ours (a D1 error quoting its SQL) is logged and
     // shown as an internal error (stepFailureMessage); a PermanentStepError ends the run without more tries.

@@ -2,8 +2,8 @@ import { env } from "cloudflare:workers";
 import { createExecutionContext } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { createApp } from "../../src/app";
-import { audienceOf, campaignAccount } from "../support/campaigns";
-import { call, createKey, json } from "../support/helpers";
+import { accountIn, audienceOf, campaignAccount } from "../support/campaigns";
+import { ADMIN_TOKEN, call, createKey, d1Of, json } from "../support/helpers";
 import { sendBalance, sinkMessagesTo } from "../support/sending";
 import { aiAccount, aiFeatures, type AiRequest, generated, newCase, postDraft, providerRequests, requestCount, script, settled } from "../support/ai";
 
@@ -92,7 +92,7 @@ describe("POST /ai/campaign → GET /ai/requests/{id}", () => {
     expect(sent!.body.messages.at(-1)!.content).toContain("Language: fr-CA");
 
     // Never sent: no message for the audience, no credit touched, the drafts stay drafts.
-    const messages = await env.DB.prepare("SELECT count(*) AS n FROM messages WHERE account_id = ?").bind(account.id).first<{ n: number }>();
+    const messages = await d1Of(account).prepare("SELECT count(*) AS n FROM messages WHERE account_id = ?").bind(account.id).first<{ n: number }>();
     expect(messages!.n).toBe(0);
     expect(await sendBalance(key)).toBe(50);
     for (const address of addresses) expect(await sinkMessagesTo(address)).toEqual([]);
@@ -228,6 +228,17 @@ describe("quota", () => {
     const me = await json<{ limits: Record<string, number>; ai_usage: Record<string, unknown> }>(await call("/api/v1/me", { key: account.api_key }));
     expect(me.limits.ai_generations_per_month).toBe(1);
     expect(me.ai_usage).toMatchObject({ limit: 1, used: 1, in_progress: 0 });
+  });
+
+  it("follows the operator's change of the limit for an account in ACCOUNT_DB_1 (the quota is counted in its database)", async () => {
+    const account = await accountIn("ACCOUNT_DB_1", { features: aiFeatures, ai_generations_per_month: 1 });
+    expect((await generated(account.api_key, { prompt: "First" })).status).toBe("completed");
+    expect((await postDraft(account.api_key, { prompt: "Second" })).status).toBe(403);
+
+    const raised = await call(`/admin/v1/accounts/${account.id}`, { key: ADMIN_TOKEN, method: "PATCH", body: { ai_generations_per_month: 2 } });
+    expect(raised.status).toBe(200);
+    expect((await postDraft(account.api_key, { prompt: "Second" })).status).toBe(202);
+    expect(await requestCount(account.id)).toBe(2);
   });
 
   it("lets exactly one of ten concurrent POSTs through a limit of 1", async () => {

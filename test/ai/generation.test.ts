@@ -9,17 +9,22 @@ import { ProviderError } from "../../src/domain/ai/adapter";
 import { chooseProvider, DEFAULT_WORKERS_AI_MODEL } from "../../src/domain/ai/provider";
 import { type AiBinding, workersAiProvider } from "../../src/domain/ai/workers-ai";
 import { consumeAiDeadLetters } from "../../src/queues/ai";
-import { call, json } from "../support/helpers";
+import { call, d1Of, json, type CreatedAccount } from "../support/helpers";
 import { type AiRequest, aiAccount, newCase, providerRequests } from "../support/ai";
 
 /** Stores a request through POST /ai/campaign with a queue that only records, so the test runs the generation itself. */
-async function storedRequest(key: string, prompt: string, extra: Record<string, unknown> = {}, envOverrides: Record<string, unknown> = {}) {
+async function storedRequest(
+  account: CreatedAccount,
+  prompt: string,
+  extra: Record<string, unknown> = {},
+  envOverrides: Record<string, unknown> = {},
+) {
   const sent: unknown[] = [];
   const recordingQueue = { send: async (body: unknown) => void sent.push(body) } as unknown as Queue;
   const response = await createApp().request(
     new Request("http://localhost/api/v1/ai/campaign", {
       method: "POST",
-      headers: { Authorization: `Bearer ${key}`, "Content-Type": "application/json" },
+      headers: { Authorization: `Bearer ${account.api_key}`, "Content-Type": "application/json" },
       body: JSON.stringify({ prompt, ...extra }),
     }),
     undefined,
@@ -28,7 +33,8 @@ async function storedRequest(key: string, prompt: string, extra: Record<string, 
   );
   expect(response.status).toBe(202);
   const { id } = await json<{ id: string }>(response);
-  expect(sent).toEqual([{ request_id: id }]);
+  // The message names the database the request's row is in, for the consumer to open.
+  expect(sent).toEqual([{ request_id: id, database: account.database }]);
   return id;
 }
 
@@ -108,8 +114,8 @@ describe("Workers AI adapter", () => {
     expect(choice).toMatchObject({ kind: "configured", provider: { name: "workers-ai" } });
 
     const account = await aiAccount();
-    const id = await storedRequest(account.api_key, "Binding", { variations: 2 }, { AI_BASE_URL: "", AI: binding });
-    expect(await processAiRequest(openCtx(withBinding), id)).toEqual({ kind: "done" });
+    const id = await storedRequest(account, "Binding", { variations: 2 }, { AI_BASE_URL: "", AI: binding });
+    expect(await processAiRequest(openCtx(withBinding, undefined, account), id)).toEqual({ kind: "done" });
 
     expect(calls.map((c) => c.model)).toEqual([DEFAULT_WORKERS_AI_MODEL]);
     const request = await requestOf(account.api_key, id);
@@ -123,31 +129,34 @@ describe("queue delivery", () => {
   it("writes the drafts once when two deliveries of the same request run at the same time", async () => {
     const account = await aiAccount();
     const caseId = newCase();
-    const id = await storedRequest(account.api_key, `Twice [case:${caseId}]`, { variations: 2, followups: 1 });
+    const id = await storedRequest(account, `Twice [case:${caseId}]`, { variations: 2, followups: 1 });
 
-    const outcomes = await Promise.all([processAiRequest(openCtx(env), id), processAiRequest(openCtx(env), id)]);
+    const outcomes = await Promise.all([
+      processAiRequest(openCtx(env, undefined, account), id),
+      processAiRequest(openCtx(env, undefined, account), id),
+    ]);
 
     expect(outcomes).toEqual([{ kind: "done" }, { kind: "done" }]);
     const request = await requestOf(account.api_key, id);
     expect(request.status).toBe("completed");
     expect(request.campaign_ids).toHaveLength(3);
-    const campaigns = await env.DB.prepare("SELECT id FROM campaigns WHERE account_id = ? ORDER BY id").bind(account.id).all<{ id: string }>();
+    const campaigns = await d1Of(account).prepare("SELECT id FROM campaigns WHERE account_id = ? ORDER BY id").bind(account.id).all<{ id: string }>();
     expect(campaigns.results.map((row) => row.id)).toEqual([...request.campaign_ids].sort());
     // A delivery after completion does nothing, not even a provider call.
     const callsBefore = (await providerRequests(caseId)).length;
-    expect(await processAiRequest(openCtx(env), id)).toEqual({ kind: "done" });
+    expect(await processAiRequest(openCtx(env, undefined, account), id)).toEqual({ kind: "done" });
     expect(await providerRequests(caseId)).toHaveLength(callsBefore);
   });
 
   it("the dead-letter consumer fails a request its consumer could not finish, and leaves a completed one alone", async () => {
     const account = await aiAccount(2);
-    const stuck = await storedRequest(account.api_key, "Stuck");
-    const done = await storedRequest(account.api_key, "Done");
-    await processAiRequest(openCtx(env), done);
+    const stuck = await storedRequest(account, "Stuck");
+    const done = await storedRequest(account, "Done");
+    await processAiRequest(openCtx(env, undefined, account), done);
 
     const batch = createMessageBatch("mailforge-ai-dlq", [
-      { id: "dlq-1", timestamp: new Date(), attempts: 13, body: { request_id: stuck } },
-      { id: "dlq-2", timestamp: new Date(), attempts: 13, body: { request_id: done } },
+      { id: "dlq-1", timestamp: new Date(), attempts: 13, body: { request_id: stuck, database: account.database } },
+      { id: "dlq-2", timestamp: new Date(), attempts: 13, body: { request_id: done, database: account.database } },
       { id: "dlq-3", timestamp: new Date(), attempts: 13, body: { unexpected: true } },
     ]);
     await consumeAiDeadLetters(batch, env);

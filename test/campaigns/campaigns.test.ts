@@ -2,7 +2,7 @@ import { runDurableObjectAlarm } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import PostalMime, { type Email } from "postal-mime";
 import { describe, expect, it } from "vitest";
-import { call, createAccount, createKey, json } from "../support/helpers";
+import { call, createAccount, createKey, d1Of, d1OfAccount, json } from "../support/helpers";
 import { eventually, sinkMessagesTo, sinkRaw, verifiedDomain, type Domain } from "../support/sending";
 import { createEndpoint, receiverPath, receiverUrl, waitForRequests } from "../support/webhooks";
 
@@ -28,7 +28,8 @@ async function setup(sendCredits = 100) {
 /** A sender row as the senders API stores it (that API is built separately). */
 async function senderOn(accountId: string, domain: Pick<Domain, "id" | "name">, status = "hello") {
   const id = `snd_${tag()}`;
-  await env.DB.prepare("INSERT INTO senders (id, account_id, name, email, reply_to, domain_id) VALUES (?1, ?2, 'Acme News', ?3, NULL, ?4)")
+  await (await d1OfAccount(accountId))
+    .prepare("INSERT INTO senders (id, account_id, name, email, reply_to, domain_id) VALUES (?1, ?2, 'Acme News', ?3, NULL, ?4)")
     .bind(id, accountId, `${status}@${domain.name}`, domain.id)
     .run();
   return id;
@@ -50,7 +51,10 @@ async function campaignOf(key: string, id: string) {
 
 async function ledgerOf(accountId: string): Promise<Ledger[]> {
   return (
-    await env.DB.prepare("SELECT kind, amount, reference_id FROM credit_ledger WHERE account_id = ?1 AND balance = 'send' ORDER BY rowid")
+    await (
+      await d1OfAccount(accountId)
+    )
+      .prepare("SELECT kind, amount, reference_id FROM credit_ledger WHERE account_id = ?1 AND balance = 'send' ORDER BY rowid")
       .bind(accountId)
       .all<Ledger>()
   ).results;
@@ -206,7 +210,8 @@ describe("campaigns, sent now", () => {
     const kinds = (await ledgerOf(account.id)).filter((entry) => entry.kind !== "top_up").map((entry) => `${entry.kind}:${entry.amount}`);
     expect(kinds.sort()).toEqual(["charge:-1", "release:-1", "reservation:2"]);
     expect(await balances(key)).toEqual({ balance: 9, reserved: 0, available: 9 });
-    const bounced = await env.DB.prepare("SELECT type, data FROM events WHERE account_id = ?1 AND type = 'bounced'")
+    const bounced = await d1Of(account)
+      .prepare("SELECT type, data FROM events WHERE account_id = ?1 AND type = 'bounced'")
       .bind(account.id)
       .all<{ type: string; data: string }>();
     expect(bounced.results.map((row) => JSON.parse(row.data) as Record<string, unknown>)).toEqual([
@@ -247,7 +252,7 @@ describe("campaigns to a segment with a long text condition", () => {
 
 describe("scheduling and cancelling", () => {
   it("is scheduled, then sent when its alarm fires", async () => {
-    const { key, sender } = await setup(10);
+    const { account, key, sender } = await setup(10);
     const audience = await list(key, "all");
     const to = `later-${tag()}@example.net`;
     await contact(key, { email: to, lists: [audience] });
@@ -265,7 +270,8 @@ describe("scheduling and cancelling", () => {
     // Its alarm does nothing before send_at; then, with send_at moved into the past as if the 3 s had passed, it sends.
     expect(await runDurableObjectAlarm(env.CAMPAIGN_PROGRESS.getByName(draft.id))).toBe(true);
     expect((await campaignOf(key, draft.id)).status).toBe("scheduled");
-    await env.DB.prepare("UPDATE campaigns SET send_at = ?2 WHERE id = ?1")
+    await d1Of(account)
+      .prepare("UPDATE campaigns SET send_at = ?2 WHERE id = ?1")
       .bind(draft.id, new Date(Date.now() - 1_000).toISOString())
       .run();
     await runDurableObjectAlarm(env.CAMPAIGN_PROGRESS.getByName(draft.id));

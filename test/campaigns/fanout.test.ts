@@ -26,6 +26,26 @@ async function deliveries(addresses: string[]): Promise<number[]> {
   return Promise.all(addresses.map(async (address) => (await sinkMessagesTo(address)).length));
 }
 
+describe("campaign fan-out in an account database", () => {
+  it("sends to every recipient of an account in ACCOUNT_DB_1 and settles its credits there", async () => {
+    const { account, key, sender } = await campaignAccount({ sendCredits: 10, database: "ACCOUNT_DB_1" });
+    const { list, addresses } = await audienceOf(key, 3);
+    const campaign = await sendCampaign(key, sender, list);
+
+    const done = await waitForStatus(key, campaign.id, "sent");
+    expect(done.counters).toMatchObject({ recipients: 3, sent: 3, pending: 0 });
+    expect(await deliveries(addresses)).toEqual([1, 1, 1]);
+    expect(await messageRows(campaign.id)).toEqual({ messages: 3, contacts: 3 });
+    expect((await ledgerOf(account.id)).map((entry) => `${entry.kind}:${entry.amount}`).sort()).toEqual([
+      "charge:-1",
+      "charge:-1",
+      "charge:-1",
+      "reservation:3",
+    ]);
+    expect(await sendBalance(key)).toEqual({ balance: 7, reserved: 0, available: 7 });
+  });
+});
+
 describe("campaign fan-out under the daily sending limit", () => {
   it("enqueues up to what is left of the day's limit, sleeps until midnight UTC, then sends the rest", async () => {
     const { account: owner, key, domain, sender } = await campaignAccount({ sendCredits: 10, dailySendLimit: 3 });

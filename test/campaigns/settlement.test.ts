@@ -10,9 +10,10 @@ import { completeIfDone, enqueueScheduled } from "../../src/domain/campaigns/fan
 import { abandonMessages, deliverMessages } from "../../src/domain/sending/deliver";
 import { recordOutcome } from "../../src/domain/sending/outcome";
 import { sweepStaleClaims } from "../../src/domain/sending/recovery";
-import { call, json } from "../support/helpers";
+import { call, d1Of, d1OfAccount, json } from "../support/helpers";
 import { eventually, sinkMessagesTo, sinkRule } from "../support/sending";
 import {
+  accountD1s,
   alarmOf,
   audienceOf,
   backdate,
@@ -46,8 +47,9 @@ async function ledgerKinds(accountId: string, campaignId: string) {
     .sort();
 }
 
-const completedEvents = (accountId: string) =>
-  env.DB.prepare("SELECT count(*) AS total FROM events WHERE account_id = ?1 AND type = 'campaign.completed'")
+const completedEvents = async (accountId: string) =>
+  (await d1OfAccount(accountId))
+    .prepare("SELECT count(*) AS total FROM events WHERE account_id = ?1 AND type = 'campaign.completed'")
     .bind(accountId)
     .first<{ total: number }>();
 
@@ -55,7 +57,8 @@ const completedEvents = (accountId: string) =>
  * A message the fan-out moved to `queued` whose queue message has not reached the consumer yet: the test holds it
  * and hands it over (or not) when it chooses.
  */
-const holdInQueue = (messageId: string) => env.DB.prepare("UPDATE messages SET status = 'queued' WHERE id = ?1").bind(messageId).run();
+const holdInQueue = (messageId: string) =>
+  Promise.all(accountD1s().map((d1) => d1.prepare("UPDATE messages SET status = 'queued' WHERE id = ?1").bind(messageId).run()));
 
 /** A draft sent for later: scheduled, credits reserved, its object's alarm at send_at. */
 async function scheduledCampaign(key: string, sender: string, list: string, sendAt = new Date(Date.now() + 86_400_000)) {
@@ -71,9 +74,9 @@ function envWith<K extends keyof Env>(name: K, binding: unknown): Env {
   return new Proxy(env, { get: (target, prop) => (prop === name ? binding : Reflect.get(target, prop)) });
 }
 
-/** A D1 binding that records the SQL of every statement prepared through it. */
-function recordingDb(prepared: string[]): D1Database {
-  return new Proxy(env.DB, {
+/** A D1 binding (`d1`) that records the SQL of every statement prepared through it. */
+function recordingDb(d1: D1Database, prepared: string[]): D1Database {
+  return new Proxy(d1, {
     get(target, prop) {
       if (prop === "prepare")
         return (query: string) => {
@@ -103,7 +106,7 @@ describe("a campaign that fails midway", () => {
     await holdInQueue(held!.id);
 
     // The sender is deleted while the fan-out sleeps: its next run fails the campaign.
-    await env.DB.prepare("DELETE FROM senders WHERE id = ?1").bind(sender).run();
+    await d1Of(account).prepare("DELETE FROM senders WHERE id = ?1").bind(sender).run();
     await newSendingDay(account.id);
     await runDurableObjectAlarm(progressObject(campaign.id));
     const failing = await campaignOf(key, campaign.id);
@@ -111,7 +114,7 @@ describe("a campaign that fails midway", () => {
     expect(failing.counters).toMatchObject({ sent: 2, cancelled: 1, pending: 1 });
 
     // The queued message reaches the consumer after the failure: it is skipped, not sent.
-    await env.SEND_QUEUE.send({ message_id: held!.id }, { contentType: "json" });
+    await env.SEND_QUEUE.send({ message_id: held!.id, database: account.database }, { contentType: "json" });
     const settled = await eventually(async () => {
       const current = await campaignOf(key, campaign.id);
       return current.completed_at ? current : undefined;
@@ -137,7 +140,7 @@ describe("a campaign that fails midway", () => {
     await waitForStatus(key, campaign.id, "sent");
     const before = await ledgerOf(account.id);
 
-    await failUnstarted(openCtx(env), account.id, campaign.id);
+    await failUnstarted(openCtx(env, undefined, account), account.id, campaign.id);
     expect(await campaignOf(key, campaign.id)).toMatchObject({ status: "sent" });
     expect(await ledgerOf(account.id)).toEqual(before);
     expect(await sendBalance(key)).toEqual({ balance: 9, reserved: 0, available: 9 });
@@ -146,12 +149,12 @@ describe("a campaign that fails midway", () => {
 
 describe("a queue outage during the fan-out", () => {
   it("gives the recipients it could not enqueue back to the day's sending limit", async () => {
-    const { key, sender } = await campaignAccount({ sendCredits: 10, dailySendLimit: 3 });
+    const { account, key, sender } = await campaignAccount({ sendCredits: 10, dailySendLimit: 3 });
     const { list, addresses } = await audienceOf(key, 3);
     const campaign = await scheduledCampaign(key, sender, list);
     const refusing = { sendBatch: () => Promise.reject(new Error("queue unavailable")) };
     await setObjectEnv(campaign.id, envWith("SEND_QUEUE", refusing));
-    await env.DB.prepare("UPDATE campaigns SET send_at = ?2 WHERE id = ?1").bind(campaign.id, minutesAgo(1)).run();
+    await d1Of(account).prepare("UPDATE campaigns SET send_at = ?2 WHERE id = ?1").bind(campaign.id, minutesAgo(1)).run();
 
     await runDurableObjectAlarm(progressObject(campaign.id));
     const refused = await campaignOf(key, campaign.id);
@@ -173,15 +176,17 @@ describe("a queue refusing part of a fan-out step", () => {
     const { account, key, sender } = await campaignAccount();
     const { list } = await audienceOf(key, 1);
     const campaign = await scheduledCampaign(key, sender, list);
-    const from = await env.DB.prepare("SELECT email, domain_id FROM senders WHERE id = ?1")
+    const from = await d1Of(account)
+      .prepare("SELECT email, domain_id FROM senders WHERE id = ?1")
       .bind(sender)
       .first<{ email: string; domain_id: string }>();
     // 250 messages as the fan-out writes them: three sendBatch slices of 100, 100 and 50
     const ids = Array.from({ length: 250 }, (_, i) => `msg_part${String(i).padStart(3, "0")}${campaign.id.slice(4, 12)}`);
-    await env.DB.prepare(
-      `INSERT INTO messages (id, account_id, source, status, from_address, domain_id, subject, tags, metadata, content, credits_charged, campaign_id)
+    await d1Of(account)
+      .prepare(
+        `INSERT INTO messages (id, account_id, source, status, from_address, domain_id, subject, tags, metadata, content, credits_charged, campaign_id)
        SELECT value, ?1, 'campaign', 'scheduled', ?2, ?3, 'Hi', '[]', '{}', '{}', 1, ?4 FROM json_each(?5)`,
-    )
+      )
       .bind(account.id, from?.email, from?.domain_id, campaign.id, JSON.stringify(ids))
       .run();
     const taken: string[][] = [];
@@ -193,10 +198,10 @@ describe("a queue refusing part of a fan-out step", () => {
         taken.push(batch.map((message) => message.body.message_id));
       },
     };
-    const result = await enqueueScheduled(openCtx(envWith("SEND_QUEUE", secondRefused)), campaign.id, 250);
+    const result = await enqueueScheduled(openCtx(envWith("SEND_QUEUE", secondRefused), undefined, account), campaign.id, 250);
     expect(result).toMatchObject({ enqueued: 150, error: expect.objectContaining({ message: "queue unavailable" }) });
     const rows = (
-      await env.DB.prepare("SELECT id, status FROM messages WHERE campaign_id = ?1").bind(campaign.id).all<{ id: string; status: string }>()
+      await d1Of(account).prepare("SELECT id, status FROM messages WHERE campaign_id = ?1").bind(campaign.id).all<{ id: string; status: string }>()
     ).results.filter((row) => ids.includes(row.id));
     expect(rows).toHaveLength(250);
     const queued = new Set(taken.flat());
@@ -240,7 +245,7 @@ describe("the dead-letter queue and a copy being delivered at the same time", ()
     await holdInQueue(held!.id);
 
     // The dead-letter consumer gives up on the message while a requeued copy of it is being delivered.
-    await Promise.all([abandonMessages(openCtx(env), [held!.id]), deliverMessages(openCtx(env), [held!.id])]);
+    await Promise.all([abandonMessages(openCtx(env, undefined, account), [held!.id]), deliverMessages(openCtx(env, undefined, account), [held!.id])]);
 
     const entries = (await ledgerOf(account.id)).filter((entry) => entry.reference_id === `${campaign.id}:${held!.id}`);
     expect(entries).toHaveLength(1);
@@ -264,23 +269,25 @@ describe("campaign.completed", () => {
     const campaign = await sendCampaign(key, sender, list);
     await throttled(key, campaign.id, 1);
     // The last recipient unsubscribed: nothing is pending, the campaign is ready to complete.
-    await env.DB.prepare("UPDATE messages SET status = 'suppressed' WHERE campaign_id = ?1 AND status = 'scheduled'").bind(campaign.id).run();
+    await d1Of(account).prepare("UPDATE messages SET status = 'suppressed' WHERE campaign_id = ?1 AND status = 'scheduled'").bind(campaign.id).run();
 
     // A cancel lands in between: the completing UPDATE finds the campaign cancelled and leaves it so.
-    await env.DB.prepare(
-      `CREATE TRIGGER cancel_first BEFORE UPDATE OF completed_at ON campaigns WHEN OLD.id = '${campaign.id}' AND OLD.status = 'sending'
+    await d1Of(account)
+      .prepare(
+        `CREATE TRIGGER cancel_first BEFORE UPDATE OF completed_at ON campaigns WHEN OLD.id = '${campaign.id}' AND OLD.status = 'sending'
        BEGIN UPDATE campaigns SET status = 'cancelled' WHERE id = OLD.id; SELECT RAISE(IGNORE); END`,
-    ).run();
+      )
+      .run();
     try {
-      await completeIfDone(openCtx(env), campaign.id);
+      await completeIfDone(openCtx(env, undefined, account), campaign.id);
     } finally {
-      await env.DB.prepare("DROP TRIGGER cancel_first").run();
+      await d1Of(account).prepare("DROP TRIGGER cancel_first").run();
     }
     expect(await campaignOf(key, campaign.id)).toMatchObject({ status: "cancelled" });
     expect(await completedEvents(account.id)).toEqual({ total: 0 });
 
     // The cancelled campaign is settled later, still without the event.
-    await completeIfDone(openCtx(env), campaign.id);
+    await completeIfDone(openCtx(env, undefined, account), campaign.id);
     expect((await campaignOf(key, campaign.id)).completed_at).not.toBeNull();
     expect(await completedEvents(account.id)).toEqual({ total: 0 });
     expect(await sendBalance(key)).toEqual({ balance: 9, reserved: 0, available: 9 });
@@ -294,7 +301,7 @@ describe("cancelling when the campaign's object cannot be reached", () => {
     const campaign = await scheduledCampaign(key, sender, list);
     const unreachable = { getByName: () => ({ wake: () => Promise.reject(new Error("Durable Object unavailable")) }) };
 
-    const outcome = await cancelCampaign(openCtx(envWith("CAMPAIGN_PROGRESS", unreachable)), account.id, campaign.id);
+    const outcome = await cancelCampaign(openCtx(envWith("CAMPAIGN_PROGRESS", unreachable), undefined, account), account.id, campaign.id);
     expect(outcome).toMatchObject({ kind: "cancelled", campaign: { id: campaign.id, status: "cancelled" } });
     expect((await campaignOf(key, campaign.id)).status).toBe("cancelled");
   });
@@ -304,14 +311,15 @@ describe("cancelling when the campaign's object cannot be reached", () => {
     const { list, addresses } = await audienceOf(key, 1);
     const campaign = await scheduledCampaign(key, sender, list);
     // Cancelled, but the wake-up never reached the object: its only alarm is still send_at, a day away.
-    await env.DB.prepare("UPDATE campaigns SET status = 'cancelled' WHERE id = ?1").bind(campaign.id).run();
+    await d1Of(account).prepare("UPDATE campaigns SET status = 'cancelled' WHERE id = ?1").bind(campaign.id).run();
     expect(await alarmOf(campaign.id)).toBeGreaterThan(Date.now() + 3_600_000);
     await backdate(campaign.id, 20);
 
     await runCron();
     // Polled in D1: GET /me would run into the key's rate limit while waiting.
     await eventually(async () => {
-      const row = await env.DB.prepare("SELECT send_reserved FROM account_balances WHERE account_id = ?1")
+      const row = await d1Of(account)
+        .prepare("SELECT send_reserved FROM account_balances WHERE account_id = ?1")
         .bind(account.id)
         .first<{ send_reserved: number }>();
       return row?.send_reserved === 0 ? true : undefined;
@@ -380,16 +388,21 @@ describe("an outcome written after the campaign was settled", () => {
     const [late] = (await campaignMessages(campaign.id)).filter((message) => message.status === "scheduled");
 
     // A consumer claimed the message and went silent; the cron marks the claim unknown and the campaign settles.
-    await env.DB.prepare("UPDATE messages SET status = 'sending', claimed_at = ?2 WHERE id = ?1").bind(late!.id, minutesAgo(20)).run();
-    expect(await sweepStaleClaims(openCtx(env))).toBeGreaterThanOrEqual(1);
-    await completeIfDone(openCtx(env), campaign.id);
+    await d1Of(account).prepare("UPDATE messages SET status = 'sending', claimed_at = ?2 WHERE id = ?1").bind(late!.id, minutesAgo(20)).run();
+    expect(await sweepStaleClaims(openCtx(env, undefined, account))).toBeGreaterThanOrEqual(1);
+    await completeIfDone(openCtx(env, undefined, account), campaign.id);
     expect(await campaignOf(key, campaign.id)).toMatchObject({ status: "sent", completed_at: expect.any(String) });
     expect(await sendBalance(key)).toEqual({ balance: 9, reserved: 0, available: 9 });
 
     // The consumer comes back and writes that the message was sent.
-    const row = await drizzle(env.DB).select().from(messages).where(eq(messages.id, late!.id)).get();
-    const disposition = recordOutcome(openCtx(env), row!, [late!.email], { ok: true, code: 250, response: "250 2.0.0 ok", perRecipient: [] });
-    await env.DB.batch(disposition.statements);
+    const row = await drizzle(d1Of(account)).select().from(messages).where(eq(messages.id, late!.id)).get();
+    const disposition = recordOutcome(openCtx(env, undefined, account), row!, [late!.email], {
+      ok: true,
+      code: 250,
+      response: "250 2.0.0 ok",
+      perRecipient: [],
+    });
+    await d1Of(account).batch(disposition.statements);
 
     expect((await ledgerOf(account.id)).filter((entry) => entry.reference_id === `${campaign.id}:${late!.id}`)).toEqual([]);
     expect(await sendBalance(key)).toEqual({ balance: 9, reserved: 0, available: 9 });
@@ -398,13 +411,16 @@ describe("an outcome written after the campaign was settled", () => {
 
 describe("the completion check while a campaign drains", () => {
   it("reads one pending message, not the campaign's counts, while messages are still pending", async () => {
-    const { key, sender } = await campaignAccount({ sendCredits: 10, dailySendLimit: 1 });
+    const { account, key, sender } = await campaignAccount({ sendCredits: 10, dailySendLimit: 1 });
     const { list } = await audienceOf(key, 3);
     const campaign = await sendCampaign(key, sender, list);
     await throttled(key, campaign.id, 1);
 
     const prepared: string[] = [];
-    const complete = await completeIfDone(openCtx(envWith("DB", recordingDb(prepared))), campaign.id);
+    const complete = await completeIfDone(
+      openCtx(envWith(account.database as keyof Env, recordingDb(d1Of(account), prepared)), undefined, account),
+      campaign.id,
+    );
     expect(prepared).toHaveLength(1);
     expect(prepared[0]).toMatch(/from "messages".*limit/is);
     expect(prepared[0]).not.toMatch(/group by|count\(/i);
@@ -414,7 +430,7 @@ describe("the completion check while a campaign drains", () => {
 
 describe("tracking flags", () => {
   it("are copied from the campaign onto each message it materialises", async () => {
-    const { key, sender } = await campaignAccount({ sendCredits: 10 });
+    const { account, key, sender } = await campaignAccount({ sendCredits: 10 });
     const { list } = await audienceOf(key, 2);
     const draft = await json<Campaign>(
       await call("/api/v1/campaigns", {
@@ -424,7 +440,7 @@ describe("tracking flags", () => {
     );
     expect((await call(`/api/v1/campaigns/${draft.id}/send`, { key, body: {} })).status).toBe(202);
     await waitForStatus(key, draft.id, "sent");
-    const flags = await env.DB.prepare("SELECT track_opens, track_clicks FROM messages WHERE campaign_id = ?1").bind(draft.id).all();
+    const flags = await d1Of(account).prepare("SELECT track_opens, track_clicks FROM messages WHERE campaign_id = ?1").bind(draft.id).all();
     expect(flags.results).toEqual([
       { track_opens: 1, track_clicks: 0 },
       { track_opens: 1, track_clicks: 0 },

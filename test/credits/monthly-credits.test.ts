@@ -5,7 +5,8 @@ import { describe, expect, it } from "vitest";
 import { config, ConfigError } from "../../src/config";
 import { grantMonthlyCredits } from "../../src/domain/credits/monthly";
 import worker from "../../src/index";
-import { call, createAccount, json } from "../support/helpers";
+import { accountIn } from "../support/campaigns";
+import { ADMIN_TOKEN, call, createAccount, d1Of, d1OfAccount, json } from "../support/helpers";
 
 // The plans' monthly verification credits (spec, Limits: the free plan gives 100 a month), granted by the Worker's
 // real scheduled handler against real D1. The suite's own setting grants none (vitest.config.ts), so each run here
@@ -24,9 +25,12 @@ const credits = async (key: string) =>
 
 async function grants(accountId: string) {
   return (
-    await env.DB.prepare(
-      "SELECT kind, amount, reference_id, note, balance_after FROM credit_ledger WHERE account_id = ?1 AND balance = 'verify' AND reference_id IS NOT NULL ORDER BY rowid",
+    await (
+      await d1OfAccount(accountId)
     )
+      .prepare(
+        "SELECT kind, amount, reference_id, note, balance_after FROM credit_ledger WHERE account_id = ?1 AND balance = 'verify' AND reference_id IS NOT NULL ORDER BY rowid",
+      )
       .bind(accountId)
       .all<{ kind: string; amount: number; reference_id: string; note: string; balance_after: number }>()
   ).results;
@@ -55,6 +59,29 @@ describe("monthly verification credits", () => {
     ]);
     const usage = await json<{ credits: Record<string, number> }>(await call("/api/v1/usage", { key: account.api_key }));
     expect(usage.credits).toMatchObject({ verify_granted: 100, verify_expired: 0 });
+  });
+
+  it("reaches accounts in both account databases, each once, however many runs", async () => {
+    const inFirst = await accountIn("ACCOUNT_DB_0", { verify_credits: 0 });
+    const inSecond = await accountIn("ACCOUNT_DB_1", { verify_credits: 0 });
+    await runCron();
+    await Promise.all([runCron(), runCron()]);
+    for (const account of [inFirst, inSecond]) {
+      expect(await credits(account.api_key)).toEqual({ balance: 100, available: 100 });
+      expect(await grants(account.id)).toEqual([
+        expect.objectContaining({ kind: "top_up", amount: 100, reference_id: `monthly_verify:${account.id}:${month()}` }),
+      ]);
+    }
+  });
+
+  it("follows the directory's plan: an account changed to a plan without credits gets none", async () => {
+    const account = await accountIn("ACCOUNT_DB_1", { plan: "starter", verify_credits: 0 });
+    const changed = await call(`/admin/v1/accounts/${account.id}`, { key: ADMIN_TOKEN, method: "PATCH", body: { plan: "free" } });
+    expect(changed.status).toBe(200);
+    await runCron(deployment('{"starter":500}'));
+    expect(await credits(account.api_key)).toEqual({ balance: 0, available: 0 });
+    await runCron(deployment('{"free":100}'));
+    expect(await credits(account.api_key)).toEqual({ balance: 100, available: 100 });
   });
 
   it("grants once when cron runs overlap", async () => {
@@ -98,11 +125,14 @@ describe("monthly verification credits", () => {
     const runEnv = deployment();
     await grantMonthlyCredits(openCtx(runEnv), new Date("2032-03-02T00:00:00Z"));
     // An operator's correction took 80 of them back: only the 20 left can expire.
-    await env.DB.batch([
-      env.DB.prepare("UPDATE account_balances SET verify_balance = 20 WHERE account_id = ?1").bind(account.id),
-      env.DB.prepare(
-        "INSERT INTO credit_ledger (id, account_id, balance, kind, amount, reference_id, note, balance_after) VALUES (?1, ?2, 'verify', 'adjustment', -80, NULL, 'correction', 20)",
-      ).bind(`led_${crypto.randomUUID()}`, account.id),
+    const d1 = d1Of(account);
+    await d1.batch([
+      d1.prepare("UPDATE account_balances SET verify_balance = 20 WHERE account_id = ?1").bind(account.id),
+      d1
+        .prepare(
+          "INSERT INTO credit_ledger (id, account_id, balance, kind, amount, reference_id, note, balance_after) VALUES (?1, ?2, 'verify', 'adjustment', -80, NULL, 'correction', 20)",
+        )
+        .bind(`led_${crypto.randomUUID()}`, account.id),
     ]);
     await grantMonthlyCredits(openCtx(runEnv), new Date("2032-04-02T00:00:00Z"));
     expect(await credits(account.api_key)).toEqual({ balance: 100, available: 100 });

@@ -2,10 +2,10 @@ import { env } from "cloudflare:workers";
 import { createMessageBatch } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { consumeSendBatch } from "../../src/queues/send";
-import { ADMIN_TOKEN, call, json } from "../support/helpers";
-import { audienceOf, campaignAccount, campaignOf, sendCampaign } from "../support/campaigns";
+import { ADMIN_TOKEN, call, d1Of, d1OfAccount, json } from "../support/helpers";
+import { accountIn, allAccountRows, audienceOf, campaignAccount, campaignOf, runCron, sendCampaign } from "../support/campaigns";
 import { addReceiverRule, receiverPath, receiverUrl, waitForRequests } from "../support/webhooks";
-import { eventually, messageOf, sinkMessagesTo, storedMessage } from "../support/sending";
+import { eventually, messageOf, sinkMessagesTo, storedMessage, verifiedDomain } from "../support/sending";
 import { deliverToEmailHandler, rcpt, report, sender, sentMessage } from "../support/feedback";
 
 type Warmup = { status: string; schedule: number[]; today_cap: number | null; sent_today: number; day: number | null; paused_reason: string | null };
@@ -28,15 +28,17 @@ async function subscribe(key: string, events: string[]) {
  */
 async function refuseEventsAbout(domainId: string): Promise<() => Promise<void>> {
   const trigger = `refuse_events_${domainId}`;
-  await env.DB.prepare(
-    `CREATE TRIGGER ${trigger} BEFORE INSERT ON events WHEN NEW.subject_id = '${domainId}' BEGIN SELECT RAISE(ABORT, 'events refused'); END`,
-  ).run();
-  return async () => void (await env.DB.prepare(`DROP TRIGGER ${trigger}`).run());
+  // The events are in the account's database (the domain's row in DB names the account).
+  const domain = await env.DB.prepare("SELECT account_id FROM domains WHERE id = ?1").bind(domainId).first<{ account_id: string }>();
+  const d1 = await d1OfAccount(domain!.account_id);
+  await d1
+    .prepare(`CREATE TRIGGER ${trigger} BEFORE INSERT ON events WHEN NEW.subject_id = '${domainId}' BEGIN SELECT RAISE(ABORT, 'events refused'); END`)
+    .run();
+  return async () => void (await d1.prepare(`DROP TRIGGER ${trigger}`).run());
 }
 
-const warmupEventsOf = async (domainId: string) =>
-  (await env.DB.prepare("SELECT data FROM events WHERE subject_id = ?1 AND type = 'warmup.status_changed'").bind(domainId).all<{ data: string }>())
-    .results;
+const warmupEventsOf = (domainId: string) =>
+  allAccountRows<{ data: string }>("SELECT data FROM events WHERE subject_id = ?1 AND type = 'warmup.status_changed'", domainId);
 
 const tomorrow = () => new Date(Date.parse(new Date().toISOString().slice(0, 10)) + 86_400_000).toISOString();
 
@@ -125,14 +127,14 @@ describe("warm-up schedules", () => {
       [early1, soon],
       [early2, later],
     ] as const) {
-      await env.DB.prepare("UPDATE messages SET status = 'deferred', next_attempt_at = ?1 WHERE id = ?2").bind(due, id).run();
+      await d1Of(account).prepare("UPDATE messages SET status = 'deferred', next_attempt_at = ?1 WHERE id = ?2").bind(due, id).run();
     }
 
     const ids = [early1, early2, fresh1, fresh2];
     await consumeSendBatch(
       createMessageBatch(
         "mailforge-send",
-        ids.map((id, i) => ({ id: `w${i}`, timestamp: new Date(), attempts: 1, body: { message_id: id } })),
+        ids.map((id, i) => ({ id: `w${i}`, timestamp: new Date(), attempts: 1, body: { message_id: id, database: account.database } })),
       ),
       env,
     );
@@ -184,6 +186,35 @@ describe("warm-up schedules", () => {
 });
 
 describe("reputation guard", () => {
+  it("the cron reads today's rates in each account database and holds the domain in DB, pausing its warm-up once", async () => {
+    const account = await accountIn("ACCOUNT_DB_1", { send_credits: 100 });
+    const { api_key: key } = account;
+    const domain = await verifiedDomain(key);
+    const hook = await subscribe(key, ["warmup.status_changed"]);
+    await call(`/api/v1/domains/${domain.id}/warmup`, { key, method: "PUT", body: { enabled: true, schedule: [1000] } });
+    // Today's rollup as the outcomes write it: 10 sent, 2 hard bounces (20%).
+    await d1Of(account)
+      .prepare(
+        "INSERT INTO daily_stats (account_id, day, domain, provider, campaign_id, sent, hard_bounces) VALUES (?1, strftime('%Y-%m-%d', 'now'), ?2, 'other', '', 10, 2)",
+      )
+      .bind(account.id, domain.name)
+      .run();
+
+    await runCron();
+    await runCron();
+    const held = await json<DomainView>(await call(`/api/v1/domains/${domain.id}`, { key }));
+    expect(held.reputation).toMatchObject({
+      status: "held",
+      reason: expect.stringMatching(/bounce rate 20\.0% is over 5\.0%/),
+      today: { sent: 10, hard_bounces: 2 },
+    });
+    expect(held.warmup).toMatchObject({ status: "paused", paused_reason: expect.stringMatching(/bounce rate/) });
+    // Two deliveries, in either order (each its own attempt); no second pause from the second run.
+    const events = (await waitForRequests(hook, 2)).map((request) => JSON.parse(request.body) as { data: Record<string, unknown> });
+    expect(events.map((event) => `${event.data.previous_status}→${event.data.status}`).sort()).toEqual(["active→paused", "off→active"]);
+    expect(await warmupEventsOf(domain.id)).toHaveLength(2);
+  });
+
   it("a day of bounces over 5% holds the domain: campaign sends are refused with 403 until an operator clears it, and its warm-up pauses", async () => {
     const { key, domain, sender: senderId } = await campaignAccount();
     await call(`/api/v1/domains/${domain.id}/warmup`, { key, method: "PUT", body: { enabled: true, schedule: [1000] } });

@@ -9,7 +9,7 @@ import { CHUNK_SIZE, createVerificationJob, inputChunks, planVerificationJob } f
 import worker from "../../src/index";
 import { runScheduledTasks } from "../../src/lib/scheduled";
 import { waitForImport } from "../support/contacts";
-import { call, createAccount, json, type CreatedAccount } from "../support/helpers";
+import { call, createAccount, d1Of, json, type CreatedAccount } from "../support/helpers";
 import { publishRecords, uniqueDomain, type Domain } from "../support/sending";
 import { deliver, freshBulkSuffix, verifyBalance, waitForJob } from "../support/verification";
 
@@ -46,13 +46,14 @@ async function lostVerificationJob(account: CreatedAccount, count: number) {
   const suffix = freshBulkSuffix();
   const emails = Array.from({ length: count }, (_, i) => `user${i}@d${i % 3}.${suffix}`);
   const row = await findAccount(sharedDb(env), account.id);
-  const created = await createVerificationJob(openCtx(env), { account: row!, emails, source: "api" });
+  const created = await createVerificationJob(openCtx(env, undefined, account), { account: row!, emails, source: "api" });
   if (created.kind !== "created") throw new Error(`the job was refused: ${created.kind}`);
   return { job: created.job, plan: created.plan };
 }
 
-const backdateJob = (id: string, updatedMinutesAgo: number, createdMinutesAgo = updatedMinutesAgo) =>
-  env.DB.prepare("UPDATE verification_jobs SET updated_at = ?2, created_at = ?3 WHERE id = ?1")
+const backdateJob = (account: CreatedAccount, id: string, updatedMinutesAgo: number, createdMinutesAgo = updatedMinutesAgo) =>
+  d1Of(account)
+    .prepare("UPDATE verification_jobs SET updated_at = ?2, created_at = ?3 WHERE id = ?1")
     .bind(id, minutesAgo(updatedMinutesAgo), minutesAgo(createdMinutesAgo))
     .run();
 
@@ -63,25 +64,26 @@ describe("cron: verification jobs whose queue messages were lost", () => {
     expect(plan.chunks).toHaveLength(2);
     // The first chunk was delivered and committed; the second message was lost.
     const [first] = plan.chunks;
-    await deliver("mailforge-verify", [{ kind: "verification_chunk", job_id: job.id, ...first }]);
-    await backdateJob(job.id, 20);
+    await deliver("mailforge-verify", [{ kind: "verification_chunk", job_id: job.id, database: account.database, ...first }]);
+    await backdateJob(account, job.id, 20);
 
     // Not stale yet after 5 minutes: the cron leaves it alone.
-    await env.DB.prepare("UPDATE verification_jobs SET updated_at = ?2 WHERE id = ?1").bind(job.id, minutesAgo(5)).run();
+    await d1Of(account).prepare("UPDATE verification_jobs SET updated_at = ?2 WHERE id = ?1").bind(job.id, minutesAgo(5)).run();
     await runCron();
-    const untouched = await env.DB.prepare("SELECT status, processed, updated_at FROM verification_jobs WHERE id = ?")
+    const untouched = await d1Of(account)
+      .prepare("SELECT status, processed, updated_at FROM verification_jobs WHERE id = ?")
       .bind(job.id)
       .first<{ updated_at: string }>();
     expect(untouched).toMatchObject({ status: "processing", processed: first!.count });
     expect(Date.parse(untouched!.updated_at)).toBeLessThan(Date.now() - 4 * 60_000);
 
-    await backdateJob(job.id, 20);
+    await backdateJob(account, job.id, 20);
     await runCron();
     const done = await waitForJob(account.api_key, job.id);
     expect(done).toMatchObject({ status: "completed", total: CHUNK_SIZE + 40, processed: CHUNK_SIZE + 40, credits_charged: CHUNK_SIZE + 40 });
     const { valid, invalid, risky, unknown } = done.counts;
     expect(valid + invalid + risky + unknown).toBe(CHUNK_SIZE + 40);
-    const rows = await env.DB.prepare("SELECT count(*) AS n FROM verification_results WHERE job_id = ?").bind(job.id).first<{ n: number }>();
+    const rows = await d1Of(account).prepare("SELECT count(*) AS n FROM verification_results WHERE job_id = ?").bind(job.id).first<{ n: number }>();
     expect(rows?.n).toBe(CHUNK_SIZE + 40);
     expect(await verifyBalance(account.api_key)).toBe(1000 - (CHUNK_SIZE + 40));
   }, 60_000);
@@ -102,10 +104,10 @@ describe("cron: verification jobs whose queue messages were lost", () => {
     const account = await createAccount({ verify_credits: 1000 });
     const { job, plan } = await lostVerificationJob(account, CHUNK_SIZE + 40);
     const [first, second] = plan.chunks;
-    await deliver("mailforge-verify", [{ kind: "verification_chunk", job_id: job.id, ...first }]);
+    await deliver("mailforge-verify", [{ kind: "verification_chunk", job_id: job.id, database: account.database, ...first }]);
     expect(await verifyBalance(account.api_key)).toBe(1000 - (CHUNK_SIZE + 40));
     // Resumed again and again for three hours without the second chunk ever committing.
-    await backdateJob(job.id, 20, 180);
+    await backdateJob(account, job.id, 20, 180);
 
     await runCron();
     const failed = await json<{ status: string; processed: number; credits_charged: number; error: string }>(
@@ -118,11 +120,11 @@ describe("cron: verification jobs whose queue messages were lost", () => {
       error: expect.stringContaining("stopped making progress"),
     });
     expect(await verifyBalance(account.api_key)).toBe(1000 - first!.count);
-    const refunds = await env.DB.prepare("SELECT amount FROM credit_ledger WHERE reference_id = ? AND kind = 'refund'").bind(job.id).all();
+    const refunds = await d1Of(account).prepare("SELECT amount FROM credit_ledger WHERE reference_id = ? AND kind = 'refund'").bind(job.id).all();
     expect(refunds.results).toEqual([{ amount: second!.count }]);
 
     // Another cron run refunds nothing more.
-    await backdateJob(job.id, 20, 180);
+    await backdateJob(account, job.id, 20, 180);
     await runCron();
     expect(await verifyBalance(account.api_key)).toBe(1000 - first!.count);
   }, 60_000);
@@ -136,35 +138,39 @@ describe("cron: contact imports whose queue message was lost", () => {
     const id = `imp_cron${crypto.randomUUID().replaceAll("-", "")}`;
     const key = importObjectKey(account.id, id);
     await env.BLOBS.put(key, csv);
-    await env.DB.prepare(
-      `INSERT INTO contact_imports (id, account_id, status, mapping, input_key, input_offset, total) VALUES (?, ?, 'pending', '{"email":"email","first_name":"name"}', ?, ?, ?)`,
-    )
+    await d1Of(account)
+      .prepare(
+        `INSERT INTO contact_imports (id, account_id, status, mapping, input_key, input_offset, total) VALUES (?, ?, 'pending', '{"email":"email","first_name":"name"}', ?, ?, ?)`,
+      )
       .bind(id, account.id, key, csv.indexOf("\n") + 1, rows)
       .run();
     return { account, id };
   }
-  const backdateImport = (id: string, updatedMinutesAgo: number, createdMinutesAgo = updatedMinutesAgo) =>
-    env.DB.prepare("UPDATE contact_imports SET updated_at = ?2, created_at = ?3 WHERE id = ?1")
+  const backdateImport = (account: CreatedAccount, id: string, updatedMinutesAgo: number, createdMinutesAgo = updatedMinutesAgo) =>
+    d1Of(account)
+      .prepare("UPDATE contact_imports SET updated_at = ?2, created_at = ?3 WHERE id = ?1")
       .bind(id, minutesAgo(updatedMinutesAgo), minutesAgo(createdMinutesAgo))
       .run();
 
   it("resumes a stale import from the offset it reached, counting every row once", async () => {
     const { account, id } = await stagedImport(30);
     // One chunk committed, then the invocation ran out of time and its hand-over message was lost.
-    expect(await runContactImport(openCtx(env), id, { deadline: 0, tuning: { rowsPerChunk: 10 } })).toMatchObject({ state: "continue" });
-    await backdateImport(id, 20);
+    expect(await runContactImport(openCtx(env, undefined, account), id, { deadline: 0, tuning: { rowsPerChunk: 10 } })).toMatchObject({
+      state: "continue",
+    });
+    await backdateImport(account, id, 20);
 
     await runCron();
     const done = await waitForImport(account.api_key, id);
     expect(done).toMatchObject({ status: "completed", total: 30, processed: 30, created: 30, updated: 0, failed: 0 });
-    const count = await env.DB.prepare("SELECT count(*) AS n FROM contacts WHERE account_id = ?").bind(account.id).first<{ n: number }>();
+    const count = await d1Of(account).prepare("SELECT count(*) AS n FROM contacts WHERE account_id = ?").bind(account.id).first<{ n: number }>();
     expect(count?.n).toBe(30);
   }, 30_000);
 
   it("fails an import still stuck past its age limit, keeping the rows imported so far", async () => {
     const { account, id } = await stagedImport(30);
-    await runContactImport(openCtx(env), id, { deadline: 0, tuning: { rowsPerChunk: 10 } });
-    await backdateImport(id, 20, 180);
+    await runContactImport(openCtx(env, undefined, account), id, { deadline: 0, tuning: { rowsPerChunk: 10 } });
+    await backdateImport(account, id, 20, 180);
 
     await runCron();
     const body = await json<{ status: string; processed: number; error: string }>(
@@ -188,7 +194,8 @@ describe("cron: contact imports whose queue message was lost", () => {
     } finally {
       refusing.mockRestore();
     }
-    const row = await env.DB.prepare("SELECT status, error, input_key FROM contact_imports WHERE account_id = ?")
+    const row = await d1Of(account)
+      .prepare("SELECT status, error, input_key FROM contact_imports WHERE account_id = ?")
       .bind(account.id)
       .first<{ input_key: string }>();
     expect(row).toMatchObject({ status: "failed", error: "The import could not be queued" });
@@ -250,7 +257,7 @@ describe("cron: isolation", () => {
     cleanups.push(() => env.DB.prepare("DELETE FROM domains WHERE id = ?").bind(domain.id).run());
     const verifier = await createAccount({ verify_credits: 100 });
     const { job } = await lostVerificationJob(verifier, 5);
-    await backdateJob(job.id, 20);
+    await backdateJob(verifier, job.id, 20);
 
     const errors = await errorLogsDuring(runCron);
     expect(errors).toContainEqual(expect.objectContaining({ message: "scheduled task failed", task: "recheckDomains", cron: "*/15 * * * *" }));

@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { expect } from "vitest";
-import { call, createAccount, json } from "./helpers";
+import { call, createAccount, d1OfAccount, json } from "./helpers";
 import { eventually } from "./sending";
 
 export type AiRequest = {
@@ -69,6 +69,9 @@ export async function settled(key: string, id: string): Promise<AiRequest> {
 }
 
 export async function requestCount(accountId: string): Promise<number> {
-  const row = await env.DB.prepare("SELECT count(*) AS n FROM ai_requests WHERE account_id = ?").bind(accountId).first<{ n: number }>();
+  const row = await (await d1OfAccount(accountId))
+    .prepare("SELECT count(*) AS n FROM ai_requests WHERE account_id = ?")
+    .bind(accountId)
+    .first<{ n: number }>();
   return row!.n;
 }

@@ -1,9 +1,9 @@
 import { createExecutionContext, createScheduledController, runInDurableObject, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { expect } from "vitest";
-import worker from "../../src/index";
 import { accountDatabaseNames } from "../../src/db/client";
-import { call, createAccount, d1Of, json } from "./helpers";
+import worker from "../../src/index";
+import { call, createAccount, d1Of, d1OfAccount, json, type CreatedAccount } from "./helpers";
 import { eventually, verifiedDomain } from "./sending";
 
 export type Campaign = {
@@ -18,13 +18,45 @@ export type Ledger = { kind: string; amount: number; reference_id: string | null
 
 export const tag = () => crypto.randomUUID().slice(0, 8);
 
-/** An account that may send campaigns, with a verified domain and a sender on it. */
-export async function campaignAccount(options: { sendCredits?: number; dailySendLimit?: number } = {}) {
-  const account = await createAccount({
+/**
+ * Every D1 database that may hold accounts' rows, for helpers given a row's id but not its account: an account's
+ * rows are all in one of them, so reading each and joining the results finds them.
+ */
+export const accountD1s = (): D1Database[] => accountDatabaseNames(env).map((database) => d1Of({ database }));
+
+/**
+ * A new account placed in `database` (tests place accounts in turn across the pool, so a few tries find one).
+ * `overrides` are createAccount's.
+ */
+export async function accountIn(database: string, overrides: Record<string, unknown> = {}): Promise<CreatedAccount> {
+  for (let attempt = 0; attempt < 8; attempt++) {
+    const account = await createAccount(overrides);
+    if (account.database === database) return account;
+  }
+  throw new Error(`no account was placed in ${database}`);
+}
+
+/** The rows `sql` finds in every account database, one after the other. */
+export async function allAccountRows<T>(sql: string, ...params: unknown[]): Promise<T[]> {
+  const found = await Promise.all(
+    accountD1s().map((d1) =>
+      d1
+        .prepare(sql)
+        .bind(...params)
+        .all<T>(),
+    ),
+  );
+  return found.flatMap(({ results }) => results);
+}
+
+/** An account that may send campaigns (placed in `database` if given), with a verified domain and a sender on it. */
+export async function campaignAccount(options: { sendCredits?: number; dailySendLimit?: number; database?: string } = {}) {
+  const overrides = {
     send_credits: options.sendCredits ?? 100,
     ...(options.dailySendLimit === undefined ? {} : { daily_send_limit: options.dailySendLimit }),
     features: ["email_api", "smtp_relay", "campaigns"],
-  });
+  };
+  const account = options.database ? await accountIn(options.database, overrides) : await createAccount(overrides);
   const key = account.api_key;
   const domain = await verifiedDomain(key);
   const sender = `snd_${tag()}`;
@@ -63,9 +95,10 @@ export async function campaignOf(key: string, id: string) {
 
 export async function ledgerOf(accountId: string): Promise<Ledger[]> {
   return (
-    await env.DB.prepare(
-      "SELECT kind, amount, reference_id FROM credit_ledger WHERE account_id = ?1 AND balance = 'send' AND kind != 'top_up' ORDER BY rowid",
+    await (
+      await d1OfAccount(accountId)
     )
+      .prepare("SELECT kind, amount, reference_id FROM credit_ledger WHERE account_id = ?1 AND balance = 'send' AND kind != 'top_up' ORDER BY rowid")
       .bind(accountId)
       .all<Ledger>()
   ).results;
@@ -95,9 +128,11 @@ export async function newSendingDay(accountId: string): Promise<void> {
 
 /** How many messages the campaign has in D1 and how many distinct contacts they are for. */
 export async function messageRows(campaignId: string) {
-  return env.DB.prepare("SELECT count(*) AS messages, count(DISTINCT content ->> '$.contact_id') AS contacts FROM messages WHERE campaign_id = ?1")
-    .bind(campaignId)
-    .first<{ messages: number; contacts: number }>();
+  const counts = await allAccountRows<{ messages: number; contacts: number }>(
+    "SELECT count(*) AS messages, count(DISTINCT content ->> '$.contact_id') AS contacts FROM messages WHERE campaign_id = ?1",
+    campaignId,
+  );
+  return counts.find((count) => count.messages > 0) ?? { messages: 0, contacts: 0 };
 }
 
 /** Waits until the campaign has used the day's sending limit (`sent` messages out) and its object sleeps until midnight UTC. */
@@ -114,23 +149,13 @@ export const waitForStatus = (key: string, id: string, status: string) =>
     return current.status === status ? current : undefined;
   }, 20_000);
 
-/** The campaign's messages with their recipient's address (from whichever account database holds the campaign). */
+/** The campaign's messages with their recipient's address. */
 export async function campaignMessages(campaignId: string) {
-  const rows = await Promise.all(
-    accountDatabaseNames(env).map(
-      async (name) =>
-        (
-          await d1Of({ database: name })
-            .prepare(
-              `SELECT m.id, m.status, r.email FROM messages AS m JOIN message_recipients AS r ON r.message_id = m.id
+  return allAccountRows<{ id: string; status: string; email: string }>(
+    `SELECT m.id, m.status, r.email FROM messages AS m JOIN message_recipients AS r ON r.message_id = m.id
        WHERE m.campaign_id = ?1`,
-            )
-            .bind(campaignId)
-            .all<{ id: string; status: string; email: string }>()
-        ).results,
-    ),
+    campaignId,
   );
-  return rows.flat();
 }
 
 /** Runs the Worker's real scheduled handler (the cron) once. */
@@ -144,9 +169,14 @@ export const minutesAgo = (minutes: number) => new Date(Date.now() - minutes * 6
 
 /** Moves time for the cron's stalled-campaign sweep: the campaign's row (and optionally its send_at) is that old. */
 export const backdate = (id: string, minutes: number, sendAt?: string) =>
-  env.DB.prepare("UPDATE campaigns SET updated_at = ?2, send_at = coalesce(?3, send_at) WHERE id = ?1")
-    .bind(id, minutesAgo(minutes), sendAt ?? null)
-    .run();
+  Promise.all(
+    accountD1s().map((d1) =>
+      d1
+        .prepare("UPDATE campaigns SET updated_at = ?2, send_at = coalesce(?3, send_at) WHERE id = ?1")
+        .bind(id, minutesAgo(minutes), sendAt ?? null)
+        .run(),
+    ),
+  );
 
 /** A fan-out that died: its progress object has lost its alarm and its state. */
 export async function killFanOut(campaignId: string): Promise<void> {

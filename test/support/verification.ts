@@ -1,6 +1,7 @@
 import { createExecutionContext, createMessageBatch, getQueueResult, type QueueResult } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { consumeVerifyDeadLetters, consumeVerifyQueue } from "../../src/queues/verify-queue";
+import { allAccountRows } from "./campaigns";
 import { call, json } from "./helpers";
 
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -61,17 +62,20 @@ export async function deliver(queue: "mailforge-verify" | "mailforge-verify-dlq"
   return getQueueResult(batch, ctx);
 }
 
+// A reference or subject is one account's, so its rows are all in one of the account databases.
 export async function ledgerOf(referenceId: string): Promise<{ kind: string; amount: number }[]> {
-  const { results } = await env.DB.prepare("SELECT kind, amount FROM credit_ledger WHERE reference_id = ?1 ORDER BY created_at, kind")
-    .bind(referenceId)
-    .all<{ kind: string; amount: number }>();
-  return results;
+  return allAccountRows<{ kind: string; amount: number }>(
+    "SELECT kind, amount FROM credit_ledger WHERE reference_id = ?1 ORDER BY created_at, kind",
+    referenceId,
+  );
 }
 
 export async function eventsOf(subjectOrKey: string): Promise<{ type: string; data: Record<string, unknown> }[]> {
-  const { results } = await env.DB.prepare("SELECT type, data FROM events WHERE subject_id = ?1 OR dedupe_key = ?2 ORDER BY created_at")
-    .bind(subjectOrKey, `verification.completed:${subjectOrKey}`)
-    .all<{ type: string; data: string }>();
+  const results = await allAccountRows<{ type: string; data: string }>(
+    "SELECT type, data FROM events WHERE subject_id = ?1 OR dedupe_key = ?2 ORDER BY created_at",
+    subjectOrKey,
+    `verification.completed:${subjectOrKey}`,
+  );
   return results.map((row) => ({ type: row.type, data: JSON.parse(row.data) as Record<string, unknown> }));
 }
 

@@ -5,7 +5,8 @@ import { describe, expect, it } from "vitest";
 import { dedupeKey } from "../../src/domain/verification";
 import { createVerificationJob, planVerificationJob, CHUNK_SIZE } from "../../src/domain/verification/jobs";
 import { findAccount } from "../../src/domain/accounts/accounts";
-import { call, createAccount, createKey, json } from "../support/helpers";
+import { accountIn, allAccountRows } from "../support/campaigns";
+import { call, createAccount, createKey, d1Of, json } from "../support/helpers";
 import { deliver, dohQueriesUnder, eventsOf, freshBulkSuffix, ledgerOf, verifyBalance, waitForJob, type JobBody } from "../support/verification";
 
 const verify = (key: string, body: unknown) => call("/api/v1/verify", { key, body });
@@ -141,6 +142,19 @@ async function allResults(key: string, id: string): Promise<JobBody["results"]["
 }
 
 describe("bulk jobs through the real queue", () => {
+  it("completes the job of an account in ACCOUNT_DB_1, whose rows the chunk messages lead the consumer to", async () => {
+    const { emails } = bulkInput(40, 4);
+    const chargeable = new Set(emails.map(dedupeKey).filter((key) => !key.includes("@@"))).size;
+    const account = await accountIn("ACCOUNT_DB_1", { verify_credits: 100 });
+    const accepted = await verify(account.api_key, { emails });
+    expect(accepted.status).toBe(202);
+    const { id } = await json<{ id: string }>(accepted);
+
+    expect(await waitForJob(account.api_key, id)).toMatchObject({ status: "completed", total: 40, processed: 40, credits_charged: chargeable });
+    expect(await verifyBalance(account.api_key)).toBe(100 - chargeable);
+    expect(await eventsOf(id)).toEqual([expect.objectContaining({ type: "verification.completed" })]);
+  });
+
   it("verifies 3,000 addresses over 100 domains: charged = total − duplicates − bad syntax, one DoH query per domain", async () => {
     const { suffix, emails } = bulkInput(3000, 100);
     const distinct = new Set(emails.map(dedupeKey));
@@ -235,7 +249,7 @@ describe("bulk jobs through the real queue", () => {
     expect(refused.status).toBe(402);
     expect(await json(refused)).toMatchObject({ code: "insufficient_credits", message: expect.stringContaining("needs 11, 10 available") });
     expect(await verifyBalance(account.api_key)).toBe(10);
-    const jobs = await env.DB.prepare("SELECT COUNT(*) AS n FROM verification_jobs WHERE account_id = ?").bind(account.id).first<number>("n");
+    const jobs = await d1Of(account).prepare("SELECT COUNT(*) AS n FROM verification_jobs WHERE account_id = ?").bind(account.id).first<number>("n");
     expect(jobs).toBe(0);
     expect((await dohQueriesUnder(suffix)).total).toBe(0);
 
@@ -282,24 +296,23 @@ describe("chunks under at-least-once delivery and the dead-letter queue", () => 
   async function acceptedJob(emails: string[], credits = 10_000) {
     const account = await createAccount({ verify_credits: credits });
     const row = await findAccount(sharedDb(env), account.id);
-    const created = await createVerificationJob(openCtx(env), { account: row!, emails, source: "api" });
+    const created = await createVerificationJob(openCtx(env, undefined, account), { account: row!, emails, source: "api" });
     if (created.kind !== "created") throw new Error(`the job was refused: ${created.kind}`);
     const { job, plan } = created;
-    const chunks = plan.chunks.map((chunk) => ({ kind: "verification_chunk", job_id: job.id, ...chunk }));
+    const chunks = plan.chunks.map((chunk) => ({ kind: "verification_chunk", job_id: job.id, database: account.database, ...chunk }));
     return { account, job, plan, chunks };
   }
 
   async function jobRow(id: string) {
-    return env.DB.prepare("SELECT status, processed, counts, credits_charged FROM verification_jobs WHERE id = ?").bind(id).first<{
-      status: string;
-      processed: number;
-      counts: string;
-      credits_charged: number;
-    }>();
+    const [row] = await allAccountRows<{ status: string; processed: number; counts: string; credits_charged: number }>(
+      "SELECT status, processed, counts, credits_charged FROM verification_jobs WHERE id = ?",
+      id,
+    );
+    return row;
   }
 
   const resultCount = async (id: string) =>
-    env.DB.prepare("SELECT COUNT(*) AS n FROM verification_results WHERE job_id = ?").bind(id).first<number>("n");
+    (await allAccountRows<{ n: number }>("SELECT COUNT(*) AS n FROM verification_results WHERE job_id = ?", id)).reduce((sum, row) => sum + row.n, 0);
 
   it("plans chunks of at most 500 that keep a domain together", () => {
     const emails = [

@@ -4,7 +4,7 @@ import Papa from "papaparse";
 import { describe, expect, it } from "vitest";
 import { findAccount } from "../../src/domain/accounts/accounts";
 import { createVerificationJob } from "../../src/domain/verification/jobs";
-import { call, createAccount, json } from "../support/helpers";
+import { call, createAccount, d1Of, json } from "../support/helpers";
 import { csvDataUri, freshBulkSuffix, sleep, verifyBalance } from "../support/verification";
 
 type Batch = { id: number; name: string; status: string; total: number; created_at: string; updated_at: string };
@@ -217,7 +217,7 @@ describe("POST /api/batch/upload: a bad file is a 422 with the reason, never a 5
     expect(response.status).toBe(402);
     expect(await json(response)).toMatchObject({ code: "insufficient_credits" });
     expect(await verifyBalance(account.api_key)).toBe(2);
-    const jobs = await env.DB.prepare("SELECT COUNT(*) AS n FROM verification_jobs WHERE account_id = ?").bind(account.id).first<number>("n");
+    const jobs = await d1Of(account).prepare("SELECT COUNT(*) AS n FROM verification_jobs WHERE account_id = ?").bind(account.id).first<number>("n");
     expect(jobs).toBe(0);
   });
 });
@@ -227,7 +227,12 @@ describe("batch ids belong to one account", () => {
     const owner = await createAccount({ verify_credits: 10 });
     const row = await findAccount(sharedDb(env), owner.id);
     // Accepted but never enqueued: it stays pending.
-    const created = await createVerificationJob(openCtx(env), { account: row!, emails: ["ann@acme.verify-test"], source: "batch", name: "x.csv" });
+    const created = await createVerificationJob(openCtx(env, undefined, owner), {
+      account: row!,
+      emails: ["ann@acme.verify-test"],
+      source: "batch",
+      name: "x.csv",
+    });
     if (created.kind !== "created") throw new Error(`the job was refused: ${created.kind}`);
     const { job } = created;
     const other = await createAccount({ verify_credits: 10 });

@@ -100,7 +100,9 @@ describe("the reply table, one row each", () => {
     const account = await createAccount({ verify_credits: 5 });
     const row = await findAccount(sharedDb(env), account.id);
     const started = Date.now();
-    const checked = await verifySingleAddress(openCtx(proberEnv), row!, "jane@tarpit.mailbox.test", { reference: `tarpit-${crypto.randomUUID()}` });
+    const checked = await verifySingleAddress(openCtx(proberEnv, undefined, account), row!, "jane@tarpit.mailbox.test", {
+      reference: `tarpit-${crypto.randomUUID()}`,
+    });
     expect(Date.now() - started).toBeLessThan(SINGLE_CHECK_BUDGET_MS);
     if (checked.kind !== "checked") throw new Error(checked.kind);
     expect(fields(checked.result)).toMatchObject({
@@ -142,7 +144,7 @@ describe("a bulk job with mailbox checks", () => {
       "ALICE@mailbox.test",
       "not an address",
     ];
-    const created = await createVerificationJob(openCtx(env), { account: row!, emails, source: "api" });
+    const created = await createVerificationJob(openCtx(env, undefined, account), { account: row!, emails, source: "api" });
     if (created.kind !== "created") throw new Error(created.kind);
     const batch = createMessageBatch(
       "mailforge-verify",
@@ -150,7 +152,7 @@ describe("a bulk job with mailbox checks", () => {
         id: `mailbox-${i}`,
         timestamp: new Date(),
         attempts: 1,
-        body: { kind: "verification_chunk", job_id: created.job.id, ...chunk },
+        body: { kind: "verification_chunk", job_id: created.job.id, database: account.database, ...chunk },
       })),
     );
     const ctx = createExecutionContext();

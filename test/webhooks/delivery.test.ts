@@ -7,7 +7,8 @@ import type { EventInput, EventType } from "../../src/domain/events/events";
 import { recordEvents } from "../../src/domain/webhooks/dispatch";
 import { consumeWebhookDeadLetters } from "../../src/queues/webhooks";
 import { verifyWebhook } from "../../sdk/src/verify-webhook";
-import { call, createAccount, json } from "../support/helpers";
+import { accountIn } from "../support/campaigns";
+import { call, createAccount, d1Of, json } from "../support/helpers";
 import {
   addReceiverRule,
   createEndpoint,
@@ -49,7 +50,7 @@ async function setup(options: { events?: string[]; type?: EventType } = {}) {
   const path = receiverPath();
   const endpoint = await createEndpoint(account.api_key, { url: receiverUrl(path), events: options.events ?? ["*"] });
   const queue = new RecordingQueue();
-  await recordEvents(openCtx(envWith(queue)), [event(account.id, options.type ?? "relay.delivered")]);
+  await recordEvents(openCtx(envWith(queue), undefined, account), [event(account.id, options.type ?? "relay.delivered")]);
   const [first] = queue.take();
   if (!first) throw new Error("nothing dispatched");
   return { account, path, endpoint, queue, message: first.body };
@@ -60,6 +61,19 @@ afterEach(() => {
 });
 
 describe("delivery through the real queue", () => {
+  it("delivers an event of an account in ACCOUNT_DB_1, signed, from that database's rows", async () => {
+    const account = await accountIn("ACCOUNT_DB_1");
+    const path = receiverPath();
+    const endpoint = await createEndpoint(account.api_key, { url: receiverUrl(path), events: ["*"] });
+    const fact = event(account.id, "relay.delivered");
+    await recordEvents(openCtx(env, undefined, account), [fact]);
+
+    const [request] = await waitForRequests(path, 1);
+    await expectGenuine(request!, endpoint.secret);
+    expect(JSON.parse(request!.body)).toMatchObject({ type: "relay.delivered", data: fact.data });
+    expect(await deliveriesOf(account.api_key, endpoint.id)).toMatchObject([{ event_type: "relay.delivered", attempt: 1, status: "succeeded" }]);
+  });
+
   it("POSTs the signed envelope to each subscribed endpoint, and only to those", async () => {
     const account = await createAccount();
     const other = await createAccount({ name: "Other" });
@@ -77,7 +91,7 @@ describe("delivery through the real queue", () => {
       subject: "Hi",
     });
     const bounced = event(account.id, "relay.bounced", { message_id: "msg_1", email: "b@example.com", bounce_type: "hard" });
-    await recordEvents(openCtx(env), [sent, bounced]);
+    await recordEvents(openCtx(env, undefined, account), [sent, bounced]);
 
     const toAll = await waitForRequests(paths.all, 2);
     const toBounces = await waitForRequests(paths.bounces, 1);
@@ -221,7 +235,7 @@ describe("retries", () => {
 
   it("records a connection error without a status code", async () => {
     const { account, endpoint, queue, message } = await setup();
-    await env.DB.prepare("UPDATE webhook_endpoints SET url = 'http://127.0.0.1:9/nothing-listens' WHERE id = ?").bind(endpoint.id).run();
+    await d1Of(account).prepare("UPDATE webhook_endpoints SET url = 'http://127.0.0.1:9/nothing-listens' WHERE id = ?").bind(endpoint.id).run();
     await runConsumer([message], { env: envWith(queue) });
     expect(queue.take()).toMatchObject([{ delaySeconds: 60 }]);
     expect(await deliveriesOf(account.api_key, endpoint.id)).toMatchObject([
@@ -277,7 +291,7 @@ describe("endpoint health", () => {
     const { account, path, endpoint, queue, message } = await setup();
     await addReceiverRule({ path, status: 500 });
     const since = new Date(Date.now() - 5 * 24 * 3600 * 1000 - 60_000).toISOString();
-    await env.DB.prepare("UPDATE webhook_endpoints SET failing_since = ? WHERE id = ?").bind(since, endpoint.id).run();
+    await d1Of(account).prepare("UPDATE webhook_endpoints SET failing_since = ? WHERE id = ?").bind(since, endpoint.id).run();
     await runConsumer([message], { env: envWith(queue) });
     expect(queue.take()).toEqual([]);
     const disabled = await json<Endpoint>(await call(`/api/v1/webhooks/${endpoint.id}`, { key: account.api_key }));
@@ -289,7 +303,7 @@ describe("endpoint health", () => {
     const { account, path, endpoint, queue, message } = await setup();
     await addReceiverRule({ path, status: 500 });
     const since = new Date(Date.now() - 4 * 24 * 3600 * 1000).toISOString();
-    await env.DB.prepare("UPDATE webhook_endpoints SET failing_since = ? WHERE id = ?").bind(since, endpoint.id).run();
+    await d1Of(account).prepare("UPDATE webhook_endpoints SET failing_since = ? WHERE id = ?").bind(since, endpoint.id).run();
     await runConsumer([message], { env: envWith(queue) });
     expect(queue.take()).toHaveLength(1);
     expect(await json(await call(`/api/v1/webhooks/${endpoint.id}`, { key: account.api_key }))).toMatchObject({

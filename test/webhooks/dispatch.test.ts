@@ -1,9 +1,9 @@
-import { openCtx, accountDb } from "../../src/db/client";
-import { env } from "cloudflare:workers";
+import { openCtx } from "../../src/db/client";
 import { describe, expect, it } from "vitest";
 import { eventStatement, type EventInput, type EventType } from "../../src/domain/events/events";
 import { dispatchEvents, recordEvents, sweepUndispatchedEvents } from "../../src/domain/webhooks/dispatch";
-import { createAccount } from "../support/helpers";
+import { allAccountRows } from "../support/campaigns";
+import { createAccount, d1Of, d1OfAccount, dbOf, type CreatedAccount } from "../support/helpers";
 import { createEndpoint, envWith, RecordingQueue, receiverUrl, uniqueKey } from "../support/webhooks";
 
 function event(accountId: string, type: EventType, data: Record<string, unknown> = {}): EventInput {
@@ -11,7 +11,8 @@ function event(accountId: string, type: EventType, data: Record<string, unknown>
 }
 
 async function eventIdOf(accountId: string, dedupeKey: string): Promise<string> {
-  const row = await env.DB.prepare("SELECT id FROM events WHERE account_id = ? AND dedupe_key = ?")
+  const row = await (await d1OfAccount(accountId))
+    .prepare("SELECT id FROM events WHERE account_id = ? AND dedupe_key = ?")
     .bind(accountId, dedupeKey)
     .first<{ id: string }>();
   if (!row) throw new Error(`no event ${dedupeKey}`);
@@ -19,8 +20,16 @@ async function eventIdOf(accountId: string, dedupeKey: string): Promise<string> 
 }
 
 async function dispatchedAt(eventId: string): Promise<string | null> {
-  const row = await env.DB.prepare("SELECT dispatched_at FROM events WHERE id = ?").bind(eventId).first<{ dispatched_at: string | null }>();
+  const [row] = await allAccountRows<{ dispatched_at: string | null }>("SELECT dispatched_at FROM events WHERE id = ?", eventId);
   return row?.dispatched_at ?? null;
+}
+
+/** The account's context, with the recording queue. */
+const ctxOf = (account: CreatedAccount, queue: RecordingQueue) => openCtx(envWith(queue), undefined, account);
+
+/** Writes the account's events as a producer's batch would, without dispatching them. */
+async function writeEvents(account: CreatedAccount, inputs: EventInput[]): Promise<void> {
+  await d1Of(account).batch(inputs.map((input) => eventStatement(dbOf(account), input)));
 }
 
 describe("dispatchEvents", () => {
@@ -34,9 +43,9 @@ describe("dispatchEvents", () => {
 
     const sent = event(account.id, "relay.sent");
     const bounced = event(account.id, "relay.bounced");
-    await env.DB.batch([eventStatement(accountDb(env), sent), eventStatement(accountDb(env), bounced)]);
+    await writeEvents(account, [sent, bounced]);
     const queue = new RecordingQueue();
-    await dispatchEvents(openCtx(envWith(queue)), account.id, [sent.dedupeKey, bounced.dedupeKey]);
+    await dispatchEvents(ctxOf(account, queue), account.id, [sent.dedupeKey, bounced.dedupeKey]);
 
     const sentId = await eventIdOf(account.id, sent.dedupeKey);
     const bouncedId = await eventIdOf(account.id, bounced.dedupeKey);
@@ -44,9 +53,9 @@ describe("dispatchEvents", () => {
     expect(messages).toHaveLength(3);
     expect(messages).toEqual(
       expect.arrayContaining([
-        { event_id: sentId, endpoint_id: all.id, attempt: 1, delaySeconds: undefined },
-        { event_id: bouncedId, endpoint_id: all.id, attempt: 1, delaySeconds: undefined },
-        { event_id: bouncedId, endpoint_id: bouncesOnly.id, attempt: 1, delaySeconds: undefined },
+        { event_id: sentId, endpoint_id: all.id, attempt: 1, database: account.database, delaySeconds: undefined },
+        { event_id: bouncedId, endpoint_id: all.id, attempt: 1, database: account.database, delaySeconds: undefined },
+        { event_id: bouncedId, endpoint_id: bouncesOnly.id, attempt: 1, database: account.database, delaySeconds: undefined },
       ]),
     );
     const targeted = messages.map((message) => message.endpoint_id);
@@ -56,7 +65,7 @@ describe("dispatchEvents", () => {
     expect(await dispatchedAt(bouncedId)).toMatch(/^\d{4}-/);
 
     // Already dispatched: a second call (a retried producer) enqueues nothing.
-    await dispatchEvents(openCtx(envWith(queue)), account.id, [sent.dedupeKey, bounced.dedupeKey]);
+    await dispatchEvents(ctxOf(account, queue), account.id, [sent.dedupeKey, bounced.dedupeKey]);
     expect(queue.take()).toEqual([]);
   });
 
@@ -65,9 +74,9 @@ describe("dispatchEvents", () => {
     const other = await createAccount({ name: "Other" });
     await createEndpoint(account.api_key, { url: receiverUrl("/d/mine"), events: ["*"] });
     const othersEvent = event(other.id, "delivered");
-    await env.DB.batch([eventStatement(accountDb(env), othersEvent)]);
+    await writeEvents(other, [othersEvent]);
     const queue = new RecordingQueue();
-    await dispatchEvents(openCtx(envWith(queue)), account.id, [othersEvent.dedupeKey]);
+    await dispatchEvents(ctxOf(account, queue), account.id, [othersEvent.dedupeKey]);
     expect(queue.take()).toEqual([]);
     expect(await dispatchedAt(await eventIdOf(other.id, othersEvent.dedupeKey))).toBeNull();
   });
@@ -76,7 +85,7 @@ describe("dispatchEvents", () => {
     const account = await createAccount();
     const lonely = event(account.id, "opened");
     const queue = new RecordingQueue();
-    await recordEvents(openCtx(envWith(queue)), [lonely]);
+    await recordEvents(ctxOf(account, queue), [lonely]);
     expect(queue.take()).toEqual([]);
     expect(await dispatchedAt(await eventIdOf(account.id, lonely.dedupeKey))).not.toBeNull();
   });
@@ -86,7 +95,7 @@ describe("dispatchEvents", () => {
     await createEndpoint(account.api_key, { url: receiverUrl("/d/many"), events: ["*"] });
     const queue = new RecordingQueue();
     await recordEvents(
-      openCtx(envWith(queue)),
+      ctxOf(account, queue),
       Array.from({ length: 150 }, () => event(account.id, "relay.delivered")),
     );
     expect(queue.batches).toEqual([100, 50]);
@@ -98,10 +107,10 @@ describe("dispatchEvents", () => {
     await createEndpoint(account.api_key, { url: receiverUrl("/d/once"), events: ["*"] });
     const fact = event(account.id, "relay.delivered", { message_id: "msg_1", email: "a@example.com" });
     const queue = new RecordingQueue();
-    await recordEvents(openCtx(envWith(queue)), [fact]);
-    await recordEvents(openCtx(envWith(queue)), [{ ...fact, data: { message_id: "msg_1", email: "changed@example.com" } }]);
+    await recordEvents(ctxOf(account, queue), [fact]);
+    await recordEvents(ctxOf(account, queue), [{ ...fact, data: { message_id: "msg_1", email: "changed@example.com" } }]);
     expect(queue.take()).toHaveLength(1);
-    const rows = await env.DB.prepare("SELECT data FROM events WHERE account_id = ?").bind(account.id).all<{ data: string }>();
+    const rows = await d1Of(account).prepare("SELECT data FROM events WHERE account_id = ?").bind(account.id).all<{ data: string }>();
     expect(rows.results.map((row) => JSON.parse(row.data))).toEqual([{ message_id: "msg_1", email: "a@example.com" }]);
   });
 
@@ -113,7 +122,7 @@ describe("dispatchEvents", () => {
     broken.sendBatch = async () => {
       throw new Error("Queue send failed: internal error");
     };
-    await expect(recordEvents(openCtx(envWith(broken)), [fact])).resolves.toBeUndefined();
+    await expect(recordEvents(ctxOf(account, broken), [fact])).resolves.toBeUndefined();
     expect(await dispatchedAt(await eventIdOf(account.id, fact.dedupeKey))).toBeNull();
   });
 });
@@ -124,22 +133,23 @@ describe("outbox sweep", () => {
     const endpoint = await createEndpoint(account.api_key, { url: receiverUrl("/d/sweep"), events: ["*"] });
     const old = event(account.id, "relay.sent");
     const young = event(account.id, "relay.delivered");
-    await env.DB.batch([eventStatement(accountDb(env), old), eventStatement(accountDb(env), young)]);
+    await writeEvents(account, [old, young]);
     const oldId = await eventIdOf(account.id, old.dedupeKey);
     const youngId = await eventIdOf(account.id, young.dedupeKey);
-    await env.DB.prepare("UPDATE events SET created_at = ? WHERE id = ?")
+    await d1Of(account)
+      .prepare("UPDATE events SET created_at = ? WHERE id = ?")
       .bind(new Date(Date.now() - 61_000).toISOString(), oldId)
       .run();
 
     const queue = new RecordingQueue();
-    await sweepUndispatchedEvents(openCtx(envWith(queue)));
+    await sweepUndispatchedEvents(ctxOf(account, queue));
     const mine = queue.take().filter((message) => message.body.endpoint_id === endpoint.id);
-    expect(mine.map((message) => message.body)).toEqual([{ event_id: oldId, endpoint_id: endpoint.id, attempt: 1 }]);
+    expect(mine.map((message) => message.body)).toEqual([{ event_id: oldId, endpoint_id: endpoint.id, attempt: 1, database: account.database }]);
     expect(await dispatchedAt(oldId)).not.toBeNull();
     expect(await dispatchedAt(youngId)).toBeNull();
 
     // Running it again (two cron invocations overlapping) sends nothing more.
-    await sweepUndispatchedEvents(openCtx(envWith(queue)));
+    await sweepUndispatchedEvents(ctxOf(account, queue));
     expect(queue.take().filter((message) => message.body.endpoint_id === endpoint.id)).toEqual([]);
   });
 });

@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { eventDataSchemas, eventTypes, type EventType } from "../../src/domain/events/events";
-import { call, createAccount, createKey, json } from "../support/helpers";
+import { call, createAccount, createKey, d1Of, json } from "../support/helpers";
 import { createEndpoint, deliveriesOf, receivedOn, receiverPath, receiverUrl, specVerify, type Endpoint } from "../support/webhooks";
 
 describe("webhook endpoints API: happy paths", () => {
@@ -41,7 +41,7 @@ describe("webhook endpoints API: happy paths", () => {
   it("stores the secret encrypted, never in clear", async () => {
     const account = await createAccount();
     const endpoint = await createEndpoint(account.api_key, { url: receiverUrl("/enc"), events: ["*"] });
-    const row = await env.DB.prepare("SELECT secret FROM webhook_endpoints WHERE id = ?").bind(endpoint.id).first<{ secret: string }>();
+    const row = await d1Of(account).prepare("SELECT secret FROM webhook_endpoints WHERE id = ?").bind(endpoint.id).first<{ secret: string }>();
     expect(row?.secret).toMatch(/^v1\./);
     expect(row?.secret).not.toContain(endpoint.secret.slice(6));
   });
@@ -85,9 +85,8 @@ describe("webhook endpoints API: happy paths", () => {
   it("re-enabling clears the automatic disable reason and the failure streak", async () => {
     const account = await createAccount();
     const endpoint = await createEndpoint(account.api_key, { url: receiverUrl("/re"), events: ["*"] });
-    await env.DB.prepare(
-      "UPDATE webhook_endpoints SET enabled = 0, disabled_reason = 'failing', failing_since = '2026-01-01T00:00:00.000Z' WHERE id = ?",
-    )
+    await d1Of(account)
+      .prepare("UPDATE webhook_endpoints SET enabled = 0, disabled_reason = 'failing', failing_since = '2026-01-01T00:00:00.000Z' WHERE id = ?")
       .bind(endpoint.id)
       .run();
     const response = await call(`/api/v1/webhooks/${endpoint.id}`, { key: account.api_key, method: "PATCH", body: { enabled: true } });
@@ -120,7 +119,10 @@ describe("webhook endpoints API: happy paths", () => {
     expect(response.status).toBe(200);
     expect(await json(response)).toEqual({ id: endpoint.id, deleted: true });
     expect((await call(`/api/v1/webhooks/${endpoint.id}`, { key: account.api_key })).status).toBe(404);
-    const rows = await env.DB.prepare("SELECT COUNT(*) AS n FROM webhook_deliveries WHERE endpoint_id = ?").bind(endpoint.id).first<{ n: number }>();
+    const rows = await d1Of(account)
+      .prepare("SELECT COUNT(*) AS n FROM webhook_deliveries WHERE endpoint_id = ?")
+      .bind(endpoint.id)
+      .first<{ n: number }>();
     expect(rows?.n).toBe(0);
   });
 });

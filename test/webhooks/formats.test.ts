@@ -5,7 +5,7 @@ import { describe, expect, it } from "vitest";
 import type { EventType } from "../../src/domain/events/events";
 import { recordEvents } from "../../src/domain/webhooks/dispatch";
 import { sampleEventData } from "../../src/domain/webhooks/samples";
-import { call, createAccount, json } from "../support/helpers";
+import { call, createAccount, json, type CreatedAccount } from "../support/helpers";
 import { verifiedDomain } from "../support/sending";
 import { createEndpoint, deliveriesOf, receiverPath, receiverUrl, uniqueKey, waitForRequests, type ReceivedRequest } from "../support/webhooks";
 
@@ -26,11 +26,11 @@ async function setup() {
 const bodyOf = (request: ReceivedRequest) => JSON.parse(request.body) as { type?: string; RecordType?: string; data?: Record<string, unknown> };
 
 /** Events of a message as its producers write them (delivery feedback, tracking), dispatched like theirs. */
-async function recordFor(accountId: string, messageId: string, types: EventType[]) {
+async function recordFor(account: CreatedAccount, messageId: string, types: EventType[]) {
   await recordEvents(
-    openCtx(env),
+    openCtx(env, undefined, account),
     types.map((type) => ({
-      accountId,
+      accountId: account.id,
       type,
       subjectId: messageId,
       dedupeKey: uniqueKey(type),
@@ -59,7 +59,7 @@ describe("webhook endpoints in a peer's format", () => {
       data: { email_id: id, from, to: ["ann@example.net"], subject: "Receipt", tags: { category: "receipt" } },
     });
 
-    await recordFor(account.id, id, ["relay.delivered", "relay.bounced", "relay.complained", "opened", "clicked", "verification.completed"]);
+    await recordFor(account, id, ["relay.delivered", "relay.bounced", "relay.complained", "opened", "clicked", "verification.completed"]);
     const all = await waitForRequests(resend.path, 6);
     const byType = new Map(all.map((request) => [bodyOf(request).type, bodyOf(request).data]));
     expect([...byType.keys()].sort()).toEqual([
@@ -83,7 +83,7 @@ describe("webhook endpoints in a peer's format", () => {
 
   it("posts Postmark's Delivery, Bounce, SpamComplaint, Open and Click bodies", async () => {
     const { account, postmark } = await setup();
-    await recordFor(account.id, "msg_pm0000000000000000000", ["relay.delivered", "relay.bounced", "relay.complained", "opened", "clicked"]);
+    await recordFor(account, "msg_pm0000000000000000000", ["relay.delivered", "relay.bounced", "relay.complained", "opened", "clicked"]);
     const requests = await waitForRequests(postmark.path, 5);
     const byType = new Map(requests.map((request) => [bodyOf(request).RecordType, bodyOf(request) as Record<string, unknown>]));
     expect(byType.get("Delivery")).toMatchObject({ MessageID: "msg_pm0000000000000000000", Recipient: "ann@example.net", Tag: "category:receipt" });

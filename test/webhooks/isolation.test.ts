@@ -25,7 +25,7 @@ it("a slow endpoint does not delay another endpoint's deliveries (each endpoint 
   await createEndpoint(account.api_key, { url: receiverUrl(fastPath), events: ["*"] });
 
   await recordEvents(
-    openCtx(env),
+    openCtx(env, undefined, account),
     Array.from({ length: 5 }, (_, i) => ({
       accountId: account.id,
       type: "relay.delivered" as const,

@@ -26,7 +26,7 @@ async function setup(ttl: number) {
   const endpoint = await createEndpoint(account.api_key, { url: `https://${name}/hook`, events: ["*"] });
   const queue = new RecordingQueue();
   const strict = envWith(queue, { ALLOW_PRIVATE_WEBHOOK_URLS: "false" });
-  await recordEvents(openCtx(envWith(queue)), [
+  await recordEvents(openCtx(envWith(queue), undefined, account), [
     { accountId: account.id, type: "relay.delivered", dedupeKey: uniqueKey("rebind"), data: { message_id: "msg_x" } },
   ]);
   const [dispatched] = queue.take();

@@ -121,12 +121,21 @@ export async function placeAccount(db: SharedDb, pool: readonly DatabaseName[]):
 
 /**
  * The statement that writes an account's directory row into its account database. Account tables there reference
- * `accounts(id)` (D1 enforces foreign keys), so each account database keeps a copy of its accounts' rows; only the id
- * matters there, the directory in `DB` stays the account's record. Nothing when the account database is `DB`.
+ * `accounts(id)` (D1 enforces foreign keys), so each account database keeps a copy of its accounts' rows; the
+ * directory in `DB` stays the account's record. The copy is kept current (`refreshDirectoryCopy`) because queries in
+ * the account database read its plan and limits beside the account's rows (the AI quota, the monthly grant's sweep).
+ * Nothing when the account database is `DB`.
  */
 export function directoryCopyStatement(own: AccountDb, account: Account): D1PreparedStatement[] {
   if (databaseNameOf(own) === "DB") return [];
   return [statement(own, own.insert(accounts).values(account).onConflictDoNothing())];
+}
+
+/** Writes a changed directory row over its copy in the account database (see directoryCopyStatement). */
+export async function refreshDirectoryCopy(own: AccountDb, account: Account): Promise<void> {
+  if (databaseNameOf(own) === "DB") return;
+  const { id: _id, ...columns } = account;
+  await own.insert(accounts).values(account).onConflictDoUpdate({ target: accounts.id, set: columns });
 }
 
 /**

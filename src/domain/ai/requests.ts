@@ -8,7 +8,7 @@
 
 import { z } from "zod";
 import { and, count, eq, gte, inArray, or, sql } from "drizzle-orm";
-import { sqlNow, statement, type AccountDb, batch, type Ctx } from "../../db/client";
+import { sqlNow, statement, type AccountDb, batch, databaseNameOf, type Ctx } from "../../db/client";
 import { accounts, aiRequests, type aiRequestStatuses } from "../../db/schema";
 import { idFromDigest, newId } from "../../lib/ids";
 import { keysetPage } from "../pagination";
@@ -31,7 +31,11 @@ import {
 import { isRefusal, type Refusal } from "../refusal";
 
 /** The AI queue's message: the request to generate (its consumer, generation.ts, parses it). */
-export const aiQueueMessageSchema = z.object({ request_id: z.string().min(1) });
+export const aiQueueMessageSchema = z.object({
+  request_id: z.string().min(1),
+  /** The account database the request's row is in; messages sent before account databases name none: DB. */
+  database: z.string().max(64).default("DB"),
+});
 export type AiQueueMessage = z.infer<typeof aiQueueMessageSchema>;
 
 export type AiRequestRow = typeof aiRequests.$inferSelect;
@@ -144,7 +148,7 @@ export async function submitAiRequest(ctx: Ctx, accountId: string, input: AiRequ
   if (provider.kind === "not_configured") return { kind: "not_configured", reason: provider.reason };
   const outcome = await createAiRequest(db, accountId, input, idempotency);
   if (outcome.kind !== "created") return outcome;
-  const message: AiQueueMessage = { request_id: outcome.request.id };
+  const message: AiQueueMessage = { request_id: outcome.request.id, database: databaseNameOf(db) };
   try {
     await env.AI_QUEUE.send(message);
   } catch (error) {

@@ -2,7 +2,7 @@
 // D1 keeps what the API shows: the run's status and what each step did. This module owns those two tables.
 
 import { and, asc, eq, inArray, sql } from "drizzle-orm";
-import { sqlNow, statement, type AccountDb, batch, type Ctx } from "../../db/client";
+import { databaseNameOf, sqlNow, statement, type AccountDb, batch, type Ctx, type DatabaseName } from "../../db/client";
 import { automationRunSteps, automationRuns } from "../../db/schema";
 import { newId } from "../../lib/ids";
 import { logError } from "../../lib/log";
@@ -19,7 +19,8 @@ import type { Step } from "./steps";
 export type RunRow = typeof automationRuns.$inferSelect;
 export type RunStepRow = typeof automationRunSteps.$inferSelect;
 export type RunStatus = RunRow["status"];
-export type WorkflowParams = { runId: string };
+/** A run's instance parameters: its id and the account database its rows are in (runs started before account databases name none: DB). */
+export type WorkflowParams = { runId: string; database?: DatabaseName };
 
 export type TriggerInput = {
   address: ContactAddress;
@@ -74,7 +75,7 @@ export async function triggerRun(
     return { kind: "triggered", run: existing, created: false };
   }
   try {
-    await env.AUTOMATION_WORKFLOW.create({ id: runId, params: { runId } satisfies WorkflowParams });
+    await env.AUTOMATION_WORKFLOW.create({ id: runId, params: { runId, database: databaseNameOf(db) } satisfies WorkflowParams });
   } catch (error) {
     // No instance, no run: removing the row lets the caller's retry (same event id) start it again.
     logError("starting an automation run failed", { run_id: runId, error: String(error) });

@@ -3,19 +3,8 @@
 // queries; the fan-out and completion live in fanout.ts, what the send consumer needs in delivery.ts.
 
 import { and, count, eq, inArray, sql, type SQL } from "drizzle-orm";
-import { inJsonArray, statement, type AccountDb, batch, type Ctx } from "../../db/client";
-import {
-  campaignPurgedMessages,
-  campaigns,
-  domains,
-  lists,
-  messages,
-  segments,
-  senders,
-  templates,
-  topics,
-  type campaignStatuses,
-} from "../../db/schema";
+import { databaseNameOf, inJsonArray, statement, type AccountDb, batch, type Ctx } from "../../db/client";
+import { campaignPurgedMessages, campaigns, lists, messages, segments, senders, templates, topics, type campaignStatuses } from "../../db/schema";
 import type { FieldErrors } from "../../errors";
 import { newId, nowIso } from "../../lib/ids";
 import { logError } from "../../lib/log";
@@ -23,7 +12,7 @@ import { keysetPage } from "../pagination";
 import { availableCredits, reserveStatements, wasApplied } from "../credits/ledger";
 import { unverifiedDomainMessage } from "../domains/domains";
 import { audienceParameters, audienceWhere, countAudience, MAX_AUDIENCE_PARAMETERS } from "./audience";
-import { completeIfDone } from "./fanout";
+import { completeIfDone, senderOf } from "./fanout";
 import { campaignTotals, zeroCounts } from "../reports/reports";
 import { segmentWhere } from "../segments/segments";
 import { findAccount } from "../accounts/accounts";
@@ -283,32 +272,21 @@ export type SendOutcome =
  * subject and bodies are copied into the campaign here, so editing the template later does not change it.
  */
 export async function sendCampaign(ctx: Ctx, accountId: string, id: string, sendAt: Date | undefined): Promise<SendOutcome> {
-  const { env, db } = ctx;
+  const { db } = ctx;
   const scheduleProblem = sendAt && scheduleProblemOf(sendAt, new Date());
   if (scheduleProblem) return { kind: "invalid", errors: { send_at: [scheduleProblem] } };
   const campaign = await findCampaign(db, accountId, id);
   if (!campaign) return { kind: "not_found" };
   if (campaign.status !== "draft") return { kind: "not_draft", status: campaign.status };
 
-  const [senderRows, templateRows] = await db.batch([
-    db
-      .select({
-        email: senders.email,
-        domain: domains.name,
-        domainStatus: domains.status,
-        reputationStatus: domains.reputationStatus,
-        reputationReason: domains.reputationReason,
-      })
-      .from(senders)
-      .leftJoin(domains, eq(domains.id, senders.domainId))
-      .where(owned(senders, accountId, campaign.senderId ?? "")),
+  const [sender, template] = await Promise.all([
+    senderOf(ctx, campaign),
     db
       .select()
       .from(templates)
-      .where(owned(templates, accountId, campaign.templateId ?? "")),
+      .where(owned(templates, accountId, campaign.templateId ?? ""))
+      .get(),
   ]);
-  const sender = senderRows[0];
-  const template = templateRows[0];
   const errors: FieldErrors = {};
   if (!campaign.senderId) errors.sender_id = ["A campaign needs a sender to be sent: choose one"];
   else if (!sender) errors.sender_id = [`No sender ${campaign.senderId} in this account`];
@@ -409,7 +387,7 @@ export async function sendCampaign(ctx: Ctx, accountId: string, id: string, send
     return { kind: "unavailable" };
   }
   try {
-    await armProgress(env, campaign.id, accountId, sendAt?.getTime() ?? Date.now());
+    await armProgress(ctx, campaign.id, accountId, sendAt?.getTime() ?? Date.now());
   } catch (error) {
     logError("campaign: arming its progress object failed", { campaign_id: id, error: String(error) });
     await failUnstarted(ctx, accountId, campaign.id);
@@ -419,10 +397,11 @@ export async function sendCampaign(ctx: Ctx, accountId: string, id: string, send
   return { kind: "started", campaign: started!, recipients };
 }
 
-async function armProgress(env: Env, campaignId: string, accountId: string, runAt: number) {
+async function armProgress({ env, db }: Ctx, campaignId: string, accountId: string, runAt: number) {
+  const database = databaseNameOf(db);
   for (let attempt = 1; ; attempt++) {
     try {
-      return await env.CAMPAIGN_PROGRESS.getByName(campaignId).start(campaignId, accountId, runAt);
+      return await env.CAMPAIGN_PROGRESS.getByName(campaignId).start(campaignId, accountId, runAt, database);
     } catch (error) {
       if (attempt === 2) throw error;
     }

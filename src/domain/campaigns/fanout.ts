@@ -8,7 +8,7 @@
 
 import { and, eq, inArray, isNull, sql } from "drizzle-orm";
 import { inJsonArray, sqlNow, statement, type AccountDb, batch, type Ctx } from "../../db/client";
-import { campaignSkips, campaigns, creditLedger, domains, messageRecipients, messages, senders } from "../../db/schema";
+import { campaignSkips, campaigns, creditLedger, messageRecipients, messages, senders } from "../../db/schema";
 import { idFromDigest, nowIso } from "../../lib/ids";
 import { logError } from "../../lib/log";
 import { releaseStatements } from "../credits/ledger";
@@ -16,6 +16,7 @@ import { eventStatement } from "../events/events";
 import { campaignTotalsQuery, countsOf, zeroCounts } from "../reports/reports";
 import { enqueueMessages } from "../sending/enqueue";
 import { dispatchEvents } from "../webhooks/dispatch";
+import { sendingDomainsByIds, type SendingDomain } from "../domains/lookup";
 import { audiencePage } from "./audience";
 import { skipCounts, skipOf, zeroSkips } from "./hygiene";
 import { campaignOutcome, lifecycleFrom, pendingMessageStatuses } from "./lifecycle";
@@ -38,24 +39,37 @@ export type CampaignSender = {
   name: string;
   replyTo: string | null;
   domainId: string;
+  /** The sender's domain (null once deleted) and its status and reputation hold. */
   domain: string | null;
   domainStatus: string | null;
+  reputationStatus: SendingDomain["reputationStatus"] | null;
+  reputationReason: string | null;
 };
 
-export async function senderOf(db: AccountDb, campaign: CampaignRow): Promise<CampaignSender | undefined> {
-  return db
-    .select({
-      email: senders.email,
-      name: senders.name,
-      replyTo: senders.replyTo,
-      domainId: senders.domainId,
-      domain: domains.name,
-      domainStatus: domains.status,
-    })
+/**
+ * A campaign's sender (account database) with its domain (`DB`, through the isolate's domain cache): two databases,
+ * so no join.
+ */
+export async function senderOf(
+  ctx: Pick<Ctx, "db" | "shared">,
+  campaign: Pick<CampaignRow, "accountId" | "senderId">,
+): Promise<CampaignSender | undefined> {
+  const sender = await ctx.db
+    .select({ email: senders.email, name: senders.name, replyTo: senders.replyTo, domainId: senders.domainId })
     .from(senders)
-    .leftJoin(domains, eq(domains.id, senders.domainId))
     .where(and(eq(senders.id, campaign.senderId ?? ""), eq(senders.accountId, campaign.accountId)))
     .get();
+  if (!sender) return undefined;
+  const found = (await sendingDomainsByIds(ctx.shared, [sender.domainId])).get(sender.domainId);
+  // A domain of another account is none of this sender's (its own was deleted).
+  const domain = found?.accountId === campaign.accountId ? found : undefined;
+  return {
+    ...sender,
+    domain: domain?.name ?? null,
+    domainStatus: domain?.status ?? null,
+    reputationStatus: domain?.reputationStatus ?? null,
+    reputationReason: domain?.reputationReason ?? null,
+  };
 }
 
 /** A scheduled campaign's time has come. False if it is no longer scheduled (cancelled meanwhile). */

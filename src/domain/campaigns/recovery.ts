@@ -2,7 +2,7 @@
 // past its retries, storage lost) would leave its campaign `sending` with credits reserved for ever.
 
 import { and, asc, eq, isNull, lt, or } from "drizzle-orm";
-import { inJsonArray, type Ctx } from "../../db/client";
+import { databaseNameOf, inJsonArray, type Ctx } from "../../db/client";
 import { campaigns } from "../../db/schema";
 import { nowIso } from "../../lib/ids";
 import { logError, logWarning } from "../../lib/log";
@@ -23,6 +23,7 @@ const sweepLimit = 100;
 export async function resumeStalledCampaigns(ctx: Ctx, now = new Date()): Promise<string[]> {
   const { env, db } = ctx;
   const cutoff = new Date(now.getTime() - STALLED_AFTER_MS).toISOString();
+  const database = databaseNameOf(db);
   const stalled = await db
     .select({ id: campaigns.id, accountId: campaigns.accountId, status: campaigns.status })
     .from(campaigns)
@@ -43,7 +44,7 @@ export async function resumeStalledCampaigns(ctx: Ctx, now = new Date()): Promis
   for (const campaign of stalled) {
     const settling = campaign.status === "cancelled" || campaign.status === "failed";
     try {
-      if (await env.CAMPAIGN_PROGRESS.getByName(campaign.id).resume(campaign.id, campaign.accountId, settling)) resumed.push(campaign.id);
+      if (await env.CAMPAIGN_PROGRESS.getByName(campaign.id).resume(campaign.id, campaign.accountId, database, settling)) resumed.push(campaign.id);
     } catch (error) {
       logError("campaigns: re-arming a stalled fan-out failed", { campaign_id: campaign.id, error: String(error) });
     }

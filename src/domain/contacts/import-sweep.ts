@@ -32,6 +32,7 @@ export async function sweepStaleContactImports(ctx: Ctx, now = new Date()): Prom
     .limit(SWEEP_IMPORTS_MAX)
     .all();
   const sweep = { resumed: [] as string[], failed: [] as string[] };
+  const database = databaseNameOf(db);
   for (const row of stale) {
     try {
       if (row.createdAt < tooOldBefore) {
@@ -39,7 +40,7 @@ export async function sweepStaleContactImports(ctx: Ctx, now = new Date()): Prom
         sweep.failed.push(row.id);
         continue;
       }
-      const message: ContactImportMessage = { kind: "contact_import", import_id: row.id, offset: row.inputOffset, database: databaseNameOf(db) };
+      const message: ContactImportMessage = { kind: "contact_import", import_id: row.id, offset: row.inputOffset, database };
       await env.VERIFY_QUEUE.send(message);
       await db
         .update(contactImports)

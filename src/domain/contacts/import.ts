@@ -28,11 +28,8 @@ export const contactImportMessageSchema = z.object({
   import_id: z.string().min(1),
   /** Byte offset the import had reached when the message was sent (informational: D1 holds the truth). */
   offset: z.number().int().nonnegative(),
-  /**
-   * The account database holding the import (its binding name). Absent on messages sent before account databases,
-   * and stale once the account moved: the consumer then looks in the others.
-   */
-  database: z.string().optional(),
+  /** The account database the import's rows are in; messages sent before account databases name none: DB. */
+  database: z.string().max(64).default("DB"),
 });
 export type ContactImportMessage = z.infer<typeof contactImportMessageSchema>;
 

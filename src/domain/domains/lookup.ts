@@ -1,8 +1,9 @@
 // The sending path's reads of `domains`, which live in `DB` (a domain name is found before its account is known)
 // while the messages that name them live in the account's database: two databases, so they cannot share a batch. The
-// accept path reads an account's verified from domains and a delivery batch the signing domains of its messages; both
-// come from this isolate's memory for DOMAIN_CACHE_TTL_MS after a read, so a busy sender's requests and batches
-// touch `DB` once in that time instead of every time (docs/scaling.md, "Account databases").
+// accept path reads an account's verified from domains, a delivery batch the signing domains of its messages, a
+// campaign (sent, and each step of its fan-out) its sender's domain; all come from this isolate's memory for
+// DOMAIN_CACHE_TTL_MS after a read, so a busy sender's requests and batches touch `DB` once in that time instead of
+// every time (docs/scaling.md, "Account databases").
 
 import { and, eq } from "drizzle-orm";
 import { inJsonArray, type SharedDb } from "../../db/client";
@@ -23,6 +24,9 @@ export type SendingDomain = Pick<
   typeof domains.$inferSelect,
   | "id"
   | "name"
+  | "status"
+  | "reputationStatus"
+  | "reputationReason"
   | "dkimSelector"
   | "dkimPrivateKey"
   | "dkimEd25519PrivateKey"
@@ -60,7 +64,10 @@ export async function verifiedDomainsOf(db: SharedDb, accountId: string, names: 
   return found;
 }
 
-/** The domains messages are sent from, by id, with what signing and the warm-up need; an id with no domain is absent. */
+/**
+ * The domains messages are sent from, by id, with what signing, the warm-up and a campaign's checks need; an id with
+ * no domain is absent.
+ */
 export async function sendingDomainsByIds(db: SharedDb, ids: readonly string[]): Promise<Map<string, SendingDomain>> {
   const found = new Map<string, SendingDomain>();
   const missing: string[] = [];
@@ -74,6 +81,9 @@ export async function sendingDomainsByIds(db: SharedDb, ids: readonly string[]):
     .select({
       id: domains.id,
       name: domains.name,
+      status: domains.status,
+      reputationStatus: domains.reputationStatus,
+      reputationReason: domains.reputationReason,
       dkimSelector: domains.dkimSelector,
       dkimPrivateKey: domains.dkimPrivateKey,
       dkimEd25519PrivateKey: domains.dkimEd25519PrivateKey,

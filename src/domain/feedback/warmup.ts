@@ -1,18 +1,23 @@
 // Warm-up schedules per sending domain: day N (UTC days since `warmup_started_at`) lets schedule[N] recipients
 // through; past the last day the warm-up completes. Messages over today's cap are never refused and never dropped:
 // the send consumer holds them back (`deferred`, next_attempt_at = the next UTC midnight) and re-enqueues them with a
-// delay. The count is a D1 row per domain and day, reserved with one conditional UPDATE, so concurrent consumers
-// never let more than the cap through.
+// delay. The count is a D1 row per domain and day (`warmup_usage`, in the account's database), reserved with one
+// conditional UPDATE, so concurrent consumers never let more than the cap through.
+//
+// A domain's warm-up status is in `DB` (`domains`), its `warmup.status_changed` events in the account's database: two
+// databases, no shared transaction. A transition is written to the domain first, conditionally (so exactly one
+// writer makes it), then its event; if the event cannot be stored the transition is taken back, so a status change
+// is never left without its event (applyWarmupChanges).
 
-import { sql } from "drizzle-orm";
+import { sql, type SQL } from "drizzle-orm";
 import { inJsonArray, sqlNow, statement, type AccountDb, type Ctx, batch } from "../../db/client";
 import type { domains } from "../../db/schema";
 import { logError } from "../../lib/log";
+import { forgetCachedDomain } from "../domains/lookup";
 import { dayWindow, nextUtcMidnight } from "../sending/daily-limit";
 import { enqueueMessages } from "../sending/enqueue";
 import { eventStatement, type EventInput } from "../events/events";
 import { dispatchEventInputs } from "../webhooks/dispatch";
-import { forgetCachedDomain } from "../domains/lookup";
 
 type DomainRow = typeof domains.$inferSelect;
 
@@ -45,30 +50,6 @@ export function todaysCap(domain: Pick<DomainRow, "warmupStatus" | "warmupSchedu
 
 type WarmupStatus = DomainRow["warmupStatus"];
 
-/** A domain's warm-up columns as stored (the schedule as its JSON text). */
-type WarmupColumns = {
-  warmup_status: WarmupStatus;
-  warmup_schedule: string | null;
-  warmup_started_at: string | null;
-  warmup_paused_reason: string | null;
-};
-
-/**
- * The `warmup.status_changed` event of a transition, as a statement for the batch that makes it, placed just before
- * the UPDATE: it is written only if the warm-up is still `previous` there, so exactly when that UPDATE changes it, and
- * never without it (one transaction). Dispatch `input` once the batch has committed.
- */
-export function warmupTransition(
-  db: AccountDb,
-  domain: Pick<DomainRow, "id" | "accountId" | "name">,
-  previous: WarmupStatus,
-  status: WarmupStatus,
-  reason?: string,
-): { event: D1PreparedStatement; input: EventInput } {
-  const input = warmupEvent(domain, previous, status, reason);
-  return { event: eventStatement(db, input, sql`EXISTS (SELECT 1 FROM domains WHERE id = ${domain.id} AND warmup_status = ${previous})`), input };
-}
-
 /** The `warmup.status_changed` event of a transition that happened. */
 function warmupEvent(
   domain: Pick<DomainRow, "id" | "accountId" | "name">,
@@ -84,6 +65,62 @@ function warmupEvent(
     dedupeKey: `warmup.status_changed:${domain.id}:${crypto.randomUUID()}`,
     data: { domain_id: domain.id, domain: domain.name, previous_status: previous, status, ...(reason ? { reason } : {}) },
   };
+}
+
+/** A change of `domains` in `DB` and the UPDATE that takes it back. `apply` ends with RETURNING: a row when it applied. */
+type DomainWrite = { apply: SQL; undo: SQL };
+
+/** A warm-up transition: `apply` makes it (only from `previous`), `alongside` are writes that stand or fall with it. */
+export type WarmupChange = DomainWrite & {
+  domain: Pick<DomainRow, "id" | "accountId" | "name">;
+  previous: WarmupStatus;
+  status: WarmupStatus;
+  reason?: string;
+  alongside?: DomainWrite[];
+};
+
+/**
+ * Makes warm-up transitions of the context's accounts: their domain writes in `DB` (one batch), then the events of
+ * those that applied in the account's database, together with `accountWrites` (one batch). If that batch fails,
+ * every domain write that applied is taken back before the error is rethrown, so no transition stands without its
+ * event. The events are dispatched once written. Returns the account batch's results (`accountWrites` first).
+ */
+export async function applyWarmupChanges(ctx: Ctx, changes: readonly WarmupChange[], accountWrites: D1PreparedStatement[] = []): Promise<D1Result[]> {
+  const { db, shared } = ctx;
+  const writes = changes.flatMap((change) => [change, ...(change.alongside ?? [])]);
+  const applied =
+    writes.length > 0
+      ? await batch(
+          shared,
+          writes.map((write) => statement(shared, write.apply)),
+        )
+      : [];
+  const touched = [...new Set(changes.map((change) => change.domain.id))];
+  // The delivery of this isolate must see the new status at once, not once its cached copy expires.
+  touched.forEach(forgetCachedDomain);
+  let index = 0;
+  const happened = changes.filter((change) => {
+    const made = applied[index]!.results.length > 0;
+    index += 1 + (change.alongside?.length ?? 0);
+    return made;
+  });
+  const events = happened.map((change) => warmupEvent(change.domain, change.previous, change.status, change.reason));
+  const statements = [...accountWrites, ...events.map((event) => eventStatement(db, event))];
+  let written: D1Result[] = [];
+  try {
+    if (statements.length > 0) written = await batch(db, statements);
+  } catch (error) {
+    const undone = writes.filter((_, i) => applied[i]!.results.length > 0);
+    if (undone.length > 0)
+      await batch(
+        shared,
+        undone.map((write) => statement(shared, write.undo)),
+      );
+    touched.forEach(forgetCachedDomain);
+    throw error;
+  }
+  await dispatchEventInputs(ctx, events);
+  return written;
 }
 
 /** Queue delays stop at 12 hours; a message due later is delayed again when it comes back early. */
@@ -132,10 +169,16 @@ export async function holdPastWarmupCaps(
     capped.set(domain.id, entry);
   }
 
-  // The domains are in the directory (`DB`), their events in the account's database: the completions are made there
-  // first, and only the domains this run completed (not another consumer's) get an event, in this batch.
-  const completions = (await completeWarmups(ctx, [...completed.values()])).map((domain) => warmupEvent(domain, "active", "completed"));
-  const statements = completions.map((input) => eventStatement(db, input));
+  const completions = [...completed.values()].map(
+    (domain): WarmupChange => ({
+      domain,
+      previous: "active",
+      status: "completed",
+      apply: sql`UPDATE domains SET warmup_status = 'completed' WHERE id = ${domain.id} AND warmup_status = 'active' RETURNING id`,
+      undo: sql`UPDATE domains SET warmup_status = 'active' WHERE id = ${domain.id} AND warmup_status = 'completed'`,
+    }),
+  );
+  const statements: D1PreparedStatement[] = [];
   if (early.length > 0) {
     const ids = early.map(({ id }) => id);
     // Their rows already carry the time they were given.
@@ -172,48 +215,13 @@ export async function holdPastWarmupCaps(
       reservations.push({ id: message.id, statement: statements.length - 1 });
     }
   }
-  if (statements.length === 0) return new Set();
-  let written: D1Result[];
-  try {
-    written = await batch(db, statements);
-  } catch (error) {
-    // Not written with its event: the completion is taken back, and the batch's next delivery completes it again.
-    await undoCompletions(ctx, completions);
-    throw error;
-  }
+  if (statements.length === 0 && completions.length === 0) return new Set();
+  const written = await applyWarmupChanges(ctx, completions, statements);
   const overCap = reservations.filter((reservation) => (written[reservation.statement]?.results.length ?? 0) === 0);
 
-  await dispatchEventInputs(ctx, completions);
   const held = [...early, ...overCap.map(({ id }) => ({ id, due: tomorrow }))];
   await enqueueHeld(ctx, held, now);
   return new Set(held.map(({ id }) => id));
-}
-
-/** Completes the warm-ups of `domains` still active in the directory; the ones this call completed. */
-async function completeWarmups(ctx: Ctx, domains: WarmupDomain[]): Promise<WarmupDomain[]> {
-  if (domains.length === 0) return [];
-  const { results } = await statement(
-    ctx.shared,
-    sql`UPDATE domains SET warmup_status = 'completed', updated_at = ${sqlNow}
-      WHERE ${inJsonArray(
-        sql`id`,
-        domains.map((domain) => domain.id),
-      )} AND warmup_status = 'active' RETURNING id`,
-  ).all<{ id: string }>();
-  const completed = new Set(results.map((row) => row.id));
-  for (const id of completed) forgetCachedDomain(id);
-  return domains.filter((domain) => completed.has(domain.id));
-}
-
-/** Takes back the completions whose events could not be written. */
-async function undoCompletions(ctx: Ctx, completions: EventInput[]): Promise<void> {
-  if (completions.length === 0) return;
-  const ids = completions.map((input) => input.subjectId);
-  await statement(
-    ctx.shared,
-    sql`UPDATE domains SET warmup_status = 'active' WHERE ${inJsonArray(sql`id`, ids)} AND warmup_status = 'completed'`,
-  ).run();
-  for (const id of ids) if (id) forgetCachedDomain(id);
 }
 
 /** Enqueues held messages again, each delayed until its due time (at most 12 hours: it waits again if it comes early). */
@@ -241,7 +249,6 @@ type WarmupInput = { enabled: boolean; schedule?: number[]; preset?: WarmupPrese
  * unless a new one is given); disabling sets `paused`. A status change emits `warmup.status_changed`.
  */
 export async function setWarmup(ctx: Ctx, domain: DomainRow, input: WarmupInput, now = new Date()): Promise<DomainRow> {
-  const { db, shared } = ctx;
   const schedule = input.schedule ?? (input.preset ? [...warmupPresets[input.preset]] : (domain.warmupSchedule ?? [...warmupPresets.standard]));
   const startedAt =
     input.startedAt ??
@@ -260,36 +267,22 @@ export async function setWarmup(ctx: Ctx, domain: DomainRow, input: WarmupInput,
     warmupStartedAt: startedAt,
     warmupPausedReason: input.enabled ? null : "paused by the account",
   } satisfies DomainRow;
-  // The domain is in the directory (`DB`), its event in the account's database: what it had is read in the UPDATE's
-  // transaction, and the event written after it only if the status changed there, so an event never announces a
-  // change that was not made, and two requests racing announce one.
-  const [before] = await batch<WarmupColumns>(shared, [
-    statement(shared, sql`SELECT warmup_status, warmup_schedule, warmup_started_at, warmup_paused_reason FROM domains WHERE id = ${domain.id}`),
-    statement(
-      shared,
-      sql`UPDATE domains SET warmup_status = ${status}, warmup_schedule = ${JSON.stringify(schedule)}, warmup_started_at = ${startedAt},
-        warmup_paused_reason = ${updated.warmupPausedReason}, updated_at = ${sqlNow} WHERE id = ${domain.id}`,
-    ),
-  ]);
-  forgetCachedDomain(domain.id);
-  const previous = before?.results[0];
-  if (previous && previous.warmup_status !== status) {
-    const input = warmupEvent(domain, previous.warmup_status, status);
-    try {
-      await batch(db, [eventStatement(db, input)]);
-    } catch (error) {
-      // Two databases' writes cannot be one transaction: a change whose event could not be stored is taken back (unless
-      // another change followed it), so the warm-up stays as it was and no change goes unannounced.
-      await statement(
-        shared,
-        sql`UPDATE domains SET warmup_status = ${previous.warmup_status}, warmup_schedule = ${previous.warmup_schedule},
-          warmup_started_at = ${previous.warmup_started_at}, warmup_paused_reason = ${previous.warmup_paused_reason}
-          WHERE id = ${domain.id} AND warmup_status = ${status}`,
-      ).run();
-      forgetCachedDomain(domain.id);
-      throw error;
-    }
-    await dispatchEventInputs(ctx, [input]);
+  const write = sql`UPDATE domains SET warmup_status = ${status}, warmup_schedule = ${JSON.stringify(schedule)}, warmup_started_at = ${startedAt},
+    warmup_paused_reason = ${updated.warmupPausedReason}, updated_at = ${sqlNow} WHERE id = ${domain.id}`;
+  if (status === domain.warmupStatus) {
+    await ctx.shared.run(write);
+    forgetCachedDomain(domain.id);
+    return updated;
   }
+  await applyWarmupChanges(ctx, [
+    {
+      domain,
+      previous: domain.warmupStatus,
+      status,
+      apply: sql`${write} AND warmup_status = ${domain.warmupStatus} RETURNING id`,
+      undo: sql`UPDATE domains SET warmup_status = ${domain.warmupStatus}, warmup_schedule = ${domain.warmupSchedule === null ? null : JSON.stringify(domain.warmupSchedule)},
+        warmup_started_at = ${domain.warmupStartedAt}, warmup_paused_reason = ${domain.warmupPausedReason} WHERE id = ${domain.id} AND warmup_status = ${status}`,
+    },
+  ]);
   return updated;
 }

@@ -33,7 +33,6 @@ async function buildPlatformMail(ctx: Ctx, mail: PlatformMail): Promise<{ from: 
       date: new Date(),
     }),
   );
-  // Domains are in the directory (`DB`): platform mail may be sent before any account is known (a sign-in link).
   const domain = await shared
     .select()
     .from(domains)

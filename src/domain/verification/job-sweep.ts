@@ -74,7 +74,7 @@ async function resumeVerificationJob(ctx: Ctx, jobId: string, staleBefore: strin
   );
   const missing = new Set(unstarted.map((row) => row.position));
   await sendChunks(
-    env,
+    ctx,
     job.id,
     chunks.filter((_, i) => missing.has(markers[i]!)),
   );

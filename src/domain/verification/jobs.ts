@@ -5,7 +5,7 @@
 
 import { sql } from "drizzle-orm";
 import { z } from "zod";
-import { statement, batch, type Ctx } from "../../db/client";
+import { statement, batch, databaseNameOf, type Ctx } from "../../db/client";
 import { newId } from "../../lib/ids";
 import { logError } from "../../lib/log";
 import type { Account } from "../accounts/accounts";
@@ -43,6 +43,8 @@ export const verificationChunkSchema = z.object({
   /** Slice [offset, offset + count) of the job input's distinct addresses. */
   offset: z.number().int().nonnegative(),
   count: z.number().int().positive().max(CHUNK_SIZE),
+  /** The account database the job's rows are in; messages sent before account databases name none: DB. */
+  database: z.string().max(64).default("DB"),
 });
 export type VerificationChunkMessage = z.infer<typeof verificationChunkSchema>;
 
@@ -200,9 +202,8 @@ export async function createVerificationJob(
  * and the client should retry.
  */
 export async function enqueueVerificationJob(ctx: Ctx, job: VerificationJob, chunks: JobPlan["chunks"]): Promise<"queued" | "queue_unavailable"> {
-  const { env } = ctx;
   try {
-    await sendChunks(env, job.id, chunks);
+    await sendChunks(ctx, job.id, chunks);
     return "queued";
   } catch (error) {
     logError("verification job could not be queued; failing and refunding it", {
@@ -215,10 +216,11 @@ export async function enqueueVerificationJob(ctx: Ctx, job: VerificationJob, chu
 }
 
 /** The chunks as queue messages, `QUEUE_SEND_BATCH_MAX` per sendBatch: at acceptance, and again for those the sweep finds lost. */
-export async function sendChunks(env: Env, jobId: string, chunks: JobPlan["chunks"]): Promise<void> {
+export async function sendChunks({ env, db }: Pick<Ctx, "env" | "db">, jobId: string, chunks: JobPlan["chunks"]): Promise<void> {
+  const database = databaseNameOf(db);
   const messages = chunks.map(
     (chunk): MessageSendRequest<VerificationChunkMessage> => ({
-      body: { kind: "verification_chunk", job_id: jobId, offset: chunk.offset, count: chunk.count },
+      body: { kind: "verification_chunk", job_id: jobId, offset: chunk.offset, count: chunk.count, database },
       contentType: "json",
     }),
   );

@@ -1,4 +1,4 @@
-import { type AccountDb, type Ctx, batch } from "../../db/client";
+import { type AccountDb, type Ctx, type DatabaseName, batch, databaseNameOf } from "../../db/client";
 import { and, asc, eq, inArray, isNull, lt } from "drizzle-orm";
 import { events } from "../../db/schema";
 import { chunk } from "../../lib/chunk";
@@ -14,8 +14,11 @@ import { enabledEndpointsOf, subscribesTo } from "./endpoints";
 // Enqueueing before marking means an event is never lost, and at worst enqueued twice (a sweep racing a slow
 // producer): receivers de-duplicate by event id, as the spec asks them to.
 
-/** Body of one WEBHOOK_QUEUE message: one attempt to deliver one event to one endpoint. */
-export type WebhookDeliveryMessage = { event_id: string; endpoint_id: string; attempt: number };
+/**
+ * Body of one WEBHOOK_QUEUE message: one attempt to deliver one event to one endpoint, in the account database
+ * `database` (messages enqueued before account databases name none: theirs is `DB`).
+ */
+export type WebhookDeliveryMessage = { event_id: string; endpoint_id: string; attempt: number; database?: DatabaseName };
 
 // D1 binds at most 100 parameters per statement; sendBatch takes at most 100 messages.
 const IDS_PER_STATEMENT = 90;
@@ -96,11 +99,12 @@ async function dispatchEventRows(ctx: Ctx, rows: readonly EventRow[]): Promise<n
   const { env, db } = ctx;
   if (rows.length === 0) return 0;
   const endpoints = await enabledEndpointsOf(db, [...new Set(rows.map((row) => row.accountId))]);
+  const database = databaseNameOf(db);
 
   const messages: MessageSendRequest<WebhookDeliveryMessage>[] = rows.flatMap((event) =>
     endpoints
       .filter((endpoint) => endpoint.accountId === event.accountId && subscribesTo(endpoint.events, event.type))
-      .map((endpoint) => ({ body: { event_id: event.id, endpoint_id: endpoint.id, attempt: 1 }, contentType: "json" as const })),
+      .map((endpoint) => ({ body: { event_id: event.id, endpoint_id: endpoint.id, attempt: 1, database }, contentType: "json" as const })),
   );
   for (const part of chunk(messages, MESSAGES_PER_SEND_BATCH)) await env.WEBHOOK_QUEUE.sendBatch(part);
 
