@@ -1,4 +1,6 @@
-import { inDatabase, openCtx } from "../db/client";
+import { eq } from "drizzle-orm";
+import { databaseNameOf, findInAccountDatabases, inDatabase, openCtx } from "../db/client";
+import { contactImports } from "../db/schema";
 import { failContactImport, importTuning, runContactImport, type ContactImportMessage } from "../domain/contacts/import";
 import { logError } from "../lib/log";
 
@@ -12,12 +14,22 @@ const LAST_ATTEMPT = 4;
  * it `processing` forever.
  */
 export async function consumeContactImportMessage(message: Message<unknown>, body: ContactImportMessage, env: Env): Promise<void> {
-  const ctx = inDatabase(openCtx(env), body.database);
   const importId = body.import_id;
+  // The database the message names first, then the others: a message sent before account databases names none (its
+  // import is in DB unless its account has moved since). An import in none of them was purged: nothing to do.
+  const found = await findInAccountDatabases(env, body.database, (db) =>
+    db.select({ id: contactImports.id }).from(contactImports).where(eq(contactImports.id, importId)).get(),
+  );
+  if (!found) {
+    message.ack();
+    return;
+  }
+  const database = databaseNameOf(found.db);
+  const ctx = inDatabase(openCtx(env), database);
   try {
     const result = await runContactImport(ctx, importId, { deadline: Date.now() + importTuning.invocationBudgetMs });
     if (result.state === "continue") {
-      const next: ContactImportMessage = { kind: "contact_import", import_id: importId, offset: result.offset, database: body.database };
+      const next: ContactImportMessage = { kind: "contact_import", import_id: importId, offset: result.offset, database };
       await env.VERIFY_QUEUE.send(next);
     }
     message.ack();
