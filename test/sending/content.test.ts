@@ -1,3 +1,4 @@
+import { exports } from "cloudflare:workers";
 import PostalMime from "postal-mime";
 import { describe, expect, it } from "vitest";
 import { signBridgeRequest } from "@mailforge/bridge-contract";
