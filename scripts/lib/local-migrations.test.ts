@@ -26,7 +26,12 @@ function recorded(persistTo: string): string[][] {
     const database = new DatabaseSync(join(folder, file));
     try {
       if (database.prepare("SELECT 1 FROM sqlite_master WHERE name = 'd1_migrations'").get())
-        lists.push(database.prepare("SELECT name FROM d1_migrations ORDER BY id").all().map((row) => String(row.name)));
+        lists.push(
+          database
+            .prepare("SELECT name FROM d1_migrations ORDER BY id")
+            .all()
+            .map((row) => String(row.name)),
+        );
     } finally {
       database.close();
     }
