@@ -110,6 +110,7 @@ it("spreads a mixed load over the account databases by their accounts, DB under 
       sent.push({ account, id: await send(account, to), to });
     }
   }
+  const accepted = databases.summary();
   await deliverHeld();
 
   // Every message reached its reader, and its account sees it sent; its events went to the account's endpoint.
@@ -122,9 +123,14 @@ it("spreads a mixed load over the account databases by their accounts, DB under 
   const summary = databases.summary();
   const total = Object.values(summary).reduce((sum, figures) => sum + figures.roundTrips, 0);
   console.info(
-    `${accounts.length} accounts, ${sent.length} messages accepted and delivered: ${total} D1 round trips; ` +
+    `${accounts.length} accounts, ${sent.length} messages accepted and delivered (one send-queue batch): ${total} D1 round trips; ` +
       Object.entries(summary)
-        .map(([name, figures]) => `${name} ${figures.roundTrips} (${(figures.share * 100).toFixed(1)} %), ${figures.statements} statements`)
+        .map(
+          ([name, figures]) =>
+            `${name} ${figures.roundTrips} (${(figures.share * 100).toFixed(1)} %), ${figures.statements} statements ` +
+            `(accepting ${accepted[name]!.roundTrips} and ${accepted[name]!.statements}, delivering ` +
+            `${figures.roundTrips - accepted[name]!.roundTrips} and ${figures.statements - accepted[name]!.statements})`,
+        )
         .join("; "),
   );
   expect(summary.DB!.share).toBeLessThan(0.1);
