@@ -1,9 +1,9 @@
-// `npm run dev`: the whole local stack in one command. Applies D1 migrations, starts the dev DoH server and the
+// `npm run dev`: the whole local stack in one command. Applies D1 migrations (to `DB` and every account database), starts the dev DoH server and the
 // dev mail sink (in this process), the Worker (wrangler dev) as a child, seeds a demo account idempotently and
 // prints what a newcomer needs. Ctrl-C stops everything; state persists in .dev/ for the next run.
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { appendFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { appendFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { connect } from "node:net";
 import { z } from "zod";
 import { createDohServer, upsertRecords } from "./dev/doh-server.ts";
@@ -11,7 +11,7 @@ import { createMailSink } from "./dev/mail-sink.ts";
 import { createMxHosts, DEV_MX_BEHAVIOURS, DEV_MX_ZONE } from "./dev/mx-hosts.ts";
 import { copyDashboardAssets } from "./lib/dashboard-assets.ts";
 import { devStackFile, devStackUrlFile, readDevVars, type DevStackAddresses } from "./lib/dev-vars.ts";
-import { localMigrationCommand } from "./lib/local-migrations.ts";
+import { migrateLocalDatabases } from "./lib/local-migrations.ts";
 import { seedDemoDomain } from "./lib/seed-domain.ts";
 
 const port = z.coerce.number().int().min(1).max(65535);
@@ -38,13 +38,10 @@ const zonePath = `${stateDir}/zone.json`;
 const demoPath = `${stateDir}/demo.json`;
 const workerUrl = `http://${config.DEV_HOST}:${config.WORKER_PORT}`;
 const children: ChildProcess[] = [];
-// Offline-friendly: no metrics, update checks or `Request.cf` download from wrangler and miniflare.
-const childEnv = {
-  ...process.env,
-  WRANGLER_SEND_METRICS: "false",
-  WRANGLER_DISABLE_UPDATE_CHECK: "true",
-  CLOUDFLARE_CF_FETCH_ENABLED: "false",
-};
+// Offline-friendly: no metrics, update checks or `Request.cf` download from wrangler and miniflare, in the children
+// and in this process (it migrates the local databases through wrangler's API).
+Object.assign(process.env, { WRANGLER_SEND_METRICS: "false", WRANGLER_DISABLE_UPDATE_CHECK: "true", CLOUDFLARE_CF_FETCH_ENABLED: "false" });
+const childEnv = process.env;
 
 function ensureDevVars() {
   if (existsSync(".dev.vars")) return;
@@ -69,14 +66,6 @@ function ensureDevVars() {
 function ensureProberSecret() {
   if (readDevVars().PROBER_SECRET) return;
   appendFileSync(".dev.vars", `PROBER_SECRET="${randomBytes(24).toString("base64url")}"\n`);
-}
-
-function run(command: string, args: string[], options: { quiet?: boolean } = {}): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { stdio: options.quiet ? ["ignore", "ignore", "inherit"] : "inherit", env: childEnv });
-    child.once("error", reject);
-    child.once("exit", (code) => (code === 0 ? resolve() : reject(new Error(`${command} ${args.join(" ")} exited with ${code}`))));
-  });
 }
 
 function startChild(name: string, command: string, args: string[], env: NodeJS.ProcessEnv = childEnv): ChildProcess {
@@ -229,9 +218,7 @@ await sink.listen({ smtpPort: config.SINK_SMTP_PORT, httpPort: config.SINK_HTTP_
 await mxHosts.listen(config.DEV_MX_PORT);
 for (const [name, records] of Object.entries(DEV_MX_ZONE)) await upsertRecords(zonePath, name, records);
 
-const migrate = localMigrationCommand(`${stateDir}/state`, stateDir);
-await run("wrangler", migrate.args, { quiet: true });
-if (migrate.sqlFile) rmSync(migrate.sqlFile);
+await migrateLocalDatabases(`${stateDir}/state`);
 
 const vars = {
   DOH_URL: `http://${config.DEV_HOST}:${config.DOH_PORT}/dns-query`,

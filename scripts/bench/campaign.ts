@@ -51,12 +51,21 @@ async function request<T>(path: string, key: string, init: { method?: string; bo
   return JSON.parse(text) as T;
 }
 
-/** The stack's local D1 file (wrangler keeps one SQLite file per database under the state directory). */
-function openD1(): DatabaseSync {
+/**
+ * The local D1 file that holds the account's rows (wrangler keeps one SQLite file per database under the state
+ * directory, named by a hash): the one with its opening credits in the ledger, which lives in the account's database.
+ */
+function openD1(accountId: string): DatabaseSync {
   const dir = join(config.DEV_STATE_DIR, "state", "v3", "d1", "miniflare-D1DatabaseObject");
-  const file = readdirSync(dir).find((name) => name.endsWith(".sqlite") && name !== "metadata.sqlite");
-  if (!file) throw new Error(`no D1 database in ${dir}`);
-  return new DatabaseSync(join(dir, file), { readOnly: true });
+  for (const file of readdirSync(dir).filter((name) => name.endsWith(".sqlite") && name !== "metadata.sqlite")) {
+    const database = new DatabaseSync(join(dir, file), { readOnly: true });
+    const found =
+      database.prepare("SELECT 1 FROM sqlite_master WHERE name = 'credit_ledger'").get() &&
+      database.prepare("SELECT 1 FROM credit_ledger WHERE account_id = ? LIMIT 1").get(accountId);
+    if (found) return database;
+    database.close();
+  }
+  throw new Error(`no D1 database in ${dir} holds account ${accountId}`);
 }
 
 /** The stack's workerd processes (wrangler runs more than one): those that inherited this stack's DEV_STATE_DIR. */
@@ -136,7 +145,7 @@ const campaign = await request<{ id: string }>("/api/v1/campaigns", key, {
   },
 });
 
-const d1 = openD1();
+const d1 = openD1(account.id);
 const count = (sql: string, ...params: string[]) => Number((d1.prepare(sql).get(...params) as { n: number }).n);
 /** Rows the send and the fan-out add (deliveries add their own: a ledger charge and events per message). */
 const fanOutRows = () =>

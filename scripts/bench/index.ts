@@ -36,6 +36,11 @@ await run({
   command: ["node_modules/.bin/vitest", "run", "--config", "vitest.config.ts", "test/sending/d1-cost.test.ts"],
   keep: (line) => line.includes("per accepted"),
 });
+await run({
+  title: "D1 round trips per database for a mixed load over both account databases (measured in workerd)",
+  command: ["node_modules/.bin/vitest", "run", "--config", "vitest.config.ts", "test/sending/d1-spread.test.ts"],
+  keep: (line) => line.includes("accepted and delivered"),
+});
 await run({ title: "POST /send accept rate and delivery rate", command: [tsx, "scripts/bench/send.ts", "200", "300"] });
 await run({ title: "POST /send/batch vs single POST /send: accepted messages per second", command: [tsx, "scripts/bench/send-batch.ts", "1000"] });
 await run({ title: "verification engine without DNS vs peers", command: [tsx, "scripts/bench/verification.ts", "--engine-only"] });

@@ -5,8 +5,8 @@
 //   npx tsx scripts/bench/reports.ts [requests=100]
 //
 // Seeding: a bulk loader writes the daily_stats rows the real event path would leave (one row per account × UTC day
-// × sending domain × mailbox provider × campaign, each event adding 1 to one counter of its row), straight into the
-// stack's local D1 with `wrangler d1 execute`, the way webhooks.ts seeds its events. Both accounts get the same
+// × sending domain × mailbox provider × campaign, each event adding 1 to one counter of its row), straight into each
+// account's local D1 database with `wrangler d1 execute`, the way webhooks.ts seeds its events. Both accounts get the same
 // realistic cardinality: 90 days, 5 sending domains × 5 providers of transactional mail every day, and 20 campaigns
 // (each from one domain) whose sends, opens and clicks land over the 14 days after their send day. Only the counts in
 // the rows differ: 100,000 events for one account, 1,000,000 for the other. Seeding the real path instead (a million
@@ -110,7 +110,7 @@ function insertSql(accountId: string, rows: Row[], events: number): string {
   return statements.join("\n");
 }
 
-async function createAccount(name: string): Promise<{ id: string; api_key: string }> {
+async function createAccount(name: string): Promise<{ id: string; api_key: string; database: string }> {
   const response = await fetch(`${workerUrl}/admin/v1/accounts`, {
     method: "POST",
     headers: { Authorization: `Bearer ${adminToken}`, "Content-Type": "application/json" },
@@ -118,17 +118,17 @@ async function createAccount(name: string): Promise<{ id: string; api_key: strin
     body: JSON.stringify({ name, rate_limit_per_minute: 1_000_000 }),
   });
   if (response.status !== 201) throw new Error(`account creation: ${response.status} ${await response.text()}`);
-  return (await response.json()) as { id: string; api_key: string };
+  return (await response.json()) as { id: string; api_key: string; database: string };
 }
 
-async function seed(sql: string) {
+async function seed(database: string, sql: string) {
   const dir = await mkdtemp(join(tmpdir(), "mailforge-reports-bench-"));
   try {
     const file = join(dir, "seed.sql");
     await writeFile(file, sql);
     await promisify(execFile)(
       "npx",
-      ["wrangler", "d1", "execute", "DB", "--local", "--persist-to", `${config.DEV_STATE_DIR}/state`, "--file", file],
+      ["wrangler", "d1", "execute", database, "--local", "--persist-to", `${config.DEV_STATE_DIR}/state`, "--file", file],
       {
         env: { ...process.env, WRANGLER_SEND_METRICS: "false" },
         maxBuffer: 64 * 1024 * 1024,
@@ -153,7 +153,13 @@ const sizes = [100_000, 1_000_000] as const;
 const accounts = await Promise.all(sizes.map((events) => createAccount(`reports bench ${events} ${run}`)));
 const rows = rowKeys(run);
 const seedStarted = performance.now();
-await seed(sizes.map((events, i) => insertSql(accounts[i]!.id, rows, events)).join("\n"));
+// Each account's rows go to the database that holds its rows, wherever placement put it.
+for (const database of new Set(accounts.map((account) => account.database))) {
+  await seed(
+    database,
+    sizes.flatMap((events, i) => (accounts[i]!.database === database ? [insertSql(accounts[i]!.id, rows, events)] : [])).join("\n"),
+  );
+}
 console.log(
   `seeded ${rows.length} daily_stats rows per account (${days} days, ${domains.length} domains × ${providers.length} providers, ${campaigns} campaigns) in ${((performance.now() - seedStarted) / 1000).toFixed(1)} s`,
 );

@@ -4,7 +4,7 @@
 //   npx tsx scripts/bench/webhooks.ts [events=500] [slow-events=200]
 //
 // Events come from the outbox, not from an API: the bench writes N undispatched `relay.delivered` events straight
-// into the stack's local D1 (wrangler d1 execute, the way a producer's batch would leave them), backdated past the
+// into the account's local D1 database (wrangler d1 execute on the binding the operator API names, the way a producer's batch would leave them), backdated past the
 // sweep's one-minute grace, then fires the cron (`/__scheduled`, `npm run dev` starts wrangler with
 // --test-scheduled). From there everything is the production path: sweep → dispatch (sendBatch) → the
 // mailforge-webhooks queue → the consumer (load, sign, POST, log each attempt in D1) → a receiver on loopback.
@@ -58,8 +58,11 @@ async function createEndpoint(apiKey: string, path: string): Promise<{ id: strin
   return api("/api/v1/webhooks", apiKey, { url: receiverUrl(path), events: ["*"] });
 }
 
-/** N undispatched events of the account, created two minutes ago, in one statement. */
-async function insertEvents(accountId: string, count: number, tag: string): Promise<void> {
+type Account = { id: string; api_key: string; database: string };
+
+/** N undispatched events of the account, created two minutes ago, in one statement, in the account's database. */
+async function insertEvents(account: Account, count: number, tag: string): Promise<void> {
+  const accountId = account.id;
   const sql = `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ${count})
     INSERT INTO events (id, account_id, type, subject_id, dedupe_key, data, created_at)
     SELECT 'evt_bench_${tag}_' || i, '${accountId}', 'relay.delivered', NULL, 'bench:${tag}:' || i,
@@ -68,7 +71,7 @@ async function insertEvents(accountId: string, count: number, tag: string): Prom
     FROM n`;
   await promisify(execFile)(
     "npx",
-    ["wrangler", "d1", "execute", "DB", "--local", "--persist-to", `${config.DEV_STATE_DIR}/state`, "--command", sql],
+    ["wrangler", "d1", "execute", account.database, "--local", "--persist-to", `${config.DEV_STATE_DIR}/state`, "--command", sql],
     {
       env: { ...process.env, WRANGLER_SEND_METRICS: "false" },
       maxBuffer: 16 * 1024 * 1024,
@@ -114,13 +117,13 @@ const account = await (async () => {
     body: JSON.stringify({ name: `webhook bench ${run}` }),
   });
   if (response.status !== 201) throw new Error(`account creation: ${response.status} ${await response.text()}`);
-  return (await response.json()) as { id: string; api_key: string };
+  return (await response.json()) as Account;
 })();
 
 // --- 1. throughput through the queue ---------------------------------------------------------------------------
 const fastPath = `/bench/${run}/fast`;
 const fast = await createEndpoint(account.api_key, fastPath);
-await insertEvents(account.id, events, `${run}a`);
+await insertEvents(account, events, `${run}a`);
 const queueStart = await fireCron();
 const queued = await waitFor(fastPath, events, 300_000);
 const queueMs = Math.max(...queued.map((r) => r.received_at_ms)) - queueStart;
@@ -162,14 +165,14 @@ const slowAccount = await (async () => {
     headers: { Authorization: `Bearer ${adminToken}`, "Content-Type": "application/json" },
     body: JSON.stringify({ name: `webhook bench slow ${run}` }),
   });
-  return (await response.json()) as { id: string; api_key: string };
+  return (await response.json()) as Account;
 })();
 const slowPath = `/bench/${run}/slow`;
 const nextToSlowPath = `/bench/${run}/next-to-slow`;
 await fetch(`http://127.0.0.1:${receiverPort}/_rules`, { method: "POST", body: JSON.stringify({ path: slowPath, status: 200, delay_ms: 5000 }) });
 await createEndpoint(slowAccount.api_key, slowPath);
 await createEndpoint(slowAccount.api_key, nextToSlowPath);
-await insertEvents(slowAccount.id, slowEvents, `${run}b`);
+await insertEvents(slowAccount, slowEvents, `${run}b`);
 const slowStart = await fireCron();
 const nextToSlow = await waitFor(nextToSlowPath, slowEvents, 600_000);
 const slow = await waitFor(slowPath, slowEvents, 600_000);

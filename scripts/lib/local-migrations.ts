@@ -1,43 +1,94 @@
-// Bringing the local D1 database of `npm run dev` (and of the e2e suite's stack) up to date with migrations/.
-import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+// Bringing the local D1 databases of `npm run dev` (and of the e2e suite's stack) up to date with migrations/: `DB`
+// and every account database wrangler.toml declares.
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { getPlatformProxy, unstable_readConfig, unstable_splitSqlQuery } from "wrangler";
 
-// wrangler.toml's `migrations_dir` (relative to the project root, where `npm run dev` runs), and wrangler's default
-// `migrations_table`, which wrangler.toml does not change.
-const migrationsDir = "migrations";
+// wrangler's default `migrations_table`, which wrangler.toml does not change.
 const migrationsTable = "d1_migrations";
 
-/**
- * The wrangler arguments that migrate the local database kept in `persistTo` (wrangler's `--persist-to`).
- *
- * `wrangler d1 migrations apply --local` starts a local runtime for each migration it applies: on a fresh state
- * directory, with every migration pending, that is about 20 s of CPU and as long on the clock. A database that does
- * not exist yet gets every migration from one `wrangler d1 execute --file` instead: the statements `migrations apply`
- * would run, in its order, each migration followed by the `d1_migrations` row `migrations apply` writes for it, so
- * wrangler counts them as applied afterwards. All of them run as one batch, so a failing migration leaves no database
- * half made. A database that exists goes through `migrations apply`, which applies only what it lacks.
- */
-export function localMigrationCommand(persistTo: string, scratchDir: string): { args: string[]; sqlFile?: string } {
-  const databases = join(persistTo, "v3", "d1");
-  const exists = existsSync(databases) && readdirSync(databases, { recursive: true, encoding: "utf8" }).some((file) => file.endsWith(".sqlite"));
-  if (exists) return { args: ["d1", "migrations", "apply", "DB", "--local", "--persist-to", persistTo] };
+export type LocalDatabase = { binding: string; id: string; migrationsDir: string };
 
-  const statements = [
-    `CREATE TABLE IF NOT EXISTS "${migrationsTable}"(
+/** The D1 databases wrangler.toml (at `configPath`) binds, with the folder of migrations each is built from. */
+export function localDatabases(configPath: string): LocalDatabase[] {
+  const config = unstable_readConfig({ config: configPath });
+  const root = resolve(configPath, "..");
+  const databases: { binding: string; database_id?: string; migrations_dir?: string }[] = config.d1_databases;
+  return databases.map((database) => ({
+    binding: database.binding,
+    id: database.database_id ?? database.binding,
+    migrationsDir: resolve(root, database.migrations_dir ?? "migrations"),
+  }));
+}
+
+/** The migrations of `dir`, in the order wrangler applies them. */
+export function migrationFiles(dir: string): string[] {
+  return readdirSync(dir)
+    .filter((file) => file.endsWith(".sql"))
+    .sort();
+}
+
+type D1 = {
+  prepare(query: string): D1Statement;
+  batch(statements: D1Statement[]): Promise<unknown[]>;
+};
+type D1Statement = { run(): Promise<unknown>; all(): Promise<{ results: Record<string, unknown>[] }> };
+
+/**
+ * Applies what each local database lacks, and returns what it applied to each (binding → migration names).
+ *
+ * `wrangler d1 migrations apply --local` starts a local runtime for each database and each migration it applies: on a
+ * fresh state directory, with every migration pending, that was about 20 s of CPU for one database, three times that for
+ * three. Here one runtime holds every database (wrangler's own `getPlatformProxy`, persisting where `wrangler dev
+ * --persist-to` does), and each database gets what it lacks in one batch: the statements `migrations apply` would run,
+ * in its order, each migration followed by the `d1_migrations` row `migrations apply` writes for it, so wrangler counts
+ * them as applied afterwards. A batch is one transaction, so a failing migration leaves that database as it was.
+ */
+export async function migrateLocalDatabases(persistTo: string, configPath = "wrangler.toml"): Promise<Record<string, string[]>> {
+  const databases = localDatabases(configPath);
+  // The proxy gets the databases only: the Worker's queues, Durable Objects and workflows are not needed to migrate.
+  const scratch = mkdtempSync(join(resolve(persistTo, ".."), "migrate-"));
+  const scratchConfig = join(scratch, "wrangler.json");
+  writeFileSync(
+    scratchConfig,
+    JSON.stringify({
+      name: "local-migrations",
+      compatibility_date: "2026-10-01",
+      d1_databases: databases.map((database) => ({ binding: database.binding, database_id: database.id })),
+    }),
+  );
+  const proxy = await getPlatformProxy<Record<string, D1>>({
+    configPath: scratchConfig,
+    persist: { path: join(resolve(persistTo), "v3") },
+    remoteBindings: false,
+  });
+  try {
+    const applied: Record<string, string[]> = {};
+    await Promise.all(
+      databases.map(async (database) => {
+        const db = proxy.env[database.binding]!;
+        // wrangler's own definition of its table, so `migrations apply` finds it as it would have made it
+        await db
+          .prepare(`CREATE TABLE IF NOT EXISTS "${migrationsTable}"(
 		id         INTEGER PRIMARY KEY AUTOINCREMENT,
 		name       TEXT UNIQUE,
 		applied_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP NOT NULL
-);`,
-  ];
-  for (const name of readdirSync(migrationsDir)
-    .filter((file) => file.endsWith(".sql"))
-    .sort()) {
-    statements.push(
-      readFileSync(join(migrationsDir, name), "utf8"),
-      `INSERT INTO "${migrationsTable}" (name)\nvalues ('${name.replace(/'/g, "''")}');`,
+);`)
+          .run();
+        const done = new Set((await db.prepare(`SELECT name FROM "${migrationsTable}"`).all()).results.map((row) => String(row.name)));
+        const pending = migrationFiles(database.migrationsDir).filter((name) => !done.has(name));
+        applied[database.binding] = pending;
+        if (pending.length === 0) return;
+        const statements = pending.flatMap((name) => [
+          ...unstable_splitSqlQuery(readFileSync(join(database.migrationsDir, name), "utf8")).map((query) => db.prepare(query)),
+          db.prepare(`INSERT INTO "${migrationsTable}" (name)\nvalues ('${name.replace(/'/g, "''")}');`),
+        ]);
+        await db.batch(statements);
+      }),
     );
+    return applied;
+  } finally {
+    await proxy.dispose();
+    rmSync(scratch, { recursive: true, force: true });
   }
-  const sqlFile = join(scratchDir, "all-migrations.sql");
-  writeFileSync(sqlFile, `${statements.join("\n")}\n`);
-  return { args: ["d1", "execute", "DB", "--local", "--persist-to", persistTo, "--file", sqlFile], sqlFile };
 }

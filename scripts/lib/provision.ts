@@ -2,13 +2,14 @@
 // queues and their dead-letter queues, R2 buckets), through wrangler itself, so it uses the same login (`wrangler
 // login` or CLOUDFLARE_API_TOKEN) and the same API (CLOUDFLARE_API_BASE_URL) as `wrangler deploy`. Each resource is
 // looked up first and created only when missing, so running it again changes nothing. A D1 database's id is written
-// into wrangler.toml in place of the all-zero placeholder. Workflows have no create call: `wrangler deploy` creates
-// them with the Worker, so they are listed as such.
+// into wrangler.toml in place of its placeholder, and every database (`DB` and each account database) gets the
+// migrations it lacks, so a database added to wrangler.toml is ready for accounts after one run. Workflows have no
+// create call: `wrangler deploy` creates them with the Worker, so they are listed as such.
 import { spawn } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import { unstable_readConfig } from "wrangler";
 
-export type Resources = { databases: { name: string; id?: string }[]; queues: string[]; buckets: string[]; workflows: string[] };
+export type Resources = { databases: { binding: string; name: string; id?: string }[]; queues: string[]; buckets: string[]; workflows: string[] };
 
 /** What wrangler.toml (at `configPath`) binds: every queue a producer, a consumer or a dead-letter setting names. */
 export function resourcesOf(configPath: string): Resources {
@@ -19,11 +20,11 @@ export function resourcesOf(configPath: string): Resources {
     queues.add(consumer.queue);
     if (consumer.dead_letter_queue) queues.add(consumer.dead_letter_queue);
   }
-  const databases: { database_name?: string; database_id?: string }[] = config.d1_databases;
+  const databases: { binding: string; database_name?: string; database_id?: string }[] = config.d1_databases;
   const buckets: { bucket_name?: string }[] = config.r2_buckets;
   const workflows: { name: string }[] = config.workflows;
   return {
-    databases: databases.map((database) => ({ name: database.database_name!, id: database.database_id })),
+    databases: databases.map((database) => ({ binding: database.binding, name: database.database_name!, id: database.database_id })),
     queues: [...queues],
     buckets: [...new Set(buckets.map((bucket) => bucket.bucket_name!))],
     workflows: workflows.map((workflow) => workflow.name),
@@ -46,9 +47,18 @@ export function wranglerCli(binary: string, env: NodeJS.ProcessEnv = process.env
     });
 }
 
-export type Step = { kind: "database" | "queue" | "bucket" | "workflow"; name: string; action: "exists" | "created" | "on deploy"; detail?: string };
+export type Step = {
+  kind: "database" | "migrations" | "queue" | "bucket" | "workflow";
+  name: string;
+  action: "exists" | "created" | "applied" | "up to date" | "on deploy";
+  detail?: string;
+};
 
-const placeholderId = /^0{8}-0{4}-0{4}-0{4}-0{12}$/;
+// wrangler.toml's placeholders: all zero but the last digits, which tell the databases apart for `wrangler dev` (it
+// keeps a local database per id). D1 gives out random (version 4) UUIDs, so none of its ids looks like this.
+const placeholderId = /^0{8}-0{4}-0{4}-0{4}-[0-9a-f]{12}$/;
+// How `wrangler d1 migrations apply` names a migration in what it prints (its table, one row per migration).
+const migrationName = /\b\d{4}_[\w-]+\.sql\b/g;
 const createdDatabaseId = /"?database_id"?\s*[=:]\s*"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"/;
 
 class ProvisionError extends Error {}
@@ -130,6 +140,18 @@ export async function provision(
       else if (database.id !== id)
         throw new ProvisionError(`wrangler.toml names D1 database ${database.name} with id ${database.id}, but the account's has id ${id}`);
       record({ kind: "database", name: database.name, action, detail: recorded ? id : `${id} (written to wrangler.toml)` });
+    }
+    // One database at a time, after all exist (wrangler finds each by its binding's id in wrangler.toml). A migration
+    // that fails is rolled back by wrangler and stops the run, with what it printed.
+    for (const database of resources.databases) {
+      const output = await run(wrangler, ["d1", "migrations", "apply", database.binding, "--remote", "--config", configPath]);
+      const applied = new Set(output.match(migrationName));
+      record({
+        kind: "migrations",
+        name: database.binding,
+        action: applied.size > 0 ? "applied" : "up to date",
+        ...(applied.size > 0 ? { detail: `${applied.size} migration${applied.size === 1 ? "" : "s"}` } : {}),
+      });
     }
     for (const [index, queue] of resources.queues.entries()) {
       const found = queuesFound[index];

@@ -1,14 +1,19 @@
 // A stand-in for the Cloudflare API calls `npm run provision` makes through wrangler (CLOUDFLARE_API_BASE_URL points
 // wrangler at it): D1 databases, queues and R2 buckets of one account, kept in memory, in the response envelopes the
-// real API uses (and the analytics query `r2 bucket info` makes). Any other call is answered 404 and recorded, so a test sees what wrangler asked that it does not know.
+// real API uses (and the analytics query `r2 bucket info` makes). Each D1 database is an in-memory SQLite database
+// that answers D1's query endpoint, which `wrangler d1 migrations apply --remote` uses. Any other call is answered 404 and recorded, so a test sees what wrangler asked that it does not know.
 import { randomUUID } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { DatabaseSync } from "node:sqlite";
 
 export type CloudflareStandIn = {
   baseUrl: string;
   accountId: string;
+  /** name → id */
   databases: Map<string, string>;
+  /** id → the database's contents */
+  sqlite: Map<string, DatabaseSync>;
   queues: Map<string, string>;
   buckets: Set<string>;
   /** Every request, as "METHOD /path" (no query). */
@@ -34,6 +39,7 @@ async function bodyOf(request: IncomingMessage): Promise<Record<string, unknown>
 
 export async function startCloudflareStandIn(accountId = "0123456789abcdef0123456789abcdef"): Promise<CloudflareStandIn> {
   const databases = new Map<string, string>();
+  const sqlite = new Map<string, DatabaseSync>();
   const queues = new Map<string, string>();
   const buckets = new Set<string>();
   const requests: string[] = [];
@@ -70,7 +76,29 @@ export async function startCloudflareStandIn(accountId = "0123456789abcdef012345
       if (databases.has(String(name))) return send(400, failure(7502, "A database with that name already exists"));
       const uuid = randomUUID();
       databases.set(String(name), uuid);
+      sqlite.set(uuid, new DatabaseSync(":memory:"));
       return send(200, envelope({ uuid, name, created_at: now, version: "production", num_tables: 0, file_size: 0 }));
+    }
+    // D1's query endpoint: one result per statement; a statement that fails fails the request, as D1's does.
+    const query = path.match(new RegExp(`^${account}/d1/database/([0-9a-f-]+)/query$`));
+    if (query && method === "POST") {
+      const database = sqlite.get(query[1]!);
+      if (!database) return send(404, failure(7404, "The database could not be found"));
+      const { sql } = await bodyOf(request);
+      const started = performance.now();
+      try {
+        // A read answers its rows; anything else (a migration is many statements) runs as one script, in a transaction.
+        const read = /^\s*(SELECT|PRAGMA)\b/i.test(String(sql));
+        if (!read) database.exec(`BEGIN;${String(sql)}\nCOMMIT;`);
+        const rows = read ? database.prepare(String(sql)).all() : [];
+        return send(
+          200,
+          envelope([{ results: rows, success: true, meta: { duration: performance.now() - started, changes: 0, rows_read: 0, rows_written: 0 } }]),
+        );
+      } catch (error) {
+        if (database.isTransaction) database.exec("ROLLBACK");
+        return send(400, failure(7500, `${String(error)}: SQLITE_ERROR`));
+      }
     }
     if (path === `${account}/queues` && method === "GET") {
       const name = url.searchParams.get("name");
@@ -122,10 +150,17 @@ export async function startCloudflareStandIn(accountId = "0123456789abcdef012345
     baseUrl: `http://127.0.0.1:${port}/client/v4`,
     accountId,
     databases,
+    sqlite,
     queues,
     buckets,
     requests,
     unknown,
-    close: () => new Promise((resolve) => server.close(() => resolve())),
+    close: () =>
+      new Promise((resolve) =>
+        server.close(() => {
+          for (const database of sqlite.values()) database.close();
+          resolve();
+        }),
+      ),
   };
 }

@@ -41,3 +41,35 @@ export function countingD1(d1: D1Database, usage: D1Usage = { roundTrips: 0, sta
   });
   return { counted, usage };
 }
+
+/** The D1 bindings of `env`: `DB` and every account database (`ACCOUNT_DB_<n>`), as wrangler.toml declares them. */
+const databaseBindings = (env: Env) => Object.keys(env).filter((name) => name === "DB" || /^ACCOUNT_DB_\d+$/.test(name));
+
+/**
+ * Every D1 database of `env` counted on its own: `env` comes back with each binding replaced by its counting one, and
+ * `usage` holds each database's figures by binding name. `reset` starts them all from zero (after warming caches up).
+ */
+export function countingDatabases(env: Env) {
+  const names = databaseBindings(env);
+  const bindings = env as unknown as Record<string, D1Database>;
+  const counters = Object.fromEntries(names.map((name) => [name, countingD1(bindings[name]!)]));
+  const usage: Record<string, D1Usage> = Object.fromEntries(names.map((name) => [name, counters[name]!.usage]));
+  const countedEnv = { ...env, ...Object.fromEntries(names.map((name) => [name, counters[name]!.counted])) } as Env;
+  const reset = () => {
+    for (const figures of Object.values(usage)) {
+      Object.assign(figures, { roundTrips: 0, statements: 0, rowsChanged: 0, rowsWritten: 0 });
+      figures.queries.length = 0;
+    }
+  };
+  /** Round trips and statements per database, and each database's share of all round trips. */
+  const summary = () => {
+    const total = Object.values(usage).reduce((sum, figures) => sum + figures.roundTrips, 0);
+    return Object.fromEntries(
+      names.map((name) => [
+        name,
+        { roundTrips: usage[name]!.roundTrips, statements: usage[name]!.statements, share: total === 0 ? 0 : usage[name]!.roundTrips / total },
+      ]),
+    );
+  };
+  return { env: countedEnv, usage, reset, summary };
+}
