@@ -285,6 +285,15 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
             };
         };
         delete?: never;
@@ -366,6 +375,15 @@ export interface paths {
                 };
                 /** @description Rate limit reached; see Retry-After */
                 429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -457,6 +475,15 @@ export interface paths {
                 };
                 /** @description Rate limit reached; see Retry-After */
                 429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -617,6 +644,15 @@ export interface paths {
                 };
                 /** @description Rate limit reached; see Retry-After */
                 429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -790,6 +826,15 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
             };
         };
         options?: never;
@@ -869,6 +914,15 @@ export interface paths {
                 };
                 /** @description Rate limit reached; see Retry-After */
                 429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -1069,6 +1123,15 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
             };
         };
         delete?: never;
@@ -1233,6 +1296,15 @@ export interface paths {
                 };
                 /** @description Rate limit reached; see Retry-After */
                 429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -1405,6 +1477,15 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
             };
         };
         options?: never;
@@ -1486,6 +1567,15 @@ export interface paths {
                 };
                 /** @description Rate limit reached; see Retry-After */
                 429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -1586,6 +1676,15 @@ export interface paths {
                 };
                 /** @description Rate limit reached; see Retry-After */
                 429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -1822,6 +1921,15 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
             };
         };
         delete?: never;
@@ -1994,6 +2102,15 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
             };
         };
         options?: never;
@@ -2066,6 +2183,15 @@ export interface paths {
                 };
                 /** @description Rate limit reached; see Retry-After */
                 429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -2163,6 +2289,15 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
             };
         };
         delete?: never;
@@ -2251,6 +2386,15 @@ export interface paths {
                 };
                 /** @description Rate limit reached; see Retry-After */
                 429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -2395,6 +2539,15 @@ export interface paths {
                 };
                 /** @description Rate limit reached; see Retry-After */
                 429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -2567,6 +2720,15 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
             };
         };
         options?: never;
@@ -2639,6 +2801,15 @@ export interface paths {
                 };
                 /** @description Rate limit reached; see Retry-After */
                 429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -2780,6 +2951,15 @@ export interface paths {
                 };
                 /** @description Rate limit reached; see Retry-After */
                 429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -2952,6 +3132,15 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
             };
         };
         options?: never;
@@ -3026,6 +3215,15 @@ export interface paths {
                 };
                 /** @description Rate limit reached; see Retry-After */
                 429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -3167,6 +3365,15 @@ export interface paths {
                 };
                 /** @description Rate limit reached; see Retry-After */
                 429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -3346,6 +3553,15 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
             };
         };
         options?: never;
@@ -3420,6 +3636,15 @@ export interface paths {
                 };
                 /** @description Rate limit reached; see Retry-After */
                 429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -3659,6 +3884,15 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
             };
         };
         delete?: never;
@@ -3824,6 +4058,15 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
             };
         };
         options?: never;
@@ -3898,6 +4141,15 @@ export interface paths {
                 };
                 /** @description Rate limit reached; see Retry-After */
                 429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -4061,6 +4313,15 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
             };
         };
         delete?: never;
@@ -4152,6 +4413,15 @@ export interface paths {
                 };
                 /** @description Rate limit reached; see Retry-After */
                 429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -4477,6 +4747,15 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
             };
         };
         options?: never;
@@ -4648,6 +4927,15 @@ export interface paths {
                 };
                 /** @description Rate limit reached; see Retry-After */
                 429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -4902,6 +5190,15 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
             };
         };
         delete?: never;
@@ -5065,6 +5362,15 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
             };
         };
         options?: never;
@@ -5148,6 +5454,15 @@ export interface paths {
                 };
                 /** @description Rate limit reached; see Retry-After */
                 429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -5314,6 +5629,15 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
             };
         };
         post?: never;
@@ -5396,6 +5720,15 @@ export interface paths {
                 };
                 /** @description Rate limit reached; see Retry-After */
                 429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -5513,6 +5846,15 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
             };
         };
         delete?: never;
@@ -5616,6 +5958,15 @@ export interface paths {
                 };
                 /** @description `rate_limited` or `daily_limit_reached`: a limit was reached; `temporarily_rejected`: the messages could not be queued just now, nothing was charged. Retry after Retry-After */
                 429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -5765,6 +6116,15 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
             };
         };
         delete?: never;
@@ -5853,6 +6213,15 @@ export interface paths {
                 };
                 /** @description Rate limit reached; see Retry-After */
                 429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -6114,6 +6483,15 @@ export interface paths {
                 };
                 /** @description Rate limit reached; see Retry-After */
                 429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -6408,6 +6786,15 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
             };
         };
         delete?: never;
@@ -6650,6 +7037,15 @@ export interface paths {
                 };
                 /** @description Rate limit reached; see Retry-After */
                 429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -6973,6 +7369,15 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
             };
         };
         delete?: never;
@@ -7136,6 +7541,15 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
             };
         };
         options?: never;
@@ -7208,6 +7622,15 @@ export interface paths {
                 };
                 /** @description Rate limit reached; see Retry-After */
                 429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -7350,6 +7773,15 @@ export interface paths {
                 };
                 /** @description Rate limit reached; see Retry-After */
                 429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -7529,6 +7961,15 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
             };
         };
         options?: never;
@@ -7610,6 +8051,15 @@ export interface paths {
                 };
                 /** @description Rate limit reached; see Retry-After */
                 429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -7917,6 +8367,15 @@ export interface paths {
                 };
                 /** @description Rate limit reached; see Retry-After */
                 429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -8337,6 +8796,15 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
             };
         };
         delete?: never;
@@ -8502,6 +8970,15 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
             };
         };
         options?: never;
@@ -8576,6 +9053,15 @@ export interface paths {
                 };
                 /** @description Rate limit reached; see Retry-After */
                 429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -8662,6 +9148,15 @@ export interface paths {
                 };
                 /** @description Rate limit reached; see Retry-After */
                 429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -8774,6 +9269,15 @@ export interface paths {
                 };
                 /** @description Rate limit reached; see Retry-After */
                 429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -9046,6 +9550,15 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
             };
         };
         delete?: never;
@@ -9147,6 +9660,15 @@ export interface paths {
                 };
                 /** @description Rate limit reached; see Retry-After */
                 429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description `account_moving`: the operator is moving the account's data; nothing was done, retry after Retry-After */
+                503: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -10103,6 +10625,87 @@ export interface paths {
                 };
             };
         };
+        trace?: never;
+    };
+    "/admin/v1/accounts/{id}/move": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Move the account's rows to another account database
+         * @description Writes of the account are paused while it moves (its API keys and dashboard sessions get 503 with Retry-After for anything but a read, its SMTP credentials 451); its rows are copied in bounded batches, checked by counts, the directory is switched to the new database and the old rows are deleted. Refused (409) while the account has work in flight that the move would strand. Interrupted, it is retried with the same request; a move to the database the account is in finishes or abandons an interrupted one, and is otherwise refused (422).
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["MoveAccount"];
+                };
+            };
+            responses: {
+                /** @description The account in its new database */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["OperatorAccount"];
+                    };
+                };
+                /** @description Missing or invalid operator token */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No such account */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description A move of the account is running, it has work in flight, or its rows changed during the copy */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Validation failed; `errors` is keyed by field path */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
     "/admin/v1/accounts/{id}/credits": {
@@ -15240,6 +15843,13 @@ export interface components {
             rate_limit_per_minute?: number;
             ai_generations_per_month?: number;
             features?: components["schemas"]["Feature"][];
+        };
+        MoveAccount: {
+            /**
+             * @description The account database to move the account's rows to (its binding name)
+             * @example ACCOUNT_DB_1
+             */
+            database: string;
         };
         TopUp: {
             send?: number;
