@@ -1,5 +1,5 @@
-import { accountDatabaseName, accountDatabaseNames, accountDb, poolDatabases } from "../db/client";
-import { moveAccount, type MoveOutcome } from "../domain/accounts/move";
+import { accountDatabaseName, accountDatabaseNames, accountDb, poolDatabases, type SharedDb } from "../db/client";
+import { isPausedForMove, moveAccount, type MoveOutcome } from "../domain/accounts/move";
 import {
   createAccount as addAccount,
   findAccount,
@@ -135,7 +135,11 @@ const updateAccount = adminRoute({
   summary: "Change plan, limits or features",
   description: "Changing the plan resets the limits to the plan's defaults unless they are given in the same request.",
   request: { params: IdParam("acc"), body: jsonBody(UpdateAccountSchema) },
-  responses: { 200: jsonResponse(OperatorAccountSchema, "The updated account"), 404: errorResponse("No such account") },
+  responses: {
+    200: jsonResponse(OperatorAccountSchema, "The updated account"),
+    404: errorResponse("No such account"),
+    409: errorResponse("The account is being moved to another database"),
+  },
 });
 
 const topUp = adminRoute({
@@ -143,7 +147,11 @@ const topUp = adminRoute({
   path: "/accounts/{id}/credits",
   summary: "Add sending and/or verification credits (one ledger entry each)",
   request: { params: IdParam("acc"), body: jsonBody(TopUpSchema) },
-  responses: { 200: jsonResponse(OperatorAccountSchema, "The account with its new balances"), 404: errorResponse("No such account") },
+  responses: {
+    200: jsonResponse(OperatorAccountSchema, "The account with its new balances"),
+    404: errorResponse("No such account"),
+    409: errorResponse("The account is being moved to another database"),
+  },
 });
 
 const moveAccountRoute = adminRoute({
@@ -219,6 +227,17 @@ async function pageBalances(env: Env, page: Account[]): Promise<(account: Accoun
   return (account) => found.get(account.id)!;
 }
 
+/**
+ * The operator's own writes wait for a move too: a top-up or a change made in the source while it is being copied
+ * would be left behind, and the target's copy of the directory row would miss the change.
+ */
+async function refuseWhileMoving(shared: SharedDb, id: string): Promise<void> {
+  const account = await findAccount(shared, id);
+  if (account && isPausedForMove(account)) {
+    throw new AppError("conflict", `Account ${id} is being moved to ${account.movingTo}; change it once the move has ended`);
+  }
+}
+
 export const adminAccountRoutes = createRouter()
   .openapi(listAccountsRoute, async (c) => {
     const query = c.req.valid("query");
@@ -267,6 +286,7 @@ export const adminAccountRoutes = createRouter()
   })
   .openapi(updateAccount, async (c) => {
     const body = c.req.valid("json");
+    await refuseWhileMoving(c.var.ctx.shared, c.req.valid("param").id);
     const account = await changeAccount(c.var.ctx.shared, c.req.valid("param").id, {
       name: body.name,
       plan: body.plan,
@@ -288,6 +308,7 @@ export const adminAccountRoutes = createRouter()
   .openapi(topUp, async (c) => {
     const body = c.req.valid("json");
     const id = c.req.valid("param").id;
+    await refuseWhileMoving(c.var.ctx.shared, id);
     const toppedUp = await topUpAccount(c.env, c.var.ctx.shared, id, {
       send: body.send,
       verify: body.verify,

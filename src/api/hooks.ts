@@ -58,7 +58,12 @@ hookRoutes.all("/hooks/automations/:path", async (c) => {
     });
   }
   // In the database the URL's tag names, else in the others (a URL made before account databases, or before a move).
-  const found = await findInAccountDatabases(c.env, hintedDatabase(c.env, tag), (db) => findAutomationByPath(db, path));
+  const found = await findInAccountDatabases(
+    c.env,
+    hintedDatabase(c.env, tag),
+    (db) => findAutomationByPath(db, path),
+    (automation) => automation.accountId,
+  );
   if (!found) return c.json(errorBody("not_found", "No automation at this URL"), 404);
   const automation = found.found;
   const ctx = inDatabase(c.var.ctx, databaseNameOf(found.db));

@@ -13,11 +13,13 @@
 // (`accounts.database`; docs/scaling.md, "Account databases").
 // `statement()` below is the one way to put such a query into a `D1Database.batch` beside the ledger's statements.
 
-import { is, SQL, sql, type SQLWrapper } from "drizzle-orm";
+import { eq, is, SQL, sql, type SQLWrapper } from "drizzle-orm";
 import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
 import { SQLiteAsyncDialect } from "drizzle-orm/sqlite-core";
 import * as schema from "./schema";
+import { accountMoving } from "../errors";
 import { logError } from "../lib/log";
+import { TtlCache } from "../lib/ttl-cache";
 
 type Handle = DrizzleD1Database<typeof schema> & { $client: D1Database };
 declare const rowsOf: unique symbol;
@@ -121,21 +123,59 @@ export function databaseNameOf(db: AccountDb): DatabaseName {
 export const accountDatabases = (env: Env): AccountDb[] => accountDatabaseNames(env).map((name) => databaseHandle(env, name));
 
 /**
+ * How long this isolate trusts where an account's rows are and whether they are being moved (`placementOf`). A move
+ * waits longer than this after pausing the account (src/domain/accounts/move.ts), so by the time it copies, every
+ * isolate has seen the pause.
+ */
+export const placementCacheTtlMs = 5_000;
+type Placement = { accountId: string; database: DatabaseName; movingTo: string | null };
+const placements = new TtlCache<Placement>(placementCacheTtlMs, 10_000);
+
+/** The directory's word on an account's database and move (`DB`, cached in the isolate); undefined for no account. */
+export async function placementOf(env: Env, accountId: string): Promise<Placement | undefined> {
+  const hit = placements.get(accountId);
+  if (hit) return hit;
+  const row = await sharedDb(env)
+    .select({ database: schema.accounts.database, movingTo: schema.accounts.movingTo })
+    .from(schema.accounts)
+    .where(eq(schema.accounts.id, accountId))
+    .get();
+  if (!row) return undefined;
+  const placement = { accountId, ...row };
+  placements.set(accountId, placement);
+  return placement;
+}
+
+/** Forgets this isolate's placement of an account: after a move pauses or flips it. */
+export const forgetPlacement = (accountId: string) => placements.deleteWhere((placement) => placement.accountId === accountId);
+
+/**
  * Finds a row whose account is not known yet (a tracking token, a return path, a provider's message id) in the
  * database `hint` names first, then in the others: a hint is what a token or queue message carried when it was made,
- * and the account may have moved since (or a token made before account databases carries none).
+ * and the account may have moved since (or a token made before account databases carries none). The row found is
+ * checked against the directory (`placementOf`, `accountOf` naming its account): a row where the account no longer
+ * is (a move's source before its rows are deleted, or its half-made copy) is not used; the account's own database is
+ * asked instead. While the account is being moved this throws the 503 `account_moving`, so a route answers "retry
+ * later" and a queue retries its message: a write now would be left behind by the move.
  */
 export async function findInAccountDatabases<T>(
   env: Env,
   hint: DatabaseName | undefined,
   find: (db: AccountDb) => Promise<T | undefined>,
+  accountOf: (found: T) => string,
 ): Promise<{ db: AccountDb; found: T } | undefined> {
   const all = accountDatabaseNames(env);
   const order = hint && all.includes(hint) ? [hint, ...all.filter((name) => name !== hint)] : all;
   for (const name of order) {
-    const db = databaseHandle(env, name);
-    const found = await find(db);
-    if (found !== undefined) return { db, found };
+    const found = await find(databaseHandle(env, name));
+    if (found === undefined) continue;
+    const placement = await placementOf(env, accountOf(found));
+    if (!placement) return undefined;
+    if (placement.movingTo !== null) throw accountMoving();
+    if (placement.database === name) return { db: databaseHandle(env, name), found };
+    const owner = databaseHandle(env, placement.database);
+    const there = await find(owner);
+    return there === undefined ? undefined : { db: owner, found: there };
   }
   return undefined;
 }

@@ -17,8 +17,11 @@ export async function consumeContactImportMessage(message: Message<unknown>, bod
   const importId = body.import_id;
   // The database the message names first, then the others: a message sent before account databases names none (its
   // import is in DB unless its account has moved since). An import in none of them was purged: nothing to do.
-  const found = await findInAccountDatabases(env, body.database, (db) =>
-    db.select({ id: contactImports.id }).from(contactImports).where(eq(contactImports.id, importId)).get(),
+  const found = await findInAccountDatabases(
+    env,
+    body.database,
+    (db) => db.select({ accountId: contactImports.accountId }).from(contactImports).where(eq(contactImports.id, importId)).get(),
+    (found) => found.accountId,
   );
   if (!found) {
     message.ack();

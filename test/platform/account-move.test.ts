@@ -1,7 +1,9 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { signBridgeRequest } from "@mailforge/bridge-contract";
-import { sharedDb } from "../../src/db/client";
+import { config } from "../../src/config";
+import { databaseTag, sharedDb } from "../../src/db/client";
+import { unsubscribeToken } from "../../src/domain/sending/unsubscribe";
 import { moveAccount, movedTables, type MoveOptions, type MoveStep } from "../../src/domain/accounts/move";
 import { signIn } from "../support/dashboard";
 import { rcpt, sender, sentMessage } from "../support/feedback";
@@ -236,6 +238,68 @@ describe("while an account moves", () => {
     // and once it has moved, writes go to the new database
     expect((await call("/api/v1/contacts", { key, body: { email: rcpt("moved") } })).status).toBe(201);
     expect(await rowsIn(other(account.database), account.id)).toMatchObject({ contacts: 1 });
+  });
+});
+
+const oneClick = (token: string) =>
+  call(`/u/${token}`, { method: "POST", body: "List-Unsubscribe=One-Click", headers: { "Content-Type": "application/x-www-form-urlencoded" } });
+
+const suppressionsIn = async (database: string, accountId: string, email: string) =>
+  (
+    await d1Of({ database })
+      .prepare("SELECT count(*) AS n FROM suppressions WHERE account_id = ? AND email = ?")
+      .bind(accountId, email)
+      .first<{ n: number }>()
+  )?.n;
+
+describe("links found by their message while the account moves", () => {
+  it("wait (503) during the move, and after the flip write where the directory says, not in the rows left behind", async () => {
+    const { account, key, from } = await sender({ send_credits: 10 });
+    const to = rcpt("reader");
+    const sent = await sentMessage(key, from, to, { stream: "broadcast" });
+    const source = account.database;
+    const target = other(source);
+    // the link as the message carried it: its tag names the database the account was in
+    const token = await unsubscribeToken(config(env), { messageId: sent.id, email: to, tag: databaseTag(source) });
+
+    let during: { status: number; retryAfter: string | null } | undefined;
+    const crashAfterFlip: MoveOptions = {
+      ...quick,
+      step: async ({ step }) => {
+        if (step === "copied") {
+          const response = await oneClick(token);
+          during = { status: response.status, retryAfter: response.headers.get("Retry-After") };
+        }
+        if (step === "flipped") throw new Error("the Worker was stopped here");
+      },
+    };
+    await expect(moveAccount(env, sharedDb(env), account.id, target, crashAfterFlip)).rejects.toThrow("the Worker was stopped here");
+    expect(during).toEqual({ status: 503, retryAfter: "30" });
+    // The source still holds the message (its deletion never ran), and the link names the source.
+    expect(await rowsIn(source, account.id)).toMatchObject({ messages: 1 });
+
+    expect((await oneClick(token)).status).toBe(200);
+    expect(await suppressionsIn(target, account.id, to)).toBe(1);
+    expect(await suppressionsIn(source, account.id, to)).toBe(0);
+  }, 40_000);
+
+  it("the operator's top-up and account change wait for the move (409)", async () => {
+    const account = await createAccount();
+    const seen: number[] = [];
+    await moveAccount(env, sharedDb(env), account.id, other(account.database), {
+      ...quick,
+      step: async ({ step }) => {
+        if (step !== "paused") return;
+        seen.push((await call(`/admin/v1/accounts/${account.id}/credits`, { key: ADMIN_TOKEN, body: { send: 5 } })).status);
+        seen.push((await call(`/admin/v1/accounts/${account.id}`, { method: "PATCH", key: ADMIN_TOKEN, body: { name: "Renamed" } })).status);
+      },
+    });
+    expect(seen).toEqual([409, 409]);
+    expect(await json(await call(`/admin/v1/accounts/${account.id}`, { key: ADMIN_TOKEN }))).toMatchObject({
+      name: account.name,
+      database: other(account.database),
+      balances: { send: { balance: 100 } },
+    });
   });
 });
 

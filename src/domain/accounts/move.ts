@@ -22,8 +22,10 @@ import {
   accountDatabaseNames,
   batch,
   databaseHandle,
+  forgetPlacement,
   inJsonArray,
   isAccountDatabase,
+  placementCacheTtlMs,
   statement,
   type AccountDb,
   type DatabaseName,
@@ -39,8 +41,11 @@ import { apiKeyCacheTtlMs, forgetCachedKeys } from "./api-keys";
 /** How long a move's lease on the account lasts without a heartbeat; a move renews it every 10 s while it works. */
 export const moveLeaseMs = 60_000;
 
-/** Long enough for every isolate's cached key or credential (and the account row it holds) to have been read again. */
-export const moveSettleMs = Math.max(apiKeyCacheTtlMs, credentialCacheTtlMs) + 1_000;
+/**
+ * Long enough for every isolate's cached key or credential (and the account row it holds), and its cached placement
+ * of the account (what token lookups check, `placementOf`), to have been read again.
+ */
+export const moveSettleMs = Math.max(apiKeyCacheTtlMs, credentialCacheTtlMs, placementCacheTtlMs) + 1_000;
 
 /** Rows read from the source per page: each page is one read and one batch of inserts. */
 const pageRows = 200;
@@ -366,6 +371,7 @@ async function liftStalePause(shared: SharedDb, account: Account, leaseCutoff: s
     .where(and(eq(accounts.id, account.id), isNotNull(accounts.movingTo), lte(accounts.updatedAt, leaseCutoff)))
     .run();
   forgetCachedKeys(account.id);
+  forgetPlacement(account.id);
   forgetCachedCredentials(account.id);
   return lifted.meta.changes > 0;
 }
@@ -374,6 +380,7 @@ async function liftStalePause(shared: SharedDb, account: Account, leaseCutoff: s
 async function unpause(move: Move): Promise<void> {
   await move.shared.update(accounts).set({ movingTo: null, updatedAt: nowIso() }).where(leased(move)).run();
   forgetCachedKeys(move.account.id);
+  forgetPlacement(move.account.id);
   forgetCachedCredentials(move.account.id);
 }
 
@@ -418,6 +425,7 @@ export async function moveAccount(env: Env, shared: SharedDb, accountId: string,
   }
   const move: Move = { shared, account: found, source: found.database, target, rows, options, renewedAt: Date.now() };
   forgetCachedKeys(accountId);
+  forgetPlacement(accountId);
   forgetCachedCredentials(accountId);
   await new Promise((resolve) => setTimeout(resolve, options.settleMs ?? moveSettleMs));
   await heartbeat(move, "now");
@@ -437,7 +445,8 @@ export async function moveAccount(env: Env, shared: SharedDb, accountId: string,
   await options.step?.({ step: "cleared" });
   const to = databaseHandle(env, target);
   await heartbeat(move);
-  const copy = directoryCopyStatement(to, { ...found, database: target, movingTo: null });
+  // The directory row as it is now (the operator's changes wait for the move, but one may have landed before the pause).
+  const copy = directoryCopyStatement(to, { ...((await findAccount(shared, accountId)) ?? found), database: target, movingTo: null });
   if (copy.length > 0) await batch(to, copy);
   const spans = await spansOf(from, rows);
   for (const table of movedTables()) await copyTable(move, from, to, table, spans.get(table.name)!);
@@ -461,6 +470,7 @@ export async function moveAccount(env: Env, shared: SharedDb, accountId: string,
     .all();
   if (flipped.length !== 1) throw new Error(`the move of ${accountId} to ${target} lost its lease before the flip`);
   forgetCachedKeys(accountId);
+  forgetPlacement(accountId);
   forgetCachedCredentials(accountId);
   await options.step?.({ step: "flipped" });
 

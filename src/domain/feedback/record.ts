@@ -13,7 +13,8 @@
 // and the ledger's unique references make a report received twice change nothing the second time.
 
 import { eq, or, sql } from "drizzle-orm";
-import { accountDatabaseNames, inDatabase, inJsonArray, sqlNow, statement, type Ctx, batch } from "../../db/client";
+import { accountDatabaseNames, type DatabaseName, inDatabase, inJsonArray, placementOf, sqlNow, statement, type Ctx, batch } from "../../db/client";
+import { accountMoving } from "../../errors";
 import { deliveryFeedback, messageRecipients, messages } from "../../db/schema";
 import { sha256Hex } from "../../lib/crypto";
 import { logWarning } from "../../lib/log";
@@ -75,24 +76,33 @@ export async function recordProviderFeedback(ctx: Ctx, reports: (Feedback & { ta
   const result: FeedbackResult = { recorded: 0, ignored: 0 };
   for (const name of accountDatabaseNames(ctx.env)) {
     if (missing.length === 0) break;
-    const routed = inDatabase(ctx, name);
-    const held = new Set(
-      (
-        await routed.db
-          .selectDistinct({ id: messageRecipients.providerMessageId })
-          .from(messageRecipients)
-          .where(inJsonArray(messageRecipients.providerMessageId, missing))
-          .all()
-      ).map((row) => row.id),
-    );
-    if (held.size === 0) continue;
-    missing = missing.filter((id) => !held.has(id));
-    const recorded = await recordFeedback(
-      routed,
-      reports.filter((report) => held.has(report.target.providerMessageId)),
-    );
-    result.recorded += recorded.recorded;
-    result.ignored += recorded.ignored;
+    const rows = await inDatabase(ctx, name)
+      .db.selectDistinct({ id: messageRecipients.providerMessageId, accountId: messages.accountId })
+      .from(messageRecipients)
+      .innerJoin(messages, eq(messages.id, messageRecipients.messageId))
+      .where(inJsonArray(messageRecipients.providerMessageId, missing))
+      .all();
+    if (rows.length === 0) continue;
+    missing = missing.filter((id) => !rows.some((row) => row.id === id));
+    // Recorded where the directory places each account, not where a row was found: that may be a move's leftover
+    // source. A moving account's reports wait (the batch is retried): a write now would be left behind.
+    const heldIn = new Map<DatabaseName, Set<string | null>>();
+    for (const accountId of new Set(rows.map((row) => row.accountId))) {
+      const placement = await placementOf(ctx.env, accountId);
+      if (!placement) continue;
+      if (placement.movingTo !== null) throw accountMoving();
+      const ids = heldIn.get(placement.database) ?? new Set();
+      for (const row of rows) if (row.accountId === accountId) ids.add(row.id);
+      heldIn.set(placement.database, ids);
+    }
+    for (const [database, held] of heldIn) {
+      const recorded = await recordFeedback(
+        inDatabase(ctx, database),
+        reports.filter((report) => held.has(report.target.providerMessageId)),
+      );
+      result.recorded += recorded.recorded;
+      result.ignored += recorded.ignored;
+    }
   }
   const unknown = reports.filter((report) => missing.includes(report.target.providerMessageId));
   for (const report of unknown) {

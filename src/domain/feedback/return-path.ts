@@ -84,7 +84,12 @@ export async function ownerOfReturnPath(ctx: Ctx, config: Keys, address: string)
   const token = tokenOf(config, address);
   if (!token) return { rejected: "not ours" };
   const { messageId } = token;
-  const found = await findInAccountDatabases(ctx.env, hintedDatabase(ctx.env, token.tag), (db) => findNamedMessage(db, messageId));
+  const found = await findInAccountDatabases(
+    ctx.env,
+    hintedDatabase(ctx.env, token.tag),
+    (db) => findNamedMessage(db, messageId),
+    (named) => named.message.accountId,
+  );
   if (!found) return { rejected: "unknown message", messageId };
   const { found: named } = found;
   const database = databaseNameOf(found.db);

@@ -155,7 +155,12 @@ async function messageOfHeader(
   const header = (mail.commonHeaders?.messageId ?? mail.headers?.find((h) => h.name.toLowerCase() === "message-id")?.value)?.trim();
   const id = header?.match(/^<(msg_[A-Za-z0-9]+)@[^\s<>@]+>$/)?.[1];
   if (!header || !id) return undefined;
-  const found = await findInAccountDatabases(env, undefined, (db) => findNamedMessage(db, id));
+  const found = await findInAccountDatabases(
+    env,
+    undefined,
+    (db) => findNamedMessage(db, id),
+    (named) => named.message.accountId,
+  );
   if (!found) return undefined;
   const { message, recipients } = found.found;
   const lower = (address: string) => address.trim().replace(/^<|>$/g, "").toLowerCase();

@@ -150,7 +150,12 @@ export async function findPublicForm(db: AccountDb, id: string): Promise<FormRow
  * account moved). `ctx` need not be routed to an account.
  */
 export async function locatePublicForm(ctx: Ctx, tag: string | undefined, id: string): Promise<{ form: FormRow; ctx: Ctx } | undefined> {
-  const found = await findInAccountDatabases(ctx.env, hintedDatabase(ctx.env, tag), (db) => findPublicForm(db, id));
+  const found = await findInAccountDatabases(
+    ctx.env,
+    hintedDatabase(ctx.env, tag),
+    (db) => findPublicForm(db, id),
+    (form) => form.accountId,
+  );
   return found && { form: found.found, ctx: inDatabase(ctx, databaseNameOf(found.db)) };
 }
 

@@ -154,8 +154,11 @@ export async function downloadLinkValid(
  * tag names, else in the others (a link made before account databases, or before the account moved).
  */
 export async function findInboundById(env: Env, tag: string | undefined, id: string): Promise<InboundRow | undefined> {
-  const found = await findInAccountDatabases(env, hintedDatabase(env, tag), (db) =>
-    db.select().from(inboundEmails).where(eq(inboundEmails.id, id)).get(),
+  const found = await findInAccountDatabases(
+    env,
+    hintedDatabase(env, tag),
+    (db) => db.select().from(inboundEmails).where(eq(inboundEmails.id, id)).get(),
+    (row) => row.accountId,
   );
   return found?.found;
 }

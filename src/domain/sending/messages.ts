@@ -128,7 +128,7 @@ export async function findMessage(db: AccountDb, accountId: string, messageId: s
 }
 
 export type NamedMessage = {
-  message: Pick<typeof messages.$inferSelect, "id" | "source" | "fromAddress" | "content" | "contentKey">;
+  message: Pick<typeof messages.$inferSelect, "id" | "accountId" | "source" | "fromAddress" | "content" | "contentKey">;
   recipients: string[];
 };
 
@@ -141,6 +141,7 @@ export async function findNamedMessage(db: AccountDb, messageId: string): Promis
     db
       .select({
         id: messages.id,
+        accountId: messages.accountId,
         source: messages.source,
         fromAddress: messages.fromAddress,
         content: messages.content,

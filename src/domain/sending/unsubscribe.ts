@@ -72,8 +72,11 @@ export async function listUnsubscribeHeaders(
  * before account databases, or before the account moved) the first that has it. Undefined when none has it.
  */
 export async function unsubscribeCtx(ctx: Ctx, target: UnsubscribeTarget): Promise<Ctx | undefined> {
-  const found = await findInAccountDatabases(ctx.env, hintedDatabase(ctx.env, target.tag), (db) =>
-    db.select({ id: messages.id }).from(messages).where(eq(messages.id, target.messageId)).get(),
+  const found = await findInAccountDatabases(
+    ctx.env,
+    hintedDatabase(ctx.env, target.tag),
+    (db) => db.select({ accountId: messages.accountId }).from(messages).where(eq(messages.id, target.messageId)).get(),
+    (message) => message.accountId,
   );
   return found && inDatabase(ctx, databaseNameOf(found.db));
 }

@@ -48,7 +48,12 @@ function loadMessage(db: AccountDb, target: OpenTarget) {
 
 /** The message a token names and the context of its account's database; undefined when no database has it. */
 async function findMessage(ctx: Ctx, target: OpenTarget): Promise<{ ctx: Ctx; message: TrackedMessage } | undefined> {
-  const found = await findInAccountDatabases(ctx.env, hintedDatabase(ctx.env, target.tag), (db) => loadMessage(db, target));
+  const found = await findInAccountDatabases(
+    ctx.env,
+    hintedDatabase(ctx.env, target.tag),
+    (db) => loadMessage(db, target),
+    (message) => message.accountId,
+  );
   return found && { ctx: inDatabase(ctx, databaseNameOf(found.db)), message: found.found };
 }
 
