@@ -1,4 +1,4 @@
-import { batch, databaseHandle, isAccountDatabase, type DatabaseName } from "../db/client";
+import { batch, databaseHandle, isAccountDatabase, placementOf, type DatabaseName } from "../db/client";
 import { DurableObject } from "cloudflare:workers";
 import { usageStatements } from "../domain/reports/usage";
 
@@ -16,13 +16,8 @@ export type QuotaDecision = { allowed: boolean; used: number; limit: number; ret
 
 type Bucket = { tokens: number; updatedAt: number };
 type Quota = { window: string; used: number };
-/**
- * API calls admitted and not yet written to usage_daily, per account and UTC day (key `calls:<day>:<account>`), with
- * the account database that holds its usage (counts stored before account databases name none: DB).
- */
-type PendingCalls = { accountId: string; database?: DatabaseName; day: string; calls: number };
-/** The account an admitted call is counted for, and the database its usage rows are in. */
-export type CallAccount = { id: string; database: DatabaseName };
+/** API calls admitted and not yet written to usage_daily, per account and UTC day (key `calls:<day>:<account>`). */
+type PendingCalls = { accountId: string; day: string; calls: number };
 
 // API calls reach D1 in one write per key per minute at most, never one per request.
 const callFlushIntervalMs = 60_000;
@@ -35,10 +30,9 @@ const callFlushIntervalMs = 60_000;
 export class RateLimiter extends DurableObject<Env> {
   /**
    * Token bucket of `limit` tokens refilled evenly over `windowSeconds`; a fresh bucket allows a full burst. With
-   * `countFor` (an account), an admitted request is counted as one API call of that account. A Worker deployed
-   * before account databases passes the account's id alone: its calls are counted for `DB`.
+   * `countFor` (an account id), an admitted request is counted as one API call of that account.
    */
-  async consume(limit: number, windowSeconds = 60, cost = 1, now = Date.now(), countFor?: CallAccount | string): Promise<RateLimitDecision> {
+  async consume(limit: number, windowSeconds = 60, cost = 1, now = Date.now(), countFor?: string): Promise<RateLimitDecision> {
     const kv = this.ctx.storage.kv;
     const ratePerMs = limit / (windowSeconds * 1000);
     const stored = kv.get<Bucket>("bucket");
@@ -47,7 +41,7 @@ export class RateLimiter extends DurableObject<Env> {
     const allowed = tokens >= cost;
     const left = allowed ? tokens - cost : tokens;
     kv.put<Bucket>("bucket", { tokens: left, updatedAt: now });
-    if (allowed && countFor) await this.countCall(typeof countFor === "string" ? { id: countFor, database: "DB" } : countFor, now);
+    if (allowed && countFor) await this.countCall(countFor, now);
     return {
       allowed,
       limit,
@@ -71,19 +65,21 @@ export class RateLimiter extends DurableObject<Env> {
     return { allowed: true, used: used + count, limit, retryAfterSeconds: 0 };
   }
 
-  private async countCall(account: CallAccount, now: number) {
+  private async countCall(accountId: string, now: number) {
     const kv = this.ctx.storage.kv;
     const day = new Date(now).toISOString().slice(0, 10);
-    const key = `calls:${day}:${account.id}`;
-    kv.put<PendingCalls>(key, { accountId: account.id, database: account.database, day, calls: (kv.get<PendingCalls>(key)?.calls ?? 0) + 1 });
+    const key = `calls:${day}:${accountId}`;
+    kv.put<PendingCalls>(key, { accountId, day, calls: (kv.get<PendingCalls>(key)?.calls ?? 0) + 1 });
     if (kv.get<boolean>("flushScheduled")) return;
     kv.put("flushScheduled", true);
     await this.ctx.storage.setAlarm(Date.now() + callFlushIntervalMs);
   }
 
   /**
-   * Writes the counted API calls to usage_daily, one batch per account database (a key's calls are one account's,
-   * in one database, unless the account moved meanwhile), and takes each batch's counts off once it is written.
+   * Writes the counted API calls to usage_daily, one batch per account database, and takes each batch's counts off
+   * once it is written. Where each account's rows are is asked of the directory at the flush (`placementOf`), not
+   * remembered from the call: the account may have moved since, and an account being moved keeps its counts here
+   * until the move has ended (a write now would be left behind in the database it leaves).
    * Calls admitted while a write is under way stay for the next flush; a failed write throws, and the runtime retries
    * the alarm with the counts not written still here.
    */
@@ -91,8 +87,10 @@ export class RateLimiter extends DurableObject<Env> {
     const kv = this.ctx.storage.kv;
     const byDatabase = new Map<DatabaseName, [string, PendingCalls][]>();
     for (const [key, calls] of kv.list<PendingCalls>({ prefix: "calls:" })) {
-      const database = calls.database ?? "DB";
-      byDatabase.set(database, [...(byDatabase.get(database) ?? []), [key, calls]]);
+      const placement = await placementOf(this.env, calls.accountId);
+      // An account that no longer exists has no usage to keep.
+      if (!placement) kv.delete(key);
+      else if (placement.movingTo === null) byDatabase.set(placement.database, [...(byDatabase.get(placement.database) ?? []), [key, calls]]);
     }
     for (const [database, pending] of byDatabase) {
       // Counts for a database this Worker no longer has are dropped rather than retried forever.

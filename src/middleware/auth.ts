@@ -30,10 +30,7 @@ export async function admitKey(
   if (isPausedForMove(auth.account) && c.req.method !== "GET" && c.req.method !== "HEAD") throw accountMoving();
   c.set("ctx", requestCtx(c, auth.account));
   // The key's own limiter also counts the call for the account's usage (flushed to D1 once a minute).
-  const decision = await c.env.RATE_LIMITER.getByName(limiter.name).consume(limiter.limit, limiter.windowSeconds, 1, undefined, {
-    id: auth.account.id,
-    database: auth.account.database,
-  });
+  const decision = await c.env.RATE_LIMITER.getByName(limiter.name).consume(limiter.limit, limiter.windowSeconds, 1, undefined, auth.account.id);
   const rateHeaders = {
     "RateLimit-Limit": String(decision.limit),
     "RateLimit-Remaining": String(decision.remaining),

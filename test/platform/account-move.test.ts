@@ -1,3 +1,4 @@
+import { runDurableObjectAlarm } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { signBridgeRequest } from "@mailforge/bridge-contract";
@@ -282,6 +283,35 @@ describe("links found by their message while the account moves", () => {
     expect(await suppressionsIn(target, account.id, to)).toBe(1);
     expect(await suppressionsIn(source, account.id, to)).toBe(0);
   }, 40_000);
+
+  it("API calls counted while the account moves are written to its usage where the move leaves it", async () => {
+    const account = await createAccount();
+    const counted = await createKey(account.api_key, { name: "counted" });
+    const limiter = env.RATE_LIMITER.getByName(`key:${counted.id}`);
+    const apiCalls = async (database: string) =>
+      (
+        await d1Of({ database })
+          .prepare("SELECT COALESCE(SUM(api_calls), 0) AS n FROM usage_daily WHERE account_id = ?")
+          .bind(account.id)
+          .first<{ n: number }>()
+      )?.n;
+    const flushed: boolean[] = [];
+    await moveAccount(env, sharedDb(env), account.id, other(account.database), {
+      ...quick,
+      step: async ({ step }) => {
+        if (step !== "paused") return;
+        // reads go on during a move, and are counted
+        expect((await call("/api/v1/me", { key: counted.key })).status).toBe(200);
+        flushed.push(await runDurableObjectAlarm(limiter));
+      },
+    });
+    // the flush during the move wrote nothing (it would have gone to the database the account was leaving)
+    expect(flushed).toEqual([true]);
+    expect(await apiCalls(account.database)).toBe(0);
+    expect(await runDurableObjectAlarm(limiter)).toBe(true);
+    expect(await apiCalls(other(account.database))).toBe(1);
+    expect(await apiCalls(account.database)).toBe(0);
+  });
 
   it("the operator's top-up and account change wait for the move (409)", async () => {
     const account = await createAccount();
