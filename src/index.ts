@@ -1,4 +1,6 @@
-import { accountDatabases, openCtx } from "./db/client";
+import { accountDatabases, databaseNameOf, openCtx, type Ctx } from "./db/client";
+import { databasesOfMoves } from "./domain/accounts/move";
+import { logWarning } from "./lib/log";
 import { createApp } from "./app";
 import { sweepUndispatchedEvents } from "./domain/webhooks/dispatch";
 import { consumeWebhookDeadLetters, consumeWebhookDeliveries } from "./queues/webhooks";
@@ -44,14 +46,31 @@ const queueConsumers: Record<string, QueueConsumer> = {
   "mailforge-email-events": consumeEmailEvents,
 };
 
+// The databases a running move copies from or to, read once per cron run (the tasks run side by side).
+const movingThisRun = new WeakMap<ScheduledController, Promise<Set<string>>>();
+const databasesInAMove = (ctx: Ctx, controller: ScheduledController) => {
+  let found = movingThisRun.get(controller);
+  if (!found) {
+    found = databasesOfMoves(ctx.shared);
+    movingThisRun.set(controller, found);
+  }
+  return found;
+};
+
 /**
  * A sweep of accounts' rows, run in each account database in turn with a context of its own (each task bounds its
- * own batches), so a sweep reaches every account wherever its rows are.
+ * own batches), so a sweep reaches every account wherever its rows are. A database an account is being moved from or
+ * to is left for the next run: a sweep's deletes or writes there would make the move's counts differ (it would be
+ * undone) or land in the half-made copy. Sweeps catch up, so a run missed costs nothing but a quarter of an hour.
  */
 const inEachAccountDatabase =
   (task: ScheduledTask): ScheduledTask =>
   async (ctx, controller) => {
-    for (const db of accountDatabases(ctx.env)) await task({ ...ctx, db }, controller);
+    const moving = await databasesInAMove(ctx, controller);
+    for (const db of accountDatabases(ctx.env)) {
+      if (moving.has(databaseNameOf(db))) logWarning("scheduled sweep skipped: an account is moving", { database: databaseNameOf(db) });
+      else await task({ ...ctx, db }, controller);
+    }
   };
 
 // Work the cron trigger runs, by name for the logs; each task is independent and must tolerate running twice.

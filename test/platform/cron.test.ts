@@ -100,6 +100,27 @@ describe("cron: verification jobs whose queue messages were lost", () => {
     expect(inputChunks(plan.input)).toEqual(plan.chunks);
   });
 
+  it("leaves the sweeps of a database alone while an account moves from or to it, and catches up the run after", async () => {
+    const account = await createAccount({ verify_credits: 1000 });
+    const { job } = await lostVerificationJob(account, 5);
+    await backdateJob(account, job.id, 20, 180);
+    // another account of the same database being moved (as the move's pause marks it in the directory)
+    const mover = await createAccount();
+    const into = mover.database === account.database ? "ACCOUNT_DB_9" : account.database;
+    await env.DB.prepare("UPDATE accounts SET moving_to = ? WHERE id = ?").bind(into, mover.id).run();
+    const status = async () => (await json<{ status: string }>(await call(`/api/v1/verify/${job.id}?limit=1`, { key: account.api_key }))).status;
+    const before = await status();
+    expect(before).not.toBe("failed");
+    try {
+      await runCron();
+      expect(await status()).toBe(before);
+    } finally {
+      await env.DB.prepare("UPDATE accounts SET moving_to = NULL WHERE id = ?").bind(mover.id).run();
+    }
+    await runCron();
+    expect(await status()).toBe("failed");
+  }, 60_000);
+
   it("fails a job still stuck past its age limit and refunds the addresses it did not verify", async () => {
     const account = await createAccount({ verify_credits: 1000 });
     const { job, plan } = await lostVerificationJob(account, CHUNK_SIZE + 40);

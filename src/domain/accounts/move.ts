@@ -481,6 +481,16 @@ export async function moveAccount(env: Env, shared: SharedDb, accountId: string,
   return { kind: "moved", account };
 }
 
+/** The databases running moves copy from or to (what the cron's sweeps leave alone meanwhile). */
+export async function databasesOfMoves(shared: SharedDb): Promise<Set<DatabaseName>> {
+  const rows = await shared
+    .select({ database: accounts.database, movingTo: accounts.movingTo })
+    .from(accounts)
+    .where(isNotNull(accounts.movingTo))
+    .all();
+  return new Set(rows.flatMap((row) => [row.database, ...(row.movingTo ? [row.movingTo] : [])]));
+}
+
 /**
  * Whether the account's writes are paused for a move: the API answers them 503 with Retry-After, the relay 503 (the
  * bridge's 451). Read from the account row the request authenticated with, cached or not: a move waits out the caches.
