@@ -10614,6 +10614,15 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
+                /** @description The account is being moved to another database */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Validation failed; `errors` is keyed by field path */
                 422: {
                     headers: {
@@ -10753,6 +10762,15 @@ export interface paths {
                 };
                 /** @description No such account */
                 404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The account is being moved to another database */
+                409: {
                     headers: {
                         [name: string]: unknown;
                     };
