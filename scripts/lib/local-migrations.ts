@@ -64,28 +64,28 @@ export async function migrateLocalDatabases(persistTo: string, configPath = "wra
   });
   try {
     const applied: Record<string, string[]> = {};
-    await Promise.all(
-      databases.map(async (database) => {
-        const db = proxy.env[database.binding]!;
-        // wrangler's own definition of its table, so `migrations apply` finds it as it would have made it
-        await db
-          .prepare(`CREATE TABLE IF NOT EXISTS "${migrationsTable}"(
+    // One database after another: three large batches at once through the proxy's one connection were seen to lose
+    // it ("other side closed") on a busy machine.
+    for (const database of databases) {
+      const db = proxy.env[database.binding]!;
+      // wrangler's own definition of its table, so `migrations apply` finds it as it would have made it
+      await db
+        .prepare(`CREATE TABLE IF NOT EXISTS "${migrationsTable}"(
 		id         INTEGER PRIMARY KEY AUTOINCREMENT,
 		name       TEXT UNIQUE,
 		applied_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP NOT NULL
 );`)
-          .run();
-        const done = new Set((await db.prepare(`SELECT name FROM "${migrationsTable}"`).all()).results.map((row) => String(row.name)));
-        const pending = migrationFiles(database.migrationsDir).filter((name) => !done.has(name));
-        applied[database.binding] = pending;
-        if (pending.length === 0) return;
-        const statements = pending.flatMap((name) => [
-          ...unstable_splitSqlQuery(readFileSync(join(database.migrationsDir, name), "utf8")).map((query) => db.prepare(query)),
-          db.prepare(`INSERT INTO "${migrationsTable}" (name)\nvalues ('${name.replace(/'/g, "''")}');`),
-        ]);
-        await db.batch(statements);
-      }),
-    );
+        .run();
+      const done = new Set((await db.prepare(`SELECT name FROM "${migrationsTable}"`).all()).results.map((row) => String(row.name)));
+      const pending = migrationFiles(database.migrationsDir).filter((name) => !done.has(name));
+      applied[database.binding] = pending;
+      if (pending.length === 0) continue;
+      const statements = pending.flatMap((name) => [
+        ...unstable_splitSqlQuery(readFileSync(join(database.migrationsDir, name), "utf8")).map((query) => db.prepare(query)),
+        db.prepare(`INSERT INTO "${migrationsTable}" (name)\nvalues ('${name.replace(/'/g, "''")}');`),
+      ]);
+      await db.batch(statements);
+    }
     return applied;
   } finally {
     await proxy.dispose();
