@@ -143,16 +143,23 @@ try {
   }
   const drain = [...drains].sort((a, b) => a.ours / a.peer - b.ours / b.peer)[1]!;
 
-  // 3. End to end: how long after the first request the last message reached the sink, against acceptance.
-  const before = await sinkCount(stack);
-  const acceptStart = performance.now();
-  const acceptRate = await throughput(
-    messages,
-    (i) => fetch(`${stack.workerUrl}/api/v1/send`, { method: "POST", headers, body: sendBody(i, `drain${i}@example.org`) }),
-    202,
-  );
-  const drained = await sinkReaches(stack, before + messages);
-  const deliveredRate = messages / ((drained - acceptStart) / 1000);
+  // 3. End to end: how long after the first request the last message reached the sink, against acceptance; the median
+  //    of 3 rounds, as one round's tail (the last batch) moved the ratio by ±0.04 between runs.
+  const ends: { accepted: number; delivered: number }[] = [];
+  for (let round = 0; round < 3; round++) {
+    const before = await sinkCount(stack);
+    const acceptStart = performance.now();
+    const accepted = await throughput(
+      messages,
+      (i) => fetch(`${stack.workerUrl}/api/v1/send`, { method: "POST", headers, body: sendBody(i, `drain${round}-${i}@example.org`) }),
+      202,
+    );
+    const drained = await sinkReaches(stack, before + messages);
+    ends.push({ accepted, delivered: messages / ((drained - acceptStart) / 1000) });
+  }
+  const end = [...ends].sort((a, b) => a.delivered / a.accepted - b.delivered / b.accepted)[1]!;
+  const acceptRate = end.accepted;
+  const deliveredRate = end.delivered;
 
   const lines = [
     `POST /send accepted/s ${send.toFixed(0)} vs GET /api/v1/me ${me.toFixed(0)} req/s (concurrency ${concurrency}, median of 3 rounds of ${requests}): ratio ${(send / me).toFixed(2)} (goal ≥ 0.7)`,
@@ -160,7 +167,8 @@ try {
       `(the same rendered messages, right after), median of 3 pairs: ratio ${(drain.ours / drain.peer).toFixed(2)} (goal ≥ 0.8; ` +
       `all: ${drains.map((pair) => (pair.ours / pair.peer).toFixed(2)).join(", ")})`,
     `end to end ${messages} sends: delivered ${deliveredRate.toFixed(0)} msg/s (first request → last in the sink) vs accepted ` +
-      `${acceptRate.toFixed(0)} msg/s (first request → last 202): ratio ${(deliveredRate / acceptRate).toFixed(2)} (goal ≥ 0.9)`,
+      `${acceptRate.toFixed(0)} msg/s (first request → last 202), median of 3 rounds: ratio ${(deliveredRate / acceptRate).toFixed(2)} (goal ≥ 0.9; ` +
+      `all: ${ends.map((round) => (round.delivered / round.accepted).toFixed(2)).join(", ")})`,
   ];
   process.stdout.write(`${lines.join("\n")}\n`);
 } finally {
