@@ -58,9 +58,10 @@ export class CampaignProgress extends DurableObject<Env> {
 
   /**
    * Arms the fan-out for `runAt` (ms) of the campaign whose rows are in `database`; a second call (a retried POST
-   * /send) changes nothing.
+   * /send) changes nothing. `database` comes last, defaulting to `DB`, so a Worker version from before account
+   * databases (all of whose rows were in `DB`) still calls this rightly during a gradual deployment.
    */
-  async start(campaignId: string, accountId: string, runAt: number, database: DatabaseName): Promise<void> {
+  async start(campaignId: string, accountId: string, runAt: number, database: DatabaseName = "DB"): Promise<void> {
     if (!this.progress()) this.save({ campaignId, accountId, database, phase: "fanout", cursor: "", materialised: 0, audienceDone: false });
     await this.ctx.storage.setAlarm(runAt);
   }
@@ -71,9 +72,9 @@ export class CampaignProgress extends DurableObject<Env> {
    * counts what D1 holds against the reservation). A campaign being settled (cancelled or failed) is armed now
    * unless it is about to run anyway: its only alarm may be its send_at, days away, and its credits would wait for it
    * (a cancel whose wake-up did not arrive). `database` is where the cron found the campaign's rows (the stored one
-   * may predate a move of its account). Returns whether it armed.
+   * may predate a move of its account; last, for the reason `start` gives). Returns whether it armed.
    */
-  async resume(campaignId: string, accountId: string, database: DatabaseName, settling = false): Promise<boolean> {
+  async resume(campaignId: string, accountId: string, settling = false, database: DatabaseName = "DB"): Promise<boolean> {
     const progress = this.progress();
     this.save(
       progress ? { ...progress, database } : { campaignId, accountId, database, phase: "fanout", cursor: "", materialised: 0, audienceDone: false },

@@ -44,7 +44,7 @@ export async function resumeStalledCampaigns(ctx: Ctx, now = new Date()): Promis
   for (const campaign of stalled) {
     const settling = campaign.status === "cancelled" || campaign.status === "failed";
     try {
-      if (await env.CAMPAIGN_PROGRESS.getByName(campaign.id).resume(campaign.id, campaign.accountId, database, settling)) resumed.push(campaign.id);
+      if (await env.CAMPAIGN_PROGRESS.getByName(campaign.id).resume(campaign.id, campaign.accountId, settling, database)) resumed.push(campaign.id);
     } catch (error) {
       logError("campaigns: re-arming a stalled fan-out failed", { campaign_id: campaign.id, error: String(error) });
     }
