@@ -392,6 +392,29 @@ describe("a move interrupted", () => {
     40_000,
   );
 
+  it("a move that stalled past its lease while another took over and finished stops before it deletes anything", async () => {
+    const { account, key, messages, rows } = await populated();
+    const target = other(account.database);
+    let second: unknown;
+    const stalled = moveAccount(env, sharedDb(env), account.id, target, {
+      ...quick,
+      step: async ({ step }) => {
+        if (step !== "paused") return;
+        // this move stalls here; its lease runs out and the operator's retry takes the account over and moves it
+        await env.DB.prepare("UPDATE accounts SET updated_at = ? WHERE id = ?")
+          .bind(new Date(Date.now() - 120_000).toISOString(), account.id)
+          .run();
+        second = await moveAccount(env, sharedDb(env), account.id, target, quick);
+      },
+    });
+    await expect(stalled).rejects.toThrow("lost its lease");
+    expect(second).toMatchObject({ kind: "moved", account: { database: target } });
+    expect(await directoryRow(account.id)).toEqual({ database: target, moving_to: null });
+    expect(await rowsIn(target, account.id)).toEqual(rows);
+    expect(await rowsIn(account.database, account.id)).toEqual({});
+    expect(await listedMessages(key)).toEqual(expect.arrayContaining(messages));
+  }, 40_000);
+
   it("is abandoned by a move to the database the account is in: the partial copy goes and writes resume", async () => {
     const { account, key, rows } = await populated();
     const target = other(account.database);

@@ -173,10 +173,21 @@ type Move = {
   options: MoveOptions;
   /** When the lease was last renewed (ms). */
   renewedAt: number;
+  /**
+   * The `updated_at` this move last wrote: its lease's token. A second move that took over a lapsed lease (to the same
+   * target) writes its own, so the first one's next write finds the row changed and stops.
+   */
+  stamp: string;
 };
 
-/** The directory row as this move left it: still in its source, moving to its target. */
-const leased = (move: Move) => and(eq(accounts.id, move.account.id), eq(accounts.database, move.source), eq(accounts.movingTo, move.target));
+/** The directory row as this move left it: still in its source, moving to its target, with this move's stamp. */
+const leased = (move: Move) =>
+  and(
+    eq(accounts.id, move.account.id),
+    eq(accounts.database, move.source),
+    eq(accounts.movingTo, move.target),
+    eq(accounts.updatedAt, move.stamp),
+  );
 
 // A renewal is a write to `DB`: made before a round trip only once this long has passed since the last, it still
 // comes before any write of a move that stalled long enough to lose its lease.
@@ -189,13 +200,11 @@ const renewEveryMs = 10_000;
 async function heartbeat(move: Move, when: "due" | "now" = "due"): Promise<void> {
   if (when === "due" && Date.now() - move.renewedAt < renewEveryMs) return;
   const renewedAt = Date.now();
-  const renewed = await move.shared
-    .update(accounts)
-    .set({ updatedAt: new Date(renewedAt).toISOString() })
-    .where(leased(move))
-    .run();
+  const stamp = new Date(renewedAt).toISOString();
+  const renewed = await move.shared.update(accounts).set({ updatedAt: stamp }).where(leased(move)).run();
   if (renewed.meta.changes !== 1) throw new Error(`the move of ${move.account.id} to ${move.target} lost its lease`);
   move.renewedAt = renewedAt;
+  move.stamp = stamp;
 }
 
 /**
@@ -410,9 +419,10 @@ export async function moveAccount(env: Env, shared: SharedDb, accountId: string,
   }
 
   // 1. The pause, taken as a lease: only one move of an account runs at a time.
+  const stamp = nowIso();
   const paused = await shared
     .update(accounts)
-    .set({ movingTo: target, updatedAt: nowIso() })
+    .set({ movingTo: target, updatedAt: stamp })
     .where(
       and(eq(accounts.id, accountId), eq(accounts.database, found.database), or(isNull(accounts.movingTo), lte(accounts.updatedAt, leaseCutoff))),
     )
@@ -423,7 +433,7 @@ export async function moveAccount(env: Env, shared: SharedDb, accountId: string,
     if (!now) return { kind: "not_found" };
     return { kind: "move_running", movingTo: now.movingTo ?? target, leaseEndsAt: new Date(Date.parse(now.updatedAt) + moveLeaseMs).toISOString() };
   }
-  const move: Move = { shared, account: found, source: found.database, target, rows, options, renewedAt: Date.now() };
+  const move: Move = { shared, account: found, source: found.database, target, rows, options, renewedAt: Date.now(), stamp };
   forgetCachedKeys(accountId);
   forgetPlacement(accountId);
   forgetCachedCredentials(accountId);
@@ -441,6 +451,9 @@ export async function moveAccount(env: Env, shared: SharedDb, accountId: string,
 
   // 3. Clear every other database (the target's partial copy of an interrupted move first of all), then copy.
   const beat = async () => heartbeat(move);
+  // Proven again before anything is deleted: a move that stalled while another took over its lapsed lease (and may
+  // have flipped the account to this very target) stops here instead of deleting what is now the truth.
+  await heartbeat(move, "now");
   await clearOthers(env, move.source, rows, beat);
   await options.step?.({ step: "cleared" });
   const to = databaseHandle(env, target);
