@@ -182,12 +182,7 @@ type Move = {
 
 /** The directory row as this move left it: still in its source, moving to its target, with this move's stamp. */
 const leased = (move: Move) =>
-  and(
-    eq(accounts.id, move.account.id),
-    eq(accounts.database, move.source),
-    eq(accounts.movingTo, move.target),
-    eq(accounts.updatedAt, move.stamp),
-  );
+  and(eq(accounts.id, move.account.id), eq(accounts.database, move.source), eq(accounts.movingTo, move.target), eq(accounts.updatedAt, move.stamp));
 
 // A renewal is a write to `DB`: made before a round trip only once this long has passed since the last, it still
 // comes before any write of a move that stalled long enough to lose its lease.
