@@ -173,9 +173,9 @@ async function deliverClaimed(ctx: Ctx, ids: string[], transports: Transport[], 
     prepareOne(env, tag, work.message, work.recipients, domainsById.get(work.message.domainId), signingKeys, work.campaignRecipient),
   );
   // The bytes of each attempt are being stored in R2 (for /raw) while it is sent. Neither its record nor the lane's next
-  // message waits for the store: waiting held every lane to R2's pace, about a third of the drain rate locally
-  // (`npm run bench`). The record names the key the bytes go to; a store that fails is logged and leaves /raw
-  // answering as for a message not built yet. The prepared bytes count against PREPARED_AHEAD_BYTES until stored.
+  // message waits for the store: with R2's latency (tens of ms a put) that held a lane to one message per put. The
+  // record names the key the bytes go to; a store that fails is logged and leaves /raw answering as for a message not
+  // built yet. The prepared bytes count against PREPARED_AHEAD_BYTES until stored.
   const stores: Promise<unknown>[] = [];
   await Promise.all([
     ...transports.slice(0, sending.length).map(async (transport) => {
