@@ -13,7 +13,6 @@ import { sweepStaleClaims } from "../../src/domain/sending/recovery";
 import { call, d1Of, d1OfAccount, json } from "../support/helpers";
 import { eventually, sinkMessagesTo, sinkRule } from "../support/sending";
 import {
-  accountD1s,
   alarmOf,
   audienceOf,
   backdate,
@@ -32,6 +31,7 @@ import {
   waitForStatus,
   type Campaign,
 } from "../support/campaigns";
+import { accountD1s } from "../support/databases";
 
 // How a campaign's reserved credits are settled on its failure paths (a failed fan-out, a queue outage, a lost
 // progress save, the dead-letter queue, a cancel racing completion or losing its wake-up, a late outcome), through

@@ -5,7 +5,7 @@ import { describe, expect, it } from "vitest";
 import { config, ConfigError } from "../../src/config";
 import { grantMonthlyCredits } from "../../src/domain/credits/monthly";
 import worker from "../../src/index";
-import { accountIn } from "../support/campaigns";
+import { accountIn } from "../support/databases";
 import { ADMIN_TOKEN, call, createAccount, d1Of, d1OfAccount, json } from "../support/helpers";
 
 // The plans' monthly verification credits (spec, Limits: the free plan gives 100 a month), granted by the Worker's

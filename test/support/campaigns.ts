@@ -1,9 +1,9 @@
 import { createExecutionContext, createScheduledController, runInDurableObject, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { expect } from "vitest";
-import { accountDatabaseNames } from "../../src/db/client";
 import worker from "../../src/index";
-import { call, createAccount, d1Of, d1OfAccount, json, type CreatedAccount } from "./helpers";
+import { accountD1s, accountIn, allAccountRows } from "./databases";
+import { call, createAccount, d1Of, d1OfAccount, json } from "./helpers";
 import { eventually, verifiedDomain } from "./sending";
 
 export type Campaign = {
@@ -17,37 +17,6 @@ export type Campaign = {
 export type Ledger = { kind: string; amount: number; reference_id: string | null };
 
 export const tag = () => crypto.randomUUID().slice(0, 8);
-
-/**
- * Every D1 database that may hold accounts' rows, for helpers given a row's id but not its account: an account's
- * rows are all in one of them, so reading each and joining the results finds them.
- */
-export const accountD1s = (): D1Database[] => accountDatabaseNames(env).map((database) => d1Of({ database }));
-
-/**
- * A new account placed in `database` (tests place accounts in turn across the pool, so a few tries find one).
- * `overrides` are createAccount's.
- */
-export async function accountIn(database: string, overrides: Record<string, unknown> = {}): Promise<CreatedAccount> {
-  for (let attempt = 0; attempt < 8; attempt++) {
-    const account = await createAccount(overrides);
-    if (account.database === database) return account;
-  }
-  throw new Error(`no account was placed in ${database}`);
-}
-
-/** The rows `sql` finds in every account database, one after the other. */
-export async function allAccountRows<T>(sql: string, ...params: unknown[]): Promise<T[]> {
-  const found = await Promise.all(
-    accountD1s().map((d1) =>
-      d1
-        .prepare(sql)
-        .bind(...params)
-        .all<T>(),
-    ),
-  );
-  return found.flatMap(({ results }) => results);
-}
 
 /** An account that may send campaigns (placed in `database` if given), with a verified domain and a sender on it. */
 export async function campaignAccount(options: { sendCredits?: number; dailySendLimit?: number; database?: string } = {}) {

@@ -1,7 +1,7 @@
 import { createExecutionContext, createMessageBatch, getQueueResult, type QueueResult } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { consumeVerifyDeadLetters, consumeVerifyQueue } from "../../src/queues/verify-queue";
-import { allAccountRows } from "./campaigns";
+import { allAccountRows } from "./databases";
 import { call, json } from "./helpers";
 
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

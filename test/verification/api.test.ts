@@ -5,7 +5,7 @@ import { describe, expect, it } from "vitest";
 import { dedupeKey } from "../../src/domain/verification";
 import { createVerificationJob, planVerificationJob, CHUNK_SIZE } from "../../src/domain/verification/jobs";
 import { findAccount } from "../../src/domain/accounts/accounts";
-import { accountIn, allAccountRows } from "../support/campaigns";
+import { accountIn, allAccountRows } from "../support/databases";
 import { call, createAccount, createKey, d1Of, json } from "../support/helpers";
 import { deliver, dohQueriesUnder, eventsOf, freshBulkSuffix, ledgerOf, verifyBalance, waitForJob, type JobBody } from "../support/verification";
 

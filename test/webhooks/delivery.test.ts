@@ -7,7 +7,7 @@ import type { EventInput, EventType } from "../../src/domain/events/events";
 import { recordEvents } from "../../src/domain/webhooks/dispatch";
 import { consumeWebhookDeadLetters } from "../../src/queues/webhooks";
 import { verifyWebhook } from "../../sdk/src/verify-webhook";
-import { accountIn } from "../support/campaigns";
+import { accountIn } from "../support/databases";
 import { call, createAccount, d1Of, json } from "../support/helpers";
 import {
   addReceiverRule,

@@ -2,7 +2,7 @@ import { openCtx } from "../../src/db/client";
 import { describe, expect, it } from "vitest";
 import { eventStatement, type EventInput, type EventType } from "../../src/domain/events/events";
 import { dispatchEvents, recordEvents, sweepUndispatchedEvents } from "../../src/domain/webhooks/dispatch";
-import { allAccountRows } from "../support/campaigns";
+import { allAccountRows } from "../support/databases";
 import { createAccount, d1Of, d1OfAccount, dbOf, type CreatedAccount } from "../support/helpers";
 import { createEndpoint, envWith, RecordingQueue, receiverUrl, uniqueKey } from "../support/webhooks";
 
