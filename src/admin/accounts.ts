@@ -1,5 +1,5 @@
-import { accountDatabaseName, accountDatabaseNames, accountDb, poolDatabases, type SharedDb } from "../db/client";
-import { isPausedForMove, moveAccount, type MoveOutcome } from "../domain/accounts/move";
+import { accountDatabaseName, accountDatabaseNames, accountDb, poolDatabases } from "../db/client";
+import { moveAccount, type MoveOutcome } from "../domain/accounts/move";
 import {
   createAccount as addAccount,
   findAccount,
@@ -227,16 +227,8 @@ async function pageBalances(env: Env, page: Account[]): Promise<(account: Accoun
   return (account) => found.get(account.id)!;
 }
 
-/**
- * The operator's own writes wait for a move too: a top-up or a change made in the source while it is being copied
- * would be left behind, and the target's copy of the directory row would miss the change.
- */
-async function refuseWhileMoving(shared: SharedDb, id: string): Promise<void> {
-  const account = await findAccount(shared, id);
-  if (account && isPausedForMove(account)) {
-    throw new AppError("conflict", `Account ${id} is being moved to ${account.movingTo}; change it once the move has ended`);
-  }
-}
+/** The operator's own writes wait for a move too (updateAccount and topUpAccount say why). */
+const accountMovingConflict = (id: string) => new AppError("conflict", `Account ${id} is being moved; change it once the move has ended`);
 
 export const adminAccountRoutes = createRouter()
   .openapi(listAccountsRoute, async (c) => {
@@ -286,7 +278,6 @@ export const adminAccountRoutes = createRouter()
   })
   .openapi(updateAccount, async (c) => {
     const body = c.req.valid("json");
-    await refuseWhileMoving(c.var.ctx.shared, c.req.valid("param").id);
     const account = await changeAccount(c.var.ctx.shared, c.req.valid("param").id, {
       name: body.name,
       plan: body.plan,
@@ -295,6 +286,7 @@ export const adminAccountRoutes = createRouter()
       rateLimitPerMinute: body.rate_limit_per_minute,
       aiGenerationsPerMonth: body.ai_generations_per_month,
     });
+    if (account === "moving") throw accountMovingConflict(c.req.valid("param").id);
     // The directory changed first: a failed copy fails the request, and the operator's retry writes both again.
     if (account) await refreshDirectoryCopy(accountDb(c.env, account), account);
     return c.json(await shownAccount(c.env, account), 200);
@@ -308,12 +300,12 @@ export const adminAccountRoutes = createRouter()
   .openapi(topUp, async (c) => {
     const body = c.req.valid("json");
     const id = c.req.valid("param").id;
-    await refuseWhileMoving(c.var.ctx.shared, id);
     const toppedUp = await topUpAccount(c.env, c.var.ctx.shared, id, {
       send: body.send,
       verify: body.verify,
       note: body.note ?? "operator top-up",
     });
     if (!toppedUp) throw notFound("Account");
+    if (toppedUp === "moving") throw accountMovingConflict(id);
     return c.json(operatorAccount(toppedUp.account, toppedUp.balances), 200);
   });

@@ -1,7 +1,7 @@
 // Accounts: plans, limits, features and balances, as the operator sets them. This module owns the accounts'
 // queries; balances (account_balances, in the account's database) change only through the credits ledger.
 
-import { and, count, eq } from "drizzle-orm";
+import { and, count, eq, isNull } from "drizzle-orm";
 import { accountDb, statement, type AccountDb, type DatabaseName, databaseNameOf, type SharedDb, batch, inJsonArray } from "../../db/client";
 import { accountBalances, accounts, apiKeys } from "../../db/schema";
 import { newId, nowIso } from "../../lib/ids";
@@ -192,13 +192,14 @@ export async function createAccount(
 
 /**
  * Changes an account; `undefined` keeps a field. A new plan brings its default limits unless limits are given with
- * it. Undefined when there is no such account.
+ * it. Undefined when there is no such account; `"moving"` while a move runs (the change would miss the copy of the
+ * directory row the move writes, and `updated_at` is the move's lease).
  */
 export async function updateAccount(
   db: SharedDb,
   accountId: string,
   change: { name?: string; plan?: Plan; features?: Feature[] } & Limits,
-): Promise<Account | undefined> {
+): Promise<Account | "moving" | undefined> {
   const defaults = change.plan ? plans[change.plan] : undefined;
   const updated = await db
     .update(accounts)
@@ -211,24 +212,29 @@ export async function updateAccount(
       aiGenerationsPerMonth: change.aiGenerationsPerMonth ?? defaults?.aiGenerationsPerMonth,
       updatedAt: nowIso(),
     })
-    .where(eq(accounts.id, accountId))
+    .where(and(eq(accounts.id, accountId), isNull(accounts.movingTo)))
     .returning()
     .get();
+  if (!updated) return (await findAccount(db, accountId)) ? "moving" : undefined;
   // after the write: the next request of this isolate reads the changed row
   forgetCachedKeys(accountId);
   forgetCachedCredentials(accountId);
   return updated;
 }
 
-/** Adds credits to either balance, one ledger entry each; the balances as they stand after, or undefined if no account. */
+/**
+ * Adds credits to either balance, one ledger entry each; the balances as they stand after, undefined if no account,
+ * `"moving"` while a move runs (credits added to the database being left would be left behind).
+ */
 export async function topUpAccount(
   env: Env,
   shared: SharedDb,
   accountId: string,
   credits: { send?: number; verify?: number; note: string },
-): Promise<{ account: Account; balances: Balances } | undefined> {
+): Promise<{ account: Account; balances: Balances } | "moving" | undefined> {
   const account = await findAccount(shared, accountId);
   if (!account) return undefined;
+  if (account.movingTo !== null) return "moving";
   const db = accountDb(env, account);
   await batch(db, [
     ...(credits.send ? topUpStatements(db, accountId, "send", credits.send, credits.note) : []),
