@@ -6,7 +6,7 @@ import type { AccountDb, Ctx, SharedDb } from "../../db/client";
 import { senders } from "../../db/schema";
 import { newId, nowIso } from "../../lib/ids";
 import { accountPage } from "../pagination";
-import { unverifiedDomainMessage, verifiedDomainQuery } from "../domains/domains";
+import { findVerifiedDomain, unverifiedDomainMessage } from "../domains/domains";
 import { deleteOwned, findOwned, updateOwned } from "../owned";
 import { refused, type Refusal } from "../refusal";
 import { checkSyntax } from "../verification/syntax";
@@ -27,7 +27,7 @@ const addressRefused = (problem: string) => refused("validation_failed", "The re
 async function checkAddress(shared: SharedDb, accountId: string, input: string): Promise<{ kind: "ok"; email: string; domainId: string } | Refusal> {
   const address = senderAddress(input);
   if ("error" in address) return addressRefused(address.error);
-  const domain = await verifiedDomainQuery(shared, accountId, address.domain).get();
+  const domain = await findVerifiedDomain(shared, accountId, address.domain);
   if (domain) return { kind: "ok", email: address.address, domainId: domain.id };
   return addressRefused(unverifiedDomainMessage(address.domain));
 }

@@ -9,10 +9,10 @@ import { accountPage } from "../pagination";
 import { resolve } from "../dns/doh";
 import { dkimTxtValue, generateDkimEd25519KeyPair, generateDkimKeyPair, type DkimKeyPair } from "../sending/dkim";
 import { config } from "../../config";
-import { inJsonArray, type SharedDb, type Ctx } from "../../db/client";
+import { type SharedDb, type Ctx } from "../../db/client";
 import { todaysCap, warmupDay } from "../feedback/warmup";
 import { deleteOwned, findOwned } from "../owned";
-import { forgetCachedDomain } from "./lookup";
+import { forgetCachedDomain, verifiedDomainsOf } from "./lookup";
 import { refused, type Refusal } from "../refusal";
 
 export type DomainRow = typeof domains.$inferSelect;
@@ -221,26 +221,14 @@ export async function verifyDomain(db: SharedDb, domain: DomainRow, env: Env): P
   return updated ?? domain;
 }
 
-/** The query behind `findVerifiedDomain`, for a caller that reads it inside its own batch (raw rows: id, name). */
-export function verifiedDomainQuery(db: SharedDb, accountId: string, domainName: string) {
-  return db
-    .select({ id: domains.id, name: domains.name })
-    .from(domains)
-    .where(and(eq(domains.accountId, accountId), eq(domains.name, domainName.toLowerCase()), eq(domains.status, "verified")));
-}
-
-/** Which of `names` (lower-cased domain names) are verified sending domains of the account. */
+/** Which of `names` are verified sending domains of the account (lower-cased), from the isolate's cache when it can. */
 export async function verifiedDomainNames(db: SharedDb, accountId: string, names: string[]): Promise<Set<string>> {
-  const rows = await db
-    .select({ name: domains.name })
-    .from(domains)
-    .where(and(eq(domains.accountId, accountId), eq(domains.status, "verified"), inJsonArray(domains.name, names)))
-    .all();
-  return new Set(rows.map((row) => row.name));
+  return new Set((await verifiedDomainsOf(db, accountId, names.map((name) => name.toLowerCase()))).keys());
 }
 
 export async function findVerifiedDomain(db: SharedDb, accountId: string, domainName: string): Promise<{ id: string; name: string } | undefined> {
-  return verifiedDomainQuery(db, accountId, domainName).get();
+  const name = domainName.toLowerCase();
+  return (await verifiedDomainsOf(db, accountId, [name])).get(name);
 }
 
 const recheckBatchSize = 50;

@@ -1,8 +1,9 @@
 // The sending path's reads of `domains`, which live in `DB` (a domain name is found before its account is known)
 // while the messages that name them live in the account's database: two databases, so they cannot share a batch. The
-// accept path reads an account's verified from domains, a delivery batch the signing domains of its messages, a
-// campaign (sent, and each step of its fan-out) its sender's domain; all come from this isolate's memory for
-// DOMAIN_CACHE_TTL_MS after a read, so a busy sender's requests and batches touch `DB` once in that time instead of
+// accept path (and every other check of an address's domain: the relay's MAIL FROM and headers, senders, form origins)
+// reads an account's verified domains, a delivery batch the signing domains of its messages, a campaign (sent, and
+// each step of its fan-out) its sender's domain; all come from this isolate's memory for `domainCacheTtlMs` after a
+// read, so a busy sender's requests and batches touch `DB` once in that time instead of
 // every time (docs/scaling.md, "Account databases").
 
 import { and, eq } from "drizzle-orm";
