@@ -76,7 +76,7 @@ describe("sending end to end through npm run dev", () => {
     // The recipient's server bounces it later: a Postfix DSN to the message's VERP return path, handed to the Worker's
     // email() handler through wrangler's local Email Routing endpoint.
     const envelope = (await (await fetch(`${stack.sinkUrl}/api/messages/${delivered.id}`)).json()) as { mail_from: string; message_id: string };
-    expect(envelope.mail_from).toMatch(/^bounces\+(\d+\.)?msg_[A-Za-z0-9]+-[0-9a-f]{16}@bounces\.mailforge\.test$/);
+    expect(envelope.mail_from).toMatch(/^bounces\+\d+\.msg_[A-Za-z0-9]+-[0-9a-f]{16}@bounces\.mailforge\.test$/);
     const dsn = (await readFile("test/fixtures/feedback/postfix-hard-bounce.eml", "utf8"))
       .replaceAll("{{RETURN_PATH}}", envelope.mail_from)
       .replaceAll("{{RECIPIENT}}", to)

@@ -45,7 +45,7 @@ describe("per-recipient return paths", () => {
     const all = [a, b, c].map((email) => copies.get(email)!);
     for (const [i, email] of [a, b, c].entries()) expect(all[i]!.rcpt_to).toEqual([email]);
     const returnPaths = all.map((copy) => copy.mail_from);
-    for (const address of returnPaths) expect(address).toMatch(/^bounces\+(\d+\.)?msg_[A-Za-z0-9]+-[0-9a-f]{16}@bounces\.mailforge\.test$/);
+    for (const address of returnPaths) expect(address).toMatch(/^bounces\+\d+\.msg_[A-Za-z0-9]+-[0-9a-f]{16}@bounces\.mailforge\.test$/);
     expect(new Set(returnPaths).size).toBe(3);
     expect(new Set(all.map((copy) => copy.session_id)).size).toBe(1);
     expect(new Set(all.map((copy) => copy.message_id)).size).toBe(1);

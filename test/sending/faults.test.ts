@@ -127,9 +127,10 @@ describe("the provider refuses or fails at each step of the SMTP dialogue", () =
       const told = await attempt(id);
       const message = await messageOf(account.api_key, id);
       expect(message.status).toBe(outcome);
-      // The server's own last reply, as the user reads it; a dropped connection, never a time-out of ours.
+      // The server's own last reply, as the user reads it; a dropped connection, some reply (a string) that is never a
+      // time-out of ours.
       const last = responses.at(-1)!;
-      const smtpResponse = "code" in last ? expect.stringMatching(new RegExp(`^${last.code}\\b`)) : expect.not.stringMatching(/time(d)? ?out/i);
+      const smtpResponse = "code" in last ? expect.stringMatching(new RegExp(`^${last.code}\\b`)) : expect.stringMatching(/^(?![\s\S]*time(d)? ?out)[\s\S]+$/i);
       expect(message.recipients).toEqual([
         { email: to, status: outcome, smtp_response: smtpResponse, opens: 0, clicks: 0, opened_at: null, clicked_at: null },
       ]);
