@@ -131,7 +131,9 @@ describe("campaigns, sent now", () => {
       const messages = await sinkMessagesTo(addr(name));
       expect(messages).toHaveLength(1);
       // The envelope sender is the message's VERP return path (BOUNCE_DOMAIN), so bounces reach the email() handler.
-      expect(messages[0]!.mail_from).toMatch(new RegExp(`^bounces\\+${databaseTag(account.database)}\\.msg_[A-Za-z0-9]+-[0-9a-f]{16}@bounces\\.mailforge\\.test$`));
+      expect(messages[0]!.mail_from).toMatch(
+        new RegExp(`^bounces\\+${databaseTag(account.database)}\\.msg_[A-Za-z0-9]+-[0-9a-f]{16}@bounces\\.mailforge\\.test$`),
+      );
       const raw = await sinkRaw(messages[0]!.id);
       expect(raw).toMatch(
         new RegExp(

@@ -130,7 +130,8 @@ describe("the provider refuses or fails at each step of the SMTP dialogue", () =
       // The server's own last reply, as the user reads it; a dropped connection, some reply (a string) that is never a
       // time-out of ours.
       const last = responses.at(-1)!;
-      const smtpResponse = "code" in last ? expect.stringMatching(new RegExp(`^${last.code}\\b`)) : expect.stringMatching(/^(?![\s\S]*time(d)? ?out)[\s\S]+$/i);
+      const smtpResponse =
+        "code" in last ? expect.stringMatching(new RegExp(`^${last.code}\\b`)) : expect.stringMatching(/^(?![\s\S]*time(d)? ?out)[\s\S]+$/i);
       expect(message.recipients).toEqual([
         { email: to, status: outcome, smtp_response: smtpResponse, opens: 0, clicks: 0, opened_at: null, clicked_at: null },
       ]);

@@ -9,7 +9,7 @@ import { accountPage } from "../pagination";
 import { resolve } from "../dns/doh";
 import { dkimTxtValue, generateDkimEd25519KeyPair, generateDkimKeyPair, type DkimKeyPair } from "../sending/dkim";
 import { config } from "../../config";
-import { type SharedDb, type Ctx } from "../../db/client";
+import type { SharedDb, Ctx } from "../../db/client";
 import { todaysCap, warmupDay } from "../feedback/warmup";
 import { deleteOwned, findOwned } from "../owned";
 import { forgetCachedDomain, verifiedDomainsOf } from "./lookup";
@@ -223,7 +223,15 @@ export async function verifyDomain(db: SharedDb, domain: DomainRow, env: Env): P
 
 /** Which of `names` are verified sending domains of the account (lower-cased), from the isolate's cache when it can. */
 export async function verifiedDomainNames(db: SharedDb, accountId: string, names: string[]): Promise<Set<string>> {
-  return new Set((await verifiedDomainsOf(db, accountId, names.map((name) => name.toLowerCase()))).keys());
+  return new Set(
+    (
+      await verifiedDomainsOf(
+        db,
+        accountId,
+        names.map((name) => name.toLowerCase()),
+      )
+    ).keys(),
+  );
 }
 
 export async function findVerifiedDomain(db: SharedDb, accountId: string, domainName: string): Promise<{ id: string; name: string } | undefined> {
