@@ -184,15 +184,14 @@ describe("reports by mail for an account in another account database", () => {
     });
     const tag = databaseTag(account.database);
     const stale = databaseTag(otherAccountDatabase(account.database));
+    expect(stale).not.toBe("");
     for (const made of ["tagged", "untagged", "stale"] as const) {
       const to = rcpt(made);
       const sent = await sentMessage(key, from, to);
       // The return path names the database; the signature is the one it had before (over the message and recipient).
       expect(sent.returnPath.startsWith(`bounces+${tag}.${sent.id}-`)).toBe(true);
       const returnPath =
-        made === "tagged"
-          ? sent.returnPath
-          : sent.returnPath.replace(`bounces+${tag}.`, made === "untagged" || stale === "" ? "bounces+" : `bounces+${stale}.`);
+        made === "tagged" ? sent.returnPath : sent.returnPath.replace(`bounces+${tag}.`, made === "untagged" ? "bounces+" : `bounces+${stale}.`);
       const rejected = await deliverToEmailHandler(
         returnPath,
         report("postfixHardBounce", { returnPath, recipient: to, messageId: sent.messageIdHeader }),

@@ -66,7 +66,8 @@ describe("an automation of an account in the last account database", () => {
     const path = segment.slice(tag.length + 1);
 
     const stale = databaseTag(otherAccountDatabase(account.database));
-    for (const url of [segment, path, stale === "" ? path : `${stale}.${path}`]) {
+    expect(stale).not.toBe("");
+    for (const url of [segment, path, `${stale}.${path}`]) {
       const response = await exports.default.fetch(new Request(`http://localhost/hooks/automations/${url}?email=${rcpt("hook")}`));
       expect(response.status, url).toBe(202);
       const { run_id } = await json<{ run_id: string }>(response);

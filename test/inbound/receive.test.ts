@@ -494,13 +494,22 @@ describe("mail for an account in another account database", () => {
       .first<{ data: string }>();
     const link = new URL((JSON.parse(event!.data) as { attachments: { download_url: string }[] }).attachments[1]!.download_url);
     expect(link.searchParams.get("db")).toBe(databaseTag(account.database));
-    expect((await call(`${link.pathname}${link.search}`)).status).toBe(200);
-    // A link made before account databases has no `db`, and one made before a move names another: both still work.
+    // A link made before account databases has no `db`, and one made before a move names another: all three download
+    // the same file.
     const untagged = new URL(link);
     untagged.searchParams.delete("db");
     const stale = new URL(link);
-    stale.searchParams.set("db", databaseTag(otherAccountDatabase(account.database)) || "9");
-    for (const url of [untagged, stale]) expect((await call(`${url.pathname}${url.search}`)).status, url.search).toBe(200);
+    const staleTag = databaseTag(otherAccountDatabase(account.database));
+    expect(staleTag).not.toBe("");
+    stale.searchParams.set("db", staleTag);
+    const files: { status: number; type: string | null; bytes: Uint8Array }[] = [];
+    for (const url of [link, untagged, stale]) {
+      const response = await call(`${url.pathname}${url.search}`);
+      files.push({ status: response.status, type: response.headers.get("Content-Type"), bytes: new Uint8Array(await response.arrayBuffer()) });
+    }
+    expect(files[0]).toMatchObject({ status: 200, type: "application/pdf" });
+    expect(new TextDecoder().decode(files[0]!.bytes)).toMatch(/^%PDF-1\.4\n[\s\S]*%%EOF\n$/);
+    expect(files.slice(1)).toEqual([files[0], files[0]]);
   });
 });
 
