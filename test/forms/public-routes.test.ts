@@ -8,6 +8,7 @@ import { audienceOf, campaignAccount } from "../support/campaigns";
 import { clientAddress } from "../support/dashboard";
 import { createdIn, lastAccountDatabase, otherAccountDatabase } from "../support/databases";
 import { call, createAccount, json } from "../support/helpers";
+import { eventually } from "../support/sending";
 
 const rcpt = (label: string) => `${label}-${crypto.randomUUID().slice(0, 8)}@example.net`;
 
@@ -68,11 +69,21 @@ describe("an automation of an account in the last account database", () => {
     const stale = databaseTag(otherAccountDatabase(account.database));
     expect(stale).not.toBe("");
     for (const url of [segment, path, `${stale}.${path}`]) {
-      const response = await exports.default.fetch(new Request(`http://localhost/hooks/automations/${url}?email=${rcpt("hook")}`));
+      const email = rcpt("hook");
+      const response = await exports.default.fetch(new Request(`http://localhost/hooks/automations/${url}?email=${email}`));
       expect(response.status, url).toBe(202);
       const { run_id } = await json<{ run_id: string }>(response);
-      const run = await json<{ id: string; automation_id: string }>(await call(`/api/v1/automations/runs/${run_id}`, { key }));
+      // The run does what the automation says: the address ends up on the list.
+      const run = await eventually(async () => {
+        const current = await json<{ id: string; automation_id: string; status: string }>(await call(`/api/v1/automations/runs/${run_id}`, { key }));
+        return current.status === "completed" ? current : undefined;
+      });
       expect(run, url).toMatchObject({ id: run_id, automation_id: automation.id });
+      const contact = await json<{ data: { lists: string[] }[] }>(await call(`/api/v1/contacts?email=${encodeURIComponent(email)}`, { key }));
+      expect(
+        contact.data.map((found) => found.lists),
+        url,
+      ).toEqual([[list.id]]);
     }
   });
 });
