@@ -1,4 +1,4 @@
-import { accountDatabases, databaseNameOf, openCtx, type Ctx } from "./db/client";
+import { accountDatabaseNames, inDatabase, openCtx, type Ctx } from "./db/client";
 import { databasesOfMoves } from "./domain/accounts/move";
 import { logWarning } from "./lib/log";
 import { createApp } from "./app";
@@ -67,9 +67,9 @@ const inEachAccountDatabase =
   (task: ScheduledTask): ScheduledTask =>
   async (ctx, controller) => {
     const moving = await databasesInAMove(ctx, controller);
-    for (const db of accountDatabases(ctx.env)) {
-      if (moving.has(databaseNameOf(db))) logWarning("scheduled sweep skipped: an account is moving", { database: databaseNameOf(db) });
-      else await task({ ...ctx, db }, controller);
+    for (const database of accountDatabaseNames(ctx.env)) {
+      if (moving.has(database)) logWarning("scheduled sweep skipped: an account is moving", { database });
+      else await task(inDatabase(ctx, database), controller);
     }
   };
 

@@ -7,7 +7,7 @@ import { Hono, type Context } from "hono";
 import { cors } from "hono/cors";
 import { findAccount, hasFeature } from "../domain/accounts/accounts";
 import { findAutomationByPath, privatePathOf } from "../domain/automations/automations";
-import { databaseNameOf, findInAccountDatabases, inDatabase } from "../db/client";
+import { findInAccountDatabases, inDatabase } from "../db/client";
 import { hintedDatabase } from "../db/hints";
 import { contactTextFields } from "../domain/contacts/contacts";
 import { AppError, errorBody, fieldErrors, validationError } from "../errors";
@@ -66,7 +66,7 @@ hookRoutes.all("/hooks/automations/:path", async (c) => {
   );
   if (!found) return c.json(errorBody("not_found", "No automation at this URL"), 404);
   const automation = found.found;
-  const ctx = inDatabase(c.var.ctx, databaseNameOf(found.db));
+  const ctx = inDatabase(c.var.ctx, found.database);
   // The operator may have taken the feature away since the automation was made.
   const account = await findAccount(c.var.ctx.shared, automation.accountId);
   if (!account || !hasFeature(account, "automations")) throw new AppError("feature_disabled", "Automations are not enabled for this account");

@@ -128,7 +128,7 @@ export const accountDatabases = (env: Env): AccountDb[] => accountDatabaseNames(
  * isolate has seen the pause.
  */
 export const placementCacheTtlMs = 5_000;
-type Placement = { accountId: string; database: DatabaseName; movingTo: string | null };
+type Placement = { database: DatabaseName; movingTo: string | null };
 const placements = new TtlCache<Placement>(placementCacheTtlMs, 10_000);
 
 /** The directory's word on an account's database and move (`DB`, cached in the isolate); undefined for no account. */
@@ -140,14 +140,12 @@ export async function placementOf(env: Env, accountId: string): Promise<Placemen
     .from(schema.accounts)
     .where(eq(schema.accounts.id, accountId))
     .get();
-  if (!row) return undefined;
-  const placement = { accountId, ...row };
-  placements.set(accountId, placement);
-  return placement;
+  if (row) placements.set(accountId, row);
+  return row;
 }
 
 /** Forgets this isolate's placement of an account: after a move pauses or flips it. */
-export const forgetPlacement = (accountId: string) => placements.deleteWhere((placement) => placement.accountId === accountId);
+export const forgetPlacement = (accountId: string) => placements.delete(accountId);
 
 /**
  * Finds a row whose account is not known yet (a tracking token, a return path, a provider's message id) in the
@@ -163,7 +161,7 @@ export async function findInAccountDatabases<T>(
   hint: DatabaseName | undefined,
   find: (db: AccountDb) => Promise<T | undefined>,
   accountOf: (found: T) => string,
-): Promise<{ db: AccountDb; found: T } | undefined> {
+): Promise<{ db: AccountDb; database: DatabaseName; found: T } | undefined> {
   const all = accountDatabaseNames(env);
   const order = hint && all.includes(hint) ? [hint, ...all.filter((name) => name !== hint)] : all;
   for (const name of order) {
@@ -172,10 +170,10 @@ export async function findInAccountDatabases<T>(
     const placement = await placementOf(env, accountOf(found));
     if (!placement) return undefined;
     if (placement.movingTo !== null) throw accountMoving();
-    if (placement.database === name) return { db: databaseHandle(env, name), found };
+    if (placement.database === name) return { db: databaseHandle(env, name), database: name, found };
     const owner = databaseHandle(env, placement.database);
     const there = await find(owner);
-    return there === undefined ? undefined : { db: owner, found: there };
+    return there === undefined ? undefined : { db: owner, database: placement.database, found: there };
   }
   return undefined;
 }

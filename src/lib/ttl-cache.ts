@@ -29,6 +29,10 @@ export class TtlCache<V> {
     this.entries.set(key, { value, expiresAt: now + this.ttlMs });
   }
 
+  delete(key: string): void {
+    this.entries.delete(key);
+  }
+
   /** Drops every entry `matches` picks (a revoked key, a changed account), in this isolate. */
   deleteWhere(matches: (value: V) => boolean): void {
     for (const [key, entry] of this.entries) if (matches(entry.value)) this.entries.delete(key);

@@ -1,5 +1,5 @@
 import { eq } from "drizzle-orm";
-import { databaseNameOf, findInAccountDatabases, inDatabase, openCtx } from "../db/client";
+import { findInAccountDatabases, inDatabase, openCtx } from "../db/client";
 import { contactImports } from "../db/schema";
 import { failContactImport, importTuning, runContactImport, type ContactImportMessage } from "../domain/contacts/import";
 import { logError } from "../lib/log";
@@ -27,7 +27,7 @@ export async function consumeContactImportMessage(message: Message<unknown>, bod
     message.ack();
     return;
   }
-  const database = databaseNameOf(found.db);
+  const database = found.database;
   const ctx = inDatabase(openCtx(env), database);
   try {
     const result = await runContactImport(ctx, importId, { deadline: Date.now() + importTuning.invocationBudgetMs });

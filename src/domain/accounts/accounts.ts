@@ -2,7 +2,17 @@
 // queries; balances (account_balances, in the account's database) change only through the credits ledger.
 
 import { and, count, eq, isNull } from "drizzle-orm";
-import { accountDb, statement, type AccountDb, type DatabaseName, databaseNameOf, type SharedDb, batch, inJsonArray } from "../../db/client";
+import {
+  accountDb,
+  forgetPlacement,
+  statement,
+  type AccountDb,
+  type DatabaseName,
+  databaseNameOf,
+  type SharedDb,
+  batch,
+  inJsonArray,
+} from "../../db/client";
 import { accountBalances, accounts, apiKeys } from "../../db/schema";
 import { newId, nowIso } from "../../lib/ids";
 import type { Feature } from "../../access";
@@ -12,6 +22,16 @@ import { defaultKeyStatement, forgetCachedKeys } from "./api-keys";
 import { keysetPage } from "../pagination";
 
 export type Account = typeof accounts.$inferSelect;
+
+/**
+ * Forgets what this isolate holds of an account's directory row (its keys' and SMTP credentials' cached rows, where
+ * its rows are): after a change to the account, or a move's pause and flip.
+ */
+export function forgetCachedAccount(accountId: string): void {
+  forgetCachedKeys(accountId);
+  forgetCachedCredentials(accountId);
+  forgetPlacement(accountId);
+}
 
 /** Defaults per plan; an operator can override each limit per account. */
 export const plans = {
@@ -217,8 +237,7 @@ export async function updateAccount(
     .get();
   if (!updated) return (await findAccount(db, accountId)) ? "moving" : undefined;
   // after the write: the next request of this isolate reads the changed row
-  forgetCachedKeys(accountId);
-  forgetCachedCredentials(accountId);
+  forgetCachedAccount(accountId);
   return updated;
 }
 

@@ -22,7 +22,6 @@ import {
   accountDatabaseNames,
   batch,
   databaseHandle,
-  forgetPlacement,
   inJsonArray,
   isAccountDatabase,
   placementCacheTtlMs,
@@ -34,9 +33,9 @@ import {
 import * as schema from "../../db/schema";
 import { accounts, domains } from "../../db/schema";
 import { nowIso } from "../../lib/ids";
-import { credentialCacheTtlMs, forgetCachedCredentials } from "../smtp/credentials";
-import { directoryCopyStatement, findAccount, type Account } from "./accounts";
-import { apiKeyCacheTtlMs, forgetCachedKeys } from "./api-keys";
+import { credentialCacheTtlMs } from "../smtp/credentials";
+import { directoryCopyStatement, findAccount, forgetCachedAccount, type Account } from "./accounts";
+import { apiKeyCacheTtlMs } from "./api-keys";
 
 /** How long a move's lease on the account lasts without a heartbeat; a move renews it every 10 s while it works. */
 export const moveLeaseMs = 60_000;
@@ -155,12 +154,7 @@ function ownRows(table: MovedTable, rows: AccountRows): SQL {
 
 /** How many of the account's rows each moved table holds in `db`: one round trip. */
 async function countRows(db: AccountDb, rows: AccountRows): Promise<Map<string, number>> {
-  const tables = movedTables();
-  const results = await batch<{ n: number }>(
-    db,
-    tables.map((table) => statement(db, sql`SELECT count(*) AS n FROM ${named(table.name)} WHERE ${ownRows(table, rows)}`)),
-  );
-  return new Map(tables.map((table, index) => [table.name, results[index]?.results[0]?.n ?? 0]));
+  return new Map([...(await spansOf(db, rows))].map(([table, span]) => [table, span.n]));
 }
 
 // The account's rows in one account database, and the lease the move holds on its directory row.
@@ -374,18 +368,14 @@ async function liftStalePause(shared: SharedDb, account: Account, leaseCutoff: s
     .set({ movingTo: null, updatedAt: nowIso() })
     .where(and(eq(accounts.id, account.id), isNotNull(accounts.movingTo), lte(accounts.updatedAt, leaseCutoff)))
     .run();
-  forgetCachedKeys(account.id);
-  forgetPlacement(account.id);
-  forgetCachedCredentials(account.id);
+  forgetCachedAccount(account.id);
   return lifted.meta.changes > 0;
 }
 
 /** Lifts the pause of a move that will not go on (the source is still the truth). */
 async function unpause(move: Move): Promise<void> {
   await move.shared.update(accounts).set({ movingTo: null, updatedAt: nowIso() }).where(leased(move)).run();
-  forgetCachedKeys(move.account.id);
-  forgetPlacement(move.account.id);
-  forgetCachedCredentials(move.account.id);
+  forgetCachedAccount(move.account.id);
 }
 
 /**
@@ -429,9 +419,7 @@ export async function moveAccount(env: Env, shared: SharedDb, accountId: string,
     return { kind: "move_running", movingTo: now.movingTo ?? target, leaseEndsAt: new Date(Date.parse(now.updatedAt) + moveLeaseMs).toISOString() };
   }
   const move: Move = { shared, account: found, source: found.database, target, rows, options, renewedAt: Date.now(), stamp };
-  forgetCachedKeys(accountId);
-  forgetPlacement(accountId);
-  forgetCachedCredentials(accountId);
+  forgetCachedAccount(accountId);
   await new Promise((resolve) => setTimeout(resolve, options.settleMs ?? moveSettleMs));
   await heartbeat(move, "now");
   await options.step?.({ step: "paused" });
@@ -477,9 +465,7 @@ export async function moveAccount(env: Env, shared: SharedDb, accountId: string,
     .returning({ id: accounts.id })
     .all();
   if (flipped.length !== 1) throw new Error(`the move of ${accountId} to ${target} lost its lease before the flip`);
-  forgetCachedKeys(accountId);
-  forgetPlacement(accountId);
-  forgetCachedCredentials(accountId);
+  forgetCachedAccount(accountId);
   await options.step?.({ step: "flipped" });
 
   // 6. The source's rows go.

@@ -13,7 +13,7 @@
 // id alone. Such a token was seen by every recipient of its message, so it is believed only for a message with exactly
 // one recipient, where it can name nobody else.
 
-import { databaseNameOf, findInAccountDatabases, type Ctx, type DatabaseName } from "../../db/client";
+import { findInAccountDatabases, type Ctx, type DatabaseName } from "../../db/client";
 import { hintedDatabase } from "../../db/hints";
 import type { Config } from "../../config";
 import { hmacSha256Hex, timingSafeEqualString } from "../../lib/crypto";
@@ -92,7 +92,7 @@ export async function ownerOfReturnPath(ctx: Ctx, config: Keys, address: string)
   );
   if (!found) return { rejected: "unknown message", messageId };
   const { found: named } = found;
-  const database = databaseNameOf(found.db);
+  const database = found.database;
   for (const recipient of named.recipients) {
     if (await timingSafeEqualString(token.signature, await signature(config, recipientSigned(messageId, recipient)))) {
       return { messageId, recipient, database };

@@ -6,7 +6,7 @@
 // return path, signed) or, failing that, by the Message-ID we wrote (`<msg_…@domain>`), believed only when the rest
 // of the notification is that message's too (`messageOfHeader`).
 
-import { databaseNameOf, findInAccountDatabases, inDatabase, type Ctx, type DatabaseName } from "../../db/client";
+import { findInAccountDatabases, inDatabase, type Ctx, type DatabaseName } from "../../db/client";
 import { z } from "zod";
 import { config } from "../../config";
 import { base64ToBytes } from "../../lib/crypto";
@@ -169,7 +169,7 @@ async function messageOfHeader(
   const own = new Set(recipients.map(lower));
   if (!notifiedRecipients(notification).every((address) => own.has(lower(address)))) return undefined;
   if (message.source === "smtp" && !(await leftWithOurMessageId(env, message))) return undefined;
-  return { messageId: message.id, database: databaseNameOf(found.db) };
+  return { messageId: message.id, database: found.database };
 }
 
 /** Whether a relayed message left with the Message-ID we add, i.e. it arrived without one of its own. */

@@ -4,7 +4,7 @@
 // sign-up itself is ./signup.ts.
 
 import { and, eq } from "drizzle-orm";
-import { databaseNameOf, findInAccountDatabases, inDatabase, inJsonArray, type AccountDb, type Ctx } from "../../db/client";
+import { findInAccountDatabases, inDatabase, inJsonArray, type AccountDb, type Ctx } from "../../db/client";
 import { hintedDatabase } from "../../db/hints";
 import { forms, lists, senders, topics } from "../../db/schema";
 import type { FieldErrors } from "../../errors";
@@ -156,7 +156,7 @@ export async function locatePublicForm(ctx: Ctx, tag: string | undefined, id: st
     (db) => findPublicForm(db, id),
     (form) => form.accountId,
   );
-  return found && { form: found.found, ctx: inDatabase(ctx, databaseNameOf(found.db)) };
+  return found && { form: found.found, ctx: inDatabase(ctx, found.database) };
 }
 
 /** Changes a form; `undefined` keeps a setting. The form as changed is checked whole (double opt-in needs a sender). */

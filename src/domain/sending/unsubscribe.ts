@@ -1,7 +1,7 @@
 import { bytesToBase64Url, hmacSha256Hex, timingSafeEqualString } from "../../lib/crypto";
 import { and, eq, sql } from "drizzle-orm";
 import type { Config } from "../../config";
-import { databaseNameOf, findInAccountDatabases, inDatabase, statement, type AccountDb, type Ctx, batch } from "../../db/client";
+import { findInAccountDatabases, inDatabase, statement, type AccountDb, type Ctx, batch } from "../../db/client";
 import { hintedDatabase } from "../../db/hints";
 import { contacts, messageRecipients, messages, suppressions, topics } from "../../db/schema";
 import { nowIso } from "../../lib/ids";
@@ -78,7 +78,7 @@ export async function unsubscribeCtx(ctx: Ctx, target: UnsubscribeTarget): Promi
     (db) => db.select({ accountId: messages.accountId }).from(messages).where(eq(messages.id, target.messageId)).get(),
     (message) => message.accountId,
   );
-  return found && inDatabase(ctx, databaseNameOf(found.db));
+  return found && inDatabase(ctx, found.database);
 }
 
 /** What the person behind a link asked for: the one-click unsubscribe, or the preference page's choices. */

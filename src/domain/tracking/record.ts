@@ -6,7 +6,7 @@
 // later one finds it.
 
 import { and, eq, sql, type SQL } from "drizzle-orm";
-import { databaseNameOf, findInAccountDatabases, inDatabase, sqlNow, statement, type AccountDb, type Ctx, batch } from "../../db/client";
+import { findInAccountDatabases, inDatabase, sqlNow, statement, type AccountDb, type Ctx, batch } from "../../db/client";
 import { hintedDatabase } from "../../db/hints";
 import { messageRecipients, messages } from "../../db/schema";
 import { sha256Hex } from "../../lib/crypto";
@@ -54,7 +54,7 @@ async function findMessage(ctx: Ctx, target: OpenTarget): Promise<{ ctx: Ctx; me
     (db) => loadMessage(db, target),
     (message) => message.accountId,
   );
-  return found && { ctx: inDatabase(ctx, databaseNameOf(found.db)), message: found.found };
+  return found && { ctx: inDatabase(ctx, found.database), message: found.found };
 }
 
 // Test-mode messages are never counted in reports, as everywhere else.
