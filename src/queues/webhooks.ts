@@ -116,13 +116,16 @@ function parseBatch(batch: MessageBatch<unknown>): { message: Message<unknown>; 
   return parsed;
 }
 
-/** The attempts by the account database their rows are in (ones naming a database not bound here are left out). */
+/**
+ * The attempts by the account database their rows are in. One naming a database this Worker has no binding for can
+ * never be delivered: it is logged and left out.
+ */
 function byDatabase<T extends { database?: DatabaseName }>(env: Env, items: readonly T[]): Map<DatabaseName, number[]> {
   const groups = new Map<DatabaseName, number[]>();
   items.forEach((item, i) => {
     const database = item.database ?? "DB";
-    if (!isAccountDatabase(env, database)) return;
-    groups.set(database, [...(groups.get(database) ?? []), i]);
+    if (!isAccountDatabase(env, database)) logError("webhook delivery dropped: unknown account database", { ...item });
+    else groups.set(database, [...(groups.get(database) ?? []), i]);
   });
   return groups;
 }
@@ -137,11 +140,8 @@ export async function deliverWebhookMessages(
   messages: WebhookDeliveryMessage[],
   options: WebhookConsumerOptions = {},
 ): Promise<("done" | "again")[]> {
-  // An attempt naming a database this Worker has no binding for can never be delivered: it is dropped (done).
+  // An attempt byDatabase leaves out (no binding for its database) is dropped: done.
   const outcomes: ("done" | "again")[] = messages.map(() => "done");
-  for (const message of messages) {
-    if (!isAccountDatabase(env, message.database ?? "DB")) logError("webhook delivery dropped: unknown account database", { ...message });
-  }
   await Promise.all(
     [...byDatabase(env, messages)].map(async ([database, indexes]) => {
       const done = await deliverInDatabase(
